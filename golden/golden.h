@@ -1,0 +1,24 @@
+/* golden.h: exact (fp64-accumulating) references and golden working-precision kernels. */
+#ifndef PEAT_GOLDEN_H
+#define PEAT_GOLDEN_H
+
+#include "peat/peat.h"
+
+/* Registers every exact and golden kernel of every op. */
+peat_status peat_golden_register(void);
+
+/* Per-element magnitude of the computation of output o of call a: for a reduction, the sum of
+ * |terms| (for GEMM sum_k |alpha a_ik b_kj| + |beta c_ij|), so that the classic rounding bound is
+ * |x_hat - x| <= gamma_depth * mag. Ops without a reduction return |exact value| (pass exact in).
+ * mag must have numel(out o) elements. */
+peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *exact_out,
+                                  double *mag);
+
+/* Registration helpers used by each op's file. */
+peat_status peat_golden_register_gemm(void);
+peat_status peat_golden_register_nn(void);    /* conv, bias, relu, gelu, softmax, layernorm,
+                                               * embedding, cross-entropy, reduce */
+peat_status peat_golden_register_attention(void);
+peat_status peat_golden_register_optim(void); /* adamw, sgd */
+
+#endif
