@@ -1,0 +1,11 @@
+/* golden.c: registers every exact and golden kernel. */
+#include "golden/golden.h"
+
+peat_status peat_golden_register(void)
+{
+    PEAT_TRY(peat_golden_register_gemm());
+    PEAT_TRY(peat_golden_register_nn());
+    PEAT_TRY(peat_golden_register_attention());
+    PEAT_TRY(peat_golden_register_optim());
+    return PEAT_OK;
+}

@@ -1,0 +1,25 @@
+/* builtin.c: one-time registration of every built-in kernel (exact, golden, candidates). */
+#include "golden/golden.h"
+#include "kernels/kernels.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static peat_status init_status;
+static char init_msg[512];
+
+static void init_once(void)
+{
+    init_status = peat_golden_register();
+    if (init_status == PEAT_OK) init_status = peat_kernels_register();
+    if (init_status != PEAT_OK) snprintf(init_msg, sizeof init_msg, "%s", peat_error_last());
+}
+
+peat_status peat_registry_init(void)
+{
+    pthread_once(&once, init_once);
+    if (init_status != PEAT_OK)
+        return PEAT_ERROR(init_status, "registering built-in kernels: %s", init_msg);
+    return PEAT_OK;
+}

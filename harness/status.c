@@ -1,0 +1,50 @@
+/* status.c: the one error path: status names and the thread's last error message. */
+#include "peat/peat.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_msg[512];
+static _Thread_local char last_where[160];
+
+static const char *const status_names[PEAT_STATUS_COUNT] = {
+    [PEAT_OK] = "ok",
+    [PEAT_ERR_INVAL] = "invalid argument",
+    [PEAT_ERR_NOMEM] = "out of memory",
+    [PEAT_ERR_IO] = "i/o error",
+    [PEAT_ERR_FORMAT] = "bad file format",
+    [PEAT_ERR_NOTFOUND] = "not found",
+    [PEAT_ERR_SHAPE] = "shape mismatch",
+    [PEAT_ERR_BACKEND] = "backend error",
+    [PEAT_ERR_ABI] = "ABI mismatch",
+    [PEAT_ERR_UNSUPPORTED] = "unsupported",
+    [PEAT_ERR_NUMERIC] = "non-finite value",
+    [PEAT_ERR_KERNEL] = "kernel failure",
+    [PEAT_ERR_INTERNAL] = "internal error",
+};
+
+const char *peat_status_str(peat_status s)
+{
+    if ((int)s < 0 || s >= PEAT_STATUS_COUNT) return "unknown status";
+    return status_names[s];
+}
+
+peat_status peat_error_set(peat_status code, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+    const char *base = file ? strrchr(file, '/') : NULL;
+    snprintf(last_where, sizeof last_where, "%s:%d", base ? base + 1 : (file ? file : "?"), line);
+    return code;
+}
+
+const char *peat_error_last(void) { return last_msg; }
+const char *peat_error_where(void) { return last_where; }
+void peat_error_clear(void)
+{
+    last_msg[0] = 0;
+    last_where[0] = 0;
+}

@@ -1,0 +1,116 @@
+/* gemm.c: candidate GEMMs: gemm_new (cache-blocked, register-tiled fp32) and gemm_bf16 (bf16
+ * inputs, fp32 accumulation), both honest implementations of their own algorithm. */
+#include "kernels/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MC = 64, KC = 128, NC = 256, MR = 4, NR = 8 };
+
+typedef float (*round_fn)(float);
+static float identity(float x) { return x; }
+
+/* Packs op(A)[i0:i0+mc, k0:k0+kc] into MR-row panels: pa[(ir/MR)*kc*MR + k*MR + r]. */
+static void pack_a(const float *A, int tA, int64_t M, int64_t K, int64_t i0, int64_t k0, int64_t mc,
+                   int64_t kc, float *pa, round_fn rnd)
+{
+    for (int64_t ir = 0; ir < mc; ir += MR)
+        for (int64_t k = 0; k < kc; k++)
+            for (int64_t r = 0; r < MR; r++) {
+                int64_t i = i0 + ir + r, kk = k0 + k;
+                float v = ir + r < mc ? (tA ? A[kk * M + i] : A[i * K + kk]) : 0.0f;
+                pa[ir * kc + k * MR + r] = rnd(v);
+            }
+}
+
+/* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column panels: pb[(jr/NR)*kc*NR + k*NR + c]. */
+static void pack_b(const float *B, int tB, int64_t K, int64_t N, int64_t k0, int64_t j0, int64_t kc,
+                   int64_t nc, float *pb, round_fn rnd)
+{
+    for (int64_t jr = 0; jr < nc; jr += NR)
+        for (int64_t k = 0; k < kc; k++)
+            for (int64_t c = 0; c < NR; c++) {
+                int64_t j = j0 + jr + c, kk = k0 + k;
+                float v = jr + c < nc ? (tB ? B[j * K + kk] : B[kk * N + j]) : 0.0f;
+                pb[jr * kc + k * NR + c] = rnd(v);
+            }
+}
+
+/* MR x NR register tile: partial sums over this k block start at zero and are added to the
+ * output afterwards (the reordering every blocked GEMM makes). */
+static void micro_kernel(int64_t kc, const float *pa, const float *pb, float acc[MR][NR])
+{
+    float c[MR][NR];
+    memset(c, 0, sizeof c);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *a = pa + k * MR, *b = pb + k * NR;
+        for (int r = 0; r < MR; r++)
+            for (int q = 0; q < NR; q++) c[r][q] += a[r] * b[q];
+    }
+    memcpy(acc, c, sizeof c);
+}
+
+static peat_status gemm_blocked(const peat_args *a, round_fn rnd)
+{
+    int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
+    int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], Bn = a->p.i[5];
+    float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    float *pa = malloc(sizeof(float) * (size_t)(MC + MR) * KC);
+    float *pb = malloc(sizeof(float) * (size_t)(NC + NR) * KC);
+    float *acc = malloc(sizeof(float) * (size_t)M * N);
+    if (!pa || !pb || !acc) {
+        free(pa), free(pb), free(acc);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "gemm_new workspace");
+    }
+    for (int64_t b = 0; b < Bn; b++) {
+        const float *A = peat_f32(a->in[0]) + b * M * K, *Bm = peat_f32(a->in[1]) + b * K * N;
+        const float *C = beta != 0.0f ? peat_f32(a->in[2]) + b * M * N : NULL;
+        float *D = peat_f32(a->out[0]) + b * M * N;
+        memset(acc, 0, sizeof(float) * (size_t)M * N);
+        for (int64_t j0 = 0; j0 < N; j0 += NC) {
+            int64_t nc = N - j0 < NC ? N - j0 : NC;
+            for (int64_t k0 = 0; k0 < K; k0 += KC) {
+                int64_t kc = K - k0 < KC ? K - k0 : KC;
+                pack_b(Bm, tB, K, N, k0, j0, kc, nc, pb, rnd);
+                for (int64_t i0 = 0; i0 < M; i0 += MC) {
+                    int64_t mc = M - i0 < MC ? M - i0 : MC;
+                    pack_a(A, tA, M, K, i0, k0, mc, kc, pa, rnd);
+                    for (int64_t jr = 0; jr < nc; jr += NR)
+                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                            float t[MR][NR];
+                            micro_kernel(kc, pa + ir * kc, pb + jr * kc, t);
+                            for (int r = 0; r < MR && ir + r < mc; r++)
+                                for (int q = 0; q < NR && jr + q < nc; q++)
+                                    acc[(i0 + ir + r) * N + j0 + jr + q] += t[r][q];
+                        }
+                }
+            }
+        }
+        /* D may alias C: each element reads C before writing D */
+        for (int64_t i = 0; i < M * N; i++) D[i] = C ? alpha * acc[i] + beta * C[i] : alpha * acc[i];
+    }
+    free(pa), free(pb), free(acc);
+    return PEAT_OK;
+}
+
+static peat_status gemm_new(const peat_args *a, const peat_kernel *self) { return gemm_blocked(a, identity); }
+static peat_status gemm_bf16(const peat_args *a, const peat_kernel *self)
+{
+    return gemm_blocked(a, peat_round_bf16);
+}
+
+peat_status peat_kernels_register_gemm(void)
+{
+    static const peat_kernel ks[] = {
+        {.name = "gemm_new", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+         .cfg = {.tile_m = MC, .tile_n = NC, .tile_k = KC, .threads = 1, .vec_width = NR},
+         .fn = gemm_new, .desc = "cache-blocked fp32 GEMM, 4x8 register tile, k blocks of 128"},
+        {.name = "gemm_bf16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_BF16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+         .cfg = {.tile_m = MC, .tile_n = NC, .tile_k = KC, .threads = 1, .vec_width = NR},
+         .fn = gemm_bf16, .desc = "blocked GEMM, bf16-rounded inputs, fp32 accumulation"},
+    };
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
+    return PEAT_OK;
+}
