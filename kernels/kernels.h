@@ -7,4 +7,13 @@
 /* Registers every built-in candidate kernel. */
 peat_status peat_kernels_register(void);
 
+/* Per-file registration of the candidates (register.c calls them from peat_kernels_register). */
+peat_status peat_kernels_register_conv(void);      /* conv_im2col, _bwd_data, _bwd_filter */
+peat_status peat_kernels_register_softmax(void);   /* softmax_online, softmax_online_bwd */
+peat_status peat_kernels_register_layernorm(void); /* layernorm_welford(_bwd), _bf16, _fp16 */
+peat_status peat_kernels_register_gelu(void);      /* gelu_tanh, gelu_tanh_bwd */
+peat_status peat_kernels_register_attention(void); /* attention_flash(_bwd), attention_bf16 */
+peat_status peat_kernels_register_optim(void);     /* adamw_fused */
+peat_status peat_kernels_register_lowp(void);      /* gemm_fp16 */
+
 #endif

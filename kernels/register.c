@@ -6,5 +6,12 @@ peat_status peat_kernels_register_gemm(void);
 peat_status peat_kernels_register(void)
 {
     PEAT_TRY(peat_kernels_register_gemm());
+    PEAT_TRY(peat_kernels_register_lowp());
+    PEAT_TRY(peat_kernels_register_conv());
+    PEAT_TRY(peat_kernels_register_softmax());
+    PEAT_TRY(peat_kernels_register_layernorm());
+    PEAT_TRY(peat_kernels_register_gelu());
+    PEAT_TRY(peat_kernels_register_attention());
+    PEAT_TRY(peat_kernels_register_optim());
     return PEAT_OK;
 }

@@ -1,0 +1,51 @@
+/* gemm_lowp.c: the fp16-input, fp32-accumulate GEMM candidate (a user's mixed-precision GEMM). */
+#include "kernels/kcommon.h"
+#include "kernels/kernels.h"
+
+#include <stdlib.h>
+
+/* A and B are rounded to fp16 as a half-precision kernel loads them (F32 storage with rounding at
+ * the boundary is numerically identical to fp16 storage); products and sums are fp32 through the
+ * blocked loop; C (when beta != 0) stays fp32 like the fp32 C of a mixed-precision cuBLAS call.
+ * D may alias C, so each batch's product goes to a scratch matrix before the epilogue. */
+static peat_status gemm_fp16(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_kernels_io_check(a, self));
+    int64_t ta = a->p.i[0], tb = a->p.i[1], M = a->p.i[2], N = a->p.i[3], K = a->p.i[4];
+    int64_t batch = a->p.i[5] > 0 ? a->p.i[5] : 1;
+    float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    int64_t na = M * K, nb = K * N, nd = M * N;
+    float *buf = malloc((size_t)(na + nb + nd) * sizeof *buf);
+    if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: scratch of %lld floats", self->name, (long long)(na + nb + nd));
+    float *ah = buf, *bh = buf + na, *acc = bh + nb;
+    const float *A = peat_f32(a->in[0]), *B = peat_f32(a->in[1]);
+    const float *C = a->p.f[1] != 0.0 ? peat_f32(a->in[2]) : NULL;
+    float *Dm = peat_f32(a->out[0]);
+    peat_status st = PEAT_OK;
+    for (int64_t b = 0; b < batch && st == PEAT_OK; b++) {
+        for (int64_t i = 0; i < na; i++) ah[i] = peat_round_f16(A[b * na + i]);
+        for (int64_t i = 0; i < nb; i++) bh[i] = peat_round_f16(B[b * nb + i]);
+        peat_kernels_view va = ta ? (peat_kernels_view){ah, 1, M} : (peat_kernels_view){ah, K, 1};
+        peat_kernels_view vb = tb ? (peat_kernels_view){bh, 1, K} : (peat_kernels_view){bh, N, 1};
+        st = peat_kernels_gemm_blocked(M, N, K, va, vb, acc, N, 0, &self->cfg);
+        for (int64_t i = 0; st == PEAT_OK && i < nd; i++) {
+            float d = alpha * acc[i];
+            if (C) d += beta * C[b * nd + i];
+            Dm[b * nd + i] = d;
+        }
+    }
+    free(buf);
+    return st;
+}
+
+static const peat_kernel lowp_kernels[] = {
+    {.name = "gemm_fp16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
+     .fn = gemm_fp16, .desc = "GEMM with A,B rounded to fp16, fp32 accumulate (32x64x64 blocks)"},
+};
+
+peat_status peat_kernels_register_lowp(void)
+{
+    return peat_kernels_add_all(lowp_kernels, (int)(sizeof lowp_kernels / sizeof lowp_kernels[0]));
+}
