@@ -32,6 +32,9 @@ const char *const *peat_flow_names(void);
 const char *peat_flow_describe(const char *name);
 /* Op kinds a flow calls (bit (1u<<op)). */
 uint32_t peat_flow_op_mask(const char *name);
+/* The same for a given config: the optimizer bit follows cfg->optimizer (peat_flow_op_mask is
+ * the default config, AdamW). cfg may be NULL. */
+uint32_t peat_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
 peat_status peat_flow_create(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
                              peat_flow_t **out);
 void peat_flow_free(peat_flow_t *f);
@@ -45,5 +48,9 @@ peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name);
 int64_t peat_flow_step_count(const peat_flow_t *f);
 /* After loading a checkpoint into the state tensors, tell the flow which step it is at. */
 void peat_flow_set_step(peat_flow_t *f, int64_t step);
+/* Copies every state tensor and the step count of `from` into `to` (same flow and optimizer,
+ * any task): the in-memory checkpoint used for finetuning. Checks names and sizes first and
+ * leaves `to` untouched when they differ. */
+peat_status peat_flow_state_copy(const peat_flow_t *from, peat_flow_t *to);
 
 #endif

@@ -1,0 +1,111 @@
+/* flow_impl.h: internals shared by the flows (flow object, parameter list, op call helpers). */
+#ifndef PEAT_MODELS_FLOW_IMPL_H
+#define PEAT_MODELS_FLOW_IMPL_H
+
+#include "models/models.h"
+
+/* One trainable tensor with its gradient and optimizer state (AdamW m and v, or SGD momentum
+ * in s1 with s2 unused). */
+typedef struct peat_models_param {
+    char name[48];
+    peat_tensor *w, *g, *s1, *s2;
+    int decay; /* weight decay applies (matrices, not biases or norm gains) */
+} peat_models_param;
+
+/* What a flow implements; the common code does config, state lists and the optimizer. */
+typedef struct peat_models_flow_ops {
+    const char *name;
+    const char *desc;
+    uint32_t ops; /* op kinds of forward+backward+loss (the optimizer bit is added per config) */
+    int def_batch, def_width, def_depth, def_seq;
+    double def_lr_adamw, def_lr_sgd;
+    /* allocates impl, data and parameters (peat_models_param_add) */
+    peat_status (*create)(peat_flow_t *f);
+    /* forward and backward of step f->step: fills every param's g, returns the mean loss */
+    peat_status (*train)(peat_flow_t *f, double *loss);
+    /* held-out loss and accuracy (forward only) */
+    peat_status (*eval)(peat_flow_t *f, double *loss, double *acc);
+    void (*destroy)(peat_flow_t *f);
+} peat_models_flow_ops;
+
+struct peat_flow {
+    const peat_models_flow_ops *ops;
+    peat_flow_config cfg; /* resolved: no 0 = default fields left */
+    peat_exec_t *ex;
+    peat_models_param *params;
+    int n_params, cap_params;
+    peat_tensor **state; /* weights, then optimizer state */
+    const char **state_names;
+    char (*state_name_buf)[64];
+    int n_state;
+    int64_t step;
+    void *impl;
+};
+
+extern const peat_models_flow_ops peat_models_mlp_ops;
+extern const peat_models_flow_ops peat_models_cnn_ops;
+extern const peat_models_flow_ops peat_models_gpt_ops;
+
+/* Adds a parameter of the given shape (zero-filled, with gradient and optimizer state) and
+ * returns it through *out. Init is the caller's. */
+peat_status peat_models_param_add(peat_flow_t *f, const char *name, int ndim, const int64_t *shape,
+                                  int decay, peat_models_param **out);
+/* Fills a parameter with N(0, sigma^2) from rng (init only). */
+void peat_models_param_init(peat_models_param *p, peat_rng_t *r, double sigma);
+void peat_models_param_fill(peat_models_param *p, float v);
+
+/* Deterministic 64-bit mixing of (seed, a, b): batch indices that depend only on the step, so
+ * a flow resumed at step s draws the same batches as one that ran up to s. */
+uint64_t peat_models_hash(uint64_t seed, uint64_t a, uint64_t b);
+
+/* Allocation helper: a zeroed F32 tensor of up to 4 dims (trailing dims 0 = absent). */
+peat_status peat_models_tensor(peat_tensor **out, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+
+/* ---- op call helpers: each builds a peat_args and runs it through the exec ---------------- */
+
+/* D = alpha op(A) op(B) + beta C (C may be NULL when beta == 0). */
+peat_status peat_models_gemm(peat_flow_t *f, const char *layer, peat_phase ph, int ta, int tb,
+                             int64_t M, int64_t N, int64_t K, const peat_tensor *A,
+                             const peat_tensor *B, double beta, const peat_tensor *C,
+                             peat_tensor *D);
+/* Y[R,out] = X[R,in] W[in,out] (+ C when C != NULL, the fused residual). */
+peat_status peat_models_linear_fwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
+                                   int64_t out, const peat_tensor *X, const peat_tensor *W,
+                                   const peat_tensor *C, peat_tensor *Y);
+/* dW = X^T dY ; dX = dY W^T (dX skipped when NULL). */
+peat_status peat_models_linear_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
+                                   int64_t out, const peat_tensor *X, const peat_tensor *W,
+                                   const peat_tensor *dY, peat_tensor *dW, peat_tensor *dX);
+/* Y[R,C,S] = X + b[C]; with R = 1, S = 1 and b of numel C this is an elementwise sum. */
+peat_status peat_models_bias_add(peat_flow_t *f, const char *layer, peat_phase ph, int64_t R,
+                                 int64_t C, int64_t S, const peat_tensor *X, const peat_tensor *b,
+                                 peat_tensor *Y);
+peat_status peat_models_bias_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                 int64_t S, const peat_tensor *dY, peat_tensor *db);
+/* Elementwise op (RELU, GELU: in X ; *_BWD: in X, dY). */
+peat_status peat_models_unary(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
+                              const peat_tensor *X, const peat_tensor *dY, peat_tensor *Y);
+peat_status peat_models_layernorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                  const peat_tensor *X, const peat_tensor *gamma,
+                                  const peat_tensor *beta, peat_tensor *Y, peat_tensor *mean,
+                                  peat_tensor *rstd);
+peat_status peat_models_layernorm_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                      const peat_tensor *X, const peat_tensor *gamma,
+                                      const peat_tensor *mean, const peat_tensor *rstd,
+                                      const peat_tensor *dY, peat_tensor *dX, peat_tensor *dgamma,
+                                      peat_tensor *dbeta);
+/* Cross-entropy loss of logits [R,C] against target, mean through REDUCE mode 1; when dlogits
+ * is not NULL also the backward with dloss = 1/R (so dlogits is the gradient of the mean). ws
+ * holds per-row loss [R], dloss [R] and the mean [1]. */
+typedef struct peat_models_xent_ws {
+    peat_tensor *loss, *dloss, *mean;
+} peat_models_xent_ws;
+peat_status peat_models_xent_ws_alloc(peat_models_xent_ws *ws, int64_t R);
+void peat_models_xent_ws_free(peat_models_xent_ws *ws);
+peat_status peat_models_xent(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                             const peat_tensor *logits, const peat_tensor *target,
+                             peat_models_xent_ws *ws, peat_tensor *dlogits, double *mean_loss);
+/* Index of the largest of n values (first on ties): metric counting, not op math. */
+int peat_models_argmax(const float *x, int n);
+
+#endif

@@ -1,0 +1,150 @@
+/* layers.c: op call helpers for the flows: each fills a peat_args and runs it through the exec. */
+#include "models/flow_impl.h"
+
+#include <string.h>
+
+static peat_status run(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
+                       const peat_op_params *p, int n_in, const peat_tensor *const *in, int n_out,
+                       peat_tensor *const *out)
+{
+    peat_args a = peat_args_make(op, p, n_in, in, n_out, out);
+    return peat_exec_op(f->ex, layer, ph, &a);
+}
+
+peat_status peat_models_gemm(peat_flow_t *f, const char *layer, peat_phase ph, int ta, int tb,
+                             int64_t M, int64_t N, int64_t K, const peat_tensor *A,
+                             const peat_tensor *B, double beta, const peat_tensor *C,
+                             peat_tensor *D)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = ta, p.i[1] = tb, p.i[2] = M, p.i[3] = N, p.i[4] = K, p.i[5] = 1;
+    p.f[0] = 1.0, p.f[1] = beta;
+    const peat_tensor *in[3] = {A, B, C};
+    return run(f, layer, ph, PEAT_OP_GEMM, &p, beta != 0.0 ? 3 : 2, in, 1, &D);
+}
+
+peat_status peat_models_linear_fwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
+                                   int64_t out, const peat_tensor *X, const peat_tensor *W,
+                                   const peat_tensor *C, peat_tensor *Y)
+{
+    return peat_models_gemm(f, layer, PEAT_PHASE_FWD, 0, 0, R, out, in, X, W, C ? 1.0 : 0.0, C, Y);
+}
+
+peat_status peat_models_linear_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
+                                   int64_t out, const peat_tensor *X, const peat_tensor *W,
+                                   const peat_tensor *dY, peat_tensor *dW, peat_tensor *dX)
+{
+    /* W is [in,out]: dW = X^T dY is (in x R)(R x out); dX = dY W^T is (R x out)(out x in) */
+    PEAT_TRY(peat_models_gemm(f, layer, PEAT_PHASE_BWD, 1, 0, in, out, R, X, dY, 0.0, NULL, dW));
+    if (dX) PEAT_TRY(peat_models_gemm(f, layer, PEAT_PHASE_BWD, 0, 1, R, in, out, dY, W, 0.0, NULL, dX));
+    return PEAT_OK;
+}
+
+peat_status peat_models_bias_add(peat_flow_t *f, const char *layer, peat_phase ph, int64_t R,
+                                 int64_t C, int64_t S, const peat_tensor *X, const peat_tensor *b,
+                                 peat_tensor *Y)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C, p.i[2] = S;
+    const peat_tensor *in[2] = {X, b};
+    return run(f, layer, ph, PEAT_OP_BIAS_ADD, &p, 2, in, 1, &Y);
+}
+
+peat_status peat_models_bias_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                 int64_t S, const peat_tensor *dY, peat_tensor *db)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C, p.i[2] = S;
+    return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_BIAS_ADD_BWD, &p, 1, &dY, 1, &db);
+}
+
+peat_status peat_models_unary(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
+                              const peat_tensor *X, const peat_tensor *dY, peat_tensor *Y)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = peat_tensor_numel(X);
+    const peat_tensor *in[2] = {X, dY};
+    return run(f, layer, ph, op, &p, dY ? 2 : 1, in, 1, &Y);
+}
+
+peat_status peat_models_layernorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                  const peat_tensor *X, const peat_tensor *gamma,
+                                  const peat_tensor *beta, peat_tensor *Y, peat_tensor *mean,
+                                  peat_tensor *rstd)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C;
+    p.f[0] = 1e-5;
+    const peat_tensor *in[3] = {X, gamma, beta};
+    peat_tensor *out[3] = {Y, mean, rstd};
+    return run(f, layer, PEAT_PHASE_FWD, PEAT_OP_LAYERNORM, &p, 3, in, 3, out);
+}
+
+peat_status peat_models_layernorm_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                      const peat_tensor *X, const peat_tensor *gamma,
+                                      const peat_tensor *mean, const peat_tensor *rstd,
+                                      const peat_tensor *dY, peat_tensor *dX, peat_tensor *dgamma,
+                                      peat_tensor *dbeta)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C;
+    p.f[0] = 1e-5;
+    const peat_tensor *in[5] = {X, gamma, mean, rstd, dY};
+    peat_tensor *out[3] = {dX, dgamma, dbeta};
+    return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_LAYERNORM_BWD, &p, 5, in, 3, out);
+}
+
+peat_status peat_models_xent_ws_alloc(peat_models_xent_ws *ws, int64_t R)
+{
+    memset(ws, 0, sizeof *ws);
+    PEAT_TRY(peat_models_tensor(&ws->loss, R, 0, 0, 0));
+    PEAT_TRY(peat_models_tensor(&ws->dloss, R, 0, 0, 0));
+    PEAT_TRY(peat_models_tensor(&ws->mean, 1, 0, 0, 0));
+    /* the gradient of the mean loss w.r.t. each row's loss: constant glue, set once */
+    float *d = peat_f32(ws->dloss);
+    for (int64_t r = 0; r < R; r++) d[r] = (float)(1.0 / (double)R);
+    return PEAT_OK;
+}
+
+void peat_models_xent_ws_free(peat_models_xent_ws *ws)
+{
+    peat_tensor_free(ws->loss);
+    peat_tensor_free(ws->dloss);
+    peat_tensor_free(ws->mean);
+    memset(ws, 0, sizeof *ws);
+}
+
+peat_status peat_models_xent(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                             const peat_tensor *logits, const peat_tensor *target,
+                             peat_models_xent_ws *ws, peat_tensor *dlogits, double *mean_loss)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C;
+    const peat_tensor *in[3] = {logits, target, ws->dloss};
+    PEAT_TRY(run(f, layer, PEAT_PHASE_FWD, PEAT_OP_CROSS_ENTROPY, &p, 2, in, 1, &ws->loss));
+    /* the mean over the batch: one row of R values */
+    peat_op_params rp;
+    memset(&rp, 0, sizeof rp);
+    rp.i[0] = 1, rp.i[1] = R, rp.i[2] = 1;
+    const peat_tensor *rin = ws->loss;
+    PEAT_TRY(run(f, layer, PEAT_PHASE_FWD, PEAT_OP_REDUCE, &rp, 1, &rin, 1, &ws->mean));
+    if (mean_loss) *mean_loss = peat_f32(ws->mean)[0];
+    if (dlogits)
+        PEAT_TRY(run(f, layer, PEAT_PHASE_BWD, PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, in, 1, &dlogits));
+    return PEAT_OK;
+}
+
+int peat_models_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int k = 1; k < n; k++)
+        if (x[k] > x[best]) best = k;
+    return best;
+}
