@@ -1,0 +1,219 @@
+/* attention.c: exact (fp64) and golden (fp32) scaled-dot-product attention, forward and backward. */
+#include "golden/golden.h"
+#include "golden/refkit.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Layout [B,H,T,D]; one (b,h) head is a contiguous T x D block, its L a contiguous T row.
+ * Forward:  S = scale Q K^T (j > i masked out when causal), L_i = logsumexp_j S_ij,
+ *           O_i = sum_j exp(S_ij - L_i) V_j.
+ * Backward: P = exp(scale Q K^T - L) (recomputed from the given L, as FlashAttention does),
+ *           dV = P^T dO, dP = dO V^T, Dl_i = sum_d dO_id O_id, dS = P (dP - Dl),
+ *           dQ = scale dS K, dK = scale dS^T Q. Masked entries have P = 0 and take no part. */
+
+typedef struct attn_dims {
+    int64_t B, H, T, D, causal;
+} attn_dims;
+
+static attn_dims attn_dims_of(const peat_op_params *p)
+{
+    attn_dims d = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4]};
+    return d;
+}
+
+/* Keys visible from query i: j < jend(i). */
+static int64_t attn_jend(const attn_dims *d, int64_t i) { return d->causal ? i + 1 : d->T; }
+
+static peat_status attention_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    attn_dims d = attn_dims_of(&a->p);
+    double scale = a->p.f[0];
+    double *in[3], *s = malloc((size_t)d.T * sizeof *s);
+    static const int ix[3] = {0, 1, 2};
+    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_exact: score row of %lld", (long long)d.T);
+    peat_status st = peat_golden_load_n(a, 3, ix, in);
+    if (st != PEAT_OK) {
+        free(s);
+        return st;
+    }
+    double *O = peat_f64(a->out[0]), *L = peat_f64(a->out[1]);
+    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        const double *q = in[0] + bh * d.T * d.D, *k = in[1] + bh * d.T * d.D;
+        const double *v = in[2] + bh * d.T * d.D;
+        for (int64_t i = 0; i < d.T; i++) {
+            int64_t je = attn_jend(&d, i);
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t j = 0; j < je; j++) {
+                double dot = 0.0;
+                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
+                s[j] = scale * dot;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int64_t j = 0; j < je; j++) sum += s[j] = exp(s[j] - mx);
+            for (int64_t e = 0; e < d.D; e++) {
+                double acc = 0.0;
+                for (int64_t j = 0; j < je; j++) acc += s[j] * v[j * d.D + e];
+                O[(bh * d.T + i) * d.D + e] = acc / sum;
+            }
+            L[bh * d.T + i] = mx + log(sum);
+        }
+    }
+    peat_golden_free_n(3, in);
+    free(s);
+    return PEAT_OK;
+}
+
+static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    attn_dims d = attn_dims_of(&a->p);
+    float scale = (float)a->p.f[0];
+    float *s = malloc((size_t)d.T * sizeof *s);
+    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_golden: score row of %lld", (long long)d.T);
+    float *O = peat_f32(a->out[0]), *L = peat_f32(a->out[1]);
+    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        const float *q = peat_f32(a->in[0]) + bh * d.T * d.D;
+        const float *k = peat_f32(a->in[1]) + bh * d.T * d.D;
+        const float *v = peat_f32(a->in[2]) + bh * d.T * d.D;
+        for (int64_t i = 0; i < d.T; i++) {
+            int64_t je = attn_jend(&d, i);
+            float mx = -INFINITY, sum = 0.0f;
+            for (int64_t j = 0; j < je; j++) {
+                float dot = 0.0f;
+                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
+                s[j] = scale * dot;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int64_t j = 0; j < je; j++) sum += s[j] = expf(s[j] - mx);
+            for (int64_t e = 0; e < d.D; e++) {
+                float acc = 0.0f;
+                for (int64_t j = 0; j < je; j++) acc += s[j] * v[j * d.D + e];
+                O[(bh * d.T + i) * d.D + e] = acc / sum;
+            }
+            L[bh * d.T + i] = mx + logf(sum);
+        }
+    }
+    free(s);
+    return PEAT_OK;
+}
+
+/* The backward kernels hold one head's T x T probabilities and their gradient at a time. */
+static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    attn_dims d = attn_dims_of(&a->p);
+    double scale = a->p.f[0];
+    double *in[6];
+    static const int ix[6] = {0, 1, 2, 3, 4, 5};
+    double *P = malloc((size_t)(d.T * d.T) * sizeof *P), *dS = malloc((size_t)(d.T * d.T) * sizeof *dS);
+    if (!P || !dS) {
+        free(P), free(dS);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_exact: %lld^2 scratch", (long long)d.T);
+    }
+    peat_status st = peat_golden_load_n(a, 6, ix, in);
+    if (st != PEAT_OK) {
+        free(P), free(dS);
+        return st;
+    }
+    double *dQ = peat_f64(a->out[0]), *dK = peat_f64(a->out[1]), *dV = peat_f64(a->out[2]);
+    int64_t TD = d.T * d.D;
+    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        const double *q = in[0] + bh * TD, *k = in[1] + bh * TD, *v = in[2] + bh * TD;
+        const double *o = in[3] + bh * TD, *l = in[4] + bh * d.T, *dO = in[5] + bh * TD;
+        double *dq = dQ + bh * TD, *dk = dK + bh * TD, *dv = dV + bh * TD;
+        for (int64_t i = 0; i < d.T; i++) {
+            double Dl = 0.0;
+            for (int64_t e = 0; e < d.D; e++) Dl += dO[i * d.D + e] * o[i * d.D + e];
+            for (int64_t j = 0; j < d.T; j++) {
+                if (j >= attn_jend(&d, i)) {
+                    P[i * d.T + j] = 0.0, dS[i * d.T + j] = 0.0;
+                    continue;
+                }
+                double dot = 0.0, dp = 0.0;
+                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
+                for (int64_t e = 0; e < d.D; e++) dp += dO[i * d.D + e] * v[j * d.D + e];
+                double p = exp(scale * dot - l[i]);
+                P[i * d.T + j] = p, dS[i * d.T + j] = p * (dp - Dl);
+            }
+        }
+        for (int64_t t = 0; t < d.T; t++)
+            for (int64_t e = 0; e < d.D; e++) {
+                double aq = 0.0, ak = 0.0, av = 0.0;
+                for (int64_t u = 0; u < d.T; u++) {
+                    aq += dS[t * d.T + u] * k[u * d.D + e];
+                    ak += dS[u * d.T + t] * q[u * d.D + e];
+                    av += P[u * d.T + t] * dO[u * d.D + e];
+                }
+                dq[t * d.D + e] = scale * aq, dk[t * d.D + e] = scale * ak, dv[t * d.D + e] = av;
+            }
+    }
+    peat_golden_free_n(6, in);
+    free(P), free(dS);
+    return PEAT_OK;
+}
+
+static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    attn_dims d = attn_dims_of(&a->p);
+    float scale = (float)a->p.f[0];
+    float *P = malloc((size_t)(d.T * d.T) * sizeof *P), *dS = malloc((size_t)(d.T * d.T) * sizeof *dS);
+    if (!P || !dS) {
+        free(P), free(dS);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_golden: %lld^2 scratch", (long long)d.T);
+    }
+    int64_t TD = d.T * d.D;
+    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        const float *q = peat_f32(a->in[0]) + bh * TD, *k = peat_f32(a->in[1]) + bh * TD;
+        const float *v = peat_f32(a->in[2]) + bh * TD, *o = peat_f32(a->in[3]) + bh * TD;
+        const float *l = peat_f32(a->in[4]) + bh * d.T, *dO = peat_f32(a->in[5]) + bh * TD;
+        float *dq = peat_f32(a->out[0]) + bh * TD, *dk = peat_f32(a->out[1]) + bh * TD;
+        float *dv = peat_f32(a->out[2]) + bh * TD;
+        for (int64_t i = 0; i < d.T; i++) {
+            float Dl = 0.0f;
+            for (int64_t e = 0; e < d.D; e++) Dl += dO[i * d.D + e] * o[i * d.D + e];
+            for (int64_t j = 0; j < d.T; j++) {
+                if (j >= attn_jend(&d, i)) {
+                    P[i * d.T + j] = 0.0f, dS[i * d.T + j] = 0.0f;
+                    continue;
+                }
+                float dot = 0.0f, dp = 0.0f;
+                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
+                for (int64_t e = 0; e < d.D; e++) dp += dO[i * d.D + e] * v[j * d.D + e];
+                float p = expf(scale * dot - l[i]);
+                P[i * d.T + j] = p, dS[i * d.T + j] = p * (dp - Dl);
+            }
+        }
+        for (int64_t t = 0; t < d.T; t++)
+            for (int64_t e = 0; e < d.D; e++) {
+                float aq = 0.0f, ak = 0.0f, av = 0.0f;
+                for (int64_t u = 0; u < d.T; u++) {
+                    aq += dS[t * d.T + u] * k[u * d.D + e];
+                    ak += dS[u * d.T + t] * q[u * d.D + e];
+                    av += P[u * d.T + t] * dO[u * d.D + e];
+                }
+                dq[t * d.D + e] = scale * aq, dk[t * d.D + e] = scale * ak, dv[t * d.D + e] = av;
+            }
+    }
+    free(P), free(dS);
+    return PEAT_OK;
+}
+
+static const peat_kernel attention_kernels[] = {
+    PEAT_GOLDEN_EXACT("attention_exact", PEAT_OP_ATTENTION, attention_exact,
+                      "softmax(scale QK^T [causal]) V and row logsumexp in fp64"),
+    PEAT_GOLDEN_GOLDEN("attention_golden", PEAT_OP_ATTENTION, attention_golden,
+                       "softmax(scale QK^T [causal]) V and row logsumexp in fp32, sequential"),
+    PEAT_GOLDEN_EXACT("attention_bwd_exact", PEAT_OP_ATTENTION_BWD, attention_bwd_exact,
+                      "attention backward (dQ, dK, dV) from recomputed P in fp64"),
+    PEAT_GOLDEN_GOLDEN("attention_bwd_golden", PEAT_OP_ATTENTION_BWD, attention_bwd_golden,
+                       "attention backward (dQ, dK, dV) from recomputed P in fp32, sequential"),
+};
+
+peat_status peat_golden_register_attention(void)
+{
+    return peat_golden_add_all(attention_kernels,
+                               (int)(sizeof attention_kernels / sizeof attention_kernels[0]));
+}

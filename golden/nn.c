@@ -1,0 +1,694 @@
+/* nn.c: exact (fp64) and golden (fp32, sequential) kernels of the non-GEMM, non-attention ops. */
+#include "golden/golden.h"
+#include "golden/refkit.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Two versions of every op follow. The exact one loads its float inputs as doubles and does all
+ * arithmetic with double and libm's double functions. The golden one is the plainest fp32 code:
+ * float storage, float accumulators, terms added in index order, one thread. Both write every
+ * element of every output. */
+
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2PI 0.39894228040143267794
+
+/* Loads inputs 0..n-1 of a as doubles (all float) or fails. */
+#define LOAD(n, ...)                                                                               \
+    double *in_[n];                                                                                \
+    do {                                                                                           \
+        static const int ix_[n] = {__VA_ARGS__};                                                   \
+        PEAT_TRY(peat_golden_load_n(a, n, ix_, in_));                                              \
+    } while (0)
+#define UNLOAD(n) peat_golden_free_n(n, in_)
+
+/* ---- bias_add: i = R, C, S ; Y[r,c,s] = X[r,c,s] + b[c] ---- */
+
+static peat_status bias_add_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1], S = a->p.i[2];
+    LOAD(2, 0, 1);
+    double *y = peat_f64(a->out[0]);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (r * C + c) * S + s;
+                y[i] = in_[0][i] + in_[1][c];
+            }
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status bias_add_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1], S = a->p.i[2];
+    const float *x = peat_f32(a->in[0]), *b = peat_f32(a->in[1]);
+    float *y = peat_f32(a->out[0]);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (r * C + c) * S + s;
+                y[i] = x[i] + b[c];
+            }
+    return PEAT_OK;
+}
+
+/* ---- bias_add_bwd: db[c] = sum over r, then s, of dY[r,c,s] ---- */
+
+static peat_status bias_add_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1], S = a->p.i[2];
+    LOAD(1, 0);
+    double *db = peat_f64(a->out[0]);
+    for (int64_t c = 0; c < C; c++) {
+        double acc = 0.0;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t s = 0; s < S; s++) acc += in_[0][(r * C + c) * S + s];
+        db[c] = acc;
+    }
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status bias_add_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1], S = a->p.i[2];
+    const float *dy = peat_f32(a->in[0]);
+    float *db = peat_f32(a->out[0]);
+    for (int64_t c = 0; c < C; c++) {
+        float acc = 0.0f;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t s = 0; s < S; s++) acc += dy[(r * C + c) * S + s];
+        db[c] = acc;
+    }
+    return PEAT_OK;
+}
+
+/* ---- relu: Y = max(X, 0) ; relu_bwd: dX = dY * (X > 0) ---- */
+
+static peat_status relu_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    LOAD(1, 0);
+    double *y = peat_f64(a->out[0]);
+    for (int64_t i = 0; i < n; i++) y[i] = in_[0][i] > 0.0 ? in_[0][i] : 0.0;
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status relu_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    const float *x = peat_f32(a->in[0]);
+    float *y = peat_f32(a->out[0]);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return PEAT_OK;
+}
+
+static peat_status relu_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    LOAD(2, 0, 1);
+    double *dx = peat_f64(a->out[0]);
+    for (int64_t i = 0; i < n; i++) dx[i] = in_[0][i] > 0.0 ? in_[1][i] : 0.0;
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status relu_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    const float *x = peat_f32(a->in[0]), *dy = peat_f32(a->in[1]);
+    float *dx = peat_f32(a->out[0]);
+    for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    return PEAT_OK;
+}
+
+/* ---- gelu: Y = 0.5 X (1 + erf(X/sqrt2)) ; gelu_bwd: dX = dY (Phi(X) + X phi(X)) ---- */
+
+/* The exact kernels use 1 + erf(z) = erfc(-z): for X << 0 the sum 1 + erf cancels to nothing even
+ * in double, and the reference must stay accurate where the working-precision code is not. */
+static peat_status gelu_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    LOAD(1, 0);
+    double *y = peat_f64(a->out[0]);
+    for (int64_t i = 0; i < n; i++) {
+        double x = in_[0][i];
+        y[i] = 0.5 * x * erfc(-x * INV_SQRT2);
+    }
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status gelu_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    const float *x = peat_f32(a->in[0]);
+    float *y = peat_f32(a->out[0]);
+    for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)INV_SQRT2));
+    return PEAT_OK;
+}
+
+static peat_status gelu_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    LOAD(2, 0, 1);
+    double *dx = peat_f64(a->out[0]);
+    for (int64_t i = 0; i < n; i++) {
+        double x = in_[0][i];
+        double cdf = 0.5 * erfc(-x * INV_SQRT2), pdf = exp(-0.5 * x * x) * INV_SQRT2PI;
+        dx[i] = in_[1][i] * (cdf + x * pdf);
+    }
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status gelu_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t n = a->p.i[0];
+    const float *x = peat_f32(a->in[0]), *dy = peat_f32(a->in[1]);
+    float *dx = peat_f32(a->out[0]);
+    for (int64_t i = 0; i < n; i++) {
+        float cdf = 0.5f * (1.0f + erff(x[i] * (float)INV_SQRT2));
+        float pdf = expf(-0.5f * x[i] * x[i]) * (float)INV_SQRT2PI;
+        dx[i] = dy[i] * (cdf + x[i] * pdf);
+    }
+    return PEAT_OK;
+}
+
+/* ---- softmax: i = R, C ; each row: Y = exp(X - max) / sum exp(X - max) ---- */
+
+static peat_status softmax_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    LOAD(1, 0);
+    double *y = peat_f64(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in_[0] + r * C;
+        double *yr = y + r * C, mx = x[0], sum = 0.0;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) sum += yr[j] = exp(x[j] - mx);
+        for (int64_t j = 0; j < C; j++) yr[j] /= sum;
+    }
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status softmax_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = peat_f32(a->in[0]) + r * C;
+        float *y = peat_f32(a->out[0]) + r * C, mx = x[0], sum = 0.0f;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) sum += y[j] = expf(x[j] - mx);
+        for (int64_t j = 0; j < C; j++) y[j] /= sum;
+    }
+    return PEAT_OK;
+}
+
+/* ---- softmax_bwd: in Y, dY ; dX = Y (dY - sum(dY Y)) per row ---- */
+
+static peat_status softmax_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    LOAD(2, 0, 1);
+    double *dx = peat_f64(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const double *y = in_[0] + r * C, *dy = in_[1] + r * C;
+        double dot = 0.0;
+        for (int64_t j = 0; j < C; j++) dot += dy[j] * y[j];
+        for (int64_t j = 0; j < C; j++) dx[r * C + j] = y[j] * (dy[j] - dot);
+    }
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status softmax_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    for (int64_t r = 0; r < R; r++) {
+        const float *y = peat_f32(a->in[0]) + r * C, *dy = peat_f32(a->in[1]) + r * C;
+        float *dx = peat_f32(a->out[0]) + r * C, dot = 0.0f;
+        for (int64_t j = 0; j < C; j++) dot += dy[j] * y[j];
+        for (int64_t j = 0; j < C; j++) dx[j] = y[j] * (dy[j] - dot);
+    }
+    return PEAT_OK;
+}
+
+/* ---- layernorm: i = R, C ; f = eps ; in X, gamma, beta ; out Y, mean, rstd (two-pass var) ---- */
+
+static peat_status layernorm_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    double eps = a->p.f[0];
+    LOAD(3, 0, 1, 2);
+    double *y = peat_f64(a->out[0]), *mean = peat_f64(a->out[1]), *rstd = peat_f64(a->out[2]);
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in_[0] + r * C;
+        double m = 0.0, var = 0.0;
+        for (int64_t j = 0; j < C; j++) m += x[j];
+        m /= (double)C;
+        for (int64_t j = 0; j < C; j++) var += (x[j] - m) * (x[j] - m);
+        var /= (double)C;
+        double rs = 1.0 / sqrt(var + eps);
+        for (int64_t j = 0; j < C; j++) y[r * C + j] = (x[j] - m) * rs * in_[1][j] + in_[2][j];
+        mean[r] = m, rstd[r] = rs;
+    }
+    UNLOAD(3);
+    return PEAT_OK;
+}
+
+static peat_status layernorm_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    float eps = (float)a->p.f[0];
+    const float *g = peat_f32(a->in[1]), *b = peat_f32(a->in[2]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = peat_f32(a->in[0]) + r * C;
+        float *y = peat_f32(a->out[0]) + r * C, m = 0.0f, var = 0.0f;
+        for (int64_t j = 0; j < C; j++) m += x[j];
+        m /= (float)C;
+        for (int64_t j = 0; j < C; j++) var += (x[j] - m) * (x[j] - m);
+        var /= (float)C;
+        float rs = 1.0f / sqrtf(var + eps);
+        for (int64_t j = 0; j < C; j++) y[j] = (x[j] - m) * rs * g[j] + b[j];
+        peat_f32(a->out[1])[r] = m, peat_f32(a->out[2])[r] = rs;
+    }
+    return PEAT_OK;
+}
+
+/* ---- layernorm_bwd: in X, gamma, mean, rstd, dY ; out dX, dgamma, dbeta ----
+ * xhat = (x - mean) rstd, g = dY gamma:  dX = rstd (g - mean_C(g) - xhat mean_C(g xhat)),
+ * dgamma = sum_r dY xhat, dbeta = sum_r dY. */
+
+static peat_status layernorm_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    LOAD(5, 0, 1, 2, 3, 4);
+    const double *X = in_[0], *gam = in_[1], *mean = in_[2], *rstd = in_[3], *dY = in_[4];
+    double *dx = peat_f64(a->out[0]), *dg = peat_f64(a->out[1]), *db = peat_f64(a->out[2]);
+    for (int64_t j = 0; j < C; j++) dg[j] = 0.0, db[j] = 0.0;
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = X + r * C, *dy = dY + r * C;
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t j = 0; j < C; j++) {
+            double xh = (x[j] - mean[r]) * rstd[r], g = dy[j] * gam[j];
+            sg += g, sgx += g * xh;
+        }
+        sg /= (double)C, sgx /= (double)C;
+        for (int64_t j = 0; j < C; j++) {
+            double xh = (x[j] - mean[r]) * rstd[r], g = dy[j] * gam[j];
+            dx[r * C + j] = rstd[r] * (g - sg - xh * sgx);
+            dg[j] += dy[j] * xh, db[j] += dy[j];
+        }
+    }
+    UNLOAD(5);
+    return PEAT_OK;
+}
+
+static peat_status layernorm_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *gam = peat_f32(a->in[1]), *mean = peat_f32(a->in[2]), *rstd = peat_f32(a->in[3]);
+    float *dg = peat_f32(a->out[1]), *db = peat_f32(a->out[2]);
+    for (int64_t j = 0; j < C; j++) dg[j] = 0.0f, db[j] = 0.0f;
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = peat_f32(a->in[0]) + r * C, *dy = peat_f32(a->in[4]) + r * C;
+        float *dx = peat_f32(a->out[0]) + r * C, sg = 0.0f, sgx = 0.0f;
+        for (int64_t j = 0; j < C; j++) {
+            float xh = (x[j] - mean[r]) * rstd[r], g = dy[j] * gam[j];
+            sg += g, sgx += g * xh;
+        }
+        sg /= (float)C, sgx /= (float)C;
+        for (int64_t j = 0; j < C; j++) {
+            float xh = (x[j] - mean[r]) * rstd[r], g = dy[j] * gam[j];
+            dx[j] = rstd[r] * (g - sg - xh * sgx);
+            dg[j] += dy[j] * xh, db[j] += dy[j];
+        }
+    }
+    return PEAT_OK;
+}
+
+/* ---- embedding: i = N, V, D ; Y[n,:] = table[idx[n],:] ; bwd scatter-adds dY into zeros ---- */
+
+static peat_status embedding_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t N = a->p.i[0], D = a->p.i[2];
+    const int32_t *idx = peat_i32(a->in[1]);
+    LOAD(1, 0);
+    double *y = peat_f64(a->out[0]);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) y[n * D + d] = in_[0][(int64_t)idx[n] * D + d];
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status embedding_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t N = a->p.i[0], D = a->p.i[2];
+    const int32_t *idx = peat_i32(a->in[1]);
+    const float *tab = peat_f32(a->in[0]);
+    float *y = peat_f32(a->out[0]);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) y[n * D + d] = tab[(int64_t)idx[n] * D + d];
+    return PEAT_OK;
+}
+
+static peat_status embedding_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t N = a->p.i[0], V = a->p.i[1], D = a->p.i[2];
+    const int32_t *idx = peat_i32(a->in[0]);
+    LOAD(1, 1);
+    double *dt = peat_f64(a->out[0]);
+    for (int64_t i = 0; i < V * D; i++) dt[i] = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) dt[(int64_t)idx[n] * D + d] += in_[0][n * D + d];
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status embedding_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t N = a->p.i[0], V = a->p.i[1], D = a->p.i[2];
+    const int32_t *idx = peat_i32(a->in[0]);
+    const float *dy = peat_f32(a->in[1]);
+    float *dt = peat_f32(a->out[0]);
+    for (int64_t i = 0; i < V * D; i++) dt[i] = 0.0f;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) dt[(int64_t)idx[n] * D + d] += dy[n * D + d];
+    return PEAT_OK;
+}
+
+/* ---- cross_entropy: i = R, C ; loss[r] = logsumexp(row) - row[target] ---- */
+
+static peat_status cross_entropy_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const int32_t *tgt = peat_i32(a->in[1]);
+    LOAD(1, 0);
+    double *loss = peat_f64(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in_[0] + r * C;
+        double mx = x[0], sum = 0.0;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) sum += exp(x[j] - mx);
+        loss[r] = log(sum) + mx - x[tgt[r]];
+    }
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status cross_entropy_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const int32_t *tgt = peat_i32(a->in[1]);
+    float *loss = peat_f32(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = peat_f32(a->in[0]) + r * C;
+        float mx = x[0], sum = 0.0f;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) sum += expf(x[j] - mx);
+        loss[r] = logf(sum) + mx - x[tgt[r]];
+    }
+    return PEAT_OK;
+}
+
+/* ---- cross_entropy_bwd: in logits, target, dloss ; dlogits = dloss (softmax - onehot) ---- */
+
+static peat_status cross_entropy_bwd_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const int32_t *tgt = peat_i32(a->in[1]);
+    LOAD(2, 0, 2);
+    double *dl = peat_f64(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in_[0] + r * C;
+        double mx = x[0], sum = 0.0;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) sum += exp(x[j] - mx);
+        for (int64_t j = 0; j < C; j++)
+            dl[r * C + j] = in_[1][r] * (exp(x[j] - mx) / sum - (j == tgt[r] ? 1.0 : 0.0));
+    }
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status cross_entropy_bwd_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const int32_t *tgt = peat_i32(a->in[1]);
+    const float *dloss = peat_f32(a->in[2]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = peat_f32(a->in[0]) + r * C;
+        float *dl = peat_f32(a->out[0]) + r * C, mx = x[0], sum = 0.0f;
+        for (int64_t j = 1; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) sum += expf(x[j] - mx);
+        for (int64_t j = 0; j < C; j++)
+            dl[j] = dloss[r] * (expf(x[j] - mx) / sum - (j == tgt[r] ? 1.0f : 0.0f));
+    }
+    return PEAT_OK;
+}
+
+/* ---- reduce: i = R, C, mode ; Y[r] = sum of row r (mode 0) or its mean (mode 1) ---- */
+
+static peat_status reduce_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    LOAD(1, 0);
+    double *y = peat_f64(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < C; j++) acc += in_[0][r * C + j];
+        y[r] = a->p.i[2] == 1 ? acc / (double)C : acc;
+    }
+    UNLOAD(1);
+    return PEAT_OK;
+}
+
+static peat_status reduce_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *x = peat_f32(a->in[0]);
+    float *y = peat_f32(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < C; j++) acc += x[r * C + j];
+        y[r] = a->p.i[2] == 1 ? acc / (float)C : acc;
+    }
+    return PEAT_OK;
+}
+
+/* ---- conv2d family: i = N, C, H, W, O, KH, KW, stride, pad ; NCHW, zero padding ---- */
+
+typedef struct conv_dims {
+    int64_t N, C, H, W, O, KH, KW, s, p, OH, OW;
+} conv_dims;
+
+static conv_dims conv_dims_of(const peat_op_params *p)
+{
+    conv_dims d = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5], p->i[6], p->i[7], p->i[8],
+                   0, 0};
+    d.OH = (d.H + 2 * d.p - d.KH) / d.s + 1;
+    d.OW = (d.W + 2 * d.p - d.KW) / d.s + 1;
+    return d;
+}
+
+/* Output row oh and kernel row kh read input row oh*s - p + kh; the backward-data gather inverts
+ * it: input row h receives from oh = (h + p - kh)/s when that divides and is in range. */
+static int conv_src(int64_t o, int64_t k, int64_t s, int64_t p, int64_t lim, int64_t *in)
+{
+    *in = o * s - p + k;
+    return *in >= 0 && *in < lim;
+}
+static int conv_dst(int64_t i, int64_t k, int64_t s, int64_t p, int64_t lim, int64_t *o)
+{
+    int64_t t = i + p - k;
+    if (t < 0 || t % s) return 0;
+    *o = t / s;
+    return *o < lim;
+}
+
+#define X_AT(n, c, h, w) (((n) * d.C + (c)) * d.H + (h)) * d.W + (w)
+#define W_AT(o, c, kh, kw) (((o) * d.C + (c)) * d.KH + (kh)) * d.KW + (kw)
+#define Y_AT(n, o, oh, ow) (((n) * d.O + (o)) * d.OH + (oh)) * d.OW + (ow)
+
+/* The three conv directions, each once per precision: T is double (exact) or float (golden);
+ * the accumulation order is the natural one (c, kh, kw / o, kh, kw / n, oh, ow). */
+#define CONV_FWD(T, x, w, y)                                                                       \
+    for (int64_t n = 0; n < d.N; n++)                                                              \
+        for (int64_t o = 0; o < d.O; o++)                                                          \
+            for (int64_t oh = 0; oh < d.OH; oh++)                                                  \
+                for (int64_t ow = 0; ow < d.OW; ow++) {                                            \
+                    T acc = 0;                                                                     \
+                    for (int64_t c = 0; c < d.C; c++)                                              \
+                        for (int64_t kh = 0; kh < d.KH; kh++) {                                    \
+                            int64_t ih, iw;                                                        \
+                            if (!conv_src(oh, kh, d.s, d.p, d.H, &ih)) continue;                   \
+                            for (int64_t kw = 0; kw < d.KW; kw++)                                  \
+                                if (conv_src(ow, kw, d.s, d.p, d.W, &iw))                          \
+                                    acc += x[X_AT(n, c, ih, iw)] * w[W_AT(o, c, kh, kw)];          \
+                        }                                                                          \
+                    y[Y_AT(n, o, oh, ow)] = acc;                                                   \
+                }
+#define CONV_BWD_DATA(T, dy, w, dx)                                                                \
+    for (int64_t n = 0; n < d.N; n++)                                                              \
+        for (int64_t c = 0; c < d.C; c++)                                                          \
+            for (int64_t h = 0; h < d.H; h++)                                                      \
+                for (int64_t x_ = 0; x_ < d.W; x_++) {                                             \
+                    T acc = 0;                                                                     \
+                    for (int64_t o = 0; o < d.O; o++)                                              \
+                        for (int64_t kh = 0; kh < d.KH; kh++) {                                    \
+                            int64_t oh, ow;                                                        \
+                            if (!conv_dst(h, kh, d.s, d.p, d.OH, &oh)) continue;                   \
+                            for (int64_t kw = 0; kw < d.KW; kw++)                                  \
+                                if (conv_dst(x_, kw, d.s, d.p, d.OW, &ow))                         \
+                                    acc += dy[Y_AT(n, o, oh, ow)] * w[W_AT(o, c, kh, kw)];         \
+                        }                                                                          \
+                    dx[X_AT(n, c, h, x_)] = acc;                                                   \
+                }
+#define CONV_BWD_FILTER(T, x, dy, dw)                                                              \
+    for (int64_t o = 0; o < d.O; o++)                                                              \
+        for (int64_t c = 0; c < d.C; c++)                                                          \
+            for (int64_t kh = 0; kh < d.KH; kh++)                                                  \
+                for (int64_t kw = 0; kw < d.KW; kw++) {                                            \
+                    T acc = 0;                                                                     \
+                    for (int64_t n = 0; n < d.N; n++)                                              \
+                        for (int64_t oh = 0; oh < d.OH; oh++) {                                    \
+                            int64_t ih, iw;                                                        \
+                            if (!conv_src(oh, kh, d.s, d.p, d.H, &ih)) continue;                   \
+                            for (int64_t ow = 0; ow < d.OW; ow++)                                  \
+                                if (conv_src(ow, kw, d.s, d.p, d.W, &iw))                          \
+                                    acc += x[X_AT(n, c, ih, iw)] * dy[Y_AT(n, o, oh, ow)];         \
+                        }                                                                          \
+                    dw[W_AT(o, c, kh, kw)] = acc;                                                  \
+                }
+
+static peat_status conv2d_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    conv_dims d = conv_dims_of(&a->p);
+    LOAD(2, 0, 1);
+    const double *x = in_[0], *w = in_[1];
+    double *y = peat_f64(a->out[0]);
+    CONV_FWD(double, x, w, y)
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status conv2d_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    conv_dims d = conv_dims_of(&a->p);
+    const float *x = peat_f32(a->in[0]), *w = peat_f32(a->in[1]);
+    float *y = peat_f32(a->out[0]);
+    CONV_FWD(float, x, w, y)
+    return PEAT_OK;
+}
+
+static peat_status conv2d_bwd_data_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    conv_dims d = conv_dims_of(&a->p);
+    LOAD(2, 0, 1);
+    const double *dy = in_[0], *w = in_[1];
+    double *dx = peat_f64(a->out[0]);
+    CONV_BWD_DATA(double, dy, w, dx)
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status conv2d_bwd_data_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    conv_dims d = conv_dims_of(&a->p);
+    const float *dy = peat_f32(a->in[0]), *w = peat_f32(a->in[1]);
+    float *dx = peat_f32(a->out[0]);
+    CONV_BWD_DATA(float, dy, w, dx)
+    return PEAT_OK;
+}
+
+static peat_status conv2d_bwd_filter_exact(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    conv_dims d = conv_dims_of(&a->p);
+    LOAD(2, 0, 1);
+    const double *x = in_[0], *dy = in_[1];
+    double *dw = peat_f64(a->out[0]);
+    CONV_BWD_FILTER(double, x, dy, dw)
+    UNLOAD(2);
+    return PEAT_OK;
+}
+
+static peat_status conv2d_bwd_filter_golden(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_golden_io_check(a, self));
+    conv_dims d = conv_dims_of(&a->p);
+    const float *x = peat_f32(a->in[0]), *dy = peat_f32(a->in[1]);
+    float *dw = peat_f32(a->out[0]);
+    CONV_BWD_FILTER(float, x, dy, dw)
+    return PEAT_OK;
+}
+
+/* ---- registration ---- */
+
+#define PAIR(op_, opk, what)                                                                       \
+    PEAT_GOLDEN_EXACT(#op_ "_exact", opk, op_##_exact, what " in fp64"),                           \
+        PEAT_GOLDEN_GOLDEN(#op_ "_golden", opk, op_##_golden, what " in fp32, sequential")
+
+static const peat_kernel nn_kernels[] = {
+    PAIR(bias_add, PEAT_OP_BIAS_ADD, "per-channel bias add"),
+    PAIR(bias_add_bwd, PEAT_OP_BIAS_ADD_BWD, "bias gradient (sum over rows and spatial)"),
+    PAIR(relu, PEAT_OP_RELU, "ReLU"),
+    PAIR(relu_bwd, PEAT_OP_RELU_BWD, "ReLU backward"),
+    PAIR(cross_entropy, PEAT_OP_CROSS_ENTROPY, "cross-entropy loss per row"),
+    PAIR(cross_entropy_bwd, PEAT_OP_CROSS_ENTROPY_BWD, "cross-entropy backward"),
+    PAIR(reduce, PEAT_OP_REDUCE, "row sum / mean"),
+    PAIR(gelu, PEAT_OP_GELU, "exact (erf) GELU"),
+    PAIR(gelu_bwd, PEAT_OP_GELU_BWD, "exact (erf) GELU backward"),
+    PAIR(softmax, PEAT_OP_SOFTMAX, "row softmax (max-shifted)"),
+    PAIR(softmax_bwd, PEAT_OP_SOFTMAX_BWD, "row softmax backward"),
+    PAIR(layernorm, PEAT_OP_LAYERNORM, "layernorm (two-pass variance)"),
+    PAIR(layernorm_bwd, PEAT_OP_LAYERNORM_BWD, "layernorm backward (dX, dgamma, dbeta)"),
+    PAIR(embedding, PEAT_OP_EMBEDDING, "embedding gather"),
+    PAIR(embedding_bwd, PEAT_OP_EMBEDDING_BWD, "embedding scatter-add backward"),
+    PAIR(conv2d, PEAT_OP_CONV2D, "direct NCHW conv2d"),
+    PAIR(conv2d_bwd_data, PEAT_OP_CONV2D_BWD_DATA, "direct conv2d backward-data (gather)"),
+    PAIR(conv2d_bwd_filter, PEAT_OP_CONV2D_BWD_FILTER, "direct conv2d backward-filter"),
+};
+
+peat_status peat_golden_register_nn(void)
+{
+    return peat_golden_add_all(nn_kernels, (int)(sizeof nn_kernels / sizeof nn_kernels[0]));
+}
