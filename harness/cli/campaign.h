@@ -1,0 +1,61 @@
+/* campaign.h: the `peat run` pipeline: profile -> playback -> analyze -> detect -> report. */
+#ifndef PEAT_CAMPAIGN_H
+#define PEAT_CAMPAIGN_H
+
+#include <stdio.h>
+
+#include "detector/detector.h"
+#include "harness/record.h"
+#include "models/models.h"
+
+#define PEAT_MAX_PLUGINS 8
+
+typedef struct peat_campaign_opts {
+    const char *kernel;          /* candidate under test (required) */
+    const char *flow;            /* NULL = first flow that calls the kernel's op */
+    const char *backend;         /* "auto" (default), "cpu", "cuda", "hip" */
+    int64_t iters;               /* training iterations to profile (0 = flow default) */
+    int64_t calls;               /* op calls to record and replay (0 = default) */
+    uint64_t seed;
+    const char *out_dir;         /* NULL = peat-out/<kernel>-<flow>-<UTC time> */
+    const char *plugins[PEAT_MAX_PLUGINS];
+    int n_plugins;
+    int resume;                  /* continue the campaign in out_dir */
+    int force;                   /* replace a finished campaign in out_dir */
+    int isolate;                 /* run the candidate in a child process (crash/hang safe) */
+    double kernel_timeout_s;     /* per call, when isolated */
+    int repeats;                 /* calls replayed twice to test determinism */
+    int quiet;
+    const char *argv;            /* command line, recorded in the campaign file */
+} peat_campaign_opts;
+
+void peat_campaign_opts_default(peat_campaign_opts *o);
+
+typedef struct peat_campaign_result {
+    char out_dir[512];
+    char flow[32];
+    peat_signature cand, golden;
+    peat_finding findings[8];
+    int n_findings;
+    peat_acceptance verdict;
+    int64_t n_records;
+    int64_t n_kernel_failures;   /* calls on which the candidate crashed, hung or failed */
+    char kernel_failure[256];    /* first such failure */
+    double loss_first, loss_last;
+    double t_profile, t_playback, t_analyze, t_total;
+} peat_campaign_result;
+
+/* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);
+ * any other status is a usage, input or environment error (message via peat_error_last). */
+peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res);
+
+/* Writes the terminal verdict table. */
+void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes signature.json, summary.md and junit.xml into r->out_dir (each atomically). */
+peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Monotonic seconds. */
+double peat_now(void);
+
+#endif

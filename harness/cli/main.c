@@ -1,0 +1,267 @@
+/* main.c: the `peat` command line: list, run, inspect, help. Exit 0 pass, 1 fail, 2 usage/input. */
+#include "harness/cli/campaign.h"
+#include "harness/store/store.h"
+#include "inject/inject.h"
+#include "peat/backend.h"
+#include "peat/plugin.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EXIT_PASS = 0, EXIT_KERNEL_FAIL = 1, EXIT_USAGE = 2 };
+
+static int die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("peat: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+static int die_status(peat_status st)
+{
+    const char *m = peat_error_last();
+    return die("%s", m[0] ? m : peat_status_str(st));
+}
+
+static const char *const usage_main =
+    "usage: peat <command> [options]\n"
+    "\n"
+    "PEAT validates a new kernel against the trusted (golden) one inside DNN training:\n"
+    "it records op calls of a training flow, replays them through the candidate, measures\n"
+    "errors against an fp64-exact reference and names the error model they match.\n"
+    "\n"
+    "commands:\n"
+    "  run       validate a kernel:  peat run --kernel gemm_new\n"
+    "  list      kernels, flows, backends, ops and error models\n"
+    "  inspect   what a campaign file holds:  peat inspect DIR/campaign.h5\n"
+    "  help      help on a command:  peat help run\n"
+    "  version   print the version\n"
+    "\n"
+    "exit status: 0 the kernel passes (or warnings only), 1 the kernel fails, 2 usage or input error\n";
+
+static const char *const usage_run =
+    "usage: peat run --kernel NAME [options]\n"
+    "\n"
+    "Profiles a golden training flow, replays the recorded calls of the kernel's op through the\n"
+    "candidate, and reports a verdict with evidence.\n"
+    "\n"
+    "  --kernel NAME     candidate kernel to validate (see `peat list`)            (required)\n"
+    "  --flow NAME       training flow: mlp, cnn, gpt (default: first that calls the op)\n"
+    "  --backend NAME    auto, cpu, cuda, hip (default auto: a GPU if present, else cpu)\n"
+    "  --iters N         training iterations to profile (default: per flow, e.g. mlp 60)\n"
+    "  --calls N         op calls to record and replay (default 48)\n"
+    "  --seed S          seed of everything random (default 1)\n"
+    "  --out DIR         output directory (default peat-out/<kernel>-<flow>-<UTC time>)\n"
+    "  --plugin PATH     load kernels from a plugin library (repeatable)\n"
+    "  --resume          continue an interrupted campaign in --out DIR (same options)\n"
+    "  --force           replace a campaign already in --out DIR\n"
+    "  --no-isolate      run the candidate in-process (default: a child process per call, so a\n"
+    "                    crashing or hanging kernel is reported instead of ending the campaign)\n"
+    "  --timeout SEC     per-call deadline for an isolated candidate (default 30)\n"
+    "  --quiet           print only the verdict table\n"
+    "\n"
+    "Writes DIR/campaign.h5, DIR/signature.json, DIR/summary.md, DIR/junit.xml.\n";
+
+static const char *const usage_list =
+    "usage: peat list [--plugin PATH]\n"
+    "\nLists kernels (by op, with role, backend, dtypes), flows, backends and error models.\n";
+
+static const char *const usage_inspect =
+    "usage: peat inspect FILE\n"
+    "\nPrints what a campaign file holds: stages, op calls per op, iterations, sizes and the\n"
+    "compression ratio. Refuses files that are not PEAT campaigns of this schema version.\n";
+
+static int cmd_help(int argc, char **argv)
+{
+    const char *c = argc > 0 ? argv[0] : NULL;
+    if (!c) fputs(usage_main, stdout);
+    else if (strcmp(c, "run") == 0) fputs(usage_run, stdout);
+    else if (strcmp(c, "list") == 0) fputs(usage_list, stdout);
+    else if (strcmp(c, "inspect") == 0) fputs(usage_inspect, stdout);
+    else if (strcmp(c, "help") == 0 || strcmp(c, "version") == 0) fputs(usage_main, stdout);
+    else return die("no help for unknown command '%s' (commands: run, list, inspect, help, version)", c);
+    return EXIT_PASS;
+}
+
+/* Option value: "--opt VALUE" or "--opt=VALUE". */
+static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0) return 0;
+    if (argv[*i][n] == '=') {
+        *val = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n] != 0) return 0;
+    if (*i + 1 >= argc) {
+        *val = NULL;
+        return 1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int cmd_list(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (opt_value(argc, argv, &i, "--plugin", &v)) {
+            if (!v) return die("--plugin needs a path");
+            peat_status st = peat_registry_init();
+            if (st == PEAT_OK) st = peat_plugin_load(v, NULL);
+            if (st != PEAT_OK) return die_status(st);
+        } else
+            return die("unknown option '%s' for list (see `peat help list`)", argv[i]);
+    }
+    peat_status st = peat_registry_init();
+    if (st != PEAT_OK) return die_status(st);
+    printf("kernels (by op):\n");
+    for (int op = 0; op < PEAT_OP_COUNT; op++) {
+        int any = 0;
+        for (int i = 0; i < peat_registry_count(); i++) {
+            const peat_kernel *k = peat_registry_at(i);
+            if ((int)k->op != op) continue;
+            if (!any) printf("  %s\n", peat_op_name((peat_op_kind)op));
+            any = 1;
+            printf("    %-26s %-9s %-4s in %-4s acc %-4s out %-4s  %s\n", k->name, peat_role_name(k->role),
+                   k->backend, peat_dtype_name(k->in_dtype), peat_dtype_name(k->acc_dtype),
+                   peat_dtype_name(k->out_dtype), k->desc);
+        }
+    }
+    printf("\nflows:\n");
+    const char *const *fl = peat_flow_names();
+    for (int i = 0; fl[i]; i++) {
+        printf("  %-8s %s\n           ops:", fl[i], peat_flow_describe(fl[i]));
+        uint32_t m = peat_flow_op_mask(fl[i]);
+        for (int op = 0; op < PEAT_OP_COUNT; op++)
+            if (m & (1u << op)) printf(" %s", peat_op_name((peat_op_kind)op));
+        printf("\n");
+    }
+    printf("\nbackends: built %s; available:", peat_backend_list());
+    const char *bs[] = {"cpu", "cuda", "hip"};
+    for (int i = 0; i < 3; i++)
+        if (peat_backend_available(bs[i])) printf(" %s", bs[i]);
+    printf("\n\nerror models (pseudo-errors):\n%s", peat_inject_catalogue());
+    return EXIT_PASS;
+}
+
+static int cmd_run(int argc, char **argv, const char *cmdline)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.argv = cmdline;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        int64_t n;
+#define NEED(name)                                                                                 \
+    if (!v) return die("%s needs a value (see `peat help run`)", name)
+        if (opt_value(argc, argv, &i, "--kernel", &v)) {
+            NEED("--kernel");
+            o.kernel = v;
+        } else if (opt_value(argc, argv, &i, "--flow", &v)) {
+            NEED("--flow");
+            o.flow = v;
+        } else if (opt_value(argc, argv, &i, "--backend", &v)) {
+            NEED("--backend");
+            o.backend = v;
+        } else if (opt_value(argc, argv, &i, "--iters", &v)) {
+            NEED("--iters");
+            if (!parse_i64(v, 1, 1000000, &o.iters)) return die("--iters must be an integer in 1..1000000, got '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--calls", &v)) {
+            NEED("--calls");
+            if (!parse_i64(v, 1, 1000000, &o.calls)) return die("--calls must be an integer in 1..1000000, got '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
+            NEED("--seed");
+            if (!parse_i64(v, 0, INT64_MAX, &n)) return die("--seed must be a non-negative integer, got '%s'", v);
+            o.seed = (uint64_t)n;
+        } else if (opt_value(argc, argv, &i, "--out", &v)) {
+            NEED("--out");
+            if (!*v) return die("--out needs a directory");
+            o.out_dir = v;
+        } else if (opt_value(argc, argv, &i, "--plugin", &v)) {
+            NEED("--plugin");
+            if (o.n_plugins == PEAT_MAX_PLUGINS) return die("at most %d --plugin options", PEAT_MAX_PLUGINS);
+            o.plugins[o.n_plugins++] = v;
+        } else if (opt_value(argc, argv, &i, "--timeout", &v)) {
+            NEED("--timeout");
+            char *end;
+            o.kernel_timeout_s = strtod(v, &end);
+            if (*end || !(o.kernel_timeout_s > 0 && o.kernel_timeout_s < 86400))
+                return die("--timeout must be seconds in (0, 86400), got '%s'", v);
+        } else if (strcmp(argv[i], "--resume") == 0) {
+            o.resume = 1;
+        } else if (strcmp(argv[i], "--force") == 0) {
+            o.force = 1;
+        } else if (strcmp(argv[i], "--no-isolate") == 0) {
+            o.isolate = 0;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            o.quiet = 1;
+        } else {
+            return die("unknown option '%s' for run (see `peat help run`)", argv[i]);
+        }
+#undef NEED
+    }
+    if (!o.kernel) return die("run needs --kernel NAME (see `peat list` for kernels)");
+    if (o.resume && !o.out_dir) return die("--resume needs --out DIR of the campaign to continue");
+    if (o.resume && o.force) return die("--resume and --force exclude each other");
+    peat_campaign_result r;
+    if (!o.quiet) fprintf(stderr, "peat: validating %s ...\n", o.kernel);
+    peat_status st = peat_campaign_run(&o, &r);
+    if (st != PEAT_OK) return die_status(st);
+    peat_campaign_print(stdout, &o, &r);
+    return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    if (argc != 1) return die("inspect needs exactly one FILE (see `peat help inspect`)");
+    peat_status st = peat_store_inspect(argv[0], stdout);
+    return st == PEAT_OK ? EXIT_PASS : die_status(st);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    char cmdline[512] = "";
+    for (int i = 0; i < argc; i++) {
+        size_t len = strlen(cmdline);
+        snprintf(cmdline + len, sizeof cmdline - len, "%s%s", i ? " " : "", argv[i]);
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return cmd_help(0, NULL);
+    if (strcmp(cmd, "help") == 0) return cmd_help(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("peat %s\n", PEAT_VERSION_STRING);
+        return EXIT_PASS;
+    }
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            char *c[1] = {argv[1]};
+            return cmd_help(1, c);
+        }
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2, cmdline);
+    if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
+    if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
+    return die("unknown command '%s' (commands: run, list, inspect, help, version)", cmd);
+}

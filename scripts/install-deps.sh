@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs the Debian packages PEAT builds with, only those missing (idempotent).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libcriterion-dev)
+[ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(valgrind clang-format)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "install-deps: all dependencies present"

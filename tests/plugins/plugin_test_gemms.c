@@ -1,0 +1,69 @@
+/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang). */
+#include "peat/plugin.h"
+
+#include <signal.h>
+#include <math.h>
+#include <unistd.h>
+
+static void gemm_ref(const peat_args *a)
+{
+    int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
+    int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
+    float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    for (int64_t b = 0; b < B; b++) {
+        const float *A = (const float *)a->in[0]->data + b * M * K;
+        const float *Bm = (const float *)a->in[1]->data + b * K * N;
+        const float *C = beta != 0.0f ? (const float *)a->in[2]->data + b * M * N : NULL;
+        float *D = (float *)a->out[0]->data + b * M * N;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float s = 0.0f;
+                for (int64_t k = 0; k < K; k++)
+                    s += (tA ? A[k * M + i] : A[i * K + k]) * (tB ? Bm[j * K + k] : Bm[k * N + j]);
+                D[i * N + j] = C ? alpha * s + beta * C[i * N + j] : alpha * s;
+            }
+    }
+}
+
+/* Correct except one output element per call, which is off by far more than rounding. */
+static peat_status gemm_corrupt(const peat_args *a, const peat_kernel *self)
+{
+    gemm_ref(a);
+    float *D = (float *)a->out[0]->data;
+    int64_t n = a->p.i[2] * a->p.i[3];
+    int64_t idx = n / 3;
+    D[idx] = D[idx] * 1.5f + (D[idx] >= 0 ? 0.25f : -0.25f);
+    return PEAT_OK;
+}
+
+static peat_status gemm_crash(const peat_args *a, const peat_kernel *self)
+{
+    raise(SIGSEGV);
+    return PEAT_OK;
+}
+
+static peat_status gemm_hang(const peat_args *a, const peat_kernel *self)
+{
+    for (;;) pause();
+    return PEAT_OK;
+}
+
+int peat_plugin_abi_version(void) { return PEAT_PLUGIN_ABI_VERSION; }
+
+int peat_plugin_register(const peat_plugin_host *host)
+{
+    static const peat_kernel ks[] = {
+        {.name = "test_gemm_corrupt", .op = PEAT_OP_GEMM, .backend = "cpu", .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .fn = gemm_corrupt,
+         .desc = "test: corrupts one output element per call"},
+        {.name = "test_gemm_crash", .op = PEAT_OP_GEMM, .backend = "cpu", .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .fn = gemm_crash,
+         .desc = "test: segfaults"},
+        {.name = "test_gemm_hang", .op = PEAT_OP_GEMM, .backend = "cpu", .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .fn = gemm_hang,
+         .desc = "test: never returns"},
+    };
+    for (unsigned i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        if (host->register_kernel(&ks[i]) != PEAT_OK) return 1;
+    return 0;
+}
