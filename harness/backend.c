@@ -5,23 +5,28 @@
 #include <string.h>
 #include <time.h>
 
-#ifdef PEAT_HAVE_CUDA
-extern const struct peat_backend_iface peat_backend_cuda_iface;
-#endif
-
 typedef struct {
     const char *name;
     const struct peat_backend_iface *iface;
 } backend_entry;
 
-/* GPU backends first, CPU last: "auto" picks the first with a device. */
-static const backend_entry backends[] = {
-#ifdef PEAT_HAVE_CUDA
-    {"cuda", &peat_backend_cuda_iface},
-#endif
-    {"cpu", &peat_backend_cpu_iface},
-};
-#define N_BACKENDS (sizeof backends / sizeof backends[0])
+/* GPU backends register first (peat_backend_register), CPU is always last: "auto" picks the
+ * first with a device. */
+#define MAX_BACKENDS 4
+static backend_entry backends[MAX_BACKENDS] = {{"cpu", &peat_backend_cpu_iface}};
+static size_t N_BACKENDS = 1;
+
+peat_status peat_backend_register(const char *name, const struct peat_backend_iface *iface)
+{
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (strcmp(backends[i].name, name) == 0) return PEAT_OK; /* idempotent */
+    if (N_BACKENDS == MAX_BACKENDS) return PEAT_ERROR(PEAT_ERR_NOMEM, "too many backends");
+    memmove(backends + 1, backends, N_BACKENDS * sizeof backends[0]);
+    backends[0].name = name;
+    backends[0].iface = iface;
+    N_BACKENDS++;
+    return PEAT_OK;
+}
 
 const char *peat_backend_list(void)
 {

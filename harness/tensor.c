@@ -24,7 +24,7 @@ static peat_status shape_numel(peat_dtype t, int ndim, const int64_t *shape, int
 
 static peat_status make(peat_dtype t, int ndim, const int64_t *shape, void *data, peat_tensor **out)
 {
-    int64_t n;
+    int64_t n = 0;
     *out = NULL;
     PEAT_TRY(shape_numel(t, ndim, shape, &n));
     peat_tensor *x = calloc(1, sizeof *x);

@@ -9,10 +9,21 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static peat_status init_status;
 static char init_msg[512];
 
+#ifdef PEAT_HAVE_GPU
+#include "peat/backend.h"
+extern const struct peat_backend_iface peat_backend_gpu_iface;
+peat_status peat_gpu_register(void);
+#endif
+
 static void init_once(void)
 {
     init_status = peat_golden_register();
     if (init_status == PEAT_OK) init_status = peat_kernels_register();
+#ifdef PEAT_HAVE_GPU
+    if (init_status == PEAT_OK) init_status = peat_gpu_register();
+    if (init_status == PEAT_OK)
+        init_status = peat_backend_register(peat_backend_gpu_iface.get_name(NULL), &peat_backend_gpu_iface);
+#endif
     if (init_status != PEAT_OK) snprintf(init_msg, sizeof init_msg, "%s", peat_error_last());
 }
 

@@ -335,8 +335,10 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     }
     if (k->role == PEAT_ROLE_EXACT)
         return PEAT_ERROR(PEAT_ERR_INVAL, "'%s' is the exact reference, not a kernel to validate", k->name);
+    /* "auto" means the kernel's own backend; an explicit one must match it */
+    const char *want = !o->backend || strcmp(o->backend, "auto") == 0 ? k->backend : o->backend;
     peat_backend_t be = NULL;
-    PEAT_TRY(peat_backend_open(o->backend, 0, &be));
+    PEAT_TRY(peat_backend_open(want, 0, &be));
     peat_device_info dev;
     peat_backend_device_info(be, &dev);
     const char *backend_name = peat_backend_name(be);

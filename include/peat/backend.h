@@ -63,6 +63,9 @@ const char *peat_backend_list(void);
 /* Whether a backend is compiled in and sees at least one device. */
 int peat_backend_available(const char *name);
 
+/* Adds a backend (GPU backends do this from peat_registry_init); CPU stays last for "auto". */
+peat_status peat_backend_register(const char *name, const struct peat_backend_iface *iface);
+
 /* The CPU backend's table (for backends that want to fall back to it). */
 extern const struct peat_backend_iface peat_backend_cpu_iface;
 

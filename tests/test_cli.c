@@ -1,0 +1,234 @@
+/* test_cli.c: the `peat` command end to end: verdicts of known kernels, exit codes, bad input. */
+#include <criterion/criterion.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+static char out_buf[1 << 16], err_buf[1 << 14];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-cli-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t k = fread(buf, 1, n - 1, f);
+    buf[k] = 0;
+    fclose(f);
+}
+
+/* Runs `peat ARGS`, captures stdout/stderr, returns the exit status. */
+static int peat(const char *fmt, ...)
+{
+    char args[1024], cmd[2048], o[300], e[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(o, sizeof o, "%s/stdout", tmpdir);
+    snprintf(e, sizeof e, "%s/stderr", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", PEAT_TEST_BIN, args, o, e);
+    int rc = system(cmd);
+    slurp(o, out_buf, sizeof out_buf);
+    slurp(e, err_buf, sizeof err_buf);
+    cr_assert(WIFEXITED(rc), "peat %s did not exit normally", args);
+    return WEXITSTATUS(rc);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static char *read_json(const char *dir)
+{
+    static char buf[1 << 16];
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s/signature.json", tmpdir, dir);
+    slurp(p, buf, sizeof buf);
+    return buf;
+}
+
+#define SMALL "--iters 12 --calls 12"
+
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = 300);
+
+Test(cli, gemm_new_within_bound)
+{
+    int rc = peat("run --kernel gemm_new " SMALL " --out %s/a", tmpdir);
+    cr_assert_eq(rc, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, out_buf, err_buf);
+    cr_assert(strstr(out_buf, "WITHIN_BOUND"), "verdict table:\n%s", out_buf);
+    char *j = read_json("a");
+    cr_assert(strstr(j, "\"class\": \"WITHIN_BOUND\""), "signature.json:\n%.2000s", j);
+    cr_assert(strstr(j, "\"verdict\": \"PASS\""));
+    char p[400];
+    struct stat st;
+    const char *files[] = {"campaign.h5", "summary.md", "junit.xml"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/a/%s", tmpdir, files[i]);
+        cr_assert_eq(stat(p, &st), 0, "%s missing", files[i]);
+    }
+    snprintf(p, sizeof p, "%s/a/campaign.h5.partial", tmpdir);
+    cr_assert_neq(stat(p, &st), 0, "a finished run must not leave a .partial file");
+}
+
+Test(cli, gemm_bf16_reduced_precision_about_8_bits)
+{
+    int rc = peat("run --kernel gemm_bf16 " SMALL " --out %s/b", tmpdir);
+    cr_assert_eq(rc, 0, "declared bf16 is a WARN, not a failure; exit %d\n%s\n%s", rc, out_buf, err_buf);
+    char *j = read_json("b");
+    cr_assert(strstr(j, "\"class\": \"REDUCED_PRECISION\""), "signature.json:\n%.2000s", j);
+    const char *b = strstr(j, "bits=");
+    cr_assert_not_null(b, "no bits= parameter");
+    double bits = atof(b + 5);
+    cr_assert(bits >= 7.0 && bits <= 9.5, "effective bits %.2f, expected about 8", bits);
+}
+
+Test(cli, plugin_corrupting_one_element_is_out_of_bound)
+{
+    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_corrupt " SMALL " --out %s/c",
+                  PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 1, "a corrupting kernel must fail; exit %d\n%s\n%s", rc, out_buf, err_buf);
+    char *j = read_json("c");
+    cr_assert(strstr(j, "\"class\": \"OUT_OF_BOUND\""), "signature.json:\n%.2000s", j);
+    cr_assert(strstr(j, "\"verdict\": \"FAIL\""));
+}
+
+Test(cli, crashing_kernel_does_not_take_the_campaign_down)
+{
+    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_crash --iters 4 --calls 3 --out %s/d",
+                  PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, out_buf, err_buf);
+    cr_assert(strstr(out_buf, "crashed with signal 11"), "stdout:\n%s", out_buf);
+    char *j = read_json("d");
+    cr_assert(strstr(j, "\"kernel_failures\": 3"), "signature.json:\n%.2000s", j);
+}
+
+Test(cli, hanging_kernel_is_killed_at_the_deadline)
+{
+    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_hang --iters 2 --calls 1 "
+                  "--timeout 0.5 --out %s/h",
+                  PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, out_buf, err_buf);
+    cr_assert(strstr(out_buf, "hung"), "stdout:\n%s", out_buf);
+}
+
+Test(cli, unknown_kernel_lists_available)
+{
+    int rc = peat("run --kernel gemm_nwe --out %s/e", tmpdir);
+    cr_assert_eq(rc, 2);
+    cr_assert_eq(count_lines(err_buf), 1, "one line expected, got:\n%s", err_buf);
+    cr_assert(strstr(err_buf, "unknown kernel 'gemm_nwe'") && strstr(err_buf, "gemm_new"), "%s", err_buf);
+}
+
+Test(cli, malformed_arguments)
+{
+    const char *bad[] = {"run --kernel gemm_new --iters abc", "run --kernel gemm_new --iters -3",
+                         "run --kernel gemm_new --calls", "run --kernel gemm_new --frobnicate",
+                         "run", "frobnicate", "run --kernel gemm_new --flow nosuchflow",
+                         "run --kernel gemm_new --backend quantum", "run --kernel gemm_new --seed 1x",
+                         "run --kernel gemm_new --timeout -1", "help nosuchcommand",
+                         "run --kernel softmax_online --flow mlp", "run --kernel gemm_exact"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = peat("%s --out %s/m%zu", bad[i], tmpdir, i);
+        cr_assert_eq(rc, 2, "`peat %s` exited %d", bad[i], rc);
+        cr_assert_eq(count_lines(err_buf), 1, "`peat %s`: one line expected, got:\n%s", bad[i], err_buf);
+        cr_assert(strncmp(err_buf, "peat: error: ", 13) == 0, "%s", err_buf);
+    }
+}
+
+Test(cli, unwritable_output_directory)
+{
+    int rc = peat("run --kernel gemm_new " SMALL " --out /proc/peat-cannot-write-here");
+    cr_assert_eq(rc, 2, "exit %d: %s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    char file[300];
+    snprintf(file, sizeof file, "%s/plainfile", tmpdir);
+    FILE *f = fopen(file, "w");
+    fputs("x", f);
+    fclose(f);
+    rc = peat("run --kernel gemm_new " SMALL " --out %s/sub", file);
+    cr_assert_eq(rc, 2, "an output path under a regular file must be refused");
+}
+
+Test(cli, finished_campaign_is_never_overwritten)
+{
+    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 2 --out %s/f", tmpdir), 0, "%s", err_buf);
+    char p[300];
+    snprintf(p, sizeof p, "%s/f/campaign.h5", tmpdir);
+    struct stat before, after;
+    cr_assert_eq(stat(p, &before), 0);
+    int rc = peat("run --kernel gemm_new --iters 4 --calls 2 --out %s/f", tmpdir);
+    cr_assert_eq(rc, 2);
+    cr_assert(strstr(err_buf, "already holds a finished campaign"), "%s", err_buf);
+    cr_assert_eq(stat(p, &after), 0);
+    cr_assert_eq(before.st_mtime, after.st_mtime);
+    cr_assert_eq(before.st_size, after.st_size);
+}
+
+Test(cli, inspect_refuses_bad_files)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/not.h5", tmpdir);
+    FILE *f = fopen(p, "w");
+    fputs("this is not an HDF5 file\n", f);
+    fclose(f);
+    int rc = peat("inspect %s", p);
+    cr_assert_eq(rc, 2);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+
+    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 4 --out %s/g", tmpdir), 0, "%s", err_buf);
+    char src[300], cut[300], cmd[800];
+    snprintf(src, sizeof src, "%s/g/campaign.h5", tmpdir);
+    snprintf(cut, sizeof cut, "%s/cut.h5", tmpdir);
+    cr_assert_eq(peat("inspect %s", src), 0, "inspect of a good file: %s", err_buf);
+    struct stat st;
+    stat(src, &st);
+    snprintf(cmd, sizeof cmd, "head -c %lld %s > %s", (long long)st.st_size / 2, src, cut);
+    cr_assert_eq(system(cmd), 0);
+    rc = peat("inspect %s", cut);
+    cr_assert_eq(rc, 2, "a truncated file must be refused, exit %d", rc);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    rc = peat("inspect %s/does-not-exist.h5", tmpdir);
+    cr_assert_eq(rc, 2);
+}
+
+Test(cli, bad_plugins_refused)
+{
+    int rc = peat("run --plugin %s/libplugin_bad_abi.so --kernel x --out %s/p", PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 2);
+    cr_assert(strstr(err_buf, "ABI"), "%s", err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+}
+
+Test(cli, list_and_help)
+{
+    cr_assert_eq(peat("list"), 0);
+    cr_assert(strstr(out_buf, "gemm_new") && strstr(out_buf, "gemm_bf16") && strstr(out_buf, "mlp"), "%s", out_buf);
+    cr_assert_eq(peat("--help"), 0);
+    cr_assert(strstr(out_buf, "usage: peat"));
+    cr_assert_eq(peat("help run"), 0);
+    cr_assert(strstr(out_buf, "--kernel"));
+    cr_assert_eq(peat("run --help"), 0);
+    cr_assert(strstr(out_buf, "--resume"));
+}
