@@ -1,16 +1,506 @@
 /* magnitude.c: per-element magnitude (sum of |terms|) of each op's computation, for error bounds. */
 #include "golden/golden.h"
+#include "golden/refkit.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag);
+
+/* How every rule below is derived (docs/ops.md has the table). A first-order rounding analysis of
+ * the golden algorithm (fp32, natural order) bounds its error by u * sum_t r_t |t|, where t runs
+ * over the terms and intermediates of the computation and r_t counts the roundings t passes
+ * through (a libm call counts 2, erf 3, i.e. up to 1 and 1.5 ulp; an argument error that exp()
+ * amplifies counts |argument|). With K the op's depth (harness/ops.c) we return
+ *     mag = (1/K) sum_t r_t |t|,   so that   |x_hat - x| <= gamma_K mag   (gamma_K >= K u).
+ * For a plain reduction r_t <= K and mag is the classic sum of |terms|. Everything is computed in
+ * double from the inputs, so exact_out is only needed by ops this file does not know. Terms of
+ * second order in u are left out (e.g. the squared mean error in layernorm's variance, which only
+ * matters for rows constant to ~C u). */
+
+/* Libm error allowances, in units of u (see above). */
+#define R_EXP 2.0
+#define R_LOG 2.0
+#define R_ERF 3.0
+
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2PI 0.39894228040143267794
+
+/* Inputs of a as doubles (I32 inputs stay NULL). */
+typedef struct mag_in {
+    double *x[PEAT_MAX_IO];
+} mag_in;
+
+static void mag_in_free(mag_in *m)
+{
+    for (int k = 0; k < PEAT_MAX_IO; k++) free(m->x[k]);
+}
+
+static peat_status mag_in_load(const peat_args *a, mag_in *m)
+{
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < a->n_in; k++) {
+        if (a->in[k]->dtype == PEAT_DTYPE_I32) continue;
+        peat_status s = peat_golden_load(a->in[k], &m->x[k]);
+        if (s != PEAT_OK) {
+            mag_in_free(m);
+            return s;
+        }
+    }
+    return PEAT_OK;
+}
+
+/* For ops whose golden is a plain sum of products (conv family, bias and embedding backward, row
+ * sum), the magnitude is the exact kernel run on |inputs|: one loop nest per idea. */
+static peat_status mag_abs_run(const peat_args *a, const mag_in *in, int64_t n, double *mag)
+{
+    const peat_kernel *k = peat_golden_nn_exact(a->op);
+    if (!k) return PEAT_ERROR(PEAT_ERR_INTERNAL, "no exact kernel for %s", peat_op_name(a->op));
+    peat_args b = *a;
+    peat_tensor *abs_in[PEAT_MAX_IO] = {0}, *out = NULL;
+    int64_t shp = n;
+    peat_status s = peat_tensor_wrap(PEAT_DTYPE_F64, 1, &shp, mag, &out);
+    for (int i = 0; i < a->n_in && s == PEAT_OK; i++) {
+        if (!in->x[i]) continue; /* I32 indices pass through unchanged */
+        int64_t m = peat_tensor_numel(a->in[i]);
+        s = peat_tensor_alloc(PEAT_DTYPE_F64, 1, &m, &abs_in[i]);
+        if (s != PEAT_OK) break;
+        for (int64_t j = 0; j < m; j++) peat_f64(abs_in[i])[j] = fabs(in->x[i][j]);
+        b.in[i] = abs_in[i];
+    }
+    if (s == PEAT_OK) {
+        b.n_out = 1;
+        b.out[0] = out;
+        s = k->fn(&b, k);
+    }
+    for (int i = 0; i < PEAT_MAX_IO; i++) peat_tensor_free(abs_in[i]);
+    peat_tensor_free(out);
+    return s;
+}
+
+/* ---- elementwise ---- */
+
+static void mag_gelu(const double *x, int64_t n, double *mag)
+{
+    /* y = 0.5 x (1 + erf(x/sqrt2)): argument scaling <= 1u of erf (|z erf'(z)| <= 0.49, two
+     * roundings), erf itself, the add and the product: r = 1 + R_ERF + 1 + 1 on the terms. */
+    for (int64_t i = 0; i < n; i++)
+        mag[i] = (3.0 + R_ERF) * 0.5 * fabs(x[i]) * (1.0 + fabs(erf(x[i] * INV_SQRT2)));
+}
+
+static void mag_gelu_bwd(const double *x, const double *dy, int64_t n, double *mag)
+{
+    /* dX = dY (0.5 (1 + erf) + x phi(x)): the cdf part as in gelu plus the sum and the dY product;
+     * phi's exponent -x^2/2 carries a rounding of size x^2/2 u into exp, then exp, the constant,
+     * two products, the sum and the dY product. */
+    for (int64_t i = 0; i < n; i++) {
+        double xi = x[i], cdf_t = 0.5 * (1.0 + fabs(erf(xi * INV_SQRT2)));
+        double xphi = fabs(xi) * exp(-0.5 * xi * xi) * INV_SQRT2PI;
+        mag[i] = fabs(dy[i]) * ((4.0 + R_ERF) * cdf_t + (0.5 * xi * xi + 5.0 + R_EXP) * xphi);
+    }
+}
+
+/* ---- row-wise ---- */
+
+/* Softmax of one row and the two sums the rules need: lam = sum_k p_k (|x_k - max| + R_EXP)
+ * (the p-weighted error of the exponentials) and ln S = log sum exp(x - max). */
+static void row_softmax(const double *x, int64_t C, double *p, double *mx, double *lnS, double *lam)
+{
+    double m = x[0], s = 0.0, l = 0.0;
+    for (int64_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
+    for (int64_t j = 0; j < C; j++) s += p[j] = exp(x[j] - m);
+    for (int64_t j = 0; j < C; j++) p[j] /= s, l += p[j] * (fabs(x[j] - m) + R_EXP);
+    *mx = m, *lnS = log(s), *lam = l;
+}
+
+static peat_status mag_softmax(const peat_args *a, const mag_in *in, double *mag)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in->x[0] + r * C;
+        double *p = mag + r * C, mx, lnS, lam;
+        row_softmax(x, C, p, &mx, &lnS, &lam);
+        /* y_j = e_j / S: e_j's own error, S's (lam + C-1 adds) and the division */
+        for (int64_t j = 0; j < C; j++)
+            p[j] = p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) / (double)C;
+    }
+    return PEAT_OK;
+}
+
+static peat_status mag_softmax_bwd(const peat_args *a, const mag_in *in, double *mag)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    for (int64_t r = 0; r < R; r++) {
+        const double *y = in->x[0] + r * C, *dy = in->x[1] + r * C;
+        double dot = 0.0, adot = 0.0;
+        for (int64_t j = 0; j < C; j++) dot += dy[j] * y[j], adot += fabs(dy[j] * y[j]);
+        /* dot: C products and adds; then dY - dot and the product with Y round once each */
+        for (int64_t j = 0; j < C; j++)
+            mag[r * C + j] = fabs(y[j]) * (adot + 2.0 * fabs(dy[j] - dot) / (double)C);
+    }
+    return PEAT_OK;
+}
+
+static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int bwd, double *mag)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const int32_t *tgt = peat_i32(a->in[1]);
+    double *p = malloc((size_t)C * sizeof *p);
+    if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "cross_entropy magnitude row");
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in->x[0] + r * C;
+        double mx, lnS, lam;
+        row_softmax(x, C, p, &mx, &lnS, &lam);
+        if (!bwd) {
+            /* loss = (log S + max) - x_t: S's error (lam + C-1), log, and two adds */
+            double loss = lnS + mx - x[tgt[r]];
+            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(loss)) / (double)C;
+            continue;
+        }
+        double dl = fabs(in->x[2][r]);
+        /* dlogits = dloss (e_j/S - onehot): p_j's error as in softmax, the subtraction, dloss */
+        for (int64_t j = 0; j < C; j++) {
+            double oh = j == tgt[r] ? 1.0 : 0.0;
+            mag[r * C + j] = dl * (p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) +
+                                   2.0 * fabs(p[j] - oh)) / (double)C;
+        }
+    }
+    free(p);
+    return PEAT_OK;
+}
+
+static peat_status mag_layernorm(const peat_args *a, int o, const mag_in *in, double *mag)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    double eps = a->p.f[0], Cd = (double)C;
+    const double *g = in->x[1], *b = in->x[2];
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = in->x[0] + r * C;
+        double m = 0.0, A = 0.0, var = 0.0;
+        for (int64_t j = 0; j < C; j++) m += x[j], A += fabs(x[j]);
+        m /= Cd, A /= Cd;
+        for (int64_t j = 0; j < C; j++) var += (x[j] - m) * (x[j] - m);
+        var /= Cd;
+        double rs = 1.0 / sqrt(var + eps);
+        /* var: diff, square, C-1 adds, divide -> (C+3) var; + eps (eps's own rounding and the
+         * add); sqrt halves, then sqrt and 1/ round once each: rho = rstd's relative error / u */
+        double rho = 0.5 * ((Cd + 4.0) * var + 2.0 * eps) / (var + eps) + 2.0;
+        if (o == 1) {
+            mag[r] = A; /* mean: C-1 adds and a divide, each term |x|/C */
+            continue;
+        }
+        if (o == 2) {
+            mag[r] = rs * rho / Cd;
+            continue;
+        }
+        /* y = ((x - mean) rstd) gamma + beta: the mean's error (C A), the subtraction, rstd's
+         * error, two products, then the add */
+        for (int64_t j = 0; j < C; j++) {
+            double d = x[j] - m, y = d * rs * g[j] + b[j];
+            mag[r * C + j] = (fabs(g[j]) * rs * (Cd * A + fabs(d) * (3.0 + rho)) + fabs(y)) / Cd;
+        }
+    }
+    return PEAT_OK;
+}
+
+static peat_status mag_layernorm_bwd(const peat_args *a, int o, const mag_in *in, double *mag)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    double K = (double)peat_op_info_get(a->op)->depth(&a->p), Cd = (double)C, Rd = (double)R;
+    const double *X = in->x[0], *gam = in->x[1], *mean = in->x[2], *rstd = in->x[3], *dY = in->x[4];
+    if (o == 1 || o == 2) {
+        /* dgamma = sum_r dY xhat (xhat: 2 roundings, product 1, R-1 adds); dbeta = sum_r dY */
+        for (int64_t c = 0; c < C; c++) {
+            double s = 0.0;
+            for (int64_t r = 0; r < R; r++) {
+                double xh = (X[r * C + c] - mean[r]) * rstd[r];
+                s += o == 1 ? (Rd + 2.0) * fabs(dY[r * C + c] * xh) : Rd * fabs(dY[r * C + c]);
+            }
+            mag[c] = s / K;
+        }
+        return PEAT_OK;
+    }
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = X + r * C, *dy = dY + r * C;
+        double sg = 0.0, sgx = 0.0, S1 = 0.0, S2 = 0.0, rs = rstd[r];
+        for (int64_t j = 0; j < C; j++) {
+            double xh = (x[j] - mean[r]) * rs, g = dy[j] * gam[j];
+            sg += g, sgx += g * xh, S1 += fabs(g), S2 += fabs(g * xh);
+        }
+        sg /= Cd, sgx /= Cd, S1 /= Cd, S2 /= Cd;
+        /* dX = rstd ((g - sg) - xhat sgx): g (1 rounding), sg's terms (C+1), sgx's terms (C+4),
+         * xhat (2) and its product (1), the two subtractions and the rstd product */
+        for (int64_t j = 0; j < C; j++) {
+            double xh = (x[j] - mean[r]) * rs, g = dy[j] * gam[j];
+            double t = fabs(g) + (Cd + 1.0) * S1 + fabs(g - sg) + fabs(xh) * (Cd + 4.0) * S2 +
+                       3.0 * fabs(xh * sgx) + 2.0 * fabs(g - sg - xh * sgx);
+            mag[r * C + j] = fabs(rs) * t / K;
+        }
+    }
+    return PEAT_OK;
+}
+
+/* ---- attention ---- */
+
+/* Per-(query i, key j) quantities of a head shared by forward and backward rules:
+ * s = scale q.k, lam_s = error of s / u = D |scale| sum_e|q k| + 2|s| (dot, scale's rounding,
+ * product). */
+static void attn_score(const double *q, const double *k, int64_t D, double scale, double *s,
+                       double *lam_s)
+{
+    double dot = 0.0, adot = 0.0;
+    for (int64_t e = 0; e < D; e++) dot += q[e] * k[e], adot += fabs(q[e] * k[e]);
+    *s = scale * dot;
+    *lam_s = (double)D * fabs(scale) * adot + 2.0 * fabs(*s);
+}
+
+static peat_status mag_attention(const peat_args *a, int o, const mag_in *in, double *mag)
+{
+    int64_t B = a->p.i[0], H = a->p.i[1], T = a->p.i[2], D = a->p.i[3], causal = a->p.i[4];
+    double scale = a->p.f[0], K = (double)peat_op_info_get(a->op)->depth(&a->p);
+    double *s = malloc((size_t)T * sizeof *s), *ls = malloc((size_t)T * sizeof *ls);
+    if (!s || !ls) {
+        free(s), free(ls);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention magnitude row");
+    }
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        const double *q = in->x[0] + bh * T * D, *k = in->x[1] + bh * T * D;
+        const double *v = in->x[2] + bh * T * D;
+        for (int64_t i = 0; i < T; i++) {
+            int64_t n = causal ? i + 1 : T;
+            double mx = -INFINITY, S = 0.0, lam = 0.0;
+            for (int64_t j = 0; j < n; j++) {
+                attn_score(q + i * D, k + j * D, D, scale, &s[j], &ls[j]);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            /* lam_j = error of log e_j / u: the score's, the shift's rounding, exp's */
+            for (int64_t j = 0; j < n; j++) {
+                ls[j] += fabs(s[j] - mx) + R_EXP;
+                S += s[j] = exp(s[j] - mx);
+            }
+            for (int64_t j = 0; j < n; j++) s[j] /= S, lam += s[j] * ls[j];
+            if (o == 1) {
+                /* L = max + log S: S's error (lam + n-1), log, the add */
+                double L = mx + log(S);
+                mag[bh * T + i] = (lam + (double)n + R_LOG * log(S) + fabs(L)) / K;
+                continue;
+            }
+            /* O = (sum_j e_j v_j) / S: each term e_j's error, its product and n-1 adds; then S's
+             * error and the division */
+            for (int64_t e = 0; e < D; e++) {
+                double t = 0.0, O = 0.0;
+                for (int64_t j = 0; j < n; j++) {
+                    t += s[j] * fabs(v[j * D + e]) * (ls[j] + (double)n);
+                    O += s[j] * v[j * D + e];
+                }
+                mag[(bh * T + i) * D + e] = (t + fabs(O) * (lam + (double)n)) / K;
+            }
+        }
+    }
+    free(s), free(ls);
+    return PEAT_OK;
+}
+
+static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in, double *mag)
+{
+    int64_t B = a->p.i[0], H = a->p.i[1], T = a->p.i[2], D = a->p.i[3], causal = a->p.i[4];
+    double scale = a->p.f[0], K = (double)peat_op_info_get(a->op)->depth(&a->p);
+    size_t TT = (size_t)(T * T);
+    /* P, dS and the error bounds (/u) of P and dS for one head */
+    double *P = malloc(TT * sizeof *P), *eP = malloc(TT * sizeof *eP);
+    double *dS = malloc(TT * sizeof *dS), *eS = malloc(TT * sizeof *eS);
+    if (!P || !eP || !dS || !eS) {
+        free(P), free(eP), free(dS), free(eS);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd magnitude scratch");
+    }
+    int64_t TD = T * D;
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        const double *q = in->x[0] + bh * TD, *k = in->x[1] + bh * TD, *v = in->x[2] + bh * TD;
+        const double *O = in->x[3] + bh * TD, *L = in->x[4] + bh * T, *dO = in->x[5] + bh * TD;
+        for (int64_t i = 0; i < T; i++) {
+            double Dl = 0.0, W = 0.0;
+            for (int64_t e = 0; e < D; e++) Dl += dO[i * D + e] * O[i * D + e], W += fabs(dO[i * D + e] * O[i * D + e]);
+            for (int64_t j = 0; j < T; j++) {
+                size_t ij = (size_t)(i * T + j);
+                if (causal && j > i) {
+                    P[ij] = eP[ij] = dS[ij] = eS[ij] = 0.0;
+                    continue;
+                }
+                double s, lam, dp = 0.0, G = 0.0;
+                attn_score(q + i * D, k + j * D, D, scale, &s, &lam);
+                for (int64_t e = 0; e < D; e++) dp += dO[i * D + e] * v[j * D + e], G += fabs(dO[i * D + e] * v[j * D + e]);
+                /* p = exp(s - L): score error, the subtraction, exp */
+                double p = exp(s - L[i]), pi = lam + fabs(s - L[i]) + R_EXP;
+                P[ij] = p, eP[ij] = p * pi;
+                /* dS = p (dp - Dl): p's error, both dot products (D each), the subtraction and the
+                 * product */
+                dS[ij] = p * (dp - Dl);
+                eS[ij] = p * ((pi + 2.0) * fabs(dp - Dl) + (double)D * (G + W));
+            }
+        }
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < D; e++) {
+                double acc = 0.0, val = 0.0;
+                for (int64_t u = 0; u < T; u++) {
+                    size_t tu = (size_t)(t * T + u), ut = (size_t)(u * T + t);
+                    if (o == 0) /* dQ = scale sum_u dS_tu k_u: dS's error, product, T-1 adds */
+                        acc += fabs(k[u * D + e]) * (eS[tu] + (double)T * fabs(dS[tu])), val += dS[tu] * k[u * D + e];
+                    else if (o == 1) /* dK = scale sum_u dS_ut q_u */
+                        acc += fabs(q[u * D + e]) * (eS[ut] + (double)T * fabs(dS[ut])), val += dS[ut] * q[u * D + e];
+                    else /* dV = sum_u P_ut dO_u */
+                        acc += fabs(dO[u * D + e]) * (eP[ut] + (double)T * P[ut]);
+                }
+                /* dQ, dK: then the scale's rounding and its product */
+                mag[bh * TD + t * D + e] =
+                    o == 2 ? acc / K : (fabs(scale) * acc + 2.0 * fabs(scale * val)) / K;
+            }
+    }
+    free(P), free(eP), free(dS), free(eS);
+    return PEAT_OK;
+}
+
+/* ---- optimizers (depth 1: mag is the whole error / u) ---- */
+
+static void mag_adamw(const peat_args *a, int o, const mag_in *in, double *mag)
+{
+    int64_t n = a->p.i[0], t = a->p.i[1];
+    double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
+    double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    double c1 = 1.0 - b1, c2 = 1.0 - b2;
+    for (int64_t i = 0; i < n; i++) {
+        double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i], v = in->x[3][i];
+        /* m' = b1 m + c1 g: each coefficient rounded and multiplied, then the add; v' alike with
+         * c2 g g one product longer. e* are error bounds in units of u. */
+        double m1 = b1 * m + c1 * g, v1 = b2 * v + c2 * g * g;
+        double em = 2.0 * fabs(b1 * m) + 2.0 * fabs(c1 * g) + fabs(m1);
+        double ev = 2.0 * fabs(b2 * v) + 3.0 * fabs(c2 * g * g) + fabs(v1);
+        if (o == 1) {
+            mag[i] = em;
+            continue;
+        }
+        if (o == 2) {
+            mag[i] = ev;
+            continue;
+        }
+        /* p' = p - lr (mhat / (sqrt(vhat) + eps) + wd p), each step's error propagated */
+        double mh = m1 / bc1, vh = v1 / bc2, sq = sqrt(vh), den = sq + eps, qt = mh / den;
+        double emh = (em + 2.0 * fabs(m1)) / fabs(bc1), evh = (ev + 2.0 * fabs(v1)) / fabs(bc2);
+        double esq = (sq > 0.0 ? 0.5 * evh / sq : 0.0) + sq;
+        double eden = esq + eps + den;
+        double eq = emh / den + fabs(qt) * eden / den + fabs(qt);
+        double inner = qt + wd * p, ein = eq + 2.0 * fabs(wd * p) + fabs(inner);
+        double eupd = fabs(lr) * ein + 2.0 * fabs(lr * inner);
+        mag[i] = eupd + fabs(p - lr * inner);
+    }
+}
+
+static void mag_sgd(const peat_args *a, int o, const mag_in *in, double *mag)
+{
+    int64_t n = a->p.i[0];
+    double lr = a->p.f[0], mu = a->p.f[1], wd = a->p.f[2];
+    for (int64_t i = 0; i < n; i++) {
+        double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i];
+        /* mom' = (mu m + g) + wd p: mu and wd rounded and multiplied, two adds */
+        double m1 = mu * m + g + wd * p;
+        double em = 2.0 * fabs(mu * m) + fabs(mu * m + g) + 2.0 * fabs(wd * p) + fabs(m1);
+        /* p' = p - lr mom': mom's error scaled, lr's rounding and product, the subtraction */
+        mag[i] = o == 1 ? em : fabs(lr) * em + 2.0 * fabs(lr * m1) + fabs(p - lr * m1);
+    }
+}
 
 peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *exact_out, double *mag)
 {
     if (a->op == PEAT_OP_GEMM && o == 0) return peat_golden_gemm_magnitude(a, mag);
-    /* default: the value itself (elementwise ops round once) */
-    if (!exact_out) return PEAT_ERROR(PEAT_ERR_INVAL, "magnitude of %s needs the exact output", peat_op_name(a->op));
-    int64_t n = peat_tensor_numel(exact_out);
-    for (int64_t i = 0; i < n; i++) mag[i] = fabs(peat_tensor_get(exact_out, i));
-    return PEAT_OK;
+    const peat_op_info *info = peat_op_info_get(a->op);
+    if (!info) return PEAT_ERROR(PEAT_ERR_INVAL, "op kind %d out of range", (int)a->op);
+    if (o < 0 || o >= info->n_out)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s has no output %d", info->name, o);
+    peat_args chk = *a;
+    chk.n_out = 0; /* only the inputs are needed here */
+    PEAT_TRY(peat_op_check(&chk));
+    int nd[PEAT_MAX_IO] = {0};
+    int64_t shp[PEAT_MAX_IO][PEAT_MAX_DIMS] = {{0}};
+    PEAT_TRY(info->out_shapes(a, nd, shp));
+    int64_t n = 1;
+    for (int d = 0; d < nd[o]; d++) n *= shp[o][d];
+
+    mag_in in;
+    PEAT_TRY(mag_in_load(a, &in));
+    peat_status s = PEAT_OK;
+    switch (a->op) {
+    case PEAT_OP_CONV2D:
+    case PEAT_OP_CONV2D_BWD_DATA:
+    case PEAT_OP_CONV2D_BWD_FILTER:
+    case PEAT_OP_BIAS_ADD_BWD:
+    case PEAT_OP_EMBEDDING_BWD:
+    /* reduce: the row sum of |x|; for the mean, sum|x|/C bounds u((C-1) sum|x| + |sum|)/C by
+     * C u sum|x|/C, so the exact mean of |x| serves as well */
+    case PEAT_OP_REDUCE:
+        s = mag_abs_run(a, &in, n, mag);
+        break;
+    case PEAT_OP_BIAS_ADD: /* one add: |y| */
+    {
+        int64_t C = a->p.i[1], S = a->p.i[2];
+        for (int64_t i = 0; i < n; i++) mag[i] = fabs(in.x[0][i] + in.x[1][(i / S) % C]);
+        break;
+    }
+    case PEAT_OP_RELU: /* no rounding at all: any error is a bug, |y| keeps the bound scale-free */
+        for (int64_t i = 0; i < n; i++) mag[i] = in.x[0][i] > 0.0 ? in.x[0][i] : 0.0;
+        break;
+    case PEAT_OP_RELU_BWD:
+        for (int64_t i = 0; i < n; i++) mag[i] = in.x[0][i] > 0.0 ? fabs(in.x[1][i]) : 0.0;
+        break;
+    case PEAT_OP_EMBEDDING: /* a copy */
+    {
+        int64_t D = a->p.i[2];
+        const int32_t *idx = peat_i32(a->in[1]);
+        for (int64_t i = 0; i < n; i++) mag[i] = fabs(in.x[0][(int64_t)idx[i / D] * D + i % D]);
+        break;
+    }
+    case PEAT_OP_GELU:
+        mag_gelu(in.x[0], n, mag);
+        break;
+    case PEAT_OP_GELU_BWD:
+        mag_gelu_bwd(in.x[0], in.x[1], n, mag);
+        break;
+    case PEAT_OP_SOFTMAX:
+        s = mag_softmax(a, &in, mag);
+        break;
+    case PEAT_OP_SOFTMAX_BWD:
+        s = mag_softmax_bwd(a, &in, mag);
+        break;
+    case PEAT_OP_CROSS_ENTROPY:
+    case PEAT_OP_CROSS_ENTROPY_BWD:
+        s = mag_cross_entropy(a, &in, a->op == PEAT_OP_CROSS_ENTROPY_BWD, mag);
+        break;
+    case PEAT_OP_LAYERNORM:
+        s = mag_layernorm(a, o, &in, mag);
+        break;
+    case PEAT_OP_LAYERNORM_BWD:
+        s = mag_layernorm_bwd(a, o, &in, mag);
+        break;
+    case PEAT_OP_ATTENTION:
+        s = mag_attention(a, o, &in, mag);
+        break;
+    case PEAT_OP_ATTENTION_BWD:
+        s = mag_attention_bwd(a, o, &in, mag);
+        break;
+    case PEAT_OP_ADAMW:
+        mag_adamw(a, o, &in, mag);
+        break;
+    case PEAT_OP_SGD:
+        mag_sgd(a, o, &in, mag);
+        break;
+    default:
+        /* an op this file has no rule for: the value itself (one rounding) */
+        if (!exact_out || peat_tensor_numel(exact_out) != n) {
+            s = PEAT_ERROR(PEAT_ERR_INVAL, "magnitude of %s needs the exact output",
+                           peat_op_name(a->op));
+            break;
+        }
+        for (int64_t i = 0; i < n; i++) mag[i] = fabs(peat_tensor_get(exact_out, i));
+    }
+    mag_in_free(&in);
+    return s;
 }

@@ -1,0 +1,982 @@
+/* test_golden.c: exact and golden kernels: hand cases, rounding bounds, finite differences. */
+#include <criterion/criterion.h>
+
+#include "golden/golden.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* fp32 unit roundoff and the classic gamma_K = K u / (1 - K u) */
+#define U32 (1.0 / 16777216.0)
+static double gamma_k(int64_t K) { return (double)K * U32 / (1.0 - (double)K * U32); }
+
+static void setup(void)
+{
+    peat_status s = peat_golden_register();
+    cr_assert_eq(s, PEAT_OK, "peat_golden_register: %s", peat_error_last());
+}
+TestSuite(golden, .init = setup);
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+#define NA(arr) ((int64_t)(sizeof(arr) / sizeof((arr)[0])))
+
+static peat_tensor *tf(int64_t n, const float *v)
+{
+    peat_tensor *t = NULL;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &t), PEAT_OK, "alloc f32[%lld]", (long long)n);
+    if (v) memcpy(t->data, v, (size_t)n * sizeof(float));
+    return t;
+}
+static peat_tensor *ti(int64_t n, const int32_t *v)
+{
+    peat_tensor *t = NULL;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_I32, n, &t), PEAT_OK, "alloc i32[%lld]", (long long)n);
+    memcpy(t->data, v, (size_t)n * sizeof(int32_t));
+    return t;
+}
+/* F64 copy of a float tensor (exact kernels accept F64 inputs; I32 is cloned as is). */
+static peat_tensor *to_f64(const peat_tensor *s)
+{
+    peat_tensor *t = NULL;
+    if (s->dtype == PEAT_DTYPE_I32) {
+        cr_assert_eq(peat_tensor_clone(s, &t), PEAT_OK, "clone");
+        return t;
+    }
+    int64_t n = peat_tensor_numel(s);
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F64, n, &t), PEAT_OK, "alloc f64");
+    for (int64_t i = 0; i < n; i++) peat_f64(t)[i] = peat_tensor_get(s, i);
+    return t;
+}
+static peat_tensor *rnd(peat_rng_t *r, int64_t n, double mean, double sigma)
+{
+    peat_tensor *t = tf(n, NULL);
+    for (int64_t i = 0; i < n; i++) peat_f32(t)[i] = (float)(mean + peat_rng_gaussian(r, sigma));
+    return t;
+}
+static void free_all(int n, peat_tensor **t)
+{
+    for (int k = 0; k < n; k++) peat_tensor_free(t[k]), t[k] = NULL;
+}
+
+static const peat_kernel *kern(const char *name)
+{
+    const peat_kernel *k = peat_registry_find(name);
+    cr_assert_not_null(k, "kernel '%s' is not registered", name);
+    return k;
+}
+
+/* Runs kernel `name` on inputs in[] with freshly allocated outputs of its out dtype. */
+static peat_args run_k(const char *name, peat_op_kind op, const peat_op_params *p, int n_in,
+                       peat_tensor *const *in)
+{
+    const peat_kernel *k = kern(name);
+    peat_args a = peat_args_make(op, p, n_in, (const peat_tensor *const *)in, 0, NULL);
+    cr_assert_eq(peat_op_alloc_outputs(&a, k->out_dtype), PEAT_OK, "%s outputs: %s", name,
+                 peat_error_last());
+    peat_status s = peat_kernel_run(k, &a);
+    cr_assert_eq(s, PEAT_OK, "%s failed: %s", name, peat_error_last());
+    return a;
+}
+
+/* Runs <op>_exact and <op>_golden on the same fp32 inputs and compares output o with the hand
+ * values want[]: exact to 1e-13 relative (the hand values carry 16+ digits), golden to a few
+ * fp32 roundings (1e-6 relative to max(1, |want|)). */
+static void hand(peat_op_kind op, const peat_op_params *p, int n_in, peat_tensor *const *in, int o,
+                 const double *want, int64_t n)
+{
+    char name[64];
+    static const char *sfx[] = {"exact", "golden"};
+    for (int r = 0; r < 2; r++) {
+        snprintf(name, sizeof name, "%s_%s", peat_op_name(op), sfx[r]);
+        peat_args a = run_k(name, op, p, n_in, in);
+        cr_assert_eq(peat_tensor_numel(a.out[o]), n, "%s out %d has %lld elements, hand case %lld",
+                     name, o, (long long)peat_tensor_numel(a.out[o]), (long long)n);
+        double rtol = r == 0 ? 1e-13 : 1e-6;
+        for (int64_t i = 0; i < n; i++) {
+            double got = peat_tensor_get(a.out[o], i);
+            cr_assert(fabs(got - want[i]) <= rtol * fmax(1.0, fabs(want[i])),
+                      "%s out %d [%lld]: got %.17g, hand value %.17g", name, o, (long long)i, got,
+                      want[i]);
+        }
+        peat_args_free_outputs(&a);
+    }
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+Test(golden, every_op_has_exact_and_golden)
+{
+    char name[64];
+    for (int op = 0; op < PEAT_OP_COUNT; op++) {
+        for (int r = 0; r < 2; r++) {
+            snprintf(name, sizeof name, "%s_%s", peat_op_name((peat_op_kind)op), r ? "golden" : "exact");
+            const peat_kernel *k = peat_registry_find(name);
+            cr_assert_not_null(k, "no kernel '%s'", name);
+            cr_assert_eq(k->op, (peat_op_kind)op, "%s implements %s", name, peat_op_name(k->op));
+            cr_assert_eq(k->role, r ? PEAT_ROLE_GOLDEN : PEAT_ROLE_EXACT, "%s has role %s", name,
+                         peat_role_name(k->role));
+            cr_assert_eq(k->out_dtype, r ? PEAT_DTYPE_F32 : PEAT_DTYPE_F64, "%s out dtype %s", name,
+                         peat_dtype_name(k->out_dtype));
+            cr_assert_eq(k->acc_dtype, r ? PEAT_DTYPE_F32 : PEAT_DTYPE_F64, "%s acc dtype %s", name,
+                         peat_dtype_name(k->acc_dtype));
+            cr_assert_eq(k->in_dtype, PEAT_DTYPE_F32, "%s in dtype %s", name, peat_dtype_name(k->in_dtype));
+            cr_assert_str_eq(k->backend, "cpu", "%s backend", name);
+            cr_assert(k->desc && k->desc[0], "%s has no description", name);
+        }
+    }
+}
+
+/* ---- hand-computed cases, one per op ------------------------------------------------------- */
+
+Test(golden, hand_bias_add)
+{
+    /* R=1 C=2 S=2: X = [c0: 1 2 | c1: 3 4], b = [0.5, -1] -> [1.5 2.5 | 2 3] */
+    peat_op_params p = {.i = {1, 2, 2}};
+    peat_tensor *in[2] = {tf(4, (float[]){1, 2, 3, 4}), tf(2, (float[]){0.5f, -1})};
+    hand(PEAT_OP_BIAS_ADD, &p, 2, in, 0, (double[]){1.5, 2.5, 2, 3}, 4);
+    free_all(2, in);
+}
+
+Test(golden, hand_bias_add_bwd)
+{
+    /* R=2 C=2 S=2: dY = r0[c0: 1 2, c1: 3 4] r1[c0: 5 6, c1: 7 8]: db0 = 1+2+5+6 = 14,
+     * db1 = 3+4+7+8 = 22 */
+    peat_op_params p = {.i = {2, 2, 2}};
+    peat_tensor *in[1] = {tf(8, (float[]){1, 2, 3, 4, 5, 6, 7, 8})};
+    hand(PEAT_OP_BIAS_ADD_BWD, &p, 1, in, 0, (double[]){14, 22}, 2);
+    free_all(1, in);
+}
+
+Test(golden, hand_relu)
+{
+    peat_op_params p = {.i = {4}};
+    peat_tensor *in[1] = {tf(4, (float[]){-2, -0.0f, 0.5f, 3})};
+    hand(PEAT_OP_RELU, &p, 1, in, 0, (double[]){0, 0, 0.5, 3}, 4);
+    free_all(1, in);
+    /* dX = dY where X > 0; X = 0 counts as not positive */
+    peat_tensor *bw[2] = {tf(4, (float[]){-1, 0, 2, 3}), tf(4, (float[]){5, 6, 7, 8})};
+    hand(PEAT_OP_RELU_BWD, &p, 2, bw, 0, (double[]){0, 0, 7, 8}, 4);
+    free_all(2, bw);
+}
+
+Test(golden, hand_gelu)
+{
+    /* 0.5 x (1 + erf(x/sqrt2)) = x Phi(x): Phi(1) = 0.84134474606854293, Phi(2) =
+     * 0.97724986805182079, Phi(-1) = 1 - Phi(1) */
+    peat_op_params p = {.i = {4}};
+    peat_tensor *in[1] = {tf(4, (float[]){0, 1, -1, 2})};
+    hand(PEAT_OP_GELU, &p, 1, in, 0,
+         (double[]){0, 0.8413447460685429, -0.15865525393145707, 1.9544997361036416}, 4);
+    free_all(1, in);
+    /* GELU'(x) = Phi(x) + x phi(x), phi(1) = 0.24197072451914337, phi(2) = 0.053990966513188063:
+     * x=0: 0.5; x=1: 1.0833154705876864; x=-1: 0.15865525393145707 - 0.24197072451914337;
+     * x=2: 0.97724986805182079 + 0.10798193302637613; times dY = [1, 2, 1, -1] */
+    peat_tensor *bw[2] = {tf(4, (float[]){0, 1, -1, 2}), tf(4, (float[]){1, 2, 1, -1})};
+    hand(PEAT_OP_GELU_BWD, &p, 2, bw, 0,
+         (double[]){0.5, 2 * 1.0833154705876864, -0.08331547058768629, -1.085231801078197}, 4);
+    free_all(2, bw);
+}
+
+Test(golden, hand_softmax)
+{
+    /* row 0 = [-1, 0, 1]: e^x / (e^-1 + 1 + e), S = 4.0861612696304874;
+     * row 1 = [1000, 1000]: 1/2 each (only the max shift keeps exp from overflowing) */
+    peat_op_params p = {.i = {1, 3}};
+    peat_tensor *in[1] = {tf(3, (float[]){-1, 0, 1})};
+    hand(PEAT_OP_SOFTMAX, &p, 1, in, 0,
+         (double[]){0.09003057317038046, 0.24472847105479767, 0.6652409557748219}, 3);
+    free_all(1, in);
+    peat_op_params p2 = {.i = {1, 2}};
+    peat_tensor *in2[1] = {tf(2, (float[]){1000, 1000})};
+    hand(PEAT_OP_SOFTMAX, &p2, 1, in2, 0, (double[]){0.5, 0.5}, 2);
+    free_all(1, in2);
+}
+
+Test(golden, hand_softmax_bwd)
+{
+    /* Y = [0.5 0.25 0.25], dY = [1 2 3]: sum dY Y = 0.5 + 0.5 + 0.75 = 1.75;
+     * dX = [0.5 (1 - 1.75), 0.25 (2 - 1.75), 0.25 (3 - 1.75)] = [-0.375, 0.0625, 0.3125] */
+    peat_op_params p = {.i = {1, 3}};
+    peat_tensor *in[2] = {tf(3, (float[]){0.5f, 0.25f, 0.25f}), tf(3, (float[]){1, 2, 3})};
+    hand(PEAT_OP_SOFTMAX_BWD, &p, 2, in, 0, (double[]){-0.375, 0.0625, 0.3125}, 3);
+    free_all(2, in);
+}
+
+Test(golden, hand_layernorm)
+{
+    /* X = [1 2 3 4]: mean 2.5, biased var (2.25 + 0.25 + 0.25 + 2.25)/4 = 1.25,
+     * rstd = 1/sqrt(1.25 + 1e-5) = 0.89442361331261800; xhat = [-1.5 -0.5 0.5 1.5] rstd;
+     * gamma = [1 1 2 0.5], beta = [0 0 1 0] -> Y = [-1.5 r, -0.5 r, r + 1, 0.75 r] */
+    peat_op_params p = {.i = {1, 4}, .f = {1e-5}};
+    peat_tensor *in[3] = {tf(4, (float[]){1, 2, 3, 4}), tf(4, (float[]){1, 1, 2, 0.5f}),
+                          tf(4, (float[]){0, 0, 1, 0})};
+    hand(PEAT_OP_LAYERNORM, &p, 3, in, 0,
+         (double[]){-1.3416354199689269, -0.447211806656309, 1.894423613312618, 0.6708177099844634}, 4);
+    hand(PEAT_OP_LAYERNORM, &p, 3, in, 1, (double[]){2.5}, 1);
+    hand(PEAT_OP_LAYERNORM, &p, 3, in, 2, (double[]){0.894423613312618}, 1);
+    free_all(3, in);
+}
+
+Test(golden, hand_layernorm_bwd)
+{
+    /* X = [0 1 2] with given mean 1 and rstd 2: xhat = [-2 0 2]; gamma = [1 2 3], dY = [1 1 1]:
+     * g = dY gamma = [1 2 3], mean(g) = 2, mean(g xhat) = (-2 + 0 + 6)/3 = 4/3;
+     * dX = 2 (g - 2 - xhat 4/3) = 2 [-1 + 8/3, 0, 1 - 8/3] = [10/3, 0, -10/3];
+     * dgamma = dY xhat = [-2 0 2], dbeta = dY = [1 1 1] (one row) */
+    peat_op_params p = {.i = {1, 3}, .f = {1e-5}};
+    peat_tensor *in[5] = {tf(3, (float[]){0, 1, 2}), tf(3, (float[]){1, 2, 3}), tf(1, (float[]){1}),
+                          tf(1, (float[]){2}), tf(3, (float[]){1, 1, 1})};
+    hand(PEAT_OP_LAYERNORM_BWD, &p, 5, in, 0, (double[]){10.0 / 3, 0, -10.0 / 3}, 3);
+    hand(PEAT_OP_LAYERNORM_BWD, &p, 5, in, 1, (double[]){-2, 0, 2}, 3);
+    hand(PEAT_OP_LAYERNORM_BWD, &p, 5, in, 2, (double[]){1, 1, 1}, 3);
+    free_all(5, in);
+}
+
+Test(golden, hand_attention)
+{
+    /* B=H=1, T=2, D=1, scale 1: Q = [1, 1], K = [0, 1], V = [2, 4]. Scores of either query are
+     * [0, 1]; unmasked: O = (2 + 4e)/(1 + e) = 3.4621171572600096, L = ln(1 + e) =
+     * 1.3132616875182228 for both rows. Causal: row 0 sees key 0 only: O0 = 2, L0 = 0. */
+    peat_tensor *in[3] = {tf(2, (float[]){1, 1}), tf(2, (float[]){0, 1}), tf(2, (float[]){2, 4})};
+    peat_op_params p = {.i = {1, 1, 2, 1, 0}, .f = {1.0}};
+    hand(PEAT_OP_ATTENTION, &p, 3, in, 0, (double[]){3.4621171572600096, 3.4621171572600096}, 2);
+    hand(PEAT_OP_ATTENTION, &p, 3, in, 1, (double[]){1.3132616875182228, 1.3132616875182228}, 2);
+    p.i[4] = 1;
+    hand(PEAT_OP_ATTENTION, &p, 3, in, 0, (double[]){2, 3.4621171572600096}, 2);
+    hand(PEAT_OP_ATTENTION, &p, 3, in, 1, (double[]){0, 1.3132616875182228}, 2);
+    free_all(3, in);
+}
+
+Test(golden, hand_attention_bwd)
+{
+    /* Same head, causal, dO = [1, 0]: only query 0 carries gradient and it attends to key 0 alone
+     * with P = exp(0 - L0) = 1: dV = P^T dO = [1, 0]; dP_00 = dO0 V0 = 2, Dl_0 = dO0 O0 = 2, so
+     * dS = 0 and dQ = dK = 0. */
+    peat_tensor *in[6] = {tf(2, (float[]){1, 1}), tf(2, (float[]){0, 1}), tf(2, (float[]){2, 4}),
+                          tf(2, (float[]){2, 3.4621171572600096f}),
+                          tf(2, (float[]){0, 1.3132616875182228f}), tf(2, (float[]){1, 0})};
+    peat_op_params p = {.i = {1, 1, 2, 1, 1}, .f = {1.0}};
+    hand(PEAT_OP_ATTENTION_BWD, &p, 6, in, 0, (double[]){0, 0}, 2);
+    hand(PEAT_OP_ATTENTION_BWD, &p, 6, in, 1, (double[]){0, 0}, 2);
+    hand(PEAT_OP_ATTENTION_BWD, &p, 6, in, 2, (double[]){1, 0}, 2);
+    /* Non-causal, T=2, D=1, Q = [0, 0] (uniform P = 1/2), L = ln 2, V = [1, 3] (O = 2),
+     * dO = [1, 1]: dV_j = sum_i P_ij dO_i = 1 each; dP_ij = V_j = [1, 3], Dl_i = O_i = 2,
+     * dS_ij = 0.5 ([1 3] - 2) = [-0.5, 0.5]; dQ_i = sum_j dS_ij K_j with K = [1, 2] -> 0.5;
+     * dK_j = sum_i dS_ij Q_i = 0 */
+    free_all(6, in);
+    peat_tensor *in2[6] = {tf(2, (float[]){0, 0}), tf(2, (float[]){1, 2}), tf(2, (float[]){1, 3}),
+                           tf(2, (float[]){2, 2}), tf(2, (float[]){0.69314718055994531f, 0.69314718055994531f}),
+                           tf(2, (float[]){1, 1})};
+    p.i[4] = 0;
+    /* L is ln 2 rounded to fp32, so P = 2^-1 exp(ln2 - fl(ln2)): the hand values hold to ~1e-8 */
+    peat_args a = run_k("attention_bwd_exact", PEAT_OP_ATTENTION_BWD, &p, 6, in2);
+    peat_args g = run_k("attention_bwd_golden", PEAT_OP_ATTENTION_BWD, &p, 6, in2);
+    double want[3][2] = {{0.5, 0.5}, {0, 0}, {1, 1}};
+    for (int o = 0; o < 3; o++)
+        for (int i = 0; i < 2; i++) {
+            cr_assert(fabs(peat_tensor_get(a.out[o], i) - want[o][i]) < 1e-7, "exact out %d[%d] = %.17g, hand %g", o, i, peat_tensor_get(a.out[o], i), want[o][i]);
+            cr_assert(fabs(peat_tensor_get(g.out[o], i) - want[o][i]) < 1e-6, "golden out %d[%d] = %.9g, hand %g", o, i, peat_tensor_get(g.out[o], i), want[o][i]);
+        }
+    peat_args_free_outputs(&a);
+    peat_args_free_outputs(&g);
+    free_all(6, in2);
+}
+
+Test(golden, hand_embedding)
+{
+    /* table 3x2 = [[1 2] [3 4] [5 6]], idx = [2 0 2] -> [[5 6] [1 2] [5 6]] */
+    peat_op_params p = {.i = {3, 3, 2}};
+    peat_tensor *in[2] = {tf(6, (float[]){1, 2, 3, 4, 5, 6}), ti(3, (int32_t[]){2, 0, 2})};
+    hand(PEAT_OP_EMBEDDING, &p, 2, in, 0, (double[]){5, 6, 1, 2, 5, 6}, 6);
+    free_all(2, in);
+    /* dY = [[1 2] [3 4] [5 6]] scattered by idx [2 0 2]: row 0 += [3 4], row 2 += [1 2] + [5 6],
+     * row 1 untouched (must be written as 0) */
+    peat_tensor *bw[2] = {ti(3, (int32_t[]){2, 0, 2}), tf(6, (float[]){1, 2, 3, 4, 5, 6})};
+    hand(PEAT_OP_EMBEDDING_BWD, &p, 2, bw, 0, (double[]){3, 4, 0, 0, 6, 8}, 6);
+    free_all(2, bw);
+}
+
+Test(golden, hand_cross_entropy)
+{
+    /* row 0 = [0 0 0], target 1: ln 3 = 1.0986122886681098;
+     * row 1 = [1 2 3], target 2: ln(e + e^2 + e^3) - 3 = 0.40760596444438013 */
+    peat_op_params p = {.i = {2, 3}};
+    peat_tensor *in[2] = {tf(6, (float[]){0, 0, 0, 1, 2, 3}), ti(2, (int32_t[]){1, 2})};
+    hand(PEAT_OP_CROSS_ENTROPY, &p, 2, in, 0, (double[]){1.0986122886681098, 0.40760596444438013}, 2);
+    /* bwd, dloss = [2, 0]: row 0 = 2 (1/3 - [0 1 0]) = [2/3, -4/3, 2/3]; row 1 = 0 */
+    peat_tensor *bw[3] = {in[0], in[1], tf(2, (float[]){2, 0})};
+    hand(PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, bw, 0, (double[]){2.0 / 3, -4.0 / 3, 2.0 / 3, 0, 0, 0}, 6);
+    free_all(2, in);
+    peat_tensor_free(bw[2]);
+}
+
+Test(golden, hand_reduce)
+{
+    /* X = [[1 2 3] [4 5 -6]]: sums [6 3], means [2 1] */
+    peat_op_params p = {.i = {2, 3, 0}};
+    peat_tensor *in[1] = {tf(6, (float[]){1, 2, 3, 4, 5, -6})};
+    hand(PEAT_OP_REDUCE, &p, 1, in, 0, (double[]){6, 3}, 2);
+    p.i[2] = 1;
+    hand(PEAT_OP_REDUCE, &p, 1, in, 0, (double[]){2, 1}, 2);
+    free_all(1, in);
+}
+
+Test(golden, hand_conv2d)
+{
+    /* 1x1x3x3 image 1..9, one 2x2 filter [[1 0] [0 -1]], stride 1, pad 0:
+     * Y[i][j] = X[i][j] - X[i+1][j+1] = -4 everywhere (2x2) */
+    peat_op_params p = {.i = {1, 1, 3, 3, 1, 2, 2, 1, 0}};
+    peat_tensor *img = tf(9, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+    peat_tensor *in[2] = {img, tf(4, (float[]){1, 0, 0, -1})};
+    hand(PEAT_OP_CONV2D, &p, 2, in, 0, (double[]){-4, -4, -4, -4}, 4);
+    peat_tensor_free(in[1]);
+    /* 3x3 ones filter, stride 2, pad 1: OH = (3 + 2 - 3)/2 + 1 = 2; each output sums the 2x2
+     * in-image corner of its window: [1+2+4+5, 2+3+5+6, 4+5+7+8, 5+6+8+9] = [12 16 24 28] */
+    peat_op_params q = {.i = {1, 1, 3, 3, 1, 3, 3, 2, 1}};
+    float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    peat_tensor *w1 = tf(9, ones);
+    peat_tensor *in2[2] = {img, w1};
+    hand(PEAT_OP_CONV2D, &q, 2, in2, 0, (double[]){12, 16, 24, 28}, 4);
+    /* backward data of that conv with dY = [1 2 3 4]: each pixel collects the dY of the windows
+     * covering it: corners 1,2,3,4; edges (0,1): 1+2, (1,0): 1+3, (1,2): 2+4, (2,1): 3+4;
+     * centre: all four = 10 */
+    peat_tensor *dy = tf(4, (float[]){1, 2, 3, 4});
+    peat_tensor *bd[2] = {dy, w1};
+    hand(PEAT_OP_CONV2D_BWD_DATA, &q, 2, bd, 0, (double[]){1, 3, 2, 4, 10, 6, 3, 7, 4}, 9);
+    /* backward filter with dY = [1 0 0 0]: dW[kh][kw] = X[kh-1][kw-1] (zero outside) =
+     * [[0 0 0] [0 1 2] [0 4 5]] */
+    peat_tensor *dy1 = tf(4, (float[]){1, 0, 0, 0});
+    peat_tensor *bf[2] = {img, dy1};
+    hand(PEAT_OP_CONV2D_BWD_FILTER, &q, 2, bf, 0, (double[]){0, 0, 0, 0, 1, 2, 0, 4, 5}, 9);
+    peat_tensor_free(img), peat_tensor_free(w1), peat_tensor_free(dy), peat_tensor_free(dy1);
+}
+
+Test(golden, hand_sgd)
+{
+    /* p = 1, g = 0.5, mom = 2, lr 0.1, momentum 0.9, wd 0.01:
+     * mom' = 0.9*2 + 0.5 + 0.01*1 = 2.31 ; p' = 1 - 0.1*2.31 = 0.769 */
+    peat_op_params p = {.i = {1}, .f = {0.1, 0.9, 0.01}};
+    peat_tensor *in[3] = {tf(1, (float[]){1}), tf(1, (float[]){0.5f}), tf(1, (float[]){2})};
+    hand(PEAT_OP_SGD, &p, 3, in, 0, (double[]){0.769}, 1);
+    hand(PEAT_OP_SGD, &p, 3, in, 1, (double[]){2.31}, 1);
+    free_all(3, in);
+}
+
+Test(golden, hand_adamw)
+{
+    /* step 1 from zero moments: p = 1, g = 0.5, lr 0.1, b1 0.9, b2 0.999, eps 1e-8, wd 0.01:
+     * m' = 0.1*0.5 = 0.05, v' = 0.001*0.25 = 2.5e-4, mhat = 0.05/0.1 = 0.5, vhat = 2.5e-4/1e-3
+     * = 0.25, p' = 1 - 0.1 (0.5/(0.5 + 1e-8) + 0.01) = 0.899000002 (to 1e-16) */
+    peat_op_params p = {.i = {1, 1}, .f = {0.1, 0.9, 0.999, 1e-8, 0.01}};
+    peat_tensor *in[4] = {tf(1, (float[]){1}), tf(1, (float[]){0.5f}), tf(1, (float[]){0}),
+                          tf(1, (float[]){0})};
+    hand(PEAT_OP_ADAMW, &p, 4, in, 0, (double[]){0.899000002}, 1);
+    hand(PEAT_OP_ADAMW, &p, 4, in, 1, (double[]){0.05}, 1);
+    hand(PEAT_OP_ADAMW, &p, 4, in, 2, (double[]){2.5e-4}, 1);
+    free_all(4, in);
+    /* step 2 with p = 1, g = -1, m = 0.05, v = 2.5e-4 (given as fp32, so the exact check uses the
+     * formula on those fp32 values): m' = 0.045 - 0.1 = -0.055, v' = 0.999*2.5e-4 + 1e-3,
+     * bias corrections 1 - 0.81 = 0.19 and 1 - 0.998001 = 0.001999 */
+    p.i[1] = 2;
+    float m0 = 0.05f, v0 = 2.5e-4f;
+    double m1 = 0.9 * m0 + 0.1 * -1.0, v1 = 0.999 * v0 + 0.001 * 1.0;
+    double p1 = 1.0 - 0.1 * ((m1 / 0.19) / (sqrt(v1 / 0.001999) + 1e-8) + 0.01 * 1.0);
+    peat_tensor *in2[4] = {tf(1, (float[]){1}), tf(1, (float[]){-1}), tf(1, &m0), tf(1, &v0)};
+    hand(PEAT_OP_ADAMW, &p, 4, in2, 0, (double[]){p1}, 1);
+    hand(PEAT_OP_ADAMW, &p, 4, in2, 1, (double[]){m1}, 1);
+    hand(PEAT_OP_ADAMW, &p, 4, in2, 2, (double[]){v1}, 1);
+    /* by hand in decimal: mhat = -0.055/0.19 = -0.28947368, vhat = 0.00124975/0.001999 =
+     * 0.62518759, sqrt = 0.79068805, p' = 1 - 0.1 (-0.36610255 + 0.01) = 1.03561035 */
+    cr_assert(fabs(p1 - 1.0356103522) < 1e-6, "formula gives p' = %.10g, hand value 1.0356103522", p1);
+    free_all(4, in2);
+}
+
+/* ---- random cases: golden vs exact within gamma_K * magnitude ------------------------------- */
+
+/* One call with fp32 inputs drawn for op (shapes small, values of the kind training produces:
+ * wide logits, layernorm rows off zero, a proper softmax fed to softmax_bwd, O and L from the
+ * golden forward fed to attention_bwd). variant picks a second configuration. */
+typedef struct gcase {
+    peat_op_kind op;
+    peat_op_params p;
+    int n_in;
+    peat_tensor *in[PEAT_MAX_IO];
+} gcase;
+
+static void gcase_free(gcase *c) { free_all(c->n_in, c->in); }
+
+static peat_tensor *rnd_idx(peat_rng_t *r, int64_t n, int64_t lim)
+{
+    peat_tensor *t = NULL;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_I32, n, &t), PEAT_OK, "alloc idx");
+    for (int64_t i = 0; i < n; i++) peat_i32(t)[i] = (int32_t)peat_rng_int(r, (uint64_t)lim);
+    return t;
+}
+
+/* Output o of golden forward `name` as a new F32 tensor (to feed a backward op). */
+static peat_tensor *fwd_out(const char *name, peat_op_kind op, const peat_op_params *p, int n_in,
+                            peat_tensor *const *in, int o)
+{
+    peat_args a = run_k(name, op, p, n_in, in);
+    peat_tensor *t = a.out[o];
+    a.out[o] = NULL;
+    peat_args_free_outputs(&a);
+    return t;
+}
+
+static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
+{
+    gcase c = {.op = op};
+    peat_rng_t *r = peat_rng_alloc(seed);
+    cr_assert_not_null(r, "rng");
+    int64_t *i = c.p.i;
+    double *f = c.p.f;
+    switch (op) {
+    case PEAT_OP_GEMM:
+        i[0] = variant, i[1] = !variant, i[2] = 5, i[3] = 7, i[4] = 33, i[5] = 2, f[0] = 1.5, f[1] = 0.5;
+        c.n_in = 3;
+        c.in[0] = rnd(r, 2 * 5 * 33, 0, 1), c.in[1] = rnd(r, 2 * 33 * 7, 0, 1), c.in[2] = rnd(r, 2 * 5 * 7, 0, 1);
+        break;
+    case PEAT_OP_CONV2D:
+    case PEAT_OP_CONV2D_BWD_DATA:
+    case PEAT_OP_CONV2D_BWD_FILTER: {
+        /* variant 0: stride 2, pad 1, 3x3; variant 1: stride 1, pad 0, 2x3 */
+        int64_t N = 2, C = 3, H = 7, W = 6, O = 4, KH = variant ? 2 : 3, KW = 3, s = variant ? 1 : 2,
+                P = variant ? 0 : 1;
+        int64_t OH = (H + 2 * P - KH) / s + 1, OW = (W + 2 * P - KW) / s + 1;
+        int64_t v[9] = {N, C, H, W, O, KH, KW, s, P};
+        memcpy(i, v, sizeof v);
+        c.n_in = 2;
+        peat_tensor *x = rnd(r, N * C * H * W, 0, 1), *w = rnd(r, O * C * KH * KW, 0, 0.5);
+        peat_tensor *dy = rnd(r, N * O * OH * OW, 0, 1);
+        if (op == PEAT_OP_CONV2D) c.in[0] = x, c.in[1] = w, peat_tensor_free(dy);
+        else if (op == PEAT_OP_CONV2D_BWD_DATA) c.in[0] = dy, c.in[1] = w, peat_tensor_free(x);
+        else c.in[0] = x, c.in[1] = dy, peat_tensor_free(w);
+        break;
+    }
+    case PEAT_OP_BIAS_ADD:
+        i[0] = 3, i[1] = 4, i[2] = 5, c.n_in = 2;
+        c.in[0] = rnd(r, 60, 0, 1), c.in[1] = rnd(r, 4, 0, 1);
+        break;
+    case PEAT_OP_BIAS_ADD_BWD:
+        i[0] = 6, i[1] = 4, i[2] = 5, c.n_in = 1;
+        c.in[0] = rnd(r, 120, 0, 1);
+        break;
+    case PEAT_OP_RELU:
+    case PEAT_OP_GELU:
+        i[0] = 257, c.n_in = 1;
+        c.in[0] = rnd(r, 257, 0, 3);
+        break;
+    case PEAT_OP_RELU_BWD:
+    case PEAT_OP_GELU_BWD:
+        i[0] = 257, c.n_in = 2;
+        c.in[0] = rnd(r, 257, 0, 3), c.in[1] = rnd(r, 257, 0, 1);
+        break;
+    case PEAT_OP_SOFTMAX:
+        i[0] = 4, i[1] = 37, c.n_in = 1;
+        c.in[0] = rnd(r, 4 * 37, 0, 4);
+        break;
+    case PEAT_OP_SOFTMAX_BWD: {
+        i[0] = 4, i[1] = 37, c.n_in = 2;
+        peat_tensor *x = rnd(r, 4 * 37, 0, 2);
+        c.in[0] = fwd_out("softmax_golden", PEAT_OP_SOFTMAX, &c.p, 1, &x, 0);
+        c.in[1] = rnd(r, 4 * 37, 0, 1);
+        peat_tensor_free(x);
+        break;
+    }
+    case PEAT_OP_LAYERNORM:
+        i[0] = 5, i[1] = 48, f[0] = 1e-5, c.n_in = 3;
+        c.in[0] = rnd(r, 5 * 48, variant ? 3.0 : 0.0, 1.5), c.in[1] = rnd(r, 48, 1, 0.3), c.in[2] = rnd(r, 48, 0, 0.5);
+        break;
+    case PEAT_OP_LAYERNORM_BWD: {
+        /* R > C in one variant so depth max(R, C) is set by either side */
+        int64_t R = variant ? 40 : 5, C = variant ? 12 : 48;
+        i[0] = R, i[1] = C, f[0] = 1e-5, c.n_in = 5;
+        peat_tensor *fin[3] = {rnd(r, R * C, 0.5, 1.5), rnd(r, C, 1, 0.3), rnd(r, C, 0, 0.5)};
+        c.in[0] = fin[0], c.in[1] = fin[1];
+        c.in[2] = fwd_out("layernorm_golden", PEAT_OP_LAYERNORM, &c.p, 3, fin, 1);
+        c.in[3] = fwd_out("layernorm_golden", PEAT_OP_LAYERNORM, &c.p, 3, fin, 2);
+        c.in[4] = rnd(r, R * C, 0, 1);
+        peat_tensor_free(fin[2]);
+        break;
+    }
+    case PEAT_OP_ATTENTION:
+    case PEAT_OP_ATTENTION_BWD: {
+        int64_t B = 2, H = 2, T = 9, D = 8, n = B * H * T * D;
+        i[0] = B, i[1] = H, i[2] = T, i[3] = D, i[4] = variant, f[0] = 1.0 / sqrt((double)D);
+        c.in[0] = rnd(r, n, 0, 1.5), c.in[1] = rnd(r, n, 0, 1.5), c.in[2] = rnd(r, n, 0, 1);
+        c.n_in = 3;
+        if (op == PEAT_OP_ATTENTION_BWD) {
+            c.in[3] = fwd_out("attention_golden", PEAT_OP_ATTENTION, &c.p, 3, c.in, 0);
+            c.in[4] = fwd_out("attention_golden", PEAT_OP_ATTENTION, &c.p, 3, c.in, 1);
+            c.in[5] = rnd(r, n, 0, 1);
+            c.n_in = 6;
+        }
+        break;
+    }
+    case PEAT_OP_EMBEDDING:
+        i[0] = 13, i[1] = 7, i[2] = 5, c.n_in = 2;
+        c.in[0] = rnd(r, 35, 0, 1), c.in[1] = rnd_idx(r, 13, 7);
+        break;
+    case PEAT_OP_EMBEDDING_BWD:
+        i[0] = 13, i[1] = 7, i[2] = 5, c.n_in = 2;
+        c.in[0] = rnd_idx(r, 13, 7), c.in[1] = rnd(r, 65, 0, 1);
+        break;
+    case PEAT_OP_CROSS_ENTROPY:
+    case PEAT_OP_CROSS_ENTROPY_BWD:
+        i[0] = 6, i[1] = 11, c.n_in = 2;
+        c.in[0] = rnd(r, 66, 0, 3), c.in[1] = rnd_idx(r, 6, 11);
+        if (op == PEAT_OP_CROSS_ENTROPY_BWD) c.in[2] = rnd(r, 6, 0.2, 0.1), c.n_in = 3;
+        break;
+    case PEAT_OP_ADAMW: {
+        i[0] = 300, i[1] = variant ? 1 : 7;
+        f[0] = 1e-3, f[1] = 0.9, f[2] = 0.999, f[3] = 1e-8, f[4] = 0.01;
+        c.n_in = 4;
+        c.in[0] = rnd(r, 300, 0, 1), c.in[1] = rnd(r, 300, 0, 1e-2), c.in[2] = rnd(r, 300, 0, 1e-2);
+        c.in[3] = tf(300, NULL);
+        for (int k = 0; k < 300; k++) peat_f32(c.in[3])[k] = (float)(1e-4 * peat_rng_uniform(r));
+        break;
+    }
+    case PEAT_OP_SGD:
+        i[0] = 300, f[0] = 0.05, f[1] = 0.9, f[2] = 5e-4, c.n_in = 3;
+        c.in[0] = rnd(r, 300, 0, 1), c.in[1] = rnd(r, 300, 0, 0.1), c.in[2] = rnd(r, 300, 0, 0.1);
+        break;
+    case PEAT_OP_REDUCE:
+        i[0] = 6, i[1] = 50, i[2] = variant, c.n_in = 1;
+        c.in[0] = rnd(r, 300, 0.5, 1);
+        break;
+    default:
+        cr_assert_fail("no random case for %s", peat_op_name(op));
+    }
+    peat_rng_free(r);
+    return c;
+}
+
+/* Largest |golden - exact| / (gamma_K mag) over the elements of output o (0 where both are 0);
+ * *bad counts elements above 1. round_bf16 first rounds the golden output to bf16. */
+static double bound_ratio(const gcase *c, const peat_args *g, const peat_args *e, int o,
+                          int round_bf16, int64_t *bad)
+{
+    peat_args a = peat_args_make(c->op, &c->p, c->n_in, (const peat_tensor *const *)c->in, 0, NULL);
+    int64_t n = peat_tensor_numel(e->out[o]);
+    double *mag = malloc((size_t)n * sizeof *mag);
+    cr_assert_not_null(mag, "mag");
+    peat_status s = peat_golden_magnitude(&a, o, e->out[o], mag);
+    cr_assert_eq(s, PEAT_OK, "magnitude of %s out %d: %s", peat_op_name(c->op), o, peat_error_last());
+    double gk = gamma_k(peat_op_info_get(c->op)->depth(&c->p)), worst = 0.0;
+    *bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float gv = peat_f32(g->out[o])[i];
+        if (round_bf16) gv = peat_round_bf16(gv);
+        double err = fabs((double)gv - peat_f64(e->out[o])[i]);
+        cr_assert(mag[i] >= 0.0 && isfinite(mag[i]), "%s out %d mag[%lld] = %g", peat_op_name(c->op), o, (long long)i, mag[i]);
+        double ratio = err == 0.0 ? 0.0 : err / (gk * mag[i]);
+        if (ratio > 1.0) (*bad)++;
+        if (ratio > worst) worst = ratio;
+    }
+    free(mag);
+    return worst;
+}
+
+static const peat_op_kind all_ops[] = {
+    PEAT_OP_GEMM, PEAT_OP_CONV2D, PEAT_OP_CONV2D_BWD_DATA, PEAT_OP_CONV2D_BWD_FILTER,
+    PEAT_OP_BIAS_ADD, PEAT_OP_BIAS_ADD_BWD, PEAT_OP_RELU, PEAT_OP_RELU_BWD, PEAT_OP_GELU,
+    PEAT_OP_GELU_BWD, PEAT_OP_SOFTMAX, PEAT_OP_SOFTMAX_BWD, PEAT_OP_LAYERNORM,
+    PEAT_OP_LAYERNORM_BWD, PEAT_OP_ATTENTION, PEAT_OP_ATTENTION_BWD, PEAT_OP_EMBEDDING,
+    PEAT_OP_EMBEDDING_BWD, PEAT_OP_CROSS_ENTROPY, PEAT_OP_CROSS_ENTROPY_BWD, PEAT_OP_ADAMW,
+    PEAT_OP_SGD, PEAT_OP_REDUCE};
+
+/* Runs golden (twice: it must be bit-reproducible) and exact on the case. */
+static void run_pair(const gcase *c, peat_args *g, peat_args *e)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_golden", peat_op_name(c->op));
+    *g = run_k(name, c->op, &c->p, c->n_in, c->in);
+    peat_args g2 = run_k(name, c->op, &c->p, c->n_in, c->in);
+    for (int o = 0; o < g->n_out; o++)
+        cr_assert(memcmp(g->out[o]->data, g2.out[o]->data, peat_tensor_nbytes(g->out[o])) == 0,
+                  "%s out %d differs between two runs on the same input", name, o);
+    peat_args_free_outputs(&g2);
+    snprintf(name, sizeof name, "%s_exact", peat_op_name(c->op));
+    *e = run_k(name, c->op, &c->p, c->n_in, c->in);
+}
+
+Test(golden, golden_within_rounding_bound_of_exact)
+{
+    for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++)
+        for (int variant = 0; variant < 2; variant++)
+            for (uint64_t seed = 1; seed <= 3; seed++) {
+                gcase c = make_case(all_ops[k], variant, 1000 * k + 10 * (uint64_t)variant + seed);
+                peat_args g, e;
+                run_pair(&c, &g, &e);
+                for (int o = 0; o < e.n_out; o++) {
+                    int64_t bad;
+                    double w = bound_ratio(&c, &g, &e, o, 0, &bad);
+                    cr_assert_eq(bad, 0, "%s (variant %d, seed %llu) out %d: %lld elements beyond "
+                                 "gamma_K mag, worst |golden-exact| = %.3g x bound",
+                                 peat_op_name(c.op), variant, (unsigned long long)seed, o,
+                                 (long long)bad, w);
+                }
+                peat_args_free_outputs(&g);
+                peat_args_free_outputs(&e);
+                gcase_free(&c);
+            }
+}
+
+/* The bound must not be vacuous: the same outputs stored in bf16 (8-bit significand) break it
+ * for every op and output, or a candidate that loses precision would pass unnoticed. */
+Test(golden, bf16_storage_breaks_the_bound)
+{
+    for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++) {
+        gcase c = make_case(all_ops[k], 0, 77 + k);
+        peat_args g, e;
+        run_pair(&c, &g, &e);
+        for (int o = 0; o < e.n_out; o++) {
+            int64_t bad;
+            double w = bound_ratio(&c, &g, &e, o, 1, &bad);
+            cr_assert(bad > 0, "%s out %d: bf16-rounded golden stays within gamma_K mag (worst "
+                      "%.3g x bound): the magnitude is too loose", peat_op_name(c.op), o, w);
+        }
+        peat_args_free_outputs(&g);
+        peat_args_free_outputs(&e);
+        gcase_free(&c);
+    }
+}
+
+/* ---- backward ops against central differences of the exact forward op -------------------- */
+
+/* J(inputs) = sum_i wt[i] * out0[i] of exact forward `fwd` run on F64 inputs. */
+static double objective(const peat_kernel *k, peat_args *a, const double *wt)
+{
+    peat_status s = peat_kernel_run(k, a);
+    cr_assert_eq(s, PEAT_OK, "%s: %s", k->name, peat_error_last());
+    double J = 0.0;
+    for (int64_t i = 0; i < peat_tensor_numel(a->out[0]); i++) J += wt[i] * peat_f64(a->out[0])[i];
+    return J;
+}
+
+/* Compares analytic dJ/d(in[wrt]) (an F64 output of the exact backward kernel) with central
+ * differences of the exact forward op, in double: h = 1e-5 leaves a truncation error ~h^2 and a
+ * cancellation error ~1e-16 |J| / h, both far below the 1e-6 tolerance, while a wrong term in a
+ * backward formula shows up at the size of the gradient itself. */
+static void fd_check(const char *fwd, const peat_op_params *p, int n_in, peat_tensor *const *in,
+                     int wrt, const double *wt, const peat_tensor *analytic, const char *what)
+{
+    const peat_kernel *k = kern(fwd);
+    peat_tensor *x[PEAT_MAX_IO];
+    for (int j = 0; j < n_in; j++) x[j] = to_f64(in[j]);
+    peat_args a = peat_args_make(k->op, p, n_in, (const peat_tensor *const *)x, 0, NULL);
+    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F64), PEAT_OK, "alloc");
+    int64_t n = peat_tensor_numel(x[wrt]);
+    cr_assert_eq(peat_tensor_numel(analytic), n, "%s: gradient has %lld elements, input %lld", what,
+                 (long long)peat_tensor_numel(analytic), (long long)n);
+    double scale = 1.0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(peat_tensor_get(analytic, i)));
+    const double h = 1e-5;
+    for (int64_t i = 0; i < n; i++) {
+        double *xi = &peat_f64(x[wrt])[i], x0 = *xi;
+        *xi = x0 + h;
+        double jp = objective(k, &a, wt);
+        *xi = x0 - h;
+        double jm = objective(k, &a, wt);
+        *xi = x0;
+        double fd = (jp - jm) / (2 * h), an = peat_tensor_get(analytic, i);
+        cr_assert(fabs(fd - an) <= 1e-6 * scale, "%s[%lld]: backward gives %.10g, central "
+                  "difference of %s gives %.10g", what, (long long)i, an, fwd, fd);
+    }
+    peat_args_free_outputs(&a);
+    free_all(n_in, x);
+}
+
+static double *weights(peat_rng_t *r, int64_t n)
+{
+    double *w = malloc((size_t)n * sizeof *w);
+    cr_assert_not_null(w, "weights");
+    for (int64_t i = 0; i < n; i++) w[i] = peat_rng_gaussian(r, 1.0);
+    return w;
+}
+/* dY for a backward call: the FD weights as an F64 tensor. */
+static peat_tensor *wt_tensor(const double *w, int64_t n)
+{
+    peat_tensor *t = NULL;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F64, n, &t), PEAT_OK, "alloc");
+    memcpy(t->data, w, (size_t)n * sizeof *w);
+    return t;
+}
+/* Runs exact kernel `name` on F64 copies of in[] (I32 kept). */
+static peat_args run_exact64(const char *name, peat_op_kind op, const peat_op_params *p, int n_in,
+                             peat_tensor *const *in)
+{
+    peat_tensor *x[PEAT_MAX_IO];
+    for (int j = 0; j < n_in; j++) x[j] = in[j]->dtype == PEAT_DTYPE_F64 ? in[j] : to_f64(in[j]);
+    peat_args a = run_k(name, op, p, n_in, x);
+    for (int j = 0; j < n_in; j++)
+        if (x[j] != in[j]) peat_tensor_free(x[j]);
+    return a;
+}
+
+Test(golden, fd_conv2d_bwd_data_and_filter)
+{
+    peat_rng_t *r = peat_rng_alloc(11);
+    /* stride 2 pad 1; stride 1 pad 0; stride 2 with an input row no window reaches (H=6, K=3) */
+    int64_t cfg[3][9] = {{2, 2, 5, 4, 3, 3, 3, 2, 1}, {1, 2, 4, 5, 2, 2, 3, 1, 0}, {1, 1, 6, 6, 2, 3, 3, 2, 0}};
+    for (int c = 0; c < 3; c++) {
+        peat_op_params p;
+        memset(&p, 0, sizeof p);
+        memcpy(p.i, cfg[c], sizeof cfg[c]);
+        int64_t N = p.i[0], C = p.i[1], H = p.i[2], W = p.i[3], O = p.i[4], KH = p.i[5], KW = p.i[6];
+        int64_t OH = (H + 2 * p.i[8] - KH) / p.i[7] + 1, OW = (W + 2 * p.i[8] - KW) / p.i[7] + 1;
+        peat_tensor *in[2] = {rnd(r, N * C * H * W, 0, 1), rnd(r, O * C * KH * KW, 0, 1)};
+        double *w = weights(r, N * O * OH * OW);
+        peat_tensor *dy = wt_tensor(w, N * O * OH * OW);
+        peat_tensor *bd[2] = {dy, in[1]}, *bf[2] = {in[0], dy};
+        peat_args d = run_exact64("conv2d_bwd_data_exact", PEAT_OP_CONV2D_BWD_DATA, &p, 2, bd);
+        fd_check("conv2d_exact", &p, 2, in, 0, w, d.out[0], "conv2d dX");
+        peat_args f = run_exact64("conv2d_bwd_filter_exact", PEAT_OP_CONV2D_BWD_FILTER, &p, 2, bf);
+        fd_check("conv2d_exact", &p, 2, in, 1, w, f.out[0], "conv2d dW");
+        peat_args_free_outputs(&d), peat_args_free_outputs(&f);
+        peat_tensor_free(dy), free(w), free_all(2, in);
+    }
+    peat_rng_free(r);
+}
+
+Test(golden, fd_bias_add_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(12);
+    peat_op_params p = {.i = {3, 4, 5}};
+    peat_tensor *in[2] = {rnd(r, 60, 0, 1), rnd(r, 4, 0, 1)};
+    double *w = weights(r, 60);
+    peat_tensor *dy = wt_tensor(w, 60);
+    peat_args b = run_exact64("bias_add_bwd_exact", PEAT_OP_BIAS_ADD_BWD, &p, 1, &dy);
+    fd_check("bias_add_exact", &p, 2, in, 1, w, b.out[0], "bias_add db");
+    peat_args_free_outputs(&b), peat_tensor_free(dy), free(w), free_all(2, in);
+    peat_rng_free(r);
+}
+
+Test(golden, fd_relu_and_gelu_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(13);
+    peat_op_params p = {.i = {64}};
+    /* ReLU: inputs at least 0.1 away from the kink, where the central difference is exact */
+    peat_tensor *x = rnd(r, 64, 0, 2);
+    for (int i = 0; i < 64; i++) {
+        float v = peat_f32(x)[i];
+        peat_f32(x)[i] = v >= 0 ? v + 0.1f : v - 0.1f;
+    }
+    double *w = weights(r, 64);
+    peat_tensor *dy = wt_tensor(w, 64);
+    peat_tensor *bw[2] = {x, dy};
+    peat_args a = run_exact64("relu_bwd_exact", PEAT_OP_RELU_BWD, &p, 2, bw);
+    fd_check("relu_exact", &p, 1, &x, 0, w, a.out[0], "relu dX");
+    peat_args_free_outputs(&a);
+    peat_args g = run_exact64("gelu_bwd_exact", PEAT_OP_GELU_BWD, &p, 2, bw);
+    fd_check("gelu_exact", &p, 1, &x, 0, w, g.out[0], "gelu dX");
+    peat_args_free_outputs(&g), peat_tensor_free(dy), free(w), peat_tensor_free(x);
+    peat_rng_free(r);
+}
+
+Test(golden, fd_softmax_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(14);
+    peat_op_params p = {.i = {3, 7}};
+    peat_tensor *x = rnd(r, 21, 0, 2);
+    double *w = weights(r, 21);
+    peat_args y = run_exact64("softmax_exact", PEAT_OP_SOFTMAX, &p, 1, &x);
+    peat_tensor *dy = wt_tensor(w, 21);
+    peat_tensor *bw[2] = {y.out[0], dy};
+    peat_args b = run_exact64("softmax_bwd_exact", PEAT_OP_SOFTMAX_BWD, &p, 2, bw);
+    fd_check("softmax_exact", &p, 1, &x, 0, w, b.out[0], "softmax dX");
+    peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dy), free(w);
+    peat_tensor_free(x), peat_rng_free(r);
+}
+
+Test(golden, fd_layernorm_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(15);
+    peat_op_params p = {.i = {3, 6}, .f = {1e-5}};
+    peat_tensor *in[3] = {rnd(r, 18, 0.5, 1), rnd(r, 6, 1, 0.3), rnd(r, 6, 0, 0.5)};
+    double *w = weights(r, 18);
+    /* the backward reads the forward's mean and rstd: pass them in double */
+    peat_args y = run_exact64("layernorm_exact", PEAT_OP_LAYERNORM, &p, 3, in);
+    peat_tensor *dy = wt_tensor(w, 18), *g64 = to_f64(in[1]), *x64 = to_f64(in[0]);
+    peat_tensor *bw[5] = {x64, g64, y.out[1], y.out[2], dy};
+    peat_args b = run_exact64("layernorm_bwd_exact", PEAT_OP_LAYERNORM_BWD, &p, 5, bw);
+    fd_check("layernorm_exact", &p, 3, in, 0, w, b.out[0], "layernorm dX");
+    fd_check("layernorm_exact", &p, 3, in, 1, w, b.out[1], "layernorm dgamma");
+    fd_check("layernorm_exact", &p, 3, in, 2, w, b.out[2], "layernorm dbeta");
+    peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dy);
+    peat_tensor_free(g64), peat_tensor_free(x64), free(w), free_all(3, in), peat_rng_free(r);
+}
+
+Test(golden, fd_attention_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(16);
+    for (int causal = 0; causal < 2; causal++) {
+        int64_t B = 1, H = 2, T = 4, D = 3, n = B * H * T * D;
+        peat_op_params p = {.i = {B, H, T, D, causal}, .f = {0.7}};
+        peat_tensor *in[3] = {rnd(r, n, 0, 1), rnd(r, n, 0, 1), rnd(r, n, 0, 1)};
+        double *w = weights(r, n);
+        peat_args y = run_exact64("attention_exact", PEAT_OP_ATTENTION, &p, 3, in);
+        peat_tensor *dO = wt_tensor(w, n);
+        peat_tensor *q = to_f64(in[0]), *k = to_f64(in[1]), *v = to_f64(in[2]);
+        peat_tensor *bw[6] = {q, k, v, y.out[0], y.out[1], dO};
+        peat_args b = run_exact64("attention_bwd_exact", PEAT_OP_ATTENTION_BWD, &p, 6, bw);
+        fd_check("attention_exact", &p, 3, in, 0, w, b.out[0], causal ? "causal dQ" : "dQ");
+        fd_check("attention_exact", &p, 3, in, 1, w, b.out[1], causal ? "causal dK" : "dK");
+        fd_check("attention_exact", &p, 3, in, 2, w, b.out[2], causal ? "causal dV" : "dV");
+        peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dO);
+        peat_tensor_free(q), peat_tensor_free(k), peat_tensor_free(v), free(w), free_all(3, in);
+    }
+    peat_rng_free(r);
+}
+
+Test(golden, fd_embedding_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(17);
+    /* idx repeats row 3 and never uses rows 0 and 4 (their gradient must be 0) */
+    peat_op_params p = {.i = {5, 5, 3}};
+    peat_tensor *in[2] = {rnd(r, 15, 0, 1), ti(5, (int32_t[]){3, 1, 3, 2, 3})};
+    double *w = weights(r, 15);
+    peat_tensor *dy = wt_tensor(w, 15);
+    peat_tensor *bw[2] = {in[1], dy};
+    peat_args b = run_exact64("embedding_bwd_exact", PEAT_OP_EMBEDDING_BWD, &p, 2, bw);
+    fd_check("embedding_exact", &p, 2, in, 0, w, b.out[0], "embedding dtable");
+    peat_args_free_outputs(&b), peat_tensor_free(dy), free(w), free_all(2, in), peat_rng_free(r);
+}
+
+Test(golden, fd_cross_entropy_bwd)
+{
+    peat_rng_t *r = peat_rng_alloc(18);
+    peat_op_params p = {.i = {4, 6}};
+    peat_tensor *in[2] = {rnd(r, 24, 0, 2), ti(4, (int32_t[]){0, 5, 2, 2})};
+    double *w = weights(r, 4);
+    peat_tensor *dl = wt_tensor(w, 4);
+    peat_tensor *bw[3] = {in[0], in[1], dl};
+    peat_args b = run_exact64("cross_entropy_bwd_exact", PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, bw);
+    fd_check("cross_entropy_exact", &p, 2, in, 0, w, b.out[0], "cross_entropy dlogits");
+    peat_args_free_outputs(&b), peat_tensor_free(dl), free(w), free_all(2, in), peat_rng_free(r);
+}
+
+/* ---- optimizers: outputs aliasing inputs ---------------------------------------------------- */
+
+/* Runs `name` once into fresh outputs and once in place (out[o] wraps the data of in[alias[o]]);
+ * both must agree bit for bit. */
+static void alias_check(const char *name, const gcase *c, const int *alias, int n_out)
+{
+    const peat_kernel *k = kern(name);
+    peat_tensor *x[PEAT_MAX_IO], *y[PEAT_MAX_IO];
+    for (int j = 0; j < c->n_in; j++)
+        x[j] = k->role == PEAT_ROLE_EXACT ? to_f64(c->in[j]) : NULL;
+    if (k->role != PEAT_ROLE_EXACT)
+        for (int j = 0; j < c->n_in; j++) cr_assert_eq(peat_tensor_clone(c->in[j], &x[j]), PEAT_OK, "clone");
+    peat_args ref = run_k(name, c->op, &c->p, c->n_in, x);
+    for (int o = 0; o < n_out; o++) {
+        peat_tensor *src = x[alias[o]];
+        cr_assert_eq(peat_tensor_wrap(src->dtype, src->ndim, src->shape, src->data, &y[o]), PEAT_OK, "wrap");
+    }
+    peat_args a = peat_args_make(c->op, &c->p, c->n_in, (const peat_tensor *const *)x, n_out, y);
+    cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s in place: %s", name, peat_error_last());
+    for (int o = 0; o < n_out; o++)
+        cr_assert(memcmp(y[o]->data, ref.out[o]->data, peat_tensor_nbytes(y[o])) == 0,
+                  "%s: in-place output %d differs from the out-of-place one", name, o);
+    free_all(n_out, y);
+    peat_args_free_outputs(&ref);
+    free_all(c->n_in, x);
+}
+
+Test(golden, optimizer_outputs_may_alias_inputs)
+{
+    gcase a = make_case(PEAT_OP_ADAMW, 0, 21), s = make_case(PEAT_OP_SGD, 0, 22);
+    int adamw_alias[3] = {0, 2, 3}, sgd_alias[2] = {0, 2};
+    alias_check("adamw_golden", &a, adamw_alias, 3);
+    alias_check("adamw_exact", &a, adamw_alias, 3);
+    alias_check("sgd_golden", &s, sgd_alias, 2);
+    alias_check("sgd_exact", &s, sgd_alias, 2);
+    gcase_free(&a), gcase_free(&s);
+}
+
+/* ---- refusals ------------------------------------------------------------------------------- */
+
+/* Runs kernel `name` with outputs of its own dtype shaped for p_out and expects status want. */
+static void expect_refused(const char *name, const peat_op_params *p, int n_in, peat_tensor *const *in,
+                           peat_status want, const char *why)
+{
+    const peat_kernel *k = kern(name);
+    peat_args a = peat_args_make(k->op, p, n_in, (const peat_tensor *const *)in, 0, NULL);
+    peat_status s = peat_op_alloc_outputs(&a, k->out_dtype);
+    if (s == PEAT_OK) s = peat_kernel_run(k, &a);
+    cr_assert_eq(s, want, "%s with %s: status %s, expected %s (%s)", name, why, peat_status_str(s),
+                 peat_status_str(want), peat_error_last());
+    peat_args_free_outputs(&a);
+}
+
+Test(golden, bad_calls_are_refused)
+{
+    peat_tensor *x6 = tf(6, (float[]){1, 2, 3, 4, 5, 6}), *x5 = tf(5, NULL);
+    /* softmax 2x3 given 5 elements */
+    peat_op_params sm = {.i = {2, 3}};
+    expect_refused("softmax_golden", &sm, 1, &x5, PEAT_ERR_SHAPE, "5 elements for 2x3");
+    /* cross-entropy target outside [0, C) */
+    peat_tensor *ce[2] = {x6, ti(2, (int32_t[]){1, 3})};
+    expect_refused("cross_entropy_exact", &sm, 2, ce, PEAT_ERR_SHAPE, "target 3 of 3 classes");
+    /* conv2d with pad >= kernel size */
+    peat_op_params cv = {.i = {1, 1, 2, 3, 1, 1, 1, 1, 1}};
+    peat_tensor *cin[2] = {x6, tf(1, (float[]){1})};
+    expect_refused("conv2d_golden", &cv, 2, cin, PEAT_ERR_SHAPE, "pad 1 with a 1x1 kernel");
+    /* layernorm without a positive eps */
+    peat_op_params ln = {.i = {2, 3}, .f = {0.0}};
+    peat_tensor *lin[3] = {x6, tf(3, NULL), tf(3, NULL)};
+    expect_refused("layernorm_golden", &ln, 3, lin, PEAT_ERR_SHAPE, "eps = 0");
+    /* embedding index outside the table */
+    peat_op_params em = {.i = {2, 3, 2}};
+    peat_tensor *ein[2] = {x6, ti(2, (int32_t[]){0, -1})};
+    expect_refused("embedding_exact", &em, 2, ein, PEAT_ERR_SHAPE, "idx -1");
+    /* adamw at step 0 (bias correction would divide by zero) */
+    peat_op_params ad = {.i = {6, 0}, .f = {1e-3, 0.9, 0.999, 1e-8, 0}};
+    peat_tensor *ain[4] = {x6, x6, x6, x6};
+    expect_refused("adamw_golden", &ad, 4, ain, PEAT_ERR_SHAPE, "step 0");
+    /* a golden kernel does not read fp64 inputs (it would silently change precision) */
+    peat_op_params rl = {.i = {6}};
+    peat_tensor *x64 = to_f64(x6);
+    expect_refused("relu_golden", &rl, 1, &x64, PEAT_ERR_UNSUPPORTED, "an F64 input");
+    /* an exact kernel writes F64 only */
+    peat_args a = peat_args_make(PEAT_OP_RELU, &rl, 1, (const peat_tensor *const *)&x6, 0, NULL);
+    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK, "alloc");
+    cr_assert_neq(peat_kernel_run(kern("relu_exact"), &a), PEAT_OK, "relu_exact wrote an F32 output");
+    peat_args_free_outputs(&a);
+    peat_tensor_free(x64), peat_tensor_free(ce[1]), peat_tensor_free(cin[1]);
+    peat_tensor_free(lin[1]), peat_tensor_free(lin[2]), peat_tensor_free(ein[1]);
+    peat_tensor_free(x6), peat_tensor_free(x5);
+}
+
+/* ---- magnitude ------------------------------------------------------------------------------ */
+
+Test(golden, magnitude_of_plain_sums_is_sum_of_abs_terms)
+{
+    /* conv 1x1x3x3 image with signs, 2x2 filter: mag = sum |x||w| per window;
+     * X = [1 -2 3; -4 5 -6; 7 -8 9], W = [1 -1; 2 0.5]:
+     * window (0,0): 1*1 + 2*1 + 4*2 + 5*0.5 = 13.5, (0,1): 2 + 3 + 10 + 3 = 18,
+     * (1,0): 4 + 5 + 14 + 4 = 27, (1,1): 5 + 6 + 16 + 4.5 = 31.5 */
+    peat_op_params p = {.i = {1, 1, 3, 3, 1, 2, 2, 1, 0}};
+    peat_tensor *in[2] = {tf(9, (float[]){1, -2, 3, -4, 5, -6, 7, -8, 9}), tf(4, (float[]){1, -1, 2, 0.5f})};
+    peat_args a = peat_args_make(PEAT_OP_CONV2D, &p, 2, (const peat_tensor *const *)in, 0, NULL);
+    double mag[4], want[4] = {13.5, 18, 27, 31.5};
+    cr_assert_eq(peat_golden_magnitude(&a, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
+    for (int i = 0; i < 4; i++) cr_assert_float_eq(mag[i], want[i], 1e-12, "conv mag[%d] = %g, hand %g", i, mag[i], want[i]);
+    /* reduce mean of [1 -2 3]: sum|x|/C = 2; bias_add_bwd of [1 -2 | 3 -4] (R=2, C=1, S=2): 10 */
+    peat_op_params rp = {.i = {1, 3, 1}}, bp = {.i = {2, 1, 2}};
+    peat_tensor *rx = tf(3, (float[]){1, -2, 3}), *bx = tf(4, (float[]){1, -2, 3, -4});
+    peat_args ra = peat_args_make(PEAT_OP_REDUCE, &rp, 1, (const peat_tensor *const *)&rx, 0, NULL);
+    peat_args ba = peat_args_make(PEAT_OP_BIAS_ADD_BWD, &bp, 1, (const peat_tensor *const *)&bx, 0, NULL);
+    cr_assert_eq(peat_golden_magnitude(&ra, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
+    cr_assert_float_eq(mag[0], 2.0, 1e-12, "reduce mean mag %g, hand 2", mag[0]);
+    cr_assert_eq(peat_golden_magnitude(&ba, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
+    cr_assert_float_eq(mag[0], 10.0, 1e-12, "bias_add_bwd mag %g, hand 10", mag[0]);
+    /* an output index the op does not have is refused */
+    cr_assert_eq(peat_golden_magnitude(&ra, 1, NULL, mag), PEAT_ERR_INVAL, "reduce has one output");
+    free_all(2, in), peat_tensor_free(rx), peat_tensor_free(bx);
+}
