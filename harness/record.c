@@ -81,6 +81,7 @@ static int wanted(peat_profiler_t *pr, const peat_args *a, const peat_call_info 
     const peat_profile_policy *p = &pr->pol;
     if (p->op_mask && !(p->op_mask & (1u << a->op))) return 0;
     if (info->iter < p->iter_lo || (p->iter_hi > 0 && info->iter >= p->iter_hi)) return 0;
+    if (p->iter_filter && !p->iter_filter(p->iter_filter_user, info->iter)) return 0;
     if (p->fwd || p->bwd || p->opt) {
         if ((info->phase == PEAT_PHASE_FWD && !p->fwd) || (info->phase == PEAT_PHASE_BWD && !p->bwd) ||
             (info->phase == PEAT_PHASE_OPT && !p->opt))

@@ -38,6 +38,9 @@ typedef struct peat_profile_policy {
     int64_t iter_lo, iter_hi;/* record only iter_lo <= iter < iter_hi (hi 0 = no upper bound) */
     int fwd, bwd, opt;       /* phases to record (all 0 = all) */
     int64_t max_elems;       /* skip calls whose inputs hold more elements than this (0 = no cap) */
+    /* optional: record only iterations for which this returns non-zero */
+    int (*iter_filter)(void *user, int64_t iter);
+    void *iter_filter_user;
 } peat_profile_policy;
 
 /* Called for each completed record; takes ownership of r. */

@@ -75,6 +75,82 @@ static int file_exists(const char *p)
     return stat(p, &st) == 0;
 }
 
+/* ---- policy specs ---- */
+
+peat_status peat_iter_spec_check(const char *spec)
+{
+    if (!spec || !strcmp(spec, "last") || !strcmp(spec, "none")) return PEAT_OK;
+    if (!strncmp(spec, "every:", 6)) {
+        char *end;
+        long long n = strtoll(spec + 6, &end, 10);
+        if (*end || n < 1) return PEAT_ERROR(PEAT_ERR_INVAL, "bad iteration list '%s' (every:N needs N >= 1)", spec);
+        return PEAT_OK;
+    }
+    const char *c = spec;
+    while (*c) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (end == c || v < 0 || (*end && *end != ','))
+            return PEAT_ERROR(PEAT_ERR_INVAL, "bad iteration list '%s' (last, none, every:N or 0,10,20)", spec);
+        c = *end ? end + 1 : end;
+    }
+    return PEAT_OK;
+}
+
+int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters)
+{
+    if (!spec || !strcmp(spec, "none")) return 0;
+    if (!strcmp(spec, "last")) return it == iters - 1;
+    if (!strncmp(spec, "every:", 6)) {
+        long long n = atoll(spec + 6);
+        return n > 0 && (it % n == n - 1 || it == iters - 1);
+    }
+    for (const char *c = spec; *c;) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (v == it) return 1;
+        c = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+peat_status peat_op_mask_parse(const char *list, uint32_t *mask)
+{
+    *mask = 0;
+    if (!list || !strcmp(list, "all")) {
+        *mask = (PEAT_OP_COUNT >= 32) ? 0xffffffffu : ((1u << PEAT_OP_COUNT) - 1u);
+        return PEAT_OK;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        peat_op_kind op;
+        if (peat_op_parse(t, &op) != PEAT_OK)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "unknown op '%s' in op list '%s' (see `peat list`)", t, list);
+        *mask |= 1u << op;
+    }
+    if (!*mask) return PEAT_ERROR(PEAT_ERR_INVAL, "empty op list");
+    return PEAT_OK;
+}
+
+peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
+{
+    *fwd = *bwd = *opt = 0;
+    if (!list) return PEAT_OK;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "fwd")) *fwd = 1;
+        else if (!strcmp(t, "bwd")) *bwd = 1;
+        else if (!strcmp(t, "opt")) *opt = 1;
+        else return PEAT_ERROR(PEAT_ERR_INVAL, "unknown phase '%s' (fwd, bwd, opt)", t);
+    }
+    if (!*fwd && !*bwd && !*opt) return PEAT_ERROR(PEAT_ERR_INVAL, "empty phase list");
+    return PEAT_OK;
+}
+
 /* ---- flow choice ---- */
 
 static peat_status choose_flow(const peat_campaign_opts *o, const peat_kernel *k, const char **flow)
@@ -102,12 +178,14 @@ static peat_status choose_flow(const peat_campaign_opts *o, const peat_kernel *k
 /* ---- profile ---- */
 
 typedef struct {
-    peat_record_list list;
+    peat_record_list list;       /* records of the candidate's op, for playback */
     peat_store_t *store;
-    int64_t skipped_existing;
+    peat_op_kind keep_op;
+    int64_t skipped_existing, stored;
 } profile_sink;
 
-/* Keeps every record for playback; writes it to the store unless a resumed file has it. */
+/* Writes a record to the store unless a resumed file has it; keeps those of the candidate's op
+ * in memory for playback. */
 static peat_status sink_both(void *user, peat_record *r)
 {
     profile_sink *ps = user;
@@ -119,31 +197,47 @@ static peat_status sink_both(void *user, peat_record *r)
                 peat_record_free(r);
                 return st;
             }
+            ps->stored++;
         }
+    }
+    if (r->op != ps->keep_op) {
+        peat_record_free(r);
+        return PEAT_OK;
     }
     return peat_record_list_sink(&ps->list, r);
 }
 
 typedef struct {
+    const char *spec;
+    int64_t iters;
+} iter_sel;
+
+static int iter_selected(void *user, int64_t it)
+{
+    iter_sel *s = user;
+    return peat_iter_spec_match(s->spec, it, s->iters);
+}
+
+typedef struct {
     int64_t n;
-    peat_op_kind op;
+    uint32_t mask;
 } count_hook_state;
 
 static peat_status count_hook(void *user, const peat_kernel *k, const peat_args *a,
                               const peat_call_info *info, int after)
 {
     count_hook_state *c = user;
-    if (!after && a->op == c->op) c->n++;
+    if (!after && (c->mask & (1u << a->op))) c->n++;
     return PEAT_OK;
 }
 
-/* Calls of op per training step (one probe step on a throwaway flow instance). */
-static peat_status calls_per_step(const char *flow, const peat_flow_config *cfg, peat_op_kind op,
+/* Calls of the ops in mask per training step (one probe step on a throwaway flow instance). */
+static peat_status calls_per_step(const char *flow, const peat_flow_config *cfg, uint32_t mask,
                                   int64_t *n)
 {
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
-    count_hook_state c = {0, op};
+    count_hook_state c = {0, mask};
     peat_flow_metrics m;
     PEAT_TRY(peat_exec_create(flow, cfg->seed, &ex));
     peat_status st = peat_exec_add_hook(ex, count_hook, &c);
@@ -305,12 +399,81 @@ static peat_status playback(const peat_campaign_opts *o, const peat_kernel *k, p
     return PEAT_OK;
 }
 
+/* Saves the flow's weights and optimizer state as the "checkpoint" snapshot of iteration it. */
+static peat_status save_checkpoint(peat_store_t *store, int64_t it, peat_flow_t *f)
+{
+    int n = peat_flow_state_count(f);
+    const peat_tensor **t = malloc((size_t)n * sizeof *t);
+    const char **names = malloc((size_t)n * sizeof *names);
+    peat_status st = t && names ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint list");
+    for (int i = 0; st == PEAT_OK && i < n; i++) t[i] = peat_flow_state(f, i, &names[i]);
+    if (st == PEAT_OK) st = peat_store_state_write(store, it, "checkpoint", n, t, names);
+    free(t);
+    free(names);
+    return st;
+}
+
+/* Initialises the flow from the last checkpoint in another campaign file: every state tensor
+ * must be found by name with the same shape (a checkpoint of another model is refused). */
+static peat_status load_checkpoint(const char *path, peat_flow_t *f)
+{
+    peat_store_t *src = NULL;
+    PEAT_TRY(peat_store_open(path, 0, &src));
+    int64_t best = -1, iter;
+    char tag[32];
+    int n;
+    for (int64_t i = 0; i < peat_store_state_count(src); i++)
+        if (peat_store_state_info(src, i, &iter, tag, &n) == PEAT_OK && !strcmp(tag, "checkpoint") && iter > best)
+            best = iter;
+    peat_status st = PEAT_OK;
+    peat_store_state *cp = NULL;
+    if (best < 0) st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no checkpoint to finetune from", path);
+    if (st == PEAT_OK) st = peat_store_state_read(src, best, "checkpoint", &cp);
+    for (int i = 0; st == PEAT_OK && i < peat_flow_state_count(f); i++) {
+        const char *name;
+        peat_tensor *dst = peat_flow_state(f, i, &name);
+        int j = 0;
+        while (j < cp->n && strcmp(cp->names[j], name)) j++;
+        if (j == cp->n)
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "checkpoint in %s has no tensor '%s': another model?", path, name);
+        else if (peat_tensor_numel(cp->t[j]) != peat_tensor_numel(dst) || cp->t[j]->dtype != dst->dtype)
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "checkpoint tensor '%s' in %s has another shape", name, path);
+        else
+            memcpy(dst->data, cp->t[j]->data, peat_tensor_nbytes(dst));
+    }
+    if (st == PEAT_OK) peat_flow_set_step(f, best + 1);
+    peat_store_state_free(cp);
+    peat_store_close(src);
+    return st;
+}
+
 static void utc_stamp(char *buf, size_t n, const char *fmt)
 {
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, n, fmt, &tm);
+}
+
+/* Adds both signatures to the finished campaign file (the analyze stage's output). */
+static peat_status store_signatures(const char *h5, const peat_campaign_result *res)
+{
+    peat_store_t *s = NULL;
+    PEAT_TRY(peat_store_open(h5, 1, &s));
+    const peat_signature *sig[2] = {&res->cand, &res->golden};
+    peat_status st = PEAT_OK;
+    for (int i = 0; i < 2 && st == PEAT_OK; i++) {
+        int n = peat_signature_to_json(sig[i], NULL, 0) + 1;
+        char *js = malloc((size_t)n);
+        if (!js) st = PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
+        else {
+            peat_signature_to_json(sig[i], js, (size_t)n);
+            st = peat_store_signature_write(s, sig[i]->kernel, js);
+            free(js);
+        }
+    }
+    peat_status cst = peat_store_close(s);
+    return st != PEAT_OK ? st : cst;
 }
 
 peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res)
@@ -372,8 +535,19 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     if (file_exists(partial) && !o->resume && !o->force)
         return PEAT_ERROR(PEAT_ERR_IO, "%s holds an unfinished campaign: continue it with --resume, or --force", partial);
 
+    /* everything that decides what is recorded: a resumed run must use the same */
+    char policy[256];
+    snprintf(policy, sizeof policy,
+             "calls=%lld ops=%s every=%lld iters=%lld:%lld phase=%s checkpoints=%s activations=%s "
+             "optimizer=%s task=%d finetune=%s",
+             (long long)calls, o->record_ops ? o->record_ops : "kernel", (long long)o->record_every,
+             (long long)o->record_iter_lo, (long long)o->record_iter_hi, o->record_phase ? o->record_phase : "all",
+             o->checkpoint_iters ? o->checkpoint_iters : "last", o->activation_iters ? o->activation_iters : "none",
+             o->optimizer ? o->optimizer : "adamw", o->task, o->finetune_from ? o->finetune_from : "-");
     peat_store_t *store = NULL;
-    if (o->resume && file_exists(partial)) {
+    if (o->resume && !file_exists(partial))
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "--resume: no unfinished campaign (%s) to continue", partial);
+    if (o->resume) {
         PEAT_TRY(peat_store_open(partial, 1, &store));
         peat_store_meta m;
         peat_status st = peat_store_meta_get(store, &m);
@@ -383,6 +557,9 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
                             "--resume: %s was started with --kernel %s --flow %s --seed %llu --iters %lld; "
                             "give the same options",
                             partial, m.kernel, m.flow, (unsigned long long)m.seed, (long long)m.iters);
+        } else if (st == PEAT_OK && strcmp(m.policy, policy) != 0) {
+            st = PEAT_ERROR(PEAT_ERR_INVAL, "--resume: recording options differ from the interrupted run's (%s)",
+                            m.policy);
         }
         if (st != PEAT_OK) {
             peat_store_close(store);
@@ -401,6 +578,12 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_VERSION_STRING);
         utc_stamp(m.created, sizeof m.created, "%Y-%m-%dT%H:%M:%SZ");
         snprintf(m.argv, sizeof m.argv, "%s", o->argv ? o->argv : "");
+        snprintf(m.policy, sizeof m.policy, "%s", policy);
+        snprintf(m.dtypes, sizeof m.dtypes, "storage f32, kernel in %s acc %s out %s, exact f64",
+                 peat_dtype_name(k->in_dtype), peat_dtype_name(k->acc_dtype), peat_dtype_name(k->out_dtype));
+        snprintf(m.build, sizeof m.build, "%s, %s", PEAT_BUILD_TYPE, __VERSION__);
+        if (dev.clock_mhz > 0) snprintf(m.clocks, sizeof m.clocks, "cpu0 %.0f MHz", dev.clock_mhz);
+        gethostname(m.host, sizeof m.host - 1);
         PEAT_TRY(peat_store_create(partial, &m, &store));
     }
 
@@ -410,40 +593,79 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     memset(&cfg, 0, sizeof cfg);
     cfg.seed = o->seed;
     cfg.weight_decay = -1.0;
-    int64_t per_step = 0;
-    peat_status st = calls_per_step(flow, &cfg, k->op, &per_step);
+    cfg.task = o->task;
+    cfg.optimizer = o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
-    pol.op_mask = 1u << k->op;
-    int64_t total = per_step * iters;
-    pol.every_k = total > calls ? total / calls : 1;
+    peat_status st = PEAT_OK;
+    if (o->record_ops) st = peat_op_mask_parse(o->record_ops, &pol.op_mask);
+    pol.op_mask |= 1u << k->op; /* the candidate's op is always recorded: playback needs it */
+    if (st == PEAT_OK) st = peat_phase_parse(o->record_phase, &pol.fwd, &pol.bwd, &pol.opt);
+    int64_t per_step = 0;
+    if (st == PEAT_OK) st = calls_per_step(flow, &cfg, pol.op_mask, &per_step);
+    int64_t window = (o->record_iter_hi > 0 ? o->record_iter_hi : iters) - o->record_iter_lo;
+    int64_t total = per_step * (window > 0 ? window : 0);
+    pol.every_k = o->record_every > 0 ? o->record_every : (total > calls ? total / calls : 1);
     pol.max_calls = calls;
-    profile_sink ps;
+    pol.iter_lo = o->record_iter_lo;
+    pol.iter_hi = o->record_iter_hi;
+    profile_sink ps, acts;
     memset(&ps, 0, sizeof ps);
-    ps.store = store;
+    memset(&acts, 0, sizeof acts);
+    ps.store = acts.store = store;
+    ps.keep_op = k->op;
+    acts.keep_op = PEAT_OP_COUNT; /* activations are stored, not replayed */
+    iter_sel act_sel = {o->activation_iters, iters};
+    peat_profile_policy apol;
+    memset(&apol, 0, sizeof apol);
+    apol.fwd = 1;
+    apol.every_k = 1;
+    apol.iter_filter = iter_selected;
+    apol.iter_filter_user = &act_sel;
+    int want_acts = o->activation_iters && strcmp(o->activation_iters, "none") != 0;
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
     peat_profiler_t *prof = peat_profiler_alloc(&pol, sink_both, &ps);
-    if (st == PEAT_OK && !prof) st = PEAT_ERROR(PEAT_ERR_NOMEM, "profiler");
+    peat_profiler_t *aprof = want_acts ? peat_profiler_alloc(&apol, sink_both, &acts) : NULL;
+    if (st == PEAT_OK && (!prof || (want_acts && !aprof))) st = PEAT_ERROR(PEAT_ERR_NOMEM, "profiler");
     if (st == PEAT_OK) st = peat_exec_create(flow, o->seed, &ex);
     if (st == PEAT_OK) st = peat_profiler_attach(prof, ex);
+    if (st == PEAT_OK && aprof) st = peat_profiler_attach(aprof, ex);
     if (st == PEAT_OK) st = peat_flow_create(flow, &cfg, ex, &f);
+    if (st == PEAT_OK && o->finetune_from) st = load_checkpoint(o->finetune_from, f);
+    const char *ckpt = o->checkpoint_iters ? o->checkpoint_iters : "last";
     for (int64_t it = 0; st == PEAT_OK && it < iters; it++) {
         peat_flow_metrics m;
         st = peat_flow_step(f, &m);
         if (st == PEAT_OK && !isfinite(m.loss))
-            st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld", m.loss, (long long)it);
+            st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld", m.loss,
+                            (long long)it);
         if (it == 0) res->loss_first = m.loss;
         res->loss_last = m.loss;
+        if (st == PEAT_OK && !peat_store_metrics_has(store, it))
+            st = peat_store_metrics_append(store, it, m.loss, m.accuracy);
+        if (st == PEAT_OK && peat_iter_spec_match(ckpt, it, iters)) {
+            if (!peat_store_state_has(store, it, "checkpoint")) st = save_checkpoint(store, it, f);
+            res->n_checkpoints++;
+        }
+    }
+    if (st == PEAT_OK) {
+        peat_flow_metrics m;
+        st = peat_flow_eval(f, &m);
+        res->eval_loss = m.loss;
+        res->eval_accuracy = m.accuracy;
     }
     peat_flow_free(f);
     peat_exec_free(ex);
     peat_profiler_free(prof);
+    peat_profiler_free(aprof);
     peat_status cst = peat_store_close(store);
     if (st == PEAT_OK) st = cst;
     if (st == PEAT_OK && rename(partial, h5) != 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "cannot finish %s: %s", h5, strerror(errno));
     res->n_records = ps.list.n;
+    res->n_activation_records = acts.stored + acts.skipped_existing;
+    res->n_stored_records = ps.stored + acts.stored;
     res->t_profile = peat_now() - t0;
     if (st != PEAT_OK) {
         peat_record_list_clear(&ps.list);
@@ -451,7 +673,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     }
     if (ps.list.n == 0) {
         peat_record_list_clear(&ps.list);
-        return PEAT_ERROR(PEAT_ERR_INVAL, "no %s calls were recorded in flow %s", peat_op_name(k->op), flow);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "no %s calls were recorded in flow %s (check the --record-* window)",
+                          peat_op_name(k->op), flow);
     }
 
     /* ---- playback + analyze ---- */
@@ -487,6 +710,7 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         res->n_findings += peat_detector_run(&res->cand, &res->golden, &dctx, res->findings + res->n_findings,
                                              (int)(sizeof res->findings / sizeof res->findings[0]) - res->n_findings);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
+    PEAT_TRY(store_signatures(h5, res));
     res->t_analyze = peat_now() - t0;
     res->t_total = peat_now() - t_start;
     return peat_report_write(o, res);

@@ -27,7 +27,27 @@ typedef struct peat_campaign_opts {
     int repeats;                 /* calls replayed twice to test determinism */
     int quiet;
     const char *argv;            /* command line, recorded in the campaign file */
+    /* recording policy (docs/cli.md) */
+    const char *record_ops;      /* "gemm,softmax" or "all"; NULL = the kernel's op */
+    int64_t record_every;        /* every k-th call; 0 = spread --calls over the run */
+    int64_t record_iter_lo, record_iter_hi; /* iteration window [lo, hi); hi 0 = to the end */
+    const char *record_phase;    /* "fwd,bwd,opt" subset; NULL = all */
+    const char *checkpoint_iters;/* "last" (default), "none", "every:N", "0,10,59" */
+    const char *activation_iters;/* NULL/"none", or as above: outputs of every forward op */
+    /* training */
+    const char *optimizer;       /* "adamw" (default) or "sgd" */
+    int task;                    /* 0 pretraining task, 1 shifted task */
+    const char *finetune_from;   /* campaign.h5 whose last checkpoint initialises the flow */
 } peat_campaign_opts;
+
+/* Validates an iteration list spec ("last", "none", "every:N", "a,b,c"). */
+peat_status peat_iter_spec_check(const char *spec);
+/* Whether iteration it (of iters) is selected by spec. */
+int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters);
+/* Parses an op list ("all" or comma-separated op names) into a mask. */
+peat_status peat_op_mask_parse(const char *list, uint32_t *mask);
+/* Parses a phase list ("fwd,bwd,opt"). */
+peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
 
 void peat_campaign_opts_default(peat_campaign_opts *o);
 
@@ -42,6 +62,8 @@ typedef struct peat_campaign_result {
     int64_t n_kernel_failures;   /* calls on which the candidate crashed, hung or failed */
     char kernel_failure[256];    /* first such failure */
     double loss_first, loss_last;
+    double eval_loss, eval_accuracy; /* held-out, after training (golden) */
+    int64_t n_checkpoints, n_activation_records, n_stored_records;
     double t_profile, t_playback, t_analyze, t_total;
 } peat_campaign_result;
 

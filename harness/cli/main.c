@@ -66,6 +66,19 @@ static const char *const usage_run =
     "                    crashing or hanging kernel is reported instead of ending the campaign)\n"
     "  --timeout SEC     per-call deadline for an isolated candidate (default 30)\n"
     "  --quiet           print only the verdict table\n"
+    "  --config FILE     read options from FILE (`key = value` lines, e.g. `record-ops = all`);\n"
+    "                    flags on the command line override it\n"
+    "\nrecording policy (what the profiler stores in campaign.h5):\n"
+    "  --record-ops LIST     ops to record: all, or e.g. gemm,softmax (the kernel's op always)\n"
+    "  --record-every K      every k-th call of each op (default: spread --calls over the run)\n"
+    "  --record-iters LO:HI  only iterations LO <= it < HI\n"
+    "  --record-phase LIST   fwd,bwd,opt (default all)\n"
+    "  --checkpoints SPEC    weights + optimizer state at: last (default), none, every:N, 0,10,59\n"
+    "  --activations SPEC    outputs of every forward op at these iterations (default none)\n"
+    "\ntraining:\n"
+    "  --optimizer NAME      adamw (default) or sgd\n"
+    "  --task N              0 pretraining task (default), 1 shifted task (for finetuning)\n"
+    "  --finetune-from FILE  start from the last checkpoint in FILE (a campaign.h5)\n"
     "\n"
     "Writes DIR/campaign.h5, DIR/signature.json, DIR/summary.md, DIR/junit.xml.\n";
 
@@ -163,8 +176,78 @@ static int cmd_list(int argc, char **argv)
     return EXIT_PASS;
 }
 
+/* Reads a config file of `key = value` lines (the long option names without dashes; `#`
+ * comments; `[section]` headers ignored) into an argv that precedes the command line's, so
+ * flags override the file. Flags without values are written `resume = true`. */
+static int config_argv(const char *path, char ***out, int *n, char *store, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return die("cannot read config %s: %s", path, strerror(errno));
+    static char *args[128];
+    char line[512];
+    size_t used = 0;
+    int k = 0, lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *c = line + strspn(line, " \t");
+        c[strcspn(c, "#\r\n")] = 0;
+        if (!*c || *c == '[') continue;
+        char *eq = strchr(c, '=');
+        if (!eq) {
+            fclose(f);
+            return die("%s:%d: expected `key = value`", path, lineno);
+        }
+        *eq = 0;
+        char *key = c, *val = eq + 1;
+        for (char *e = key + strlen(key); e > key && (e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
+        val += strspn(val, " \t");
+        for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
+        int flag = !strcmp(val, "true");
+        size_t need = strlen(key) + strlen(val) + 4;
+        if (k + 2 > 128 || used + need > cap) {
+            fclose(f);
+            return die("%s: too many settings", path);
+        }
+        args[k++] = store + used;
+        used += (size_t)sprintf(store + used, "--%s", key) + 1;
+        if (!flag) {
+            args[k++] = store + used;
+            used += (size_t)sprintf(store + used, "%s", val) + 1;
+        }
+    }
+    fclose(f);
+    *out = args;
+    *n = k;
+    return -1;
+}
+
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
+    /* --config FILE: its settings come first, the command line's flags override them */
+    static char cfg_store[8192];
+    char *merged[256];
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (!opt_value(argc, argv, &i, "--config", &v)) continue;
+        if (!v) return die("--config needs a file");
+        char **cargs;
+        int nc, rc = config_argv(v, &cargs, &nc, cfg_store, sizeof cfg_store);
+        if (rc >= 0) return rc;
+        if (nc + argc > 256) return die("too many options");
+        int m = 0;
+        for (int j = 0; j < nc; j++) merged[m++] = cargs[j];
+        for (int j = 0; j < argc; j++) {
+            if (!strcmp(argv[j], "--config")) {
+                j++;
+                continue;
+            }
+            if (!strncmp(argv[j], "--config=", 9)) continue;
+            merged[m++] = argv[j];
+        }
+        argv = merged;
+        argc = m;
+        break;
+    }
     peat_campaign_opts o;
     peat_campaign_opts_default(&o);
     o.argv = cmdline;
@@ -206,6 +289,46 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             o.kernel_timeout_s = strtod(v, &end);
             if (*end || !(o.kernel_timeout_s > 0 && o.kernel_timeout_s < 86400))
                 return die("--timeout must be seconds in (0, 86400), got '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--record-ops", &v)) {
+            NEED("--record-ops");
+            uint32_t mask;
+            if (peat_op_mask_parse(v, &mask) != PEAT_OK) return die("%s", peat_error_last());
+            o.record_ops = v;
+        } else if (opt_value(argc, argv, &i, "--record-every", &v)) {
+            NEED("--record-every");
+            if (!parse_i64(v, 1, 1000000000, &o.record_every))
+                return die("--record-every must be an integer >= 1, got '%s'", v);
+        } else if (opt_value(argc, argv, &i, "--record-iters", &v)) {
+            NEED("--record-iters");
+            long long lo, hi;
+            char tail;
+            if (sscanf(v, "%lld:%lld%c", &lo, &hi, &tail) != 2 || lo < 0 || hi <= lo)
+                return die("--record-iters must be LO:HI with 0 <= LO < HI, got '%s'", v);
+            o.record_iter_lo = lo, o.record_iter_hi = hi;
+        } else if (opt_value(argc, argv, &i, "--record-phase", &v)) {
+            NEED("--record-phase");
+            int a, b, c;
+            if (peat_phase_parse(v, &a, &b, &c) != PEAT_OK) return die("%s", peat_error_last());
+            o.record_phase = v;
+        } else if (opt_value(argc, argv, &i, "--checkpoints", &v)) {
+            NEED("--checkpoints");
+            if (peat_iter_spec_check(v) != PEAT_OK) return die("--checkpoints: %s", peat_error_last());
+            o.checkpoint_iters = v;
+        } else if (opt_value(argc, argv, &i, "--activations", &v)) {
+            NEED("--activations");
+            if (peat_iter_spec_check(v) != PEAT_OK) return die("--activations: %s", peat_error_last());
+            o.activation_iters = v;
+        } else if (opt_value(argc, argv, &i, "--optimizer", &v)) {
+            NEED("--optimizer");
+            if (strcmp(v, "adamw") && strcmp(v, "sgd")) return die("--optimizer must be adamw or sgd, got '%s'", v);
+            o.optimizer = v;
+        } else if (opt_value(argc, argv, &i, "--task", &v)) {
+            NEED("--task");
+            if (!parse_i64(v, 0, 1, &n)) return die("--task must be 0 (pretraining) or 1 (shifted), got '%s'", v);
+            o.task = (int)n;
+        } else if (opt_value(argc, argv, &i, "--finetune-from", &v)) {
+            NEED("--finetune-from");
+            o.finetune_from = v;
         } else if (strcmp(argv[i], "--resume") == 0) {
             o.resume = 1;
         } else if (strcmp(argv[i], "--force") == 0) {
