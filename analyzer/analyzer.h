@@ -2,21 +2,32 @@
 #ifndef PEAT_ANALYZER_H
 #define PEAT_ANALYZER_H
 
+#include <stdint.h>
+
 #include "peat/peat.h"
 
 #define PEAT_SIGNATURE_VERSION 1
-#define PEAT_ULP_BINS 12   /* ULP distance bins: 0, 1, 2, 3-4, 5-8, ..., 2^9+1-2^10, >2^10 */
+#define PEAT_ULP_BINS 13   /* ULP distance bins: 0, 1, 2, 3-4, 5-8, ..., 2^9+1-2^10, >2^10 */
 #define PEAT_BIT_POSITIONS 32
+/* An error of more than this many times the rounding bound is "gross": no rounding, however
+ * unlucky or however different the order, produces it. Structural statistics (bit pattern,
+ * spatial box, lane stride) are taken over gross errors only (see docs/signature.md). */
+#define PEAT_GROSS_FACTOR 16.0
+/* Samples kept for quantiles, correlations and smoothness (reservoir, fixed seed). */
+#define PEAT_ANALYZER_MAX_SAMPLES (1 << 20)
 
 /* A fixed-schema summary of one kernel's error distribution over all analysed calls. Errors are
- * taken against the exact (fp64) output. "bound" is gamma_K(u) * mag with u the unit roundoff of
- * the working precision (fp32) and K the op's accumulation depth. */
+ * taken against the exact (fp64) output. "bound" is gamma_K(u) * mag + (K+1) 2^-150 with u the unit
+ * roundoff of the working precision (fp32), K the op's accumulation depth, and the second term the
+ * absolute error gradual underflow may add. Fields that cannot be computed are NaN (null in JSON).
+ * docs/signature.md defines every field. */
 typedef struct peat_signature {
     int version;                 /* PEAT_SIGNATURE_VERSION */
     char kernel[64];
     char op[32];
-    int64_t n_calls;
+    int64_t n_calls;             /* output tensors added (one per output of each call) */
     int64_t n_elems;             /* elements compared */
+    int64_t depth_max;           /* largest K seen */
     int64_t n_exact_zero;        /* elements whose exact value is 0 */
     /* non-finite values in the test output where the exact value is finite */
     int64_t n_nan, n_inf;
@@ -24,37 +35,76 @@ typedef struct peat_signature {
     int64_t n_equal_rounded;
     /* elements whose error is not 0 */
     int64_t n_nonzero_err;
+    /* FNV-1a hash of the test values' fp32 bit patterns in the order added: equal hashes over the
+     * same calls mean bit-identical outputs */
+    uint64_t test_hash;
+    /* scale of the exact values (finite elements) */
+    double max_abs_exact, rms_exact;
     /* absolute error |test - exact| over finite elements */
     double max_abs, mean_abs, rms_abs;
     /* relative error |test - exact| / |exact| over elements with exact != 0 */
     double max_rel, mean_rel, median_rel;
-    /* bound-normalised error e_i = |test - exact| / (gamma_K u * mag_i) */
+    /* bound-normalised error e_i = |test - exact| / bound_i over finite elements */
     double max_norm, mean_norm, p50_norm, p99_norm;
-    double frac_over_bound;      /* fraction of elements with e_i > 1 */
-    /* error relative to the l2-type magnitude: used for effective precision */
-    double rms_rel_mag;          /* rms(|err_i| / mag_i) over elements with mag_i > 0 */
+    int64_t n_over_bound;        /* e_i > 1, plus non-finite test values (exact finite) */
+    double frac_over_bound;      /* n_over_bound / n_elems */
+    /* error relative to the l2-type magnitude s_i = mag_i / sqrt(K): used for effective precision */
+    double rms_rel_mag;          /* rms(|err_i| / s_i) over elements with s_i >= FLT_MIN */
     double eff_bits;             /* effective significand bits (see docs/signature.md) */
-    /* signed error: mean(err/mag) / (stddev/sqrt(n)) : a t statistic for bias */
+    /* signed error toward/away from zero: d_i = (test - exact) sign(exact) / s_i;
+     * bias_t = mean(d) / (stddev(d) / sqrt(n)), a t statistic (negative = toward zero) */
     double bias_t;
     double frac_err_negative;    /* fraction of non-zero errors that move toward zero in |x| */
     /* ULP distance histogram (fractions) between test and exact rounded to fp32 */
     double ulp_hist[PEAT_ULP_BINS];
     double max_ulp;
     /* per bit position (0 = lsb of fp32 mantissa, 31 = sign), fraction of compared elements in
-     * which test XOR round_f32(exact) has that bit set */
+     * which test XOR round_f32(exact) has that bit set; bit_set / bit_clr split it by direction
+     * (reference bit 0 and test bit 1 / reference 1 and test 0) */
     double bit_hist[PEAT_BIT_POSITIONS];
+    double bit_set[PEAT_BIT_POSITIONS];
+    double bit_clr[PEAT_BIT_POSITIONS];
+    /* most significand bits any finite normal test value uses (24 for fp32 results; p for values
+     * stored in a p-bit format) */
+    int test_mant_bits;
     /* concentration: share of the total squared normalised error carried by the top 1% of
      * elements (1 = all error in a few elements, ~0.01 for uniform) */
     double top1pct_share;
-    /* elements with error (e_i > 1) restricted to errors at small |exact| < FLT_MIN */
+    /* elements with error over the bound (e_i > 1) whose |exact| < FLT_MIN */
     int64_t n_err_subnormal_exact;
-    /* structure: errors over bound located in the last rows/cols only (boundary) */
+    /* range: where Inf and flushed zeros appear (0 / NaN when none) */
+    double min_exact_at_inf;     /* smallest |exact| whose test value is +-Inf */
+    double max_exact_finite;     /* largest |exact| whose test value is finite */
+    int64_t n_zero_introduced;   /* test == 0, exact != 0, over the bound */
+    double max_exact_at_zero;    /* largest |exact| among those */
+    double min_exact_nonzero;    /* smallest |exact| (!= 0) whose test value is finite, != 0 */
+    /* gross errors (e_i > PEAT_GROSS_FACTOR, or non-finite test): count and structure */
+    int64_t n_gross;
+    /* fraction of gross errors whose XOR against round_f32(exact), above the element's rounding
+     * noise bits, is one single bit; the histogram of that bit; how many of those set it */
+    double gross_single_bit;
+    double gross_bit[PEAT_BIT_POSITIONS];
+    double gross_dir_set;        /* fraction of single-bit gross errors where the bit went 0 -> 1 */
+    int64_t gross_stride;        /* gcd of flat index distances between gross errors of a tensor */
+    /* spatial (2-D view rows x cols of each tensor): bounding box of the gross errors */
+    double box_fill;             /* sum of gross errors / sum of their boxes' areas */
+    double box_share;            /* sum of box areas / sum of numel of those tensors */
+    int64_t box_rows, box_cols;  /* box of the tensor with the most gross errors */
+    int64_t box_tensor_rows, box_tensor_cols; /* that tensor's 2-D view */
+    int box_at_bottom, box_at_right; /* that box touches the last row / last column */
+    /* fraction of gross errors in tensors whose box touches the last row or column */
     double frac_err_in_last_tile;
-    /* correlation of |err|/mag with |exact|/mag... input-dependence (Spearman rho), NaN if n/a */
+    /* input dependence: Spearman rho of |err|/s with |exact|/s; NaN if n/a */
     double corr_err_input;
+    /* smoothness of the signed error as a function of the input value (or of the exact value
+     * when no input was given): mean squared successive difference / (2 variance) in input
+     * order (~1 for independent noise, ~0 for a smooth function) and sign changes per step */
+    double err_roughness;
+    double err_sign_changes;
     /* repeatability: max abs difference between two runs on the same input (0 = deterministic,
      * negative = not measured) */
     double repeat_max_diff;
+    int64_t repeat_n_diff;       /* elements that differed between the runs */
 } peat_signature;
 
 /* Accumulates error samples of one kernel over many calls. */
@@ -62,16 +112,28 @@ typedef struct peat_analyzer_acc peat_analyzer_acc_t;
 peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op);
 void peat_analyzer_acc_free(peat_analyzer_acc_t *acc);
 /* Adds one output tensor: test (F32 values, any float dtype), exact (F64), mag (per element, from
- * peat_golden_magnitude), depth (op depth K), and the tensor's 2-D view (rows, cols) for
- * spatial structure (rows*cols == numel; pass rows=1 if not a matrix). */
+ * peat_golden_magnitude; NULL = |exact|), depth (op depth K), and the tensor's 2-D view (rows,
+ * cols) for spatial structure (rows*cols == numel; pass rows=1 if not a matrix). */
 peat_status peat_analyzer_acc_add(peat_analyzer_acc_t *acc, const peat_tensor *test,
                                   const peat_tensor *exact, const double *mag, int64_t depth,
                                   int64_t rows, int64_t cols);
+/* Same, with the input value each output element is a function of (elementwise ops: X, same
+ * numel as test; NULL = none). Smoothness is then measured along the input instead of along the
+ * exact output, which separates an approximated function from noise for non-monotone ops. */
+peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_tensor *test,
+                                        const peat_tensor *exact, const double *mag,
+                                        int64_t depth, int64_t rows, int64_t cols,
+                                        const peat_tensor *input);
 /* Records a repeatability measurement (two runs of the same kernel on the same input). */
 void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *run1,
                                   const peat_tensor *run2);
 /* Computes the signature of what was added so far. */
 peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *out);
+
+/* Effective significand bits for a given rms_rel_mag (the estimator of docs/signature.md). */
+double peat_analyzer_eff_bits(double rms_rel_mag);
+/* The rounding bound of one element: gamma_K(2^-24) mag + (K+1) 2^-150. */
+double peat_analyzer_bound(double mag, int64_t depth);
 
 /* JSON object for one signature (fixed key order) into buf; returns bytes needed like snprintf. */
 int peat_signature_to_json(const peat_signature *s, char *buf, size_t n);
