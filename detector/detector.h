@@ -43,6 +43,9 @@ typedef struct peat_detector_ctx {
     peat_dtype declared_acc;
 } peat_detector_ctx;
 
+/* The declared precisions of a kernel descriptor (NULL: fp32 throughout). */
+peat_detector_ctx peat_detector_ctx_from_kernel(const peat_kernel *k);
+
 /* Applies the ordered rules to the candidate's signature, given the golden's signature on the
  * same calls. Writes at most max findings, returns how many (>= 1: UNKNOWN if nothing fires). */
 int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
