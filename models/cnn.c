@@ -1,14 +1,299 @@
-/* cnn.c: the "cnn" flow (not yet implemented: create reports PEAT_ERR_UNSUPPORTED). */
+/* cnn.c: the "cnn" flow: conv + strided conv + layernorm + linear head on generated shape images. */
 #include "models/flow_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    CNN_S = 12, /* image side */
+    CNN_CLASSES = 4,
+    CNN_TRAIN = 1024,
+    CNN_EVAL = 256,
+    CNN_MAX_CONV = 5 /* stride-1 convs (depth, at most 4) + the strided one */
+};
+
+typedef struct cnn_impl {
+    int nc;                          /* conv layers: depth stride-1 ones, then one of stride 2 */
+    int64_t cin[CNN_MAX_CONV], cout[CNN_MAX_CONV], side[CNN_MAX_CONV + 1];
+    peat_models_param *W[CNN_MAX_CONV], *b[CNN_MAX_CONV], *gamma, *beta, *Wh, *bh;
+    char lname[CNN_MAX_CONV][16];
+    int64_t feat;                    /* features entering the head: C * side * side */
+    /* per conv: Y = conv(X), Z = Y + b, A = relu(Z); dZ, dX (gradient w.r.t. its input) */
+    peat_tensor *Y[CNN_MAX_CONV], *Z[CNN_MAX_CONV], *A[CNN_MAX_CONV];
+    peat_tensor *dZ[CNN_MAX_CONV], *dA[CNN_MAX_CONV];
+    peat_tensor *N, *mean, *rstd, *dN, *G, *logits, *dlogits;
+    peat_tensor *xb, *yb;
+    peat_models_xent_ws xw;
+    peat_tensor *xtr, *ytr, *xev, *yev;
+} cnn_impl;
+
+/* Draws one image of class c into img[S*S]: a square outline, a plus-shaped cross, a circle
+ * ring or a diagonal stroke, with position, scale and noise jitter. Task 1 (finetuning) shifts
+ * the distribution: smaller shapes, larger shifts, more noise and the other diagonal. */
+static void cnn_draw(peat_rng_t *r, int c, int task, float *img)
+{
+    double jit = task ? 3.0 : 2.0, rlo = task ? 2.0 : 2.5, rhi = task ? 3.5 : 4.5;
+    double noise = task ? 0.35 : 0.25;
+    double cx = CNN_S / 2.0 - 0.5 + (2 * peat_rng_uniform(r) - 1) * jit;
+    double cy = CNN_S / 2.0 - 0.5 + (2 * peat_rng_uniform(r) - 1) * jit;
+    double rad = rlo + (rhi - rlo) * peat_rng_uniform(r);
+    for (int i = 0; i < CNN_S; i++)
+        for (int j = 0; j < CNN_S; j++) {
+            double dx = j - cx, dy = i - cy, ax = fabs(dx), ay = fabs(dy);
+            int on = 0;
+            switch (c) {
+            case 0: on = fabs((ax > ay ? ax : ay) - rad) <= 0.5; break;
+            case 1: on = (ax <= 0.5 && ay <= rad) || (ay <= 0.5 && ax <= rad); break;
+            case 2: on = fabs(sqrt(dx * dx + dy * dy) - rad) <= 0.6; break;
+            default:
+                on = task ? fabs(dx + dy) <= 0.75 && fabs(dx - dy) <= 2 * rad
+                          : fabs(dx - dy) <= 0.75 && fabs(dx + dy) <= 2 * rad;
+            }
+            img[i * CNN_S + j] = (float)((on ? 1.0 : 0.0) + peat_rng_gaussian(r, noise));
+        }
+}
+
+static peat_status cnn_data(peat_flow_t *f, cnn_impl *m)
+{
+    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "cnn.data"));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn: rng");
+    peat_status st = PEAT_OK;
+    peat_tensor **xs[2] = {&m->xtr, &m->xev}, **ys[2] = {&m->ytr, &m->yev};
+    int64_t ns[2] = {CNN_TRAIN, CNN_EVAL};
+    for (int s = 0; s < 2 && st == PEAT_OK; s++) {
+        st = peat_models_tensor(xs[s], ns[s], 1, CNN_S, CNN_S);
+        if (st == PEAT_OK) st = peat_tensor_alloc1(PEAT_DTYPE_I32, ns[s], ys[s]);
+        if (st != PEAT_OK) break;
+        for (int64_t i = 0; i < ns[s]; i++) {
+            int c = (int)peat_rng_int(r, CNN_CLASSES);
+            peat_i32(*ys[s])[i] = c;
+            cnn_draw(r, c, f->cfg.task, peat_f32(*xs[s]) + i * CNN_S * CNN_S);
+        }
+    }
+    peat_rng_free(r);
+    return st;
+}
 
 static peat_status cnn_create(peat_flow_t *f)
 {
-    (void)f;
-    return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "flow cnn is not implemented yet");
+    cnn_impl *m = calloc(1, sizeof *m);
+    if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn");
+    f->impl = m;
+    if (f->cfg.depth > CNN_MAX_CONV - 1)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "cnn: depth %d > %d", f->cfg.depth, CNN_MAX_CONV - 1);
+    int64_t B = f->cfg.batch, C = f->cfg.width;
+    m->nc = f->cfg.depth + 1;
+    m->side[0] = CNN_S;
+    for (int k = 0; k < m->nc; k++) {
+        int strided = k == m->nc - 1;
+        m->cin[k] = k ? C : 1;
+        m->cout[k] = strided ? 2 * C : C;
+        m->side[k + 1] = strided ? (m->side[k] + 2 - 3) / 2 + 1 : m->side[k];
+        snprintf(m->lname[k], sizeof m->lname[k], "conv%d", k + 1);
+    }
+    int64_t last = m->nc - 1;
+    m->feat = m->cout[last] * m->side[m->nc] * m->side[m->nc];
+    PEAT_TRY(cnn_data(f, m));
+
+    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "cnn.init"));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn: rng");
+    peat_status st = PEAT_OK;
+    char nm[48];
+    for (int k = 0; k < m->nc && st == PEAT_OK; k++) {
+        int64_t ws[4] = {m->cout[k], m->cin[k], 3, 3}, bs[1] = {m->cout[k]};
+        snprintf(nm, sizeof nm, "%s.w", m->lname[k]);
+        st = peat_models_param_add(f, nm, 4, ws, 1, &m->W[k]);
+        if (st != PEAT_OK) break;
+        peat_models_param_init(m->W[k], r, sqrt(2.0 / (double)(m->cin[k] * 9)));
+        snprintf(nm, sizeof nm, "%s.b", m->lname[k]);
+        st = peat_models_param_add(f, nm, 1, bs, 0, &m->b[k]);
+    }
+    int64_t fs[1] = {m->feat}, hs[2] = {m->feat, CNN_CLASSES}, cs[1] = {CNN_CLASSES};
+    if (st == PEAT_OK) st = peat_models_param_add(f, "norm.gamma", 1, fs, 0, &m->gamma);
+    if (st == PEAT_OK) {
+        peat_models_param_fill(m->gamma, 1.0f);
+        st = peat_models_param_add(f, "norm.beta", 1, fs, 0, &m->beta);
+    }
+    if (st == PEAT_OK) st = peat_models_param_add(f, "head.w", 2, hs, 1, &m->Wh);
+    if (st == PEAT_OK) {
+        peat_models_param_init(m->Wh, r, sqrt(1.0 / (double)m->feat));
+        st = peat_models_param_add(f, "head.b", 1, cs, 0, &m->bh);
+    }
+    peat_rng_free(r);
+    PEAT_TRY(st);
+
+    for (int k = 0; k < m->nc; k++) {
+        int64_t so = m->side[k + 1], si = m->side[k];
+        PEAT_TRY(peat_models_tensor(&m->Y[k], B, m->cout[k], so, so));
+        PEAT_TRY(peat_models_tensor(&m->Z[k], B, m->cout[k], so, so));
+        PEAT_TRY(peat_models_tensor(&m->A[k], B, m->cout[k], so, so));
+        PEAT_TRY(peat_models_tensor(&m->dZ[k], B, m->cout[k], so, so));
+        /* gradient w.r.t. the conv's input, not needed for the image */
+        if (k) PEAT_TRY(peat_models_tensor(&m->dA[k], B, m->cin[k], si, si));
+    }
+    PEAT_TRY(peat_models_tensor(&m->N, B, m->feat, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->dN, B, m->feat, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->mean, B, 0, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->rstd, B, 0, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->G, B, CNN_CLASSES, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->logits, B, CNN_CLASSES, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->dlogits, B, CNN_CLASSES, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->xb, B, 1, CNN_S, CNN_S));
+    PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, B, &m->yb));
+    return peat_models_xent_ws_alloc(&m->xw, B);
+}
+
+static void cnn_destroy(peat_flow_t *f)
+{
+    cnn_impl *m = f->impl;
+    if (!m) return;
+    for (int k = 0; k < CNN_MAX_CONV; k++) {
+        peat_tensor_free(m->Y[k]);
+        peat_tensor_free(m->Z[k]);
+        peat_tensor_free(m->A[k]);
+        peat_tensor_free(m->dZ[k]);
+        peat_tensor_free(m->dA[k]);
+    }
+    peat_tensor *t[] = {m->N, m->mean, m->rstd, m->dN, m->G, m->logits, m->dlogits,
+                        m->xb, m->yb, m->xtr, m->ytr, m->xev, m->yev};
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
+    peat_models_xent_ws_free(&m->xw);
+    free(m);
+    f->impl = NULL;
+}
+
+static void conv_params(const cnn_impl *m, int k, int64_t B, peat_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->i[0] = B, p->i[1] = m->cin[k], p->i[2] = m->side[k], p->i[3] = m->side[k];
+    p->i[4] = m->cout[k], p->i[5] = 3, p->i[6] = 3;
+    p->i[7] = k == m->nc - 1 ? 2 : 1, p->i[8] = 1;
+}
+
+static peat_status conv_run(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
+                            const peat_op_params *p, const peat_tensor *in0,
+                            const peat_tensor *in1, peat_tensor *out)
+{
+    const peat_tensor *in[2] = {in0, in1};
+    peat_args a = peat_args_make(op, p, 2, in, 1, &out);
+    return peat_exec_op(f->ex, layer, ph, &a);
+}
+
+static void cnn_gather(cnn_impl *m, const peat_tensor *x, const peat_tensor *y, const int64_t *idx,
+                       int B)
+{
+    const size_t px = CNN_S * CNN_S;
+    for (int i = 0; i < B; i++) {
+        memcpy(peat_f32(m->xb) + i * px, peat_f32(x) + idx[i] * px, px * sizeof(float));
+        peat_i32(m->yb)[i] = peat_i32(y)[idx[i]];
+    }
+}
+
+static peat_status cnn_forward(peat_flow_t *f, cnn_impl *m)
+{
+    int64_t B = f->cfg.batch;
+    const peat_tensor *X = m->xb;
+    peat_op_params p;
+    for (int k = 0; k < m->nc; k++) {
+        const char *ln = m->lname[k];
+        int64_t so = m->side[k + 1];
+        conv_params(m, k, B, &p);
+        PEAT_TRY(conv_run(f, ln, PEAT_PHASE_FWD, PEAT_OP_CONV2D, &p, X, m->W[k]->w, m->Y[k]));
+        PEAT_TRY(peat_models_bias_add(f, ln, PEAT_PHASE_FWD, B, m->cout[k], so * so, m->Y[k],
+                                      m->b[k]->w, m->Z[k]));
+        PEAT_TRY(peat_models_unary(f, ln, PEAT_PHASE_FWD, PEAT_OP_RELU, m->Z[k], NULL, m->A[k]));
+        X = m->A[k];
+    }
+    /* layernorm over each image's whole feature map (channels x spatial) */
+    PEAT_TRY(peat_models_layernorm(f, "norm", B, m->feat, X, m->gamma->w, m->beta->w, m->N,
+                                   m->mean, m->rstd));
+    PEAT_TRY(peat_models_linear_fwd(f, "head", B, m->feat, CNN_CLASSES, m->N, m->Wh->w, NULL, m->G));
+    return peat_models_bias_add(f, "head", PEAT_PHASE_FWD, B, CNN_CLASSES, 1, m->G, m->bh->w,
+                                m->logits);
+}
+
+static peat_status cnn_train(peat_flow_t *f, double *loss)
+{
+    cnn_impl *m = f->impl;
+    int B = f->cfg.batch;
+    int64_t idx[4096];
+    for (int i = 0; i < B; i++)
+        idx[i] = (int64_t)(peat_models_hash(f->cfg.seed, (uint64_t)f->step, (uint64_t)i) % CNN_TRAIN);
+    cnn_gather(m, m->xtr, m->ytr, idx, B);
+    PEAT_TRY(cnn_forward(f, m));
+    PEAT_TRY(peat_models_xent(f, "loss", B, CNN_CLASSES, m->logits, m->yb, &m->xw, m->dlogits, loss));
+    PEAT_TRY(peat_models_bias_bwd(f, "head", B, CNN_CLASSES, 1, m->dlogits, m->bh->g));
+    PEAT_TRY(peat_models_linear_bwd(f, "head", B, m->feat, CNN_CLASSES, m->N, m->Wh->w, m->dlogits,
+                                    m->Wh->g, m->dN));
+    int last = m->nc - 1;
+    /* the backward reads only Z and A of a conv, so Y[last] is free to hold d(A[last]) */
+    peat_tensor *dAl = m->Y[last];
+    PEAT_TRY(peat_models_layernorm_bwd(f, "norm", B, m->feat, m->A[last], m->gamma->w, m->mean,
+                                       m->rstd, m->dN, dAl, m->gamma->g, m->beta->g));
+    const peat_tensor *dA = dAl;
+    peat_op_params p;
+    for (int k = last; k >= 0; k--) {
+        const char *ln = m->lname[k];
+        int64_t so = m->side[k + 1];
+        PEAT_TRY(peat_models_unary(f, ln, PEAT_PHASE_BWD, PEAT_OP_RELU_BWD, m->Z[k], dA, m->dZ[k]));
+        PEAT_TRY(peat_models_bias_bwd(f, ln, B, m->cout[k], so * so, m->dZ[k], m->b[k]->g));
+        conv_params(m, k, B, &p);
+        const peat_tensor *X = k ? m->A[k - 1] : m->xb;
+        PEAT_TRY(conv_run(f, ln, PEAT_PHASE_BWD, PEAT_OP_CONV2D_BWD_FILTER, &p, X, m->dZ[k],
+                          m->W[k]->g));
+        if (k) {
+            PEAT_TRY(conv_run(f, ln, PEAT_PHASE_BWD, PEAT_OP_CONV2D_BWD_DATA, &p, m->dZ[k],
+                              m->W[k]->w, m->dA[k]));
+            dA = m->dA[k];
+        }
+    }
+    return PEAT_OK;
+}
+
+static peat_status cnn_eval(peat_flow_t *f, double *loss, double *acc)
+{
+    cnn_impl *m = f->impl;
+    int B = f->cfg.batch;
+    int64_t idx[4096], n = 0, correct = 0;
+    double sum = 0;
+    for (int64_t s = 0; s + B <= CNN_EVAL; s += B) {
+        for (int i = 0; i < B; i++) idx[i] = s + i;
+        cnn_gather(m, m->xev, m->yev, idx, B);
+        PEAT_TRY(cnn_forward(f, m));
+        double l = 0;
+        PEAT_TRY(peat_models_xent(f, "loss", B, CNN_CLASSES, m->logits, m->yb, &m->xw, NULL, &l));
+        sum += l * B;
+        for (int i = 0; i < B; i++)
+            correct += peat_models_argmax(peat_f32(m->logits) + i * CNN_CLASSES, CNN_CLASSES) ==
+                       peat_i32(m->yb)[i];
+        n += B;
+    }
+    if (n == 0) return PEAT_ERROR(PEAT_ERR_INVAL, "cnn: batch %d larger than held-out set", B);
+    *loss = sum / (double)n;
+    *acc = (double)correct / (double)n;
+    return PEAT_OK;
 }
 
 const peat_models_flow_ops peat_models_cnn_ops = {
     .name = "cnn",
-    .desc = "(not implemented yet)",
+    .desc = "conv3x3(8) + ReLU + conv3x3/2(16) + ReLU + layernorm + linear head on generated 12x12 "
+            "shape images (square, cross, ring, diagonal)",
+    .ops = (1u << PEAT_OP_CONV2D) | (1u << PEAT_OP_CONV2D_BWD_DATA) |
+           (1u << PEAT_OP_CONV2D_BWD_FILTER) | (1u << PEAT_OP_BIAS_ADD) |
+           (1u << PEAT_OP_BIAS_ADD_BWD) | (1u << PEAT_OP_RELU) | (1u << PEAT_OP_RELU_BWD) |
+           (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) | (1u << PEAT_OP_GEMM) |
+           (1u << PEAT_OP_CROSS_ENTROPY) | (1u << PEAT_OP_CROSS_ENTROPY_BWD) |
+           (1u << PEAT_OP_REDUCE),
+    .def_batch = 32,
+    .def_width = 8,
+    .def_depth = 1,
+    .def_seq = 1,
+    .def_lr_adamw = 3e-3,
+    .def_lr_sgd = 0.03,
     .create = cnn_create,
+    .train = cnn_train,
+    .eval = cnn_eval,
+    .destroy = cnn_destroy,
 };

@@ -59,19 +59,19 @@ peat_status peat_models_param_add(peat_flow_t *f, const char *name, int ndim, co
 {
     if (f->n_params == f->cap_params) {
         int cap = f->cap_params ? 2 * f->cap_params : 16;
-        peat_models_param *np = realloc(f->params, (size_t)cap * sizeof *np);
+        peat_models_param **np = realloc(f->params, (size_t)cap * sizeof *np);
         if (!np) return PEAT_ERROR(PEAT_ERR_NOMEM, "flow %s: parameter list", f->ops->name);
         f->params = np;
         f->cap_params = cap;
     }
-    peat_models_param *p = &f->params[f->n_params];
-    memset(p, 0, sizeof *p);
-    if (strlen(name) >= sizeof p->name)
+    if (strlen(name) >= sizeof f->params[0]->name)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "parameter name '%s' too long", name);
+    peat_models_param *p = calloc(1, sizeof *p);
+    if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "flow %s: parameter %s", f->ops->name, name);
     strcpy(p->name, name);
     p->decay = decay;
-    /* counted before the allocations so that free releases whatever was allocated */
-    f->n_params++;
+    /* listed before the tensor allocations so that free releases whatever was allocated */
+    f->params[f->n_params++] = p;
     PEAT_TRY(peat_tensor_alloc(PEAT_DTYPE_F32, ndim, shape, &p->w));
     PEAT_TRY(peat_tensor_alloc(PEAT_DTYPE_F32, ndim, shape, &p->g));
     PEAT_TRY(peat_tensor_alloc(PEAT_DTYPE_F32, ndim, shape, &p->s1));
@@ -118,7 +118,7 @@ static peat_status state_build(peat_flow_t *f)
      * only is a prefix of the list */
     for (int slot = 0; slot < per; slot++)
         for (int i = 0; i < f->n_params; i++, k++) {
-            const peat_models_param *p = &f->params[i];
+            const peat_models_param *p = f->params[i];
             const char *pre = slot == 0 ? ""
                               : f->cfg.optimizer == PEAT_OPTIM_SGD ? "sgd.mom."
                               : slot == 1 ? "adam.m."
@@ -226,10 +226,11 @@ void peat_flow_free(peat_flow_t *f)
     if (!f) return;
     if (f->ops->destroy) f->ops->destroy(f);
     for (int i = 0; i < f->n_params; i++) {
-        peat_tensor_free(f->params[i].w);
-        peat_tensor_free(f->params[i].g);
-        peat_tensor_free(f->params[i].s1);
-        peat_tensor_free(f->params[i].s2);
+        peat_tensor_free(f->params[i]->w);
+        peat_tensor_free(f->params[i]->g);
+        peat_tensor_free(f->params[i]->s1);
+        peat_tensor_free(f->params[i]->s2);
+        free(f->params[i]);
     }
     free(f->params);
     free(f->state);
@@ -244,7 +245,7 @@ void peat_flow_free(peat_flow_t *f)
 static peat_status optimizer_update(peat_flow_t *f)
 {
     for (int i = 0; i < f->n_params; i++) {
-        peat_models_param *p = &f->params[i];
+        peat_models_param *p = f->params[i];
         peat_op_params op;
         memset(&op, 0, sizeof op);
         op.i[0] = peat_tensor_numel(p->w);

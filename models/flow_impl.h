@@ -32,7 +32,7 @@ struct peat_flow {
     const peat_models_flow_ops *ops;
     peat_flow_config cfg; /* resolved: no 0 = default fields left */
     peat_exec_t *ex;
-    peat_models_param *params;
+    peat_models_param **params; /* each allocated alone: pointers to them stay valid */
     int n_params, cap_params;
     peat_tensor **state; /* weights, then optimizer state */
     const char **state_names;

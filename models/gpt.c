@@ -1,14 +1,470 @@
-/* gpt.c: the "gpt" flow (not yet implemented: create reports PEAT_ERR_UNSUPPORTED). */
+/* gpt.c: the "gpt" flow: a small pre-LN decoder-only transformer learning digit arithmetic. */
 #include "models/flow_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tokens: digits 0..9, then the operators and '='; the rest of the vocabulary is unused (the
+ * model must learn never to predict it). */
+enum { TOK_PLUS = 10, TOK_MINUS = 11, TOK_EQ = 12, GPT_VOCAB = 16, GPT_EVAL = 128,
+       GPT_MAX_BLOCKS = 8, GPT_HOLDOUT = 8 /* 1 in 8 problems is held out */ };
+
+typedef struct gpt_block {
+    peat_models_param *ln1g, *ln1b, *wqkv, *bqkv, *wo, *ln2g, *ln2b, *w1, *b1, *w2;
+    char name[8][32]; /* layer names of the calls */
+    /* activations kept for the backward */
+    peat_tensor *H1, *mean1, *rstd1, *QKV0, *QKV, *Q, *K, *V, *O, *Lse, *Om, *Xa;
+    peat_tensor *H2, *mean2, *rstd2, *F, *Fb, *Fg;
+} gpt_block;
+
+typedef struct gpt_impl {
+    int nd;          /* digits per operand */
+    int64_t T, D, H, Dh, Nrow, Nans, B;
+    peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
+    gpt_block blk[GPT_MAX_BLOCKS];
+    peat_tensor *X[GPT_MAX_BLOCKS + 1], *E, *Hf, *meanf, *rstdf, *Ha, *logits, *dlogits;
+    peat_tensor *tok, *tgt;      /* I32 [B*T] inputs, I32 [Nans] answer targets */
+    peat_tensor *dHa, *dHf, *dX, *dXa, *dXln, *dFg, *dFb, *dH, *dOm, *dO, *dQ, *dK, *dV, *dQKV;
+    peat_tensor *dE;
+    peat_models_xent_ws xw;
+    int32_t *ev_a, *ev_b;        /* held-out problems */
+} gpt_impl;
+
+/* ---- the task: "a+b=" then the sum's digits, least significant first (the order in which a
+ * carry is computed, which a left-to-right model can learn); task 1: "a-b=" with a >= b ---- */
+
+static int64_t ipow10(int n)
+{
+    int64_t p = 1;
+    while (n-- > 0) p *= 10;
+    return p;
+}
+
+static int gpt_heldout(uint64_t seed, int64_t a, int64_t b)
+{
+    return peat_models_hash(seed ^ 0x5eedull, (uint64_t)a, (uint64_t)b) % GPT_HOLDOUT == 0;
+}
+
+/* Writes the T+1 tokens of problem (a, b) (a >= b already for subtraction). */
+static void gpt_encode(const gpt_impl *m, int task, int64_t a, int64_t b, int32_t *seq)
+{
+    int n = m->nd, k = 0;
+    for (int i = n - 1; i >= 0; i--) seq[k++] = (int32_t)(a / ipow10(i) % 10);
+    seq[k++] = task ? TOK_MINUS : TOK_PLUS;
+    for (int i = n - 1; i >= 0; i--) seq[k++] = (int32_t)(b / ipow10(i) % 10);
+    seq[k++] = TOK_EQ;
+    int64_t c = task ? a - b : a + b;
+    for (int i = 0; i <= n; i++) seq[k++] = (int32_t)(c / ipow10(i) % 10);
+}
+
+/* Problem j of step s (training, never a held-out one), deterministic in (seed, s, j). */
+static void gpt_problem(const peat_flow_t *f, const gpt_impl *m, int64_t s, int j, int64_t *a,
+                        int64_t *b)
+{
+    int64_t lim = ipow10(m->nd);
+    for (uint64_t tries = 0;; tries++) {
+        uint64_t h = peat_models_hash(f->cfg.seed, (uint64_t)s, (uint64_t)j * 1024 + tries);
+        int64_t x = (int64_t)(h % (uint64_t)lim), y = (int64_t)((h >> 32) % (uint64_t)lim);
+        if (f->cfg.task && x < y) {
+            int64_t t = x;
+            x = y, y = t;
+        }
+        if (!gpt_heldout(f->cfg.seed, x, y)) {
+            *a = x, *b = y;
+            return;
+        }
+    }
+}
+
+/* Fills the input tokens of batch row i and the answer targets from problem (a, b). */
+static void gpt_fill(peat_flow_t *f, gpt_impl *m, int i, int64_t a, int64_t b)
+{
+    int32_t seq[64];
+    gpt_encode(m, f->cfg.task, a, b, seq);
+    memcpy(peat_i32(m->tok) + i * m->T, seq, (size_t)m->T * sizeof(int32_t));
+    for (int j = 0; j <= m->nd; j++) peat_i32(m->tgt)[i * (m->nd + 1) + j] = seq[2 * m->nd + 2 + j];
+}
+
+/* Input row of answer digit j of batch row i (the '=' predicts digit 0). */
+static int64_t ans_row(const gpt_impl *m, int64_t i, int j) { return i * m->T + 2 * m->nd + 1 + j; }
+
+/* ---- create ------------------------------------------------------------------------------- */
+
+static peat_status add(peat_flow_t *f, const char *nm, int64_t d0, int64_t d1, int decay,
+                       peat_models_param **p)
+{
+    int64_t s[2] = {d0, d1};
+    return peat_models_param_add(f, nm, d1 ? 2 : 1, s, decay, p);
+}
+
+static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
+{
+    int64_t D = m->D, L = f->cfg.depth;
+    PEAT_TRY(add(f, "wte", GPT_VOCAB, D, 1, &m->wte));
+    PEAT_TRY(add(f, "wpe", m->T, D, 1, &m->wpe));
+    char nm[48];
+#define ADDB(field, suffix, d0, d1, decay)                                                         \
+    do {                                                                                           \
+        snprintf(nm, sizeof nm, "h%d.%s", (int)l, suffix);                                         \
+        PEAT_TRY(add(f, nm, d0, d1, decay, &b->field));                                            \
+    } while (0)
+    for (int64_t l = 0; l < L; l++) {
+        gpt_block *b = &m->blk[l];
+        ADDB(ln1g, "ln1.g", D, 0, 0);
+        ADDB(ln1b, "ln1.b", D, 0, 0);
+        ADDB(wqkv, "attn.qkv.w", D, 3 * D, 1);
+        ADDB(bqkv, "attn.qkv.b", 3 * D, 0, 0);
+        ADDB(wo, "attn.proj.w", D, D, 1);
+        ADDB(ln2g, "ln2.g", D, 0, 0);
+        ADDB(ln2b, "ln2.b", D, 0, 0);
+        ADDB(w1, "mlp.fc.w", D, 4 * D, 1);
+        ADDB(b1, "mlp.fc.b", 4 * D, 0, 0);
+        ADDB(w2, "mlp.proj.w", 4 * D, D, 1);
+        const char *ln[8] = {"ln1", "attn.qkv", "attn", "attn.proj", "ln2", "mlp.fc", "mlp.proj",
+                             "res"};
+        for (int k = 0; k < 8; k++) snprintf(b->name[k], sizeof b->name[k], "h%d.%s", (int)l, ln[k]);
+    }
+#undef ADDB
+    PEAT_TRY(add(f, "lnf.g", D, 0, 0, &m->lnfg));
+    PEAT_TRY(add(f, "lnf.b", D, 0, 0, &m->lnfb));
+    PEAT_TRY(add(f, "head.w", D, GPT_VOCAB, 1, &m->wh));
+
+    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "gpt.init"));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: rng");
+    /* residual-branch outputs are scaled down by sqrt(2 L) so the stream's variance does not
+     * grow with depth (GPT-2's init) */
+    double s_in = 1.0 / sqrt((double)D), s_out = s_in / sqrt(2.0 * (double)L);
+    peat_models_param_init(m->wte, r, 0.3);
+    peat_models_param_init(m->wpe, r, 0.3);
+    for (int64_t l = 0; l < L; l++) {
+        gpt_block *b = &m->blk[l];
+        peat_models_param_fill(b->ln1g, 1.0f);
+        peat_models_param_fill(b->ln2g, 1.0f);
+        peat_models_param_init(b->wqkv, r, s_in);
+        peat_models_param_init(b->wo, r, s_out);
+        peat_models_param_init(b->w1, r, s_in);
+        peat_models_param_init(b->w2, r, 1.0 / sqrt(4.0 * (double)D) / sqrt(2.0 * (double)L));
+    }
+    peat_models_param_fill(m->lnfg, 1.0f);
+    peat_models_param_init(m->wh, r, s_in);
+    peat_rng_free(r);
+    return PEAT_OK;
+}
+
+static peat_status gpt_buffers(gpt_impl *m, int L)
+{
+    int64_t N = m->Nrow, D = m->D, BH = m->B * m->H;
+#define T2(t, a, b) PEAT_TRY(peat_models_tensor(&(t), a, b, 0, 0))
+    for (int l = 0; l <= L; l++) T2(m->X[l], N, D);
+    for (int l = 0; l < L; l++) {
+        gpt_block *b = &m->blk[l];
+        T2(b->H1, N, D);
+        T2(b->mean1, N, 0);
+        T2(b->rstd1, N, 0);
+        T2(b->QKV0, N, 3 * D);
+        T2(b->QKV, N, 3 * D);
+        PEAT_TRY(peat_models_tensor(&b->Q, m->B, m->H, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->K, m->B, m->H, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->V, m->B, m->H, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->O, m->B, m->H, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->Lse, m->B, m->H, m->T, 0));
+        T2(b->Om, N, D);
+        T2(b->Xa, N, D);
+        T2(b->H2, N, D);
+        T2(b->mean2, N, 0);
+        T2(b->rstd2, N, 0);
+        T2(b->F, N, 4 * D);
+        T2(b->Fb, N, 4 * D);
+        T2(b->Fg, N, 4 * D);
+    }
+    T2(m->E, N, D);
+    T2(m->dE, N, D);
+    T2(m->Hf, N, D);
+    T2(m->meanf, N, 0);
+    T2(m->rstdf, N, 0);
+    T2(m->Ha, m->Nans, D);
+    T2(m->dHa, m->Nans, D);
+    T2(m->logits, m->Nans, GPT_VOCAB);
+    T2(m->dlogits, m->Nans, GPT_VOCAB);
+    T2(m->dHf, N, D);
+    T2(m->dX, N, D);
+    T2(m->dXa, N, D);
+    T2(m->dXln, N, D);
+    T2(m->dFg, N, 4 * D);
+    T2(m->dFb, N, 4 * D);
+    T2(m->dH, N, D);
+    T2(m->dOm, N, D);
+    T2(m->dQKV, N, 3 * D);
+    PEAT_TRY(peat_models_tensor(&m->dO, BH, m->T, m->Dh, 0));
+    PEAT_TRY(peat_models_tensor(&m->dQ, BH, m->T, m->Dh, 0));
+    PEAT_TRY(peat_models_tensor(&m->dK, BH, m->T, m->Dh, 0));
+    PEAT_TRY(peat_models_tensor(&m->dV, BH, m->T, m->Dh, 0));
+#undef T2
+    PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, N, &m->tok));
+    PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, m->Nans, &m->tgt));
+    return peat_models_xent_ws_alloc(&m->xw, m->Nans);
+}
 
 static peat_status gpt_create(peat_flow_t *f)
 {
-    (void)f;
-    return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "flow gpt is not implemented yet");
+    gpt_impl *m = calloc(1, sizeof *m);
+    if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt");
+    f->impl = m;
+    int L = f->cfg.depth;
+    if (L > GPT_MAX_BLOCKS) return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: depth %d > %d", L, GPT_MAX_BLOCKS);
+    /* the sequence "a op b = c" with n-digit operands and an (n+1)-digit answer has 3n+3 tokens;
+     * the model reads the first 3n+2 */
+    m->nd = (f->cfg.seq - 2) / 3;
+    if (m->nd < 1 || m->nd > 4)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: seq %d gives %d-digit operands (seq 5..14)",
+                          f->cfg.seq, m->nd);
+    m->T = 3 * m->nd + 2;
+    m->D = f->cfg.width;
+    m->H = m->D >= 32 ? m->D / 16 : 1; /* heads of 16 dims */
+    if (m->D % m->H || m->D < 4)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: width %lld does not split into heads of 16",
+                          (long long)m->D);
+    m->Dh = m->D / m->H;
+    m->B = f->cfg.batch;
+    m->Nrow = m->B * m->T;
+    m->Nans = m->B * (m->nd + 1);
+    PEAT_TRY(gpt_params(f, m));
+    PEAT_TRY(gpt_buffers(m, L));
+
+    m->ev_a = calloc(GPT_EVAL, sizeof *m->ev_a);
+    m->ev_b = calloc(GPT_EVAL, sizeof *m->ev_b);
+    if (!m->ev_a || !m->ev_b) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: held-out set");
+    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "gpt.eval"));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: rng");
+    int64_t lim = ipow10(m->nd);
+    for (int i = 0; i < GPT_EVAL;) {
+        int64_t a = (int64_t)peat_rng_int(r, (uint64_t)lim), b = (int64_t)peat_rng_int(r, (uint64_t)lim);
+        if (f->cfg.task && a < b) {
+            int64_t t = a;
+            a = b, b = t;
+        }
+        if (gpt_heldout(f->cfg.seed, a, b)) m->ev_a[i] = (int32_t)a, m->ev_b[i++] = (int32_t)b;
+    }
+    peat_rng_free(r);
+    return PEAT_OK;
+}
+
+static void gpt_destroy(peat_flow_t *f)
+{
+    gpt_impl *m = f->impl;
+    if (!m) return;
+    for (int l = 0; l < GPT_MAX_BLOCKS; l++) {
+        gpt_block *b = &m->blk[l];
+        peat_tensor *t[] = {b->H1, b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q, b->K, b->V, b->O,
+                            b->Lse, b->Om, b->Xa, b->H2, b->mean2, b->rstd2, b->F, b->Fb, b->Fg};
+        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
+    }
+    for (int l = 0; l <= GPT_MAX_BLOCKS; l++) peat_tensor_free(m->X[l]);
+    peat_tensor *t[] = {m->E, m->Hf, m->meanf, m->rstdf, m->Ha, m->logits, m->dlogits, m->tok,
+                        m->tgt, m->dHa, m->dHf, m->dX, m->dXa, m->dXln, m->dFg, m->dFb, m->dH,
+                        m->dOm, m->dO, m->dQ, m->dK, m->dV, m->dQKV, m->dE};
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
+    peat_models_xent_ws_free(&m->xw);
+    free(m->ev_a);
+    free(m->ev_b);
+    free(m);
+    f->impl = NULL;
+}
+
+/* ---- glue: head split/merge (copies between [B*T, k*D] rows and [B,H,T,Dh]) --------------- */
+
+/* part p (0 = Q, 1 = K, 2 = V) of rows [N, w*D] <-> heads [B,H,T,Dh]; to_heads selects direction */
+static void heads_copy(const gpt_impl *m, float *rows, int64_t w, int p, float *heads, int to_heads)
+{
+    for (int64_t b = 0; b < m->B; b++)
+        for (int64_t t = 0; t < m->T; t++)
+            for (int64_t h = 0; h < m->H; h++) {
+                float *r = rows + (b * m->T + t) * w * m->D + p * m->D + h * m->Dh;
+                float *q = heads + ((b * m->H + h) * m->T + t) * m->Dh;
+                if (to_heads) memcpy(q, r, (size_t)m->Dh * sizeof(float));
+                else memcpy(r, q, (size_t)m->Dh * sizeof(float));
+            }
+}
+
+static void attn_params(const gpt_impl *m, peat_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->i[0] = m->B, p->i[1] = m->H, p->i[2] = m->T, p->i[3] = m->Dh, p->i[4] = 1;
+    p->f[0] = 1.0 / sqrt((double)m->Dh);
+}
+
+/* ---- forward / backward ------------------------------------------------------------------- */
+
+static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
+{
+    int64_t N = m->Nrow, D = m->D, L = f->cfg.depth;
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = N, p.i[1] = GPT_VOCAB, p.i[2] = D;
+    const peat_tensor *ein[2] = {m->wte->w, m->tok};
+    peat_args a = peat_args_make(PEAT_OP_EMBEDDING, &p, 2, ein, 1, &m->E);
+    PEAT_TRY(peat_exec_op(f->ex, "wte", PEAT_PHASE_FWD, &a));
+    /* the position table [T, D] is a bias over each sequence's T*D values */
+    PEAT_TRY(peat_models_bias_add(f, "wpe", PEAT_PHASE_FWD, m->B, m->T * D, 1, m->E, m->wpe->w, m->X[0]));
+    for (int64_t l = 0; l < L; l++) {
+        gpt_block *b = &m->blk[l];
+        PEAT_TRY(peat_models_layernorm(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->ln1b->w, b->H1,
+                                       b->mean1, b->rstd1));
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, NULL, b->QKV0));
+        PEAT_TRY(peat_models_bias_add(f, b->name[1], PEAT_PHASE_FWD, N, 3 * D, 1, b->QKV0,
+                                      b->bqkv->w, b->QKV));
+        heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(b->Q), 1);
+        heads_copy(m, peat_f32(b->QKV), 3, 1, peat_f32(b->K), 1);
+        heads_copy(m, peat_f32(b->QKV), 3, 2, peat_f32(b->V), 1);
+        attn_params(m, &p);
+        const peat_tensor *ain[3] = {b->Q, b->K, b->V};
+        peat_tensor *aout[2] = {b->O, b->Lse};
+        a = peat_args_make(PEAT_OP_ATTENTION, &p, 3, ain, 2, aout);
+        PEAT_TRY(peat_exec_op(f->ex, b->name[2], PEAT_PHASE_FWD, &a));
+        heads_copy(m, peat_f32(b->Om), 1, 0, peat_f32(b->O), 0);
+        /* the residual sum is the GEMM's beta*C */
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->X[l], b->Xa));
+        PEAT_TRY(peat_models_layernorm(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->ln2b->w, b->H2,
+                                       b->mean2, b->rstd2));
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, NULL, b->F));
+        PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, 4 * D, 1, b->F, b->b1->w, b->Fb));
+        PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_FWD, PEAT_OP_GELU, b->Fb, NULL, b->Fg));
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, b->Xa, m->X[l + 1]));
+    }
+    PEAT_TRY(peat_models_layernorm(f, "lnf", N, D, m->X[L], m->lnfg->w, m->lnfb->w, m->Hf, m->meanf,
+                                   m->rstdf));
+    /* only the answer positions are scored: their rows go through the head */
+    for (int64_t i = 0; i < m->B; i++)
+        for (int j = 0; j <= m->nd; j++)
+            memcpy(peat_f32(m->Ha) + (i * (m->nd + 1) + j) * D, peat_f32(m->Hf) + ans_row(m, i, j) * D,
+                   (size_t)D * sizeof(float));
+    return peat_models_linear_fwd(f, "head", m->Nans, D, GPT_VOCAB, m->Ha, m->wh->w, NULL, m->logits);
+}
+
+static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
+{
+    int64_t N = m->Nrow, D = m->D, L = f->cfg.depth;
+    PEAT_TRY(peat_models_linear_bwd(f, "head", m->Nans, D, GPT_VOCAB, m->Ha, m->wh->w, m->dlogits,
+                                    m->wh->g, m->dHa));
+    memset(m->dHf->data, 0, peat_tensor_nbytes(m->dHf));
+    for (int64_t i = 0; i < m->B; i++)
+        for (int j = 0; j <= m->nd; j++)
+            memcpy(peat_f32(m->dHf) + ans_row(m, i, j) * D, peat_f32(m->dHa) + (i * (m->nd + 1) + j) * D,
+                   (size_t)D * sizeof(float));
+    PEAT_TRY(peat_models_layernorm_bwd(f, "lnf", N, D, m->X[L], m->lnfg->w, m->meanf, m->rstdf,
+                                       m->dHf, m->dX, m->lnfg->g, m->lnfb->g));
+    peat_op_params p;
+    for (int64_t l = L - 1; l >= 0; l--) {
+        gpt_block *b = &m->blk[l];
+        /* dX holds d(X[l+1]); X[l+1] = Fg W2 + Xa */
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, m->dX, b->w2->g,
+                                        m->dFg));
+        PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_BWD, PEAT_OP_GELU_BWD, b->Fb, m->dFg, m->dFb));
+        PEAT_TRY(peat_models_bias_bwd(f, b->name[5], N, 4 * D, 1, m->dFb, b->b1->g));
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, m->dFb, b->w1->g,
+                                        m->dH));
+        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->mean2, b->rstd2,
+                                           m->dH, m->dXln, b->ln2g->g, b->ln2b->g));
+        /* the two paths into Xa add up: an elementwise sum is a bias_add with R = S = 1 */
+        PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dX, m->dXa));
+        /* Xa = Om Wo + X[l] */
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->dXa, b->wo->g, m->dOm));
+        heads_copy(m, peat_f32(m->dOm), 1, 0, peat_f32(m->dO), 1);
+        attn_params(m, &p);
+        const peat_tensor *ain[6] = {b->Q, b->K, b->V, b->O, b->Lse, m->dO};
+        peat_tensor *aout[3] = {m->dQ, m->dK, m->dV};
+        peat_args a = peat_args_make(PEAT_OP_ATTENTION_BWD, &p, 6, ain, 3, aout);
+        PEAT_TRY(peat_exec_op(f->ex, b->name[2], PEAT_PHASE_BWD, &a));
+        heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->dQ), 0);
+        heads_copy(m, peat_f32(m->dQKV), 3, 1, peat_f32(m->dK), 0);
+        heads_copy(m, peat_f32(m->dQKV), 3, 2, peat_f32(m->dV), 0);
+        PEAT_TRY(peat_models_bias_bwd(f, b->name[1], N, 3 * D, 1, m->dQKV, b->bqkv->g));
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, m->dQKV,
+                                        b->wqkv->g, m->dH));
+        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->mean1, b->rstd1,
+                                           m->dH, m->dXln, b->ln1g->g, b->ln1b->g));
+        /* d(X[l]) = dXa (skip) + layernorm path, into dX (free again) */
+        PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dXa, m->dX));
+    }
+    /* X[0] = E + wpe: the bias gradient sums over the batch; dE is dX[0] itself */
+    PEAT_TRY(peat_models_bias_bwd(f, "wpe", m->B, m->T * D, 1, m->dX, m->wpe->g));
+    memset(&p, 0, sizeof p);
+    p.i[0] = N, p.i[1] = GPT_VOCAB, p.i[2] = D;
+    const peat_tensor *ein[2] = {m->tok, m->dX};
+    peat_args a = peat_args_make(PEAT_OP_EMBEDDING_BWD, &p, 2, ein, 1, &m->wte->g);
+    return peat_exec_op(f->ex, "wte", PEAT_PHASE_BWD, &a);
+}
+
+static peat_status gpt_train(peat_flow_t *f, double *loss)
+{
+    gpt_impl *m = f->impl;
+    for (int i = 0; i < m->B; i++) {
+        int64_t a, b;
+        gpt_problem(f, m, f->step, i, &a, &b);
+        gpt_fill(f, m, i, a, b);
+    }
+    PEAT_TRY(gpt_forward(f, m));
+    PEAT_TRY(peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, m->dlogits, loss));
+    return gpt_backward(f, m);
+}
+
+/* Held-out: teacher-forced loss of the answer digits, and exact match of the greedy decode
+ * (each answer digit predicted from the model's own previous digits; the causal mask makes
+ * one forward per digit exact). */
+static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
+{
+    gpt_impl *m = f->impl;
+    int64_t n = 0, exact = 0, na = m->nd + 1;
+    double sum = 0;
+    for (int64_t s = 0; s + m->B <= GPT_EVAL; s += m->B) {
+        for (int i = 0; i < m->B; i++) gpt_fill(f, m, i, m->ev_a[s + i], m->ev_b[s + i]);
+        PEAT_TRY(gpt_forward(f, m));
+        double l = 0;
+        PEAT_TRY(peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, NULL, &l));
+        sum += l * (double)m->B;
+        int32_t *tok = peat_i32(m->tok);
+        int ok[4096];
+        for (int i = 0; i < m->B; i++) {
+            ok[i] = 1;
+            for (int j = 0; j < m->nd; j++) tok[ans_row(m, i, j) + 1] = 0; /* hide the answer */
+        }
+        for (int j = 0; j < na; j++) {
+            PEAT_TRY(gpt_forward(f, m));
+            for (int i = 0; i < m->B; i++) {
+                int d = peat_models_argmax(peat_f32(m->logits) + (i * na + j) * GPT_VOCAB, GPT_VOCAB);
+                ok[i] &= d == peat_i32(m->tgt)[i * na + j];
+                if (j + 1 < na) tok[ans_row(m, i, j) + 1] = d;
+            }
+        }
+        for (int i = 0; i < m->B; i++) exact += ok[i];
+        n += m->B;
+    }
+    if (n == 0) return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: batch %lld larger than held-out set %d",
+                                  (long long)m->B, GPT_EVAL);
+    *loss = sum / (double)n;
+    *acc = (double)exact / (double)n;
+    return PEAT_OK;
 }
 
 const peat_models_flow_ops peat_models_gpt_ops = {
     .name = "gpt",
-    .desc = "(not implemented yet)",
+    .desc = "pre-LN decoder-only transformer (d 32, 2 blocks, 2 heads, causal) learning 2-digit "
+            "addition \"ab+cd=\" -> sum digits, least significant first",
+    .ops = (1u << PEAT_OP_EMBEDDING) | (1u << PEAT_OP_EMBEDDING_BWD) | (1u << PEAT_OP_BIAS_ADD) |
+           (1u << PEAT_OP_BIAS_ADD_BWD) | (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |
+           (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD) |
+           (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD) | (1u << PEAT_OP_CROSS_ENTROPY) |
+           (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE),
+    .def_batch = 32,
+    .def_width = 32,
+    .def_depth = 2,
+    .def_seq = 8,
+    .def_lr_adamw = 3e-3,
+    .def_lr_sgd = 0.1,
     .create = gpt_create,
+    .train = gpt_train,
+    .eval = gpt_eval,
+    .destroy = gpt_destroy,
 };
