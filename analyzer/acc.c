@@ -290,8 +290,8 @@ peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_ten
             acc->n_err_signed++;
             if (fabs((double)t) < ax) acc->n_toward_zero++;
         }
-        peat_sample smp = {.rel = NAN, .a = NAN, .b = NAN, .d = err,
-                           .key = input ? peat_tensor_get(input, i) : x};
+        peat_sample smp = {.rel = NAN, .a = NAN, .b = NAN, .d = err, .x = x,
+                           .key = input ? peat_tensor_get(input, i) : NAN};
         if (x != 0.0) {
             smp.rel = aerr / ax;
             acc->n_rel++;

@@ -96,9 +96,10 @@ typedef struct peat_signature {
     double frac_err_in_last_tile;
     /* input dependence: Spearman rho of |err|/s with |exact|/s; NaN if n/a */
     double corr_err_input;
-    /* smoothness of the signed error as a function of the input value (or of the exact value
-     * when no input was given): mean squared successive difference / (2 variance) in input
-     * order (~1 for independent noise, ~0 for a smooth function) and sign changes per step */
+    /* smoothness of the signed relative error err/exact as a function of the input value (when
+     * given) or of the exact value, whichever is smoother: median successive difference over
+     * sqrt(2) MAD in that order (~1 for independent errors, ~0 for a smooth function), and sign
+     * changes per step (~0.5 for independent errors) */
     double err_roughness;
     double err_sign_changes;
     /* repeatability: max abs difference between two runs on the same input (0 = deterministic,

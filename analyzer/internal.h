@@ -10,7 +10,8 @@ typedef struct peat_sample {
     double rel;   /* |err| / |exact| (NaN when exact == 0) */
     double a;     /* |err| / s_i (NaN when s_i < FLT_MIN) */
     double b;     /* |exact| / s_i (NaN when s_i < FLT_MIN) */
-    double key;   /* input value (or exact value) the element is a function of */
+    double key;   /* input value the element is a function of (NaN when none was given) */
+    double x;     /* exact value */
     double d;     /* signed error test - exact */
 } peat_sample;
 

@@ -92,42 +92,79 @@ static peat_status input_correlation(const peat_analyzer_acc_t *acc, peat_signat
     return PEAT_OK;
 }
 
-/* Smoothness of the signed error along the input (or exact) value: for err = f(x) with f smooth,
- * neighbours in x order have nearly equal errors, so the mean squared successive difference is
- * far below twice the variance (the von Neumann ratio is ~1 for independent errors). */
+/* Median of v[0..n) (reorders v). */
+static double median_of(double *v, size_t n)
+{
+    gsl_sort(v, 1, n);
+    return gsl_stats_median_from_sorted_data(v, 1, n);
+}
+
+/* Roughness of the signed relative error r = err / exact along one key (input or exact value):
+ * median |r[i+1] - r[i]| / (sqrt(2) MAD(r)) in key order. Independent errors give ~1 (the
+ * difference of two independent draws spreads sqrt(2) wider); a smooth function of the key gives
+ * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
+ * medians keep the few elements whose relative error is noise (cancellation in a tail) from
+ * deciding. Also returns the sign changes per step. */
+static peat_status roughness_along(const peat_analyzer_acc_t *acc, int use_input, double *rough,
+                                   double *changes)
+{
+    *rough = *changes = NAN;
+    size_t n = 0;
+    for (int64_t i = 0; i < acc->n_s; i++) {
+        const peat_sample *p = &acc->s[i];
+        if (p->x != 0.0 && !(use_input && isnan(p->key))) n++;
+    }
+    if (n < 16) return PEAT_OK;
+    double *key = malloc(n * sizeof *key), *r = malloc(n * sizeof *r), *w = malloc(n * sizeof *w);
+    size_t *perm = malloc(n * sizeof *perm);
+    peat_status st = PEAT_OK;
+    if (!key || !r || !w || !perm) {
+        st = PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: smoothness buffers of %zu", n);
+        goto done;
+    }
+    size_t k = 0;
+    for (int64_t i = 0; i < acc->n_s; i++) {
+        const peat_sample *p = &acc->s[i];
+        if (p->x == 0.0 || (use_input && isnan(p->key))) continue;
+        key[k] = use_input ? p->key : p->x;
+        r[k++] = p->d / p->x;
+    }
+    gsl_sort_index(perm, key, 1, n);
+    size_t flips = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double a = r[perm[i]], b = r[perm[i + 1]];
+        w[i] = fabs(b - a);
+        if ((a < 0.0 && b > 0.0) || (a > 0.0 && b < 0.0)) flips++;
+    }
+    double mdiff = median_of(w, n - 1);
+    memcpy(w, r, n * sizeof *w);
+    double med = median_of(w, n);
+    for (size_t i = 0; i < n; i++) w[i] = fabs(r[i] - med);
+    double mad = median_of(w, n);
+    if (mad > 0.0) *rough = mdiff / (sqrt(2.0) * mad);
+    else if (mdiff == 0.0) *rough = 0.0;
+    *changes = (double)flips / (double)(n - 1);
+done:
+    free(key);
+    free(r);
+    free(w);
+    free(perm);
+    return st;
+}
+
+/* Smoothness along the input when one was given and along the exact value; the smoother reading
+ * counts (an approximation is a function of one of them, noise of neither). */
 static peat_status smoothness(const peat_analyzer_acc_t *acc, peat_signature *s)
 {
-    s->err_roughness = NAN;
-    s->err_sign_changes = NAN;
-    size_t n = (size_t)acc->n_s;
-    if (n < 16) return PEAT_OK;
-    double *key = malloc(n * sizeof *key);
-    size_t *perm = malloc(n * sizeof *perm);
-    if (!key || !perm) {
-        free(key);
-        free(perm);
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: smoothness buffers of %zu", n);
+    double r1, c1, r2, c2;
+    PEAT_TRY(roughness_along(acc, 0, &r1, &c1));
+    PEAT_TRY(roughness_along(acc, 1, &r2, &c2));
+    s->err_roughness = r1;
+    s->err_sign_changes = c1;
+    if (!isnan(r2) && (isnan(r1) || r2 < r1)) {
+        s->err_roughness = r2;
+        s->err_sign_changes = c2;
     }
-    for (size_t i = 0; i < n; i++) key[i] = acc->s[i].key;
-    gsl_sort_index(perm, key, 1, n);
-    double mean = 0.0, m2 = 0.0, ssd = 0.0;
-    size_t changes = 0, steps = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = acc->s[perm[i]].d, delta = d - mean;
-        mean += delta / (double)(i + 1);
-        m2 += delta * (d - mean);
-        if (i > 0) {
-            double p = acc->s[perm[i - 1]].d, q = d - p;
-            ssd += q * q;
-            steps++;
-            if ((p < 0.0 && d > 0.0) || (p > 0.0 && d < 0.0)) changes++;
-        }
-    }
-    double var = m2 / (double)n;
-    if (var > 0.0) s->err_roughness = ssd / (double)steps / (2.0 * var);
-    s->err_sign_changes = (double)changes / (double)steps;
-    free(key);
-    free(perm);
     return PEAT_OK;
 }
 

@@ -30,6 +30,7 @@
 #define SMOOTH_SIGN_MAX 0.05   /* sign changes per step of a smooth error */
 #define NOISE_CORR_MIN 0.5     /* relative noise: error rank-correlates with |x| */
 #define NOISE_CORR_GAIN 0.15   /* clearly more than golden's own correlation */
+#define NOISE_ROUGH_MIN 0.5    /* and random from element to element (rounded inputs are not) */
 #define STORAGE_BITS_MAX 16    /* outputs that all fit in <= 16 bits were stored narrow */
 #define PREC_SLACK_BITS 1.5    /* declared format: measured bits within 1.5 of its bits */
 #define APPROX_SMALL 1e-3      /* approx is small when max error <= 1e-3 of max |exact| */
@@ -322,22 +323,29 @@ static int rule_nan(const facts *x, out_list *o)
 
 /* A bit position (above the two rounding-level bits) set or cleared far more often than the other
  * way round, in many elements: a stuck low bit that stays within the bound. */
+static double bit_excess(const facts *x, int b)
+{
+    const peat_signature *c = x->c, *g = x->g;
+    return fabs((c->bit_set[b] - c->bit_clr[b]) - (g->bit_set[b] - g->bit_clr[b]));
+}
+
 static int rule_stuck_lowbit(const facts *x, out_list *o)
 {
     const peat_signature *c = x->c, *g = x->g;
-    /* only where the errors are otherwise golden-like: dense precision losses leave their own
-     * bit imbalances (sums of few-bit products have trailing zeros) */
-    if (c->test_mant_bits < 24 || g->test_mant_bits < 24 || c->n_elems == 0 ||
-        c->max_norm > x->env || !(x->rr < RMS_WORSE_MIN))
+    /* only where the errors stay inside the bound (a stuck high bit is gross and caught above) */
+    if (c->test_mant_bits < 24 || g->test_mant_bits < 24 || c->n_elems == 0 || c->max_norm > x->env)
         return 0;
     int best = -1;
     double best_z = 0.0;
     for (int b = 2; b < 23; b++) {
         double s = c->bit_set[b], r = c->bit_clr[b];
-        double excess = fabs((s - r) - (g->bit_set[b] - g->bit_clr[b]));
+        double excess = bit_excess(x, b);
         double hi = s > r ? s : r, lo = s > r ? r : s;
         double z = fabs(s - r) / sqrt((s + r) / (double)c->n_elems + 1e-300);
-        if (excess >= LOWBIT_EXCESS && hi >= LOWBIT_RATIO * lo && z >= LOWBIT_Z && z > best_z)
+        /* one isolated position: trailing zeros of few-bit results bias a whole run of low bits */
+        int isolated = bit_excess(x, b - 1) < 0.5 * excess && bit_excess(x, b + 1) < 0.5 * excess;
+        if (excess >= LOWBIT_EXCESS && hi >= LOWBIT_RATIO * lo && z >= LOWBIT_Z && isolated &&
+            z > best_z)
             best = b, best_z = z;
     }
     if (best < 0) return 0;
@@ -439,6 +447,7 @@ static int rule_noise(const facts *x, out_list *o)
 {
     const peat_signature *c = x->c, *g = x->g;
     if (!worse_dense(x) || isnan(c->corr_err_input) || c->corr_err_input < NOISE_CORR_MIN ||
+        isnan(c->err_roughness) || c->err_roughness < NOISE_ROUGH_MIN ||
         (!isnan(g->corr_err_input) && c->corr_err_input < g->corr_err_input + NOISE_CORR_GAIN))
         return 0;
     /* median |N(0,1)| = 0.6745: the relative sigma from the median relative error */
