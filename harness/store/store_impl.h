@@ -1,0 +1,181 @@
+/* store_impl.h: internals of the campaign store shared by its files (rows, handles, helpers). */
+#ifndef PEAT_STORE_IMPL_H
+#define PEAT_STORE_IMPL_H
+
+#include <hdf5.h>
+
+#include "harness/store/store.h"
+
+/* Elements per chunk of every tensor pool: 64 KiB of f32, large enough for deflate's 32 KiB
+ * window, small enough that padding a record's data to a chunk boundary costs little. */
+#define STORE_CHUNK_ELEMS 16384
+/* Rows per chunk of the index tables (unfiltered: see docs/hdf5-schema.md, crash safety). */
+#define STORE_ROW_CHUNK 32
+#define STORE_TEXT_CHUNK 65536
+
+/* ---- rows of the index tables: laid out without padding so the row checksum covers only
+ * field bytes; `check` (last) is a hash of the rest, so a fill-value or torn row never passes ---- */
+
+typedef struct store_tensor_row {
+    int64_t offset;           /* first element in the pool of its dtype */
+    int64_t numel;
+    int64_t shape[PEAT_MAX_DIMS];
+    uint64_t hash;            /* content hash of dtype, shape and bytes */
+    int32_t dtype;
+    int32_t ndim;
+    uint64_t check;
+} store_tensor_row;
+
+typedef struct store_call_row {
+    uint64_t id;
+    uint64_t seed;
+    int64_t seq;              /* global record sequence number (all record kinds) */
+    int64_t t_first;          /* tensor rows before this record: its new tensors are >= t_first */
+    int64_t iter, call_index, op_call_index;
+    int64_t pi[PEAT_PARAM_I];
+    double pf[PEAT_PARAM_F];
+    int64_t t_in[PEAT_MAX_IO], t_golden[PEAT_MAX_IO], t_exact[PEAT_MAX_IO]; /* -1: none */
+    int32_t op, phase, n_in, n_out;
+    char flow[32], layer[64], golden_kernel[64], exact_kernel[64];
+    uint64_t check;
+} store_call_row;
+
+typedef struct store_state_row {
+    int64_t seq, t_first, iter, tensor;
+    int32_t index, count;     /* position in its snapshot, tensors in the snapshot */
+    char tag[32], name[64];
+    uint64_t check;
+} store_state_row;
+
+typedef struct store_metric_row {
+    int64_t seq, iter;
+    double loss, accuracy;
+    uint64_t check;
+} store_metric_row;
+
+typedef struct store_sig_row {
+    int64_t seq, text_offset, text_len;
+    uint64_t text_hash;
+    char kernel[64];
+    uint64_t check;
+} store_sig_row;
+
+enum { STORE_T_TENSOR, STORE_T_CALL, STORE_T_STATE, STORE_T_METRIC, STORE_T_SIG, STORE_T_COUNT };
+
+/* A growable array of rows. */
+typedef struct store_vec {
+    void *data;
+    int64_t n, cap;
+    size_t elem;
+} store_vec;
+
+/* Open-addressing multimap uint64 -> int64 (keys may repeat: dedup hashes collide). */
+typedef struct store_map {
+    uint64_t *keys;
+    int64_t *vals;            /* -1 = empty slot */
+    int64_t cap, n;
+} store_map;
+
+struct peat_store {
+    char path[1024];
+    hid_t file;
+    hid_t d_table[STORE_T_COUNT];
+    hid_t d_pool[PEAT_DTYPE_COUNT];
+    hid_t d_text;
+    hid_t mt[STORE_T_COUNT];  /* memory compound types of the rows */
+    int writable;
+    int failed;               /* a write failed half-way: further writes are refused */
+    int crashed;              /* opened after its writer was killed */
+    int lock_fd;              /* holds the writer's lock (OFD) while writable */
+    peat_store_meta meta;
+    int64_t exact_max;
+    int deflate;
+    store_vec rows[STORE_T_COUNT];  /* every row, in file order (the tail may be uncommitted) */
+    int64_t disk_rows[STORE_T_COUNT]; /* rows written to the file */
+    int64_t pool_len[PEAT_DTYPE_COUNT]; /* extent of each pool */
+    int64_t text_len;
+    int64_t seq_next;
+    int64_t dropped;
+    store_map ids;            /* call id -> call row */
+    store_map dedup;          /* tensor content hash -> tensor row */
+    /* tensors of the record being written: staged by store_tensor_put, written by commit */
+    struct store_staged {
+        int64_t row;
+        const peat_tensor *t;
+    } *staged;
+    int64_t n_staged, cap_staged;
+    int64_t pool_start[PEAT_DTYPE_COUNT]; /* where this record's data begins (chunk-aligned) */
+    int64_t pool_stage[PEAT_DTYPE_COUNT]; /* elements staged for this record */
+    /* copies of recently stored tensors: a dedup hit is confirmed by comparing bytes, and
+     * most hits are on tensors of the same iteration, so this saves reading them back */
+    struct store_cached {
+        int64_t row;
+        void *data;
+        size_t n;
+    } *cache;
+    int64_t cache_cap, cache_head, cache_count;
+    size_t cache_bytes;
+    /* scratch for chunk encoding */
+    unsigned char *chunk_raw, *chunk_shuf, *chunk_out;
+    size_t chunk_out_cap;
+};
+
+/* Budget of the copies kept for dedup compares. */
+#define STORE_CACHE_BYTES ((size_t)64 << 20)
+#define STORE_CACHE_ENTRIES 4096
+
+/* store_hash.c */
+uint64_t store_hash64(const void *data, size_t n, uint64_t seed);
+uint64_t store_tensor_hash(const peat_tensor *t);
+uint64_t store_row_check(int table, const void *row, size_t size);
+
+/* store_util.c */
+peat_status store_vec_push(store_vec *v, const void *item);
+void store_vec_free(store_vec *v);
+#define STORE_ROW(s, table, type, i) (&((type *)(s)->rows[table].data)[i])
+peat_status store_map_put(store_map *m, uint64_t key, int64_t val);
+/* Iterates the values stored under key: start with *cursor = -1; returns 0 when done. */
+int store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val);
+void store_map_free(store_map *m);
+/* Copies a string into a fixed field, refusing (PEAT_ERR_INVAL) what does not fit. */
+peat_status store_str_field(char *dst, size_t n, const char *src, const char *what);
+/* The innermost message of HDF5's error stack (for one-line errors), "" if none. */
+const char *store_h5_msg(void);
+/* Counts a step of the write path; raises SIGKILL at the step set by peat_store_debug_kill_at. */
+void store_step(void);
+
+/* store_types.c: compound types of the rows (memory layout; file layout is little-endian). */
+hid_t store_row_type(int table, int file_layout);
+const char *store_table_path(int table);
+const char *store_pool_path(peat_dtype t);
+hid_t store_pool_type(peat_dtype t, int file_layout);
+size_t store_row_size(int table);
+
+/* store_codec.c: one chunk as HDF5's shuffle+deflate pipeline stores it. */
+peat_status store_chunk_encode(const void *src, size_t nelem, size_t elsize, int level,
+                               unsigned char *shuf, unsigned char *dst, size_t dst_cap,
+                               size_t *dst_len);
+
+/* store_file.c */
+/* Writes rows [disk_rows, disk_rows + n) of a table (already in s->rows) to the file. */
+peat_status store_table_append(peat_store_t *s, int table, int64_t n);
+/* Makes everything written so far durable against a kill of this process. */
+peat_status store_flush(peat_store_t *s);
+/* Refuses writes on a read-only or failed store. */
+peat_status store_check_writable(const peat_store_t *s);
+
+/* store_tensor.c */
+/* Starts the tensors of a new record (aligns every pool's next data to a chunk boundary). */
+void store_tensors_begin(peat_store_t *s);
+/* Stores t (or finds an identical stored tensor): *row = tensor row. New rows are appended to
+ * the in-memory table and staged; store_tensors_commit writes their data and rows. */
+peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row);
+peat_status store_tensors_commit(peat_store_t *s, int64_t t_first);
+void store_cache_free(peat_store_t *s);
+peat_status store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out);
+/* Verifies a stored tensor's bytes against its hash (PEAT_ERR_FORMAT if they differ). */
+peat_status store_tensor_verify(peat_store_t *s, int64_t row);
+peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int64_t *offset);
+peat_status store_text_read(peat_store_t *s, int64_t offset, int64_t len, char **out);
+
+#endif

@@ -1,0 +1,269 @@
+/* store_tensor.c: the tensor pools: dedup by content, chunk-aligned appends, checked reads. */
+#include "harness/store/store_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+void store_tensors_begin(peat_store_t *s)
+{
+    /* every record starts its data on a fresh chunk: a chunk is written once, by one record,
+     * and never rewritten, so a crash while writing a record cannot touch completed ones */
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+        s->pool_start[d] = round_up(s->pool_len[d], STORE_CHUNK_ELEMS);
+        s->pool_stage[d] = 0;
+    }
+    s->n_staged = 0;
+}
+
+static const void *cache_find(const peat_store_t *s, int64_t row, size_t *n)
+{
+    for (int64_t k = 0; k < s->cache_count; k++) {
+        int64_t i = (s->cache_head - 1 - k + s->cache_cap) % s->cache_cap; /* newest first */
+        if (s->cache[i].row == row) {
+            *n = s->cache[i].n;
+            return s->cache[i].data;
+        }
+    }
+    return NULL;
+}
+
+static void cache_add(peat_store_t *s, int64_t row, const peat_tensor *t)
+{
+    size_t n = peat_tensor_nbytes(t);
+    if (n > STORE_CACHE_BYTES / 8) return; /* a huge tensor would flush everything else */
+    if (!s->cache) {
+        s->cache = calloc(STORE_CACHE_ENTRIES, sizeof *s->cache);
+        if (!s->cache) return; /* the cache only saves reads: without it dedup reads back */
+        s->cache_cap = STORE_CACHE_ENTRIES;
+    }
+    while (s->cache_count > 0 && (s->cache_count == s->cache_cap || s->cache_bytes + n > STORE_CACHE_BYTES)) {
+        int64_t old = (s->cache_head - s->cache_count + s->cache_cap) % s->cache_cap;
+        s->cache_bytes -= s->cache[old].n;
+        free(s->cache[old].data);
+        s->cache[old].data = NULL;
+        s->cache_count--;
+    }
+    void *copy = malloc(n);
+    if (!copy) return;
+    memcpy(copy, t->data, n);
+    s->cache[s->cache_head] = (struct store_cached){row, copy, n};
+    s->cache_head = (s->cache_head + 1) % s->cache_cap;
+    s->cache_count++;
+    s->cache_bytes += n;
+}
+
+void store_cache_free(peat_store_t *s)
+{
+    for (int64_t i = 0; i < s->cache_cap; i++) free(s->cache[i].data);
+    free(s->cache);
+    s->cache = NULL;
+    s->cache_cap = s->cache_head = s->cache_count = 0;
+    s->cache_bytes = 0;
+}
+
+/* Whether stored row holds exactly t's bytes (dtype and shape already match). */
+static peat_status same_bytes(peat_store_t *s, int64_t row, const peat_tensor *t, int *same)
+{
+    size_t n = peat_tensor_nbytes(t), cn = 0;
+    const void *c = cache_find(s, row, &cn);
+    if (c) {
+        *same = cn == n && memcmp(c, t->data, n) == 0;
+        return PEAT_OK;
+    }
+    for (int64_t k = 0; k < s->n_staged; k++)
+        if (s->staged[k].row == row) {
+            *same = memcmp(s->staged[k].t->data, t->data, n) == 0;
+            return PEAT_OK;
+        }
+    peat_tensor *old = NULL;
+    PEAT_TRY(store_tensor_read(s, row, &old));
+    *same = memcmp(old->data, t->data, n) == 0;
+    peat_tensor_free(old);
+    return PEAT_OK;
+}
+
+peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row)
+{
+    if (!t || !t->data || (unsigned)t->dtype >= PEAT_DTYPE_COUNT || t->ndim < 1 || t->ndim > PEAT_MAX_DIMS)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "store: tensor missing or of bad dtype/rank");
+    uint64_t h = store_tensor_hash(t);
+    int64_t cursor = -1, cand;
+    while (store_map_next(&s->dedup, h, &cursor, &cand)) {
+        const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, cand);
+        if (r->dtype != (int32_t)t->dtype || r->ndim != t->ndim) continue;
+        int shape_ok = 1;
+        for (int d = 0; d < t->ndim; d++) shape_ok &= r->shape[d] == t->shape[d];
+        if (!shape_ok) continue;
+        int same = 0;
+        PEAT_TRY(same_bytes(s, cand, t, &same));
+        if (same) {
+            *row = cand;
+            return PEAT_OK;
+        }
+    }
+    store_tensor_row r;
+    memset(&r, 0, sizeof r);
+    r.dtype = (int32_t)t->dtype;
+    r.ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) r.shape[d] = t->shape[d];
+    r.numel = peat_tensor_numel(t);
+    r.offset = s->pool_start[t->dtype] + s->pool_stage[t->dtype];
+    r.hash = h;
+    r.check = store_row_check(STORE_T_TENSOR, &r, sizeof r);
+    if (s->n_staged == s->cap_staged) {
+        int64_t cap = s->cap_staged ? 2 * s->cap_staged : 32;
+        struct store_staged *st = realloc(s->staged, (size_t)cap * sizeof *st);
+        if (!st) return PEAT_ERROR(PEAT_ERR_NOMEM, "store staging");
+        s->staged = st;
+        s->cap_staged = cap;
+    }
+    int64_t idx = s->rows[STORE_T_TENSOR].n;
+    PEAT_TRY(store_vec_push(&s->rows[STORE_T_TENSOR], &r));
+    PEAT_TRY(store_map_put(&s->dedup, h, idx));
+    s->staged[s->n_staged++] = (struct store_staged){idx, t};
+    s->pool_stage[t->dtype] += r.numel;
+    cache_add(s, idx, t);
+    *row = idx;
+    return PEAT_OK;
+}
+
+static peat_status write_chunk(peat_store_t *s, hid_t dset, int64_t chunk_idx, int64_t chunk_elems,
+                               size_t elsize)
+{
+    size_t len = 0;
+    PEAT_TRY(store_chunk_encode(s->chunk_raw, (size_t)chunk_elems, elsize, s->deflate, s->chunk_shuf,
+                                s->chunk_out, s->chunk_out_cap, &len));
+    hsize_t off = (hsize_t)(chunk_idx * chunk_elems);
+    if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, len, s->chunk_out) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, store_h5_msg());
+    store_step();
+    return PEAT_OK;
+}
+
+peat_status store_tensors_commit(peat_store_t *s, int64_t t_first)
+{
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+        if (s->pool_stage[d] == 0) continue;
+        size_t es = peat_dtype_size((peat_dtype)d);
+        hsize_t ext = (hsize_t)(s->pool_start[d] + s->pool_stage[d]);
+        if (H5Dset_extent(s->d_pool[d], &ext) < 0)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path,
+                              store_pool_path((peat_dtype)d), store_h5_msg());
+        int64_t chunk = s->pool_start[d] / STORE_CHUNK_ELEMS;
+        size_t fill = 0, cap = (size_t)STORE_CHUNK_ELEMS * es;
+        for (int64_t k = 0; k < s->n_staged; k++) {
+            const peat_tensor *t = s->staged[k].t;
+            if ((int)t->dtype != d) continue;
+            const unsigned char *p = t->data;
+            size_t left = peat_tensor_nbytes(t);
+            while (left > 0) {
+                size_t take = cap - fill < left ? cap - fill : left;
+                memcpy(s->chunk_raw + fill, p, take);
+                fill += take;
+                p += take;
+                left -= take;
+                if (fill == cap) {
+                    PEAT_TRY(write_chunk(s, s->d_pool[d], chunk++, STORE_CHUNK_ELEMS, es));
+                    fill = 0;
+                }
+            }
+        }
+        if (fill > 0) {
+            memset(s->chunk_raw + fill, 0, cap - fill); /* padding: zeros, compressed to nothing */
+            PEAT_TRY(write_chunk(s, s->d_pool[d], chunk, STORE_CHUNK_ELEMS, es));
+        }
+        s->pool_len[d] = (int64_t)ext;
+    }
+    int64_t n_new = s->rows[STORE_T_TENSOR].n - t_first;
+    if (n_new > 0)
+        PEAT_TRY(store_table_append(s, STORE_T_TENSOR, n_new));
+    s->n_staged = 0;
+    return PEAT_OK;
+}
+
+/* Reads count elements at offset of a 1-D dataset into buf. */
+static peat_status read_range(peat_store_t *s, hid_t dset, hid_t memtype, int64_t offset, int64_t count,
+                              void *buf, const char *what)
+{
+    hid_t fs = H5Dget_space(dset);
+    if (fs < 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has no dataspace", s->path, what);
+    hsize_t st = (hsize_t)offset, n = (hsize_t)count;
+    hid_t ms = H5Screate_simple(1, &n, NULL);
+    herr_t e = ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &n, NULL);
+    if (e >= 0) e = H5Dread(dset, memtype, ms, fs, H5P_DEFAULT, buf);
+    peat_status r = e < 0 ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s unreadable (damaged or truncated file): %s",
+                                       s->path, what, store_h5_msg())
+                          : PEAT_OK;
+    if (ms >= 0) H5Sclose(ms);
+    H5Sclose(fs);
+    return r;
+}
+
+peat_status store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out)
+{
+    *out = NULL;
+    if (row < 0 || row >= s->rows[STORE_T_TENSOR].n)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: reference to tensor %lld of %lld", s->path, (long long)row,
+                          (long long)s->rows[STORE_T_TENSOR].n);
+    const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, row);
+    peat_tensor *t = NULL;
+    PEAT_TRY(peat_tensor_alloc((peat_dtype)r->dtype, r->ndim, r->shape, &t));
+    char what[64];
+    snprintf(what, sizeof what, "tensor %lld", (long long)row);
+    peat_status st = read_range(s, s->d_pool[r->dtype], store_pool_type((peat_dtype)r->dtype, 0), r->offset,
+                                r->numel, t->data, what);
+    if (st == PEAT_OK && store_tensor_hash(t) != r->hash)
+        st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: tensor %lld does not match its hash (damaged data)", s->path,
+                        (long long)row);
+    if (st != PEAT_OK) {
+        peat_tensor_free(t);
+        return st;
+    }
+    *out = t;
+    return PEAT_OK;
+}
+
+peat_status store_tensor_verify(peat_store_t *s, int64_t row)
+{
+    peat_tensor *t = NULL;
+    PEAT_TRY(store_tensor_read(s, row, &t));
+    peat_tensor_free(t);
+    return PEAT_OK;
+}
+
+peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int64_t *offset)
+{
+    int64_t start = round_up(s->text_len, STORE_TEXT_CHUNK);
+    hsize_t ext = (hsize_t)(start + len);
+    if (len > 0 && H5Dset_extent(s->d_text, &ext) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending the text pool failed: %s", s->path, store_h5_msg());
+    int64_t chunk = start / STORE_TEXT_CHUNK;
+    for (int64_t done = 0; done < len; done += STORE_TEXT_CHUNK) {
+        int64_t take = len - done < STORE_TEXT_CHUNK ? len - done : STORE_TEXT_CHUNK;
+        memcpy(s->chunk_raw, text + done, (size_t)take);
+        memset(s->chunk_raw + take, 0, (size_t)(STORE_TEXT_CHUNK - take));
+        PEAT_TRY(write_chunk(s, s->d_text, chunk++, STORE_TEXT_CHUNK, 1));
+    }
+    if (len > 0) s->text_len = start + len;
+    *offset = start;
+    return PEAT_OK;
+}
+
+peat_status store_text_read(peat_store_t *s, int64_t offset, int64_t len, char **out)
+{
+    *out = NULL;
+    char *buf = malloc((size_t)len + 1);
+    if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "signature text of %lld bytes", (long long)len);
+    if (len > 0) {
+        peat_status st = read_range(s, s->d_text, H5T_NATIVE_UCHAR, offset, len, buf, "signature text");
+        if (st != PEAT_OK) {
+            free(buf);
+            return st;
+        }
+    }
+    buf[len] = 0;
+    *out = buf;
+    return PEAT_OK;
+}
