@@ -1,0 +1,529 @@
+/* test_analyzer.c: signatures of constructed error distributions with hand-known answers. */
+#include <criterion/criterion.h>
+
+#include "analyzer/analyzer.h"
+#include "golden/golden.h"
+#include "peat/peat.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void setup(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last()); }
+
+TestSuite(analyzer, .init = setup);
+
+/* A test/exact pair of n elements (test F32, exact F64), owned together. */
+typedef struct pair {
+    peat_tensor *t, *x;
+    int64_t n;
+} pair;
+
+static pair pair_new(int64_t n)
+{
+    pair p = {NULL, NULL, n};
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &p.t), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F64, n, &p.x), PEAT_OK);
+    return p;
+}
+
+static void pair_free(pair *p)
+{
+    peat_tensor_free(p->t);
+    peat_tensor_free(p->x);
+}
+
+/* Signature of one tensor added with mag = |exact| (NULL), depth k, view rows x cols. */
+static peat_signature sig_of(const pair *p, const double *mag, int64_t k, int64_t rows, int64_t cols)
+{
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("t", PEAT_OP_GEMM);
+    cr_assert_not_null(acc);
+    cr_assert_eq(peat_analyzer_acc_add(acc, p->t, p->x, mag, k, rows, cols), PEAT_OK, "%s",
+                 peat_error_last());
+    peat_signature s;
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK, "%s", peat_error_last());
+    peat_analyzer_acc_free(acc);
+    return s;
+}
+
+static uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* x rounded to p significand bits, to nearest even (the test's own reference implementation). */
+static double round_p(double x, int p)
+{
+    if (x == 0.0 || !isfinite(x)) return x;
+    int e;
+    double m = frexp(x, &e);
+    return ldexp(nearbyint(ldexp(m, p)), e - p);
+}
+
+static double trunc_p(double x, int p)
+{
+    if (x == 0.0 || !isfinite(x)) return x;
+    int e;
+    double m = frexp(x, &e);
+    return ldexp(trunc(ldexp(m, p)), e - p);
+}
+
+Test(analyzer, zero_error_on_representable_values)
+{
+    /* exact values that fp32 holds exactly: the correctly rounded answer has no error at all */
+    pair p = pair_new(100);
+    for (int i = 0; i < 100; i++) {
+        double v = (i - 50) * 0.375;
+        peat_f64(p.x)[i] = v;
+        peat_f32(p.t)[i] = (float)v;
+    }
+    peat_signature s = sig_of(&p, NULL, 1, 10, 10);
+    cr_assert_eq(s.version, PEAT_SIGNATURE_VERSION);
+    cr_assert_eq(s.n_elems, 100);
+    cr_assert_eq(s.n_exact_zero, 1, "one element is exactly 0, got %lld", (long long)s.n_exact_zero);
+    cr_assert_eq(s.n_equal_rounded, 100);
+    cr_assert_eq(s.n_nonzero_err, 0);
+    cr_assert_eq(s.max_abs, 0.0);
+    cr_assert_eq(s.max_norm, 0.0);
+    cr_assert_eq(s.n_over_bound, 0);
+    cr_assert_eq(s.eff_bits, 53.0, "no error reads as 53 bits, got %g", s.eff_bits);
+    cr_assert_eq(s.ulp_hist[0], 1.0, "all at 0 ulp, got %g", s.ulp_hist[0]);
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) cr_assert_eq(s.bit_hist[b], 0.0, "bit %d", b);
+    cr_assert_eq(s.n_gross, 0);
+    cr_assert_eq(s.repeat_max_diff, -1.0, "repeatability not measured reads -1");
+}
+
+Test(analyzer, single_element_error_of_known_size)
+{
+    /* 64 elements of exact value 1, one of them 16 ulps high: 1 + 2^-19 (ulp(1) = 2^-23).
+     * With K = 1 and mag = 1 the bound is gamma_1 = 2^-24 / (1 - 2^-24) plus 2 * 2^-150, so
+     * e = 2^-19 / bound = 32 (1 - 2^-24) to the last digits: over the bound and gross (> 16). */
+    pair p = pair_new(64);
+    for (int i = 0; i < 64; i++) peat_f64(p.x)[i] = 1.0, peat_f32(p.t)[i] = 1.0f;
+    peat_f32(p.t)[37] = (float)(1.0 + 0x1p-19);
+    peat_signature s = sig_of(&p, NULL, 1, 8, 8);
+    double bound = (0x1p-24 / (1.0 - 0x1p-24)) + 2.0 * 0x1p-150;
+    cr_assert_eq(s.max_abs, 0x1p-19, "max_abs %a", s.max_abs);
+    cr_assert_float_eq(s.mean_abs, 0x1p-19 / 64.0, 1e-30);
+    cr_assert_float_eq(s.rms_abs, 0x1p-19 / 8.0, 1e-30, "rms = err / sqrt(64)");
+    cr_assert_float_eq(s.max_norm, 0x1p-19 / bound, 1e-9);
+    cr_assert_eq(s.n_over_bound, 1);
+    cr_assert_eq(s.n_gross, 1);
+    cr_assert_eq(s.n_nonzero_err, 1);
+    cr_assert_eq(s.n_equal_rounded, 63);
+    cr_assert_eq(s.max_ulp, 16.0, "16 ulps, got %g", s.max_ulp);
+    cr_assert_float_eq(s.ulp_hist[5], 1.0 / 64.0, 1e-15, "16 ulps lands in bin 9-16");
+    cr_assert_float_eq(s.ulp_hist[0], 63.0 / 64.0, 1e-15);
+    /* 1.0 = 0x3f800000 and 1 + 2^-19 = 0x3f800010: only bit 4 differs, set in the test value */
+    cr_assert_float_eq(s.bit_hist[4], 1.0 / 64.0, 1e-15);
+    cr_assert_float_eq(s.bit_set[4], 1.0 / 64.0, 1e-15);
+    cr_assert_eq(s.bit_clr[4], 0.0);
+    cr_assert_eq(s.gross_single_bit, 1.0);
+    cr_assert_eq(s.gross_bit[4], 1.0);
+    cr_assert_eq(s.gross_dir_set, 1.0);
+    cr_assert_float_eq(s.top1pct_share, 1.0, 1e-12, "one element carries all error");
+    /* element 37 is row 4, col 5 of the 8x8 view */
+    cr_assert_eq(s.box_rows, 1);
+    cr_assert_eq(s.box_cols, 1);
+    cr_assert_float_eq(s.box_fill, 1.0, 1e-15);
+    cr_assert_float_eq(s.box_share, 1.0 / 64.0, 1e-15);
+    cr_assert_eq(s.frac_err_negative, 0.0, "the error moves away from zero");
+    pair_free(&p);
+}
+
+Test(analyzer, ulp_distances_fill_the_documented_bins)
+{
+    /* exact = 1.5, test = 1.5 + k ulps for k below; bins: 0,1,2,3-4,5-8,9-16,...,>1024 */
+    static const int k[] = {0, 1, 2, 3, 4, 5, 8, 9, 16, 17, 512, 513, 1024, 1025, 5000};
+    static const int bin[] = {0, 1, 2, 3, 3, 4, 4, 5, 5, 6, 10, 11, 11, 12, 12};
+    int n = (int)(sizeof k / sizeof k[0]);
+    pair p = pair_new(n);
+    uint32_t base = f2u(1.5f);
+    for (int i = 0; i < n; i++) {
+        peat_f64(p.x)[i] = 1.5;
+        peat_f32(p.t)[i] = u2f(base + (uint32_t)k[i]);
+    }
+    peat_signature s = sig_of(&p, NULL, 1, 1, n);
+    double want[PEAT_ULP_BINS] = {0};
+    for (int i = 0; i < n; i++) want[bin[i]] += 1.0 / n;
+    for (int b = 0; b < PEAT_ULP_BINS; b++)
+        cr_assert_float_eq(s.ulp_hist[b], want[b], 1e-12, "bin %d: %g, expected %g", b, s.ulp_hist[b], want[b]);
+    cr_assert_eq(s.max_ulp, 5000.0);
+    pair_free(&p);
+}
+
+Test(analyzer, ulp_distance_crosses_zero)
+{
+    /* from +2 subnormal steps to -1 step: 3 representable values apart */
+    pair p = pair_new(1);
+    peat_f64(p.x)[0] = 2.0 * 0x1p-149;
+    peat_f32(p.t)[0] = -0x1p-149f;
+    peat_signature s = sig_of(&p, NULL, 1, 1, 1);
+    cr_assert_eq(s.max_ulp, 3.0, "got %g", s.max_ulp);
+    cr_assert_eq(s.bit_set[31], 1.0, "the sign bit went 0 -> 1");
+    pair_free(&p);
+}
+
+Test(analyzer, nonfinite_and_flushed_values)
+{
+    pair p = pair_new(8);
+    double x[8] = {1.0, 2.0, 3.0e5, 4.0, 1e-39, 2e-39, 5.0, 6.0};
+    for (int i = 0; i < 8; i++) peat_f64(p.x)[i] = x[i], peat_f32(p.t)[i] = (float)x[i];
+    peat_f32(p.t)[0] = NAN;
+    peat_f32(p.t)[2] = INFINITY;
+    peat_f32(p.t)[4] = 0.0f; /* a subnormal flushed */
+    peat_signature s = sig_of(&p, NULL, 1, 1, 8);
+    cr_assert_eq(s.n_nan, 1);
+    cr_assert_eq(s.n_inf, 1);
+    cr_assert_eq(s.min_exact_at_inf, 3.0e5);
+    cr_assert_eq(s.max_exact_finite, 6.0, "largest |exact| with a finite test value, got %g", s.max_exact_finite);
+    cr_assert_eq(s.n_zero_introduced, 1);
+    cr_assert_eq(s.max_exact_at_zero, 1e-39);
+    cr_assert_eq(s.n_err_subnormal_exact, 1);
+    cr_assert_eq(s.n_over_bound, 3, "NaN, Inf and the flushed subnormal, got %lld", (long long)s.n_over_bound);
+    cr_assert_float_eq(s.frac_over_bound, 3.0 / 8.0, 1e-15);
+    cr_assert_eq(s.min_exact_nonzero, 2e-39, "smallest nonzero exact with a nonzero test value");
+    pair_free(&p);
+}
+
+/* rms relative error of rounding to p bits; returns the eff_bits reading for n random values. */
+static double eff_bits_elementwise(int p, uint64_t seed)
+{
+    int n = 4096;
+    pair q = pair_new(n);
+    peat_rng_t *r = peat_rng_alloc(seed);
+    for (int i = 0; i < n; i++) {
+        double v = peat_rng_gaussian(r, 3.0);
+        peat_f64(q.x)[i] = v;
+        peat_f32(q.t)[i] = (float)round_p(v, p);
+    }
+    peat_signature s = sig_of(&q, NULL, 1, 1, n);
+    peat_rng_free(r);
+    pair_free(&q);
+    return s.eff_bits;
+}
+
+Test(analyzer, eff_bits_of_an_output_rounded_to_p_bits)
+{
+    /* docs/signature.md: an elementwise output rounded once to p bits reads p + 0.58 */
+    static const int ps[] = {4, 8, 11, 16};
+    for (int i = 0; i < 4; i++) {
+        double b = eff_bits_elementwise(ps[i], 11 + (uint64_t)i);
+        cr_assert(fabs(b - ps[i]) <= 1.0, "p=%d read %.2f bits", ps[i], b);
+        cr_assert(fabs(b - (ps[i] + 0.58)) <= 0.25, "p=%d read %.2f, the derivation says %.2f", ps[i], b,
+                  ps[i] + 0.58);
+    }
+}
+
+/* A GEMM [M,K] x [K,N] with gaussian inputs; where = 0: inputs rounded to p bits then the golden
+ * GEMM; where = 1: the golden output rounded to p bits. Returns eff_bits against the exact GEMM. */
+static double eff_bits_gemm(int p, int K, int where, uint64_t seed)
+{
+    int M = 24, N = 20;
+    peat_tensor *A, *B, *Ar, *Br, *D, *E;
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &A), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &B), PEAT_OK);
+    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_fill_gaussian(r, A, 1.0);
+    peat_rng_fill_gaussian(r, B, 1.0);
+    peat_rng_free(r);
+    cr_assert_eq(peat_tensor_clone(A, &Ar), PEAT_OK);
+    cr_assert_eq(peat_tensor_clone(B, &Br), PEAT_OK);
+    if (where == 0) {
+        for (int i = 0; i < M * K; i++) peat_f32(Ar)[i] = (float)round_p(peat_f32(A)[i], p);
+        for (int i = 0; i < K * N; i++) peat_f32(Br)[i] = (float)round_p(peat_f32(B)[i], p);
+    }
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &D), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F64, M, N, &E), PEAT_OK);
+    peat_op_params pp;
+    memset(&pp, 0, sizeof pp);
+    pp.i[2] = M, pp.i[3] = N, pp.i[4] = K, pp.i[5] = 1, pp.f[0] = 1.0;
+    const peat_tensor *in[2] = {A, B}, *inr[2] = {Ar, Br};
+    peat_tensor *od[1] = {D}, *oe[1] = {E};
+    peat_args ag = peat_args_make(PEAT_OP_GEMM, &pp, 2, inr, 1, od);
+    peat_args ae = peat_args_make(PEAT_OP_GEMM, &pp, 2, in, 1, oe);
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_golden"), &ag), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &ae), PEAT_OK, "%s", peat_error_last());
+    if (where == 1)
+        for (int i = 0; i < M * N; i++) peat_f32(D)[i] = (float)round_p(peat_f32(D)[i], p);
+    double *mag = malloc(sizeof(double) * M * N);
+    cr_assert_not_null(mag);
+    cr_assert_eq(peat_golden_magnitude(&ae, 0, E, mag), PEAT_OK);
+    pair q = {D, E, M * N};
+    peat_signature s = sig_of(&q, mag, K, M, N);
+    free(mag);
+    peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(Ar), peat_tensor_free(Br);
+    pair_free(&q);
+    return s.eff_bits;
+}
+
+Test(analyzer, eff_bits_of_gemm_with_rounded_inputs_or_output)
+{
+    static const int ks[] = {16, 64, 256, 1024}, ps[] = {4, 8, 11, 16};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            for (int where = 0; where < 2; where++) {
+                double b = eff_bits_gemm(ps[j], ks[i], where, 500 + (uint64_t)(8 * i + 2 * j + where));
+                cr_assert(fabs(b - ps[j]) <= 1.0, "K=%d p=%d %s rounded: read %.2f bits", ks[i], ps[j],
+                          where ? "output" : "inputs", b);
+            }
+}
+
+Test(analyzer, eff_bits_of_plain_fp32_gemm_falls_with_depth)
+{
+    /* golden fp32 accumulation: ~24 - log2(sqrt(K)) bits, well above any narrow format */
+    double b16 = eff_bits_gemm(24, 16, 1, 42), b1024 = eff_bits_gemm(24, 1024, 1, 43);
+    cr_assert(b16 > 21.0 && b16 < 25.0, "K=16 fp32 GEMM read %.2f bits", b16);
+    cr_assert(b1024 < b16 - 1.5, "K=1024 (%.2f) should read clearly fewer bits than K=16 (%.2f)", b1024, b16);
+}
+
+Test(analyzer, truncation_is_a_signed_bias)
+{
+    int n = 2000;
+    pair t = pair_new(n), r = pair_new(n);
+    peat_rng_t *g = peat_rng_alloc(9);
+    for (int i = 0; i < n; i++) {
+        double v = peat_rng_gaussian(g, 1.0);
+        peat_f64(t.x)[i] = peat_f64(r.x)[i] = v;
+        peat_f32(t.t)[i] = (float)trunc_p(v, 12);
+        peat_f32(r.t)[i] = (float)round_p(v, 12);
+    }
+    peat_rng_free(g);
+    peat_signature st = sig_of(&t, NULL, 1, 1, n), sr = sig_of(&r, NULL, 1, 1, n);
+    cr_assert_eq(st.frac_err_negative, 1.0, "every truncation error shrinks |x|, got %g", st.frac_err_negative);
+    cr_assert(st.bias_t < -20.0, "bias t of truncation %g", st.bias_t);
+    cr_assert(fabs(sr.frac_err_negative - 0.5) < 0.05, "RN: %g toward zero", sr.frac_err_negative);
+    cr_assert(fabs(sr.bias_t) < 4.0, "RN is unbiased, t = %g", sr.bias_t);
+    cr_assert_eq(st.test_mant_bits, 12);
+    cr_assert_eq(sr.test_mant_bits, 12);
+    pair_free(&t), pair_free(&r);
+}
+
+Test(analyzer, spatial_box_of_a_block_and_of_edge_rows)
+{
+    /* 16x16 of exact 1.0; a 4x3 block at rows 5-8, cols 2-4 zeroed */
+    pair p = pair_new(256);
+    for (int i = 0; i < 256; i++) peat_f64(p.x)[i] = 1.0, peat_f32(p.t)[i] = 1.0f;
+    for (int r = 5; r < 9; r++)
+        for (int c = 2; c < 5; c++) peat_f32(p.t)[r * 16 + c] = 0.0f;
+    peat_signature s = sig_of(&p, NULL, 1, 16, 16);
+    cr_assert_eq(s.n_gross, 12);
+    cr_assert_eq(s.box_rows, 4);
+    cr_assert_eq(s.box_cols, 3);
+    cr_assert_float_eq(s.box_fill, 1.0, 1e-15);
+    cr_assert_float_eq(s.box_share, 12.0 / 256.0, 1e-15);
+    cr_assert_eq(s.box_at_bottom, 0);
+    cr_assert_eq(s.box_at_right, 0);
+    cr_assert_eq(s.n_zero_introduced, 12);
+    cr_assert_eq(s.gross_single_bit, 0.0, "1.0 -> 0.0 clears many bits");
+    /* the last two rows wrong instead */
+    for (int i = 0; i < 256; i++) peat_f32(p.t)[i] = i >= 14 * 16 ? 2.0f : 1.0f;
+    s = sig_of(&p, NULL, 1, 16, 16);
+    cr_assert_eq(s.box_rows, 2);
+    cr_assert_eq(s.box_cols, 16);
+    cr_assert_eq(s.box_at_bottom, 1);
+    cr_assert_eq(s.box_tensor_rows, 16);
+    cr_assert_float_eq(s.frac_err_in_last_tile, 1.0, 1e-15);
+    pair_free(&p);
+}
+
+Test(analyzer, strided_single_bit_errors)
+{
+    /* bit 25 (an exponent bit, 1 for |x| in [1,2)) cleared in every 4th element from 2: x / 16 */
+    int n = 400;
+    pair p = pair_new(n);
+    for (int i = 0; i < n; i++) {
+        double v = 1.0 + i / 512.0;
+        peat_f64(p.x)[i] = v;
+        float f = (float)v;
+        peat_f32(p.t)[i] = i % 4 == 2 ? u2f(f2u(f) & ~(1u << 25)) : f;
+    }
+    peat_signature s = sig_of(&p, NULL, 1, 20, 20);
+    cr_assert_eq(s.n_gross, 100);
+    cr_assert_eq(s.gross_stride, 4, "lane distance 4, got %lld", (long long)s.gross_stride);
+    cr_assert_eq(s.gross_single_bit, 1.0);
+    cr_assert_eq(s.gross_bit[25], 1.0);
+    cr_assert_eq(s.gross_dir_set, 0.0, "the bit was cleared");
+    cr_assert_float_eq(s.bit_clr[25], 0.25, 1e-15);
+    cr_assert_eq(s.bit_set[25], 0.0);
+    pair_free(&p);
+}
+
+Test(analyzer, smooth_error_vs_independent_noise)
+{
+    /* err = 1e-4 x sin(x) (a smooth function of the input) vs err = 1e-4 x N(0,1) */
+    int n = 5000;
+    pair sm = pair_new(n), no = pair_new(n);
+    peat_tensor *xin;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &xin), PEAT_OK);
+    peat_rng_t *g = peat_rng_alloc(77);
+    for (int i = 0; i < n; i++) {
+        double x = peat_rng_uniform(g) * 8.0 - 4.0;
+        double y = 1.0 + x * x; /* exact output, never 0 */
+        peat_f32(xin)[i] = (float)x;
+        peat_f64(sm.x)[i] = peat_f64(no.x)[i] = y;
+        peat_f32(sm.t)[i] = (float)(y * (1.0 + 1e-4 * sin(x)));
+        peat_f32(no.t)[i] = (float)(y * (1.0 + 1e-4 * peat_rng_gaussian(g, 1.0)));
+    }
+    peat_rng_free(g);
+    peat_signature ss, sn;
+    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("s", PEAT_OP_GELU);
+    cr_assert_eq(peat_analyzer_acc_add_input(a, sm.t, sm.x, NULL, 1, 1, n, xin), PEAT_OK);
+    cr_assert_eq(peat_analyzer_signature(a, &ss), PEAT_OK);
+    peat_analyzer_acc_free(a);
+    a = peat_analyzer_acc_alloc("n", PEAT_OP_GELU);
+    cr_assert_eq(peat_analyzer_acc_add_input(a, no.t, no.x, NULL, 1, 1, n, xin), PEAT_OK);
+    cr_assert_eq(peat_analyzer_signature(a, &sn), PEAT_OK);
+    peat_analyzer_acc_free(a);
+    cr_assert(ss.err_roughness < 0.1, "smooth error: roughness %g", ss.err_roughness);
+    cr_assert(ss.err_sign_changes < 0.01, "sin changes sign 3 times over 5000 points: %g", ss.err_sign_changes);
+    cr_assert(sn.err_roughness > 0.8 && sn.err_roughness < 1.2, "noise: roughness %g", sn.err_roughness);
+    cr_assert(fabs(sn.err_sign_changes - 0.5) < 0.05, "noise: sign changes %g", sn.err_sign_changes);
+    peat_tensor_free(xin);
+    pair_free(&sm), pair_free(&no);
+}
+
+Test(analyzer, input_correlation_of_relative_and_absolute_errors)
+{
+    /* depth 4, mag = 1 (s = 1/2): relative noise |err|/s = 2e-3 |x| |N| against |x|/s = 2 |x|.
+     * log|x| and log|N| of two half-normals have equal variance, so the logs correlate with
+     * r = 1/sqrt(2); ranks of a gaussian pair give rho = (6/pi) asin(r/2) = 0.69. Additive noise
+     * of the scale s does not depend on x: rho ~ 0 (+-1/sqrt(n)). */
+    int n = 3000;
+    pair rel = pair_new(n), add = pair_new(n);
+    double *mag = malloc(sizeof(double) * n);
+    cr_assert_not_null(mag);
+    peat_rng_t *g = peat_rng_alloc(123);
+    for (int i = 0; i < n; i++) {
+        double x = peat_rng_gaussian(g, 2.0);
+        mag[i] = 1.0;
+        peat_f64(rel.x)[i] = peat_f64(add.x)[i] = x;
+        peat_f32(rel.t)[i] = (float)(x * (1.0 + 1e-3 * peat_rng_gaussian(g, 1.0)));
+        peat_f32(add.t)[i] = (float)(x + 1e-3 * 0.5 * peat_rng_gaussian(g, 1.0));
+    }
+    peat_rng_free(g);
+    peat_signature sr = sig_of(&rel, mag, 4, 1, n), sa = sig_of(&add, mag, 4, 1, n);
+    cr_assert(fabs(sr.corr_err_input - 0.69) < 0.06, "relative noise: rho %g, expected 0.69", sr.corr_err_input);
+    cr_assert(fabs(sa.corr_err_input) < 0.07, "additive noise: rho %g", sa.corr_err_input);
+    free(mag);
+    pair_free(&rel), pair_free(&add);
+}
+
+Test(analyzer, quantiles_and_means_over_several_tensors)
+{
+    /* two tensors: errors 1..100 ulps-at-1 and none; mean and median are hand-known */
+    pair a = pair_new(100), b = pair_new(100);
+    for (int i = 0; i < 100; i++) {
+        peat_f64(a.x)[i] = peat_f64(b.x)[i] = 1.0;
+        peat_f32(a.t)[i] = (float)(1.0 + (i + 1) * 0x1p-23);
+        peat_f32(b.t)[i] = 1.0f;
+    }
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("q", PEAT_OP_GEMM);
+    cr_assert_eq(peat_analyzer_acc_add(acc, a.t, a.x, NULL, 1, 10, 10), PEAT_OK);
+    cr_assert_eq(peat_analyzer_acc_add(acc, b.t, b.x, NULL, 1, 10, 10), PEAT_OK);
+    peat_signature s;
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
+    peat_analyzer_acc_free(acc);
+    cr_assert_eq(s.n_calls, 2);
+    cr_assert_eq(s.n_elems, 200);
+    /* relative errors: 100 zeros and k 2^-23 for k = 1..100: mean 50.5/2 2^-23, median 0.5 2^-23 */
+    cr_assert_float_eq(s.mean_rel, 25.25 * 0x1p-23, 1e-15);
+    cr_assert_float_eq(s.median_rel, 0.5 * 0x1p-23, 1e-15);
+    cr_assert_eq(s.max_rel, 100 * 0x1p-23);
+    pair_free(&a), pair_free(&b);
+}
+
+Test(analyzer, repeatability)
+{
+    pair p = pair_new(10);
+    peat_tensor *r2;
+    for (int i = 0; i < 10; i++) peat_f32(p.t)[i] = (float)i;
+    cr_assert_eq(peat_tensor_clone(p.t, &r2), PEAT_OK);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("r", PEAT_OP_GEMM);
+    peat_analyzer_acc_add_repeat(acc, p.t, r2);
+    peat_signature s;
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
+    cr_assert_eq(s.repeat_max_diff, 0.0, "identical runs");
+    peat_f32(r2)[3] += 0.5f;
+    peat_f32(r2)[7] -= 0.25f;
+    peat_analyzer_acc_add_repeat(acc, p.t, r2);
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
+    cr_assert_eq(s.repeat_max_diff, 0.5);
+    cr_assert_eq(s.repeat_n_diff, 2);
+    peat_analyzer_acc_free(acc);
+    peat_tensor_free(r2);
+    pair_free(&p);
+}
+
+Test(analyzer, hash_tells_identical_outputs)
+{
+    pair p = pair_new(50);
+    for (int i = 0; i < 50; i++) peat_f64(p.x)[i] = i * 0.1, peat_f32(p.t)[i] = (float)(i * 0.1);
+    peat_signature a = sig_of(&p, NULL, 1, 5, 10), b = sig_of(&p, NULL, 1, 5, 10);
+    cr_assert_eq(a.test_hash, b.test_hash);
+    peat_f32(p.t)[49] = nextafterf(peat_f32(p.t)[49], 0.0f);
+    b = sig_of(&p, NULL, 1, 5, 10);
+    cr_assert_neq(a.test_hash, b.test_hash, "one ulp in one element changes the hash");
+    pair_free(&p);
+}
+
+Test(analyzer, bad_arguments)
+{
+    pair p = pair_new(6);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("b", PEAT_OP_GEMM);
+    cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 0, 2, 3), PEAT_ERR_INVAL, "depth 0");
+    cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 1, 4, 2), PEAT_ERR_SHAPE, "view 4x2 != 6");
+    cr_assert_eq(peat_analyzer_acc_add(acc, NULL, p.x, NULL, 1, 2, 3), PEAT_ERR_INVAL);
+    peat_tensor *other;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F64, 7, &other), PEAT_OK);
+    cr_assert_eq(peat_analyzer_acc_add(acc, p.t, other, NULL, 1, 2, 3), PEAT_ERR_SHAPE);
+    cr_assert(strstr(peat_error_last(), "7") != NULL, "message names the size: %s", peat_error_last());
+    peat_signature s;
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
+    cr_assert_eq(s.n_elems, 0, "refused adds leave nothing behind");
+    cr_assert(isnan(s.eff_bits));
+    peat_tensor_free(other);
+    peat_analyzer_acc_free(acc);
+    pair_free(&p);
+}
+
+Test(analyzer, json_has_fixed_keys_and_nulls)
+{
+    pair p = pair_new(4);
+    for (int i = 0; i < 4; i++) peat_f64(p.x)[i] = 1.0 + i, peat_f32(p.t)[i] = (float)(1.0 + i);
+    peat_signature s = sig_of(&p, NULL, 1, 2, 2);
+    int need = peat_signature_to_json(&s, NULL, 0);
+    cr_assert_gt(need, 100);
+    char *buf = malloc((size_t)need + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(peat_signature_to_json(&s, buf, (size_t)need + 1), need);
+    cr_assert_eq((int)strlen(buf), need);
+    const char *head = "{\"version\":1,\"kernel\":\"t\",\"op\":\"gemm\",";
+    cr_assert(strncmp(buf, head, strlen(head)) == 0, "starts: %.60s", buf);
+    cr_assert(buf[need - 1] == '}');
+    /* no errors: the bias t statistic is undefined and written as null */
+    cr_assert(strstr(buf, "\"bias_t\":null") != NULL, "%s", buf);
+    cr_assert(strstr(buf, "\"eff_bits\":53,") != NULL, "%s", buf);
+    cr_assert(!strstr(buf, ":nan") && !strstr(buf, ":-nan") && !strstr(buf, ":inf") && !strstr(buf, ":-inf"),
+              "no bare nan/inf: %s", buf);
+    /* the keys come in one fixed order */
+    const char *k1 = strstr(buf, "\"max_norm\""), *k2 = strstr(buf, "\"eff_bits\""), *k3 = strstr(buf, "\"repeat_n_diff\"");
+    cr_assert(k1 && k2 && k3 && k1 < k2 && k2 < k3, "key order");
+    /* a short buffer is filled as far as it goes and the needed size still returned */
+    char small[16];
+    cr_assert_eq(peat_signature_to_json(&s, small, sizeof small), need);
+    cr_assert_eq(strlen(small), sizeof small - 1);
+    free(buf);
+    pair_free(&p);
+}
