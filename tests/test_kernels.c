@@ -345,13 +345,12 @@ static double gelu_grid(const char *name, peat_op_kind op, double maxdev)
     const int64_t n = 10001;
     call c = {.op = op, .n_in = op == PEAT_OP_GELU ? 1 : 2};
     c.p.i[0] = n;
-    peat_rng_t *r = peat_rng_alloc(40);
-    c.in[0] = t_uniform(r, n, 0, 1);
-    for (int64_t i = 0; i < n; i++) peat_f32(c.in[0])[i] = (float)(-5.0 + 10.0 * (double)i / (double)(n - 1));
-    if (c.n_in == 2) c.in[1] = t_uniform(r, n, 1, 1.0000001); /* dY = 1: dX is GELU' itself */
-    peat_rng_free(r);
-    if (c.n_in == 2)
-        for (int64_t i = 0; i < n; i++) peat_f32(c.in[1])[i] = 1.0f;
+    for (int k = 0; k < c.n_in; k++)
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &c.in[k]), PEAT_OK, "alloc %lld", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        peat_f32(c.in[0])[i] = (float)(-5.0 + 10.0 * (double)i / (double)(n - 1));
+        if (c.n_in == 2) peat_f32(c.in[1])[i] = 1.0f; /* dY = 1: dX is GELU' itself */
+    }
     peat_args ex = run_exact(&c), ca = run_named(name, &c, PEAT_DTYPE_F32);
     double worst = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -544,7 +543,6 @@ Test(kernels, adamw_fused_in_place_equals_out_of_place)
 }
 
 /* ---- reduced precision: within the bound at their own unit roundoff, and visibly not fp32 ---- */
-
 
 static call gemm_call(uint64_t seed, int64_t M, int64_t N, int64_t K, int ta, int tb, int64_t batch, double alpha,
                       double beta)
