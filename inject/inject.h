@@ -17,6 +17,11 @@ const char *peat_inject_model_spec(const peat_inject_model_t *m);
  * model says); a->out must be allocated. seed makes it deterministic. */
 peat_status peat_inject_run(const peat_inject_model_t *m, const peat_kernel *k, const peat_args *a,
                             uint64_t seed);
+/* 1 when the model's effect differs between runs of the same call (transient faults, races:
+ * bitflip, nan, nondeterministic), 0 for deterministic mechanisms. A runner measuring
+ * repeatability passes a new seed per repeat to transient models and the same seed otherwise,
+ * so that a simulated deterministic kernel repeats itself as a real one would. */
+int peat_inject_model_transient(const peat_inject_model_t *m);
 /* Names of all models, one per line, with a one-line description each. */
 const char *peat_inject_catalogue(void);
 

@@ -272,6 +272,13 @@ void peat_inject_model_free(peat_inject_model_t *m) { free(m); }
 
 const char *peat_inject_model_spec(const peat_inject_model_t *m) { return m ? m->spec : ""; }
 
+int peat_inject_model_transient(const peat_inject_model_t *m)
+{
+    if (!m) return 0;
+    peat_inject_id id = m->def->id;
+    return id == PEAT_INJ_BITFLIP || id == PEAT_INJ_NAN || id == PEAT_INJ_NONDETERMINISTIC;
+}
+
 const char *peat_inject_catalogue(void)
 {
     /* built once: the table is constant */
