@@ -317,11 +317,10 @@ static peat_status gelu_tanh(const peat_args *b, const peat_args *a)
     return PEAT_OK;
 }
 
-static peat_status fmt_of(const peat_inject_model_t *m, peat_inject_fmt *f, int *bits)
+static void fmt_of(const peat_inject_model_t *m, peat_inject_fmt *f, int *bits)
 {
     *f = (peat_inject_fmt)PI("fmt");
     *bits = (int)PI("bits");
-    return PEAT_OK;
 }
 
 /* ---- the run --------------------------------------------------------------------------------- */
@@ -342,7 +341,7 @@ static peat_status compute(const peat_inject_model_t *m, const peat_kernel *k, c
             return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "inject %s: where=acc is modelled for gemm only, not %s",
                               m->spec, peat_op_name(k->op));
         v.round_acc = 1;
-        PEAT_TRY(fmt_of(m, &v.fmt, &v.bits));
+        fmt_of(m, &v.fmt, &v.bits);
         return peat_inject_gemm(b, &v);
     case PEAT_INJ_TRUNCATE: return via_exact(k, b, a, conv_rtz, (int)PI("bits"));
     case PEAT_INJ_APPROX:
@@ -368,7 +367,7 @@ static peat_status corrupt(const peat_inject_model_t *m, const peat_args *a, pea
         int where = (int)PI("where");
         if (where != WHERE_OUTPUT && where != WHERE_BOTH) return PEAT_OK;
         round_ctx c;
-        PEAT_TRY(fmt_of(m, &c.fmt, &c.bits));
+        fmt_of(m, &c.fmt, &c.bits);
         outputs_map(a, map_round, &c);
         return PEAT_OK;
     }

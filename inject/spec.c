@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,14 +280,12 @@ int peat_inject_model_transient(const peat_inject_model_t *m)
     return id == PEAT_INJ_BITFLIP || id == PEAT_INJ_NAN || id == PEAT_INJ_NONDETERMINISTIC;
 }
 
-const char *peat_inject_catalogue(void)
+static char catalogue[8192];
+
+static void catalogue_build(void)
 {
-    /* built once: the table is constant */
-    static char buf[8192];
-    static int built;
-    if (built) return buf;
     size_t len = 0;
-    for (int i = 0; i < PEAT_INJ_COUNT && len < sizeof buf; i++) {
+    for (int i = 0; i < PEAT_INJ_COUNT && len < sizeof catalogue; i++) {
         const peat_inject_def *d = &defs[i];
         char params[256] = "";
         size_t pl = 0;
@@ -299,9 +298,16 @@ const char *peat_inject_catalogue(void)
             pl += (size_t)snprintf(params + pl, sizeof params - pl, "%s%s=%s", k ? "," : "",
                                    p->key, v);
         }
-        len += (size_t)snprintf(buf + len, sizeof buf - len, "%-17s %s%s%s  %s\n", d->name,
-                                d->n_params ? "(" : "", params, d->n_params ? ")" : "", d->desc);
+        len += (size_t)snprintf(catalogue + len, sizeof catalogue - len, "%-17s %s%s%s  %s\n",
+                                d->name, d->n_params ? "(" : "", params, d->n_params ? ")" : "",
+                                d->desc);
     }
-    built = 1;
-    return buf;
+}
+
+const char *peat_inject_catalogue(void)
+{
+    /* built once from the constant table; pthread_once makes concurrent first calls safe */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, catalogue_build);
+    return catalogue;
 }

@@ -102,6 +102,7 @@ Test(analyzer, zero_error_on_representable_values)
     for (int b = 0; b < PEAT_BIT_POSITIONS; b++) cr_assert_eq(s.bit_hist[b], 0.0, "bit %d", b);
     cr_assert_eq(s.n_gross, 0);
     cr_assert_eq(s.repeat_max_diff, -1.0, "repeatability not measured reads -1");
+    pair_free(&p);
 }
 
 Test(analyzer, single_element_error_of_known_size)
