@@ -285,6 +285,29 @@ Test(inject, same_order_and_identity_rounding_reproduce_golden_bit_for_bit)
     cr_assert_eq(memcmp(G->data, g.D->data, peat_tensor_nbytes(G)), 0, "acc rounded to 24 bits == golden");
     peat_tensor_free(G);
     gemm_free(&g);
+    /* batched, both operands transposed, alpha and beta: the same epilogue as the golden */
+    peat_tensor *A, *B, *C, *D1, *D2;
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 7, 5, &A), PEAT_OK);  /* [batch, K, M] */
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 6, 7, &B), PEAT_OK);  /* [batch, N, K] */
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &C), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &D1), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &D2), PEAT_OK);
+    peat_rng_t *r = peat_rng_alloc(61);
+    peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0), peat_rng_fill_gaussian(r, C, 1.0);
+    peat_rng_free(r);
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1, p.i[1] = 1, p.i[2] = 5, p.i[3] = 6, p.i[4] = 7, p.i[5] = 3, p.f[0] = 0.75, p.f[1] = -1.5;
+    const peat_tensor *in[3] = {A, B, C};
+    peat_tensor *o1[1] = {D1}, *o2[1] = {D2};
+    peat_args a1 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o1), a2 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o2);
+    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &a1), PEAT_OK, "%s", peat_error_last());
+    peat_inject_model_t *m;
+    cr_assert_eq(peat_inject_model_parse("reorder(order=forward)", &m), PEAT_OK);
+    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &a2, 1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(memcmp(D1->data, D2->data, peat_tensor_nbytes(D1)), 0, "batched transposed GEMM with beta");
+    peat_inject_model_free(m);
+    peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C), peat_tensor_free(D1), peat_tensor_free(D2);
 }
 
 Test(inject, reorders_stay_within_the_fp32_bound)
