@@ -35,7 +35,8 @@ static const peat_inject_def defs[PEAT_INJ_COUNT] = {
     {PEAT_INJ_RANGE, "range",
      "outputs that leave a narrower format's range become Inf (overflow) or 0 (underflow)", 1,
      {E("fmt", 1, "bf16|fp16", "format whose range is enforced")}},
-    {PEAT_INJ_BITFLIP, "bitflip", "transient SDC: one bit XORed in `count` random elements", 3,
+    {PEAT_INJ_BITFLIP, "bitflip",
+     "silent data corruption: one bit XORed in `count` random elements (transient)", 3,
      {I("bit", 30, 0, 31, "bit position (0 = mantissa lsb, 31 = sign)"),
       I("count", 1, 1, 1e9, "elements hit"), I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
     {PEAT_INJ_STUCK, "stuck", "permanent fault: one bit forced to `value` in every stride-th lane",
@@ -54,7 +55,8 @@ static const peat_inject_def defs[PEAT_INJ_COUNT] = {
      {I("rows", 1, 0, 1e9, "last rows hit"), I("cols", 0, 0, 1e9, "last columns hit"),
       E("kind", 0, "zero|stale|random", "what they hold"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
-    {PEAT_INJ_NAN, "nan", "NaN (or Inf) written into `count` random elements", 3,
+    {PEAT_INJ_NAN, "nan",
+     "NaN (or Inf) written into `count` random elements (transient)", 3,
      {I("count", 1, 1, 1e9, "elements hit"), E("value", 0, "nan|inf", "value written"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
     {PEAT_INJ_NOISE, "noise", "dense relative gaussian noise: y (1 + sigma N(0,1))", 1,
@@ -68,7 +70,7 @@ static const peat_inject_def defs[PEAT_INJ_COUNT] = {
       D("amp", 1e-4, 0, 1, "relative amplitude for fn=smooth")}},
     {PEAT_INJ_NONDETERMINISTIC, "nondeterministic",
      "results that differ between repeats (GEMM: split-K partials added in random order; other "
-     "ops: N(0, sigma) ulps); the seed changes per repeat",
+     "ops: N(0, sigma) ulps); transient: a new seed per repeat",
      2,
      {D("sigma", 1, 0, 1e6, "ulps of noise for non-GEMM ops"),
       I("split", 8, 2, 1 << 16, "GEMM split-K chunks")}},
@@ -292,8 +294,12 @@ static void catalogue_build(void)
         for (int k = 0; k < d->n_params && pl < sizeof params; k++) {
             const peat_inject_param *p = &d->params[k];
             char v[64];
-            if (p->type == 'e') snprintf(v, sizeof v, "%s", p->choices);
-            else if (p->type == 'i') snprintf(v, sizeof v, "%lld", (long long)p->def);
+            /* key=default, with the choices of an enum in brackets */
+            if (p->type == 'e') {
+                char dn[32];
+                choice_name(p->choices, (int)p->def, dn, sizeof dn);
+                snprintf(v, sizeof v, "%s[%s]", dn, p->choices);
+            } else if (p->type == 'i') snprintf(v, sizeof v, "%lld", (long long)p->def);
             else snprintf(v, sizeof v, "%g", p->def);
             pl += (size_t)snprintf(params + pl, sizeof params - pl, "%s%s=%s", k ? "," : "",
                                    p->key, v);
