@@ -289,6 +289,8 @@ static int rule_tile(const facts *x, out_list *o)
     if (x->gross < TILE_MIN || isnan(c->box_fill) || c->box_fill < TILE_FILL_MIN ||
         c->box_share > TILE_SHARE_MAX || (c->gross_single_bit >= SINGLE_BIT_MIN))
         return 0;
+    /* a block is a block: one wrong element per tensor is a wrong element, not a tile */
+    if (c->box_rows * c->box_cols < TILE_MIN) return 0;
     int brow = c->box_at_bottom && c->box_cols == c->box_tensor_cols;
     int bcol = c->box_at_right && c->box_rows == c->box_tensor_rows;
     const char *kind = c->n_zero_introduced >= (int64_t)(0.9 * (double)c->n_gross) ? "zero" : "wrong";

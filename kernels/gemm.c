@@ -1,5 +1,5 @@
-/* gemm.c: candidate GEMMs: gemm_new (cache-blocked, register-tiled fp32) and gemm_bf16 (bf16
- * inputs, fp32 accumulation), both honest implementations of their own algorithm. */
+/* gemm.c: the candidate gemm_new: a cache-blocked, packed, register-tiled fp32 GEMM (BLIS-like),
+ * an honest implementation of its own algorithm and summation order. */
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
@@ -7,50 +7,57 @@
 
 enum { MC = 64, KC = 128, NC = 256, MR = 4, NR = 8 };
 
-typedef float (*round_fn)(float);
-static float identity(float x) { return x; }
-
 /* Packs op(A)[i0:i0+mc, k0:k0+kc] into MR-row panels: pa[(ir/MR)*kc*MR + k*MR + r]. */
 static void pack_a(const float *A, int tA, int64_t M, int64_t K, int64_t i0, int64_t k0, int64_t mc,
-                   int64_t kc, float *pa, round_fn rnd)
+                   int64_t kc, float *pa)
 {
     for (int64_t ir = 0; ir < mc; ir += MR)
         for (int64_t k = 0; k < kc; k++)
             for (int64_t r = 0; r < MR; r++) {
                 int64_t i = i0 + ir + r, kk = k0 + k;
                 float v = ir + r < mc ? (tA ? A[kk * M + i] : A[i * K + kk]) : 0.0f;
-                pa[ir * kc + k * MR + r] = rnd(v);
+                pa[ir * kc + k * MR + r] = v;
             }
 }
 
 /* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column panels: pb[(jr/NR)*kc*NR + k*NR + c]. */
 static void pack_b(const float *B, int tB, int64_t K, int64_t N, int64_t k0, int64_t j0, int64_t kc,
-                   int64_t nc, float *pb, round_fn rnd)
+                   int64_t nc, float *pb)
 {
     for (int64_t jr = 0; jr < nc; jr += NR)
         for (int64_t k = 0; k < kc; k++)
             for (int64_t c = 0; c < NR; c++) {
                 int64_t j = j0 + jr + c, kk = k0 + k;
                 float v = jr + c < nc ? (tB ? B[j * K + kk] : B[kk * N + j]) : 0.0f;
-                pb[jr * kc + k * NR + c] = rnd(v);
+                pb[jr * kc + k * NR + c] = v;
             }
 }
 
-/* MR x NR register tile: partial sums over this k block start at zero and are added to the
- * output afterwards (the reordering every blocked GEMM makes). */
+/* MR x NR register tile with two accumulator sets (even and odd k) that hide the add latency,
+ * as a tuned micro-kernel does; the partial sums of this k block start at zero and are added to
+ * the output afterwards: the reordering every blocked GEMM makes. */
 static void micro_kernel(int64_t kc, const float *pa, const float *pb, float acc[MR][NR])
 {
-    float c[MR][NR];
-    memset(c, 0, sizeof c);
-    for (int64_t k = 0; k < kc; k++) {
-        const float *a = pa + k * MR, *b = pb + k * NR;
+    float c0[MR][NR], c1[MR][NR];
+    memset(c0, 0, sizeof c0);
+    memset(c1, 0, sizeof c1);
+    int64_t k = 0;
+    for (; k + 1 < kc; k += 2) {
+        const float *a0 = pa + k * MR, *b0 = pb + k * NR, *a1 = a0 + MR, *b1 = b0 + NR;
         for (int r = 0; r < MR; r++)
-            for (int q = 0; q < NR; q++) c[r][q] += a[r] * b[q];
+            for (int q = 0; q < NR; q++) {
+                c0[r][q] += a0[r] * b0[q];
+                c1[r][q] += a1[r] * b1[q];
+            }
     }
-    memcpy(acc, c, sizeof c);
+    if (k < kc)
+        for (int r = 0; r < MR; r++)
+            for (int q = 0; q < NR; q++) c0[r][q] += pa[k * MR + r] * pb[k * NR + q];
+    for (int r = 0; r < MR; r++)
+        for (int q = 0; q < NR; q++) acc[r][q] = c0[r][q] + c1[r][q];
 }
 
-static peat_status gemm_blocked(const peat_args *a, round_fn rnd)
+static peat_status gemm_new(const peat_args *a, const peat_kernel *self)
 {
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], Bn = a->p.i[5];
@@ -71,10 +78,10 @@ static peat_status gemm_blocked(const peat_args *a, round_fn rnd)
             int64_t nc = N - j0 < NC ? N - j0 : NC;
             for (int64_t k0 = 0; k0 < K; k0 += KC) {
                 int64_t kc = K - k0 < KC ? K - k0 : KC;
-                pack_b(Bm, tB, K, N, k0, j0, kc, nc, pb, rnd);
+                pack_b(Bm, tB, K, N, k0, j0, kc, nc, pb);
                 for (int64_t i0 = 0; i0 < M; i0 += MC) {
                     int64_t mc = M - i0 < MC ? M - i0 : MC;
-                    pack_a(A, tA, M, K, i0, k0, mc, kc, pa, rnd);
+                    pack_a(A, tA, M, K, i0, k0, mc, kc, pa);
                     for (int64_t jr = 0; jr < nc; jr += NR)
                         for (int64_t ir = 0; ir < mc; ir += MR) {
                             float t[MR][NR];
@@ -93,23 +100,13 @@ static peat_status gemm_blocked(const peat_args *a, round_fn rnd)
     return PEAT_OK;
 }
 
-static peat_status gemm_new(const peat_args *a, const peat_kernel *self) { return gemm_blocked(a, identity); }
-static peat_status gemm_bf16(const peat_args *a, const peat_kernel *self)
-{
-    return gemm_blocked(a, peat_round_bf16);
-}
-
 peat_status peat_kernels_register_gemm(void)
 {
     static const peat_kernel ks[] = {
         {.name = "gemm_new", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
          .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
          .cfg = {.tile_m = MC, .tile_n = NC, .tile_k = KC, .threads = 1, .vec_width = NR},
-         .fn = gemm_new, .desc = "cache-blocked fp32 GEMM, 4x8 register tile, k blocks of 128"},
-        {.name = "gemm_bf16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-         .in_dtype = PEAT_DTYPE_BF16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
-         .cfg = {.tile_m = MC, .tile_n = NC, .tile_k = KC, .threads = 1, .vec_width = NR},
-         .fn = gemm_bf16, .desc = "blocked GEMM, bf16-rounded inputs, fp32 accumulation"},
+         .fn = gemm_new, .desc = "packed cache-blocked fp32 GEMM, 4x8 register tile, 2 accumulators, k blocks of 128"},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
     return PEAT_OK;

@@ -1,15 +1,18 @@
-/* gemm_lowp.c: the fp16-input, fp32-accumulate GEMM candidate (a user's mixed-precision GEMM). */
+/* gemm_lowp.c: reduced-precision-input, fp32-accumulate GEMM candidates (gemm_bf16, gemm_fp16):
+ * the mixed-precision GEMMs users build. */
 #include "kernels/kcommon.h"
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
 
-/* A and B are rounded to fp16 as a half-precision kernel loads them (F32 storage with rounding at
- * the boundary is numerically identical to fp16 storage); products and sums are fp32 through the
- * blocked loop; C (when beta != 0) stays fp32 like the fp32 C of a mixed-precision cuBLAS call.
- * D may alias C, so each batch's product goes to a scratch matrix before the epilogue. */
-static peat_status gemm_fp16(const peat_args *a, const peat_kernel *self)
+/* A and B are rounded to the kernel's declared input format (in_dtype: bf16 or fp16) as such a
+ * kernel loads them (F32 storage with rounding at the boundary is numerically identical to
+ * bf16/fp16 storage); products and sums are fp32 through the blocked loop; C (when beta != 0)
+ * stays fp32 like the fp32 C of a mixed-precision cuBLAS call. D may alias C, so each batch's
+ * product goes to a scratch matrix before the epilogue. */
+static peat_status gemm_lowp(const peat_args *a, const peat_kernel *self)
 {
+    float (*rnd)(float) = self->in_dtype == PEAT_DTYPE_BF16 ? peat_round_bf16 : peat_round_f16;
     PEAT_TRY(peat_kernels_io_check(a, self));
     int64_t ta = a->p.i[0], tb = a->p.i[1], M = a->p.i[2], N = a->p.i[3], K = a->p.i[4];
     int64_t batch = a->p.i[5] > 0 ? a->p.i[5] : 1;
@@ -23,8 +26,8 @@ static peat_status gemm_fp16(const peat_args *a, const peat_kernel *self)
     float *Dm = peat_f32(a->out[0]);
     peat_status st = PEAT_OK;
     for (int64_t b = 0; b < batch && st == PEAT_OK; b++) {
-        for (int64_t i = 0; i < na; i++) ah[i] = peat_round_f16(A[b * na + i]);
-        for (int64_t i = 0; i < nb; i++) bh[i] = peat_round_f16(B[b * nb + i]);
+        for (int64_t i = 0; i < na; i++) ah[i] = rnd(A[b * na + i]);
+        for (int64_t i = 0; i < nb; i++) bh[i] = rnd(B[b * nb + i]);
         peat_kernels_view va = ta ? (peat_kernels_view){ah, 1, M} : (peat_kernels_view){ah, K, 1};
         peat_kernels_view vb = tb ? (peat_kernels_view){bh, 1, K} : (peat_kernels_view){bh, N, 1};
         st = peat_kernels_gemm_blocked(M, N, K, va, vb, acc, N, 0, &self->cfg);
@@ -42,7 +45,11 @@ static const peat_kernel lowp_kernels[] = {
     {.name = "gemm_fp16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
      .in_dtype = PEAT_DTYPE_F16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
-     .fn = gemm_fp16, .desc = "GEMM with A,B rounded to fp16, fp32 accumulate (32x64x64 blocks)"},
+     .fn = gemm_lowp, .desc = "GEMM with A,B rounded to fp16, fp32 accumulate (32x64x64 blocks)"},
+    {.name = "gemm_bf16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_BF16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
+     .fn = gemm_lowp, .desc = "GEMM with A,B rounded to bf16, fp32 accumulate (32x64x64 blocks)"},
 };
 
 peat_status peat_kernels_register_lowp(void)

@@ -346,7 +346,11 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     if (o.resume && !o.out_dir) return die("--resume needs --out DIR of the campaign to continue");
     if (o.resume && o.force) return die("--resume and --force exclude each other");
     peat_campaign_result r;
-    if (!o.quiet) fprintf(stderr, "peat: validating %s ...\n", o.kernel);
+    if (!o.quiet) {
+        /* progress goes to stdout: stderr carries only the one-line error, if any */
+        printf("peat: validating %s ...\n", o.kernel);
+        fflush(stdout);
+    }
     peat_status st = peat_campaign_run(&o, &r);
     if (st != PEAT_OK) return die_status(st);
     peat_campaign_print(stdout, &o, &r);
