@@ -2,7 +2,7 @@
 # (Debian's hipcc, libamdhip64-dev; hipBLAS when installed), as an object library peat_gpu.
 find_program(HIPCC hipcc REQUIRED)
 file(GLOB GPU_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/harness/gpu/*.cu)
-set(PEAT_HIP_OFFLOAD_ARCH "gfx90a;gfx942" CACHE STRING "AMD GPU targets for hipcc")
+set(PEAT_HIP_OFFLOAD_ARCH "gfx90a;gfx1030" CACHE STRING "AMD GPU targets for hipcc")
 set(HIP_ARCH_FLAGS "")
 foreach(a ${PEAT_HIP_OFFLOAD_ARCH})
   list(APPEND HIP_ARCH_FLAGS --offload-arch=${a})

@@ -3,6 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libcriterion-dev)
 [ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(valgrind clang-format)
+# --hip: Debian's HIP compiler and runtime, so the GPU source is also checked to build for AMD
+[ "${1:-}" = "--hip" ] && pkgs+=(hipcc libamdhip64-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -513,7 +513,7 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "kernel '%s' runs on backend '%s', selected backend is '%s'",
                           k->name, k->backend, backend_name);
 
-    const char *flow;
+    const char *flow = NULL;
     PEAT_TRY(choose_flow(o, k, &flow));
     snprintf(res->flow, sizeof res->flow, "%s", flow);
     int64_t iters = o->iters > 0 ? o->iters : default_iters(flow);
@@ -684,7 +684,10 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     accs A = {peat_analyzer_acc_alloc(k->name, k->op),
               peat_analyzer_acc_alloc(peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu")->name, k->op)};
     if (!A.cand || !A.gold) st = PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer");
-    if (st == PEAT_OK) st = playback(o, k, &ps.list, &A, res);
+    /* a GPU runtime initialised in this process does not survive fork: GPU kernels run in-process */
+    peat_campaign_opts po = *o;
+    po.isolate = o->isolate && strcmp(k->backend, "cpu") == 0;
+    if (st == PEAT_OK) st = playback(&po, k, &ps.list, &A, res);
     res->t_playback = peat_now() - t0;
     t0 = peat_now();
     if (st == PEAT_OK) st = peat_analyzer_signature(A.cand, &res->cand);

@@ -230,8 +230,8 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         const char *v = NULL;
         if (!opt_value(argc, argv, &i, "--config", &v)) continue;
         if (!v) return die("--config needs a file");
-        char **cargs;
-        int nc, rc = config_argv(v, &cargs, &nc, cfg_store, sizeof cfg_store);
+        char **cargs = NULL;
+        int nc = 0, rc = config_argv(v, &cargs, &nc, cfg_store, sizeof cfg_store);
         if (rc >= 0) return rc;
         if (nc + argc > 256) return die("too many options");
         int m = 0;
