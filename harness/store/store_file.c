@@ -799,12 +799,21 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     if (st == PEAT_OK) {
         /* a file whose writer died (or is still running) is read in SWMR mode, which accepts the
          * writer's flags and sees a consistent state */
-        unsigned flags = writable ? H5F_ACC_RDWR : (H5F_ACC_RDONLY | (crashed ? H5F_ACC_SWMR_READ : 0));
+        /* a writer opens in SWMR mode at once: the repair below then runs with ordered
+         * metadata writes too, and a writer killed at any point leaves a file readers accept */
+        unsigned flags = writable ? (H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE)
+                                  : (H5F_ACC_RDONLY | (crashed ? H5F_ACC_SWMR_READ : 0));
         s->file = H5Fopen(path, flags, fapl);
         if (s->file < 0)
             st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: HDF5 cannot open it (damaged file?): %s", path, store_h5_msg());
     }
     if (fapl >= 0) H5Pclose(fapl);
+    /* A killed writer may have written data past the end-of-allocation its superblock records
+     * (the superblock is flushed after the data it covers), and the chunk index of its unfinished
+     * record may point there. Raising the EOA to the physical end of the file (what `h5clear
+     * --increment` does) keeps new allocations from landing on space something still points to. */
+    if (st == PEAT_OK && writable && crashed && H5Fincrement_filesize(s->file, 0) < 0)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: cannot extend the allocation to the file's end: %s", path, store_h5_msg());
     if (st == PEAT_OK) {
         char fmt[64];
         int32_t ver = -1;
@@ -823,8 +832,6 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     if (st == PEAT_OK) st = recover(s);
     if (st == PEAT_OK) st = index_build(s);
     if (st == PEAT_OK && writable) st = repair(s);
-    if (st == PEAT_OK && writable && H5Fstart_swmr_write(s->file) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: cannot enter SWMR write mode: %s", path, store_h5_msg());
     if (st != PEAT_OK) {
         s->failed = 1; /* nothing to flush: leave the file as it was */
         peat_store_close(s);
