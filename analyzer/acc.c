@@ -213,6 +213,14 @@ peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_ten
                                         int64_t depth, int64_t rows, int64_t cols,
                                         const peat_tensor *input)
 {
+    return peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, depth, rows, cols, input);
+}
+
+peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
+                                        const peat_tensor *exact, const double *mag,
+                                        int64_t depth, int64_t terms, int64_t rows, int64_t cols,
+                                        const peat_tensor *input)
+{
     if (!acc || !test || !exact)
         return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: NULL accumulator or tensor");
     int64_t n = peat_tensor_numel(test);
@@ -228,7 +236,10 @@ peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_ten
                           (long long)rows, (long long)cols, (long long)n);
     acc->n_calls++;
     if (depth > acc->depth_max) acc->depth_max = depth;
-    double sqrt_k = sqrt((double)depth);
+    if (terms <= 0 || terms > depth)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: terms %lld outside 1..depth %lld", (long long)terms,
+                          (long long)depth);
+    double sqrt_k = sqrt((double)terms);
     gross_box bx = {0};
     for (int64_t i = 0; i < n; i++) {
         double x = peat_tensor_get(exact, i);

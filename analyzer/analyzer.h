@@ -125,6 +125,15 @@ peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_ten
                                         const peat_tensor *exact, const double *mag,
                                         int64_t depth, int64_t rows, int64_t cols,
                                         const peat_tensor *input);
+/* The same with the number of comparably sized, independently rounded terms behind each output
+ * element (terms <= depth): the statistical scale of an error is mag / sqrt(terms). It is depth
+ * for dot products and sums (GEMM, conv, reductions) and 1 for ops whose error is dominated by
+ * the element's own inputs (elementwise, softmax, layernorm outputs); see
+ * peat_golden_terms. peat_analyzer_acc_add_input uses terms = depth. */
+peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
+                                        const peat_tensor *exact, const double *mag,
+                                        int64_t depth, int64_t terms, int64_t rows, int64_t cols,
+                                        const peat_tensor *input);
 /* Records a repeatability measurement (two runs of the same kernel on the same input). */
 void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *run1,
                                   const peat_tensor *run2);

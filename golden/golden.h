@@ -14,6 +14,13 @@ peat_status peat_golden_register(void);
 peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *exact_out,
                                   double *mag);
 
+/* How many comparably sized, independently rounded terms make up each element of output o: the
+ * K of a dot product or sum (GEMM, conv, reductions, gradient sums over rows), 1 where an
+ * element's error is dominated by its own inputs (elementwise ops, softmax, layernorm outputs,
+ * attention's softmax-weighted average). The analyzer's effective-precision scale is
+ * mag / sqrt(terms); the rigorous bound keeps the op's depth. */
+int64_t peat_golden_terms(const peat_args *a, int o);
+
 /* Registration helpers used by each op's file. */
 peat_status peat_golden_register_gemm(void);
 peat_status peat_golden_register_nn(void);    /* conv, bias, relu, gelu, softmax, layernorm,

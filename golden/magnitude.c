@@ -504,3 +504,32 @@ peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *
     mag_in_free(&in);
     return s;
 }
+
+int64_t peat_golden_terms(const peat_args *a, int o)
+{
+    const peat_op_info *info = peat_op_info_get(a->op);
+    if (!info) return 1;
+    int64_t depth = info->depth(&a->p), t = 1;
+    const int64_t *i = a->p.i;
+    switch (a->op) {
+    case PEAT_OP_GEMM:
+    case PEAT_OP_CONV2D:
+    case PEAT_OP_CONV2D_BWD_DATA:
+    case PEAT_OP_CONV2D_BWD_FILTER:
+    case PEAT_OP_BIAS_ADD_BWD:
+    case PEAT_OP_REDUCE:
+    case PEAT_OP_ATTENTION_BWD: /* dQ, dK, dV are sums over keys or queries */
+        t = depth;
+        break;
+    case PEAT_OP_LAYERNORM_BWD: /* dX is a row op; dgamma, dbeta sum over the R rows */
+        t = o == 0 ? 1 : i[0];
+        break;
+    case PEAT_OP_EMBEDDING_BWD: /* each table row gathers about N / V token gradients */
+        t = i[1] > 0 ? i[0] / i[1] : 1;
+        break;
+    default:
+        t = 1;
+    }
+    if (t < 1) t = 1;
+    return t > depth ? depth : t;
+}

@@ -350,7 +350,8 @@ static peat_status acc_output(peat_analyzer_acc_t *acc, const peat_args *in, int
     int64_t cols = exact->shape[exact->ndim - 1];
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
-    if (st == PEAT_OK) st = peat_analyzer_acc_add_input(acc, test, exact, mag, depth, n / cols, cols, x);
+    if (st == PEAT_OK)
+        st = peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, peat_golden_terms(in, o), n / cols, cols, x);
     free(mag);
     return st;
 }

@@ -23,14 +23,14 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
         const peat_finding *fd = &r->findings[i];
         if (i == 0)
             fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s %s\n", c->kernel,
-                    (long long)c->n_calls, (long long)c->n_elems, c->max_norm,
+                    (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems, c->max_norm,
                     ratio(c->rms_abs, g->rms_abs), c->eff_bits, peat_finding_name(fd->cls),
                     verdict_word(fd->accept));
         else
             fprintf(f, "%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "", "", "", "", "", "",
                     peat_finding_name(fd->cls), verdict_word(fd->accept));
     }
-    fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s\n", g->kernel, (long long)g->n_calls,
+    fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s\n", g->kernel, (long long)r->n_records,
             (long long)g->n_elems, g->max_norm, 1.0, g->eff_bits, "(reference)");
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];

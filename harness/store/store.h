@@ -10,8 +10,10 @@
 #define PEAT_STORE_SCHEMA_VERSION 1
 /* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
 #define PEAT_STORE_FORMAT "peat-campaign"
-/* Exact outputs of one call up to this many bytes are stored; larger ones are recomputed on read. */
-#define PEAT_STORE_EXACT_MAX_DEFAULT (64 * 1024)
+/* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the
+ * stored inputs): they are twice the golden outputs' size and barely compress, and recomputing
+ * one costs about what replaying the call costs. docs/hdf5-schema.md has the numbers. */
+#define PEAT_STORE_EXACT_MAX_DEFAULT 0
 
 typedef struct peat_store_meta {
     char flow[32];
@@ -30,7 +32,8 @@ typedef struct peat_store_meta {
     char build[64];          /* build type, compiler */
     char policy[256];        /* the recording policy, as flags or config text */
     /* store settings, persisted so readers know what was done */
-    int64_t exact_max_bytes; /* 0 = PEAT_STORE_EXACT_MAX_DEFAULT; < 0 = always store exact outputs */
+    int64_t exact_max_bytes; /* store a call's exact outputs up to this many bytes; 0 = default
+                                (PEAT_STORE_EXACT_MAX_DEFAULT: never); < 0 = always */
     int deflate_level;       /* 1..9; 0 = default (1) */
     char hdf5_version[32];   /* filled in by the store */
 } peat_store_meta;

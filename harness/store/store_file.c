@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 static const char *const group_paths[] = {"/meta", "/tensors", "/calls", "/states", "/metrics", "/signatures"};
 static const char *const group_docs[] = {
@@ -177,6 +176,7 @@ peat_status peat_store_close(peat_store_t *s)
     store_map_free(&s->ids);
     store_map_free(&s->dedup);
     store_cache_free(s);
+    store_codec_free(&s->codec);
     free(s->staged);
     free(s->chunk_raw);
     free(s->chunk_shuf);

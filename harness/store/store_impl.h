@@ -3,6 +3,7 @@
 #define PEAT_STORE_IMPL_H
 
 #include <hdf5.h>
+#include <zlib.h>
 
 #include "harness/store/store.h"
 
@@ -62,6 +63,12 @@ typedef struct store_sig_row {
 
 enum { STORE_T_TENSOR, STORE_T_CALL, STORE_T_STATE, STORE_T_METRIC, STORE_T_SIG, STORE_T_COUNT };
 
+/* A deflate stream reused for every chunk. */
+typedef struct store_codec {
+    z_stream z;
+    int ready, level, strategy;
+} store_codec;
+
 /* A growable array of rows. */
 typedef struct store_vec {
     void *data;
@@ -115,7 +122,8 @@ struct peat_store {
     } *cache;
     int64_t cache_cap, cache_head, cache_count;
     size_t cache_bytes;
-    /* scratch for chunk encoding */
+    /* chunk encoding */
+    store_codec codec;
     unsigned char *chunk_raw, *chunk_shuf, *chunk_out;
     size_t chunk_out_cap;
 };
@@ -151,10 +159,12 @@ const char *store_pool_path(peat_dtype t);
 hid_t store_pool_type(peat_dtype t, int file_layout);
 size_t store_row_size(int table);
 
-/* store_codec.c: one chunk as HDF5's shuffle+deflate pipeline stores it. */
-peat_status store_chunk_encode(const void *src, size_t nelem, size_t elsize, int level,
-                               unsigned char *shuf, unsigned char *dst, size_t dst_cap,
-                               size_t *dst_len);
+/* store_codec.c: one chunk as HDF5's shuffle+deflate pipeline stores it. The first nvalid
+ * elements of src are data; the rest of the chunk is encoded as zeros. */
+peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, size_t nvalid,
+                               size_t elsize, int level, unsigned char *shuf, unsigned char *dst,
+                               size_t dst_cap, size_t *dst_len);
+void store_codec_free(store_codec *c);
 
 /* store_file.c */
 /* Writes rows [disk_rows, disk_rows + n) of a table (already in s->rows) to the file. */

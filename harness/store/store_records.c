@@ -57,12 +57,13 @@ static peat_status call_row_fill(const peat_store_t *s, const peat_record *r, st
     return PEAT_OK;
 }
 
-/* Exact outputs are stored when small; larger ones are recomputed from the stored inputs on
- * read (fp64 and deterministic, they come back bit-identical, and they are the bulkiest and
- * least compressible part of a record). */
+/* Exact outputs are stored only up to the file's limit (default: never); the others are
+ * recomputed from the stored inputs on read (fp64 and deterministic, they come back
+ * bit-identical; they are the bulkiest and least compressible part of a record). */
 static int exact_stored(const peat_store_t *s, const peat_record *r)
 {
     if (s->exact_max < 0) return 1;
+    if (s->exact_max == 0) return 0;
     size_t bytes = 0;
     for (int k = 0; k < r->n_out; k++)
         if (r->exact[k]) bytes += peat_tensor_nbytes(r->exact[k]);
