@@ -228,7 +228,10 @@ Test(store, hash_matches_xxh64_reference_vectors)
 Test(store, call_records_round_trip_bit_exactly)
 {
     const char *p = path_in("calls.h5");
-    peat_store_t *s = make_store(p);
+    peat_store_meta meta = test_meta();
+    meta.exact_max_bytes = 64 * 1024; /* exercise both: stored and recomputed exact outputs */
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_create(p, &meta, &s), PEAT_OK, "%s", peat_error_last());
     /* small exact (stored), large exact (72 KiB of F64: recomputed on read), every dtype */
     peat_record *recs[3] = {gemm_record(10, 8, 8, 8, 1, NULL), gemm_record(11, 96, 96, 16, 2, NULL),
                             mixed_record(12, 3)};
@@ -342,7 +345,10 @@ Test(store, states_metrics_signatures_and_meta_round_trip)
 Test(store, shared_tensors_are_stored_once)
 {
     const char *p = path_in("dedup.h5");
-    peat_store_t *s = make_store(p);
+    peat_store_meta meta = test_meta();
+    meta.exact_max_bytes = -1; /* exact outputs stored too: they are deduplicated like the rest */
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_create(p, &meta, &s), PEAT_OK, "%s", peat_error_last());
     peat_tensor *w = mk2(PEAT_DTYPE_F32, 16, 16, 99);
     /* four calls sharing the weight w; the third repeats the first's inputs exactly */
     peat_record *r[4] = {gemm_record(0, 8, 16, 16, 1, w), gemm_record(1, 8, 16, 16, 2, w),

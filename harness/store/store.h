@@ -34,7 +34,8 @@ typedef struct peat_store_meta {
     /* store settings, persisted so readers know what was done */
     int64_t exact_max_bytes; /* store a call's exact outputs up to this many bytes; 0 = default
                                 (PEAT_STORE_EXACT_MAX_DEFAULT: never); < 0 = always */
-    int deflate_level;       /* 1..9; 0 = default (1) */
+    int deflate_level;       /* 1..9; 0 = default (1); -1 = uncompressed (deflate "stored"
+                                blocks: the same filters, so readers do not care), fastest */
     char hdf5_version[32];   /* filled in by the store */
 } peat_store_meta;
 

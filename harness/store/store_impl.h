@@ -7,9 +7,9 @@
 
 #include "harness/store/store.h"
 
-/* Elements per chunk of every tensor pool: 64 KiB of f32, large enough for deflate's 32 KiB
- * window, small enough that padding a record's data to a chunk boundary costs little. */
-#define STORE_CHUNK_ELEMS 16384
+/* Elements per chunk of every tensor pool: 32 KiB of f32 (deflate's window), small enough that
+ * padding each record's data to a chunk boundary costs little in time and space. */
+#define STORE_CHUNK_ELEMS 8192
 /* Rows per chunk of the index tables (unfiltered: see docs/hdf5-schema.md, crash safety). */
 #define STORE_ROW_CHUNK 32
 #define STORE_TEXT_CHUNK 65536
@@ -67,6 +67,7 @@ enum { STORE_T_TENSOR, STORE_T_CALL, STORE_T_STATE, STORE_T_METRIC, STORE_T_SIG,
 typedef struct store_codec {
     z_stream z;
     int ready, level, strategy;
+    uLong adler;
 } store_codec;
 
 /* A growable array of rows. */
@@ -162,8 +163,8 @@ size_t store_row_size(int table);
 /* store_codec.c: one chunk as HDF5's shuffle+deflate pipeline stores it. The first nvalid
  * elements of src are data; the rest of the chunk is encoded as zeros. */
 peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, size_t nvalid,
-                               size_t elsize, int level, unsigned char *shuf, unsigned char *dst,
-                               size_t dst_cap, size_t *dst_len);
+                               size_t elsize, int is_float, int level, unsigned char *shuf,
+                               unsigned char *dst, size_t dst_cap, size_t *dst_len);
 void store_codec_free(store_codec *c);
 
 /* store_file.c */

@@ -131,11 +131,11 @@ peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row
 
 /* Encodes chunk_raw (valid elements, the rest zeros) and writes it as chunk chunk_idx. */
 static peat_status write_chunk(peat_store_t *s, hid_t dset, int64_t chunk_idx, int64_t chunk_elems,
-                               int64_t valid, size_t elsize)
+                               int64_t valid, size_t elsize, int is_float)
 {
     size_t len = 0;
-    PEAT_TRY(store_chunk_encode(&s->codec, s->chunk_raw, (size_t)chunk_elems, (size_t)valid, elsize, s->deflate,
-                                s->chunk_shuf, s->chunk_out, s->chunk_out_cap, &len));
+    PEAT_TRY(store_chunk_encode(&s->codec, s->chunk_raw, (size_t)chunk_elems, (size_t)valid, elsize, is_float,
+                                s->deflate, s->chunk_shuf, s->chunk_out, s->chunk_out_cap, &len));
     hsize_t off = (hsize_t)(chunk_idx * chunk_elems);
     if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, len, s->chunk_out) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, store_h5_msg());
@@ -148,6 +148,7 @@ peat_status store_tensors_commit(peat_store_t *s, int64_t t_first)
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
         if (s->pool_stage[d] == 0) continue;
         size_t es = peat_dtype_size((peat_dtype)d);
+        int is_float = d != PEAT_DTYPE_I32;
         hsize_t ext = (hsize_t)(s->pool_start[d] + s->pool_stage[d]);
         if (H5Dset_extent(s->d_pool[d], &ext) < 0)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path,
@@ -166,13 +167,13 @@ peat_status store_tensors_commit(peat_store_t *s, int64_t t_first)
                 p += take;
                 left -= take;
                 if (fill == cap) {
-                    PEAT_TRY(write_chunk(s, s->d_pool[d], chunk++, STORE_CHUNK_ELEMS, STORE_CHUNK_ELEMS, es));
+                    PEAT_TRY(write_chunk(s, s->d_pool[d], chunk++, STORE_CHUNK_ELEMS, STORE_CHUNK_ELEMS, es, is_float));
                     fill = 0;
                 }
             }
         }
         /* the last chunk is padded with zeros (the encoder writes them; they cost a few bytes) */
-        if (fill > 0) PEAT_TRY(write_chunk(s, s->d_pool[d], chunk, STORE_CHUNK_ELEMS, (int64_t)(fill / es), es));
+        if (fill > 0) PEAT_TRY(write_chunk(s, s->d_pool[d], chunk, STORE_CHUNK_ELEMS, (int64_t)(fill / es), es, is_float));
         s->pool_len[d] = (int64_t)ext;
     }
     int64_t n_new = s->rows[STORE_T_TENSOR].n - t_first;
@@ -243,7 +244,7 @@ peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int
         int64_t take = len - done < STORE_TEXT_CHUNK ? len - done : STORE_TEXT_CHUNK;
         memcpy(s->chunk_raw, text + done, (size_t)take);
         memset(s->chunk_raw + take, 0, (size_t)(STORE_TEXT_CHUNK - take));
-        PEAT_TRY(write_chunk(s, s->d_text, chunk++, STORE_TEXT_CHUNK, take, 1));
+        PEAT_TRY(write_chunk(s, s->d_text, chunk++, STORE_TEXT_CHUNK, take, 1, 0));
     }
     if (len > 0) s->text_len = start + len;
     *offset = start;
