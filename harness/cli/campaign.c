@@ -664,8 +664,6 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     peat_profiler_free(aprof);
     peat_status cst = peat_store_close(store);
     if (st == PEAT_OK) st = cst;
-    if (st == PEAT_OK && rename(partial, h5) != 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "cannot finish %s: %s", h5, strerror(errno));
     res->n_records = ps.list.n;
     res->n_activation_records = acts.stored + acts.skipped_existing;
     res->n_stored_records = ps.stored + acts.stored;
@@ -716,7 +714,9 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         res->n_findings += peat_detector_run(&res->cand, &res->golden, &dctx, res->findings + res->n_findings,
                                              (int)(sizeof res->findings / sizeof res->findings[0]) - res->n_findings);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
-    PEAT_TRY(store_signatures(h5, res));
+    /* the file is named complete only once every stage's output is in it */
+    PEAT_TRY(store_signatures(partial, res));
+    if (rename(partial, h5) != 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot finish %s: %s", h5, strerror(errno));
     res->t_analyze = peat_now() - t0;
     res->t_total = peat_now() - t_start;
     return peat_report_write(o, res);

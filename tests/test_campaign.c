@@ -1,0 +1,221 @@
+/* test_campaign.c: whole campaigns: kill-and-resume through the CLI, bit-identical records for the
+ * same seed, every candidate on every flow that calls its op, finetuning from a checkpoint. */
+#include <criterion/criterion.h>
+
+#include "harness/cli/campaign.h"
+#include "harness/store/store.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-campaign-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    cr_assert_eq(peat_registry_init(), PEAT_OK);
+}
+
+static void teardown(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(campaign, .init = setup, .fini = teardown, .timeout = 600);
+
+/* Runs the peat binary with an optional environment assignment; returns the raw wait status. */
+static int run_peat(const char *env, const char *fmt, ...)
+{
+    char args[1024], cmd[1600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s %s >%s/log 2>&1", env ? env : "", PEAT_TEST_BIN, args, tmpdir);
+    return system(cmd);
+}
+
+static int exited(int st, int code) { return WIFEXITED(st) && WEXITSTATUS(st) == code; }
+
+static peat_store_t *open_store(const char *dir, const char *name)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s/%s", tmpdir, dir, name);
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s: %s", p, peat_error_last());
+    return s;
+}
+
+/* Every record of a holds the same tensors as the record of the same id in b. */
+static void assert_same_records(peat_store_t *a, peat_store_t *b)
+{
+    cr_assert_eq(peat_store_call_count(a), peat_store_call_count(b), "record counts differ: %lld vs %lld",
+                 (long long)peat_store_call_count(a), (long long)peat_store_call_count(b));
+    for (int64_t i = 0; i < peat_store_call_count(a); i++) {
+        peat_record *ra = NULL, *rb = NULL;
+        int64_t j;
+        cr_assert_eq(peat_store_call_read(a, i, &ra), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_store_call_find(b, ra->id, &j), PEAT_OK, "record %llu missing", (unsigned long long)ra->id);
+        cr_assert_eq(peat_store_call_read(b, j, &rb), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(ra->op, rb->op);
+        cr_assert_eq(ra->n_in, rb->n_in);
+        cr_assert_eq(ra->n_out, rb->n_out);
+        for (int k = 0; k < ra->n_in; k++)
+            cr_assert_eq(memcmp(ra->in[k]->data, rb->in[k]->data, peat_tensor_nbytes(ra->in[k])), 0,
+                         "record %llu input %d differs", (unsigned long long)ra->id, k);
+        for (int k = 0; k < ra->n_out; k++) {
+            cr_assert_eq(memcmp(ra->golden[k]->data, rb->golden[k]->data, peat_tensor_nbytes(ra->golden[k])), 0);
+            cr_assert_eq(memcmp(ra->exact[k]->data, rb->exact[k]->data, peat_tensor_nbytes(ra->exact[k])), 0);
+        }
+        peat_record_free(ra);
+        peat_record_free(rb);
+    }
+    cr_assert_eq(peat_store_state_count(a), peat_store_state_count(b));
+    cr_assert_eq(peat_store_metrics_count(a), peat_store_metrics_count(b));
+}
+
+#define FLAGS "--kernel gemm_new --iters 10 --calls 20 --checkpoints every:4 --activations 3"
+
+Test(campaign, same_seed_bit_identical_records)
+{
+    cr_assert(exited(run_peat(NULL, "run " FLAGS " --out %s/a", tmpdir), 0));
+    cr_assert(exited(run_peat(NULL, "run " FLAGS " --out %s/b", tmpdir), 0));
+    peat_store_t *a = open_store("a", "campaign.h5"), *b = open_store("b", "campaign.h5");
+    cr_assert(peat_store_call_count(a) > 20, "activations should add records beyond --calls");
+    assert_same_records(a, b);
+    peat_store_close(a);
+    peat_store_close(b);
+    cr_assert(exited(run_peat(NULL, "run " FLAGS " --seed 2 --out %s/c", tmpdir), 0));
+    peat_store_t *c = open_store("c", "campaign.h5");
+    peat_record *r0 = NULL, *r1 = NULL;
+    a = open_store("a", "campaign.h5");
+    cr_assert_eq(peat_store_call_read(a, 0, &r0), PEAT_OK);
+    cr_assert_eq(peat_store_call_read(c, 0, &r1), PEAT_OK);
+    cr_assert_neq(memcmp(r0->in[0]->data, r1->in[0]->data, peat_tensor_nbytes(r0->in[0])), 0,
+                  "another seed must record other tensors");
+    peat_record_free(r0), peat_record_free(r1);
+    peat_store_close(a), peat_store_close(c);
+}
+
+Test(campaign, killed_runs_resume_without_loss_or_duplicates)
+{
+    /* reference run, in-process, to learn how many store write steps a whole campaign takes */
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new", o.iters = 10, o.calls = 20, o.checkpoint_iters = "every:4", o.activation_iters = "3";
+    char ref[300];
+    snprintf(ref, sizeof ref, "%s/ref", tmpdir);
+    o.out_dir = ref;
+    o.argv = "reference";
+    peat_campaign_result res;
+    int64_t s0 = peat_store_debug_steps();
+    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s", peat_error_last());
+    int64_t steps = peat_store_debug_steps() - s0;
+    cr_assert(steps > 20, "a campaign should take many store steps, saw %lld", (long long)steps);
+    peat_store_t *r = open_store("ref", "campaign.h5");
+
+    const double at[] = {0.05, 0.3, 0.55, 0.8, 0.97};
+    for (int i = 0; i < 5; i++) {
+        int64_t kill = (int64_t)(at[i] * (double)steps);
+        char env[64], dir[32], partial[400];
+        snprintf(env, sizeof env, "PEAT_DEBUG_KILL_AT=%lld", (long long)kill);
+        snprintf(dir, sizeof dir, "k%d", i);
+        int st = run_peat(env, "run " FLAGS " --out %s/%s", tmpdir, dir);
+        cr_assert(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL),
+                  "kill at step %lld: the run was not killed (status %d)", (long long)kill, st);
+        snprintf(partial, sizeof partial, "%s/%s/campaign.h5", tmpdir, dir);
+        struct stat sb;
+        cr_assert_neq(stat(partial, &sb), 0, "a killed run must not leave a file looking complete");
+        /* what survived is readable */
+        snprintf(partial, sizeof partial, "%s/%s/campaign.h5.partial", tmpdir, dir);
+        if (stat(partial, &sb) == 0) {
+            peat_store_t *p = NULL;
+            cr_assert_eq(peat_store_open(partial, 0, &p), PEAT_OK, "kill at %lld: %s", (long long)kill,
+                         peat_error_last());
+            cr_assert(peat_store_call_count(p) <= peat_store_call_count(r));
+            peat_store_close(p);
+        }
+        st = run_peat(NULL, "run --resume " FLAGS " --out %s/%s", tmpdir, dir);
+        cr_assert(exited(st, 0), "resume after a kill at step %lld failed (status %d)", (long long)kill, st);
+        peat_store_t *k = open_store(dir, "campaign.h5");
+        assert_same_records(r, k);
+        peat_store_close(k);
+    }
+    peat_store_close(r);
+}
+
+Test(campaign, resume_refuses_other_options)
+{
+    int st = run_peat("PEAT_DEBUG_KILL_AT=40", "run " FLAGS " --out %s/x", tmpdir);
+    cr_assert(!exited(st, 0));
+    st = run_peat(NULL, "run --resume --kernel gemm_new --iters 11 --calls 20 --out %s/x", tmpdir);
+    cr_assert(exited(st, 2), "resume with other --iters must be refused");
+    st = run_peat(NULL, "run --resume --kernel gemm_new --iters 10 --calls 21 --checkpoints every:4 --activations 3 --out %s/x", tmpdir);
+    cr_assert(exited(st, 2), "resume with another recording policy must be refused");
+    st = run_peat(NULL, "run --resume " FLAGS " --out %s/nothing-here", tmpdir);
+    cr_assert(exited(st, 2), "resume without an unfinished campaign must be refused");
+}
+
+static peat_campaign_result run_inproc(const char *kernel, int64_t iters, int task, const char *from, const char *dir)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = kernel, o.iters = iters, o.calls = 8, o.task = task, o.finetune_from = from;
+    char out[300];
+    snprintf(out, sizeof out, "%s/%s", tmpdir, dir);
+    o.out_dir = out;
+    peat_campaign_result res;
+    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s: %s", dir, peat_error_last());
+    return res;
+}
+
+Test(campaign, finetune_from_checkpoint)
+{
+    peat_campaign_result pre = run_inproc("gemm_new", 60, 0, NULL, "pre");
+    char from[300];
+    snprintf(from, sizeof from, "%s/pre/campaign.h5", tmpdir);
+    peat_campaign_result scratch = run_inproc("gemm_new", 20, 1, NULL, "scratch");
+    peat_campaign_result ft = run_inproc("gemm_new", 20, 1, from, "ft");
+    /* the shifted task keeps most of the pretraining task: starting from the trained weights the
+     * held-out loss after the same number of steps is lower than from random init */
+    cr_assert(ft.eval_loss < scratch.eval_loss, "finetuned held-out loss %.4f not below from-scratch %.4f (pretrained %.4f)",
+              ft.eval_loss, scratch.eval_loss, pre.eval_loss);
+    /* a checkpoint of another model is refused */
+    int st = run_peat(NULL, "run --kernel conv_im2col --iters 2 --calls 2 --finetune-from %s --out %s/bad", from, tmpdir);
+    cr_assert(exited(st, 2), "a checkpoint of another flow must be refused");
+}
+
+/* Every candidate runs on every flow that calls its op; honest fp32 ones pass. */
+Test(campaign, every_candidate_on_every_flow)
+{
+    const char *const *flows = peat_flow_names();
+    int runs = 0;
+    for (int i = 0; i < peat_registry_count(); i++) {
+        const peat_kernel *k = peat_registry_at(i);
+        if (k->role != PEAT_ROLE_CANDIDATE || strcmp(k->backend, "cpu")) continue;
+        int honest = k->in_dtype == PEAT_DTYPE_F32 && k->acc_dtype == PEAT_DTYPE_F32 && strncmp(k->name, "gelu_tanh", 9);
+        int any = 0;
+        for (int f = 0; flows[f]; f++) {
+            if (!(peat_flow_op_mask(flows[f]) & (1u << k->op))) continue;
+            any = 1;
+            int st = run_peat(NULL, "run --kernel %s --flow %s --iters 6 --calls 8 --out %s/%s-%s", k->name, flows[f],
+                              tmpdir, k->name, flows[f]);
+            char log[400];
+            snprintf(log, sizeof log, "%s/log", tmpdir);
+            cr_assert(exited(st, 0) || exited(st, 1), "%s on %s: exit status %d", k->name, flows[f], st);
+            if (honest) cr_assert(exited(st, 0), "honest fp32 kernel %s fails on %s", k->name, flows[f]);
+            runs++;
+        }
+        cr_assert(any, "candidate %s has no flow that calls %s", k->name, peat_op_name(k->op));
+    }
+    cr_assert(runs >= 20, "only %d runs", runs);
+}
