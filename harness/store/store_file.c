@@ -132,11 +132,8 @@ static peat_store_t *store_alloc(const char *path)
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = -1;
     size_t raw = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8 : STORE_TEXT_CHUNK;
     s->chunk_out_cap = compressBound((uLong)raw) + 4096; /* + room for the stored/compressed switches */
-    s->chunk_raw = malloc(raw);
-    s->chunk_shuf = malloc(raw);
-    s->chunk_out = malloc(s->chunk_out_cap);
     for (int t = 0; t < STORE_T_COUNT; t++) s->mt[t] = store_row_type(t, 0);
-    int ok = s->chunk_raw && s->chunk_shuf && s->chunk_out;
+    int ok = 1;
     for (int t = 0; t < STORE_T_COUNT; t++) ok &= s->mt[t] >= 0;
     if (!ok) {
         peat_store_close(s);
@@ -176,11 +173,8 @@ peat_status peat_store_close(peat_store_t *s)
     store_map_free(&s->ids);
     store_map_free(&s->dedup);
     store_cache_free(s);
-    store_codec_free(&s->codec);
+    store_encoder_free(s);
     free(s->staged);
-    free(s->chunk_raw);
-    free(s->chunk_shuf);
-    free(s->chunk_out);
     free(s);
     return st;
 }

@@ -3,6 +3,7 @@
 #define PEAT_STORE_IMPL_H
 
 #include <hdf5.h>
+#include <pthread.h>
 #include <zlib.h>
 
 #include "harness/store/store.h"
@@ -70,6 +71,30 @@ typedef struct store_codec {
     uLong adler;
 } store_codec;
 
+/* One chunk to encode. */
+typedef struct store_job {
+    const unsigned char *src;
+    size_t nelem, nvalid, elsize;
+    int is_float, level;
+    unsigned char *out;
+    size_t out_cap, out_len;
+    peat_status st;
+    char msg[256];
+} store_job;
+
+/* Helper threads that encode chunks; participant 0 is the calling thread. */
+typedef struct store_workers {
+    int parts, n_threads, sync_ready, stop;
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    store_job *jobs;
+    int n_jobs, next, finished;
+    store_codec *codec;
+    unsigned char **shuf;
+} store_workers;
+
 /* A growable array of rows. */
 typedef struct store_vec {
     void *data;
@@ -123,11 +148,16 @@ struct peat_store {
     } *cache;
     int64_t cache_cap, cache_head, cache_count;
     size_t cache_bytes;
-    /* chunk encoding */
-    store_codec codec;
-    unsigned char *chunk_raw, *chunk_shuf, *chunk_out;
+    /* chunk encoding: a batch of chunks gathered, encoded in parallel, written in order */
+    store_workers workers;
+    int workers_on;
+    store_job *batch;
+    unsigned char *batch_raw, *batch_out;
     size_t chunk_out_cap;
 };
+
+/* Chunks per batch (per participant: keeps every core busy while the writes stay in order). */
+#define STORE_BATCH_PER_PART 4
 
 /* Budget of the copies kept for dedup compares. */
 #define STORE_CACHE_BYTES ((size_t)64 << 20)
@@ -167,6 +197,12 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
                                unsigned char *dst, size_t dst_cap, size_t *dst_len);
 void store_codec_free(store_codec *c);
 
+/* store_workers.c: PEAT_STORE_THREADS (default: online CPUs, at most 8) participants. A store
+ * must not be used in a child forked while it is open (the helpers are not in the child). */
+peat_status store_workers_start(store_workers *w, size_t shuf_bytes);
+void store_workers_stop(store_workers *w);
+peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs);
+
 /* store_file.c */
 /* Writes rows [disk_rows, disk_rows + n) of a table (already in s->rows) to the file. */
 peat_status store_table_append(peat_store_t *s, int table, int64_t n);
@@ -183,6 +219,7 @@ void store_tensors_begin(peat_store_t *s);
 peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row);
 peat_status store_tensors_commit(peat_store_t *s, int64_t t_first);
 void store_cache_free(peat_store_t *s);
+void store_encoder_free(peat_store_t *s);
 peat_status store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out);
 /* Verifies a stored tensor's bytes against its hash (PEAT_ERR_FORMAT if they differ). */
 peat_status store_tensor_verify(peat_store_t *s, int64_t row);

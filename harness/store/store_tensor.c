@@ -129,56 +129,114 @@ peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row
     return PEAT_OK;
 }
 
-/* Encodes chunk_raw (valid elements, the rest zeros) and writes it as chunk chunk_idx. */
-static peat_status write_chunk(peat_store_t *s, hid_t dset, int64_t chunk_idx, int64_t chunk_elems,
-                               int64_t valid, size_t elsize, int is_float)
+static size_t raw_max(void)
 {
-    size_t len = 0;
-    PEAT_TRY(store_chunk_encode(&s->codec, s->chunk_raw, (size_t)chunk_elems, (size_t)valid, elsize, is_float,
-                                s->deflate, s->chunk_shuf, s->chunk_out, s->chunk_out_cap, &len));
-    hsize_t off = (hsize_t)(chunk_idx * chunk_elems);
-    if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, len, s->chunk_out) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, store_h5_msg());
-    store_step();
+    size_t t = (size_t)STORE_CHUNK_ELEMS * 8;
+    return t > STORE_TEXT_CHUNK ? t : STORE_TEXT_CHUNK;
+}
+
+/* Starts the helpers and the batch buffers at the first write (read-only stores never do). */
+static peat_status encoder_ready(peat_store_t *s)
+{
+    if (s->workers_on) return PEAT_OK;
+    PEAT_TRY(store_workers_start(&s->workers, raw_max()));
+    s->workers_on = 1;
+    size_t b = (size_t)s->workers.parts * STORE_BATCH_PER_PART;
+    s->batch = calloc(b, sizeof *s->batch);
+    s->batch_raw = malloc(b * raw_max());
+    s->batch_out = malloc(b * s->chunk_out_cap);
+    if (!s->batch || !s->batch_raw || !s->batch_out) return PEAT_ERROR(PEAT_ERR_NOMEM, "store chunk batch");
+    return PEAT_OK;
+}
+
+void store_encoder_free(peat_store_t *s)
+{
+    if (s->workers_on) store_workers_stop(&s->workers);
+    s->workers_on = 0;
+    free(s->batch);
+    free(s->batch_raw);
+    free(s->batch_out);
+    s->batch = NULL;
+    s->batch_raw = s->batch_out = NULL;
+}
+
+static int batch_cap(const peat_store_t *s) { return s->workers.parts * STORE_BATCH_PER_PART; }
+
+/* Job slot j of the batch, for nvalid elements of its raw slot (the rest is padding). */
+static void batch_job(peat_store_t *s, int j, size_t nelem, size_t nvalid, size_t elsize, int is_float)
+{
+    store_job *job = &s->batch[j];
+    memset(job, 0, sizeof *job);
+    job->src = s->batch_raw + (size_t)j * raw_max();
+    job->nelem = nelem;
+    job->nvalid = nvalid;
+    job->elsize = elsize;
+    job->is_float = is_float;
+    job->level = s->deflate;
+    job->out = s->batch_out + (size_t)j * s->chunk_out_cap;
+    job->out_cap = s->chunk_out_cap;
+}
+
+/* Encodes the n gathered chunks in parallel, then writes them in order as chunks first.. */
+static peat_status batch_flush(peat_store_t *s, hid_t dset, int64_t first, int n, int64_t chunk_elems)
+{
+    PEAT_TRY(store_workers_run(&s->workers, s->batch, n));
+    for (int j = 0; j < n; j++) {
+        hsize_t off = (hsize_t)((first + j) * chunk_elems);
+        if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, s->batch[j].out_len, s->batch[j].out) < 0)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, store_h5_msg());
+        store_step();
+    }
+    return PEAT_OK;
+}
+
+static peat_status pool_commit(peat_store_t *s, int d)
+{
+    size_t es = peat_dtype_size((peat_dtype)d);
+    int is_float = d != PEAT_DTYPE_I32;
+    hsize_t ext = (hsize_t)(s->pool_start[d] + s->pool_stage[d]);
+    if (H5Dset_extent(s->d_pool[d], &ext) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, store_pool_path((peat_dtype)d),
+                          store_h5_msg());
+    int64_t first = s->pool_start[d] / STORE_CHUNK_ELEMS;
+    int nb = 0;
+    size_t fill = 0, cap = (size_t)STORE_CHUNK_ELEMS * es;
+    for (int64_t k = 0; k < s->n_staged; k++) {
+        const peat_tensor *t = s->staged[k].t;
+        if ((int)t->dtype != d) continue;
+        const unsigned char *p = t->data;
+        size_t left = peat_tensor_nbytes(t);
+        while (left > 0) {
+            size_t take = cap - fill < left ? cap - fill : left;
+            memcpy(s->batch_raw + (size_t)nb * raw_max() + fill, p, take);
+            fill += take;
+            p += take;
+            left -= take;
+            if (fill == cap) {
+                batch_job(s, nb++, STORE_CHUNK_ELEMS, STORE_CHUNK_ELEMS, es, is_float);
+                fill = 0;
+                if (nb == batch_cap(s)) {
+                    PEAT_TRY(batch_flush(s, s->d_pool[d], first, nb, STORE_CHUNK_ELEMS));
+                    first += nb;
+                    nb = 0;
+                }
+            }
+        }
+    }
+    /* the last chunk is padded with zeros (the encoder writes them; they cost a few bytes) */
+    if (fill > 0) batch_job(s, nb++, STORE_CHUNK_ELEMS, fill / es, es, is_float);
+    if (nb > 0) PEAT_TRY(batch_flush(s, s->d_pool[d], first, nb, STORE_CHUNK_ELEMS));
+    s->pool_len[d] = (int64_t)ext;
     return PEAT_OK;
 }
 
 peat_status store_tensors_commit(peat_store_t *s, int64_t t_first)
 {
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-        if (s->pool_stage[d] == 0) continue;
-        size_t es = peat_dtype_size((peat_dtype)d);
-        int is_float = d != PEAT_DTYPE_I32;
-        hsize_t ext = (hsize_t)(s->pool_start[d] + s->pool_stage[d]);
-        if (H5Dset_extent(s->d_pool[d], &ext) < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path,
-                              store_pool_path((peat_dtype)d), store_h5_msg());
-        int64_t chunk = s->pool_start[d] / STORE_CHUNK_ELEMS;
-        size_t fill = 0, cap = (size_t)STORE_CHUNK_ELEMS * es;
-        for (int64_t k = 0; k < s->n_staged; k++) {
-            const peat_tensor *t = s->staged[k].t;
-            if ((int)t->dtype != d) continue;
-            const unsigned char *p = t->data;
-            size_t left = peat_tensor_nbytes(t);
-            while (left > 0) {
-                size_t take = cap - fill < left ? cap - fill : left;
-                memcpy(s->chunk_raw + fill, p, take);
-                fill += take;
-                p += take;
-                left -= take;
-                if (fill == cap) {
-                    PEAT_TRY(write_chunk(s, s->d_pool[d], chunk++, STORE_CHUNK_ELEMS, STORE_CHUNK_ELEMS, es, is_float));
-                    fill = 0;
-                }
-            }
-        }
-        /* the last chunk is padded with zeros (the encoder writes them; they cost a few bytes) */
-        if (fill > 0) PEAT_TRY(write_chunk(s, s->d_pool[d], chunk, STORE_CHUNK_ELEMS, (int64_t)(fill / es), es, is_float));
-        s->pool_len[d] = (int64_t)ext;
-    }
+    PEAT_TRY(encoder_ready(s));
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
+        if (s->pool_stage[d] > 0) PEAT_TRY(pool_commit(s, d));
     int64_t n_new = s->rows[STORE_T_TENSOR].n - t_first;
-    if (n_new > 0)
-        PEAT_TRY(store_table_append(s, STORE_T_TENSOR, n_new));
+    if (n_new > 0) PEAT_TRY(store_table_append(s, STORE_T_TENSOR, n_new));
     s->n_staged = 0;
     return PEAT_OK;
 }
@@ -235,16 +293,24 @@ peat_status store_tensor_verify(peat_store_t *s, int64_t row)
 
 peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int64_t *offset)
 {
+    PEAT_TRY(encoder_ready(s));
     int64_t start = round_up(s->text_len, STORE_TEXT_CHUNK);
     hsize_t ext = (hsize_t)(start + len);
     if (len > 0 && H5Dset_extent(s->d_text, &ext) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: extending the text pool failed: %s", s->path, store_h5_msg());
-    int64_t chunk = start / STORE_TEXT_CHUNK;
+    int64_t first = start / STORE_TEXT_CHUNK;
+    int nb = 0;
     for (int64_t done = 0; done < len; done += STORE_TEXT_CHUNK) {
         int64_t take = len - done < STORE_TEXT_CHUNK ? len - done : STORE_TEXT_CHUNK;
-        memcpy(s->chunk_raw, text + done, (size_t)take);
-        memset(s->chunk_raw + take, 0, (size_t)(STORE_TEXT_CHUNK - take));
-        PEAT_TRY(write_chunk(s, s->d_text, chunk++, STORE_TEXT_CHUNK, take, 1, 0));
+        unsigned char *raw = s->batch_raw + (size_t)nb * raw_max();
+        memcpy(raw, text + done, (size_t)take);
+        memset(raw + take, 0, (size_t)(STORE_TEXT_CHUNK - take)); /* 1-byte chunks are encoded as they are */
+        batch_job(s, nb++, STORE_TEXT_CHUNK, (size_t)take, 1, 0);
+        if (nb == batch_cap(s) || done + STORE_TEXT_CHUNK >= len) {
+            PEAT_TRY(batch_flush(s, s->d_text, first, nb, STORE_TEXT_CHUNK));
+            first += nb;
+            nb = 0;
+        }
     }
     if (len > 0) s->text_len = start + len;
     *offset = start;
