@@ -232,3 +232,24 @@ Test(cli, list_and_help)
     cr_assert_eq(peat("run --help"), 0);
     cr_assert(strstr(out_buf, "--resume"));
 }
+
+Test(cli, config_file_and_overrides)
+{
+    char cfg[300];
+    snprintf(cfg, sizeof cfg, "%s/peat.ini", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    fputs("# campaign settings\n[run]\nkernel = gemm_new\niters = 5\ncalls = 3\n[record]\nrecord-phase = fwd\n", f);
+    fclose(f);
+    int rc = peat("run --config %s --calls 4 --out %s/cfg", cfg, tmpdir);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, err_buf);
+    char *j = read_json("cfg");
+    cr_assert(strstr(j, "\"records\": 4"), "--calls on the command line must override the file:\n%.600s", j);
+    f = fopen(cfg, "w");
+    fputs("kernel gemm_new\n", f);
+    fclose(f);
+    rc = peat("run --config %s --out %s/cfg2", cfg, tmpdir);
+    cr_assert_eq(rc, 2);
+    cr_assert(strstr(err_buf, "peat.ini:1"), "the error must name the line: %s", err_buf);
+    rc = peat("run --config %s/missing.ini --out %s/cfg3", tmpdir, tmpdir);
+    cr_assert_eq(rc, 2);
+}
