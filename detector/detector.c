@@ -64,7 +64,7 @@ peat_acceptance peat_detector_verdict(const peat_finding *f, int n)
 
 peat_detector_ctx peat_detector_ctx_from_kernel(const peat_kernel *k)
 {
-    peat_detector_ctx c = {PEAT_DTYPE_F32, PEAT_DTYPE_F32, PEAT_DTYPE_F32};
+    peat_detector_ctx c = {PEAT_DTYPE_F32, PEAT_DTYPE_F32, PEAT_DTYPE_F32, NAN, NAN};
     if (k) {
         c.declared_in = k->in_dtype;
         c.declared_out = k->out_dtype;
@@ -503,6 +503,32 @@ static int rule_within(const facts *x, out_list *o)
     return 1;
 }
 
+/* Errors beyond what the declared narrow input format explains, on inputs that leave that
+ * format's normal range: the kernel's inputs underflow (or overflow) when rounded, as unscaled
+ * gradients do in fp16. Reached only where the errors are otherwise unexplained. */
+#define RANGE_INPUT_FRAC_MIN 1e-3
+static int rule_input_range(const facts *x, const peat_detector_ctx *ctx, out_list *o)
+{
+    if (!ctx || !(ctx->declared_in == PEAT_DTYPE_F16 || ctx->declared_in == PEAT_DTYPE_BF16)) return 0;
+    double below = ctx->in_frac_below_normal, above = ctx->in_frac_above_max;
+    int under = !isnan(below) && below >= RANGE_INPUT_FRAC_MIN, over = !isnan(above) && above >= RANGE_INPUT_FRAC_MIN;
+    if (!under && !over) return 0;
+    const char *fmt = ctx->declared_in == PEAT_DTYPE_F16 ? "fp16" : "bf16";
+    double lo = ctx->declared_in == PEAT_DTYPE_F16 ? 0x1p-14 : FLT_MIN;
+    double hi = ctx->declared_in == PEAT_DTYPE_F16 ? 65504.0 : 3.3895e38;
+    peat_finding *f = emit(o, PEAT_FIND_RANGE, 0.75, PEAT_ACCEPT_FAIL, "fmt=%s,inputs=%s", fmt,
+                           under && over ? "underflow+overflow" : under ? "underflow" : "overflow");
+    if (under)
+        ev(f, "%.2f%% of the kernel's nonzero input values lie below %s's smallest normal %.3g: rounded "
+              "to %s they lose precision or flush to 0 (unscaled gradients; loss scaling avoids it)",
+           100.0 * below, fmt, lo, fmt);
+    if (over) ev(f, "%.2f%% of the input values exceed %s's largest finite %.6g", 100.0 * above, fmt, hi);
+    ev(f, "%lld elements (%.2f%%) beyond the bound, max error %.3g x it, effective bits %.1f: more than "
+          "%s rounding of in-range inputs explains",
+       (long long)x->c->n_over_bound, 100.0 * x->c->frac_over_bound, x->c->max_norm, x->c->eff_bits, fmt);
+    return 1;
+}
+
 static void out_of_bound(const facts *x, out_list *o)
 {
     const peat_signature *c = x->c;
@@ -553,10 +579,15 @@ int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
     if (fired && (primary == PEAT_FIND_TRUNCATION || primary == PEAT_FIND_RANGE) && cand->test_mant_bits > 0 &&
         cand->test_mant_bits <= STORAGE_BITS_MAX && x.rr >= 2.0)
         precision_finding(&x, ctx, &o, cand->test_mant_bits);
+    /* a precision below the declared format's, on inputs that leave its range: say why */
+    if (fired && primary == PEAT_FIND_REDUCED_PRECISION && o.f[0].accept == PEAT_ACCEPT_FAIL)
+        rule_input_range(&x, ctx, &o);
     int nondet = rule_nondeterministic(&x, &o);
     if (fired) return o.n;
     if (!nondet && rule_within(&x, &o)) return o.n;
-    if (cand->max_norm > x.env || x.nonfinite > 0) out_of_bound(&x, &o);
+    if (cand->max_norm > x.env || x.nonfinite > 0) {
+        if (!rule_input_range(&x, ctx, &o)) out_of_bound(&x, &o);
+    }
     else if (!nondet || x.rr > RMS_SAME_MAX)
         unknown(&x, &o, "errors stay within the bound but are not like golden's and match no "
                         "known model");

@@ -41,6 +41,11 @@ typedef struct peat_detector_ctx {
     peat_dtype declared_in;       /* kernel's in_dtype */
     peat_dtype declared_out;
     peat_dtype declared_acc;
+    /* measured by the runner on the calls' inputs when declared_in is narrower than fp32 (NaN =
+     * not measured): fraction of nonzero input values below the declared format's smallest
+     * normal, and above its largest finite value */
+    double in_frac_below_normal;
+    double in_frac_above_max;
 } peat_detector_ctx;
 
 /* The declared precisions of a kernel descriptor (NULL: fp32 throughout). */

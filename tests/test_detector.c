@@ -19,7 +19,7 @@ static void setup(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry 
 
 TestSuite(detector, .init = setup);
 
-typedef enum data_kind { DATA_NORMAL = 0, DATA_SUBNORMAL, DATA_LARGE } data_kind;
+typedef enum data_kind { DATA_NORMAL = 0, DATA_SUBNORMAL, DATA_LARGE, DATA_TINY_A } data_kind;
 
 typedef struct shape {
     int M, N, K;
@@ -48,6 +48,7 @@ static call call_new(shape s, uint64_t seed, data_kind kind)
     double sa = 1.0, sb = 1.0;
     if (kind == DATA_SUBNORMAL) sa = 1e-19, sb = 1e-19 / sqrt((double)s.K);
     if (kind == DATA_LARGE) sa = 3e4 / sqrt((double)s.K);
+    if (kind == DATA_TINY_A) sa = 2e-6; /* A far below fp16's smallest normal 6.1e-5 */
     peat_rng_t *r = peat_rng_alloc(seed);
     peat_rng_fill_gaussian(r, c.A, sa);
     peat_rng_fill_gaussian(r, c.B, sb);
@@ -289,12 +290,55 @@ Test(detector, declared_reduced_precision_warns_undeclared_fails)
 Test(detector, declared_bf16_does_not_excuse_fp8)
 {
     call c = call_new(SHAPES[0], SEEDS[1], DATA_NORMAL);
-    peat_detector_ctx ctx = {PEAT_DTYPE_BF16, PEAT_DTYPE_F32, PEAT_DTYPE_F32};
+    peat_detector_ctx ctx = {PEAT_DTYPE_BF16, PEAT_DTYPE_F32, PEAT_DTYPE_F32, NAN, NAN};
     peat_finding f[4];
     int n = detect(&c, NULL, "precision(fmt=fp8,where=inputs)", 4, &ctx, f, 4);
     cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION);
     cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL, "4 bits measured, 8 declared");
     call_free(&c);
+}
+
+/* Fraction of nonzero values of A and B below fp16's smallest normal, as the runner measures it. */
+static double frac_below_fp16_normal(const call *c)
+{
+    int64_t n = 0, below = 0;
+    const peat_tensor *t[2] = {c->A, c->B};
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < peat_tensor_numel(t[k]); i++) {
+            double a = fabs((double)peat_f32(t[k])[i]);
+            if (a == 0.0) continue;
+            n++;
+            below += a < 0x1p-14;
+        }
+    return (double)below / (double)n;
+}
+
+Test(detector, fp16_input_underflow_is_named)
+{
+    for (int i = 0; i < 2; i++) {
+        call c = call_new(SHAPES[i], SEEDS[i], DATA_TINY_A);
+        peat_detector_ctx ctx = peat_detector_ctx_from_kernel(kern("gemm_fp16"));
+        ctx.in_frac_below_normal = frac_below_fp16_normal(&c);
+        ctx.in_frac_above_max = 0.0;
+        double na = (double)peat_tensor_numel(c.A), nb = (double)peat_tensor_numel(c.B);
+        cr_assert(ctx.in_frac_below_normal > 0.99 * na / (na + nb), "every value of A is tiny, measured %.3f",
+                  ctx.in_frac_below_normal);
+        peat_finding f[4];
+        int n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
+        show("fp16 underflow", f, n);
+        cr_assert(has_class(f, n, PEAT_FIND_RANGE), "fp16 input underflow must be named RANGE");
+        for (int k = 0; k < n; k++)
+            if (f[k].cls == PEAT_FIND_RANGE) cr_assert(strstr(f[k].params, "underflow"), "params: %s", f[k].params);
+        cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL);
+        call_free(&c);
+        /* the same kernel on in-range inputs: its declared precision, a warning */
+        c = call_new(SHAPES[i], SEEDS[i], DATA_NORMAL);
+        ctx.in_frac_below_normal = frac_below_fp16_normal(&c);
+        n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
+        cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "in-range fp16 inputs: %s", peat_finding_name(f[0].cls));
+        cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_WARN);
+        call_free(&c);
+    }
 }
 
 /* ---- gelu_tanh: a small smooth input-dependent deviation ---------------------------------------- */

@@ -458,6 +458,37 @@ static void utc_stamp(char *buf, size_t n, const char *fmt)
     strftime(buf, n, fmt, &tm);
 }
 
+typedef struct {
+    double below, above;
+} input_range;
+
+/* Fractions of nonzero float input values below the smallest normal and above the largest finite
+ * value of fmt (NaN when fmt is not a narrow float format). */
+static input_range measure_input_range(const peat_record_list *recs, peat_dtype fmt)
+{
+    input_range r = {NAN, NAN};
+    double lo, hi;
+    if (fmt == PEAT_DTYPE_F16) lo = 0x1p-14, hi = 65504.0;
+    else if (fmt == PEAT_DTYPE_BF16) lo = 0x1p-126, hi = 3.3895313892515355e38;
+    else return r;
+    int64_t n = 0, below = 0, above = 0;
+    for (int64_t i = 0; i < recs->n; i++)
+        for (int k = 0; k < recs->items[i]->n_in; k++) {
+            const peat_tensor *t = recs->items[i]->in[k];
+            if (t->dtype != PEAT_DTYPE_F32) continue;
+            const float *x = peat_f32(t);
+            for (int64_t e = 0; e < peat_tensor_numel(t); e++) {
+                double a = fabs((double)x[e]);
+                if (a == 0.0) continue;
+                n++;
+                below += a < lo;
+                above += a > hi;
+            }
+        }
+    if (n > 0) r.below = (double)below / (double)n, r.above = (double)above / (double)n;
+    return r;
+}
+
 /* Adds both signatures to the finished campaign file (the analyze stage's output). */
 static peat_status store_signatures(const char *h5, const peat_campaign_result *res)
 {
@@ -678,6 +709,9 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
                           peat_op_name(k->op), flow);
     }
 
+    /* where the kernel declares a narrow input format: how many input values leave its range */
+    input_range in_range = measure_input_range(&ps.list, k->in_dtype);
+
     /* ---- playback + analyze ---- */
     t0 = peat_now();
     accs A = {peat_analyzer_acc_alloc(k->name, k->op),
@@ -698,6 +732,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
 
     /* ---- detect ---- */
     peat_detector_ctx dctx = peat_detector_ctx_from_kernel(k);
+    dctx.in_frac_below_normal = in_range.below;
+    dctx.in_frac_above_max = in_range.above;
     if (res->n_kernel_failures > 0) {
         peat_finding *fd = &res->findings[0];
         memset(fd, 0, sizeof *fd);
