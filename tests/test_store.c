@@ -675,7 +675,10 @@ static void kr_child(const char *path, int fd, int64_t kill_step)
         fprintf(stderr, "kr child: %s\n", peat_error_last());
         _exit(10);
     }
-    if (kill_step >= 0) peat_store_debug_kill_at(peat_store_debug_steps() + kill_step);
+    if (kill_step >= 0) {
+        peat_store_debug_partial_flush(kill_step >= 100);
+        peat_store_debug_kill_at(peat_store_debug_steps() + kill_step % 100);
+    }
     for (int i = 0; i < KR_RECORDS; i++) {
         peat_record *r = kr_record(i);
         if (!peat_store_call_has(s, r->id)) {
@@ -794,8 +797,10 @@ Test(store, killed_writer_loses_nothing_and_resume_doubles_nothing, .timeout = 1
     /* kills at chosen steps of the write path (data chunks, index rows, before and after the
      * flush), each followed by a resume that carries on from the survivors */
     int lives = 0, finished = 0;
-    for (int64_t k = 0; k < 40 && !finished; k++, lives++) {
-        finished = kr_life(p, reported, k % 13, 0, 0); /* a record is 4..8 steps: every position */
+    for (int64_t k = 0; k < 52 && !finished; k++, lives++) {
+        /* a record is 4..8 steps: every position; every other round the datasets were flushed
+         * but not the file when the kill came (steps + 100) */
+        finished = kr_life(p, reported, k % 13 + (k / 13 % 2) * 100, 0, 0);
         if (access(p, F_OK) == 0) kr_verify(p, reported, 0);
     }
     /* kills at random instants while records are being written */

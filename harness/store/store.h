@@ -143,6 +143,9 @@ peat_status peat_store_inspect(const char *path, FILE *out);
  * counts several steps (tensor data, index rows, flush), so sweeping n kills the writer at every
  * step boundary of the write path. */
 void peat_store_debug_kill_at(int64_t n);
+/* on: before that kill, flush the datasets but not the file, as a kill in the middle of the
+ * flush can leave it (chunk indexes on disk, the superblock's end of allocation not). */
+void peat_store_debug_partial_flush(int on);
 /* Steps counted so far in this process. */
 int64_t peat_store_debug_steps(void);
 

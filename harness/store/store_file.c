@@ -207,7 +207,7 @@ peat_status store_table_append(peat_store_t *s, int table, int64_t n)
     if (fs >= 0) H5Sclose(fs);
     if (e < 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg());
     s->disk_rows[table] = first + n;
-    store_step();
+    store_step(s);
     return PEAT_OK;
 }
 
@@ -216,10 +216,10 @@ peat_status store_flush(peat_store_t *s)
     /* SWMR write mode orders the metadata writes (children before the parents pointing to
      * them), so the file on disk is a consistent HDF5 file at every instant; once this flush
      * returns, the record is in the kernel's page cache and survives a kill of this process */
-    store_step();
+    store_step(s);
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
-    store_step();
+    store_step(s);
     return PEAT_OK;
 }
 

@@ -181,7 +181,7 @@ peat_status store_str_field(char *dst, size_t n, const char *src, const char *wh
 /* The innermost message of HDF5's error stack (for one-line errors), "" if none. */
 const char *store_h5_msg(void);
 /* Counts a step of the write path; raises SIGKILL at the step set by peat_store_debug_kill_at. */
-void store_step(void);
+void store_step(peat_store_t *s);
 
 /* store_types.c: compound types of the rows (memory layout; file layout is little-endian). */
 hid_t store_row_type(int table, int file_layout);

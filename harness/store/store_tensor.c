@@ -185,7 +185,7 @@ static peat_status batch_flush(peat_store_t *s, hid_t dset, int64_t first, int n
         hsize_t off = (hsize_t)((first + j) * chunk_elems);
         if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, s->batch[j].out_len, s->batch[j].out) < 0)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, store_h5_msg());
-        store_step();
+        store_step(s);
     }
     return PEAT_OK;
 }

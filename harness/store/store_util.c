@@ -122,11 +122,20 @@ const char *store_h5_msg(void)
 }
 
 static int64_t debug_kill_at = -1, debug_steps = 0;
+static int debug_partial;
 
 void peat_store_debug_kill_at(int64_t n) { debug_kill_at = n; }
+void peat_store_debug_partial_flush(int on) { debug_partial = on; }
 int64_t peat_store_debug_steps(void) { return debug_steps; }
 
-void store_step(void)
+void store_step(peat_store_t *s)
 {
-    if (debug_steps++ == debug_kill_at) raise(SIGKILL);
+    if (debug_steps++ != debug_kill_at) return;
+    if (debug_partial) {
+        /* what a kill inside H5Fflush can leave: the datasets' chunks, chunk indexes and
+         * extents on disk, the superblock (end of allocation) not yet */
+        for (int d = 0; d < PEAT_DTYPE_COUNT; d++) H5Dflush(s->d_pool[d]);
+        for (int t = 0; t < STORE_T_COUNT; t++) H5Dflush(s->d_table[t]);
+    }
+    raise(SIGKILL);
 }
