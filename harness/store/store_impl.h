@@ -203,13 +203,33 @@ peat_status store_workers_start(store_workers *w, size_t shuf_bytes);
 void store_workers_stop(store_workers *w);
 peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs);
 
-/* store_file.c */
+/* store_file.c: shared by creating and opening */
+#define STORE_N_GROUPS 6
+extern const char *const store_group_paths[STORE_N_GROUPS];
+extern const char *const store_group_docs[STORE_N_GROUPS];
+int store_attr_write(hid_t loc, const char *name, hid_t type, const void *val);
+int store_attr_str(hid_t loc, const char *name, const char *val);
+/* 1 = read, 0 = absent, -1 = present but unreadable or of another type. */
+int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n);
+int store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val);
+/* The writer lock: PEAT_ERR_IO if another process writes the file. */
+peat_status store_lock_take(const char *path, int *fd_out);
+peat_store_t *store_alloc(const char *path);
+/* File access list of the 1.10 format (SWMR needs it). */
+hid_t store_fapl_latest(void);
+void store_settings_from_meta(peat_store_t *s);
 /* Writes rows [disk_rows, disk_rows + n) of a table (already in s->rows) to the file. */
 peat_status store_table_append(peat_store_t *s, int table, int64_t n);
 /* Makes everything written so far durable against a kill of this process. */
 peat_status store_flush(peat_store_t *s);
 /* Refuses writes on a read-only or failed store. */
 peat_status store_check_writable(const peat_store_t *s);
+
+/* store_recover.c: validate rows, drop an unfinished trailing record; build the maps; trim the
+ * file back to the last complete record before writing again. */
+peat_status store_recover(peat_store_t *s);
+peat_status store_index_build(peat_store_t *s);
+peat_status store_repair(peat_store_t *s);
 
 /* store_tensor.c */
 /* Starts the tensors of a new record (aligns every pool's next data to a chunk boundary). */

@@ -158,11 +158,17 @@ peat_status peat_store_inspect(const char *path, FILE *out)
     fprintf(out, "  environment  host %s, clocks %s, dtypes %s, build %s\n", m->host[0] ? m->host : "-",
             m->clocks[0] ? m->clocks : "-", m->dtypes[0] ? m->dtypes : "-", m->build[0] ? m->build : "-");
     if (m->policy[0]) fprintf(out, "  policy       %s\n", m->policy);
-    char lim[32];
-    if (s->exact_max < 0) snprintf(lim, sizeof lim, "always");
-    else human(lim, sizeof lim, (double)s->exact_max);
-    fprintf(out, "  storage      shuffle + deflate level %d, chunks of %d elements, exact outputs stored up to %s per call\n",
-            s->deflate, STORE_CHUNK_ELEMS, lim);
+    char lim[96], b0[32];
+    if (s->exact_max < 0) snprintf(lim, sizeof lim, "exact outputs stored");
+    else if (s->exact_max == 0) snprintf(lim, sizeof lim, "exact outputs recomputed on read");
+    else {
+        human(b0, sizeof b0, (double)s->exact_max);
+        snprintf(lim, sizeof lim, "exact outputs stored up to %s per call", b0);
+    }
+    char codec[48];
+    if (s->deflate < 0) snprintf(codec, sizeof codec, "shuffle, uncompressed");
+    else snprintf(codec, sizeof codec, "shuffle + deflate level %d", s->deflate);
+    fprintf(out, "  storage      %s, chunks of %d elements, %s\n", codec, STORE_CHUNK_ELEMS, lim);
 
     fprintf(out, "\nstages present: meta");
     if (st.calls) fprintf(out, ", calls (%lld)", (long long)st.calls);
