@@ -330,6 +330,10 @@ static peat_status run_candidate(const peat_kernel *k, const peat_args *a, int i
         snprintf(why, nwhy, "kernel '%s' crashed with signal %d (%s)", k->name, WTERMSIG(wst),
                  strsignal(WTERMSIG(wst)));
         st = PEAT_ERR_KERNEL;
+    } else if (*child_status == -1 && WIFEXITED(wst) && WEXITSTATUS(wst) != 0) {
+        /* a sanitizer or the kernel itself turned the fault into an exit */
+        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name, WEXITSTATUS(wst));
+        st = PEAT_ERR_KERNEL;
     } else if (*child_status != PEAT_OK) {
         snprintf(why, nwhy, "kernel '%s' failed: %s", k->name,
                  *child_status == -1 ? "exited without finishing" : child_msg);
