@@ -15,9 +15,21 @@ static double now(void)
 
 typedef struct op_time {
     double t0;
+    double attn; /* the attention proper: fused ATTENTION(+BWD), or the unfused chain */
     double sec[PEAT_OP_COUNT];
     int64_t calls[PEAT_OP_COUNT];
 } op_time;
+
+/* The attention's own calls by layer name: "h<l>.attn" (fused) and "h<l>.attn.qk", ".mask",
+ * ".softmax", ".pv" (unfused), not the QKV and output projections around it. */
+static int attn_layer(const char *layer)
+{
+    const char *p = layer ? strstr(layer, ".attn") : NULL;
+    if (!p) return 0;
+    p += 5;
+    return !*p || !strcmp(p, ".qk") || !strcmp(p, ".mask") || !strcmp(p, ".softmax") ||
+           !strcmp(p, ".pv");
+}
 
 /* Times every call: calls do not nest, so one start time is enough. */
 static peat_status time_hook(void *user, const peat_kernel *k, const peat_args *a,
@@ -27,8 +39,10 @@ static peat_status time_hook(void *user, const peat_kernel *k, const peat_args *
     if (!after) {
         t->t0 = now();
     } else {
-        t->sec[a->op] += now() - t->t0;
+        double dt = now() - t->t0;
+        t->sec[a->op] += dt;
         t->calls[a->op]++;
+        if (attn_layer(info->layer)) t->attn += dt;
     }
     return PEAT_OK;
 }
@@ -78,8 +92,8 @@ int main(int argc, char **argv)
 #endif
     printf("# bench_flows: default configs, golden CPU kernels, %d timed steps after 2 warm-up; "
            "build %s\n\n", n, build);
-    printf("| flow | steps/s | ms/step | ms/step with timing hook | last loss |\n");
-    printf("|------|--------:|--------:|-------------------------:|----------:|\n");
+    printf("| flow | steps/s | ms/step | ms/step with timing hook | attention ms/step | last loss |\n");
+    printf("|------|--------:|--------:|-------------------------:|------------------:|----------:|\n");
     const char *const *names = peat_flow_names();
     op_time tt[8];
     memset(tt, 0, sizeof tt);
@@ -89,8 +103,8 @@ int main(int argc, char **argv)
         peat_flow_metrics m;
         if (run_flow(names[k], n, NULL, &sec, &m)) return 1;
         if (run_flow(names[k], n, &tt[k], &hooked[k], &m)) return 1;
-        printf("| %s | %.1f | %.2f | %.2f | %.4f |\n", names[k], n / sec, 1e3 * sec / n,
-               1e3 * hooked[k] / n, m.loss);
+        printf("| %s | %.1f | %.2f | %.2f | %.3f | %.4f |\n", names[k], n / sec, 1e3 * sec / n,
+               1e3 * hooked[k] / n, 1e3 * tt[k].attn / n, m.loss);
     }
     for (int k = 0; names[k] && k < 8; k++) {
         printf("\n## %s: time per op kind (per training step)\n\n", names[k]);

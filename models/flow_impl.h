@@ -45,6 +45,7 @@ struct peat_flow {
 extern const peat_models_flow_ops peat_models_mlp_ops;
 extern const peat_models_flow_ops peat_models_cnn_ops;
 extern const peat_models_flow_ops peat_models_gpt_ops;
+extern const peat_models_flow_ops peat_models_gpt_unfused_ops; /* gpt.c, attention unfused */
 
 /* Adds a parameter of the given shape (zero-filled, with gradient and optimizer state) and
  * returns it through *out. Init is the caller's. */
@@ -68,6 +69,16 @@ peat_status peat_models_gemm(peat_flow_t *f, const char *layer, peat_phase ph, i
                              int64_t M, int64_t N, int64_t K, const peat_tensor *A,
                              const peat_tensor *B, double beta, const peat_tensor *C,
                              peat_tensor *D);
+/* D[batch,M,N] = alpha op(A) op(B) per batch entry (no C): attention's score and value GEMMs. */
+peat_status peat_models_gemm_batched(peat_flow_t *f, const char *layer, peat_phase ph, int ta,
+                                     int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                     double alpha, const peat_tensor *A, const peat_tensor *B,
+                                     peat_tensor *D);
+/* Row softmax of X [R,C] into Y; with dY != NULL the backward instead: X is then the softmax
+ * output and Y receives dX. */
+peat_status peat_models_softmax(peat_flow_t *f, const char *layer, peat_phase ph, int64_t R,
+                                int64_t C, const peat_tensor *X, const peat_tensor *dY,
+                                peat_tensor *Y);
 /* Y[R,out] = X[R,in] W[in,out] (+ C when C != NULL, the fused residual). */
 peat_status peat_models_linear_fwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
                                    int64_t out, const peat_tensor *X, const peat_tensor *W,

@@ -1,10 +1,14 @@
-/* gpt.c: the "gpt" flow: a small pre-LN decoder-only transformer learning digit arithmetic. */
+/* gpt.c: the "gpt" and "gpt_unfused" flows: a small pre-LN decoder-only transformer learning
+ * digit arithmetic, its attention one fused op or the unfused GEMM/mask/softmax/GEMM chain. */
 #include "models/flow_impl.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The causal mask's score above the diagonal (finite, never -inf). */
+#define GPT_MASK (-1e9f)
 
 /* Tokens: digits 0..9, then the operators and '='; the rest of the vocabulary is unused (the
  * model must learn never to predict it). */
@@ -13,13 +17,14 @@ enum { TOK_PLUS = 10, TOK_MINUS = 11, TOK_EQ = 12, GPT_VOCAB = 16, GPT_EVAL = 12
 
 typedef struct gpt_block {
     peat_models_param *ln1g, *ln1b, *wqkv, *bqkv, *wo, *ln2g, *ln2b, *w1, *b1, *w2;
-    char name[8][32]; /* layer names of the calls */
-    /* activations kept for the backward */
-    peat_tensor *H1, *mean1, *rstd1, *QKV0, *QKV, *Q, *K, *V, *O, *Lse, *Om, *Xa;
+    char name[12][32]; /* layer names of the calls */
+    /* activations kept for the backward (Lse for the fused attention, P for the unfused) */
+    peat_tensor *H1, *mean1, *rstd1, *QKV0, *QKV, *Q, *K, *V, *O, *Lse, *P, *Om, *Xa;
     peat_tensor *H2, *mean2, *rstd2, *F, *Fb, *Fg;
 } gpt_block;
 
 typedef struct gpt_impl {
+    int unfused;     /* attention as GEMM, mask BIAS_ADD, SOFTMAX, GEMM (flow "gpt_unfused") */
     int nd;          /* digits per operand */
     int64_t T, D, H, Dh, Nrow, Nans, B;
     peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
@@ -28,6 +33,9 @@ typedef struct gpt_impl {
     peat_tensor *tok, *tgt;      /* I32 [B*T] inputs, I32 [Nans] answer targets */
     peat_tensor *dHa, *dHf, *dX, *dXa, *dXln, *dFg, *dFb, *dH, *dOm, *dO, *dQ, *dK, *dV, *dQKV;
     peat_tensor *dE;
+    /* unfused attention: the causal mask [T*T], scores before/after it and the backward's
+     * dP, dS [B*H, T, T] (scratch shared by the blocks) */
+    peat_tensor *mask, *S, *Sm, *dP, *dS;
     peat_models_xent_ws xw;
     int32_t *ev_a, *ev_b;        /* held-out problems */
 } gpt_impl;
@@ -122,9 +130,10 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
         ADDB(w1, "mlp.fc.w", D, 4 * D, 1);
         ADDB(b1, "mlp.fc.b", 4 * D, 0, 0);
         ADDB(w2, "mlp.proj.w", 4 * D, D, 1);
-        const char *ln[8] = {"ln1", "attn.qkv", "attn", "attn.proj", "ln2", "mlp.fc", "mlp.proj",
-                             "res"};
-        for (int k = 0; k < 8; k++) snprintf(b->name[k], sizeof b->name[k], "h%d.%s", (int)l, ln[k]);
+        const char *ln[12] = {"ln1",      "attn.qkv", "attn",      "attn.proj",
+                              "ln2",      "mlp.fc",   "mlp.proj",  "res",
+                              "attn.qk",  "attn.mask", "attn.softmax", "attn.pv"};
+        for (int k = 0; k < 12; k++) snprintf(b->name[k], sizeof b->name[k], "h%d.%s", (int)l, ln[k]);
     }
 #undef ADDB
     PEAT_TRY(add(f, "lnf.g", D, 0, 0, &m->lnfg));
@@ -169,7 +178,8 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         PEAT_TRY(peat_models_tensor(&b->K, m->B, m->H, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->V, m->B, m->H, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->O, m->B, m->H, m->T, m->Dh));
-        PEAT_TRY(peat_models_tensor(&b->Lse, m->B, m->H, m->T, 0));
+        if (m->unfused) PEAT_TRY(peat_models_tensor(&b->P, BH, m->T, m->T, 0));
+        else PEAT_TRY(peat_models_tensor(&b->Lse, m->B, m->H, m->T, 0));
         T2(b->Om, N, D);
         T2(b->Xa, N, D);
         T2(b->H2, N, D);
@@ -201,6 +211,19 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
     PEAT_TRY(peat_models_tensor(&m->dQ, BH, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dK, BH, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dV, BH, m->T, m->Dh, 0));
+    if (m->unfused) {
+        PEAT_TRY(peat_models_tensor(&m->mask, m->T * m->T, 0, 0, 0));
+        PEAT_TRY(peat_models_tensor(&m->S, BH, m->T, m->T, 0));
+        PEAT_TRY(peat_models_tensor(&m->Sm, BH, m->T, m->T, 0));
+        PEAT_TRY(peat_models_tensor(&m->dP, BH, m->T, m->T, 0));
+        PEAT_TRY(peat_models_tensor(&m->dS, BH, m->T, m->T, 0));
+        /* key j > query i is the future: a large finite negative score, as real codebases add
+         * (with -inf, a kernel's max shift meeting two masked entries computes -inf - -inf =
+         * NaN); its exp underflows to exactly 0, so the masked softmax is the causal one */
+        float *mk = peat_f32(m->mask);
+        for (int64_t i = 0; i < m->T; i++)
+            for (int64_t j = 0; j < m->T; j++) mk[i * m->T + j] = j > i ? GPT_MASK : 0.0f;
+    }
 #undef T2
     PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, N, &m->tok));
     PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, m->Nans, &m->tgt));
@@ -212,6 +235,7 @@ static peat_status gpt_create(peat_flow_t *f)
     gpt_impl *m = calloc(1, sizeof *m);
     if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt");
     f->impl = m;
+    m->unfused = f->ops == &peat_models_gpt_unfused_ops;
     int L = f->cfg.depth;
     if (L > GPT_MAX_BLOCKS) return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: depth %d > %d", L, GPT_MAX_BLOCKS);
     /* the sequence "a op b = c" with n-digit operands and an (n+1)-digit answer has 3n+3 tokens;
@@ -258,13 +282,15 @@ static void gpt_destroy(peat_flow_t *f)
     for (int l = 0; l < GPT_MAX_BLOCKS; l++) {
         gpt_block *b = &m->blk[l];
         peat_tensor *t[] = {b->H1, b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q, b->K, b->V, b->O,
-                            b->Lse, b->Om, b->Xa, b->H2, b->mean2, b->rstd2, b->F, b->Fb, b->Fg};
+                            b->Lse, b->P, b->Om, b->Xa, b->H2, b->mean2, b->rstd2, b->F, b->Fb,
+                            b->Fg};
         for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     }
     for (int l = 0; l <= GPT_MAX_BLOCKS; l++) peat_tensor_free(m->X[l]);
     peat_tensor *t[] = {m->E, m->Hf, m->meanf, m->rstdf, m->Ha, m->logits, m->dlogits, m->tok,
                         m->tgt, m->dHa, m->dHf, m->dX, m->dXa, m->dXln, m->dFg, m->dFb, m->dH,
-                        m->dOm, m->dO, m->dQ, m->dK, m->dV, m->dQKV, m->dE};
+                        m->dOm, m->dO, m->dQ, m->dK, m->dV, m->dQKV, m->dE, m->mask, m->S,
+                        m->Sm, m->dP, m->dS};
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     peat_models_xent_ws_free(&m->xw);
     free(m->ev_a);
@@ -295,6 +321,52 @@ static void attn_params(const gpt_impl *m, peat_op_params *p)
     p->f[0] = 1.0 / sqrt((double)m->Dh);
 }
 
+/* O = softmax(scale Q K^T + causal mask) V per (batch, head), into b->O. */
+static peat_status attn_fwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
+{
+    peat_op_params p;
+    attn_params(m, &p);
+    if (!m->unfused) {
+        const peat_tensor *in[3] = {b->Q, b->K, b->V};
+        peat_tensor *out[2] = {b->O, b->Lse};
+        peat_args a = peat_args_make(PEAT_OP_ATTENTION, &p, 3, in, 2, out);
+        return peat_exec_op(f->ex, b->name[2], PEAT_PHASE_FWD, &a);
+    }
+    int64_t BH = m->B * m->H, T = m->T, Dh = m->Dh;
+    double scale = p.f[0];
+    const peat_phase F = PEAT_PHASE_FWD;
+    /* S = scale Q K^T: [T, Dh] x [Dh, T] for each of the B*H heads */
+    PEAT_TRY(peat_models_gemm_batched(f, b->name[8], F, 0, 1, BH, T, T, Dh, scale, b->Q, b->K, m->S));
+    /* the mask is one [T*T] bias shared by every head's score matrix */
+    PEAT_TRY(peat_models_bias_add(f, b->name[9], F, BH, T * T, 1, m->S, m->mask, m->Sm));
+    PEAT_TRY(peat_models_softmax(f, b->name[10], F, BH * T, T, m->Sm, NULL, b->P));
+    return peat_models_gemm_batched(f, b->name[11], F, 0, 0, BH, T, Dh, T, 1.0, b->P, b->V, b->O);
+}
+
+/* dQ, dK, dV from dO (in m->dO). */
+static peat_status attn_bwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
+{
+    peat_op_params p;
+    attn_params(m, &p);
+    if (!m->unfused) {
+        const peat_tensor *in[6] = {b->Q, b->K, b->V, b->O, b->Lse, m->dO};
+        peat_tensor *out[3] = {m->dQ, m->dK, m->dV};
+        peat_args a = peat_args_make(PEAT_OP_ATTENTION_BWD, &p, 6, in, 3, out);
+        return peat_exec_op(f->ex, b->name[2], PEAT_PHASE_BWD, &a);
+    }
+    int64_t BH = m->B * m->H, T = m->T, Dh = m->Dh;
+    double scale = p.f[0];
+    const peat_phase B = PEAT_PHASE_BWD;
+    /* O = P V: dP = dO V^T, dV = P^T dO */
+    PEAT_TRY(peat_models_gemm_batched(f, b->name[11], B, 0, 1, BH, T, T, Dh, 1.0, m->dO, b->V, m->dP));
+    PEAT_TRY(peat_models_gemm_batched(f, b->name[11], B, 1, 0, BH, T, Dh, T, 1.0, b->P, m->dO, m->dV));
+    PEAT_TRY(peat_models_softmax(f, b->name[10], B, BH * T, T, b->P, m->dP, m->dS));
+    /* the mask is a constant: the gradient passes through its add unchanged (and is 0 where
+     * P is); S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
+    PEAT_TRY(peat_models_gemm_batched(f, b->name[8], B, 0, 0, BH, T, Dh, T, scale, m->dS, b->K, m->dQ));
+    return peat_models_gemm_batched(f, b->name[8], B, 1, 0, BH, T, Dh, T, scale, m->dS, b->Q, m->dK);
+}
+
 /* ---- forward / backward ------------------------------------------------------------------- */
 
 static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
@@ -318,11 +390,7 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
         heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(b->Q), 1);
         heads_copy(m, peat_f32(b->QKV), 3, 1, peat_f32(b->K), 1);
         heads_copy(m, peat_f32(b->QKV), 3, 2, peat_f32(b->V), 1);
-        attn_params(m, &p);
-        const peat_tensor *ain[3] = {b->Q, b->K, b->V};
-        peat_tensor *aout[2] = {b->O, b->Lse};
-        a = peat_args_make(PEAT_OP_ATTENTION, &p, 3, ain, 2, aout);
-        PEAT_TRY(peat_exec_op(f->ex, b->name[2], PEAT_PHASE_FWD, &a));
+        PEAT_TRY(attn_fwd(f, m, b));
         heads_copy(m, peat_f32(b->Om), 1, 0, peat_f32(b->O), 0);
         /* the residual sum is the GEMM's beta*C */
         PEAT_TRY(peat_models_linear_fwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->X[l], b->Xa));
@@ -372,11 +440,7 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
         /* Xa = Om Wo + X[l] */
         PEAT_TRY(peat_models_linear_bwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->dXa, b->wo->g, m->dOm));
         heads_copy(m, peat_f32(m->dOm), 1, 0, peat_f32(m->dO), 1);
-        attn_params(m, &p);
-        const peat_tensor *ain[6] = {b->Q, b->K, b->V, b->O, b->Lse, m->dO};
-        peat_tensor *aout[3] = {m->dQ, m->dK, m->dV};
-        peat_args a = peat_args_make(PEAT_OP_ATTENTION_BWD, &p, 6, ain, 3, aout);
-        PEAT_TRY(peat_exec_op(f->ex, b->name[2], PEAT_PHASE_BWD, &a));
+        PEAT_TRY(attn_bwd(f, m, b));
         heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->dQ), 0);
         heads_copy(m, peat_f32(m->dQKV), 3, 1, peat_f32(m->dK), 0);
         heads_copy(m, peat_f32(m->dQKV), 3, 2, peat_f32(m->dV), 0);
@@ -430,8 +494,10 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
             ok[i] = 1;
             for (int j = 0; j < m->nd; j++) tok[ans_row(m, i, j) + 1] = 0; /* hide the answer */
         }
+        /* digit 0 reads only the question, so the teacher-forced forward above already holds
+         * its greedy logits; each later digit needs one forward over the decoded prefix */
         for (int j = 0; j < na; j++) {
-            PEAT_TRY(gpt_forward(f, m));
+            if (j > 0) PEAT_TRY(gpt_forward(f, m));
             for (int i = 0; i < m->B; i++) {
                 int d = peat_models_argmax(peat_f32(m->logits) + (i * na + j) * GPT_VOCAB, GPT_VOCAB);
                 ok[i] &= d == peat_i32(m->tgt)[i * na + j];
@@ -448,23 +514,33 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
     return PEAT_OK;
 }
 
+/* Op kinds both variants call; the attention ops are added per variant. */
+#define GPT_OPS                                                                                    \
+    ((1u << PEAT_OP_EMBEDDING) | (1u << PEAT_OP_EMBEDDING_BWD) | (1u << PEAT_OP_BIAS_ADD) |        \
+     (1u << PEAT_OP_BIAS_ADD_BWD) | (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |    \
+     (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD) |                      \
+     (1u << PEAT_OP_CROSS_ENTROPY) | (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE))
+
+/* Defaults and entry points both variants share (same model, task, seeds: the same initial
+ * weights and batches for the same seed). */
+#define GPT_COMMON                                                                                 \
+    .def_batch = 32, .def_width = 32, .def_depth = 2, .def_seq = 8, .def_lr_adamw = 3e-3,         \
+    .def_lr_sgd = 0.1, .create = gpt_create, .train = gpt_train, .eval = gpt_eval,                 \
+    .destroy = gpt_destroy
+
 const peat_models_flow_ops peat_models_gpt_ops = {
     .name = "gpt",
     .desc = "pre-LN decoder-only transformer (d 32, 2 blocks, 2 heads, causal) learning 2-digit "
             "addition \"ab+cd=\" -> sum digits, least significant first",
-    .ops = (1u << PEAT_OP_EMBEDDING) | (1u << PEAT_OP_EMBEDDING_BWD) | (1u << PEAT_OP_BIAS_ADD) |
-           (1u << PEAT_OP_BIAS_ADD_BWD) | (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |
-           (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD) |
-           (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD) | (1u << PEAT_OP_CROSS_ENTROPY) |
-           (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE),
-    .def_batch = 32,
-    .def_width = 32,
-    .def_depth = 2,
-    .def_seq = 8,
-    .def_lr_adamw = 3e-3,
-    .def_lr_sgd = 0.1,
-    .create = gpt_create,
-    .train = gpt_train,
-    .eval = gpt_eval,
-    .destroy = gpt_destroy,
+    .ops = GPT_OPS | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD),
+    GPT_COMMON,
+};
+
+const peat_models_flow_ops peat_models_gpt_unfused_ops = {
+    .name = "gpt_unfused",
+    .desc = "the gpt model and task with unfused attention: batched GEMM scale*QK^T, causal mask "
+            "by BIAS_ADD (-1e9 above the diagonal), row SOFTMAX, GEMM PV; backward by GEMMs "
+            "and SOFTMAX_BWD",
+    .ops = GPT_OPS | (1u << PEAT_OP_SOFTMAX) | (1u << PEAT_OP_SOFTMAX_BWD),
+    GPT_COMMON,
 };

@@ -24,6 +24,30 @@ peat_status peat_models_gemm(peat_flow_t *f, const char *layer, peat_phase ph, i
     return run(f, layer, ph, PEAT_OP_GEMM, &p, beta != 0.0 ? 3 : 2, in, 1, &D);
 }
 
+peat_status peat_models_gemm_batched(peat_flow_t *f, const char *layer, peat_phase ph, int ta,
+                                     int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                     double alpha, const peat_tensor *A, const peat_tensor *B,
+                                     peat_tensor *D)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = ta, p.i[1] = tb, p.i[2] = M, p.i[3] = N, p.i[4] = K, p.i[5] = batch;
+    p.f[0] = alpha;
+    const peat_tensor *in[2] = {A, B};
+    return run(f, layer, ph, PEAT_OP_GEMM, &p, 2, in, 1, &D);
+}
+
+peat_status peat_models_softmax(peat_flow_t *f, const char *layer, peat_phase ph, int64_t R,
+                                int64_t C, const peat_tensor *X, const peat_tensor *dY,
+                                peat_tensor *Y)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C;
+    const peat_tensor *in[2] = {X, dY};
+    return run(f, layer, ph, dY ? PEAT_OP_SOFTMAX_BWD : PEAT_OP_SOFTMAX, &p, dY ? 2 : 1, in, 1, &Y);
+}
+
 peat_status peat_models_linear_fwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
                                    int64_t out, const peat_tensor *X, const peat_tensor *W,
                                    const peat_tensor *C, peat_tensor *Y)
