@@ -156,23 +156,27 @@ peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
 static peat_status choose_flow(const peat_campaign_opts *o, const peat_kernel *k, const char **flow)
 {
     const char *const *names = peat_flow_names();
+    /* the op mask follows the optimizer: an SGD kernel needs --optimizer sgd */
+    peat_flow_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.optimizer = o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
     if (o->flow) {
         int known = 0;
         for (int i = 0; names[i]; i++) known |= strcmp(names[i], o->flow) == 0;
         if (!known) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s' (see `peat list`)", o->flow);
-        if (!(peat_flow_op_mask(o->flow) & (1u << k->op)))
+        if (!(peat_flow_op_mask_for(o->flow, &fc) & (1u << k->op)))
             return PEAT_ERROR(PEAT_ERR_INVAL, "flow '%s' never calls %s, the op of kernel '%s'",
                               o->flow, peat_op_name(k->op), k->name);
         *flow = o->flow;
         return PEAT_OK;
     }
     for (int i = 0; names[i]; i++)
-        if (peat_flow_op_mask(names[i]) & (1u << k->op)) {
+        if (peat_flow_op_mask_for(names[i], &fc) & (1u << k->op)) {
             *flow = names[i];
             return PEAT_OK;
         }
-    return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s (kernel '%s')",
-                      peat_op_name(k->op), k->name);
+    return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s (kernel '%s')%s", peat_op_name(k->op),
+                      k->name, k->op == PEAT_OP_SGD ? "; SGD updates run with --optimizer sgd" : "");
 }
 
 /* ---- profile ---- */

@@ -53,7 +53,7 @@ static const char *const usage_run =
     "candidate, and reports a verdict with evidence.\n"
     "\n"
     "  --kernel NAME     candidate kernel to validate (see `peat list`)            (required)\n"
-    "  --flow NAME       training flow: mlp, cnn, gpt (default: first that calls the op)\n"
+    "  --flow NAME       training flow: mlp, cnn, gpt, gpt_unfused (default: first calling the op)\n"
     "  --backend NAME    auto, cpu, cuda, hip (default auto: a GPU if present, else cpu)\n"
     "  --iters N         training iterations to profile (default: per flow, e.g. mlp 60)\n"
     "  --calls N         op calls to record and replay (default 48)\n"
@@ -162,7 +162,7 @@ static int cmd_list(int argc, char **argv)
     printf("\nflows:\n");
     const char *const *fl = peat_flow_names();
     for (int i = 0; fl[i]; i++) {
-        printf("  %-8s %s\n           ops:", fl[i], peat_flow_describe(fl[i]));
+        printf("  %-12s %s\n               ops:", fl[i], peat_flow_describe(fl[i]));
         uint32_t m = peat_flow_op_mask(fl[i]);
         for (int op = 0; op < PEAT_OP_COUNT; op++)
             if (m & (1u << op)) printf(" %s", peat_op_name((peat_op_kind)op));
