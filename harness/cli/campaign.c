@@ -41,10 +41,8 @@ void peat_campaign_opts_default(peat_campaign_opts *o)
  * `peat run` stays well inside a minute on two cores. */
 static int64_t default_iters(const char *flow)
 {
-    if (strcmp(flow, "mlp") == 0) return 60;
-    if (strcmp(flow, "cnn") == 0) return 30;
-    if (strcmp(flow, "gpt") == 0) return 30;
-    return 30;
+    if (strcmp(flow, "mlp") == 0) return 200;
+    return 60; /* cnn, gpt, gpt_unfused: ~15-20 ms a step */
 }
 
 static peat_status mkdir_p(const char *path)
@@ -557,7 +555,7 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     PEAT_TRY(choose_flow(o, k, &flow));
     snprintf(res->flow, sizeof res->flow, "%s", flow);
     int64_t iters = o->iters > 0 ? o->iters : default_iters(flow);
-    int64_t calls = o->calls > 0 ? o->calls : 48;
+    int64_t calls = o->calls > 0 ? o->calls : 96;
     if (o->iters < 0 || o->calls < 0 || iters > 1000000 || calls > 1000000)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--iters and --calls must be in 1..1000000");
 
