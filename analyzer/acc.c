@@ -75,13 +75,6 @@ static peat_status sample_push(peat_analyzer_acc_t *acc, const peat_sample *x)
     return PEAT_OK;
 }
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* Maps float bits to integers that order like the values (-0 and +0 both map to 0). */
 static int64_t ordered(float f)
 {
@@ -105,7 +98,7 @@ static int ulp_bin(int64_t d)
 /* Significand bits a normal float uses: 24 minus its trailing zero bits. */
 static int mant_bits_used(float f)
 {
-    uint32_t u = f2u(f);
+    uint32_t u = peat_f32_bits(f);
     uint32_t e = (u >> 23) & 0xff;
     if (e == 0 || e == 0xff) return 0;
     uint32_t m = (u & 0x7fffff) | 0x800000;
@@ -146,7 +139,7 @@ static void gross_note(peat_analyzer_acc_t *acc, gross_box *bx, int64_t i, int64
                        float xr, double bound)
 {
     acc->n_gross++;
-    uint32_t x = f2u(t) ^ f2u(xr);
+    uint32_t x = peat_f32_bits(t) ^ peat_f32_bits(xr);
     /* bits that honest rounding noise of up to `bound` can touch: ceil(log2(bound/ulp)) + 1 */
     double ax = fabs((double)xr);
     double ulp = isfinite(ax) && ax < FLT_MAX ? (double)nextafterf((float)ax, INFINITY) - ax
@@ -161,7 +154,7 @@ static void gross_note(peat_analyzer_acc_t *acc, gross_box *bx, int64_t i, int64
         while (!(high >> b & 1u)) b++;
         acc->n_gross_single++;
         acc->gross_bit[b]++;
-        if (f2u(t) >> b & 1u) acc->n_gross_set++;
+        if (peat_f32_bits(t) >> b & 1u) acc->n_gross_set++;
     }
     int64_t r = i / cols, c = i % cols;
     if (bx->n == 0) {
@@ -245,7 +238,7 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
         double x = peat_tensor_get(exact, i);
         float t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test)[i] : (float)peat_tensor_get(test, i);
         acc->n_elems++;
-        hash_bits(acc, f2u(t));
+        hash_bits(acc, peat_f32_bits(t));
         if (!isfinite(x)) {
             /* the reference itself left the range: only agreement can be judged */
             float xr = (float)x;
@@ -259,7 +252,7 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
         double m = mag ? mag[i] : fabs(x);
         double bound = peat_analyzer_bound(m, depth);
         /* bit pattern against the correctly rounded value */
-        uint32_t bt = f2u(t), br = f2u(xr), xo = bt ^ br;
+        uint32_t bt = peat_f32_bits(t), br = peat_f32_bits(xr), xo = bt ^ br;
         acc->n_bits++;
         for (int b = 0; b < PEAT_BIT_POSITIONS; b++)
             if (xo >> b & 1u) {

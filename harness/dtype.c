@@ -41,22 +41,10 @@ peat_status peat_dtype_parse(const char *s, peat_dtype *out)
     return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown dtype '%s' (f64, f32, bf16, f16, i32)", s ? s : "");
 }
 
-static uint32_t f2u(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static float u2f(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 uint16_t peat_f32_to_bf16(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = peat_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
     /* round to nearest even on the 16 dropped bits; overflow carries into Inf correctly */
     uint32_t lsb = (u >> 16) & 1u;
@@ -66,16 +54,16 @@ uint16_t peat_f32_to_bf16(float x)
 
 uint16_t peat_f32_to_bf16_rtz(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = peat_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
     return (uint16_t)(u >> 16);
 }
 
-float peat_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+float peat_bf16_to_f32(uint16_t h) { return peat_f32_from_bits((uint32_t)h << 16); }
 
 uint16_t peat_f32_to_f16(float x)
 {
-    uint32_t u = f2u(x);
+    uint32_t u = peat_f32_bits(x);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t absu = u & 0x7fffffffu;
     if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((absu >> 13) & 0x3ffu)); /* NaN */
@@ -105,13 +93,13 @@ float peat_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0x1f) return peat_f32_from_bits(sign | 0x7f800000u | (m << 13));
     if (e == 0) {
-        if (m == 0) return u2f(sign);
+        if (m == 0) return peat_f32_from_bits(sign);
         float v = ldexpf((float)m, -24);
         return sign ? -v : v;
     }
-    return u2f(sign | ((e + 112u) << 23) | (m << 13));
+    return peat_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 float peat_round_bf16(float x) { return peat_bf16_to_f32(peat_f32_to_bf16(x)); }

@@ -14,19 +14,6 @@ enum { FN_TANH = 0, FN_SMOOTH };
 #define P(key) peat_inject_param_get(m, key)
 #define PI(key) ((int64_t)peat_inject_param_get(m, key))
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* ---- inputs ---------------------------------------------------------------------------------- */
 
 /* Work copies of the float inputs (never a->in itself); index inputs stay shared. */
@@ -112,7 +99,7 @@ static peat_status pick_distinct(peat_rng_t *r, int64_t n, int64_t count, float 
     return PEAT_OK;
 }
 
-static void flip_one(float *y, void *ctx) { *y = u2f(f2u(*y) ^ (1u << *(int *)ctx)); }
+static void flip_one(float *y, void *ctx) { *y = peat_f32_from_bits(peat_f32_bits(*y) ^ (1u << *(int *)ctx)); }
 static void nan_one(float *y, void *ctx) { *y = *(int *)ctx ? INFINITY : NAN; }
 
 static double rms_of(const float *y, int64_t n)
@@ -205,7 +192,7 @@ static peat_status apply_stuck(const peat_inject_model_t *m, const peat_args *a)
     float *y = out_f32(a, o, &n);
     uint32_t bit = 1u << PI("bit");
     int value = (int)PI("value");
-    for (int64_t i = off; i < n; i += stride) y[i] = u2f(value ? f2u(y[i]) | bit : f2u(y[i]) & ~bit);
+    for (int64_t i = off; i < n; i += stride) y[i] = peat_f32_from_bits(value ? peat_f32_bits(y[i]) | bit : peat_f32_bits(y[i]) & ~bit);
     return PEAT_OK;
 }
 

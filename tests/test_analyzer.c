@@ -48,20 +48,6 @@ static peat_signature sig_of(const pair *p, const double *mag, int64_t k, int64_
     return s;
 }
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* x rounded to p significand bits, to nearest even (the test's own reference implementation). */
 static double round_p(double x, int p)
 {
@@ -150,10 +136,10 @@ Test(analyzer, ulp_distances_fill_the_documented_bins)
     static const int bin[] = {0, 1, 2, 3, 3, 4, 4, 5, 5, 6, 10, 11, 11, 12, 12};
     int n = (int)(sizeof k / sizeof k[0]);
     pair p = pair_new(n);
-    uint32_t base = f2u(1.5f);
+    uint32_t base = peat_f32_bits(1.5f);
     for (int i = 0; i < n; i++) {
         peat_f64(p.x)[i] = 1.5;
-        peat_f32(p.t)[i] = u2f(base + (uint32_t)k[i]);
+        peat_f32(p.t)[i] = peat_f32_from_bits(base + (uint32_t)k[i]);
     }
     peat_signature s = sig_of(&p, NULL, 1, 1, n);
     double want[PEAT_ULP_BINS] = {0};
@@ -348,7 +334,7 @@ Test(analyzer, strided_single_bit_errors)
         double v = 1.0 + i / 512.0;
         peat_f64(p.x)[i] = v;
         float f = (float)v;
-        peat_f32(p.t)[i] = i % 4 == 2 ? u2f(f2u(f) & ~(1u << 25)) : f;
+        peat_f32(p.t)[i] = i % 4 == 2 ? peat_f32_from_bits(peat_f32_bits(f) & ~(1u << 25)) : f;
     }
     peat_signature s = sig_of(&p, NULL, 1, 20, 20);
     cr_assert_eq(s.n_gross, 100);

@@ -10,18 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-static uint32_t bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static float from_bits(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 static void init(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "%s", peat_error_last()); }
 
@@ -36,20 +24,20 @@ Test(dtype, bf16_known_patterns)
     cr_assert_eq(peat_f32_to_bf16(INFINITY), 0x7f80);
     cr_assert_eq(peat_f32_to_bf16(-INFINITY), 0xff80);
     /* 1 + 2^-8 is exactly halfway between bf16 1.0 and 1+2^-7: ties to even (1.0) */
-    cr_assert_eq(peat_f32_to_bf16(from_bits(0x3f808000)), 0x3f80);
+    cr_assert_eq(peat_f32_to_bf16(peat_f32_from_bits(0x3f808000)), 0x3f80);
     /* 1 + 3*2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6: ties to even (up) */
-    cr_assert_eq(peat_f32_to_bf16(from_bits(0x3f818000)), 0x3f82);
+    cr_assert_eq(peat_f32_to_bf16(peat_f32_from_bits(0x3f818000)), 0x3f82);
     /* just above halfway rounds up */
-    cr_assert_eq(peat_f32_to_bf16(from_bits(0x3f808001)), 0x3f81);
+    cr_assert_eq(peat_f32_to_bf16(peat_f32_from_bits(0x3f808001)), 0x3f81);
     /* max float rounds to Inf in bf16 (overflow carries into the exponent) */
-    cr_assert_eq(peat_f32_to_bf16(from_bits(0x7f7fffff)), 0x7f80);
+    cr_assert_eq(peat_f32_to_bf16(peat_f32_from_bits(0x7f7fffff)), 0x7f80);
     /* NaN stays NaN (quiet) even when the payload lives in the low bits only */
-    uint16_t h = peat_f32_to_bf16(from_bits(0x7f800001));
+    uint16_t h = peat_f32_to_bf16(peat_f32_from_bits(0x7f800001));
     cr_assert((h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0, "NaN became 0x%04x", h);
     /* subnormal float: bf16 keeps fp32's exponent range */
-    cr_assert_eq(peat_f32_to_bf16(from_bits(0x00010000)), 0x0001);
-    cr_assert_eq(bits(peat_bf16_to_f32(0x3f80)), 0x3f800000u);
-    cr_assert_eq(peat_f32_to_bf16_rtz(from_bits(0x3f81ffff)), 0x3f81, "RTZ must drop the bits");
+    cr_assert_eq(peat_f32_to_bf16(peat_f32_from_bits(0x00010000)), 0x0001);
+    cr_assert_eq(peat_f32_bits(peat_bf16_to_f32(0x3f80)), 0x3f800000u);
+    cr_assert_eq(peat_f32_to_bf16_rtz(peat_f32_from_bits(0x3f81ffff)), 0x3f81, "RTZ must drop the bits");
 }
 
 Test(dtype, f16_known_patterns)

@@ -85,14 +85,7 @@ static void inject(gemm *g, const char *spec, uint64_t seed)
     peat_inject_model_free(m);
 }
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static int same_bits(float a, float b) { return f2u(a) == f2u(b); }
+static int same_bits(float a, float b) { return peat_f32_bits(a) == peat_f32_bits(b); }
 
 /* sum_k |a_ik b_kj| for the bound of element (i,j). */
 static double mag_of(const gemm *g, int i, int j)
@@ -202,7 +195,7 @@ Test(inject, bitflip_flips_exactly_that_bit_in_exactly_count_elements)
     inject(&g, "bitflip(bit=30,count=7)", 99);
     int n = 0;
     for (int i = 0; i < 600; i++) {
-        uint32_t x = f2u(peat_f32(g.D)[i]) ^ f2u(peat_f32(G)[i]);
+        uint32_t x = peat_f32_bits(peat_f32(g.D)[i]) ^ peat_f32_bits(peat_f32(G)[i]);
         if (x) {
             n++;
             cr_assert_eq(x, 1u << 30, "element %d: XOR %08x", i, x);
@@ -266,7 +259,7 @@ Test(inject, precision_output_rounds_the_golden_output)
         cr_assert(same_bits(peat_f32(g.D)[i], peat_round_f16(peat_f32(G)[i])), "element %d", i);
     inject(&g, "precision(fmt=bits,bits=5,where=output)", 5);
     for (int i = 0; i < 99; i++) {
-        uint32_t m = f2u(peat_f32(g.D)[i]) & 0x7fffffu;
+        uint32_t m = peat_f32_bits(peat_f32(g.D)[i]) & 0x7fffffu;
         cr_assert_eq(m & ((1u << 19) - 1), 0u, "element %d keeps only 5 significand bits: %08x", i, m);
         cr_assert(fabsf(peat_f32(g.D)[i] - peat_f32(G)[i]) <= 0x1p-5f * fabsf(peat_f32(G)[i]), "element %d: RN error <= u_5 |x|", i);
     }
@@ -336,7 +329,7 @@ Test(inject, accumulating_in_bf16_stores_bf16_values)
     gemm g = gemm_new(6, 6, 64, 8, 1.0, 1.0);
     inject(&g, "precision(fmt=bf16,where=acc)", 1);
     for (int i = 0; i < 36; i++)
-        cr_assert_eq(f2u(peat_f32(g.D)[i]) & 0xffffu, 0u, "element %d is a bf16 value", i);
+        cr_assert_eq(peat_f32_bits(peat_f32(g.D)[i]) & 0xffffu, 0u, "element %d is a bf16 value", i);
     gemm_free(&g);
 }
 
@@ -410,7 +403,7 @@ Test(inject, stuck_forces_one_bit_in_every_stride_th_lane)
     peat_tensor *G = golden_out(&g);
     inject(&g, "stuck(bit=2,value=1,stride=3,offset=1)", 1);
     for (int i = 0; i < 100; i++) {
-        uint32_t y = f2u(peat_f32(G)[i]), t = f2u(peat_f32(g.D)[i]);
+        uint32_t y = peat_f32_bits(peat_f32(G)[i]), t = peat_f32_bits(peat_f32(g.D)[i]);
         if (i % 3 == 1) cr_assert_eq(t, y | 4u, "lane %d", i);
         else cr_assert_eq(t, y, "element %d off the lanes", i);
     }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,6 +68,20 @@ size_t peat_dtype_size(peat_dtype t);
 const char *peat_dtype_name(peat_dtype t);
 /* Parses "f64", "fp32", "bf16", "f16"/"fp16", "i32"; PEAT_ERR_NOTFOUND otherwise. */
 peat_status peat_dtype_parse(const char *s, peat_dtype *out);
+
+/* The bits of a float and back (memcpy: no aliasing games). */
+static inline uint32_t peat_f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline float peat_f32_from_bits(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* Round-to-nearest-even conversions with IEEE NaN/Inf/subnormal handling. */
 uint16_t peat_f32_to_bf16(float x);
