@@ -1,4 +1,5 @@
-/* acc.c: streams output tensors into the analyzer's accumulator (counts, moments, bits, samples). */
+/* acc.c: streams output tensors into the analyzer's accumulator (counts, moments, bits, samples).
+ */
 #include "analyzer/internal.h"
 
 #include <float.h>
@@ -142,11 +143,13 @@ static void gross_note(peat_analyzer_acc_t *acc, gross_box *bx, int64_t i, int64
     uint32_t x = peat_f32_bits(t) ^ peat_f32_bits(xr);
     /* bits that honest rounding noise of up to `bound` can touch: ceil(log2(bound/ulp)) + 1 */
     double ax = fabs((double)xr);
-    double ulp = isfinite(ax) && ax < FLT_MAX ? (double)nextafterf((float)ax, INFINITY) - ax
-                                              : 0x1p104;
+    double ulp =
+        isfinite(ax) && ax < FLT_MAX ? (double)nextafterf((float)ax, INFINITY) - ax : 0x1p104;
     int w = 0;
-    if (ulp > 0 && bound > ulp) w = (int)ceil(log2(bound / ulp)) + 1;
-    else if (ulp > 0) w = 1;
+    if (ulp > 0 && bound > ulp)
+        w = (int)ceil(log2(bound / ulp)) + 1;
+    else if (ulp > 0)
+        w = 1;
     if (w > 23) w = 23; /* rounding noise lives in the significand only */
     uint32_t high = x & ~((1u << w) - 1u);
     if (popcount32(high) == 1) {
@@ -202,16 +205,15 @@ static void hash_bits(peat_analyzer_acc_t *acc, uint32_t u)
 }
 
 peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag,
-                                        int64_t depth, int64_t rows, int64_t cols,
-                                        const peat_tensor *input)
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t rows, int64_t cols, const peat_tensor *input)
 {
     return peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, depth, rows, cols, input);
 }
 
 peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag,
-                                        int64_t depth, int64_t terms, int64_t rows, int64_t cols,
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t terms, int64_t rows, int64_t cols,
                                         const peat_tensor *input)
 {
     if (!acc || !test || !exact)
@@ -223,28 +225,32 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
     if (input && peat_tensor_numel(input) != n)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "analyzer: input has %lld elements, test %lld",
                           (long long)peat_tensor_numel(input), (long long)n);
-    if (depth <= 0) return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: depth %lld <= 0", (long long)depth);
+    if (depth <= 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: depth %lld <= 0", (long long)depth);
     if (rows <= 0 || cols <= 0 || rows * cols != n)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "analyzer: view %lldx%lld does not cover %lld elements",
                           (long long)rows, (long long)cols, (long long)n);
     acc->n_calls++;
     if (depth > acc->depth_max) acc->depth_max = depth;
     if (terms <= 0 || terms > depth)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: terms %lld outside 1..depth %lld", (long long)terms,
-                          (long long)depth);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: terms %lld outside 1..depth %lld",
+                          (long long)terms, (long long)depth);
     double sqrt_k = sqrt((double)terms);
     gross_box bx = {0};
     for (int64_t i = 0; i < n; i++) {
         double x = peat_tensor_get(exact, i);
-        float t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test)[i] : (float)peat_tensor_get(test, i);
+        float t =
+            test->dtype == PEAT_DTYPE_F32 ? peat_f32(test)[i] : (float)peat_tensor_get(test, i);
         acc->n_elems++;
         hash_bits(acc, peat_f32_bits(t));
         if (!isfinite(x)) {
             /* the reference itself left the range: only agreement can be judged */
             float xr = (float)x;
             int same = isnan(x) ? isnan(t) : t == xr;
-            if (same) acc->n_equal_rounded++;
-            else acc->n_nonzero_err++, acc->n_over_bound++, acc->n_gross++;
+            if (same)
+                acc->n_equal_rounded++;
+            else
+                acc->n_nonzero_err++, acc->n_over_bound++, acc->n_gross++;
             continue;
         }
         float xr = (float)x; /* RN to fp32, the best an fp32 kernel can return */
@@ -256,8 +262,10 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
         acc->n_bits++;
         for (int b = 0; b < PEAT_BIT_POSITIONS; b++)
             if (xo >> b & 1u) {
-                if (bt >> b & 1u) acc->bit_set[b]++;
-                else acc->bit_clr[b]++;
+                if (bt >> b & 1u)
+                    acc->bit_set[b]++;
+                else
+                    acc->bit_clr[b]++;
             }
         if (!isnan(t)) {
             int64_t d = ordered(t) - ordered(xr);
@@ -268,7 +276,8 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
         }
         if (t == xr) acc->n_equal_rounded++;
         if (!isfinite(t)) {
-            if (isnan(t)) acc->n_nan++;
+            if (isnan(t))
+                acc->n_nan++;
             else {
                 acc->n_inf++;
                 if (isnan(acc->min_exact_at_inf) || fabs(x) < acc->min_exact_at_inf)
@@ -294,7 +303,11 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
             acc->n_err_signed++;
             if (fabs((double)t) < ax) acc->n_toward_zero++;
         }
-        peat_sample smp = {.rel = NAN, .a = NAN, .b = NAN, .d = err, .x = x,
+        peat_sample smp = {.rel = NAN,
+                           .a = NAN,
+                           .b = NAN,
+                           .d = err,
+                           .x = x,
                            .key = input ? peat_tensor_get(input, i) : NAN};
         if (x != 0.0) {
             smp.rel = aerr / ax;

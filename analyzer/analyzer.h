@@ -7,8 +7,8 @@
 #include "peat/peat.h"
 
 #define PEAT_SIGNATURE_VERSION 1
-#define PEAT_ULP_BINS 13   /* ULP distance bins: 0, 1, 2, 3-4, 5-8, ..., 2^9+1-2^10, >2^10 */
-#define PEAT_BIT_POSITIONS 32
+#define PEAT_ULP_BINS          13 /* ULP distance bins: 0, 1, 2, 3-4, 5-8, ..., 2^9+1-2^10, >2^10 */
+#define PEAT_BIT_POSITIONS     32
 /* An error of more than this many times the rounding bound is "gross": no rounding, however
  * unlucky or however different the order, produces it. Structural statistics (bit pattern,
  * spatial box, lane stride) are taken over gross errors only (see docs/signature.md). */
@@ -22,13 +22,13 @@
  * absolute error gradual underflow may add. Fields that cannot be computed are NaN (null in JSON).
  * docs/signature.md defines every field. */
 typedef struct peat_signature {
-    int version;                 /* PEAT_SIGNATURE_VERSION */
+    int version; /* PEAT_SIGNATURE_VERSION */
     char kernel[64];
     char op[32];
-    int64_t n_calls;             /* output tensors added (one per output of each call) */
-    int64_t n_elems;             /* elements compared */
-    int64_t depth_max;           /* largest K seen */
-    int64_t n_exact_zero;        /* elements whose exact value is 0 */
+    int64_t n_calls;      /* output tensors added (one per output of each call) */
+    int64_t n_elems;      /* elements compared */
+    int64_t depth_max;    /* largest K seen */
+    int64_t n_exact_zero; /* elements whose exact value is 0 */
     /* non-finite values in the test output where the exact value is finite */
     int64_t n_nan, n_inf;
     /* elements equal to the exact value rounded to fp32 (RN) */
@@ -46,15 +46,16 @@ typedef struct peat_signature {
     double max_rel, mean_rel, median_rel;
     /* bound-normalised error e_i = |test - exact| / bound_i over finite elements */
     double max_norm, mean_norm, p50_norm, p99_norm;
-    int64_t n_over_bound;        /* e_i > 1, plus non-finite test values (exact finite) */
-    double frac_over_bound;      /* n_over_bound / n_elems */
-    /* error relative to the l2-type magnitude s_i = mag_i / sqrt(K): used for effective precision */
-    double rms_rel_mag;          /* rms(|err_i| / s_i) over elements with s_i >= FLT_MIN */
-    double eff_bits;             /* effective significand bits (see docs/signature.md) */
+    int64_t n_over_bound;   /* e_i > 1, plus non-finite test values (exact finite) */
+    double frac_over_bound; /* n_over_bound / n_elems */
+    /* error relative to the l2-type magnitude s_i = mag_i / sqrt(K): used for effective precision
+     */
+    double rms_rel_mag; /* rms(|err_i| / s_i) over elements with s_i >= FLT_MIN */
+    double eff_bits;    /* effective significand bits (see docs/signature.md) */
     /* signed error toward/away from zero: d_i = (test - exact) sign(exact) / s_i;
      * bias_t = mean(d) / (stddev(d) / sqrt(n)), a t statistic (negative = toward zero) */
     double bias_t;
-    double frac_err_negative;    /* fraction of non-zero errors that move toward zero in |x| */
+    double frac_err_negative; /* fraction of non-zero errors that move toward zero in |x| */
     /* ULP distance histogram (fractions) between test and exact rounded to fp32 */
     double ulp_hist[PEAT_ULP_BINS];
     double max_ulp;
@@ -73,25 +74,25 @@ typedef struct peat_signature {
     /* elements with error over the bound (e_i > 1) whose |exact| < FLT_MIN */
     int64_t n_err_subnormal_exact;
     /* range: where Inf and flushed zeros appear (0 / NaN when none) */
-    double min_exact_at_inf;     /* smallest |exact| whose test value is +-Inf */
-    double max_exact_finite;     /* largest |exact| whose test value is finite */
-    int64_t n_zero_introduced;   /* test == 0, exact != 0, over the bound */
-    double max_exact_at_zero;    /* largest |exact| among those */
-    double min_exact_nonzero;    /* smallest |exact| (!= 0) whose test value is finite, != 0 */
+    double min_exact_at_inf;   /* smallest |exact| whose test value is +-Inf */
+    double max_exact_finite;   /* largest |exact| whose test value is finite */
+    int64_t n_zero_introduced; /* test == 0, exact != 0, over the bound */
+    double max_exact_at_zero;  /* largest |exact| among those */
+    double min_exact_nonzero;  /* smallest |exact| (!= 0) whose test value is finite, != 0 */
     /* gross errors (e_i > PEAT_GROSS_FACTOR, or non-finite test): count and structure */
     int64_t n_gross;
     /* fraction of gross errors whose XOR against round_f32(exact), above the element's rounding
      * noise bits, is one single bit; the histogram of that bit; how many of those set it */
     double gross_single_bit;
     double gross_bit[PEAT_BIT_POSITIONS];
-    double gross_dir_set;        /* fraction of single-bit gross errors where the bit went 0 -> 1 */
-    int64_t gross_stride;        /* gcd of flat index distances between gross errors of a tensor */
+    double gross_dir_set; /* fraction of single-bit gross errors where the bit went 0 -> 1 */
+    int64_t gross_stride; /* gcd of flat index distances between gross errors of a tensor */
     /* spatial (2-D view rows x cols of each tensor): bounding box of the gross errors */
-    double box_fill;             /* sum of gross errors / sum of their boxes' areas */
-    double box_share;            /* sum of box areas / sum of numel of those tensors */
-    int64_t box_rows, box_cols;  /* box of the tensor with the most gross errors */
+    double box_fill;                          /* sum of gross errors / sum of their boxes' areas */
+    double box_share;                         /* sum of box areas / sum of numel of those tensors */
+    int64_t box_rows, box_cols;               /* box of the tensor with the most gross errors */
     int64_t box_tensor_rows, box_tensor_cols; /* that tensor's 2-D view */
-    int box_at_bottom, box_at_right; /* that box touches the last row / last column */
+    int box_at_bottom, box_at_right;          /* that box touches the last row / last column */
     /* fraction of gross errors in tensors whose box touches the last row or column */
     double frac_err_in_last_tile;
     /* input dependence: Spearman rho of |err|/s with |exact|/s; NaN if n/a */
@@ -105,7 +106,7 @@ typedef struct peat_signature {
     /* repeatability: max abs difference between two runs on the same input (0 = deterministic,
      * negative = not measured) */
     double repeat_max_diff;
-    int64_t repeat_n_diff;       /* elements that differed between the runs */
+    int64_t repeat_n_diff; /* elements that differed between the runs */
 } peat_signature;
 
 /* Accumulates error samples of one kernel over many calls. */
@@ -122,17 +123,16 @@ peat_status peat_analyzer_acc_add(peat_analyzer_acc_t *acc, const peat_tensor *t
  * numel as test; NULL = none). Smoothness is then measured along the input instead of along the
  * exact output, which separates an approximated function from noise for non-monotone ops. */
 peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag,
-                                        int64_t depth, int64_t rows, int64_t cols,
-                                        const peat_tensor *input);
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t rows, int64_t cols, const peat_tensor *input);
 /* The same with the number of comparably sized, independently rounded terms behind each output
  * element (terms <= depth): the statistical scale of an error is mag / sqrt(terms). It is depth
  * for dot products and sums (GEMM, conv, reductions) and 1 for ops whose error is dominated by
  * the element's own inputs (elementwise, softmax, layernorm outputs); see
  * peat_golden_terms. peat_analyzer_acc_add_input uses terms = depth. */
 peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag,
-                                        int64_t depth, int64_t terms, int64_t rows, int64_t cols,
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t terms, int64_t rows, int64_t cols,
                                         const peat_tensor *input);
 /* Records a repeatability measurement (two runs of the same kernel on the same input). */
 void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *run1,

@@ -6,13 +6,13 @@
 
 /* One sampled element: what quantiles, correlations and smoothness need. NaN = not applicable. */
 typedef struct peat_sample {
-    double norm;  /* e_i = |err| / bound */
-    double rel;   /* |err| / |exact| (NaN when exact == 0) */
-    double a;     /* |err| / s_i (NaN when s_i < FLT_MIN) */
-    double b;     /* |exact| / s_i (NaN when s_i < FLT_MIN) */
-    double key;   /* input value the element is a function of (NaN when none was given) */
-    double x;     /* exact value */
-    double d;     /* signed error test - exact */
+    double norm; /* e_i = |err| / bound */
+    double rel;  /* |err| / |exact| (NaN when exact == 0) */
+    double a;    /* |err| / s_i (NaN when s_i < FLT_MIN) */
+    double b;    /* |exact| / s_i (NaN when s_i < FLT_MIN) */
+    double key;  /* input value the element is a function of (NaN when none was given) */
+    double x;    /* exact value */
+    double d;    /* signed error test - exact */
 } peat_sample;
 
 struct peat_analyzer_acc {

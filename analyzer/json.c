@@ -24,18 +24,25 @@ static void put(jbuf *j, const char *fmt, ...)
 
 static void num(jbuf *j, const char *key, double v)
 {
-    if (isfinite(v)) put(j, ",\"%s\":%.17g", key, v);
-    else put(j, ",\"%s\":null", key);
+    if (isfinite(v))
+        put(j, ",\"%s\":%.17g", key, v);
+    else
+        put(j, ",\"%s\":null", key);
 }
 
-static void i64(jbuf *j, const char *key, int64_t v) { put(j, ",\"%s\":%" PRId64, key, v); }
+static void i64(jbuf *j, const char *key, int64_t v)
+{
+    put(j, ",\"%s\":%" PRId64, key, v);
+}
 
 static void arr(jbuf *j, const char *key, const double *v, int n)
 {
     put(j, ",\"%s\":[", key);
     for (int i = 0; i < n; i++) {
-        if (isfinite(v[i])) put(j, "%s%.17g", i ? "," : "", v[i]);
-        else put(j, "%snull", i ? "," : "");
+        if (isfinite(v[i]))
+            put(j, "%s%.17g", i ? "," : "", v[i]);
+        else
+            put(j, "%snull", i ? "," : "");
     }
     put(j, "]");
 }
@@ -47,9 +54,12 @@ static void str(jbuf *j, const char *key, const char *v)
     put(j, ",\"%s\":\"", key);
     for (const char *p = v; *p; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') put(j, "\\%c", c);
-        else if (c < 0x20) put(j, "\\u%04x", c);
-        else put(j, "%c", c);
+        if (c == '"' || c == '\\')
+            put(j, "\\%c", c);
+        else if (c < 0x20)
+            put(j, "\\u%04x", c);
+        else
+            put(j, "%c", c);
     }
     put(j, "\"");
 }

@@ -141,8 +141,10 @@ static peat_status roughness_along(const peat_analyzer_acc_t *acc, int use_input
     double med = median_of(w, n);
     for (size_t i = 0; i < n; i++) w[i] = fabs(r[i] - med);
     double mad = median_of(w, n);
-    if (mad > 0.0) *rough = mdiff / (sqrt(2.0) * mad);
-    else if (mdiff == 0.0) *rough = 0.0;
+    if (mad > 0.0)
+        *rough = mdiff / (sqrt(2.0) * mad);
+    else if (mdiff == 0.0)
+        *rough = 0.0;
     *changes = (double)flips / (double)(n - 1);
 done:
     free(key);
@@ -168,7 +170,10 @@ static peat_status smoothness(const peat_analyzer_acc_t *acc, peat_signature *s)
     return PEAT_OK;
 }
 
-static double frac(int64_t a, int64_t b) { return b > 0 ? (double)a / (double)b : 0.0; }
+static double frac(int64_t a, int64_t b)
+{
+    return b > 0 ? (double)a / (double)b : 0.0;
+}
 
 peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *s)
 {
@@ -237,7 +242,8 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
     s->box_tensor_cols = acc->box_tensor_cols;
     s->box_at_bottom = acc->box_at_bottom;
     s->box_at_right = acc->box_at_right;
-    s->frac_err_in_last_tile = acc->box_gross_sum ? frac(acc->gross_at_edge, acc->box_gross_sum) : NAN;
+    s->frac_err_in_last_tile =
+        acc->box_gross_sum ? frac(acc->gross_at_edge, acc->box_gross_sum) : NAN;
     s->repeat_max_diff = acc->repeat_max_diff;
     s->repeat_n_diff = acc->repeat_n_diff;
     PEAT_TRY(quantiles(acc, s));

@@ -91,9 +91,12 @@ int main(int argc, char **argv)
     const char *build = "Debug (no NDEBUG)";
 #endif
     printf("# bench_flows: default configs, golden CPU kernels, %d timed steps after 2 warm-up; "
-           "build %s\n\n", n, build);
-    printf("| flow | steps/s | ms/step | ms/step with timing hook | attention ms/step | last loss |\n");
-    printf("|------|--------:|--------:|-------------------------:|------------------:|----------:|\n");
+           "build %s\n\n",
+           n, build);
+    printf("| flow | steps/s | ms/step | ms/step with timing hook | attention ms/step | last loss "
+           "|\n");
+    printf("|------|--------:|--------:|-------------------------:|------------------:|----------:|"
+           "\n");
     const char *const *names = peat_flow_names();
     op_time tt[8];
     memset(tt, 0, sizeof tt);

@@ -9,47 +9,50 @@
 
 /* Thresholds (docs/detector.md says why each has its value). They were set on paper and on the
  * design cases of docs/detector.md, never on the test cases of tests/test_detector.c. */
-#define RMS_SAME_MAX 3.0       /* candidate rms error within this factor of golden's: "as good" */
-#define RMS_WORSE_MIN 4.0      /* dense rules need at least this factor */
-#define DENSE_TOP1_MAX 0.5     /* top 1% of elements carry at most half the squared error */
-#define SINGLE_BIT_MIN 0.9     /* share of gross errors that are one flipped bit */
-#define ONE_BIT_MIN 0.9        /* share of those at the same bit position */
-#define ONE_WAY 0.98           /* share of single-bit errors that set (or clear) the bit */
-#define FEW_FRAC 0.01          /* "few elements": at most 1% of the elements ... */
-#define FEW_ABS 2              /* ... or at most 2 */
+#define RMS_SAME_MAX      3.0  /* candidate rms error within this factor of golden's: "as good" */
+#define RMS_WORSE_MIN     4.0  /* dense rules need at least this factor */
+#define DENSE_TOP1_MAX    0.5  /* top 1% of elements carry at most half the squared error */
+#define SINGLE_BIT_MIN    0.9  /* share of gross errors that are one flipped bit */
+#define ONE_BIT_MIN       0.9  /* share of those at the same bit position */
+#define ONE_WAY           0.98 /* share of single-bit errors that set (or clear) the bit */
+#define FEW_FRAC          0.01 /* "few elements": at most 1% of the elements ... */
+#define FEW_ABS           2    /* ... or at most 2 */
 #define STUCK_MIN_STRIDED 8    /* gross errors needed before a lane stride counts as evidence */
-#define TILE_FILL_MIN 0.75     /* gross errors fill at least 3/4 of their bounding box */
-#define TILE_SHARE_MAX 0.5     /* and the box covers at most half the tensor */
-#define TILE_MIN 4             /* a block has at least 4 elements */
-#define TOWARD_ZERO_MIN 0.75   /* truncation: >= 3/4 of the errors shrink |x| */
-#define BIAS_T_MIN 6.0         /* with a t statistic beyond 6 sigma */
-#define LOWBIT_RATIO 2.5       /* low-bit stuck: set/clear imbalance at one bit */
-#define LOWBIT_EXCESS 0.1      /* affecting >= 10% of elements more than golden */
-#define LOWBIT_Z 10.0
-#define SMOOTH_MAX 0.2         /* von Neumann ratio of a smooth error */
-#define SMOOTH_SIGN_MAX 0.05   /* sign changes per step of a smooth error */
-#define NOISE_CORR_MIN 0.5     /* relative noise: error rank-correlates with |x| */
-#define NOISE_CORR_GAIN 0.15   /* clearly more than golden's own correlation */
-#define NOISE_ROUGH_MIN 0.5    /* and random from element to element (rounded inputs are not) */
-#define STORAGE_BITS_MAX 16    /* outputs that all fit in <= 16 bits were stored narrow */
-#define PREC_SLACK_BITS 1.5    /* declared format: measured bits within 1.5 of its bits */
-#define APPROX_SMALL 1e-3      /* approx is small when max error <= 1e-3 of max |exact| */
+#define TILE_FILL_MIN     0.75 /* gross errors fill at least 3/4 of their bounding box */
+#define TILE_SHARE_MAX    0.5  /* and the box covers at most half the tensor */
+#define TILE_MIN          4    /* a block has at least 4 elements */
+#define TOWARD_ZERO_MIN   0.75 /* truncation: >= 3/4 of the errors shrink |x| */
+#define BIAS_T_MIN        6.0  /* with a t statistic beyond 6 sigma */
+#define LOWBIT_RATIO      2.5  /* low-bit stuck: set/clear imbalance at one bit */
+#define LOWBIT_EXCESS     0.1  /* affecting >= 10% of elements more than golden */
+#define LOWBIT_Z          10.0
+#define SMOOTH_MAX        0.2  /* von Neumann ratio of a smooth error */
+#define SMOOTH_SIGN_MAX   0.05 /* sign changes per step of a smooth error */
+#define NOISE_CORR_MIN    0.5  /* relative noise: error rank-correlates with |x| */
+#define NOISE_CORR_GAIN   0.15 /* clearly more than golden's own correlation */
+#define NOISE_ROUGH_MIN   0.5  /* and random from element to element (rounded inputs are not) */
+#define STORAGE_BITS_MAX  16   /* outputs that all fit in <= 16 bits were stored narrow */
+#define PREC_SLACK_BITS   1.5  /* declared format: measured bits within 1.5 of its bits */
+#define APPROX_SMALL      1e-3 /* approx is small when max error <= 1e-3 of max |exact| */
 
 const char *peat_finding_name(peat_finding_class c)
 {
     static const char *names[PEAT_FIND_COUNT] = {
-        "BIT_EXACT", "WITHIN_BOUND", "REDUCED_PRECISION", "TRUNCATION", "FTZ",
-        "RANGE", "BITFLIP", "STUCK_BIT", "TILE", "NAN", "NOISE", "APPROX",
-        "NONDETERMINISTIC", "OUT_OF_BOUND", "UNKNOWN"};
+        "BIT_EXACT", "WITHIN_BOUND", "REDUCED_PRECISION", "TRUNCATION",   "FTZ",
+        "RANGE",     "BITFLIP",      "STUCK_BIT",         "TILE",         "NAN",
+        "NOISE",     "APPROX",       "NONDETERMINISTIC",  "OUT_OF_BOUND", "UNKNOWN"};
     return (unsigned)c < PEAT_FIND_COUNT ? names[c] : "?";
 }
 
 const char *peat_acceptance_name(peat_acceptance a)
 {
     switch (a) {
-    case PEAT_ACCEPT_PASS: return "PASS";
-    case PEAT_ACCEPT_WARN: return "WARN";
-    case PEAT_ACCEPT_FAIL: return "FAIL";
+    case PEAT_ACCEPT_PASS:
+        return "PASS";
+    case PEAT_ACCEPT_WARN:
+        return "WARN";
+    case PEAT_ACCEPT_FAIL:
+        return "FAIL";
     }
     return "?";
 }
@@ -73,7 +76,8 @@ peat_detector_ctx peat_detector_ctx_from_kernel(const peat_kernel *k)
     return c;
 }
 
-/* ---- the findings list ------------------------------------------------------------------------ */
+/* ---- the findings list ------------------------------------------------------------------------
+ */
 
 typedef struct out_list {
     peat_finding *f;
@@ -100,7 +104,8 @@ static peat_finding *emit(out_list *o, peat_finding_class c, double conf, peat_a
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void ev(peat_finding *f, const char *fmt, ...)
+static void
+ev(peat_finding *f, const char *fmt, ...)
 {
     if (f->n_evidence >= PEAT_MAX_EVIDENCE) return;
     va_list ap;
@@ -109,17 +114,18 @@ static void ev(peat_finding *f, const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- derived quantities ----------------------------------------------------------------------- */
+/* ---- derived quantities -----------------------------------------------------------------------
+ */
 
 typedef struct facts {
     const peat_signature *c, *g;
-    double env;          /* the bound envelope the candidate must stay in (bound units) */
-    double rr;           /* candidate rms error / golden's */
-    int64_t gross;       /* gross errors beyond golden's */
-    int64_t nonfinite;   /* NaN/Inf introduced beyond golden's */
-    int top_bit;         /* most common single-bit position among gross errors */
+    double env;        /* the bound envelope the candidate must stay in (bound units) */
+    double rr;         /* candidate rms error / golden's */
+    int64_t gross;     /* gross errors beyond golden's */
+    int64_t nonfinite; /* NaN/Inf introduced beyond golden's */
+    int top_bit;       /* most common single-bit position among gross errors */
     double top_bit_share;
-    int dense;           /* error spread over many elements */
+    int dense; /* error spread over many elements */
 } facts;
 
 static double ratio(double a, double b)
@@ -149,10 +155,14 @@ static facts facts_of(const peat_signature *c, const peat_signature *g)
 static const char *fmt_for_bits(int p)
 {
     switch (p) {
-    case 8: return "bf16";
-    case 11: return "fp16";
-    case 4: return "fp8";
-    default: return NULL;
+    case 8:
+        return "bf16";
+    case 11:
+        return "fp16";
+    case 4:
+        return "fp8";
+    default:
+        return NULL;
     }
 }
 
@@ -171,7 +181,8 @@ static int declared_bits(const peat_detector_ctx *ctx, int *acc_narrow)
     return p;
 }
 
-/* ---- rules: each returns 1 when it fired ------------------------------------------------------ */
+/* ---- rules: each returns 1 when it fired ------------------------------------------------------
+ */
 
 static int rule_bit_exact(const facts *x, out_list *o)
 {
@@ -198,25 +209,30 @@ static int rule_range(const facts *x, out_list *o)
                c->min_exact_at_inf >= c->max_exact_finite * (1.0 - 1e-3);
     int under = c->n_zero_introduced > g->n_zero_introduced && !isnan(c->max_exact_at_zero) &&
                 c->max_exact_at_zero >= FLT_MIN &&
-                (isnan(c->min_exact_nonzero) || c->max_exact_at_zero <= c->min_exact_nonzero * (1.0 + 1e-3));
+                (isnan(c->min_exact_nonzero) ||
+                 c->max_exact_at_zero <= c->min_exact_nonzero * (1.0 + 1e-3));
     if (!over && !under) return 0;
     /* name the format whose limits bracket the thresholds: fp16 overflows from 65520 (max
      * 65504) and rounds to 0 at or below 2^-25; bf16 overflows near FLT_MAX */
     const char *fmt = "?";
-    if (over && c->max_exact_finite <= 65520.0 && c->min_exact_at_inf >= 65504.0) fmt = "fp16";
-    else if (over && c->min_exact_at_inf >= 3.38e38) fmt = "bf16";
+    if (over && c->max_exact_finite <= 65520.0 && c->min_exact_at_inf >= 65504.0)
+        fmt = "fp16";
+    else if (over && c->min_exact_at_inf >= 3.38e38)
+        fmt = "bf16";
     else if (!over && !isnan(c->min_exact_nonzero) && c->max_exact_at_zero >= 0x1p-26 &&
              c->max_exact_at_zero <= 0x1p-25 * (1.0 + 1e-6) &&
              c->min_exact_nonzero >= 0x1p-25 * (1.0 - 1e-3))
         fmt = "fp16";
     peat_finding *f = emit(o, PEAT_FIND_RANGE, 0.9, PEAT_ACCEPT_FAIL, "fmt=%s", fmt);
     if (over)
-        ev(f, "%lld elements became Inf, all where |exact| >= %.6g; every finite output has "
-              "|exact| <= %.6g",
+        ev(f,
+           "%lld elements became Inf, all where |exact| >= %.6g; every finite output has "
+           "|exact| <= %.6g",
            (long long)(c->n_inf - g->n_inf), c->min_exact_at_inf, c->max_exact_finite);
     if (under && !isnan(c->min_exact_nonzero))
-        ev(f, "%lld elements flushed to 0 beyond the bound, all where |exact| <= %.6g (above "
-              "FLT_MIN); every nonzero output has |exact| >= %.6g",
+        ev(f,
+           "%lld elements flushed to 0 beyond the bound, all where |exact| <= %.6g (above "
+           "FLT_MIN); every nonzero output has |exact| >= %.6g",
            (long long)(c->n_zero_introduced - g->n_zero_introduced), c->max_exact_at_zero,
            c->min_exact_nonzero);
     else if (under)
@@ -231,8 +247,9 @@ static int rule_ftz(const facts *x, out_list *o)
     int64_t extra = c->n_err_subnormal_exact - g->n_err_subnormal_exact;
     if (extra <= 0 || (double)c->n_err_subnormal_exact < 0.9 * (double)c->n_over_bound) return 0;
     peat_finding *f = emit(o, PEAT_FIND_FTZ, 0.9, PEAT_ACCEPT_FAIL, "n=%lld", (long long)extra);
-    ev(f, "%lld of %lld errors beyond the bound are where |exact| < FLT_MIN (1.18e-38): "
-          "subnormal results lost",
+    ev(f,
+       "%lld of %lld errors beyond the bound are where |exact| < FLT_MIN (1.18e-38): "
+       "subnormal results lost",
        (long long)c->n_err_subnormal_exact, (long long)c->n_over_bound);
     if (c->n_zero_introduced > 0)
         ev(f, "%lld of them are outputs flushed to 0 (largest such |exact| %.3g)",
@@ -242,7 +259,8 @@ static int rule_ftz(const facts *x, out_list *o)
 
 static int single_bit_pattern(const facts *x)
 {
-    return x->gross > 0 && x->c->gross_single_bit >= SINGLE_BIT_MIN && x->top_bit_share >= ONE_BIT_MIN;
+    return x->gross > 0 && x->c->gross_single_bit >= SINGLE_BIT_MIN &&
+           x->top_bit_share >= ONE_BIT_MIN;
 }
 
 static int rule_stuck(const facts *x, out_list *o)
@@ -254,8 +272,9 @@ static int rule_stuck(const facts *x, out_list *o)
     int strided = c->gross_stride > 1 && c->n_gross >= STUCK_MIN_STRIDED;
     if (!one_way || !(many || strided)) return 0;
     int value = c->gross_dir_set >= ONE_WAY;
-    peat_finding *f = emit(o, PEAT_FIND_STUCK_BIT, 0.85, PEAT_ACCEPT_FAIL,
-                           "bit=%d,value=%d,stride=%lld", x->top_bit, value, (long long)c->gross_stride);
+    peat_finding *f =
+        emit(o, PEAT_FIND_STUCK_BIT, 0.85, PEAT_ACCEPT_FAIL, "bit=%d,value=%d,stride=%lld",
+             x->top_bit, value, (long long)c->gross_stride);
     ev(f, "%lld elements (%.2f%%) off by a single bit, %.0f%% of them at bit %d",
        (long long)c->n_gross, 100.0 * (double)c->n_gross / (double)c->n_elems,
        100.0 * x->top_bit_share, x->top_bit);
@@ -275,9 +294,11 @@ static int rule_bitflip(const facts *x, out_list *o)
     if (!few) return 0;
     peat_finding *f = emit(o, PEAT_FIND_BITFLIP, 0.85, PEAT_ACCEPT_FAIL, "bit=%d,count=%lld",
                            x->top_bit, (long long)c->n_gross);
-    ev(f, "%lld of %lld elements wrong, each by one flipped bit (%.0f%% at bit %d); max error "
-          "%.3g x the bound",
-       (long long)c->n_gross, (long long)c->n_elems, 100.0 * x->top_bit_share, x->top_bit, c->max_norm);
+    ev(f,
+       "%lld of %lld elements wrong, each by one flipped bit (%.0f%% at bit %d); max error "
+       "%.3g x the bound",
+       (long long)c->n_gross, (long long)c->n_elems, 100.0 * x->top_bit_share, x->top_bit,
+       c->max_norm);
     ev(f, "all other elements as accurate as golden: median error %.3g x the bound (golden %.3g)",
        c->p50_norm, x->g->p50_norm);
     return 1;
@@ -293,7 +314,8 @@ static int rule_tile(const facts *x, out_list *o)
     if (c->box_rows * c->box_cols < TILE_MIN) return 0;
     int brow = c->box_at_bottom && c->box_cols == c->box_tensor_cols;
     int bcol = c->box_at_right && c->box_rows == c->box_tensor_rows;
-    const char *kind = c->n_zero_introduced >= (int64_t)(0.9 * (double)c->n_gross) ? "zero" : "wrong";
+    const char *kind =
+        c->n_zero_introduced >= (int64_t)(0.9 * (double)c->n_gross) ? "zero" : "wrong";
     peat_finding *f;
     if (brow || bcol)
         f = emit(o, PEAT_FIND_TILE, 0.85, PEAT_ACCEPT_FAIL, "boundary,%s=%lld,kind=%s",
@@ -301,14 +323,16 @@ static int rule_tile(const facts *x, out_list *o)
     else
         f = emit(o, PEAT_FIND_TILE, 0.85, PEAT_ACCEPT_FAIL, "rows=%lld,cols=%lld,kind=%s",
                  (long long)c->box_rows, (long long)c->box_cols, kind);
-    ev(f, "%lld gross errors fill %.0f%% of a %lldx%lld block of the %lldx%lld output (%.1f%% of it)",
+    ev(f,
+       "%lld gross errors fill %.0f%% of a %lldx%lld block of the %lldx%lld output (%.1f%% of it)",
        (long long)c->n_gross, 100.0 * c->box_fill, (long long)c->box_rows, (long long)c->box_cols,
        (long long)c->box_tensor_rows, (long long)c->box_tensor_cols, 100.0 * c->box_share);
     if (brow || bcol)
         ev(f, "the block is the last %lld %s: an unhandled edge tile",
            (long long)(brow ? c->box_rows : c->box_cols), brow ? "row(s)" : "column(s)");
     if (c->n_zero_introduced > 0)
-        ev(f, "%lld of them are zeros where the exact value is not", (long long)c->n_zero_introduced);
+        ev(f, "%lld of them are zeros where the exact value is not",
+           (long long)c->n_zero_introduced);
     return 1;
 }
 
@@ -316,8 +340,9 @@ static int rule_nan(const facts *x, out_list *o)
 {
     const peat_signature *c = x->c;
     if (x->nonfinite <= 0) return 0;
-    peat_finding *f = emit(o, PEAT_FIND_NAN, 0.95, PEAT_ACCEPT_FAIL, "nan=%lld,inf=%lld",
-                           (long long)(c->n_nan - x->g->n_nan), (long long)(c->n_inf - x->g->n_inf));
+    peat_finding *f =
+        emit(o, PEAT_FIND_NAN, 0.95, PEAT_ACCEPT_FAIL, "nan=%lld,inf=%lld",
+             (long long)(c->n_nan - x->g->n_nan), (long long)(c->n_inf - x->g->n_inf));
     ev(f, "%lld NaN and %lld Inf outputs where the exact result is finite (golden has %lld)",
        (long long)c->n_nan, (long long)c->n_inf, (long long)(x->g->n_nan + x->g->n_inf));
     return 1;
@@ -352,9 +377,11 @@ static int rule_stuck_lowbit(const facts *x, out_list *o)
     }
     if (best < 0) return 0;
     int value = c->bit_set[best] > c->bit_clr[best];
-    peat_finding *f = emit(o, PEAT_FIND_STUCK_BIT, 0.7, PEAT_ACCEPT_FAIL, "bit=%d,value=%d", best, value);
-    ev(f, "bit %d differs from the rounded exact value in %.1f%% of elements, %.1f%% %s vs %.1f%% "
-          "%s (golden: %.1f%% / %.1f%%)",
+    peat_finding *f =
+        emit(o, PEAT_FIND_STUCK_BIT, 0.7, PEAT_ACCEPT_FAIL, "bit=%d,value=%d", best, value);
+    ev(f,
+       "bit %d differs from the rounded exact value in %.1f%% of elements, %.1f%% %s vs %.1f%% "
+       "%s (golden: %.1f%% / %.1f%%)",
        best, 100.0 * c->bit_hist[best], 100.0 * (value ? c->bit_set[best] : c->bit_clr[best]),
        value ? "set" : "cleared", 100.0 * (value ? c->bit_clr[best] : c->bit_set[best]),
        value ? "cleared" : "set", 100.0 * g->bit_set[best], 100.0 * g->bit_clr[best]);
@@ -383,7 +410,8 @@ static void precision_finding(const facts *x, const peat_detector_ctx *ctx, out_
     int acc_narrow;
     int p = declared_bits(ctx, &acc_narrow);
     /* accumulating in a narrow format loses another ~log2(sqrt(K)) bits: declared, so allowed */
-    double slack = PREC_SLACK_BITS + (acc_narrow ? 0.5 * log2((double)(c->depth_max > 1 ? c->depth_max : 1)) : 0.0);
+    double slack = PREC_SLACK_BITS +
+                   (acc_narrow ? 0.5 * log2((double)(c->depth_max > 1 ? c->depth_max : 1)) : 0.0);
     int ok = p < 24 && c->eff_bits >= (double)p - slack;
     const char *fn = fmt_for_bits(storage_bits < 24 ? storage_bits : (int)lround(c->eff_bits));
     peat_finding *f;
@@ -399,8 +427,9 @@ static void precision_finding(const facts *x, const peat_detector_ctx *ctx, out_
         ev(f, "every output fits in %d significand bits (%s-like storage)", storage_bits,
            fn ? fn : "narrow");
     else
-        ev(f, "dense errors (top 1%% of elements carry %.0f%% of it), not scaling with |x| "
-              "(rank correlation %.2f): rounded inputs%s%s",
+        ev(f,
+           "dense errors (top 1%% of elements carry %.0f%% of it), not scaling with |x| "
+           "(rank correlation %.2f): rounded inputs%s%s",
            100.0 * c->top1pct_share, c->corr_err_input, fn ? ", like " : "", fn ? fn : "");
     ev(f, "max error %.3g x the fp32 bound, %.1f%% of elements beyond it", c->max_norm,
        100.0 * c->frac_over_bound);
@@ -436,11 +465,13 @@ static int rule_approx(const facts *x, out_list *o)
     int small = rel <= APPROX_SMALL;
     peat_finding *f = emit(o, PEAT_FIND_APPROX, 0.8, small ? PEAT_ACCEPT_WARN : PEAT_ACCEPT_FAIL,
                            "max_abs=%.3g", c->max_abs);
-    ev(f, "a small smooth input-dependent deviation, not a bug: the error varies smoothly with the "
-          "input (successive-difference ratio %.3f, sign changes %.3f per step; noise gives ~1 and ~0.5)",
+    ev(f,
+       "a small smooth input-dependent deviation, not a bug: the error varies smoothly with the "
+       "input (successive-difference ratio %.3f, sign changes %.3f per step; noise gives ~1 and "
+       "~0.5)",
        c->err_roughness, c->err_sign_changes);
-    ev(f, "max error %.3g (%.2g of the largest |exact| %.3g); rms error %.3gx golden's",
-       c->max_abs, rel, c->max_abs_exact, x->rr);
+    ev(f, "max error %.3g (%.2g of the largest |exact| %.3g); rms error %.3gx golden's", c->max_abs,
+       rel, c->max_abs_exact, x->rr);
     if (!small) ev(f, "the deviation is larger than 1e-3 of the output scale (FAIL)");
     return 1;
 }
@@ -455,8 +486,9 @@ static int rule_noise(const facts *x, out_list *o)
     /* median |N(0,1)| = 0.6745: the relative sigma from the median relative error */
     double sigma = c->median_rel / 0.6745;
     peat_finding *f = emit(o, PEAT_FIND_NOISE, 0.75, PEAT_ACCEPT_FAIL, "sigma=%.2g", sigma);
-    ev(f, "dense unbiased error proportional to the value: rank correlation with |x| %.2f "
-          "(golden %.2f), bias t = %.1f",
+    ev(f,
+       "dense unbiased error proportional to the value: rank correlation with |x| %.2f "
+       "(golden %.2f), bias t = %.1f",
        c->corr_err_input, g->corr_err_input, c->bias_t);
     ev(f, "relative sigma ~%.2g (median relative error %.2g); rms error %.3gx golden's", sigma,
        c->median_rel, x->rr);
@@ -474,11 +506,13 @@ static void within_evidence(const facts *x, peat_finding *f)
 {
     const peat_signature *c = x->c, *g = x->g;
     if (x->env > 1.0)
-        ev(f, "max error %.2f x the fp32 bound (golden's own max is %.2f x); candidate rms error "
-              "%.2fx golden's",
+        ev(f,
+           "max error %.2f x the fp32 bound (golden's own max is %.2f x); candidate rms error "
+           "%.2fx golden's",
            c->max_norm, g->max_norm, x->rr);
     else
-        ev(f, "max error %.2f x the fp32 bound; candidate rms error %.2fx golden's", c->max_norm, x->rr);
+        ev(f, "max error %.2f x the fp32 bound; candidate rms error %.2fx golden's", c->max_norm,
+           x->rr);
 }
 
 static int rule_nondeterministic(const facts *x, out_list *o)
@@ -486,8 +520,9 @@ static int rule_nondeterministic(const facts *x, out_list *o)
     const peat_signature *c = x->c;
     if (!(c->repeat_max_diff > 0.0)) return 0;
     int within = c->max_norm <= x->env && !(x->rr > RMS_SAME_MAX);
-    peat_finding *f = emit(o, PEAT_FIND_NONDETERMINISTIC, 0.95, within ? PEAT_ACCEPT_WARN : PEAT_ACCEPT_FAIL,
-                           "max_diff=%.3g", c->repeat_max_diff);
+    peat_finding *f =
+        emit(o, PEAT_FIND_NONDETERMINISTIC, 0.95, within ? PEAT_ACCEPT_WARN : PEAT_ACCEPT_FAIL,
+             "max_diff=%.3g", c->repeat_max_diff);
     ev(f, "two runs on the same input differ in %lld elements, by up to %.3g",
        (long long)c->repeat_n_diff, c->repeat_max_diff);
     if (within) within_evidence(x, f);
@@ -497,8 +532,8 @@ static int rule_nondeterministic(const facts *x, out_list *o)
 static int rule_within(const facts *x, out_list *o)
 {
     if (x->c->max_norm > x->env || x->rr > RMS_SAME_MAX || x->nonfinite > 0) return 0;
-    peat_finding *f = emit(o, PEAT_FIND_WITHIN_BOUND, 0.9, PEAT_ACCEPT_PASS, "max_norm=%.3g",
-                           x->c->max_norm);
+    peat_finding *f =
+        emit(o, PEAT_FIND_WITHIN_BOUND, 0.9, PEAT_ACCEPT_PASS, "max_norm=%.3g", x->c->max_norm);
     within_evidence(x, f);
     return 1;
 }
@@ -509,23 +544,33 @@ static int rule_within(const facts *x, out_list *o)
 #define RANGE_INPUT_FRAC_MIN 1e-3
 static int rule_input_range(const facts *x, const peat_detector_ctx *ctx, out_list *o)
 {
-    if (!ctx || !(ctx->declared_in == PEAT_DTYPE_F16 || ctx->declared_in == PEAT_DTYPE_BF16)) return 0;
+    if (!ctx || !(ctx->declared_in == PEAT_DTYPE_F16 || ctx->declared_in == PEAT_DTYPE_BF16))
+        return 0;
     double below = ctx->in_frac_below_normal, above = ctx->in_frac_above_max;
-    int under = !isnan(below) && below >= RANGE_INPUT_FRAC_MIN, over = !isnan(above) && above >= RANGE_INPUT_FRAC_MIN;
+    int under = !isnan(below) && below >= RANGE_INPUT_FRAC_MIN,
+        over = !isnan(above) && above >= RANGE_INPUT_FRAC_MIN;
     if (!under && !over) return 0;
     const char *fmt = ctx->declared_in == PEAT_DTYPE_F16 ? "fp16" : "bf16";
     double lo = ctx->declared_in == PEAT_DTYPE_F16 ? 0x1p-14 : FLT_MIN;
     double hi = ctx->declared_in == PEAT_DTYPE_F16 ? 65504.0 : 3.3895e38;
     peat_finding *f = emit(o, PEAT_FIND_RANGE, 0.75, PEAT_ACCEPT_FAIL, "fmt=%s,inputs=%s", fmt,
-                           under && over ? "underflow+overflow" : under ? "underflow" : "overflow");
+                           under && over ? "underflow+overflow"
+                           : under       ? "underflow"
+                                         : "overflow");
     if (under)
-        ev(f, "%.2f%% of the kernel's nonzero input values lie below %s's smallest normal %.3g: rounded "
-              "to %s they lose precision or flush to 0 (unscaled gradients; loss scaling avoids it)",
+        ev(f,
+           "%.2f%% of the kernel's nonzero input values lie below %s's smallest normal %.3g: "
+           "rounded "
+           "to %s they lose precision or flush to 0 (unscaled gradients; loss scaling avoids it)",
            100.0 * below, fmt, lo, fmt);
-    if (over) ev(f, "%.2f%% of the input values exceed %s's largest finite %.6g", 100.0 * above, fmt, hi);
-    ev(f, "%lld elements (%.2f%%) beyond the bound, max error %.3g x it, effective bits %.1f: more than "
-          "%s rounding of in-range inputs explains",
-       (long long)x->c->n_over_bound, 100.0 * x->c->frac_over_bound, x->c->max_norm, x->c->eff_bits, fmt);
+    if (over)
+        ev(f, "%.2f%% of the input values exceed %s's largest finite %.6g", 100.0 * above, fmt, hi);
+    ev(f,
+       "%lld elements (%.2f%%) beyond the bound, max error %.3g x it, effective bits %.1f: more "
+       "than "
+       "%s rounding of in-range inputs explains",
+       (long long)x->c->n_over_bound, 100.0 * x->c->frac_over_bound, x->c->max_norm, x->c->eff_bits,
+       fmt);
     return 1;
 }
 
@@ -537,7 +582,9 @@ static void out_of_bound(const facts *x, out_list *o)
     ev(f, "%lld elements (%.2f%%) beyond the bound, max error %.3g x it (golden's max %.3g x)",
        (long long)c->n_over_bound, 100.0 * c->frac_over_bound, c->max_norm, x->g->max_norm);
     if (single_bit_pattern(x))
-        ev(f, "%lld gross errors, %.0f%% single-bit at bit %d: neither few (bitflip) nor forced (stuck)",
+        ev(f,
+           "%lld gross errors, %.0f%% single-bit at bit %d: neither few (bitflip) nor forced "
+           "(stuck)",
            (long long)c->n_gross, 100.0 * x->top_bit_share, x->top_bit);
     ev(f, "rms error %.3gx golden's; matches no known error model", x->rr);
 }
@@ -576,8 +623,8 @@ int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
     int primary = o.n ? o.f[0].cls : PEAT_FIND_COUNT;
     /* truncating to fewer bits, or storing in a narrow format that also overflows, is also a
      * precision loss: say both */
-    if (fired && (primary == PEAT_FIND_TRUNCATION || primary == PEAT_FIND_RANGE) && cand->test_mant_bits > 0 &&
-        cand->test_mant_bits <= STORAGE_BITS_MAX && x.rr >= 2.0)
+    if (fired && (primary == PEAT_FIND_TRUNCATION || primary == PEAT_FIND_RANGE) &&
+        cand->test_mant_bits > 0 && cand->test_mant_bits <= STORAGE_BITS_MAX && x.rr >= 2.0)
         precision_finding(&x, ctx, &o, cand->test_mant_bits);
     /* a precision below the declared format's, on inputs that leave its range: say why */
     if (fired && primary == PEAT_FIND_REDUCED_PRECISION && o.f[0].accept == PEAT_ACCEPT_FAIL)
@@ -587,9 +634,9 @@ int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
     if (!nondet && rule_within(&x, &o)) return o.n;
     if (cand->max_norm > x.env || x.nonfinite > 0) {
         if (!rule_input_range(&x, ctx, &o)) out_of_bound(&x, &o);
-    }
-    else if (!nondet || x.rr > RMS_SAME_MAX)
-        unknown(&x, &o, "errors stay within the bound but are not like golden's and match no "
-                        "known model");
+    } else if (!nondet || x.rr > RMS_SAME_MAX)
+        unknown(&x, &o,
+                "errors stay within the bound but are not like golden's and match no "
+                "known model");
     return o.n;
 }

@@ -5,31 +5,35 @@
 #include "analyzer/analyzer.h"
 
 typedef enum peat_finding_class {
-    PEAT_FIND_BIT_EXACT = 0,      /* identical to golden / exact-rounded */
-    PEAT_FIND_WITHIN_BOUND,       /* as good as golden: errors inside the fp32 bound */
-    PEAT_FIND_REDUCED_PRECISION,  /* dense errors at a lower effective precision (bits) */
-    PEAT_FIND_TRUNCATION,         /* rounding-level errors with a signed bias toward zero */
-    PEAT_FIND_FTZ,                /* errors only where |exact| < FLT_MIN */
-    PEAT_FIND_RANGE,              /* Inf or 0 where values leave a narrower format's range */
-    PEAT_FIND_BITFLIP,            /* few elements, single-bit pattern */
-    PEAT_FIND_STUCK_BIT,          /* one bit forced in many elements */
-    PEAT_FIND_TILE,               /* errors confined to blocks / edge tiles */
-    PEAT_FIND_NAN,                /* NaN/Inf introduced */
-    PEAT_FIND_NOISE,              /* dense unbiased error proportional to value */
-    PEAT_FIND_APPROX,             /* smooth input-dependent error (approximated function) */
-    PEAT_FIND_NONDETERMINISTIC,   /* outputs differ between repeats */
-    PEAT_FIND_OUT_OF_BOUND,       /* errors beyond the bound that match no known model */
-    PEAT_FIND_UNKNOWN,            /* evidence ambiguous: signature attached, no guess */
+    PEAT_FIND_BIT_EXACT = 0,     /* identical to golden / exact-rounded */
+    PEAT_FIND_WITHIN_BOUND,      /* as good as golden: errors inside the fp32 bound */
+    PEAT_FIND_REDUCED_PRECISION, /* dense errors at a lower effective precision (bits) */
+    PEAT_FIND_TRUNCATION,        /* rounding-level errors with a signed bias toward zero */
+    PEAT_FIND_FTZ,               /* errors only where |exact| < FLT_MIN */
+    PEAT_FIND_RANGE,             /* Inf or 0 where values leave a narrower format's range */
+    PEAT_FIND_BITFLIP,           /* few elements, single-bit pattern */
+    PEAT_FIND_STUCK_BIT,         /* one bit forced in many elements */
+    PEAT_FIND_TILE,              /* errors confined to blocks / edge tiles */
+    PEAT_FIND_NAN,               /* NaN/Inf introduced */
+    PEAT_FIND_NOISE,             /* dense unbiased error proportional to value */
+    PEAT_FIND_APPROX,            /* smooth input-dependent error (approximated function) */
+    PEAT_FIND_NONDETERMINISTIC,  /* outputs differ between repeats */
+    PEAT_FIND_OUT_OF_BOUND,      /* errors beyond the bound that match no known model */
+    PEAT_FIND_UNKNOWN,           /* evidence ambiguous: signature attached, no guess */
     PEAT_FIND_COUNT
 } peat_finding_class;
 
-typedef enum peat_acceptance { PEAT_ACCEPT_PASS = 0, PEAT_ACCEPT_WARN, PEAT_ACCEPT_FAIL } peat_acceptance;
+typedef enum peat_acceptance {
+    PEAT_ACCEPT_PASS = 0,
+    PEAT_ACCEPT_WARN,
+    PEAT_ACCEPT_FAIL
+} peat_acceptance;
 
 #define PEAT_MAX_EVIDENCE 6
 typedef struct peat_finding {
     peat_finding_class cls;
-    double confidence;            /* 0..1 */
-    char params[128];             /* "bits=8.3", "bit=30", ... */
+    double confidence; /* 0..1 */
+    char params[128];  /* "bits=8.3", "bit=30", ... */
     int n_evidence;
     char evidence[PEAT_MAX_EVIDENCE][256];
     peat_acceptance accept;
@@ -38,7 +42,7 @@ typedef struct peat_finding {
 /* What the kernel declares (from its descriptor), so that an intended precision change is a
  * WARN and an undeclared one a FAIL. */
 typedef struct peat_detector_ctx {
-    peat_dtype declared_in;       /* kernel's in_dtype */
+    peat_dtype declared_in; /* kernel's in_dtype */
     peat_dtype declared_out;
     peat_dtype declared_acc;
     /* measured by the runner on the calls' inputs when declared_in is narrower than fp32 (NaN =

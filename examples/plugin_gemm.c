@@ -26,13 +26,21 @@ static peat_status gemm_rev(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
-int peat_plugin_abi_version(void) { return PEAT_PLUGIN_ABI_VERSION; }
+int peat_plugin_abi_version(void)
+{
+    return PEAT_PLUGIN_ABI_VERSION;
+}
 
 int peat_plugin_register(const peat_plugin_host *host)
 {
-    static const peat_kernel k = {
-        .name = "example_gemm_rev", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-        .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
-        .fn = gemm_rev, .desc = "example plugin: fp32 GEMM summing k in reverse order"};
+    static const peat_kernel k = {.name = "example_gemm_rev",
+                                  .op = PEAT_OP_GEMM,
+                                  .role = PEAT_ROLE_CANDIDATE,
+                                  .backend = "cpu",
+                                  .in_dtype = PEAT_DTYPE_F32,
+                                  .out_dtype = PEAT_DTYPE_F32,
+                                  .acc_dtype = PEAT_DTYPE_F32,
+                                  .fn = gemm_rev,
+                                  .desc = "example plugin: fp32 GEMM summing k in reverse order"};
     return host->register_kernel(&k) == PEAT_OK ? 0 : 1;
 }

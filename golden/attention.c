@@ -1,4 +1,5 @@
-/* attention.c: exact (fp64) and golden (fp32) scaled-dot-product attention, forward and backward. */
+/* attention.c: exact (fp64) and golden (fp32) scaled-dot-product attention, forward and backward.
+ */
 #include "golden/golden.h"
 #include "golden/refkit.h"
 
@@ -23,7 +24,10 @@ static attn_dims attn_dims_of(const peat_op_params *p)
 }
 
 /* Keys visible from query i: j < jend(i). */
-static int64_t attn_jend(const attn_dims *d, int64_t i) { return d->causal ? i + 1 : d->T; }
+static int64_t attn_jend(const attn_dims *d, int64_t i)
+{
+    return d->causal ? i + 1 : d->T;
+}
 
 static peat_status attention_exact(const peat_args *a, const peat_kernel *self)
 {
@@ -71,7 +75,8 @@ static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
     attn_dims d = attn_dims_of(&a->p);
     float scale = (float)a->p.f[0];
     float *s = malloc((size_t)d.T * sizeof *s);
-    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_golden: score row of %lld", (long long)d.T);
+    if (!s)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_golden: score row of %lld", (long long)d.T);
     float *O = peat_f32(a->out[0]), *L = peat_f32(a->out[1]);
     for (int64_t bh = 0; bh < d.B * d.H; bh++) {
         const float *q = peat_f32(a->in[0]) + bh * d.T * d.D;
@@ -107,7 +112,8 @@ static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *se
     double scale = a->p.f[0];
     double *in[6];
     static const int ix[6] = {0, 1, 2, 3, 4, 5};
-    double *P = malloc((size_t)(d.T * d.T) * sizeof *P), *dS = malloc((size_t)(d.T * d.T) * sizeof *dS);
+    double *P = malloc((size_t)(d.T * d.T) * sizeof *P),
+           *dS = malloc((size_t)(d.T * d.T) * sizeof *dS);
     if (!P || !dS) {
         free(P), free(dS);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_exact: %lld^2 scratch", (long long)d.T);
@@ -159,7 +165,8 @@ static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *s
     PEAT_TRY(peat_golden_io_check(a, self));
     attn_dims d = attn_dims_of(&a->p);
     float scale = (float)a->p.f[0];
-    float *P = malloc((size_t)(d.T * d.T) * sizeof *P), *dS = malloc((size_t)(d.T * d.T) * sizeof *dS);
+    float *P = malloc((size_t)(d.T * d.T) * sizeof *P),
+          *dS = malloc((size_t)(d.T * d.T) * sizeof *dS);
     if (!P || !dS) {
         free(P), free(dS);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_golden: %lld^2 scratch", (long long)d.T);

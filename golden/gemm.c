@@ -82,7 +82,8 @@ peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag)
             for (int64_t j = 0; j < N; j++) D[i * N + j] = 0.0;
             for (int64_t k = 0; k < K; k++) {
                 double x = fabs((double)opA(A, tA, M, K, i, k));
-                for (int64_t j = 0; j < N; j++) D[i * N + j] += x * fabs((double)opB(Bm, tB, K, N, k, j));
+                for (int64_t j = 0; j < N; j++)
+                    D[i * N + j] += x * fabs((double)opB(Bm, tB, K, N, k, j));
             }
             for (int64_t j = 0; j < N; j++)
                 D[i * N + j] = alpha * D[i * N + j] + (C ? beta * fabs((double)C[i * N + j]) : 0.0);
@@ -94,12 +95,24 @@ peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag)
 peat_status peat_golden_register_gemm(void)
 {
     static const peat_kernel ks[] = {
-        {.name = "gemm_exact", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_EXACT, .backend = "cpu",
-         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F64, .acc_dtype = PEAT_DTYPE_F64,
-         .fn = gemm_exact, .desc = "fp64-accumulating reference GEMM"},
-        {.name = "gemm_golden", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_GOLDEN, .backend = "cpu",
-         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
-         .fn = gemm_golden, .desc = "trusted fp32 GEMM, sequential k order"},
+        {.name = "gemm_exact",
+         .op = PEAT_OP_GEMM,
+         .role = PEAT_ROLE_EXACT,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F64,
+         .acc_dtype = PEAT_DTYPE_F64,
+         .fn = gemm_exact,
+         .desc = "fp64-accumulating reference GEMM"},
+        {.name = "gemm_golden",
+         .op = PEAT_OP_GEMM,
+         .role = PEAT_ROLE_GOLDEN,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_golden,
+         .desc = "trusted fp32 GEMM, sequential k order"},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
     return PEAT_OK;

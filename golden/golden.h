@@ -23,8 +23,8 @@ int64_t peat_golden_terms(const peat_args *a, int o);
 
 /* Registration helpers used by each op's file. */
 peat_status peat_golden_register_gemm(void);
-peat_status peat_golden_register_nn(void);    /* conv, bias, relu, gelu, softmax, layernorm,
-                                               * embedding, cross-entropy, reduce */
+peat_status peat_golden_register_nn(void); /* conv, bias, relu, gelu, softmax, layernorm,
+                                            * embedding, cross-entropy, reduce */
 peat_status peat_golden_register_attention(void);
 peat_status peat_golden_register_optim(void); /* adamw, sgd */
 

@@ -1,4 +1,5 @@
-/* magnitude.c: per-element magnitude (sum of |terms|) of each op's computation, for error bounds. */
+/* magnitude.c: per-element magnitude (sum of |terms|) of each op's computation, for error bounds.
+ */
 #include "golden/golden.h"
 #include "golden/refkit.h"
 
@@ -24,7 +25,7 @@ peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag);
 #define R_LOG 2.0
 #define R_ERF 3.0
 
-#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2   0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
 
 /* Inputs of a as doubles (I32 inputs stay NULL). */
@@ -155,15 +156,17 @@ static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int b
         if (!bwd) {
             /* loss = (log S + max) - x_t: S's error (lam + C-1), log, and two adds */
             double loss = lnS + mx - x[tgt[r]];
-            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(loss)) / (double)C;
+            mag[r] =
+                (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(loss)) / (double)C;
             continue;
         }
         double dl = fabs(in->x[2][r]);
         /* dlogits = dloss (e_j/S - onehot): p_j's error as in softmax, the subtraction, dloss */
         for (int64_t j = 0; j < C; j++) {
             double oh = j == tgt[r] ? 1.0 : 0.0;
-            mag[r * C + j] = dl * (p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) +
-                                   2.0 * fabs(p[j] - oh)) / (double)C;
+            mag[r * C + j] =
+                dl * (p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) + 2.0 * fabs(p[j] - oh)) /
+                (double)C;
         }
     }
     free(p);
@@ -320,7 +323,8 @@ static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in
         const double *O = in->x[3] + bh * TD, *L = in->x[4] + bh * T, *dO = in->x[5] + bh * TD;
         for (int64_t i = 0; i < T; i++) {
             double Dl = 0.0, W = 0.0;
-            for (int64_t e = 0; e < D; e++) Dl += dO[i * D + e] * O[i * D + e], W += fabs(dO[i * D + e] * O[i * D + e]);
+            for (int64_t e = 0; e < D; e++)
+                Dl += dO[i * D + e] * O[i * D + e], W += fabs(dO[i * D + e] * O[i * D + e]);
             for (int64_t j = 0; j < T; j++) {
                 size_t ij = (size_t)(i * T + j);
                 if (causal && j > i) {
@@ -329,7 +333,8 @@ static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in
                 }
                 double s, lam, dp = 0.0, G = 0.0;
                 attn_score(q + i * D, k + j * D, D, scale, &s, &lam);
-                for (int64_t e = 0; e < D; e++) dp += dO[i * D + e] * v[j * D + e], G += fabs(dO[i * D + e] * v[j * D + e]);
+                for (int64_t e = 0; e < D; e++)
+                    dp += dO[i * D + e] * v[j * D + e], G += fabs(dO[i * D + e] * v[j * D + e]);
                 /* p = exp(s - L): score error, the subtraction, exp */
                 double p = exp(s - L[i]), pi = lam + fabs(s - L[i]) + R_EXP;
                 P[ij] = p, eP[ij] = p * pi;
@@ -345,9 +350,11 @@ static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in
                 for (int64_t u = 0; u < T; u++) {
                     size_t tu = (size_t)(t * T + u), ut = (size_t)(u * T + t);
                     if (o == 0) /* dQ = scale sum_u dS_tu k_u: dS's error, product, T-1 adds */
-                        acc += fabs(k[u * D + e]) * (eS[tu] + (double)T * fabs(dS[tu])), val += dS[tu] * k[u * D + e];
+                        acc += fabs(k[u * D + e]) * (eS[tu] + (double)T * fabs(dS[tu])),
+                            val += dS[tu] * k[u * D + e];
                     else if (o == 1) /* dK = scale sum_u dS_ut q_u */
-                        acc += fabs(q[u * D + e]) * (eS[ut] + (double)T * fabs(dS[ut])), val += dS[ut] * q[u * D + e];
+                        acc += fabs(q[u * D + e]) * (eS[ut] + (double)T * fabs(dS[ut])),
+                            val += dS[ut] * q[u * D + e];
                     else /* dV = sum_u P_ut dO_u */
                         acc += fabs(dO[u * D + e]) * (eP[ut] + (double)T * P[ut]);
                 }
@@ -409,7 +416,8 @@ static void mag_sgd(const peat_args *a, int o, const mag_in *in, double *mag)
     }
 }
 
-peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *exact_out, double *mag)
+peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *exact_out,
+                                  double *mag)
 {
     if (a->op == PEAT_OP_GEMM && o == 0) return peat_golden_gemm_magnitude(a, mag);
     const peat_op_info *info = peat_op_info_get(a->op);

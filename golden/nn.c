@@ -10,7 +10,7 @@
  * float storage, float accumulators, terms added in index order, one thread. Both write every
  * element of every output. */
 
-#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2   0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
 
 /* Loads inputs 0..n-1 of a as doubles (all float) or fails. */
@@ -518,8 +518,8 @@ typedef struct conv_dims {
 
 static conv_dims conv_dims_of(const peat_op_params *p)
 {
-    conv_dims d = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5], p->i[6], p->i[7], p->i[8],
-                   0, 0};
+    conv_dims d = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5],
+                   p->i[6], p->i[7], p->i[8], 0,       0};
     d.OH = (d.H + 2 * d.p - d.KH) / d.s + 1;
     d.OW = (d.W + 2 * d.p - d.KW) / d.s + 1;
     return d;
@@ -540,9 +540,9 @@ static int conv_dst(int64_t i, int64_t k, int64_t s, int64_t p, int64_t lim, int
     return *o < lim;
 }
 
-#define X_AT(n, c, h, w) (((n) * d.C + (c)) * d.H + (h)) * d.W + (w)
-#define W_AT(o, c, kh, kw) (((o) * d.C + (c)) * d.KH + (kh)) * d.KW + (kw)
-#define Y_AT(n, o, oh, ow) (((n) * d.O + (o)) * d.OH + (oh)) * d.OW + (ow)
+#define X_AT(n, c, h, w)   (((n)*d.C + (c)) * d.H + (h)) * d.W + (w)
+#define W_AT(o, c, kh, kw) (((o)*d.C + (c)) * d.KH + (kh)) * d.KW + (kw)
+#define Y_AT(n, o, oh, ow) (((n)*d.O + (o)) * d.OH + (oh)) * d.OW + (ow)
 
 /* The three conv directions, each once per precision: T is double (exact) or float (golden);
  * the accumulation order is the natural one (c, kh, kw / o, kh, kw / n, oh, ow). */

@@ -95,5 +95,6 @@ static const peat_kernel optim_kernels[] = {
 
 peat_status peat_golden_register_optim(void)
 {
-    return peat_golden_add_all(optim_kernels, (int)(sizeof optim_kernels / sizeof optim_kernels[0]));
+    return peat_golden_add_all(optim_kernels,
+                               (int)(sizeof optim_kernels / sizeof optim_kernels[0]));
 }

@@ -58,8 +58,8 @@ peat_status peat_backend_open(const char *name, int device, peat_backend_t *out)
     }
     if (!iface) {
         if (strcmp(want, "cuda") == 0 || strcmp(want, "hip") == 0)
-            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "backend '%s' is not built in (built: %s)", want,
-                              peat_backend_list());
+            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "backend '%s' is not built in (built: %s)",
+                              want, peat_backend_list());
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown backend '%s' (choose auto, %s)", want,
                           peat_backend_list());
     }
@@ -82,7 +82,10 @@ void peat_backend_close(peat_backend_t b)
     free(b);
 }
 
-const char *peat_backend_name(peat_backend_t b) { return b->iface->get_name(b); }
+const char *peat_backend_name(peat_backend_t b)
+{
+    return b->iface->get_name(b);
+}
 peat_status peat_backend_device_info(peat_backend_t b, peat_device_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -92,7 +95,10 @@ peat_status peat_backend_alloc(peat_backend_t b, size_t nbytes, void **out)
 {
     return b->iface->buffer_alloc(b, nbytes, out);
 }
-void peat_backend_free(peat_backend_t b, void *ptr) { b->iface->buffer_free(b, ptr); }
+void peat_backend_free(peat_backend_t b, void *ptr)
+{
+    b->iface->buffer_free(b, ptr);
+}
 
 peat_status peat_backend_copy_h2d(peat_backend_t b, void *dst, const void *src, size_t nbytes)
 {

@@ -6,8 +6,14 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *cpu_name(peat_backend_t b) { return "cpu"; }
-static int cpu_device_count(void) { return 1; }
+static const char *cpu_name(peat_backend_t b)
+{
+    return "cpu";
+}
+static int cpu_device_count(void)
+{
+    return 1;
+}
 
 /* Model name from /proc/cpuinfo and the current clock of cpu0 from cpufreq, when readable. */
 static peat_status cpu_device_info(peat_backend_t b, peat_device_info *out)
@@ -47,7 +53,10 @@ static peat_status cpu_alloc(peat_backend_t b, size_t nbytes, void **out)
     *out = calloc(1, nbytes ? nbytes : 1);
     return *out ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "cpu buffer of %zu bytes", nbytes);
 }
-static void cpu_free_buf(peat_backend_t b, void *p) { free(p); }
+static void cpu_free_buf(peat_backend_t b, void *p)
+{
+    free(p);
+}
 
 const struct peat_backend_iface peat_backend_cpu_iface = {
     .get_name = cpu_name,

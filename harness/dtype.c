@@ -9,16 +9,23 @@ static const struct {
     size_t size;
     int mant;
 } dtypes[PEAT_DTYPE_COUNT] = {
-    [PEAT_DTYPE_F64] = {"f64", 8, 53},
-    [PEAT_DTYPE_F32] = {"f32", 4, 24},
-    [PEAT_DTYPE_BF16] = {"bf16", 2, 8},
-    [PEAT_DTYPE_F16] = {"f16", 2, 11},
+    [PEAT_DTYPE_F64] = {"f64", 8, 53},  [PEAT_DTYPE_F32] = {"f32", 4, 24},
+    [PEAT_DTYPE_BF16] = {"bf16", 2, 8}, [PEAT_DTYPE_F16] = {"f16", 2, 11},
     [PEAT_DTYPE_I32] = {"i32", 4, 0},
 };
 
-size_t peat_dtype_size(peat_dtype t) { return (unsigned)t < PEAT_DTYPE_COUNT ? dtypes[t].size : 0; }
-const char *peat_dtype_name(peat_dtype t) { return (unsigned)t < PEAT_DTYPE_COUNT ? dtypes[t].name : "?"; }
-int peat_dtype_mantissa_bits(peat_dtype t) { return (unsigned)t < PEAT_DTYPE_COUNT ? dtypes[t].mant : 0; }
+size_t peat_dtype_size(peat_dtype t)
+{
+    return (unsigned)t < PEAT_DTYPE_COUNT ? dtypes[t].size : 0;
+}
+const char *peat_dtype_name(peat_dtype t)
+{
+    return (unsigned)t < PEAT_DTYPE_COUNT ? dtypes[t].name : "?";
+}
+int peat_dtype_mantissa_bits(peat_dtype t)
+{
+    return (unsigned)t < PEAT_DTYPE_COUNT ? dtypes[t].mant : 0;
+}
 double peat_dtype_unit_roundoff(peat_dtype t)
 {
     int p = peat_dtype_mantissa_bits(t);
@@ -30,7 +37,7 @@ peat_status peat_dtype_parse(const char *s, peat_dtype *out)
     static const struct {
         const char *alias;
         peat_dtype t;
-    } al[] = {{"f64", PEAT_DTYPE_F64},  {"fp64", PEAT_DTYPE_F64}, {"f32", PEAT_DTYPE_F32},
+    } al[] = {{"f64", PEAT_DTYPE_F64},  {"fp64", PEAT_DTYPE_F64},  {"f32", PEAT_DTYPE_F32},
               {"fp32", PEAT_DTYPE_F32}, {"bf16", PEAT_DTYPE_BF16}, {"f16", PEAT_DTYPE_F16},
               {"fp16", PEAT_DTYPE_F16}, {"i32", PEAT_DTYPE_I32}};
     for (size_t k = 0; s && k < sizeof al / sizeof al[0]; k++)
@@ -38,9 +45,9 @@ peat_status peat_dtype_parse(const char *s, peat_dtype *out)
             *out = al[k].t;
             return PEAT_OK;
         }
-    return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown dtype '%s' (f64, f32, bf16, f16, i32)", s ? s : "");
+    return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown dtype '%s' (f64, f32, bf16, f16, i32)",
+                      s ? s : "");
 }
-
 
 uint16_t peat_f32_to_bf16(float x)
 {
@@ -59,7 +66,10 @@ uint16_t peat_f32_to_bf16_rtz(float x)
     return (uint16_t)(u >> 16);
 }
 
-float peat_bf16_to_f32(uint16_t h) { return peat_f32_from_bits((uint32_t)h << 16); }
+float peat_bf16_to_f32(uint16_t h)
+{
+    return peat_f32_from_bits((uint32_t)h << 16);
+}
 
 uint16_t peat_f32_to_f16(float x)
 {
@@ -80,8 +90,8 @@ uint16_t peat_f32_to_f16(float x)
     }
     if (e < -25) return (uint16_t)sign; /* below half the smallest subnormal: zero */
     /* subnormal in fp16: value = m * 2^-24 with m the 10-bit field */
-    mant |= 0x800000u;                   /* implicit bit */
-    int shift = -e - 14 + 13;            /* bits to drop: 14..24 */
+    mant |= 0x800000u;        /* implicit bit */
+    int shift = -e - 14 + 13; /* bits to drop: 14..24 */
     uint32_t h = mant >> shift;
     uint32_t rest = mant & ((1u << shift) - 1u);
     uint32_t half = 1u << (shift - 1);
@@ -102,5 +112,11 @@ float peat_f16_to_f32(uint16_t h)
     return peat_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-float peat_round_bf16(float x) { return peat_bf16_to_f32(peat_f32_to_bf16(x)); }
-float peat_round_f16(float x) { return peat_f16_to_f32(peat_f32_to_f16(x)); }
+float peat_round_bf16(float x)
+{
+    return peat_bf16_to_f32(peat_f32_to_bf16(x));
+}
+float peat_round_f16(float x)
+{
+    return peat_f16_to_f32(peat_f32_to_f16(x));
+}

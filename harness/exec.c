@@ -1,4 +1,5 @@
-/* exec.c: the execution context every flow runs its ops through (kernel choice, hooks, provenance). */
+/* exec.c: the execution context every flow runs its ops through (kernel choice, hooks, provenance).
+ */
 #include "peat/peat.h"
 
 #include <stdlib.h>
@@ -30,11 +31,15 @@ peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t *
     return PEAT_OK;
 }
 
-void peat_exec_free(peat_exec_t *ex) { free(ex); }
+void peat_exec_free(peat_exec_t *ex)
+{
+    free(ex);
+}
 
 peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_kernel *k)
 {
-    if (!peat_op_info_get(op)) return PEAT_ERROR(PEAT_ERR_INVAL, "op kind %d out of range", (int)op);
+    if (!peat_op_info_get(op))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "op kind %d out of range", (int)op);
     if (k && k->op != op)
         return PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s' implements %s, not %s", k->name,
                           peat_op_name(k->op), peat_op_name(op));
@@ -59,20 +64,36 @@ peat_status peat_exec_add_hook(peat_exec_t *ex, peat_hook_fn fn, void *user)
     return PEAT_OK;
 }
 
-void peat_exec_set_iter(peat_exec_t *ex, int64_t iter) { ex->iter = iter; }
-int64_t peat_exec_iter(const peat_exec_t *ex) { return ex->iter; }
-uint64_t peat_exec_seed(const peat_exec_t *ex) { return ex->seed; }
-int64_t peat_exec_calls(const peat_exec_t *ex) { return ex->calls; }
+void peat_exec_set_iter(peat_exec_t *ex, int64_t iter)
+{
+    ex->iter = iter;
+}
+int64_t peat_exec_iter(const peat_exec_t *ex)
+{
+    return ex->iter;
+}
+uint64_t peat_exec_seed(const peat_exec_t *ex)
+{
+    return ex->seed;
+}
+int64_t peat_exec_calls(const peat_exec_t *ex)
+{
+    return ex->calls;
+}
 
 peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase, peat_args *a)
 {
     const peat_kernel *k = peat_exec_kernel(ex, a->op);
-    if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no kernel registered for op %s", peat_op_name(a->op));
-    peat_call_info info = {ex->flow, layer ? layer : "", ex->iter, phase, ex->calls, ex->op_calls[a->op]};
+    if (!k)
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no kernel registered for op %s", peat_op_name(a->op));
+    peat_call_info info = {ex->flow, layer ? layer : "", ex->iter,
+                           phase,    ex->calls,          ex->op_calls[a->op]};
     ex->calls++;
     ex->op_calls[a->op]++;
-    for (int h = 0; h < ex->n_hooks; h++) PEAT_TRY(ex->hooks[h].fn(ex->hooks[h].user, k, a, &info, 0));
+    for (int h = 0; h < ex->n_hooks; h++)
+        PEAT_TRY(ex->hooks[h].fn(ex->hooks[h].user, k, a, &info, 0));
     PEAT_TRY(peat_kernel_run(k, a));
-    for (int h = 0; h < ex->n_hooks; h++) PEAT_TRY(ex->hooks[h].fn(ex->hooks[h].user, k, a, &info, 1));
+    for (int h = 0; h < ex->n_hooks; h++)
+        PEAT_TRY(ex->hooks[h].fn(ex->hooks[h].user, k, a, &info, 1));
     return PEAT_OK;
 }

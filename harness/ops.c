@@ -6,7 +6,10 @@
 
 #define P(k) (a->p.i[k])
 
-static int64_t numel_or(const peat_tensor *t) { return t ? peat_tensor_numel(t) : -1; }
+static int64_t numel_or(const peat_tensor *t)
+{
+    return t ? peat_tensor_numel(t) : -1;
+}
 
 /* Checks that tensor t (input or output `what`) has dtype dt and n elements. */
 static peat_status expect(const peat_args *a, const peat_tensor *t, const char *what, peat_dtype dt,
@@ -31,7 +34,10 @@ static peat_status positive(const peat_args *a, int n)
     return PEAT_OK;
 }
 
-static const peat_tensor *OUT(const peat_args *a, int k) { return k < a->n_out ? a->out[k] : NULL; }
+static const peat_tensor *OUT(const peat_args *a, int k)
+{
+    return k < a->n_out ? a->out[k] : NULL;
+}
 static void shp(int *nd, int64_t s[][PEAT_MAX_DIMS], int o, int n, int64_t d0, int64_t d1,
                 int64_t d2, int64_t d3)
 {
@@ -60,19 +66,30 @@ static peat_status gemm_check(const peat_args *a)
 }
 static peat_status gemm_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
 {
-    if (P(5) > 1) shp(nd, s, 0, 3, P(5), P(2), P(3), 0);
-    else shp(nd, s, 0, 2, P(2), P(3), 0, 0);
+    if (P(5) > 1)
+        shp(nd, s, 0, 3, P(5), P(2), P(3), 0);
+    else
+        shp(nd, s, 0, 2, P(2), P(3), 0, 0);
     return PEAT_OK;
 }
-static int64_t gemm_depth(const peat_op_params *p) { return p->i[4] + (p->f[1] != 0.0); }
+static int64_t gemm_depth(const peat_op_params *p)
+{
+    return p->i[4] + (p->f[1] != 0.0);
+}
 static double gemm_flops(const peat_op_params *p)
 {
     return 2.0 * (double)p->i[5] * (double)p->i[2] * (double)p->i[3] * (double)p->i[4];
 }
 
 /* ---- conv2d family: i = N C H W O KH KW stride pad ---- */
-static int64_t conv_oh(const peat_op_params *p) { return (p->i[2] + 2 * p->i[8] - p->i[5]) / p->i[7] + 1; }
-static int64_t conv_ow(const peat_op_params *p) { return (p->i[3] + 2 * p->i[8] - p->i[6]) / p->i[7] + 1; }
+static int64_t conv_oh(const peat_op_params *p)
+{
+    return (p->i[2] + 2 * p->i[8] - p->i[5]) / p->i[7] + 1;
+}
+static int64_t conv_ow(const peat_op_params *p)
+{
+    return (p->i[3] + 2 * p->i[8] - p->i[6]) / p->i[7] + 1;
+}
 static peat_status conv_common(const peat_args *a)
 {
     PEAT_TRY(positive(a, 8));
@@ -80,7 +97,8 @@ static peat_status conv_common(const peat_args *a)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: pad %lld must be in [0, kernel size)",
                           peat_op_name(a->op), (long long)P(8));
     if (P(2) + 2 * P(8) < P(5) || P(3) + 2 * P(8) < P(6))
-        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: kernel larger than padded image", peat_op_name(a->op));
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: kernel larger than padded image",
+                          peat_op_name(a->op));
     if ((double)P(0) * P(1) * P(2) * P(3) > 4e9 || (double)P(4) * P(1) * P(5) * P(6) > 4e9)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: absurd shape", peat_op_name(a->op));
     return PEAT_OK;
@@ -108,12 +126,18 @@ static peat_status conv_check(const peat_args *a)
 }
 static peat_status conv_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
 {
-    if (a->op == PEAT_OP_CONV2D) shp(nd, s, 0, 4, P(0), P(4), conv_oh(&a->p), conv_ow(&a->p));
-    else if (a->op == PEAT_OP_CONV2D_BWD_DATA) shp(nd, s, 0, 4, P(0), P(1), P(2), P(3));
-    else shp(nd, s, 0, 4, P(4), P(1), P(5), P(6));
+    if (a->op == PEAT_OP_CONV2D)
+        shp(nd, s, 0, 4, P(0), P(4), conv_oh(&a->p), conv_ow(&a->p));
+    else if (a->op == PEAT_OP_CONV2D_BWD_DATA)
+        shp(nd, s, 0, 4, P(0), P(1), P(2), P(3));
+    else
+        shp(nd, s, 0, 4, P(4), P(1), P(5), P(6));
     return PEAT_OK;
 }
-static int64_t conv_depth(const peat_op_params *p) { return p->i[1] * p->i[5] * p->i[6]; }
+static int64_t conv_depth(const peat_op_params *p)
+{
+    return p->i[1] * p->i[5] * p->i[6];
+}
 static int64_t conv_bwd_data_depth(const peat_op_params *p)
 {
     int64_t s = p->i[7] > 0 ? p->i[7] : 1;
@@ -143,19 +167,31 @@ static peat_status bias_check(const peat_args *a)
 }
 static peat_status bias_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
 {
-    if (a->op == PEAT_OP_BIAS_ADD) shp(nd, s, 0, 3, P(0), P(1), P(2), 0);
-    else shp(nd, s, 0, 1, P(1), 0, 0, 0);
+    if (a->op == PEAT_OP_BIAS_ADD)
+        shp(nd, s, 0, 3, P(0), P(1), P(2), 0);
+    else
+        shp(nd, s, 0, 1, P(1), 0, 0, 0);
     return PEAT_OK;
 }
-static int64_t bias_depth(const peat_op_params *p) { return 1; }
-static int64_t bias_bwd_depth(const peat_op_params *p) { return p->i[0] * p->i[2]; }
-static double bias_flops(const peat_op_params *p) { return (double)p->i[0] * p->i[1] * p->i[2]; }
+static int64_t bias_depth(const peat_op_params *p)
+{
+    return 1;
+}
+static int64_t bias_bwd_depth(const peat_op_params *p)
+{
+    return p->i[0] * p->i[2];
+}
+static double bias_flops(const peat_op_params *p)
+{
+    return (double)p->i[0] * p->i[1] * p->i[2];
+}
 
 /* ---- elementwise: i = n ---- */
 static peat_status ew_check(const peat_args *a)
 {
     PEAT_TRY(positive(a, 1));
-    for (int k = 0; k < a->n_in; k++) PEAT_TRY(expect(a, a->in[k], k ? "dY" : "X", PEAT_DTYPE_F32, P(0)));
+    for (int k = 0; k < a->n_in; k++)
+        PEAT_TRY(expect(a, a->in[k], k ? "dY" : "X", PEAT_DTYPE_F32, P(0)));
     return expect(a, OUT(a, 0), a->n_in > 1 ? "dX" : "Y", PEAT_DTYPE_F32, P(0));
 }
 static peat_status ew_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
@@ -163,15 +199,22 @@ static peat_status ew_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_D
     shp(nd, s, 0, 1, P(0), 0, 0, 0);
     return PEAT_OK;
 }
-static int64_t one_depth(const peat_op_params *p) { return 1; }
-static double ew_flops(const peat_op_params *p) { return (double)p->i[0] * 8; }
+static int64_t one_depth(const peat_op_params *p)
+{
+    return 1;
+}
+static double ew_flops(const peat_op_params *p)
+{
+    return (double)p->i[0] * 8;
+}
 
 /* ---- rowwise: softmax, reduce, cross-entropy: i = R C ---- */
 static peat_status softmax_check(const peat_args *a)
 {
     PEAT_TRY(positive(a, 2));
     int64_t n = P(0) * P(1);
-    for (int k = 0; k < a->n_in; k++) PEAT_TRY(expect(a, a->in[k], k ? "dY" : "X", PEAT_DTYPE_F32, n));
+    for (int k = 0; k < a->n_in; k++)
+        PEAT_TRY(expect(a, a->in[k], k ? "dY" : "X", PEAT_DTYPE_F32, n));
     return expect(a, OUT(a, 0), "Y", PEAT_DTYPE_F32, n);
 }
 static peat_status rc_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
@@ -179,8 +222,14 @@ static peat_status rc_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_D
     shp(nd, s, 0, 2, P(0), P(1), 0, 0);
     return PEAT_OK;
 }
-static int64_t row_depth(const peat_op_params *p) { return p->i[1]; }
-static double row_flops(const peat_op_params *p) { return 5.0 * p->i[0] * p->i[1]; }
+static int64_t row_depth(const peat_op_params *p)
+{
+    return p->i[1];
+}
+static double row_flops(const peat_op_params *p)
+{
+    return 5.0 * p->i[0] * p->i[1];
+}
 
 static peat_status reduce_check(const peat_args *a)
 {
@@ -221,7 +270,8 @@ static peat_status ln_check(const peat_args *a)
 {
     PEAT_TRY(positive(a, 2));
     int64_t R = P(0), C = P(1);
-    if (!(a->p.f[0] > 0.0)) return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: eps must be > 0", peat_op_name(a->op));
+    if (!(a->p.f[0] > 0.0))
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: eps must be > 0", peat_op_name(a->op));
     PEAT_TRY(expect(a, a->in[0], "X", PEAT_DTYPE_F32, R * C));
     PEAT_TRY(expect(a, a->in[1], "gamma", PEAT_DTYPE_F32, C));
     if (a->op == PEAT_OP_LAYERNORM) {
@@ -249,13 +299,17 @@ static peat_status ln_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_D
     }
     return PEAT_OK;
 }
-static int64_t ln_bwd_depth(const peat_op_params *p) { return p->i[0] > p->i[1] ? p->i[0] : p->i[1]; }
+static int64_t ln_bwd_depth(const peat_op_params *p)
+{
+    return p->i[0] > p->i[1] ? p->i[0] : p->i[1];
+}
 
 /* ---- attention: i = B H T D causal ; f = scale ---- */
 static peat_status attn_check(const peat_args *a)
 {
     PEAT_TRY(positive(a, 4));
-    if (P(4) < 0 || P(4) > 1) return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: causal must be 0 or 1", peat_op_name(a->op));
+    if (P(4) < 0 || P(4) > 1)
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: causal must be 0 or 1", peat_op_name(a->op));
     int64_t n = P(0) * P(1) * P(2) * P(3), nl = P(0) * P(1) * P(2);
     if ((double)n > 4e9) return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: absurd shape", peat_op_name(a->op));
     static const char *fw[] = {"Q", "K", "V"}, *bw[] = {"Q", "K", "V", "O", "L", "dO"};
@@ -264,21 +318,26 @@ static peat_status attn_check(const peat_args *a)
         PEAT_TRY(expect(a, OUT(a, 0), "O", PEAT_DTYPE_F32, n));
         return expect(a, OUT(a, 1), "L", PEAT_DTYPE_F32, nl);
     }
-    for (int k = 0; k < 6; k++) PEAT_TRY(expect(a, a->in[k], bw[k], PEAT_DTYPE_F32, k == 4 ? nl : n));
+    for (int k = 0; k < 6; k++)
+        PEAT_TRY(expect(a, a->in[k], bw[k], PEAT_DTYPE_F32, k == 4 ? nl : n));
     for (int k = 0; k < 3; k++) PEAT_TRY(expect(a, OUT(a, k), fw[k], PEAT_DTYPE_F32, n));
     return PEAT_OK;
 }
 static peat_status attn_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
 {
     shp(nd, s, 0, 4, P(0), P(1), P(2), P(3));
-    if (a->op == PEAT_OP_ATTENTION) shp(nd, s, 1, 3, P(0), P(1), P(2), 0);
+    if (a->op == PEAT_OP_ATTENTION)
+        shp(nd, s, 1, 3, P(0), P(1), P(2), 0);
     else {
         shp(nd, s, 1, 4, P(0), P(1), P(2), P(3));
         shp(nd, s, 2, 4, P(0), P(1), P(2), P(3));
     }
     return PEAT_OK;
 }
-static int64_t attn_depth(const peat_op_params *p) { return p->i[2] > p->i[3] ? p->i[2] : p->i[3]; }
+static int64_t attn_depth(const peat_op_params *p)
+{
+    return p->i[2] > p->i[3] ? p->i[2] : p->i[3];
+}
 static double attn_flops(const peat_op_params *p)
 {
     return 4.0 * p->i[0] * p->i[1] * p->i[2] * p->i[2] * p->i[3] * (p->i[4] ? 0.5 : 1.0);
@@ -307,18 +366,27 @@ static peat_status emb_check(const peat_args *a)
 }
 static peat_status emb_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
 {
-    if (a->op == PEAT_OP_EMBEDDING) shp(nd, s, 0, 2, P(0), P(2), 0, 0);
-    else shp(nd, s, 0, 2, P(1), P(2), 0, 0);
+    if (a->op == PEAT_OP_EMBEDDING)
+        shp(nd, s, 0, 2, P(0), P(2), 0, 0);
+    else
+        shp(nd, s, 0, 2, P(1), P(2), 0, 0);
     return PEAT_OK;
 }
-static int64_t emb_bwd_depth(const peat_op_params *p) { return p->i[0]; }
-static double emb_flops(const peat_op_params *p) { return (double)p->i[0] * p->i[2]; }
+static int64_t emb_bwd_depth(const peat_op_params *p)
+{
+    return p->i[0];
+}
+static double emb_flops(const peat_op_params *p)
+{
+    return (double)p->i[0] * p->i[2];
+}
 
 /* ---- optimizers: i = n (, t) ---- */
 static peat_status optim_check(const peat_args *a)
 {
     PEAT_TRY(positive(a, 1));
-    if (a->op == PEAT_OP_ADAMW && P(1) < 1) return PEAT_ERROR(PEAT_ERR_SHAPE, "adamw: step must be >= 1");
+    if (a->op == PEAT_OP_ADAMW && P(1) < 1)
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "adamw: step must be >= 1");
     static const char *an[] = {"param", "grad", "m", "v"}, *sn[] = {"param", "grad", "mom"};
     int nin = a->op == PEAT_OP_ADAMW ? 4 : 3;
     for (int k = 0; k < nin; k++)
@@ -332,31 +400,43 @@ static peat_status optim_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MA
     for (int k = 0; k < n; k++) shp(nd, s, k, 1, P(0), 0, 0, 0);
     return PEAT_OK;
 }
-static double optim_flops(const peat_op_params *p) { return 12.0 * p->i[0]; }
+static double optim_flops(const peat_op_params *p)
+{
+    return 12.0 * p->i[0];
+}
 
-#define OP(k, nm, imin, imax, no, bw, chk, shp_, dep, fl) \
+#define OP(k, nm, imin, imax, no, bw, chk, shp_, dep, fl)                                          \
     [k] = {k, nm, imin, imax, no, bw, chk, shp_, dep, fl}
 static const peat_op_info op_table[PEAT_OP_COUNT] = {
     OP(PEAT_OP_GEMM, "gemm", 2, 3, 1, 0, gemm_check, gemm_shapes, gemm_depth, gemm_flops),
     OP(PEAT_OP_CONV2D, "conv2d", 2, 2, 1, 0, conv_check, conv_shapes, conv_depth, conv_flops),
-    OP(PEAT_OP_CONV2D_BWD_DATA, "conv2d_bwd_data", 2, 2, 1, 1, conv_check, conv_shapes, conv_bwd_data_depth, conv_flops),
-    OP(PEAT_OP_CONV2D_BWD_FILTER, "conv2d_bwd_filter", 2, 2, 1, 1, conv_check, conv_shapes, conv_bwd_filter_depth, conv_flops),
+    OP(PEAT_OP_CONV2D_BWD_DATA, "conv2d_bwd_data", 2, 2, 1, 1, conv_check, conv_shapes,
+       conv_bwd_data_depth, conv_flops),
+    OP(PEAT_OP_CONV2D_BWD_FILTER, "conv2d_bwd_filter", 2, 2, 1, 1, conv_check, conv_shapes,
+       conv_bwd_filter_depth, conv_flops),
     OP(PEAT_OP_BIAS_ADD, "bias_add", 2, 2, 1, 0, bias_check, bias_shapes, bias_depth, bias_flops),
-    OP(PEAT_OP_BIAS_ADD_BWD, "bias_add_bwd", 1, 1, 1, 1, bias_check, bias_shapes, bias_bwd_depth, bias_flops),
+    OP(PEAT_OP_BIAS_ADD_BWD, "bias_add_bwd", 1, 1, 1, 1, bias_check, bias_shapes, bias_bwd_depth,
+       bias_flops),
     OP(PEAT_OP_RELU, "relu", 1, 1, 1, 0, ew_check, ew_shapes, one_depth, ew_flops),
     OP(PEAT_OP_RELU_BWD, "relu_bwd", 2, 2, 1, 1, ew_check, ew_shapes, one_depth, ew_flops),
     OP(PEAT_OP_GELU, "gelu", 1, 1, 1, 0, ew_check, ew_shapes, one_depth, ew_flops),
     OP(PEAT_OP_GELU_BWD, "gelu_bwd", 2, 2, 1, 1, ew_check, ew_shapes, one_depth, ew_flops),
     OP(PEAT_OP_SOFTMAX, "softmax", 1, 1, 1, 0, softmax_check, rc_shapes, row_depth, row_flops),
-    OP(PEAT_OP_SOFTMAX_BWD, "softmax_bwd", 2, 2, 1, 1, softmax_check, rc_shapes, row_depth, row_flops),
+    OP(PEAT_OP_SOFTMAX_BWD, "softmax_bwd", 2, 2, 1, 1, softmax_check, rc_shapes, row_depth,
+       row_flops),
     OP(PEAT_OP_LAYERNORM, "layernorm", 3, 3, 3, 0, ln_check, ln_shapes, row_depth, row_flops),
-    OP(PEAT_OP_LAYERNORM_BWD, "layernorm_bwd", 5, 5, 3, 1, ln_check, ln_shapes, ln_bwd_depth, row_flops),
+    OP(PEAT_OP_LAYERNORM_BWD, "layernorm_bwd", 5, 5, 3, 1, ln_check, ln_shapes, ln_bwd_depth,
+       row_flops),
     OP(PEAT_OP_ATTENTION, "attention", 3, 3, 2, 0, attn_check, attn_shapes, attn_depth, attn_flops),
-    OP(PEAT_OP_ATTENTION_BWD, "attention_bwd", 6, 6, 3, 1, attn_check, attn_shapes, attn_depth, attn_flops),
+    OP(PEAT_OP_ATTENTION_BWD, "attention_bwd", 6, 6, 3, 1, attn_check, attn_shapes, attn_depth,
+       attn_flops),
     OP(PEAT_OP_EMBEDDING, "embedding", 2, 2, 1, 0, emb_check, emb_shapes, one_depth, emb_flops),
-    OP(PEAT_OP_EMBEDDING_BWD, "embedding_bwd", 2, 2, 1, 1, emb_check, emb_shapes, emb_bwd_depth, emb_flops),
-    OP(PEAT_OP_CROSS_ENTROPY, "cross_entropy", 2, 2, 1, 0, xent_check, xent_shapes, row_depth, row_flops),
-    OP(PEAT_OP_CROSS_ENTROPY_BWD, "cross_entropy_bwd", 3, 3, 1, 1, xent_check, xent_shapes, row_depth, row_flops),
+    OP(PEAT_OP_EMBEDDING_BWD, "embedding_bwd", 2, 2, 1, 1, emb_check, emb_shapes, emb_bwd_depth,
+       emb_flops),
+    OP(PEAT_OP_CROSS_ENTROPY, "cross_entropy", 2, 2, 1, 0, xent_check, xent_shapes, row_depth,
+       row_flops),
+    OP(PEAT_OP_CROSS_ENTROPY_BWD, "cross_entropy_bwd", 3, 3, 1, 1, xent_check, xent_shapes,
+       row_depth, row_flops),
     OP(PEAT_OP_ADAMW, "adamw", 4, 4, 3, 0, optim_check, optim_shapes, one_depth, optim_flops),
     OP(PEAT_OP_SGD, "sgd", 3, 3, 2, 0, optim_check, optim_shapes, one_depth, optim_flops),
     OP(PEAT_OP_REDUCE, "reduce", 1, 1, 1, 0, reduce_check, rows_shapes, row_depth, row_flops),
@@ -395,8 +475,8 @@ peat_status peat_op_check(const peat_args *a)
         if (!a->in[k] || !a->in[k]->data)
             return PEAT_ERROR(PEAT_ERR_INVAL, "%s: input %d is NULL", info->name, k);
     if (a->n_out != 0 && a->n_out != info->n_out)
-        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: %d outputs given, expected %d", info->name,
-                          a->n_out, info->n_out);
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: %d outputs given, expected %d", info->name, a->n_out,
+                          info->n_out);
     return info->check(a);
 }
 

@@ -47,15 +47,16 @@ struct peat_profiler {
     peat_profile_policy pol;
     peat_record_sink sink;
     void *user;
-    int64_t seen[PEAT_OP_COUNT];     /* eligible calls seen per op */
+    int64_t seen[PEAT_OP_COUNT]; /* eligible calls seen per op */
     int64_t recorded_op[PEAT_OP_COUNT];
     int64_t recorded;
-    peat_record *pending;            /* inputs captured before the kernel ran */
+    peat_record *pending; /* inputs captured before the kernel ran */
     peat_status status;
     peat_exec_t *ex;
 };
 
-peat_profiler_t *peat_profiler_alloc(const peat_profile_policy *pol, peat_record_sink sink, void *user)
+peat_profiler_t *peat_profiler_alloc(const peat_profile_policy *pol, peat_record_sink sink,
+                                     void *user)
 {
     peat_profiler_t *pr = calloc(1, sizeof *pr);
     if (!pr) return NULL;
@@ -73,8 +74,14 @@ void peat_profiler_free(peat_profiler_t *pr)
     free(pr);
 }
 
-int64_t peat_profiler_recorded(const peat_profiler_t *pr) { return pr->recorded; }
-peat_status peat_profiler_status(const peat_profiler_t *pr) { return pr->status; }
+int64_t peat_profiler_recorded(const peat_profiler_t *pr)
+{
+    return pr->recorded;
+}
+peat_status peat_profiler_status(const peat_profiler_t *pr)
+{
+    return pr->status;
+}
 
 static int wanted(peat_profiler_t *pr, const peat_args *a, const peat_call_info *info)
 {
@@ -83,7 +90,8 @@ static int wanted(peat_profiler_t *pr, const peat_args *a, const peat_call_info 
     if (info->iter < p->iter_lo || (p->iter_hi > 0 && info->iter >= p->iter_hi)) return 0;
     if (p->iter_filter && !p->iter_filter(p->iter_filter_user, info->iter)) return 0;
     if (p->fwd || p->bwd || p->opt) {
-        if ((info->phase == PEAT_PHASE_FWD && !p->fwd) || (info->phase == PEAT_PHASE_BWD && !p->bwd) ||
+        if ((info->phase == PEAT_PHASE_FWD && !p->fwd) ||
+            (info->phase == PEAT_PHASE_BWD && !p->bwd) ||
             (info->phase == PEAT_PHASE_OPT && !p->opt))
             return 0;
     }
@@ -144,13 +152,15 @@ static peat_status profiler_hook(void *user, const peat_kernel *k, const peat_ar
     pr->pending = NULL;
     peat_status st = PEAT_OK;
     r->n_out = a->n_out;
-    for (int o = 0; o < a->n_out && st == PEAT_OK; o++) st = peat_tensor_clone(a->out[o], &r->golden[o]);
+    for (int o = 0; o < a->n_out && st == PEAT_OK; o++)
+        st = peat_tensor_clone(a->out[o], &r->golden[o]);
     if (st == PEAT_OK) {
         /* exact outputs are computed into a separate slot set; n_out is restored after */
         peat_args ea = peat_record_args(r);
         st = peat_op_alloc_outputs(&ea, PEAT_DTYPE_F64);
         const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, "cpu");
-        if (st == PEAT_OK && !ek) st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "no exact kernel for %s", peat_op_name(r->op));
+        if (st == PEAT_OK && !ek)
+            st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "no exact kernel for %s", peat_op_name(r->op));
         if (st == PEAT_OK) st = peat_kernel_run(ek, &ea);
         if (st == PEAT_OK)
             for (int o = 0; o < ea.n_out; o++) r->exact[o] = ea.out[o];

@@ -6,7 +6,7 @@
 #include "peat/peat.h"
 
 typedef struct peat_record {
-    uint64_t id;               /* unique within a campaign: the call_index of the call */
+    uint64_t id; /* unique within a campaign: the call_index of the call */
     peat_op_kind op;
     peat_op_params p;
     int n_in, n_out;
@@ -20,7 +20,7 @@ typedef struct peat_record {
     peat_phase phase;
     int64_t call_index;
     int64_t op_call_index;
-    uint64_t seed;             /* campaign seed */
+    uint64_t seed; /* campaign seed */
 } peat_record;
 
 void peat_record_free(peat_record *r);
@@ -31,13 +31,13 @@ peat_status peat_record_compute_exact(peat_record *r);
 
 /* Which calls the profiler records. */
 typedef struct peat_profile_policy {
-    uint32_t op_mask;        /* bit (1u << op) set = record that op; 0 = all ops */
-    int64_t every_k;         /* record every k-th call of each op kind (>=1) */
-    int64_t max_calls;       /* stop recording after this many records in total (0 = no cap) */
-    int64_t max_per_op;      /* cap per op kind (0 = no cap) */
-    int64_t iter_lo, iter_hi;/* record only iter_lo <= iter < iter_hi (hi 0 = no upper bound) */
-    int fwd, bwd, opt;       /* phases to record (all 0 = all) */
-    int64_t max_elems;       /* skip calls whose inputs hold more elements than this (0 = no cap) */
+    uint32_t op_mask;         /* bit (1u << op) set = record that op; 0 = all ops */
+    int64_t every_k;          /* record every k-th call of each op kind (>=1) */
+    int64_t max_calls;        /* stop recording after this many records in total (0 = no cap) */
+    int64_t max_per_op;       /* cap per op kind (0 = no cap) */
+    int64_t iter_lo, iter_hi; /* record only iter_lo <= iter < iter_hi (hi 0 = no upper bound) */
+    int fwd, bwd, opt;        /* phases to record (all 0 = all) */
+    int64_t max_elems; /* skip calls whose inputs hold more elements than this (0 = no cap) */
     /* optional: record only iterations for which this returns non-zero */
     int (*iter_filter)(void *user, int64_t iter);
     void *iter_filter_user;

@@ -22,7 +22,8 @@ peat_status peat_registry_add(const peat_kernel *k)
     if (!k || !k->name || !k->name[0] || !k->fn)
         return PEAT_ERROR(PEAT_ERR_INVAL, "kernel descriptor without name or function");
     if (!peat_op_info_get(k->op))
-        return PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s': op kind %d out of range", k->name, (int)k->op);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s': op kind %d out of range", k->name,
+                          (int)k->op);
     if ((unsigned)k->role > PEAT_ROLE_CANDIDATE)
         return PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s': bad role %d", k->name, (int)k->role);
     pthread_mutex_lock(&lock);
@@ -60,8 +61,14 @@ const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role, co
     return NULL;
 }
 
-int peat_registry_count(void) { return n_kernels; }
-const peat_kernel *peat_registry_at(int i) { return i >= 0 && i < n_kernels ? &table[i] : NULL; }
+int peat_registry_count(void)
+{
+    return n_kernels;
+}
+const peat_kernel *peat_registry_at(int i)
+{
+    return i >= 0 && i < n_kernels ? &table[i] : NULL;
+}
 
 peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a)
 {

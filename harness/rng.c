@@ -32,9 +32,18 @@ void peat_rng_free(peat_rng_t *r)
     free(r);
 }
 
-uint64_t peat_rng_seed(const peat_rng_t *r) { return r->seed; }
-double peat_rng_uniform(peat_rng_t *r) { return gsl_rng_uniform(r->r); }
-double peat_rng_gaussian(peat_rng_t *r, double sigma) { return gsl_ran_gaussian_ziggurat(r->r, sigma); }
+uint64_t peat_rng_seed(const peat_rng_t *r)
+{
+    return r->seed;
+}
+double peat_rng_uniform(peat_rng_t *r)
+{
+    return gsl_rng_uniform(r->r);
+}
+double peat_rng_gaussian(peat_rng_t *r, double sigma)
+{
+    return gsl_ran_gaussian_ziggurat(r->r, sigma);
+}
 uint64_t peat_rng_int(peat_rng_t *r, uint64_t n)
 {
     if (n == 0) return 0;

@@ -41,8 +41,14 @@ peat_status peat_error_set(peat_status code, const char *file, int line, const c
     return code;
 }
 
-const char *peat_error_last(void) { return last_msg; }
-const char *peat_error_where(void) { return last_where; }
+const char *peat_error_last(void)
+{
+    return last_msg;
+}
+const char *peat_error_where(void)
+{
+    return last_where;
+}
 void peat_error_clear(void)
 {
     last_msg[0] = 0;

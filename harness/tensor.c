@@ -13,7 +13,8 @@ static peat_status shape_numel(peat_dtype t, int ndim, const int64_t *shape, int
         return PEAT_ERROR(PEAT_ERR_SHAPE, "tensor rank %d outside 1..%d", ndim, PEAT_MAX_DIMS);
     int64_t e = 1;
     for (int d = 0; d < ndim; d++) {
-        if (shape[d] <= 0 || shape[d] > PEAT_TENSOR_MAX_ELEMS || e > PEAT_TENSOR_MAX_ELEMS / shape[d])
+        if (shape[d] <= 0 || shape[d] > PEAT_TENSOR_MAX_ELEMS ||
+            e > PEAT_TENSOR_MAX_ELEMS / shape[d])
             return PEAT_ERROR(PEAT_ERR_SHAPE, "absurd tensor shape (dim %d = %lld)", d,
                               (long long)shape[d]);
         e *= shape[d];
@@ -51,7 +52,8 @@ peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape, peat
     return make(t, ndim, shape, NULL, out);
 }
 
-peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data, peat_tensor **out)
+peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data,
+                             peat_tensor **out)
 {
     if (!data) return PEAT_ERROR(PEAT_ERR_INVAL, "wrap of NULL data");
     return make(t, ndim, shape, data, out);
@@ -108,23 +110,40 @@ size_t peat_tensor_nbytes(const peat_tensor *t)
 double peat_tensor_get(const peat_tensor *t, int64_t i)
 {
     switch (t->dtype) {
-    case PEAT_DTYPE_F64: return ((const double *)t->data)[i];
-    case PEAT_DTYPE_F32: return ((const float *)t->data)[i];
-    case PEAT_DTYPE_BF16: return peat_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    case PEAT_DTYPE_F16: return peat_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case PEAT_DTYPE_I32: return ((const int32_t *)t->data)[i];
-    default: return 0.0;
+    case PEAT_DTYPE_F64:
+        return ((const double *)t->data)[i];
+    case PEAT_DTYPE_F32:
+        return ((const float *)t->data)[i];
+    case PEAT_DTYPE_BF16:
+        return peat_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case PEAT_DTYPE_F16:
+        return peat_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case PEAT_DTYPE_I32:
+        return ((const int32_t *)t->data)[i];
+    default:
+        return 0.0;
     }
 }
 
 void peat_tensor_set(peat_tensor *t, int64_t i, double v)
 {
     switch (t->dtype) {
-    case PEAT_DTYPE_F64: ((double *)t->data)[i] = v; break;
-    case PEAT_DTYPE_F32: ((float *)t->data)[i] = (float)v; break;
-    case PEAT_DTYPE_BF16: ((uint16_t *)t->data)[i] = peat_f32_to_bf16((float)v); break;
-    case PEAT_DTYPE_F16: ((uint16_t *)t->data)[i] = peat_f32_to_f16((float)v); break;
-    case PEAT_DTYPE_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
-    default: break;
+    case PEAT_DTYPE_F64:
+        ((double *)t->data)[i] = v;
+        break;
+    case PEAT_DTYPE_F32:
+        ((float *)t->data)[i] = (float)v;
+        break;
+    case PEAT_DTYPE_BF16:
+        ((uint16_t *)t->data)[i] = peat_f32_to_bf16((float)v);
+        break;
+    case PEAT_DTYPE_F16:
+        ((uint16_t *)t->data)[i] = peat_f32_to_f16((float)v);
+        break;
+    case PEAT_DTYPE_I32:
+        ((int32_t *)t->data)[i] = (int32_t)v;
+        break;
+    default:
+        break;
     }
 }

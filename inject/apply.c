@@ -11,7 +11,7 @@ enum { WHERE_INPUTS = 0, WHERE_OUTPUT, WHERE_BOTH, WHERE_ACC };
 enum { KIND_ZERO = 0, KIND_STALE, KIND_RANDOM };
 enum { FN_TANH = 0, FN_SMOOTH };
 
-#define P(key) peat_inject_param_get(m, key)
+#define P(key)  peat_inject_param_get(m, key)
 #define PI(key) ((int64_t)peat_inject_param_get(m, key))
 
 /* ---- inputs ---------------------------------------------------------------------------------- */
@@ -99,8 +99,14 @@ static peat_status pick_distinct(peat_rng_t *r, int64_t n, int64_t count, float 
     return PEAT_OK;
 }
 
-static void flip_one(float *y, void *ctx) { *y = peat_f32_from_bits(peat_f32_bits(*y) ^ (1u << *(int *)ctx)); }
-static void nan_one(float *y, void *ctx) { *y = *(int *)ctx ? INFINITY : NAN; }
+static void flip_one(float *y, void *ctx)
+{
+    *y = peat_f32_from_bits(peat_f32_bits(*y) ^ (1u << *(int *)ctx));
+}
+static void nan_one(float *y, void *ctx)
+{
+    *y = *(int *)ctx ? INFINITY : NAN;
+}
 
 static double rms_of(const float *y, int64_t n)
 {
@@ -139,8 +145,10 @@ static peat_status fill_region(float *y, int64_t rows, int64_t cols, int64_t r0,
     for (int64_t i = r0; i < r1; i++)
         for (int64_t j = c0; j < c1; j++) {
             float *d = &y[i * cols + j];
-            if (kind == KIND_ZERO) *d = 0.0f;
-            else if (kind == KIND_RANDOM) *d = (float)peat_rng_gaussian(r, sd);
+            if (kind == KIND_ZERO)
+                *d = 0.0f;
+            else if (kind == KIND_RANDOM)
+                *d = (float)peat_rng_gaussian(r, sd);
             else {
                 int64_t si = ((i + dr) % rows + rows) % rows, sj = ((j + dc) % cols + cols) % cols;
                 *d = snap[si * cols + sj];
@@ -159,7 +167,8 @@ static peat_status apply_tile(const peat_inject_model_t *m, const peat_args *a, 
     if (R > rows) R = rows;
     if (C > cols) C = cols;
     int64_t nti = (rows + R - 1) / R, ntj = (cols + C - 1) / C;
-    int64_t ti = (int64_t)peat_rng_int(r, (uint64_t)nti), tj = (int64_t)peat_rng_int(r, (uint64_t)ntj);
+    int64_t ti = (int64_t)peat_rng_int(r, (uint64_t)nti),
+            tj = (int64_t)peat_rng_int(r, (uint64_t)ntj);
     int64_t r0 = ti * R, c0 = tj * C;
     int64_t r1 = r0 + R < rows ? r0 + R : rows, c1 = c0 + C < cols ? c0 + C : cols;
     /* stale: the neighbouring tile's values; with a single tile, its own values shifted by half */
@@ -192,7 +201,8 @@ static peat_status apply_stuck(const peat_inject_model_t *m, const peat_args *a)
     float *y = out_f32(a, o, &n);
     uint32_t bit = 1u << PI("bit");
     int value = (int)PI("value");
-    for (int64_t i = off; i < n; i += stride) y[i] = peat_f32_from_bits(value ? peat_f32_bits(y[i]) | bit : peat_f32_bits(y[i]) & ~bit);
+    for (int64_t i = off; i < n; i += stride)
+        y[i] = peat_f32_from_bits(value ? peat_f32_bits(y[i]) | bit : peat_f32_bits(y[i]) & ~bit);
     return PEAT_OK;
 }
 
@@ -201,7 +211,8 @@ static void outputs_noise(const peat_args *a, double sigma, peat_rng_t *r)
     for (int o = 0; o < a->n_out; o++) {
         int64_t n;
         float *y = out_f32(a, o, &n);
-        for (int64_t i = 0; i < n; i++) y[i] = (float)((double)y[i] * (1.0 + peat_rng_gaussian(r, sigma)));
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (float)((double)y[i] * (1.0 + peat_rng_gaussian(r, sigma)));
     }
 }
 
@@ -229,7 +240,8 @@ static void outputs_smooth(const peat_args *a, double amp)
         double S = rms_of(y, n);
         if (S == 0.0) continue;
         for (int64_t i = 0; i < n; i++)
-            if (isfinite(y[i])) y[i] = (float)((double)y[i] + amp * S * sin(3.0 * (double)y[i] / S));
+            if (isfinite(y[i]))
+                y[i] = (float)((double)y[i] + amp * S * sin(3.0 * (double)y[i] / S));
     }
 }
 
@@ -254,7 +266,8 @@ static peat_status via_exact(const peat_kernel *k, const peat_args *b, const pea
 {
     const peat_kernel *ek = peat_registry_role(k->op, PEAT_ROLE_EXACT, "cpu");
     if (!ek)
-        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "inject: no exact kernel for %s", peat_op_name(k->op));
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "inject: no exact kernel for %s",
+                          peat_op_name(k->op));
     peat_args e = *b;
     PEAT_TRY(peat_op_alloc_outputs(&e, PEAT_DTYPE_F64));
     peat_status st = peat_kernel_run(ek, &e);
@@ -272,8 +285,14 @@ static peat_status via_exact(const peat_kernel *k, const peat_args *b, const pea
     return st;
 }
 
-static float conv_rn(double x, int bits) { return (float)x; }
-static float conv_rtz(double x, int bits) { return peat_inject_round_bits_rtz(x, bits); }
+static float conv_rn(double x, int bits)
+{
+    return (float)x;
+}
+static float conv_rtz(double x, int bits)
+{
+    return peat_inject_round_bits_rtz(x, bits);
+}
 
 #define GELU_K 0.7978845608028654f
 #define GELU_C 0.044715f
@@ -294,10 +313,12 @@ static peat_status gelu_tanh(const peat_args *b, const peat_args *a)
     const float *dy = peat_f32(b->in[1]);
     for (int64_t i = 0; i < n; i++) {
         float v = x[i], d;
-        if (fabsf(v) > 1.0e4f) d = v > 0.0f ? 1.0f : 0.0f; /* keeps v^3 from overflowing */
+        if (fabsf(v) > 1.0e4f)
+            d = v > 0.0f ? 1.0f : 0.0f; /* keeps v^3 from overflowing */
         else {
             float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-            d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+            d = 0.5f * (1.0f + t) +
+                0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
         }
         y[i] = dy[i] * d;
     }
@@ -325,24 +346,28 @@ static peat_status compute(const peat_inject_model_t *m, const peat_kernel *k, c
     case PEAT_INJ_PRECISION:
         if ((int)PI("where") != WHERE_ACC) break;
         if (k->op != PEAT_OP_GEMM)
-            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "inject %s: where=acc is modelled for gemm only, not %s",
-                              m->spec, peat_op_name(k->op));
+            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                              "inject %s: where=acc is modelled for gemm only, not %s", m->spec,
+                              peat_op_name(k->op));
         v.round_acc = 1;
         fmt_of(m, &v.fmt, &v.bits);
         return peat_inject_gemm(b, &v);
-    case PEAT_INJ_TRUNCATE: return via_exact(k, b, a, conv_rtz, (int)PI("bits"));
+    case PEAT_INJ_TRUNCATE:
+        return via_exact(k, b, a, conv_rtz, (int)PI("bits"));
     case PEAT_INJ_APPROX:
         if ((int)PI("fn") != FN_TANH) break;
         if (k->op != PEAT_OP_GELU && k->op != PEAT_OP_GELU_BWD)
-            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "inject %s: fn=tanh approximates gelu and gelu_bwd, not %s",
-                              m->spec, peat_op_name(k->op));
+            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                              "inject %s: fn=tanh approximates gelu and gelu_bwd, not %s", m->spec,
+                              peat_op_name(k->op));
         return gelu_tanh(b, a);
     case PEAT_INJ_NONDETERMINISTIC:
         if (k->op != PEAT_OP_GEMM) break;
         v.order = PEAT_ORDER_SPLIT_RANDOM;
         v.split = (int)PI("split");
         return peat_inject_gemm(b, &v);
-    default: break;
+    default:
+        break;
     }
     return peat_kernel_run(k, b);
 }
@@ -373,9 +398,12 @@ static peat_status corrupt(const peat_inject_model_t *m, const peat_args *a, pea
         float *y = out_f32(a, o, &n);
         return pick_distinct(r, n, PI("count"), y, flip_one, &bit);
     }
-    case PEAT_INJ_STUCK: return apply_stuck(m, a);
-    case PEAT_INJ_TILE: return apply_tile(m, a, r);
-    case PEAT_INJ_BOUNDARY: return apply_boundary(m, a, r);
+    case PEAT_INJ_STUCK:
+        return apply_stuck(m, a);
+    case PEAT_INJ_TILE:
+        return apply_tile(m, a, r);
+    case PEAT_INJ_BOUNDARY:
+        return apply_boundary(m, a, r);
     case PEAT_INJ_NAN: {
         int o = (int)PI("out"), inf = (int)PI("value");
         PEAT_TRY(check_out(m, a, o));
@@ -383,14 +411,17 @@ static peat_status corrupt(const peat_inject_model_t *m, const peat_args *a, pea
         float *y = out_f32(a, o, &n);
         return pick_distinct(r, n, PI("count"), y, nan_one, &inf);
     }
-    case PEAT_INJ_NOISE: outputs_noise(a, P("sigma"), r); return PEAT_OK;
+    case PEAT_INJ_NOISE:
+        outputs_noise(a, P("sigma"), r);
+        return PEAT_OK;
     case PEAT_INJ_APPROX:
         if ((int)PI("fn") == FN_SMOOTH) outputs_smooth(a, P("amp"));
         return PEAT_OK;
     case PEAT_INJ_NONDETERMINISTIC:
         if (a->op != PEAT_OP_GEMM) outputs_ulp_noise(a, P("sigma"), r);
         return PEAT_OK;
-    default: return PEAT_OK;
+    default:
+        return PEAT_OK;
     }
 }
 
@@ -406,8 +437,8 @@ peat_status peat_inject_run(const peat_inject_model_t *m, const peat_kernel *k, 
                           m->spec, k->name, peat_op_name(k->op), peat_op_name(a->op));
     for (int o = 0; o < a->n_out; o++)
         if (!a->out[o] || a->out[o]->dtype != PEAT_DTYPE_F32)
-            return PEAT_ERROR(PEAT_ERR_INVAL, "inject %s: output %d must be an allocated F32 tensor",
-                              m->spec, o);
+            return PEAT_ERROR(PEAT_ERR_INVAL,
+                              "inject %s: output %d must be an allocated F32 tensor", m->spec, o);
     PEAT_TRY(peat_op_check(a));
     /* one independent stream per model name: the same seed gives the same faults */
     peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, m->def->name));

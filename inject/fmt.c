@@ -1,4 +1,5 @@
-/* fmt.c: rounding to narrower number formats (bf16, fp16, tf32, fp8 e4m3, p bits) for the models. */
+/* fmt.c: rounding to narrower number formats (bf16, fp16, tf32, fp8 e4m3, p bits) for the models.
+ */
 #include "inject/internal.h"
 
 #include <float.h>
@@ -41,8 +42,10 @@ static float round_e4m3(float x)
 {
     if (!isfinite(x)) return x;
     double d = x, r;
-    if (fabs(d) < 0x1p-6) r = nearbyint(ldexp(d, 9)) * 0x1p-9; /* subnormals: grid 2^-9 */
-    else r = round_bits_d(d, 4, 0);
+    if (fabs(d) < 0x1p-6)
+        r = nearbyint(ldexp(d, 9)) * 0x1p-9; /* subnormals: grid 2^-9 */
+    else
+        r = round_bits_d(d, 4, 0);
     /* e4m3 has no Inf: conversions saturate at the largest finite value, 448 */
     if (r > 448.0) r = 448.0;
     if (r < -448.0) r = -448.0;
@@ -52,11 +55,16 @@ static float round_e4m3(float x)
 float peat_inject_round(float x, peat_inject_fmt f, int bits)
 {
     switch (f) {
-    case PEAT_FMT_BF16: return peat_round_bf16(x);
-    case PEAT_FMT_FP16: return peat_round_f16(x);
-    case PEAT_FMT_TF32: return peat_inject_round_bits(x, 11);
-    case PEAT_FMT_FP8: return round_e4m3(x);
-    case PEAT_FMT_BITS: return peat_inject_round_bits(x, bits);
+    case PEAT_FMT_BF16:
+        return peat_round_bf16(x);
+    case PEAT_FMT_FP16:
+        return peat_round_f16(x);
+    case PEAT_FMT_TF32:
+        return peat_inject_round_bits(x, 11);
+    case PEAT_FMT_FP8:
+        return round_e4m3(x);
+    case PEAT_FMT_BITS:
+        return peat_inject_round_bits(x, bits);
     }
     return x;
 }

@@ -37,13 +37,15 @@ static float sum_products(const peat_inject_gemm_variant *v, const float *p, int
                           int *perm)
 {
     switch (v->order) {
-    case PEAT_ORDER_FORWARD: return sum_range(v, p, 0, K);
+    case PEAT_ORDER_FORWARD:
+        return sum_range(v, p, 0, K);
     case PEAT_ORDER_REVERSE: {
         float s = 0.0f;
         for (int64_t k = K - 1; k >= 0; k--) s = add(v, s, p[k]);
         return s;
     }
-    case PEAT_ORDER_PAIRWISE: return sum_pairwise(v, p, 0, K);
+    case PEAT_ORDER_PAIRWISE:
+        return sum_pairwise(v, p, 0, K);
     case PEAT_ORDER_SPLIT:
     case PEAT_ORDER_SPLIT_RANDOM: {
         int S = v->split < K ? v->split : (int)K;
@@ -85,7 +87,8 @@ peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant 
         float *D = peat_f32(a->out[0]) + b * M * N;
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
-                for (int64_t k = 0; k < K; k++) prod[k] = opA(A, tA, M, K, i, k) * opB(Bm, tB, K, N, k, j);
+                for (int64_t k = 0; k < K; k++)
+                    prod[k] = opA(A, tA, M, K, i, k) * opB(Bm, tB, K, N, k, j);
                 float s = sum_products(v, prod, K, part, perm);
                 /* the same epilogue as the golden GEMM, so only the order differs */
                 D[i * N + j] = C ? alpha * s + beta * C[i * N + j] : alpha * s;

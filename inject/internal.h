@@ -55,8 +55,8 @@ typedef enum peat_inject_fmt {
     PEAT_FMT_BF16 = 0,
     PEAT_FMT_FP16,
     PEAT_FMT_TF32,
-    PEAT_FMT_FP8,  /* e4m3: 4 bits, normals from 2^-6, saturating at 448 */
-    PEAT_FMT_BITS  /* p bits given by a parameter, fp32 range */
+    PEAT_FMT_FP8, /* e4m3: 4 bits, normals from 2^-6, saturating at 448 */
+    PEAT_FMT_BITS /* p bits given by a parameter, fp32 range */
 } peat_inject_fmt;
 float peat_inject_round(float x, peat_inject_fmt f, int bits);
 /* x rounded to p significand bits, to nearest even (RN) or toward zero (RTZ), in fp32's range. */
@@ -75,10 +75,10 @@ typedef enum peat_inject_order {
 typedef struct peat_inject_gemm_variant {
     peat_inject_order order;
     int split;
-    int round_acc;          /* 1: round the running sum to fmt/bits after every addition */
+    int round_acc; /* 1: round the running sum to fmt/bits after every addition */
     peat_inject_fmt fmt;
     int bits;
-    peat_rng_t *rng;        /* for PEAT_ORDER_SPLIT_RANDOM */
+    peat_rng_t *rng; /* for PEAT_ORDER_SPLIT_RANDOM */
 } peat_inject_gemm_variant;
 peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant *v);
 

@@ -9,66 +9,103 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define I(k, d, lo, hi, h) {k, 'i', d, lo, hi, NULL, h}
-#define D(k, d, lo, hi, h) {k, 'd', d, lo, hi, NULL, h}
-#define E(k, d, c, h) {k, 'e', d, 0, 0, c, h}
+#define I(k, d, lo, hi, h)                                                                         \
+    {                                                                                              \
+        k, 'i', d, lo, hi, NULL, h                                                                 \
+    }
+#define D(k, d, lo, hi, h)                                                                         \
+    {                                                                                              \
+        k, 'd', d, lo, hi, NULL, h                                                                 \
+    }
+#define E(k, d, c, h)                                                                              \
+    {                                                                                              \
+        k, 'e', d, 0, 0, c, h                                                                      \
+    }
 
 /* The catalogue (DESIGN.md): each model mimics one known error mechanism. */
 static const peat_inject_def defs[PEAT_INJ_COUNT] = {
-    {PEAT_INJ_REORDER, "reorder",
+    {PEAT_INJ_REORDER,
+     "reorder",
      "honest other summation order (GEMM: reversed, pairwise or split-K; other ops: the exact "
      "result correctly rounded to fp32)",
      2,
      {E("order", 1, "forward|reverse|pairwise|split", "GEMM summation order"),
       I("split", 4, 2, 1 << 16, "chunks of K for order=split")}},
-    {PEAT_INJ_PRECISION, "precision",
-     "inputs, output or GEMM accumulation rounded to a narrower format (RN)", 3,
-     {E("fmt", 0, "bf16|fp16|tf32|fp8|bits", "format: bf16 (8 bits), fp16 (11), tf32 (11), fp8 "
-                                             "e4m3 (4), or bits=p significand bits"),
+    {PEAT_INJ_PRECISION,
+     "precision",
+     "inputs, output or GEMM accumulation rounded to a narrower format (RN)",
+     3,
+     {E("fmt", 0, "bf16|fp16|tf32|fp8|bits",
+        "format: bf16 (8 bits), fp16 (11), tf32 (11), fp8 "
+        "e4m3 (4), or bits=p significand bits"),
       E("where", 0, "inputs|output|both|acc", "what is rounded (acc: GEMM running sum)"),
       I("bits", 8, 2, 24, "significand bits for fmt=bits")}},
-    {PEAT_INJ_TRUNCATE, "truncate",
-     "round toward zero: the exact result truncated to `bits` significand bits", 1,
+    {PEAT_INJ_TRUNCATE,
+     "truncate",
+     "round toward zero: the exact result truncated to `bits` significand bits",
+     1,
      {I("bits", 24, 2, 24, "significand bits kept")}},
-    {PEAT_INJ_FTZ, "ftz", "subnormal values flushed to (signed) zero", 1,
+    {PEAT_INJ_FTZ,
+     "ftz",
+     "subnormal values flushed to (signed) zero",
+     1,
      {E("where", 1, "inputs|output|both", "flush the inputs (DAZ), the outputs (FTZ) or both")}},
-    {PEAT_INJ_RANGE, "range",
-     "outputs that leave a narrower format's range become Inf (overflow) or 0 (underflow)", 1,
+    {PEAT_INJ_RANGE,
+     "range",
+     "outputs that leave a narrower format's range become Inf (overflow) or 0 (underflow)",
+     1,
      {E("fmt", 1, "bf16|fp16", "format whose range is enforced")}},
-    {PEAT_INJ_BITFLIP, "bitflip",
-     "silent data corruption: one bit XORed in `count` random elements (transient)", 3,
+    {PEAT_INJ_BITFLIP,
+     "bitflip",
+     "silent data corruption: one bit XORed in `count` random elements (transient)",
+     3,
      {I("bit", 30, 0, 31, "bit position (0 = mantissa lsb, 31 = sign)"),
       I("count", 1, 1, 1e9, "elements hit"), I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
-    {PEAT_INJ_STUCK, "stuck", "permanent fault: one bit forced to `value` in every stride-th lane",
+    {PEAT_INJ_STUCK,
+     "stuck",
+     "permanent fault: one bit forced to `value` in every stride-th lane",
      5,
      {I("bit", 0, 0, 31, "bit position"), I("value", 1, 0, 1, "forced value"),
       I("stride", 1, 1, 1e9, "every stride-th element"),
       I("offset", 0, 0, 1e9, "first lane (offset < stride)"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
-    {PEAT_INJ_TILE, "tile", "one rows x cols block of the output zeroed, stale or random", 4,
+    {PEAT_INJ_TILE,
+     "tile",
+     "one rows x cols block of the output zeroed, stale or random",
+     4,
      {I("rows", 16, 1, 1e9, "tile rows"), I("cols", 16, 1, 1e9, "tile columns"),
       E("kind", 1, "zero|stale|random", "what the block holds"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
-    {PEAT_INJ_BOUNDARY, "boundary", "the last rows / cols (unhandled edge tile) zeroed, stale or "
-                                    "random",
+    {PEAT_INJ_BOUNDARY,
+     "boundary",
+     "the last rows / cols (unhandled edge tile) zeroed, stale or "
+     "random",
      4,
      {I("rows", 1, 0, 1e9, "last rows hit"), I("cols", 0, 0, 1e9, "last columns hit"),
       E("kind", 0, "zero|stale|random", "what they hold"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
-    {PEAT_INJ_NAN, "nan",
-     "NaN (or Inf) written into `count` random elements (transient)", 3,
+    {PEAT_INJ_NAN,
+     "nan",
+     "NaN (or Inf) written into `count` random elements (transient)",
+     3,
      {I("count", 1, 1, 1e9, "elements hit"), E("value", 0, "nan|inf", "value written"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
-    {PEAT_INJ_NOISE, "noise", "dense relative gaussian noise: y (1 + sigma N(0,1))", 1,
+    {PEAT_INJ_NOISE,
+     "noise",
+     "dense relative gaussian noise: y (1 + sigma N(0,1))",
+     1,
      {D("sigma", 1e-5, 0, 1, "relative standard deviation")}},
-    {PEAT_INJ_APPROX, "approx",
+    {PEAT_INJ_APPROX,
+     "approx",
      "approximated function: smooth input-dependent error (gelu via tanh, or a smooth "
      "value-dependent deviation for any op)",
      2,
-     {E("fn", 1, "tanh|smooth", "tanh: GELU/GELU' via the tanh formula; smooth: y + amp S "
-                                "sin(3y/S), S the output's rms"),
+     {E("fn", 1, "tanh|smooth",
+        "tanh: GELU/GELU' via the tanh formula; smooth: y + amp S "
+        "sin(3y/S), S the output's rms"),
       D("amp", 1e-4, 0, 1, "relative amplitude for fn=smooth")}},
-    {PEAT_INJ_NONDETERMINISTIC, "nondeterministic",
+    {PEAT_INJ_NONDETERMINISTIC,
+     "nondeterministic",
      "results that differ between repeats (GEMM: split-K partials added in random order; other "
      "ops: N(0, sigma) ulps); transient: a new seed per repeat",
      2,
@@ -130,14 +167,16 @@ static void canonical(peat_inject_model_t *m)
     for (int i = 0; i < d->n_params && len < sizeof m->spec; i++) {
         const peat_inject_param *p = &d->params[i];
         char v[64];
-        if (p->type == 'e') choice_name(p->choices, (int)m->v[i], v, sizeof v);
-        else if (p->type == 'i') snprintf(v, sizeof v, "%lld", (long long)m->v[i]);
-        else snprintf(v, sizeof v, "%.9g", m->v[i]);
+        if (p->type == 'e')
+            choice_name(p->choices, (int)m->v[i], v, sizeof v);
+        else if (p->type == 'i')
+            snprintf(v, sizeof v, "%lld", (long long)m->v[i]);
+        else
+            snprintf(v, sizeof v, "%.9g", m->v[i]);
         len += (size_t)snprintf(m->spec + len, sizeof m->spec - len, "%s%s=%s", i ? "," : "(",
                                 p->key, v);
     }
-    if (d->n_params && len < sizeof m->spec)
-        snprintf(m->spec + len, sizeof m->spec - len, ")");
+    if (d->n_params && len < sizeof m->spec) snprintf(m->spec + len, sizeof m->spec - len, ")");
 }
 
 static peat_status parse_value(const char *spec, const peat_inject_def *d,
@@ -145,7 +184,8 @@ static peat_status parse_value(const char *spec, const peat_inject_def *d,
 {
     char tmp[64];
     if (vlen == 0 || vlen >= sizeof tmp)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s needs a value", spec, d->name, p->key);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s needs a value", spec, d->name,
+                          p->key);
     memcpy(tmp, v, vlen);
     tmp[vlen] = '\0';
     if (p->type == 'e') {
@@ -166,8 +206,8 @@ static peat_status parse_value(const char *spec, const peat_inject_def *d,
         return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s=%s must be an integer", spec,
                           d->name, p->key, tmp);
     if (x < p->lo || x > p->hi)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s=%s outside [%g, %g]", spec,
-                          d->name, p->key, tmp, p->lo, p->hi);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s=%s outside [%g, %g]", spec, d->name,
+                          p->key, tmp, p->lo, p->hi);
     *out = x;
     return PEAT_OK;
 }
@@ -213,7 +253,8 @@ peat_status peat_inject_model_parse(const char *spec, peat_inject_model_t **out)
     s = skip_ws(s);
     if (*s == '(') {
         s = skip_ws(s + 1);
-        if (*s == ')') s++;
+        if (*s == ')')
+            s++;
         else
             for (;;) {
                 const char *k = s;
@@ -259,7 +300,8 @@ peat_status peat_inject_model_parse(const char *spec, peat_inject_model_t **out)
     if (st == PEAT_OK) {
         s = skip_ws(s);
         if (*s)
-            st = PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': unexpected '%s' after the model", spec, s);
+            st = PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': unexpected '%s' after the model", spec,
+                            s);
     }
     if (st == PEAT_OK) st = check_model(spec, m);
     if (st != PEAT_OK) {
@@ -271,9 +313,15 @@ peat_status peat_inject_model_parse(const char *spec, peat_inject_model_t **out)
     return PEAT_OK;
 }
 
-void peat_inject_model_free(peat_inject_model_t *m) { free(m); }
+void peat_inject_model_free(peat_inject_model_t *m)
+{
+    free(m);
+}
 
-const char *peat_inject_model_spec(const peat_inject_model_t *m) { return m ? m->spec : ""; }
+const char *peat_inject_model_spec(const peat_inject_model_t *m)
+{
+    return m ? m->spec : "";
+}
 
 int peat_inject_model_transient(const peat_inject_model_t *m)
 {
@@ -299,14 +347,16 @@ static void catalogue_build(void)
                 char dn[32];
                 choice_name(p->choices, (int)p->def, dn, sizeof dn);
                 snprintf(v, sizeof v, "%s[%s]", dn, p->choices);
-            } else if (p->type == 'i') snprintf(v, sizeof v, "%lld", (long long)p->def);
-            else snprintf(v, sizeof v, "%g", p->def);
-            pl += (size_t)snprintf(params + pl, sizeof params - pl, "%s%s=%s", k ? "," : "",
-                                   p->key, v);
+            } else if (p->type == 'i')
+                snprintf(v, sizeof v, "%lld", (long long)p->def);
+            else
+                snprintf(v, sizeof v, "%g", p->def);
+            pl += (size_t)snprintf(params + pl, sizeof params - pl, "%s%s=%s", k ? "," : "", p->key,
+                                   v);
         }
-        len += (size_t)snprintf(catalogue + len, sizeof catalogue - len, "%-17s %s%s%s  %s\n",
-                                d->name, d->n_params ? "(" : "", params, d->n_params ? ")" : "",
-                                d->desc);
+        len +=
+            (size_t)snprintf(catalogue + len, sizeof catalogue - len, "%-17s %s%s%s  %s\n", d->name,
+                             d->n_params ? "(" : "", params, d->n_params ? ")" : "", d->desc);
     }
 }
 

@@ -1,4 +1,5 @@
-/* attention.c: FlashAttention-style tiled forward/backward candidates and a bf16-boundary forward. */
+/* attention.c: FlashAttention-style tiled forward/backward candidates and a bf16-boundary forward.
+ */
 #include "kernels/kcommon.h"
 #include "kernels/kernels.h"
 
@@ -18,7 +19,11 @@ typedef struct flash_shape {
 
 static flash_shape flash_shape_get(const peat_args *a, const peat_kernel *self)
 {
-    flash_shape s = {a->p.i[0] * a->p.i[1], a->p.i[2], a->p.i[3], (float)a->p.f[0], (int)a->p.i[4],
+    flash_shape s = {a->p.i[0] * a->p.i[1],
+                     a->p.i[2],
+                     a->p.i[3],
+                     (float)a->p.f[0],
+                     (int)a->p.i[4],
                      self->cfg.tile_m > 0 ? self->cfg.tile_m : FLASH_TILE,
                      self->cfg.tile_n > 0 ? self->cfg.tile_n : FLASH_TILE};
     return s;
@@ -101,7 +106,9 @@ static peat_status attention_bf16(const peat_args *a, const peat_kernel *self)
     flash_shape s = flash_shape_get(a, self);
     int64_t n = s.BH * s.T * s.D;
     float *qkv = malloc((size_t)(3 * n) * sizeof *qkv);
-    if (!qkv) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: %lld floats for bf16 Q,K,V", self->name, (long long)(3 * n));
+    if (!qkv)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: %lld floats for bf16 Q,K,V", self->name,
+                          (long long)(3 * n));
     for (int t = 0; t < 3; t++) {
         const float *src = peat_f32(a->in[t]);
         for (int64_t i = 0; i < n; i++) qkv[t * n + i] = peat_round_bf16(src[i]);
@@ -167,19 +174,42 @@ static peat_status attention_flash_bwd(const peat_args *a, const peat_kernel *se
     return PEAT_OK;
 }
 
-#define FLASH_CFG {.tile_m = FLASH_TILE, .tile_n = FLASH_TILE, .threads = 1, .vec_width = 1}
+#define FLASH_CFG                                                                                  \
+    {                                                                                              \
+        .tile_m = FLASH_TILE, .tile_n = FLASH_TILE, .threads = 1, .vec_width = 1                   \
+    }
 
 static const peat_kernel attention_kernels[] = {
-    {.name = "attention_flash", .op = PEAT_OP_ATTENTION, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .cfg = FLASH_CFG,
-     .fn = attention_flash, .desc = "tiled online-softmax attention (Br=Bc=16), fp32"},
-    {.name = "attention_flash_bwd", .op = PEAT_OP_ATTENTION_BWD, .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu", .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = FLASH_CFG, .fn = attention_flash_bwd,
+    {.name = "attention_flash",
+     .op = PEAT_OP_ATTENTION,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = FLASH_CFG,
+     .fn = attention_flash,
+     .desc = "tiled online-softmax attention (Br=Bc=16), fp32"},
+    {.name = "attention_flash_bwd",
+     .op = PEAT_OP_ATTENTION_BWD,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = FLASH_CFG,
+     .fn = attention_flash_bwd,
      .desc = "FlashAttention-2 backward, P recomputed per 16x16 tile from L"},
-    {.name = "attention_bf16", .op = PEAT_OP_ATTENTION, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_BF16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .cfg = FLASH_CFG,
-     .fn = attention_bf16, .desc = "tiled attention with Q,K,V and O in bf16, fp32 math"},
+    {.name = "attention_bf16",
+     .op = PEAT_OP_ATTENTION,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_BF16,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = FLASH_CFG,
+     .fn = attention_bf16,
+     .desc = "tiled attention with Q,K,V and O in bf16, fp32 math"},
 };
 
 peat_status peat_kernels_register_attention(void)

@@ -1,4 +1,5 @@
-/* conv.c: im2col + blocked-GEMM candidates for conv2d forward, backward-data and backward-filter. */
+/* conv.c: im2col + blocked-GEMM candidates for conv2d forward, backward-data and backward-filter.
+ */
 #include "kernels/kcommon.h"
 #include "kernels/kernels.h"
 
@@ -13,7 +14,8 @@ typedef struct conv_geom {
 
 static conv_geom conv_geom_get(const peat_op_params *p)
 {
-    conv_geom g = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5], p->i[6], p->i[7], p->i[8], 0, 0, 0, 0};
+    conv_geom g = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5], p->i[6],
+                   p->i[7], p->i[8], 0,       0,       0,       0};
     g.OH = (g.H + 2 * g.P - g.KH) / g.S + 1;
     g.OW = (g.W + 2 * g.P - g.KW) / g.S + 1;
     g.ckk = g.C * g.KH * g.KW;
@@ -52,7 +54,8 @@ static void col2im(const conv_geom *g, const float *col, float *dx)
                     if (ih < 0 || ih >= g->H) continue;
                     for (int64_t ow = 0; ow < g->OW; ow++) {
                         int64_t iw = ow * g->S - g->P + kw;
-                        if (iw >= 0 && iw < g->W) dx[(c * g->H + ih) * g->W + iw] += row[oh * g->OW + ow];
+                        if (iw >= 0 && iw < g->W)
+                            dx[(c * g->H + ih) * g->W + iw] += row[oh * g->OW + ow];
                     }
                 }
             }
@@ -79,7 +82,8 @@ static peat_status conv_im2col(const peat_args *a, const peat_kernel *self)
     for (int64_t n = 0; n < g.N && st == PEAT_OK; n++) {
         im2col(&g, x + n * g.C * g.H * g.W, col);
         peat_kernels_view A = {w, g.ckk, 1}, B = {col, g.ohw, 1};
-        st = peat_kernels_gemm_blocked(g.O, g.ohw, g.ckk, A, B, y + n * g.O * g.ohw, g.ohw, 0, &self->cfg);
+        st = peat_kernels_gemm_blocked(g.O, g.ohw, g.ckk, A, B, y + n * g.O * g.ohw, g.ohw, 0,
+                                       &self->cfg);
     }
     free(col);
     return st;
@@ -123,18 +127,36 @@ static peat_status conv_im2col_bwd_filter(const peat_args *a, const peat_kernel 
 }
 
 static const peat_kernel conv_kernels[] = {
-    {.name = "conv_im2col", .op = PEAT_OP_CONV2D, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+    {.name = "conv_im2col",
+     .op = PEAT_OP_CONV2D,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
-     .fn = conv_im2col, .desc = "conv2d as im2col + 32x64x64-blocked fp32 GEMM (per-slice partial sums)"},
-    {.name = "conv_im2col_bwd_data", .op = PEAT_OP_CONV2D_BWD_DATA, .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu", .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .fn = conv_im2col,
+     .desc = "conv2d as im2col + 32x64x64-blocked fp32 GEMM (per-slice partial sums)"},
+    {.name = "conv_im2col_bwd_data",
+     .op = PEAT_OP_CONV2D_BWD_DATA,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
-     .fn = conv_im2col_bwd_data, .desc = "conv2d backward-data as blocked GEMM W^T dY + col2im scatter-add"},
-    {.name = "conv_im2col_bwd_filter", .op = PEAT_OP_CONV2D_BWD_FILTER, .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu", .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .fn = conv_im2col_bwd_data,
+     .desc = "conv2d backward-data as blocked GEMM W^T dY + col2im scatter-add"},
+    {.name = "conv_im2col_bwd_filter",
+     .op = PEAT_OP_CONV2D_BWD_FILTER,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
-     .fn = conv_im2col_bwd_filter, .desc = "conv2d backward-filter as im2col + blocked GEMM dY col^T, summed per image"},
+     .fn = conv_im2col_bwd_filter,
+     .desc = "conv2d backward-filter as im2col + blocked GEMM dY col^T, summed per image"},
 };
 
 peat_status peat_kernels_register_conv(void)

@@ -42,7 +42,8 @@ static peat_status gelu_tanh_bwd(const peat_args *a, const peat_kernel *self)
             d = v > 0.0f ? 1.0f : 0.0f;
         } else {
             float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-            d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+            d = 0.5f * (1.0f + t) +
+                0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
         }
         dx[i] = dy[i] * d;
     }
@@ -50,14 +51,26 @@ static peat_status gelu_tanh_bwd(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel gelu_kernels[] = {
-    {.name = "gelu_tanh", .op = PEAT_OP_GELU, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+    {.name = "gelu_tanh",
+     .op = PEAT_OP_GELU,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.threads = 1, .vec_width = 1},
-     .fn = gelu_tanh, .desc = "GELU via the tanh approximation (max 4.7e-4 from erf GELU)"},
-    {.name = "gelu_tanh_bwd", .op = PEAT_OP_GELU_BWD, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .fn = gelu_tanh,
+     .desc = "GELU via the tanh approximation (max 4.7e-4 from erf GELU)"},
+    {.name = "gelu_tanh_bwd",
+     .op = PEAT_OP_GELU_BWD,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.threads = 1, .vec_width = 1},
-     .fn = gelu_tanh_bwd, .desc = "derivative of the tanh-approximated GELU (max 8.7e-4 from erf GELU')"},
+     .fn = gelu_tanh_bwd,
+     .desc = "derivative of the tanh-approximated GELU (max 8.7e-4 from erf GELU')"},
 };
 
 peat_status peat_kernels_register_gelu(void)

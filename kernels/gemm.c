@@ -94,7 +94,8 @@ static peat_status gemm_new(const peat_args *a, const peat_kernel *self)
             }
         }
         /* D may alias C: each element reads C before writing D */
-        for (int64_t i = 0; i < M * N; i++) D[i] = C ? alpha * acc[i] + beta * C[i] : alpha * acc[i];
+        for (int64_t i = 0; i < M * N; i++)
+            D[i] = C ? alpha * acc[i] + beta * C[i] : alpha * acc[i];
     }
     free(pa), free(pb), free(acc);
     return PEAT_OK;
@@ -103,10 +104,17 @@ static peat_status gemm_new(const peat_args *a, const peat_kernel *self)
 peat_status peat_kernels_register_gemm(void)
 {
     static const peat_kernel ks[] = {
-        {.name = "gemm_new", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+        {.name = "gemm_new",
+         .op = PEAT_OP_GEMM,
+         .role = PEAT_ROLE_CANDIDATE,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
          .cfg = {.tile_m = MC, .tile_n = NC, .tile_k = KC, .threads = 1, .vec_width = NR},
-         .fn = gemm_new, .desc = "packed cache-blocked fp32 GEMM, 4x8 register tile, 2 accumulators, k blocks of 128"},
+         .fn = gemm_new,
+         .desc =
+             "packed cache-blocked fp32 GEMM, 4x8 register tile, 2 accumulators, k blocks of 128"},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
     return PEAT_OK;

@@ -19,7 +19,9 @@ static peat_status gemm_lowp(const peat_args *a, const peat_kernel *self)
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
     int64_t na = M * K, nb = K * N, nd = M * N;
     float *buf = malloc((size_t)(na + nb + nd) * sizeof *buf);
-    if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: scratch of %lld floats", self->name, (long long)(na + nb + nd));
+    if (!buf)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: scratch of %lld floats", self->name,
+                          (long long)(na + nb + nd));
     float *ah = buf, *bh = buf + na, *acc = bh + nb;
     const float *A = peat_f32(a->in[0]), *B = peat_f32(a->in[1]);
     const float *C = a->p.f[1] != 0.0 ? peat_f32(a->in[2]) : NULL;
@@ -42,14 +44,26 @@ static peat_status gemm_lowp(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel lowp_kernels[] = {
-    {.name = "gemm_fp16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+    {.name = "gemm_fp16",
+     .op = PEAT_OP_GEMM,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F16,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
-     .fn = gemm_lowp, .desc = "GEMM with A,B rounded to fp16, fp32 accumulate (32x64x64 blocks)"},
-    {.name = "gemm_bf16", .op = PEAT_OP_GEMM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_BF16, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .fn = gemm_lowp,
+     .desc = "GEMM with A,B rounded to fp16, fp32 accumulate (32x64x64 blocks)"},
+    {.name = "gemm_bf16",
+     .op = PEAT_OP_GEMM,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_BF16,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
-     .fn = gemm_lowp, .desc = "GEMM with A,B rounded to bf16, fp32 accumulate (32x64x64 blocks)"},
+     .fn = gemm_lowp,
+     .desc = "GEMM with A,B rounded to bf16, fp32 accumulate (32x64x64 blocks)"},
 };
 
 peat_status peat_kernels_register_lowp(void)

@@ -23,7 +23,8 @@ peat_status peat_kernels_gemm_blocked(int64_t M, int64_t N, int64_t K, peat_kern
 {
     int64_t tm = cfg->tile_m, tn = cfg->tile_n, tk = cfg->tile_k;
     if (tm <= 0 || tn <= 0 || tk <= 0 || tm * tn > PEAT_KERNELS_TILE_MAX)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "blocked gemm: tile %lldx%lldx%lld unusable (tile_m*tile_n <= %d)",
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "blocked gemm: tile %lldx%lldx%lld unusable (tile_m*tile_n <= %d)",
                           (long long)tm, (long long)tn, (long long)tk, PEAT_KERNELS_TILE_MAX);
     float acc[PEAT_KERNELS_TILE_MAX];
     for (int64_t i0 = 0; i0 < M; i0 += tm) {

@@ -12,7 +12,10 @@
 
 typedef float (*ln_round_fn)(float);
 
-static float round_none(float x) { return x; }
+static float round_none(float x)
+{
+    return x;
+}
 
 /* One pass of Welford's update per row: mean and M2 = sum (x - mean)^2 without a second read
  * and without the cancellation of E[x^2] - E[x]^2. Values pass through rnd at the kernel's
@@ -23,7 +26,8 @@ static peat_status ln_welford(const peat_args *a, ln_round_fn rnd)
     int64_t R = a->p.i[0], C = a->p.i[1];
     float eps = (float)a->p.f[0];
     const float *x = peat_f32(a->in[0]), *gamma = peat_f32(a->in[1]), *beta = peat_f32(a->in[2]);
-    float *y = peat_f32(a->out[0]), *mean_out = peat_f32(a->out[1]), *rstd_out = peat_f32(a->out[2]);
+    float *y = peat_f32(a->out[0]), *mean_out = peat_f32(a->out[1]),
+          *rstd_out = peat_f32(a->out[2]);
     for (int64_t r = 0; r < R; r++) {
         const float *xr = x + r * C;
         float mean = 0.0f, m2 = 0.0f;
@@ -71,7 +75,9 @@ static peat_status layernorm_welford_bwd(const peat_args *a, const peat_kernel *
     const float *rstd = peat_f32(a->in[3]), *dy = peat_f32(a->in[4]);
     float *dx = peat_f32(a->out[0]), *dgamma = peat_f32(a->out[1]), *dbeta = peat_f32(a->out[2]);
     float *blk = malloc((size_t)(2 * C) * sizeof *blk);
-    if (!blk) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: %lld floats of block partials", self->name, (long long)(2 * C));
+    if (!blk)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: %lld floats of block partials", self->name,
+                          (long long)(2 * C));
     float *bg = blk, *bb = blk + C;
     memset(dgamma, 0, (size_t)C * sizeof *dgamma);
     memset(dbeta, 0, (size_t)C * sizeof *dbeta);
@@ -106,9 +112,11 @@ static peat_status layernorm_welford_bwd(const peat_args *a, const peat_kernel *
 }
 
 #define LN_DESC(nm, fn_, dt, d)                                                                    \
-    {.name = nm, .op = PEAT_OP_LAYERNORM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",           \
-     .in_dtype = dt, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,                     \
-     .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d}
+    {                                                                                              \
+        .name = nm, .op = PEAT_OP_LAYERNORM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",        \
+        .in_dtype = dt, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,                  \
+        .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d                                \
+    }
 
 static const peat_kernel layernorm_kernels[] = {
     LN_DESC("layernorm_welford", layernorm_welford, PEAT_DTYPE_F32,
@@ -117,9 +125,15 @@ static const peat_kernel layernorm_kernels[] = {
             "Welford layernorm, X/gamma/beta/Y in bf16, fp32 statistics"),
     LN_DESC("layernorm_fp16", layernorm_fp16, PEAT_DTYPE_F16,
             "Welford layernorm, X/gamma/beta/Y in fp16, fp32 statistics"),
-    {.name = "layernorm_welford_bwd", .op = PEAT_OP_LAYERNORM_BWD, .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu", .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.tile_m = LN_BWD_ROWS, .threads = 1, .vec_width = 1}, .fn = layernorm_welford_bwd,
+    {.name = "layernorm_welford_bwd",
+     .op = PEAT_OP_LAYERNORM_BWD,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = {.tile_m = LN_BWD_ROWS, .threads = 1, .vec_width = 1},
+     .fn = layernorm_welford_bwd,
      .desc = "fused layernorm backward, one pass per row, dgamma/dbeta summed per 32-row block"},
 };
 

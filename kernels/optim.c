@@ -14,7 +14,8 @@ static peat_status adamw_fused(const peat_args *a, const peat_kernel *self)
     PEAT_TRY(peat_kernels_io_check(a, self));
     int64_t n = a->p.i[0], t = a->p.i[1];
     double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
-    float f_b1 = (float)b1, f_1mb1 = (float)(1.0 - b1), f_b2 = (float)b2, f_1mb2 = (float)(1.0 - b2);
+    float f_b1 = (float)b1, f_1mb1 = (float)(1.0 - b1), f_b2 = (float)b2,
+          f_1mb2 = (float)(1.0 - b2);
     float f_bc1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
     float f_bc2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
     float f_lr = (float)lr, f_eps = (float)eps, f_wd = (float)wd;
@@ -34,13 +35,20 @@ static peat_status adamw_fused(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel optim_kernels[] = {
-    {.name = "adamw_fused", .op = PEAT_OP_ADAMW, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+    {.name = "adamw_fused",
+     .op = PEAT_OP_ADAMW,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.threads = 1, .vec_width = 1},
-     .fn = adamw_fused, .desc = "AdamW in one pass over p,g,m,v with precomputed 1/(1-beta^t) factors"},
+     .fn = adamw_fused,
+     .desc = "AdamW in one pass over p,g,m,v with precomputed 1/(1-beta^t) factors"},
 };
 
 peat_status peat_kernels_register_optim(void)
 {
-    return peat_kernels_add_all(optim_kernels, (int)(sizeof optim_kernels / sizeof optim_kernels[0]));
+    return peat_kernels_add_all(optim_kernels,
+                                (int)(sizeof optim_kernels / sizeof optim_kernels[0]));
 }

@@ -56,17 +56,30 @@ static peat_status softmax_online_bwd(const peat_args *a, const peat_kernel *sel
 }
 
 static const peat_kernel softmax_kernels[] = {
-    {.name = "softmax_online", .op = PEAT_OP_SOFTMAX, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",
-     .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+    {.name = "softmax_online",
+     .op = PEAT_OP_SOFTMAX,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.threads = 1, .vec_width = 1},
-     .fn = softmax_online, .desc = "softmax with a single online max/sum pass, then one normalise pass"},
-    {.name = "softmax_online_bwd", .op = PEAT_OP_SOFTMAX_BWD, .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu", .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,
+     .fn = softmax_online,
+     .desc = "softmax with a single online max/sum pass, then one normalise pass"},
+    {.name = "softmax_online_bwd",
+     .op = PEAT_OP_SOFTMAX_BWD,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
      .cfg = {.threads = 1, .vec_width = SOFTMAX_BWD_LANES},
-     .fn = softmax_online_bwd, .desc = "softmax backward, dot(dY,Y) over 8 interleaved lanes"},
+     .fn = softmax_online_bwd,
+     .desc = "softmax backward, dot(dY,Y) over 8 interleaved lanes"},
 };
 
 peat_status peat_kernels_register_softmax(void)
 {
-    return peat_kernels_add_all(softmax_kernels, (int)(sizeof softmax_kernels / sizeof softmax_kernels[0]));
+    return peat_kernels_add_all(softmax_kernels,
+                                (int)(sizeof softmax_kernels / sizeof softmax_kernels[0]));
 }

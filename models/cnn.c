@@ -1,4 +1,5 @@
-/* cnn.c: the "cnn" flow: conv + strided conv + layernorm + linear head on generated shape images. */
+/* cnn.c: the "cnn" flow: conv + strided conv + layernorm + linear head on generated shape images.
+ */
 #include "models/flow_impl.h"
 
 #include <math.h>
@@ -15,11 +16,11 @@ enum {
 };
 
 typedef struct cnn_impl {
-    int nc;                          /* conv layers: depth stride-1 ones, then one of stride 2 */
+    int nc; /* conv layers: depth stride-1 ones, then one of stride 2 */
     int64_t cin[CNN_MAX_CONV], cout[CNN_MAX_CONV], side[CNN_MAX_CONV + 1];
     peat_models_param *W[CNN_MAX_CONV], *b[CNN_MAX_CONV], *gamma, *beta, *Wh, *bh;
     char lname[CNN_MAX_CONV][16];
-    int64_t feat;                    /* features entering the head: C * side * side */
+    int64_t feat; /* features entering the head: C * side * side */
     /* per conv: Y = conv(X), Z = Y + b, A = relu(Z); dZ, dX (gradient w.r.t. its input) */
     peat_tensor *Y[CNN_MAX_CONV], *Z[CNN_MAX_CONV], *A[CNN_MAX_CONV];
     peat_tensor *dZ[CNN_MAX_CONV], *dA[CNN_MAX_CONV];
@@ -44,9 +45,15 @@ static void cnn_draw(peat_rng_t *r, int c, int task, float *img)
             double dx = j - cx, dy = i - cy, ax = fabs(dx), ay = fabs(dy);
             int on = 0;
             switch (c) {
-            case 0: on = fabs((ax > ay ? ax : ay) - rad) <= 0.5; break;
-            case 1: on = (ax <= 0.5 && ay <= rad) || (ay <= 0.5 && ax <= rad); break;
-            case 2: on = fabs(sqrt(dx * dx + dy * dy) - rad) <= 0.6; break;
+            case 0:
+                on = fabs((ax > ay ? ax : ay) - rad) <= 0.5;
+                break;
+            case 1:
+                on = (ax <= 0.5 && ay <= rad) || (ay <= 0.5 && ax <= rad);
+                break;
+            case 2:
+                on = fabs(sqrt(dx * dx + dy * dy) - rad) <= 0.6;
+                break;
             default:
                 on = task ? fabs(dx + dy) <= 0.75 && fabs(dx - dy) <= 2 * rad
                           : fabs(dx - dy) <= 0.75 && fabs(dx + dy) <= 2 * rad;
@@ -156,8 +163,8 @@ static void cnn_destroy(peat_flow_t *f)
         peat_tensor_free(m->dZ[k]);
         peat_tensor_free(m->dA[k]);
     }
-    peat_tensor *t[] = {m->N, m->mean, m->rstd, m->dN, m->G, m->logits, m->dlogits,
-                        m->xb, m->yb, m->xtr, m->ytr, m->xev, m->yev};
+    peat_tensor *t[] = {m->N,  m->mean, m->rstd, m->dN,  m->G,   m->logits, m->dlogits,
+                        m->xb, m->yb,   m->xtr,  m->ytr, m->xev, m->yev};
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     peat_models_xent_ws_free(&m->xw);
     free(m);
@@ -173,8 +180,8 @@ static void conv_params(const cnn_impl *m, int k, int64_t B, peat_op_params *p)
 }
 
 static peat_status conv_run(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
-                            const peat_op_params *p, const peat_tensor *in0,
-                            const peat_tensor *in1, peat_tensor *out)
+                            const peat_op_params *p, const peat_tensor *in0, const peat_tensor *in1,
+                            peat_tensor *out)
 {
     const peat_tensor *in[2] = {in0, in1};
     peat_args a = peat_args_make(op, p, 2, in, 1, &out);
@@ -207,9 +214,10 @@ static peat_status cnn_forward(peat_flow_t *f, cnn_impl *m)
         X = m->A[k];
     }
     /* layernorm over each image's whole feature map (channels x spatial) */
-    PEAT_TRY(peat_models_layernorm(f, "norm", B, m->feat, X, m->gamma->w, m->beta->w, m->N,
-                                   m->mean, m->rstd));
-    PEAT_TRY(peat_models_linear_fwd(f, "head", B, m->feat, CNN_CLASSES, m->N, m->Wh->w, NULL, m->G));
+    PEAT_TRY(peat_models_layernorm(f, "norm", B, m->feat, X, m->gamma->w, m->beta->w, m->N, m->mean,
+                                   m->rstd));
+    PEAT_TRY(
+        peat_models_linear_fwd(f, "head", B, m->feat, CNN_CLASSES, m->N, m->Wh->w, NULL, m->G));
     return peat_models_bias_add(f, "head", PEAT_PHASE_FWD, B, CNN_CLASSES, 1, m->G, m->bh->w,
                                 m->logits);
 }
@@ -220,10 +228,12 @@ static peat_status cnn_train(peat_flow_t *f, double *loss)
     int B = f->cfg.batch;
     int64_t idx[4096];
     for (int i = 0; i < B; i++)
-        idx[i] = (int64_t)(peat_models_hash(f->cfg.seed, (uint64_t)f->step, (uint64_t)i) % CNN_TRAIN);
+        idx[i] =
+            (int64_t)(peat_models_hash(f->cfg.seed, (uint64_t)f->step, (uint64_t)i) % CNN_TRAIN);
     cnn_gather(m, m->xtr, m->ytr, idx, B);
     PEAT_TRY(cnn_forward(f, m));
-    PEAT_TRY(peat_models_xent(f, "loss", B, CNN_CLASSES, m->logits, m->yb, &m->xw, m->dlogits, loss));
+    PEAT_TRY(
+        peat_models_xent(f, "loss", B, CNN_CLASSES, m->logits, m->yb, &m->xw, m->dlogits, loss));
     PEAT_TRY(peat_models_bias_bwd(f, "head", B, CNN_CLASSES, 1, m->dlogits, m->bh->g));
     PEAT_TRY(peat_models_linear_bwd(f, "head", B, m->feat, CNN_CLASSES, m->N, m->Wh->w, m->dlogits,
                                     m->Wh->g, m->dN));

@@ -1,4 +1,5 @@
-/* flow.c: the flow interface: lookup, config defaults, state lists, optimizer updates, step loop. */
+/* flow.c: the flow interface: lookup, config defaults, state lists, optimizer updates, step loop.
+ */
 #include "models/flow_impl.h"
 
 #include <math.h>
@@ -43,7 +44,10 @@ uint32_t peat_flow_op_mask_for(const char *name, const peat_flow_config *cfg)
     return o->ops | (1u << (opt == PEAT_OPTIM_SGD ? PEAT_OP_SGD : PEAT_OP_ADAMW));
 }
 
-uint32_t peat_flow_op_mask(const char *name) { return peat_flow_op_mask_for(name, NULL); }
+uint32_t peat_flow_op_mask(const char *name)
+{
+    return peat_flow_op_mask_for(name, NULL);
+}
 
 /* ---- parameters ------------------------------------------------------------------------- */
 
@@ -120,10 +124,10 @@ static peat_status state_build(peat_flow_t *f)
     for (int slot = 0; slot < per; slot++)
         for (int i = 0; i < f->n_params; i++, k++) {
             const peat_models_param *p = f->params[i];
-            const char *pre = slot == 0 ? ""
+            const char *pre = slot == 0                            ? ""
                               : f->cfg.optimizer == PEAT_OPTIM_SGD ? "sgd.mom."
-                              : slot == 1 ? "adam.m."
-                                          : "adam.v.";
+                              : slot == 1                          ? "adam.m."
+                                                                   : "adam.v.";
             snprintf(f->state_name_buf[k], sizeof f->state_name_buf[k], "%s%s", pre, p->name);
             f->state_names[k] = f->state_name_buf[k];
             f->state[k] = slot == 0 ? p->w : slot == 1 ? p->s1 : p->s2;
@@ -132,7 +136,10 @@ static peat_status state_build(peat_flow_t *f)
     return PEAT_OK;
 }
 
-int peat_flow_state_count(const peat_flow_t *f) { return f ? f->n_state : 0; }
+int peat_flow_state_count(const peat_flow_t *f)
+{
+    return f ? f->n_state : 0;
+}
 
 peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name)
 {
@@ -144,7 +151,10 @@ peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name)
     return f->state[i];
 }
 
-int64_t peat_flow_step_count(const peat_flow_t *f) { return f ? f->step : 0; }
+int64_t peat_flow_step_count(const peat_flow_t *f)
+{
+    return f ? f->step : 0;
+}
 
 void peat_flow_set_step(peat_flow_t *f, int64_t step)
 {

@@ -91,8 +91,8 @@ peat_status peat_models_linear_bwd(peat_flow_t *f, const char *layer, int64_t R,
 peat_status peat_models_bias_add(peat_flow_t *f, const char *layer, peat_phase ph, int64_t R,
                                  int64_t C, int64_t S, const peat_tensor *X, const peat_tensor *b,
                                  peat_tensor *Y);
-peat_status peat_models_bias_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
-                                 int64_t S, const peat_tensor *dY, peat_tensor *db);
+peat_status peat_models_bias_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C, int64_t S,
+                                 const peat_tensor *dY, peat_tensor *db);
 /* Elementwise op (RELU, GELU: in X ; *_BWD: in X, dY). */
 peat_status peat_models_unary(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
                               const peat_tensor *X, const peat_tensor *dY, peat_tensor *Y);

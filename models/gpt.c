@@ -12,8 +12,15 @@
 
 /* Tokens: digits 0..9, then the operators and '='; the rest of the vocabulary is unused (the
  * model must learn never to predict it). */
-enum { TOK_PLUS = 10, TOK_MINUS = 11, TOK_EQ = 12, GPT_VOCAB = 16, GPT_EVAL = 128,
-       GPT_MAX_BLOCKS = 8, GPT_HOLDOUT = 8 /* 1 in 8 problems is held out */ };
+enum {
+    TOK_PLUS = 10,
+    TOK_MINUS = 11,
+    TOK_EQ = 12,
+    GPT_VOCAB = 16,
+    GPT_EVAL = 128,
+    GPT_MAX_BLOCKS = 8,
+    GPT_HOLDOUT = 8 /* 1 in 8 problems is held out */
+};
 
 typedef struct gpt_block {
     peat_models_param *ln1g, *ln1b, *wqkv, *bqkv, *wo, *ln2g, *ln2b, *w1, *b1, *w2;
@@ -24,20 +31,20 @@ typedef struct gpt_block {
 } gpt_block;
 
 typedef struct gpt_impl {
-    int unfused;     /* attention as GEMM, mask BIAS_ADD, SOFTMAX, GEMM (flow "gpt_unfused") */
-    int nd;          /* digits per operand */
+    int unfused; /* attention as GEMM, mask BIAS_ADD, SOFTMAX, GEMM (flow "gpt_unfused") */
+    int nd;      /* digits per operand */
     int64_t T, D, H, Dh, Nrow, Nans, B;
     peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
     gpt_block blk[GPT_MAX_BLOCKS];
     peat_tensor *X[GPT_MAX_BLOCKS + 1], *E, *Hf, *meanf, *rstdf, *Ha, *logits, *dlogits;
-    peat_tensor *tok, *tgt;      /* I32 [B*T] inputs, I32 [Nans] answer targets */
+    peat_tensor *tok, *tgt; /* I32 [B*T] inputs, I32 [Nans] answer targets */
     peat_tensor *dHa, *dHf, *dX, *dXa, *dXln, *dFg, *dFb, *dH, *dOm, *dO, *dQ, *dK, *dV, *dQKV;
     peat_tensor *dE;
     /* unfused attention: the causal mask [T*T], scores before/after it and the backward's
      * dP, dS [B*H, T, T] (scratch shared by the blocks) */
     peat_tensor *mask, *S, *Sm, *dP, *dS;
     peat_models_xent_ws xw;
-    int32_t *ev_a, *ev_b;        /* held-out problems */
+    int32_t *ev_a, *ev_b; /* held-out problems */
 } gpt_impl;
 
 /* ---- the task: "a+b=" then the sum's digits, least significant first (the order in which a
@@ -96,7 +103,10 @@ static void gpt_fill(peat_flow_t *f, gpt_impl *m, int i, int64_t a, int64_t b)
 }
 
 /* Input row of answer digit j of batch row i (the '=' predicts digit 0). */
-static int64_t ans_row(const gpt_impl *m, int64_t i, int j) { return i * m->T + 2 * m->nd + 1 + j; }
+static int64_t ans_row(const gpt_impl *m, int64_t i, int j)
+{
+    return i * m->T + 2 * m->nd + 1 + j;
+}
 
 /* ---- create ------------------------------------------------------------------------------- */
 
@@ -130,10 +140,11 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
         ADDB(w1, "mlp.fc.w", D, 4 * D, 1);
         ADDB(b1, "mlp.fc.b", 4 * D, 0, 0);
         ADDB(w2, "mlp.proj.w", 4 * D, D, 1);
-        const char *ln[12] = {"ln1",      "attn.qkv", "attn",      "attn.proj",
-                              "ln2",      "mlp.fc",   "mlp.proj",  "res",
-                              "attn.qk",  "attn.mask", "attn.softmax", "attn.pv"};
-        for (int k = 0; k < 12; k++) snprintf(b->name[k], sizeof b->name[k], "h%d.%s", (int)l, ln[k]);
+        const char *ln[12] = {"ln1",     "attn.qkv",  "attn",         "attn.proj",
+                              "ln2",     "mlp.fc",    "mlp.proj",     "res",
+                              "attn.qk", "attn.mask", "attn.softmax", "attn.pv"};
+        for (int k = 0; k < 12; k++)
+            snprintf(b->name[k], sizeof b->name[k], "h%d.%s", (int)l, ln[k]);
     }
 #undef ADDB
     PEAT_TRY(add(f, "lnf.g", D, 0, 0, &m->lnfg));
@@ -178,8 +189,10 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         PEAT_TRY(peat_models_tensor(&b->K, m->B, m->H, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->V, m->B, m->H, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->O, m->B, m->H, m->T, m->Dh));
-        if (m->unfused) PEAT_TRY(peat_models_tensor(&b->P, BH, m->T, m->T, 0));
-        else PEAT_TRY(peat_models_tensor(&b->Lse, m->B, m->H, m->T, 0));
+        if (m->unfused)
+            PEAT_TRY(peat_models_tensor(&b->P, BH, m->T, m->T, 0));
+        else
+            PEAT_TRY(peat_models_tensor(&b->Lse, m->B, m->H, m->T, 0));
         T2(b->Om, N, D);
         T2(b->Xa, N, D);
         T2(b->H2, N, D);
@@ -237,7 +250,8 @@ static peat_status gpt_create(peat_flow_t *f)
     f->impl = m;
     m->unfused = f->ops == &peat_models_gpt_unfused_ops;
     int L = f->cfg.depth;
-    if (L > GPT_MAX_BLOCKS) return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: depth %d > %d", L, GPT_MAX_BLOCKS);
+    if (L > GPT_MAX_BLOCKS)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: depth %d > %d", L, GPT_MAX_BLOCKS);
     /* the sequence "a op b = c" with n-digit operands and an (n+1)-digit answer has 3n+3 tokens;
      * the model reads the first 3n+2 */
     m->nd = (f->cfg.seq - 2) / 3;
@@ -264,7 +278,8 @@ static peat_status gpt_create(peat_flow_t *f)
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: rng");
     int64_t lim = ipow10(m->nd);
     for (int i = 0; i < GPT_EVAL;) {
-        int64_t a = (int64_t)peat_rng_int(r, (uint64_t)lim), b = (int64_t)peat_rng_int(r, (uint64_t)lim);
+        int64_t a = (int64_t)peat_rng_int(r, (uint64_t)lim),
+                b = (int64_t)peat_rng_int(r, (uint64_t)lim);
         if (f->cfg.task && a < b) {
             int64_t t = a;
             a = b, b = t;
@@ -281,16 +296,16 @@ static void gpt_destroy(peat_flow_t *f)
     if (!m) return;
     for (int l = 0; l < GPT_MAX_BLOCKS; l++) {
         gpt_block *b = &m->blk[l];
-        peat_tensor *t[] = {b->H1, b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q, b->K, b->V, b->O,
-                            b->Lse, b->P, b->Om, b->Xa, b->H2, b->mean2, b->rstd2, b->F, b->Fb,
-                            b->Fg};
+        peat_tensor *t[] = {b->H1,    b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q,  b->K,
+                            b->V,     b->O,     b->Lse,   b->P,    b->Om,  b->Xa, b->H2,
+                            b->mean2, b->rstd2, b->F,     b->Fb,   b->Fg};
         for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     }
     for (int l = 0; l <= GPT_MAX_BLOCKS; l++) peat_tensor_free(m->X[l]);
-    peat_tensor *t[] = {m->E, m->Hf, m->meanf, m->rstdf, m->Ha, m->logits, m->dlogits, m->tok,
-                        m->tgt, m->dHa, m->dHf, m->dX, m->dXa, m->dXln, m->dFg, m->dFb, m->dH,
-                        m->dOm, m->dO, m->dQ, m->dK, m->dV, m->dQKV, m->dE, m->mask, m->S,
-                        m->Sm, m->dP, m->dS};
+    peat_tensor *t[] = {m->E,    m->Hf,  m->meanf, m->rstdf, m->Ha,  m->logits, m->dlogits, m->tok,
+                        m->tgt,  m->dHa, m->dHf,   m->dX,    m->dXa, m->dXln,   m->dFg,     m->dFb,
+                        m->dH,   m->dOm, m->dO,    m->dQ,    m->dK,  m->dV,     m->dQKV,    m->dE,
+                        m->mask, m->S,   m->Sm,    m->dP,    m->dS};
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     peat_models_xent_ws_free(&m->xw);
     free(m->ev_a);
@@ -309,8 +324,10 @@ static void heads_copy(const gpt_impl *m, float *rows, int64_t w, int p, float *
             for (int64_t h = 0; h < m->H; h++) {
                 float *r = rows + (b * m->T + t) * w * m->D + p * m->D + h * m->Dh;
                 float *q = heads + ((b * m->H + h) * m->T + t) * m->Dh;
-                if (to_heads) memcpy(q, r, (size_t)m->Dh * sizeof(float));
-                else memcpy(r, q, (size_t)m->Dh * sizeof(float));
+                if (to_heads)
+                    memcpy(q, r, (size_t)m->Dh * sizeof(float));
+                else
+                    memcpy(r, q, (size_t)m->Dh * sizeof(float));
             }
 }
 
@@ -336,7 +353,8 @@ static peat_status attn_fwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
     double scale = p.f[0];
     const peat_phase F = PEAT_PHASE_FWD;
     /* S = scale Q K^T: [T, Dh] x [Dh, T] for each of the B*H heads */
-    PEAT_TRY(peat_models_gemm_batched(f, b->name[8], F, 0, 1, BH, T, T, Dh, scale, b->Q, b->K, m->S));
+    PEAT_TRY(
+        peat_models_gemm_batched(f, b->name[8], F, 0, 1, BH, T, T, Dh, scale, b->Q, b->K, m->S));
     /* the mask is one [T*T] bias shared by every head's score matrix */
     PEAT_TRY(peat_models_bias_add(f, b->name[9], F, BH, T * T, 1, m->S, m->mask, m->Sm));
     PEAT_TRY(peat_models_softmax(f, b->name[10], F, BH * T, T, m->Sm, NULL, b->P));
@@ -358,13 +376,17 @@ static peat_status attn_bwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
     double scale = p.f[0];
     const peat_phase B = PEAT_PHASE_BWD;
     /* O = P V: dP = dO V^T, dV = P^T dO */
-    PEAT_TRY(peat_models_gemm_batched(f, b->name[11], B, 0, 1, BH, T, T, Dh, 1.0, m->dO, b->V, m->dP));
-    PEAT_TRY(peat_models_gemm_batched(f, b->name[11], B, 1, 0, BH, T, Dh, T, 1.0, b->P, m->dO, m->dV));
+    PEAT_TRY(
+        peat_models_gemm_batched(f, b->name[11], B, 0, 1, BH, T, T, Dh, 1.0, m->dO, b->V, m->dP));
+    PEAT_TRY(
+        peat_models_gemm_batched(f, b->name[11], B, 1, 0, BH, T, Dh, T, 1.0, b->P, m->dO, m->dV));
     PEAT_TRY(peat_models_softmax(f, b->name[10], B, BH * T, T, b->P, m->dP, m->dS));
     /* the mask is a constant: the gradient passes through its add unchanged (and is 0 where
      * P is); S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
-    PEAT_TRY(peat_models_gemm_batched(f, b->name[8], B, 0, 0, BH, T, Dh, T, scale, m->dS, b->K, m->dQ));
-    return peat_models_gemm_batched(f, b->name[8], B, 1, 0, BH, T, Dh, T, scale, m->dS, b->Q, m->dK);
+    PEAT_TRY(
+        peat_models_gemm_batched(f, b->name[8], B, 0, 0, BH, T, Dh, T, scale, m->dS, b->K, m->dQ));
+    return peat_models_gemm_batched(f, b->name[8], B, 1, 0, BH, T, Dh, T, scale, m->dS, b->Q,
+                                    m->dK);
 }
 
 /* ---- forward / backward ------------------------------------------------------------------- */
@@ -379,12 +401,14 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
     peat_args a = peat_args_make(PEAT_OP_EMBEDDING, &p, 2, ein, 1, &m->E);
     PEAT_TRY(peat_exec_op(f->ex, "wte", PEAT_PHASE_FWD, &a));
     /* the position table [T, D] is a bias over each sequence's T*D values */
-    PEAT_TRY(peat_models_bias_add(f, "wpe", PEAT_PHASE_FWD, m->B, m->T * D, 1, m->E, m->wpe->w, m->X[0]));
+    PEAT_TRY(peat_models_bias_add(f, "wpe", PEAT_PHASE_FWD, m->B, m->T * D, 1, m->E, m->wpe->w,
+                                  m->X[0]));
     for (int64_t l = 0; l < L; l++) {
         gpt_block *b = &m->blk[l];
         PEAT_TRY(peat_models_layernorm(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->ln1b->w, b->H1,
                                        b->mean1, b->rstd1));
-        PEAT_TRY(peat_models_linear_fwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, NULL, b->QKV0));
+        PEAT_TRY(
+            peat_models_linear_fwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, NULL, b->QKV0));
         PEAT_TRY(peat_models_bias_add(f, b->name[1], PEAT_PHASE_FWD, N, 3 * D, 1, b->QKV0,
                                       b->bqkv->w, b->QKV));
         heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(b->Q), 1);
@@ -397,18 +421,22 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
         PEAT_TRY(peat_models_layernorm(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->ln2b->w, b->H2,
                                        b->mean2, b->rstd2));
         PEAT_TRY(peat_models_linear_fwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, NULL, b->F));
-        PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, 4 * D, 1, b->F, b->b1->w, b->Fb));
-        PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_FWD, PEAT_OP_GELU, b->Fb, NULL, b->Fg));
-        PEAT_TRY(peat_models_linear_fwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, b->Xa, m->X[l + 1]));
+        PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, 4 * D, 1, b->F, b->b1->w,
+                                      b->Fb));
+        PEAT_TRY(
+            peat_models_unary(f, b->name[5], PEAT_PHASE_FWD, PEAT_OP_GELU, b->Fb, NULL, b->Fg));
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, b->Xa,
+                                        m->X[l + 1]));
     }
     PEAT_TRY(peat_models_layernorm(f, "lnf", N, D, m->X[L], m->lnfg->w, m->lnfb->w, m->Hf, m->meanf,
                                    m->rstdf));
     /* only the answer positions are scored: their rows go through the head */
     for (int64_t i = 0; i < m->B; i++)
         for (int j = 0; j <= m->nd; j++)
-            memcpy(peat_f32(m->Ha) + (i * (m->nd + 1) + j) * D, peat_f32(m->Hf) + ans_row(m, i, j) * D,
-                   (size_t)D * sizeof(float));
-    return peat_models_linear_fwd(f, "head", m->Nans, D, GPT_VOCAB, m->Ha, m->wh->w, NULL, m->logits);
+            memcpy(peat_f32(m->Ha) + (i * (m->nd + 1) + j) * D,
+                   peat_f32(m->Hf) + ans_row(m, i, j) * D, (size_t)D * sizeof(float));
+    return peat_models_linear_fwd(f, "head", m->Nans, D, GPT_VOCAB, m->Ha, m->wh->w, NULL,
+                                  m->logits);
 }
 
 static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
@@ -419,26 +447,29 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
     memset(m->dHf->data, 0, peat_tensor_nbytes(m->dHf));
     for (int64_t i = 0; i < m->B; i++)
         for (int j = 0; j <= m->nd; j++)
-            memcpy(peat_f32(m->dHf) + ans_row(m, i, j) * D, peat_f32(m->dHa) + (i * (m->nd + 1) + j) * D,
-                   (size_t)D * sizeof(float));
+            memcpy(peat_f32(m->dHf) + ans_row(m, i, j) * D,
+                   peat_f32(m->dHa) + (i * (m->nd + 1) + j) * D, (size_t)D * sizeof(float));
     PEAT_TRY(peat_models_layernorm_bwd(f, "lnf", N, D, m->X[L], m->lnfg->w, m->meanf, m->rstdf,
                                        m->dHf, m->dX, m->lnfg->g, m->lnfb->g));
     peat_op_params p;
     for (int64_t l = L - 1; l >= 0; l--) {
         gpt_block *b = &m->blk[l];
         /* dX holds d(X[l+1]); X[l+1] = Fg W2 + Xa */
-        PEAT_TRY(peat_models_linear_bwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, m->dX, b->w2->g,
-                                        m->dFg));
-        PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_BWD, PEAT_OP_GELU_BWD, b->Fb, m->dFg, m->dFb));
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, m->dX,
+                                        b->w2->g, m->dFg));
+        PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_BWD, PEAT_OP_GELU_BWD, b->Fb, m->dFg,
+                                   m->dFb));
         PEAT_TRY(peat_models_bias_bwd(f, b->name[5], N, 4 * D, 1, m->dFb, b->b1->g));
-        PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, m->dFb, b->w1->g,
-                                        m->dH));
-        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->mean2, b->rstd2,
-                                           m->dH, m->dXln, b->ln2g->g, b->ln2b->g));
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, m->dFb,
+                                        b->w1->g, m->dH));
+        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->mean2,
+                                           b->rstd2, m->dH, m->dXln, b->ln2g->g, b->ln2b->g));
         /* the two paths into Xa add up: an elementwise sum is a bias_add with R = S = 1 */
-        PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dX, m->dXa));
+        PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dX,
+                                      m->dXa));
         /* Xa = Om Wo + X[l] */
-        PEAT_TRY(peat_models_linear_bwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->dXa, b->wo->g, m->dOm));
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->dXa, b->wo->g,
+                                        m->dOm));
         heads_copy(m, peat_f32(m->dOm), 1, 0, peat_f32(m->dO), 1);
         PEAT_TRY(attn_bwd(f, m, b));
         heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->dQ), 0);
@@ -447,10 +478,11 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
         PEAT_TRY(peat_models_bias_bwd(f, b->name[1], N, 3 * D, 1, m->dQKV, b->bqkv->g));
         PEAT_TRY(peat_models_linear_bwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, m->dQKV,
                                         b->wqkv->g, m->dH));
-        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->mean1, b->rstd1,
-                                           m->dH, m->dXln, b->ln1g->g, b->ln1b->g));
+        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->mean1,
+                                           b->rstd1, m->dH, m->dXln, b->ln1g->g, b->ln1b->g));
         /* d(X[l]) = dXa (skip) + layernorm path, into dX (free again) */
-        PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dXa, m->dX));
+        PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dXa,
+                                      m->dX));
     }
     /* X[0] = E + wpe: the bias gradient sums over the batch; dE is dX[0] itself */
     PEAT_TRY(peat_models_bias_bwd(f, "wpe", m->B, m->T * D, 1, m->dX, m->wpe->g));
@@ -470,7 +502,8 @@ static peat_status gpt_train(peat_flow_t *f, double *loss)
         gpt_fill(f, m, i, a, b);
     }
     PEAT_TRY(gpt_forward(f, m));
-    PEAT_TRY(peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, m->dlogits, loss));
+    PEAT_TRY(peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, m->dlogits,
+                              loss));
     return gpt_backward(f, m);
 }
 
@@ -486,7 +519,8 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
         for (int i = 0; i < m->B; i++) gpt_fill(f, m, i, m->ev_a[s + i], m->ev_b[s + i]);
         PEAT_TRY(gpt_forward(f, m));
         double l = 0;
-        PEAT_TRY(peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, NULL, &l));
+        PEAT_TRY(
+            peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, NULL, &l));
         sum += l * (double)m->B;
         int32_t *tok = peat_i32(m->tok);
         int ok[4096];
@@ -499,7 +533,8 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
         for (int j = 0; j < na; j++) {
             if (j > 0) PEAT_TRY(gpt_forward(f, m));
             for (int i = 0; i < m->B; i++) {
-                int d = peat_models_argmax(peat_f32(m->logits) + (i * na + j) * GPT_VOCAB, GPT_VOCAB);
+                int d =
+                    peat_models_argmax(peat_f32(m->logits) + (i * na + j) * GPT_VOCAB, GPT_VOCAB);
                 ok[i] &= d == peat_i32(m->tgt)[i * na + j];
                 if (j + 1 < na) tok[ans_row(m, i, j) + 1] = d;
             }
@@ -507,8 +542,9 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
         for (int i = 0; i < m->B; i++) exact += ok[i];
         n += m->B;
     }
-    if (n == 0) return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: batch %lld larger than held-out set %d",
-                                  (long long)m->B, GPT_EVAL);
+    if (n == 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: batch %lld larger than held-out set %d",
+                          (long long)m->B, GPT_EVAL);
     *loss = sum / (double)n;
     *acc = (double)exact / (double)n;
     return PEAT_OK;
@@ -524,7 +560,7 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
 /* Defaults and entry points both variants share (same model, task, seeds: the same initial
  * weights and batches for the same seed). */
 #define GPT_COMMON                                                                                 \
-    .def_batch = 32, .def_width = 32, .def_depth = 2, .def_seq = 8, .def_lr_adamw = 3e-3,         \
+    .def_batch = 32, .def_width = 32, .def_depth = 2, .def_seq = 8, .def_lr_adamw = 3e-3,          \
     .def_lr_sgd = 0.1, .create = gpt_create, .train = gpt_train, .eval = gpt_eval,                 \
     .destroy = gpt_destroy
 

@@ -61,7 +61,9 @@ peat_status peat_models_linear_bwd(peat_flow_t *f, const char *layer, int64_t R,
 {
     /* W is [in,out]: dW = X^T dY is (in x R)(R x out); dX = dY W^T is (R x out)(out x in) */
     PEAT_TRY(peat_models_gemm(f, layer, PEAT_PHASE_BWD, 1, 0, in, out, R, X, dY, 0.0, NULL, dW));
-    if (dX) PEAT_TRY(peat_models_gemm(f, layer, PEAT_PHASE_BWD, 0, 1, R, in, out, dY, W, 0.0, NULL, dX));
+    if (dX)
+        PEAT_TRY(
+            peat_models_gemm(f, layer, PEAT_PHASE_BWD, 0, 1, R, in, out, dY, W, 0.0, NULL, dX));
     return PEAT_OK;
 }
 
@@ -76,8 +78,8 @@ peat_status peat_models_bias_add(peat_flow_t *f, const char *layer, peat_phase p
     return run(f, layer, ph, PEAT_OP_BIAS_ADD, &p, 2, in, 1, &Y);
 }
 
-peat_status peat_models_bias_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
-                                 int64_t S, const peat_tensor *dY, peat_tensor *db)
+peat_status peat_models_bias_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C, int64_t S,
+                                 const peat_tensor *dY, peat_tensor *db)
 {
     peat_op_params p;
     memset(&p, 0, sizeof p);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 enum {
-    MLP_IN = 16,       /* input features */
+    MLP_IN = 16, /* input features */
     MLP_CLASSES = 4,
     MLP_CLUSTERS = 12, /* 3 clusters per class: not linearly separable, the hidden layers matter */
     MLP_TRAIN = 2048,
@@ -25,7 +25,7 @@ static int mlp_class(int cluster, int task)
 }
 
 typedef struct mlp_impl {
-    int L;                  /* linear layers = depth + 1 */
+    int L; /* linear layers = depth + 1 */
     int64_t dim[MLP_MAX_LAYERS + 1];
     peat_models_param *W[MLP_MAX_LAYERS], *b[MLP_MAX_LAYERS];
     char lname[MLP_MAX_LAYERS][16];
@@ -168,7 +168,8 @@ static peat_status mlp_train(peat_flow_t *f, double *loss)
     int B = f->cfg.batch, L = m->L;
     int64_t idx[4096];
     for (int i = 0; i < B; i++)
-        idx[i] = (int64_t)(peat_models_hash(f->cfg.seed, (uint64_t)f->step, (uint64_t)i) % MLP_TRAIN);
+        idx[i] =
+            (int64_t)(peat_models_hash(f->cfg.seed, (uint64_t)f->step, (uint64_t)i) % MLP_TRAIN);
     mlp_gather(m, m->xtr, m->ytr, idx, B);
     PEAT_TRY(mlp_forward(f, m));
     PEAT_TRY(peat_models_xent(f, "loss", B, MLP_CLASSES, m->Z[L - 1], m->yb, &m->xw, m->dZ[L - 1],
@@ -198,8 +199,8 @@ static peat_status mlp_eval(peat_flow_t *f, double *loss, double *acc)
         mlp_gather(m, m->xev, m->yev, idx, B);
         PEAT_TRY(mlp_forward(f, m));
         double l = 0;
-        PEAT_TRY(peat_models_xent(f, "loss", B, MLP_CLASSES, m->Z[m->L - 1], m->yb, &m->xw, NULL,
-                                  &l));
+        PEAT_TRY(
+            peat_models_xent(f, "loss", B, MLP_CLASSES, m->Z[m->L - 1], m->yb, &m->xw, NULL, &l));
         sum += l * B;
         for (int i = 0; i < B; i++)
             correct += peat_models_argmax(peat_f32(m->Z[m->L - 1]) + i * MLP_CLASSES,

@@ -8,20 +8,20 @@
 typedef enum peat_optimizer { PEAT_OPTIM_ADAMW = 0, PEAT_OPTIM_SGD } peat_optimizer;
 
 typedef struct peat_flow_config {
-    uint64_t seed;          /* everything (init, data) derives from it */
-    int batch;              /* 0 = flow default */
-    int width;              /* hidden width / channels / d_model; 0 = default */
-    int depth;              /* layers / blocks; 0 = default */
-    int seq;                /* sequence length (gpt); 0 = default */
+    uint64_t seed; /* everything (init, data) derives from it */
+    int batch;     /* 0 = flow default */
+    int width;     /* hidden width / channels / d_model; 0 = default */
+    int depth;     /* layers / blocks; 0 = default */
+    int seq;       /* sequence length (gpt); 0 = default */
     peat_optimizer optimizer;
-    double lr;              /* 0 = flow default for the optimizer */
-    double weight_decay;    /* < 0 = default */
-    int task;               /* 0 = pretraining task, 1 = shifted task (for finetuning) */
+    double lr;           /* 0 = flow default for the optimizer */
+    double weight_decay; /* < 0 = default */
+    int task;            /* 0 = pretraining task, 1 = shifted task (for finetuning) */
 } peat_flow_config;
 
 typedef struct peat_flow_metrics {
-    double loss;            /* mean training loss of the last step */
-    double accuracy;        /* held-out accuracy (eval) or exact-match (gpt), NaN if n/a */
+    double loss;     /* mean training loss of the last step */
+    double accuracy; /* held-out accuracy (eval) or exact-match (gpt), NaN if n/a */
     int64_t step;
 } peat_flow_metrics;
 
@@ -42,7 +42,8 @@ void peat_flow_free(peat_flow_t *f);
 peat_status peat_flow_step(peat_flow_t *f, peat_flow_metrics *m);
 /* Loss and accuracy on the held-out set (forward only, through the same exec). */
 peat_status peat_flow_eval(peat_flow_t *f, peat_flow_metrics *m);
-/* State tensors (weights then optimizer state), each with a stable name like "fc1.w", "adam.m.fc1.w". */
+/* State tensors (weights then optimizer state), each with a stable name like "fc1.w",
+ * "adam.m.fc1.w". */
 int peat_flow_state_count(const peat_flow_t *f);
 peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name);
 int64_t peat_flow_step_count(const peat_flow_t *f);

@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void setup(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last()); }
+static void setup(void)
+{
+    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
 
 TestSuite(analyzer, .init = setup);
 
@@ -36,7 +39,8 @@ static void pair_free(pair *p)
 }
 
 /* Signature of one tensor added with mag = |exact| (NULL), depth k, view rows x cols. */
-static peat_signature sig_of(const pair *p, const double *mag, int64_t k, int64_t rows, int64_t cols)
+static peat_signature sig_of(const pair *p, const double *mag, int64_t k, int64_t rows,
+                             int64_t cols)
 {
     peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("t", PEAT_OP_GEMM);
     cr_assert_not_null(acc);
@@ -77,7 +81,8 @@ Test(analyzer, zero_error_on_representable_values)
     peat_signature s = sig_of(&p, NULL, 1, 10, 10);
     cr_assert_eq(s.version, PEAT_SIGNATURE_VERSION);
     cr_assert_eq(s.n_elems, 100);
-    cr_assert_eq(s.n_exact_zero, 1, "one element is exactly 0, got %lld", (long long)s.n_exact_zero);
+    cr_assert_eq(s.n_exact_zero, 1, "one element is exactly 0, got %lld",
+                 (long long)s.n_exact_zero);
     cr_assert_eq(s.n_equal_rounded, 100);
     cr_assert_eq(s.n_nonzero_err, 0);
     cr_assert_eq(s.max_abs, 0.0);
@@ -145,7 +150,8 @@ Test(analyzer, ulp_distances_fill_the_documented_bins)
     double want[PEAT_ULP_BINS] = {0};
     for (int i = 0; i < n; i++) want[bin[i]] += 1.0 / n;
     for (int b = 0; b < PEAT_ULP_BINS; b++)
-        cr_assert_float_eq(s.ulp_hist[b], want[b], 1e-12, "bin %d: %g, expected %g", b, s.ulp_hist[b], want[b]);
+        cr_assert_float_eq(s.ulp_hist[b], want[b], 1e-12, "bin %d: %g, expected %g", b,
+                           s.ulp_hist[b], want[b]);
     cr_assert_eq(s.max_ulp, 5000.0);
     pair_free(&p);
 }
@@ -174,11 +180,13 @@ Test(analyzer, nonfinite_and_flushed_values)
     cr_assert_eq(s.n_nan, 1);
     cr_assert_eq(s.n_inf, 1);
     cr_assert_eq(s.min_exact_at_inf, 3.0e5);
-    cr_assert_eq(s.max_exact_finite, 6.0, "largest |exact| with a finite test value, got %g", s.max_exact_finite);
+    cr_assert_eq(s.max_exact_finite, 6.0, "largest |exact| with a finite test value, got %g",
+                 s.max_exact_finite);
     cr_assert_eq(s.n_zero_introduced, 1);
     cr_assert_eq(s.max_exact_at_zero, 1e-39);
     cr_assert_eq(s.n_err_subnormal_exact, 1);
-    cr_assert_eq(s.n_over_bound, 3, "NaN, Inf and the flushed subnormal, got %lld", (long long)s.n_over_bound);
+    cr_assert_eq(s.n_over_bound, 3, "NaN, Inf and the flushed subnormal, got %lld",
+                 (long long)s.n_over_bound);
     cr_assert_float_eq(s.frac_over_bound, 3.0 / 8.0, 1e-15);
     cr_assert_eq(s.min_exact_nonzero, 2e-39, "smallest nonzero exact with a nonzero test value");
     pair_free(&p);
@@ -208,8 +216,8 @@ Test(analyzer, eff_bits_of_an_output_rounded_to_p_bits)
     for (int i = 0; i < 4; i++) {
         double b = eff_bits_elementwise(ps[i], 11 + (uint64_t)i);
         cr_assert(fabs(b - ps[i]) <= 1.0, "p=%d read %.2f bits", ps[i], b);
-        cr_assert(fabs(b - (ps[i] + 0.58)) <= 0.25, "p=%d read %.2f, the derivation says %.2f", ps[i], b,
-                  ps[i] + 0.58);
+        cr_assert(fabs(b - (ps[i] + 0.58)) <= 0.25, "p=%d read %.2f, the derivation says %.2f",
+                  ps[i], b, ps[i] + 0.58);
     }
 }
 
@@ -240,8 +248,10 @@ static double eff_bits_gemm(int p, int K, int where, uint64_t seed)
     peat_tensor *od[1] = {D}, *oe[1] = {E};
     peat_args ag = peat_args_make(PEAT_OP_GEMM, &pp, 2, inr, 1, od);
     peat_args ae = peat_args_make(PEAT_OP_GEMM, &pp, 2, in, 1, oe);
-    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_golden"), &ag), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &ae), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_golden"), &ag), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &ae), PEAT_OK, "%s",
+                 peat_error_last());
     if (where == 1)
         for (int i = 0; i < M * N; i++) peat_f32(D)[i] = (float)round_p(peat_f32(D)[i], p);
     double *mag = malloc(sizeof(double) * M * N);
@@ -261,9 +271,10 @@ Test(analyzer, eff_bits_of_gemm_with_rounded_inputs_or_output)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             for (int where = 0; where < 2; where++) {
-                double b = eff_bits_gemm(ps[j], ks[i], where, 500 + (uint64_t)(8 * i + 2 * j + where));
-                cr_assert(fabs(b - ps[j]) <= 1.0, "K=%d p=%d %s rounded: read %.2f bits", ks[i], ps[j],
-                          where ? "output" : "inputs", b);
+                double b =
+                    eff_bits_gemm(ps[j], ks[i], where, 500 + (uint64_t)(8 * i + 2 * j + where));
+                cr_assert(fabs(b - ps[j]) <= 1.0, "K=%d p=%d %s rounded: read %.2f bits", ks[i],
+                          ps[j], where ? "output" : "inputs", b);
             }
 }
 
@@ -272,7 +283,8 @@ Test(analyzer, eff_bits_of_plain_fp32_gemm_falls_with_depth)
     /* golden fp32 accumulation: ~24 - log2(sqrt(K)) bits, well above any narrow format */
     double b16 = eff_bits_gemm(24, 16, 1, 42), b1024 = eff_bits_gemm(24, 1024, 1, 43);
     cr_assert(b16 > 21.0 && b16 < 25.0, "K=16 fp32 GEMM read %.2f bits", b16);
-    cr_assert(b1024 < b16 - 1.5, "K=1024 (%.2f) should read clearly fewer bits than K=16 (%.2f)", b1024, b16);
+    cr_assert(b1024 < b16 - 1.5, "K=1024 (%.2f) should read clearly fewer bits than K=16 (%.2f)",
+              b1024, b16);
 }
 
 Test(analyzer, truncation_is_a_signed_bias)
@@ -288,7 +300,8 @@ Test(analyzer, truncation_is_a_signed_bias)
     }
     peat_rng_free(g);
     peat_signature st = sig_of(&t, NULL, 1, 1, n), sr = sig_of(&r, NULL, 1, 1, n);
-    cr_assert_eq(st.frac_err_negative, 1.0, "every truncation error shrinks |x|, got %g", st.frac_err_negative);
+    cr_assert_eq(st.frac_err_negative, 1.0, "every truncation error shrinks |x|, got %g",
+                 st.frac_err_negative);
     cr_assert(st.bias_t < -20.0, "bias t of truncation %g", st.bias_t);
     cr_assert(fabs(sr.frac_err_negative - 0.5) < 0.05, "RN: %g toward zero", sr.frac_err_negative);
     cr_assert(fabs(sr.bias_t) < 4.0, "RN is unbiased, t = %g", sr.bias_t);
@@ -374,9 +387,12 @@ Test(analyzer, smooth_error_vs_independent_noise)
     cr_assert_eq(peat_analyzer_signature(a, &sn), PEAT_OK);
     peat_analyzer_acc_free(a);
     cr_assert(ss.err_roughness < 0.1, "smooth error: roughness %g", ss.err_roughness);
-    cr_assert(ss.err_sign_changes < 0.01, "sin changes sign 3 times over 5000 points: %g", ss.err_sign_changes);
-    cr_assert(sn.err_roughness > 0.8 && sn.err_roughness < 1.2, "noise: roughness %g", sn.err_roughness);
-    cr_assert(fabs(sn.err_sign_changes - 0.5) < 0.05, "noise: sign changes %g", sn.err_sign_changes);
+    cr_assert(ss.err_sign_changes < 0.01, "sin changes sign 3 times over 5000 points: %g",
+              ss.err_sign_changes);
+    cr_assert(sn.err_roughness > 0.8 && sn.err_roughness < 1.2, "noise: roughness %g",
+              sn.err_roughness);
+    cr_assert(fabs(sn.err_sign_changes - 0.5) < 0.05, "noise: sign changes %g",
+              sn.err_sign_changes);
     peat_tensor_free(xin);
     pair_free(&sm), pair_free(&no);
 }
@@ -401,7 +417,8 @@ Test(analyzer, input_correlation_of_relative_and_absolute_errors)
     }
     peat_rng_free(g);
     peat_signature sr = sig_of(&rel, mag, 4, 1, n), sa = sig_of(&add, mag, 4, 1, n);
-    cr_assert(fabs(sr.corr_err_input - 0.69) < 0.06, "relative noise: rho %g, expected 0.69", sr.corr_err_input);
+    cr_assert(fabs(sr.corr_err_input - 0.69) < 0.06, "relative noise: rho %g, expected 0.69",
+              sr.corr_err_input);
     cr_assert(fabs(sa.corr_err_input) < 0.07, "additive noise: rho %g", sa.corr_err_input);
     free(mag);
     pair_free(&rel), pair_free(&add);
@@ -470,12 +487,14 @@ Test(analyzer, bad_arguments)
     pair p = pair_new(6);
     peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("b", PEAT_OP_GEMM);
     cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 0, 2, 3), PEAT_ERR_INVAL, "depth 0");
-    cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 1, 4, 2), PEAT_ERR_SHAPE, "view 4x2 != 6");
+    cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 1, 4, 2), PEAT_ERR_SHAPE,
+                 "view 4x2 != 6");
     cr_assert_eq(peat_analyzer_acc_add(acc, NULL, p.x, NULL, 1, 2, 3), PEAT_ERR_INVAL);
     peat_tensor *other;
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F64, 7, &other), PEAT_OK);
     cr_assert_eq(peat_analyzer_acc_add(acc, p.t, other, NULL, 1, 2, 3), PEAT_ERR_SHAPE);
-    cr_assert(strstr(peat_error_last(), "7") != NULL, "message names the size: %s", peat_error_last());
+    cr_assert(strstr(peat_error_last(), "7") != NULL, "message names the size: %s",
+              peat_error_last());
     peat_signature s;
     cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
     cr_assert_eq(s.n_elems, 0, "refused adds leave nothing behind");
@@ -502,10 +521,12 @@ Test(analyzer, json_has_fixed_keys_and_nulls)
     /* no errors: the bias t statistic is undefined and written as null */
     cr_assert(strstr(buf, "\"bias_t\":null") != NULL, "%s", buf);
     cr_assert(strstr(buf, "\"eff_bits\":53,") != NULL, "%s", buf);
-    cr_assert(!strstr(buf, ":nan") && !strstr(buf, ":-nan") && !strstr(buf, ":inf") && !strstr(buf, ":-inf"),
+    cr_assert(!strstr(buf, ":nan") && !strstr(buf, ":-nan") && !strstr(buf, ":inf") &&
+                  !strstr(buf, ":-inf"),
               "no bare nan/inf: %s", buf);
     /* the keys come in one fixed order */
-    const char *k1 = strstr(buf, "\"max_norm\""), *k2 = strstr(buf, "\"eff_bits\""), *k3 = strstr(buf, "\"repeat_n_diff\"");
+    const char *k1 = strstr(buf, "\"max_norm\""), *k2 = strstr(buf, "\"eff_bits\""),
+               *k3 = strstr(buf, "\"repeat_n_diff\"");
     cr_assert(k1 && k2 && k3 && k1 < k2 && k2 < k3, "key order");
     /* a short buffer is filled as far as it goes and the needed size still returned */
     char small[16];

@@ -55,7 +55,8 @@ Test(gpu, gemm_kernels_within_fp32_bound)
             peat_tensor_alloc3(PEAT_DTYPE_F32, 2, K, N, &B);
             peat_tensor_alloc3(PEAT_DTYPE_F32, 2, M, N, &C);
             peat_rng_t *r = peat_rng_alloc(40 + s * 4 + t);
-            peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0), peat_rng_fill_gaussian(r, C, 1.0);
+            peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0),
+                peat_rng_fill_gaussian(r, C, 1.0);
             peat_rng_free(r);
             const peat_tensor *in[3] = {A, B, C};
             peat_args ex = peat_args_make(PEAT_OP_GEMM, &p, p.f[1] != 0 ? 3 : 2, in, 0, NULL);
@@ -72,8 +73,9 @@ Test(gpu, gemm_kernels_within_fp32_bound)
                 cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s: %s", ks[i], peat_error_last());
                 for (int64_t e = 0; e < 2 * M * N; e++) {
                     double err = fabs(peat_tensor_get(a.out[0], e) - peat_f64(ex.out[0])[e]);
-                    cr_assert(err <= gk * mag[e], "%s shape %d trans %d element %lld: error %.3g > bound %.3g",
-                              ks[i], s, t, (long long)e, err, gk * mag[e]);
+                    cr_assert(err <= gk * mag[e],
+                              "%s shape %d trans %d element %lld: error %.3g > bound %.3g", ks[i],
+                              s, t, (long long)e, err, gk * mag[e]);
                 }
                 peat_args_free_outputs(&a);
             }

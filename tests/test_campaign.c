@@ -44,7 +44,10 @@ static int run_peat(const char *env, const char *fmt, ...)
     return system(cmd);
 }
 
-static int exited(int st, int code) { return WIFEXITED(st) && WEXITSTATUS(st) == code; }
+static int exited(int st, int code)
+{
+    return WIFEXITED(st) && WEXITSTATUS(st) == code;
+}
 
 static peat_store_t *open_store(const char *dir, const char *name)
 {
@@ -58,13 +61,15 @@ static peat_store_t *open_store(const char *dir, const char *name)
 /* Every record of a holds the same tensors as the record of the same id in b. */
 static void assert_same_records(peat_store_t *a, peat_store_t *b)
 {
-    cr_assert_eq(peat_store_call_count(a), peat_store_call_count(b), "record counts differ: %lld vs %lld",
-                 (long long)peat_store_call_count(a), (long long)peat_store_call_count(b));
+    cr_assert_eq(peat_store_call_count(a), peat_store_call_count(b),
+                 "record counts differ: %lld vs %lld", (long long)peat_store_call_count(a),
+                 (long long)peat_store_call_count(b));
     for (int64_t i = 0; i < peat_store_call_count(a); i++) {
         peat_record *ra = NULL, *rb = NULL;
         int64_t j;
         cr_assert_eq(peat_store_call_read(a, i, &ra), PEAT_OK, "%s", peat_error_last());
-        cr_assert_eq(peat_store_call_find(b, ra->id, &j), PEAT_OK, "record %llu missing", (unsigned long long)ra->id);
+        cr_assert_eq(peat_store_call_find(b, ra->id, &j), PEAT_OK, "record %llu missing",
+                     (unsigned long long)ra->id);
         cr_assert_eq(peat_store_call_read(b, j, &rb), PEAT_OK, "%s", peat_error_last());
         cr_assert_eq(ra->op, rb->op);
         cr_assert_eq(ra->n_in, rb->n_in);
@@ -73,8 +78,12 @@ static void assert_same_records(peat_store_t *a, peat_store_t *b)
             cr_assert_eq(memcmp(ra->in[k]->data, rb->in[k]->data, peat_tensor_nbytes(ra->in[k])), 0,
                          "record %llu input %d differs", (unsigned long long)ra->id, k);
         for (int k = 0; k < ra->n_out; k++) {
-            cr_assert_eq(memcmp(ra->golden[k]->data, rb->golden[k]->data, peat_tensor_nbytes(ra->golden[k])), 0);
-            cr_assert_eq(memcmp(ra->exact[k]->data, rb->exact[k]->data, peat_tensor_nbytes(ra->exact[k])), 0);
+            cr_assert_eq(
+                memcmp(ra->golden[k]->data, rb->golden[k]->data, peat_tensor_nbytes(ra->golden[k])),
+                0);
+            cr_assert_eq(
+                memcmp(ra->exact[k]->data, rb->exact[k]->data, peat_tensor_nbytes(ra->exact[k])),
+                0);
         }
         peat_record_free(ra);
         peat_record_free(rb);
@@ -111,7 +120,8 @@ Test(campaign, killed_runs_resume_without_loss_or_duplicates)
     /* reference run, in-process, to learn how many store write steps a whole campaign takes */
     peat_campaign_opts o;
     peat_campaign_opts_default(&o);
-    o.kernel = "gemm_new", o.iters = 10, o.calls = 20, o.checkpoint_iters = "every:4", o.activation_iters = "3";
+    o.kernel = "gemm_new", o.iters = 10, o.calls = 20, o.checkpoint_iters = "every:4",
+    o.activation_iters = "3";
     char ref[300];
     snprintf(ref, sizeof ref, "%s/ref", tmpdir);
     o.out_dir = ref;
@@ -139,13 +149,14 @@ Test(campaign, killed_runs_resume_without_loss_or_duplicates)
         snprintf(partial, sizeof partial, "%s/%s/campaign.h5.partial", tmpdir, dir);
         if (stat(partial, &sb) == 0) {
             peat_store_t *p = NULL;
-            cr_assert_eq(peat_store_open(partial, 0, &p), PEAT_OK, "kill at %lld: %s", (long long)kill,
-                         peat_error_last());
+            cr_assert_eq(peat_store_open(partial, 0, &p), PEAT_OK, "kill at %lld: %s",
+                         (long long)kill, peat_error_last());
             cr_assert(peat_store_call_count(p) <= peat_store_call_count(r));
             peat_store_close(p);
         }
         st = run_peat(NULL, "run --resume " FLAGS " --out %s/%s", tmpdir, dir);
-        cr_assert(exited(st, 0), "resume after a kill at step %lld failed (status %d)", (long long)kill, st);
+        cr_assert(exited(st, 0), "resume after a kill at step %lld failed (status %d)",
+                  (long long)kill, st);
         peat_store_t *k = open_store(dir, "campaign.h5");
         assert_same_records(r, k);
         peat_store_close(k);
@@ -159,13 +170,17 @@ Test(campaign, resume_refuses_other_options)
     cr_assert(!exited(st, 0));
     st = run_peat(NULL, "run --resume --kernel gemm_new --iters 11 --calls 20 --out %s/x", tmpdir);
     cr_assert(exited(st, 2), "resume with other --iters must be refused");
-    st = run_peat(NULL, "run --resume --kernel gemm_new --iters 10 --calls 21 --checkpoints every:4 --activations 3 --out %s/x", tmpdir);
+    st = run_peat(NULL,
+                  "run --resume --kernel gemm_new --iters 10 --calls 21 --checkpoints every:4 "
+                  "--activations 3 --out %s/x",
+                  tmpdir);
     cr_assert(exited(st, 2), "resume with another recording policy must be refused");
     st = run_peat(NULL, "run --resume " FLAGS " --out %s/nothing-here", tmpdir);
     cr_assert(exited(st, 2), "resume without an unfinished campaign must be refused");
 }
 
-static peat_campaign_result run_inproc(const char *kernel, int64_t iters, int task, const char *from, const char *dir)
+static peat_campaign_result run_inproc(const char *kernel, int64_t iters, int task,
+                                       const char *from, const char *dir)
 {
     peat_campaign_opts o;
     peat_campaign_opts_default(&o);
@@ -187,10 +202,13 @@ Test(campaign, finetune_from_checkpoint)
     peat_campaign_result ft = run_inproc("gemm_new", 20, 1, from, "ft");
     /* the shifted task keeps most of the pretraining task: starting from the trained weights the
      * held-out loss after the same number of steps is lower than from random init */
-    cr_assert(ft.eval_loss < scratch.eval_loss, "finetuned held-out loss %.4f not below from-scratch %.4f (pretrained %.4f)",
+    cr_assert(ft.eval_loss < scratch.eval_loss,
+              "finetuned held-out loss %.4f not below from-scratch %.4f (pretrained %.4f)",
               ft.eval_loss, scratch.eval_loss, pre.eval_loss);
     /* a checkpoint of another model is refused */
-    int st = run_peat(NULL, "run --kernel conv_im2col --iters 2 --calls 2 --finetune-from %s --out %s/bad", from, tmpdir);
+    int st = run_peat(
+        NULL, "run --kernel conv_im2col --iters 2 --calls 2 --finetune-from %s --out %s/bad", from,
+        tmpdir);
     cr_assert(exited(st, 2), "a checkpoint of another flow must be refused");
 }
 
@@ -202,17 +220,20 @@ Test(campaign, every_candidate_on_every_flow)
     for (int i = 0; i < peat_registry_count(); i++) {
         const peat_kernel *k = peat_registry_at(i);
         if (k->role != PEAT_ROLE_CANDIDATE || strcmp(k->backend, "cpu")) continue;
-        int honest = k->in_dtype == PEAT_DTYPE_F32 && k->acc_dtype == PEAT_DTYPE_F32 && strncmp(k->name, "gelu_tanh", 9);
+        int honest = k->in_dtype == PEAT_DTYPE_F32 && k->acc_dtype == PEAT_DTYPE_F32 &&
+                     strncmp(k->name, "gelu_tanh", 9);
         int any = 0;
         for (int f = 0; flows[f]; f++) {
             if (!(peat_flow_op_mask(flows[f]) & (1u << k->op))) continue;
             any = 1;
-            int st = run_peat(NULL, "run --kernel %s --flow %s --iters 6 --calls 8 --out %s/%s-%s", k->name, flows[f],
-                              tmpdir, k->name, flows[f]);
+            int st = run_peat(NULL, "run --kernel %s --flow %s --iters 6 --calls 8 --out %s/%s-%s",
+                              k->name, flows[f], tmpdir, k->name, flows[f]);
             char log[400];
             snprintf(log, sizeof log, "%s/log", tmpdir);
-            cr_assert(exited(st, 0) || exited(st, 1), "%s on %s: exit status %d", k->name, flows[f], st);
-            if (honest) cr_assert(exited(st, 0), "honest fp32 kernel %s fails on %s", k->name, flows[f]);
+            cr_assert(exited(st, 0) || exited(st, 1), "%s on %s: exit status %d", k->name, flows[f],
+                      st);
+            if (honest)
+                cr_assert(exited(st, 0), "honest fp32 kernel %s fails on %s", k->name, flows[f]);
             runs++;
         }
         cr_assert(any, "candidate %s has no flow that calls %s", k->name, peat_op_name(k->op));

@@ -95,7 +95,8 @@ Test(cli, gemm_new_within_bound)
 Test(cli, gemm_bf16_reduced_precision_about_8_bits)
 {
     int rc = peat("run --kernel gemm_bf16 " SMALL " --out %s/b", tmpdir);
-    cr_assert_eq(rc, 0, "declared bf16 is a WARN, not a failure; exit %d\n%s\n%s", rc, out_buf, err_buf);
+    cr_assert_eq(rc, 0, "declared bf16 is a WARN, not a failure; exit %d\n%s\n%s", rc, out_buf,
+                 err_buf);
     char *j = read_json("b");
     cr_assert(strstr(j, "\"class\": \"REDUCED_PRECISION\""), "signature.json:\n%.2000s", j);
     const char *b = strstr(j, "bits=");
@@ -106,7 +107,8 @@ Test(cli, gemm_bf16_reduced_precision_about_8_bits)
 
 Test(cli, plugin_corrupting_one_element_is_out_of_bound)
 {
-    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_corrupt " SMALL " --out %s/c",
+    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_corrupt " SMALL
+                  " --out %s/c",
                   PEAT_TEST_PLUGIN_DIR, tmpdir);
     cr_assert_eq(rc, 1, "a corrupting kernel must fail; exit %d\n%s\n%s", rc, out_buf, err_buf);
     char *j = read_json("c");
@@ -116,7 +118,8 @@ Test(cli, plugin_corrupting_one_element_is_out_of_bound)
 
 Test(cli, crashing_kernel_does_not_take_the_campaign_down)
 {
-    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_crash --iters 4 --calls 3 --out %s/d",
+    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_crash --iters 4 "
+                  "--calls 3 --out %s/d",
                   PEAT_TEST_PLUGIN_DIR, tmpdir);
     cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, out_buf, err_buf);
     /* "crashed with signal 11", or an exit code where a sanitizer catches the fault first */
@@ -127,9 +130,10 @@ Test(cli, crashing_kernel_does_not_take_the_campaign_down)
 
 Test(cli, hanging_kernel_is_killed_at_the_deadline)
 {
-    int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_hang --iters 2 --calls 1 "
-                  "--timeout 0.5 --out %s/h",
-                  PEAT_TEST_PLUGIN_DIR, tmpdir);
+    int rc =
+        peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_hang --iters 2 --calls 1 "
+             "--timeout 0.5 --out %s/h",
+             PEAT_TEST_PLUGIN_DIR, tmpdir);
     cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, out_buf, err_buf);
     cr_assert(strstr(out_buf, "hung"), "stdout:\n%s", out_buf);
 }
@@ -139,21 +143,30 @@ Test(cli, unknown_kernel_lists_available)
     int rc = peat("run --kernel gemm_nwe --out %s/e", tmpdir);
     cr_assert_eq(rc, 2);
     cr_assert_eq(count_lines(err_buf), 1, "one line expected, got:\n%s", err_buf);
-    cr_assert(strstr(err_buf, "unknown kernel 'gemm_nwe'") && strstr(err_buf, "gemm_new"), "%s", err_buf);
+    cr_assert(strstr(err_buf, "unknown kernel 'gemm_nwe'") && strstr(err_buf, "gemm_new"), "%s",
+              err_buf);
 }
 
 Test(cli, malformed_arguments)
 {
-    const char *bad[] = {"run --kernel gemm_new --iters abc", "run --kernel gemm_new --iters -3",
-                         "run --kernel gemm_new --calls", "run --kernel gemm_new --frobnicate",
-                         "run", "frobnicate", "run --kernel gemm_new --flow nosuchflow",
-                         "run --kernel gemm_new --backend quantum", "run --kernel gemm_new --seed 1x",
-                         "run --kernel gemm_new --timeout -1", "help nosuchcommand",
-                         "run --kernel softmax_online --flow mlp", "run --kernel gemm_exact"};
+    const char *bad[] = {"run --kernel gemm_new --iters abc",
+                         "run --kernel gemm_new --iters -3",
+                         "run --kernel gemm_new --calls",
+                         "run --kernel gemm_new --frobnicate",
+                         "run",
+                         "frobnicate",
+                         "run --kernel gemm_new --flow nosuchflow",
+                         "run --kernel gemm_new --backend quantum",
+                         "run --kernel gemm_new --seed 1x",
+                         "run --kernel gemm_new --timeout -1",
+                         "help nosuchcommand",
+                         "run --kernel softmax_online --flow mlp",
+                         "run --kernel gemm_exact"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = peat("%s --out %s/m%zu", bad[i], tmpdir, i);
         cr_assert_eq(rc, 2, "`peat %s` exited %d", bad[i], rc);
-        cr_assert_eq(count_lines(err_buf), 1, "`peat %s`: one line expected, got:\n%s", bad[i], err_buf);
+        cr_assert_eq(count_lines(err_buf), 1, "`peat %s`: one line expected, got:\n%s", bad[i],
+                     err_buf);
         cr_assert(strncmp(err_buf, "peat: error: ", 13) == 0, "%s", err_buf);
     }
 }
@@ -174,7 +187,8 @@ Test(cli, unwritable_output_directory)
 
 Test(cli, finished_campaign_is_never_overwritten)
 {
-    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 2 --out %s/f", tmpdir), 0, "%s", err_buf);
+    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 2 --out %s/f", tmpdir), 0, "%s",
+                 err_buf);
     char p[300];
     snprintf(p, sizeof p, "%s/f/campaign.h5", tmpdir);
     struct stat before, after;
@@ -198,7 +212,8 @@ Test(cli, inspect_refuses_bad_files)
     cr_assert_eq(rc, 2);
     cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
 
-    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 4 --out %s/g", tmpdir), 0, "%s", err_buf);
+    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 4 --out %s/g", tmpdir), 0, "%s",
+                 err_buf);
     char src[300], cut[300], cmd[800];
     snprintf(src, sizeof src, "%s/g/campaign.h5", tmpdir);
     snprintf(cut, sizeof cut, "%s/cut.h5", tmpdir);
@@ -216,7 +231,8 @@ Test(cli, inspect_refuses_bad_files)
 
 Test(cli, bad_plugins_refused)
 {
-    int rc = peat("run --plugin %s/libplugin_bad_abi.so --kernel x --out %s/p", PEAT_TEST_PLUGIN_DIR, tmpdir);
+    int rc = peat("run --plugin %s/libplugin_bad_abi.so --kernel x --out %s/p",
+                  PEAT_TEST_PLUGIN_DIR, tmpdir);
     cr_assert_eq(rc, 2);
     cr_assert(strstr(err_buf, "ABI"), "%s", err_buf);
     cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
@@ -225,7 +241,8 @@ Test(cli, bad_plugins_refused)
 Test(cli, list_and_help)
 {
     cr_assert_eq(peat("list"), 0);
-    cr_assert(strstr(out_buf, "gemm_new") && strstr(out_buf, "gemm_bf16") && strstr(out_buf, "mlp"), "%s", out_buf);
+    cr_assert(strstr(out_buf, "gemm_new") && strstr(out_buf, "gemm_bf16") && strstr(out_buf, "mlp"),
+              "%s", out_buf);
     cr_assert_eq(peat("--help"), 0);
     cr_assert(strstr(out_buf, "usage: peat"));
     cr_assert_eq(peat("help run"), 0);
@@ -239,12 +256,15 @@ Test(cli, config_file_and_overrides)
     char cfg[300];
     snprintf(cfg, sizeof cfg, "%s/peat.ini", tmpdir);
     FILE *f = fopen(cfg, "w");
-    fputs("# campaign settings\n[run]\nkernel = gemm_new\niters = 5\ncalls = 3\n[record]\nrecord-phase = fwd\n", f);
+    fputs("# campaign settings\n[run]\nkernel = gemm_new\niters = 5\ncalls = "
+          "3\n[record]\nrecord-phase = fwd\n",
+          f);
     fclose(f);
     int rc = peat("run --config %s --calls 4 --out %s/cfg", cfg, tmpdir);
     cr_assert_eq(rc, 0, "exit %d: %s", rc, err_buf);
     char *j = read_json("cfg");
-    cr_assert(strstr(j, "\"records\": 4"), "--calls on the command line must override the file:\n%.600s", j);
+    cr_assert(strstr(j, "\"records\": 4"),
+              "--calls on the command line must override the file:\n%.600s", j);
     f = fopen(cfg, "w");
     fputs("kernel gemm_new\n", f);
     fclose(f);

@@ -10,8 +10,10 @@
 #include <math.h>
 #include <string.h>
 
-
-static void init(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "%s", peat_error_last()); }
+static void init(void)
+{
+    cr_assert_eq(peat_registry_init(), PEAT_OK, "%s", peat_error_last());
+}
 
 /* ---- dtypes ---- */
 
@@ -37,7 +39,8 @@ Test(dtype, bf16_known_patterns)
     /* subnormal float: bf16 keeps fp32's exponent range */
     cr_assert_eq(peat_f32_to_bf16(peat_f32_from_bits(0x00010000)), 0x0001);
     cr_assert_eq(peat_f32_bits(peat_bf16_to_f32(0x3f80)), 0x3f800000u);
-    cr_assert_eq(peat_f32_to_bf16_rtz(peat_f32_from_bits(0x3f81ffff)), 0x3f81, "RTZ must drop the bits");
+    cr_assert_eq(peat_f32_to_bf16_rtz(peat_f32_from_bits(0x3f81ffff)), 0x3f81,
+                 "RTZ must drop the bits");
 }
 
 Test(dtype, f16_known_patterns)
@@ -51,7 +54,8 @@ Test(dtype, f16_known_patterns)
     cr_assert_eq(peat_f32_to_f16(INFINITY), 0x7c00);
     cr_assert_eq(peat_f32_to_f16(ldexpf(1.0f, -14)), 0x0400, "min normal");
     cr_assert_eq(peat_f32_to_f16(ldexpf(1.0f, -24)), 0x0001, "min subnormal");
-    cr_assert_eq(peat_f32_to_f16(ldexpf(1.0f, -25)), 0x0000, "half of min subnormal ties to even 0");
+    cr_assert_eq(peat_f32_to_f16(ldexpf(1.0f, -25)), 0x0000,
+                 "half of min subnormal ties to even 0");
     cr_assert_eq(peat_f32_to_f16(ldexpf(1.5f, -25)), 0x0001, "above half rounds up");
     cr_assert_eq(peat_f32_to_f16(ldexpf(3.0f, -25)), 0x0002, "1.5 ulp ties to even 2");
     /* 1 + 2^-11 is halfway between 1 and 1+2^-10: ties to even */
@@ -120,8 +124,8 @@ typedef struct {
     peat_op_params p;
 } gemm_case;
 
-static gemm_case make_gemm(int tA, int tB, int64_t M, int64_t N, int64_t K, double alpha, double beta,
-                           uint64_t seed)
+static gemm_case make_gemm(int tA, int tB, int64_t M, int64_t N, int64_t K, double alpha,
+                           double beta, uint64_t seed)
 {
     gemm_case g;
     memset(&g, 0, sizeof g);
@@ -149,7 +153,9 @@ static peat_tensor *run_gemm(const char *kernel, gemm_case *g)
     cr_assert_not_null(k, "kernel %s not registered", kernel);
     const peat_tensor *in[3] = {g->A, g->B, g->C};
     peat_args a = peat_args_make(PEAT_OP_GEMM, &g->p, g->p.f[1] != 0 ? 3 : 2, in, 0, NULL);
-    cr_assert_eq(peat_op_alloc_outputs(&a, k->role == PEAT_ROLE_EXACT ? PEAT_DTYPE_F64 : PEAT_DTYPE_F32), PEAT_OK);
+    cr_assert_eq(
+        peat_op_alloc_outputs(&a, k->role == PEAT_ROLE_EXACT ? PEAT_DTYPE_F64 : PEAT_DTYPE_F32),
+        PEAT_OK);
     cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s: %s", kernel, peat_error_last());
     return a.out[0];
 }
@@ -164,7 +170,8 @@ Test(gemm, exact_hand_computed, .init = init)
     peat_tensor_wrap(PEAT_DTYPE_F32, 2, s, a, &g.A);
     peat_tensor_wrap(PEAT_DTYPE_F32, 2, s, b, &g.B);
     peat_tensor_wrap(PEAT_DTYPE_F32, 2, s, c, &g.C);
-    g.p.i[0] = 1, g.p.i[2] = 2, g.p.i[3] = 2, g.p.i[4] = 2, g.p.i[5] = 1, g.p.f[0] = 2, g.p.f[1] = -1;
+    g.p.i[0] = 1, g.p.i[2] = 2, g.p.i[3] = 2, g.p.i[4] = 2, g.p.i[5] = 1, g.p.f[0] = 2,
+    g.p.f[1] = -1;
     /* AB = [19 22; 43 50] -> 2AB - C = [37 43; 85 99] */
     const double want[] = {37, 43, 85, 99};
     const char *ks[] = {"gemm_exact", "gemm_golden", "gemm_new", "gemm_bf16"};
@@ -179,7 +186,8 @@ Test(gemm, exact_hand_computed, .init = init)
 }
 
 /* max_i |x_i - exact_i| / (gamma_K u mag_i) */
-static double max_bound_ratio(const peat_tensor *x, const peat_tensor *ex, gemm_case *g, int64_t K, double u)
+static double max_bound_ratio(const peat_tensor *x, const peat_tensor *ex, gemm_case *g, int64_t K,
+                              double u)
 {
     int64_t n = peat_tensor_numel(ex);
     double *mag = malloc((size_t)n * sizeof *mag);
@@ -200,8 +208,8 @@ Test(gemm, fp32_kernels_within_bound_all_transposes, .init = init)
     const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 65, 129}, {64, 64, 300}, {5, 200, 17}};
     for (int s = 0; s < 5; s++)
         for (int t = 0; t < 4; t++) {
-            gemm_case g = make_gemm(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 0.75, t == 3 ? 0.5 : 0.0,
-                                    100 + s * 4 + t);
+            gemm_case g = make_gemm(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], 0.75,
+                                    t == 3 ? 0.5 : 0.0, 100 + s * 4 + t);
             peat_tensor *ex = run_gemm("gemm_exact", &g), *go = run_gemm("gemm_golden", &g),
                         *nw = run_gemm("gemm_new", &g);
             int64_t K = shapes[s][2] + (t == 3);
@@ -221,7 +229,8 @@ Test(gemm, gemm_new_is_not_the_golden, .init = init)
     peat_tensor *go = run_gemm("gemm_golden", &g), *nw = run_gemm("gemm_new", &g);
     int diff = 0;
     for (int64_t i = 0; i < 256; i++) diff += peat_tensor_get(go, i) != peat_tensor_get(nw, i);
-    cr_assert(diff > 10, "gemm_new matches gemm_golden bit for bit on %d of 256 elements", 256 - diff);
+    cr_assert(diff > 10, "gemm_new matches gemm_golden bit for bit on %d of 256 elements",
+              256 - diff);
     peat_tensor_free(go), peat_tensor_free(nw);
     free_gemm(&g);
 }
@@ -249,7 +258,8 @@ Test(ops, bad_shapes_refused, .init = init)
     cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
     a.p.i[4] = 5; /* K no longer matches A and B */
     cr_assert_eq(peat_kernel_run(k, &a), PEAT_ERR_SHAPE);
-    cr_assert(strstr(peat_error_last(), "A has 16 elements, expected 20") != NULL, "message: %s", peat_error_last());
+    cr_assert(strstr(peat_error_last(), "A has 16 elements, expected 20") != NULL, "message: %s",
+              peat_error_last());
     a.p.i[4] = 4;
     a.p.f[1] = 1.0; /* beta without C */
     cr_assert_eq(peat_kernel_run(k, &a), PEAT_ERR_SHAPE);
@@ -257,7 +267,8 @@ Test(ops, bad_shapes_refused, .init = init)
     a.p.i[2] = -3;
     cr_assert_eq(peat_kernel_run(k, &a), PEAT_ERR_SHAPE);
     a.p.i[2] = 4;
-    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &a), PEAT_ERR_INVAL, "exact needs f64 outputs");
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &a), PEAT_ERR_INVAL,
+                 "exact needs f64 outputs");
     peat_args_free_outputs(&a);
     free_gemm(&g);
     peat_op_kind op;
@@ -273,12 +284,13 @@ Test(registry, duplicates_and_roles, .init = init)
     const peat_kernel *g = peat_registry_find("gemm_golden");
     cr_assert_not_null(g);
     cr_assert_eq(peat_registry_add(g), PEAT_ERR_INVAL, "a name registered twice must be refused");
-    cr_assert_eq(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_EXACT, "cpu"), peat_registry_find("gemm_exact"));
+    cr_assert_eq(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_EXACT, "cpu"),
+                 peat_registry_find("gemm_exact"));
     for (int op = 0; op < PEAT_OP_COUNT; op++) {
-        cr_assert_not_null(peat_registry_role((peat_op_kind)op, PEAT_ROLE_EXACT, "cpu"), "no exact kernel for %s",
-                           peat_op_name((peat_op_kind)op));
-        cr_assert_not_null(peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu"), "no golden kernel for %s",
-                           peat_op_name((peat_op_kind)op));
+        cr_assert_not_null(peat_registry_role((peat_op_kind)op, PEAT_ROLE_EXACT, "cpu"),
+                           "no exact kernel for %s", peat_op_name((peat_op_kind)op));
+        cr_assert_not_null(peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu"),
+                           "no golden kernel for %s", peat_op_name((peat_op_kind)op));
     }
     cr_assert_eq(peat_registry_init(), PEAT_OK, "init is idempotent");
 }
@@ -288,12 +300,14 @@ typedef struct {
     int64_t last_index;
 } hook_count;
 
-static peat_status counting_hook(void *u, const peat_kernel *k, const peat_args *a, const peat_call_info *info,
-                                 int after)
+static peat_status counting_hook(void *u, const peat_kernel *k, const peat_args *a,
+                                 const peat_call_info *info, int after)
 {
     hook_count *h = u;
-    if (after) h->after++;
-    else h->before++;
+    if (after)
+        h->after++;
+    else
+        h->before++;
     h->last_index = info->call_index;
     return PEAT_OK;
 }
@@ -314,8 +328,10 @@ Test(exec, hooks_and_kernel_swap, .init = init)
     cr_assert_eq(peat_exec_set_kernel(ex, PEAT_OP_GEMM, peat_registry_find("gemm_bf16")), PEAT_OK);
     cr_assert_eq(peat_exec_op(ex, "l0", PEAT_PHASE_FWD, &a), PEAT_OK);
     cr_assert_neq(peat_f32(a.out[0])[0], first, "swapped kernel must change the result");
-    cr_assert_eq(peat_exec_set_kernel(ex, PEAT_OP_GEMM, peat_registry_find("gemm_exact")), PEAT_ERR_INVAL);
-    cr_assert_eq(peat_exec_set_kernel(ex, PEAT_OP_SOFTMAX, peat_registry_find("gemm_new")), PEAT_ERR_INVAL);
+    cr_assert_eq(peat_exec_set_kernel(ex, PEAT_OP_GEMM, peat_registry_find("gemm_exact")),
+                 PEAT_ERR_INVAL);
+    cr_assert_eq(peat_exec_set_kernel(ex, PEAT_OP_SOFTMAX, peat_registry_find("gemm_new")),
+                 PEAT_ERR_INVAL);
     cr_assert_eq(h.before, 2);
     cr_assert_eq(h.after, 2);
     cr_assert_eq(h.last_index, 1);
@@ -365,15 +381,15 @@ Test(profiler, sampling_policy_and_exact, .init = init)
 Test(plugin, load_and_abi_checks, .init = init)
 {
     int n = 0;
-    cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_test_gemms.so", &n), PEAT_OK, "%s",
-                 peat_error_last());
+    cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_test_gemms.so", &n), PEAT_OK,
+                 "%s", peat_error_last());
     cr_assert_eq(n, 3);
     const peat_kernel *k = peat_registry_find("test_gemm_corrupt");
     cr_assert_not_null(k);
     cr_assert_eq(k->role, PEAT_ROLE_CANDIDATE);
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_bad_abi.so", &n), PEAT_ERR_ABI);
-    cr_assert(strstr(peat_error_last(), "ABI 42") && strstr(peat_error_last(), "ABI 1"), "message: %s",
-              peat_error_last());
+    cr_assert(strstr(peat_error_last(), "ABI 42") && strstr(peat_error_last(), "ABI 1"),
+              "message: %s", peat_error_last());
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_not_peat.so", &n), PEAT_ERR_ABI);
     cr_assert(strstr(peat_error_last(), "not a PEAT plugin"), "message: %s", peat_error_last());
     cr_assert_eq(peat_plugin_load("/nonexistent/libx.so", &n), PEAT_ERR_IO);

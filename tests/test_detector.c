@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void setup(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last()); }
+static void setup(void)
+{
+    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
 
 TestSuite(detector, .init = setup);
 
@@ -59,7 +62,8 @@ static call call_new(shape s, uint64_t seed, data_kind kind)
     const peat_tensor *in[2] = {c.A, c.B};
     peat_tensor *oe[1] = {c.E}, *od[1] = {c.D};
     peat_args ae = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, oe);
-    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &ae), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &ae), PEAT_OK, "%s",
+                 peat_error_last());
     c.mag = malloc(sizeof(double) * (size_t)(s.M * s.N));
     cr_assert_not_null(c.mag);
     cr_assert_eq(peat_golden_magnitude(&ae, 0, c.E, c.mag), PEAT_OK, "%s", peat_error_last());
@@ -82,17 +86,19 @@ static void run_cand(call *c, const peat_kernel *k, const peat_inject_model_t *m
 
 /* Signature of the candidate on c, with a repeat run as a runner would do it: a new seed for
  * transient models, the same seed (the same simulated kernel) otherwise. */
-static peat_signature cand_sig(call *c, const peat_kernel *k, const peat_inject_model_t *m, uint64_t seed)
+static peat_signature cand_sig(call *c, const peat_kernel *k, const peat_inject_model_t *m,
+                               uint64_t seed)
 {
     peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc(k->name, PEAT_OP_GEMM);
     cr_assert_not_null(acc);
-    run_cand(c, k, m, m && peat_inject_model_transient(m) ? peat_seed_derive(seed, "repeat") : seed);
+    run_cand(c, k, m,
+             m && peat_inject_model_transient(m) ? peat_seed_derive(seed, "repeat") : seed);
     peat_tensor *first;
     cr_assert_eq(peat_tensor_clone(c->D, &first), PEAT_OK);
     run_cand(c, k, m, seed);
     peat_analyzer_acc_add_repeat(acc, first, c->D);
-    cr_assert_eq(peat_analyzer_acc_add(acc, c->D, c->E, c->mag, c->s.K, c->s.M, c->s.N), PEAT_OK, "%s",
-                 peat_error_last());
+    cr_assert_eq(peat_analyzer_acc_add(acc, c->D, c->E, c->mag, c->s.K, c->s.M, c->s.N), PEAT_OK,
+                 "%s", peat_error_last());
     peat_signature s;
     cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
     peat_analyzer_acc_free(acc);
@@ -108,12 +114,13 @@ static const peat_kernel *kern(const char *name)
 }
 
 /* Findings for the candidate (kernel name, or spec on the golden GEMM) on one call. */
-static int detect(call *c, const char *kernel, const char *spec, uint64_t seed, const peat_detector_ctx *ctx,
-                  peat_finding *f, int max)
+static int detect(call *c, const char *kernel, const char *spec, uint64_t seed,
+                  const peat_detector_ctx *ctx, peat_finding *f, int max)
 {
     peat_signature g = cand_sig(c, kern("gemm_golden"), NULL, seed);
     peat_inject_model_t *m = NULL;
-    if (spec) cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "%s: %s", spec, peat_error_last());
+    if (spec)
+        cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "%s: %s", spec, peat_error_last());
     peat_signature s = cand_sig(c, kern(kernel ? kernel : "gemm_golden"), m, seed);
     peat_inject_model_free(m);
     int n = peat_detector_run(&s, &g, ctx, f, max);
@@ -152,7 +159,8 @@ Test(detector, golden_against_itself_is_bit_exact)
 
 Test(detector, honest_reorders_and_blocking_are_within_bound)
 {
-    static const char *specs[] = {"reorder", "reorder(order=pairwise)", "reorder(order=split,split=5)", NULL};
+    static const char *specs[] = {"reorder", "reorder(order=pairwise)",
+                                  "reorder(order=split,split=5)", NULL};
     for (size_t si = 0; si < 3; si++)
         for (size_t ki = 0; ki < 2; ki++) {
             call c = call_new(SHAPES[si], SEEDS[ki], DATA_NORMAL);
@@ -160,10 +168,12 @@ Test(detector, honest_reorders_and_blocking_are_within_bound)
                 peat_finding f[4];
                 const char *spec = specs[m], *kernel = spec ? NULL : "gemm_new";
                 int n = detect(&c, kernel, spec, SEEDS[ki] + 7, NULL, f, 4);
-                if (f[0].cls != PEAT_FIND_WITHIN_BOUND && f[0].cls != PEAT_FIND_BIT_EXACT) show(spec ? spec : kernel, f, n);
+                if (f[0].cls != PEAT_FIND_WITHIN_BOUND && f[0].cls != PEAT_FIND_BIT_EXACT)
+                    show(spec ? spec : kernel, f, n);
                 cr_assert_eq(n, 1, "%s: one finding", spec ? spec : kernel);
                 cr_assert(f[0].cls == PEAT_FIND_WITHIN_BOUND || f[0].cls == PEAT_FIND_BIT_EXACT,
-                          "%s on %dx%dx%d: %s", spec ? spec : kernel, c.s.M, c.s.N, c.s.K, peat_finding_name(f[0].cls));
+                          "%s on %dx%dx%d: %s", spec ? spec : kernel, c.s.M, c.s.N, c.s.K,
+                          peat_finding_name(f[0].cls));
                 cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_PASS);
             }
             call_free(&c);
@@ -178,27 +188,31 @@ Test(detector, within_bound_evidence_carries_the_numbers)
     cr_assert_eq(f[0].cls, PEAT_FIND_WITHIN_BOUND);
     cr_assert_geq(f[0].n_evidence, 1);
     double a, b;
-    cr_assert_eq(sscanf(f[0].evidence[0], "max error %lf x the fp32 bound; candidate rms error %lfx golden's", &a, &b), 2,
-                 "evidence: %s", f[0].evidence[0]);
+    cr_assert_eq(sscanf(f[0].evidence[0],
+                        "max error %lf x the fp32 bound; candidate rms error %lfx golden's", &a,
+                        &b),
+                 2, "evidence: %s", f[0].evidence[0]);
     cr_assert(a >= 0.0 && a <= 1.0, "max error %g x bound", a);
     cr_assert(b > 0.3 && b < 3.0, "rms ratio %g", b);
     (void)n;
     call_free(&c);
 }
 
-/* ---- every rule fires on its model ------------------------------------------------------------ */
+/* ---- every rule fires on its model ------------------------------------------------------------
+ */
 
 typedef struct expect {
-    const char *model;   /* catalogue name */
-    const char *spec;    /* what is injected */
+    const char *model; /* catalogue name */
+    const char *spec;  /* what is injected */
     data_kind data;
     peat_finding_class cls;
-    const char *param;   /* substring of the finding's params, or NULL */
+    const char *param; /* substring of the finding's params, or NULL */
 } expect;
 
 static const expect EXPECT[] = {
     {"reorder", "reorder(order=reverse)", DATA_NORMAL, PEAT_FIND_WITHIN_BOUND, NULL},
-    {"precision", "precision(fmt=bf16,where=inputs)", DATA_NORMAL, PEAT_FIND_REDUCED_PRECISION, "bits=7"},
+    {"precision", "precision(fmt=bf16,where=inputs)", DATA_NORMAL, PEAT_FIND_REDUCED_PRECISION,
+     "bits=7"},
     {"truncate", "truncate", DATA_NORMAL, PEAT_FIND_TRUNCATION, NULL},
     {"ftz", "ftz", DATA_SUBNORMAL, PEAT_FIND_FTZ, NULL},
     {"range", "range(fmt=fp16)", DATA_LARGE, PEAT_FIND_RANGE, "fmt=fp16"},
@@ -209,7 +223,8 @@ static const expect EXPECT[] = {
     {"nan", "nan(count=4)", DATA_NORMAL, PEAT_FIND_NAN, "nan=4"},
     {"noise", "noise(sigma=3e-5)", DATA_NORMAL, PEAT_FIND_NOISE, NULL},
     {"approx", "approx(fn=smooth,amp=3e-4)", DATA_NORMAL, PEAT_FIND_APPROX, NULL},
-    {"nondeterministic", "nondeterministic(split=6)", DATA_NORMAL, PEAT_FIND_NONDETERMINISTIC, NULL},
+    {"nondeterministic", "nondeterministic(split=6)", DATA_NORMAL, PEAT_FIND_NONDETERMINISTIC,
+     NULL},
 };
 #define N_EXPECT ((int)(sizeof EXPECT / sizeof EXPECT[0]))
 
@@ -223,11 +238,12 @@ Test(detector, each_rule_fires_on_its_model)
         cr_assert_eq(f[0].cls, EXPECT[e].cls, "%s: primary finding %s, expected %s", EXPECT[e].spec,
                      peat_finding_name(f[0].cls), peat_finding_name(EXPECT[e].cls));
         if (EXPECT[e].param)
-            cr_assert(strstr(f[0].params, EXPECT[e].param) != NULL, "%s: params '%s' lack '%s'", EXPECT[e].spec,
-                      f[0].params, EXPECT[e].param);
+            cr_assert(strstr(f[0].params, EXPECT[e].param) != NULL, "%s: params '%s' lack '%s'",
+                      EXPECT[e].spec, f[0].params, EXPECT[e].param);
         cr_assert_geq(f[0].n_evidence, 1, "%s: evidence", EXPECT[e].spec);
         /* the evidence quotes numbers */
-        cr_assert(strpbrk(f[0].evidence[0], "0123456789") != NULL, "%s: %s", EXPECT[e].spec, f[0].evidence[0]);
+        cr_assert(strpbrk(f[0].evidence[0], "0123456789") != NULL, "%s: %s", EXPECT[e].spec,
+                  f[0].evidence[0]);
         /* transient faults land elsewhere on a repeat: nondeterminism is reported besides */
         peat_inject_model_t *m;
         cr_assert_eq(peat_inject_model_parse(EXPECT[e].spec, &m), PEAT_OK);
@@ -252,14 +268,17 @@ Test(detector, single_corrupted_element_is_caught)
     peat_analyzer_acc_free(acc);
     peat_finding f[4];
     int n = peat_detector_run(&s, &g, NULL, f, 4);
-    cr_assert(f[0].cls == PEAT_FIND_OUT_OF_BOUND || f[0].cls == PEAT_FIND_BITFLIP, "got %s", peat_finding_name(f[0].cls));
+    cr_assert(f[0].cls == PEAT_FIND_OUT_OF_BOUND || f[0].cls == PEAT_FIND_BITFLIP, "got %s",
+              peat_finding_name(f[0].cls));
     cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL);
-    cr_assert(strstr(f[0].evidence[0], "1 ") == f[0].evidence[0] || strstr(f[0].evidence[0], " 1 ") != NULL,
+    cr_assert(strstr(f[0].evidence[0], "1 ") == f[0].evidence[0] ||
+                  strstr(f[0].evidence[0], " 1 ") != NULL,
               "evidence counts the one element: %s", f[0].evidence[0]);
     call_free(&c);
 }
 
-/* ---- acceptance: declared precision ------------------------------------------------------------ */
+/* ---- acceptance: declared precision ------------------------------------------------------------
+ */
 
 Test(detector, declared_reduced_precision_warns_undeclared_fails)
 {
@@ -273,16 +292,19 @@ Test(detector, declared_reduced_precision_warns_undeclared_fails)
         peat_detector_ctx ctx = peat_detector_ctx_from_kernel(k);
         peat_finding f[4], u[4];
         int n = detect(&c, lowp[i].kernel, NULL, 9, &ctx, f, 4);
-        cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "%s: %s", lowp[i].kernel, peat_finding_name(f[0].cls));
+        cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "%s: %s", lowp[i].kernel,
+                     peat_finding_name(f[0].cls));
         double bits;
         cr_assert_eq(sscanf(f[0].params, "bits=%lf", &bits), 1, "params %s", f[0].params);
         cr_assert(fabs(bits - lowp[i].bits) <= 1.0, "%s reads %.1f bits", lowp[i].kernel, bits);
-        cr_assert_eq(f[0].accept, PEAT_ACCEPT_WARN, "declared %s: WARN", peat_dtype_name(k->in_dtype));
+        cr_assert_eq(f[0].accept, PEAT_ACCEPT_WARN, "declared %s: WARN",
+                     peat_dtype_name(k->in_dtype));
         cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_WARN);
         /* the same kernel claiming fp32 throughout */
         int m = detect(&c, lowp[i].kernel, NULL, 9, NULL, u, 4);
         cr_assert_eq(u[0].cls, PEAT_FIND_REDUCED_PRECISION);
-        cr_assert_eq(peat_detector_verdict(u, m), PEAT_ACCEPT_FAIL, "undeclared precision loss fails");
+        cr_assert_eq(peat_detector_verdict(u, m), PEAT_ACCEPT_FAIL,
+                     "undeclared precision loss fails");
         call_free(&c);
     }
 }
@@ -321,27 +343,30 @@ Test(detector, fp16_input_underflow_is_named)
         ctx.in_frac_below_normal = frac_below_fp16_normal(&c);
         ctx.in_frac_above_max = 0.0;
         double na = (double)peat_tensor_numel(c.A), nb = (double)peat_tensor_numel(c.B);
-        cr_assert(ctx.in_frac_below_normal > 0.99 * na / (na + nb), "every value of A is tiny, measured %.3f",
-                  ctx.in_frac_below_normal);
+        cr_assert(ctx.in_frac_below_normal > 0.99 * na / (na + nb),
+                  "every value of A is tiny, measured %.3f", ctx.in_frac_below_normal);
         peat_finding f[4];
         int n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
         show("fp16 underflow", f, n);
         cr_assert(has_class(f, n, PEAT_FIND_RANGE), "fp16 input underflow must be named RANGE");
         for (int k = 0; k < n; k++)
-            if (f[k].cls == PEAT_FIND_RANGE) cr_assert(strstr(f[k].params, "underflow"), "params: %s", f[k].params);
+            if (f[k].cls == PEAT_FIND_RANGE)
+                cr_assert(strstr(f[k].params, "underflow"), "params: %s", f[k].params);
         cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL);
         call_free(&c);
         /* the same kernel on in-range inputs: its declared precision, a warning */
         c = call_new(SHAPES[i], SEEDS[i], DATA_NORMAL);
         ctx.in_frac_below_normal = frac_below_fp16_normal(&c);
         n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
-        cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "in-range fp16 inputs: %s", peat_finding_name(f[0].cls));
+        cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "in-range fp16 inputs: %s",
+                     peat_finding_name(f[0].cls));
         cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_WARN);
         call_free(&c);
     }
 }
 
-/* ---- gelu_tanh: a small smooth input-dependent deviation ---------------------------------------- */
+/* ---- gelu_tanh: a small smooth input-dependent deviation ----------------------------------------
+ */
 
 static void gelu_case(peat_op_kind op, const char *cand, uint64_t seed, double sd)
 {
@@ -361,8 +386,10 @@ static void gelu_case(peat_op_kind op, const char *cand, uint64_t seed, double s
     const peat_tensor *in[2] = {X, dY};
     int nin = op == PEAT_OP_GELU ? 1 : 2;
     peat_tensor *oy[1] = {Y}, *oe[1] = {E};
-    peat_args a = peat_args_make(op, &p, nin, in, 1, oy), ae = peat_args_make(op, &p, nin, in, 1, oe);
-    const peat_kernel *ek = peat_registry_role(op, PEAT_ROLE_EXACT, "cpu"), *gk = peat_registry_role(op, PEAT_ROLE_GOLDEN, "cpu");
+    peat_args a = peat_args_make(op, &p, nin, in, 1, oy),
+              ae = peat_args_make(op, &p, nin, in, 1, oe);
+    const peat_kernel *ek = peat_registry_role(op, PEAT_ROLE_EXACT, "cpu"),
+                      *gk = peat_registry_role(op, PEAT_ROLE_GOLDEN, "cpu");
     cr_assert(ek && gk, "exact and golden %s registered", peat_op_name(op));
     cr_assert_eq(peat_kernel_run(ek, &ae), PEAT_OK, "%s", peat_error_last());
     double *mag = malloc(sizeof(double) * (size_t)n);
@@ -384,9 +411,10 @@ static void gelu_case(peat_op_kind op, const char *cand, uint64_t seed, double s
     int nf = peat_detector_run(&sc, &sg, &ctx, f, 4);
     if (f[0].cls != PEAT_FIND_APPROX) show(cand, f, nf);
     cr_assert_eq(f[0].cls, PEAT_FIND_APPROX, "%s: %s", cand, peat_finding_name(f[0].cls));
-    cr_assert_eq(peat_detector_verdict(f, nf), PEAT_ACCEPT_WARN, "%s: small approximation warns", cand);
-    cr_assert(strstr(f[0].evidence[0], "small smooth input-dependent deviation, not a bug") != NULL, "%s",
-              f[0].evidence[0]);
+    cr_assert_eq(peat_detector_verdict(f, nf), PEAT_ACCEPT_WARN, "%s: small approximation warns",
+                 cand);
+    cr_assert(strstr(f[0].evidence[0], "small smooth input-dependent deviation, not a bug") != NULL,
+              "%s", f[0].evidence[0]);
     free(mag);
     peat_tensor_free(X), peat_tensor_free(dY), peat_tensor_free(Y), peat_tensor_free(E);
 }
@@ -398,7 +426,8 @@ Test(detector, gelu_tanh_is_a_small_smooth_deviation)
     gelu_case(PEAT_OP_GELU_BWD, "gelu_tanh_bwd", 2718, 1.5);
 }
 
-/* ---- the confusion matrix over the catalogue ---------------------------------------------------- */
+/* ---- the confusion matrix over the catalogue ----------------------------------------------------
+ */
 
 Test(detector, confusion_matrix_over_the_catalogue)
 {
@@ -431,11 +460,14 @@ Test(detector, confusion_matrix_over_the_catalogue)
     /* the matrix: rows = injected model, columns = primary finding */
     char line[512];
     int len = snprintf(line, sizeof line, "%-17s", "injected\\found");
-    for (int k = 0; k < PEAT_FIND_COUNT; k++) len += snprintf(line + len, sizeof line - (size_t)len, " %4.4s", peat_finding_name((peat_finding_class)k));
+    for (int k = 0; k < PEAT_FIND_COUNT; k++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " %4.4s",
+                        peat_finding_name((peat_finding_class)k));
     cr_log_info("%s", line);
     for (int e = 0; e < N_EXPECT; e++) {
         len = snprintf(line, sizeof line, "%-17s", EXPECT[e].model);
-        for (int k = 0; k < PEAT_FIND_COUNT; k++) len += snprintf(line + len, sizeof line - (size_t)len, " %4d", counts[e][k]);
+        for (int k = 0; k < PEAT_FIND_COUNT; k++)
+            len += snprintf(line + len, sizeof line - (size_t)len, " %4d", counts[e][k]);
         cr_log_info("%s", line);
     }
     cr_log_info("diagonal %d of %d", diag, trials);
@@ -445,17 +477,20 @@ Test(detector, confusion_matrix_over_the_catalogue)
     cr_assert_geq(diag * 100, 95 * trials, "diagonal %d of %d", diag, trials);
 }
 
-/* ---- plumbing ---------------------------------------------------------------------------------- */
+/* ---- plumbing ----------------------------------------------------------------------------------
+ */
 
 Test(detector, names_verdict_and_empty_signatures)
 {
     for (int i = 0; i < PEAT_FIND_COUNT; i++) {
         cr_assert_str_neq(peat_finding_name((peat_finding_class)i), "?");
         for (int j = 0; j < i; j++)
-            cr_assert_str_neq(peat_finding_name((peat_finding_class)i), peat_finding_name((peat_finding_class)j));
+            cr_assert_str_neq(peat_finding_name((peat_finding_class)i),
+                              peat_finding_name((peat_finding_class)j));
     }
     cr_assert_str_eq(peat_acceptance_name(PEAT_ACCEPT_WARN), "WARN");
-    peat_finding f[3] = {{.accept = PEAT_ACCEPT_PASS}, {.accept = PEAT_ACCEPT_FAIL}, {.accept = PEAT_ACCEPT_WARN}};
+    peat_finding f[3] = {
+        {.accept = PEAT_ACCEPT_PASS}, {.accept = PEAT_ACCEPT_FAIL}, {.accept = PEAT_ACCEPT_WARN}};
     cr_assert_eq(peat_detector_verdict(f, 3), PEAT_ACCEPT_FAIL);
     cr_assert_eq(peat_detector_verdict(f, 1), PEAT_ACCEPT_PASS);
     cr_assert_eq(peat_detector_verdict(f, 0), PEAT_ACCEPT_PASS);

@@ -11,7 +11,10 @@
 
 /* fp32 unit roundoff and the classic gamma_K = K u / (1 - K u) */
 #define U32 (1.0 / 16777216.0)
-static double gamma_k(int64_t K) { return (double)K * U32 / (1.0 - (double)K * U32); }
+static double gamma_k(int64_t K)
+{
+    return (double)K * U32 / (1.0 - (double)K * U32);
+}
 
 static void setup(void)
 {
@@ -27,14 +30,16 @@ TestSuite(golden, .init = setup);
 static peat_tensor *tf(int64_t n, const float *v)
 {
     peat_tensor *t = NULL;
-    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &t), PEAT_OK, "alloc f32[%lld]", (long long)n);
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &t), PEAT_OK, "alloc f32[%lld]",
+                 (long long)n);
     if (v) memcpy(t->data, v, (size_t)n * sizeof(float));
     return t;
 }
 static peat_tensor *ti(int64_t n, const int32_t *v)
 {
     peat_tensor *t = NULL;
-    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_I32, n, &t), PEAT_OK, "alloc i32[%lld]", (long long)n);
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_I32, n, &t), PEAT_OK, "alloc i32[%lld]",
+                 (long long)n);
     memcpy(t->data, v, (size_t)n * sizeof(int32_t));
     return t;
 }
@@ -113,7 +118,8 @@ Test(golden, every_op_has_exact_and_golden)
     char name[64];
     for (int op = 0; op < PEAT_OP_COUNT; op++) {
         for (int r = 0; r < 2; r++) {
-            snprintf(name, sizeof name, "%s_%s", peat_op_name((peat_op_kind)op), r ? "golden" : "exact");
+            snprintf(name, sizeof name, "%s_%s", peat_op_name((peat_op_kind)op),
+                     r ? "golden" : "exact");
             const peat_kernel *k = peat_registry_find(name);
             cr_assert_not_null(k, "no kernel '%s'", name);
             cr_assert_eq(k->op, (peat_op_kind)op, "%s implements %s", name, peat_op_name(k->op));
@@ -123,7 +129,8 @@ Test(golden, every_op_has_exact_and_golden)
                          peat_dtype_name(k->out_dtype));
             cr_assert_eq(k->acc_dtype, r ? PEAT_DTYPE_F32 : PEAT_DTYPE_F64, "%s acc dtype %s", name,
                          peat_dtype_name(k->acc_dtype));
-            cr_assert_eq(k->in_dtype, PEAT_DTYPE_F32, "%s in dtype %s", name, peat_dtype_name(k->in_dtype));
+            cr_assert_eq(k->in_dtype, PEAT_DTYPE_F32, "%s in dtype %s", name,
+                         peat_dtype_name(k->in_dtype));
             cr_assert_str_eq(k->backend, "cpu", "%s backend", name);
             cr_assert(k->desc && k->desc[0], "%s has no description", name);
         }
@@ -215,7 +222,8 @@ Test(golden, hand_layernorm)
     peat_tensor *in[3] = {tf(4, (float[]){1, 2, 3, 4}), tf(4, (float[]){1, 1, 2, 0.5f}),
                           tf(4, (float[]){0, 0, 1, 0})};
     hand(PEAT_OP_LAYERNORM, &p, 3, in, 0,
-         (double[]){-1.3416354199689269, -0.447211806656309, 1.894423613312618, 0.6708177099844634}, 4);
+         (double[]){-1.3416354199689269, -0.447211806656309, 1.894423613312618, 0.6708177099844634},
+         4);
     hand(PEAT_OP_LAYERNORM, &p, 3, in, 1, (double[]){2.5}, 1);
     hand(PEAT_OP_LAYERNORM, &p, 3, in, 2, (double[]){0.894423613312618}, 1);
     free_all(3, in);
@@ -256,9 +264,12 @@ Test(golden, hand_attention_bwd)
     /* Same head, causal, dO = [1, 0]: only query 0 carries gradient and it attends to key 0 alone
      * with P = exp(0 - L0) = 1: dV = P^T dO = [1, 0]; dP_00 = dO0 V0 = 2, Dl_0 = dO0 O0 = 2, so
      * dS = 0 and dQ = dK = 0. */
-    peat_tensor *in[6] = {tf(2, (float[]){1, 1}), tf(2, (float[]){0, 1}), tf(2, (float[]){2, 4}),
+    peat_tensor *in[6] = {tf(2, (float[]){1, 1}),
+                          tf(2, (float[]){0, 1}),
+                          tf(2, (float[]){2, 4}),
                           tf(2, (float[]){2, 3.4621171572600096f}),
-                          tf(2, (float[]){0, 1.3132616875182228f}), tf(2, (float[]){1, 0})};
+                          tf(2, (float[]){0, 1.3132616875182228f}),
+                          tf(2, (float[]){1, 0})};
     peat_op_params p = {.i = {1, 1, 2, 1, 1}, .f = {1.0}};
     hand(PEAT_OP_ATTENTION_BWD, &p, 6, in, 0, (double[]){0, 0}, 2);
     hand(PEAT_OP_ATTENTION_BWD, &p, 6, in, 1, (double[]){0, 0}, 2);
@@ -268,8 +279,11 @@ Test(golden, hand_attention_bwd)
      * dS_ij = 0.5 ([1 3] - 2) = [-0.5, 0.5]; dQ_i = sum_j dS_ij K_j with K = [1, 2] -> 0.5;
      * dK_j = sum_i dS_ij Q_i = 0 */
     free_all(6, in);
-    peat_tensor *in2[6] = {tf(2, (float[]){0, 0}), tf(2, (float[]){1, 2}), tf(2, (float[]){1, 3}),
-                           tf(2, (float[]){2, 2}), tf(2, (float[]){0.69314718055994531f, 0.69314718055994531f}),
+    peat_tensor *in2[6] = {tf(2, (float[]){0, 0}),
+                           tf(2, (float[]){1, 2}),
+                           tf(2, (float[]){1, 3}),
+                           tf(2, (float[]){2, 2}),
+                           tf(2, (float[]){0.69314718055994531f, 0.69314718055994531f}),
                            tf(2, (float[]){1, 1})};
     p.i[4] = 0;
     /* L is ln 2 rounded to fp32, so P = 2^-1 exp(ln2 - fl(ln2)): the hand values hold to ~1e-8 */
@@ -278,8 +292,12 @@ Test(golden, hand_attention_bwd)
     double want[3][2] = {{0.5, 0.5}, {0, 0}, {1, 1}};
     for (int o = 0; o < 3; o++)
         for (int i = 0; i < 2; i++) {
-            cr_assert(fabs(peat_tensor_get(a.out[o], i) - want[o][i]) < 1e-7, "exact out %d[%d] = %.17g, hand %g", o, i, peat_tensor_get(a.out[o], i), want[o][i]);
-            cr_assert(fabs(peat_tensor_get(g.out[o], i) - want[o][i]) < 1e-6, "golden out %d[%d] = %.9g, hand %g", o, i, peat_tensor_get(g.out[o], i), want[o][i]);
+            cr_assert(fabs(peat_tensor_get(a.out[o], i) - want[o][i]) < 1e-7,
+                      "exact out %d[%d] = %.17g, hand %g", o, i, peat_tensor_get(a.out[o], i),
+                      want[o][i]);
+            cr_assert(fabs(peat_tensor_get(g.out[o], i) - want[o][i]) < 1e-6,
+                      "golden out %d[%d] = %.9g, hand %g", o, i, peat_tensor_get(g.out[o], i),
+                      want[o][i]);
         }
     peat_args_free_outputs(&a);
     peat_args_free_outputs(&g);
@@ -306,10 +324,12 @@ Test(golden, hand_cross_entropy)
      * row 1 = [1 2 3], target 2: ln(e + e^2 + e^3) - 3 = 0.40760596444438013 */
     peat_op_params p = {.i = {2, 3}};
     peat_tensor *in[2] = {tf(6, (float[]){0, 0, 0, 1, 2, 3}), ti(2, (int32_t[]){1, 2})};
-    hand(PEAT_OP_CROSS_ENTROPY, &p, 2, in, 0, (double[]){1.0986122886681098, 0.40760596444438013}, 2);
+    hand(PEAT_OP_CROSS_ENTROPY, &p, 2, in, 0, (double[]){1.0986122886681098, 0.40760596444438013},
+         2);
     /* bwd, dloss = [2, 0]: row 0 = 2 (1/3 - [0 1 0]) = [2/3, -4/3, 2/3]; row 1 = 0 */
     peat_tensor *bw[3] = {in[0], in[1], tf(2, (float[]){2, 0})};
-    hand(PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, bw, 0, (double[]){2.0 / 3, -4.0 / 3, 2.0 / 3, 0, 0, 0}, 6);
+    hand(PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, bw, 0, (double[]){2.0 / 3, -4.0 / 3, 2.0 / 3, 0, 0, 0},
+         6);
     free_all(2, in);
     peat_tensor_free(bw[2]);
 }
@@ -391,7 +411,8 @@ Test(golden, hand_adamw)
     hand(PEAT_OP_ADAMW, &p, 4, in2, 2, (double[]){v1}, 1);
     /* by hand in decimal: mhat = -0.055/0.19 = -0.28947368, vhat = 0.00124975/0.001999 =
      * 0.62518759, sqrt = 0.79068805, p' = 1 - 0.1 (-0.36610255 + 0.01) = 1.03561035 */
-    cr_assert(fabs(p1 - 1.0356103522) < 1e-6, "formula gives p' = %.10g, hand value 1.0356103522", p1);
+    cr_assert(fabs(p1 - 1.0356103522) < 1e-6, "formula gives p' = %.10g, hand value 1.0356103522",
+              p1);
     free_all(4, in2);
 }
 
@@ -407,7 +428,10 @@ typedef struct gcase {
     peat_tensor *in[PEAT_MAX_IO];
 } gcase;
 
-static void gcase_free(gcase *c) { free_all(c->n_in, c->in); }
+static void gcase_free(gcase *c)
+{
+    free_all(c->n_in, c->in);
+}
 
 static peat_tensor *rnd_idx(peat_rng_t *r, int64_t n, int64_t lim)
 {
@@ -437,25 +461,30 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
     double *f = c.p.f;
     switch (op) {
     case PEAT_OP_GEMM:
-        i[0] = variant, i[1] = !variant, i[2] = 5, i[3] = 7, i[4] = 33, i[5] = 2, f[0] = 1.5, f[1] = 0.5;
+        i[0] = variant, i[1] = !variant, i[2] = 5, i[3] = 7, i[4] = 33, i[5] = 2, f[0] = 1.5,
+        f[1] = 0.5;
         c.n_in = 3;
-        c.in[0] = rnd(r, 2 * 5 * 33, 0, 1), c.in[1] = rnd(r, 2 * 33 * 7, 0, 1), c.in[2] = rnd(r, 2 * 5 * 7, 0, 1);
+        c.in[0] = rnd(r, 2 * 5 * 33, 0, 1), c.in[1] = rnd(r, 2 * 33 * 7, 0, 1),
+        c.in[2] = rnd(r, 2 * 5 * 7, 0, 1);
         break;
     case PEAT_OP_CONV2D:
     case PEAT_OP_CONV2D_BWD_DATA:
     case PEAT_OP_CONV2D_BWD_FILTER: {
         /* variant 0: stride 2, pad 1, 3x3; variant 1: stride 1, pad 0, 2x3 */
-        int64_t N = 2, C = 3, H = 7, W = 6, O = 4, KH = variant ? 2 : 3, KW = 3, s = variant ? 1 : 2,
-                P = variant ? 0 : 1;
+        int64_t N = 2, C = 3, H = 7, W = 6, O = 4, KH = variant ? 2 : 3, KW = 3,
+                s = variant ? 1 : 2, P = variant ? 0 : 1;
         int64_t OH = (H + 2 * P - KH) / s + 1, OW = (W + 2 * P - KW) / s + 1;
         int64_t v[9] = {N, C, H, W, O, KH, KW, s, P};
         memcpy(i, v, sizeof v);
         c.n_in = 2;
         peat_tensor *x = rnd(r, N * C * H * W, 0, 1), *w = rnd(r, O * C * KH * KW, 0, 0.5);
         peat_tensor *dy = rnd(r, N * O * OH * OW, 0, 1);
-        if (op == PEAT_OP_CONV2D) c.in[0] = x, c.in[1] = w, peat_tensor_free(dy);
-        else if (op == PEAT_OP_CONV2D_BWD_DATA) c.in[0] = dy, c.in[1] = w, peat_tensor_free(x);
-        else c.in[0] = x, c.in[1] = dy, peat_tensor_free(w);
+        if (op == PEAT_OP_CONV2D)
+            c.in[0] = x, c.in[1] = w, peat_tensor_free(dy);
+        else if (op == PEAT_OP_CONV2D_BWD_DATA)
+            c.in[0] = dy, c.in[1] = w, peat_tensor_free(x);
+        else
+            c.in[0] = x, c.in[1] = dy, peat_tensor_free(w);
         break;
     }
     case PEAT_OP_BIAS_ADD:
@@ -490,7 +519,8 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
     }
     case PEAT_OP_LAYERNORM:
         i[0] = 5, i[1] = 48, f[0] = 1e-5, c.n_in = 3;
-        c.in[0] = rnd(r, 5 * 48, variant ? 3.0 : 0.0, 1.5), c.in[1] = rnd(r, 48, 1, 0.3), c.in[2] = rnd(r, 48, 0, 0.5);
+        c.in[0] = rnd(r, 5 * 48, variant ? 3.0 : 0.0, 1.5), c.in[1] = rnd(r, 48, 1, 0.3),
+        c.in[2] = rnd(r, 48, 0, 0.5);
         break;
     case PEAT_OP_LAYERNORM_BWD: {
         /* R > C in one variant so depth max(R, C) is set by either side */
@@ -566,14 +596,16 @@ static double bound_ratio(const gcase *c, const peat_args *g, const peat_args *e
     double *mag = malloc((size_t)n * sizeof *mag);
     cr_assert_not_null(mag, "mag");
     peat_status s = peat_golden_magnitude(&a, o, e->out[o], mag);
-    cr_assert_eq(s, PEAT_OK, "magnitude of %s out %d: %s", peat_op_name(c->op), o, peat_error_last());
+    cr_assert_eq(s, PEAT_OK, "magnitude of %s out %d: %s", peat_op_name(c->op), o,
+                 peat_error_last());
     double gk = gamma_k(peat_op_info_get(c->op)->depth(&c->p)), worst = 0.0;
     *bad = 0;
     for (int64_t i = 0; i < n; i++) {
         float gv = peat_f32(g->out[o])[i];
         if (round_bf16) gv = peat_round_bf16(gv);
         double err = fabs((double)gv - peat_f64(e->out[o])[i]);
-        cr_assert(mag[i] >= 0.0 && isfinite(mag[i]), "%s out %d mag[%lld] = %g", peat_op_name(c->op), o, (long long)i, mag[i]);
+        cr_assert(mag[i] >= 0.0 && isfinite(mag[i]), "%s out %d mag[%lld] = %g",
+                  peat_op_name(c->op), o, (long long)i, mag[i]);
         double ratio = err == 0.0 ? 0.0 : err / (gk * mag[i]);
         if (ratio > 1.0) (*bad)++;
         if (ratio > worst) worst = ratio;
@@ -582,13 +614,29 @@ static double bound_ratio(const gcase *c, const peat_args *g, const peat_args *e
     return worst;
 }
 
-static const peat_op_kind all_ops[] = {
-    PEAT_OP_GEMM, PEAT_OP_CONV2D, PEAT_OP_CONV2D_BWD_DATA, PEAT_OP_CONV2D_BWD_FILTER,
-    PEAT_OP_BIAS_ADD, PEAT_OP_BIAS_ADD_BWD, PEAT_OP_RELU, PEAT_OP_RELU_BWD, PEAT_OP_GELU,
-    PEAT_OP_GELU_BWD, PEAT_OP_SOFTMAX, PEAT_OP_SOFTMAX_BWD, PEAT_OP_LAYERNORM,
-    PEAT_OP_LAYERNORM_BWD, PEAT_OP_ATTENTION, PEAT_OP_ATTENTION_BWD, PEAT_OP_EMBEDDING,
-    PEAT_OP_EMBEDDING_BWD, PEAT_OP_CROSS_ENTROPY, PEAT_OP_CROSS_ENTROPY_BWD, PEAT_OP_ADAMW,
-    PEAT_OP_SGD, PEAT_OP_REDUCE};
+static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
+                                       PEAT_OP_CONV2D,
+                                       PEAT_OP_CONV2D_BWD_DATA,
+                                       PEAT_OP_CONV2D_BWD_FILTER,
+                                       PEAT_OP_BIAS_ADD,
+                                       PEAT_OP_BIAS_ADD_BWD,
+                                       PEAT_OP_RELU,
+                                       PEAT_OP_RELU_BWD,
+                                       PEAT_OP_GELU,
+                                       PEAT_OP_GELU_BWD,
+                                       PEAT_OP_SOFTMAX,
+                                       PEAT_OP_SOFTMAX_BWD,
+                                       PEAT_OP_LAYERNORM,
+                                       PEAT_OP_LAYERNORM_BWD,
+                                       PEAT_OP_ATTENTION,
+                                       PEAT_OP_ATTENTION_BWD,
+                                       PEAT_OP_EMBEDDING,
+                                       PEAT_OP_EMBEDDING_BWD,
+                                       PEAT_OP_CROSS_ENTROPY,
+                                       PEAT_OP_CROSS_ENTROPY_BWD,
+                                       PEAT_OP_ADAMW,
+                                       PEAT_OP_SGD,
+                                       PEAT_OP_REDUCE};
 
 /* Runs golden (twice: it must be bit-reproducible) and exact on the case. */
 static void run_pair(const gcase *c, peat_args *g, peat_args *e)
@@ -616,7 +664,8 @@ Test(golden, golden_within_rounding_bound_of_exact)
                 for (int o = 0; o < e.n_out; o++) {
                     int64_t bad;
                     double w = bound_ratio(&c, &g, &e, o, 0, &bad);
-                    cr_assert_eq(bad, 0, "%s (variant %d, seed %llu) out %d: %lld elements beyond "
+                    cr_assert_eq(bad, 0,
+                                 "%s (variant %d, seed %llu) out %d: %lld elements beyond "
                                  "gamma_K mag, worst |golden-exact| = %.3g x bound",
                                  peat_op_name(c.op), variant, (unsigned long long)seed, o,
                                  (long long)bad, w);
@@ -638,8 +687,10 @@ Test(golden, bf16_storage_breaks_the_bound)
         for (int o = 0; o < e.n_out; o++) {
             int64_t bad;
             double w = bound_ratio(&c, &g, &e, o, 1, &bad);
-            cr_assert(bad > 0, "%s out %d: bf16-rounded golden stays within gamma_K mag (worst "
-                      "%.3g x bound): the magnitude is too loose", peat_op_name(c.op), o, w);
+            cr_assert(bad > 0,
+                      "%s out %d: bf16-rounded golden stays within gamma_K mag (worst "
+                      "%.3g x bound): the magnitude is too loose",
+                      peat_op_name(c.op), o, w);
         }
         peat_args_free_outputs(&g);
         peat_args_free_outputs(&e);
@@ -685,8 +736,10 @@ static void fd_check(const char *fwd, const peat_op_params *p, int n_in, peat_te
         double jm = objective(k, &a, wt);
         *xi = x0;
         double fd = (jp - jm) / (2 * h), an = peat_tensor_get(analytic, i);
-        cr_assert(fabs(fd - an) <= 1e-6 * scale, "%s[%lld]: backward gives %.10g, central "
-                  "difference of %s gives %.10g", what, (long long)i, an, fwd, fd);
+        cr_assert(fabs(fd - an) <= 1e-6 * scale,
+                  "%s[%lld]: backward gives %.10g, central "
+                  "difference of %s gives %.10g",
+                  what, (long long)i, an, fwd, fd);
     }
     peat_args_free_outputs(&a);
     free_all(n_in, x);
@@ -723,12 +776,14 @@ Test(golden, fd_conv2d_bwd_data_and_filter)
 {
     peat_rng_t *r = peat_rng_alloc(11);
     /* stride 2 pad 1; stride 1 pad 0; stride 2 with an input row no window reaches (H=6, K=3) */
-    int64_t cfg[3][9] = {{2, 2, 5, 4, 3, 3, 3, 2, 1}, {1, 2, 4, 5, 2, 2, 3, 1, 0}, {1, 1, 6, 6, 2, 3, 3, 2, 0}};
+    int64_t cfg[3][9] = {
+        {2, 2, 5, 4, 3, 3, 3, 2, 1}, {1, 2, 4, 5, 2, 2, 3, 1, 0}, {1, 1, 6, 6, 2, 3, 3, 2, 0}};
     for (int c = 0; c < 3; c++) {
         peat_op_params p;
         memset(&p, 0, sizeof p);
         memcpy(p.i, cfg[c], sizeof cfg[c]);
-        int64_t N = p.i[0], C = p.i[1], H = p.i[2], W = p.i[3], O = p.i[4], KH = p.i[5], KW = p.i[6];
+        int64_t N = p.i[0], C = p.i[1], H = p.i[2], W = p.i[3], O = p.i[4], KH = p.i[5],
+                KW = p.i[6];
         int64_t OH = (H + 2 * p.i[8] - KH) / p.i[7] + 1, OW = (W + 2 * p.i[8] - KW) / p.i[7] + 1;
         peat_tensor *in[2] = {rnd(r, N * C * H * W, 0, 1), rnd(r, O * C * KH * KW, 0, 1)};
         double *w = weights(r, N * O * OH * OW);
@@ -869,14 +924,15 @@ static void alias_check(const char *name, const gcase *c, const int *alias, int 
 {
     const peat_kernel *k = kern(name);
     peat_tensor *x[PEAT_MAX_IO], *y[PEAT_MAX_IO];
-    for (int j = 0; j < c->n_in; j++)
-        x[j] = k->role == PEAT_ROLE_EXACT ? to_f64(c->in[j]) : NULL;
+    for (int j = 0; j < c->n_in; j++) x[j] = k->role == PEAT_ROLE_EXACT ? to_f64(c->in[j]) : NULL;
     if (k->role != PEAT_ROLE_EXACT)
-        for (int j = 0; j < c->n_in; j++) cr_assert_eq(peat_tensor_clone(c->in[j], &x[j]), PEAT_OK, "clone");
+        for (int j = 0; j < c->n_in; j++)
+            cr_assert_eq(peat_tensor_clone(c->in[j], &x[j]), PEAT_OK, "clone");
     peat_args ref = run_k(name, c->op, &c->p, c->n_in, x);
     for (int o = 0; o < n_out; o++) {
         peat_tensor *src = x[alias[o]];
-        cr_assert_eq(peat_tensor_wrap(src->dtype, src->ndim, src->shape, src->data, &y[o]), PEAT_OK, "wrap");
+        cr_assert_eq(peat_tensor_wrap(src->dtype, src->ndim, src->shape, src->data, &y[o]), PEAT_OK,
+                     "wrap");
     }
     peat_args a = peat_args_make(c->op, &c->p, c->n_in, (const peat_tensor *const *)x, n_out, y);
     cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s in place: %s", name, peat_error_last());
@@ -902,8 +958,8 @@ Test(golden, optimizer_outputs_may_alias_inputs)
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 /* Runs kernel `name` with outputs of its own dtype shaped for p_out and expects status want. */
-static void expect_refused(const char *name, const peat_op_params *p, int n_in, peat_tensor *const *in,
-                           peat_status want, const char *why)
+static void expect_refused(const char *name, const peat_op_params *p, int n_in,
+                           peat_tensor *const *in, peat_status want, const char *why)
 {
     const peat_kernel *k = kern(name);
     peat_args a = peat_args_make(k->op, p, n_in, (const peat_tensor *const *)in, 0, NULL);
@@ -946,7 +1002,8 @@ Test(golden, bad_calls_are_refused)
     /* an exact kernel writes F64 only */
     peat_args a = peat_args_make(PEAT_OP_RELU, &rl, 1, (const peat_tensor *const *)&x6, 0, NULL);
     cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK, "alloc");
-    cr_assert_neq(peat_kernel_run(kern("relu_exact"), &a), PEAT_OK, "relu_exact wrote an F32 output");
+    cr_assert_neq(peat_kernel_run(kern("relu_exact"), &a), PEAT_OK,
+                  "relu_exact wrote an F32 output");
     peat_args_free_outputs(&a);
     peat_tensor_free(x64), peat_tensor_free(ce[1]), peat_tensor_free(cin[1]);
     peat_tensor_free(lin[1]), peat_tensor_free(lin[2]), peat_tensor_free(ein[1]);
@@ -962,16 +1019,20 @@ Test(golden, magnitude_of_plain_sums_is_sum_of_abs_terms)
      * window (0,0): 1*1 + 2*1 + 4*2 + 5*0.5 = 13.5, (0,1): 2 + 3 + 10 + 3 = 18,
      * (1,0): 4 + 5 + 14 + 4 = 27, (1,1): 5 + 6 + 16 + 4.5 = 31.5 */
     peat_op_params p = {.i = {1, 1, 3, 3, 1, 2, 2, 1, 0}};
-    peat_tensor *in[2] = {tf(9, (float[]){1, -2, 3, -4, 5, -6, 7, -8, 9}), tf(4, (float[]){1, -1, 2, 0.5f})};
+    peat_tensor *in[2] = {tf(9, (float[]){1, -2, 3, -4, 5, -6, 7, -8, 9}),
+                          tf(4, (float[]){1, -1, 2, 0.5f})};
     peat_args a = peat_args_make(PEAT_OP_CONV2D, &p, 2, (const peat_tensor *const *)in, 0, NULL);
     double mag[4], want[4] = {13.5, 18, 27, 31.5};
     cr_assert_eq(peat_golden_magnitude(&a, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
-    for (int i = 0; i < 4; i++) cr_assert_float_eq(mag[i], want[i], 1e-12, "conv mag[%d] = %g, hand %g", i, mag[i], want[i]);
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(mag[i], want[i], 1e-12, "conv mag[%d] = %g, hand %g", i, mag[i],
+                           want[i]);
     /* reduce mean of [1 -2 3]: sum|x|/C = 2; bias_add_bwd of [1 -2 | 3 -4] (R=2, C=1, S=2): 10 */
     peat_op_params rp = {.i = {1, 3, 1}}, bp = {.i = {2, 1, 2}};
     peat_tensor *rx = tf(3, (float[]){1, -2, 3}), *bx = tf(4, (float[]){1, -2, 3, -4});
     peat_args ra = peat_args_make(PEAT_OP_REDUCE, &rp, 1, (const peat_tensor *const *)&rx, 0, NULL);
-    peat_args ba = peat_args_make(PEAT_OP_BIAS_ADD_BWD, &bp, 1, (const peat_tensor *const *)&bx, 0, NULL);
+    peat_args ba =
+        peat_args_make(PEAT_OP_BIAS_ADD_BWD, &bp, 1, (const peat_tensor *const *)&bx, 0, NULL);
     cr_assert_eq(peat_golden_magnitude(&ra, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
     cr_assert_float_eq(mag[0], 2.0, 1e-12, "reduce mean mag %g, hand 2", mag[0]);
     cr_assert_eq(peat_golden_magnitude(&ba, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());

@@ -1,4 +1,5 @@
-/* test_inject.c: every pseudo-error model has its documented effect, per seed, and bad specs fail. */
+/* test_inject.c: every pseudo-error model has its documented effect, per seed, and bad specs fail.
+ */
 #include <criterion/criterion.h>
 
 #include "inject/inject.h"
@@ -10,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void setup(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last()); }
+static void setup(void)
+{
+    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
 
 TestSuite(inject, .init = setup);
 
@@ -79,13 +83,17 @@ static peat_tensor *exact_out(const gemm *g)
 static void inject(gemm *g, const char *spec, uint64_t seed)
 {
     peat_inject_model_t *m;
-    cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "parse %s: %s", spec, peat_error_last());
+    cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "parse %s: %s", spec,
+                 peat_error_last());
     cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g->a, seed), PEAT_OK, "run %s: %s", spec,
                  peat_error_last());
     peat_inject_model_free(m);
 }
 
-static int same_bits(float a, float b) { return peat_f32_bits(a) == peat_f32_bits(b); }
+static int same_bits(float a, float b)
+{
+    return peat_f32_bits(a) == peat_f32_bits(b);
+}
 
 /* sum_k |a_ik b_kj| for the bound of element (i,j). */
 static double mag_of(const gemm *g, int i, int j)
@@ -105,7 +113,10 @@ static double trunc_p(double x, int p)
     return ldexp(trunc(ldexp(m, p)), e - p);
 }
 
-static double gamma_k(int k) { return k * 0x1p-24 / (1.0 - k * 0x1p-24); }
+static double gamma_k(int k)
+{
+    return k * 0x1p-24 / (1.0 - k * 0x1p-24);
+}
 
 /* ---- parsing --------------------------------------------------------------------------------- */
 
@@ -121,11 +132,13 @@ Test(inject, every_catalogue_model_parses_and_round_trips)
         memcpy(name, p, (size_t)len);
         name[len] = '\0';
         peat_inject_model_t *m, *m2;
-        cr_assert_eq(peat_inject_model_parse(name, &m), PEAT_OK, "catalogue model %s: %s", name, peat_error_last());
+        cr_assert_eq(peat_inject_model_parse(name, &m), PEAT_OK, "catalogue model %s: %s", name,
+                     peat_error_last());
         /* the canonical spec names every parameter and parses to itself */
         const char *spec = peat_inject_model_spec(m);
         cr_assert_eq(strncmp(spec, name, strlen(name)), 0, "spec %s starts with %s", spec, name);
-        cr_assert_eq(peat_inject_model_parse(spec, &m2), PEAT_OK, "%s: %s", spec, peat_error_last());
+        cr_assert_eq(peat_inject_model_parse(spec, &m2), PEAT_OK, "%s: %s", spec,
+                     peat_error_last());
         cr_assert_str_eq(peat_inject_model_spec(m2), spec);
         peat_inject_model_free(m);
         peat_inject_model_free(m2);
@@ -141,7 +154,8 @@ Test(inject, every_catalogue_model_parses_and_round_trips)
 Test(inject, parse_fills_given_values_and_defaults)
 {
     peat_inject_model_t *m;
-    cr_assert_eq(peat_inject_model_parse(" bitflip ( bit = 7 , count=3 ) ", &m), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_inject_model_parse(" bitflip ( bit = 7 , count=3 ) ", &m), PEAT_OK, "%s",
+                 peat_error_last());
     cr_assert_str_eq(peat_inject_model_spec(m), "bitflip(bit=7,count=3,out=0)");
     peat_inject_model_free(m);
     cr_assert_eq(peat_inject_model_parse("precision(where=output,fmt=fp16)", &m), PEAT_OK);
@@ -162,7 +176,8 @@ static void parse_fails(const char *spec, const char *must_mention)
     cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_ERR_INVAL, "'%s' must be refused", spec);
     cr_assert_null(m, "no model on failure");
     const char *msg = peat_error_last();
-    cr_assert(strstr(msg, must_mention) != NULL, "message for '%s' names '%s': %s", spec, must_mention, msg);
+    cr_assert(strstr(msg, must_mention) != NULL, "message for '%s' names '%s': %s", spec,
+              must_mention, msg);
     cr_assert(strchr(msg, '\n') == NULL, "one line: %s", msg);
 }
 
@@ -208,8 +223,9 @@ Test(inject, bitflip_flips_exactly_that_bit_in_exactly_count_elements)
 
 Test(inject, same_seed_same_faults_other_seed_other_faults)
 {
-    static const char *specs[] = {"bitflip(bit=20,count=5)", "noise(sigma=1e-3)", "tile(rows=4,cols=4,kind=random)",
-                                  "nan(count=3)", "nondeterministic"};
+    static const char *specs[] = {"bitflip(bit=20,count=5)", "noise(sigma=1e-3)",
+                                  "tile(rows=4,cols=4,kind=random)", "nan(count=3)",
+                                  "nondeterministic"};
     gemm g = gemm_new(16, 16, 8, 2, 1.0, 1.0);
     peat_tensor *first;
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, 16, 16, &first), PEAT_OK);
@@ -217,9 +233,11 @@ Test(inject, same_seed_same_faults_other_seed_other_faults)
         inject(&g, specs[s], 1000);
         memcpy(first->data, g.D->data, peat_tensor_nbytes(g.D));
         inject(&g, specs[s], 1000);
-        cr_assert_eq(memcmp(first->data, g.D->data, peat_tensor_nbytes(g.D)), 0, "%s: seed 1000 twice", specs[s]);
+        cr_assert_eq(memcmp(first->data, g.D->data, peat_tensor_nbytes(g.D)), 0,
+                     "%s: seed 1000 twice", specs[s]);
         inject(&g, specs[s], 1001);
-        cr_assert_neq(memcmp(first->data, g.D->data, peat_tensor_nbytes(g.D)), 0, "%s: seeds 1000/1001", specs[s]);
+        cr_assert_neq(memcmp(first->data, g.D->data, peat_tensor_nbytes(g.D)), 0,
+                      "%s: seeds 1000/1001", specs[s]);
     }
     peat_tensor_free(first);
     gemm_free(&g);
@@ -243,7 +261,8 @@ Test(inject, precision_inputs_equals_rounding_inputs_then_golden)
     r.a.in[0] = A0, r.a.in[1] = B0;
     peat_tensor *R = golden_out(&r);
     for (int i = 0; i < 120; i++)
-        cr_assert(same_bits(peat_f32(g.D)[i], peat_f32(R)[i]), "element %d: %a vs %a", i, peat_f32(g.D)[i], peat_f32(R)[i]);
+        cr_assert(same_bits(peat_f32(g.D)[i], peat_f32(R)[i]), "element %d: %a vs %a", i,
+                  peat_f32(g.D)[i], peat_f32(R)[i]);
     peat_tensor_free(R);
     peat_tensor_free(A0);
     peat_tensor_free(B0);
@@ -260,8 +279,10 @@ Test(inject, precision_output_rounds_the_golden_output)
     inject(&g, "precision(fmt=bits,bits=5,where=output)", 5);
     for (int i = 0; i < 99; i++) {
         uint32_t m = peat_f32_bits(peat_f32(g.D)[i]) & 0x7fffffu;
-        cr_assert_eq(m & ((1u << 19) - 1), 0u, "element %d keeps only 5 significand bits: %08x", i, m);
-        cr_assert(fabsf(peat_f32(g.D)[i] - peat_f32(G)[i]) <= 0x1p-5f * fabsf(peat_f32(G)[i]), "element %d: RN error <= u_5 |x|", i);
+        cr_assert_eq(m & ((1u << 19) - 1), 0u, "element %d keeps only 5 significand bits: %08x", i,
+                     m);
+        cr_assert(fabsf(peat_f32(g.D)[i] - peat_f32(G)[i]) <= 0x1p-5f * fabsf(peat_f32(G)[i]),
+                  "element %d: RN error <= u_5 |x|", i);
     }
     peat_tensor_free(G);
     gemm_free(&g);
@@ -275,37 +296,44 @@ Test(inject, same_order_and_identity_rounding_reproduce_golden_bit_for_bit)
     inject(&g, "reorder(order=forward)", 1);
     cr_assert_eq(memcmp(G->data, g.D->data, peat_tensor_nbytes(G)), 0, "forward order == golden");
     inject(&g, "precision(fmt=bits,bits=24,where=acc)", 1);
-    cr_assert_eq(memcmp(G->data, g.D->data, peat_tensor_nbytes(G)), 0, "acc rounded to 24 bits == golden");
+    cr_assert_eq(memcmp(G->data, g.D->data, peat_tensor_nbytes(G)), 0,
+                 "acc rounded to 24 bits == golden");
     peat_tensor_free(G);
     gemm_free(&g);
     /* batched, both operands transposed, alpha and beta: the same epilogue as the golden */
     peat_tensor *A, *B, *C, *D1, *D2;
-    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 7, 5, &A), PEAT_OK);  /* [batch, K, M] */
-    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 6, 7, &B), PEAT_OK);  /* [batch, N, K] */
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 7, 5, &A), PEAT_OK); /* [batch, K, M] */
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 6, 7, &B), PEAT_OK); /* [batch, N, K] */
     cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &C), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &D1), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &D2), PEAT_OK);
     peat_rng_t *r = peat_rng_alloc(61);
-    peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0), peat_rng_fill_gaussian(r, C, 1.0);
+    peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0),
+        peat_rng_fill_gaussian(r, C, 1.0);
     peat_rng_free(r);
     peat_op_params p;
     memset(&p, 0, sizeof p);
-    p.i[0] = 1, p.i[1] = 1, p.i[2] = 5, p.i[3] = 6, p.i[4] = 7, p.i[5] = 3, p.f[0] = 0.75, p.f[1] = -1.5;
+    p.i[0] = 1, p.i[1] = 1, p.i[2] = 5, p.i[3] = 6, p.i[4] = 7, p.i[5] = 3, p.f[0] = 0.75,
+    p.f[1] = -1.5;
     const peat_tensor *in[3] = {A, B, C};
     peat_tensor *o1[1] = {D1}, *o2[1] = {D2};
-    peat_args a1 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o1), a2 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o2);
+    peat_args a1 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o1),
+              a2 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o2);
     cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &a1), PEAT_OK, "%s", peat_error_last());
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse("reorder(order=forward)", &m), PEAT_OK);
     cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &a2, 1), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(memcmp(D1->data, D2->data, peat_tensor_nbytes(D1)), 0, "batched transposed GEMM with beta");
+    cr_assert_eq(memcmp(D1->data, D2->data, peat_tensor_nbytes(D1)), 0,
+                 "batched transposed GEMM with beta");
     peat_inject_model_free(m);
-    peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C), peat_tensor_free(D1), peat_tensor_free(D2);
+    peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C), peat_tensor_free(D1),
+        peat_tensor_free(D2);
 }
 
 Test(inject, reorders_stay_within_the_fp32_bound)
 {
-    static const char *specs[] = {"reorder", "reorder(order=pairwise)", "reorder(order=split,split=3)", "nondeterministic"};
+    static const char *specs[] = {"reorder", "reorder(order=pairwise)",
+                                  "reorder(order=split,split=3)", "nondeterministic"};
     gemm g = gemm_new(10, 14, 200, 7, 1.0, 1.0);
     peat_tensor *G = golden_out(&g), *E = exact_out(&g);
     for (size_t s = 0; s < 4; s++) {
@@ -329,7 +357,8 @@ Test(inject, accumulating_in_bf16_stores_bf16_values)
     gemm g = gemm_new(6, 6, 64, 8, 1.0, 1.0);
     inject(&g, "precision(fmt=bf16,where=acc)", 1);
     for (int i = 0; i < 36; i++)
-        cr_assert_eq(peat_f32_bits(peat_f32(g.D)[i]) & 0xffffu, 0u, "element %d is a bf16 value", i);
+        cr_assert_eq(peat_f32_bits(peat_f32(g.D)[i]) & 0xffffu, 0u, "element %d is a bf16 value",
+                     i);
     gemm_free(&g);
 }
 
@@ -344,13 +373,15 @@ Test(inject, truncate_rounds_the_exact_result_toward_zero)
         double x = peat_f64(E)[i];
         cr_assert_leq(fabs((double)t), fabs(x), "element %d: |%a| > |%a|", i, t, x);
         /* the next float away from zero is beyond the exact value */
-        cr_assert_gt(fabs((double)nextafterf(t, t < 0 ? -INFINITY : INFINITY)), fabs(x), "element %d not the RTZ value", i);
+        cr_assert_gt(fabs((double)nextafterf(t, t < 0 ? -INFINITY : INFINITY)), fabs(x),
+                     "element %d not the RTZ value", i);
         below += fabs((double)t) < fabs(x);
     }
     cr_assert_gt(below, 200, "truncation lowers nearly every inexact element (%d)", below);
     inject(&g, "truncate(bits=8)", 1);
     for (int i = 0; i < 256; i++)
-        cr_assert_eq((double)peat_f32(g.D)[i], trunc_p(peat_f64(E)[i], 8), "bits=8 truncates the exact value at %d", i);
+        cr_assert_eq((double)peat_f32(g.D)[i], trunc_p(peat_f64(E)[i], 8),
+                     "bits=8 truncates the exact value at %d", i);
     peat_tensor_free(E);
     gemm_free(&g);
 }
@@ -404,8 +435,10 @@ Test(inject, stuck_forces_one_bit_in_every_stride_th_lane)
     inject(&g, "stuck(bit=2,value=1,stride=3,offset=1)", 1);
     for (int i = 0; i < 100; i++) {
         uint32_t y = peat_f32_bits(peat_f32(G)[i]), t = peat_f32_bits(peat_f32(g.D)[i]);
-        if (i % 3 == 1) cr_assert_eq(t, y | 4u, "lane %d", i);
-        else cr_assert_eq(t, y, "element %d off the lanes", i);
+        if (i % 3 == 1)
+            cr_assert_eq(t, y | 4u, "lane %d", i);
+        else
+            cr_assert_eq(t, y, "element %d off the lanes", i);
     }
     peat_tensor_free(G);
     gemm_free(&g);
@@ -421,7 +454,8 @@ Test(inject, tile_corrupts_one_aligned_block)
         if (!same_bits(peat_f32(g.D)[i], peat_f32(G)[i])) {
             cr_assert_eq(peat_f32(g.D)[i], 0.0f, "zeroed");
             if (r0 < 0) r0 = i / 16, c0 = i % 16;
-            cr_assert(i / 16 >= r0 && i / 16 < r0 + 4 && i % 16 >= c0 && i % 16 < c0 + 8, "element %d outside the tile", i);
+            cr_assert(i / 16 >= r0 && i / 16 < r0 + 4 && i % 16 >= c0 && i % 16 < c0 + 8,
+                      "element %d outside the tile", i);
             n++;
         }
     cr_assert_eq(n, 32, "a 4x8 tile, got %d elements", n);
@@ -433,7 +467,8 @@ Test(inject, tile_corrupts_one_aligned_block)
     for (int i = 0; i < 256; i++)
         if (!same_bits(peat_f32(g.D)[i], peat_f32(G)[i])) {
             int found = 0;
-            for (int k = 0; k < 256 && !found; k++) found = same_bits(peat_f32(g.D)[i], peat_f32(G)[k]);
+            for (int k = 0; k < 256 && !found; k++)
+                found = same_bits(peat_f32(g.D)[i], peat_f32(G)[k]);
             cr_assert(found, "stale value at %d comes from the output", i);
             moved++;
         }
@@ -450,8 +485,10 @@ Test(inject, boundary_hits_the_last_rows_and_cols)
     for (int i = 0; i < 12; i++)
         for (int j = 0; j < 9; j++) {
             float t = peat_f32(g.D)[i * 9 + j];
-            if (i >= 10 || j == 8) cr_assert_eq(t, 0.0f, "edge (%d,%d) zeroed", i, j);
-            else cr_assert(same_bits(t, peat_f32(G)[i * 9 + j]), "inner (%d,%d) kept", i, j);
+            if (i >= 10 || j == 8)
+                cr_assert_eq(t, 0.0f, "edge (%d,%d) zeroed", i, j);
+            else
+                cr_assert(same_bits(t, peat_f32(G)[i * 9 + j]), "inner (%d,%d) kept", i, j);
         }
     peat_tensor_free(G);
     gemm_free(&g);
@@ -512,7 +549,8 @@ Test(inject, approx_tanh_is_the_tanh_gelu_and_smooth_is_bounded)
     for (int i = 0; i < n; i++) {
         double x = peat_f32(X)[i];
         double want = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-        cr_assert(fabs(peat_f32(Y)[i] - want) <= 1e-6 * (1.0 + fabs(want)), "x=%g: %g vs %g", x, peat_f32(Y)[i], want);
+        cr_assert(fabs(peat_f32(Y)[i] - want) <= 1e-6 * (1.0 + fabs(want)), "x=%g: %g vs %g", x,
+                  peat_f32(Y)[i], want);
     }
     /* tanh is a GELU approximation: refused for other ops */
     gemm g = gemm_new(4, 4, 4, 17, 1.0, 1.0);
@@ -542,9 +580,11 @@ Test(inject, refuses_exact_kernels_and_missing_outputs)
     gemm g = gemm_new(4, 4, 4, 18, 1.0, 1.0);
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse("bitflip(out=1)", &m), PEAT_OK);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g.a, 1), PEAT_ERR_INVAL, "gemm has one output");
+    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g.a, 1), PEAT_ERR_INVAL,
+                 "gemm has one output");
     cr_assert(strstr(peat_error_last(), "out=1") != NULL, "%s", peat_error_last());
-    cr_assert_eq(peat_inject_run(m, kern("gemm_exact"), &g.a, 1), PEAT_ERR_INVAL, "exact kernels write F64");
+    cr_assert_eq(peat_inject_run(m, kern("gemm_exact"), &g.a, 1), PEAT_ERR_INVAL,
+                 "exact kernels write F64");
     peat_inject_model_free(m);
     gemm_free(&g);
 }

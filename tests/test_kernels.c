@@ -1,4 +1,5 @@
-/* test_kernels.c: every candidate kernel against the exact kernel of its op, within its rounding bound. */
+/* test_kernels.c: every candidate kernel against the exact kernel of its op, within its rounding
+ * bound. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
@@ -19,11 +20,17 @@
 #define ETA32 0x1p-150
 #define ETA16 0x1p-25
 
-static void setup(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last()); }
+static void setup(void)
+{
+    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
 
 TestSuite(kernels, .init = setup);
 
-static double gamma_k(double k, double u) { return k * u / (1.0 - k * u); }
+static double gamma_k(double k, double u)
+{
+    return k * u / (1.0 - k * u);
+}
 
 /* The error model a candidate is held to, per output element:
  *   |cand - exact| <= (c gamma_K(u) + extra) mag + c K eta,
@@ -74,7 +81,8 @@ static peat_tensor *t_from(const peat_tensor *src)
 {
     peat_tensor *t = NULL;
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, peat_tensor_numel(src), &t), PEAT_OK);
-    for (int64_t i = 0; i < peat_tensor_numel(src); i++) peat_f32(t)[i] = (float)peat_tensor_get(src, i);
+    for (int64_t i = 0; i < peat_tensor_numel(src); i++)
+        peat_f32(t)[i] = (float)peat_tensor_get(src, i);
     return t;
 }
 
@@ -84,7 +92,8 @@ static peat_args run_named(const char *name, const call *c, peat_dtype dt)
     const peat_kernel *k = peat_registry_find(name);
     cr_assert_not_null(k, "kernel %s is not registered", name);
     peat_args a = peat_args_make(c->op, &c->p, c->n_in, (const peat_tensor *const *)c->in, 0, NULL);
-    cr_assert_eq(peat_op_alloc_outputs(&a, dt), PEAT_OK, "%s: alloc outputs: %s", name, peat_error_last());
+    cr_assert_eq(peat_op_alloc_outputs(&a, dt), PEAT_OK, "%s: alloc outputs: %s", name,
+                 peat_error_last());
     peat_status st = peat_kernel_run(k, &a);
     cr_assert_eq(st, PEAT_OK, "%s failed: %s (%s)", name, peat_error_last(), peat_error_where());
     return a;
@@ -110,16 +119,19 @@ static double bound_ratio(const char *name, const call *c, bound_model m, int ch
         int64_t n = peat_tensor_numel(ex.out[o]);
         double *mag = malloc((size_t)n * sizeof *mag);
         cr_assert_not_null(mag);
-        cr_assert_eq(peat_golden_magnitude(&ex, o, ex.out[o], mag), PEAT_OK, "magnitude: %s", peat_error_last());
+        cr_assert_eq(peat_golden_magnitude(&ex, o, ex.out[o], mag), PEAT_OK, "magnitude: %s",
+                     peat_error_last());
         for (int64_t i = 0; i < n; i++) {
             double e = peat_tensor_get(ex.out[o], i), x = peat_tensor_get(ca.out[o], i);
             double bound = (m.c * g + m.extra) * mag[i] + m.c * K * m.eta, err = fabs(x - e);
-            cr_assert(isfinite(x), "%s out %d [%lld]: candidate %g is not finite (exact %.9g)", name, o,
-                      (long long)i, x, e);
+            cr_assert(isfinite(x), "%s out %d [%lld]: candidate %g is not finite (exact %.9g)",
+                      name, o, (long long)i, x, e);
             if (check)
                 cr_assert(err <= bound,
-                          "%s out %d [%lld]: |cand - exact| = %.3g exceeds bound %.3g (cand %.9g, exact %.9g, "
-                          "mag %.3g, K %g)", name, o, (long long)i, err, bound, x, e, mag[i], K);
+                          "%s out %d [%lld]: |cand - exact| = %.3g exceeds bound %.3g (cand %.9g, "
+                          "exact %.9g, "
+                          "mag %.3g, K %g)",
+                          name, o, (long long)i, err, bound, x, e, mag[i], K);
             if (bound > 0.0 && err / bound > worst) worst = err / bound;
         }
         free(mag);
@@ -130,7 +142,10 @@ static double bound_ratio(const char *name, const call *c, bound_model m, int ch
     return worst;
 }
 
-static double expect_within(const char *name, const call *c, bound_model m) { return bound_ratio(name, c, m, 1); }
+static double expect_within(const char *name, const call *c, bound_model m)
+{
+    return bound_ratio(name, c, m, 1);
+}
 
 /* Number of output elements where candidate and golden differ in any bit. */
 static int64_t count_diff_vs_golden(const char *name, const call *c)
@@ -141,7 +156,8 @@ static int64_t count_diff_vs_golden(const char *name, const call *c)
     int64_t nd = 0;
     for (int o = 0; o < g.n_out; o++) {
         const float *x = peat_f32(g.out[o]), *y = peat_f32(ca.out[o]);
-        for (int64_t i = 0; i < peat_tensor_numel(g.out[o]); i++) nd += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+        for (int64_t i = 0; i < peat_tensor_numel(g.out[o]); i++)
+            nd += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
     }
     peat_args_free_outputs(&g);
     peat_args_free_outputs(&ca);
@@ -150,8 +166,8 @@ static int64_t count_diff_vs_golden(const char *name, const call *c)
 
 /* ---- conv2d family ---- */
 
-static call conv_call(peat_op_kind op, uint64_t seed, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
-                      int64_t KH, int64_t KW, int64_t S, int64_t P)
+static call conv_call(peat_op_kind op, uint64_t seed, int64_t N, int64_t C, int64_t H, int64_t W,
+                      int64_t O, int64_t KH, int64_t KW, int64_t S, int64_t P)
 {
     call c = {.op = op, .n_in = 2};
     int64_t v[9] = {N, C, H, W, O, KH, KW, S, P};
@@ -159,17 +175,20 @@ static call conv_call(peat_op_kind op, uint64_t seed, int64_t N, int64_t C, int6
     int64_t OH = (H + 2 * P - KH) / S + 1, OW = (W + 2 * P - KW) / S + 1;
     int64_t nx = N * C * H * W, nw = O * C * KH * KW, ny = N * O * OH * OW;
     peat_rng_t *r = peat_rng_alloc(seed);
-    if (op == PEAT_OP_CONV2D) c.in[0] = t_uniform(r, nx, -1, 1), c.in[1] = t_uniform(r, nw, -1, 1);
-    else if (op == PEAT_OP_CONV2D_BWD_DATA) c.in[0] = t_uniform(r, ny, -1, 1), c.in[1] = t_uniform(r, nw, -1, 1);
-    else c.in[0] = t_uniform(r, nx, -1, 1), c.in[1] = t_uniform(r, ny, -1, 1);
+    if (op == PEAT_OP_CONV2D)
+        c.in[0] = t_uniform(r, nx, -1, 1), c.in[1] = t_uniform(r, nw, -1, 1);
+    else if (op == PEAT_OP_CONV2D_BWD_DATA)
+        c.in[0] = t_uniform(r, ny, -1, 1), c.in[1] = t_uniform(r, nw, -1, 1);
+    else
+        c.in[0] = t_uniform(r, nx, -1, 1), c.in[1] = t_uniform(r, ny, -1, 1);
     peat_rng_free(r);
     return c;
 }
 
 /* Shapes: odd sizes, stride 2, padding, more output channels than tile_m (32), a 1x1 image. */
 static const int64_t conv_shapes[][9] = {
-    {2, 3, 7, 6, 5, 3, 3, 1, 1},  {1, 16, 9, 9, 33, 3, 3, 2, 1}, {3, 5, 11, 10, 4, 2, 3, 1, 0},
-    {1, 1, 1, 1, 1, 1, 1, 1, 0},  {2, 70, 5, 5, 3, 1, 1, 1, 0},  {1, 2, 12, 12, 70, 5, 5, 3, 2},
+    {2, 3, 7, 6, 5, 3, 3, 1, 1}, {1, 16, 9, 9, 33, 3, 3, 2, 1}, {3, 5, 11, 10, 4, 2, 3, 1, 0},
+    {1, 1, 1, 1, 1, 1, 1, 1, 0}, {2, 70, 5, 5, 3, 1, 1, 1, 0},  {1, 2, 12, 12, 70, 5, 5, 3, 2},
 };
 
 static void conv_family(peat_op_kind op, const char *name)
@@ -182,8 +201,14 @@ static void conv_family(peat_op_kind op, const char *name)
     }
 }
 
-Test(kernels, conv_im2col_within_bound) { conv_family(PEAT_OP_CONV2D, "conv_im2col"); }
-Test(kernels, conv_im2col_bwd_data_within_bound) { conv_family(PEAT_OP_CONV2D_BWD_DATA, "conv_im2col_bwd_data"); }
+Test(kernels, conv_im2col_within_bound)
+{
+    conv_family(PEAT_OP_CONV2D, "conv_im2col");
+}
+Test(kernels, conv_im2col_bwd_data_within_bound)
+{
+    conv_family(PEAT_OP_CONV2D_BWD_DATA, "conv_im2col_bwd_data");
+}
 Test(kernels, conv_im2col_bwd_filter_within_bound)
 {
     conv_family(PEAT_OP_CONV2D_BWD_FILTER, "conv_im2col_bwd_filter");
@@ -229,17 +254,22 @@ Test(kernels, softmax_online_masked_entries)
     /* -inf entries (masked logits), including a row that starts with them, must act exactly
      * like entries whose exp underflows: the same row with -200 there (exp(-200 - max) is 0 in
      * fp32) gives bit-identical output, masked entries get exactly 0, and that row is within the
-     * bound. (The magnitude rule is not defined at -inf, so the bound is checked on the -200 row.) */
+     * bound. (The magnitude rule is not defined at -inf, so the bound is checked on the -200 row.)
+     */
     call c = softmax_call(6, 2, 9, -3, 3), f = softmax_call(6, 2, 9, -3, 3);
     const int masked[4] = {0, 1, 5, 17};
-    for (int k = 0; k < 4; k++) peat_f32(c.in[0])[masked[k]] = -INFINITY, peat_f32(f.in[0])[masked[k]] = -200.0f;
+    for (int k = 0; k < 4; k++)
+        peat_f32(c.in[0])[masked[k]] = -INFINITY, peat_f32(f.in[0])[masked[k]] = -200.0f;
     expect_within("softmax_online", &f, FP32);
-    peat_args am = run_named("softmax_online", &c, PEAT_DTYPE_F32), af = run_named("softmax_online", &f, PEAT_DTYPE_F32);
+    peat_args am = run_named("softmax_online", &c, PEAT_DTYPE_F32),
+              af = run_named("softmax_online", &f, PEAT_DTYPE_F32);
     const float *ym = peat_f32(am.out[0]), *yf = peat_f32(af.out[0]);
-    for (int k = 0; k < 4; k++) cr_assert(ym[masked[k]] == 0.0f, "masked entry %d got %g, expected 0", masked[k], ym[masked[k]]);
+    for (int k = 0; k < 4; k++)
+        cr_assert(ym[masked[k]] == 0.0f, "masked entry %d got %g, expected 0", masked[k],
+                  ym[masked[k]]);
     for (int i = 0; i < 18; i++)
-        cr_assert(memcmp(&ym[i], &yf[i], sizeof ym[i]) == 0, "entry %d: %.9g with -inf masks, %.9g with -200", i,
-                  ym[i], yf[i]);
+        cr_assert(memcmp(&ym[i], &yf[i], sizeof ym[i]) == 0,
+                  "entry %d: %.9g with -inf masks, %.9g with -200", i, ym[i], yf[i]);
     peat_args_free_outputs(&am);
     peat_args_free_outputs(&af);
     call_free(&c);
@@ -335,7 +365,7 @@ Test(kernels, layernorm_welford_bwd_within_bound)
 /* max_x |gelu_tanh(x) - gelu(x)| over |x| <= 5, evaluated in double on a 1e-5 grid (the
  * difference is even in x): 4.7324e-4 at |x| = 2.6989; for the derivatives 8.6845e-4 at
  * |x| = 2.0187; for |x| > 5 the value difference stays below 1.3e-6. */
-#define GELU_TANH_MAXDEV 4.7324e-4
+#define GELU_TANH_MAXDEV     4.7324e-4
 #define GELU_TANH_BWD_MAXDEV 8.6845e-4
 
 /* Candidate minus exact on a dense grid of [-5, 5]; returns the largest |difference| and
@@ -346,7 +376,8 @@ static double gelu_grid(const char *name, peat_op_kind op, double maxdev)
     call c = {.op = op, .n_in = op == PEAT_OP_GELU ? 1 : 2};
     c.p.i[0] = n;
     for (int k = 0; k < c.n_in; k++)
-        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &c.in[k]), PEAT_OK, "alloc %lld", (long long)n);
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &c.in[k]), PEAT_OK, "alloc %lld",
+                     (long long)n);
     for (int64_t i = 0; i < n; i++) {
         peat_f32(c.in[0])[i] = (float)(-5.0 + 10.0 * (double)i / (double)(n - 1));
         if (c.n_in == 2) peat_f32(c.in[1])[i] = 1.0f; /* dY = 1: dX is GELU' itself */
@@ -355,8 +386,9 @@ static double gelu_grid(const char *name, peat_op_kind op, double maxdev)
     double worst = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double e = peat_f64(ex.out[0])[i], x = peat_f32(ca.out[0])[i], d = fabs(x - e);
-        cr_assert(d <= maxdev + 4 * U32 * (fabs(e) + 1.0), "%s(%g) = %.9g vs exact %.9g: |diff| %.3g > %.3g", name,
-                  peat_f32(c.in[0])[i], x, e, d, maxdev);
+        cr_assert(d <= maxdev + 4 * U32 * (fabs(e) + 1.0),
+                  "%s(%g) = %.9g vs exact %.9g: |diff| %.3g > %.3g", name, peat_f32(c.in[0])[i], x,
+                  e, d, maxdev);
         worst = d > worst ? d : worst;
     }
     peat_args_free_outputs(&ex);
@@ -371,14 +403,15 @@ Test(kernels, gelu_tanh_deviation_is_the_known_one)
     double w = gelu_grid("gelu_tanh", PEAT_OP_GELU, GELU_TANH_MAXDEV);
     /* the grid passes within 5e-4 of |x| = 2.699, so the known deviation must show almost fully:
      * a kernel that secretly computed the erf GELU would show ~1e-7 here */
-    cr_assert(w > 0.99 * GELU_TANH_MAXDEV, "gelu_tanh deviates at most %.3g from erf GELU, expected %.3g", w,
-              GELU_TANH_MAXDEV);
+    cr_assert(w > 0.99 * GELU_TANH_MAXDEV,
+              "gelu_tanh deviates at most %.3g from erf GELU, expected %.3g", w, GELU_TANH_MAXDEV);
 }
 
 Test(kernels, gelu_tanh_bwd_deviation_is_the_known_one)
 {
     double w = gelu_grid("gelu_tanh_bwd", PEAT_OP_GELU_BWD, GELU_TANH_BWD_MAXDEV);
-    cr_assert(w > 0.99 * GELU_TANH_BWD_MAXDEV, "gelu_tanh_bwd deviates at most %.3g from GELU', expected %.3g", w,
+    cr_assert(w > 0.99 * GELU_TANH_BWD_MAXDEV,
+              "gelu_tanh_bwd deviates at most %.3g from GELU', expected %.3g", w,
               GELU_TANH_BWD_MAXDEV);
 }
 
@@ -395,7 +428,8 @@ Test(kernels, gelu_tanh_is_the_documented_formula)
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &c.in[0]), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &c.in[1]), PEAT_OK);
     for (int64_t i = 0; i < n; i++)
-        peat_f32(c.in[0])[i] = (float)(-8.0 + 16.0 * (double)i / (double)(n - 1)), peat_f32(c.in[1])[i] = 1.0f;
+        peat_f32(c.in[0])[i] = (float)(-8.0 + 16.0 * (double)i / (double)(n - 1)),
+        peat_f32(c.in[1])[i] = 1.0f;
     peat_args b = run_named("gelu_tanh_bwd", &c, PEAT_DTYPE_F32);
     c.op = PEAT_OP_GELU, c.n_in = 1;
     peat_args f = run_named("gelu_tanh", &c, PEAT_DTYPE_F32);
@@ -403,14 +437,16 @@ Test(kernels, gelu_tanh_is_the_documented_formula)
     for (int64_t i = 0; i < n; i++) {
         double x = peat_f32(c.in[0])[i], z = k * (x + cc * x * x * x), t = tanh(z), s = 1.0 - t * t;
         double y = 0.5 * x * (1.0 + t), dpoly = k * (1.0 + 3.0 * cc * x * x);
-        double d = 0.5 * (1.0 + t) + 0.5 * x * s * dpoly, dt = 1.0 + s * fabs(z); /* t's error / u */
+        double d = 0.5 * (1.0 + t) + 0.5 * x * s * dpoly,
+               dt = 1.0 + s * fabs(z); /* t's error / u */
         double by = 8 * U32 * (fabs(y) + 0.5 * fabs(x) * dt);
-        double bd = 8 * U32 * (0.5 * (1.0 + t) + fabs(0.5 * x * s * dpoly) + (0.5 + fabs(x) * dpoly) * dt);
+        double bd =
+            8 * U32 * (0.5 * (1.0 + t) + fabs(0.5 * x * s * dpoly) + (0.5 + fabs(x) * dpoly) * dt);
         double ey = fabs(peat_f32(f.out[0])[i] - y), ed = fabs(peat_f32(b.out[0])[i] - d);
-        cr_assert(ey <= by, "gelu_tanh(%.7g) = %.9g, formula %.9g: |diff| %.3g > %.3g", x, peat_f32(f.out[0])[i], y,
-                  ey, by);
-        cr_assert(ed <= bd, "gelu_tanh_bwd(%.7g) = %.9g, formula %.9g: |diff| %.3g > %.3g", x, peat_f32(b.out[0])[i],
-                  d, ed, bd);
+        cr_assert(ey <= by, "gelu_tanh(%.7g) = %.9g, formula %.9g: |diff| %.3g > %.3g", x,
+                  peat_f32(f.out[0])[i], y, ey, by);
+        cr_assert(ed <= bd, "gelu_tanh_bwd(%.7g) = %.9g, formula %.9g: |diff| %.3g > %.3g", x,
+                  peat_f32(b.out[0])[i], d, ed, bd);
     }
     peat_args_free_outputs(&f);
     peat_args_free_outputs(&b);
@@ -421,7 +457,8 @@ Test(kernels, gelu_tanh_tails)
 {
     /* far tails: GELU(x) -> x and -> -0, GELU'(x) -> 1 and 0, without NaN from x^3 overflowing */
     const float xs[] = {-1e30f, -50.0f, -7.0f, 0.0f, 7.0f, 50.0f, 1e30f};
-    const double y_want[] = {0.0, 0.0, 0.0, 0.0, 7.0, 50.0, 1e30}, d_want[] = {0, 0, 0, 0.5, 1, 1, 1};
+    const double y_want[] = {0.0, 0.0, 0.0, 0.0, 7.0, 50.0, 1e30},
+                 d_want[] = {0, 0, 0, 0.5, 1, 1, 1};
     call c = {.op = PEAT_OP_GELU_BWD, .n_in = 2};
     c.p.i[0] = 7;
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, 7, &c.in[0]), PEAT_OK);
@@ -434,9 +471,10 @@ Test(kernels, gelu_tanh_tails)
     for (int i = 0; i < 7; i++) {
         double y = peat_f32(f.out[0])[i], d = peat_f32(b.out[0])[i];
         /* |x| = 7: erf GELU differs from x or 0 by x Phi(-7) ~ 1e-11; the tanh form by ~1e-9 */
-        cr_assert(fabs(y - y_want[i]) <= 1e-6 * fabs(y_want[i]) + 1e-6, "gelu_tanh(%g) = %g, expected %g", xs[i],
-                  y, y_want[i]);
-        cr_assert(fabs(d - d_want[i]) <= 1e-6, "gelu_tanh_bwd(%g) = %g, expected %g", xs[i], d, d_want[i]);
+        cr_assert(fabs(y - y_want[i]) <= 1e-6 * fabs(y_want[i]) + 1e-6,
+                  "gelu_tanh(%g) = %g, expected %g", xs[i], y, y_want[i]);
+        cr_assert(fabs(d - d_want[i]) <= 1e-6, "gelu_tanh_bwd(%g) = %g, expected %g", xs[i], d,
+                  d_want[i]);
     }
     peat_args_free_outputs(&f);
     peat_args_free_outputs(&b);
@@ -458,7 +496,8 @@ static call attention_call(uint64_t seed, int64_t B, int64_t H, int64_t T, int64
 }
 
 /* T: not a multiple of the 16-tile, exactly one tile, T = 1, shorter than a tile, several tiles. */
-static const int64_t attn_shapes[][4] = {{1, 2, 37, 8}, {2, 1, 16, 5}, {1, 1, 1, 4}, {1, 1, 5, 3}, {1, 1, 50, 16}};
+static const int64_t attn_shapes[][4] = {
+    {1, 2, 37, 8}, {2, 1, 16, 5}, {1, 1, 1, 4}, {1, 1, 5, 3}, {1, 1, 50, 16}};
 
 Test(kernels, attention_flash_within_bound)
 {
@@ -471,7 +510,8 @@ Test(kernels, attention_flash_within_bound)
         }
 }
 
-static call attention_bwd_call(uint64_t seed, int64_t B, int64_t H, int64_t T, int64_t D, int causal)
+static call attention_bwd_call(uint64_t seed, int64_t B, int64_t H, int64_t T, int64_t D,
+                               int causal)
 {
     call f = attention_call(seed, B, H, T, D, causal);
     peat_args ex = run_exact(&f);
@@ -533,7 +573,8 @@ Test(kernels, adamw_fused_in_place_equals_out_of_place)
     peat_args sep = run_named("adamw_fused", &c, PEAT_DTYPE_F32);
     peat_args al = peat_args_make(c.op, &c.p, 4, (const peat_tensor *const *)c.in, 3,
                                   (peat_tensor *const[]){c.in[0], c.in[2], c.in[3]});
-    cr_assert_eq(peat_kernel_run(peat_registry_find("adamw_fused"), &al), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(peat_registry_find("adamw_fused"), &al), PEAT_OK, "%s",
+                 peat_error_last());
     const int src[3] = {0, 2, 3};
     for (int o = 0; o < 3; o++)
         cr_assert(memcmp(sep.out[o]->data, c.in[src[o]]->data, peat_tensor_nbytes(sep.out[o])) == 0,
@@ -544,8 +585,8 @@ Test(kernels, adamw_fused_in_place_equals_out_of_place)
 
 /* ---- reduced precision: within the bound at their own unit roundoff, and visibly not fp32 ---- */
 
-static call gemm_call(uint64_t seed, int64_t M, int64_t N, int64_t K, int ta, int tb, int64_t batch, double alpha,
-                      double beta)
+static call gemm_call(uint64_t seed, int64_t M, int64_t N, int64_t K, int ta, int tb, int64_t batch,
+                      double alpha, double beta)
 {
     call c = {.op = PEAT_OP_GEMM, .n_in = beta != 0.0 ? 3 : 2};
     int64_t v[6] = {ta, tb, M, N, K, batch};
@@ -566,7 +607,8 @@ Test(kernels, gemm_fp16_within_fp16_bound)
     const bound_model m = {U32, gamma_k(2, U16), ETA16, 2.0};
     call c = gemm_call(80, 17, 23, 150, 0, 0, 1, 1.0, 0.0);
     double w = expect_within("gemm_fp16", &c, m);
-    cr_assert(bound_ratio("gemm_fp16", &c, FP32, 0) > 1.0, "gemm_fp16 is within the fp32 bound: inputs not rounded?");
+    cr_assert(bound_ratio("gemm_fp16", &c, FP32, 0) > 1.0,
+              "gemm_fp16 is within the fp32 bound: inputs not rounded?");
     call_free(&c);
     c = gemm_call(81, 8, 9, 70, 1, 1, 2, 0.5, 2.0); /* transposes, batch, beta */
     expect_within("gemm_fp16", &c, m);
@@ -582,7 +624,8 @@ Test(kernels, gemm_fp16_output_may_alias_c)
     call c = gemm_call(83, 9, 70, 33, 0, 1, 2, 1.5, -0.5);
     peat_args sep = run_named("gemm_fp16", &c, PEAT_DTYPE_F32);
     peat_args al = peat_args_make(c.op, &c.p, 3, (const peat_tensor *const *)c.in, 1, &c.in[2]);
-    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_fp16"), &al), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_fp16"), &al), PEAT_OK, "%s",
+                 peat_error_last());
     cr_assert(memcmp(sep.out[0]->data, c.in[2]->data, peat_tensor_nbytes(sep.out[0])) == 0,
               "gemm_fp16 gives a different D when D aliases C");
     peat_args_free_outputs(&sep);
@@ -590,12 +633,14 @@ Test(kernels, gemm_fp16_output_may_alias_c)
 }
 
 /* Every element of output o of kernel name on c is a value of the format (round(y) == y). */
-static void expect_stored_in(const char *name, const call *c, int o, float (*rnd)(float), const char *fmt)
+static void expect_stored_in(const char *name, const call *c, int o, float (*rnd)(float),
+                             const char *fmt)
 {
     peat_args a = run_named(name, c, PEAT_DTYPE_F32);
     const float *y = peat_f32(a.out[o]);
     for (int64_t i = 0; i < peat_tensor_numel(a.out[o]); i++)
-        cr_assert(rnd(y[i]) == y[i], "%s out %d [%lld] = %.9g is not a %s value", name, o, (long long)i, y[i], fmt);
+        cr_assert(rnd(y[i]) == y[i], "%s out %d [%lld] = %.9g is not a %s value", name, o,
+                  (long long)i, y[i], fmt);
     peat_args_free_outputs(&a);
 }
 
@@ -609,8 +654,10 @@ Test(kernels, layernorm_lowp_within_own_bound)
         bound_model m = {U32, gamma_k(3, us[k]), etas[k], 2.0};
         call c = layernorm_call(90 + k, 7, 45, 0.0, 1.0);
         expect_within(names[k], &c, m);
-        cr_assert(bound_ratio(names[k], &c, FP32, 0) > 1.0, "%s is within the fp32 bound: not rounded?", names[k]);
-        expect_stored_in(names[k], &c, 0, k ? peat_round_f16 : peat_round_bf16, k ? "fp16" : "bf16");
+        cr_assert(bound_ratio(names[k], &c, FP32, 0) > 1.0,
+                  "%s is within the fp32 bound: not rounded?", names[k]);
+        expect_stored_in(names[k], &c, 0, k ? peat_round_f16 : peat_round_bf16,
+                         k ? "fp16" : "bf16");
         call_free(&c);
         c = layernorm_call(92 + k, 1, 1, 0.0, 1.0);
         expect_within(names[k], &c, m);
@@ -626,7 +673,8 @@ Test(kernels, attention_bf16_within_bf16_bound)
     for (int causal = 0; causal <= 1; causal++) {
         call c = attention_call(95 + causal, 1, 2, 37, 8, causal);
         expect_within("attention_bf16", &c, m);
-        cr_assert(bound_ratio("attention_bf16", &c, FP32, 0) > 1.0, "attention_bf16 within fp32 bound: not rounded?");
+        cr_assert(bound_ratio("attention_bf16", &c, FP32, 0) > 1.0,
+                  "attention_bf16 within fp32 bound: not rounded?");
         expect_stored_in("attention_bf16", &c, 0, peat_round_bf16, "bf16");
         call_free(&c);
     }
@@ -643,9 +691,11 @@ Test(kernels, candidates_differ_from_golden_where_they_reorder)
         /* K = C KH KW = 144 > tile_k 64: per-slice partial sums */
         {"conv_im2col", conv_call(PEAT_OP_CONV2D, 200, 1, 16, 9, 9, 33, 3, 3, 2, 1)},
         /* GEMM over O = 70 > tile_k, then col2im */
-        {"conv_im2col_bwd_data", conv_call(PEAT_OP_CONV2D_BWD_DATA, 201, 1, 2, 12, 12, 70, 5, 5, 3, 2)},
+        {"conv_im2col_bwd_data",
+         conv_call(PEAT_OP_CONV2D_BWD_DATA, 201, 1, 2, 12, 12, 70, 5, 5, 3, 2)},
         /* K = OH OW = 100 > tile_k */
-        {"conv_im2col_bwd_filter", conv_call(PEAT_OP_CONV2D_BWD_FILTER, 202, 1, 3, 10, 10, 4, 3, 3, 1, 1)},
+        {"conv_im2col_bwd_filter",
+         conv_call(PEAT_OP_CONV2D_BWD_FILTER, 202, 1, 3, 10, 10, 4, 3, 3, 1, 1)},
         /* multiply by 1/d instead of dividing */
         {"softmax_online", softmax_call(203, 4, 50, -4, 4)},
         /* 8-lane dot product */
@@ -663,8 +713,8 @@ Test(kernels, candidates_differ_from_golden_where_they_reorder)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int64_t nd = count_diff_vs_golden(cases[k].name, &cases[k].c);
-        cr_assert(nd > 0, "%s is bit-identical to %s_golden on a case where its order differs", cases[k].name,
-                  peat_op_name(cases[k].c.op));
+        cr_assert(nd > 0, "%s is bit-identical to %s_golden on a case where its order differs",
+                  cases[k].name, peat_op_name(cases[k].c.op));
         cr_log_info("%s: %lld elements differ from golden", cases[k].name, (long long)nd);
         call_free(&cases[k].c);
     }
@@ -699,10 +749,12 @@ Test(kernels, candidates_are_registered_with_declared_precision)
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         const peat_kernel *kn = peat_registry_find(want[k].name);
         cr_assert_not_null(kn, "%s is not registered", want[k].name);
-        cr_assert(kn->op == want[k].op && kn->role == PEAT_ROLE_CANDIDATE && strcmp(kn->backend, "cpu") == 0,
-                  "%s: op %s role %s backend %s", want[k].name, peat_op_name(kn->op), peat_role_name(kn->role),
-                  kn->backend);
-        cr_assert(kn->in_dtype == want[k].in && kn->acc_dtype == PEAT_DTYPE_F32 && kn->out_dtype == PEAT_DTYPE_F32,
+        cr_assert(kn->op == want[k].op && kn->role == PEAT_ROLE_CANDIDATE &&
+                      strcmp(kn->backend, "cpu") == 0,
+                  "%s: op %s role %s backend %s", want[k].name, peat_op_name(kn->op),
+                  peat_role_name(kn->role), kn->backend);
+        cr_assert(kn->in_dtype == want[k].in && kn->acc_dtype == PEAT_DTYPE_F32 &&
+                      kn->out_dtype == PEAT_DTYPE_F32,
                   "%s: dtypes in %s acc %s out %s", want[k].name, peat_dtype_name(kn->in_dtype),
                   peat_dtype_name(kn->acc_dtype), peat_dtype_name(kn->out_dtype));
         cr_assert(kn->desc && kn->desc[0], "%s has no description", want[k].name);
@@ -720,7 +772,8 @@ Test(kernels, candidates_refuse_f64_storage)
     peat_args a = peat_args_make(c.op, &c.p, 1, (const peat_tensor *const *)c.in, 0, NULL);
     cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
     peat_status st = peat_kernel_run(peat_registry_find("softmax_online"), &a);
-    cr_assert_eq(st, PEAT_ERR_UNSUPPORTED, "softmax_online on f64 input returned %s", peat_status_str(st));
+    cr_assert_eq(st, PEAT_ERR_UNSUPPORTED, "softmax_online on f64 input returned %s",
+                 peat_status_str(st));
     peat_args_free_outputs(&a);
     call_free(&c);
 }

@@ -13,7 +13,10 @@
 static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
 #define N_FLOWS ((int)(sizeof FLOWS / sizeof FLOWS[0]))
 
-static void init(void) { cr_assert_eq(peat_registry_init(), PEAT_OK, "registry: %s", peat_error_last()); }
+static void init(void)
+{
+    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry: %s", peat_error_last());
+}
 
 static peat_flow_config config(uint64_t seed)
 {
@@ -182,8 +185,10 @@ Test(models, state_names_and_checkpoint_copy, .init = init)
         steps(&y, 3, ly);
         steps(&z, 3, lz);
         for (int s2 = 0; s2 < 3; s2++) {
-            cr_assert_eq(lx[s2], ly[s2], "%s: resumed (copy) loss differs at step %d", FLOWS[k], s2);
-            cr_assert_eq(lx[s2], lz[s2], "%s: resumed (set_step) loss differs at step %d", FLOWS[k], s2);
+            cr_assert_eq(lx[s2], ly[s2], "%s: resumed (copy) loss differs at step %d", FLOWS[k],
+                         s2);
+            cr_assert_eq(lx[s2], lz[s2], "%s: resumed (set_step) loss differs at step %d", FLOWS[k],
+                         s2);
         }
         cr_assert_eq(state_diff(x.f, y.f), 0, "%s: resumed weights differ", FLOWS[k]);
         cr_assert_eq(state_diff(x.f, z.f), 0, "%s: resumed weights differ", FLOWS[k]);
@@ -427,8 +432,9 @@ Test(models, swapping_any_declared_kernel_changes_training, .init = init)
         for (int op = 0; op < PEAT_OP_COUNT; op++) {
             if (!(mask & (1u << op))) continue;
             run r = make(FLOWS[k], &c);
-            cr_assert_eq(peat_exec_set_kernel(r.ex, (peat_op_kind)op, perturbed_kernel((peat_op_kind)op)),
-                         PEAT_OK);
+            cr_assert_eq(
+                peat_exec_set_kernel(r.ex, (peat_op_kind)op, perturbed_kernel((peat_op_kind)op)),
+                PEAT_OK);
             double l[2];
             steps(&r, 2, l);
             /* the loss ops only change the reported loss; all others change the weights */
@@ -526,7 +532,8 @@ Test(models, gpt_unfused_is_the_same_model_as_gpt, .init = init)
     cr_assert_eq(a.f->ops->train(a.f, &la), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(b.f->ops->train(b.f, &lb), PEAT_OK, "%s", peat_error_last());
     cr_assert(isfinite(la) && la > 1.0, "initial loss %g", la);
-    cr_assert_leq(fabs(la - lb), 1e-5 * fabs(la), "initial loss: gpt %.9g, gpt_unfused %.9g", la, lb);
+    cr_assert_leq(fabs(la - lb), 1e-5 * fabs(la), "initial loss: gpt %.9g, gpt_unfused %.9g", la,
+                  lb);
     cr_assert_eq(a.f->n_params, b.f->n_params);
     for (int i = 0; i < a.f->n_params; i++) {
         double d, amax;
@@ -537,7 +544,8 @@ Test(models, gpt_unfused_is_the_same_model_as_gpt, .init = init)
     }
     /* control: the tolerance is tight enough to see a wrong softmax (golden + 0.01) */
     run p = make("gpt_unfused", &c);
-    cr_assert_eq(peat_exec_set_kernel(p.ex, PEAT_OP_SOFTMAX, perturbed_kernel(PEAT_OP_SOFTMAX)), PEAT_OK);
+    cr_assert_eq(peat_exec_set_kernel(p.ex, PEAT_OP_SOFTMAX, perturbed_kernel(PEAT_OP_SOFTMAX)),
+                 PEAT_OK);
     double lp;
     cr_assert_eq(p.f->ops->train(p.f, &lp), PEAT_OK, "%s", peat_error_last());
     cr_assert_gt(fabs(la - lp), 1e-5 * fabs(la), "a perturbed softmax keeps the loss %.9g vs %.9g",

@@ -22,7 +22,8 @@ static void init_once(void)
 #ifdef PEAT_HAVE_GPU
     if (init_status == PEAT_OK) init_status = peat_gpu_register();
     if (init_status == PEAT_OK)
-        init_status = peat_backend_register(peat_backend_gpu_iface.get_name(NULL), &peat_backend_gpu_iface);
+        init_status =
+            peat_backend_register(peat_backend_gpu_iface.get_name(NULL), &peat_backend_gpu_iface);
 #endif
     if (init_status != PEAT_OK) snprintf(init_msg, sizeof init_msg, "%s", peat_error_last());
 }

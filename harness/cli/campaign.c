@@ -58,7 +58,8 @@ static peat_status mkdir_p(const char *path)
         *p = '/';
     }
     if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot create output directory %s: %s", buf, strerror(errno));
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot create output directory %s: %s", buf,
+                          strerror(errno));
     struct stat st;
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return PEAT_ERROR(PEAT_ERR_IO, "output path %s is not a directory", buf);
@@ -81,7 +82,9 @@ peat_status peat_iter_spec_check(const char *spec)
     if (!strncmp(spec, "every:", 6)) {
         char *end;
         long long n = strtoll(spec + 6, &end, 10);
-        if (*end || n < 1) return PEAT_ERROR(PEAT_ERR_INVAL, "bad iteration list '%s' (every:N needs N >= 1)", spec);
+        if (*end || n < 1)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "bad iteration list '%s' (every:N needs N >= 1)",
+                              spec);
         return PEAT_OK;
     }
     const char *c = spec;
@@ -89,7 +92,8 @@ peat_status peat_iter_spec_check(const char *spec)
         char *end;
         long long v = strtoll(c, &end, 10);
         if (end == c || v < 0 || (*end && *end != ','))
-            return PEAT_ERROR(PEAT_ERR_INVAL, "bad iteration list '%s' (last, none, every:N or 0,10,20)", spec);
+            return PEAT_ERROR(PEAT_ERR_INVAL,
+                              "bad iteration list '%s' (last, none, every:N or 0,10,20)", spec);
         c = *end ? end + 1 : end;
     }
     return PEAT_OK;
@@ -125,7 +129,8 @@ peat_status peat_op_mask_parse(const char *list, uint32_t *mask)
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         peat_op_kind op;
         if (peat_op_parse(t, &op) != PEAT_OK)
-            return PEAT_ERROR(PEAT_ERR_INVAL, "unknown op '%s' in op list '%s' (see `peat list`)", t, list);
+            return PEAT_ERROR(PEAT_ERR_INVAL, "unknown op '%s' in op list '%s' (see `peat list`)",
+                              t, list);
         *mask |= 1u << op;
     }
     if (!*mask) return PEAT_ERROR(PEAT_ERR_INVAL, "empty op list");
@@ -140,10 +145,14 @@ peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
     snprintf(buf, sizeof buf, "%s", list);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "fwd")) *fwd = 1;
-        else if (!strcmp(t, "bwd")) *bwd = 1;
-        else if (!strcmp(t, "opt")) *opt = 1;
-        else return PEAT_ERROR(PEAT_ERR_INVAL, "unknown phase '%s' (fwd, bwd, opt)", t);
+        if (!strcmp(t, "fwd"))
+            *fwd = 1;
+        else if (!strcmp(t, "bwd"))
+            *bwd = 1;
+        else if (!strcmp(t, "opt"))
+            *opt = 1;
+        else
+            return PEAT_ERROR(PEAT_ERR_INVAL, "unknown phase '%s' (fwd, bwd, opt)", t);
     }
     if (!*fwd && !*bwd && !*opt) return PEAT_ERROR(PEAT_ERR_INVAL, "empty phase list");
     return PEAT_OK;
@@ -161,7 +170,8 @@ static peat_status choose_flow(const peat_campaign_opts *o, const peat_kernel *k
     if (o->flow) {
         int known = 0;
         for (int i = 0; names[i]; i++) known |= strcmp(names[i], o->flow) == 0;
-        if (!known) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s' (see `peat list`)", o->flow);
+        if (!known)
+            return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s' (see `peat list`)", o->flow);
         if (!(peat_flow_op_mask_for(o->flow, &fc) & (1u << k->op)))
             return PEAT_ERROR(PEAT_ERR_INVAL, "flow '%s' never calls %s, the op of kernel '%s'",
                               o->flow, peat_op_name(k->op), k->name);
@@ -173,14 +183,15 @@ static peat_status choose_flow(const peat_campaign_opts *o, const peat_kernel *k
             *flow = names[i];
             return PEAT_OK;
         }
-    return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s (kernel '%s')%s", peat_op_name(k->op),
-                      k->name, k->op == PEAT_OP_SGD ? "; SGD updates run with --optimizer sgd" : "");
+    return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s (kernel '%s')%s",
+                      peat_op_name(k->op), k->name,
+                      k->op == PEAT_OP_SGD ? "; SGD updates run with --optimizer sgd" : "");
 }
 
 /* ---- profile ---- */
 
 typedef struct {
-    peat_record_list list;       /* records of the candidate's op, for playback */
+    peat_record_list list; /* records of the candidate's op, for playback */
     peat_store_t *store;
     peat_op_kind keep_op;
     int64_t skipped_existing, stored;
@@ -192,7 +203,8 @@ static peat_status sink_both(void *user, peat_record *r)
 {
     profile_sink *ps = user;
     if (ps->store) {
-        if (peat_store_call_has(ps->store, r->id)) ps->skipped_existing++;
+        if (peat_store_call_has(ps->store, r->id))
+            ps->skipped_existing++;
         else {
             peat_status st = peat_store_call_write(ps->store, r);
             if (st != PEAT_OK) {
@@ -284,8 +296,8 @@ static void free_shared_outputs(peat_args *a)
 
 /* Runs k on a; isolated: in a forked child with a deadline, so that a crashing or hanging
  * candidate is reported instead of taking the campaign down. why gets a one-line reason. */
-static peat_status run_candidate(const peat_kernel *k, const peat_args *a, int isolate, double timeout,
-                                 char *why, size_t nwhy)
+static peat_status run_candidate(const peat_kernel *k, const peat_args *a, int isolate,
+                                 double timeout, char *why, size_t nwhy)
 {
     why[0] = 0;
     if (!isolate) {
@@ -334,7 +346,8 @@ static peat_status run_candidate(const peat_kernel *k, const peat_args *a, int i
         st = PEAT_ERR_KERNEL;
     } else if (*child_status == -1 && WIFEXITED(wst) && WEXITSTATUS(wst) != 0) {
         /* a sanitizer or the kernel itself turned the fault into an exit */
-        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name, WEXITSTATUS(wst));
+        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name,
+                 WEXITSTATUS(wst));
         st = PEAT_ERR_KERNEL;
     } else if (*child_status != PEAT_OK) {
         snprintf(why, nwhy, "kernel '%s' failed: %s", k->name,
@@ -357,7 +370,8 @@ static peat_status acc_output(peat_analyzer_acc_t *acc, const peat_args *in, int
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, peat_golden_terms(in, o), n / cols, cols, x);
+        st = peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, peat_golden_terms(in, o),
+                                         n / cols, cols, x);
     free(mag);
     return st;
 }
@@ -366,8 +380,8 @@ typedef struct {
     peat_analyzer_acc_t *cand, *gold;
 } accs;
 
-static peat_status playback(const peat_campaign_opts *o, const peat_kernel *k, peat_record_list *recs,
-                            accs *A, peat_campaign_result *res)
+static peat_status playback(const peat_campaign_opts *o, const peat_kernel *k,
+                            peat_record_list *recs, accs *A, peat_campaign_result *res)
 {
     for (int64_t i = 0; i < recs->n; i++) {
         peat_record *r = recs->items[i];
@@ -378,8 +392,9 @@ static peat_status playback(const peat_campaign_opts *o, const peat_kernel *k, p
         peat_status st = run_candidate(k, &a, o->isolate, o->kernel_timeout_s, why, sizeof why);
         if (st == PEAT_ERR_KERNEL) {
             if (res->n_kernel_failures++ == 0)
-                snprintf(res->kernel_failure, sizeof res->kernel_failure, "call %lld (%.40s, iter %lld): %.150s",
-                         (long long)r->id, r->layer, (long long)r->iter, why);
+                snprintf(res->kernel_failure, sizeof res->kernel_failure,
+                         "call %lld (%.40s, iter %lld): %.150s", (long long)r->id, r->layer,
+                         (long long)r->iter, why);
             free_shared_outputs(&a);
             continue;
         }
@@ -390,7 +405,8 @@ static peat_status playback(const peat_campaign_opts *o, const peat_kernel *k, p
         int64_t depth = peat_op_info_get(r->op)->depth(&r->p);
         for (int out = 0; out < r->n_out && st == PEAT_OK; out++) {
             st = acc_output(A->cand, &a, out, a.out[out], r->exact[out], depth);
-            if (st == PEAT_OK) st = acc_output(A->gold, &a, out, r->golden[out], r->exact[out], depth);
+            if (st == PEAT_OK)
+                st = acc_output(A->gold, &a, out, r->golden[out], r->exact[out], depth);
         }
         /* determinism: the first calls run a second time and are compared bitwise */
         if (st == PEAT_OK && i < o->repeats) {
@@ -432,11 +448,13 @@ static peat_status load_checkpoint(const char *path, peat_flow_t *f)
     char tag[32];
     int n;
     for (int64_t i = 0; i < peat_store_state_count(src); i++)
-        if (peat_store_state_info(src, i, &iter, tag, &n) == PEAT_OK && !strcmp(tag, "checkpoint") && iter > best)
+        if (peat_store_state_info(src, i, &iter, tag, &n) == PEAT_OK &&
+            !strcmp(tag, "checkpoint") && iter > best)
             best = iter;
     peat_status st = PEAT_OK;
     peat_store_state *cp = NULL;
-    if (best < 0) st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no checkpoint to finetune from", path);
+    if (best < 0)
+        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no checkpoint to finetune from", path);
     if (st == PEAT_OK) st = peat_store_state_read(src, best, "checkpoint", &cp);
     for (int i = 0; st == PEAT_OK && i < peat_flow_state_count(f); i++) {
         const char *name;
@@ -444,9 +462,12 @@ static peat_status load_checkpoint(const char *path, peat_flow_t *f)
         int j = 0;
         while (j < cp->n && strcmp(cp->names[j], name)) j++;
         if (j == cp->n)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "checkpoint in %s has no tensor '%s': another model?", path, name);
-        else if (peat_tensor_numel(cp->t[j]) != peat_tensor_numel(dst) || cp->t[j]->dtype != dst->dtype)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "checkpoint tensor '%s' in %s has another shape", name, path);
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "checkpoint in %s has no tensor '%s': another model?",
+                            path, name);
+        else if (peat_tensor_numel(cp->t[j]) != peat_tensor_numel(dst) ||
+                 cp->t[j]->dtype != dst->dtype)
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "checkpoint tensor '%s' in %s has another shape", name,
+                            path);
         else
             memcpy(dst->data, cp->t[j]->data, peat_tensor_nbytes(dst));
     }
@@ -474,9 +495,12 @@ static input_range measure_input_range(const peat_record_list *recs, peat_dtype 
 {
     input_range r = {NAN, NAN};
     double lo, hi;
-    if (fmt == PEAT_DTYPE_F16) lo = 0x1p-14, hi = 65504.0;
-    else if (fmt == PEAT_DTYPE_BF16) lo = 0x1p-126, hi = 3.3895313892515355e38;
-    else return r;
+    if (fmt == PEAT_DTYPE_F16)
+        lo = 0x1p-14, hi = 65504.0;
+    else if (fmt == PEAT_DTYPE_BF16)
+        lo = 0x1p-126, hi = 3.3895313892515355e38;
+    else
+        return r;
     int64_t n = 0, below = 0, above = 0;
     for (int64_t i = 0; i < recs->n; i++)
         for (int k = 0; k < recs->items[i]->n_in; k++) {
@@ -505,7 +529,8 @@ static peat_status store_signatures(const char *h5, const peat_campaign_result *
     for (int i = 0; i < 2 && st == PEAT_OK; i++) {
         int n = peat_signature_to_json(sig[i], NULL, 0) + 1;
         char *js = malloc((size_t)n);
-        if (!js) st = PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
+        if (!js)
+            st = PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
         else {
             peat_signature_to_json(sig[i], js, (size_t)n);
             st = peat_store_signature_write(s, sig[i]->kernel, js);
@@ -534,10 +559,12 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
                 strcat(names, c->name);
             }
         }
-        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s'; available candidates: %s", o->kernel, names);
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s'; available candidates: %s",
+                          o->kernel, names);
     }
     if (k->role == PEAT_ROLE_EXACT)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "'%s' is the exact reference, not a kernel to validate", k->name);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "'%s' is the exact reference, not a kernel to validate",
+                          k->name);
     /* "auto" means the kernel's own backend; an explicit one must match it */
     const char *want = !o->backend || strcmp(o->backend, "auto") == 0 ? k->backend : o->backend;
     peat_backend_t be = NULL;
@@ -548,8 +575,9 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     int backend_ok = strcmp(backend_name, k->backend) == 0;
     peat_backend_close(be);
     if (!backend_ok)
-        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "kernel '%s' runs on backend '%s', selected backend is '%s'",
-                          k->name, k->backend, backend_name);
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                          "kernel '%s' runs on backend '%s', selected backend is '%s'", k->name,
+                          k->backend, backend_name);
 
     const char *flow = NULL;
     PEAT_TRY(choose_flow(o, k, &flow));
@@ -561,7 +589,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
 
     /* output directory and campaign file */
     char stamp[32];
-    if (o->out_dir) snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
+    if (o->out_dir)
+        snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
     else {
         utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
         snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s", k->name, flow, stamp);
@@ -571,9 +600,12 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     snprintf(h5, sizeof h5, "%s/campaign.h5", res->out_dir);
     snprintf(partial, sizeof partial, "%s.partial", h5);
     if (file_exists(h5) && !o->force)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s already holds a finished campaign (use another --out or --force)", h5);
+        return PEAT_ERROR(
+            PEAT_ERR_IO, "%s already holds a finished campaign (use another --out or --force)", h5);
     if (file_exists(partial) && !o->resume && !o->force)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s holds an unfinished campaign: continue it with --resume, or --force", partial);
+        return PEAT_ERROR(PEAT_ERR_IO,
+                          "%s holds an unfinished campaign: continue it with --resume, or --force",
+                          partial);
 
     /* everything that decides what is recorded: a resumed run must use the same */
     char policy[256];
@@ -581,24 +613,30 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
              "calls=%lld ops=%s every=%lld iters=%lld:%lld phase=%s checkpoints=%s activations=%s "
              "optimizer=%s task=%d finetune=%s",
              (long long)calls, o->record_ops ? o->record_ops : "kernel", (long long)o->record_every,
-             (long long)o->record_iter_lo, (long long)o->record_iter_hi, o->record_phase ? o->record_phase : "all",
-             o->checkpoint_iters ? o->checkpoint_iters : "last", o->activation_iters ? o->activation_iters : "none",
-             o->optimizer ? o->optimizer : "adamw", o->task, o->finetune_from ? o->finetune_from : "-");
+             (long long)o->record_iter_lo, (long long)o->record_iter_hi,
+             o->record_phase ? o->record_phase : "all",
+             o->checkpoint_iters ? o->checkpoint_iters : "last",
+             o->activation_iters ? o->activation_iters : "none",
+             o->optimizer ? o->optimizer : "adamw", o->task,
+             o->finetune_from ? o->finetune_from : "-");
     peat_store_t *store = NULL;
     if (o->resume && !file_exists(partial))
-        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "--resume: no unfinished campaign (%s) to continue", partial);
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "--resume: no unfinished campaign (%s) to continue",
+                          partial);
     if (o->resume) {
         PEAT_TRY(peat_store_open(partial, 1, &store));
         peat_store_meta m;
         peat_status st = peat_store_meta_get(store, &m);
-        if (st == PEAT_OK && (strcmp(m.kernel, k->name) || strcmp(m.flow, flow) || m.seed != o->seed ||
-                              m.iters != iters)) {
-            st = PEAT_ERROR(PEAT_ERR_INVAL,
-                            "--resume: %s was started with --kernel %s --flow %s --seed %llu --iters %lld; "
-                            "give the same options",
-                            partial, m.kernel, m.flow, (unsigned long long)m.seed, (long long)m.iters);
+        if (st == PEAT_OK && (strcmp(m.kernel, k->name) || strcmp(m.flow, flow) ||
+                              m.seed != o->seed || m.iters != iters)) {
+            st = PEAT_ERROR(
+                PEAT_ERR_INVAL,
+                "--resume: %s was started with --kernel %s --flow %s --seed %llu --iters %lld; "
+                "give the same options",
+                partial, m.kernel, m.flow, (unsigned long long)m.seed, (long long)m.iters);
         } else if (st == PEAT_OK && strcmp(m.policy, policy) != 0) {
-            st = PEAT_ERROR(PEAT_ERR_INVAL, "--resume: recording options differ from the interrupted run's (%s)",
+            st = PEAT_ERROR(PEAT_ERR_INVAL,
+                            "--resume: recording options differ from the interrupted run's (%s)",
                             m.policy);
         }
         if (st != PEAT_OK) {
@@ -620,7 +658,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         snprintf(m.argv, sizeof m.argv, "%s", o->argv ? o->argv : "");
         snprintf(m.policy, sizeof m.policy, "%s", policy);
         snprintf(m.dtypes, sizeof m.dtypes, "storage f32, kernel in %s acc %s out %s, exact f64",
-                 peat_dtype_name(k->in_dtype), peat_dtype_name(k->acc_dtype), peat_dtype_name(k->out_dtype));
+                 peat_dtype_name(k->in_dtype), peat_dtype_name(k->acc_dtype),
+                 peat_dtype_name(k->out_dtype));
         snprintf(m.build, sizeof m.build, "%s, %s", PEAT_BUILD_TYPE, __VERSION__);
         if (dev.clock_mhz > 0) snprintf(m.clocks, sizeof m.clocks, "cpu0 %.0f MHz", dev.clock_mhz);
         gethostname(m.host, sizeof m.host - 1);
@@ -634,7 +673,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     cfg.seed = o->seed;
     cfg.weight_decay = -1.0;
     cfg.task = o->task;
-    cfg.optimizer = o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    cfg.optimizer =
+        o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
     peat_status st = PEAT_OK;
@@ -667,7 +707,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     peat_flow_t *f = NULL;
     peat_profiler_t *prof = peat_profiler_alloc(&pol, sink_both, &ps);
     peat_profiler_t *aprof = want_acts ? peat_profiler_alloc(&apol, sink_both, &acts) : NULL;
-    if (st == PEAT_OK && (!prof || (want_acts && !aprof))) st = PEAT_ERROR(PEAT_ERR_NOMEM, "profiler");
+    if (st == PEAT_OK && (!prof || (want_acts && !aprof)))
+        st = PEAT_ERROR(PEAT_ERR_NOMEM, "profiler");
     if (st == PEAT_OK) st = peat_exec_create(flow, o->seed, &ex);
     if (st == PEAT_OK) st = peat_profiler_attach(prof, ex);
     if (st == PEAT_OK && aprof) st = peat_profiler_attach(aprof, ex);
@@ -678,8 +719,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         peat_flow_metrics m;
         st = peat_flow_step(f, &m);
         if (st == PEAT_OK && !isfinite(m.loss))
-            st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld", m.loss,
-                            (long long)it);
+            st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld",
+                            m.loss, (long long)it);
         if (it == 0) res->loss_first = m.loss;
         res->loss_last = m.loss;
         if (st == PEAT_OK && !peat_store_metrics_has(store, it))
@@ -711,7 +752,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     }
     if (ps.list.n == 0) {
         peat_record_list_clear(&ps.list);
-        return PEAT_ERROR(PEAT_ERR_INVAL, "no %s calls were recorded in flow %s (check the --record-* window)",
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "no %s calls were recorded in flow %s (check the --record-* window)",
                           peat_op_name(k->op), flow);
     }
 
@@ -720,10 +762,12 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
 
     /* ---- playback + analyze ---- */
     t0 = peat_now();
-    accs A = {peat_analyzer_acc_alloc(k->name, k->op),
-              peat_analyzer_acc_alloc(peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu")->name, k->op)};
+    accs A = {
+        peat_analyzer_acc_alloc(k->name, k->op),
+        peat_analyzer_acc_alloc(peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu")->name, k->op)};
     if (!A.cand || !A.gold) st = PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer");
-    /* a GPU runtime initialised in this process does not survive fork: GPU kernels run in-process */
+    /* a GPU runtime initialised in this process does not survive fork: GPU kernels run in-process
+     */
     peat_campaign_opts po = *o;
     po.isolate = o->isolate && strcmp(k->backend, "cpu") == 0;
     if (st == PEAT_OK) st = playback(&po, k, &ps.list, &A, res);
@@ -745,20 +789,24 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         memset(fd, 0, sizeof *fd);
         fd->cls = PEAT_FIND_OUT_OF_BOUND;
         fd->confidence = 1.0;
-        snprintf(fd->params, sizeof fd->params, "failed_calls=%lld", (long long)res->n_kernel_failures);
-        snprintf(fd->evidence[0], sizeof fd->evidence[0], "the kernel failed on %lld of %lld calls; first: %.170s",
+        snprintf(fd->params, sizeof fd->params, "failed_calls=%lld",
+                 (long long)res->n_kernel_failures);
+        snprintf(fd->evidence[0], sizeof fd->evidence[0],
+                 "the kernel failed on %lld of %lld calls; first: %.170s",
                  (long long)res->n_kernel_failures, (long long)res->n_records, res->kernel_failure);
         fd->n_evidence = 1;
         fd->accept = PEAT_ACCEPT_FAIL;
         res->n_findings = 1;
     }
     if (res->n_kernel_failures < res->n_records)
-        res->n_findings += peat_detector_run(&res->cand, &res->golden, &dctx, res->findings + res->n_findings,
-                                             (int)(sizeof res->findings / sizeof res->findings[0]) - res->n_findings);
+        res->n_findings += peat_detector_run(
+            &res->cand, &res->golden, &dctx, res->findings + res->n_findings,
+            (int)(sizeof res->findings / sizeof res->findings[0]) - res->n_findings);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
     /* the file is named complete only once every stage's output is in it */
     PEAT_TRY(store_signatures(partial, res));
-    if (rename(partial, h5) != 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot finish %s: %s", h5, strerror(errno));
+    if (rename(partial, h5) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot finish %s: %s", h5, strerror(errno));
     res->t_analyze = peat_now() - t0;
     res->t_total = peat_now() - t_start;
     return peat_report_write(o, res);

@@ -11,33 +11,33 @@
 #define PEAT_MAX_PLUGINS 8
 
 typedef struct peat_campaign_opts {
-    const char *kernel;          /* candidate under test (required) */
-    const char *flow;            /* NULL = first flow that calls the kernel's op */
-    const char *backend;         /* "auto" (default), "cpu", "cuda", "hip" */
-    int64_t iters;               /* training iterations to profile (0 = flow default) */
-    int64_t calls;               /* op calls to record and replay (0 = default) */
+    const char *kernel;  /* candidate under test (required) */
+    const char *flow;    /* NULL = first flow that calls the kernel's op */
+    const char *backend; /* "auto" (default), "cpu", "cuda", "hip" */
+    int64_t iters;       /* training iterations to profile (0 = flow default) */
+    int64_t calls;       /* op calls to record and replay (0 = default) */
     uint64_t seed;
-    const char *out_dir;         /* NULL = peat-out/<kernel>-<flow>-<UTC time> */
+    const char *out_dir; /* NULL = peat-out/<kernel>-<flow>-<UTC time> */
     const char *plugins[PEAT_MAX_PLUGINS];
     int n_plugins;
-    int resume;                  /* continue the campaign in out_dir */
-    int force;                   /* replace a finished campaign in out_dir */
-    int isolate;                 /* run the candidate in a child process (crash/hang safe) */
-    double kernel_timeout_s;     /* per call, when isolated */
-    int repeats;                 /* calls replayed twice to test determinism */
+    int resume;              /* continue the campaign in out_dir */
+    int force;               /* replace a finished campaign in out_dir */
+    int isolate;             /* run the candidate in a child process (crash/hang safe) */
+    double kernel_timeout_s; /* per call, when isolated */
+    int repeats;             /* calls replayed twice to test determinism */
     int quiet;
-    const char *argv;            /* command line, recorded in the campaign file */
+    const char *argv; /* command line, recorded in the campaign file */
     /* recording policy (docs/cli.md) */
-    const char *record_ops;      /* "gemm,softmax" or "all"; NULL = the kernel's op */
-    int64_t record_every;        /* every k-th call; 0 = spread --calls over the run */
+    const char *record_ops;                 /* "gemm,softmax" or "all"; NULL = the kernel's op */
+    int64_t record_every;                   /* every k-th call; 0 = spread --calls over the run */
     int64_t record_iter_lo, record_iter_hi; /* iteration window [lo, hi); hi 0 = to the end */
-    const char *record_phase;    /* "fwd,bwd,opt" subset; NULL = all */
-    const char *checkpoint_iters;/* "last" (default), "none", "every:N", "0,10,59" */
-    const char *activation_iters;/* NULL/"none", or as above: outputs of every forward op */
+    const char *record_phase;               /* "fwd,bwd,opt" subset; NULL = all */
+    const char *checkpoint_iters;           /* "last" (default), "none", "every:N", "0,10,59" */
+    const char *activation_iters; /* NULL/"none", or as above: outputs of every forward op */
     /* training */
-    const char *optimizer;       /* "adamw" (default) or "sgd" */
-    int task;                    /* 0 pretraining task, 1 shifted task */
-    const char *finetune_from;   /* campaign.h5 whose last checkpoint initialises the flow */
+    const char *optimizer;     /* "adamw" (default) or "sgd" */
+    int task;                  /* 0 pretraining task, 1 shifted task */
+    const char *finetune_from; /* campaign.h5 whose last checkpoint initialises the flow */
 } peat_campaign_opts;
 
 /* Validates an iteration list spec ("last", "none", "every:N", "a,b,c"). */
@@ -59,8 +59,8 @@ typedef struct peat_campaign_result {
     int n_findings;
     peat_acceptance verdict;
     int64_t n_records;
-    int64_t n_kernel_failures;   /* calls on which the candidate crashed, hung or failed */
-    char kernel_failure[256];    /* first such failure */
+    int64_t n_kernel_failures; /* calls on which the candidate crashed, hung or failed */
+    char kernel_failure[256];  /* first such failure */
     double loss_first, loss_last;
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;

@@ -44,7 +44,8 @@ static const char *const usage_main =
     "  help      help on a command:  peat help run\n"
     "  version   print the version\n"
     "\n"
-    "exit status: 0 the kernel passes (or warnings only), 1 the kernel fails, 2 usage or input error\n";
+    "exit status: 0 the kernel passes (or warnings only), 1 the kernel fails, 2 usage or input "
+    "error\n";
 
 static const char *const usage_run =
     "usage: peat run --kernel NAME [options]\n"
@@ -53,7 +54,8 @@ static const char *const usage_run =
     "candidate, and reports a verdict with evidence.\n"
     "\n"
     "  --kernel NAME     candidate kernel to validate (see `peat list`)            (required)\n"
-    "  --flow NAME       training flow: mlp, cnn, gpt, gpt_unfused (default: first calling the op)\n"
+    "  --flow NAME       training flow: mlp, cnn, gpt, gpt_unfused (default: first calling the "
+    "op)\n"
     "  --backend NAME    auto, cpu, cuda, hip (default auto: a GPU if present, else cpu)\n"
     "  --iters N         training iterations to profile (default: mlp 200, others 60)\n"
     "  --calls N         op calls to record and replay (default 96)\n"
@@ -94,12 +96,19 @@ static const char *const usage_inspect =
 static int cmd_help(int argc, char **argv)
 {
     const char *c = argc > 0 ? argv[0] : NULL;
-    if (!c) fputs(usage_main, stdout);
-    else if (strcmp(c, "run") == 0) fputs(usage_run, stdout);
-    else if (strcmp(c, "list") == 0) fputs(usage_list, stdout);
-    else if (strcmp(c, "inspect") == 0) fputs(usage_inspect, stdout);
-    else if (strcmp(c, "help") == 0 || strcmp(c, "version") == 0) fputs(usage_main, stdout);
-    else return die("no help for unknown command '%s' (commands: run, list, inspect, help, version)", c);
+    if (!c)
+        fputs(usage_main, stdout);
+    else if (strcmp(c, "run") == 0)
+        fputs(usage_run, stdout);
+    else if (strcmp(c, "list") == 0)
+        fputs(usage_list, stdout);
+    else if (strcmp(c, "inspect") == 0)
+        fputs(usage_inspect, stdout);
+    else if (strcmp(c, "help") == 0 || strcmp(c, "version") == 0)
+        fputs(usage_main, stdout);
+    else
+        return die("no help for unknown command '%s' (commands: run, list, inspect, help, version)",
+                   c);
     return EXIT_PASS;
 }
 
@@ -154,9 +163,9 @@ static int cmd_list(int argc, char **argv)
             if ((int)k->op != op) continue;
             if (!any) printf("  %s\n", peat_op_name((peat_op_kind)op));
             any = 1;
-            printf("    %-26s %-9s %-4s in %-4s acc %-4s out %-4s  %s\n", k->name, peat_role_name(k->role),
-                   k->backend, peat_dtype_name(k->in_dtype), peat_dtype_name(k->acc_dtype),
-                   peat_dtype_name(k->out_dtype), k->desc);
+            printf("    %-26s %-9s %-4s in %-4s acc %-4s out %-4s  %s\n", k->name,
+                   peat_role_name(k->role), k->backend, peat_dtype_name(k->in_dtype),
+                   peat_dtype_name(k->acc_dtype), peat_dtype_name(k->out_dtype), k->desc);
         }
     }
     printf("\nflows:\n");
@@ -267,13 +276,16 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             o.backend = v;
         } else if (opt_value(argc, argv, &i, "--iters", &v)) {
             NEED("--iters");
-            if (!parse_i64(v, 1, 1000000, &o.iters)) return die("--iters must be an integer in 1..1000000, got '%s'", v);
+            if (!parse_i64(v, 1, 1000000, &o.iters))
+                return die("--iters must be an integer in 1..1000000, got '%s'", v);
         } else if (opt_value(argc, argv, &i, "--calls", &v)) {
             NEED("--calls");
-            if (!parse_i64(v, 1, 1000000, &o.calls)) return die("--calls must be an integer in 1..1000000, got '%s'", v);
+            if (!parse_i64(v, 1, 1000000, &o.calls))
+                return die("--calls must be an integer in 1..1000000, got '%s'", v);
         } else if (opt_value(argc, argv, &i, "--seed", &v)) {
             NEED("--seed");
-            if (!parse_i64(v, 0, INT64_MAX, &n)) return die("--seed must be a non-negative integer, got '%s'", v);
+            if (!parse_i64(v, 0, INT64_MAX, &n))
+                return die("--seed must be a non-negative integer, got '%s'", v);
             o.seed = (uint64_t)n;
         } else if (opt_value(argc, argv, &i, "--out", &v)) {
             NEED("--out");
@@ -281,7 +293,8 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             o.out_dir = v;
         } else if (opt_value(argc, argv, &i, "--plugin", &v)) {
             NEED("--plugin");
-            if (o.n_plugins == PEAT_MAX_PLUGINS) return die("at most %d --plugin options", PEAT_MAX_PLUGINS);
+            if (o.n_plugins == PEAT_MAX_PLUGINS)
+                return die("at most %d --plugin options", PEAT_MAX_PLUGINS);
             o.plugins[o.n_plugins++] = v;
         } else if (opt_value(argc, argv, &i, "--timeout", &v)) {
             NEED("--timeout");
@@ -312,19 +325,23 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             o.record_phase = v;
         } else if (opt_value(argc, argv, &i, "--checkpoints", &v)) {
             NEED("--checkpoints");
-            if (peat_iter_spec_check(v) != PEAT_OK) return die("--checkpoints: %s", peat_error_last());
+            if (peat_iter_spec_check(v) != PEAT_OK)
+                return die("--checkpoints: %s", peat_error_last());
             o.checkpoint_iters = v;
         } else if (opt_value(argc, argv, &i, "--activations", &v)) {
             NEED("--activations");
-            if (peat_iter_spec_check(v) != PEAT_OK) return die("--activations: %s", peat_error_last());
+            if (peat_iter_spec_check(v) != PEAT_OK)
+                return die("--activations: %s", peat_error_last());
             o.activation_iters = v;
         } else if (opt_value(argc, argv, &i, "--optimizer", &v)) {
             NEED("--optimizer");
-            if (strcmp(v, "adamw") && strcmp(v, "sgd")) return die("--optimizer must be adamw or sgd, got '%s'", v);
+            if (strcmp(v, "adamw") && strcmp(v, "sgd"))
+                return die("--optimizer must be adamw or sgd, got '%s'", v);
             o.optimizer = v;
         } else if (opt_value(argc, argv, &i, "--task", &v)) {
             NEED("--task");
-            if (!parse_i64(v, 0, 1, &n)) return die("--task must be 0 (pretraining) or 1 (shifted), got '%s'", v);
+            if (!parse_i64(v, 0, 1, &n))
+                return die("--task must be 0 (pretraining) or 1 (shifted), got '%s'", v);
             o.task = (int)n;
         } else if (opt_value(argc, argv, &i, "--finetune-from", &v)) {
             NEED("--finetune-from");

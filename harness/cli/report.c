@@ -12,7 +12,10 @@ static const char *verdict_word(peat_acceptance a)
     return a == PEAT_ACCEPT_PASS ? "PASS" : a == PEAT_ACCEPT_WARN ? "WARN" : "FAIL";
 }
 
-static double ratio(double a, double b) { return b > 0 ? a / b : (a > 0 ? INFINITY : 1.0); }
+static double ratio(double a, double b)
+{
+    return b > 0 ? a / b : (a > 0 ? INFINITY : 1.0);
+}
 
 void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
 {
@@ -23,24 +26,27 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
         const peat_finding *fd = &r->findings[i];
         if (i == 0)
             fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s %s\n", c->kernel,
-                    (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems, c->max_norm,
-                    ratio(c->rms_abs, g->rms_abs), c->eff_bits, peat_finding_name(fd->cls),
-                    verdict_word(fd->accept));
+                    (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
+                    c->max_norm, ratio(c->rms_abs, g->rms_abs), c->eff_bits,
+                    peat_finding_name(fd->cls), verdict_word(fd->accept));
         else
             fprintf(f, "%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "", "", "", "", "", "",
                     peat_finding_name(fd->cls), verdict_word(fd->accept));
     }
-    fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s\n", g->kernel, (long long)r->n_records,
-            (long long)g->n_elems, g->max_norm, 1.0, g->eff_bits, "(reference)");
+    fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s\n", g->kernel,
+            (long long)r->n_records, (long long)g->n_elems, g->max_norm, 1.0, g->eff_bits,
+            "(reference)");
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
-        fprintf(f, "\n%s%s%s (confidence %.2f):\n", peat_finding_name(fd->cls), fd->params[0] ? " " : "",
-                fd->params, fd->confidence);
+        fprintf(f, "\n%s%s%s (confidence %.2f):\n", peat_finding_name(fd->cls),
+                fd->params[0] ? " " : "", fd->params, fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "  - %s\n", fd->evidence[e]);
     }
-    fprintf(f, "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, total %.1f s)\n",
-            verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile, r->t_playback,
-            r->t_total);
+    fprintf(f,
+            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, total "
+            "%.1f s)\n",
+            verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
+            r->t_playback, r->t_total);
     fprintf(f, "report: %s/{signature.json,summary.md,junit.xml,campaign.h5}\n", r->out_dir);
 }
 
@@ -51,9 +57,12 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
     }
     fputc('"', f);
 }
@@ -62,11 +71,20 @@ static void xml_str(FILE *f, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            fputc(*s, f);
         }
     }
 }
@@ -87,7 +105,8 @@ static peat_status commit(FILE *f, const char *dir, const char *name, const char
         remove(tmp);
         return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
     }
-    if (rename(tmp, final) != 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
+    if (rename(tmp, final) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
     return PEAT_OK;
 }
 
@@ -141,8 +160,11 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
     fputs(",\n", f);
     write_findings_json(f, r);
     fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
-    fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g},\n", r->loss_first, r->loss_last);
-    fprintf(f, "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"analyze\": %.3f, \"total\": %.3f}\n}\n",
+    fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g},\n", r->loss_first,
+            r->loss_last);
+    fprintf(f,
+            "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"analyze\": %.3f, \"total\": "
+            "%.3f}\n}\n",
             r->t_profile, r->t_playback, r->t_analyze, r->t_total);
     free(sc), free(sg);
     PEAT_TRY(commit(f, r->out_dir, "signature.json", tmp));
@@ -150,14 +172,15 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
     f = open_tmp(r->out_dir, "summary.md", tmp, sizeof tmp);
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
     fprintf(f, "# PEAT: %s on flow %s: %s\n\n", r->cand.kernel, r->flow, verdict_word(r->verdict));
-    fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", r->cand.kernel, r->golden.kernel);
+    fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", r->cand.kernel,
+            r->golden.kernel);
     fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)r->cand.n_calls,
             (long long)r->cand.n_elems, (long long)r->golden.n_calls, (long long)r->golden.n_elems);
     fprintf(f, "| max error / fp32 bound | %.3g | %.3g |\n", r->cand.max_norm, r->golden.max_norm);
     fprintf(f, "| elements over bound | %.3g%% | %.3g%% |\n", 100 * r->cand.frac_over_bound,
             100 * r->golden.frac_over_bound);
-    fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", r->cand.max_abs, r->cand.rms_abs,
-            r->golden.max_abs, r->golden.rms_abs);
+    fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", r->cand.max_abs,
+            r->cand.rms_abs, r->golden.max_abs, r->golden.rms_abs);
     fprintf(f, "| max ULP | %.0f | %.0f |\n", r->cand.max_ulp, r->golden.max_ulp);
     fprintf(f, "| effective bits | %.1f | %.1f |\n", r->cand.eff_bits, r->golden.eff_bits);
     fprintf(f, "| NaN / Inf introduced | %lld / %lld | %lld / %lld |\n\n", (long long)r->cand.n_nan,
@@ -169,15 +192,18 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
-    fprintf(f, "Training (golden): loss %.4g -> %.4g. Seed %llu. Time %.1f s.\n", r->loss_first, r->loss_last,
-            (unsigned long long)o->seed, r->t_total);
+    fprintf(f, "Training (golden): loss %.4g -> %.4g. Seed %llu. Time %.1f s.\n", r->loss_first,
+            r->loss_last, (unsigned long long)o->seed, r->t_total);
     PEAT_TRY(commit(f, r->out_dir, "summary.md", tmp));
 
     f = open_tmp(r->out_dir, "junit.xml", tmp, sizeof tmp);
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
     int fails = r->verdict == PEAT_ACCEPT_FAIL;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"%d\">\n", fails);
-    fprintf(f, "  <testsuite name=\"peat\" tests=\"1\" failures=\"%d\" time=\"%.3f\">\n", fails, r->t_total);
+    fprintf(
+        f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"%d\">\n",
+        fails);
+    fprintf(f, "  <testsuite name=\"peat\" tests=\"1\" failures=\"%d\" time=\"%.3f\">\n", fails,
+            r->t_total);
     fputs("    <testcase classname=\"peat.", f);
     xml_str(f, r->flow);
     fputs("\" name=\"", f);

@@ -24,7 +24,10 @@
                                   PEAT_GPU_BACKEND_NAME, #call, cudaGetErrorString(e_));           \
     } while (0)
 
-static const char *gpu_name(peat_backend_t) { return PEAT_GPU_BACKEND_NAME; }
+static const char *gpu_name(peat_backend_t)
+{
+    return PEAT_GPU_BACKEND_NAME;
+}
 
 static int gpu_device_count(void)
 {
@@ -56,7 +59,10 @@ static peat_status gpu_alloc(peat_backend_t b, size_t n, void **out)
     return PEAT_OK;
 }
 
-static void gpu_free(peat_backend_t, void *p) { (void)cudaFree(p); }
+static void gpu_free(peat_backend_t, void *p)
+{
+    (void)cudaFree(p);
+}
 
 static peat_status gpu_h2d(peat_backend_t, void *dst, const void *src, size_t n)
 {
@@ -70,7 +76,8 @@ static peat_status gpu_d2h(peat_backend_t, void *dst, const void *src, size_t n)
     return PEAT_OK;
 }
 
-static peat_status gpu_sync(peat_backend_t) {
+static peat_status gpu_sync(peat_backend_t)
+{
     PEAT_GPU_CHECK(cudaDeviceSynchronize());
     return PEAT_OK;
 }
@@ -105,8 +112,10 @@ __global__ void gemm_tiled_kernel(int tA, int tB, long M, long N, long K, float 
     float acc = 0.0f;
     for (long k0 = 0; k0 < K; k0 += TILE) {
         long ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-        as[threadIdx.y][threadIdx.x] = (i < M && ka < K) ? (tA ? A[ka * M + i] : A[i * K + ka]) : 0.0f;
-        bs[threadIdx.y][threadIdx.x] = (kb < K && j < N) ? (tB ? B[j * K + kb] : B[kb * N + j]) : 0.0f;
+        as[threadIdx.y][threadIdx.x] =
+            (i < M && ka < K) ? (tA ? A[ka * M + i] : A[i * K + ka]) : 0.0f;
+        bs[threadIdx.y][threadIdx.x] =
+            (kb < K && j < N) ? (tB ? B[j * K + kb] : B[kb * N + j]) : 0.0f;
         __syncthreads();
         for (int k = 0; k < TILE; k++) acc += as[threadIdx.y][k] * bs[k][threadIdx.x];
         __syncthreads();
@@ -147,14 +156,18 @@ static peat_status gemm_tiled(const peat_args *a, const peat_kernel *)
     gemm_dev d;
     peat_status st = gemm_stage_in(a, &d);
     if (st == PEAT_OK) {
-        dim3 block(TILE, TILE), grid((unsigned)((N + TILE - 1) / TILE), (unsigned)((M + TILE - 1) / TILE));
+        dim3 block(TILE, TILE),
+            grid((unsigned)((N + TILE - 1) / TILE), (unsigned)((M + TILE - 1) / TILE));
         for (long b = 0; b < Bn; b++)
             gemm_tiled_kernel<<<grid, block>>>(tA, tB, M, N, K, (float)a->p.f[0], (float)a->p.f[1],
                                                d.A + b * M * K, d.B + b * K * N,
                                                d.C ? d.C + b * M * N : NULL, d.D + b * M * N);
         cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaMemcpy(a->out[0]->data, d.D, peat_tensor_nbytes(a->out[0]), cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_tiled: %s", cudaGetErrorString(e));
+        if (e == cudaSuccess)
+            e = cudaMemcpy(a->out[0]->data, d.D, peat_tensor_nbytes(a->out[0]),
+                           cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+            st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_tiled: %s", cudaGetErrorString(e));
     }
     gemm_dev_free(&d);
     return st;
@@ -173,15 +186,19 @@ static peat_status gemm_blas(const peat_args *a, const peat_kernel *)
     if (st == PEAT_OK && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
         st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: cannot create a BLAS handle");
     if (st == PEAT_OK && d.C)
-        if (cudaMemcpy(d.D, d.C, peat_tensor_nbytes(a->out[0]), cudaMemcpyDeviceToDevice) != cudaSuccess)
+        if (cudaMemcpy(d.D, d.C, peat_tensor_nbytes(a->out[0]), cudaMemcpyDeviceToDevice) !=
+            cudaSuccess)
             st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: copy of C failed");
     if (st == PEAT_OK) {
         cublasStatus_t bs = cublasSgemmStridedBatched(
-            h, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha,
-            d.B, tB ? (int)K : (int)N, K * N, d.A, tA ? (int)M : (int)K, M * K, &beta, d.D, (int)N, M * N, (int)Bn);
-        if (bs != CUBLAS_STATUS_SUCCESS) st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: sgemm status %d", (int)bs);
+            h, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
+            (int)K, &alpha, d.B, tB ? (int)K : (int)N, K * N, d.A, tA ? (int)M : (int)K, M * K,
+            &beta, d.D, (int)N, M * N, (int)Bn);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: sgemm status %d", (int)bs);
     }
-    if (st == PEAT_OK && cudaMemcpy(a->out[0]->data, d.D, peat_tensor_nbytes(a->out[0]), cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (st == PEAT_OK && cudaMemcpy(a->out[0]->data, d.D, peat_tensor_nbytes(a->out[0]),
+                                    cudaMemcpyDeviceToHost) != cudaSuccess)
         st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: copy back failed");
     if (h) cublasDestroy(h);
     gemm_dev_free(&d);
@@ -189,7 +206,8 @@ static peat_status gemm_blas(const peat_args *a, const peat_kernel *)
 }
 #endif
 
-static peat_kernel gpu_kernel(const char *name, peat_kernel_role role, peat_kernel_fn fn, const char *desc)
+static peat_kernel gpu_kernel(const char *name, peat_kernel_role role, peat_kernel_fn fn,
+                              const char *desc)
 {
     peat_kernel k;
     memset(&k, 0, sizeof k);
@@ -213,7 +231,8 @@ extern "C" peat_status peat_gpu_register(void)
                                "GPU fp32 GEMM, 16x16 shared-memory tiles, one thread per element");
     PEAT_TRY(peat_registry_add(&t));
 #ifdef PEAT_HAVE_VENDOR_BLAS
-    peat_kernel g = gpu_kernel("gemm_gpu_blas", PEAT_ROLE_GOLDEN, gemm_blas, "vendor BLAS fp32 SGEMM (no TF32)");
+    peat_kernel g = gpu_kernel("gemm_gpu_blas", PEAT_ROLE_GOLDEN, gemm_blas,
+                               "vendor BLAS fp32 SGEMM (no TF32)");
     PEAT_TRY(peat_registry_add(&g));
 #endif
     return PEAT_OK;

@@ -11,11 +11,11 @@ extern "C" {
 typedef struct peat_backend *peat_backend_t;
 
 typedef struct peat_device_info {
-    char name[128];        /* "cpu: Intel Xeon ...", "NVIDIA H200" */
+    char name[128]; /* "cpu: Intel Xeon ...", "NVIDIA H200" */
     int index;
-    size_t mem_bytes;      /* device memory (host RAM for the CPU backend) */
-    int compute_units;     /* cores or SMs/CUs */
-    double clock_mhz;      /* nominal or sampled clock, 0 if unknown */
+    size_t mem_bytes;  /* device memory (host RAM for the CPU backend) */
+    int compute_units; /* cores or SMs/CUs */
+    double clock_mhz;  /* nominal or sampled clock, 0 if unknown */
 } peat_device_info;
 
 /* The interface: one static const table per backend. Optional hooks may be NULL; the public

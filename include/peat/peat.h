@@ -110,7 +110,8 @@ typedef struct peat_tensor {
     int owns_data;
 } peat_tensor;
 
-/* Allocates a zero-filled tensor; absurd shapes (negative, overflow, > 2^34 elements) are refused. */
+/* Allocates a zero-filled tensor; absurd shapes (negative, overflow, > 2^34 elements) are refused.
+ */
 peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape, peat_tensor **out);
 /* Wraps caller memory (not freed by peat_tensor_free). */
 peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data,
@@ -125,9 +126,18 @@ peat_status peat_tensor_alloc2(peat_dtype t, int64_t n0, int64_t n1, peat_tensor
 peat_status peat_tensor_alloc3(peat_dtype t, int64_t n0, int64_t n1, int64_t n2, peat_tensor **out);
 peat_status peat_tensor_alloc4(peat_dtype t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
                                peat_tensor **out);
-static inline float *peat_f32(const peat_tensor *t) { return (float *)t->data; }
-static inline double *peat_f64(const peat_tensor *t) { return (double *)t->data; }
-static inline int32_t *peat_i32(const peat_tensor *t) { return (int32_t *)t->data; }
+static inline float *peat_f32(const peat_tensor *t)
+{
+    return (float *)t->data;
+}
+static inline double *peat_f64(const peat_tensor *t)
+{
+    return (double *)t->data;
+}
+static inline int32_t *peat_i32(const peat_tensor *t)
+{
+    return (int32_t *)t->data;
+}
 /* Element i as double, whatever the dtype. */
 double peat_tensor_get(const peat_tensor *t, int64_t i);
 void peat_tensor_set(peat_tensor *t, int64_t i, double v);
@@ -138,7 +148,7 @@ typedef struct peat_rng peat_rng_t;
 peat_rng_t *peat_rng_alloc(uint64_t seed);
 void peat_rng_free(peat_rng_t *r);
 uint64_t peat_rng_seed(const peat_rng_t *r);
-double peat_rng_uniform(peat_rng_t *r);               /* [0,1) */
+double peat_rng_uniform(peat_rng_t *r);                /* [0,1) */
 double peat_rng_gaussian(peat_rng_t *r, double sigma); /* N(0, sigma^2) */
 uint64_t peat_rng_int(peat_rng_t *r, uint64_t n);      /* [0,n) */
 void peat_rng_fill_uniform(peat_rng_t *r, peat_tensor *t, double lo, double hi);
@@ -230,7 +240,7 @@ typedef struct peat_args {
 
 typedef struct peat_op_info {
     peat_op_kind op;
-    const char *name;      /* "gemm", "conv2d_bwd_data", ... */
+    const char *name;       /* "gemm", "conv2d_bwd_data", ... */
     int n_in_min, n_in_max; /* inputs accepted */
     int n_out;
     int is_backward;
@@ -279,14 +289,14 @@ typedef struct peat_kernel {
     const char *name;
     peat_op_kind op;
     peat_kernel_role role;
-    const char *backend;   /* "cpu", "cuda", "hip" */
-    peat_dtype in_dtype;   /* precision the kernel reads its inputs in (F32 storage, may round) */
-    peat_dtype out_dtype;  /* precision of its outputs (F64 for exact) */
-    peat_dtype acc_dtype;  /* accumulation precision */
+    const char *backend;  /* "cpu", "cuda", "hip" */
+    peat_dtype in_dtype;  /* precision the kernel reads its inputs in (F32 storage, may round) */
+    peat_dtype out_dtype; /* precision of its outputs (F64 for exact) */
+    peat_dtype acc_dtype; /* accumulation precision */
     peat_kernel_config cfg;
     peat_kernel_fn fn;
-    const char *desc;      /* one line for `peat list` */
-    void *user;            /* kernel-private data (plugins) */
+    const char *desc; /* one line for `peat list` */
+    void *user;       /* kernel-private data (plugins) */
 } peat_kernel;
 
 /* Registers a kernel (the descriptor is copied; strings must outlive the registry). A name

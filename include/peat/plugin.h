@@ -25,7 +25,7 @@ extern "C" {
 #define PEAT_PLUGIN_ABI_VERSION 1
 
 typedef struct peat_plugin_host {
-    int abi_version;   /* PEAT_PLUGIN_ABI_VERSION of the host */
+    int abi_version; /* PEAT_PLUGIN_ABI_VERSION of the host */
     const char *peat_version;
     /* Registers one kernel; role is forced to PEAT_ROLE_CANDIDATE. */
     peat_status (*register_kernel)(const peat_kernel *k);

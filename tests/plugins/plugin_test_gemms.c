@@ -1,4 +1,5 @@
-/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang). */
+/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang).
+ */
 #include "peat/plugin.h"
 
 #include <signal.h>
@@ -48,19 +49,37 @@ static peat_status gemm_hang(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
-int peat_plugin_abi_version(void) { return PEAT_PLUGIN_ABI_VERSION; }
+int peat_plugin_abi_version(void)
+{
+    return PEAT_PLUGIN_ABI_VERSION;
+}
 
 int peat_plugin_register(const peat_plugin_host *host)
 {
     static const peat_kernel ks[] = {
-        {.name = "test_gemm_corrupt", .op = PEAT_OP_GEMM, .backend = "cpu", .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .fn = gemm_corrupt,
+        {.name = "test_gemm_corrupt",
+         .op = PEAT_OP_GEMM,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_corrupt,
          .desc = "test: corrupts one output element per call"},
-        {.name = "test_gemm_crash", .op = PEAT_OP_GEMM, .backend = "cpu", .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .fn = gemm_crash,
+        {.name = "test_gemm_crash",
+         .op = PEAT_OP_GEMM,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_crash,
          .desc = "test: segfaults"},
-        {.name = "test_gemm_hang", .op = PEAT_OP_GEMM, .backend = "cpu", .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32, .fn = gemm_hang,
+        {.name = "test_gemm_hang",
+         .op = PEAT_OP_GEMM,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_hang,
          .desc = "test: never returns"},
     };
     for (unsigned i = 0; i < sizeof ks / sizeof ks[0]; i++)

@@ -14,40 +14,40 @@
 
 #define PEAT_GPU_BACKEND_NAME "hip"
 
-#define cudaError_t hipError_t
-#define cudaSuccess hipSuccess
-#define cudaGetErrorString hipGetErrorString
-#define cudaGetDeviceCount hipGetDeviceCount
-#define cudaGetDeviceProperties hipGetDeviceProperties
-#define cudaDeviceProp hipDeviceProp_t
-#define cudaSetDevice hipSetDevice
-#define cudaMalloc hipMalloc
-#define cudaFree hipFree
-#define cudaMemset hipMemset
-#define cudaMemcpy hipMemcpy
-#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
-#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaError_t              hipError_t
+#define cudaSuccess              hipSuccess
+#define cudaGetErrorString       hipGetErrorString
+#define cudaGetDeviceCount       hipGetDeviceCount
+#define cudaGetDeviceProperties  hipGetDeviceProperties
+#define cudaDeviceProp           hipDeviceProp_t
+#define cudaSetDevice            hipSetDevice
+#define cudaMalloc               hipMalloc
+#define cudaFree                 hipFree
+#define cudaMemset               hipMemset
+#define cudaMemcpy               hipMemcpy
+#define cudaMemcpyHostToDevice   hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost   hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
-#define cudaDeviceSynchronize hipDeviceSynchronize
-#define cudaGetLastError hipGetLastError
-#define cudaEvent_t hipEvent_t
-#define cudaEventCreate hipEventCreate
-#define cudaEventRecord hipEventRecord
-#define cudaEventSynchronize hipEventSynchronize
-#define cudaEventElapsedTime hipEventElapsedTime
-#define cudaEventDestroy hipEventDestroy
+#define cudaDeviceSynchronize    hipDeviceSynchronize
+#define cudaGetLastError         hipGetLastError
+#define cudaEvent_t              hipEvent_t
+#define cudaEventCreate          hipEventCreate
+#define cudaEventRecord          hipEventRecord
+#define cudaEventSynchronize     hipEventSynchronize
+#define cudaEventElapsedTime     hipEventElapsedTime
+#define cudaEventDestroy         hipEventDestroy
 
 #ifdef PEAT_HAVE_VENDOR_BLAS
-#define cublasHandle_t hipblasHandle_t
-#define cublasStatus_t hipblasStatus_t
-#define cublasCreate hipblasCreate
-#define cublasDestroy hipblasDestroy
-#define cublasSgemm hipblasSgemm
+#define cublasHandle_t            hipblasHandle_t
+#define cublasStatus_t            hipblasStatus_t
+#define cublasCreate              hipblasCreate
+#define cublasDestroy             hipblasDestroy
+#define cublasSgemm               hipblasSgemm
 #define cublasSgemmStridedBatched hipblasSgemmStridedBatched
-#define cublasSetMathMode(h, m) HIPBLAS_STATUS_SUCCESS
-#define CUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
-#define CUBLAS_OP_N HIPBLAS_OP_N
-#define CUBLAS_OP_T HIPBLAS_OP_T
+#define cublasSetMathMode(h, m)   HIPBLAS_STATUS_SUCCESS
+#define CUBLAS_STATUS_SUCCESS     HIPBLAS_STATUS_SUCCESS
+#define CUBLAS_OP_N               HIPBLAS_OP_N
+#define CUBLAS_OP_T               HIPBLAS_OP_T
 #endif
 
 #endif
