@@ -66,6 +66,290 @@ static int feed(store_codec *c, const unsigned char *p, size_t n, int zeros)
     return zr == Z_OK && c->z.avail_in == 0 ? Z_OK : (zr == Z_OK ? Z_BUF_ERROR : zr);
 }
 
+/* ---- a deflate writer of our own for float chunks ----
+ * Float planes need no LZ77 matching (see above), and zlib's Huffman-only mode still runs its
+ * generic per-symbol machinery (~200 MB/s); this writer emits the same kinds of blocks (stored,
+ * one dynamic Huffman block per plane, fixed-Huffman runs for the zero padding) at memcpy to
+ * ~1 GB/s. Any inflate (HDF5's deflate filter) decodes them. */
+
+typedef struct {
+    unsigned char *p, *end;
+    uint64_t buf;
+    int n;
+    int overflow;
+} bitw;
+
+static void bw_put(bitw *w, uint32_t bits, int len)
+{
+    w->buf |= (uint64_t)bits << w->n;
+    w->n += len;
+    while (w->n >= 8) {
+        if (w->p == w->end) {
+            w->overflow = 1;
+            return;
+        }
+        *w->p++ = (unsigned char)w->buf;
+        w->buf >>= 8;
+        w->n -= 8;
+    }
+}
+
+static void bw_align(bitw *w)
+{
+    if (w->n > 0) bw_put(w, 0, 8 - w->n);
+}
+
+static uint32_t bit_reverse(uint32_t code, int len)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < len; i++, code >>= 1) r = (r << 1) | (code & 1);
+    return r;
+}
+
+/* Stored blocks (the plane's bytes as they are, 5 bytes of header per 64 KiB). */
+static void put_stored(bitw *w, const unsigned char *src, size_t n)
+{
+    while (n > 0) {
+        size_t take = n < 65535 ? n : 65535;
+        bw_put(w, 0, 3); /* BFINAL 0, BTYPE 00 */
+        bw_align(w);
+        if ((size_t)(w->end - w->p) < take + 4) {
+            w->overflow = 1;
+            return;
+        }
+        w->p[0] = (unsigned char)take;
+        w->p[1] = (unsigned char)(take >> 8);
+        w->p[2] = (unsigned char)~take;
+        w->p[3] = (unsigned char)(~take >> 8);
+        memcpy(w->p + 4, src, take);
+        w->p += 4 + take;
+        src += take;
+        n -= take;
+    }
+}
+
+/* n zero bytes as one fixed-Huffman block: a literal 0, then copies at distance 1. */
+static const uint16_t len_base[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27,
+                                      31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+static const uint8_t len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+
+static void put_fixed_sym(bitw *w, int sym)
+{
+    if (sym < 144) bw_put(w, bit_reverse(0x30u + (uint32_t)sym, 8), 8);
+    else if (sym < 256) bw_put(w, bit_reverse(0x190u + (uint32_t)(sym - 144), 9), 9);
+    else if (sym < 280) bw_put(w, bit_reverse((uint32_t)(sym - 256), 7), 7);
+    else bw_put(w, bit_reverse(0xc0u + (uint32_t)(sym - 280), 8), 8);
+}
+
+static void put_zeros(bitw *w, size_t n)
+{
+    if (n == 0) return;
+    bw_put(w, 1u << 1, 3); /* BFINAL 0, BTYPE 01 (fixed) */
+    put_fixed_sym(w, 0);
+    n--;
+    while (n >= 3) {
+        size_t len = n > 258 ? 258 : n;
+        if (n - len > 0 && n - len < 3) len = n - 3; /* leave a copyable remainder */
+        int c = 28;
+        while (len_base[c] > len) c--;
+        put_fixed_sym(w, 257 + c);
+        if (len_extra[c]) bw_put(w, (uint32_t)(len - len_base[c]), len_extra[c]);
+        bw_put(w, 0, 5); /* distance code 0: distance 1 */
+        n -= len;
+    }
+    while (n-- > 0) put_fixed_sym(w, 0);
+    put_fixed_sym(w, 256);
+}
+
+/* Huffman code lengths for freq[0..n) (n <= 288), none longer than maxbits: a Huffman tree
+ * built by the two-queue method on sorted weights; too deep a tree is rebuilt from halved
+ * weights (any Huffman tree satisfies Kraft, so the code stays complete). At least two
+ * symbols get a length: inflate refuses an incomplete code-length code. */
+static void huff_lengths(const uint32_t *freq_in, int n, int maxbits, uint8_t *len)
+{
+    uint32_t freq[288];
+    int sym[288], m = 0;
+    for (int i = 0; i < n; i++) {
+        freq[i] = freq_in[i];
+        len[i] = 0;
+    }
+    for (int i = 0; i < n && m < 2; i++)
+        if (freq[i]) m++;
+    for (int i = 0; i < n && m < 2; i++)
+        if (!freq[i]) {
+            freq[i] = 1;
+            m++;
+        }
+    for (;;) {
+        m = 0;
+        for (int i = 0; i < n; i++)
+            if (freq[i]) sym[m++] = i;
+        /* insertion sort by weight: n is at most 288 and mostly sorted runs are short */
+        for (int i = 1; i < m; i++) {
+            int v = sym[i], j = i;
+            while (j > 0 && freq[sym[j - 1]] > freq[v]) {
+                sym[j] = sym[j - 1];
+                j--;
+            }
+            sym[j] = v;
+        }
+        uint64_t w[576];
+        int parent[576], leaf = 0, inner = m, inner_take = m;
+        for (int i = 0; i < m; i++) w[i] = freq[sym[i]];
+        for (int k = m; k < 2 * m - 1; k++) {
+            int pick[2];
+            for (int t = 0; t < 2; t++) {
+                if (leaf < m && (inner_take >= inner || w[leaf] <= w[inner_take])) pick[t] = leaf++;
+                else pick[t] = inner_take++;
+            }
+            w[k] = w[pick[0]] + w[pick[1]];
+            parent[pick[0]] = parent[pick[1]] = k;
+            inner = k + 1;
+        }
+        int depth[576], maxd = 0;
+        depth[2 * m - 2] = 0;
+        for (int k = 2 * m - 3; k >= 0; k--) depth[k] = depth[parent[k]] + 1;
+        for (int i = 0; i < m; i++) maxd = depth[i] > maxd ? depth[i] : maxd;
+        if (maxd <= maxbits) {
+            for (int i = 0; i < m; i++) len[sym[i]] = (uint8_t)depth[i];
+            return;
+        }
+        for (int i = 0; i < n; i++)
+            if (freq[i]) freq[i] = (freq[i] >> 1) | 1;
+    }
+}
+
+/* Canonical codes (RFC 1951 3.2.2), bit-reversed for the LSB-first stream. */
+static void huff_codes(const uint8_t *len, int n, uint16_t *code)
+{
+    int count[16] = {0}, next[16];
+    for (int i = 0; i < n; i++) count[len[i]]++;
+    count[0] = 0;
+    int c = 0;
+    for (int b = 1; b < 16; b++) {
+        c = (c + count[b - 1]) << 1;
+        next[b] = c;
+    }
+    for (int i = 0; i < n; i++)
+        code[i] = len[i] ? (uint16_t)bit_reverse((uint32_t)next[len[i]]++, len[i]) : 0;
+}
+
+static const uint8_t clen_order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+
+/* One dynamic-Huffman block of the bytes src[0..n) with their histogram; literals only. */
+static void put_huffman(bitw *w, const unsigned char *src, size_t n, const uint32_t *hist)
+{
+    uint32_t freq[257];
+    uint8_t len[258];
+    uint16_t code[257];
+    memcpy(freq, hist, 256 * sizeof *freq);
+    freq[256] = 1; /* end of block */
+    huff_lengths(freq, 257, 15, len);
+    huff_codes(len, 257, code);
+    len[257] = 1; /* one distance code (never used): inflate accepts a lone 1-bit code */
+    /* the 258 code lengths, zero runs as symbols 17/18 */
+    int csym[258], cext[258], nc = 0;
+    uint32_t cfreq[19] = {0};
+    for (int i = 0; i < 258;) {
+        int run = 1;
+        if (len[i] == 0)
+            while (i + run < 258 && len[i + run] == 0 && run < 138) run++;
+        if (run >= 11) {
+            csym[nc] = 18;
+            cext[nc++] = run - 11;
+        } else if (run >= 3) {
+            csym[nc] = 17;
+            cext[nc++] = run - 3;
+        } else {
+            run = 1;
+            csym[nc] = len[i];
+            cext[nc++] = 0;
+        }
+        cfreq[csym[nc - 1]]++;
+        i += run;
+    }
+    uint8_t clen[19];
+    uint16_t ccode[19];
+    huff_lengths(cfreq, 19, 7, clen);
+    huff_codes(clen, 19, ccode);
+    int hclen = 19;
+    while (hclen > 4 && clen[clen_order[hclen - 1]] == 0) hclen--;
+    bw_put(w, 2u << 1, 3); /* BFINAL 0, BTYPE 10 (dynamic) */
+    bw_put(w, 0, 5);       /* HLIT: 257 literal/length codes */
+    bw_put(w, 0, 5);       /* HDIST: 1 distance code */
+    bw_put(w, (uint32_t)(hclen - 4), 4);
+    for (int i = 0; i < hclen; i++) bw_put(w, clen[clen_order[i]], 3);
+    for (int i = 0; i < nc; i++) {
+        bw_put(w, ccode[csym[i]], clen[csym[i]]);
+        if (csym[i] == 17) bw_put(w, (uint32_t)cext[i], 3);
+        else if (csym[i] == 18) bw_put(w, (uint32_t)cext[i], 7);
+    }
+    /* the literals: 64-bit buffer, 32 bits out at a time (codes are at most 15 bits) */
+    if ((size_t)(w->end - w->p) < n * 2 + 16) {
+        w->overflow = 1;
+        return;
+    }
+    uint64_t buf = w->buf;
+    int nb = w->n;
+    unsigned char *o = w->p;
+    for (size_t i = 0; i < n; i++) {
+        buf |= (uint64_t)code[src[i]] << nb;
+        nb += len[src[i]];
+        if (nb >= 32) {
+            uint32_t v = (uint32_t)buf;
+            memcpy(o, &v, 4); /* little-endian hosts only (HDF5 pools are LE; see store_pool_type) */
+            o += 4;
+            buf >>= 32;
+            nb -= 32;
+        }
+    }
+    w->buf = buf;
+    w->n = nb;
+    w->p = o;
+    bw_put(w, code[256], len[256]);
+}
+
+/* A float chunk (already shuffled) as one zlib stream: per plane a dynamic Huffman block when
+ * its sampled entropy says it pays, else stored blocks; zero padding as fixed-Huffman copies. */
+static peat_status encode_float_chunk(const unsigned char *in, size_t planes, size_t plane_n, size_t valid_n,
+                                      int level, unsigned char *dst, size_t dst_cap, size_t *dst_len)
+{
+    if (dst_cap < 16) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
+    dst[0] = 0x78;
+    dst[1] = 0x01;
+    bitw w = {dst + 2, dst + dst_cap - 4, 0, 0, 0};
+    uLong adler = adler32(0L, Z_NULL, 0);
+    for (size_t j = 0; j < planes && !w.overflow; j++) {
+        const unsigned char *plane = in + j * plane_n;
+        adler = adler32(adler, plane, (uInt)valid_n);
+        int packed = 0;
+        if (level > 0 && valid_n > 0 && plane_entropy(plane, valid_n) <= STORE_STORED_ENTROPY) {
+            uint32_t hist[256] = {0};
+            for (size_t i = 0; i < valid_n; i++) hist[plane[i]]++;
+            put_huffman(&w, plane, valid_n, hist);
+            packed = 1;
+        }
+        if (!packed) put_stored(&w, plane, valid_n);
+        if (plane_n > valid_n) {
+            adler = adler_zeros(adler, plane_n - valid_n);
+            put_zeros(&w, plane_n - valid_n);
+        }
+    }
+    bw_put(&w, 1u, 3); /* last block: empty stored block with BFINAL 1 */
+    bw_align(&w);
+    if (w.overflow || w.end - w.p < 4) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
+    w.p[0] = 0;
+    w.p[1] = 0;
+    w.p[2] = 0xff;
+    w.p[3] = 0xff;
+    w.p += 4;
+    size_t len = (size_t)(w.p - dst);
+    if (dst_cap - len < 4) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
+    for (int i = 0; i < 4; i++) dst[len + (size_t)i] = (unsigned char)(adler >> (24 - 8 * i)); /* big-endian */
+    *dst_len = len + 4;
+    return PEAT_OK;
+}
+
 peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, size_t nvalid, size_t elsize,
                                int is_float, int level, unsigned char *shuf, unsigned char *dst, size_t dst_cap,
                                size_t *dst_len)
@@ -75,14 +359,36 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
     const unsigned char *in = src;
     /* HDF5's shuffle filter: byte j of element i goes to j*nelem + i (no-op for 1-byte types) */
     if (elsize > 1) {
-        for (size_t j = 0; j < elsize; j++) {
-            unsigned char *plane = shuf + j * nelem;
-            const unsigned char *s = in + j;
-            for (size_t i = 0; i < nvalid; i++) plane[i] = s[i * elsize];
-            memset(plane + nvalid, 0, nelem - nvalid); /* the padding is zeros */
+        if (elsize == 4) { /* one pass, one 32-bit load per element (the common case) */
+            unsigned char *p0 = shuf, *p1 = shuf + nelem, *p2 = shuf + 2 * nelem, *p3 = shuf + 3 * nelem;
+            for (size_t i = 0; i < nvalid; i++) {
+                uint32_t v;
+                memcpy(&v, in + 4 * i, 4);
+                p0[i] = (unsigned char)v;
+                p1[i] = (unsigned char)(v >> 8);
+                p2[i] = (unsigned char)(v >> 16);
+                p3[i] = (unsigned char)(v >> 24);
+            }
+        } else if (elsize == 2) {
+            unsigned char *p0 = shuf, *p1 = shuf + nelem;
+            for (size_t i = 0; i < nvalid; i++) {
+                p0[i] = in[2 * i];
+                p1[i] = in[2 * i + 1];
+            }
+        } else {
+            for (size_t j = 0; j < elsize; j++) {
+                unsigned char *plane = shuf + j * nelem;
+                const unsigned char *s = in + j;
+                for (size_t i = 0; i < nvalid; i++) plane[i] = s[i * elsize];
+            }
         }
         in = shuf;
     }
+    size_t planes = elsize > 1 ? elsize : 1, plane_n = nbytes / planes, valid_n = elsize > 1 ? nvalid : nvalid * elsize;
+    /* the padding (plane bytes past nvalid) is never read: both encoders emit it as zeros */
+    if (is_float && elsize > 1) return encode_float_chunk(in, planes, plane_n, valid_n, level, dst, dst_cap, dst_len);
+    if (elsize > 1) /* zlib reads the padding: zero it */
+        for (size_t j = 0; j < planes; j++) memset(shuf + j * plane_n + valid_n, 0, plane_n - valid_n);
     /* one stream per store, reset per chunk: deflateInit's allocations are not per chunk. It is a
      * raw deflate stream wrapped here in the zlib header and Adler-32 trailer HDF5 expects, so
      * that the checksum of the zero padding is computed instead of read. */
@@ -103,7 +409,6 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
     c->z.next_out = dst + 2;
     c->z.avail_out = (uInt)(dst_cap - 6);
     int zr = Z_OK;
-    size_t planes = elsize > 1 ? elsize : 1, plane_n = nbytes / planes, valid_n = elsize > 1 ? nvalid : nvalid * elsize;
     for (size_t j = 0; j < planes && zr == Z_OK; j++) {
         const unsigned char *plane = in + j * plane_n;
         int want = level <= 0 || plane_entropy(plane, valid_n) > STORE_STORED_ENTROPY ? 0 : level;
