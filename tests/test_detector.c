@@ -6,6 +6,7 @@
 
 #include "analyzer/analyzer.h"
 #include "detector/detector.h"
+#include "harness/cli/calibrate.h"
 #include "golden/golden.h"
 #include "inject/inject.h"
 #include "peat/peat.h"
@@ -431,50 +432,31 @@ Test(detector, gelu_tanh_is_a_small_smooth_deviation)
 
 Test(detector, confusion_matrix_over_the_catalogue)
 {
-    /* every catalogue model must have an expectation (a new model without one fails here) */
+    /* every catalogue model has a calibration case (a new model without one fails here) */
     const char *cat = peat_inject_catalogue();
     for (const char *p = cat; *p;) {
         size_t len = strcspn(p, " (");
         int found = 0;
-        for (int e = 0; e < N_EXPECT; e++)
-            found |= strlen(EXPECT[e].model) == len && strncmp(EXPECT[e].model, p, len) == 0;
-        cr_assert(found, "catalogue model '%.*s' has no expected finding", (int)len, p);
+        for (int e = 0; e < peat_calibrate_cases(); e++)
+            found |= strlen(peat_calibrate_case_model(e)) == len && strncmp(peat_calibrate_case_model(e), p, len) == 0;
+        cr_assert(found, "catalogue model '%.*s' has no calibration case", (int)len, p);
         p = strchr(p, '\n');
         cr_assert_not_null(p);
         p++;
     }
-    int counts[N_EXPECT][PEAT_FIND_COUNT];
-    memset(counts, 0, sizeof counts);
-    int trials = 0, diag = 0;
-    for (int e = 0; e < N_EXPECT; e++)
-        for (int si = 0; si < 3; si++)
-            for (int ki = 0; ki < 2; ki++) {
-                call c = call_new(SHAPES[si], SEEDS[ki] + 100 * (uint64_t)e, EXPECT[e].data);
-                peat_finding f[4];
-                detect(&c, NULL, EXPECT[e].spec, SEEDS[ki] * 7 + (uint64_t)si, NULL, f, 4);
-                counts[e][f[0].cls]++;
-                diag += f[0].cls == EXPECT[e].cls;
-                trials++;
-                call_free(&c);
-            }
-    /* the matrix: rows = injected model, columns = primary finding */
-    char line[512];
-    int len = snprintf(line, sizeof line, "%-17s", "injected\\found");
-    for (int k = 0; k < PEAT_FIND_COUNT; k++)
-        len += snprintf(line + len, sizeof line - (size_t)len, " %4.4s",
-                        peat_finding_name((peat_finding_class)k));
-    cr_log_info("%s", line);
-    for (int e = 0; e < N_EXPECT; e++) {
-        len = snprintf(line, sizeof line, "%-17s", EXPECT[e].model);
-        for (int k = 0; k < PEAT_FIND_COUNT; k++)
-            len += snprintf(line + len, sizeof line - (size_t)len, " %4d", counts[e][k]);
-        cr_log_info("%s", line);
+    /* `peat calibrate` on random shapes (M, N in 16..128, K in 16..512) and seeds */
+    enum { TRIALS = 6 };
+    int counts[64][PEAT_FIND_COUNT];
+    cr_assert_leq(peat_calibrate_cases(), 64);
+    cr_assert_eq(peat_calibrate_run(2718, TRIALS, counts, NULL), PEAT_OK, "%s", peat_error_last());
+    int diag = 0;
+    for (int e = 0; e < peat_calibrate_cases(); e++) {
+        int ok = counts[e][peat_calibrate_case_expect(e)];
+        cr_assert_geq(ok, TRIALS - 1, "%s: %s in %d of %d trials", peat_calibrate_case_model(e),
+                      peat_finding_name(peat_calibrate_case_expect(e)), ok, TRIALS);
+        diag += ok;
     }
-    cr_log_info("diagonal %d of %d", diag, trials);
-    for (int e = 0; e < N_EXPECT; e++)
-        cr_assert_geq(counts[e][EXPECT[e].cls], 5, "%s: %s in %d of 6 trials", EXPECT[e].spec,
-                      peat_finding_name(EXPECT[e].cls), counts[e][EXPECT[e].cls]);
-    cr_assert_geq(diag * 100, 95 * trials, "diagonal %d of %d", diag, trials);
+    cr_assert_geq(diag * 100, 95 * TRIALS * peat_calibrate_cases(), "diagonal %d", diag);
 }
 
 /* ---- plumbing ----------------------------------------------------------------------------------

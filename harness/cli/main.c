@@ -1,4 +1,5 @@
 /* main.c: the `peat` command line: list, run, inspect, help. Exit 0 pass, 1 fail, 2 usage/input. */
+#include "harness/cli/calibrate.h"
 #include "harness/cli/campaign.h"
 #include "harness/store/store.h"
 #include "inject/inject.h"
@@ -41,6 +42,7 @@ static const char *const usage_main =
     "  run       validate a kernel:  peat run --kernel gemm_new\n"
     "  list      kernels, flows, backends, ops and error models\n"
     "  inspect   what a campaign file holds:  peat inspect DIR/campaign.h5\n"
+    "  calibrate the detector's confusion matrix over the error-model catalogue\n"
     "  help      help on a command:  peat help run\n"
     "  version   print the version\n"
     "\n"
@@ -88,6 +90,12 @@ static const char *const usage_list =
     "usage: peat list [--plugin PATH]\n"
     "\nLists kernels (by op, with role, backend, dtypes), flows, backends and error models.\n";
 
+static const char *const usage_calibrate =
+    "usage: peat calibrate [--trials N] [--seed S]\n"
+    "\nInjects every pseudo-error model of the catalogue into the golden GEMM on N random shapes\n"
+    "(default 20) and prints which finding the detector names for each: the detector's measured\n"
+    "accuracy. Exit 0 when at least 95% of the primary findings name the injected model.\n";
+
 static const char *const usage_inspect =
     "usage: peat inspect FILE\n"
     "\nPrints what a campaign file holds: stages, op calls per op, iterations, sizes and the\n"
@@ -104,10 +112,13 @@ static int cmd_help(int argc, char **argv)
         fputs(usage_list, stdout);
     else if (strcmp(c, "inspect") == 0)
         fputs(usage_inspect, stdout);
+    else if (strcmp(c, "calibrate") == 0)
+        fputs(usage_calibrate, stdout);
     else if (strcmp(c, "help") == 0 || strcmp(c, "version") == 0)
         fputs(usage_main, stdout);
     else
-        return die("no help for unknown command '%s' (commands: run, list, inspect, help, version)",
+        return die("no help for unknown command '%s' (commands: run, list, inspect, calibrate, help, "
+                   "version)",
                    c);
     return EXIT_PASS;
 }
@@ -381,6 +392,32 @@ static int cmd_inspect(int argc, char **argv)
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
 }
 
+static int cmd_calibrate(int argc, char **argv)
+{
+    int64_t trials = 20, seed = 1;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (opt_value(argc, argv, &i, "--trials", &v)) {
+            if (!parse_i64(v, 1, 10000, &trials)) return die("--trials must be in 1..10000");
+        } else if (opt_value(argc, argv, &i, "--seed", &v)) {
+            if (!parse_i64(v, 0, INT64_MAX, &seed)) return die("--seed must be a non-negative integer");
+        } else
+            return die("unknown option '%s' for calibrate (see `peat help calibrate`)", argv[i]);
+    }
+    int(*counts)[PEAT_FIND_COUNT] = calloc((size_t)peat_calibrate_cases(), sizeof *counts);
+    if (!counts) return die("out of memory");
+    peat_status st = peat_calibrate_run((uint64_t)seed, (int)trials, counts, stdout);
+    if (st != PEAT_OK) {
+        free(counts);
+        return die_status(st);
+    }
+    peat_calibrate_print(stdout, counts, (int)trials);
+    int diag = 0;
+    for (int e = 0; e < peat_calibrate_cases(); e++) diag += counts[e][peat_calibrate_case_expect(e)];
+    free(counts);
+    return diag * 100 >= 95 * (int)trials * peat_calibrate_cases() ? EXIT_PASS : EXIT_KERNEL_FAIL;
+}
+
 int main(int argc, char **argv)
 {
     /* test-only fault injection (docs/hdf5-schema.md): SIGKILL after N store write steps */
@@ -410,5 +447,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2, cmdline);
     if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
-    return die("unknown command '%s' (commands: run, list, inspect, help, version)", cmd);
+    if (strcmp(cmd, "calibrate") == 0) return cmd_calibrate(argc - 2, argv + 2);
+    return die("unknown command '%s' (commands: run, list, inspect, calibrate, help, version)", cmd);
 }
