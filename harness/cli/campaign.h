@@ -37,6 +37,8 @@ typedef struct peat_campaign_opts {
     /* training */
     const char *optimizer;     /* "adamw" (default) or "sgd" */
     int task;                  /* 0 pretraining task, 1 shifted task */
+    int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
+    double lr;                 /* learning rate (0 = the flow's default) */
     const char *finetune_from; /* campaign.h5 whose last checkpoint initialises the flow */
 } peat_campaign_opts;
 

@@ -83,6 +83,8 @@ static const char *const usage_run =
     "  --optimizer NAME      adamw (default) or sgd\n"
     "  --task N              0 pretraining task (default), 1 shifted task (for finetuning)\n"
     "  --finetune-from FILE  start from the last checkpoint in FILE (a campaign.h5)\n"
+    "  --batch N, --width N, --depth N, --seq N, --lr X\n"
+    "                        flow sizes and learning rate (default: the flow's; docs/flows.md)\n"
     "\n"
     "Writes DIR/campaign.h5, DIR/signature.json, DIR/summary.md, DIR/junit.xml.\n";
 
@@ -354,6 +356,27 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             if (!parse_i64(v, 0, 1, &n))
                 return die("--task must be 0 (pretraining) or 1 (shifted), got '%s'", v);
             o.task = (int)n;
+        } else if (opt_value(argc, argv, &i, "--batch", &v)) {
+            NEED("--batch");
+            if (!parse_i64(v, 1, 4096, &n)) return die("--batch must be an integer in 1..4096, got '%s'", v);
+            o.batch = (int)n;
+        } else if (opt_value(argc, argv, &i, "--width", &v)) {
+            NEED("--width");
+            if (!parse_i64(v, 1, 4096, &n)) return die("--width must be an integer in 1..4096, got '%s'", v);
+            o.width = (int)n;
+        } else if (opt_value(argc, argv, &i, "--depth", &v)) {
+            NEED("--depth");
+            if (!parse_i64(v, 1, 64, &n)) return die("--depth must be an integer in 1..64, got '%s'", v);
+            o.depth = (int)n;
+        } else if (opt_value(argc, argv, &i, "--seq", &v)) {
+            NEED("--seq");
+            if (!parse_i64(v, 1, 4096, &n)) return die("--seq must be an integer in 1..4096, got '%s'", v);
+            o.seq = (int)n;
+        } else if (opt_value(argc, argv, &i, "--lr", &v)) {
+            NEED("--lr");
+            char *end;
+            o.lr = strtod(v, &end);
+            if (*end || !(o.lr > 0 && o.lr < 10)) return die("--lr must be in (0, 10), got '%s'", v);
         } else if (opt_value(argc, argv, &i, "--finetune-from", &v)) {
             NEED("--finetune-from");
             o.finetune_from = v;
