@@ -1,4 +1,5 @@
-/* bench_store.c: bytes and write speed of the campaign store against a naive store and raw fwrite. */
+/* bench_store.c: bytes and write speed of the campaign store against a naive store and raw fwrite.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,8 @@
 /* The default campaign of `peat run` (harness/cli/campaign.c): record CALLS calls of the
  * candidate's op spread over the default iterations, metrics every iteration, a checkpoint at
  * the last one. Each flow is measured with the op its default candidate validates. */
-#define CALLS 48
-#define REPEATS 3
+#define CALLS   48
+#define REPEATS 3 /* PEAT_BENCH_REPEATS overrides (e.g. for perf); PEAT_BENCH_PHASES=1 times create/calls/metrics/state/close */
 
 typedef struct {
     const char *flow;
@@ -38,13 +39,13 @@ static double now(void)
 
 /* Counts every call of the op in every iteration: what a naive store would write. */
 typedef struct {
-    peat_op_kind op;        /* PEAT_OP_COUNT: every op */
+    peat_op_kind op; /* PEAT_OP_COUNT: every op */
     int64_t calls;
     double bytes; /* inputs + golden outputs + exact (F64) outputs */
 } naive_count;
 
-static peat_status count_hook(void *user, const peat_kernel *k, const peat_args *a, const peat_call_info *info,
-                              int after)
+static peat_status count_hook(void *user, const peat_kernel *k, const peat_args *a,
+                              const peat_call_info *info, int after)
 {
     naive_count *c = user;
     (void)k;
@@ -53,7 +54,8 @@ static peat_status count_hook(void *user, const peat_kernel *k, const peat_args 
     c->calls++;
     for (int i = 0; i < a->n_in; i++) c->bytes += (double)peat_tensor_nbytes(a->in[i]);
     for (int o = 0; o < a->n_out; o++)
-        c->bytes += (double)peat_tensor_nbytes(a->out[o]) + 8.0 * (double)peat_tensor_numel(a->out[o]);
+        c->bytes +=
+            (double)peat_tensor_nbytes(a->out[o]) + 8.0 * (double)peat_tensor_numel(a->out[o]);
     return PEAT_OK;
 }
 
@@ -100,8 +102,8 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
     p->every_op = (naive_count){PEAT_OP_COUNT, 0, 0};
     peat_profiler_t *prof = peat_profiler_alloc(&pol, peat_record_list_sink, &p->recs);
     if (!prof || peat_exec_create(c->flow, seed, &ex) || peat_profiler_attach(prof, ex) ||
-        peat_exec_add_hook(ex, count_hook, &p->all) || peat_exec_add_hook(ex, count_hook, &p->every_op) ||
-        peat_flow_create(c->flow, &cfg, ex, &f))
+        peat_exec_add_hook(ex, count_hook, &p->all) ||
+        peat_exec_add_hook(ex, count_hook, &p->every_op) || peat_flow_create(c->flow, &cfg, ex, &f))
         return fail("profile setup");
     p->iters = c->iters;
     for (int64_t it = 0; it < c->iters; it++) {
@@ -136,7 +138,8 @@ static double record_bytes(const peat_record *r)
 }
 
 /* PEAT: every record, the metrics and the checkpoint, durably; returns seconds, file bytes. */
-static int peat_write(const profile *p, const char *path, int deflate_level, double *secs, double *file_bytes)
+static int peat_write(const profile *p, const char *path, int deflate_level, double *secs,
+                      double *file_bytes)
 {
     unlink(path);
     peat_store_meta meta;
@@ -146,15 +149,24 @@ static int peat_write(const profile *p, const char *path, int deflate_level, dou
     double t0 = now();
     peat_store_t *s = NULL;
     if (peat_store_create(path, &meta, &s)) return fail("create");
+    double tc = now();
     for (int64_t i = 0; i < p->recs.n; i++)
         if (peat_store_call_write(s, p->recs.items[i])) return fail("call write");
+    double tm = now();
     for (int64_t it = 0; it < p->iters; it++)
         if (peat_store_metrics_append(s, it, p->loss[it], p->acc[it])) return fail("metrics");
-    if (peat_store_state_write(s, p->iters - 1, "checkpoint", p->n_state, (const peat_tensor *const *)p->state,
-                               p->state_name))
+    double ts = now();
+    if (peat_store_state_write(s, p->iters - 1, "checkpoint", p->n_state,
+                               (const peat_tensor *const *)p->state, p->state_name))
         return fail("checkpoint");
+    double t3 = now();
     if (peat_store_close(s)) return fail("close");
     *secs = now() - t0;
+    if (getenv("PEAT_BENCH_PHASES"))
+        fprintf(stderr,
+                "lvl %d create %.2f ms calls %.2f ms metrics %.2f ms state %.2f ms close %.2f ms\n",
+                deflate_level, 1e3 * (tc - t0), 1e3 * (tm - tc), 1e3 * (ts - tm), 1e3 * (t3 - ts),
+                1e3 * (now() - t3));
     struct stat sb;
     *file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;
     return 0;
@@ -170,10 +182,16 @@ static int raw_write(const profile *p, const char *path, double *secs)
     int bad = 0;
     for (int64_t i = 0; i < p->recs.n; i++) {
         const peat_record *r = p->recs.items[i];
-        for (int k = 0; k < r->n_in; k++) bad |= fwrite(r->in[k]->data, 1, peat_tensor_nbytes(r->in[k]), f) != peat_tensor_nbytes(r->in[k]);
+        for (int k = 0; k < r->n_in; k++)
+            bad |= fwrite(r->in[k]->data, 1, peat_tensor_nbytes(r->in[k]), f) !=
+                   peat_tensor_nbytes(r->in[k]);
         for (int k = 0; k < r->n_out; k++) {
-            if (r->golden[k]) bad |= fwrite(r->golden[k]->data, 1, peat_tensor_nbytes(r->golden[k]), f) != peat_tensor_nbytes(r->golden[k]);
-            if (r->exact[k]) bad |= fwrite(r->exact[k]->data, 1, peat_tensor_nbytes(r->exact[k]), f) != peat_tensor_nbytes(r->exact[k]);
+            if (r->golden[k])
+                bad |= fwrite(r->golden[k]->data, 1, peat_tensor_nbytes(r->golden[k]), f) !=
+                       peat_tensor_nbytes(r->golden[k]);
+            if (r->exact[k])
+                bad |= fwrite(r->exact[k]->data, 1, peat_tensor_nbytes(r->exact[k]), f) !=
+                       peat_tensor_nbytes(r->exact[k]);
         }
         bad |= fflush(f) != 0;
     }
@@ -183,7 +201,8 @@ static int raw_write(const profile *p, const char *path, double *secs)
         bad |= fflush(f) != 0;
     }
     for (int i = 0; i < p->n_state; i++)
-        bad |= fwrite(p->state[i]->data, 1, peat_tensor_nbytes(p->state[i]), f) != peat_tensor_nbytes(p->state[i]);
+        bad |= fwrite(p->state[i]->data, 1, peat_tensor_nbytes(p->state[i]), f) !=
+               peat_tensor_nbytes(p->state[i]);
     bad |= fclose(f) != 0;
     *secs = now() - t0;
     unlink(path);
@@ -233,7 +252,8 @@ int main(int argc, char **argv)
         char path[512], rawp[512];
         snprintf(path, sizeof path, "%s/peat-bench-store-%s.h5", dir, cp->flow);
         snprintf(rawp, sizeof rawp, "%s/peat-bench-store-%s.raw", dir, cp->flow);
-        for (int r = 0; r < REPEATS && !rc; r++) {
+        int repeats = getenv("PEAT_BENCH_REPEATS") ? atoi(getenv("PEAT_BENCH_REPEATS")) : REPEATS;
+        for (int r = 0; r < repeats && !rc; r++) {
             double t;
             for (int m = 0; m < 2 && !rc; m++) {
                 if (peat_write(p, path, levels[m], &t, &R->bytes[m])) rc = 1;
@@ -245,8 +265,10 @@ int main(int argc, char **argv)
             }
             R->t_raw = t < R->t_raw ? t : R->t_raw;
         }
-        if (!rc && getenv("PEAT_BENCH_KEEP")) peat_write(p, path, 0, &R->t_raw, &R->bytes[0]); /* kept for `peat inspect` */
-        else unlink(path);
+        if (!rc && getenv("PEAT_BENCH_KEEP"))
+            peat_write(p, path, 0, &R->t_raw, &R->bytes[0]); /* kept for `peat inspect` */
+        else
+            unlink(path);
         peat_record_list_clear(&p->recs);
         for (int i = 0; i < p->n_state; i++) {
             peat_tensor_free(p->state[i]);
@@ -256,33 +278,44 @@ int main(int argc, char **argv)
     }
     if (rc) return rc;
     const double mb = 1e6;
-    printf("PEAT campaign store: bytes on disk against naive stores (default campaigns: %d calls of the op spread\n"
-           "over the run, metrics every iteration, a checkpoint at the last iteration; seed 42)\n\n", CALLS);
-    printf("%-4s %-10s %5s %6s %6s %7s | %10s %10s %10s | %9s %9s | %7s %7s %7s | %8s\n", "flow", "op", "iters",
-           "calls", "op", "records", "naive-all", "naive-op", "naive-rec", "PEAT", "PEAT-raw", "all/P", "op/P",
-           "rec/P", "op/P-raw");
+    printf(
+        "PEAT campaign store: bytes on disk against naive stores (default campaigns: %d calls of "
+        "the op spread\n"
+        "over the run, metrics every iteration, a checkpoint at the last iteration; seed 42)\n\n",
+        CALLS);
+    printf("%-4s %-10s %5s %6s %6s %7s | %10s %10s %10s | %9s %9s | %7s %7s %7s | %8s\n", "flow",
+           "op", "iters", "calls", "op", "records", "naive-all", "naive-op", "naive-rec", "PEAT",
+           "PEAT-raw", "all/P", "op/P", "rec/P", "op/P-raw");
     for (size_t c = 0; c < NC; c++) {
         const result *R = &res[c];
-        printf("%-4s %-10s %5lld %6lld %6lld %7lld | %7.2f MB %7.2f MB %7.2f MB | %6.3f MB %6.3f MB | %6.1fx %6.1fx "
+        printf("%-4s %-10s %5lld %6lld %6lld %7lld | %7.2f MB %7.2f MB %7.2f MB | %6.3f MB %6.3f "
+               "MB | %6.1fx %6.1fx "
                "%6.1fx | %7.1fx\n",
-               R->flow, peat_op_name(R->op), (long long)R->iters, (long long)R->all_calls, (long long)R->op_calls,
-               (long long)R->records, R->naive_every_op / mb, R->naive_op / mb, R->naive_rec / mb, R->bytes[0] / mb,
-               R->bytes[1] / mb, R->naive_every_op / R->bytes[0], R->naive_op / R->bytes[0],
+               R->flow, peat_op_name(R->op), (long long)R->iters, (long long)R->all_calls,
+               (long long)R->op_calls, (long long)R->records, R->naive_every_op / mb,
+               R->naive_op / mb, R->naive_rec / mb, R->bytes[0] / mb, R->bytes[1] / mb,
+               R->naive_every_op / R->bytes[0], R->naive_op / R->bytes[0],
                R->naive_rec / R->bytes[0], R->naive_op / R->bytes[1]);
     }
-    printf("\nnaive-all: every op call of every iteration; naive-op: every call of the recorded op in every\n"
-           "iteration; naive-rec: only the calls PEAT recorded. Naive stores keep inputs, golden outputs and exact\n"
-           "(f64) outputs uncompressed, plus the same checkpoint and metrics. PEAT: shuffle + deflate (default);\n"
+    printf("\nnaive-all: every op call of every iteration; naive-op: every call of the recorded op "
+           "in every\n"
+           "iteration; naive-rec: only the calls PEAT recorded. Naive stores keep inputs, golden "
+           "outputs and exact\n"
+           "(f64) outputs uncompressed, plus the same checkpoint and metrics. PEAT: shuffle + "
+           "deflate (default);\n"
            "PEAT-raw: deflate_level -1 (same layout, uncompressed chunks).\n\n");
-    printf("write speed, best of %d: logical bytes of the records, checkpoint and metrics per second\n"
-           "(PEAT: create, one durable flush per record, close; raw: fwrite + fflush per record, fclose)\n\n", REPEATS);
-    printf("%-4s %10s | %10s %10s %10s | %7s %9s\n", "flow", "logical", "PEAT MB/s", "P-raw MB/s", "raw MB/s",
-           "P/raw", "P-raw/raw");
+    printf(
+        "write speed, best of %d: logical bytes of the records, checkpoint and metrics per second\n"
+        "(PEAT: create, one durable flush per record, close; raw: fwrite + fflush per record, "
+        "fclose)\n\n",
+        REPEATS);
+    printf("%-4s %10s | %10s %10s %10s | %7s %9s\n", "flow", "logical", "PEAT MB/s", "P-raw MB/s",
+           "raw MB/s", "P/raw", "P-raw/raw");
     for (size_t c = 0; c < NC; c++) {
         const result *R = &res[c];
         printf("%-4s %7.2f MB | %10.1f %10.1f %10.1f | %7.2f %9.2f\n", R->flow, R->logical / mb,
-               R->logical / R->t_peat[0] / mb, R->logical / R->t_peat[1] / mb, R->logical / R->t_raw / mb,
-               R->t_raw / R->t_peat[0], R->t_raw / R->t_peat[1]);
+               R->logical / R->t_peat[0] / mb, R->logical / R->t_peat[1] / mb,
+               R->logical / R->t_raw / mb, R->t_raw / R->t_peat[0], R->t_raw / R->t_peat[1]);
     }
     return 0;
 }
