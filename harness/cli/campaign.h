@@ -76,8 +76,11 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
 /* Writes the terminal verdict table. */
 void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
 
-/* Writes signature.json, summary.md and junit.xml into r->out_dir (each atomically). */
+/* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically). */
 peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes report.html (findings, signature table, inline SVG plots) to f. */
+peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_result *r, FILE *f);
 
 /* Monotonic seconds. */
 double peat_now(void);

@@ -47,7 +47,7 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
             "%.1f s)\n",
             verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
             r->t_playback, r->t_total);
-    fprintf(f, "report: %s/{signature.json,summary.md,junit.xml,campaign.h5}\n", r->out_dir);
+    fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n", r->out_dir);
 }
 
 /* ---- small JSON/XML writers ---- */
@@ -223,5 +223,15 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
         fputs(fails ? "\"/>\n" : "</system-out>\n", f);
     }
     fputs("    </testcase>\n  </testsuite>\n</testsuites>\n", f);
-    return commit(f, r->out_dir, "junit.xml", tmp);
+    PEAT_TRY(commit(f, r->out_dir, "junit.xml", tmp));
+
+    f = open_tmp(r->out_dir, "report.html", tmp, sizeof tmp);
+    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
+    peat_status st = peat_report_html(o, r, f);
+    if (st != PEAT_OK) {
+        fclose(f);
+        remove(tmp);
+        return st;
+    }
+    return commit(f, r->out_dir, "report.html", tmp);
 }
