@@ -83,11 +83,16 @@ Test(cli, gemm_new_within_bound)
     cr_assert(strstr(j, "\"verdict\": \"PASS\""));
     char p[400];
     struct stat st;
-    const char *files[] = {"campaign.h5", "summary.md", "junit.xml"};
-    for (int i = 0; i < 3; i++) {
+    const char *files[] = {"campaign.h5", "summary.md", "junit.xml", "report.html"};
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/a/%s", tmpdir, files[i]);
         cr_assert_eq(stat(p, &st), 0, "%s missing", files[i]);
     }
+    static char html[1 << 16];
+    snprintf(p, sizeof p, "%s/a/report.html", tmpdir);
+    slurp(p, html, sizeof html);
+    cr_assert(strstr(html, "WITHIN_BOUND") && strstr(html, "<svg") && strstr(html, "<polyline"),
+              "report.html lacks the finding or its plots");
     snprintf(p, sizeof p, "%s/a/campaign.h5.partial", tmpdir);
     cr_assert_neq(stat(p, &st), 0, "a finished run must not leave a .partial file");
 }
