@@ -15,8 +15,10 @@
 /* The default campaign of `peat run` (harness/cli/campaign.c): record CALLS calls of the
  * candidate's op spread over the default iterations, metrics every iteration, a checkpoint at
  * the last one. Each flow is measured with the op its default candidate validates. */
-#define CALLS   48
-#define REPEATS 3 /* PEAT_BENCH_REPEATS overrides (e.g. for perf); PEAT_BENCH_PHASES=1 times create/calls/metrics/state/close */
+#define CALLS 48
+#define REPEATS                                                                                    \
+    3 /* PEAT_BENCH_REPEATS overrides (e.g. for perf); PEAT_BENCH_PHASES=1 times                   \
+         create/calls/metrics/state/close */
 
 typedef struct {
     const char *flow;

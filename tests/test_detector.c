@@ -438,7 +438,8 @@ Test(detector, confusion_matrix_over_the_catalogue)
         size_t len = strcspn(p, " (");
         int found = 0;
         for (int e = 0; e < peat_calibrate_cases(); e++)
-            found |= strlen(peat_calibrate_case_model(e)) == len && strncmp(peat_calibrate_case_model(e), p, len) == 0;
+            found |= strlen(peat_calibrate_case_model(e)) == len &&
+                     strncmp(peat_calibrate_case_model(e), p, len) == 0;
         cr_assert(found, "catalogue model '%.*s' has no calibration case", (int)len, p);
         p = strchr(p, '\n');
         cr_assert_not_null(p);

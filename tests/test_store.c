@@ -50,7 +50,8 @@ static peat_tensor *mk(peat_dtype dt, int ndim, const int64_t *shape, uint64_t s
     peat_rng_t *r = peat_rng_alloc(seed);
     int64_t n = peat_tensor_numel(t);
     for (int64_t i = 0; i < n; i++)
-        peat_tensor_set(t, i, dt == PEAT_DTYPE_I32 ? (double)peat_rng_int(r, 1000) : peat_rng_gaussian(r, 1.0));
+        peat_tensor_set(
+            t, i, dt == PEAT_DTYPE_I32 ? (double)peat_rng_int(r, 1000) : peat_rng_gaussian(r, 1.0));
     peat_rng_free(r);
     return t;
 }
@@ -62,7 +63,8 @@ static peat_tensor *mk2(peat_dtype dt, int64_t a, int64_t b, uint64_t seed)
 }
 
 /* A GEMM record D = A B (M x K times K x N) with its golden output and its exact output. */
-static peat_record *gemm_record(uint64_t id, int64_t m, int64_t n, int64_t k, uint64_t seed, peat_tensor *shared_b)
+static peat_record *gemm_record(uint64_t id, int64_t m, int64_t n, int64_t k, uint64_t seed,
+                                peat_tensor *shared_b)
 {
     peat_record *r = calloc(1, sizeof *r);
     cr_assert_not_null(r);
@@ -75,8 +77,10 @@ static peat_record *gemm_record(uint64_t id, int64_t m, int64_t n, int64_t k, ui
     r->p.f[0] = 1.0;
     r->n_in = 2;
     r->in[0] = mk2(PEAT_DTYPE_F32, m, k, seed);
-    if (shared_b) cr_assert_eq(peat_tensor_clone(shared_b, &r->in[1]), PEAT_OK);
-    else r->in[1] = mk2(PEAT_DTYPE_F32, k, n, seed + 1);
+    if (shared_b)
+        cr_assert_eq(peat_tensor_clone(shared_b, &r->in[1]), PEAT_OK);
+    else
+        r->in[1] = mk2(PEAT_DTYPE_F32, k, n, seed + 1);
     r->n_out = 1;
     r->golden[0] = mk2(PEAT_DTYPE_F32, m, n, seed + 2); /* the store keeps what it is given */
     cr_assert_eq(peat_registry_init(), PEAT_OK);
@@ -130,20 +134,24 @@ static peat_record *mixed_record(uint64_t id, uint64_t seed)
 
 static void tensor_eq(const peat_tensor *a, const peat_tensor *b, const char *what, int k)
 {
-    cr_assert(a && b, "%s[%d]: one side missing (%p vs %p)", what, k, (const void *)a, (const void *)b);
+    cr_assert(a && b, "%s[%d]: one side missing (%p vs %p)", what, k, (const void *)a,
+              (const void *)b);
     cr_assert_eq(a->dtype, b->dtype, "%s[%d]: dtype %d vs %d", what, k, a->dtype, b->dtype);
     cr_assert_eq(a->ndim, b->ndim, "%s[%d]: rank %d vs %d", what, k, a->ndim, b->ndim);
     for (int d = 0; d < a->ndim; d++)
         cr_assert_eq(a->shape[d], b->shape[d], "%s[%d]: dim %d is %lld vs %lld", what, k, d,
                      (long long)a->shape[d], (long long)b->shape[d]);
-    cr_assert(memcmp(a->data, b->data, peat_tensor_nbytes(a)) == 0, "%s[%d]: bytes differ", what, k);
+    cr_assert(memcmp(a->data, b->data, peat_tensor_nbytes(a)) == 0, "%s[%d]: bytes differ", what,
+              k);
 }
 
 static void record_eq(const peat_record *a, const peat_record *b)
 {
-    cr_assert_eq(a->id, b->id, "id %llu vs %llu", (unsigned long long)a->id, (unsigned long long)b->id);
+    cr_assert_eq(a->id, b->id, "id %llu vs %llu", (unsigned long long)a->id,
+                 (unsigned long long)b->id);
     cr_assert_eq(a->op, b->op, "op");
-    cr_assert(memcmp(&a->p, &b->p, sizeof a->p) == 0, "params of record %llu differ", (unsigned long long)a->id);
+    cr_assert(memcmp(&a->p, &b->p, sizeof a->p) == 0, "params of record %llu differ",
+              (unsigned long long)a->id);
     cr_assert_eq(a->n_in, b->n_in, "n_in");
     cr_assert_eq(a->n_out, b->n_out, "n_out");
     cr_assert_str_eq(a->flow, b->flow, "flow");
@@ -186,14 +194,16 @@ static peat_store_t *make_store(const char *path)
 {
     peat_store_meta m = test_meta();
     peat_store_t *s = NULL;
-    cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "create %s: %s", path, peat_error_last());
+    cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "create %s: %s", path,
+                 peat_error_last());
     return s;
 }
 
 static peat_store_t *reopen(const char *path, int writable)
 {
     peat_store_t *s = NULL;
-    cr_assert_eq(peat_store_open(path, writable, &s), PEAT_OK, "open %s: %s", path, peat_error_last());
+    cr_assert_eq(peat_store_open(path, writable, &s), PEAT_OK, "open %s: %s", path,
+                 peat_error_last());
     return s;
 }
 
@@ -201,11 +211,13 @@ static void expect_format_error(const char *path, const char *needle)
 {
     peat_store_t *s = NULL;
     peat_status st = peat_store_open(path, 0, &s);
-    cr_assert_eq(st, PEAT_ERR_FORMAT, "opening %s gave %s (%s), expected a format error", path, peat_status_str(st),
-                 peat_error_last());
+    cr_assert_eq(st, PEAT_ERR_FORMAT, "opening %s gave %s (%s), expected a format error", path,
+                 peat_status_str(st), peat_error_last());
     cr_assert_null(s, "a refused file still returned a store");
-    cr_assert(strstr(peat_error_last(), needle), "message '%s' does not say '%s'", peat_error_last(), needle);
-    cr_assert(!strchr(peat_error_last(), '\n'), "message spans several lines: '%s'", peat_error_last());
+    cr_assert(strstr(peat_error_last(), needle), "message '%s' does not say '%s'",
+              peat_error_last(), needle);
+    cr_assert(!strchr(peat_error_last(), '\n'), "message spans several lines: '%s'",
+              peat_error_last());
 }
 
 TestSuite(store, .init = dir_make, .fini = dir_remove);
@@ -235,17 +247,21 @@ Test(store, call_records_round_trip_bit_exactly)
     /* small exact (stored), large exact (72 KiB of F64: recomputed on read), every dtype */
     peat_record *recs[3] = {gemm_record(10, 8, 8, 8, 1, NULL), gemm_record(11, 96, 96, 16, 2, NULL),
                             mixed_record(12, 3)};
-    for (int i = 0; i < 3; i++) cr_assert_eq(peat_store_call_write(s, recs[i]), PEAT_OK, "write %d: %s", i, peat_error_last());
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(peat_store_call_write(s, recs[i]), PEAT_OK, "write %d: %s", i,
+                     peat_error_last());
     cr_assert_eq(peat_store_call_count(s), 3);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) { /* and again from the file, after closing it */
             cr_assert_eq(peat_store_close(s), PEAT_OK, "close: %s", peat_error_last());
             s = reopen(p, 0);
         }
-        cr_assert_eq(peat_store_call_count(s), 3, "pass %d: %lld records", pass, (long long)peat_store_call_count(s));
+        cr_assert_eq(peat_store_call_count(s), 3, "pass %d: %lld records", pass,
+                     (long long)peat_store_call_count(s));
         for (int i = 0; i < 3; i++) {
             peat_record *back = NULL;
-            cr_assert_eq(peat_store_call_read(s, i, &back), PEAT_OK, "read %d: %s", i, peat_error_last());
+            cr_assert_eq(peat_store_call_read(s, i, &back), PEAT_OK, "read %d: %s", i,
+                         peat_error_last());
             record_eq(recs[i], back);
             peat_record_free(back);
             peat_record h;
@@ -254,13 +270,15 @@ Test(store, call_records_round_trip_bit_exactly)
             cr_assert_null(h.in[0], "header carries no tensors");
             int64_t idx = -1;
             cr_assert_eq(peat_store_call_find(s, recs[i]->id, &idx), PEAT_OK);
-            cr_assert_eq(idx, i, "find(%llu) = %lld", (unsigned long long)recs[i]->id, (long long)idx);
+            cr_assert_eq(idx, i, "find(%llu) = %lld", (unsigned long long)recs[i]->id,
+                         (long long)idx);
         }
         cr_assert(!peat_store_call_has(s, 13), "record 13 was never written");
         peat_store_stats st;
         cr_assert_eq(peat_store_stats_get(s, &st), PEAT_OK);
         /* record 11's exact output (96x96 F64) is above the 64 KiB limit: recomputed, not stored */
-        cr_assert_eq(st.exact_recomputed, 96 * 96 * 8, "exact recomputed bytes %lld", (long long)st.exact_recomputed);
+        cr_assert_eq(st.exact_recomputed, 96 * 96 * 8, "exact recomputed bytes %lld",
+                     (long long)st.exact_recomputed);
     }
     peat_store_close(s);
     for (int i = 0; i < 3; i++) peat_record_free(recs[i]);
@@ -275,13 +293,19 @@ Test(store, states_metrics_signatures_and_meta_round_trip)
     peat_tensor *idx = mk(PEAT_DTYPE_I32, 1, s1, 7);
     const peat_tensor *ts[3] = {w, m, idx};
     const char *names[3] = {"fc1.w", "adam.m.fc1.w", "data.idx"};
-    cr_assert_eq(peat_store_state_write(s, 4, "checkpoint", 3, ts, names), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_store_state_write(s, 4, "activations", 1, ts, names), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_store_state_write(s, 4, "checkpoint", 1, ts, names), PEAT_ERR_INVAL, "duplicate snapshot accepted");
+    cr_assert_eq(peat_store_state_write(s, 4, "checkpoint", 3, ts, names), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(peat_store_state_write(s, 4, "activations", 1, ts, names), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(peat_store_state_write(s, 4, "checkpoint", 1, ts, names), PEAT_ERR_INVAL,
+                 "duplicate snapshot accepted");
     double loss[3] = {2.5, 1.25, -0.0}, acc[3] = {NAN, 0.5, INFINITY};
-    for (int i = 0; i < 3; i++) cr_assert_eq(peat_store_metrics_append(s, i, loss[i], acc[i]), PEAT_OK);
-    cr_assert_eq(peat_store_metrics_append(s, 1, 0.0, 0.0), PEAT_ERR_INVAL, "duplicate metrics accepted");
-    const char *j1 = "{\"schema\":1,\"kernel\":\"gemm_new\",\"ulp\":[1,2,3]}", *j2 = "{\"schema\":1,\"v\":2}";
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(peat_store_metrics_append(s, i, loss[i], acc[i]), PEAT_OK);
+    cr_assert_eq(peat_store_metrics_append(s, 1, 0.0, 0.0), PEAT_ERR_INVAL,
+                 "duplicate metrics accepted");
+    const char *j1 = "{\"schema\":1,\"kernel\":\"gemm_new\",\"ulp\":[1,2,3]}",
+               *j2 = "{\"schema\":1,\"v\":2}";
     cr_assert_eq(peat_store_signature_write(s, "gemm_new", j1), PEAT_OK);
     cr_assert_eq(peat_store_signature_write(s, "gemm_golden", "{}"), PEAT_OK);
     cr_assert_eq(peat_store_signature_write(s, "gemm_new", j2), PEAT_OK);
@@ -305,7 +329,8 @@ Test(store, states_metrics_signatures_and_meta_round_trip)
     char tag[32];
     int n = 0;
     cr_assert_eq(peat_store_state_info(s, 1, &it, tag, &n), PEAT_OK);
-    cr_assert(it == 4 && strcmp(tag, "activations") == 0 && n == 1, "snapshot 1 is (%lld, %s, %d)", (long long)it, tag, n);
+    cr_assert(it == 4 && strcmp(tag, "activations") == 0 && n == 1, "snapshot 1 is (%lld, %s, %d)",
+              (long long)it, tag, n);
     peat_store_state *st = NULL;
     cr_assert_eq(peat_store_state_read(s, 4, "checkpoint", &st), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(st->n, 3);
@@ -357,7 +382,8 @@ Test(store, shared_tensors_are_stored_once)
     peat_tensor_free(r[3]->in[1]);
     int64_t flat[1] = {256};
     cr_assert_eq(peat_tensor_wrap(PEAT_DTYPE_F32, 1, flat, w->data, &r[3]->in[1]), PEAT_OK);
-    for (int i = 0; i < 4; i++) cr_assert_eq(peat_store_call_write(s, r[i]), PEAT_OK, "%s", peat_error_last());
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(peat_store_call_write(s, r[i]), PEAT_OK, "%s", peat_error_last());
     peat_store_stats st;
     cr_assert_eq(peat_store_stats_get(s, &st), PEAT_OK);
     /* distinct: A0 A1 A3, w, w-flat, golden0 golden1 golden3, exact0 exact1 exact3
@@ -384,8 +410,10 @@ Test(store, duplicates_are_refused_and_the_sink_skips_them)
     peat_record *a = gemm_record(5, 4, 4, 4, 1, NULL);
     cr_assert_eq(peat_store_call_write(s, a), PEAT_OK);
     cr_assert_eq(peat_store_call_write(s, a), PEAT_ERR_INVAL, "a second record 5 was accepted");
-    cr_assert_eq(peat_store_sink(s, gemm_record(5, 4, 4, 4, 1, NULL)), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_store_sink(s, gemm_record(6, 4, 4, 4, 2, NULL)), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_sink(s, gemm_record(5, 4, 4, 4, 1, NULL)), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(peat_store_sink(s, gemm_record(6, 4, 4, 4, 2, NULL)), PEAT_OK, "%s",
+                 peat_error_last());
     cr_assert_eq(peat_store_call_count(s), 2, "%lld records", (long long)peat_store_call_count(s));
     char longname[80];
     memset(longname, 'x', sizeof longname - 1);
@@ -393,10 +421,12 @@ Test(store, duplicates_are_refused_and_the_sink_skips_them)
     peat_record *b = gemm_record(7, 4, 4, 4, 3, NULL);
     memcpy(b->layer, longname, sizeof b->layer - 1); /* fills the field: no terminator room */
     b->layer[63] = 'x';
-    cr_assert_eq(peat_store_call_write(s, b), PEAT_ERR_INVAL, "an unterminated layer name was accepted");
+    cr_assert_eq(peat_store_call_write(s, b), PEAT_ERR_INVAL,
+                 "an unterminated layer name was accepted");
     const peat_tensor *t[1] = {a->in[0]};
     const char *nm[1] = {longname};
-    cr_assert_eq(peat_store_state_write(s, 0, "checkpoint", 1, t, nm), PEAT_ERR_INVAL, "an 79-char name was accepted");
+    cr_assert_eq(peat_store_state_write(s, 0, "checkpoint", 1, t, nm), PEAT_ERR_INVAL,
+                 "an 79-char name was accepted");
     peat_store_close(s);
     peat_record_free(a);
     peat_record_free(b);
@@ -438,7 +468,8 @@ Test(store, existing_files_are_never_overwritten)
     long before = file_size(p);
     peat_store_meta m = test_meta();
     peat_store_t *s = NULL;
-    cr_assert_eq(peat_store_create(p, &m, &s), PEAT_ERR_IO, "create over an existing file: %s", peat_error_last());
+    cr_assert_eq(peat_store_create(p, &m, &s), PEAT_ERR_IO, "create over an existing file: %s",
+                 peat_error_last());
     cr_assert_null(s);
     cr_assert_eq(file_size(p), before, "the existing file changed size");
     s = reopen(p, 0);
@@ -449,7 +480,8 @@ Test(store, existing_files_are_never_overwritten)
 Test(store, non_hdf5_file_is_refused)
 {
     const char *p = path_in("text.h5");
-    const char *txt = "this is not HDF5 at all, just some text that is long enough to look like a file\n";
+    const char *txt =
+        "this is not HDF5 at all, just some text that is long enough to look like a file\n";
     write_bytes(p, txt, strlen(txt));
     expect_format_error(p, "not an HDF5 file");
     write_bytes(p, "", 0);
@@ -472,13 +504,14 @@ Test(store, truncated_file_is_refused)
         write_bytes(q, buf, (size_t)cuts[i]);
         peat_store_t *s = NULL;
         peat_status st = peat_store_open(q, 0, &s);
-        cr_assert_eq(st, PEAT_ERR_FORMAT, "file cut at %ld of %ld bytes: open gave %s (%s)", cuts[i], full,
-                     peat_status_str(st), peat_error_last());
+        cr_assert_eq(st, PEAT_ERR_FORMAT, "file cut at %ld of %ld bytes: open gave %s (%s)",
+                     cuts[i], full, peat_status_str(st), peat_error_last());
         cr_assert_null(s);
-        cr_assert(strlen(peat_error_last()) > 0 && !strchr(peat_error_last(), '\n'), "message: '%s'", peat_error_last());
+        cr_assert(strlen(peat_error_last()) > 0 && !strchr(peat_error_last(), '\n'),
+                  "message: '%s'", peat_error_last());
         if (cuts[i] > 1000)
-            cr_assert(strstr(peat_error_last(), "truncated"), "cut at %ld: '%s' does not say truncated", cuts[i],
-                      peat_error_last());
+            cr_assert(strstr(peat_error_last(), "truncated"),
+                      "cut at %ld: '%s' does not say truncated", cuts[i], peat_error_last());
     }
     free(buf);
 }
@@ -552,10 +585,13 @@ Test(store, damaged_rows_and_data_are_detected)
     peat_store_t *s = reopen(p, 0); /* the first record is not the last: opening is fine */
     peat_record *r = NULL;
     peat_status e = peat_store_call_read(s, 0, &r);
-    cr_assert_eq(e, PEAT_ERR_FORMAT, "a record with altered data was read back (%s)", peat_status_str(e));
-    cr_assert(strstr(peat_error_last(), "does not match its hash"), "message: %s", peat_error_last());
+    cr_assert_eq(e, PEAT_ERR_FORMAT, "a record with altered data was read back (%s)",
+                 peat_status_str(e));
+    cr_assert(strstr(peat_error_last(), "does not match its hash"), "message: %s",
+              peat_error_last());
     peat_record *r1 = NULL;
-    cr_assert_eq(peat_store_call_read(s, 1, &r1), PEAT_OK, "an intact record is unreadable: %s", peat_error_last());
+    cr_assert_eq(peat_store_call_read(s, 1, &r1), PEAT_OK, "an intact record is unreadable: %s",
+                 peat_error_last());
     peat_record_free(r1);
     peat_store_close(s);
 }
@@ -586,21 +622,24 @@ Test(store, inspect_lists_stages_ops_iterations_and_sizes)
     FILE *out = open_memstream(&text, &len);
     cr_assert_eq(peat_store_inspect(p, out), PEAT_OK, "%s", peat_error_last());
     fclose(out);
-    cr_assert(strstr(text, "stages present: meta, calls (7), states (1), metrics (1), signatures (1)"),
-              "stages line missing in:\n%s", text);
+    cr_assert(
+        strstr(text, "stages present: meta, calls (7), states (1), metrics (1), signatures (1)"),
+        "stages line missing in:\n%s", text);
     const char *g = strstr(text, "\n  gemm ");
     cr_assert_not_null(g, "no gemm row in:\n%s", text);
     long long calls, fwd, bwd, opt;
     cr_assert_eq(sscanf(g, " gemm %lld %lld %lld %lld", &calls, &fwd, &bwd, &opt), 4);
-    cr_assert(calls == 6 && fwd == 3 && bwd == 3 && opt == 0, "gemm row says %lld calls (%lld/%lld/%lld)", calls, fwd,
-              bwd, opt);
+    cr_assert(calls == 6 && fwd == 3 && bwd == 3 && opt == 0,
+              "gemm row says %lld calls (%lld/%lld/%lld)", calls, fwd, bwd, opt);
     cr_assert(strstr(text, "\n  embedding "), "no embedding row in:\n%s", text);
-    cr_assert(strstr(text, "iterations covered: 0..9 (3 distinct)"), "iterations line wrong in:\n%s", text);
+    cr_assert(strstr(text, "iterations covered: 0..9 (3 distinct)"),
+              "iterations line wrong in:\n%s", text);
     cr_assert(strstr(text, "compression ratio"), "no compression ratio in:\n%s", text);
     cr_assert(strstr(text, "closed cleanly"), "status missing in:\n%s", text);
     free(text);
     out = fopen("/dev/null", "w");
-    cr_assert_eq(peat_store_inspect(path_in("absent.h5"), out), PEAT_ERR_IO, "inspect of a missing file");
+    cr_assert_eq(peat_store_inspect(path_in("absent.h5"), out), PEAT_ERR_IO,
+                 "inspect of a missing file");
     fclose(out);
 }
 
@@ -625,7 +664,8 @@ Test(store, second_writer_is_refused_while_readers_see_the_live_file)
     cr_assert_eq(read(ready[0], &c, 1), 1, "the writer did not start");
     peat_store_t *s = NULL;
     peat_status st = peat_store_open(p, 1, &s);
-    int ok_refused = st == PEAT_ERR_IO && strstr(peat_error_last(), "being written by another process");
+    int ok_refused =
+        st == PEAT_ERR_IO && strstr(peat_error_last(), "being written by another process");
     char msg[512];
     snprintf(msg, sizeof msg, "%s", peat_error_last());
     peat_store_t *rd = NULL;
@@ -670,7 +710,9 @@ static void kr_child(const char *path, int fd, int64_t kill_step)
 {
     peat_store_t *s = NULL;
     struct stat sb;
-    peat_status st = stat(path, &sb) == 0 ? peat_store_open(path, 1, &s) : peat_store_create(path, &(peat_store_meta){.seed = 42}, &s);
+    peat_status st = stat(path, &sb) == 0
+                         ? peat_store_open(path, 1, &s)
+                         : peat_store_create(path, &(peat_store_meta){.seed = 42}, &s);
     if (st != PEAT_OK) {
         fprintf(stderr, "kr child: %s\n", peat_error_last());
         _exit(10);
@@ -695,7 +737,9 @@ static void kr_child(const char *path, int fd, int64_t kill_step)
         if (i % 6 == 0 && !peat_store_state_has(s, i, "checkpoint")) {
             peat_tensor *t[2] = {kr_state(i, 0), kr_state(i, 1)};
             const char *nm[2] = {"w", "m"};
-            if (peat_store_state_write(s, i, "checkpoint", 2, (const peat_tensor *const *)t, nm) != PEAT_OK) _exit(14);
+            if (peat_store_state_write(s, i, "checkpoint", 2, (const peat_tensor *const *)t, nm) !=
+                PEAT_OK)
+                _exit(14);
             peat_tensor_free(t[0]);
             peat_tensor_free(t[1]);
             int msg = 2000 + i;
@@ -713,7 +757,8 @@ static void kr_verify(const char *path, const unsigned char *reported, int final
     unsigned char seen[KR_RECORDS] = {0};
     for (int64_t k = 0; k < n; k++) {
         peat_record *got = NULL;
-        cr_assert_eq(peat_store_call_read(s, k, &got), PEAT_OK, "record %lld unreadable: %s", (long long)k, peat_error_last());
+        cr_assert_eq(peat_store_call_read(s, k, &got), PEAT_OK, "record %lld unreadable: %s",
+                     (long long)k, peat_error_last());
         cr_assert_eq((got->id - 1) % 3, 0, "foreign id %llu", (unsigned long long)got->id);
         int i = (int)((got->id - 1) / 3);
         cr_assert(i >= 0 && i < KR_RECORDS && !seen[i], "record %d stored twice or unknown", i);
@@ -724,11 +769,14 @@ static void kr_verify(const char *path, const unsigned char *reported, int final
         peat_record_free(got);
     }
     for (int i = 0; i < KR_RECORDS; i++) {
-        if (reported[i] || final) cr_assert(seen[i], "record %d was reported complete but is missing", i);
-        if (reported[1000 + i] || final) cr_assert(peat_store_metrics_has(s, i), "metrics %d missing", i);
+        if (reported[i] || final)
+            cr_assert(seen[i], "record %d was reported complete but is missing", i);
+        if (reported[1000 + i] || final)
+            cr_assert(peat_store_metrics_has(s, i), "metrics %d missing", i);
         if ((reported[2000 + i] || final) && i % 6 == 0) {
             peat_store_state *st = NULL;
-            cr_assert_eq(peat_store_state_read(s, i, "checkpoint", &st), PEAT_OK, "checkpoint %d: %s", i, peat_error_last());
+            cr_assert_eq(peat_store_state_read(s, i, "checkpoint", &st), PEAT_OK,
+                         "checkpoint %d: %s", i, peat_error_last());
             for (int k = 0; k < 2; k++) {
                 peat_tensor *want = kr_state(i, k);
                 tensor_eq(want, st->t[k], "checkpoint", k);
@@ -753,10 +801,11 @@ static void kr_verify(const char *path, const unsigned char *reported, int final
 }
 
 #define KR_TIMED (-1) /* kill at a random instant instead of at a step */
-#define KR_NONE (-2)  /* let the writer finish */
+#define KR_NONE  (-2) /* let the writer finish */
 
 /* One life of the writer: returns whether it finished; `reported` accumulates completions. */
-static int kr_life(const char *path, unsigned char *reported, int64_t kill_step, int wait_records, int delay_us)
+static int kr_life(const char *path, unsigned char *reported, int64_t kill_step, int wait_records,
+                   int delay_us)
 {
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -783,10 +832,11 @@ static int kr_life(const char *path, unsigned char *reported, int64_t kill_step,
     if (getenv("KR_DEBUG")) {
         int nrep = 0;
         for (int i = 0; i < 3000; i++) nrep += reported[i];
-        fprintf(stderr, "life: step %lld, exited %d signaled %d, reported so far %d\n", (long long)kill_step,
-                WIFEXITED(status), WIFSIGNALED(status), nrep);
+        fprintf(stderr, "life: step %lld, exited %d signaled %d, reported so far %d\n",
+                (long long)kill_step, WIFEXITED(status), WIFSIGNALED(status), nrep);
     }
-    if (WIFEXITED(status)) cr_assert_eq(WEXITSTATUS(status), 0, "writer failed with %d", WEXITSTATUS(status));
+    if (WIFEXITED(status))
+        cr_assert_eq(WEXITSTATUS(status), 0, "writer failed with %d", WEXITSTATUS(status));
     return WIFEXITED(status);
 }
 
@@ -853,7 +903,8 @@ static void profile_mlp(const char *path, uint64_t seed)
     int n = peat_flow_state_count(f);
     cr_assert(n > 0 && n <= 64);
     for (int i = 0; i < n; i++) ts[i] = peat_flow_state(f, i, &nm[i]);
-    cr_assert_eq(peat_store_state_write(s, 2, "checkpoint", n, ts, nm), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_state_write(s, 2, "checkpoint", n, ts, nm), PEAT_OK, "%s",
+                 peat_error_last());
     peat_flow_free(f);
     peat_exec_free(ex);
     peat_profiler_free(prof);
@@ -874,8 +925,10 @@ static int same_records(const char *a, const char *b, int64_t *n_out)
         for (int i = 0; same && i < r1->n_in; i++)
             same = memcmp(r1->in[i]->data, r2->in[i]->data, peat_tensor_nbytes(r1->in[i])) == 0;
         for (int i = 0; same && i < r1->n_out; i++)
-            same = memcmp(r1->golden[i]->data, r2->golden[i]->data, peat_tensor_nbytes(r1->golden[i])) == 0 &&
-                   memcmp(r1->exact[i]->data, r2->exact[i]->data, peat_tensor_nbytes(r1->exact[i])) == 0;
+            same = memcmp(r1->golden[i]->data, r2->golden[i]->data,
+                          peat_tensor_nbytes(r1->golden[i])) == 0 &&
+                   memcmp(r1->exact[i]->data, r2->exact[i]->data,
+                          peat_tensor_nbytes(r1->exact[i])) == 0;
         peat_record_free(r1);
         peat_record_free(r2);
     }
@@ -901,5 +954,6 @@ Test(store, same_seed_gives_bit_identical_records, .timeout = 120)
     int64_t n = 0;
     cr_assert(same_records(a, b, &n), "two runs with seed 7 recorded different tensors");
     cr_assert_gt(n, 5, "only %lld records", (long long)n);
-    cr_assert(!same_records(a, c, &n), "seeds 7 and 8 recorded identical tensors: the comparison sees nothing");
+    cr_assert(!same_records(a, c, &n),
+              "seeds 7 and 8 recorded identical tensors: the comparison sees nothing");
 }

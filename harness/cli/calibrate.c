@@ -38,9 +38,18 @@ static const cal_case CASES[] = {
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-int peat_calibrate_cases(void) { return N_CASES; }
-const char *peat_calibrate_case_model(int i) { return i >= 0 && i < N_CASES ? CASES[i].model : NULL; }
-peat_finding_class peat_calibrate_case_expect(int i) { return CASES[i].expect; }
+int peat_calibrate_cases(void)
+{
+    return N_CASES;
+}
+const char *peat_calibrate_case_model(int i)
+{
+    return i >= 0 && i < N_CASES ? CASES[i].model : NULL;
+}
+peat_finding_class peat_calibrate_case_expect(int i)
+{
+    return CASES[i].expect;
+}
 
 /* One GEMM call: inputs, exact output, magnitudes. */
 typedef struct {
@@ -89,13 +98,15 @@ static peat_status call_new(cal_call *c, peat_rng_t *r, data_kind kind)
 
 /* Signature of the golden with model m (NULL: the golden itself), with a repeat run as the
  * campaign does it: a new seed for transient models, the same one otherwise. */
-static peat_status signature_of(cal_call *c, const peat_inject_model_t *m, uint64_t seed, peat_signature *out)
+static peat_status signature_of(cal_call *c, const peat_inject_model_t *m, uint64_t seed,
+                                peat_signature *out)
 {
     const peat_kernel *g = peat_registry_find("gemm_golden");
     uint64_t s2 = m && peat_inject_model_transient(m) ? peat_seed_derive(seed, "repeat") : seed;
     PEAT_TRY(m ? peat_inject_run(m, g, &c->a, seed) : peat_kernel_run(g, &c->a));
     PEAT_TRY(m ? peat_inject_run(m, g, &c->a2, s2) : peat_kernel_run(g, &c->a2));
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc(m ? peat_inject_model_spec(m) : g->name, PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc =
+        peat_analyzer_acc_alloc(m ? peat_inject_model_spec(m) : g->name, PEAT_OP_GEMM);
     if (!acc) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer");
     peat_status st = peat_analyzer_acc_add(acc, c->D, c->E, c->mag, c->K, c->M, c->N);
     peat_analyzer_acc_add_repeat(acc, c->D, c->D2);
@@ -107,7 +118,8 @@ static peat_status signature_of(cal_call *c, const peat_inject_model_t *m, uint6
 peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log)
 {
     PEAT_TRY(peat_registry_init());
-    if (trials < 1 || trials > 10000) return PEAT_ERROR(PEAT_ERR_INVAL, "trials must be in 1..10000");
+    if (trials < 1 || trials > 10000)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "trials must be in 1..10000");
     memset(counts, 0, sizeof(int) * PEAT_FIND_COUNT * (size_t)N_CASES);
     for (int e = 0; e < N_CASES; e++) {
         peat_inject_model_t *m = NULL;
@@ -126,8 +138,9 @@ peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND
                 int n = peat_detector_run(&cs, &gs, NULL, f, 8);
                 counts[e][n > 0 ? f[0].cls : PEAT_FIND_UNKNOWN]++;
                 if (log && (n < 1 || f[0].cls != CASES[e].expect))
-                    fprintf(log, "  miss: %s on %lldx%lldx%lld -> %s %s\n", CASES[e].spec, (long long)c.M,
-                            (long long)c.N, (long long)c.K, peat_finding_name(f[0].cls), f[0].params);
+                    fprintf(log, "  miss: %s on %lldx%lldx%lld -> %s %s\n", CASES[e].spec,
+                            (long long)c.M, (long long)c.N, (long long)c.K,
+                            peat_finding_name(f[0].cls), f[0].params);
             }
             call_free(&c);
         }
@@ -142,19 +155,22 @@ void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials)
 {
     int diag = 0, total = 0;
     fprintf(f, "%-17s", "injected \\ found");
-    for (int k = 0; k < PEAT_FIND_COUNT; k++) fprintf(f, " %5.5s", peat_finding_name((peat_finding_class)k));
+    for (int k = 0; k < PEAT_FIND_COUNT; k++)
+        fprintf(f, " %5.5s", peat_finding_name((peat_finding_class)k));
     fprintf(f, "  %s\n", "correct");
     for (int e = 0; e < N_CASES; e++) {
         fprintf(f, "%-17s", CASES[e].model);
         for (int k = 0; k < PEAT_FIND_COUNT; k++) {
-            if (counts[e][k]) fprintf(f, " %5d", counts[e][k]);
-            else fprintf(f, " %5s", ".");
+            if (counts[e][k])
+                fprintf(f, " %5d", counts[e][k]);
+            else
+                fprintf(f, " %5s", ".");
         }
         int ok = counts[e][CASES[e].expect];
         fprintf(f, "  %3d/%d\n", ok, trials);
         diag += ok;
         total += trials;
     }
-    fprintf(f, "\naccuracy: %d of %d (%.1f%%) primary findings name the injected model\n", diag, total,
-            100.0 * diag / (total ? total : 1));
+    fprintf(f, "\naccuracy: %d of %d (%.1f%%) primary findings name the injected model\n", diag,
+            total, 100.0 * diag / (total ? total : 1));
 }

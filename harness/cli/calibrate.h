@@ -1,4 +1,5 @@
-/* calibrate.h: the detector's confusion matrix over the pseudo-error catalogue (`peat calibrate`). */
+/* calibrate.h: the detector's confusion matrix over the pseudo-error catalogue (`peat calibrate`).
+ */
 #ifndef PEAT_CALIBRATE_H
 #define PEAT_CALIBRATE_H
 

@@ -618,7 +618,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
              o->checkpoint_iters ? o->checkpoint_iters : "last",
              o->activation_iters ? o->activation_iters : "none",
              o->optimizer ? o->optimizer : "adamw", o->task,
-             o->finetune_from ? o->finetune_from : "-", o->batch, o->width, o->depth, o->seq, o->lr);
+             o->finetune_from ? o->finetune_from : "-", o->batch, o->width, o->depth, o->seq,
+             o->lr);
     peat_store_t *store = NULL;
     if (o->resume && !file_exists(partial))
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "--resume: no unfinished campaign (%s) to continue",
@@ -673,7 +674,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     cfg.seed = o->seed;
     cfg.weight_decay = -1.0;
     cfg.task = o->task;
-    cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq, cfg.lr = o->lr;
+    cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq,
+    cfg.lr = o->lr;
     cfg.optimizer =
         o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
     peat_profile_policy pol;

@@ -35,11 +35,11 @@ typedef struct peat_campaign_opts {
     const char *checkpoint_iters;           /* "last" (default), "none", "every:N", "0,10,59" */
     const char *activation_iters; /* NULL/"none", or as above: outputs of every forward op */
     /* training */
-    const char *optimizer;     /* "adamw" (default) or "sgd" */
-    int task;                  /* 0 pretraining task, 1 shifted task */
+    const char *optimizer;        /* "adamw" (default) or "sgd" */
+    int task;                     /* 0 pretraining task, 1 shifted task */
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
-    double lr;                 /* learning rate (0 = the flow's default) */
-    const char *finetune_from; /* campaign.h5 whose last checkpoint initialises the flow */
+    double lr;                    /* learning rate (0 = the flow's default) */
+    const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
 } peat_campaign_opts;
 
 /* Validates an iteration list spec ("last", "none", "every:N", "a,b,c"). */
@@ -76,7 +76,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
 /* Writes the terminal verdict table. */
 void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
 
-/* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically). */
+/* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically).
+ */
 peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
 
 /* Writes report.html (findings, signature table, inline SVG plots) to f. */

@@ -11,11 +11,20 @@ static void esc(FILE *f, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            fputc(*s, f);
         }
     }
 }
@@ -34,20 +43,26 @@ static void svg_bars(FILE *f, const char *title, int n, const char *const *label
     fprintf(f, "</title><text x=\"%d\" y=\"16\" class=\"t\">", L);
     esc(f, title);
     fputs("</text>", f);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B, W - 10, H - B);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B, W - 10,
+            H - B);
     for (int i = 0; i < n; i++) {
         const double v[2] = {a[i], b[i]};
         for (int s = 0; s < 2; s++) {
-            double h = v[s] <= 0 ? 0
+            double h = v[s] <= 0   ? 0
                        : log_scale ? fmax(0, (log10(v[s]) + 6) / (log10(top) + 6)) * (H - B - T)
                                    : v[s] / top * (H - B - T);
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"s%d\"><title>%.4g</title></rect>",
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                    "class=\"s%d\"><title>%.4g</title></rect>",
                     L + i * bw + 1 + s * bw / 2, H - B - h, bw / 2 - 1, h, s, v[s]);
         }
         if (labels[i][0])
-            fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"l\">%s</text>", L + i * bw + bw / 2, H - B + 14, labels[i]);
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"l\">%s</text>", L + i * bw + bw / 2,
+                    H - B + 14, labels[i]);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"k0\">&#9632; candidate</text><text x=\"%d\" y=\"%d\" class=\"k1\">&#9632; golden</text>",
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" class=\"k0\">&#9632; candidate</text><text x=\"%d\" y=\"%d\" "
+            "class=\"k1\">&#9632; golden</text>",
             W - 200, T, W - 100, T);
     fputs("</svg>\n", f);
 }
@@ -63,16 +78,19 @@ static void svg_curve(FILE *f, const char *title, int64_t n, const double *y)
     esc(f, title);
     fprintf(f, "</title><text x=\"%d\" y=\"16\" class=\"t\">", L);
     esc(f, title);
-    fprintf(f, "</text><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B, W - 10, H - B);
-    fprintf(f, "<text x=\"2\" y=\"%d\" class=\"l\">%.3g</text><text x=\"2\" y=\"%d\" class=\"l\">%.3g</text>", T + 4, hi,
-            H - B, lo);
+    fprintf(f, "</text><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B,
+            W - 10, H - B);
+    fprintf(f,
+            "<text x=\"2\" y=\"%d\" class=\"l\">%.3g</text><text x=\"2\" y=\"%d\" "
+            "class=\"l\">%.3g</text>",
+            T + 4, hi, H - B, lo);
     fputs("<polyline class=\"c\" points=\"", f);
     for (int64_t i = 0; i < n; i++)
         if (isfinite(y[i]))
             fprintf(f, "%.1f,%.1f ", L + (double)i / (double)(n > 1 ? n - 1 : 1) * (W - L - 10),
                     H - B - (y[i] - lo) / (hi - lo) * (H - B - T));
-    fprintf(f, "\"/><text x=\"%d\" y=\"%d\" class=\"l\">iteration 0 .. %lld</text></svg>\n", L, H - 8,
-            (long long)(n > 0 ? n - 1 : 0));
+    fprintf(f, "\"/><text x=\"%d\" y=\"%d\" class=\"l\">iteration 0 .. %lld</text></svg>\n", L,
+            H - 8, (long long)(n > 0 ? n - 1 : 0));
 }
 
 static const char *verdict_word(peat_acceptance a)
@@ -95,23 +113,32 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
     fputs("<!doctype html><html><head><meta charset=\"utf-8\"><title>PEAT: ", f);
     esc(f, c->kernel);
     fputs("</title><style>body{font:14px sans-serif;max-width:900px;margin:2em auto;color:#222}"
-          "h1 span{padding:2px 8px;border-radius:4px;color:#fff}.PASS{background:#2a7}.WARN{background:#d90}"
-          ".FAIL{background:#c33}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-          "td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}.l{font-size:10px;text-anchor:middle}"
-          ".ax{stroke:#888}.s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;font-size:11px}"
+          "h1 span{padding:2px "
+          "8px;border-radius:4px;color:#fff}.PASS{background:#2a7}.WARN{background:#d90}"
+          ".FAIL{background:#c33}table{border-collapse:collapse}td,th{border:1px solid "
+          "#ccc;padding:3px 8px;text-align:right}"
+          "td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}.l{font-size:10px;"
+          "text-anchor:middle}"
+          ".ax{stroke:#888}.s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;"
+          "font-size:11px}"
           ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}</style></head><body>\n",
           f);
     fputs("<h1>", f);
     esc(f, c->kernel);
-    fprintf(f, " on %s <span class=\"%s\">%s</span></h1>\n", r->flow, verdict_word(r->verdict), verdict_word(r->verdict));
-    fprintf(f, "<p>%lld recorded %s calls replayed (%lld failed); errors against the fp64-exact output, "
-               "normalised by the fp32 rounding bound; seed %llu.</p>\n",
-            (long long)r->n_records, c->op, (long long)r->n_kernel_failures, (unsigned long long)o->seed);
+    fprintf(f, " on %s <span class=\"%s\">%s</span></h1>\n", r->flow, verdict_word(r->verdict),
+            verdict_word(r->verdict));
+    fprintf(
+        f,
+        "<p>%lld recorded %s calls replayed (%lld failed); errors against the fp64-exact output, "
+        "normalised by the fp32 rounding bound; seed %llu.</p>\n",
+        (long long)r->n_records, c->op, (long long)r->n_kernel_failures,
+        (unsigned long long)o->seed);
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
         fprintf(f, "<h2>%s <small>", peat_finding_name(fd->cls));
         esc(f, fd->params);
-        fprintf(f, " &middot; %s &middot; confidence %.2f</small></h2><ul>", verdict_word(fd->accept), fd->confidence);
+        fprintf(f, " &middot; %s &middot; confidence %.2f</small></h2><ul>",
+                verdict_word(fd->accept), fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) {
             fputs("<li>", f);
             esc(f, fd->evidence[e]);
@@ -135,21 +162,27 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
     row(f, "max ULP", "%.0f", c->max_ulp, g->max_ulp);
     row(f, "effective bits", "%.1f", c->eff_bits, g->eff_bits);
     row(f, "bias t", "%.2f", c->bias_t, g->bias_t);
-    row(f, "NaN / Inf introduced", "%.0f", (double)(c->n_nan + c->n_inf), (double)(g->n_nan + g->n_inf));
+    row(f, "NaN / Inf introduced", "%.0f", (double)(c->n_nan + c->n_inf),
+        (double)(g->n_nan + g->n_inf));
     fputs("</table>\n", f);
 
-    static const char *const ulp_labels[PEAT_ULP_BINS] = {"0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64",
-                                                          "65-128", "129-256", "257-512", "513-1k", ">1k"};
-    svg_bars(f, "ULP distance to the correctly rounded result (fraction of elements, log scale)", PEAT_ULP_BINS,
-             ulp_labels, c->ulp_hist, g->ulp_hist, 1);
+    static const char *const ulp_labels[PEAT_ULP_BINS] = {
+        "0",     "1",      "2",       "3-4",     "5-8",    "9-16", "17-32",
+        "33-64", "65-128", "129-256", "257-512", "513-1k", ">1k"};
+    svg_bars(f, "ULP distance to the correctly rounded result (fraction of elements, log scale)",
+             PEAT_ULP_BINS, ulp_labels, c->ulp_hist, g->ulp_hist, 1);
     char lab[PEAT_BIT_POSITIONS][4];
     const char *labels[PEAT_BIT_POSITIONS];
     for (int b = 0; b < PEAT_BIT_POSITIONS; b++) {
-        if (b % 4 == 0 || b == 31) snprintf(lab[b], sizeof lab[b], "%d", b);
-        else lab[b][0] = 0;
+        if (b % 4 == 0 || b == 31)
+            snprintf(lab[b], sizeof lab[b], "%d", b);
+        else
+            lab[b][0] = 0;
         labels[b] = lab[b];
     }
-    svg_bars(f, "bits that differ from the correctly rounded result, by position (0 = mantissa lsb, 31 = sign)",
+    svg_bars(f,
+             "bits that differ from the correctly rounded result, by position (0 = mantissa lsb, "
+             "31 = sign)",
              PEAT_BIT_POSITIONS, labels, c->bit_hist, g->bit_hist, 0);
 
     /* the training curve comes from the campaign file, the profile stage's record of it */
@@ -170,8 +203,9 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
         }
         peat_store_close(s);
     }
-    fprintf(f, "<p><small>peat %s &middot; profile %.1f s, playback %.1f s, total %.1f s &middot; "
-               "signature.json has every number</small></p></body></html>\n",
+    fprintf(f,
+            "<p><small>peat %s &middot; profile %.1f s, playback %.1f s, total %.1f s &middot; "
+            "signature.json has every number</small></p></body></html>\n",
             PEAT_VERSION_STRING, r->t_profile, r->t_playback, r->t_total);
     return ferror(f) ? PEAT_ERROR(PEAT_ERR_IO, "cannot write report.html") : PEAT_OK;
 }

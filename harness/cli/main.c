@@ -119,9 +119,10 @@ static int cmd_help(int argc, char **argv)
     else if (strcmp(c, "help") == 0 || strcmp(c, "version") == 0)
         fputs(usage_main, stdout);
     else
-        return die("no help for unknown command '%s' (commands: run, list, inspect, calibrate, help, "
-                   "version)",
-                   c);
+        return die(
+            "no help for unknown command '%s' (commands: run, list, inspect, calibrate, help, "
+            "version)",
+            c);
     return EXIT_PASS;
 }
 
@@ -358,25 +359,30 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             o.task = (int)n;
         } else if (opt_value(argc, argv, &i, "--batch", &v)) {
             NEED("--batch");
-            if (!parse_i64(v, 1, 4096, &n)) return die("--batch must be an integer in 1..4096, got '%s'", v);
+            if (!parse_i64(v, 1, 4096, &n))
+                return die("--batch must be an integer in 1..4096, got '%s'", v);
             o.batch = (int)n;
         } else if (opt_value(argc, argv, &i, "--width", &v)) {
             NEED("--width");
-            if (!parse_i64(v, 1, 4096, &n)) return die("--width must be an integer in 1..4096, got '%s'", v);
+            if (!parse_i64(v, 1, 4096, &n))
+                return die("--width must be an integer in 1..4096, got '%s'", v);
             o.width = (int)n;
         } else if (opt_value(argc, argv, &i, "--depth", &v)) {
             NEED("--depth");
-            if (!parse_i64(v, 1, 64, &n)) return die("--depth must be an integer in 1..64, got '%s'", v);
+            if (!parse_i64(v, 1, 64, &n))
+                return die("--depth must be an integer in 1..64, got '%s'", v);
             o.depth = (int)n;
         } else if (opt_value(argc, argv, &i, "--seq", &v)) {
             NEED("--seq");
-            if (!parse_i64(v, 1, 4096, &n)) return die("--seq must be an integer in 1..4096, got '%s'", v);
+            if (!parse_i64(v, 1, 4096, &n))
+                return die("--seq must be an integer in 1..4096, got '%s'", v);
             o.seq = (int)n;
         } else if (opt_value(argc, argv, &i, "--lr", &v)) {
             NEED("--lr");
             char *end;
             o.lr = strtod(v, &end);
-            if (*end || !(o.lr > 0 && o.lr < 10)) return die("--lr must be in (0, 10), got '%s'", v);
+            if (*end || !(o.lr > 0 && o.lr < 10))
+                return die("--lr must be in (0, 10), got '%s'", v);
         } else if (opt_value(argc, argv, &i, "--finetune-from", &v)) {
             NEED("--finetune-from");
             o.finetune_from = v;
@@ -423,7 +429,8 @@ static int cmd_calibrate(int argc, char **argv)
         if (opt_value(argc, argv, &i, "--trials", &v)) {
             if (!parse_i64(v, 1, 10000, &trials)) return die("--trials must be in 1..10000");
         } else if (opt_value(argc, argv, &i, "--seed", &v)) {
-            if (!parse_i64(v, 0, INT64_MAX, &seed)) return die("--seed must be a non-negative integer");
+            if (!parse_i64(v, 0, INT64_MAX, &seed))
+                return die("--seed must be a non-negative integer");
         } else
             return die("unknown option '%s' for calibrate (see `peat help calibrate`)", argv[i]);
     }
@@ -436,7 +443,8 @@ static int cmd_calibrate(int argc, char **argv)
     }
     peat_calibrate_print(stdout, counts, (int)trials);
     int diag = 0;
-    for (int e = 0; e < peat_calibrate_cases(); e++) diag += counts[e][peat_calibrate_case_expect(e)];
+    for (int e = 0; e < peat_calibrate_cases(); e++)
+        diag += counts[e][peat_calibrate_case_expect(e)];
     free(counts);
     return diag * 100 >= 95 * (int)trials * peat_calibrate_cases() ? EXIT_PASS : EXIT_KERNEL_FAIL;
 }
@@ -471,5 +479,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "calibrate") == 0) return cmd_calibrate(argc - 2, argv + 2);
-    return die("unknown command '%s' (commands: run, list, inspect, calibrate, help, version)", cmd);
+    return die("unknown command '%s' (commands: run, list, inspect, calibrate, help, version)",
+               cmd);
 }

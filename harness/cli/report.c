@@ -47,7 +47,8 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
             "%.1f s)\n",
             verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
             r->t_playback, r->t_total);
-    fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n", r->out_dir);
+    fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
+            r->out_dir);
 }
 
 /* ---- small JSON/XML writers ---- */

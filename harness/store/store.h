@@ -17,20 +17,20 @@
 
 typedef struct peat_store_meta {
     char flow[32];
-    char kernel[64];         /* candidate under test */
+    char kernel[64]; /* candidate under test */
     char backend[16];
     char device[128];
     uint64_t seed;
     int64_t iters;
     char peat_version[16];
-    char created[32];        /* ISO 8601 UTC */
-    char argv[512];          /* command line that created it */
+    char created[32]; /* ISO 8601 UTC */
+    char argv[512];   /* command line that created it */
     /* environment and policy; "" where unknown (all optional) */
     char host[64];
-    char clocks[128];        /* e.g. "sm 1980 MHz, mem 2619 MHz" as sampled at the start */
-    char dtypes[64];         /* e.g. "storage f32, accumulate f32, exact f64" */
-    char build[64];          /* build type, compiler */
-    char policy[256];        /* the recording policy, as flags or config text */
+    char clocks[128]; /* e.g. "sm 1980 MHz, mem 2619 MHz" as sampled at the start */
+    char dtypes[64];  /* e.g. "storage f32, accumulate f32, exact f64" */
+    char build[64];   /* build type, compiler */
+    char policy[256]; /* the recording policy, as flags or config text */
     /* store settings, persisted so readers know what was done */
     int64_t exact_max_bytes; /* store a call's exact outputs up to this many bytes; 0 = default
                                 (PEAT_STORE_EXACT_MAX_DEFAULT: never); < 0 = always */
@@ -42,7 +42,8 @@ typedef struct peat_store_meta {
 typedef struct peat_store peat_store_t;
 
 /* Creates a new campaign file (refuses to overwrite an existing one). The file is built under
- * PATH.creating and linked to PATH only once it is complete, so PATH never names a half-made file. */
+ * PATH.creating and linked to PATH only once it is complete, so PATH never names a half-made file.
+ */
 peat_status peat_store_create(const char *path, const peat_store_meta *meta, peat_store_t **out);
 /* Opens an existing file; validates that it is HDF5, a PEAT campaign, and of this schema version,
  * else PEAT_ERR_FORMAT with a message naming the problem. A file whose writer was killed opens
@@ -91,8 +92,8 @@ typedef struct peat_store_state {
     int64_t iter;
     char tag[32];
     int n;
-    peat_tensor **t;         /* n tensors, owned */
-    char (*names)[64];       /* n names, owned */
+    peat_tensor **t;   /* n tensors, owned */
+    char (*names)[64]; /* n names, owned */
 } peat_store_state;
 /* Reads the snapshot (iter, tag); PEAT_ERR_NOTFOUND if absent. */
 peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag,
@@ -122,10 +123,10 @@ peat_status peat_store_signature_at(peat_store_t *s, int64_t idx, char kernel[64
 
 typedef struct peat_store_stats {
     int64_t calls, states, state_tensors, metrics, signatures;
-    int64_t tensors;          /* unique tensors stored */
-    int64_t tensor_refs;      /* references to tensors from records (refs - tensors = dedup hits) */
-    int64_t logical_bytes;    /* bytes of every referenced tensor, as if stored once per reference */
-    int64_t unique_bytes;     /* bytes of the unique tensors, uncompressed */
+    int64_t tensors;       /* unique tensors stored */
+    int64_t tensor_refs;   /* references to tensors from records (refs - tensors = dedup hits) */
+    int64_t logical_bytes; /* bytes of every referenced tensor, as if stored once per reference */
+    int64_t unique_bytes;  /* bytes of the unique tensors, uncompressed */
     int64_t exact_recomputed; /* exact outputs not stored (recomputed on read), bytes */
     int64_t file_bytes;       /* size of the file on disk */
     int crashed;              /* the last writer did not close the file */

@@ -132,16 +132,22 @@ static void put_stored(bitw *w, const unsigned char *src, size_t n)
 }
 
 /* n zero bytes as one fixed-Huffman block: a literal 0, then copies at distance 1. */
-static const uint16_t len_base[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27,
-                                      31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-static const uint8_t len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+static const uint16_t len_base[29] = {3,  4,  5,  6,   7,   8,   9,   10,  11, 13,
+                                      15, 17, 19, 23,  27,  31,  35,  43,  51, 59,
+                                      67, 83, 99, 115, 131, 163, 195, 227, 258};
+static const uint8_t len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                      2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
 
 static void put_fixed_sym(bitw *w, int sym)
 {
-    if (sym < 144) bw_put(w, bit_reverse(0x30u + (uint32_t)sym, 8), 8);
-    else if (sym < 256) bw_put(w, bit_reverse(0x190u + (uint32_t)(sym - 144), 9), 9);
-    else if (sym < 280) bw_put(w, bit_reverse((uint32_t)(sym - 256), 7), 7);
-    else bw_put(w, bit_reverse(0xc0u + (uint32_t)(sym - 280), 8), 8);
+    if (sym < 144)
+        bw_put(w, bit_reverse(0x30u + (uint32_t)sym, 8), 8);
+    else if (sym < 256)
+        bw_put(w, bit_reverse(0x190u + (uint32_t)(sym - 144), 9), 9);
+    else if (sym < 280)
+        bw_put(w, bit_reverse((uint32_t)(sym - 256), 7), 7);
+    else
+        bw_put(w, bit_reverse(0xc0u + (uint32_t)(sym - 280), 8), 8);
 }
 
 static void put_zeros(bitw *w, size_t n)
@@ -203,8 +209,10 @@ static void huff_lengths(const uint32_t *freq_in, int n, int maxbits, uint8_t *l
         for (int k = m; k < 2 * m - 1; k++) {
             int pick[2];
             for (int t = 0; t < 2; t++) {
-                if (leaf < m && (inner_take >= inner || w[leaf] <= w[inner_take])) pick[t] = leaf++;
-                else pick[t] = inner_take++;
+                if (leaf < m && (inner_take >= inner || w[leaf] <= w[inner_take]))
+                    pick[t] = leaf++;
+                else
+                    pick[t] = inner_take++;
             }
             w[k] = w[pick[0]] + w[pick[1]];
             parent[pick[0]] = parent[pick[1]] = k;
@@ -238,7 +246,8 @@ static void huff_codes(const uint8_t *len, int n, uint16_t *code)
         code[i] = len[i] ? (uint16_t)bit_reverse((uint32_t)next[len[i]]++, len[i]) : 0;
 }
 
-static const uint8_t clen_order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+static const uint8_t clen_order[19] = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
+                                       11, 4,  12, 3, 13, 2, 14, 1, 15};
 
 /* One dynamic-Huffman block of the bytes src[0..n) with their histogram; literals only. */
 static void put_huffman(bitw *w, const unsigned char *src, size_t n, const uint32_t *hist)
@@ -285,8 +294,10 @@ static void put_huffman(bitw *w, const unsigned char *src, size_t n, const uint3
     for (int i = 0; i < hclen; i++) bw_put(w, clen[clen_order[i]], 3);
     for (int i = 0; i < nc; i++) {
         bw_put(w, ccode[csym[i]], clen[csym[i]]);
-        if (csym[i] == 17) bw_put(w, (uint32_t)cext[i], 3);
-        else if (csym[i] == 18) bw_put(w, (uint32_t)cext[i], 7);
+        if (csym[i] == 17)
+            bw_put(w, (uint32_t)cext[i], 3);
+        else if (csym[i] == 18)
+            bw_put(w, (uint32_t)cext[i], 7);
     }
     /* the literals: 64-bit buffer, 32 bits out at a time (codes are at most 15 bits) */
     if ((size_t)(w->end - w->p) < n * 2 + 16) {
@@ -301,7 +312,8 @@ static void put_huffman(bitw *w, const unsigned char *src, size_t n, const uint3
         nb += len[src[i]];
         if (nb >= 32) {
             uint32_t v = (uint32_t)buf;
-            memcpy(o, &v, 4); /* little-endian hosts only (HDF5 pools are LE; see store_pool_type) */
+            memcpy(o, &v,
+                   4); /* little-endian hosts only (HDF5 pools are LE; see store_pool_type) */
             o += 4;
             buf >>= 32;
             nb -= 32;
@@ -315,8 +327,9 @@ static void put_huffman(bitw *w, const unsigned char *src, size_t n, const uint3
 
 /* A float chunk (already shuffled) as one zlib stream: per plane a dynamic Huffman block when
  * its sampled entropy says it pays, else stored blocks; zero padding as fixed-Huffman copies. */
-static peat_status encode_float_chunk(const unsigned char *in, size_t planes, size_t plane_n, size_t valid_n,
-                                      int level, unsigned char *dst, size_t dst_cap, size_t *dst_len)
+static peat_status encode_float_chunk(const unsigned char *in, size_t planes, size_t plane_n,
+                                      size_t valid_n, int level, unsigned char *dst, size_t dst_cap,
+                                      size_t *dst_len)
 {
     if (dst_cap < 16) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
     dst[0] = 0x78;
@@ -341,7 +354,8 @@ static peat_status encode_float_chunk(const unsigned char *in, size_t planes, si
     }
     bw_put(&w, 1u, 3); /* last block: empty stored block with BFINAL 1 */
     bw_align(&w);
-    if (w.overflow || w.end - w.p < 4) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
+    if (w.overflow || w.end - w.p < 4)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
     w.p[0] = 0;
     w.p[1] = 0;
     w.p[2] = 0xff;
@@ -349,14 +363,15 @@ static peat_status encode_float_chunk(const unsigned char *in, size_t planes, si
     w.p += 4;
     size_t len = (size_t)(w.p - dst);
     if (dst_cap - len < 4) return PEAT_ERROR(PEAT_ERR_INTERNAL, "chunk output buffer too small");
-    for (int i = 0; i < 4; i++) dst[len + (size_t)i] = (unsigned char)(adler >> (24 - 8 * i)); /* big-endian */
+    for (int i = 0; i < 4; i++)
+        dst[len + (size_t)i] = (unsigned char)(adler >> (24 - 8 * i)); /* big-endian */
     *dst_len = len + 4;
     return PEAT_OK;
 }
 
-peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, size_t nvalid, size_t elsize,
-                               int is_float, int level, unsigned char *shuf, unsigned char *dst, size_t dst_cap,
-                               size_t *dst_len)
+peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, size_t nvalid,
+                               size_t elsize, int is_float, int level, unsigned char *shuf,
+                               unsigned char *dst, size_t dst_cap, size_t *dst_len)
 {
     int strategy = is_float ? Z_HUFFMAN_ONLY : Z_DEFAULT_STRATEGY;
     size_t nbytes = nelem * elsize;
@@ -364,7 +379,8 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
     /* HDF5's shuffle filter: byte j of element i goes to j*nelem + i (no-op for 1-byte types) */
     if (elsize > 1) {
         if (elsize == 4) { /* one pass, one 32-bit load per element (the common case) */
-            unsigned char *p0 = shuf, *p1 = shuf + nelem, *p2 = shuf + 2 * nelem, *p3 = shuf + 3 * nelem;
+            unsigned char *p0 = shuf, *p1 = shuf + nelem, *p2 = shuf + 2 * nelem,
+                          *p3 = shuf + 3 * nelem;
             for (size_t i = 0; i < nvalid; i++) {
                 uint32_t v;
                 memcpy(&v, in + 4 * i, 4);
@@ -388,17 +404,21 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
         }
         in = shuf;
     }
-    size_t planes = elsize > 1 ? elsize : 1, plane_n = nbytes / planes, valid_n = elsize > 1 ? nvalid : nvalid * elsize;
+    size_t planes = elsize > 1 ? elsize : 1, plane_n = nbytes / planes,
+           valid_n = elsize > 1 ? nvalid : nvalid * elsize;
     /* the padding (plane bytes past nvalid) is never read: both encoders emit it as zeros */
-    if (is_float && elsize > 1) return encode_float_chunk(in, planes, plane_n, valid_n, level, dst, dst_cap, dst_len);
+    if (is_float && elsize > 1)
+        return encode_float_chunk(in, planes, plane_n, valid_n, level, dst, dst_cap, dst_len);
     if (elsize > 1) /* zlib reads the padding: zero it */
-        for (size_t j = 0; j < planes; j++) memset(shuf + j * plane_n + valid_n, 0, plane_n - valid_n);
+        for (size_t j = 0; j < planes; j++)
+            memset(shuf + j * plane_n + valid_n, 0, plane_n - valid_n);
     /* one stream per store, reset per chunk: deflateInit's allocations are not per chunk. It is a
      * raw deflate stream wrapped here in the zlib header and Adler-32 trailer HDF5 expects, so
      * that the checksum of the zero padding is computed instead of read. */
     if (!c->ready) {
         memset(&c->z, 0, sizeof c->z);
-        if (deflateInit2(&c->z, level < 0 ? 0 : level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        if (deflateInit2(&c->z, level < 0 ? 0 : level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) !=
+            Z_OK)
             return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflateInit failed");
         c->ready = 1;
         c->level = level < 0 ? 0 : level;
@@ -424,9 +444,11 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
     }
     if (zr == Z_OK) zr = deflate(&c->z, Z_FINISH);
     if (zr != Z_STREAM_END)
-        return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflate of a %zu-byte chunk failed (zlib %d)", nbytes, zr);
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "deflate of a %zu-byte chunk failed (zlib %d)", nbytes,
+                          zr);
     size_t len = 2 + (dst_cap - 6 - c->z.avail_out);
-    for (int i = 0; i < 4; i++) dst[len + (size_t)i] = (unsigned char)(c->adler >> (24 - 8 * i)); /* big-endian */
+    for (int i = 0; i < 4; i++)
+        dst[len + (size_t)i] = (unsigned char)(c->adler >> (24 - 8 * i)); /* big-endian */
     *dst_len = len + 4;
     return PEAT_OK;
 }

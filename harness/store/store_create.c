@@ -6,13 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static hid_t make_dataset(hid_t file, const char *path, hid_t ftype, hsize_t chunk, int shuffle, int deflate)
+static hid_t make_dataset(hid_t file, const char *path, hid_t ftype, hsize_t chunk, int shuffle,
+                          int deflate)
 {
     hsize_t zero = 0, unlim = H5S_UNLIMITED;
     hid_t sp = H5Screate_simple(1, &zero, &unlim);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t d = -1;
-    if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 && (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
+    if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 &&
+        (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
         (deflate < 0 || H5Pset_deflate(dcpl, (unsigned)deflate) >= 0))
         d = H5Dcreate2(file, path, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (dcpl >= 0) H5Pclose(dcpl);
@@ -52,35 +54,45 @@ static peat_status layout_create(peat_store_t *s)
     if (store_attr_str(s->file, "peat_format", PEAT_STORE_FORMAT) < 0 ||
         store_attr_write(s->file, "peat_schema_version", H5T_STD_I32LE, &ver) < 0 ||
         store_attr_str(s->file, "peat_schema_doc", "docs/hdf5-schema.md in the PEAT sources") < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing the schema attributes failed: %s", s->path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing the schema attributes failed: %s", s->path,
+                          store_h5_msg());
     for (int g = 0; g < STORE_N_GROUPS; g++) {
-        hid_t gid = H5Gcreate2(s->file, store_group_paths[g], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t gid =
+            H5Gcreate2(s->file, store_group_paths[g], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         int bad = gid < 0 || store_attr_str(gid, "description", store_group_docs[g]) < 0;
         if (!bad && g == 0) bad = meta_attrs_write(gid, &s->meta) != 0;
         if (gid >= 0) H5Gclose(gid);
-        if (bad) return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, store_group_paths[g], store_h5_msg());
+        if (bad)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path,
+                              store_group_paths[g], store_h5_msg());
     }
     for (int t = 0; t < STORE_T_COUNT; t++) {
         hid_t ft = store_row_type(t, 1);
         /* index tables are not compressed: their last chunk is rewritten with each record, and an
          * unfiltered chunk is rewritten in place with the completed rows' bytes unchanged */
-        s->d_table[t] = ft < 0 ? -1 : make_dataset(s->file, store_table_path(t), ft, STORE_ROW_CHUNK, 0, -1);
+        s->d_table[t] =
+            ft < 0 ? -1 : make_dataset(s->file, store_table_path(t), ft, STORE_ROW_CHUNK, 0, -1);
         if (ft >= 0) H5Tclose(ft);
         if (s->d_table[t] < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, store_table_path(t), store_h5_msg());
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path,
+                              store_table_path(t), store_h5_msg());
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
         const char *p = store_pool_path((peat_dtype)d);
-        s->d_pool[d] = make_dataset(s->file, p, store_pool_type((peat_dtype)d, 1), STORE_CHUNK_ELEMS, 1,
-                                    s->deflate < 0 ? 0 : s->deflate);
+        s->d_pool[d] = make_dataset(s->file, p, store_pool_type((peat_dtype)d, 1),
+                                    STORE_CHUNK_ELEMS, 1, s->deflate < 0 ? 0 : s->deflate);
         int64_t ce = STORE_CHUNK_ELEMS;
-        if (s->d_pool[d] < 0 || store_attr_str(s->d_pool[d], "dtype", peat_dtype_name((peat_dtype)d)) < 0 ||
+        if (s->d_pool[d] < 0 ||
+            store_attr_str(s->d_pool[d], "dtype", peat_dtype_name((peat_dtype)d)) < 0 ||
             store_attr_write(s->d_pool[d], "chunk_elems", H5T_STD_I64LE, &ce) < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p, store_h5_msg());
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p,
+                              store_h5_msg());
     }
-    s->d_text = make_dataset(s->file, "/signatures/text", H5T_STD_U8LE, STORE_TEXT_CHUNK, 0, s->deflate < 0 ? 0 : s->deflate);
+    s->d_text = make_dataset(s->file, "/signatures/text", H5T_STD_U8LE, STORE_TEXT_CHUNK, 0,
+                             s->deflate < 0 ? 0 : s->deflate);
     if (s->d_text < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating /signatures/text failed: %s", s->path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating /signatures/text failed: %s", s->path,
+                          store_h5_msg());
     return PEAT_OK;
 }
 
@@ -88,9 +100,11 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: out is NULL");
     *out = NULL;
-    if (!path || !meta) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: path or meta is NULL");
+    if (!path || !meta)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: path or meta is NULL");
     if (meta->deflate_level < -1 || meta->deflate_level > 9)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "deflate level %d outside 1..9 (0 default, -1 uncompressed)",
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "deflate level %d outside 1..9 (0 default, -1 uncompressed)",
                           meta->deflate_level);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported through PEAT_ERROR instead */
     struct stat sb;
@@ -135,4 +149,3 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
     *out = s;
     return PEAT_OK;
 }
-

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 /* The groups of the layout (docs/hdf5-schema.md), each with a description attribute. */
-const char *const store_group_paths[STORE_N_GROUPS] = {"/meta", "/tensors", "/calls", "/states", "/metrics", "/signatures"};
+const char *const store_group_paths[STORE_N_GROUPS] = {"/meta",   "/tensors", "/calls",
+                                                       "/states", "/metrics", "/signatures"};
 const char *const store_group_docs[STORE_N_GROUPS] = {
     "campaign metadata and environment, as attributes",
     "tensor pools (one 1-D dataset per dtype) and their index: every tensor is stored once",
@@ -38,7 +39,9 @@ int store_attr_str(hid_t loc, const char *name, const char *val)
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0) return -1;
     size_t n = strlen(val) + 1;
-    int r = (H5Tset_size(t, n) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0) ? -1 : store_attr_write(loc, name, t, val);
+    int r = (H5Tset_size(t, n) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0)
+                ? -1
+                : store_attr_write(loc, name, t, val);
     H5Tclose(t);
     return r;
 }
@@ -123,8 +126,10 @@ peat_store_t *store_alloc(const char *path)
         s->rows[t].elem = store_row_size(t);
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = -1;
-    size_t raw = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8 : STORE_TEXT_CHUNK;
-    s->chunk_out_cap = compressBound((uLong)raw) + 4096; /* + room for the stored/compressed switches */
+    size_t raw = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8
+                                                                  : STORE_TEXT_CHUNK;
+    s->chunk_out_cap =
+        compressBound((uLong)raw) + 4096; /* + room for the stored/compressed switches */
     for (int t = 0; t < STORE_T_COUNT; t++) s->mt[t] = store_row_type(t, 0);
     int ok = 1;
     for (int t = 0; t < STORE_T_COUNT; t++) ok &= s->mt[t] >= 0;
@@ -179,7 +184,8 @@ peat_status store_check_writable(const peat_store_t *s)
     if (!s) return PEAT_ERROR(PEAT_ERR_INVAL, "store is NULL");
     if (!s->writable) return PEAT_ERROR(PEAT_ERR_INVAL, "%s was opened read-only", s->path);
     if (s->failed)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: an earlier write failed; reopen the file to continue", s->path);
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: an earlier write failed; reopen the file to continue",
+                          s->path);
     return PEAT_OK;
 }
 
@@ -190,15 +196,18 @@ peat_status store_table_append(peat_store_t *s, int table, int64_t n)
     hsize_t ext = (hsize_t)(first + n), st = (hsize_t)first, cnt = (hsize_t)n;
     const char *what = store_table_path(table);
     if (H5Dset_extent(s->d_table[table], &ext) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what,
+                          store_h5_msg());
     hid_t fs = H5Dget_space(s->d_table[table]);
     hid_t ms = H5Screate_simple(1, &cnt, NULL);
-    herr_t e = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &cnt, NULL);
+    herr_t e =
+        (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &cnt, NULL);
     const char *rows = (const char *)s->rows[table].data + (size_t)first * s->rows[table].elem;
     if (e >= 0) e = H5Dwrite(s->d_table[table], s->mt[table], ms, fs, H5P_DEFAULT, rows);
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
-    if (e < 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg());
+    if (e < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg());
     s->disk_rows[table] = first + n;
     store_step(s);
     return PEAT_OK;
@@ -229,7 +238,8 @@ hid_t store_fapl_latest(void)
 
 void store_settings_from_meta(peat_store_t *s)
 {
-    s->exact_max = s->meta.exact_max_bytes == 0 ? PEAT_STORE_EXACT_MAX_DEFAULT : s->meta.exact_max_bytes;
+    s->exact_max =
+        s->meta.exact_max_bytes == 0 ? PEAT_STORE_EXACT_MAX_DEFAULT : s->meta.exact_max_bytes;
     s->deflate = s->meta.deflate_level == 0 ? 1 : s->meta.deflate_level;
 }
 
@@ -239,4 +249,3 @@ peat_status peat_store_meta_get(const peat_store_t *s, peat_store_meta *out)
     *out = s->meta;
     return PEAT_OK;
 }
-

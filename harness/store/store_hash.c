@@ -9,7 +9,10 @@ static const uint64_t P1 = 11400714785074694791ULL, P2 = 14029467366897019727ULL
                       P3 = 1609587929392839161ULL, P4 = 9650029242287828579ULL,
                       P5 = 2870177450012600261ULL;
 
-static inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static inline uint64_t rotl(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
 static inline uint64_t rd64(const unsigned char *p)
 {
     uint64_t v;

@@ -12,17 +12,18 @@
  * padding each record's data to a chunk boundary costs little in time and space. */
 #define STORE_CHUNK_ELEMS 8192
 /* Rows per chunk of the index tables (unfiltered: see docs/hdf5-schema.md, crash safety). */
-#define STORE_ROW_CHUNK 32
+#define STORE_ROW_CHUNK  32
 #define STORE_TEXT_CHUNK 65536
 
 /* ---- rows of the index tables: laid out without padding so the row checksum covers only
- * field bytes; `check` (last) is a hash of the rest, so a fill-value or torn row never passes ---- */
+ * field bytes; `check` (last) is a hash of the rest, so a fill-value or torn row never passes ----
+ */
 
 typedef struct store_tensor_row {
-    int64_t offset;           /* first element in the pool of its dtype */
+    int64_t offset; /* first element in the pool of its dtype */
     int64_t numel;
     int64_t shape[PEAT_MAX_DIMS];
-    uint64_t hash;            /* content hash of dtype, shape and bytes */
+    uint64_t hash; /* content hash of dtype, shape and bytes */
     int32_t dtype;
     int32_t ndim;
     uint64_t check;
@@ -31,8 +32,8 @@ typedef struct store_tensor_row {
 typedef struct store_call_row {
     uint64_t id;
     uint64_t seed;
-    int64_t seq;              /* global record sequence number (all record kinds) */
-    int64_t t_first;          /* tensor rows before this record: its new tensors are >= t_first */
+    int64_t seq;     /* global record sequence number (all record kinds) */
+    int64_t t_first; /* tensor rows before this record: its new tensors are >= t_first */
     int64_t iter, call_index, op_call_index;
     int64_t pi[PEAT_PARAM_I];
     double pf[PEAT_PARAM_F];
@@ -44,7 +45,7 @@ typedef struct store_call_row {
 
 typedef struct store_state_row {
     int64_t seq, t_first, iter, tensor;
-    int32_t index, count;     /* position in its snapshot, tensors in the snapshot */
+    int32_t index, count; /* position in its snapshot, tensors in the snapshot */
     char tag[32], name[64];
     uint64_t check;
 } store_state_row;
@@ -105,7 +106,7 @@ typedef struct store_vec {
 /* Open-addressing multimap uint64 -> int64 (keys may repeat: dedup hashes collide). */
 typedef struct store_map {
     uint64_t *keys;
-    int64_t *vals;            /* -1 = empty slot */
+    int64_t *vals; /* -1 = empty slot */
     int64_t cap, n;
 } store_map;
 
@@ -115,27 +116,27 @@ struct peat_store {
     hid_t d_table[STORE_T_COUNT];
     hid_t d_pool[PEAT_DTYPE_COUNT];
     hid_t d_text;
-    hid_t mt[STORE_T_COUNT];  /* memory compound types of the rows */
+    hid_t mt[STORE_T_COUNT]; /* memory compound types of the rows */
     int writable;
-    int failed;               /* a write failed half-way: further writes are refused */
-    int crashed;              /* opened after its writer was killed */
-    int lock_fd;              /* holds the writer's lock (OFD) while writable */
+    int failed;  /* a write failed half-way: further writes are refused */
+    int crashed; /* opened after its writer was killed */
+    int lock_fd; /* holds the writer's lock (OFD) while writable */
     peat_store_meta meta;
     int64_t exact_max;
     int deflate;
-    store_vec rows[STORE_T_COUNT];  /* every row, in file order (the tail may be uncommitted) */
-    int64_t disk_rows[STORE_T_COUNT]; /* rows written to the file */
+    store_vec rows[STORE_T_COUNT];      /* every row, in file order (the tail may be uncommitted) */
+    int64_t disk_rows[STORE_T_COUNT];   /* rows written to the file */
     int64_t pool_len[PEAT_DTYPE_COUNT]; /* extent of each pool */
     int64_t text_len;
     int64_t seq_next;
     int64_t dropped;
-    store_map ids;            /* call id -> call row */
-    store_map dedup;          /* tensor content hash -> tensor row */
+    store_map ids;   /* call id -> call row */
+    store_map dedup; /* tensor content hash -> tensor row */
     /* tensors of the record being written: staged by store_tensor_put, written by commit */
     struct store_staged {
         int64_t row;
         const peat_tensor *t;
-    } *staged;
+    } * staged;
     int64_t n_staged, cap_staged;
     int64_t pool_start[PEAT_DTYPE_COUNT]; /* where this record's data begins (chunk-aligned) */
     int64_t pool_stage[PEAT_DTYPE_COUNT]; /* elements staged for this record */
@@ -145,7 +146,7 @@ struct peat_store {
         int64_t row;
         void *data;
         size_t n;
-    } *cache;
+    } * cache;
     int64_t cache_cap, cache_head, cache_count;
     size_t cache_bytes;
     /* chunk encoding: a batch of chunks gathered, encoded in parallel, written in order */
@@ -160,7 +161,7 @@ struct peat_store {
 #define STORE_BATCH_PER_PART 4
 
 /* Budget of the copies kept for dedup compares. */
-#define STORE_CACHE_BYTES ((size_t)64 << 20)
+#define STORE_CACHE_BYTES   ((size_t)64 << 20)
 #define STORE_CACHE_ENTRIES 4096
 
 /* store_hash.c */

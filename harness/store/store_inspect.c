@@ -12,8 +12,10 @@ static void human(char *buf, size_t n, double bytes)
         bytes /= 1024.0;
         u++;
     }
-    if (u == 0) snprintf(buf, n, "%.0f B", bytes);
-    else snprintf(buf, n, "%.1f %s", bytes, unit[u]);
+    if (u == 0)
+        snprintf(buf, n, "%.0f B", bytes);
+    else
+        snprintf(buf, n, "%.1f %s", bytes, unit[u]);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -49,14 +51,17 @@ static void print_calls(const peat_store_t *s, FILE *out)
         for (int k = 0; k < c->n_in; k++) o->in += tbytes(s, c->t_in[k]);
         for (int k = 0; k < c->n_out; k++) {
             if (c->t_golden[k] >= 0) o->golden += tbytes(s, c->t_golden[k]);
-            if (c->t_exact[k] >= 0) o->exact += tbytes(s, c->t_exact[k]);
+            if (c->t_exact[k] >= 0)
+                o->exact += tbytes(s, c->t_exact[k]);
             else if (c->t_golden[k] >= 0)
-                o->recomputed += 8.0 * (double)STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, c->t_golden[k])->numel;
+                o->recomputed +=
+                    8.0 *
+                    (double)STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, c->t_golden[k])->numel;
         }
         if (iters) iters[i] = c->iter;
     }
-    fprintf(out, "\nop calls\n  %-22s %7s %6s %6s %6s  %-13s %10s %10s %10s %12s\n", "op", "calls", "fwd", "bwd",
-            "opt", "iterations", "inputs", "golden", "exact", "recomputed");
+    fprintf(out, "\nop calls\n  %-22s %7s %6s %6s %6s  %-13s %10s %10s %10s %12s\n", "op", "calls",
+            "fwd", "bwd", "opt", "iterations", "inputs", "golden", "exact", "recomputed");
     op_sum tot;
     memset(&tot, 0, sizeof tot);
     char b[4][32], range[32];
@@ -68,9 +73,9 @@ static void print_calls(const peat_store_t *s, FILE *out)
         human(b[2], 32, o->exact);
         human(b[3], 32, o->recomputed);
         snprintf(range, sizeof range, "%lld..%lld", (long long)o->it_lo, (long long)o->it_hi);
-        fprintf(out, "  %-22s %7lld %6lld %6lld %6lld  %-13s %10s %10s %10s %12s\n", peat_op_name((peat_op_kind)op),
-                (long long)o->calls, (long long)o->phase[0], (long long)o->phase[1], (long long)o->phase[2], range,
-                b[0], b[1], b[2], b[3]);
+        fprintf(out, "  %-22s %7lld %6lld %6lld %6lld  %-13s %10s %10s %10s %12s\n",
+                peat_op_name((peat_op_kind)op), (long long)o->calls, (long long)o->phase[0],
+                (long long)o->phase[1], (long long)o->phase[2], range, b[0], b[1], b[2], b[3]);
         tot.calls += o->calls;
         for (int p = 0; p < 3; p++) tot.phase[p] += o->phase[p];
         tot.in += o->in;
@@ -82,8 +87,9 @@ static void print_calls(const peat_store_t *s, FILE *out)
     human(b[1], 32, tot.golden);
     human(b[2], 32, tot.exact);
     human(b[3], 32, tot.recomputed);
-    fprintf(out, "  %-22s %7lld %6lld %6lld %6lld  %-13s %10s %10s %10s %12s\n", "total", (long long)tot.calls,
-            (long long)tot.phase[0], (long long)tot.phase[1], (long long)tot.phase[2], "", b[0], b[1], b[2], b[3]);
+    fprintf(out, "  %-22s %7lld %6lld %6lld %6lld  %-13s %10s %10s %10s %12s\n", "total",
+            (long long)tot.calls, (long long)tot.phase[0], (long long)tot.phase[1],
+            (long long)tot.phase[2], "", b[0], b[1], b[2], b[3]);
     if (iters && n > 0) {
         qsort(iters, (size_t)n, sizeof *iters, cmp_i64);
         int64_t distinct = 1;
@@ -102,7 +108,8 @@ static void print_states(const peat_store_t *s, FILE *out)
         const store_state_row *r = STORE_ROW(s, STORE_T_STATE, store_state_row, i);
         double bytes = 0;
         int64_t j = i;
-        for (; j < n && j < i + r->count; j++) bytes += tbytes(s, STORE_ROW(s, STORE_T_STATE, store_state_row, j)->tensor);
+        for (; j < n && j < i + r->count; j++)
+            bytes += tbytes(s, STORE_ROW(s, STORE_T_STATE, store_state_row, j)->tensor);
         char b[32];
         human(b, sizeof b, bytes);
         fprintf(out, "  %8lld  %-31s %8d %12s\n", (long long)r->iter, r->tag, r->count, b);
@@ -115,8 +122,11 @@ static void print_metrics(const peat_store_t *s, FILE *out)
     int64_t n = s->rows[STORE_T_METRIC].n;
     const store_metric_row *m0 = STORE_ROW(s, STORE_T_METRIC, store_metric_row, 0);
     const store_metric_row *m1 = STORE_ROW(s, STORE_T_METRIC, store_metric_row, n - 1);
-    fprintf(out, "\nmetrics: %lld rows, iterations %lld..%lld, loss %.6g -> %.6g, accuracy %.4g -> %.4g\n",
-            (long long)n, (long long)m0->iter, (long long)m1->iter, m0->loss, m1->loss, m0->accuracy, m1->accuracy);
+    fprintf(
+        out,
+        "\nmetrics: %lld rows, iterations %lld..%lld, loss %.6g -> %.6g, accuracy %.4g -> %.4g\n",
+        (long long)n, (long long)m0->iter, (long long)m1->iter, m0->loss, m1->loss, m0->accuracy,
+        m1->accuracy);
 }
 
 static void print_sigs(const peat_store_t *s, FILE *out)
@@ -143,31 +153,39 @@ peat_status peat_store_inspect(const char *path, FILE *out)
     }
     const peat_store_meta *m = &s->meta;
     fprintf(out, "PEAT campaign %s\n", path);
-    fprintf(out, "  schema       %s v%d, HDF5 %s, written by peat %s\n", PEAT_STORE_FORMAT, PEAT_STORE_SCHEMA_VERSION,
-            m->hdf5_version, m->peat_version);
+    fprintf(out, "  schema       %s v%d, HDF5 %s, written by peat %s\n", PEAT_STORE_FORMAT,
+            PEAT_STORE_SCHEMA_VERSION, m->hdf5_version, m->peat_version);
     if (st.crashed)
-        fprintf(out, "  status       not closed by its writer (killed, or still running); %lld rows of an incomplete "
-                     "record ignored\n", (long long)st.dropped_rows);
+        fprintf(out,
+                "  status       not closed by its writer (killed, or still running); %lld rows of "
+                "an incomplete "
+                "record ignored\n",
+                (long long)st.dropped_rows);
     else
         fprintf(out, "  status       closed cleanly\n");
-    fprintf(out, "  campaign     flow %s, kernel %s, backend %s, seed %llu, %lld iterations\n", m->flow, m->kernel,
-            m->backend, (unsigned long long)m->seed, (long long)m->iters);
+    fprintf(out, "  campaign     flow %s, kernel %s, backend %s, seed %llu, %lld iterations\n",
+            m->flow, m->kernel, m->backend, (unsigned long long)m->seed, (long long)m->iters);
     fprintf(out, "  device       %s\n", m->device[0] ? m->device : "-");
     fprintf(out, "  created      %s\n", m->created[0] ? m->created : "-");
     if (m->argv[0]) fprintf(out, "  command      %s\n", m->argv);
-    fprintf(out, "  environment  host %s, clocks %s, dtypes %s, build %s\n", m->host[0] ? m->host : "-",
-            m->clocks[0] ? m->clocks : "-", m->dtypes[0] ? m->dtypes : "-", m->build[0] ? m->build : "-");
+    fprintf(out, "  environment  host %s, clocks %s, dtypes %s, build %s\n",
+            m->host[0] ? m->host : "-", m->clocks[0] ? m->clocks : "-",
+            m->dtypes[0] ? m->dtypes : "-", m->build[0] ? m->build : "-");
     if (m->policy[0]) fprintf(out, "  policy       %s\n", m->policy);
     char lim[96], b0[32];
-    if (s->exact_max < 0) snprintf(lim, sizeof lim, "exact outputs stored");
-    else if (s->exact_max == 0) snprintf(lim, sizeof lim, "exact outputs recomputed on read");
+    if (s->exact_max < 0)
+        snprintf(lim, sizeof lim, "exact outputs stored");
+    else if (s->exact_max == 0)
+        snprintf(lim, sizeof lim, "exact outputs recomputed on read");
     else {
         human(b0, sizeof b0, (double)s->exact_max);
         snprintf(lim, sizeof lim, "exact outputs stored up to %s per call", b0);
     }
     char codec[48];
-    if (s->deflate < 0) snprintf(codec, sizeof codec, "shuffle, uncompressed");
-    else snprintf(codec, sizeof codec, "shuffle + deflate level %d", s->deflate);
+    if (s->deflate < 0)
+        snprintf(codec, sizeof codec, "shuffle, uncompressed");
+    else
+        snprintf(codec, sizeof codec, "shuffle + deflate level %d", s->deflate);
     fprintf(out, "  storage      %s, chunks of %d elements, %s\n", codec, STORE_CHUNK_ELEMS, lim);
 
     fprintf(out, "\nstages present: meta");
@@ -187,8 +205,10 @@ peat_status peat_store_inspect(const char *path, FILE *out)
     human(b[2], 32, (double)st.exact_recomputed);
     human(b[3], 32, (double)st.file_bytes);
     fprintf(out, "\nsizes\n");
-    fprintf(out, "  %-42s %12s (%lld tensor references)\n", "logical bytes (every reference)", b[0], (long long)st.tensor_refs);
-    fprintf(out, "  %-42s %12s (%lld unique tensors)\n", "after dedup", b[1], (long long)st.tensors);
+    fprintf(out, "  %-42s %12s (%lld tensor references)\n", "logical bytes (every reference)", b[0],
+            (long long)st.tensor_refs);
+    fprintf(out, "  %-42s %12s (%lld unique tensors)\n", "after dedup", b[1],
+            (long long)st.tensors);
     fprintf(out, "  %-42s %12s\n", "exact outputs recomputed on read", b[2]);
     fprintf(out, "  %-42s %12s\n", "file on disk", b[3]);
     if (st.file_bytes > 0)

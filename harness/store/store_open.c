@@ -20,11 +20,14 @@ static peat_status open_datasets(peat_store_t *s)
 {
     for (int g = 0; g < STORE_N_GROUPS; g++) {
         htri_t ex = H5Lexists(s->file, store_group_paths[g], H5P_DEFAULT);
-        if (ex <= 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path, store_group_paths[g]);
+        if (ex <= 0)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path,
+                              store_group_paths[g]);
     }
     for (int t = 0; t < STORE_T_COUNT; t++) {
         const char *p = store_table_path(t);
-        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 || (s->d_table[t] = H5Dopen2(s->file, p, H5P_DEFAULT)) < 0)
+        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
+            (s->d_table[t] = H5Dopen2(s->file, p, H5P_DEFAULT)) < 0)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
         hid_t ft = H5Dget_type(s->d_table[t]);
         int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND;
@@ -35,15 +38,17 @@ static peat_status open_datasets(peat_store_t *s)
             H5free_memory(name);
         }
         if (ft >= 0) H5Tclose(ft);
-        if (!ok) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s lacks the columns of schema version %d", s->path, p,
-                                   PEAT_STORE_SCHEMA_VERSION);
+        if (!ok)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s lacks the columns of schema version %d",
+                              s->path, p, PEAT_STORE_SCHEMA_VERSION);
     }
     hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
     /* reads walk a pool forward; 16 MiB of decoded chunks keeps a record's tensors cached */
     if (dapl >= 0) H5Pset_chunk_cache(dapl, 1021, (size_t)16 << 20, 0.75);
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
         const char *p = store_pool_path((peat_dtype)d);
-        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 || (s->d_pool[d] = H5Dopen2(s->file, p, dapl)) < 0) {
+        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
+            (s->d_pool[d] = H5Dopen2(s->file, p, dapl)) < 0) {
             if (dapl >= 0) H5Pclose(dapl);
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
         }
@@ -58,7 +63,8 @@ static peat_status open_datasets(peat_store_t *s)
     if (dapl >= 0) H5Pclose(dapl);
     if (H5Lexists(s->file, "/signatures/text", H5P_DEFAULT) <= 0 ||
         (s->d_text = H5Dopen2(s->file, "/signatures/text", H5P_DEFAULT)) < 0)
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset /signatures/text is missing", s->path);
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset /signatures/text is missing",
+                          s->path);
     return PEAT_OK;
 }
 
@@ -82,25 +88,38 @@ static peat_status meta_read(peat_store_t *s)
         char *buf;
         size_t n;
     } strs[] = {
-        {"flow", m->flow, sizeof m->flow},          {"kernel", m->kernel, sizeof m->kernel},
-        {"backend", m->backend, sizeof m->backend}, {"device", m->device, sizeof m->device},
+        {"flow", m->flow, sizeof m->flow},
+        {"kernel", m->kernel, sizeof m->kernel},
+        {"backend", m->backend, sizeof m->backend},
+        {"device", m->device, sizeof m->device},
         {"peat_version", m->peat_version, sizeof m->peat_version},
-        {"created", m->created, sizeof m->created}, {"argv", m->argv, sizeof m->argv},
-        {"host", m->host, sizeof m->host},          {"clocks", m->clocks, sizeof m->clocks},
-        {"dtypes", m->dtypes, sizeof m->dtypes},    {"build", m->build, sizeof m->build},
-        {"policy", m->policy, sizeof m->policy},    {"hdf5_version", m->hdf5_version, sizeof m->hdf5_version},
+        {"created", m->created, sizeof m->created},
+        {"argv", m->argv, sizeof m->argv},
+        {"host", m->host, sizeof m->host},
+        {"clocks", m->clocks, sizeof m->clocks},
+        {"dtypes", m->dtypes, sizeof m->dtypes},
+        {"build", m->build, sizeof m->build},
+        {"policy", m->policy, sizeof m->policy},
+        {"hdf5_version", m->hdf5_version, sizeof m->hdf5_version},
     };
     const char *missing = NULL;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0] && !missing; i++)
-        if (store_attr_str_read(g, strs[i].name, strs[i].buf, strs[i].n) != 1) missing = strs[i].name;
+        if (store_attr_str_read(g, strs[i].name, strs[i].buf, strs[i].n) != 1)
+            missing = strs[i].name;
     int32_t lvl = 0;
-    if (!missing && store_attr_num_read(g, "seed", H5T_NATIVE_UINT64, &m->seed) != 1) missing = "seed";
-    if (!missing && store_attr_num_read(g, "iters", H5T_NATIVE_INT64, &m->iters) != 1) missing = "iters";
-    if (!missing && store_attr_num_read(g, "exact_max_bytes", H5T_NATIVE_INT64, &m->exact_max_bytes) != 1)
+    if (!missing && store_attr_num_read(g, "seed", H5T_NATIVE_UINT64, &m->seed) != 1)
+        missing = "seed";
+    if (!missing && store_attr_num_read(g, "iters", H5T_NATIVE_INT64, &m->iters) != 1)
+        missing = "iters";
+    if (!missing &&
+        store_attr_num_read(g, "exact_max_bytes", H5T_NATIVE_INT64, &m->exact_max_bytes) != 1)
         missing = "exact_max_bytes";
-    if (!missing && store_attr_num_read(g, "deflate_level", H5T_NATIVE_INT32, &lvl) != 1) missing = "deflate_level";
+    if (!missing && store_attr_num_read(g, "deflate_level", H5T_NATIVE_INT32, &lvl) != 1)
+        missing = "deflate_level";
     H5Gclose(g);
-    if (missing) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: attribute /meta/%s is missing or unreadable", s->path, missing);
+    if (missing)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: attribute /meta/%s is missing or unreadable",
+                          s->path, missing);
     m->deflate_level = lvl;
     store_settings_from_meta(s);
     return PEAT_OK;
@@ -110,14 +129,18 @@ static peat_status tables_load(peat_store_t *s)
 {
     for (int t = 0; t < STORE_T_COUNT; t++) {
         int64_t n = extent_of(s->d_table[t]);
-        if (n < 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not a 1-D table", s->path, store_table_path(t));
+        if (n < 0)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not a 1-D table", s->path,
+                              store_table_path(t));
         store_vec *v = &s->rows[t];
         if (n > 0) {
             v->data = malloc((size_t)n * v->elem);
-            if (!v->data) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: index of %lld rows", s->path, (long long)n);
+            if (!v->data)
+                return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: index of %lld rows", s->path, (long long)n);
             v->cap = n;
             if (H5Dread(s->d_table[t], s->mt[t], H5S_ALL, H5S_ALL, H5P_DEFAULT, v->data) < 0)
-                return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s unreadable (damaged or truncated file): %s", s->path,
+                return PEAT_ERROR(PEAT_ERR_FORMAT,
+                                  "%s: %s unreadable (damaged or truncated file): %s", s->path,
                                   store_table_path(t), store_h5_msg());
         }
         v->n = n;
@@ -125,7 +148,8 @@ static peat_status tables_load(peat_store_t *s)
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
         if ((s->pool_len[d] = extent_of(s->d_pool[d])) < 0)
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not 1-D", s->path, store_pool_path((peat_dtype)d));
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not 1-D", s->path,
+                              store_pool_path((peat_dtype)d));
     if ((s->text_len = extent_of(s->d_text)) < 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: /signatures/text is not 1-D", s->path);
     return PEAT_OK;
@@ -144,14 +168,16 @@ static peat_status superblock_peek(const char *path, int *crashed)
     long size = ftell(f);
     fclose(f);
     static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    if (got < 8 || memcmp(sb, sig, 8) != 0) return PEAT_OK; /* H5Fis_hdf5 judges (user blocks, ...) */
-    if (got < sizeof sb || sb[8] < 2) return PEAT_OK;       /* older superblocks: not a PEAT file */
+    if (got < 8 || memcmp(sb, sig, 8) != 0)
+        return PEAT_OK;                               /* H5Fis_hdf5 judges (user blocks, ...) */
+    if (got < sizeof sb || sb[8] < 2) return PEAT_OK; /* older superblocks: not a PEAT file */
     /* superblock v2/v3: flags at 11, base address at 12, end-of-file address at 28 */
     uint64_t base = le64(sb + 12), eoa = le64(sb + 28);
     *crashed = sb[11] != 0;
     if (!*crashed && (uint64_t)size < base + eoa)
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is truncated: %ld bytes on disk, its HDF5 superblock says %llu",
-                          path, size, (unsigned long long)(base + eoa));
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "%s is truncated: %ld bytes on disk, its HDF5 superblock says %llu", path,
+                          size, (unsigned long long)(base + eoa));
     return PEAT_OK;
 }
 
@@ -174,14 +200,17 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     s->crashed = crashed;
     s->writable = writable;
     peat_status st = PEAT_OK;
-    if (writable) st = store_lock_take(path, &s->lock_fd); /* before HDF5 clears the flags of a live writer */
+    if (writable)
+        st = store_lock_take(path, &s->lock_fd); /* before HDF5 clears the flags of a live writer */
     hid_t fapl = st == PEAT_OK ? store_fapl_latest() : -1;
-    if (st == PEAT_OK && fapl < 0) st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
+    if (st == PEAT_OK && fapl < 0)
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
     if (st == PEAT_OK && writable && crashed) {
         /* what `h5clear -s` does: the killed writer left "open for writing" in the superblock */
         hbool_t clear = 1;
         if (H5Pset(fapl, "clear_status_flags", &clear) < 0)
-            st = PEAT_ERROR(PEAT_ERR_INTERNAL, "this HDF5 cannot clear the status flags: %s", store_h5_msg());
+            st = PEAT_ERROR(PEAT_ERR_INTERNAL, "this HDF5 cannot clear the status flags: %s",
+                            store_h5_msg());
     }
     if (st == PEAT_OK) {
         /* a file whose writer died (or is still running) is read in SWMR mode, which accepts the
@@ -192,7 +221,8 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
                                   : (H5F_ACC_RDONLY | (crashed ? H5F_ACC_SWMR_READ : 0));
         s->file = H5Fopen(path, flags, fapl);
         if (s->file < 0)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: HDF5 cannot open it (damaged file?): %s", path, store_h5_msg());
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: HDF5 cannot open it (damaged file?): %s", path,
+                            store_h5_msg());
     }
     if (fapl >= 0) H5Pclose(fapl);
     /* A killed writer may have written data past the end-of-allocation its superblock records
@@ -200,18 +230,23 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
      * record may point there. Raising the EOA to the physical end of the file (what `h5clear
      * --increment` does) keeps new allocations from landing on space something still points to. */
     if (st == PEAT_OK && writable && crashed && H5Fincrement_filesize(s->file, 0) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: cannot extend the allocation to the file's end: %s", path, store_h5_msg());
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: cannot extend the allocation to the file's end: %s", path,
+                        store_h5_msg());
     if (st == PEAT_OK) {
         char fmt[64];
         int32_t ver = -1;
-        if (store_attr_str_read(s->file, "peat_format", fmt, sizeof fmt) != 1 || strcmp(fmt, PEAT_STORE_FORMAT) != 0)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s is an HDF5 file but not a PEAT campaign (no peat_format=\"%s\")",
+        if (store_attr_str_read(s->file, "peat_format", fmt, sizeof fmt) != 1 ||
+            strcmp(fmt, PEAT_STORE_FORMAT) != 0)
+            st = PEAT_ERROR(PEAT_ERR_FORMAT,
+                            "%s is an HDF5 file but not a PEAT campaign (no peat_format=\"%s\")",
                             path, PEAT_STORE_FORMAT);
         else if (store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver) != 1)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the peat_schema_version attribute is missing", path);
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the peat_schema_version attribute is missing",
+                            path);
         else if (ver != PEAT_STORE_SCHEMA_VERSION)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s has schema version %d; this build reads version %d", path, (int)ver,
-                            PEAT_STORE_SCHEMA_VERSION);
+            st =
+                PEAT_ERROR(PEAT_ERR_FORMAT, "%s has schema version %d; this build reads version %d",
+                           path, (int)ver, PEAT_STORE_SCHEMA_VERSION);
     }
     if (st == PEAT_OK) st = open_datasets(s);
     if (st == PEAT_OK) st = meta_read(s);
@@ -227,4 +262,3 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     *out = s;
     return PEAT_OK;
 }
-

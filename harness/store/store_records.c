@@ -29,12 +29,16 @@ static peat_status finish_record(peat_store_t *s, int table, int64_t n_rows)
 static peat_status call_row_fill(const peat_store_t *s, const peat_record *r, store_call_row *c)
 {
     memset(c, 0, sizeof *c);
-    if ((unsigned)r->op >= PEAT_OP_COUNT) return PEAT_ERROR(PEAT_ERR_INVAL, "record %llu: bad op %d", (unsigned long long)r->id, (int)r->op);
+    if ((unsigned)r->op >= PEAT_OP_COUNT)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "record %llu: bad op %d", (unsigned long long)r->id,
+                          (int)r->op);
     if (r->n_in < 0 || r->n_in > PEAT_MAX_IO || r->n_out < 0 || r->n_out > PEAT_MAX_IO)
         return PEAT_ERROR(PEAT_ERR_INVAL, "record %llu: %d inputs, %d outputs (at most %d each)",
                           (unsigned long long)r->id, r->n_in, r->n_out, PEAT_MAX_IO);
     for (int k = 0; k < r->n_in; k++)
-        if (!r->in[k]) return PEAT_ERROR(PEAT_ERR_INVAL, "record %llu: input %d is missing", (unsigned long long)r->id, k);
+        if (!r->in[k])
+            return PEAT_ERROR(PEAT_ERR_INVAL, "record %llu: input %d is missing",
+                              (unsigned long long)r->id, k);
     c->id = r->id;
     c->seed = r->seed;
     c->iter = r->iter;
@@ -49,10 +53,12 @@ static peat_status call_row_fill(const peat_store_t *s, const peat_record *r, st
     for (int k = 0; k < PEAT_MAX_IO; k++) c->t_in[k] = c->t_golden[k] = c->t_exact[k] = -1;
     PEAT_TRY(store_str_field(c->flow, sizeof c->flow, r->flow, "flow name"));
     PEAT_TRY(store_str_field(c->layer, sizeof c->layer, r->layer, "layer name"));
-    PEAT_TRY(store_str_field(c->golden_kernel, sizeof c->golden_kernel, r->golden_kernel, "golden kernel name"));
+    PEAT_TRY(store_str_field(c->golden_kernel, sizeof c->golden_kernel, r->golden_kernel,
+                             "golden kernel name"));
     /* the exact kernel that made (or will recompute) the exact outputs, for provenance */
     const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, "cpu");
-    PEAT_TRY(store_str_field(c->exact_kernel, sizeof c->exact_kernel, ek ? ek->name : "", "exact kernel name"));
+    PEAT_TRY(store_str_field(c->exact_kernel, sizeof c->exact_kernel, ek ? ek->name : "",
+                             "exact kernel name"));
     (void)s;
     return PEAT_OK;
 }
@@ -75,7 +81,8 @@ peat_status peat_store_call_write(peat_store_t *s, const peat_record *r)
     PEAT_TRY(store_check_writable(s));
     if (!r) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_call_write: record is NULL");
     if (peat_store_call_has(s, r->id))
-        return PEAT_ERROR(PEAT_ERR_INVAL, "%s already holds record %llu (records are never doubled)", s->path,
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "%s already holds record %llu (records are never doubled)", s->path,
                           (unsigned long long)r->id);
     store_call_row c;
     PEAT_TRY(call_row_fill(s, r, &c));
@@ -84,7 +91,8 @@ peat_status peat_store_call_write(peat_store_t *s, const peat_record *r)
     c.seq = s->seq_next;
     store_tensors_begin(s);
     peat_status st = PEAT_OK;
-    for (int k = 0; k < r->n_in && st == PEAT_OK; k++) st = store_tensor_put(s, r->in[k], &c.t_in[k]);
+    for (int k = 0; k < r->n_in && st == PEAT_OK; k++)
+        st = store_tensor_put(s, r->in[k], &c.t_in[k]);
     for (int k = 0; k < r->n_out && st == PEAT_OK; k++)
         if (r->golden[k]) st = store_tensor_put(s, r->golden[k], &c.t_golden[k]);
     if (exact_stored(s, r))
@@ -100,7 +108,10 @@ peat_status peat_store_call_write(peat_store_t *s, const peat_record *r)
     return finish_record(s, STORE_T_CALL, 1);
 }
 
-int64_t peat_store_call_count(const peat_store_t *s) { return s ? s->rows[STORE_T_CALL].n : 0; }
+int64_t peat_store_call_count(const peat_store_t *s)
+{
+    return s ? s->rows[STORE_T_CALL].n : 0;
+}
 
 peat_status peat_store_call_find(const peat_store_t *s, uint64_t id, int64_t *idx)
 {
@@ -109,7 +120,8 @@ peat_status peat_store_call_find(const peat_store_t *s, uint64_t id, int64_t *id
         if (idx) *idx = v;
         return PEAT_OK;
     }
-    return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no record %llu", s ? s->path : "store", (unsigned long long)id);
+    return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no record %llu", s ? s->path : "store",
+                      (unsigned long long)id);
 }
 
 int peat_store_call_has(const peat_store_t *s, uint64_t id)
@@ -122,8 +134,8 @@ static peat_status check_idx(const peat_store_t *s, int table, int64_t idx, cons
 {
     if (!s) return PEAT_ERROR(PEAT_ERR_INVAL, "store is NULL");
     if (idx < 0 || idx >= s->rows[table].n)
-        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no %s %lld (it holds %lld)", s->path, what, (long long)idx,
-                          (long long)s->rows[table].n);
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no %s %lld (it holds %lld)", s->path, what,
+                          (long long)idx, (long long)s->rows[table].n);
     return PEAT_OK;
 }
 
@@ -139,7 +151,8 @@ static void header_from_row(const store_call_row *c, peat_record *r)
     memcpy(r->flow, c->flow, sizeof r->flow);
     memcpy(r->layer, c->layer, sizeof r->layer);
     memcpy(r->golden_kernel, c->golden_kernel, sizeof r->golden_kernel);
-    r->flow[sizeof r->flow - 1] = r->layer[sizeof r->layer - 1] = r->golden_kernel[sizeof r->golden_kernel - 1] = 0;
+    r->flow[sizeof r->flow - 1] = r->layer[sizeof r->layer - 1] =
+        r->golden_kernel[sizeof r->golden_kernel - 1] = 0;
     r->iter = c->iter;
     r->phase = (peat_phase)c->phase;
     r->call_index = c->call_index;
@@ -165,10 +178,12 @@ peat_status peat_store_call_read(peat_store_t *s, int64_t idx, peat_record **out
     header_from_row(c, r);
     peat_status st = PEAT_OK;
     int have_exact = c->n_out > 0;
-    for (int k = 0; k < c->n_in && st == PEAT_OK; k++) st = store_tensor_read(s, c->t_in[k], &r->in[k]);
+    for (int k = 0; k < c->n_in && st == PEAT_OK; k++)
+        st = store_tensor_read(s, c->t_in[k], &r->in[k]);
     for (int k = 0; k < c->n_out && st == PEAT_OK; k++) {
         if (c->t_golden[k] >= 0) st = store_tensor_read(s, c->t_golden[k], &r->golden[k]);
-        if (st == PEAT_OK && c->t_exact[k] >= 0) st = store_tensor_read(s, c->t_exact[k], &r->exact[k]);
+        if (st == PEAT_OK && c->t_exact[k] >= 0)
+            st = store_tensor_read(s, c->t_exact[k], &r->exact[k]);
         have_exact &= c->t_exact[k] >= 0;
     }
     if (st == PEAT_OK && !have_exact && c->n_out > 0) {
@@ -212,9 +227,11 @@ peat_status peat_store_state_write(peat_store_t *s, int64_t iter, const char *ta
                                    const peat_tensor *const *t, const char *const *names)
 {
     PEAT_TRY(store_check_writable(s));
-    if (!tag || n < 1 || !t || !names) return PEAT_ERROR(PEAT_ERR_INVAL, "state write: tag, tensors and names are required");
+    if (!tag || n < 1 || !t || !names)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "state write: tag, tensors and names are required");
     if (peat_store_state_has(s, iter, tag))
-        return PEAT_ERROR(PEAT_ERR_INVAL, "%s already holds state '%s' of iteration %lld", s->path, tag, (long long)iter);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s already holds state '%s' of iteration %lld", s->path,
+                          tag, (long long)iter);
     store_state_row proto;
     memset(&proto, 0, sizeof proto);
     PEAT_TRY(store_str_field(proto.tag, sizeof proto.tag, tag, "state tag"));
@@ -223,7 +240,8 @@ peat_status peat_store_state_write(peat_store_t *s, int64_t iter, const char *ta
         PEAT_TRY(store_str_field(tmp, sizeof tmp, names[i], "state tensor name"));
         for (int j = 0; j < i; j++)
             if (strcmp(names[i], names[j]) == 0)
-                return PEAT_ERROR(PEAT_ERR_INVAL, "state '%s': name '%s' given twice", tag, names[i]);
+                return PEAT_ERROR(PEAT_ERR_INVAL, "state '%s': name '%s' given twice", tag,
+                                  names[i]);
     }
     proto.seq = s->seq_next;
     proto.t_first = s->rows[STORE_T_TENSOR].n;
@@ -263,11 +281,13 @@ static int64_t state_first_row(const peat_store_t *s, int64_t idx)
     return -1;
 }
 
-peat_status peat_store_state_info(const peat_store_t *s, int64_t idx, int64_t *iter, char tag[32], int *n)
+peat_status peat_store_state_info(const peat_store_t *s, int64_t idx, int64_t *iter, char tag[32],
+                                  int *n)
 {
     if (!s) return PEAT_ERROR(PEAT_ERR_INVAL, "store is NULL");
     int64_t i = state_first_row(s, idx);
-    if (i < 0) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no state snapshot %lld", s->path, (long long)idx);
+    if (i < 0)
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no state snapshot %lld", s->path, (long long)idx);
     const store_state_row *r = STORE_ROW(s, STORE_T_STATE, store_state_row, i);
     if (iter) *iter = r->iter;
     if (tag) memcpy(tag, r->tag, 32);
@@ -284,7 +304,8 @@ void peat_store_state_free(peat_store_state *st)
     free(st);
 }
 
-peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag, peat_store_state **out)
+peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag,
+                                  peat_store_state **out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_state_read: out is NULL");
     *out = NULL;
@@ -295,7 +316,8 @@ peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag
         if (r->index == 0 && r->iter == iter && strcmp(r->tag, tag) == 0) first = i;
     }
     if (first < 0)
-        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no state '%s' of iteration %lld", s->path, tag, (long long)iter);
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no state '%s' of iteration %lld", s->path,
+                          tag, (long long)iter);
     const store_state_row *r0 = STORE_ROW(s, STORE_T_STATE, store_state_row, first);
     peat_store_state *st = calloc(1, sizeof *st);
     if (!st) return PEAT_ERROR(PEAT_ERR_NOMEM, "state");
@@ -334,7 +356,8 @@ peat_status peat_store_metrics_append(peat_store_t *s, int64_t iter, double loss
 {
     PEAT_TRY(store_check_writable(s));
     if (peat_store_metrics_has(s, iter))
-        return PEAT_ERROR(PEAT_ERR_INVAL, "%s already holds metrics of iteration %lld", s->path, (long long)iter);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s already holds metrics of iteration %lld", s->path,
+                          (long long)iter);
     store_metric_row r;
     memset(&r, 0, sizeof r);
     r.seq = s->seq_next;
@@ -346,9 +369,13 @@ peat_status peat_store_metrics_append(peat_store_t *s, int64_t iter, double loss
     return finish_record(s, STORE_T_METRIC, 1);
 }
 
-int64_t peat_store_metrics_count(const peat_store_t *s) { return s ? s->rows[STORE_T_METRIC].n : 0; }
+int64_t peat_store_metrics_count(const peat_store_t *s)
+{
+    return s ? s->rows[STORE_T_METRIC].n : 0;
+}
 
-peat_status peat_store_metrics_read(const peat_store_t *s, int64_t idx, int64_t *iter, double *loss, double *accuracy)
+peat_status peat_store_metrics_read(const peat_store_t *s, int64_t idx, int64_t *iter, double *loss,
+                                    double *accuracy)
 {
     PEAT_TRY(check_idx(s, STORE_T_METRIC, idx, "metrics row"));
     const store_metric_row *r = STORE_ROW(s, STORE_T_METRIC, store_metric_row, idx);
@@ -363,7 +390,8 @@ peat_status peat_store_metrics_read(const peat_store_t *s, int64_t idx, int64_t 
 peat_status peat_store_signature_write(peat_store_t *s, const char *kernel, const char *json)
 {
     PEAT_TRY(store_check_writable(s));
-    if (!kernel || !json) return PEAT_ERROR(PEAT_ERR_INVAL, "signature write: kernel and json are required");
+    if (!kernel || !json)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "signature write: kernel and json are required");
     store_sig_row r;
     memset(&r, 0, sizeof r);
     PEAT_TRY(store_str_field(r.kernel, sizeof r.kernel, kernel, "kernel name"));
@@ -376,7 +404,10 @@ peat_status peat_store_signature_write(peat_store_t *s, const char *kernel, cons
     return finish_record(s, STORE_T_SIG, 1);
 }
 
-int64_t peat_store_signature_count(const peat_store_t *s) { return s ? s->rows[STORE_T_SIG].n : 0; }
+int64_t peat_store_signature_count(const peat_store_t *s)
+{
+    return s ? s->rows[STORE_T_SIG].n : 0;
+}
 
 static peat_status sig_text(peat_store_t *s, const store_sig_row *r, char **json)
 {
@@ -384,7 +415,9 @@ static peat_status sig_text(peat_store_t *s, const store_sig_row *r, char **json
     PEAT_TRY(store_text_read(s, r->text_offset, r->text_len, &text));
     if (store_hash64(text, (size_t)r->text_len, 0) != r->text_hash) {
         free(text);
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: signature of %s does not match its hash (damaged data)", s->path, r->kernel);
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "%s: signature of %s does not match its hash (damaged data)", s->path,
+                          r->kernel);
     }
     *json = text;
     return PEAT_OK;
@@ -404,7 +437,8 @@ peat_status peat_store_signature_read(peat_store_t *s, const char *kernel, char 
 {
     if (!json) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_signature_read: json is NULL");
     *json = NULL;
-    if (!s || !kernel) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_signature_read: NULL argument");
+    if (!s || !kernel)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_signature_read: NULL argument");
     for (int64_t i = s->rows[STORE_T_SIG].n - 1; i >= 0; i--) {
         const store_sig_row *r = STORE_ROW(s, STORE_T_SIG, store_sig_row, i);
         if (strcmp(r->kernel, kernel) == 0) return sig_text(s, r, json);
@@ -447,14 +481,16 @@ peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
                 out->logical_bytes += tensor_bytes(s, c->t_exact[k]);
             } else if (c->t_golden[k] >= 0) {
                 /* recomputed: F64 of the golden output's shape */
-                const store_tensor_row *g = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, c->t_golden[k]);
+                const store_tensor_row *g =
+                    STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, c->t_golden[k]);
                 out->exact_recomputed += g->numel * 8;
             }
         }
     }
     for (int64_t i = 0; i < out->state_tensors; i++) {
         out->tensor_refs++;
-        out->logical_bytes += tensor_bytes(s, STORE_ROW(s, STORE_T_STATE, store_state_row, i)->tensor);
+        out->logical_bytes +=
+            tensor_bytes(s, STORE_ROW(s, STORE_T_STATE, store_state_row, i)->tensor);
     }
     struct stat sb;
     if (stat(s->path, &sb) == 0) out->file_bytes = (int64_t)sb.st_size;

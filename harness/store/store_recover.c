@@ -23,10 +23,12 @@ static int64_t checked_prefix(const peat_store_t *s, int t)
 
 static int tensor_row_ok(const peat_store_t *s, const store_tensor_row *r)
 {
-    if (r->dtype < 0 || r->dtype >= PEAT_DTYPE_COUNT || r->ndim < 1 || r->ndim > PEAT_MAX_DIMS) return 0;
+    if (r->dtype < 0 || r->dtype >= PEAT_DTYPE_COUNT || r->ndim < 1 || r->ndim > PEAT_MAX_DIMS)
+        return 0;
     int64_t n = 1;
     for (int d = 0; d < r->ndim; d++) {
-        if (r->shape[d] <= 0 || r->shape[d] > (1LL << 34) || n > (1LL << 34) / r->shape[d]) return 0;
+        if (r->shape[d] <= 0 || r->shape[d] > (1LL << 34) || n > (1LL << 34) / r->shape[d])
+            return 0;
         n *= r->shape[d];
     }
     return n == r->numel && r->offset >= 0 && r->offset + r->numel <= s->pool_len[r->dtype];
@@ -49,13 +51,14 @@ static int record_ok(const peat_store_t *s, const rec_ref *rr, int64_t n_tensors
 {
     if (rr->table == STORE_T_CALL) {
         const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, rr->first);
-        if (c->op < 0 || c->op >= PEAT_OP_COUNT || c->n_in < 0 || c->n_in > PEAT_MAX_IO || c->n_out < 0 ||
-            c->n_out > PEAT_MAX_IO || c->phase < 0 || c->phase > 2)
+        if (c->op < 0 || c->op >= PEAT_OP_COUNT || c->n_in < 0 || c->n_in > PEAT_MAX_IO ||
+            c->n_out < 0 || c->n_out > PEAT_MAX_IO || c->phase < 0 || c->phase > 2)
             return 0;
         for (int k = 0; k < c->n_in; k++)
             if (!ref_ok(c->t_in[k], n_tensors, 0)) return 0;
         for (int k = 0; k < c->n_out; k++)
-            if (!ref_ok(c->t_golden[k], n_tensors, 1) || !ref_ok(c->t_exact[k], n_tensors, 1)) return 0;
+            if (!ref_ok(c->t_golden[k], n_tensors, 1) || !ref_ok(c->t_exact[k], n_tensors, 1))
+                return 0;
         return 1;
     }
     if (rr->table == STORE_T_STATE) {
@@ -69,7 +72,8 @@ static int record_ok(const peat_store_t *s, const rec_ref *rr, int64_t n_tensors
     }
     if (rr->table == STORE_T_SIG) {
         const store_sig_row *g = STORE_ROW(s, STORE_T_SIG, store_sig_row, rr->first);
-        return g->text_offset >= 0 && g->text_len >= 0 && g->text_offset + g->text_len <= s->text_len;
+        return g->text_offset >= 0 && g->text_len >= 0 &&
+               g->text_offset + g->text_len <= s->text_len;
     }
     return 1;
 }
@@ -95,7 +99,9 @@ static peat_status record_data_verify(peat_store_t *s, const rec_ref *rr)
         PEAT_TRY(store_text_read(s, g->text_offset, g->text_len, &text));
         int same = store_hash64(text, (size_t)g->text_len, 0) == g->text_hash;
         free(text);
-        if (!same) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: signature text does not match its hash", s->path);
+        if (!same)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: signature text does not match its hash",
+                              s->path);
     }
     return PEAT_OK;
 }
@@ -109,10 +115,14 @@ static int cmp_seq(const void *a, const void *b)
 static int64_t row_seq(const peat_store_t *s, int t, int64_t i)
 {
     switch (t) {
-    case STORE_T_CALL: return STORE_ROW(s, t, store_call_row, i)->seq;
-    case STORE_T_STATE: return STORE_ROW(s, t, store_state_row, i)->seq;
-    case STORE_T_METRIC: return STORE_ROW(s, t, store_metric_row, i)->seq;
-    default: return STORE_ROW(s, t, store_sig_row, i)->seq;
+    case STORE_T_CALL:
+        return STORE_ROW(s, t, store_call_row, i)->seq;
+    case STORE_T_STATE:
+        return STORE_ROW(s, t, store_state_row, i)->seq;
+    case STORE_T_METRIC:
+        return STORE_ROW(s, t, store_metric_row, i)->seq;
+    default:
+        return STORE_ROW(s, t, store_sig_row, i)->seq;
     }
 }
 
@@ -124,21 +134,23 @@ peat_status store_recover(peat_store_t *s)
     int64_t n_ok[STORE_T_COUNT], seq_max = -1;
     for (int t = 0; t < STORE_T_COUNT; t++) n_ok[t] = checked_prefix(s, t);
     for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++)
-        for (int64_t i = 0; i < n_ok[t]; i++) seq_max = row_seq(s, t, i) > seq_max ? row_seq(s, t, i) : seq_max;
+        for (int64_t i = 0; i < n_ok[t]; i++)
+            seq_max = row_seq(s, t, i) > seq_max ? row_seq(s, t, i) : seq_max;
     /* past a failing row, a killed writer can only have left rows of the one record it was
      * writing (a snapshot's rows may span two chunks, flushed in either order); any other good
      * row there means rows in the middle of the table were lost: damage */
     for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++)
         for (int64_t i = n_ok[t] + 1; i < s->rows[t].n; i++)
             if (row_good(s, t, i) && row_seq(s, t, i) != seq_max + 1)
-                return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: row %lld of %s is damaged (checksum)", s->path,
-                                  (long long)n_ok[t], store_table_path(t));
+                return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: row %lld of %s is damaged (checksum)",
+                                  s->path, (long long)n_ok[t], store_table_path(t));
     int64_t n_tensors = 0;
     while (n_tensors < n_ok[STORE_T_TENSOR] &&
            tensor_row_ok(s, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, n_tensors)))
         n_tensors++;
 
-    int64_t n_recs = n_ok[STORE_T_CALL] + n_ok[STORE_T_STATE] + n_ok[STORE_T_METRIC] + n_ok[STORE_T_SIG];
+    int64_t n_recs =
+        n_ok[STORE_T_CALL] + n_ok[STORE_T_STATE] + n_ok[STORE_T_METRIC] + n_ok[STORE_T_SIG];
     rec_ref *recs = malloc((size_t)(n_recs + 1) * sizeof *recs);
     if (!recs) return PEAT_ERROR(PEAT_ERR_NOMEM, "record list");
     int64_t m = 0;
@@ -170,11 +182,15 @@ peat_status store_recover(peat_store_t *s)
     int64_t max_ref = -1;
     for (int64_t r = 0; r < m && st == PEAT_OK; r++) {
         if (recs[r].seq != r)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: record %lld is missing (sequence numbers jump to %lld): damaged file",
-                            s->path, (long long)r, (long long)recs[r].seq);
+            st = PEAT_ERROR(
+                PEAT_ERR_FORMAT,
+                "%s: record %lld is missing (sequence numbers jump to %lld): damaged file", s->path,
+                (long long)r, (long long)recs[r].seq);
         else if (!record_ok(s, &recs[r], n_tensors))
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: record %lld (%s row %lld) refers to data that is not there: damaged file",
-                            s->path, (long long)r, store_table_path(recs[r].table), (long long)recs[r].first);
+            st = PEAT_ERROR(
+                PEAT_ERR_FORMAT,
+                "%s: record %lld (%s row %lld) refers to data that is not there: damaged file",
+                s->path, (long long)r, store_table_path(recs[r].table), (long long)recs[r].first);
         else if (recs[r].table == STORE_T_CALL) {
             const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, recs[r].first);
             for (int k = 0; k < c->n_in; k++) max_ref = c->t_in[k] > max_ref ? c->t_in[k] : max_ref;
@@ -184,7 +200,8 @@ peat_status store_recover(peat_store_t *s)
             }
         } else if (recs[r].table == STORE_T_STATE) {
             for (int64_t i = 0; i < recs[r].n; i++) {
-                int64_t tr = STORE_ROW(s, STORE_T_STATE, store_state_row, recs[r].first + i)->tensor;
+                int64_t tr =
+                    STORE_ROW(s, STORE_T_STATE, store_state_row, recs[r].first + i)->tensor;
                 max_ref = tr > max_ref ? tr : max_ref;
             }
         }
@@ -208,11 +225,13 @@ peat_status store_index_build(peat_store_t *s)
         uint64_t id = STORE_ROW(s, STORE_T_CALL, store_call_row, i)->id;
         int64_t cur = -1, v;
         if (store_map_next(&s->ids, id, &cur, &v))
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: record id %llu is stored twice", s->path, (unsigned long long)id);
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: record id %llu is stored twice", s->path,
+                              (unsigned long long)id);
         PEAT_TRY(store_map_put(&s->ids, id, i));
     }
     for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++)
-        PEAT_TRY(store_map_put(&s->dedup, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->hash, i));
+        PEAT_TRY(
+            store_map_put(&s->dedup, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->hash, i));
     return PEAT_OK;
 }
 
@@ -229,7 +248,8 @@ static peat_status shrink(peat_store_t *s, hid_t d, int64_t n, const char *what)
 peat_status store_repair(peat_store_t *s)
 {
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        if (s->disk_rows[t] != s->rows[t].n) PEAT_TRY(shrink(s, s->d_table[t], s->rows[t].n, store_table_path(t)));
+        if (s->disk_rows[t] != s->rows[t].n)
+            PEAT_TRY(shrink(s, s->d_table[t], s->rows[t].n, store_table_path(t)));
         s->disk_rows[t] = s->rows[t].n;
     }
     int64_t need[PEAT_DTYPE_COUNT] = {0}, text = 0;
@@ -254,4 +274,3 @@ peat_status store_repair(peat_store_t *s)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
     return PEAT_OK;
 }
-

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t round_up(int64_t x, int64_t m)
+{
+    return (x + m - 1) / m * m;
+}
 
 void store_tensors_begin(peat_store_t *s)
 {
@@ -38,7 +41,8 @@ static void cache_add(peat_store_t *s, int64_t row, const peat_tensor *t)
         if (!s->cache) return; /* the cache only saves reads: without it dedup reads back */
         s->cache_cap = STORE_CACHE_ENTRIES;
     }
-    while (s->cache_count > 0 && (s->cache_count == s->cache_cap || s->cache_bytes + n > STORE_CACHE_BYTES)) {
+    while (s->cache_count > 0 &&
+           (s->cache_count == s->cache_cap || s->cache_bytes + n > STORE_CACHE_BYTES)) {
         int64_t old = (s->cache_head - s->cache_count + s->cache_cap) % s->cache_cap;
         s->cache_bytes -= s->cache[old].n;
         free(s->cache[old].data);
@@ -86,7 +90,8 @@ static peat_status same_bytes(peat_store_t *s, int64_t row, const peat_tensor *t
 
 peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row)
 {
-    if (!t || !t->data || (unsigned)t->dtype >= PEAT_DTYPE_COUNT || t->ndim < 1 || t->ndim > PEAT_MAX_DIMS)
+    if (!t || !t->data || (unsigned)t->dtype >= PEAT_DTYPE_COUNT || t->ndim < 1 ||
+        t->ndim > PEAT_MAX_DIMS)
         return PEAT_ERROR(PEAT_ERR_INVAL, "store: tensor missing or of bad dtype/rank");
     uint64_t h = store_tensor_hash(t);
     int64_t cursor = -1, cand;
@@ -145,7 +150,8 @@ static peat_status encoder_ready(peat_store_t *s)
     s->batch = calloc(b, sizeof *s->batch);
     s->batch_raw = malloc(b * raw_max());
     s->batch_out = malloc(b * s->chunk_out_cap);
-    if (!s->batch || !s->batch_raw || !s->batch_out) return PEAT_ERROR(PEAT_ERR_NOMEM, "store chunk batch");
+    if (!s->batch || !s->batch_raw || !s->batch_out)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "store chunk batch");
     return PEAT_OK;
 }
 
@@ -160,10 +166,14 @@ void store_encoder_free(peat_store_t *s)
     s->batch_raw = s->batch_out = NULL;
 }
 
-static int batch_cap(const peat_store_t *s) { return s->workers.parts * STORE_BATCH_PER_PART; }
+static int batch_cap(const peat_store_t *s)
+{
+    return s->workers.parts * STORE_BATCH_PER_PART;
+}
 
 /* Job slot j of the batch, for nvalid elements of its raw slot (the rest is padding). */
-static void batch_job(peat_store_t *s, int j, size_t nelem, size_t nvalid, size_t elsize, int is_float)
+static void batch_job(peat_store_t *s, int j, size_t nelem, size_t nvalid, size_t elsize,
+                      int is_float)
 {
     store_job *job = &s->batch[j];
     memset(job, 0, sizeof *job);
@@ -178,13 +188,15 @@ static void batch_job(peat_store_t *s, int j, size_t nelem, size_t nvalid, size_
 }
 
 /* Encodes the n gathered chunks in parallel, then writes them in order as chunks first.. */
-static peat_status batch_flush(peat_store_t *s, hid_t dset, int64_t first, int n, int64_t chunk_elems)
+static peat_status batch_flush(peat_store_t *s, hid_t dset, int64_t first, int n,
+                               int64_t chunk_elems)
 {
     PEAT_TRY(store_workers_run(&s->workers, s->batch, n));
     for (int j = 0; j < n; j++) {
         hsize_t off = (hsize_t)((first + j) * chunk_elems);
         if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, s->batch[j].out_len, s->batch[j].out) < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, store_h5_msg());
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path,
+                              store_h5_msg());
         store_step(s);
     }
     return PEAT_OK;
@@ -196,8 +208,8 @@ static peat_status pool_commit(peat_store_t *s, int d)
     int is_float = d != PEAT_DTYPE_I32;
     hsize_t ext = (hsize_t)(s->pool_start[d] + s->pool_stage[d]);
     if (H5Dset_extent(s->d_pool[d], &ext) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, store_pool_path((peat_dtype)d),
-                          store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path,
+                          store_pool_path((peat_dtype)d), store_h5_msg());
     int64_t first = s->pool_start[d] / STORE_CHUNK_ELEMS;
     int nb = 0;
     size_t fill = 0, cap = (size_t)STORE_CHUNK_ELEMS * es;
@@ -242,8 +254,8 @@ peat_status store_tensors_commit(peat_store_t *s, int64_t t_first)
 }
 
 /* Reads count elements at offset of a 1-D dataset into buf. */
-static peat_status read_range(peat_store_t *s, hid_t dset, hid_t memtype, int64_t offset, int64_t count,
-                              void *buf, const char *what)
+static peat_status read_range(peat_store_t *s, hid_t dset, hid_t memtype, int64_t offset,
+                              int64_t count, void *buf, const char *what)
 {
     hid_t fs = H5Dget_space(dset);
     if (fs < 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has no dataspace", s->path, what);
@@ -251,9 +263,10 @@ static peat_status read_range(peat_store_t *s, hid_t dset, hid_t memtype, int64_
     hid_t ms = H5Screate_simple(1, &n, NULL);
     herr_t e = ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &n, NULL);
     if (e >= 0) e = H5Dread(dset, memtype, ms, fs, H5P_DEFAULT, buf);
-    peat_status r = e < 0 ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s unreadable (damaged or truncated file): %s",
-                                       s->path, what, store_h5_msg())
-                          : PEAT_OK;
+    peat_status r =
+        e < 0 ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s unreadable (damaged or truncated file): %s",
+                           s->path, what, store_h5_msg())
+              : PEAT_OK;
     if (ms >= 0) H5Sclose(ms);
     H5Sclose(fs);
     return r;
@@ -263,18 +276,18 @@ peat_status store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out)
 {
     *out = NULL;
     if (row < 0 || row >= s->rows[STORE_T_TENSOR].n)
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: reference to tensor %lld of %lld", s->path, (long long)row,
-                          (long long)s->rows[STORE_T_TENSOR].n);
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: reference to tensor %lld of %lld", s->path,
+                          (long long)row, (long long)s->rows[STORE_T_TENSOR].n);
     const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, row);
     peat_tensor *t = NULL;
     PEAT_TRY(peat_tensor_alloc((peat_dtype)r->dtype, r->ndim, r->shape, &t));
     char what[64];
     snprintf(what, sizeof what, "tensor %lld", (long long)row);
-    peat_status st = read_range(s, s->d_pool[r->dtype], store_pool_type((peat_dtype)r->dtype, 0), r->offset,
-                                r->numel, t->data, what);
+    peat_status st = read_range(s, s->d_pool[r->dtype], store_pool_type((peat_dtype)r->dtype, 0),
+                                r->offset, r->numel, t->data, what);
     if (st == PEAT_OK && store_tensor_hash(t) != r->hash)
-        st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: tensor %lld does not match its hash (damaged data)", s->path,
-                        (long long)row);
+        st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: tensor %lld does not match its hash (damaged data)",
+                        s->path, (long long)row);
     if (st != PEAT_OK) {
         peat_tensor_free(t);
         return st;
@@ -297,14 +310,16 @@ peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int
     int64_t start = round_up(s->text_len, STORE_TEXT_CHUNK);
     hsize_t ext = (hsize_t)(start + len);
     if (len > 0 && H5Dset_extent(s->d_text, &ext) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending the text pool failed: %s", s->path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending the text pool failed: %s", s->path,
+                          store_h5_msg());
     int64_t first = start / STORE_TEXT_CHUNK;
     int nb = 0;
     for (int64_t done = 0; done < len; done += STORE_TEXT_CHUNK) {
         int64_t take = len - done < STORE_TEXT_CHUNK ? len - done : STORE_TEXT_CHUNK;
         unsigned char *raw = s->batch_raw + (size_t)nb * raw_max();
         memcpy(raw, text + done, (size_t)take);
-        memset(raw + take, 0, (size_t)(STORE_TEXT_CHUNK - take)); /* 1-byte chunks are encoded as they are */
+        memset(raw + take, 0,
+               (size_t)(STORE_TEXT_CHUNK - take)); /* 1-byte chunks are encoded as they are */
         batch_job(s, nb++, STORE_TEXT_CHUNK, (size_t)take, 1, 0);
         if (nb == batch_cap(s) || done + STORE_TEXT_CHUNK >= len) {
             PEAT_TRY(batch_flush(s, s->d_text, first, nb, STORE_TEXT_CHUNK));
@@ -323,7 +338,8 @@ peat_status store_text_read(peat_store_t *s, int64_t offset, int64_t len, char *
     char *buf = malloc((size_t)len + 1);
     if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "signature text of %lld bytes", (long long)len);
     if (len > 0) {
-        peat_status st = read_range(s, s->d_text, H5T_NATIVE_UCHAR, offset, len, buf, "signature text");
+        peat_status st =
+            read_range(s, s->d_text, H5T_NATIVE_UCHAR, offset, len, buf, "signature text");
         if (st != PEAT_OK) {
             free(buf);
             return st;

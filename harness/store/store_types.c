@@ -4,10 +4,13 @@
 #include <stddef.h>
 
 /* Rows must have no padding: the checksum covers every byte but the last field. */
-_Static_assert(offsetof(store_tensor_row, check) == sizeof(store_tensor_row) - 8, "tensor row padding");
+_Static_assert(offsetof(store_tensor_row, check) == sizeof(store_tensor_row) - 8,
+               "tensor row padding");
 _Static_assert(offsetof(store_call_row, check) == sizeof(store_call_row) - 8, "call row padding");
-_Static_assert(offsetof(store_state_row, check) == sizeof(store_state_row) - 8, "state row padding");
-_Static_assert(offsetof(store_metric_row, check) == sizeof(store_metric_row) - 8, "metric row padding");
+_Static_assert(offsetof(store_state_row, check) == sizeof(store_state_row) - 8,
+               "state row padding");
+_Static_assert(offsetof(store_metric_row, check) == sizeof(store_metric_row) - 8,
+               "metric row padding");
 _Static_assert(offsetof(store_sig_row, check) == sizeof(store_sig_row) - 8, "sig row padding");
 
 static const char *const table_paths[STORE_T_COUNT] = {
@@ -17,13 +20,19 @@ static const char *const table_paths[STORE_T_COUNT] = {
 };
 
 static const char *const pool_paths[PEAT_DTYPE_COUNT] = {
-    [PEAT_DTYPE_F64] = "/tensors/f64", [PEAT_DTYPE_F32] = "/tensors/f32",
+    [PEAT_DTYPE_F64] = "/tensors/f64",   [PEAT_DTYPE_F32] = "/tensors/f32",
     [PEAT_DTYPE_BF16] = "/tensors/bf16", [PEAT_DTYPE_F16] = "/tensors/f16",
     [PEAT_DTYPE_I32] = "/tensors/i32",
 };
 
-const char *store_table_path(int table) { return table_paths[table]; }
-const char *store_pool_path(peat_dtype t) { return pool_paths[t]; }
+const char *store_table_path(int table)
+{
+    return table_paths[table];
+}
+const char *store_pool_path(peat_dtype t)
+{
+    return pool_paths[t];
+}
 
 size_t store_row_size(int table)
 {
@@ -46,10 +55,22 @@ static void add(builder *b, const char *name, size_t off, hid_t native, hid_t le
 {
     if (H5Tinsert(b->t, name, off, b->file ? le : native) < 0) b->bad = 1;
 }
-static void add_i64(builder *b, const char *n, size_t off) { add(b, n, off, H5T_NATIVE_INT64, H5T_STD_I64LE); }
-static void add_u64(builder *b, const char *n, size_t off) { add(b, n, off, H5T_NATIVE_UINT64, H5T_STD_U64LE); }
-static void add_i32(builder *b, const char *n, size_t off) { add(b, n, off, H5T_NATIVE_INT32, H5T_STD_I32LE); }
-static void add_f64(builder *b, const char *n, size_t off) { add(b, n, off, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE); }
+static void add_i64(builder *b, const char *n, size_t off)
+{
+    add(b, n, off, H5T_NATIVE_INT64, H5T_STD_I64LE);
+}
+static void add_u64(builder *b, const char *n, size_t off)
+{
+    add(b, n, off, H5T_NATIVE_UINT64, H5T_STD_U64LE);
+}
+static void add_i32(builder *b, const char *n, size_t off)
+{
+    add(b, n, off, H5T_NATIVE_INT32, H5T_STD_I32LE);
+}
+static void add_f64(builder *b, const char *n, size_t off)
+{
+    add(b, n, off, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE);
+}
 
 static void add_arr(builder *b, const char *name, size_t off, hid_t native, hid_t le, hsize_t n)
 {
@@ -81,7 +102,8 @@ hid_t store_row_type(int table, int file_layout)
     case STORE_T_TENSOR:
         add_i64(&b, "offset", OFF(store_tensor_row, offset));
         add_i64(&b, "numel", OFF(store_tensor_row, numel));
-        add_arr(&b, "shape", OFF(store_tensor_row, shape), H5T_NATIVE_INT64, H5T_STD_I64LE, PEAT_MAX_DIMS);
+        add_arr(&b, "shape", OFF(store_tensor_row, shape), H5T_NATIVE_INT64, H5T_STD_I64LE,
+                PEAT_MAX_DIMS);
         add_u64(&b, "hash", OFF(store_tensor_row, hash));
         add_i32(&b, "dtype", OFF(store_tensor_row, dtype));
         add_i32(&b, "ndim", OFF(store_tensor_row, ndim));
@@ -95,11 +117,15 @@ hid_t store_row_type(int table, int file_layout)
         add_i64(&b, "iter", OFF(store_call_row, iter));
         add_i64(&b, "call_index", OFF(store_call_row, call_index));
         add_i64(&b, "op_call_index", OFF(store_call_row, op_call_index));
-        add_arr(&b, "param_i", OFF(store_call_row, pi), H5T_NATIVE_INT64, H5T_STD_I64LE, PEAT_PARAM_I);
-        add_arr(&b, "param_f", OFF(store_call_row, pf), H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, PEAT_PARAM_F);
+        add_arr(&b, "param_i", OFF(store_call_row, pi), H5T_NATIVE_INT64, H5T_STD_I64LE,
+                PEAT_PARAM_I);
+        add_arr(&b, "param_f", OFF(store_call_row, pf), H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE,
+                PEAT_PARAM_F);
         add_arr(&b, "in", OFF(store_call_row, t_in), H5T_NATIVE_INT64, H5T_STD_I64LE, PEAT_MAX_IO);
-        add_arr(&b, "golden", OFF(store_call_row, t_golden), H5T_NATIVE_INT64, H5T_STD_I64LE, PEAT_MAX_IO);
-        add_arr(&b, "exact", OFF(store_call_row, t_exact), H5T_NATIVE_INT64, H5T_STD_I64LE, PEAT_MAX_IO);
+        add_arr(&b, "golden", OFF(store_call_row, t_golden), H5T_NATIVE_INT64, H5T_STD_I64LE,
+                PEAT_MAX_IO);
+        add_arr(&b, "exact", OFF(store_call_row, t_exact), H5T_NATIVE_INT64, H5T_STD_I64LE,
+                PEAT_MAX_IO);
         add_i32(&b, "op", OFF(store_call_row, op));
         add_i32(&b, "phase", OFF(store_call_row, phase));
         add_i32(&b, "n_in", OFF(store_call_row, n_in));
@@ -151,11 +177,16 @@ hid_t store_pool_type(peat_dtype t, int file_layout)
     /* bf16 and f16 are kept as their 16-bit patterns (uint16): bit-exact, and every HDF5 tool
      * reads them; the dtype attribute of the pool says how to view them */
     switch (t) {
-    case PEAT_DTYPE_F64: return file_layout ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE;
-    case PEAT_DTYPE_F32: return file_layout ? H5T_IEEE_F32LE : H5T_NATIVE_FLOAT;
+    case PEAT_DTYPE_F64:
+        return file_layout ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE;
+    case PEAT_DTYPE_F32:
+        return file_layout ? H5T_IEEE_F32LE : H5T_NATIVE_FLOAT;
     case PEAT_DTYPE_BF16:
-    case PEAT_DTYPE_F16: return file_layout ? H5T_STD_U16LE : H5T_NATIVE_UINT16;
-    case PEAT_DTYPE_I32: return file_layout ? H5T_STD_I32LE : H5T_NATIVE_INT32;
-    default: return -1;
+    case PEAT_DTYPE_F16:
+        return file_layout ? H5T_STD_U16LE : H5T_NATIVE_UINT16;
+    case PEAT_DTYPE_I32:
+        return file_layout ? H5T_STD_I32LE : H5T_NATIVE_INT32;
+    default:
+        return -1;
     }
 }

@@ -75,7 +75,8 @@ peat_status store_map_put(store_map *m, uint64_t key, int64_t val)
 int store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val)
 {
     if (!m->cap) return 0;
-    uint64_t j = *cursor < 0 ? slot_of(key, m->cap) : (((uint64_t)*cursor + 1) & (uint64_t)(m->cap - 1));
+    uint64_t j =
+        *cursor < 0 ? slot_of(key, m->cap) : (((uint64_t)*cursor + 1) & (uint64_t)(m->cap - 1));
     for (; m->vals[j] >= 0; j = (j + 1) & (uint64_t)(m->cap - 1)) {
         if (m->keys[j] == key) {
             *cursor = (int64_t)j;
@@ -98,7 +99,8 @@ peat_status store_str_field(char *dst, size_t n, const char *src, const char *wh
     if (!src) src = "";
     size_t len = strlen(src);
     if (len >= n)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "%s '%.40s...' is longer than %zu characters", what, src, n - 1);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s '%.40s...' is longer than %zu characters", what, src,
+                          n - 1);
     memset(dst, 0, n); /* the whole field is hashed and stored: no stale bytes after the string */
     memcpy(dst, src, len);
     return PEAT_OK;
@@ -124,9 +126,18 @@ const char *store_h5_msg(void)
 static int64_t debug_kill_at = -1, debug_steps = 0;
 static int debug_partial;
 
-void peat_store_debug_kill_at(int64_t n) { debug_kill_at = n; }
-void peat_store_debug_partial_flush(int on) { debug_partial = on; }
-int64_t peat_store_debug_steps(void) { return debug_steps; }
+void peat_store_debug_kill_at(int64_t n)
+{
+    debug_kill_at = n;
+}
+void peat_store_debug_partial_flush(int on)
+{
+    debug_partial = on;
+}
+int64_t peat_store_debug_steps(void)
+{
+    return debug_steps;
+}
 
 void store_step(peat_store_t *s)
 {

@@ -15,8 +15,9 @@ static void drain(store_workers *w, int p)
         pthread_mutex_unlock(&w->mu);
         if (j < 0) return;
         store_job *job = &w->jobs[j];
-        job->st = store_chunk_encode(&w->codec[p], job->src, job->nelem, job->nvalid, job->elsize, job->is_float,
-                                     job->level, w->shuf[p], job->out, job->out_cap, &job->out_len);
+        job->st = store_chunk_encode(&w->codec[p], job->src, job->nelem, job->nvalid, job->elsize,
+                                     job->is_float, job->level, w->shuf[p], job->out, job->out_cap,
+                                     &job->out_len);
         if (job->st != PEAT_OK) snprintf(job->msg, sizeof job->msg, "%s", peat_error_last());
         pthread_mutex_lock(&w->mu);
         if (++w->finished == w->n_jobs) pthread_cond_signal(&w->done);
