@@ -63,7 +63,7 @@ static void svg_bars(FILE *f, const char *title, int n, const char *const *label
     fprintf(f,
             "<text x=\"%d\" y=\"%d\" class=\"k0\">&#9632; candidate</text><text x=\"%d\" y=\"%d\" "
             "class=\"k1\">&#9632; golden</text>",
-            W - 200, T, W - 100, T);
+            W - 180, H - 4, W - 90, H - 4);
     fputs("</svg>\n", f);
 }
 
@@ -81,15 +81,15 @@ static void svg_curve(FILE *f, const char *title, int64_t n, const double *y)
     fprintf(f, "</text><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B,
             W - 10, H - B);
     fprintf(f,
-            "<text x=\"2\" y=\"%d\" class=\"l\">%.3g</text><text x=\"2\" y=\"%d\" "
-            "class=\"l\">%.3g</text>",
+            "<text x=\"2\" y=\"%d\" class=\"y\">%.4g</text><text x=\"2\" y=\"%d\" "
+            "class=\"y\">%.4g</text>",
             T + 4, hi, H - B, lo);
     fputs("<polyline class=\"c\" points=\"", f);
     for (int64_t i = 0; i < n; i++)
         if (isfinite(y[i]))
             fprintf(f, "%.1f,%.1f ", L + (double)i / (double)(n > 1 ? n - 1 : 1) * (W - L - 10),
                     H - B - (y[i] - lo) / (hi - lo) * (H - B - T));
-    fprintf(f, "\"/><text x=\"%d\" y=\"%d\" class=\"l\">iteration 0 .. %lld</text></svg>\n", L,
+    fprintf(f, "\"/><text x=\"%d\" y=\"%d\" class=\"y\">iteration 0 .. %lld</text></svg>\n", L,
             H - 8, (long long)(n > 0 ? n - 1 : 0));
 }
 
@@ -119,7 +119,8 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
           "#ccc;padding:3px 8px;text-align:right}"
           "td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}.l{font-size:10px;"
           "text-anchor:middle}"
-          ".ax{stroke:#888}.s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;"
+          ".y{font-size:10px}.ax{stroke:#888}.s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:"
+          "11px}.k1{fill:#888;"
           "font-size:11px}"
           ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}</style></head><body>\n",
           f);
@@ -153,8 +154,8 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
     fputs(" (golden)</th></tr>\n", f);
     row(f, "elements", "%.0f", (double)c->n_elems, (double)g->n_elems);
     row(f, "max error / bound", "%.3g", c->max_norm, g->max_norm);
-    row(f, "p50 / p99 error / bound", "%.3g", c->p50_norm, g->p50_norm);
-    row(f, "", "%.3g", c->p99_norm, g->p99_norm);
+    row(f, "median error / bound", "%.3g", c->p50_norm, g->p50_norm);
+    row(f, "p99 error / bound", "%.3g", c->p99_norm, g->p99_norm);
     row(f, "elements over bound (%)", "%.3g", 100 * c->frac_over_bound, 100 * g->frac_over_bound);
     row(f, "max abs error", "%.3g", c->max_abs, g->max_abs);
     row(f, "rms abs error", "%.3g", c->rms_abs, g->rms_abs);
