@@ -301,9 +301,11 @@ static peat_status run_candidate(const peat_kernel *k, const peat_args *a, int i
 {
     why[0] = 0;
     if (!isolate) {
+        /* the call's shapes come from a valid record: any error is the kernel's failure */
         peat_status st = peat_kernel_run(k, a);
-        if (st != PEAT_OK) snprintf(why, nwhy, "%s", peat_error_last());
-        return st;
+        if (st == PEAT_OK) return PEAT_OK;
+        snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, peat_error_last());
+        return PEAT_ERR_KERNEL;
     }
     int *child_status = shared_alloc(sizeof(int) + 256);
     if (!child_status) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared status");
@@ -358,20 +360,24 @@ static peat_status run_candidate(const peat_kernel *k, const peat_args *a, int i
     return st;
 }
 
-/* Adds one output tensor to an accumulator with its magnitude and 2-D view. */
-static peat_status acc_output(peat_analyzer_acc_t *acc, const peat_args *in, int o,
-                              const peat_tensor *test, const peat_tensor *exact, int64_t depth)
+/* Adds output o of a call to both accumulators (candidate's and golden's outputs against the
+ * exact one), with the output's magnitude (computed once), depth, terms and 2-D view. */
+static peat_status acc_output(peat_analyzer_acc_t *cand, peat_analyzer_acc_t *gold,
+                              const peat_args *in, int o, const peat_tensor *test,
+                              const peat_tensor *golden, const peat_tensor *exact)
 {
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
-    int64_t cols = exact->shape[exact->ndim - 1];
+    int64_t cols = exact->shape[exact->ndim - 1], depth = peat_op_info_get(in->op)->depth(&in->p);
+    int64_t terms = peat_golden_terms(in, o);
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, peat_golden_terms(in, o),
-                                         n / cols, cols, x);
+        st = peat_analyzer_acc_add_terms(cand, test, exact, mag, depth, terms, n / cols, cols, x);
+    if (st == PEAT_OK)
+        st = peat_analyzer_acc_add_terms(gold, golden, exact, mag, depth, terms, n / cols, cols, x);
     free(mag);
     return st;
 }
@@ -402,12 +408,8 @@ static peat_status playback(const peat_campaign_opts *o, const peat_kernel *k,
             free_shared_outputs(&a);
             return st;
         }
-        int64_t depth = peat_op_info_get(r->op)->depth(&r->p);
-        for (int out = 0; out < r->n_out && st == PEAT_OK; out++) {
-            st = acc_output(A->cand, &a, out, a.out[out], r->exact[out], depth);
-            if (st == PEAT_OK)
-                st = acc_output(A->gold, &a, out, r->golden[out], r->exact[out], depth);
-        }
+        for (int out = 0; out < r->n_out && st == PEAT_OK; out++)
+            st = acc_output(A->cand, A->gold, &a, out, a.out[out], r->golden[out], r->exact[out]);
         /* determinism: the first calls run a second time and are compared bitwise */
         if (st == PEAT_OK && i < o->repeats) {
             peat_args b = peat_record_args(r);
