@@ -80,6 +80,9 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
  */
 peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
 
+/* Writes s with <, >, & and " escaped for XML and HTML. */
+void peat_report_escape(FILE *f, const char *s);
+
 /* Writes report.html (findings, signature table, inline SVG plots) to f. */
 peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_result *r, FILE *f);
 

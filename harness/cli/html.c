@@ -7,28 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void esc(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
-}
-
 /* Grouped bars: two series (candidate, golden) over n labelled bins, heights as fractions. */
 static void svg_bars(FILE *f, const char *title, int n, const char *const *labels, const double *a,
                      const double *b, int log_scale)
@@ -39,9 +17,9 @@ static void svg_bars(FILE *f, const char *title, int n, const char *const *label
     if (top <= 0) top = 1;
     double bw = (double)(W - L - 10) / n;
     fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\"><title>", W, H);
-    esc(f, title);
+    peat_report_escape(f, title);
     fprintf(f, "</title><text x=\"%d\" y=\"16\" class=\"t\">", L);
-    esc(f, title);
+    peat_report_escape(f, title);
     fputs("</text>", f);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B, W - 10,
             H - B);
@@ -75,9 +53,9 @@ static void svg_curve(FILE *f, const char *title, int64_t n, const double *y)
         if (isfinite(y[i])) lo = fmin(lo, y[i]), hi = fmax(hi, y[i]);
     if (!(hi > lo)) hi = lo + 1;
     fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\"><title>", W, H);
-    esc(f, title);
+    peat_report_escape(f, title);
     fprintf(f, "</title><text x=\"%d\" y=\"16\" class=\"t\">", L);
-    esc(f, title);
+    peat_report_escape(f, title);
     fprintf(f, "</text><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B,
             W - 10, H - B);
     fprintf(f,
@@ -111,7 +89,7 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
 {
     const peat_signature *c = &r->cand, *g = &r->golden;
     fputs("<!doctype html><html><head><meta charset=\"utf-8\"><title>PEAT: ", f);
-    esc(f, c->kernel);
+    peat_report_escape(f, c->kernel);
     fputs("</title><style>body{font:14px sans-serif;max-width:900px;margin:2em auto;color:#222}"
           "h1 span{padding:2px "
           "8px;border-radius:4px;color:#fff}.PASS{background:#2a7}.WARN{background:#d90}"
@@ -125,7 +103,7 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
           ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}</style></head><body>\n",
           f);
     fputs("<h1>", f);
-    esc(f, c->kernel);
+    peat_report_escape(f, c->kernel);
     fprintf(f, " on %s <span class=\"%s\">%s</span></h1>\n", r->flow, verdict_word(r->verdict),
             verdict_word(r->verdict));
     fprintf(
@@ -137,20 +115,20 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
         fprintf(f, "<h2>%s <small>", peat_finding_name(fd->cls));
-        esc(f, fd->params);
+        peat_report_escape(f, fd->params);
         fprintf(f, " &middot; %s &middot; confidence %.2f</small></h2><ul>",
                 verdict_word(fd->accept), fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) {
             fputs("<li>", f);
-            esc(f, fd->evidence[e]);
+            peat_report_escape(f, fd->evidence[e]);
             fputs("</li>", f);
         }
         fputs("</ul>\n", f);
     }
     fputs("<h2>Signature</h2><table><tr><th></th><th>", f);
-    esc(f, c->kernel);
+    peat_report_escape(f, c->kernel);
     fputs(" (candidate)</th><th>", f);
-    esc(f, g->kernel);
+    peat_report_escape(f, g->kernel);
     fputs(" (golden)</th></tr>\n", f);
     row(f, "elements", "%.0f", (double)c->n_elems, (double)g->n_elems);
     row(f, "max error / bound", "%.3g", c->max_norm, g->max_norm);

@@ -68,7 +68,7 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void xml_str(FILE *f, const char *s)
+void peat_report_escape(FILE *f, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -206,19 +206,19 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
     fprintf(f, "  <testsuite name=\"peat\" tests=\"1\" failures=\"%d\" time=\"%.3f\">\n", fails,
             r->t_total);
     fputs("    <testcase classname=\"peat.", f);
-    xml_str(f, r->flow);
+    peat_report_escape(f, r->flow);
     fputs("\" name=\"", f);
-    xml_str(f, r->cand.kernel);
+    peat_report_escape(f, r->cand.kernel);
     fprintf(f, "\" time=\"%.3f\">\n", r->t_total);
     if (fails || r->verdict == PEAT_ACCEPT_WARN) {
         fputs(fails ? "      <failure message=\"" : "      <system-out>", f);
         for (int i = 0; i < r->n_findings; i++) {
             const peat_finding *fd = &r->findings[i];
-            xml_str(f, peat_finding_name(fd->cls));
+            peat_report_escape(f, peat_finding_name(fd->cls));
             fputs(" ", f);
-            xml_str(f, fd->params);
+            peat_report_escape(f, fd->params);
             fputs(fd->n_evidence ? ": " : "", f);
-            if (fd->n_evidence) xml_str(f, fd->evidence[0]);
+            if (fd->n_evidence) peat_report_escape(f, fd->evidence[0]);
             fputs(i + 1 < r->n_findings ? "; " : "", f);
         }
         fputs(fails ? "\"/>\n" : "</system-out>\n", f);
