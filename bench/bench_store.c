@@ -10,12 +10,13 @@
 
 #include "harness/record.h"
 #include "harness/store/store.h"
+#include "harness/cli/campaign.h"
 #include "models/models.h"
 
 /* The default campaign of `peat run` (harness/cli/campaign.c): record CALLS calls of the
  * candidate's op spread over the default iterations, metrics every iteration, a checkpoint at
  * the last one. Each flow is measured with the op its default candidate validates. */
-#define CALLS 48
+#define CALLS PEAT_CAMPAIGN_DEFAULT_CALLS
 #define REPEATS                                                                                    \
     3 /* PEAT_BENCH_REPEATS overrides (e.g. for perf); PEAT_BENCH_PHASES=1 times                   \
          create/calls/metrics/state/close */
@@ -23,13 +24,12 @@
 typedef struct {
     const char *flow;
     peat_op_kind op;
-    int64_t iters;
 } campaign;
 
 static const campaign campaigns[] = {
-    {"mlp", PEAT_OP_GEMM, 60},
-    {"cnn", PEAT_OP_CONV2D, 30},
-    {"gpt", PEAT_OP_ATTENTION, 30},
+    {"mlp", PEAT_OP_GEMM},
+    {"cnn", PEAT_OP_CONV2D},
+    {"gpt", PEAT_OP_ATTENTION},
 };
 
 static double now(void)
@@ -94,7 +94,9 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
         return fail("counting step");
     peat_flow_free(f);
     peat_exec_free(ex);
-    int64_t total = one.calls * c->iters;
+    p->iters = peat_campaign_default_iters(c->flow);
+    if (p->iters > 1024) return fail("default iterations exceed the bench's metric buffer");
+    int64_t total = one.calls * p->iters;
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
     pol.op_mask = 1u << c->op;
@@ -107,8 +109,7 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
         peat_exec_add_hook(ex, count_hook, &p->all) ||
         peat_exec_add_hook(ex, count_hook, &p->every_op) || peat_flow_create(c->flow, &cfg, ex, &f))
         return fail("profile setup");
-    p->iters = c->iters;
-    for (int64_t it = 0; it < c->iters; it++) {
+    for (int64_t it = 0; it < p->iters; it++) {
         if (peat_flow_step(f, &m)) return fail("profile step");
         p->loss[it] = m.loss;
         p->acc[it] = m.accuracy;

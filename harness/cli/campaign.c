@@ -39,7 +39,7 @@ void peat_campaign_opts_default(peat_campaign_opts *o)
 
 /* Default training length per flow: enough iterations for the loss to move, small enough that
  * `peat run` stays well inside a minute on two cores. */
-static int64_t default_iters(const char *flow)
+int64_t peat_campaign_default_iters(const char *flow)
 {
     if (strcmp(flow, "mlp") == 0) return 200;
     return 60; /* cnn, gpt, gpt_unfused: ~15-20 ms a step */
@@ -584,8 +584,8 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     const char *flow = NULL;
     PEAT_TRY(choose_flow(o, k, &flow));
     snprintf(res->flow, sizeof res->flow, "%s", flow);
-    int64_t iters = o->iters > 0 ? o->iters : default_iters(flow);
-    int64_t calls = o->calls > 0 ? o->calls : 96;
+    int64_t iters = o->iters > 0 ? o->iters : peat_campaign_default_iters(flow);
+    int64_t calls = o->calls > 0 ? o->calls : PEAT_CAMPAIGN_DEFAULT_CALLS;
     if (o->iters < 0 || o->calls < 0 || iters > 1000000 || calls > 1000000)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--iters and --calls must be in 1..1000000");
 

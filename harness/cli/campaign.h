@@ -53,6 +53,10 @@ peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
 
 void peat_campaign_opts_default(peat_campaign_opts *o);
 
+/* Defaults of `peat run` (benchmarks use them to measure "the default campaign"). */
+#define PEAT_CAMPAIGN_DEFAULT_CALLS 96
+int64_t peat_campaign_default_iters(const char *flow);
+
 typedef struct peat_campaign_result {
     char out_dir[512];
     char flow[32];
