@@ -588,7 +588,8 @@ static void out_of_bound(const facts *x, out_list *o)
            (long long)c->n_gross, 100.0 * x->top_bit_share, x->top_bit);
     if (c->n_gross > 0 && c->box_rows * c->box_cols <= TILE_MIN && c->n_calls > 0)
         ev(f,
-           "%lld gross errors over %lld output tensors (%.2g per tensor), each tensor's within a "
+           "%lld gross errors over %lld output tensors (%.2g per tensor); the worst tensor's fit "
+           "in a "
            "%lldx%lld region of its %lldx%lld view: isolated wrong elements",
            (long long)c->n_gross, (long long)c->n_calls, (double)c->n_gross / (double)c->n_calls,
            (long long)c->box_rows, (long long)c->box_cols, (long long)c->box_tensor_rows,
