@@ -234,6 +234,8 @@ int main(int argc, char **argv)
         result *R = &res[c];
         R->flow = cp->flow;
         R->op = cp->op;
+        const char *only = getenv("PEAT_BENCH_FLOW"); /* one flow only (for perf) */
+        if (only && strcmp(only, cp->flow) != 0) continue;
         profile *p = calloc(1, sizeof *p);
         if (!p || profile_run(cp, 42, p)) {
             rc = 1;
@@ -291,6 +293,7 @@ int main(int argc, char **argv)
            "PEAT-raw", "all/P", "op/P", "rec/P", "op/P-raw");
     for (size_t c = 0; c < NC; c++) {
         const result *R = &res[c];
+        if (R->records == 0) continue; /* skipped by PEAT_BENCH_FLOW */
         printf("%-4s %-10s %5lld %6lld %6lld %7lld | %7.2f MB %7.2f MB %7.2f MB | %6.3f MB %6.3f "
                "MB | %6.1fx %6.1fx "
                "%6.1fx | %7.1fx\n",
@@ -316,6 +319,7 @@ int main(int argc, char **argv)
            "raw MB/s", "P/raw", "P-raw/raw");
     for (size_t c = 0; c < NC; c++) {
         const result *R = &res[c];
+        if (R->records == 0) continue; /* skipped by PEAT_BENCH_FLOW */
         printf("%-4s %7.2f MB | %10.1f %10.1f %10.1f | %7.2f %9.2f\n", R->flow, R->logical / mb,
                R->logical / R->t_peat[0] / mb, R->logical / R->t_peat[1] / mb,
                R->logical / R->t_raw / mb, R->t_raw / R->t_peat[0], R->t_raw / R->t_peat[1]);

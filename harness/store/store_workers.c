@@ -115,6 +115,17 @@ void store_workers_stop(store_workers *w)
 peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs)
 {
     if (n_jobs <= 0) return PEAT_OK;
+    if (n_jobs == 1 || w->n_threads == 0) {
+        /* one chunk (most records of small flows): waking a helper costs more than it saves */
+        for (int j = 0; j < n_jobs; j++) {
+            store_job *job = &jobs[j];
+            job->st = store_chunk_encode(&w->codec[0], job->src, job->nelem, job->nvalid,
+                                         job->elsize, job->is_float, job->level, w->shuf[0],
+                                         job->out, job->out_cap, &job->out_len);
+            if (job->st != PEAT_OK) return job->st;
+        }
+        return PEAT_OK;
+    }
     pthread_mutex_lock(&w->mu);
     w->jobs = jobs;
     w->n_jobs = n_jobs;
