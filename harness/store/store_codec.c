@@ -5,6 +5,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* A byte plane whose sampled order-0 entropy is above this many bits per byte is written as
  * deflate "stored" blocks: the mantissa bytes of float data are close to random (7.5-8 bits),
@@ -65,6 +68,49 @@ static void byte_hist(const unsigned char *p, size_t n, uint32_t hist[256])
     for (int b = 0; b < 256; b++) hist[b] = h[0][b] + h[1][b] + h[2][b] + h[3][b];
 }
 
+/* Adler-32 (RFC 1950), SSE2 where available: zlib's scalar loop was ~1/6 of the chunk encoder's
+ * time. The sums of a 16-byte vector are formed with psadbw (byte sum) and pmaddwd (byte sum
+ * weighted 16..1); running totals stay in 64-bit lanes, reduced mod 65521 once per block. */
+static uint32_t store_adler32(uint32_t adler, const unsigned char *p, size_t n)
+{
+    uint64_t s1 = adler & 0xffff, s2 = (adler >> 16) & 0xffff;
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i w_lo = _mm_setr_epi16(16, 15, 14, 13, 12, 11, 10, 9);
+    const __m128i w_hi = _mm_setr_epi16(8, 7, 6, 5, 4, 3, 2, 1);
+    while (n >= 16) {
+        /* up to 1 MiB per block: every lane stays far below 2^63, weighted sums below 2^31 */
+        size_t k = n / 16 > 65536 ? 65536 : n / 16, len = k * 16;
+        __m128i v1 = zero, vp = zero, v2 = zero;
+        for (size_t i = 0; i < k; i++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * i));
+            vp = _mm_add_epi64(vp, v1);
+            v1 = _mm_add_epi64(v1, _mm_sad_epu8(v, zero));
+            v2 = _mm_add_epi32(v2, _mm_madd_epi16(_mm_unpacklo_epi8(v, zero), w_lo));
+            v2 = _mm_add_epi32(v2, _mm_madd_epi16(_mm_unpackhi_epi8(v, zero), w_hi));
+        }
+        uint64_t a1[2], ap[2];
+        uint32_t a2[4];
+        _mm_storeu_si128((__m128i *)a1, v1);
+        _mm_storeu_si128((__m128i *)ap, vp);
+        _mm_storeu_si128((__m128i *)a2, v2);
+        s2 += (uint64_t)len * s1 + 16 * (ap[0] + ap[1]) + (uint64_t)a2[0] + a2[1] + a2[2] + a2[3];
+        s1 += a1[0] + a1[1];
+        s1 %= 65521;
+        s2 %= 65521;
+        p += len;
+        n -= len;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) {
+        s1 += p[i];
+        s2 += s1;
+    }
+    s1 %= 65521;
+    s2 %= 65521;
+    return (uint32_t)(s2 << 16 | s1);
+}
+
 void store_codec_free(store_codec *c)
 {
     if (c->ready) deflateEnd(&c->z);
@@ -92,7 +138,7 @@ static uLong adler_zeros(uLong adler, size_t n)
 static int feed(store_codec *c, const unsigned char *p, size_t n, int zeros)
 {
     if (n == 0) return Z_OK;
-    c->adler = zeros ? adler_zeros(c->adler, n) : adler32(c->adler, p, (uInt)n);
+    c->adler = zeros ? adler_zeros(c->adler, n) : store_adler32((uint32_t)c->adler, p, n);
     c->z.next_in = (unsigned char *)p;
     c->z.avail_in = (uInt)n;
     int zr = deflate(&c->z, Z_NO_FLUSH);
@@ -383,7 +429,7 @@ static peat_status encode_float_chunk(const unsigned char *in, size_t planes, si
     uLong adler = adler32(0L, Z_NULL, 0);
     for (size_t j = 0; j < planes && !w.overflow; j++) {
         const unsigned char *plane = in + j * plane_n;
-        adler = adler32(adler, plane, (uInt)valid_n);
+        adler = store_adler32((uint32_t)adler, plane, valid_n);
         int packed = 0;
         if (level > 0 && valid_n > 0 && plane_entropy(plane, valid_n) <= STORE_STORED_ENTROPY) {
             uint32_t hist[256];
