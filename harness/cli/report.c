@@ -90,6 +90,15 @@ void peat_report_escape(FILE *f, const char *s)
     }
 }
 
+/* A number, or null where it is NaN or infinite (JSON has no NaN). */
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
 /* Opens dir/name.tmp for writing; peat_report_commit renames it into place. */
 static FILE *open_tmp(const char *dir, const char *name, char *tmp, size_t n)
 {
@@ -161,8 +170,17 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
     fputs(",\n", f);
     write_findings_json(f, r);
     fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
-    fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g},\n", r->loss_first,
-            r->loss_last);
+    fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g, \"eval_loss\": ",
+            r->loss_first, r->loss_last);
+    json_num(f, r->eval_loss);
+    fputs(", \"eval_accuracy\": ", f);
+    json_num(f, r->eval_accuracy);
+    fputs("},\n", f);
+    fprintf(
+        f,
+        "  \"stored\": {\"records\": %lld, \"activation_records\": %lld, \"checkpoints\": %lld},\n",
+        (long long)r->n_stored_records, (long long)r->n_activation_records,
+        (long long)r->n_checkpoints);
     fprintf(f,
             "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"analyze\": %.3f, \"total\": "
             "%.3f}\n}\n",
@@ -193,8 +211,12 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
-    fprintf(f, "Training (golden): loss %.4g -> %.4g. Seed %llu. Time %.1f s.\n", r->loss_first,
-            r->loss_last, (unsigned long long)o->seed, r->t_total);
+    fprintf(f,
+            "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
+            "records (%lld activation records), %lld checkpoints. Seed %llu. Time %.1f s.\n",
+            r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy,
+            (long long)r->n_stored_records, (long long)r->n_activation_records,
+            (long long)r->n_checkpoints, (unsigned long long)o->seed, r->t_total);
     PEAT_TRY(commit(f, r->out_dir, "summary.md", tmp));
 
     f = open_tmp(r->out_dir, "junit.xml", tmp, sizeof tmp);
