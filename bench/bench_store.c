@@ -141,14 +141,24 @@ static double record_bytes(const peat_record *r)
 }
 
 /* PEAT: every record, the metrics and the checkpoint, durably; returns seconds, file bytes. */
-static int peat_write(const profile *p, const char *path, int deflate_level, double *secs,
+typedef struct {
+    const char *name;
+    int deflate_level, min_saving_pct;
+} store_cfg;
+
+/* The store settings compared: the default, every tensor compressed, nothing compressed. */
+#define NCFG 3
+static store_cfg cfgs[NCFG] = {{"PEAT", 0, 0}, {"P-all", 0, -1}, {"P-none", -1, 0}};
+
+static int peat_write(const profile *p, const char *path, const store_cfg *cfg, double *secs,
                       double *file_bytes)
 {
     unlink(path);
     peat_store_meta meta;
     memset(&meta, 0, sizeof meta);
     snprintf(meta.flow, sizeof meta.flow, "bench");
-    meta.deflate_level = deflate_level;
+    meta.deflate_level = cfg->deflate_level;
+    meta.min_saving_pct = cfg->min_saving_pct;
     double t0 = now();
     peat_store_t *s = NULL;
     if (peat_store_create(path, &meta, &s)) return fail("create");
@@ -167,8 +177,8 @@ static int peat_write(const profile *p, const char *path, int deflate_level, dou
     *secs = now() - t0;
     if (getenv("PEAT_BENCH_PHASES"))
         fprintf(stderr,
-                "lvl %d create %.2f ms calls %.2f ms metrics %.2f ms state %.2f ms close %.2f ms\n",
-                deflate_level, 1e3 * (tc - t0), 1e3 * (tm - tc), 1e3 * (ts - tm), 1e3 * (t3 - ts),
+                "%-6s create %.2f ms calls %.2f ms metrics %.2f ms state %.2f ms close %.2f ms\n",
+                cfg->name, 1e3 * (tc - t0), 1e3 * (tm - tc), 1e3 * (ts - tm), 1e3 * (t3 - ts),
                 1e3 * (now() - t3));
     struct stat sb;
     *file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;
@@ -217,14 +227,15 @@ typedef struct {
     peat_op_kind op;
     int64_t iters, op_calls, all_calls, records;
     double naive_every_op, naive_op, naive_rec, logical;
-    double bytes[2], t_peat[2], t_raw;
+    double bytes[NCFG], t_peat[NCFG], t_raw;
 } result;
 
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
     if (peat_registry_init()) return fail("registry");
-    const int levels[2] = {0, -1}; /* default (shuffle + deflate 1), uncompressed */
+    if (getenv("PEAT_BENCH_MIN_SAVING")) /* the default configuration's threshold, to explore */
+        cfgs[0].min_saving_pct = atoi(getenv("PEAT_BENCH_MIN_SAVING"));
     enum { NC = sizeof campaigns / sizeof campaigns[0] };
     result res[NC];
     memset(res, 0, sizeof res);
@@ -253,15 +264,16 @@ int main(int argc, char **argv)
         R->naive_op = p->all.bytes + state_bytes + metric_bytes;
         R->naive_rec = rec + state_bytes + metric_bytes;
         R->logical = R->naive_rec;
-        R->t_peat[0] = R->t_peat[1] = R->t_raw = 1e30;
+        R->t_raw = 1e30;
+        for (int m = 0; m < NCFG; m++) R->t_peat[m] = 1e30;
         char path[512], rawp[512];
         snprintf(path, sizeof path, "%s/peat-bench-store-%s.h5", dir, cp->flow);
         snprintf(rawp, sizeof rawp, "%s/peat-bench-store-%s.raw", dir, cp->flow);
         int repeats = getenv("PEAT_BENCH_REPEATS") ? atoi(getenv("PEAT_BENCH_REPEATS")) : REPEATS;
         for (int r = 0; r < repeats && !rc; r++) {
             double t;
-            for (int m = 0; m < 2 && !rc; m++) {
-                if (peat_write(p, path, levels[m], &t, &R->bytes[m])) rc = 1;
+            for (int m = 0; m < NCFG && !rc; m++) {
+                if (peat_write(p, path, &cfgs[m], &t, &R->bytes[m])) rc = 1;
                 R->t_peat[m] = t < R->t_peat[m] ? t : R->t_peat[m];
             }
             if (!rc && raw_write(p, rawp, &t)) {
@@ -271,7 +283,7 @@ int main(int argc, char **argv)
             R->t_raw = t < R->t_raw ? t : R->t_raw;
         }
         if (!rc && getenv("PEAT_BENCH_KEEP"))
-            peat_write(p, path, 0, &R->t_raw, &R->bytes[0]); /* kept for `peat inspect` */
+            peat_write(p, path, &cfgs[0], &R->t_raw, &R->bytes[0]); /* kept for `peat inspect` */
         else
             unlink(path);
         peat_record_list_clear(&p->recs);
@@ -288,41 +300,47 @@ int main(int argc, char **argv)
         "the op spread\n"
         "over the run, metrics every iteration, a checkpoint at the last iteration; seed 42)\n\n",
         CALLS);
-    printf("%-4s %-10s %5s %6s %6s %7s | %10s %10s %10s | %9s %9s | %7s %7s %7s | %8s\n", "flow",
+    printf("%-4s %-10s %5s %6s %6s %7s | %10s %10s %10s | %9s %9s %9s | %7s %7s %7s\n", "flow",
            "op", "iters", "calls", "op", "records", "naive-all", "naive-op", "naive-rec", "PEAT",
-           "PEAT-raw", "all/P", "op/P", "rec/P", "op/P-raw");
+           "P-all", "P-none", "all/P", "op/P", "rec/P");
     for (size_t c = 0; c < NC; c++) {
         const result *R = &res[c];
         if (R->records == 0) continue; /* skipped by PEAT_BENCH_FLOW */
         printf("%-4s %-10s %5lld %6lld %6lld %7lld | %7.2f MB %7.2f MB %7.2f MB | %6.3f MB %6.3f "
-               "MB | %6.1fx %6.1fx "
-               "%6.1fx | %7.1fx\n",
+               "MB %6.3f MB | %6.1fx %6.1fx %6.1fx\n",
                R->flow, peat_op_name(R->op), (long long)R->iters, (long long)R->all_calls,
                (long long)R->op_calls, (long long)R->records, R->naive_every_op / mb,
                R->naive_op / mb, R->naive_rec / mb, R->bytes[0] / mb, R->bytes[1] / mb,
-               R->naive_every_op / R->bytes[0], R->naive_op / R->bytes[0],
-               R->naive_rec / R->bytes[0], R->naive_op / R->bytes[1]);
+               R->bytes[2] / mb, R->naive_every_op / R->bytes[0], R->naive_op / R->bytes[0],
+               R->naive_rec / R->bytes[0]);
     }
     printf("\nnaive-all: every op call of every iteration; naive-op: every call of the recorded op "
            "in every\n"
            "iteration; naive-rec: only the calls PEAT recorded. Naive stores keep inputs, golden "
            "outputs and exact\n"
-           "(f64) outputs uncompressed, plus the same checkpoint and metrics. PEAT: shuffle + "
-           "deflate (default);\n"
-           "PEAT-raw: deflate_level -1 (same layout, uncompressed chunks).\n\n");
-    printf(
-        "write speed, best of %d: logical bytes of the records, checkpoint and metrics per second\n"
-        "(PEAT: create, one durable flush per record, close; raw: fwrite + fflush per record, "
-        "fclose)\n\n",
-        REPEATS);
-    printf("%-4s %10s | %10s %10s %10s | %7s %9s\n", "flow", "logical", "PEAT MB/s", "P-raw MB/s",
-           "raw MB/s", "P/raw", "P-raw/raw");
+           "(f64) outputs uncompressed, plus the same checkpoint and metrics. PEAT: the default "
+           "(shuffle + deflate\n"
+           "for the tensors it shrinks by >= %d%%, the rest uncompressed); P-all: every tensor "
+           "compressed\n"
+           "(min_saving_pct -1); P-none: nothing compressed (deflate_level -1). Ratios are "
+           "against PEAT.\n\n",
+           cfgs[0].min_saving_pct ? cfgs[0].min_saving_pct : PEAT_STORE_MIN_SAVING_PCT_DEFAULT);
+    int reps = getenv("PEAT_BENCH_REPEATS") ? atoi(getenv("PEAT_BENCH_REPEATS")) : REPEATS;
+    printf("write speed, best of %d: logical bytes of the records, checkpoint and metrics per "
+           "second\n"
+           "(PEAT: create, every record durable when its write returns, close; raw: fwrite + "
+           "fflush per record,\n"
+           "fclose)\n\n",
+           reps);
+    printf("%-4s %10s | %10s %10s %10s %10s | %7s %9s %9s\n", "flow", "logical", "PEAT MB/s",
+           "P-all MB/s", "P-none", "raw MB/s", "P/raw", "P-all/raw", "P-none/raw");
     for (size_t c = 0; c < NC; c++) {
         const result *R = &res[c];
         if (R->records == 0) continue; /* skipped by PEAT_BENCH_FLOW */
-        printf("%-4s %7.2f MB | %10.1f %10.1f %10.1f | %7.2f %9.2f\n", R->flow, R->logical / mb,
-               R->logical / R->t_peat[0] / mb, R->logical / R->t_peat[1] / mb,
-               R->logical / R->t_raw / mb, R->t_raw / R->t_peat[0], R->t_raw / R->t_peat[1]);
+        printf("%-4s %7.2f MB | %10.1f %10.1f %10.1f %10.1f | %7.2f %9.2f %9.2f\n", R->flow,
+               R->logical / mb, R->logical / R->t_peat[0] / mb, R->logical / R->t_peat[1] / mb,
+               R->logical / R->t_peat[2] / mb, R->logical / R->t_raw / mb, R->t_raw / R->t_peat[0],
+               R->t_raw / R->t_peat[1], R->t_raw / R->t_peat[2]);
     }
     return 0;
 }

@@ -455,7 +455,7 @@ static const char *small_campaign(const char *name, int n)
     peat_store_t *s = make_store(p);
     for (int i = 0; i < n; i++) {
         peat_record *r = gemm_record((uint64_t)i, 64, 64, 64, (uint64_t)i + 1, NULL);
-        cr_assert_eq(peat_store_call_write(s, r), PEAT_OK);
+        cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
         peat_record_free(r);
     }
     cr_assert_eq(peat_store_close(s), PEAT_OK);
@@ -559,10 +559,19 @@ Test(store, damaged_rows_and_data_are_detected)
     hid_t f = H5Fopen(q, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t d = H5Dopen2(f, "/calls/index", H5P_DEFAULT);
     hid_t mt = store_row_type(STORE_T_CALL, 0);
-    store_call_row rows[3];
+    /* the table's extent is whole chunks; the rows past the third are zeros */
+    hsize_t nrows = (hsize_t)store_table_chunk_rows(STORE_T_CALL);
+    hid_t tfs = H5Dget_space(d);
+    hsize_t ext = 0;
+    cr_assert(H5Sget_simple_extent_dims(tfs, &ext, NULL) == 1 && ext == nrows, "extent %llu",
+              (unsigned long long)ext);
+    H5Sclose(tfs);
+    store_call_row *rows = calloc(nrows, sizeof *rows);
     cr_assert(H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+    cr_assert(rows[2].check != 0 && rows[3].check == 0);
     rows[1].iter += 1;
     cr_assert(H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+    free(rows);
     H5Tclose(mt);
     H5Dclose(d);
     H5Fclose(f);
@@ -571,7 +580,16 @@ Test(store, damaged_rows_and_data_are_detected)
 
     /* 2. tensor data replaced in the pool (valid HDF5, wrong bytes): the read notices */
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
-    d = H5Dopen2(f, "/tensors/f32", H5P_DEFAULT);
+    d = H5Dopen2(f, "/tensors/index", H5P_DEFAULT);
+    hid_t tmt = store_row_type(STORE_T_TENSOR, 0);
+    store_tensor_row *trow = calloc((size_t)store_table_chunk_rows(STORE_T_TENSOR), sizeof *trow);
+    cr_assert(H5Dread(d, tmt, H5S_ALL, H5S_ALL, H5P_DEFAULT, trow) >= 0);
+    cr_assert(trow[0].dtype == PEAT_DTYPE_F32 && trow[0].offset == 0 && trow[0].numel > 5);
+    const char *pool = trow[0].pool == STORE_POOL_RAW ? "/tensors/f32_raw" : "/tensors/f32";
+    free(trow);
+    H5Tclose(tmt);
+    H5Dclose(d);
+    d = H5Dopen2(f, pool, H5P_DEFAULT);
     hid_t fs = H5Dget_space(d);
     hsize_t st = 5, cnt = 1;
     float v = 12345.0f;

@@ -7,13 +7,17 @@
 
 #include "harness/record.h"
 
-#define PEAT_STORE_SCHEMA_VERSION 1
+#define PEAT_STORE_SCHEMA_VERSION 2
 /* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
 #define PEAT_STORE_FORMAT "peat-campaign"
 /* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the
  * stored inputs): they are twice the golden outputs' size and barely compress, and recomputing
  * one costs about what replaying the call costs. docs/hdf5-schema.md has the numbers. */
 #define PEAT_STORE_EXACT_MAX_DEFAULT 0
+/* A tensor is compressed (shuffle + deflate) when that is estimated to save at least this percent
+ * of its bytes; the rest is written uncompressed, in place. Dense float data saves 7-20% at
+ * ~0.4 GB/s a core, against ~3 GB/s for writing it as it is (docs/hdf5-schema.md). */
+#define PEAT_STORE_MIN_SAVING_PCT_DEFAULT 25
 
 typedef struct peat_store_meta {
     char flow[32];
@@ -34,8 +38,11 @@ typedef struct peat_store_meta {
     /* store settings, persisted so readers know what was done */
     int64_t exact_max_bytes; /* store a call's exact outputs up to this many bytes; 0 = default
                                 (PEAT_STORE_EXACT_MAX_DEFAULT: never); < 0 = always */
-    int deflate_level;       /* 1..9; 0 = default (1); -1 = uncompressed (deflate "stored"
-                                blocks: the same filters, so readers do not care), fastest */
+    int deflate_level;       /* 1..9; 0 = default (1); -1 = nothing compressed: every tensor
+                                goes to the raw pools (fastest) */
+    int min_saving_pct;      /* a tensor is compressed when shuffle + deflate is estimated to
+                                save at least this percent of its bytes (and 4 KiB): 0 = default
+                                (25), 1..100, -1 = compress every tensor (smallest files) */
     char hdf5_version[32];   /* filled in by the store */
 } peat_store_meta;
 
@@ -127,6 +134,9 @@ typedef struct peat_store_stats {
     int64_t tensor_refs;   /* references to tensors from records (refs - tensors = dedup hits) */
     int64_t logical_bytes; /* bytes of every referenced tensor, as if stored once per reference */
     int64_t unique_bytes;  /* bytes of the unique tensors, uncompressed */
+    int64_t deflate_bytes; /* of those, in the compressed pools (before compression) */
+    int64_t deflate_disk;  /* bytes the compressed pools take in the file */
+    int64_t raw_bytes;     /* of the unique bytes, in the uncompressed pools */
     int64_t exact_recomputed; /* exact outputs not stored (recomputed on read), bytes */
     int64_t file_bytes;       /* size of the file on disk */
     int crashed;              /* the last writer did not close the file */

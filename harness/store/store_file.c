@@ -119,13 +119,13 @@ peat_store_t *store_alloc(const char *path)
     snprintf(s->path, sizeof s->path, "%s", path);
     s->file = -1;
     s->d_text = -1;
-    s->lock_fd = -1;
+    s->lock_fd = s->data_fd = -1;
     for (int t = 0; t < STORE_T_COUNT; t++) {
         s->d_table[t] = -1;
         s->mt[t] = -1;
         s->rows[t].elem = store_row_size(t);
     }
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = -1;
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = s->d_raw[d] = -1;
     size_t raw = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8
                                                                   : STORE_TEXT_CHUNK;
     s->chunk_out_cap =
@@ -146,11 +146,14 @@ static void close_datasets(peat_store_t *s)
     s->d_text = -1;
     for (int d = PEAT_DTYPE_COUNT - 1; d >= 0; d--) {
         if (s->d_pool[d] >= 0) H5Dclose(s->d_pool[d]);
-        s->d_pool[d] = -1;
+        if (s->d_raw[d] >= 0) H5Dclose(s->d_raw[d]);
+        s->d_pool[d] = s->d_raw[d] = -1;
+        store_space_free(&s->raw[d]);
     }
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->d_table[t] >= 0) H5Dclose(s->d_table[t]);
         s->d_table[t] = -1;
+        store_space_free(&s->tab[t]);
     }
 }
 
@@ -158,11 +161,19 @@ peat_status peat_store_close(peat_store_t *s)
 {
     if (!s) return PEAT_OK;
     peat_status st = PEAT_OK;
-    if (s->file >= 0 && s->writable && !s->failed && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, store_h5_msg());
+    if (s->file >= 0 && s->writable && !s->failed) {
+        /* the extents become exactly what is used, so standard tools show no spare capacity */
+        for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++)
+            st = store_space_trim(s, &s->tab[t], s->disk_rows[t]);
+        for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++)
+            st = store_space_trim(s, &s->raw[d], s->raw_len[d]);
+        if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0 && st == PEAT_OK)
+            st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, store_h5_msg());
+    }
     close_datasets(s);
     if (s->file >= 0 && H5Fclose(s->file) < 0 && st == PEAT_OK)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, store_h5_msg());
+    if (s->data_fd >= 0 && s->data_fd != s->lock_fd) close(s->data_fd);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after HDF5 let go of the file */
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->mt[t] >= 0) H5Tclose(s->mt[t]);
@@ -170,7 +181,6 @@ peat_status peat_store_close(peat_store_t *s)
     }
     store_map_free(&s->ids);
     store_map_free(&s->dedup);
-    store_cache_free(s);
     store_encoder_free(s);
     free(s->staged);
     free(s);
@@ -193,21 +203,10 @@ peat_status store_table_append(peat_store_t *s, int table, int64_t n)
 {
     if (n <= 0) return PEAT_OK;
     int64_t first = s->disk_rows[table];
-    hsize_t ext = (hsize_t)(first + n), st = (hsize_t)first, cnt = (hsize_t)n;
-    const char *what = store_table_path(table);
-    if (H5Dset_extent(s->d_table[table], &ext) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what,
-                          store_h5_msg());
-    hid_t fs = H5Dget_space(s->d_table[table]);
-    hid_t ms = H5Screate_simple(1, &cnt, NULL);
-    herr_t e =
-        (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &cnt, NULL);
+    store_space *sp = &s->tab[table];
+    PEAT_TRY(store_space_reserve(s, sp, first + n));
     const char *rows = (const char *)s->rows[table].data + (size_t)first * s->rows[table].elem;
-    if (e >= 0) e = H5Dwrite(s->d_table[table], s->mt[table], ms, fs, H5P_DEFAULT, rows);
-    if (ms >= 0) H5Sclose(ms);
-    if (fs >= 0) H5Sclose(fs);
-    if (e < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg());
+    PEAT_TRY(store_space_write(s, sp, first, rows, n));
     s->disk_rows[table] = first + n;
     store_step(s);
     return PEAT_OK;
@@ -221,15 +220,24 @@ peat_status store_flush(peat_store_t *s)
     store_step(s);
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
+    s->meta_dirty = 0;
     store_step(s);
     return PEAT_OK;
+}
+
+peat_status store_sync(peat_store_t *s)
+{
+    return s->meta_dirty ? store_flush(s) : PEAT_OK;
 }
 
 hid_t store_fapl_latest(void)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    /* SWMR needs the 1.10 file format (superblock v3, checksummed metadata) */
-    if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0) {
+    /* SWMR needs the 1.10 file format (superblock v3, checksummed metadata). No sieve buffer:
+     * HDF5 must never hold (and write back) a copy of raw data that store_space.c rewrites in
+     * place; with it, reading a raw pool and later trimming it wrote stale bytes over new ones */
+    if (fapl >= 0 && (H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
+                      H5Pset_sieve_buf_size(fapl, 0) < 0)) {
         H5Pclose(fapl);
         return -1;
     }
@@ -241,6 +249,8 @@ void store_settings_from_meta(peat_store_t *s)
     s->exact_max =
         s->meta.exact_max_bytes == 0 ? PEAT_STORE_EXACT_MAX_DEFAULT : s->meta.exact_max_bytes;
     s->deflate = s->meta.deflate_level == 0 ? 1 : s->meta.deflate_level;
+    s->min_saving_pct =
+        s->meta.min_saving_pct == 0 ? PEAT_STORE_MIN_SAVING_PCT_DEFAULT : s->meta.min_saving_pct;
 }
 
 peat_status peat_store_meta_get(const peat_store_t *s, peat_store_meta *out)

@@ -4,16 +4,28 @@
 
 #include <hdf5.h>
 #include <pthread.h>
+#include <sys/uio.h>
 #include <zlib.h>
 
 #include "harness/store/store.h"
 
-/* Elements per chunk of every tensor pool: 32 KiB of f32 (deflate's window), small enough that
- * padding each record's data to a chunk boundary costs little in time and space. */
-#define STORE_CHUNK_ELEMS 8192
-/* Rows per chunk of the index tables (unfiltered: see docs/hdf5-schema.md, crash safety). */
-#define STORE_ROW_CHUNK  32
-#define STORE_TEXT_CHUNK 65536
+/* Elements per chunk of every compressed tensor pool: 32 KiB of f32 (deflate's window), small
+ * enough that padding each record's data to a chunk boundary costs little in time and space. */
+#define STORE_CHUNK_ELEMS 32768
+#define STORE_TEXT_CHUNK  65536
+/* Bytes per chunk of the preallocated, unfiltered datasets written in place (the raw pools and
+ * the index tables, docs/hdf5-schema.md "write path"): small enough that the unused tail of the
+ * last chunk costs little, large enough that chunk bookkeeping is rare. */
+#define STORE_RAW_CHUNK_BYTES   262144
+#define STORE_TABLE_CHUNK_BYTES 16384
+/* A tensor goes to the compressed pool of its dtype when the estimate says shuffle + deflate
+ * saves at least the file's min_saving_pct (PEAT_STORE_MIN_SAVING_PCT_DEFAULT) of its bytes and
+ * at least this many bytes; the rest is written uncompressed, in place. */
+#define STORE_COMPRESS_MIN_SAVED 4096
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the store writes rows and raw tensors in place as little-endian bytes"
+#endif
 
 /* ---- rows of the index tables: laid out without padding so the row checksum covers only
  * field bytes; `check` (last) is a hash of the rest, so a fill-value or torn row never passes ----
@@ -25,9 +37,12 @@ typedef struct store_tensor_row {
     int64_t shape[PEAT_MAX_DIMS];
     uint64_t hash; /* content hash of dtype, shape and bytes */
     int32_t dtype;
-    int32_t ndim;
+    int16_t ndim;
+    int16_t pool; /* STORE_POOL_DEFLATE or STORE_POOL_RAW */
     uint64_t check;
 } store_tensor_row;
+
+enum { STORE_POOL_DEFLATE = 0, STORE_POOL_RAW = 1 };
 
 typedef struct store_call_row {
     uint64_t id;
@@ -72,11 +87,13 @@ typedef struct store_codec {
     uLong adler;
 } store_codec;
 
-/* One chunk to encode. */
+/* One chunk to encode, or one byte plane of a float chunk (plane >= 0). */
 typedef struct store_job {
     const unsigned char *src;
     size_t nelem, nvalid, elsize;
     int is_float, level;
+    int plane;      /* -1: the whole chunk */
+    uint32_t adler; /* of the plane (plane jobs) */
     unsigned char *out;
     size_t out_cap, out_len;
     peat_status st;
@@ -92,9 +109,24 @@ typedef struct store_workers {
     uint64_t gen;
     store_job *jobs;
     int n_jobs, next, finished;
+    store_job *inline_jobs; /* begun without helpers: run by store_workers_end */
+    int inline_n;
     store_codec *codec;
     unsigned char **shuf;
 } store_workers;
+
+/* A preallocated, unfiltered 1-D dataset written in place: its chunks are allocated when the
+ * extent grows (H5D_ALLOC_TIME_EARLY), their file addresses are looked up once, and data goes to
+ * them with pwrite, so appending changes no HDF5 metadata and needs no HDF5 flush. */
+typedef struct store_space {
+    hid_t d;        /* the dataset (owned by the store's handle arrays) */
+    size_t elsize;  /* bytes per element */
+    int64_t chunk;  /* elements per chunk */
+    int64_t cap;    /* extent: elements allocated */
+    haddr_t *addr;  /* file address of chunk k, HADDR_UNDEF until looked up */
+    int64_t n_addr; /* entries of addr */
+    const char *what;
+} store_space;
 
 /* A growable array of rows. */
 typedef struct store_vec {
@@ -114,19 +146,27 @@ struct peat_store {
     char path[1024];
     hid_t file;
     hid_t d_table[STORE_T_COUNT];
-    hid_t d_pool[PEAT_DTYPE_COUNT];
+    hid_t d_pool[PEAT_DTYPE_COUNT]; /* compressed pools (shuffle + deflate) */
+    hid_t d_raw[PEAT_DTYPE_COUNT];  /* uncompressed pools, written in place */
     hid_t d_text;
     hid_t mt[STORE_T_COUNT]; /* memory compound types of the rows */
     int writable;
     int failed;  /* a write failed half-way: further writes are refused */
     int crashed; /* opened after its writer was killed */
     int lock_fd; /* holds the writer's lock (OFD) while writable */
+    int data_fd; /* pread/pwrite of the in-place datasets: lock_fd, or a read-only descriptor */
     peat_store_meta meta;
     int64_t exact_max;
     int deflate;
+    int min_saving_pct; /* < 0: compress every tensor; > 100: none */
+    int meta_dirty;     /* HDF5 metadata changed since the last flush */
+    uint64_t base_addr; /* HDF5 addresses are relative to this file offset (0 without user block) */
     store_vec rows[STORE_T_COUNT];      /* every row, in file order (the tail may be uncommitted) */
     int64_t disk_rows[STORE_T_COUNT];   /* rows written to the file */
-    int64_t pool_len[PEAT_DTYPE_COUNT]; /* extent of each pool */
+    int64_t pool_len[PEAT_DTYPE_COUNT]; /* extent of each compressed pool */
+    int64_t raw_len[PEAT_DTYPE_COUNT]; /* elements used in each raw pool (its extent may be more) */
+    store_space tab[STORE_T_COUNT];    /* the index tables */
+    store_space raw[PEAT_DTYPE_COUNT]; /* the raw pools */
     int64_t text_len;
     int64_t seq_next;
     int64_t dropped;
@@ -140,29 +180,22 @@ struct peat_store {
     int64_t n_staged, cap_staged;
     int64_t pool_start[PEAT_DTYPE_COUNT]; /* where this record's data begins (chunk-aligned) */
     int64_t pool_stage[PEAT_DTYPE_COUNT]; /* elements staged for this record */
-    /* copies of recently stored tensors: a dedup hit is confirmed by comparing bytes, and
-     * most hits are on tensors of the same iteration, so this saves reading them back */
-    struct store_cached {
-        int64_t row;
-        void *data;
-        size_t n;
-    } * cache;
-    int64_t cache_cap, cache_head, cache_count;
-    size_t cache_bytes;
+    int64_t raw_stage[PEAT_DTYPE_COUNT];  /* elements staged for the raw pools */
     /* chunk encoding: a batch of chunks gathered, encoded in parallel, written in order */
     store_workers workers;
     int workers_on;
-    store_job *batch;
-    unsigned char *batch_raw, *batch_out;
+    store_job *batch, *pjobs; /* chunks; the jobs they are split into (a plane each) */
+    unsigned char *batch_raw, *batch_out, *plane_out;
     size_t chunk_out_cap;
 };
 
 /* Chunks per batch (per participant: keeps every core busy while the writes stay in order). */
 #define STORE_BATCH_PER_PART 4
-
-/* Budget of the copies kept for dedup compares. */
-#define STORE_CACHE_BYTES   ((size_t)64 << 20)
-#define STORE_CACHE_ENTRIES 4096
+/* Output room of one encoded plane: a Huffman block is kept only when smaller than the plane,
+ * but is written into room for 2 bytes a symbol first (its 8-byte stores need slack). */
+#define STORE_PLANE_CAP (2 * STORE_CHUNK_ELEMS + 1024)
+/* A batch smaller than this is encoded on the calling thread alone. */
+#define STORE_PARALLEL_MIN_BYTES (64 * 1024)
 
 /* store_hash.c */
 uint64_t store_hash64(const void *data, size_t n, uint64_t seed);
@@ -188,8 +221,11 @@ void store_step(peat_store_t *s);
 hid_t store_row_type(int table, int file_layout);
 const char *store_table_path(int table);
 const char *store_pool_path(peat_dtype t);
+const char *store_raw_path(peat_dtype t);
 hid_t store_pool_type(peat_dtype t, int file_layout);
 size_t store_row_size(int table);
+/* Rows per chunk of an index table (STORE_TABLE_CHUNK_BYTES of rows, at least 16). */
+int64_t store_table_chunk_rows(int table);
 
 /* store_codec.c: one chunk as HDF5's shuffle+deflate pipeline stores it. The first nvalid
  * elements of src are data; the rest of the chunk is encoded as zeros. */
@@ -197,12 +233,32 @@ peat_status store_chunk_encode(store_codec *c, const void *src, size_t nelem, si
                                size_t elsize, int is_float, int level, unsigned char *shuf,
                                unsigned char *dst, size_t dst_cap, size_t *dst_len);
 void store_codec_free(store_codec *c);
+/* Byte plane `plane` of a float chunk as deflate blocks ending on a byte boundary (no zlib header
+ * or trailer), and the Adler-32 of the plane's nelem bytes; scratch holds nelem bytes. */
+peat_status store_plane_encode(const unsigned char *src, size_t nelem, size_t nvalid, size_t elsize,
+                               size_t plane, int level, unsigned char *scratch, unsigned char *dst,
+                               size_t dst_cap, size_t *dst_len, uint32_t *adler);
+/* Joins encoded planes (each part_bytes long uncompressed) into one zlib stream at dst; parts may
+ * lie inside dst already, in order. */
+peat_status store_chunk_join(unsigned char *const *parts, const size_t *lens,
+                             const uint32_t *adlers, size_t n_parts, size_t part_bytes,
+                             unsigned char *dst, size_t dst_cap, size_t *dst_len);
+/* Order-0 entropy (bits per byte) of p[0], p[stride], ... (n bytes in all), from a sample. */
+double store_byte_entropy(const unsigned char *p, size_t n, size_t stride);
+/* Bytes shuffle + deflate would leave of t, estimated from samples of its byte planes. */
+double store_deflate_estimate(const peat_tensor *t);
 
 /* store_workers.c: PEAT_STORE_THREADS (default: online CPUs, at most 8) participants. A store
  * must not be used in a child forked while it is open (the helpers are not in the child). */
 peat_status store_workers_start(store_workers *w, size_t shuf_bytes);
 void store_workers_stop(store_workers *w);
-peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs);
+/* Runs the jobs on the helpers too when parallel is set (else here: a few small jobs finish
+ * before a helper would wake up). */
+peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs, int parallel);
+/* The same in two halves: the helpers start on the jobs, the caller does other work (no HDF5
+ * calls happen on the helpers), then joins in and waits. */
+void store_workers_begin(store_workers *w, store_job *jobs, int n_jobs, int parallel);
+peat_status store_workers_end(store_workers *w);
 
 /* store_file.c: shared by creating and opening */
 #define STORE_N_GROUPS 6
@@ -223,6 +279,37 @@ void store_settings_from_meta(peat_store_t *s);
 peat_status store_table_append(peat_store_t *s, int table, int64_t n);
 /* Makes everything written so far durable against a kill of this process. */
 peat_status store_flush(peat_store_t *s);
+/* store_flush if HDF5 metadata changed since the last one (data and rows written in place
+ * need none: they are in the kernel's page cache once pwrite returns). */
+peat_status store_sync(peat_store_t *s);
+
+/* store_space.c */
+void store_space_init(store_space *sp, hid_t d, size_t elsize, int64_t chunk, const char *what);
+void store_space_free(store_space *sp);
+/* Reads the extent of an existing dataset as its capacity. */
+peat_status store_space_open(peat_store_t *s, store_space *sp);
+/* Grows the extent to hold need elements (by at least 1/8, whole chunks), then flushes so the new
+ * chunks are on disk before anything points into them. */
+peat_status store_space_reserve(peat_store_t *s, store_space *sp, int64_t need);
+/* Writes n elements at element offset off (within the capacity) in place. */
+peat_status store_space_write(peat_store_t *s, store_space *sp, int64_t off, const void *buf,
+                              int64_t n);
+/* Writes the buffers (whole elements each) back to back from element offset off. */
+#define STORE_IOV_MAX 256
+peat_status store_space_writev(peat_store_t *s, store_space *sp, int64_t off,
+                               const struct iovec *iov, int n_iov);
+/* Reads n elements at element offset off (within the capacity). */
+peat_status store_space_read(peat_store_t *s, store_space *sp, int64_t off, void *buf, int64_t n);
+/* Zeroes elements [from, to) in place. */
+peat_status store_space_zero(peat_store_t *s, store_space *sp, int64_t from, int64_t to);
+/* Sets the extent to n elements rounded up to whole chunks (close, repair): chunks past it are
+ * freed; elements past n in the last chunk stay (zeros, or unused bytes nothing points to). */
+peat_status store_space_trim(peat_store_t *s, store_space *sp, int64_t n);
+/* Sets up s->tab and s->raw over the open datasets (capacity 0; store_space_open reads it). */
+void store_spaces_init(peat_store_t *s);
+/* Dataset access list of the datasets written in place: no chunk cache, so HDF5 never holds
+ * (and never writes back) a stale copy of a chunk. */
+hid_t store_dapl_uncached(void);
 /* Refuses writes on a read-only or failed store. */
 peat_status store_check_writable(const peat_store_t *s);
 
@@ -239,7 +326,6 @@ void store_tensors_begin(peat_store_t *s);
  * the in-memory table and staged; store_tensors_commit writes their data and rows. */
 peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row);
 peat_status store_tensors_commit(peat_store_t *s, int64_t t_first);
-void store_cache_free(peat_store_t *s);
 void store_encoder_free(peat_store_t *s);
 peat_status store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out);
 /* Verifies a stored tensor's bytes against its hash (PEAT_ERR_FORMAT if they differ). */

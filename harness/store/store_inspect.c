@@ -181,12 +181,16 @@ peat_status peat_store_inspect(const char *path, FILE *out)
         human(b0, sizeof b0, (double)s->exact_max);
         snprintf(lim, sizeof lim, "exact outputs stored up to %s per call", b0);
     }
-    char codec[48];
+    char codec[128];
     if (s->deflate < 0)
-        snprintf(codec, sizeof codec, "shuffle, uncompressed");
+        snprintf(codec, sizeof codec, "uncompressed");
+    else if (s->min_saving_pct < 0)
+        snprintf(codec, sizeof codec, "shuffle + deflate level %d (every tensor)", s->deflate);
     else
-        snprintf(codec, sizeof codec, "shuffle + deflate level %d", s->deflate);
-    fprintf(out, "  storage      %s, chunks of %d elements, %s\n", codec, STORE_CHUNK_ELEMS, lim);
+        snprintf(codec, sizeof codec,
+                 "shuffle + deflate level %d where it saves >= %d%%, the rest uncompressed",
+                 s->deflate, s->min_saving_pct);
+    fprintf(out, "  storage      %s, %s\n", codec, lim);
 
     fprintf(out, "\nstages present: meta");
     if (st.calls) fprintf(out, ", calls (%lld)", (long long)st.calls);
@@ -209,6 +213,12 @@ peat_status peat_store_inspect(const char *path, FILE *out)
             (long long)st.tensor_refs);
     fprintf(out, "  %-42s %12s (%lld unique tensors)\n", "after dedup", b[1],
             (long long)st.tensors);
+    char c[3][32];
+    human(c[0], 32, (double)st.deflate_bytes);
+    human(c[1], 32, (double)st.deflate_disk);
+    human(c[2], 32, (double)st.raw_bytes);
+    fprintf(out, "  %-42s %12s (%s in the file)\n", "  compressed (shuffle + deflate)", c[0], c[1]);
+    fprintf(out, "  %-42s %12s\n", "  uncompressed (would save too little)", c[2]);
     fprintf(out, "  %-42s %12s\n", "exact outputs recomputed on read", b[2]);
     fprintf(out, "  %-42s %12s\n", "file on disk", b[3]);
     if (st.file_bytes > 0)

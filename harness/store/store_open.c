@@ -2,6 +2,7 @@
 #include "harness/store/store_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,11 +25,30 @@ static peat_status open_datasets(peat_store_t *s)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path,
                               store_group_paths[g]);
     }
-    for (int t = 0; t < STORE_T_COUNT; t++) {
+    hid_t uncached = store_dapl_uncached();
+    if (uncached < 0)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", store_h5_msg());
+    peat_status st = PEAT_OK;
+    for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++) {
         const char *p = store_table_path(t);
         if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
-            (s->d_table[t] = H5Dopen2(s->file, p, H5P_DEFAULT)) < 0)
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
+            (s->d_table[t] = H5Dopen2(s->file, p, uncached)) < 0)
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
+    }
+    for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++) {
+        const char *p = store_raw_path((peat_dtype)d);
+        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
+            (s->d_raw[d] = H5Dopen2(s->file, p, uncached)) < 0)
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
+        hid_t ft = st == PEAT_OK ? H5Dget_type(s->d_raw[d]) : -1;
+        if (st == PEAT_OK && !(ft >= 0 && H5Tget_size(ft) == peat_dtype_size((peat_dtype)d)))
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has the wrong element type", s->path, p);
+        if (ft >= 0) H5Tclose(ft);
+    }
+    H5Pclose(uncached);
+    PEAT_TRY(st);
+    for (int t = 0; t < STORE_T_COUNT; t++) {
+        const char *p = store_table_path(t);
         hid_t ft = H5Dget_type(s->d_table[t]);
         int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND;
         /* every column this build reads must be there (conversion matches them by name) */
@@ -116,11 +136,15 @@ static peat_status meta_read(peat_store_t *s)
         missing = "exact_max_bytes";
     if (!missing && store_attr_num_read(g, "deflate_level", H5T_NATIVE_INT32, &lvl) != 1)
         missing = "deflate_level";
+    int32_t pct = 0;
+    if (!missing && store_attr_num_read(g, "min_saving_pct", H5T_NATIVE_INT32, &pct) != 1)
+        missing = "min_saving_pct";
     H5Gclose(g);
     if (missing)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: attribute /meta/%s is missing or unreadable",
                           s->path, missing);
     m->deflate_level = lvl;
+    m->min_saving_pct = pct;
     store_settings_from_meta(s);
     return PEAT_OK;
 }
@@ -150,6 +174,14 @@ static peat_status tables_load(peat_store_t *s)
         if ((s->pool_len[d] = extent_of(s->d_pool[d])) < 0)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not 1-D", s->path,
                               store_pool_path((peat_dtype)d));
+    /* tables and raw pools may hold spare capacity past their used part (a writer that did not
+     * close): rows there are zeros, and recovery finds the end of what is used */
+    store_spaces_init(s);
+    for (int t = 0; t < STORE_T_COUNT; t++) PEAT_TRY(store_space_open(s, &s->tab[t]));
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+        PEAT_TRY(store_space_open(s, &s->raw[d]));
+        s->raw_len[d] = s->raw[d].cap;
+    }
     if ((s->text_len = extent_of(s->d_text)) < 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: /signatures/text is not 1-D", s->path);
     return PEAT_OK;
@@ -157,9 +189,10 @@ static peat_status tables_load(peat_store_t *s)
 
 /* What the superblock says before HDF5 opens the file: whether a writer left it open, and
  * whether a cleanly closed file is shorter than its recorded end (a truncated copy). */
-static peat_status superblock_peek(const char *path, int *crashed)
+static peat_status superblock_peek(const char *path, int *crashed, uint64_t *base)
 {
     *crashed = 0;
+    *base = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
     unsigned char sb[48];
@@ -172,12 +205,13 @@ static peat_status superblock_peek(const char *path, int *crashed)
         return PEAT_OK;                               /* H5Fis_hdf5 judges (user blocks, ...) */
     if (got < sizeof sb || sb[8] < 2) return PEAT_OK; /* older superblocks: not a PEAT file */
     /* superblock v2/v3: flags at 11, base address at 12, end-of-file address at 28 */
-    uint64_t base = le64(sb + 12), eoa = le64(sb + 28);
+    uint64_t eoa = le64(sb + 28);
+    *base = le64(sb + 12);
     *crashed = sb[11] != 0;
-    if (!*crashed && (uint64_t)size < base + eoa)
+    if (!*crashed && (uint64_t)size < *base + eoa)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s is truncated: %ld bytes on disk, its HDF5 superblock says %llu", path,
-                          size, (unsigned long long)(base + eoa));
+                          size, (unsigned long long)(*base + eoa));
     return PEAT_OK;
 }
 
@@ -193,15 +227,21 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not an HDF5 file", path);
     int crashed = 0;
-    PEAT_TRY(superblock_peek(path, &crashed));
+    uint64_t base = 0;
+    PEAT_TRY(superblock_peek(path, &crashed, &base));
 
     peat_store_t *s = store_alloc(path);
     if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
     s->crashed = crashed;
+    s->base_addr = base;
     s->writable = writable;
     peat_status st = PEAT_OK;
-    if (writable)
+    if (writable) {
         st = store_lock_take(path, &s->lock_fd); /* before HDF5 clears the flags of a live writer */
+        s->data_fd = s->lock_fd;
+    } else if ((s->data_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
+    }
     hid_t fapl = st == PEAT_OK ? store_fapl_latest() : -1;
     if (st == PEAT_OK && fapl < 0)
         st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());

@@ -5,7 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* ---- common write protocol: data, then index rows, then one flush per record ---- */
+/* ---- common write protocol: data (and an HDF5 flush if it changed metadata), then the index
+ * rows, written in place; the record is complete when its last row is written ---- */
 
 /* Marks the store failed when a write stops half-way: the in-memory index no longer matches
  * the file, so later writes are refused until the file is reopened (which drops the partial
@@ -18,8 +19,8 @@ static peat_status fail(peat_store_t *s, peat_status st)
 
 static peat_status finish_record(peat_store_t *s, int table, int64_t n_rows)
 {
-    peat_status st = store_table_append(s, table, n_rows);
-    if (st == PEAT_OK) st = store_flush(s);
+    peat_status st = store_sync(s);
+    if (st == PEAT_OK) st = store_table_append(s, table, n_rows);
     if (st == PEAT_OK) s->seq_next++;
     return fail(s, st);
 }
@@ -464,7 +465,16 @@ peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
     out->metrics = s->rows[STORE_T_METRIC].n;
     out->signatures = s->rows[STORE_T_SIG].n;
     out->tensors = s->rows[STORE_T_TENSOR].n;
-    for (int64_t i = 0; i < out->tensors; i++) out->unique_bytes += tensor_bytes(s, i);
+    for (int64_t i = 0; i < out->tensors; i++) {
+        int64_t b = tensor_bytes(s, i);
+        out->unique_bytes += b;
+        if (STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->pool == STORE_POOL_RAW)
+            out->raw_bytes += b;
+        else
+            out->deflate_bytes += b;
+    }
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
+        if (s->d_pool[d] >= 0) out->deflate_disk += (int64_t)H5Dget_storage_size(s->d_pool[d]);
     for (int64_t i = 0; i < out->calls; i++) {
         const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, i);
         for (int k = 0; k < c->n_in; k++) {

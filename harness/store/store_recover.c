@@ -13,6 +13,15 @@ static int row_good(const peat_store_t *s, int t, int64_t i)
     return chk == store_row_check(t, row, v->elem);
 }
 
+static int row_zero(const peat_store_t *s, int t, int64_t i)
+{
+    const store_vec *v = &s->rows[t];
+    const unsigned char *row = (const unsigned char *)v->data + (size_t)i * v->elem;
+    for (size_t b = 0; b < v->elem; b++)
+        if (row[b]) return 0;
+    return 1;
+}
+
 /* Rows whose checksum holds, up to the first that fails (fill values or a torn write). */
 static int64_t checked_prefix(const peat_store_t *s, int t)
 {
@@ -31,7 +40,9 @@ static int tensor_row_ok(const peat_store_t *s, const store_tensor_row *r)
             return 0;
         n *= r->shape[d];
     }
-    return n == r->numel && r->offset >= 0 && r->offset + r->numel <= s->pool_len[r->dtype];
+    if (r->pool != STORE_POOL_DEFLATE && r->pool != STORE_POOL_RAW) return 0;
+    int64_t len = r->pool == STORE_POOL_RAW ? s->raw_len[r->dtype] : s->pool_len[r->dtype];
+    return n == r->numel && r->offset >= 0 && r->offset + r->numel <= len;
 }
 
 /* A record of any kind, for the sequence checks. */
@@ -213,7 +224,8 @@ peat_status store_recover(peat_store_t *s)
     s->seq_next = m;
     s->dropped = 0;
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        s->dropped += s->rows[t].n - n_ok[t];
+        for (int64_t i = n_ok[t]; i < s->rows[t].n; i++) /* zero rows are spare capacity */
+            s->dropped += !row_zero(s, t, i);
         s->rows[t].n = n_ok[t];
     }
     return PEAT_OK;
@@ -244,33 +256,47 @@ static peat_status shrink(peat_store_t *s, hid_t d, int64_t n, const char *what)
 }
 
 /* For writing after a crash: cut every table and pool back to the last complete record, so
- * appends continue right after it and nothing incomplete stays in the file. */
+ * appends continue right after it and nothing incomplete stays in the file. Rows past the cut
+ * are zeroed first: the tables are written in place, and a stale row with a valid checksum must
+ * never appear after the rows written next. */
 peat_status store_repair(peat_store_t *s)
 {
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        if (s->disk_rows[t] != s->rows[t].n)
-            PEAT_TRY(shrink(s, s->d_table[t], s->rows[t].n, store_table_path(t)));
-        s->disk_rows[t] = s->rows[t].n;
+        store_space *sp = &s->tab[t];
+        int64_t keep = s->rows[t].n;
+        if (sp->cap > keep) {
+            /* the chunks wholly past the cut are freed by the trim; zero the rest of the one it
+             * ends in (re-extending later brings zero-filled chunks) */
+            int64_t end = (keep + sp->chunk - 1) / sp->chunk * sp->chunk;
+            PEAT_TRY(store_space_zero(s, sp, keep, end < sp->cap ? end : sp->cap));
+            PEAT_TRY(store_space_trim(s, sp, keep));
+        }
+        s->disk_rows[t] = keep;
     }
-    int64_t need[PEAT_DTYPE_COUNT] = {0}, text = 0;
+    int64_t need[PEAT_DTYPE_COUNT] = {0}, raw_need[PEAT_DTYPE_COUNT] = {0}, text = 0;
     for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++) {
         const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i);
-        if (r->offset + r->numel > need[r->dtype]) need[r->dtype] = r->offset + r->numel;
+        int64_t *n = r->pool == STORE_POOL_RAW ? raw_need : need;
+        if (r->offset + r->numel > n[r->dtype]) n[r->dtype] = r->offset + r->numel;
     }
     for (int64_t i = 0; i < s->rows[STORE_T_SIG].n; i++) {
         const store_sig_row *g = STORE_ROW(s, STORE_T_SIG, store_sig_row, i);
         if (g->text_offset + g->text_len > text) text = g->text_offset + g->text_len;
     }
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
         if (s->pool_len[d] != need[d]) {
             PEAT_TRY(shrink(s, s->d_pool[d], need[d], store_pool_path((peat_dtype)d)));
             s->pool_len[d] = need[d];
         }
+        PEAT_TRY(store_space_trim(s, &s->raw[d], raw_need[d]));
+        s->raw_len[d] = raw_need[d];
+    }
     if (s->text_len != text) {
         PEAT_TRY(shrink(s, s->d_text, text, "/signatures/text"));
         s->text_len = text;
     }
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
+    s->meta_dirty = 0;
     return PEAT_OK;
 }

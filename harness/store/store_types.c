@@ -25,6 +25,17 @@ static const char *const pool_paths[PEAT_DTYPE_COUNT] = {
     [PEAT_DTYPE_I32] = "/tensors/i32",
 };
 
+static const char *const raw_paths[PEAT_DTYPE_COUNT] = {
+    [PEAT_DTYPE_F64] = "/tensors/f64_raw",   [PEAT_DTYPE_F32] = "/tensors/f32_raw",
+    [PEAT_DTYPE_BF16] = "/tensors/bf16_raw", [PEAT_DTYPE_F16] = "/tensors/f16_raw",
+    [PEAT_DTYPE_I32] = "/tensors/i32_raw",
+};
+
+const char *store_raw_path(peat_dtype t)
+{
+    return raw_paths[t];
+}
+
 const char *store_table_path(int table)
 {
     return table_paths[table];
@@ -41,6 +52,12 @@ size_t store_row_size(int table)
         sizeof(store_metric_row), sizeof(store_sig_row),
     };
     return sizes[table];
+}
+
+int64_t store_table_chunk_rows(int table)
+{
+    int64_t n = STORE_TABLE_CHUNK_BYTES / (int64_t)store_row_size(table);
+    return n < 16 ? 16 : n;
 }
 
 /* Member builders: the file layout uses explicit little-endian types so files are portable;
@@ -66,6 +83,10 @@ static void add_u64(builder *b, const char *n, size_t off)
 static void add_i32(builder *b, const char *n, size_t off)
 {
     add(b, n, off, H5T_NATIVE_INT32, H5T_STD_I32LE);
+}
+static void add_i16(builder *b, const char *n, size_t off)
+{
+    add(b, n, off, H5T_NATIVE_INT16, H5T_STD_I16LE);
 }
 static void add_f64(builder *b, const char *n, size_t off)
 {
@@ -106,7 +127,8 @@ hid_t store_row_type(int table, int file_layout)
                 PEAT_MAX_DIMS);
         add_u64(&b, "hash", OFF(store_tensor_row, hash));
         add_i32(&b, "dtype", OFF(store_tensor_row, dtype));
-        add_i32(&b, "ndim", OFF(store_tensor_row, ndim));
+        add_i16(&b, "ndim", OFF(store_tensor_row, ndim));
+        add_i16(&b, "pool", OFF(store_tensor_row, pool));
         add_u64(&b, "check", OFF(store_tensor_row, check));
         break;
     case STORE_T_CALL:

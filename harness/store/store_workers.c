@@ -5,6 +5,18 @@
 #include <string.h>
 #include <unistd.h>
 
+static void job_run(store_workers *w, int p, store_job *job)
+{
+    if (job->plane >= 0)
+        job->st = store_plane_encode(job->src, job->nelem, job->nvalid, job->elsize,
+                                     (size_t)job->plane, job->level, w->shuf[p], job->out,
+                                     job->out_cap, &job->out_len, &job->adler);
+    else
+        job->st = store_chunk_encode(&w->codec[p], job->src, job->nelem, job->nvalid, job->elsize,
+                                     job->is_float, job->level, w->shuf[p], job->out, job->out_cap,
+                                     &job->out_len);
+}
+
 /* Runs the jobs of the current batch until none is left; participant p uses its own codec and
  * shuffle buffer. Returns with the mutex unlocked. */
 static void drain(store_workers *w, int p)
@@ -14,10 +26,8 @@ static void drain(store_workers *w, int p)
         int j = w->next < w->n_jobs ? w->next++ : -1;
         pthread_mutex_unlock(&w->mu);
         if (j < 0) return;
+        job_run(w, p, &w->jobs[j]);
         store_job *job = &w->jobs[j];
-        job->st = store_chunk_encode(&w->codec[p], job->src, job->nelem, job->nvalid, job->elsize,
-                                     job->is_float, job->level, w->shuf[p], job->out, job->out_cap,
-                                     &job->out_len);
         if (job->st != PEAT_OK) snprintf(job->msg, sizeof job->msg, "%s", peat_error_last());
         pthread_mutex_lock(&w->mu);
         if (++w->finished == w->n_jobs) pthread_cond_signal(&w->done);
@@ -112,19 +122,17 @@ void store_workers_stop(store_workers *w)
     memset(w, 0, sizeof *w);
 }
 
-peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs)
+void store_workers_begin(store_workers *w, store_job *jobs, int n_jobs, int parallel)
 {
-    if (n_jobs <= 0) return PEAT_OK;
-    if (n_jobs == 1 || w->n_threads == 0) {
-        /* one chunk (most records of small flows): waking a helper costs more than it saves */
-        for (int j = 0; j < n_jobs; j++) {
-            store_job *job = &jobs[j];
-            job->st = store_chunk_encode(&w->codec[0], job->src, job->nelem, job->nvalid,
-                                         job->elsize, job->is_float, job->level, w->shuf[0],
-                                         job->out, job->out_cap, &job->out_len);
-            if (job->st != PEAT_OK) return job->st;
-        }
-        return PEAT_OK;
+    w->inline_jobs = NULL;
+    w->inline_n = 0;
+    if (n_jobs <= 0) return;
+    if (n_jobs == 1 || w->n_threads == 0 || !parallel) {
+        /* little work (most records of small flows): waking a helper costs more than it saves;
+         * store_workers_end runs them here */
+        w->inline_jobs = jobs;
+        w->inline_n = n_jobs;
+        return;
     }
     pthread_mutex_lock(&w->mu);
     w->jobs = jobs;
@@ -134,12 +142,39 @@ peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs)
     w->gen++;
     pthread_cond_broadcast(&w->go);
     pthread_mutex_unlock(&w->mu);
+}
+
+peat_status store_workers_end(store_workers *w)
+{
+    if (w->inline_n > 0) {
+        store_job *jobs = w->inline_jobs;
+        int n = w->inline_n;
+        w->inline_jobs = NULL;
+        w->inline_n = 0;
+        for (int j = 0; j < n; j++) {
+            job_run(w, 0, &jobs[j]);
+            if (jobs[j].st != PEAT_OK) return jobs[j].st;
+        }
+        return PEAT_OK;
+    }
+    pthread_mutex_lock(&w->mu);
+    int active = w->n_jobs;
+    pthread_mutex_unlock(&w->mu);
+    if (active == 0) return PEAT_OK;
     drain(w, 0);
     pthread_mutex_lock(&w->mu);
     while (w->finished < w->n_jobs) pthread_cond_wait(&w->done, &w->mu);
+    store_job *jobs = w->jobs;
+    int n_jobs = w->n_jobs;
     w->n_jobs = 0;
     pthread_mutex_unlock(&w->mu);
     for (int j = 0; j < n_jobs; j++)
         if (jobs[j].st != PEAT_OK) return PEAT_ERROR(jobs[j].st, "%s", jobs[j].msg);
     return PEAT_OK;
+}
+
+peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs, int parallel)
+{
+    store_workers_begin(w, jobs, n_jobs, parallel);
+    return store_workers_end(w);
 }
