@@ -166,7 +166,10 @@ Test(cli, malformed_arguments)
                          "run --kernel gemm_new --timeout -1",
                          "help nosuchcommand",
                          "run --kernel softmax_online --flow mlp",
-                         "run --kernel gemm_exact"};
+                         "run --kernel gemm_exact",
+                         "run --kernel gemm_new --compress 0",
+                         "run --kernel gemm_new --compress 101",
+                         "run --kernel gemm_new --compress some"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = peat("%s --out %s/m%zu", bad[i], tmpdir, i);
         cr_assert_eq(rc, 2, "`peat %s` exited %d", bad[i], rc);
@@ -254,6 +257,24 @@ Test(cli, list_and_help)
     cr_assert(strstr(out_buf, "--kernel"));
     cr_assert_eq(peat("run --help"), 0);
     cr_assert(strstr(out_buf, "--resume"));
+}
+
+Test(cli, compress_setting_reaches_the_file)
+{
+    const char *modes[3] = {"all", "none", "30"};
+    const char *want[3] = {"(every tensor)", "storage      uncompressed", "where it saves >= 30%"};
+    for (int m = 0; m < 3; m++) {
+        int rc = peat("run --kernel gemm_new %s --compress %s --quiet --out %s/c%d", SMALL,
+                      modes[m], tmpdir, m);
+        cr_assert_eq(rc, 0, "--compress %s: exit %d: %s", modes[m], rc, err_buf);
+        rc = peat("inspect %s/c%d/campaign.h5", tmpdir, m);
+        cr_assert_eq(rc, 0, "inspect: %s", err_buf);
+        cr_assert(strstr(out_buf, want[m]), "--compress %s: inspect says\n%s", modes[m], out_buf);
+    }
+    /* every tensor compressed: nothing in the uncompressed pools */
+    peat("inspect %s/c0/campaign.h5", tmpdir);
+    cr_assert(strstr(out_buf, "uncompressed (would save too little)              0 B"), "%s",
+              out_buf);
 }
 
 Test(cli, config_file_and_overrides)

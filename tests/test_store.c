@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "harness/record.h"
 #include "harness/store/store.h"
@@ -282,6 +283,223 @@ Test(store, call_records_round_trip_bit_exactly)
     }
     peat_store_close(s);
     for (int i = 0; i < 3; i++) peat_record_free(recs[i]);
+}
+
+/* ---- the chunk encoder: standard zlib streams of HDF5's shuffle layout ---- */
+
+enum { K_ZEROS, K_RANDOM, K_RELU, K_GEOMETRIC, K_BF16_IN_F32, K_CONST, K_COUNT };
+
+/* n bytes of element size es whose values follow kind (deterministic). */
+static void fill_kind(unsigned char *b, size_t n, size_t es, int kind, uint64_t seed)
+{
+    peat_rng_t *r = peat_rng_alloc(seed);
+    for (size_t i = 0; i < n; i++) b[i] = 0;
+    for (size_t e = 0; e + es <= n; e += es) {
+        if (kind == K_RANDOM)
+            for (size_t j = 0; j < es; j++) b[e + j] = (unsigned char)peat_rng_int(r, 256);
+        else if (kind == K_GEOMETRIC) /* byte k with probability 2^-(k+1): a deep Huffman tree */
+            for (size_t j = 0; j < es; j++) {
+                int k = 0;
+                while (k < 40 && peat_rng_int(r, 2) == 0) k++;
+                b[e + j] = (unsigned char)k;
+            }
+        else if (kind == K_CONST)
+            for (size_t j = 0; j < es; j++) b[e + j] = (unsigned char)(0x5a + j);
+        else if ((kind == K_RELU || kind == K_BF16_IN_F32) && es == 4) {
+            float v = (float)peat_rng_gaussian(r, 1.0);
+            if (kind == K_RELU && v < 0) v = 0;
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            if (kind == K_BF16_IN_F32) u &= 0xffff0000u;
+            memcpy(b + e, &u, 4);
+        } else if (kind == K_RELU || kind == K_BF16_IN_F32) /* other sizes: half zeros */
+            for (size_t j = 0; j < es; j++)
+                b[e + j] = peat_rng_int(r, 2) ? (unsigned char)peat_rng_int(r, 256) : 0;
+    }
+    peat_rng_free(r);
+}
+
+/* Inflates a chunk with zlib and undoes the shuffle: the first nvalid elements must come back,
+ * the rest as zeros. */
+static void chunk_check(const unsigned char *enc, size_t enc_len, const unsigned char *src,
+                        size_t nelem, size_t nvalid, size_t es, const char *what)
+{
+    size_t n = nelem * es;
+    unsigned char *flat = malloc(n), *back = calloc(n, 1);
+    uLongf got = (uLongf)n;
+    int zr = uncompress(flat, &got, enc, (uLong)enc_len);
+    cr_assert_eq(zr, Z_OK, "%s: zlib refuses the stream (%d)", what, zr);
+    cr_assert_eq(got, n, "%s: %lu bytes inflated, %zu expected", what, (unsigned long)got, n);
+    for (size_t i = 0; i < nelem; i++)
+        for (size_t j = 0; j < es; j++) back[i * es + j] = es > 1 ? flat[j * nelem + i] : flat[i];
+    cr_assert(memcmp(back, src, nvalid * es) == 0, "%s: data differ", what);
+    for (size_t i = nvalid * es; i < n; i++)
+        cr_assert_eq(back[i], 0, "%s: padding byte %zu is %d", what, i, back[i]);
+    free(flat);
+    free(back);
+}
+
+Test(store, chunk_encoder_writes_streams_zlib_decodes_and_planes_join_identically)
+{
+    const size_t sizes[3] = {2, 4, 8};
+    const size_t shapes[4][2] = {{8192, 8192}, {8192, 5000}, {32768, 32768}, {32768, 1}};
+    size_t cap = 32768 * 8 * 2 + 65536;
+    unsigned char *src = malloc(32768 * 8), *scratch = malloc(32768 * 8), *a = malloc(cap),
+                  *b = malloc(cap), *planes = malloc(8 * (2 * 32768 + 1024));
+    store_codec codec;
+    memset(&codec, 0, sizeof codec);
+    for (int z = 0; z < 3; z++)
+        for (int k = 0; k < K_COUNT; k++)
+            for (int sh = 0; sh < 4; sh++) {
+                size_t es = sizes[z], nelem = shapes[sh][0], nvalid = shapes[sh][1];
+                char what[96];
+                snprintf(what, sizeof what, "float es %zu kind %d nelem %zu nvalid %zu", es, k,
+                         nelem, nvalid);
+                fill_kind(src, nvalid * es, es, k, 7 + (uint64_t)k);
+                size_t la = 0;
+                cr_assert_eq(
+                    store_chunk_encode(&codec, src, nelem, nvalid, es, 1, 1, scratch, a, cap, &la),
+                    PEAT_OK, "%s: %s", what, peat_error_last());
+                chunk_check(a, la, src, nelem, nvalid, es, what);
+                /* the parallel path: planes encoded apart, then joined: the same bytes */
+                unsigned char *parts[8];
+                size_t lens[8];
+                uint32_t adlers[8];
+                for (size_t j = 0; j < es; j++) {
+                    parts[j] = planes + j * (2 * 32768 + 1024);
+                    cr_assert_eq(store_plane_encode(src, nelem, nvalid, es, j, 1, scratch, parts[j],
+                                                    2 * 32768 + 1024, &lens[j], &adlers[j]),
+                                 PEAT_OK, "%s plane %zu: %s", what, j, peat_error_last());
+                }
+                size_t lb = 0;
+                cr_assert_eq(store_chunk_join(parts, lens, adlers, es, nelem, b, cap, &lb),
+                             PEAT_OK);
+                cr_assert(lb == la && memcmp(a, b, la) == 0,
+                          "%s: planes joined differ from the chunk encoded whole", what);
+                if (k == K_ZEROS || k == K_CONST || k == K_GEOMETRIC)
+                    cr_assert_lt(la, nelem * es / 2, "%s: %zu bytes, no compression", what, la);
+            }
+    /* integer and text chunks take zlib's own deflate */
+    for (int k = 0; k < K_COUNT; k++) {
+        fill_kind(src, 5000 * 4, 4, k, 3);
+        size_t la = 0;
+        cr_assert_eq(store_chunk_encode(&codec, src, 8192, 5000, 4, 0, 1, scratch, a, cap, &la),
+                     PEAT_OK);
+        chunk_check(a, la, src, 8192, 5000, 4, "i32");
+        fill_kind(src, 3000, 1, k, 5);
+        cr_assert_eq(store_chunk_encode(&codec, src, 65536, 3000, 1, 0, 1, scratch, a, cap, &la),
+                     PEAT_OK);
+        chunk_check(a, la, src, 65536, 3000, 1, "text");
+    }
+    store_codec_free(&codec);
+    free(src);
+    free(scratch);
+    free(a);
+    free(b);
+    free(planes);
+}
+
+/* ---- where tensors go: compressed pool or in place ---- */
+
+/* A GEMM record (m 128, n 8, k 128) whose first input (64 KiB) is almost all zeros (~7x smaller:
+ * Huffman coding spends a bit a byte at least); B and the golden output are small (4 KiB each:
+ * never worth a compressed record). */
+static peat_record *routing_record(uint64_t id)
+{
+    peat_record *r = gemm_record(id, 128, 8, 128, 40 + id, NULL);
+    float *a = r->in[0]->data;
+    for (int64_t i = 0; i < 128 * 128; i++) a[i] = i % 97 == 0 ? (float)(i % 5) : 0.0f;
+    for (int k = 0; k < PEAT_MAX_IO; k++) {
+        peat_tensor_free(r->exact[k]);
+        r->exact[k] = NULL;
+    }
+    cr_assert_eq(peat_record_compute_exact(r), PEAT_OK, "exact: %s", peat_error_last());
+    return r;
+}
+
+/* Reads every tensor row of a closed file with plain HDF5 (its own filters) and compares the
+ * elements with the record's inputs; returns how many rows live in the compressed pool. */
+static int pools_match_with_plain_hdf5(const char *path, const peat_record *r)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    cr_assert(f >= 0);
+    hid_t d = H5Dopen2(f, "/tensors/index", H5P_DEFAULT);
+    hid_t mt = store_row_type(STORE_T_TENSOR, 0);
+    store_tensor_row rows[8];
+    hid_t fs = H5Dget_space(d);
+    hsize_t st = 0, cnt = 3;
+    hid_t ms = H5Screate_simple(1, &cnt, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, NULL, &cnt, NULL);
+    cr_assert(H5Dread(d, mt, ms, fs, H5P_DEFAULT, rows) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Tclose(mt);
+    H5Dclose(d);
+    const peat_tensor *t[3] = {r->in[0], r->in[1], r->golden[0]};
+    int deflated = 0;
+    for (int i = 0; i < 3; i++) {
+        deflated += rows[i].pool == STORE_POOL_DEFLATE;
+        hid_t pd = H5Dopen2(f, rows[i].pool == STORE_POOL_RAW ? "/tensors/f32_raw" : "/tensors/f32",
+                            H5P_DEFAULT);
+        cr_assert(pd >= 0);
+        hid_t pfs = H5Dget_space(pd);
+        hsize_t off = (hsize_t)rows[i].offset, n = (hsize_t)rows[i].numel;
+        hid_t pms = H5Screate_simple(1, &n, NULL);
+        H5Sselect_hyperslab(pfs, H5S_SELECT_SET, &off, NULL, &n, NULL);
+        float *buf = malloc(n * sizeof *buf);
+        cr_assert(H5Dread(pd, H5T_NATIVE_FLOAT, pms, pfs, H5P_DEFAULT, buf) >= 0);
+        cr_assert(memcmp(buf, t[i]->data, n * sizeof *buf) == 0,
+                  "tensor %d read by plain HDF5 differs", i);
+        free(buf);
+        H5Sclose(pms);
+        H5Sclose(pfs);
+        H5Dclose(pd);
+    }
+    H5Fclose(f);
+    return deflated;
+}
+
+Test(store, compressible_tensors_are_compressed_the_rest_written_in_place)
+{
+    struct {
+        const char *name;
+        int deflate_level, min_saving_pct, deflated; /* rows in the compressed pool */
+    } cases[3] = {{"auto.h5", 0, 0, 1}, {"all.h5", 0, -1, 3}, {"none.h5", -1, 0, 0}};
+    for (int c = 0; c < 3; c++) {
+        const char *p = path_in(cases[c].name);
+        peat_store_meta meta = test_meta();
+        meta.deflate_level = cases[c].deflate_level;
+        meta.min_saving_pct = cases[c].min_saving_pct;
+        peat_store_t *s = NULL;
+        cr_assert_eq(peat_store_create(p, &meta, &s), PEAT_OK, "%s", peat_error_last());
+        peat_record *r = routing_record((uint64_t)c);
+        cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+        peat_store_stats st;
+        cr_assert_eq(peat_store_stats_get(s, &st), PEAT_OK);
+        int64_t a_bytes = 128 * 128 * 4, total = a_bytes + 2 * 128 * 8 * 4; /* A, B, golden */
+        int64_t want_deflate = cases[c].deflated == 1 ? a_bytes : cases[c].deflated ? total : 0;
+        cr_assert_eq(st.deflate_bytes, want_deflate, "%s: %lld bytes compressed, %lld expected",
+                     cases[c].name, (long long)st.deflate_bytes, (long long)want_deflate);
+        cr_assert_eq(st.raw_bytes, total - want_deflate, "%s: raw bytes %lld", cases[c].name,
+                     (long long)st.raw_bytes);
+        if (cases[c].deflated == 1) /* the sparse input: ~7x smaller in the file */
+            cr_assert_lt(st.deflate_disk, a_bytes / 6, "compressed pool takes %lld bytes",
+                         (long long)st.deflate_disk);
+        cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
+        s = reopen(p, 0);
+        peat_record *back = NULL;
+        cr_assert_eq(peat_store_call_read(s, 0, &back), PEAT_OK, "%s", peat_error_last());
+        record_eq(r, back);
+        peat_record_free(back);
+        peat_store_close(s);
+        cr_assert_eq(pools_match_with_plain_hdf5(p, r), cases[c].deflated, "%s", cases[c].name);
+        peat_record_free(r);
+    }
+    peat_store_meta bad = test_meta();
+    bad.min_saving_pct = 101;
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_create(path_in("bad.h5"), &bad, &s), PEAT_ERR_INVAL);
+    cr_assert_null(s);
 }
 
 Test(store, states_metrics_signatures_and_meta_round_trip)
@@ -704,12 +922,19 @@ Test(store, second_writer_is_refused_while_readers_see_the_live_file)
 #define KR_RECORDS 48
 
 /* The records of the kill/resume campaign: deterministic in i; every 6th also writes a
- * checkpoint and every record a metrics row, so all record kinds are killed mid-write. */
+ * checkpoint and every record a metrics row, so all record kinds are killed mid-write. Every
+ * 4th record has a large sparse input (compressed: chunk writes and an HDF5 flush), every 8th
+ * a large dense one (raw pool chunks grown mid-record, writes across chunk boundaries). */
 static peat_record *kr_record(int i)
 {
     static peat_tensor *w;
     if (!w) w = mk2(PEAT_DTYPE_F32, 24, 40, 1234); /* shared by every record: dedup across kills */
-    peat_record *r = gemm_record((uint64_t)i * 3 + 1, 16 + i % 5, 40, 24, 1000 + (uint64_t)i, NULL);
+    int64_t m = i % 4 == 1 ? 400 : i % 8 == 3 ? 3000 : 16 + i % 5;
+    peat_record *r = gemm_record((uint64_t)i * 3 + 1, m, 40, 24, 1000 + (uint64_t)i, NULL);
+    if (i % 4 == 1) {
+        float *a = r->in[0]->data;
+        for (int64_t e = 0; e < m * 24; e++) a[e] = e % 13 ? 0.0f : a[e];
+    }
     peat_tensor_free(r->in[1]);
     cr_assert_eq(peat_tensor_clone(w, &r->in[1]), PEAT_OK);
     peat_tensor_free(r->exact[0]);
@@ -871,8 +1096,9 @@ Test(store, killed_writer_loses_nothing_and_resume_doubles_nothing, .timeout = 1
         finished = kr_life(p, reported, k % 13 + (k / 13 % 2) * 100, 0, 0);
         if (access(p, F_OK) == 0) kr_verify(p, reported, 0);
     }
-    /* kills at random instants while records are being written */
-    uint64_t lcg = 7;
+    /* kills at random instants while records are being written (PEAT_KR_SEED picks other
+     * instants, for stress runs outside the suite) */
+    uint64_t lcg = getenv("PEAT_KR_SEED") ? strtoull(getenv("PEAT_KR_SEED"), NULL, 10) : 7;
     for (int k = 0; k < 30 && !finished; k++, lives++) {
         lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
         int delay = (int)((lcg >> 33) % 1500);

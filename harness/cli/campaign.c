@@ -137,6 +137,29 @@ peat_status peat_op_mask_parse(const char *list, uint32_t *mask)
     return PEAT_OK;
 }
 
+peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct)
+{
+    *deflate_level = 0;
+    *min_saving_pct = 0;
+    if (!spec || !strcmp(spec, "auto")) return PEAT_OK;
+    if (!strcmp(spec, "all")) {
+        *min_saving_pct = -1;
+        return PEAT_OK;
+    }
+    if (!strcmp(spec, "none")) {
+        *deflate_level = -1;
+        return PEAT_OK;
+    }
+    char *end = NULL;
+    long pct = strtol(spec, &end, 10);
+    if (end != spec && (*end == 0 || (*end == '%' && end[1] == 0)) && pct >= 1 && pct <= 100) {
+        *min_saving_pct = (int)pct;
+        return PEAT_OK;
+    }
+    return PEAT_ERROR(PEAT_ERR_INVAL,
+                      "--compress must be auto, all, none or a percent 1..100, got '%s'", spec);
+}
+
 peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
 {
     *fwd = *bwd = *opt = 0;
@@ -666,6 +689,7 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         snprintf(m.build, sizeof m.build, "%s, %s", PEAT_BUILD_TYPE, __VERSION__);
         if (dev.clock_mhz > 0) snprintf(m.clocks, sizeof m.clocks, "cpu0 %.0f MHz", dev.clock_mhz);
         gethostname(m.host, sizeof m.host - 1);
+        PEAT_TRY(peat_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
         PEAT_TRY(peat_store_create(partial, &m, &store));
     }
 

@@ -34,6 +34,7 @@ typedef struct peat_campaign_opts {
     const char *record_phase;               /* "fwd,bwd,opt" subset; NULL = all */
     const char *checkpoint_iters;           /* "last" (default), "none", "every:N", "0,10,59" */
     const char *activation_iters; /* NULL/"none", or as above: outputs of every forward op */
+    const char *compress;         /* "auto" (default), "all", "none" or a percent (docs/cli.md) */
     /* training */
     const char *optimizer;        /* "adamw" (default) or "sgd" */
     int task;                     /* 0 pretraining task, 1 shifted task */
@@ -48,6 +49,8 @@ peat_status peat_iter_spec_check(const char *spec);
 int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters);
 /* Parses an op list ("all" or comma-separated op names) into a mask. */
 peat_status peat_op_mask_parse(const char *list, uint32_t *mask);
+/* Parses --compress ("auto", "all", "none", or a percent 1..100) into store settings. */
+peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct);
 /* Parses a phase list ("fwd,bwd,opt"). */
 peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
 

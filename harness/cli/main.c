@@ -79,6 +79,9 @@ static const char *const usage_run =
     "  --record-phase LIST   fwd,bwd,opt (default all)\n"
     "  --checkpoints SPEC    weights + optimizer state at: last (default), none, every:N, 0,10,59\n"
     "  --activations SPEC    outputs of every forward op at these iterations (default none)\n"
+    "  --compress MODE       auto (default: shuffle + deflate for tensors it shrinks by >= 25%,\n"
+    "                        the rest written as they are, fastest), all (smallest file), none,\n"
+    "                        or a percent: the saving a tensor must reach to be compressed\n"
     "\ntraining:\n"
     "  --optimizer NAME      adamw (default) or sgd\n"
     "  --task N              0 pretraining task (default), 1 shifted task (for finetuning)\n"
@@ -342,6 +345,11 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
             if (peat_iter_spec_check(v) != PEAT_OK)
                 return die("--checkpoints: %s", peat_error_last());
             o.checkpoint_iters = v;
+        } else if (opt_value(argc, argv, &i, "--compress", &v)) {
+            NEED("--compress");
+            int dl, ms;
+            if (peat_compress_parse(v, &dl, &ms) != PEAT_OK) return die("%s", peat_error_last());
+            o.compress = v;
         } else if (opt_value(argc, argv, &i, "--activations", &v)) {
             NEED("--activations");
             if (peat_iter_spec_check(v) != PEAT_OK)

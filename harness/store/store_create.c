@@ -103,10 +103,8 @@ static peat_status layout_create(peat_store_t *s)
         const char *p = store_pool_path((peat_dtype)d);
         s->d_pool[d] = make_dataset(s->file, p, store_pool_type((peat_dtype)d, 1),
                                     STORE_CHUNK_ELEMS, 1, s->deflate < 0 ? 0 : s->deflate, 0, 0);
-        int64_t ce = STORE_CHUNK_ELEMS;
         if (s->d_pool[d] < 0 ||
-            store_attr_str(s->d_pool[d], "dtype", peat_dtype_name((peat_dtype)d)) < 0 ||
-            store_attr_write(s->d_pool[d], "chunk_elems", H5T_STD_I64LE, &ce) < 0)
+            store_attr_str(s->d_pool[d], "dtype", peat_dtype_name((peat_dtype)d)) < 0)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p,
                               store_h5_msg());
         const char *rp = store_raw_path((peat_dtype)d);
@@ -171,6 +169,10 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
     if (fapl >= 0) H5Pclose(fapl);
     if (st == PEAT_OK) st = layout_create(s);
     if (st == PEAT_OK) store_spaces_init(s);
+    /* the first chunk of every index table now, so that the flush below covers its allocation
+     * instead of the first record of each kind paying a flush of its own */
+    for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++)
+        st = store_space_grow(s, &s->tab[t], 1);
     /* the whole layout on disk before the file gets its name: a kill from then on leaves a
      * campaign file that opens (empty) */
     if (st == PEAT_OK && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)

@@ -86,12 +86,9 @@ static void addr_forget(store_space *sp, int64_t k)
     for (int64_t i = k; i < sp->n_addr; i++) sp->addr[i] = HADDR_UNDEF;
 }
 
-peat_status store_space_reserve(peat_store_t *s, store_space *sp, int64_t need)
+peat_status store_space_grow(peat_store_t *s, store_space *sp, int64_t need)
 {
     if (need <= sp->cap) return PEAT_OK;
-    /* no spare capacity past the chunk that holds the end: chunks freed later (a trim) are not
-     * given back to the file system, so spare capacity would stay in the file's size; growing a
-     * chunk at a time costs ~30 us per chunk (extent, flush, address lookup) */
     int64_t cap = round_up(need, sp->chunk);
     hsize_t e = (hsize_t)cap;
     if (H5Dset_extent(sp->d, &e) < 0)
@@ -99,6 +96,16 @@ peat_status store_space_reserve(peat_store_t *s, store_space *sp, int64_t need)
                           store_h5_msg());
     sp->cap = cap;
     s->meta_dirty = 1;
+    return PEAT_OK;
+}
+
+peat_status store_space_reserve(peat_store_t *s, store_space *sp, int64_t need)
+{
+    if (need <= sp->cap) return PEAT_OK;
+    /* no spare capacity past the chunk that holds the end: chunks freed later (a trim) are not
+     * given back to the file system, so spare capacity would stay in the file's size; growing a
+     * chunk at a time costs ~30 us per chunk (extent, flush, address lookup) */
+    PEAT_TRY(store_space_grow(s, sp, need));
     store_step(s);
     /* the new chunks' addresses must be on disk before data and rows are written into them */
     return store_flush(s);

@@ -44,7 +44,7 @@ static int compress_pays(const peat_store_t *s, const peat_tensor *t)
     if (s->deflate < 0) return 0;
     if (s->min_saving_pct < 0) return 1;
     double bytes = (double)peat_tensor_nbytes(t);
-    if (bytes < STORE_COMPRESS_MIN_SAVED) return 0;
+    if (bytes < STORE_COMPRESS_MIN_BYTES) return 0;
     double saved = bytes - store_deflate_estimate(t);
     return saved >= STORE_COMPRESS_MIN_SAVED && saved >= bytes * s->min_saving_pct / 100.0;
 }
@@ -220,6 +220,10 @@ static peat_status batch_flush(peat_store_t *s, hid_t dset, int64_t first, int n
     }
     for (int j = 0; j < n; j++) {
         hsize_t off = (hsize_t)((first + j) * chunk_elems);
+        /* dirty after the write: a flush in between (a raw pool growing while this batch was
+         * encoded) must not count for it (it did once, and a kill then lost the chunk's index
+         * entry under rows already written) */
+        s->meta_dirty = 1;
         if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, &off, s->batch[j].out_len, s->batch[j].out) < 0)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path,
                               store_h5_msg());

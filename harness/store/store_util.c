@@ -145,7 +145,10 @@ void store_step(peat_store_t *s)
     if (debug_partial) {
         /* what a kill inside H5Fflush can leave: the datasets' chunks, chunk indexes and
          * extents on disk, the superblock (end of allocation) not yet */
-        for (int d = 0; d < PEAT_DTYPE_COUNT; d++) H5Dflush(s->d_pool[d]);
+        for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+            H5Dflush(s->d_pool[d]);
+            H5Dflush(s->d_raw[d]);
+        }
         for (int t = 0; t < STORE_T_COUNT; t++) H5Dflush(s->d_table[t]);
     }
     raise(SIGKILL);
