@@ -1110,6 +1110,71 @@ Test(store, killed_writer_loses_nothing_and_resume_doubles_nothing, .timeout = 1
     cr_assert_gt(lives, 20, "only %d writer lives", lives);
 }
 
+/* ---- what a kill leaves is the file as it is on disk: check it after every write ---- */
+
+/* Copies the writer's file as the kernel has it now: what a SIGKILL at this instant leaves. */
+static void snapshot(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    cr_assert(a && b);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0) cr_assert_eq(fwrite(buf, 1, n, b), n);
+    fclose(a);
+    cr_assert_eq(fclose(b), 0);
+}
+
+Test(store, every_write_is_in_the_file_when_it_returns, .timeout = 120)
+{
+    /* deterministic and kill-free: after each write returns, a copy of the file must open and
+     * hold that record, bit-exact (a missing flush, like the one the kill test once found, shows
+     * here at the first record it affects) */
+    const char *p = path_in("durable.h5"), *q = path_in("durable-copy.h5");
+    peat_store_t *s = make_store(p);
+    int n_states = 0;
+    for (int i = 0; i < 24; i++) {
+        peat_record *r = kr_record(i); /* small, compressed (sparse) and pool-growing records */
+        cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_store_metrics_append(s, i, 1.0 / (i + 1), 0.5), PEAT_OK);
+        if (i % 5 == 0) {
+            peat_tensor *t[2] = {kr_state(i, 0), kr_state(i, 1)};
+            const char *nm[2] = {"w", "m"};
+            cr_assert_eq(
+                peat_store_state_write(s, i, "checkpoint", 2, (const peat_tensor *const *)t, nm),
+                PEAT_OK);
+            peat_tensor_free(t[0]);
+            peat_tensor_free(t[1]);
+            n_states++;
+        }
+        if (i == 17) cr_assert_eq(peat_store_signature_write(s, "k", "{\"i\": 17}"), PEAT_OK);
+        snapshot(p, q);
+        peat_store_t *c = reopen(q, 0);
+        cr_assert_eq(peat_store_call_count(c), i + 1, "after record %d the file holds %lld", i,
+                     (long long)peat_store_call_count(c));
+        cr_assert_eq(peat_store_metrics_count(c), i + 1);
+        cr_assert_eq(peat_store_state_count(c), n_states);
+        cr_assert_eq(peat_store_signature_count(c), i >= 17);
+        peat_store_stats st;
+        cr_assert_eq(peat_store_stats_get(c, &st), PEAT_OK);
+        cr_assert_eq(st.dropped_rows, 0, "record %d: %lld rows of an unfinished record", i,
+                     (long long)st.dropped_rows);
+        peat_record *back = NULL;
+        cr_assert_eq(peat_store_call_read(c, i, &back), PEAT_OK, "record %d: %s", i,
+                     peat_error_last());
+        record_eq(r, back);
+        peat_record_free(back);
+        if (i % 5 == 0) {
+            peat_store_state *ss = NULL;
+            cr_assert_eq(peat_store_state_read(c, i, "checkpoint", &ss), PEAT_OK, "%s",
+                         peat_error_last());
+            peat_store_state_free(ss);
+        }
+        peat_store_close(c);
+        peat_record_free(r);
+    }
+    peat_store_close(s);
+}
+
 /* ---- same seed, same flags: bit-identical records ---- */
 
 static void profile_mlp(const char *path, uint64_t seed)
