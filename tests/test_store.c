@@ -766,6 +766,44 @@ Test(store, foreign_hdf5_and_missing_datasets_are_refused)
     expect_format_error(q, "/calls/index is missing");
 }
 
+Test(store, a_table_with_another_row_layout_is_read_but_not_appended_to)
+{
+    /* a later schema may add a column: readers convert by name, a writer appending raw rows
+     * must refuse */
+    const char *p = small_campaign("layout.h5", 2);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert(f >= 0 && H5Ldelete(f, "/metrics/index", H5P_DEFAULT) >= 0);
+    hid_t mine = store_row_type(STORE_T_METRIC, 1);
+    size_t sz = H5Tget_size(mine);
+    hid_t wider = H5Tcreate(H5T_COMPOUND, sz + 4);
+    for (int m = 0; m < H5Tget_nmembers(mine); m++) {
+        char *name = H5Tget_member_name(mine, (unsigned)m);
+        hid_t mt = H5Tget_member_type(mine, (unsigned)m);
+        cr_assert(H5Tinsert(wider, name, H5Tget_member_offset(mine, (unsigned)m), mt) >= 0);
+        H5Tclose(mt);
+        H5free_memory(name);
+    }
+    cr_assert(H5Tinsert(wider, "added_later", sz, H5T_STD_I32LE) >= 0);
+    hsize_t zero = 0, unlim = H5S_UNLIMITED, chunk = 64;
+    hid_t sp = H5Screate_simple(1, &zero, &unlim), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t d = H5Dcreate2(f, "/metrics/index", wider, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    cr_assert(d >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Tclose(wider);
+    H5Tclose(mine);
+    H5Fclose(f);
+    peat_store_t *s = reopen(p, 0); /* readable: the two calls are there */
+    cr_assert_eq(peat_store_call_count(s), 2);
+    peat_store_close(s);
+    s = NULL;
+    cr_assert_eq(peat_store_open(p, 1, &s), PEAT_ERR_FORMAT);
+    cr_assert_null(s);
+    cr_assert(strstr(peat_error_last(), "another row layout"), "%s", peat_error_last());
+}
+
 Test(store, damaged_rows_and_data_are_detected)
 {
     const char *p = small_campaign("damage.h5", 3);

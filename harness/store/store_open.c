@@ -41,7 +41,8 @@ static peat_status open_datasets(peat_store_t *s)
             (s->d_raw[d] = H5Dopen2(s->file, p, uncached)) < 0)
             st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
         hid_t ft = st == PEAT_OK ? H5Dget_type(s->d_raw[d]) : -1;
-        if (st == PEAT_OK && !(ft >= 0 && H5Tget_size(ft) == peat_dtype_size((peat_dtype)d)))
+        /* written and read in place as little-endian bytes: exactly this element type */
+        if (st == PEAT_OK && !(ft >= 0 && H5Tequal(ft, store_pool_type((peat_dtype)d, 1)) > 0))
             st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has the wrong element type", s->path, p);
         if (ft >= 0) H5Tclose(ft);
     }
@@ -57,7 +58,20 @@ static peat_status open_datasets(peat_store_t *s)
             ok = name && H5Tget_member_index(ft, name) >= 0;
             H5free_memory(name);
         }
+        /* a writer appends rows as raw bytes: the file's row layout must be exactly this
+         * build's (a reader converts by name and accepts added columns) */
+        int same = 1;
+        if (ok && s->writable) {
+            hid_t mine = store_row_type(t, 1);
+            same = mine >= 0 && H5Tequal(ft, mine) > 0;
+            if (mine >= 0) H5Tclose(mine);
+        }
         if (ft >= 0) H5Tclose(ft);
+        if (!same)
+            return PEAT_ERROR(PEAT_ERR_FORMAT,
+                              "%s: %s has another row layout than this build writes; it can be "
+                              "read but not appended to",
+                              s->path, p);
         if (!ok)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s lacks the columns of schema version %d",
                               s->path, p, PEAT_STORE_SCHEMA_VERSION);

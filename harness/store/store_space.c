@@ -61,7 +61,8 @@ peat_status store_space_open(peat_store_t *s, store_space *sp)
              H5Sget_simple_extent_dims(fs, &n, NULL) == 1;
     if (fs >= 0) H5Sclose(fs);
     if (!ok) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not 1-D", s->path, sp->what);
-    /* written in place at chunk addresses: the chunking must be the one this build computes */
+    /* written in place at chunk addresses: unfiltered chunks of a 1-D dataset (of whatever
+     * size the file has) */
     hid_t dcpl = H5Dget_create_plist(sp->d);
     hsize_t chunk = 0;
     ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 1, &chunk) == 1 &&
@@ -70,7 +71,7 @@ peat_status store_space_open(peat_store_t *s, store_space *sp)
     if (!ok)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not laid out as schema version %d says",
                           s->path, sp->what, PEAT_STORE_SCHEMA_VERSION);
-    sp->chunk = (int64_t)chunk; /* the file's, whatever this build would choose */
+    sp->chunk = (int64_t)chunk;
     sp->cap = (int64_t)n;
     return PEAT_OK;
 }
