@@ -1,4 +1,4 @@
-/* store_create.c: a new campaign file: the whole layout, then SWMR write mode, then its name. */
+/* store_create.c: a new campaign file: the whole layout in SWMR write mode, a flush, its name. */
 #include "harness/store/store_impl.h"
 
 #include <errno.h>
