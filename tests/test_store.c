@@ -482,6 +482,14 @@ Test(store, compressible_tensors_are_compressed_the_rest_written_in_place)
                      cases[c].name, (long long)st.deflate_bytes, (long long)want_deflate);
         cr_assert_eq(st.raw_bytes, total - want_deflate, "%s: raw bytes %lld", cases[c].name,
                      (long long)st.raw_bytes);
+        if (cases[c].deflated == 0) { /* spare room: the rest of every in-place chunk */
+            int64_t want = STORE_RAW_CHUNK_BYTES - total - 3 * (int64_t)sizeof(store_tensor_row) -
+                           (int64_t)sizeof(store_call_row);
+            for (int t = 0; t < STORE_T_COUNT; t++)
+                want += store_table_chunk_rows(t) * (int64_t)store_row_size(t);
+            cr_assert_eq(st.spare_bytes, want, "spare %lld, expected %lld",
+                         (long long)st.spare_bytes, (long long)want);
+        }
         if (cases[c].deflated == 1) /* the sparse input: ~7x smaller in the file */
             cr_assert_lt(st.deflate_disk, a_bytes / 6, "compressed pool takes %lld bytes",
                          (long long)st.deflate_disk);

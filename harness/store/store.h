@@ -137,6 +137,8 @@ typedef struct peat_store_stats {
     int64_t deflate_bytes; /* of those, in the compressed pools (before compression) */
     int64_t deflate_disk;  /* bytes the compressed pools take in the file */
     int64_t raw_bytes;     /* of the unique bytes, in the uncompressed pools */
+    int64_t spare_bytes;   /* allocated past the last row / tensor (the rest of the last chunk
+                              of each table and raw pool, zeros or unused) */
     int64_t exact_recomputed; /* exact outputs not stored (recomputed on read), bytes */
     int64_t file_bytes;       /* size of the file on disk */
     int crashed;              /* the last writer did not close the file */

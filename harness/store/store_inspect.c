@@ -220,7 +220,10 @@ peat_status peat_store_inspect(const char *path, FILE *out)
     fprintf(out, "  %-42s %12s (%s in the file)\n", "  compressed (shuffle + deflate)", c[0], c[1]);
     fprintf(out, "  %-42s %12s\n", "  uncompressed (would save too little)", c[2]);
     fprintf(out, "  %-42s %12s\n", "exact outputs recomputed on read", b[2]);
-    fprintf(out, "  %-42s %12s\n", "file on disk", b[3]);
+    char sp[32];
+    human(sp, sizeof sp, (double)st.spare_bytes);
+    fprintf(out, "  %-42s %12s (%s of it spare room in the last chunks)\n", "file on disk", b[3],
+            sp);
     if (st.file_bytes > 0)
         fprintf(out, "  %-42s %11.2fx\n", "compression ratio (logical / on disk)",
                 (double)st.logical_bytes / (double)st.file_bytes);

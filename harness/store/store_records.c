@@ -475,6 +475,26 @@ peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
         if (s->d_pool[d] >= 0) out->deflate_disk += (int64_t)H5Dget_storage_size(s->d_pool[d]);
+    /* what the chunks of the in-place datasets hold beyond their used part (a raw pool's is
+     * the end of its last tensor: a reader's extent is whole chunks) */
+    int64_t raw_end[PEAT_DTYPE_COUNT] = {0};
+    for (int64_t i = 0; i < out->tensors; i++) {
+        const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i);
+        if (r->pool == STORE_POOL_RAW && r->offset + r->numel > raw_end[r->dtype])
+            raw_end[r->dtype] = r->offset + r->numel;
+    }
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
+        if (s->d_raw[d] >= 0) {
+            int64_t alloc = (int64_t)H5Dget_storage_size(s->d_raw[d]);
+            int64_t used = raw_end[d] * (int64_t)peat_dtype_size((peat_dtype)d);
+            out->spare_bytes += alloc > used ? alloc - used : 0;
+        }
+    for (int t = 0; t < STORE_T_COUNT; t++)
+        if (s->d_table[t] >= 0) {
+            int64_t alloc = (int64_t)H5Dget_storage_size(s->d_table[t]);
+            int64_t used = s->rows[t].n * (int64_t)s->rows[t].elem;
+            out->spare_bytes += alloc > used ? alloc - used : 0;
+        }
     for (int64_t i = 0; i < out->calls; i++) {
         const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, i);
         for (int k = 0; k < c->n_in; k++) {
