@@ -257,11 +257,9 @@ double store_deflate_estimate(const peat_tensor *t);
  * must not be used in a child forked while it is open (the helpers are not in the child). */
 peat_status store_workers_start(store_workers *w, size_t shuf_bytes);
 void store_workers_stop(store_workers *w);
-/* Runs the jobs on the helpers too when parallel is set (else here: a few small jobs finish
- * before a helper would wake up). */
-peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs, int parallel);
-/* The same in two halves: the helpers start on the jobs, the caller does other work (no HDF5
- * calls happen on the helpers), then joins in and waits. */
+/* Starts the helpers on the jobs when parallel is set (else store_workers_end runs them here: a
+ * few small jobs finish before a helper would wake up); the caller does other work meanwhile (no
+ * HDF5 calls happen on the helpers), then store_workers_end joins in and waits. */
 void store_workers_begin(store_workers *w, store_job *jobs, int n_jobs, int parallel);
 peat_status store_workers_end(store_workers *w);
 

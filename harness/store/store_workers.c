@@ -172,9 +172,3 @@ peat_status store_workers_end(store_workers *w)
         if (jobs[j].st != PEAT_OK) return PEAT_ERROR(jobs[j].st, "%s", jobs[j].msg);
     return PEAT_OK;
 }
-
-peat_status store_workers_run(store_workers *w, store_job *jobs, int n_jobs, int parallel)
-{
-    store_workers_begin(w, jobs, n_jobs, parallel);
-    return store_workers_end(w);
-}
