@@ -20,7 +20,7 @@
  * Integer and text chunks keep zlib with matching (index runs, JSON). */
 #define STORE_STORED_ENTROPY 6.0
 /* Bytes sampled per plane of an integer or text chunk for the choice between zlib and stored
- * (store_byte_entropy): the estimate is biased low by about 255 / (2 N ln 2) = 0.18 bit at 1024,
+ * (plane_entropy): the estimate is biased low by about 255 / (2 N ln 2) = 0.18 bit at 1024,
  * far from the margin between 6.0 and the ~7.9-8 bits of random bytes. */
 #define STORE_ENTROPY_SAMPLES 1024
 
@@ -59,23 +59,6 @@ static size_t sample_pos(size_t k, size_t n)
     return (size_t)(((uint64_t)frac * (uint64_t)(n & 0xffffffffu)) >> 32);
 }
 
-double store_byte_entropy(const unsigned char *p, size_t n, size_t stride)
-{
-    if (n == 0) return 0.0;
-    pthread_once(&clog_once, clog_init);
-    uint32_t hist[256] = {0};
-    size_t cnt = n < STORE_ENTROPY_SAMPLES ? n : STORE_ENTROPY_SAMPLES;
-    if (cnt == n)
-        for (size_t i = 0; i < n; i++) hist[p[i * stride]]++;
-    else
-        for (size_t k = 0; k < cnt; k++) hist[p[sample_pos(k, n) * stride]]++;
-    double sum = 0.0;
-    for (int b = 0; b < 256; b++)
-        sum +=
-            hist[b] < STORE_CLOG_N ? clog_table[hist[b]] : (double)hist[b] * log2((double)hist[b]);
-    return log2((double)cnt) - sum / (double)cnt;
-}
-
 /* Order-0 entropy of a byte histogram of cnt counts (each < STORE_CLOG_N). */
 static double hist_entropy(const uint32_t *hist, size_t cnt)
 {
@@ -83,11 +66,6 @@ static double hist_entropy(const uint32_t *hist, size_t cnt)
     double sum = 0.0;
     for (int b = 0; b < 256; b++) sum += clog_table[hist[b]];
     return log2((double)cnt) - sum / (double)cnt;
-}
-
-static double plane_entropy(const unsigned char *p, size_t n)
-{
-    return store_byte_entropy(p, n, 1);
 }
 
 double store_deflate_estimate(const peat_tensor *t)
@@ -145,6 +123,26 @@ static void byte_hist(const unsigned char *p, size_t n, uint32_t hist[256])
     }
     for (; i < n; i++) h[0][p[i]]++;
     for (int b = 0; b < 256; b++) hist[b] = h[0][b] + h[1][b] + h[2][b] + h[3][b];
+}
+
+/* A byte histogram of p[0..n): every byte when n <= samples, else `samples` bytes at Weyl
+ * positions. Returns the number of bytes counted. */
+static size_t sample_hist(const unsigned char *p, size_t n, size_t samples, uint32_t hist[256])
+{
+    if (n <= samples) {
+        byte_hist(p, n, hist);
+        return n;
+    }
+    memset(hist, 0, 256 * sizeof *hist);
+    for (size_t k = 0; k < samples; k++) hist[p[sample_pos(k, n)]]++;
+    return samples;
+}
+
+static double plane_entropy(const unsigned char *p, size_t n)
+{
+    if (n == 0) return 0.0;
+    uint32_t hist[256];
+    return hist_entropy(hist, sample_hist(p, n, STORE_ENTROPY_SAMPLES, hist));
 }
 
 /* Adler-32 (RFC 1950), SSE2 where available: zlib's scalar loop was ~1/6 of the chunk encoder's
@@ -582,13 +580,7 @@ peat_status store_plane_encode(const unsigned char *src, size_t nelem, size_t nv
          * encoder's time): counts scaled by 8, plus 1 for every byte value, so a value the sample
          * missed still has a (long) code */
         uint32_t hist[256];
-        size_t cnt = valid_n < STORE_PLANE_SAMPLES ? valid_n : STORE_PLANE_SAMPLES;
-        if (cnt == valid_n) {
-            byte_hist(p, valid_n, hist);
-        } else {
-            memset(hist, 0, sizeof hist);
-            for (size_t k = 0; k < cnt; k++) hist[p[sample_pos(k, valid_n)]]++;
-        }
+        size_t cnt = sample_hist(p, valid_n, STORE_PLANE_SAMPLES, hist);
         if (hist_entropy(hist, cnt) <= STORE_STORED_ENTROPY) {
             if (cnt < valid_n)
                 for (int b = 0; b < 256; b++) hist[b] = 8 * hist[b] + 1;

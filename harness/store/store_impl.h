@@ -207,6 +207,12 @@ uint64_t store_hash64(const void *data, size_t n, uint64_t seed);
 uint64_t store_tensor_hash(const peat_tensor *t);
 uint64_t store_row_check(int table, const void *row, size_t size);
 
+/* x rounded up to a multiple of m (chunk boundaries). */
+static inline int64_t store_round_up(int64_t x, int64_t m)
+{
+    return (x + m - 1) / m * m;
+}
+
 /* store_util.c */
 peat_status store_vec_push(store_vec *v, const void *item);
 void store_vec_free(store_vec *v);
@@ -248,8 +254,6 @@ peat_status store_plane_encode(const unsigned char *src, size_t nelem, size_t nv
 peat_status store_chunk_join(unsigned char *const *parts, const size_t *lens,
                              const uint32_t *adlers, size_t n_parts, size_t part_bytes,
                              unsigned char *dst, size_t dst_cap, size_t *dst_len);
-/* Order-0 entropy (bits per byte) of p[0], p[stride], ... (n bytes in all), from a sample. */
-double store_byte_entropy(const unsigned char *p, size_t n, size_t stride);
 /* Bytes shuffle + deflate would leave of t, estimated from samples of its byte planes. */
 double store_deflate_estimate(const peat_tensor *t);
 
@@ -323,6 +327,9 @@ peat_status store_check_writable(const peat_store_t *s);
 peat_status store_recover(peat_store_t *s);
 peat_status store_index_build(peat_store_t *s);
 peat_status store_repair(peat_store_t *s);
+/* The end (in elements) of the last tensor of each compressed and raw pool. */
+void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
+                     int64_t raw_end[PEAT_DTYPE_COUNT]);
 
 /* store_tensor.c */
 /* Starts the tensors of a new record (aligns every pool's next data to a chunk boundary). */

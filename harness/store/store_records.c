@@ -477,12 +477,8 @@ peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
         if (s->d_pool[d] >= 0) out->deflate_disk += (int64_t)H5Dget_storage_size(s->d_pool[d]);
     /* what the chunks of the in-place datasets hold beyond their used part (a raw pool's is
      * the end of its last tensor: a reader's extent is whole chunks) */
-    int64_t raw_end[PEAT_DTYPE_COUNT] = {0};
-    for (int64_t i = 0; i < out->tensors; i++) {
-        const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i);
-        if (r->pool == STORE_POOL_RAW && r->offset + r->numel > raw_end[r->dtype])
-            raw_end[r->dtype] = r->offset + r->numel;
-    }
+    int64_t deflate_end[PEAT_DTYPE_COUNT], raw_end[PEAT_DTYPE_COUNT];
+    store_pool_ends(s, deflate_end, raw_end);
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
         if (s->d_raw[d] >= 0) {
             int64_t alloc = (int64_t)H5Dget_storage_size(s->d_raw[d]);

@@ -255,6 +255,17 @@ static peat_status shrink(peat_store_t *s, hid_t d, int64_t n, const char *what)
     return PEAT_OK;
 }
 
+void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
+                     int64_t raw_end[PEAT_DTYPE_COUNT])
+{
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) deflate_end[d] = raw_end[d] = 0;
+    for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++) {
+        const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i);
+        int64_t *end = r->pool == STORE_POOL_RAW ? raw_end : deflate_end;
+        if (r->offset + r->numel > end[r->dtype]) end[r->dtype] = r->offset + r->numel;
+    }
+}
+
 /* For writing after a crash: cut every table and pool back to the last complete record, so
  * appends continue right after it and nothing incomplete stays in the file. Rows past the cut
  * are zeroed first: the tables are written in place, and a stale row with a valid checksum must
@@ -267,18 +278,14 @@ peat_status store_repair(peat_store_t *s)
         if (sp->cap > keep) {
             /* the chunks wholly past the cut are freed by the trim; zero the rest of the one it
              * ends in (re-extending later brings zero-filled chunks) */
-            int64_t end = (keep + sp->chunk - 1) / sp->chunk * sp->chunk;
+            int64_t end = store_round_up(keep, sp->chunk);
             PEAT_TRY(store_space_zero(s, sp, keep, end < sp->cap ? end : sp->cap));
             PEAT_TRY(store_space_trim(s, sp, keep));
         }
         s->disk_rows[t] = keep;
     }
-    int64_t need[PEAT_DTYPE_COUNT] = {0}, raw_need[PEAT_DTYPE_COUNT] = {0}, text = 0;
-    for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++) {
-        const store_tensor_row *r = STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i);
-        int64_t *n = r->pool == STORE_POOL_RAW ? raw_need : need;
-        if (r->offset + r->numel > n[r->dtype]) n[r->dtype] = r->offset + r->numel;
-    }
+    int64_t need[PEAT_DTYPE_COUNT], raw_need[PEAT_DTYPE_COUNT], text = 0;
+    store_pool_ends(s, need, raw_need);
     for (int64_t i = 0; i < s->rows[STORE_T_SIG].n; i++) {
         const store_sig_row *g = STORE_ROW(s, STORE_T_SIG, store_sig_row, i);
         if (g->text_offset + g->text_len > text) text = g->text_offset + g->text_len;

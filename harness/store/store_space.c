@@ -76,11 +76,6 @@ peat_status store_space_open(peat_store_t *s, store_space *sp)
     return PEAT_OK;
 }
 
-static int64_t round_up(int64_t x, int64_t m)
-{
-    return (x + m - 1) / m * m;
-}
-
 /* Forgets the addresses of chunks at or past chunk index k (freed or not yet allocated). */
 static void addr_forget(store_space *sp, int64_t k)
 {
@@ -90,7 +85,7 @@ static void addr_forget(store_space *sp, int64_t k)
 peat_status store_space_grow(peat_store_t *s, store_space *sp, int64_t need)
 {
     if (need <= sp->cap) return PEAT_OK;
-    int64_t cap = round_up(need, sp->chunk);
+    int64_t cap = store_round_up(need, sp->chunk);
     hsize_t e = (hsize_t)cap;
     if (H5Dset_extent(sp->d, &e) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, sp->what,
@@ -192,10 +187,9 @@ static peat_status pwritev_all(peat_store_t *s, struct iovec *v, int n, uint64_t
     return PEAT_OK;
 }
 
-/* Writes [off, off + n) chunk by chunk: buf's bytes, or zeros when buf is NULL; reads into rd
- * instead when rd is not NULL. */
+/* Reads [off, off + n) chunk by chunk into rd, or writes zeros there when rd is NULL. */
 static peat_status space_pieces(peat_store_t *s, store_space *sp, int64_t off, int64_t n,
-                                const unsigned char *buf, unsigned char *rd)
+                                unsigned char *rd)
 {
     if (off < 0 || n < 0 || off + n > sp->cap)
         return PEAT_ERROR(rd ? PEAT_ERR_FORMAT : PEAT_ERR_INTERNAL,
@@ -212,9 +206,6 @@ static peat_status space_pieces(peat_store_t *s, store_space *sp, int64_t off, i
         if (rd) {
             PEAT_TRY(pread_all(s, rd, bytes, at));
             rd += bytes;
-        } else if (buf) {
-            PEAT_TRY(pwrite_all(s, buf, bytes, at));
-            buf += bytes;
         } else {
             for (size_t done = 0; done < bytes;) {
                 size_t z = bytes - done < sizeof zeros ? bytes - done : sizeof zeros;
@@ -226,12 +217,6 @@ static peat_status space_pieces(peat_store_t *s, store_space *sp, int64_t off, i
         n -= take;
     }
     return PEAT_OK;
-}
-
-peat_status store_space_write(peat_store_t *s, store_space *sp, int64_t off, const void *buf,
-                              int64_t n)
-{
-    return space_pieces(s, sp, off, n, buf, NULL);
 }
 
 /* Writes the buffers iov[0..n_iov) (whole elements each) back to back from element offset off,
@@ -279,14 +264,21 @@ peat_status store_space_writev(peat_store_t *s, store_space *sp, int64_t off,
     return PEAT_OK;
 }
 
+peat_status store_space_write(peat_store_t *s, store_space *sp, int64_t off, const void *buf,
+                              int64_t n)
+{
+    struct iovec v = {(void *)buf, (size_t)n * sp->elsize};
+    return store_space_writev(s, sp, off, &v, 1);
+}
+
 peat_status store_space_read(peat_store_t *s, store_space *sp, int64_t off, void *buf, int64_t n)
 {
-    return space_pieces(s, sp, off, n, NULL, buf);
+    return space_pieces(s, sp, off, n, buf);
 }
 
 peat_status store_space_zero(peat_store_t *s, store_space *sp, int64_t from, int64_t to)
 {
-    return to > from ? space_pieces(s, sp, from, to - from, NULL, NULL) : PEAT_OK;
+    return to > from ? space_pieces(s, sp, from, to - from, NULL) : PEAT_OK;
 }
 
 peat_status store_space_trim(peat_store_t *s, store_space *sp, int64_t n)
@@ -294,13 +286,13 @@ peat_status store_space_trim(peat_store_t *s, store_space *sp, int64_t n)
     /* whole chunks only: shrinking into a chunk makes HDF5 fill its tail through its own copy
      * of the chunk, which may predate what was written in place since (measured: it wiped the
      * records written after a read of the same chunk) */
-    n = round_up(n, sp->chunk);
+    n = store_round_up(n, sp->chunk);
     if (n >= sp->cap) return PEAT_OK;
     hsize_t e = (hsize_t)n;
     if (H5Dset_extent(sp->d, &e) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot trim %s: %s", s->path, sp->what, store_h5_msg());
     sp->cap = n;
-    addr_forget(sp, (n + sp->chunk - 1) / sp->chunk);
+    addr_forget(sp, n / sp->chunk); /* n is whole chunks */
     s->meta_dirty = 1;
     return PEAT_OK;
 }

@@ -4,18 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t round_up(int64_t x, int64_t m)
-{
-    return (x + m - 1) / m * m;
-}
-
 void store_tensors_begin(peat_store_t *s)
 {
     /* every record starts its compressed data on a fresh chunk: a chunk is written once, by one
      * record, and never rewritten, so a crash while writing a record cannot touch completed
      * ones. Raw data needs no alignment: pwrite changes exactly the bytes it is given. */
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-        s->pool_start[d] = round_up(s->pool_len[d], STORE_CHUNK_ELEMS);
+        s->pool_start[d] = store_round_up(s->pool_len[d], STORE_CHUNK_ELEMS);
         s->pool_stage[d] = 0;
         s->raw_stage[d] = 0;
     }
@@ -387,7 +382,7 @@ peat_status store_tensor_verify(peat_store_t *s, int64_t row)
 peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int64_t *offset)
 {
     PEAT_TRY(encoder_ready(s));
-    int64_t start = round_up(s->text_len, STORE_TEXT_CHUNK);
+    int64_t start = store_round_up(s->text_len, STORE_TEXT_CHUNK);
     hsize_t ext = (hsize_t)(start + len);
     s->meta_dirty = 1;
     if (len > 0 && H5Dset_extent(s->d_text, &ext) < 0)
