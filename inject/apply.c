@@ -126,6 +126,19 @@ static void view2d(const peat_tensor *t, int64_t *rows, int64_t *cols)
     *rows = n / *cols;
 }
 
+/* The output the tile and boundary models write (out=), seen as rows x cols, and their tile
+ * size R x C (rows=, cols=) clamped to it. */
+static peat_status tile_view(const peat_inject_model_t *m, const peat_args *a, int *o,
+                             int64_t *rows, int64_t *cols, int64_t *R, int64_t *C)
+{
+    *o = (int)PI("out");
+    PEAT_TRY(check_out(m, a, *o));
+    view2d(a->out[*o], rows, cols);
+    *R = PI("rows") < *rows ? PI("rows") : *rows;
+    *C = PI("cols") < *cols ? PI("cols") : *cols;
+    return PEAT_OK;
+}
+
 /* Overwrites the region [r0,r1) x [c0,c1) by kind; stale takes the values dr rows and dc cols
  * away (wrapping) from a snapshot of the output, i.e. memory that held another tile's result. */
 static peat_status fill_region(float *y, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
@@ -160,12 +173,9 @@ static peat_status fill_region(float *y, int64_t rows, int64_t cols, int64_t r0,
 
 static peat_status apply_tile(const peat_inject_model_t *m, const peat_args *a, peat_rng_t *r)
 {
-    int o = (int)PI("out");
-    PEAT_TRY(check_out(m, a, o));
-    int64_t rows, cols, R = PI("rows"), C = PI("cols");
-    view2d(a->out[o], &rows, &cols);
-    if (R > rows) R = rows;
-    if (C > cols) C = cols;
+    int o;
+    int64_t rows, cols, R, C;
+    PEAT_TRY(tile_view(m, a, &o, &rows, &cols, &R, &C));
     int64_t nti = (rows + R - 1) / R, ntj = (cols + C - 1) / C;
     int64_t ti = (int64_t)peat_rng_int(r, (uint64_t)nti),
             tj = (int64_t)peat_rng_int(r, (uint64_t)ntj);
@@ -179,12 +189,9 @@ static peat_status apply_tile(const peat_inject_model_t *m, const peat_args *a, 
 
 static peat_status apply_boundary(const peat_inject_model_t *m, const peat_args *a, peat_rng_t *r)
 {
-    int o = (int)PI("out");
-    PEAT_TRY(check_out(m, a, o));
-    int64_t rows, cols, R = PI("rows"), C = PI("cols");
-    view2d(a->out[o], &rows, &cols);
-    if (R > rows) R = rows;
-    if (C > cols) C = cols;
+    int o;
+    int64_t rows, cols, R, C;
+    PEAT_TRY(tile_view(m, a, &o, &rows, &cols, &R, &C));
     float *y = peat_f32(a->out[o]);
     int kind = (int)PI("kind");
     /* stale edge rows/cols hold what the tile before them computed */
