@@ -17,6 +17,63 @@ static uint64_t le64(const unsigned char *p)
 
 /* ---- opening: validation ---- */
 
+/* Opens a dataset the schema requires; PEAT_ERR_FORMAT naming it when it is not there. */
+static peat_status open_required(peat_store_t *s, const char *p, hid_t dapl, hid_t *d)
+{
+    if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 || (*d = H5Dopen2(s->file, p, dapl)) < 0)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
+    return PEAT_OK;
+}
+
+/* The pools of dtype dt: the compressed one converts on read, so its element size must match;
+ * the raw one is written and read in place as little-endian bytes: exactly this element type. */
+static peat_status pools_open(peat_store_t *s, peat_dtype dt, hid_t cached, hid_t uncached)
+{
+    const char *paths[2] = {store_pool_path(dt), store_raw_path(dt)};
+    hid_t *d[2] = {&s->d_pool[dt], &s->d_raw[dt]};
+    for (int k = 0; k < 2; k++) {
+        PEAT_TRY(open_required(s, paths[k], k ? uncached : cached, d[k]));
+        hid_t ft = H5Dget_type(*d[k]);
+        int ok = ft >= 0 && (k ? H5Tequal(ft, store_pool_type(dt, 1)) > 0
+                               : H5Tget_size(ft) == peat_dtype_size(dt));
+        if (ft >= 0) H5Tclose(ft);
+        if (!ok)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has the wrong element type", s->path,
+                              paths[k]);
+    }
+    return PEAT_OK;
+}
+
+/* A table's columns: every one this build reads (conversion matches them by name); for a
+ * writer, which appends rows as raw bytes, exactly this build's row layout. */
+static peat_status table_check(peat_store_t *s, int t)
+{
+    const char *p = store_table_path(t);
+    hid_t ft = H5Dget_type(s->d_table[t]);
+    int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND;
+    for (int m = 0, nm = H5Tget_nmembers(s->mt[t]); ok && m < nm; m++) {
+        char *name = H5Tget_member_name(s->mt[t], (unsigned)m);
+        ok = name && H5Tget_member_index(ft, name) >= 0;
+        H5free_memory(name);
+    }
+    int same = 1;
+    if (ok && s->writable) {
+        hid_t mine = store_row_type(t, 1);
+        same = mine >= 0 && H5Tequal(ft, mine) > 0;
+        if (mine >= 0) H5Tclose(mine);
+    }
+    if (ft >= 0) H5Tclose(ft);
+    if (!same)
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "%s: %s has another row layout than this build writes; it can be "
+                          "read but not appended to",
+                          s->path, p);
+    if (!ok)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s lacks the columns of schema version %d", s->path,
+                          p, PEAT_STORE_SCHEMA_VERSION);
+    return PEAT_OK;
+}
+
 static peat_status open_datasets(peat_store_t *s)
 {
     for (int g = 0; g < STORE_N_GROUPS; g++) {
@@ -25,81 +82,22 @@ static peat_status open_datasets(peat_store_t *s)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path,
                               store_group_paths[g]);
     }
-    hid_t uncached = store_dapl_uncached();
-    if (uncached < 0)
-        return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", store_h5_msg());
+    /* reads walk a compressed pool forward: 16 MiB of decoded chunks keeps a record's tensors
+     * cached; the datasets written in place get no cache at all */
+    hid_t cached = H5Pcreate(H5P_DATASET_ACCESS), uncached = store_dapl_uncached();
     peat_status st = PEAT_OK;
+    if (cached < 0 || uncached < 0 || H5Pset_chunk_cache(cached, 1021, (size_t)16 << 20, 0.75) < 0)
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", store_h5_msg());
     for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++) {
-        const char *p = store_table_path(t);
-        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
-            (s->d_table[t] = H5Dopen2(s->file, p, uncached)) < 0)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
+        st = open_required(s, store_table_path(t), uncached, &s->d_table[t]);
+        if (st == PEAT_OK) st = table_check(s, t);
     }
-    for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++) {
-        const char *p = store_raw_path((peat_dtype)d);
-        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
-            (s->d_raw[d] = H5Dopen2(s->file, p, uncached)) < 0)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
-        hid_t ft = st == PEAT_OK ? H5Dget_type(s->d_raw[d]) : -1;
-        /* written and read in place as little-endian bytes: exactly this element type */
-        if (st == PEAT_OK && !(ft >= 0 && H5Tequal(ft, store_pool_type((peat_dtype)d, 1)) > 0))
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has the wrong element type", s->path, p);
-        if (ft >= 0) H5Tclose(ft);
-    }
-    H5Pclose(uncached);
-    PEAT_TRY(st);
-    for (int t = 0; t < STORE_T_COUNT; t++) {
-        const char *p = store_table_path(t);
-        hid_t ft = H5Dget_type(s->d_table[t]);
-        int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND;
-        /* every column this build reads must be there (conversion matches them by name) */
-        for (int m = 0, nm = H5Tget_nmembers(s->mt[t]); ok && m < nm; m++) {
-            char *name = H5Tget_member_name(s->mt[t], (unsigned)m);
-            ok = name && H5Tget_member_index(ft, name) >= 0;
-            H5free_memory(name);
-        }
-        /* a writer appends rows as raw bytes: the file's row layout must be exactly this
-         * build's (a reader converts by name and accepts added columns) */
-        int same = 1;
-        if (ok && s->writable) {
-            hid_t mine = store_row_type(t, 1);
-            same = mine >= 0 && H5Tequal(ft, mine) > 0;
-            if (mine >= 0) H5Tclose(mine);
-        }
-        if (ft >= 0) H5Tclose(ft);
-        if (!same)
-            return PEAT_ERROR(PEAT_ERR_FORMAT,
-                              "%s: %s has another row layout than this build writes; it can be "
-                              "read but not appended to",
-                              s->path, p);
-        if (!ok)
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s lacks the columns of schema version %d",
-                              s->path, p, PEAT_STORE_SCHEMA_VERSION);
-    }
-    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-    /* reads walk a pool forward; 16 MiB of decoded chunks keeps a record's tensors cached */
-    if (dapl >= 0) H5Pset_chunk_cache(dapl, 1021, (size_t)16 << 20, 0.75);
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-        const char *p = store_pool_path((peat_dtype)d);
-        if (H5Lexists(s->file, p, H5P_DEFAULT) <= 0 ||
-            (s->d_pool[d] = H5Dopen2(s->file, p, dapl)) < 0) {
-            if (dapl >= 0) H5Pclose(dapl);
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset %s is missing", s->path, p);
-        }
-        hid_t ft = H5Dget_type(s->d_pool[d]);
-        int ok = ft >= 0 && H5Tget_size(ft) == peat_dtype_size((peat_dtype)d);
-        if (ft >= 0) H5Tclose(ft);
-        if (!ok) {
-            if (dapl >= 0) H5Pclose(dapl);
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s has the wrong element type", s->path, p);
-        }
-    }
-    if (dapl >= 0) H5Pclose(dapl);
-    if (H5Lexists(s->file, "/signatures/text", H5P_DEFAULT) <= 0 ||
-        (s->d_text = H5Dopen2(s->file, "/signatures/text", H5P_DEFAULT)) < 0)
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required dataset /signatures/text is missing",
-                          s->path);
-    return PEAT_OK;
+    for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++)
+        st = pools_open(s, (peat_dtype)d, cached, uncached);
+    if (st == PEAT_OK) st = open_required(s, "/signatures/text", H5P_DEFAULT, &s->d_text);
+    if (cached >= 0) H5Pclose(cached);
+    if (uncached >= 0) H5Pclose(uncached);
+    return st;
 }
 
 static int64_t extent_of(hid_t d)
