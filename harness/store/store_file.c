@@ -47,14 +47,22 @@ int store_attr_str(hid_t loc, const char *name, const char *val)
 }
 
 /* 1 = read, 0 = absent, -1 = present but unreadable or not a string. */
+/* Opens attribute name of loc and its type: 1 = open (close both), 0 = absent, -1 = broken. */
+static int attr_open(hid_t loc, const char *name, hid_t *a, hid_t *ft)
+{
+    htri_t ex = H5Aexists(loc, name);
+    if (ex <= 0) return ex == 0 ? 0 : -1;
+    if ((*a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) return -1;
+    *ft = H5Aget_type(*a);
+    return 1;
+}
+
 int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n)
 {
     buf[0] = 0;
-    htri_t ex = H5Aexists(loc, name);
-    if (ex <= 0) return ex == 0 ? 0 : -1;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0) return -1;
-    hid_t ft = H5Aget_type(a);
+    hid_t a, ft;
+    int got = attr_open(loc, name, &a, &ft);
+    if (got <= 0) return got;
     int r = -1;
     if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft)) {
         size_t sz = H5Tget_size(ft);
@@ -74,11 +82,9 @@ int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n)
 
 int store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val)
 {
-    htri_t ex = H5Aexists(loc, name);
-    if (ex <= 0) return ex == 0 ? 0 : -1;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0) return -1;
-    hid_t ft = H5Aget_type(a);
+    hid_t a, ft;
+    int got = attr_open(loc, name, &a, &ft);
+    if (got <= 0) return got;
     int r = -1;
     if (ft >= 0 && (H5Tget_class(ft) == H5T_INTEGER) && H5Aread(a, memtype, val) >= 0) r = 1;
     if (ft >= 0) H5Tclose(ft);
