@@ -148,22 +148,6 @@ static peat_status pread_all(peat_store_t *s, void *buf, size_t n, uint64_t at)
     return PEAT_OK;
 }
 
-static peat_status pwrite_all(peat_store_t *s, const void *buf, size_t n, uint64_t at)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t w = pwrite(s->data_fd, p, n, (off_t)at);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: write failed: %s", s->path,
-                              w < 0 ? strerror(errno) : "no progress");
-        p += w;
-        n -= (size_t)w;
-        at += (uint64_t)w;
-    }
-    return PEAT_OK;
-}
-
 /* pwritev until every byte is written (short writes resume mid-vector). */
 static peat_status pwritev_all(peat_store_t *s, struct iovec *v, int n, uint64_t at)
 {
@@ -183,38 +167,6 @@ static peat_status pwritev_all(peat_store_t *s, struct iovec *v, int n, uint64_t
             v->iov_base = (char *)v->iov_base + w;
             v->iov_len -= (size_t)w;
         }
-    }
-    return PEAT_OK;
-}
-
-/* Reads [off, off + n) chunk by chunk into rd, or writes zeros there when rd is NULL. */
-static peat_status space_pieces(peat_store_t *s, store_space *sp, int64_t off, int64_t n,
-                                unsigned char *rd)
-{
-    if (off < 0 || n < 0 || off + n > sp->cap)
-        return PEAT_ERROR(rd ? PEAT_ERR_FORMAT : PEAT_ERR_INTERNAL,
-                          "%s: access to [%lld, %lld) past the extent %lld of %s", s->path,
-                          (long long)off, (long long)(off + n), (long long)sp->cap, sp->what);
-    static const unsigned char zeros[4096];
-    while (n > 0) {
-        int64_t k = off / sp->chunk, in = off - k * sp->chunk;
-        int64_t take = sp->chunk - in < n ? sp->chunk - in : n;
-        uint64_t at;
-        PEAT_TRY(chunk_addr(s, sp, k, &at));
-        at += (uint64_t)in * sp->elsize;
-        size_t bytes = (size_t)take * sp->elsize;
-        if (rd) {
-            PEAT_TRY(pread_all(s, rd, bytes, at));
-            rd += bytes;
-        } else {
-            for (size_t done = 0; done < bytes;) {
-                size_t z = bytes - done < sizeof zeros ? bytes - done : sizeof zeros;
-                PEAT_TRY(pwrite_all(s, zeros, z, at + done));
-                done += z;
-            }
-        }
-        off += take;
-        n -= take;
     }
     return PEAT_OK;
 }
@@ -273,12 +225,45 @@ peat_status store_space_write(peat_store_t *s, store_space *sp, int64_t off, con
 
 peat_status store_space_read(peat_store_t *s, store_space *sp, int64_t off, void *buf, int64_t n)
 {
-    return space_pieces(s, sp, off, n, buf);
+    if (off < 0 || n < 0 || off + n > sp->cap)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: read of [%lld, %lld) past the extent %lld of %s",
+                          s->path, (long long)off, (long long)(off + n), (long long)sp->cap,
+                          sp->what);
+    unsigned char *rd = buf;
+    while (n > 0) {
+        int64_t k = off / sp->chunk, in = off - k * sp->chunk;
+        int64_t take = sp->chunk - in < n ? sp->chunk - in : n;
+        uint64_t at;
+        PEAT_TRY(chunk_addr(s, sp, k, &at));
+        size_t bytes = (size_t)take * sp->elsize;
+        PEAT_TRY(pread_all(s, rd, bytes, at + (uint64_t)in * sp->elsize));
+        rd += bytes;
+        off += take;
+        n -= take;
+    }
+    return PEAT_OK;
 }
 
 peat_status store_space_zero(peat_store_t *s, store_space *sp, int64_t from, int64_t to)
 {
-    return to > from ? space_pieces(s, sp, from, to - from, NULL) : PEAT_OK;
+    /* the same block of zeros, as many times as it takes (whole elements each) */
+    static const unsigned char zeros[4096];
+    int64_t per = (int64_t)(sizeof zeros / sp->elsize);
+    if (per < 1)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: elements of %zu bytes are too large to zero",
+                          sp->what, sp->elsize);
+    struct iovec v[64];
+    while (from < to) {
+        int n = 0;
+        int64_t at = from;
+        for (; n < 64 && from < to; n++) {
+            int64_t take = to - from < per ? to - from : per;
+            v[n] = (struct iovec){(void *)zeros, (size_t)take * sp->elsize};
+            from += take;
+        }
+        PEAT_TRY(store_space_writev(s, sp, at, v, n));
+    }
+    return PEAT_OK;
 }
 
 peat_status store_space_trim(peat_store_t *s, store_space *sp, int64_t n)
