@@ -8,12 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/record.h"
-#include "harness/store/store.h"
-#include "harness/cli/campaign.h"
+#include "core/record.h"
+#include "harness/harness.h"
+#include "store/store.h"
+#include "harness/campaign.h"
 #include "models/models.h"
 
-/* The default campaign of `peat run` (harness/cli/campaign.c): record CALLS calls of the
+/* The default campaign of `peat run` (harness/campaign.c): record CALLS calls of the
  * candidate's op spread over the default iterations, metrics every iteration, a checkpoint at
  * the last one. Each flow is measured with the op its default candidate validates. */
 #define CALLS PEAT_CAMPAIGN_DEFAULT_CALLS
@@ -234,7 +235,7 @@ typedef struct {
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
-    if (peat_registry_init()) return fail("registry");
+    if (peat_builtin_init()) return fail("registry");
     if (getenv("PEAT_BENCH_MIN_SAVING")) /* the default configuration's threshold, to explore */
         cfgs[0].min_saving_pct = atoi(getenv("PEAT_BENCH_MIN_SAVING"));
     enum { NC = sizeof campaigns / sizeof campaigns[0] };

@@ -1,7 +1,7 @@
-# hip.cmake: builds the GPU backend for AMD from the same harness/gpu/*.cu source with hipcc
+# hip.cmake: builds the GPU backend for AMD from the same core/gpu/*.cu source with hipcc
 # (Debian's hipcc, libamdhip64-dev; hipBLAS when installed), as an object library peat_gpu.
 find_program(HIPCC hipcc REQUIRED)
-file(GLOB GPU_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/harness/gpu/*.cu)
+file(GLOB GPU_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/core/gpu/*.cu)
 set(PEAT_HIP_OFFLOAD_ARCH "gfx90a;gfx1030" CACHE STRING "AMD GPU targets for hipcc")
 set(HIP_ARCH_FLAGS "")
 foreach(a ${PEAT_HIP_OFFLOAD_ARCH})
@@ -13,9 +13,9 @@ foreach(src ${GPU_SRC})
   set(obj ${CMAKE_BINARY_DIR}/hip_${n}.o)
   add_custom_command(OUTPUT ${obj}
     COMMAND ${HIPCC} -x hip -std=c++17 -O2 -fPIC ${HIP_ARCH_FLAGS} -D__HIP_PLATFORM_AMD__
-            -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR} -I${CMAKE_SOURCE_DIR}/harness/gpu
+            -I${CMAKE_SOURCE_DIR}/include -I${PEAT_INC}/core -I${CMAKE_SOURCE_DIR}/core/gpu
             -c ${src} -o ${obj}
-    DEPENDS ${src} ${CMAKE_SOURCE_DIR}/harness/gpu/vendors/hip.h
+    DEPENDS ${src} ${CMAKE_SOURCE_DIR}/core/gpu/vendors/hip.h
     COMMENT "hipcc ${n}.cu")
   list(APPEND HIP_OBJS ${obj})
 endforeach()

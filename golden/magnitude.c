@@ -13,7 +13,7 @@ peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag);
  * the golden algorithm (fp32, natural order) bounds its error by u * sum_t r_t |t|, where t runs
  * over the terms and intermediates of the computation and r_t counts the roundings t passes
  * through (a libm call counts 2, erf 3, i.e. up to 1 and 1.5 ulp; an argument error that exp()
- * amplifies counts |argument|). With K the op's depth (harness/ops.c) we return
+ * amplifies counts |argument|). With K the op's depth (core/ops.c) we return
  *     mag = (1/K) sum_t r_t |t|,   so that   |x_hat - x| <= gamma_K mag   (gamma_K >= K u).
  * For a plain reduction r_t <= K and mag is the classic sum of |terms|. Everything is computed in
  * double from the inputs, so exact_out is only needed by ops this file does not know. Terms of

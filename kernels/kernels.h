@@ -1,4 +1,4 @@
-/* kernels.h: candidate kernels under validation (CPU; GPU ones live in harness/gpu). */
+/* kernels.h: candidate kernels under validation (CPU; GPU ones live in core/gpu). */
 #ifndef PEAT_KERNELS_H
 #define PEAT_KERNELS_H
 

@@ -7,7 +7,7 @@ scripts/install-deps.sh --hip
 scripts/build.sh
 # CUDA sources must keep compiling where nvcc exists, even without a GPU
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  if [ -d harness/gpu ] && ls harness/gpu/*.cu >/dev/null 2>&1; then
+  if [ -d core/gpu ] && ls core/gpu/*.cu >/dev/null 2>&1; then
     PATH="$PATH:/usr/local/cuda/bin" cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DPEAT_CUDA=ON \
       -DPEAT_TESTS=OFF -DPEAT_BENCH=OFF >/dev/null
     cmake --build build-cuda -j"$(nproc)" >/dev/null
@@ -15,7 +15,7 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   fi
 fi
 # the same GPU source through hipcc (AMD), where Debian's hipcc is installed
-if command -v hipcc >/dev/null 2>&1 && ls harness/gpu/*.cu >/dev/null 2>&1; then
+if command -v hipcc >/dev/null 2>&1 && ls core/gpu/*.cu >/dev/null 2>&1; then
   cmake -S . -B build-hip -DCMAKE_BUILD_TYPE=Release -DPEAT_HIP=ON -DPEAT_TESTS=OFF -DPEAT_BENCH=OFF >/dev/null
   cmake --build build-hip -j"$(nproc)" >/dev/null
   echo "test: HIP build compiles and links"

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include "analyzer/analyzer.h"
+#include "harness/harness.h"
 #include "golden/golden.h"
 #include "peat/peat.h"
 
@@ -13,7 +14,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(analyzer, .init = setup);

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 
 #include "golden/golden.h"
+#include "harness/harness.h"
 #include "peat/backend.h"
 
 #include <math.h>
@@ -10,7 +11,7 @@
 
 static const char *gpu_backend(void)
 {
-    cr_assert_eq(peat_registry_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_builtin_init(), PEAT_OK, "%s", peat_error_last());
     const char *names[] = {"cuda", "hip"};
     for (int i = 0; i < 2; i++)
         if (peat_backend_available(names[i])) return names[i];

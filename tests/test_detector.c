@@ -5,8 +5,9 @@
 #include <criterion/logging.h>
 
 #include "analyzer/analyzer.h"
+#include "harness/harness.h"
 #include "detector/detector.h"
-#include "harness/cli/calibrate.h"
+#include "harness/calibrate.h"
 #include "golden/golden.h"
 #include "inject/inject.h"
 #include "peat/peat.h"
@@ -18,7 +19,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(detector, .init = setup);

@@ -4,6 +4,7 @@
 #include <criterion/logging.h>
 
 #include "golden/golden.h"
+#include "harness/harness.h"
 #include "peat/peat.h"
 
 #include <math.h>
@@ -22,7 +23,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(kernels, .init = setup);

@@ -4,6 +4,7 @@
 
 #include "models/flow_impl.h" /* internal: the gradient check calls a flow's train directly */
 #include "models/models.h"
+#include "harness/harness.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
 
 static void init(void)
 {
-    cr_assert_eq(peat_registry_init(), PEAT_OK, "registry: %s", peat_error_last());
+    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
 }
 
 static peat_flow_config config(uint64_t seed)

@@ -1,4 +1,5 @@
-/* peat.h: the public C API of PEAT (status, dtypes, tensors, ops, kernels, execution). */
+/* peat.h: the host API of PEAT (errors, dtypes, tensors, rng, op table, registry, execution); the
+ * types it works on are the plugin ABI in peat/plugin.h. */
 #ifndef PEAT_PEAT_H
 #define PEAT_PEAT_H
 
@@ -6,30 +7,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "peat/plugin.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define PEAT_VERSION_STRING "0.1.0"
 
 /* ---- status: one enum, one error path ------------------------------------------------------ */
 
-typedef enum peat_status {
-    PEAT_OK = 0,
-    PEAT_ERR_INVAL,       /* bad argument, malformed spec */
-    PEAT_ERR_NOMEM,       /* allocation failed */
-    PEAT_ERR_IO,          /* file could not be read or written */
-    PEAT_ERR_FORMAT,      /* file is damaged, foreign or of another schema version */
-    PEAT_ERR_NOTFOUND,    /* unknown name (kernel, flow, op, record) */
-    PEAT_ERR_SHAPE,       /* shapes or params do not fit the op */
-    PEAT_ERR_BACKEND,     /* device or vendor runtime failure */
-    PEAT_ERR_ABI,         /* plugin ABI version mismatch */
-    PEAT_ERR_UNSUPPORTED, /* valid request this build or kernel cannot serve */
-    PEAT_ERR_NUMERIC,     /* NaN/Inf where a finite value is required */
-    PEAT_ERR_KERNEL,      /* kernel crashed, hung or reported failure */
-    PEAT_ERR_INTERNAL,
-    PEAT_STATUS_COUNT
-} peat_status;
 
 const char *peat_status_str(peat_status s);
 
@@ -55,14 +41,6 @@ void peat_error_clear(void);
 
 /* ---- dtypes ---------------------------------------------------------------------------------- */
 
-typedef enum peat_dtype {
-    PEAT_DTYPE_F64 = 0,
-    PEAT_DTYPE_F32,
-    PEAT_DTYPE_BF16,
-    PEAT_DTYPE_F16,
-    PEAT_DTYPE_I32,
-    PEAT_DTYPE_COUNT
-} peat_dtype;
 
 size_t peat_dtype_size(peat_dtype t);
 const char *peat_dtype_name(peat_dtype t);
@@ -100,15 +78,6 @@ int peat_dtype_mantissa_bits(peat_dtype t);
 
 /* ---- tensors: host memory, row-major, contiguous --------------------------------------------- */
 
-#define PEAT_MAX_DIMS 4
-
-typedef struct peat_tensor {
-    peat_dtype dtype;
-    int ndim;
-    int64_t shape[PEAT_MAX_DIMS];
-    void *data;
-    int owns_data;
-} peat_tensor;
 
 /* Allocates a zero-filled tensor; absurd shapes (negative, overflow, > 2^34 elements) are refused.
  */
@@ -157,86 +126,6 @@ void peat_rng_fill_gaussian(peat_rng_t *r, peat_tensor *t, double sigma);
 uint64_t peat_seed_derive(uint64_t seed, const char *stream);
 
 /* ---- ops ------------------------------------------------------------------------------------- */
-/* Every op is a pure function of its inputs and params. All float tensors of a flow are F32
- * (working precision); index tensors are I32. Exact kernels take the same inputs and write F64
- * outputs. Params use the slots named below (unused slots are 0). Layout is row-major, NCHW for
- * images, [B,H,T,D] for attention. Outputs never alias inputs unless said ("may alias"). */
-
-typedef enum peat_op_kind {
-    /* i: transA, transB, M, N, K, batch(>=1) ; f: alpha, beta
-     * in: A [batch, transA? KxM : MxK], B [batch, transB? NxK : KxN], C [batch,M,N] (only when
-     * beta != 0) ; out: D [batch,M,N] = alpha*op(A)op(B) + beta*C (D may alias C) */
-    PEAT_OP_GEMM = 0,
-    /* i: N, C, H, W, O, KH, KW, stride, pad ; in: X [N,C,H,W], Wt [O,C,KH,KW] ;
-     * out: Y [N,O,OH,OW], OH = (H + 2 pad - KH)/stride + 1 */
-    PEAT_OP_CONV2D,
-    /* same i ; in: dY [N,O,OH,OW], Wt ; out: dX [N,C,H,W] */
-    PEAT_OP_CONV2D_BWD_DATA,
-    /* same i ; in: X, dY ; out: dW [O,C,KH,KW] */
-    PEAT_OP_CONV2D_BWD_FILTER,
-    /* i: R, C, S ; in: X [R,C,S], b [C] ; out: Y = X + b (per channel c; S=1 for a linear layer) */
-    PEAT_OP_BIAS_ADD,
-    /* i: R, C, S ; in: dY [R,C,S] ; out: db [C] = sum over R and S */
-    PEAT_OP_BIAS_ADD_BWD,
-    /* i: n ; in: X ; out: Y = max(X,0) */
-    PEAT_OP_RELU,
-    /* i: n ; in: X (pre-activation), dY ; out: dX = dY * (X > 0) */
-    PEAT_OP_RELU_BWD,
-    /* i: n ; in: X ; out: Y = 0.5 X (1 + erf(X/sqrt2)) (the exact GELU) */
-    PEAT_OP_GELU,
-    /* i: n ; in: X, dY ; out: dX = dY * GELU'(X) */
-    PEAT_OP_GELU_BWD,
-    /* i: R, C ; in: X [R,C] ; out: Y = softmax over each row */
-    PEAT_OP_SOFTMAX,
-    /* i: R, C ; in: Y (softmax output), dY ; out: dX = Y * (dY - sum(dY*Y)) */
-    PEAT_OP_SOFTMAX_BWD,
-    /* i: R, C ; f: eps ; in: X [R,C], gamma [C], beta [C] ;
-     * out: Y [R,C], mean [R], rstd [R] (rstd = 1/sqrt(var + eps), biased var) */
-    PEAT_OP_LAYERNORM,
-    /* i: R, C ; f: eps ; in: X, gamma, mean, rstd, dY ; out: dX [R,C], dgamma [C], dbeta [C] */
-    PEAT_OP_LAYERNORM_BWD,
-    /* i: B, H, T, D, causal ; f: scale ; in: Q, K, V [B,H,T,D] ;
-     * out: O [B,H,T,D], L [B,H,T] (row logsumexp of scale*QK^T after the causal mask) */
-    PEAT_OP_ATTENTION,
-    /* same i, f ; in: Q, K, V, O, L, dO ; out: dQ, dK, dV */
-    PEAT_OP_ATTENTION_BWD,
-    /* i: N, V, D ; in: table [V,D], idx I32 [N] ; out: Y [N,D] = table[idx] */
-    PEAT_OP_EMBEDDING,
-    /* i: N, V, D ; in: idx I32 [N], dY [N,D] ; out: dtable [V,D] (scatter-add into zeros) */
-    PEAT_OP_EMBEDDING_BWD,
-    /* i: R, C ; in: logits [R,C], target I32 [R] ; out: loss [R] = logsumexp(row) - row[target] */
-    PEAT_OP_CROSS_ENTROPY,
-    /* i: R, C ; in: logits, target, dloss [R] ; out: dlogits [R,C] = dloss*(softmax - onehot) */
-    PEAT_OP_CROSS_ENTROPY_BWD,
-    /* i: n, step t (>=1) ; f: lr, beta1, beta2, eps, weight_decay ; in: param, grad, m, v ;
-     * out: param', m', v' (decoupled weight decay: p -= lr*(mhat/(sqrt(vhat)+eps) + wd*p)) ;
-     * outputs may alias the matching inputs */
-    PEAT_OP_ADAMW,
-    /* i: n ; f: lr, momentum, weight_decay ; in: param, grad, mom ; out: param', mom'
-     * (mom' = momentum*mom + grad + wd*param ; param' = param - lr*mom') ; may alias */
-    PEAT_OP_SGD,
-    /* i: R, C, mode (0 sum, 1 mean) ; in: X [R,C] ; out: Y [R] (reduce each row) */
-    PEAT_OP_REDUCE,
-    PEAT_OP_COUNT
-} peat_op_kind;
-
-#define PEAT_PARAM_I 12
-#define PEAT_PARAM_F 8
-typedef struct peat_op_params {
-    int64_t i[PEAT_PARAM_I];
-    double f[PEAT_PARAM_F];
-} peat_op_params;
-
-#define PEAT_MAX_IO 8
-
-/* One invocation: op, params, inputs, outputs. */
-typedef struct peat_args {
-    peat_op_kind op;
-    peat_op_params p;
-    int n_in, n_out;
-    const peat_tensor *in[PEAT_MAX_IO];
-    peat_tensor *out[PEAT_MAX_IO];
-} peat_args;
 
 typedef struct peat_op_info {
     peat_op_kind op;
@@ -267,37 +156,7 @@ void peat_args_free_outputs(peat_args *a);
 
 /* ---- kernels and the registry ---------------------------------------------------------------- */
 
-typedef enum peat_kernel_role {
-    PEAT_ROLE_EXACT = 0, /* fp64 accumulation, the reference errors are measured against */
-    PEAT_ROLE_GOLDEN,    /* trusted working-precision kernel */
-    PEAT_ROLE_CANDIDATE  /* under validation */
-} peat_kernel_role;
 const char *peat_role_name(peat_kernel_role r);
-
-/* Declared launch/tiling config; the predictor reads it. 0 = not applicable. */
-typedef struct peat_kernel_config {
-    int tile_m, tile_n, tile_k;
-    int threads, blocks_per_sm;
-    int vec_width;
-    int split_k;
-} peat_kernel_config;
-
-struct peat_kernel;
-typedef peat_status (*peat_kernel_fn)(const peat_args *a, const struct peat_kernel *self);
-
-typedef struct peat_kernel {
-    const char *name;
-    peat_op_kind op;
-    peat_kernel_role role;
-    const char *backend;  /* "cpu", "cuda", "hip" */
-    peat_dtype in_dtype;  /* precision the kernel reads its inputs in (F32 storage, may round) */
-    peat_dtype out_dtype; /* precision of its outputs (F64 for exact) */
-    peat_dtype acc_dtype; /* accumulation precision */
-    peat_kernel_config cfg;
-    peat_kernel_fn fn;
-    const char *desc; /* one line for `peat list` */
-    void *user;       /* kernel-private data (plugins) */
-} peat_kernel;
 
 /* Registers a kernel (the descriptor is copied; strings must outlive the registry). A name
  * registered twice is refused. */
@@ -306,8 +165,6 @@ const peat_kernel *peat_registry_find(const char *name);
 const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role, const char *backend);
 int peat_registry_count(void);
 const peat_kernel *peat_registry_at(int i);
-/* Registers every built-in kernel (exact, golden, candidates) once; idempotent. */
-peat_status peat_registry_init(void);
 /* Runs kernel k on a: validates the call first, then calls the kernel. */
 peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a);
 
@@ -348,6 +205,9 @@ peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase, p
 /* Convenience for call sites: fills a peat_args. */
 peat_args peat_args_make(peat_op_kind op, const peat_op_params *p, int n_in,
                          const peat_tensor *const *in, int n_out, peat_tensor *const *out);
+
+/* Host side: loads a plugin and registers its kernels; returns the number registered. */
+peat_status peat_plugin_load(const char *path, int *n_registered);
 
 #ifdef __cplusplus
 }

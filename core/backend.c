@@ -1,0 +1,132 @@
+/* backend.c: backend selection and the public wrappers (with fallbacks for NULL hooks). */
+#include "core/backend_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const char *name;
+    const struct peat_backend_iface *iface;
+} backend_entry;
+
+/* GPU backends register first (peat_backend_register), CPU is always last: "auto" picks the
+ * first with a device. */
+#define MAX_BACKENDS 4
+static backend_entry backends[MAX_BACKENDS] = {{"cpu", &peat_backend_cpu_iface}};
+static size_t N_BACKENDS = 1;
+
+peat_status peat_backend_register(const char *name, const struct peat_backend_iface *iface)
+{
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (strcmp(backends[i].name, name) == 0) return PEAT_OK; /* idempotent */
+    if (N_BACKENDS == MAX_BACKENDS) return PEAT_ERROR(PEAT_ERR_NOMEM, "too many backends");
+    memmove(backends + 1, backends, N_BACKENDS * sizeof backends[0]);
+    backends[0].name = name;
+    backends[0].iface = iface;
+    N_BACKENDS++;
+    return PEAT_OK;
+}
+
+const char *peat_backend_list(void)
+{
+    static char buf[64];
+    buf[0] = 0;
+    for (size_t i = 0; i < N_BACKENDS; i++) {
+        if (i) strcat(buf, ",");
+        strcat(buf, backends[i].name);
+    }
+    return buf;
+}
+
+int peat_backend_available(const char *name)
+{
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (strcmp(backends[i].name, name) == 0) return backends[i].iface->device_count() > 0;
+    return 0;
+}
+
+peat_status peat_backend_open(const char *name, int device, peat_backend_t *out)
+{
+    *out = NULL;
+    const struct peat_backend_iface *iface = NULL;
+    const char *want = name ? name : "auto";
+    for (size_t i = 0; i < N_BACKENDS && !iface; i++) {
+        if (strcmp(want, "auto") == 0 ? backends[i].iface->device_count() > 0
+                                      : strcmp(want, backends[i].name) == 0)
+            iface = backends[i].iface;
+    }
+    if (!iface) {
+        if (strcmp(want, "cuda") == 0 || strcmp(want, "hip") == 0)
+            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "backend '%s' is not built in (built: %s)",
+                              want, peat_backend_list());
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown backend '%s' (choose auto, %s)", want,
+                          peat_backend_list());
+    }
+    int nd = iface->device_count();
+    if (device < 0 || device >= nd)
+        return PEAT_ERROR(PEAT_ERR_BACKEND, "backend '%s' has %d device(s); device %d requested",
+                          want, nd, device);
+    peat_backend_t b = calloc(1, sizeof *b);
+    if (!b) return PEAT_ERROR(PEAT_ERR_NOMEM, "backend");
+    b->iface = iface;
+    b->device = device;
+    *out = b;
+    return PEAT_OK;
+}
+
+void peat_backend_close(peat_backend_t b)
+{
+    if (!b) return;
+    if (b->iface->free) b->iface->free(b);
+    free(b);
+}
+
+const char *peat_backend_name(peat_backend_t b)
+{
+    return b->iface->get_name(b);
+}
+peat_status peat_backend_device_info(peat_backend_t b, peat_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    return b->iface->device_info(b, out);
+}
+peat_status peat_backend_alloc(peat_backend_t b, size_t nbytes, void **out)
+{
+    return b->iface->buffer_alloc(b, nbytes, out);
+}
+void peat_backend_free(peat_backend_t b, void *ptr)
+{
+    b->iface->buffer_free(b, ptr);
+}
+
+peat_status peat_backend_copy_h2d(peat_backend_t b, void *dst, const void *src, size_t nbytes)
+{
+    if (!b->iface->copy_h2d) {
+        memcpy(dst, src, nbytes);
+        return PEAT_OK;
+    }
+    return b->iface->copy_h2d(b, dst, src, nbytes);
+}
+
+peat_status peat_backend_copy_d2h(peat_backend_t b, void *dst, const void *src, size_t nbytes)
+{
+    if (!b->iface->copy_d2h) {
+        memcpy(dst, src, nbytes);
+        return PEAT_OK;
+    }
+    return b->iface->copy_d2h(b, dst, src, nbytes);
+}
+
+peat_status peat_backend_synchronize(peat_backend_t b)
+{
+    return b->iface->synchronize ? b->iface->synchronize(b) : PEAT_OK;
+}
+
+double peat_backend_timer_now(peat_backend_t b)
+{
+    if (b->iface->timer_now) return b->iface->timer_now(b);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,34 @@
+/* builtin.c: one-time registration of every built-in kernel (exact, golden, candidates). */
+#include "harness/harness.h"
+#include "golden/golden.h"
+#include "kernels/kernels.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static peat_status init_status;
+static char init_msg[512];
+
+#ifdef PEAT_HAVE_GPU
+/* core/gpu: registers the device kernels and the device backend */
+peat_status peat_gpu_register(void);
+#endif
+
+static void init_once(void)
+{
+    init_status = peat_golden_register();
+    if (init_status == PEAT_OK) init_status = peat_kernels_register();
+#ifdef PEAT_HAVE_GPU
+    if (init_status == PEAT_OK) init_status = peat_gpu_register();
+#endif
+    if (init_status != PEAT_OK) snprintf(init_msg, sizeof init_msg, "%s", peat_error_last());
+}
+
+peat_status peat_builtin_init(void)
+{
+    pthread_once(&once, init_once);
+    if (init_status != PEAT_OK)
+        return PEAT_ERROR(init_status, "registering built-in kernels: %s", init_msg);
+    return PEAT_OK;
+}

@@ -1,0 +1,99 @@
+/* campaign.h: the `peat run` pipeline: profile -> playback -> analyze -> detect -> report. */
+#ifndef PEAT_CAMPAIGN_H
+#define PEAT_CAMPAIGN_H
+
+#include <stdio.h>
+
+#include "detector/detector.h"
+#include "core/record.h"
+#include "models/models.h"
+
+#define PEAT_MAX_PLUGINS 8
+
+typedef struct peat_campaign_opts {
+    const char *kernel;  /* candidate under test (required) */
+    const char *flow;    /* NULL = first flow that calls the kernel's op */
+    const char *backend; /* "auto" (default), "cpu", "cuda", "hip" */
+    int64_t iters;       /* training iterations to profile (0 = flow default) */
+    int64_t calls;       /* op calls to record and replay (0 = default) */
+    uint64_t seed;
+    const char *out_dir; /* NULL = peat-out/<kernel>-<flow>-<UTC time> */
+    const char *plugins[PEAT_MAX_PLUGINS];
+    int n_plugins;
+    int resume;              /* continue the campaign in out_dir */
+    int force;               /* replace a finished campaign in out_dir */
+    int isolate;             /* run the candidate in a child process (crash/hang safe) */
+    double kernel_timeout_s; /* per call, when isolated */
+    int repeats;             /* calls replayed twice to test determinism */
+    int quiet;
+    const char *argv; /* command line, recorded in the campaign file */
+    /* recording policy (docs/cli.md) */
+    const char *record_ops;                 /* "gemm,softmax" or "all"; NULL = the kernel's op */
+    int64_t record_every;                   /* every k-th call; 0 = spread --calls over the run */
+    int64_t record_iter_lo, record_iter_hi; /* iteration window [lo, hi); hi 0 = to the end */
+    const char *record_phase;               /* "fwd,bwd,opt" subset; NULL = all */
+    const char *checkpoint_iters;           /* "last" (default), "none", "every:N", "0,10,59" */
+    const char *activation_iters; /* NULL/"none", or as above: outputs of every forward op */
+    const char *compress;         /* "auto" (default), "all", "none" or a percent (docs/cli.md) */
+    /* training */
+    const char *optimizer;        /* "adamw" (default) or "sgd" */
+    int task;                     /* 0 pretraining task, 1 shifted task */
+    int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
+    double lr;                    /* learning rate (0 = the flow's default) */
+    const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
+} peat_campaign_opts;
+
+/* Validates an iteration list spec ("last", "none", "every:N", "a,b,c"). */
+peat_status peat_iter_spec_check(const char *spec);
+/* Whether iteration it (of iters) is selected by spec. */
+int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters);
+/* Parses an op list ("all" or comma-separated op names) into a mask. */
+peat_status peat_op_mask_parse(const char *list, uint32_t *mask);
+/* Parses --compress ("auto", "all", "none", or a percent 1..100) into store settings. */
+peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct);
+/* Parses a phase list ("fwd,bwd,opt"). */
+peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
+
+void peat_campaign_opts_default(peat_campaign_opts *o);
+
+/* Defaults of `peat run` (benchmarks use them to measure "the default campaign"). */
+#define PEAT_CAMPAIGN_DEFAULT_CALLS 96
+int64_t peat_campaign_default_iters(const char *flow);
+
+typedef struct peat_campaign_result {
+    char out_dir[512];
+    char flow[32];
+    peat_signature cand, golden;
+    peat_finding findings[8];
+    int n_findings;
+    peat_acceptance verdict;
+    int64_t n_records;
+    int64_t n_kernel_failures; /* calls on which the candidate crashed, hung or failed */
+    char kernel_failure[256];  /* first such failure */
+    double loss_first, loss_last;
+    double eval_loss, eval_accuracy; /* held-out, after training (golden) */
+    int64_t n_checkpoints, n_activation_records, n_stored_records;
+    double t_profile, t_playback, t_analyze, t_total;
+} peat_campaign_result;
+
+/* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);
+ * any other status is a usage, input or environment error (message via peat_error_last). */
+peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res);
+
+/* Writes the terminal verdict table. */
+void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically).
+ */
+peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes s with <, >, & and " escaped for XML and HTML. */
+void peat_report_escape(FILE *f, const char *s);
+
+/* Writes report.html (findings, signature table, inline SVG plots) to f. */
+peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_result *r, FILE *f);
+
+/* Monotonic seconds. */
+double peat_now(void);
+
+#endif

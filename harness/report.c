@@ -1,0 +1,260 @@
+/* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
+#include "harness/campaign.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *verdict_word(peat_acceptance a)
+{
+    return a == PEAT_ACCEPT_PASS ? "PASS" : a == PEAT_ACCEPT_WARN ? "WARN" : "FAIL";
+}
+
+static double ratio(double a, double b)
+{
+    return b > 0 ? a / b : (a > 0 ? INFINITY : 1.0);
+}
+
+void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    const peat_signature *c = &r->cand, *g = &r->golden;
+    fprintf(f, "\n%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "kernel", "calls", "elements",
+            "max err/bnd", "rms vs gold", "eff bits", "finding", "verdict");
+    for (int i = 0; i < r->n_findings; i++) {
+        const peat_finding *fd = &r->findings[i];
+        if (i == 0)
+            fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s %s\n", c->kernel,
+                    (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
+                    c->max_norm, ratio(c->rms_abs, g->rms_abs), c->eff_bits,
+                    peat_finding_name(fd->cls), verdict_word(fd->accept));
+        else
+            fprintf(f, "%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "", "", "", "", "", "",
+                    peat_finding_name(fd->cls), verdict_word(fd->accept));
+    }
+    fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s\n", g->kernel,
+            (long long)r->n_records, (long long)g->n_elems, g->max_norm, 1.0, g->eff_bits,
+            "(reference)");
+    for (int i = 0; i < r->n_findings; i++) {
+        const peat_finding *fd = &r->findings[i];
+        fprintf(f, "\n%s%s%s (confidence %.2f):\n", peat_finding_name(fd->cls),
+                fd->params[0] ? " " : "", fd->params, fd->confidence);
+        for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "  - %s\n", fd->evidence[e]);
+    }
+    fprintf(f,
+            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, total "
+            "%.1f s)\n",
+            verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
+            r->t_playback, r->t_total);
+    fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
+            r->out_dir);
+}
+
+/* ---- small JSON/XML writers ---- */
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+void peat_report_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            fputc(*s, f);
+        }
+    }
+}
+
+/* A number, or null where it is NaN or infinite (JSON has no NaN). */
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+/* Opens dir/name.tmp for writing; peat_report_commit renames it into place. */
+static FILE *open_tmp(const char *dir, const char *name, char *tmp, size_t n)
+{
+    snprintf(tmp, n, "%s/%s.tmp", dir, name);
+    return fopen(tmp, "w");
+}
+
+static peat_status commit(FILE *f, const char *dir, const char *name, const char *tmp)
+{
+    char final[700];
+    snprintf(final, sizeof final, "%s/%s", dir, name);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        remove(tmp);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
+    }
+    if (rename(tmp, final) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
+    return PEAT_OK;
+}
+
+static void write_findings_json(FILE *f, const peat_campaign_result *r)
+{
+    fputs("  \"findings\": [\n", f);
+    for (int i = 0; i < r->n_findings; i++) {
+        const peat_finding *fd = &r->findings[i];
+        fputs("    {\"class\": ", f);
+        json_str(f, peat_finding_name(fd->cls));
+        fputs(", \"params\": ", f);
+        json_str(f, fd->params);
+        fprintf(f, ", \"confidence\": %.3f, \"acceptance\": ", fd->confidence);
+        json_str(f, verdict_word(fd->accept));
+        fputs(", \"evidence\": [", f);
+        for (int e = 0; e < fd->n_evidence; e++) {
+            if (e) fputs(", ", f);
+            json_str(f, fd->evidence[e]);
+        }
+        fprintf(f, "]}%s\n", i + 1 < r->n_findings ? "," : "");
+    }
+    fputs("  ],\n", f);
+}
+
+peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    char tmp[700];
+    size_t need = (size_t)peat_signature_to_json(&r->cand, NULL, 0) + 1;
+    size_t need2 = (size_t)peat_signature_to_json(&r->golden, NULL, 0) + 1;
+    char *sc = malloc(need), *sg = malloc(need2);
+    if (!sc || !sg) {
+        free(sc), free(sg);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
+    }
+    peat_signature_to_json(&r->cand, sc, need);
+    peat_signature_to_json(&r->golden, sg, need2);
+
+    FILE *f = open_tmp(r->out_dir, "signature.json", tmp, sizeof tmp);
+    if (!f) {
+        free(sc), free(sg);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
+    }
+    fprintf(f, "{\n  \"peat_version\": \"%s\",\n  \"kernel\": ", PEAT_VERSION_STRING);
+    json_str(f, r->cand.kernel);
+    fputs(",\n  \"flow\": ", f);
+    json_str(f, r->flow);
+    fprintf(f, ",\n  \"seed\": %llu,\n  \"records\": %lld,\n  \"kernel_failures\": %lld,\n",
+            (unsigned long long)o->seed, (long long)r->n_records, (long long)r->n_kernel_failures);
+    fputs("  \"verdict\": ", f);
+    json_str(f, verdict_word(r->verdict));
+    fputs(",\n", f);
+    write_findings_json(f, r);
+    fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
+    fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g, \"eval_loss\": ",
+            r->loss_first, r->loss_last);
+    json_num(f, r->eval_loss);
+    fputs(", \"eval_accuracy\": ", f);
+    json_num(f, r->eval_accuracy);
+    fputs("},\n", f);
+    fprintf(
+        f,
+        "  \"stored\": {\"records\": %lld, \"activation_records\": %lld, \"checkpoints\": %lld},\n",
+        (long long)r->n_stored_records, (long long)r->n_activation_records,
+        (long long)r->n_checkpoints);
+    fprintf(f,
+            "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"analyze\": %.3f, \"total\": "
+            "%.3f}\n}\n",
+            r->t_profile, r->t_playback, r->t_analyze, r->t_total);
+    free(sc), free(sg);
+    PEAT_TRY(commit(f, r->out_dir, "signature.json", tmp));
+
+    f = open_tmp(r->out_dir, "summary.md", tmp, sizeof tmp);
+    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
+    fprintf(f, "# PEAT: %s on flow %s: %s\n\n", r->cand.kernel, r->flow, verdict_word(r->verdict));
+    fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", r->cand.kernel,
+            r->golden.kernel);
+    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)r->cand.n_calls,
+            (long long)r->cand.n_elems, (long long)r->golden.n_calls, (long long)r->golden.n_elems);
+    fprintf(f, "| max error / fp32 bound | %.3g | %.3g |\n", r->cand.max_norm, r->golden.max_norm);
+    fprintf(f, "| elements over bound | %.3g%% | %.3g%% |\n", 100 * r->cand.frac_over_bound,
+            100 * r->golden.frac_over_bound);
+    fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", r->cand.max_abs,
+            r->cand.rms_abs, r->golden.max_abs, r->golden.rms_abs);
+    fprintf(f, "| max ULP | %.0f | %.0f |\n", r->cand.max_ulp, r->golden.max_ulp);
+    fprintf(f, "| effective bits | %.1f | %.1f |\n", r->cand.eff_bits, r->golden.eff_bits);
+    fprintf(f, "| NaN / Inf introduced | %lld / %lld | %lld / %lld |\n\n", (long long)r->cand.n_nan,
+            (long long)r->cand.n_inf, (long long)r->golden.n_nan, (long long)r->golden.n_inf);
+    for (int i = 0; i < r->n_findings; i++) {
+        const peat_finding *fd = &r->findings[i];
+        fprintf(f, "## %s %s (%s, confidence %.2f)\n\n", peat_finding_name(fd->cls), fd->params,
+                verdict_word(fd->accept), fd->confidence);
+        for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
+        fputc('\n', f);
+    }
+    fprintf(f,
+            "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
+            "records (%lld activation records), %lld checkpoints. Seed %llu. Time %.1f s.\n",
+            r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy,
+            (long long)r->n_stored_records, (long long)r->n_activation_records,
+            (long long)r->n_checkpoints, (unsigned long long)o->seed, r->t_total);
+    PEAT_TRY(commit(f, r->out_dir, "summary.md", tmp));
+
+    f = open_tmp(r->out_dir, "junit.xml", tmp, sizeof tmp);
+    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
+    int fails = r->verdict == PEAT_ACCEPT_FAIL;
+    fprintf(
+        f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"%d\">\n",
+        fails);
+    fprintf(f, "  <testsuite name=\"peat\" tests=\"1\" failures=\"%d\" time=\"%.3f\">\n", fails,
+            r->t_total);
+    fputs("    <testcase classname=\"peat.", f);
+    peat_report_escape(f, r->flow);
+    fputs("\" name=\"", f);
+    peat_report_escape(f, r->cand.kernel);
+    fprintf(f, "\" time=\"%.3f\">\n", r->t_total);
+    if (fails || r->verdict == PEAT_ACCEPT_WARN) {
+        fputs(fails ? "      <failure message=\"" : "      <system-out>", f);
+        for (int i = 0; i < r->n_findings; i++) {
+            const peat_finding *fd = &r->findings[i];
+            peat_report_escape(f, peat_finding_name(fd->cls));
+            fputs(" ", f);
+            peat_report_escape(f, fd->params);
+            fputs(fd->n_evidence ? ": " : "", f);
+            if (fd->n_evidence) peat_report_escape(f, fd->evidence[0]);
+            fputs(i + 1 < r->n_findings ? "; " : "", f);
+        }
+        fputs(fails ? "\"/>\n" : "</system-out>\n", f);
+    }
+    fputs("    </testcase>\n  </testsuite>\n</testsuites>\n", f);
+    PEAT_TRY(commit(f, r->out_dir, "junit.xml", tmp));
+
+    f = open_tmp(r->out_dir, "report.html", tmp, sizeof tmp);
+    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
+    peat_status st = peat_report_html(o, r, f);
+    if (st != PEAT_OK) {
+        fclose(f);
+        remove(tmp);
+        return st;
+    }
+    return commit(f, r->out_dir, "report.html", tmp);
+}

@@ -1,0 +1,166 @@
+/* store.h: the campaign's HDF5 file: metadata, recorded op calls, states, metrics, signatures.
+ * Layout, dedup and crash-safety design: docs/hdf5-schema.md. */
+#ifndef PEAT_STORE_H
+#define PEAT_STORE_H
+
+#include <stdio.h>
+
+#include "core/record.h"
+
+#define PEAT_STORE_SCHEMA_VERSION 2
+/* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
+#define PEAT_STORE_FORMAT "peat-campaign"
+/* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the
+ * stored inputs): they are twice the golden outputs' size and barely compress, and recomputing
+ * one costs about what replaying the call costs. docs/hdf5-schema.md has the numbers. */
+#define PEAT_STORE_EXACT_MAX_DEFAULT 0
+/* A tensor is compressed (shuffle + deflate) when that is estimated to save at least this percent
+ * of its bytes; the rest is written uncompressed, in place. Dense fp32 training data saves ~15%,
+ * coded at ~0.8 GB/s a core against ~3 GB/s written as it is (docs/hdf5-schema.md). */
+#define PEAT_STORE_MIN_SAVING_PCT_DEFAULT 25
+
+typedef struct peat_store_meta {
+    char flow[32];
+    char kernel[64]; /* candidate under test */
+    char backend[16];
+    char device[128];
+    uint64_t seed;
+    int64_t iters;
+    char peat_version[16];
+    char created[32]; /* ISO 8601 UTC */
+    char argv[512];   /* command line that created it */
+    /* environment and policy; "" where unknown (all optional) */
+    char host[64];
+    char clocks[128]; /* e.g. "sm 1980 MHz, mem 2619 MHz" as sampled at the start */
+    char dtypes[64];  /* e.g. "storage f32, accumulate f32, exact f64" */
+    char build[64];   /* build type, compiler */
+    char policy[256]; /* the recording policy, as flags or config text */
+    /* store settings, persisted so readers know what was done */
+    int64_t exact_max_bytes; /* store a call's exact outputs up to this many bytes; 0 = default
+                                (PEAT_STORE_EXACT_MAX_DEFAULT: never); < 0 = always */
+    int deflate_level;       /* 1..9; 0 = default (1); -1 = nothing compressed: every tensor
+                                goes to the raw pools (fastest) */
+    int min_saving_pct;      /* a tensor is compressed when shuffle + deflate is estimated to
+                                save at least this percent of its bytes (and 4 KiB): 0 = default
+                                (25), 1..100, -1 = compress every tensor (smallest files) */
+    char hdf5_version[32];   /* filled in by the store */
+} peat_store_meta;
+
+typedef struct peat_store peat_store_t;
+
+/* Creates a new campaign file (refuses to overwrite an existing one). The file is built under
+ * PATH.creating and linked to PATH only once it is complete, so PATH never names a half-made file.
+ */
+peat_status peat_store_create(const char *path, const peat_store_meta *meta, peat_store_t **out);
+/* Opens an existing file; validates that it is HDF5, a PEAT campaign, and of this schema version,
+ * else PEAT_ERR_FORMAT with a message naming the problem. A file whose writer was killed opens
+ * with every completed record (an incomplete trailing record is ignored). writable: for
+ * --resume; refused (PEAT_ERR_IO) while another process writes the file. */
+peat_status peat_store_open(const char *path, int writable, peat_store_t **out);
+/* Flushes and closes; NULL is fine. */
+peat_status peat_store_close(peat_store_t *s);
+peat_status peat_store_meta_get(const peat_store_t *s, peat_store_meta *out);
+
+/* ---- op-call records ---- */
+
+/* Writes one record durably (every completed record survives a later SIGKILL). Tensors already
+ * in the store (same dtype, shape and bytes) are referenced, not stored again. A record whose id
+ * is already stored is refused (PEAT_ERR_INVAL): records are never doubled. */
+peat_status peat_store_call_write(peat_store_t *s, const peat_record *r);
+int64_t peat_store_call_count(const peat_store_t *s);
+/* Whether a record with this id is present (for --resume). */
+int peat_store_call_has(const peat_store_t *s, uint64_t id);
+/* Position of the record with this id, PEAT_ERR_NOTFOUND if absent. */
+peat_status peat_store_call_find(const peat_store_t *s, uint64_t id, int64_t *idx);
+/* Reads the idx-th record (0 <= idx < count, in write order). Exact outputs are returned when the
+ * file holds them; those it does not are left NULL for the caller to recompute
+ * (peat_record_compute_exact): the store runs no kernel. Every tensor is checked against its hash. */
+peat_status peat_store_call_read(peat_store_t *s, int64_t idx, peat_record **out);
+/* Provenance and params of the idx-th record only (tensor pointers left NULL): cheap, for
+ * choosing records by op, layer or iteration. */
+peat_status peat_store_call_header(const peat_store_t *s, int64_t idx, peat_record *out);
+
+/* A record sink writing into the store (user = peat_store_t*); frees the record after writing.
+ * Records whose id is already stored are skipped: that is what makes a resumed run idempotent. */
+peat_status peat_store_sink(void *store, peat_record *r);
+
+/* ---- states: named tensors of a flow at an iteration (checkpoints, activations) ---- */
+
+/* Writes a snapshot of n tensors (names up to 63 chars, tag up to 31, e.g. "checkpoint",
+ * "activations") durably and as one record; an (iter, tag) already stored is refused. */
+peat_status peat_store_state_write(peat_store_t *s, int64_t iter, const char *tag, int n,
+                                   const peat_tensor *const *t, const char *const *names);
+/* Number of snapshots, and what the idx-th (in write order) holds. */
+int64_t peat_store_state_count(const peat_store_t *s);
+peat_status peat_store_state_info(const peat_store_t *s, int64_t idx, int64_t *iter, char tag[32],
+                                  int *n);
+int peat_store_state_has(const peat_store_t *s, int64_t iter, const char *tag);
+
+typedef struct peat_store_state {
+    int64_t iter;
+    char tag[32];
+    int n;
+    peat_tensor **t;   /* n tensors, owned */
+    char (*names)[64]; /* n names, owned */
+} peat_store_state;
+/* Reads the snapshot (iter, tag); PEAT_ERR_NOTFOUND if absent. */
+peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag,
+                                  peat_store_state **out);
+void peat_store_state_free(peat_store_state *st);
+
+/* ---- per-iteration metrics ---- */
+
+/* Appends (iter, loss, accuracy) durably; an iteration already stored is refused. */
+peat_status peat_store_metrics_append(peat_store_t *s, int64_t iter, double loss, double accuracy);
+int64_t peat_store_metrics_count(const peat_store_t *s);
+peat_status peat_store_metrics_read(const peat_store_t *s, int64_t idx, int64_t *iter, double *loss,
+                                    double *accuracy);
+int peat_store_metrics_has(const peat_store_t *s, int64_t iter);
+
+/* ---- signatures: one JSON document per kernel (the analyzer's versioned schema) ---- */
+
+/* Writes a signature durably; a later one for the same kernel supersedes the earlier on read. */
+peat_status peat_store_signature_write(peat_store_t *s, const char *kernel, const char *json);
+int64_t peat_store_signature_count(const peat_store_t *s);
+/* The latest signature of kernel as a malloc'd string (caller frees); PEAT_ERR_NOTFOUND if none. */
+peat_status peat_store_signature_read(peat_store_t *s, const char *kernel, char **json);
+/* The idx-th signature in write order: kernel name (64 bytes) and its JSON (caller frees). */
+peat_status peat_store_signature_at(peat_store_t *s, int64_t idx, char kernel[64], char **json);
+
+/* ---- what a file holds ---- */
+
+typedef struct peat_store_stats {
+    int64_t calls, states, state_tensors, metrics, signatures;
+    int64_t tensors;       /* unique tensors stored */
+    int64_t tensor_refs;   /* references to tensors from records (refs - tensors = dedup hits) */
+    int64_t logical_bytes; /* bytes of every referenced tensor, as if stored once per reference */
+    int64_t unique_bytes;  /* bytes of the unique tensors, uncompressed */
+    int64_t deflate_bytes; /* of those, in the compressed pools (before compression) */
+    int64_t deflate_disk;  /* bytes the compressed pools take in the file */
+    int64_t raw_bytes;     /* of the unique bytes, in the uncompressed pools */
+    int64_t spare_bytes;   /* allocated past the last row / tensor (the rest of the last chunk
+                              of each table and raw pool, zeros or unused) */
+    int64_t exact_recomputed; /* exact outputs not stored (recomputed on read), bytes */
+    int64_t file_bytes;       /* size of the file on disk */
+    int crashed;              /* the last writer did not close the file */
+    int64_t dropped_rows;     /* rows of an incomplete trailing record ignored on open */
+} peat_store_stats;
+peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out);
+
+/* `peat inspect FILE`: prints what a campaign file holds (stages, op calls per op, iterations,
+ * states, sizes, compression ratio) as a readable table. */
+peat_status peat_store_inspect(const char *path, FILE *out);
+
+/* ---- test-only fault injection ---- */
+
+/* The process raises SIGKILL when the store's step counter reaches n (n < 0: never). Each write
+ * counts several steps (tensor data, index rows, flush), so sweeping n kills the writer at every
+ * step boundary of the write path. */
+void peat_store_debug_kill_at(int64_t n);
+/* on: before that kill, flush the datasets but not the file, as a kill in the middle of the
+ * flush can leave it (chunk indexes on disk, the superblock's end of allocation not). */
+void peat_store_debug_partial_flush(int on);
+/* Steps counted so far in this process. */
+int64_t peat_store_debug_steps(void);
+
+#endif

@@ -1,0 +1,267 @@
+/* store_file.c: what creating and opening share: attributes, the writer lock, handles, appends. */
+#define _GNU_SOURCE /* F_OFD_SETLK: a writer lock that HDF5's own opens and closes cannot drop */
+#include "store/store_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The groups of the layout (docs/hdf5-schema.md), each with a description attribute. */
+const char *const store_group_paths[STORE_N_GROUPS] = {"/meta",   "/tensors", "/calls",
+                                                       "/states", "/metrics", "/signatures"};
+const char *const store_group_docs[STORE_N_GROUPS] = {
+    "campaign metadata and environment, as attributes",
+    "tensor pools (one 1-D dataset per dtype) and their index: every tensor is stored once",
+    "one row per recorded op call; its tensors are rows of /tensors/index",
+    "snapshots of named flow tensors (checkpoints, activations) at an iteration",
+    "per-iteration loss and accuracy",
+    "one JSON signature per kernel; text in /signatures/text",
+};
+
+/* ---- small HDF5 helpers ---- */
+
+int store_attr_write(hid_t loc, const char *name, hid_t type, const void *val)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    if (sp < 0) return -1;
+    hid_t a = H5Acreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int r = (a < 0 || H5Awrite(a, type, val) < 0) ? -1 : 0;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return r;
+}
+
+int store_attr_str(hid_t loc, const char *name, const char *val)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0) return -1;
+    size_t n = strlen(val) + 1;
+    int r = (H5Tset_size(t, n) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0)
+                ? -1
+                : store_attr_write(loc, name, t, val);
+    H5Tclose(t);
+    return r;
+}
+
+/* 1 = read, 0 = absent, -1 = present but unreadable or not a string. */
+/* Opens attribute name of loc and its type: 1 = open (close both), 0 = absent, -1 = broken. */
+static int attr_open(hid_t loc, const char *name, hid_t *a, hid_t *ft)
+{
+    htri_t ex = H5Aexists(loc, name);
+    if (ex <= 0) return ex == 0 ? 0 : -1;
+    if ((*a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) return -1;
+    *ft = H5Aget_type(*a);
+    return 1;
+}
+
+int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n)
+{
+    buf[0] = 0;
+    hid_t a, ft;
+    int got = attr_open(loc, name, &a, &ft);
+    if (got <= 0) return got;
+    int r = -1;
+    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft)) {
+        size_t sz = H5Tget_size(ft);
+        char *tmp = calloc(sz + 1, 1);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        if (tmp && mt >= 0 && H5Tset_size(mt, sz) >= 0 && H5Aread(a, mt, tmp) >= 0) {
+            snprintf(buf, n, "%s", tmp);
+            r = 1;
+        }
+        if (mt >= 0) H5Tclose(mt);
+        free(tmp);
+    }
+    if (ft >= 0) H5Tclose(ft);
+    H5Aclose(a);
+    return r;
+}
+
+int store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val)
+{
+    hid_t a, ft;
+    int got = attr_open(loc, name, &a, &ft);
+    if (got <= 0) return got;
+    int r = -1;
+    if (ft >= 0 && (H5Tget_class(ft) == H5T_INTEGER) && H5Aread(a, memtype, val) >= 0) r = 1;
+    if (ft >= 0) H5Tclose(ft);
+    H5Aclose(a);
+    return r;
+}
+
+/* ---- the writer lock ---- */
+
+peat_status store_lock_take(const char *path, int *fd_out)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    /* an open-file-description lock: independent of the flock() HDF5 takes, and not dropped when
+     * HDF5 (or anyone in this process) closes another descriptor of the file; the kernel
+     * releases it when the writer dies, so a killed run never leaves a stale lock */
+    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EAGAIN || e == EACCES)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s is being written by another process", path);
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot lock for writing: %s", path, strerror(e));
+    }
+    *fd_out = fd;
+    return PEAT_OK;
+}
+
+/* ---- allocation and teardown ---- */
+
+peat_store_t *store_alloc(const char *path)
+{
+    peat_store_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    s->file = -1;
+    s->d_text = -1;
+    s->lock_fd = s->data_fd = -1;
+    for (int t = 0; t < STORE_T_COUNT; t++) {
+        s->d_table[t] = -1;
+        s->mt[t] = -1;
+        s->rows[t].elem = store_row_size(t);
+    }
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = s->d_raw[d] = -1;
+    size_t raw = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8
+                                                                  : STORE_TEXT_CHUNK;
+    s->chunk_out_cap =
+        compressBound((uLong)raw) + 4096; /* + room for the stored/compressed switches */
+    for (int t = 0; t < STORE_T_COUNT; t++) s->mt[t] = store_row_type(t, 0);
+    int ok = 1;
+    for (int t = 0; t < STORE_T_COUNT; t++) ok &= s->mt[t] >= 0;
+    if (!ok) {
+        peat_store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void close_datasets(peat_store_t *s)
+{
+    if (s->d_text >= 0) H5Dclose(s->d_text);
+    s->d_text = -1;
+    for (int d = PEAT_DTYPE_COUNT - 1; d >= 0; d--) {
+        if (s->d_pool[d] >= 0) H5Dclose(s->d_pool[d]);
+        if (s->d_raw[d] >= 0) H5Dclose(s->d_raw[d]);
+        s->d_pool[d] = s->d_raw[d] = -1;
+        store_space_free(&s->raw[d]);
+    }
+    for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
+        if (s->d_table[t] >= 0) H5Dclose(s->d_table[t]);
+        s->d_table[t] = -1;
+        store_space_free(&s->tab[t]);
+    }
+}
+
+peat_status peat_store_close(peat_store_t *s)
+{
+    if (!s) return PEAT_OK;
+    peat_status st = PEAT_OK;
+    if (s->file >= 0 && s->writable && !s->failed) {
+        /* the extents become exactly what is used, so standard tools show no spare capacity */
+        for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++)
+            st = store_space_trim(s, &s->tab[t], s->disk_rows[t]);
+        for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++)
+            st = store_space_trim(s, &s->raw[d], s->raw_len[d]);
+        if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0 && st == PEAT_OK)
+            st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, store_h5_msg());
+    }
+    close_datasets(s);
+    if (s->file >= 0 && H5Fclose(s->file) < 0 && st == PEAT_OK)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, store_h5_msg());
+    if (s->data_fd >= 0 && s->data_fd != s->lock_fd) close(s->data_fd);
+    if (s->lock_fd >= 0) close(s->lock_fd); /* after HDF5 let go of the file */
+    for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
+        if (s->mt[t] >= 0) H5Tclose(s->mt[t]);
+        store_vec_free(&s->rows[t]);
+    }
+    store_map_free(&s->ids);
+    store_map_free(&s->dedup);
+    store_encoder_free(s);
+    free(s->staged);
+    free(s);
+    return st;
+}
+
+/* ---- writing ---- */
+
+peat_status store_check_writable(const peat_store_t *s)
+{
+    if (!s) return PEAT_ERROR(PEAT_ERR_INVAL, "store is NULL");
+    if (!s->writable) return PEAT_ERROR(PEAT_ERR_INVAL, "%s was opened read-only", s->path);
+    if (s->failed)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: an earlier write failed; reopen the file to continue",
+                          s->path);
+    return PEAT_OK;
+}
+
+peat_status store_table_append(peat_store_t *s, int table, int64_t n)
+{
+    if (n <= 0) return PEAT_OK;
+    int64_t first = s->disk_rows[table];
+    store_space *sp = &s->tab[table];
+    PEAT_TRY(store_space_reserve(s, sp, first + n));
+    const char *rows = (const char *)s->rows[table].data + (size_t)first * s->rows[table].elem;
+    PEAT_TRY(store_space_write(s, sp, first, rows, n));
+    s->disk_rows[table] = first + n;
+    store_step(s);
+    return PEAT_OK;
+}
+
+peat_status store_flush(peat_store_t *s)
+{
+    /* SWMR write mode orders the metadata writes (children before the parents pointing to
+     * them), so the file on disk is a consistent HDF5 file at every instant; once this flush
+     * returns, the record is in the kernel's page cache and survives a kill of this process */
+    store_step(s);
+    if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
+    s->meta_dirty = 0;
+    store_step(s);
+    return PEAT_OK;
+}
+
+peat_status store_sync(peat_store_t *s)
+{
+    return s->meta_dirty ? store_flush(s) : PEAT_OK;
+}
+
+hid_t store_fapl_latest(void)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    /* SWMR needs the 1.10 file format (superblock v3, checksummed metadata). No sieve buffer:
+     * HDF5 must never hold (and write back) a copy of raw data that store_space.c rewrites in
+     * place; with it, reading a raw pool and later trimming it wrote stale bytes over new ones */
+    if (fapl >= 0 && (H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
+                      H5Pset_sieve_buf_size(fapl, 0) < 0)) {
+        H5Pclose(fapl);
+        return -1;
+    }
+    return fapl;
+}
+
+void store_settings_from_meta(peat_store_t *s)
+{
+    s->exact_max =
+        s->meta.exact_max_bytes == 0 ? PEAT_STORE_EXACT_MAX_DEFAULT : s->meta.exact_max_bytes;
+    s->deflate = s->meta.deflate_level == 0 ? 1 : s->meta.deflate_level;
+    s->min_saving_pct =
+        s->meta.min_saving_pct == 0 ? PEAT_STORE_MIN_SAVING_PCT_DEFAULT : s->meta.min_saving_pct;
+}
+
+peat_status peat_store_meta_get(const peat_store_t *s, peat_store_meta *out)
+{
+    if (!s || !out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_meta_get: NULL argument");
+    *out = s->meta;
+    return PEAT_OK;
+}

@@ -1,0 +1,155 @@
+/* store_util.c: small helpers of the store: growable rows, id/hash maps, strings, HDF5 errors. */
+#include "store/store_impl.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+peat_status store_vec_push(store_vec *v, const void *item)
+{
+    if (v->n == v->cap) {
+        int64_t cap = v->cap ? 2 * v->cap : 64;
+        void *d = realloc(v->data, (size_t)cap * v->elem);
+        if (!d) return PEAT_ERROR(PEAT_ERR_NOMEM, "store index of %lld rows", (long long)cap);
+        v->data = d;
+        v->cap = cap;
+    }
+    memcpy((char *)v->data + (size_t)v->n * v->elem, item, v->elem);
+    v->n++;
+    return PEAT_OK;
+}
+
+void store_vec_free(store_vec *v)
+{
+    free(v->data);
+    v->data = NULL;
+    v->n = v->cap = 0;
+}
+
+/* Keys are already well-mixed hashes or small ids; the finaliser spreads ids over the slots. */
+static uint64_t slot_of(uint64_t key, int64_t cap)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return key & (uint64_t)(cap - 1);
+}
+
+static peat_status map_grow(store_map *m)
+{
+    int64_t cap = m->cap ? 2 * m->cap : 256;
+    uint64_t *keys = malloc((size_t)cap * sizeof *keys);
+    int64_t *vals = malloc((size_t)cap * sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "store map of %lld slots", (long long)cap);
+    }
+    for (int64_t i = 0; i < cap; i++) vals[i] = -1;
+    for (int64_t i = 0; i < m->cap; i++) {
+        if (m->vals[i] < 0) continue;
+        uint64_t j = slot_of(m->keys[i], cap);
+        while (vals[j] >= 0) j = (j + 1) & (uint64_t)(cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return PEAT_OK;
+}
+
+peat_status store_map_put(store_map *m, uint64_t key, int64_t val)
+{
+    if (2 * (m->n + 1) > m->cap) PEAT_TRY(map_grow(m)); /* load <= 1/2 keeps probes short */
+    uint64_t j = slot_of(key, m->cap);
+    while (m->vals[j] >= 0) j = (j + 1) & (uint64_t)(m->cap - 1);
+    m->keys[j] = key;
+    m->vals[j] = val;
+    m->n++;
+    return PEAT_OK;
+}
+
+int store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val)
+{
+    if (!m->cap) return 0;
+    uint64_t j =
+        *cursor < 0 ? slot_of(key, m->cap) : (((uint64_t)*cursor + 1) & (uint64_t)(m->cap - 1));
+    for (; m->vals[j] >= 0; j = (j + 1) & (uint64_t)(m->cap - 1)) {
+        if (m->keys[j] == key) {
+            *cursor = (int64_t)j;
+            *val = m->vals[j];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void store_map_free(store_map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+peat_status store_str_field(char *dst, size_t n, const char *src, const char *what)
+{
+    if (!src) src = "";
+    size_t len = strlen(src);
+    if (len >= n)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s '%.40s...' is longer than %zu characters", what, src,
+                          n - 1);
+    memset(dst, 0, n); /* the whole field is hashed and stored: no stale bytes after the string */
+    memcpy(dst, src, len);
+    return PEAT_OK;
+}
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *user)
+{
+    /* H5E_WALK_DOWNWARD starts at the API call; the last frame visited is the innermost cause */
+    char *buf = user;
+    if (e->desc && e->desc[0]) snprintf(buf, 256, "%s", e->desc);
+    (void)n;
+    return 0;
+}
+
+const char *store_h5_msg(void)
+{
+    static _Thread_local char buf[256];
+    buf[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, buf);
+    return buf;
+}
+
+static int64_t debug_kill_at = -1, debug_steps = 0;
+static int debug_partial;
+
+void peat_store_debug_kill_at(int64_t n)
+{
+    debug_kill_at = n;
+}
+void peat_store_debug_partial_flush(int on)
+{
+    debug_partial = on;
+}
+int64_t peat_store_debug_steps(void)
+{
+    return debug_steps;
+}
+
+void store_step(peat_store_t *s)
+{
+    if (debug_steps++ != debug_kill_at) return;
+    if (debug_partial) {
+        /* what a kill inside H5Fflush can leave: the datasets' chunks, chunk indexes and
+         * extents on disk, the superblock (end of allocation) not yet */
+        for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+            H5Dflush(s->d_pool[d]);
+            H5Dflush(s->d_raw[d]);
+        }
+        for (int t = 0; t < STORE_T_COUNT; t++) H5Dflush(s->d_table[t]);
+    }
+    raise(SIGKILL);
+}
