@@ -1,4 +1,5 @@
-/* campaign.h: the `peat run` pipeline: profile -> playback -> analyze -> detect -> report. */
+/* campaign.h: the `peat run` pipeline (resolve -> profile -> playback -> analyze -> detect ->
+ * commit -> report; harness/stages.h): its options, result and report writers. */
 #ifndef PEAT_CAMPAIGN_H
 #define PEAT_CAMPAIGN_H
 
@@ -43,7 +44,8 @@ typedef struct peat_campaign_opts {
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
 } peat_campaign_opts;
 
-/* Validates an iteration list spec ("last", "none", "every:N", "a,b,c"). */
+/* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
+ * "every:N", "a,b,c"). */
 peat_status peat_iter_spec_check(const char *spec);
 /* Whether iteration it (of iters) is selected by spec. */
 int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters);
@@ -91,7 +93,7 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
 void peat_report_escape(FILE *f, const char *s);
 
 /* Writes report.html (findings, signature table, inline SVG plots) to f. */
-peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_result *r, FILE *f);
+peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
 
 /* Monotonic seconds. */
 double peat_now(void);

@@ -85,33 +85,35 @@ static void row(FILE *f, const char *name, const char *fmt, double c, double g)
     fputs("</td></tr>\n", f);
 }
 
-peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_result *r, FILE *f)
+static const char *const style =
+    "body{font:14px sans-serif;max-width:900px;margin:2em auto;color:#222}"
+    "h1 span{padding:2px 8px;border-radius:4px;color:#fff}.PASS{background:#2a7}"
+    ".WARN{background:#d90}.FAIL{background:#c33}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}"
+    ".l{font-size:10px;text-anchor:middle}.y{font-size:10px}.ax{stroke:#888}.s0{fill:#36c}"
+    ".s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;font-size:11px}"
+    ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}";
+
+/* The page's head, title with the verdict, and what was replayed. */
+static void html_head(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
 {
-    const peat_signature *c = &r->cand, *g = &r->golden;
     fputs("<!doctype html><html><head><meta charset=\"utf-8\"><title>PEAT: ", f);
-    peat_report_escape(f, c->kernel);
-    fputs("</title><style>body{font:14px sans-serif;max-width:900px;margin:2em auto;color:#222}"
-          "h1 span{padding:2px "
-          "8px;border-radius:4px;color:#fff}.PASS{background:#2a7}.WARN{background:#d90}"
-          ".FAIL{background:#c33}table{border-collapse:collapse}td,th{border:1px solid "
-          "#ccc;padding:3px 8px;text-align:right}"
-          "td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}.l{font-size:10px;"
-          "text-anchor:middle}"
-          ".y{font-size:10px}.ax{stroke:#888}.s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:"
-          "11px}.k1{fill:#888;"
-          "font-size:11px}"
-          ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}</style></head><body>\n",
-          f);
-    fputs("<h1>", f);
-    peat_report_escape(f, c->kernel);
+    peat_report_escape(f, r->cand.kernel);
+    fprintf(f, "</title><style>%s</style></head><body>\n<h1>", style);
+    peat_report_escape(f, r->cand.kernel);
     fprintf(f, " on %s <span class=\"%s\">%s</span></h1>\n", r->flow, verdict_word(r->verdict),
             verdict_word(r->verdict));
     fprintf(
         f,
         "<p>%lld recorded %s calls replayed (%lld failed); errors against the fp64-exact output, "
         "normalised by the fp32 rounding bound; seed %llu.</p>\n",
-        (long long)r->n_records, c->op, (long long)r->n_kernel_failures,
+        (long long)r->n_records, r->cand.op, (long long)r->n_kernel_failures,
         (unsigned long long)o->seed);
+}
+
+static void html_findings(FILE *f, const peat_campaign_result *r)
+{
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
         fprintf(f, "<h2>%s <small>", peat_finding_name(fd->cls));
@@ -125,6 +127,10 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
         }
         fputs("</ul>\n", f);
     }
+}
+
+static void html_signature_table(FILE *f, const peat_signature *c, const peat_signature *g)
+{
     fputs("<h2>Signature</h2><table><tr><th></th><th>", f);
     peat_report_escape(f, c->kernel);
     fputs(" (candidate)</th><th>", f);
@@ -144,7 +150,11 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
     row(f, "NaN / Inf introduced", "%.0f", (double)(c->n_nan + c->n_inf),
         (double)(g->n_nan + g->n_inf));
     fputs("</table>\n", f);
+}
 
+/* The ULP-distance and error-bit histograms, candidate beside golden. */
+static void html_histograms(FILE *f, const peat_signature *c, const peat_signature *g)
+{
     static const char *const ulp_labels[PEAT_ULP_BINS] = {
         "0",     "1",      "2",       "3-4",     "5-8",    "9-16", "17-32",
         "33-64", "65-128", "129-256", "257-512", "513-1k", ">1k"};
@@ -163,25 +173,37 @@ peat_status peat_report_html(const peat_campaign_opts *o, const peat_campaign_re
              "bits that differ from the correctly rounded result, by position (0 = mantissa lsb, "
              "31 = sign)",
              PEAT_BIT_POSITIONS, labels, c->bit_hist, g->bit_hist, 0);
+}
 
-    /* the training curve comes from the campaign file, the profile stage's record of it */
+/* The golden training loss, read back from the campaign file (the profile stage's record of it);
+ * left out when the file cannot be read. */
+static void html_loss_curve(FILE *f, const char *out_dir)
+{
     char h5[600];
-    snprintf(h5, sizeof h5, "%s/campaign.h5", r->out_dir);
+    snprintf(h5, sizeof h5, "%s/campaign.h5", out_dir);
     peat_store_t *s = NULL;
-    if (peat_store_open(h5, 0, &s) == PEAT_OK) {
-        int64_t n = peat_store_metrics_count(s);
-        double *y = n > 0 ? malloc((size_t)n * sizeof *y) : NULL;
-        if (y) {
-            for (int64_t i = 0; i < n; i++) {
-                int64_t it;
-                double acc;
-                if (peat_store_metrics_read(s, i, &it, &y[i], &acc) != PEAT_OK) y[i] = NAN;
-            }
-            svg_curve(f, "golden training loss per iteration", n, y);
-            free(y);
+    if (peat_store_open(h5, 0, &s) != PEAT_OK) return;
+    int64_t n = peat_store_metrics_count(s);
+    double *y = n > 0 ? malloc((size_t)n * sizeof *y) : NULL;
+    if (y) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t it;
+            double acc;
+            if (peat_store_metrics_read(s, i, &it, &y[i], &acc) != PEAT_OK) y[i] = NAN;
         }
-        peat_store_close(s);
+        svg_curve(f, "golden training loss per iteration", n, y);
+        free(y);
     }
+    peat_store_close(s);
+}
+
+peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    html_head(f, o, r);
+    html_findings(f, r);
+    html_signature_table(f, &r->cand, &r->golden);
+    html_histograms(f, &r->cand, &r->golden);
+    html_loss_curve(f, r->out_dir);
     fprintf(f,
             "<p><small>peat %s &middot; profile %.1f s, playback %.1f s, total %.1f s &middot; "
             "signature.json has every number</small></p></body></html>\n",

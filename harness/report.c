@@ -1,5 +1,5 @@
 /* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
-#include "harness/campaign.h"
+#include "harness/stages.h"
 
 #include <errno.h>
 #include <math.h>
@@ -99,27 +99,6 @@ static void json_num(FILE *f, double v)
         fputs("null", f);
 }
 
-/* Opens dir/name.tmp for writing; peat_report_commit renames it into place. */
-static FILE *open_tmp(const char *dir, const char *name, char *tmp, size_t n)
-{
-    snprintf(tmp, n, "%s/%s.tmp", dir, name);
-    return fopen(tmp, "w");
-}
-
-static peat_status commit(FILE *f, const char *dir, const char *name, const char *tmp)
-{
-    char final[700];
-    snprintf(final, sizeof final, "%s/%s", dir, name);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
-    }
-    if (rename(tmp, final) != 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
-    return PEAT_OK;
-}
-
 static void write_findings_json(FILE *f, const peat_campaign_result *r)
 {
     fputs("  \"findings\": [\n", f);
@@ -141,24 +120,28 @@ static void write_findings_json(FILE *f, const peat_campaign_result *r)
     fputs("  ],\n", f);
 }
 
-peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r)
+/* The two signatures as JSON objects (for signature.json). */
+static peat_status signatures_json(const peat_campaign_result *r, char **cand, char **gold)
 {
-    char tmp[700];
-    size_t need = (size_t)peat_signature_to_json(&r->cand, NULL, 0) + 1;
-    size_t need2 = (size_t)peat_signature_to_json(&r->golden, NULL, 0) + 1;
-    char *sc = malloc(need), *sg = malloc(need2);
-    if (!sc || !sg) {
-        free(sc), free(sg);
+    size_t nc = (size_t)peat_signature_to_json(&r->cand, NULL, 0) + 1;
+    size_t ng = (size_t)peat_signature_to_json(&r->golden, NULL, 0) + 1;
+    *cand = malloc(nc);
+    *gold = malloc(ng);
+    if (!*cand || !*gold) {
+        free(*cand), free(*gold);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
     }
-    peat_signature_to_json(&r->cand, sc, need);
-    peat_signature_to_json(&r->golden, sg, need2);
+    peat_signature_to_json(&r->cand, *cand, nc);
+    peat_signature_to_json(&r->golden, *gold, ng);
+    return PEAT_OK;
+}
 
-    FILE *f = open_tmp(r->out_dir, "signature.json", tmp, sizeof tmp);
-    if (!f) {
-        free(sc), free(sg);
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
-    }
+/* signature.json: every number of the campaign, for tools. */
+static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
+                                        const peat_campaign_result *r)
+{
+    char *sc, *sg;
+    PEAT_TRY(signatures_json(r, &sc, &sg));
     fprintf(f, "{\n  \"peat_version\": \"%s\",\n  \"kernel\": ", PEAT_VERSION_STRING);
     json_str(f, r->cand.kernel);
     fputs(",\n  \"flow\": ", f);
@@ -170,6 +153,7 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
     fputs(",\n", f);
     write_findings_json(f, r);
     fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
+    free(sc), free(sg);
     fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g, \"eval_loss\": ",
             r->loss_first, r->loss_last);
     json_num(f, r->eval_loss);
@@ -185,25 +169,27 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
             "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"analyze\": %.3f, \"total\": "
             "%.3f}\n}\n",
             r->t_profile, r->t_playback, r->t_analyze, r->t_total);
-    free(sc), free(sg);
-    PEAT_TRY(commit(f, r->out_dir, "signature.json", tmp));
+    return PEAT_OK;
+}
 
-    f = open_tmp(r->out_dir, "summary.md", tmp, sizeof tmp);
-    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
-    fprintf(f, "# PEAT: %s on flow %s: %s\n\n", r->cand.kernel, r->flow, verdict_word(r->verdict));
-    fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", r->cand.kernel,
-            r->golden.kernel);
-    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)r->cand.n_calls,
-            (long long)r->cand.n_elems, (long long)r->golden.n_calls, (long long)r->golden.n_elems);
-    fprintf(f, "| max error / fp32 bound | %.3g | %.3g |\n", r->cand.max_norm, r->golden.max_norm);
-    fprintf(f, "| elements over bound | %.3g%% | %.3g%% |\n", 100 * r->cand.frac_over_bound,
-            100 * r->golden.frac_over_bound);
-    fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", r->cand.max_abs,
-            r->cand.rms_abs, r->golden.max_abs, r->golden.rms_abs);
-    fprintf(f, "| max ULP | %.0f | %.0f |\n", r->cand.max_ulp, r->golden.max_ulp);
-    fprintf(f, "| effective bits | %.1f | %.1f |\n", r->cand.eff_bits, r->golden.eff_bits);
-    fprintf(f, "| NaN / Inf introduced | %lld / %lld | %lld / %lld |\n\n", (long long)r->cand.n_nan,
-            (long long)r->cand.n_inf, (long long)r->golden.n_nan, (long long)r->golden.n_inf);
+/* summary.md: the verdict, the signatures side by side and the findings, for people. */
+static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
+                                    const peat_campaign_result *r)
+{
+    const peat_signature *c = &r->cand, *g = &r->golden;
+    fprintf(f, "# PEAT: %s on flow %s: %s\n\n", c->kernel, r->flow, verdict_word(r->verdict));
+    fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
+    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)c->n_calls,
+            (long long)c->n_elems, (long long)g->n_calls, (long long)g->n_elems);
+    fprintf(f, "| max error / fp32 bound | %.3g | %.3g |\n", c->max_norm, g->max_norm);
+    fprintf(f, "| elements over bound | %.3g%% | %.3g%% |\n", 100 * c->frac_over_bound,
+            100 * g->frac_over_bound);
+    fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", c->max_abs, c->rms_abs,
+            g->max_abs, g->rms_abs);
+    fprintf(f, "| max ULP | %.0f | %.0f |\n", c->max_ulp, g->max_ulp);
+    fprintf(f, "| effective bits | %.1f | %.1f |\n", c->eff_bits, g->eff_bits);
+    fprintf(f, "| NaN / Inf introduced | %lld / %lld | %lld / %lld |\n\n", (long long)c->n_nan,
+            (long long)c->n_inf, (long long)g->n_nan, (long long)g->n_inf);
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
         fprintf(f, "## %s %s (%s, confidence %.2f)\n\n", peat_finding_name(fd->cls), fd->params,
@@ -217,10 +203,13 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
             r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy,
             (long long)r->n_stored_records, (long long)r->n_activation_records,
             (long long)r->n_checkpoints, (unsigned long long)o->seed, r->t_total);
-    PEAT_TRY(commit(f, r->out_dir, "summary.md", tmp));
+    return PEAT_OK;
+}
 
-    f = open_tmp(r->out_dir, "junit.xml", tmp, sizeof tmp);
-    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
+/* junit.xml: one test case (the kernel), failed on FAIL, with the findings as its message. */
+static peat_status write_junit_xml(FILE *f, const peat_campaign_opts *o,
+                                   const peat_campaign_result *r)
+{
     int fails = r->verdict == PEAT_ACCEPT_FAIL;
     fprintf(
         f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"%d\">\n",
@@ -246,15 +235,42 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
         fputs(fails ? "\"/>\n" : "</system-out>\n", f);
     }
     fputs("    </testcase>\n  </testsuite>\n</testsuites>\n", f);
-    PEAT_TRY(commit(f, r->out_dir, "junit.xml", tmp));
+    return PEAT_OK;
+}
 
-    f = open_tmp(r->out_dir, "report.html", tmp, sizeof tmp);
-    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
-    peat_status st = peat_report_html(o, r, f);
+typedef peat_status (*report_writer)(FILE *f, const peat_campaign_opts *o,
+                                     const peat_campaign_result *r);
+
+/* Writes dir/name atomically: into name.tmp, renamed into place once complete. */
+static peat_status write_atomic(const char *dir, const char *name, report_writer write,
+                                const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    char tmp[700], final[700];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    snprintf(final, sizeof final, "%s/%s", dir, name);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", dir, strerror(errno));
+    peat_status st = write(f, o, r);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) st = PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
     if (st != PEAT_OK) {
-        fclose(f);
         remove(tmp);
         return st;
     }
-    return commit(f, r->out_dir, "report.html", tmp);
+    if (rename(tmp, final) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
+    return PEAT_OK;
+}
+
+peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    PEAT_TRY(write_atomic(r->out_dir, "signature.json", write_signature_json, o, r));
+    PEAT_TRY(write_atomic(r->out_dir, "summary.md", write_summary_md, o, r));
+    PEAT_TRY(write_atomic(r->out_dir, "junit.xml", write_junit_xml, o, r));
+    return write_atomic(r->out_dir, "report.html", peat_report_html, o, r);
+}
+
+peat_status peat_stage_report(peat_campaign *c)
+{
+    return peat_report_write(c->o, c->res);
 }

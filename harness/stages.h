@@ -1,0 +1,82 @@
+/* stages.h: the campaign's shared state and its stages (harness-internal; one file per stage). */
+#ifndef PEAT_HARNESS_STAGES_H
+#define PEAT_HARNESS_STAGES_H
+
+#include "analyzer/analyzer.h"
+#include "harness/campaign.h"
+#include "peat/backend.h"
+#include "store/store.h"
+
+/*
+ * How `peat run` is built
+ * -----------------------
+ * peat_campaign_run (campaign.c) is the list of stages below, run in order on one
+ * peat_campaign; the first stage that fails ends the campaign with its status, and
+ * peat_campaign_free releases whatever the stages left in the struct.
+ *
+ * Adding a stage (plan, probe, runtime FI, FI trials, ...):
+ *   1. write harness/stage_<name>.c with one entry point
+ *        peat_status peat_stage_<name>(peat_campaign *c);
+ *      that reads what earlier stages left in *c and writes its own part of it (add the
+ *      fields it needs to peat_campaign below, under a comment naming the stage, and release
+ *      them in peat_campaign_free);
+ *   2. declare it at the end of this file;
+ *   3. add one line to the stage table in campaign.c, where it belongs in the pipeline, with
+ *      the clock its time counts towards.
+ * A stage must not reach back into the internals of another: it reads the fields documented
+ * here. Stages that add to the campaign file do it before "commit", which closes the file and
+ * names it complete; only "report" comes after it.
+ */
+
+/* Which reported time a stage's wall time adds to (peat_campaign_result.t_*). */
+typedef enum {
+    PEAT_CLOCK_NONE,
+    PEAT_CLOCK_PROFILE,
+    PEAT_CLOCK_PLAYBACK,
+    PEAT_CLOCK_ANALYZE,
+} peat_campaign_clock;
+
+typedef struct peat_campaign {
+    const peat_campaign_opts *o; /* the options, as parsed (never modified) */
+    peat_campaign_result *res;   /* what the report shows; filled stage by stage */
+    double t_start;              /* peat_now() when the campaign began */
+
+    /* resolve: the kernel, its backend and device, the flow and the run's size */
+    const peat_kernel *k;
+    const char *flow;
+    peat_device_info dev;
+    char backend_name[16];
+    int64_t iters, calls;
+    /* resolve: the campaign file (partial until commit) and what decides its records */
+    char h5[600], partial[620];
+    char policy[256];
+    peat_store_t *store; /* open from resolve to the end of profile; later stages reopen it */
+
+    /* profile: recorded calls of the kernel's op (to replay), and what the inputs hold */
+    peat_record_list recs;
+    double in_frac_below_normal, in_frac_above_max; /* NaN unless the kernel declares fp16/bf16 */
+
+    /* playback: error accumulators (candidate's and golden's outputs against exact) */
+    peat_analyzer_acc_t *acc_cand, *acc_gold;
+} peat_campaign;
+
+/* Sets up c for a run of o into res (res is cleared). */
+void peat_campaign_init(peat_campaign *c, const peat_campaign_opts *o, peat_campaign_result *res);
+/* Releases what the stages left in c (records, accumulators, an open store). */
+void peat_campaign_free(peat_campaign *c);
+
+/* The stages, in pipeline order. */
+peat_status peat_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
+peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
+peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
+peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
+peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
+peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
+peat_status peat_stage_report(peat_campaign *c);   /* report.c */
+
+/* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
+ * stages that restart training load them. */
+peat_status peat_campaign_checkpoint_save(peat_store_t *store, int64_t it, peat_flow_t *f);
+peat_status peat_campaign_checkpoint_load(const char *path, peat_flow_t *f);
+
+#endif
