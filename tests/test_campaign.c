@@ -1,9 +1,12 @@
 /* test_campaign.c: whole campaigns: kill-and-resume through the CLI, bit-identical records for the
- * same seed, every candidate on every flow that calls its op, finetuning from a checkpoint. */
+ * same seed, every candidate on every flow that calls its op, finetuning from a checkpoint; the
+ * runner's own failure paths (device query, shared output buffers). */
 #include <criterion/criterion.h>
 
+#include "core/backend_impl.h"
 #include "harness/campaign.h"
 #include "harness/harness.h"
+#include "harness/isolate.h"
 #include "store/store.h"
 
 #include <signal.h>
@@ -14,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
 
 /* A stored record with its exact outputs (recomputed where the file does not keep them). */
 static peat_status read_call(peat_store_t *s, int64_t i, peat_record **r)
@@ -250,4 +252,79 @@ Test(campaign, every_candidate_on_every_flow)
         cr_assert(any, "candidate %s has no flow that calls %s", k->name, peat_op_name(k->op));
     }
     cr_assert(runs >= 20, "only %d runs", runs);
+}
+
+/* ---- the runner's failure paths ---- */
+
+static const char *broken_name(peat_backend_t b)
+{
+    return "broken";
+}
+static int broken_count(void)
+{
+    return 1;
+}
+static peat_status broken_info(peat_backend_t b, peat_device_info *out)
+{
+    return PEAT_ERROR(PEAT_ERR_BACKEND, "device query failed (test backend)");
+}
+
+/* A backend whose device query fails stops the run with that error, before any file exists
+ * (the device name would otherwise be read from an unfilled description). */
+Test(campaign, failed_device_query_stops_the_run)
+{
+    static struct peat_backend_iface broken;
+    broken = peat_backend_cpu_iface;
+    broken.get_name = broken_name;
+    broken.device_count = broken_count;
+    broken.device_info = broken_info;
+    cr_assert_eq(peat_backend_register("broken", &broken), PEAT_OK);
+    peat_kernel k = *peat_registry_find("gemm_new");
+    k.name = "gemm_on_broken";
+    k.backend = "broken";
+    cr_assert_eq(peat_registry_add(&k), PEAT_OK, "%s", peat_error_last());
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_on_broken";
+    o.iters = 2, o.calls = 2;
+    char out[300];
+    snprintf(out, sizeof out, "%s/dev", tmpdir);
+    o.out_dir = out;
+    peat_campaign_result res;
+    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_ERR_BACKEND, "%s", peat_error_last());
+    cr_assert(strstr(peat_error_last(), "device query failed"), "%s", peat_error_last());
+    struct stat st;
+    cr_assert_neq(stat(out, &st), 0, "no output directory may be made for a failed run");
+}
+
+/* Shared (MAP_SHARED | MAP_ANONYMOUS) mappings show in /proc/self/maps as /dev/zero. */
+static int shared_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, "/dev/zero") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* When a later output buffer cannot be mapped, the earlier ones are released, not leaked. */
+Test(campaign, shared_outputs_released_when_one_fails)
+{
+    peat_tensor small = {.dtype = PEAT_DTYPE_F32, .ndim = 2, .shape = {64, 64}};
+    /* 2^56 bytes: more than any address space maps */
+    peat_tensor huge = {.dtype = PEAT_DTYPE_F32, .ndim = 3, .shape = {1 << 20, 1 << 20, 1 << 14}};
+    peat_tensor *ok[2] = {&small, &small}, *bad[3] = {&small, &small, &huge};
+    int before = shared_mappings();
+    peat_args a;
+    memset(&a, 0, sizeof a);
+    cr_assert_eq(peat_isolate_outputs_alloc(&a, ok, 2), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(shared_mappings(), before + 2, "two buffers, two mappings");
+    peat_isolate_outputs_free(&a);
+    cr_assert_eq(shared_mappings(), before);
+    cr_assert_eq(peat_isolate_outputs_alloc(&a, bad, 3), PEAT_ERR_NOMEM);
+    cr_assert_eq(a.n_out, 0);
+    cr_assert(a.out[0] == NULL && a.out[1] == NULL);
+    cr_assert_eq(shared_mappings(), before, "mappings of the first two buffers leaked");
 }
