@@ -86,7 +86,7 @@ peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_s
         return PEAT_OK;
     }
     return PEAT_ERROR(PEAT_ERR_INVAL,
-                      "--compress must be auto, all, none or a percent 1..100, got '%s'", spec);
+                      "compress mode '%s' is not auto, all, none or a percent 1..100", spec);
 }
 
 peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)

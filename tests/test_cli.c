@@ -1,6 +1,8 @@
 /* test_cli.c: the `peat` command end to end: verdicts of known kernels, exit codes, bad input. */
 #include <criterion/criterion.h>
 
+#include "harness/options.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,4 +301,103 @@ Test(cli, config_file_and_overrides)
     cr_assert(strstr(err_buf, "peat.ini:1"), "the error must name the line: %s", err_buf);
     rc = peat("run --config %s/missing.ini --out %s/cfg3", tmpdir, tmpdir);
     cr_assert_eq(rc, 2);
+}
+
+/* The parser honours each row of the option table: integer options take their bounds and refuse
+ * one past them, real options refuse their (open) bounds, choices take each choice and nothing
+ * else; every error names the option. */
+Test(cli, option_table_ranges_are_what_the_parser_enforces)
+{
+    const peat_cli_cmd *cmd = &peat_cli_run;
+    for (int i = 0; i < cmd->n_opts; i++) {
+        const peat_cli_opt *opt = &cmd->opts[i];
+        char name[64], good[2][64], bad[2][64];
+        int n_good = 0, n_bad = 0;
+        snprintf(name, sizeof name, "--%s", opt->name);
+        if (opt->kind == PEAT_CLI_INT || opt->kind == PEAT_CLI_I64 || opt->kind == PEAT_CLI_U64) {
+            snprintf(good[n_good++], 64, "%.0f", opt->lo);
+            snprintf(bad[n_bad++], 64, "%.0f", opt->lo - 1);
+            if (opt->hi < PEAT_CLI_NO_MAX) {
+                snprintf(good[n_good++], 64, "%.0f", opt->hi);
+                snprintf(bad[n_bad++], 64, "%.0f", opt->hi + 1);
+            }
+        } else if (opt->kind == PEAT_CLI_REAL) {
+            snprintf(good[n_good++], 64, "%.17g", (opt->lo + opt->hi) / 2);
+            snprintf(bad[n_bad++], 64, "%.17g", opt->lo);
+            snprintf(bad[n_bad++], 64, "%.17g", opt->hi);
+        } else if (opt->kind == PEAT_CLI_CHOICE) {
+            snprintf(good[n_good++], 64, "%.*s", (int)strcspn(opt->choices, "|"), opt->choices);
+            snprintf(good[n_good++], 64, "%s", strrchr(opt->choices, '|') + 1);
+            snprintf(bad[n_bad++], 64, "no-such-choice");
+        }
+        for (int g = 0; g < n_good; g++) {
+            peat_campaign_opts o;
+            peat_campaign_opts_default(&o);
+            char *argv[2] = {name, good[g]};
+            cr_assert_eq(peat_cli_parse(cmd, 2, argv, &o), PEAT_OK, "%s %s refused: %s", name,
+                         good[g], peat_error_last());
+        }
+        for (int b = 0; b < n_bad; b++) {
+            peat_campaign_opts o;
+            peat_campaign_opts_default(&o);
+            char *argv[2] = {name, bad[b]};
+            cr_assert_eq(peat_cli_parse(cmd, 2, argv, &o), PEAT_ERR_INVAL, "%s %s accepted", name,
+                         bad[b]);
+            cr_assert(strstr(peat_error_last(), name), "the error must name %s: %s", name,
+                      peat_error_last());
+        }
+    }
+}
+
+/* Values land in the fields the table names (spot checks of each kind), --name=value included. */
+Test(cli, option_table_fills_the_campaign_options)
+{
+    char *argv[] = {"--kernel",
+                    "gemm_bf16",
+                    "--iters=7",
+                    "--seed",
+                    "12345678901",
+                    "--timeout",
+                    "2.5",
+                    "--no-isolate",
+                    "--record-iters",
+                    "3:9",
+                    "--plugin",
+                    "a.so",
+                    "--plugin",
+                    "b.so",
+                    "--optimizer",
+                    "sgd",
+                    "--task",
+                    "1",
+                    "--record-phase",
+                    "fwd,bwd"};
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    cr_assert_eq(peat_cli_parse(&peat_cli_run, sizeof argv / sizeof argv[0], argv, &o), PEAT_OK,
+                 "%s", peat_error_last());
+    cr_assert_str_eq(o.kernel, "gemm_bf16");
+    cr_assert_eq(o.iters, 7);
+    cr_assert_eq(o.seed, 12345678901ull);
+    cr_assert_float_eq(o.kernel_timeout_s, 2.5, 0);
+    cr_assert_eq(o.isolate, 0);
+    cr_assert(o.record_iter_lo == 3 && o.record_iter_hi == 9);
+    cr_assert_eq(o.n_plugins, 2);
+    cr_assert_str_eq(o.plugins[1], "b.so");
+    cr_assert_str_eq(o.optimizer, "sgd");
+    cr_assert_eq(o.task, 1);
+    cr_assert_str_eq(o.record_phase, "fwd,bwd");
+    cr_assert_eq(o.calls, 0, "an option not given keeps its default");
+}
+
+/* `peat help run` shows every option of the table, with its range where it has one. */
+Test(cli, help_shows_every_option_of_the_table)
+{
+    cr_assert_eq(peat("help run"), 0);
+    for (int i = 0; i < peat_cli_run.n_opts; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "--%s", peat_cli_run.opts[i].name);
+        cr_assert(strstr(out_buf, name), "help lacks %s:\n%s", name, out_buf);
+    }
+    cr_assert(strstr(out_buf, "1..1000000"), "the range of --iters is not shown:\n%s", out_buf);
 }
