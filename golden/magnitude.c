@@ -416,6 +416,101 @@ static void mag_sgd(const peat_args *a, int o, const mag_in *in, double *mag)
     }
 }
 
+/* bias add: one add, |y| */
+static void mag_bias_add(const peat_args *a, const mag_in *in, int64_t n, double *mag)
+{
+    int64_t C = a->p.i[1], S = a->p.i[2];
+    for (int64_t i = 0; i < n; i++) mag[i] = fabs(in->x[0][i] + in->x[1][(i / S) % C]);
+}
+
+/* relu: no rounding at all, so any error is a bug; |y| keeps the bound scale-free */
+static void mag_relu(const mag_in *in, int64_t n, double *mag)
+{
+    for (int64_t i = 0; i < n; i++) mag[i] = in->x[0][i] > 0.0 ? in->x[0][i] : 0.0;
+}
+
+static void mag_relu_bwd(const mag_in *in, int64_t n, double *mag)
+{
+    for (int64_t i = 0; i < n; i++) mag[i] = in->x[0][i] > 0.0 ? fabs(in->x[1][i]) : 0.0;
+}
+
+/* embedding: a copy of the indexed rows */
+static void mag_embedding(const peat_args *a, const mag_in *in, int64_t n, double *mag)
+{
+    int64_t D = a->p.i[2];
+    const int32_t *idx = peat_i32(a->in[1]);
+    for (int64_t i = 0; i < n; i++) mag[i] = fabs(in->x[0][(int64_t)idx[i / D] * D + i % D]);
+}
+
+/* An op this file has no rule for: the value itself (one rounding). */
+static peat_status mag_value(const peat_args *a, const peat_tensor *exact_out, int64_t n,
+                             double *mag)
+{
+    if (!exact_out || peat_tensor_numel(exact_out) != n)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "magnitude of %s needs the exact output",
+                          peat_op_name(a->op));
+    for (int64_t i = 0; i < n; i++) mag[i] = fabs(peat_tensor_get(exact_out, i));
+    return PEAT_OK;
+}
+
+/* The rule of each op kind, applied to n elements of output o. */
+static peat_status mag_dispatch(const peat_args *a, int o, const mag_in *in, int64_t n,
+                                const peat_tensor *exact_out, double *mag)
+{
+    switch (a->op) {
+    case PEAT_OP_CONV2D:
+    case PEAT_OP_CONV2D_BWD_DATA:
+    case PEAT_OP_CONV2D_BWD_FILTER:
+    case PEAT_OP_BIAS_ADD_BWD:
+    case PEAT_OP_EMBEDDING_BWD:
+    /* reduce: the row sum of |x|; for the mean, sum|x|/C bounds u((C-1) sum|x| + |sum|)/C by
+     * C u sum|x|/C, so the exact mean of |x| serves as well */
+    case PEAT_OP_REDUCE:
+        return mag_abs_run(a, in, n, mag);
+    case PEAT_OP_BIAS_ADD:
+        mag_bias_add(a, in, n, mag);
+        return PEAT_OK;
+    case PEAT_OP_RELU:
+        mag_relu(in, n, mag);
+        return PEAT_OK;
+    case PEAT_OP_RELU_BWD:
+        mag_relu_bwd(in, n, mag);
+        return PEAT_OK;
+    case PEAT_OP_EMBEDDING:
+        mag_embedding(a, in, n, mag);
+        return PEAT_OK;
+    case PEAT_OP_GELU:
+        mag_gelu(in->x[0], n, mag);
+        return PEAT_OK;
+    case PEAT_OP_GELU_BWD:
+        mag_gelu_bwd(in->x[0], in->x[1], n, mag);
+        return PEAT_OK;
+    case PEAT_OP_SOFTMAX:
+        return mag_softmax(a, in, mag);
+    case PEAT_OP_SOFTMAX_BWD:
+        return mag_softmax_bwd(a, in, mag);
+    case PEAT_OP_CROSS_ENTROPY:
+    case PEAT_OP_CROSS_ENTROPY_BWD:
+        return mag_cross_entropy(a, in, a->op == PEAT_OP_CROSS_ENTROPY_BWD, mag);
+    case PEAT_OP_LAYERNORM:
+        return mag_layernorm(a, o, in, mag);
+    case PEAT_OP_LAYERNORM_BWD:
+        return mag_layernorm_bwd(a, o, in, mag);
+    case PEAT_OP_ATTENTION:
+        return mag_attention(a, o, in, mag);
+    case PEAT_OP_ATTENTION_BWD:
+        return mag_attention_bwd(a, o, in, mag);
+    case PEAT_OP_ADAMW:
+        mag_adamw(a, o, in, mag);
+        return PEAT_OK;
+    case PEAT_OP_SGD:
+        mag_sgd(a, o, in, mag);
+        return PEAT_OK;
+    default:
+        return mag_value(a, exact_out, n, mag);
+    }
+}
+
 peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *exact_out,
                                   double *mag)
 {
@@ -432,83 +527,9 @@ peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *
     PEAT_TRY(info->out_shapes(a, nd, shp));
     int64_t n = 1;
     for (int d = 0; d < nd[o]; d++) n *= shp[o][d];
-
     mag_in in;
     PEAT_TRY(mag_in_load(a, &in));
-    peat_status s = PEAT_OK;
-    switch (a->op) {
-    case PEAT_OP_CONV2D:
-    case PEAT_OP_CONV2D_BWD_DATA:
-    case PEAT_OP_CONV2D_BWD_FILTER:
-    case PEAT_OP_BIAS_ADD_BWD:
-    case PEAT_OP_EMBEDDING_BWD:
-    /* reduce: the row sum of |x|; for the mean, sum|x|/C bounds u((C-1) sum|x| + |sum|)/C by
-     * C u sum|x|/C, so the exact mean of |x| serves as well */
-    case PEAT_OP_REDUCE:
-        s = mag_abs_run(a, &in, n, mag);
-        break;
-    case PEAT_OP_BIAS_ADD: /* one add: |y| */
-    {
-        int64_t C = a->p.i[1], S = a->p.i[2];
-        for (int64_t i = 0; i < n; i++) mag[i] = fabs(in.x[0][i] + in.x[1][(i / S) % C]);
-        break;
-    }
-    case PEAT_OP_RELU: /* no rounding at all: any error is a bug, |y| keeps the bound scale-free */
-        for (int64_t i = 0; i < n; i++) mag[i] = in.x[0][i] > 0.0 ? in.x[0][i] : 0.0;
-        break;
-    case PEAT_OP_RELU_BWD:
-        for (int64_t i = 0; i < n; i++) mag[i] = in.x[0][i] > 0.0 ? fabs(in.x[1][i]) : 0.0;
-        break;
-    case PEAT_OP_EMBEDDING: /* a copy */
-    {
-        int64_t D = a->p.i[2];
-        const int32_t *idx = peat_i32(a->in[1]);
-        for (int64_t i = 0; i < n; i++) mag[i] = fabs(in.x[0][(int64_t)idx[i / D] * D + i % D]);
-        break;
-    }
-    case PEAT_OP_GELU:
-        mag_gelu(in.x[0], n, mag);
-        break;
-    case PEAT_OP_GELU_BWD:
-        mag_gelu_bwd(in.x[0], in.x[1], n, mag);
-        break;
-    case PEAT_OP_SOFTMAX:
-        s = mag_softmax(a, &in, mag);
-        break;
-    case PEAT_OP_SOFTMAX_BWD:
-        s = mag_softmax_bwd(a, &in, mag);
-        break;
-    case PEAT_OP_CROSS_ENTROPY:
-    case PEAT_OP_CROSS_ENTROPY_BWD:
-        s = mag_cross_entropy(a, &in, a->op == PEAT_OP_CROSS_ENTROPY_BWD, mag);
-        break;
-    case PEAT_OP_LAYERNORM:
-        s = mag_layernorm(a, o, &in, mag);
-        break;
-    case PEAT_OP_LAYERNORM_BWD:
-        s = mag_layernorm_bwd(a, o, &in, mag);
-        break;
-    case PEAT_OP_ATTENTION:
-        s = mag_attention(a, o, &in, mag);
-        break;
-    case PEAT_OP_ATTENTION_BWD:
-        s = mag_attention_bwd(a, o, &in, mag);
-        break;
-    case PEAT_OP_ADAMW:
-        mag_adamw(a, o, &in, mag);
-        break;
-    case PEAT_OP_SGD:
-        mag_sgd(a, o, &in, mag);
-        break;
-    default:
-        /* an op this file has no rule for: the value itself (one rounding) */
-        if (!exact_out || peat_tensor_numel(exact_out) != n) {
-            s = PEAT_ERROR(PEAT_ERR_INVAL, "magnitude of %s needs the exact output",
-                           peat_op_name(a->op));
-            break;
-        }
-        for (int64_t i = 0; i < n; i++) mag[i] = fabs(peat_tensor_get(exact_out, i));
-    }
+    peat_status s = mag_dispatch(a, o, &in, n, exact_out, mag);
     mag_in_free(&in);
     return s;
 }

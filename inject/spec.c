@@ -229,6 +229,67 @@ static peat_status check_model(const char *spec, const peat_inject_model_t *m)
     return PEAT_OK;
 }
 
+/* The catalogue entry named by the nlen characters at name (NULL if none). */
+static const peat_inject_def *find_def(const char *name, size_t nlen)
+{
+    for (int i = 0; i < PEAT_INJ_COUNT; i++)
+        if (strlen(defs[i].name) == nlen && strncmp(defs[i].name, name, nlen) == 0) return &defs[i];
+    return NULL;
+}
+
+/* One `key = value` of the parameter list at *sp into m (seen counts each key); *sp moves past
+ * it. */
+static peat_status parse_assignment(const char *spec, peat_inject_model_t *m, int *seen,
+                                    const char **sp)
+{
+    const peat_inject_def *d = m->def;
+    const char *s = *sp, *k = s;
+    while (isalnum((unsigned char)*s) || *s == '_') s++;
+    size_t klen = (size_t)(s - k);
+    int idx = -1;
+    const peat_inject_param *p = param_find(d, k, klen, &idx);
+    if (!p)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s has no parameter '%.*s'", spec, d->name,
+                          (int)klen, k);
+    if (seen[idx]++)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s given twice", spec, d->name, p->key);
+    s = skip_ws(s);
+    if (*s != '=')
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': expected '=' after %s", spec, p->key);
+    s = skip_ws(s + 1);
+    const char *v = s;
+    while (*s && *s != ',' && *s != ')' && !isspace((unsigned char)*s)) s++;
+    *sp = s;
+    return parse_value(spec, d, p, v, (size_t)(s - v), &m->v[idx]);
+}
+
+/* The optional "(key=value, ...)" after the model's name at *sp; *sp moves past it. */
+static peat_status parse_params(const char *spec, peat_inject_model_t *m, const char **sp)
+{
+    int seen[PEAT_INJ_MAX_PARAMS] = {0};
+    const char *s = skip_ws(*sp);
+    *sp = s;
+    if (*s != '(') return PEAT_OK;
+    s = skip_ws(s + 1);
+    if (*s == ')') {
+        *sp = s + 1;
+        return PEAT_OK;
+    }
+    for (;;) {
+        PEAT_TRY(parse_assignment(spec, m, seen, &s));
+        s = skip_ws(s);
+        if (*s == ',') {
+            s = skip_ws(s + 1);
+            continue;
+        }
+        if (*s == ')') {
+            *sp = s + 1;
+            return PEAT_OK;
+        }
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': expected ',' or ')' at '%s'", spec, s);
+    }
+}
+
 peat_status peat_inject_model_parse(const char *spec, peat_inject_model_t **out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "inject: NULL output");
@@ -238,9 +299,7 @@ peat_status peat_inject_model_parse(const char *spec, peat_inject_model_t **out)
     const char *name = s;
     while (isalnum((unsigned char)*s) || *s == '_') s++;
     size_t nlen = (size_t)(s - name);
-    const peat_inject_def *d = NULL;
-    for (int i = 0; i < PEAT_INJ_COUNT; i++)
-        if (strlen(defs[i].name) == nlen && strncmp(defs[i].name, name, nlen) == 0) d = &defs[i];
+    const peat_inject_def *d = find_def(name, nlen);
     if (!d)
         return PEAT_ERROR(PEAT_ERR_INVAL, "inject: unknown model '%.*s' in '%s' (see peat list)",
                           (int)nlen, name, spec);
@@ -248,55 +307,7 @@ peat_status peat_inject_model_parse(const char *spec, peat_inject_model_t **out)
     if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: model");
     m->def = d;
     for (int i = 0; i < d->n_params; i++) m->v[i] = d->params[i].def;
-    int seen[PEAT_INJ_MAX_PARAMS] = {0};
-    peat_status st = PEAT_OK;
-    s = skip_ws(s);
-    if (*s == '(') {
-        s = skip_ws(s + 1);
-        if (*s == ')')
-            s++;
-        else
-            for (;;) {
-                const char *k = s;
-                while (isalnum((unsigned char)*s) || *s == '_') s++;
-                size_t klen = (size_t)(s - k);
-                int idx = -1;
-                const peat_inject_param *p = param_find(d, k, klen, &idx);
-                if (!p) {
-                    st = PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s has no parameter '%.*s'",
-                                    spec, d->name, (int)klen, k);
-                    break;
-                }
-                if (seen[idx]++) {
-                    st = PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': %s.%s given twice", spec,
-                                    d->name, p->key);
-                    break;
-                }
-                s = skip_ws(s);
-                if (*s != '=') {
-                    st = PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': expected '=' after %s", spec,
-                                    p->key);
-                    break;
-                }
-                s = skip_ws(s + 1);
-                const char *v = s;
-                while (*s && *s != ',' && *s != ')' && !isspace((unsigned char)*s)) s++;
-                st = parse_value(spec, d, p, v, (size_t)(s - v), &m->v[idx]);
-                if (st != PEAT_OK) break;
-                s = skip_ws(s);
-                if (*s == ',') {
-                    s = skip_ws(s + 1);
-                    continue;
-                }
-                if (*s == ')') {
-                    s++;
-                    break;
-                }
-                st = PEAT_ERROR(PEAT_ERR_INVAL, "inject: '%s': expected ',' or ')' at '%s'", spec,
-                                s);
-                break;
-            }
-    }
+    peat_status st = parse_params(spec, m, &s);
     if (st == PEAT_OK) {
         s = skip_ws(s);
         if (*s)
