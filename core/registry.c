@@ -19,6 +19,7 @@ const char *peat_role_name(peat_kernel_role r)
 
 peat_status peat_registry_add(const peat_kernel *k)
 {
+    peat_core_init(); /* every program that runs kernels registers them first */
     if (!k || !k->name || !k->name[0] || !k->fn)
         return PEAT_ERROR(PEAT_ERR_INVAL, "kernel descriptor without name or function");
     if (!peat_op_info_get(k->op))

@@ -1,9 +1,79 @@
-/* rng.c: seeded random numbers (GSL mt19937) and seed derivation for named sub-streams. */
+/* rng.c: seeded random numbers (xoshiro256** as a GSL generator, so GSL's distributions draw from
+ * it) and seed derivation for named sub-streams. */
 #include "peat/peat.h"
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <stdlib.h>
+
+/*
+ * Why not GSL's mt19937: it keeps 32 bits of its seed and maps seed 0 to 4357, so seeds 1 and
+ * 2^32 + 1, or 0 and 4357, gave the same stream. Here the 64-bit seed fills the 256-bit state of
+ * xoshiro256** through splitmix64 (the seeding its authors recommend): the first state word is
+ * a bijection of the seed, so every distinct 64-bit seed starts from its own state, and the
+ * state never is all zero. The generator is registered with GSL as a gsl_rng_type (the public
+ * struct of gsl_rng.h), so gsl_ran_* distributions draw from it unchanged.
+ */
+typedef struct {
+    uint64_t s[4];
+} xoshiro_state;
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* xoshiro256** (Blackman and Vigna, 2018) */
+static uint64_t xoshiro_next(xoshiro_state *st)
+{
+    uint64_t *s = st->s;
+    const uint64_t out = rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void xoshiro_seed(xoshiro_state *st, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) st->s[i] = splitmix64(&seed);
+}
+
+/* GSL's seeding hook takes an unsigned long (32 bits on some ABIs): peat_rng_alloc seeds the
+ * state itself with all 64 bits; this serves gsl_rng_set callers. */
+static void gsl_xoshiro_set(void *state, unsigned long seed)
+{
+    xoshiro_seed(state, (uint64_t)seed);
+}
+
+/* the upper 32 bits: the best bits of the output, and a range every platform's long holds */
+static unsigned long gsl_xoshiro_get(void *state)
+{
+    return (unsigned long)(xoshiro_next(state) >> 32);
+}
+
+/* 53 random bits in [0, 1) */
+static double gsl_xoshiro_get_double(void *state)
+{
+    return (double)(xoshiro_next(state) >> 11) * 0x1p-53;
+}
+
+static const gsl_rng_type xoshiro_type = {
+    "peat_xoshiro256starstar", 0xffffffffUL,           0, sizeof(xoshiro_state), gsl_xoshiro_set,
+    gsl_xoshiro_get,           gsl_xoshiro_get_double,
+};
 
 struct peat_rng {
     gsl_rng *r;
@@ -12,16 +82,16 @@ struct peat_rng {
 
 peat_rng_t *peat_rng_alloc(uint64_t seed)
 {
+    peat_core_init();
     peat_rng_t *p = malloc(sizeof *p);
     if (!p) return NULL;
-    p->r = gsl_rng_alloc(gsl_rng_mt19937);
+    p->r = gsl_rng_alloc(&xoshiro_type);
     if (!p->r) {
         free(p);
         return NULL;
     }
     p->seed = seed;
-    /* mt19937 takes an unsigned long seed; fold 64 bits so distinct seeds stay distinct */
-    gsl_rng_set(p->r, (unsigned long)(seed ^ (seed >> 32)) + (seed == 0 ? 4357ul : 0ul));
+    xoshiro_seed(gsl_rng_state(p->r), seed);
     return p;
 }
 

@@ -1,6 +1,9 @@
-/* status.c: the one error path: status names and the thread's last error message. */
+/* status.c: the one error path: status names and the thread's last error message; GSL's errors
+ * are routed into it. */
 #include "peat/peat.h"
 
+#include <gsl/gsl_errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,4 +56,27 @@ void peat_error_clear(void)
 {
     last_msg[0] = 0;
     last_where[0] = 0;
+}
+
+/* GSL's default handler aborts the process on any error (a domain error in a special function, a
+ * failed allocation): a library must report, not end its caller. This one records the error as
+ * the thread's last (the GSL call then returns its error value) and lets the caller decide. */
+static void gsl_error_to_peat(const char *reason, const char *file, int line, int gsl_errno)
+{
+    peat_status code = gsl_errno == GSL_ENOMEM                               ? PEAT_ERR_NOMEM
+                       : gsl_errno == GSL_EINVAL || gsl_errno == GSL_EBADLEN ? PEAT_ERR_INVAL
+                                                                             : PEAT_ERR_NUMERIC;
+    peat_error_set(code, file, line, "GSL: %s (%s)", reason, gsl_strerror(gsl_errno));
+}
+
+static pthread_once_t core_once = PTHREAD_ONCE_INIT;
+
+static void core_init_once(void)
+{
+    gsl_set_error_handler(gsl_error_to_peat);
+}
+
+void peat_core_init(void)
+{
+    pthread_once(&core_once, core_init_once);
 }

@@ -8,6 +8,7 @@
 #include "peat/backend.h"
 #include "peat/plugin.h"
 
+#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <string.h>
 
@@ -116,6 +117,68 @@ Test(rng, seeded_and_derived)
     cr_assert_neq(peat_seed_derive(1, "data"), peat_seed_derive(1, "init"));
     cr_assert_eq(peat_seed_derive(1, "data"), peat_seed_derive(1, "data"));
     peat_rng_free(a), peat_rng_free(b), peat_rng_free(c);
+}
+
+/* The first n uniform draws of the stream of seed. */
+static void draws(uint64_t seed, double *x, int n)
+{
+    peat_rng_t *r = peat_rng_alloc(seed);
+    cr_assert_not_null(r);
+    for (int i = 0; i < n; i++) x[i] = peat_rng_uniform(r);
+    peat_rng_free(r);
+}
+
+/* Every distinct 64-bit seed has its own stream: seeds differing only above bit 32 (which a
+ * 32-bit seed drops), and 0 against 4357 (mt19937's stand-in for 0), among them. */
+Test(rng, distinct_64_bit_seeds_give_distinct_streams)
+{
+    const uint64_t pairs[][2] = {
+        {0, 4357},
+        {1, (1ull << 32) + 1},
+        {0, 1ull << 32},
+        {7, 7 | (1ull << 63)},
+        {0xffffffffull, 0xffffffffull | (1ull << 40)},
+        {12345, 12345 ^ 0xffffffff00000000ull},
+    };
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        double a[16], b[16];
+        draws(pairs[p][0], a, 16);
+        draws(pairs[p][1], b, 16);
+        int same = 0;
+        for (int i = 0; i < 16; i++) same += a[i] == b[i];
+        cr_assert_lt(same, 16, "seeds %llu and %llu give the same stream",
+                     (unsigned long long)pairs[p][0], (unsigned long long)pairs[p][1]);
+        cr_assert_lt(same, 2, "seeds %llu and %llu share %d of 16 draws",
+                     (unsigned long long)pairs[p][0], (unsigned long long)pairs[p][1], same);
+    }
+}
+
+/* The generator is xoshiro256** with its state filled by splitmix64 from the seed: for seed 0
+ * the state is splitmix64's first four outputs from 0 (published constants), and the first
+ * output is rotl(s1 * 5, 7) * 9, whose top 53 bits make the first uniform draw. */
+Test(rng, known_first_draw)
+{
+    const uint64_t s1 = 0x6e789e6aa1b965f4ull; /* splitmix64's second output from 0 */
+    uint64_t x = s1 * 5;
+    x = ((x << 7) | (x >> 57)) * 9;
+    double want = (double)(x >> 11) * 0x1p-53, got;
+    draws(0, &got, 1);
+    cr_assert_eq(got, want, "first draw of seed 0: %.17g, expected %.17g", got, want);
+}
+
+/* GSL's default error handler aborts the process; after peat_core_init a GSL error is the
+ * thread's last error and the call returns its error value. */
+Test(rng, gsl_errors_are_reported_not_fatal)
+{
+    peat_core_init();
+    peat_error_clear();
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    cr_assert_not_null(r);
+    unsigned long v = gsl_rng_uniform_int(r, 0); /* n = 0: GSL_EINVAL */
+    gsl_rng_free(r);
+    cr_assert_eq(v, 0);
+    cr_assert(strstr(peat_error_last(), "GSL: ") && strstr(peat_error_last(), "invalid"),
+              "the GSL error was not recorded: '%s'", peat_error_last());
 }
 
 /* ---- GEMM slice ---- */

@@ -13,9 +13,7 @@
 extern "C" {
 #endif
 
-
 /* ---- status: one enum, one error path ------------------------------------------------------ */
-
 
 const char *peat_status_str(peat_status s);
 
@@ -33,6 +31,11 @@ const char *peat_error_last(void);
 const char *peat_error_where(void);
 void peat_error_clear(void);
 
+/* Sets up the core once (thread-safe, idempotent): GSL errors then go through peat_error_set
+ * instead of GSL's default handler, which aborts the process. The registry and the rng call it;
+ * a program that calls GSL before either may call it first. */
+void peat_core_init(void);
+
 #define PEAT_TRY(expr)                                                                             \
     do {                                                                                           \
         peat_status peat_try_s_ = (expr);                                                          \
@@ -40,7 +43,6 @@ void peat_error_clear(void);
     } while (0)
 
 /* ---- dtypes ---------------------------------------------------------------------------------- */
-
 
 size_t peat_dtype_size(peat_dtype t);
 const char *peat_dtype_name(peat_dtype t);
@@ -78,7 +80,6 @@ int peat_dtype_mantissa_bits(peat_dtype t);
 
 /* ---- tensors: host memory, row-major, contiguous --------------------------------------------- */
 
-
 /* Allocates a zero-filled tensor; absurd shapes (negative, overflow, > 2^34 elements) are refused.
  */
 peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape, peat_tensor **out);
@@ -111,7 +112,8 @@ static inline int32_t *peat_i32(const peat_tensor *t)
 double peat_tensor_get(const peat_tensor *t, int64_t i);
 void peat_tensor_set(peat_tensor *t, int64_t i, double v);
 
-/* ---- rng: seeded (GSL mt19937 underneath); seeds are explicit and recorded ------------------- */
+/* ---- rng: seeded (xoshiro256** as a GSL generator); seeds are explicit and recorded -----------
+ */
 
 typedef struct peat_rng peat_rng_t;
 peat_rng_t *peat_rng_alloc(uint64_t seed);
