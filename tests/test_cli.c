@@ -123,6 +123,19 @@ Test(cli, plugin_corrupting_one_element_is_out_of_bound)
     cr_assert(strstr(j, "\"verdict\": \"FAIL\""));
 }
 
+/* A plugin whose kernel calls host functions loads into `peat` (it exports the host API) and
+ * runs a whole campaign: an honestly reordered GEMM passes. */
+Test(cli, plugin_calling_the_host_api_runs)
+{
+    int rc =
+        peat("run --plugin %s/libplugin_host_api.so --kernel host_api_gemm " SMALL " --out %s/h",
+             PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 0, "exit %d\n%s\n%s", rc, out_buf, err_buf);
+    char *j = read_json("h");
+    cr_assert(strstr(j, "\"class\": \"WITHIN_BOUND\""), "signature.json:\n%.2000s", j);
+    cr_assert(strstr(j, "\"kernel_failures\": 0"), "signature.json:\n%.2000s", j);
+}
+
 Test(cli, crashing_kernel_does_not_take_the_campaign_down)
 {
     int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_crash --iters 4 "

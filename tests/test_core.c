@@ -459,6 +459,40 @@ Test(plugin, load_and_abi_checks, .init = init)
     cr_assert_eq(peat_plugin_load("/nonexistent/libx.so", &n), PEAT_ERR_IO);
 }
 
+/* A plugin kernel written against the host API (peat_tensor_numel, peat_f32, peat_dtype_name,
+ * PEAT_ERROR) loads, computes a GEMM within the fp32 bound on every transpose, and reports bad
+ * input through the host's error state (the message the test reads is the one it set). */
+Test(plugin, kernel_calls_the_host_api, .init = init)
+{
+    int n = 0;
+    cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_host_api.so", &n), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(n, 1);
+    const peat_kernel *k = peat_registry_find("host_api_gemm");
+    cr_assert_not_null(k);
+    for (int t = 0; t < 4; t++) {
+        gemm_case g = make_gemm(t & 1, t >> 1, 19, 23, 129, 0.75, t == 3 ? 0.5 : 0.0, 500 + t);
+        peat_tensor *ex = run_gemm("gemm_exact", &g), *pl = run_gemm("host_api_gemm", &g);
+        double r = max_bound_ratio(pl, ex, &g, 129 + (t == 3), ldexp(1, -24));
+        cr_assert(r > 0 && r <= 1.0, "plugin GEMM at %.3g x the fp32 bound, trans %d", r, t);
+        peat_tensor_free(ex), peat_tensor_free(pl);
+        free_gemm(&g);
+    }
+    /* bad input straight to the kernel (the host would refuse it before): an f64 operand */
+    gemm_case g = make_gemm(0, 0, 4, 4, 4, 1.0, 0.0, 7);
+    peat_tensor *a64 = NULL;
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F64, 4, 4, &a64), PEAT_OK);
+    const peat_tensor *in[2] = {a64, g.B};
+    peat_args a = peat_args_make(PEAT_OP_GEMM, &g.p, 2, in, 0, NULL);
+    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
+    peat_error_clear();
+    cr_assert_eq(k->fn(&a, k), PEAT_ERR_INVAL);
+    cr_assert_str_eq(peat_error_last(), "host_api_gemm: input 0 is f64, expected f32");
+    peat_args_free_outputs(&a);
+    peat_tensor_free(a64);
+    free_gemm(&g);
+}
+
 Test(backend, cpu_interface)
 {
     peat_backend_t b;
