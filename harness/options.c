@@ -392,7 +392,8 @@ static peat_status parse_args(const peat_cli_cmd *cmd, int argc, char **argv, ch
 peat_status peat_cli_parse(const peat_cli_cmd *cmd, int argc, char **argv, void *opts)
 {
     /* the config file's settings come first, so the command line's override them; its strings
-     * must outlive the parse (options point into them) */
+     * must outlive the parse (options point into them): they stay valid until the next parse
+     * of a config file */
     static char store[8192];
     static char *cargs[256];
     const char *path;

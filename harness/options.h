@@ -62,7 +62,9 @@ typedef struct peat_cli_calibrate_opts {
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect;
 
 /* Parses argv (options only: "--name VALUE", "--name=VALUE" or a flag) into opts, the command's
- * options struct, which holds its defaults. An error names the option and what it takes. */
+ * options struct, which holds its defaults; a --config FILE is read first. String options point
+ * into argv (or, from a config file, into storage valid until the next parse with one). An error
+ * names the option and what it takes. */
 peat_status peat_cli_parse(const peat_cli_cmd *cmd, int argc, char **argv, void *opts);
 
 /* Writes `peat help <command>`: usage, about, then each option with its range or choices and
