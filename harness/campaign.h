@@ -28,7 +28,7 @@ typedef struct peat_campaign_opts {
     double kernel_timeout_s; /* per call, when isolated */
     int repeats;             /* calls replayed twice to test determinism */
     int quiet;
-    int json; /* print only the verdict as JSON (implies quiet) */
+    int json;         /* print only the verdict as JSON (implies quiet) */
     const char *argv; /* command line, recorded in the campaign file */
     /* recording policy (docs/cli.md) */
     const char *record_ops;                 /* "gemm,softmax" or "all"; NULL = the kernel's op */

@@ -86,8 +86,7 @@ static int die(const char *fmt, ...)
 }
 
 /* The positional arguments (want of them) and the options of a command, parsed into opts. */
-static int parse(const peat_cli_cmd *cmd, int argc, char **argv, char **pos, int want,
-                 void *opts)
+static int parse(const peat_cli_cmd *cmd, int argc, char **argv, char **pos, int want, void *opts)
 {
     char *rest[128];
     int n_pos = 0;
@@ -105,7 +104,10 @@ static void print_ci_json(const peat_ci_result *r)
 {
     static const char *const names[] = {"PASS", "WARN", "FAIL", "ERROR", "SKIP"};
     printf("{\"verdict\": \"%s\", \"exit\": %d, \"items\": %d, \"counts\": {",
-           r->exit_code == 2 ? "ERROR" : r->exit_code ? "FAIL" : "PASS", r->exit_code, r->n_items);
+           r->exit_code == 2 ? "ERROR"
+           : r->exit_code    ? "FAIL"
+                             : "PASS",
+           r->exit_code, r->n_items);
     for (int s = 0; s < 5; s++) printf("%s\"%s\": %d", s ? ", " : "", names[s], r->counts[s]);
     printf("}, \"regressions\": %d, \"report\": ", r->diff.n_regressions);
     char rep[600];

@@ -177,12 +177,9 @@ static const struct {
     const peat_cli_cmd *cli;
     int (*run)(int argc, char **argv, const char *cmdline);
 } commands[] = {
-    {&peat_cli_run, cmd_run},
-    {&peat_cli_list, cmd_list},
-    {&peat_cli_inspect, cmd_inspect},
-    {&peat_cli_calibrate, cmd_calibrate},
-    {&peat_cli_ci, peat_ci_main},
-    {&peat_cli_diff, peat_diff_main},
+    {&peat_cli_run, cmd_run},         {&peat_cli_list, cmd_list},
+    {&peat_cli_inspect, cmd_inspect}, {&peat_cli_calibrate, cmd_calibrate},
+    {&peat_cli_ci, peat_ci_main},     {&peat_cli_diff, peat_diff_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

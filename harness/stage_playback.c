@@ -86,8 +86,7 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate)
         st = PEAT_OK;
     } else {
         for (int out = 0; out < r->n_out && st == PEAT_OK; out++)
-            st = acc_output(c, (int64_t)r->id, &a, out, a.out[out], r->golden[out],
-                            r->exact[out]);
+            st = acc_output(c, (int64_t)r->id, &a, out, a.out[out], r->golden[out], r->exact[out]);
         if (st == PEAT_OK) plot_call_end(c, r);
         if (st == PEAT_OK && i < c->o->repeats) st = repeat_call(c, r, isolate, &a);
     }
