@@ -189,6 +189,18 @@ Test(nightly, suite_naming_unknown_kernel_or_flow_is_refused_before_running)
     char o[400];
     snprintf(o, sizeof o, "%s/o1/items/gemm_new-mlp-cpu", tmpdir);
     cr_assert_neq(stat(o, &st), 0, "nothing may run when the suite is bad");
+    /* the command line itself: one SUITE, known options */
+    const char *bad[] = {"ci",
+                         "ci a.suite b.suite",
+                         "ci --frobnicate x.suite",
+                         "ci x.suite --out",
+                         "ci x.suite --update-baseline",
+                         "diff onlyone",
+                         "diff a b c"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(sh("%s %s", PEAT_TEST_BIN, bad[i]), 2, "`peat %s`", bad[i]);
+        cr_assert_eq(count_lines(err_buf), 1, "`peat %s`: %s", bad[i], err_buf);
+    }
     spit(p, "[suite]\nkernels = softmax_online\nflows = mlp\n");
     cr_assert_eq(sh("%s ci %s --out %s/o2", PEAT_TEST_BIN, p, tmpdir), 2);
     cr_assert(strstr(err_buf, "no listed flow calls softmax"), "%s", err_buf);
