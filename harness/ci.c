@@ -105,12 +105,14 @@ static peat_status plan(const peat_ci_opts *o, peat_ci_result *res)
     PEAT_TRY(peat_builtin_init());
     for (int i = 0; i < s->n_plugins; i++) PEAT_TRY(peat_plugin_load(s->plugins[i], NULL));
     for (int i = 0; i < s->n_kernels; i++) PEAT_TRY(expand_kernel(res, &s->kernels[i]));
-    for (int i = 0; i < res->n_items; i++)
-        if (!peat_backend_available(res->items[i].backend)) {
-            snprintf(res->items[i].status, sizeof res->items[i].status, "SKIP");
-            snprintf(res->items[i].error, sizeof res->items[i].error,
-                     "backend %s has no device here", res->items[i].backend);
-        }
+    for (int i = 0; i < res->n_items; i++) {
+        peat_ci_item *it = &res->items[i];
+        if (peat_backend_available(it->backend)) continue;
+        char be[sizeof it->backend];
+        memcpy(be, it->backend, sizeof be);
+        snprintf(it->status, sizeof it->status, "SKIP");
+        snprintf(it->error, sizeof it->error, "backend %s has no device here", be);
+    }
     return PEAT_OK;
 }
 
