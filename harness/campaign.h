@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "detector/detector.h"
+#include "harness/plots.h"
 #include "core/record.h"
 #include "models/models.h"
 
@@ -27,6 +28,7 @@ typedef struct peat_campaign_opts {
     double kernel_timeout_s; /* per call, when isolated */
     int repeats;             /* calls replayed twice to test determinism */
     int quiet;
+    int json;         /* print only the verdict as JSON (implies quiet) */
     const char *argv; /* command line, recorded in the campaign file */
     /* recording policy (docs/cli.md) */
     const char *record_ops;                 /* "gemm,softmax" or "all"; NULL = the kernel's op */
@@ -65,6 +67,7 @@ int64_t peat_campaign_default_iters(const char *flow);
 typedef struct peat_campaign_result {
     char out_dir[512];
     char flow[32];
+    char backend[16];
     peat_signature cand, golden;
     peat_finding findings[8];
     int n_findings;
@@ -76,6 +79,7 @@ typedef struct peat_campaign_result {
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;
     double t_profile, t_playback, t_analyze, t_total;
+    peat_plot_data plots; /* report.html's error histograms and heatmap (playback) */
 } peat_campaign_result;
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);
@@ -94,6 +98,15 @@ void peat_report_escape(FILE *f, const char *s);
 
 /* Writes report.html (findings, signature table, inline SVG plots) to f. */
 peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes s as a JSON string (quoted, escaped). */
+void peat_report_json_str(FILE *f, const char *s);
+/* Opens dir/name.tmp for writing (tmp receives its path); peat_report_commit closes it and
+ * renames it to dir/name, so a reader never sees a half-written report. */
+FILE *peat_report_open_tmp(const char *dir, const char *name, char *tmp, size_t n);
+peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const char *tmp);
+/* Creates a directory and its parents; refuses a path that is not a writable directory. */
+peat_status peat_mkdir_p(const char *path);
 
 /* Monotonic seconds. */
 double peat_now(void);

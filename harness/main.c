@@ -2,6 +2,8 @@
  * the options are tables (harness/options.c); the work is the library's. Exit 0 pass, 1 fail, 2
  * usage/input. */
 #include "harness/calibrate.h"
+#include "harness/ci.h"
+#include "harness/cmdline.h"
 #include "harness/campaign.h"
 #include "harness/harness.h"
 #include "harness/options.h"
@@ -73,13 +75,55 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
     return EXIT_PASS;
 }
 
+/* `--resume DIR` (a folder after it, not an option): the interrupted run's own options, then
+ * the ones given beside it (refused where they contradict the file). */
+static int resume_expand(int *argc, char ***argv, const char **cmdline)
+{
+    static char *merged[256], words[4096], recorded[512];
+    char *rest[256];
+    const char *dir = NULL;
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp((*argv)[i], "--resume") && i + 1 < *argc && (*argv)[i + 1][0] != '-')
+            dir = (*argv)[++i];
+        else if (n < 256)
+            rest[n++] = (*argv)[i];
+    }
+    if (!dir) return -1;
+    int m = 0;
+    if (peat_cmdline_resume(dir, n, rest, &m, merged, 256, words, sizeof words, recorded,
+                            sizeof recorded) != PEAT_OK)
+        return die("%s", peat_error_last());
+    *argc = m;
+    *argv = merged;
+    *cmdline = recorded;
+    return -1;
+}
+
+/* The verdict as one JSON object (for scripts: `peat run ... --json | jq .verdict`). */
+static void print_verdict_json(const peat_campaign_result *r)
+{
+    printf("{\"verdict\": \"%s\", \"kernel\": ", peat_acceptance_name(r->verdict));
+    peat_report_json_str(stdout, r->cand.kernel);
+    printf(", \"flow\": \"%s\", \"findings\": [", r->flow);
+    for (int i = 0; i < r->n_findings; i++)
+        printf("%s{\"class\": \"%s\", \"acceptance\": \"%s\"}", i ? ", " : "",
+               peat_finding_name(r->findings[i].cls), peat_acceptance_name(r->findings[i].accept));
+    printf("], \"records\": %lld, \"out\": ", (long long)r->n_records);
+    peat_report_json_str(stdout, r->out_dir);
+    printf("}\n");
+}
+
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
+    int rc = resume_expand(&argc, &argv, &cmdline);
+    if (rc >= 0) return rc;
     peat_campaign_opts o;
     peat_campaign_opts_default(&o);
     o.argv = cmdline;
     peat_status st = peat_cli_parse(&peat_cli_run, argc, argv, &o);
     if (st != PEAT_OK) return die_status(st);
+    o.quiet |= o.json;
     if (!o.kernel) return die("run needs --kernel NAME (see `peat list` for kernels)");
     if (o.resume && !o.out_dir) return die("--resume needs --out DIR of the campaign to continue");
     if (o.resume && o.force) return die("--resume and --force exclude each other");
@@ -91,7 +135,10 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     peat_campaign_result r;
     st = peat_campaign_run(&o, &r);
     if (st != PEAT_OK) return die_status(st);
-    peat_campaign_print(stdout, &o, &r);
+    if (o.json)
+        print_verdict_json(&r);
+    else
+        peat_campaign_print(stdout, &o, &r);
     return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
 }
 
@@ -130,10 +177,9 @@ static const struct {
     const peat_cli_cmd *cli;
     int (*run)(int argc, char **argv, const char *cmdline);
 } commands[] = {
-    {&peat_cli_run, cmd_run},
-    {&peat_cli_list, cmd_list},
-    {&peat_cli_inspect, cmd_inspect},
-    {&peat_cli_calibrate, cmd_calibrate},
+    {&peat_cli_run, cmd_run},         {&peat_cli_list, cmd_list},
+    {&peat_cli_inspect, cmd_inspect}, {&peat_cli_calibrate, cmd_calibrate},
+    {&peat_cli_ci, peat_ci_main},     {&peat_cli_diff, peat_diff_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -177,8 +223,8 @@ static int cmd_help(int argc, char **argv)
             help_command(commands[i].cli);
             return EXIT_PASS;
         }
-    return die("no help for unknown command '%s' (commands: run, list, inspect, calibrate, help, "
-               "version)",
+    return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
+               "calibrate, help, version)",
                c);
 }
 
@@ -191,11 +237,12 @@ int main(int argc, char **argv)
         usage_main(stderr);
         return EXIT_USAGE;
     }
-    char cmdline[512] = "";
-    for (int i = 0; i < argc; i++) {
-        size_t len = strlen(cmdline);
-        snprintf(cmdline + len, sizeof cmdline - len, "%s%s", i ? " " : "", argv[i]);
-    }
+    /* recorded in the campaign file, quoted so that --resume DIR splits it back exactly */
+    char cmdline[512];
+    char *words[PEAT_CMDLINE_MAX_ARGS];
+    int nw = argc < PEAT_CMDLINE_MAX_ARGS ? argc : PEAT_CMDLINE_MAX_ARGS;
+    for (int i = 0; i < nw; i++) words[i] = i ? argv[i] : "peat";
+    if (peat_cmdline_join(nw, words, cmdline, sizeof cmdline) != PEAT_OK) cmdline[0] = 0;
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return cmd_help(0, NULL);
     if (strcmp(cmd, "help") == 0) return cmd_help(argc - 2, argv + 2);
@@ -209,6 +256,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
-    return die("unknown command '%s' (commands: run, list, inspect, calibrate, help, version)",
+    return die("unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, help, "
+               "version)",
                cmd);
 }

@@ -48,7 +48,10 @@ static const peat_cli_opt run_opts[] = {
     {"plugin", "PATH", PEAT_CLI_MULTI, RUN(plugins), RUN(n_plugins), 0, PEAT_MAX_PLUGINS, NULL,
      NULL, NULL, "load kernels from a plugin library", NULL},
     {"resume", NULL, PEAT_CLI_FLAG, RUN(resume), 0, 1, 0, NULL, NULL, NULL,
-     "continue an interrupted campaign in --out DIR (same options)", NULL},
+     "continue an interrupted campaign: `--resume DIR` alone takes every option from the "
+     "campaign file (others beside it are refused where they differ); `--resume --out DIR` "
+     "with the same options also works",
+     NULL},
     {"force", NULL, PEAT_CLI_FLAG, RUN(force), 0, 1, 0, NULL, NULL, NULL,
      "replace a campaign already in --out DIR", NULL},
     {"no-isolate", NULL, PEAT_CLI_FLAG, RUN(isolate), 0, 0, 0, NULL, NULL, NULL,
@@ -58,7 +61,9 @@ static const peat_cli_opt run_opts[] = {
     {"timeout", "SEC", PEAT_CLI_REAL, RUN(kernel_timeout_s), 0, 0, 86400, NULL, NULL, NULL,
      "per-call deadline in seconds for an isolated candidate", NULL},
     {"quiet", NULL, PEAT_CLI_FLAG, RUN(quiet), 0, 1, 0, NULL, NULL, NULL,
-     "print only the verdict table", NULL},
+     "no progress lines, only the verdict table", NULL},
+    {"json", NULL, PEAT_CLI_FLAG, RUN(json), 0, 1, 0, NULL, NULL, NULL,
+     "print only the verdict, as one JSON object on stdout", NULL},
     {"record-ops", "LIST", PEAT_CLI_SPEC, RUN(record_ops), 0, 0, 0, NULL, check_op_list,
      "the kernel's op", "ops to record: all, or e.g. gemm,softmax (the kernel's op always)",
      "recording policy (what the profiler stores in campaign.h5)"},
@@ -165,6 +170,32 @@ static const peat_cli_opt *find_opt(const peat_cli_cmd *cmd, const char *name, s
         if (strlen(cmd->opts[i].name) == len && strncmp(cmd->opts[i].name, name, len) == 0)
             return &cmd->opts[i];
     return NULL;
+}
+
+const peat_cli_opt *peat_cli_find(const peat_cli_cmd *cmd, const char *arg)
+{
+    if (strncmp(arg, "--", 2) != 0) return NULL;
+    return find_opt(cmd, arg + 2, strcspn(arg + 2, "="));
+}
+
+int peat_cli_positionals(const peat_cli_cmd *cmd, int argc, char **argv, char **pos, int max_pos,
+                         int *n_pos, char **opts)
+{
+    int n = 0;
+    *n_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        const peat_cli_opt *opt = peat_cli_find(cmd, argv[i]);
+        if (strncmp(argv[i], "--", 2) == 0 || (argv[i][0] == '-' && argv[i][1])) {
+            opts[n++] = argv[i];
+            /* the value of "--name VALUE" stays with its option */
+            if (opt && opt->kind != PEAT_CLI_FLAG && !strchr(argv[i], '=') && i + 1 < argc)
+                opts[n++] = argv[++i];
+        } else if (*n_pos < max_pos)
+            pos[(*n_pos)++] = argv[i];
+        else
+            return -1 - i;
+    }
+    return n;
 }
 
 static int is_integer_kind(peat_cli_kind k)

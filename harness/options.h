@@ -61,6 +61,15 @@ typedef struct peat_cli_calibrate_opts {
 
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect;
 
+/* The row of option argument arg ("--name", "--name=VALUE") in cmd's table, or NULL. */
+const peat_cli_opt *peat_cli_find(const peat_cli_cmd *cmd, const char *arg);
+
+/* Separates the positional arguments of a command (`peat ci SUITE`, `peat diff OLD NEW`) from
+ * its options: options and their values go to opts (returns how many), at most max_pos
+ * positionals to pos (*n_pos). A positional beyond max_pos returns -1 - its index. */
+int peat_cli_positionals(const peat_cli_cmd *cmd, int argc, char **argv, char **pos, int max_pos,
+                         int *n_pos, char **opts);
+
 /* Parses argv (options only: "--name VALUE", "--name=VALUE" or a flag) into opts, the command's
  * options struct, which holds its defaults; a --config FILE is read first. String options point
  * into argv (or, from a config file, into storage valid until the next parse with one). An error

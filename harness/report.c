@@ -53,7 +53,7 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
 
 /* ---- small JSON/XML writers ---- */
 
-static void json_str(FILE *f, const char *s)
+void peat_report_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -105,15 +105,15 @@ static void write_findings_json(FILE *f, const peat_campaign_result *r)
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
         fputs("    {\"class\": ", f);
-        json_str(f, peat_finding_name(fd->cls));
+        peat_report_json_str(f, peat_finding_name(fd->cls));
         fputs(", \"params\": ", f);
-        json_str(f, fd->params);
+        peat_report_json_str(f, fd->params);
         fprintf(f, ", \"confidence\": %.3f, \"acceptance\": ", fd->confidence);
-        json_str(f, verdict_word(fd->accept));
+        peat_report_json_str(f, verdict_word(fd->accept));
         fputs(", \"evidence\": [", f);
         for (int e = 0; e < fd->n_evidence; e++) {
             if (e) fputs(", ", f);
-            json_str(f, fd->evidence[e]);
+            peat_report_json_str(f, fd->evidence[e]);
         }
         fprintf(f, "]}%s\n", i + 1 < r->n_findings ? "," : "");
     }
@@ -143,13 +143,17 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     char *sc, *sg;
     PEAT_TRY(signatures_json(r, &sc, &sg));
     fprintf(f, "{\n  \"peat_version\": \"%s\",\n  \"kernel\": ", PEAT_VERSION_STRING);
-    json_str(f, r->cand.kernel);
+    peat_report_json_str(f, r->cand.kernel);
     fputs(",\n  \"flow\": ", f);
-    json_str(f, r->flow);
+    peat_report_json_str(f, r->flow);
+    fputs(",\n  \"backend\": ", f);
+    peat_report_json_str(f, r->backend);
+    fputs(",\n  \"command\": ", f);
+    peat_report_json_str(f, o->argv ? o->argv : "");
     fprintf(f, ",\n  \"seed\": %llu,\n  \"records\": %lld,\n  \"kernel_failures\": %lld,\n",
             (unsigned long long)o->seed, (long long)r->n_records, (long long)r->n_kernel_failures);
     fputs("  \"verdict\": ", f);
-    json_str(f, verdict_word(r->verdict));
+    peat_report_json_str(f, verdict_word(r->verdict));
     fputs(",\n", f);
     write_findings_json(f, r);
     fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
@@ -177,7 +181,8 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
                                     const peat_campaign_result *r)
 {
     const peat_signature *c = &r->cand, *g = &r->golden;
-    fprintf(f, "# PEAT: %s on flow %s: %s\n\n", c->kernel, r->flow, verdict_word(r->verdict));
+    fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow, r->backend,
+            verdict_word(r->verdict));
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
     fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)c->n_calls,
             (long long)c->n_elems, (long long)g->n_calls, (long long)g->n_elems);
@@ -192,7 +197,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             (long long)c->n_inf, (long long)g->n_nan, (long long)g->n_inf);
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
-        fprintf(f, "## %s %s (%s, confidence %.2f)\n\n", peat_finding_name(fd->cls), fd->params,
+        fprintf(f, "### %s %s (%s, confidence %.2f)\n\n", peat_finding_name(fd->cls), fd->params,
                 verdict_word(fd->accept), fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
@@ -203,38 +208,80 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy,
             (long long)r->n_stored_records, (long long)r->n_activation_records,
             (long long)r->n_checkpoints, (unsigned long long)o->seed, r->t_total);
+    if (o->argv && o->argv[0]) fprintf(f, "\nReproduce:\n\n```sh\n%s\n```\n", o->argv);
     return PEAT_OK;
 }
 
-/* junit.xml: one test case (the kernel), failed on FAIL, with the findings as its message. */
+/* A finding and its evidence, one line (a junit failure message). */
+static void finding_line(FILE *f, const peat_finding *fd)
+{
+    peat_report_escape(f, peat_finding_name(fd->cls));
+    fputs(fd->params[0] ? " " : "", f);
+    peat_report_escape(f, fd->params);
+    for (int e = 0; e < fd->n_evidence; e++) {
+        fputs(e ? "; " : ": ", f);
+        peat_report_escape(f, fd->evidence[e]);
+    }
+}
+
+/* junit.xml: one test case per kernel x op (a campaign validates one kernel on its op); a FAIL
+ * is a failure whose message is the finding with its evidence, every finding goes to system-out
+ * with the command that reproduces the run. */
 static peat_status write_junit_xml(FILE *f, const peat_campaign_opts *o,
                                    const peat_campaign_result *r)
 {
     int fails = r->verdict == PEAT_ACCEPT_FAIL;
-    fprintf(
-        f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"%d\">\n",
-        fails);
-    fprintf(f, "  <testsuite name=\"peat\" tests=\"1\" failures=\"%d\" time=\"%.3f\">\n", fails,
-            r->t_total);
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"%d\" "
+            "errors=\"0\" time=\"%.3f\">\n",
+            fails, r->t_total);
+    fprintf(f,
+            "  <testsuite name=\"peat\" tests=\"1\" failures=\"%d\" errors=\"0\" skipped=\"0\" "
+            "time=\"%.3f\">\n",
+            fails, r->t_total);
     fputs("    <testcase classname=\"peat.", f);
     peat_report_escape(f, r->flow);
+    fputc('.', f);
+    peat_report_escape(f, r->backend);
     fputs("\" name=\"", f);
     peat_report_escape(f, r->cand.kernel);
+    fputc('.', f);
+    peat_report_escape(f, r->cand.op);
     fprintf(f, "\" time=\"%.3f\">\n", r->t_total);
-    if (fails || r->verdict == PEAT_ACCEPT_WARN) {
-        fputs(fails ? "      <failure message=\"" : "      <system-out>", f);
-        for (int i = 0; i < r->n_findings; i++) {
-            const peat_finding *fd = &r->findings[i];
-            peat_report_escape(f, peat_finding_name(fd->cls));
-            fputs(" ", f);
-            peat_report_escape(f, fd->params);
-            fputs(fd->n_evidence ? ": " : "", f);
-            if (fd->n_evidence) peat_report_escape(f, fd->evidence[0]);
-            fputs(i + 1 < r->n_findings ? "; " : "", f);
-        }
-        fputs(fails ? "\"/>\n" : "</system-out>\n", f);
+    for (int i = 0; i < r->n_findings && fails; i++) {
+        if (r->findings[i].accept != PEAT_ACCEPT_FAIL) continue;
+        fprintf(f, "      <failure type=\"%s\" message=\"", peat_finding_name(r->findings[i].cls));
+        finding_line(f, &r->findings[i]);
+        fputs("\"/>\n", f);
     }
-    fputs("    </testcase>\n  </testsuite>\n</testsuites>\n", f);
+    fputs("      <system-out>", f);
+    for (int i = 0; i < r->n_findings; i++) {
+        finding_line(f, &r->findings[i]);
+        fprintf(f, " (%s)\n", verdict_word(r->findings[i].accept));
+    }
+    fputs("reproduce: ", f);
+    peat_report_escape(f, o->argv ? o->argv : "");
+    fputs("</system-out>\n    </testcase>\n  </testsuite>\n</testsuites>\n", f);
+    return PEAT_OK;
+}
+
+FILE *peat_report_open_tmp(const char *dir, const char *name, char *tmp, size_t n)
+{
+    snprintf(tmp, n, "%s/%s.tmp", dir, name);
+    return fopen(tmp, "w");
+}
+
+peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const char *tmp)
+{
+    char final[700];
+    snprintf(final, sizeof final, "%s/%s", dir, name);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        remove(tmp);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
+    }
+    if (rename(tmp, final) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
     return PEAT_OK;
 }
 
@@ -245,21 +292,16 @@ typedef peat_status (*report_writer)(FILE *f, const peat_campaign_opts *o,
 static peat_status write_atomic(const char *dir, const char *name, report_writer write,
                                 const peat_campaign_opts *o, const peat_campaign_result *r)
 {
-    char tmp[700], final[700];
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    snprintf(final, sizeof final, "%s/%s", dir, name);
-    FILE *f = fopen(tmp, "w");
+    char tmp[700];
+    FILE *f = peat_report_open_tmp(dir, name, tmp, sizeof tmp);
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", dir, strerror(errno));
     peat_status st = write(f, o, r);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) st = PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
     if (st != PEAT_OK) {
+        fclose(f);
         remove(tmp);
         return st;
     }
-    if (rename(tmp, final) != 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
-    return PEAT_OK;
+    return peat_report_commit(f, dir, name, tmp);
 }
 
 peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r)

@@ -2,6 +2,7 @@
  * (isolated, harness/isolate.c), its outputs and the golden's measured against the exact ones. */
 #include "golden/golden.h"
 #include "harness/isolate.h"
+#include "harness/progress.h"
 #include "harness/stages.h"
 
 #include <stdlib.h>
@@ -9,8 +10,9 @@
 
 /* Adds output o of a call to both accumulators (candidate's and golden's outputs against the
  * exact one), with the output's magnitude (computed once), depth, terms and 2-D view. */
-static peat_status acc_output(peat_campaign *c, const peat_args *in, int o, const peat_tensor *test,
-                              const peat_tensor *golden, const peat_tensor *exact)
+static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *in, int o,
+                              const peat_tensor *test, const peat_tensor *golden,
+                              const peat_tensor *exact)
 {
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
@@ -26,6 +28,12 @@ static peat_status acc_output(peat_campaign *c, const peat_args *in, int o, cons
     if (st == PEAT_OK)
         st = peat_analyzer_acc_add_terms(c->acc_gold, golden, exact, mag, depth, terms, n / cols,
                                          cols, x);
+    /* the report's error histograms, the worst call's error map and the coverage table */
+    if (st == PEAT_OK && test->dtype == PEAT_DTYPE_F32 && golden->dtype == PEAT_DTYPE_F32) {
+        const double *ex = (const double *)exact->data;
+        peat_plot_add(&c->res->plots, 0, peat_f32(test), ex, mag, depth, n / cols, cols, call);
+        peat_plot_add(&c->res->plots, 1, peat_f32(golden), ex, mag, depth, n / cols, cols, call);
+    }
     free(mag);
     return st;
 }
@@ -54,6 +62,16 @@ static peat_status repeat_call(peat_campaign *c, const peat_record *r, int isola
     return PEAT_OK;
 }
 
+/* Files the call under its coverage group (layer, phase, first output's 2-D view). */
+static void plot_call_end(peat_campaign *c, const peat_record *r)
+{
+    static const char *const phases[] = {"fwd", "bwd", "opt"};
+    const peat_tensor *o0 = r->golden[0];
+    int64_t cols = o0->shape[o0->ndim - 1];
+    peat_plot_call_end(&c->res->plots, r->layer, phases[r->phase % 3], peat_tensor_numel(o0) / cols,
+                       cols, r->iter);
+}
+
 /* Replays record i through the candidate and accumulates its errors. */
 static peat_status replay(peat_campaign *c, int64_t i, int isolate)
 {
@@ -68,7 +86,8 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate)
         st = PEAT_OK;
     } else {
         for (int out = 0; out < r->n_out && st == PEAT_OK; out++)
-            st = acc_output(c, &a, out, a.out[out], r->golden[out], r->exact[out]);
+            st = acc_output(c, (int64_t)r->id, &a, out, a.out[out], r->golden[out], r->exact[out]);
+        if (st == PEAT_OK) plot_call_end(c, r);
         if (st == PEAT_OK && i < c->o->repeats) st = repeat_call(c, r, isolate, &a);
     }
     peat_isolate_outputs_free(&a);
@@ -86,6 +105,14 @@ peat_status peat_stage_playback(peat_campaign *c)
     /* a GPU runtime initialised in this process does not survive fork: GPU kernels run
      * in-process */
     int isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
-    for (int64_t i = 0; i < c->recs.n; i++) PEAT_TRY(replay(c, i, isolate));
+    peat_progress pr;
+    peat_progress_begin(&pr, stdout, c->o->quiet, "playback", c->recs.n);
+    for (int64_t i = 0; i < c->recs.n; i++) {
+        peat_progress_step(&pr, i, NULL);
+        PEAT_TRY(replay(c, i, isolate));
+    }
+    peat_progress_step(&pr, c->recs.n, NULL);
+    peat_progress_end(&pr);
+    peat_plot_finish(&c->res->plots);
     return PEAT_OK;
 }

@@ -1,5 +1,6 @@
 /* stage_profile.c: the profile stage: trains the golden flow, recording a spread sample of the
  * op's calls (and the activations, metrics and checkpoints asked for) into the campaign file. */
+#include "harness/progress.h"
 #include "harness/stages.h"
 
 #include <math.h>
@@ -132,7 +133,10 @@ static peat_status train(peat_campaign *c, peat_flow_t *f)
     peat_campaign_result *res = c->res;
     const char *ckpt = c->o->checkpoint_iters ? c->o->checkpoint_iters : "last";
     peat_status st = PEAT_OK;
+    peat_progress pr;
+    peat_progress_begin(&pr, stdout, c->o->quiet, "profile", c->iters);
     for (int64_t it = 0; st == PEAT_OK && it < c->iters; it++) {
+        peat_progress_step(&pr, it, NULL);
         peat_flow_metrics m;
         st = peat_flow_step(f, &m);
         if (st == PEAT_OK && !isfinite(m.loss))
@@ -149,6 +153,8 @@ static peat_status train(peat_campaign *c, peat_flow_t *f)
         }
     }
     if (st != PEAT_OK) return st;
+    peat_progress_step(&pr, c->iters, NULL);
+    peat_progress_end(&pr);
     peat_flow_metrics m;
     st = peat_flow_eval(f, &m);
     res->eval_loss = m.loss;

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static peat_status mkdir_p(const char *path)
+peat_status peat_mkdir_p(const char *path)
 {
     char buf[512];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
@@ -86,6 +86,7 @@ static peat_status resolve_backend(peat_campaign *c)
     PEAT_TRY(peat_backend_open(want, 0, &be));
     peat_status st = peat_backend_device_info(be, &c->dev);
     snprintf(c->backend_name, sizeof c->backend_name, "%s", peat_backend_name(be));
+    snprintf(c->res->backend, sizeof c->res->backend, "%s", c->backend_name);
     peat_backend_close(be);
     if (st != PEAT_OK) return st;
     if (strcmp(c->backend_name, k->backend) != 0)
@@ -142,7 +143,7 @@ static peat_status resolve_out_dir(peat_campaign *c)
         snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s", c->k->name, c->flow,
                  stamp);
     }
-    PEAT_TRY(mkdir_p(res->out_dir));
+    PEAT_TRY(peat_mkdir_p(res->out_dir));
     snprintf(c->h5, sizeof c->h5, "%s/campaign.h5", res->out_dir);
     snprintf(c->partial, sizeof c->partial, "%s.partial", c->h5);
     if (file_exists(c->h5) && !o->force)

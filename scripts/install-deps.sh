@@ -2,6 +2,9 @@
 # install-deps.sh: installs the Debian packages PEAT builds with, only those missing (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libcriterion-dev)
+# the tests of the published formats and of report.html: xmllint (junit.xml against tests/junit.xsd),
+# python3-jsonschema (signature.json against docs/signature.schema.json), headless Chromium
+pkgs+=(libxml2-utils python3-jsonschema chromium fonts-dejavu-core)
 [ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(valgrind clang-format)
 # --hip: Debian's HIP compiler and runtime, so the GPU source is also checked to build for AMD
 [ "${1:-}" = "--hip" ] && pkgs+=(hipcc libamdhip64-dev)

@@ -7,6 +7,7 @@
 #include "harness/campaign.h"
 #include "harness/harness.h"
 #include "harness/isolate.h"
+#include "harness/jsonread.h"
 #include "store/store.h"
 
 #include <signal.h>
@@ -190,6 +191,54 @@ Test(campaign, resume_refuses_other_options)
     cr_assert(exited(st, 2), "resume with another recording policy must be refused");
     st = run_peat(NULL, "run --resume " FLAGS " --out %s/nothing-here", tmpdir);
     cr_assert(exited(st, 2), "resume without an unfinished campaign must be refused");
+}
+
+/* The verdict, findings and the candidate's output hash of a finished campaign. */
+static void verdict_of(const char *dir, char *buf, size_t n)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s/signature.json", tmpdir, dir);
+    peat_json j;
+    cr_assert_eq(peat_json_load(p, &j), PEAT_OK, "%s", peat_error_last());
+    size_t len = (size_t)snprintf(buf, n, "%s hash=%s", peat_json_str(&j, "verdict", "?"),
+                                  peat_json_str(&j, "candidate.test_hash", "?"));
+    const peat_json *fs = peat_json_get(&j, "findings");
+    for (int i = 0; fs && i < fs->n && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, " %s(%s)",
+                                peat_json_str(&fs->items[i], "class", "?"),
+                                peat_json_str(&fs->items[i], "params", "?"));
+    peat_json_free(&j);
+}
+
+Test(campaign, resume_dir_alone_after_sigkill_matches_an_uninterrupted_run)
+{
+    cr_assert(exited(run_peat(NULL, "run " FLAGS " --out %s/u", tmpdir), 0));
+    int st = run_peat("PEAT_DEBUG_KILL_AT=40", "run " FLAGS " --out %s/k", tmpdir);
+    cr_assert(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL),
+              "the run was not killed (status %d)", st);
+    /* options beside --resume DIR that contradict the file are refused, naming the option */
+    st = run_peat(NULL, "run --resume %s/k --calls 21", tmpdir);
+    cr_assert(exited(st, 2), "a contradicting --calls must be refused");
+    char log[400], line[1024];
+    snprintf(log, sizeof log, "%s/log", tmpdir);
+    FILE *f = fopen(log, "r");
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    cr_assert_null(fgets(line + strlen(line), (int)(sizeof line - strlen(line)), f),
+                   "one line expected");
+    fclose(f);
+    cr_assert(strstr(line, "--calls 21 contradicts") && strstr(line, "started with --calls 20"),
+              "%s", line);
+    /* DIR alone: every option comes from the campaign file */
+    st = run_peat(NULL, "run --resume %s/k --quiet", tmpdir);
+    cr_assert(exited(st, 0), "resume of DIR alone failed (status %d)", st);
+    peat_store_t *u = open_store("u", "campaign.h5"), *k = open_store("k", "campaign.h5");
+    assert_same_records(u, k);
+    peat_store_close(u);
+    peat_store_close(k);
+    char vu[512], vk[512];
+    verdict_of("u", vu, sizeof vu);
+    verdict_of("k", vk, sizeof vk);
+    cr_assert_str_eq(vk, vu, "the resumed run's verdict differs from the uninterrupted one's");
 }
 
 static peat_campaign_result run_inproc(const char *kernel, int64_t iters, int task,

@@ -90,7 +90,7 @@ Test(cli, gemm_new_within_bound)
         snprintf(p, sizeof p, "%s/a/%s", tmpdir, files[i]);
         cr_assert_eq(stat(p, &st), 0, "%s missing", files[i]);
     }
-    static char html[1 << 16];
+    static char html[1 << 20];
     snprintf(p, sizeof p, "%s/a/report.html", tmpdir);
     slurp(p, html, sizeof html);
     cr_assert(strstr(html, "WITHIN_BOUND") && strstr(html, "<svg") && strstr(html, "<polyline"),

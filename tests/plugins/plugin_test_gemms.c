@@ -1,12 +1,30 @@
-/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang).
- */
+/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang)
+ * and one that regresses on request (bf16 operands when PEAT_TEST_REGRESS=1, for `peat diff`). */
 #include "peat/plugin.h"
 
 #include <signal.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-static void gemm_ref(const peat_args *a)
+/* x rounded to bf16 (nearest even) and back: what a kernel reading bf16 operands sees. */
+static float bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static float operand(float x, int round_bf16)
+{
+    return round_bf16 ? bf16(x) : x;
+}
+
+static void gemm_ref_r(const peat_args *a, int rb)
 {
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
@@ -20,10 +38,25 @@ static void gemm_ref(const peat_args *a)
             for (int64_t j = 0; j < N; j++) {
                 float s = 0.0f;
                 for (int64_t k = 0; k < K; k++)
-                    s += (tA ? A[k * M + i] : A[i * K + k]) * (tB ? Bm[j * K + k] : Bm[k * N + j]);
+                    s += operand(tA ? A[k * M + i] : A[i * K + k], rb) *
+                         operand(tB ? Bm[j * K + k] : Bm[k * N + j], rb);
                 D[i * N + j] = C ? alpha * s + beta * C[i * N + j] : alpha * s;
             }
     }
+}
+
+static void gemm_ref(const peat_args *a)
+{
+    gemm_ref_r(a, 0);
+}
+
+/* fp32 as declared; with PEAT_TEST_REGRESS=1 the operands are silently rounded to bf16: the
+ * "last night passed, tonight regressed" kernel of the diff and baseline tests. */
+static peat_status gemm_nightly(const peat_args *a, const peat_kernel *self)
+{
+    const char *r = getenv("PEAT_TEST_REGRESS");
+    gemm_ref_r(a, r && !strcmp(r, "1"));
+    return PEAT_OK;
 }
 
 /* Correct except one output element per call, which is off by far more than rounding. */
@@ -81,6 +114,14 @@ int peat_plugin_register(const peat_plugin_host *host)
          .acc_dtype = PEAT_DTYPE_F32,
          .fn = gemm_hang,
          .desc = "test: never returns"},
+        {.name = "test_gemm_nightly",
+         .op = PEAT_OP_GEMM,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_nightly,
+         .desc = "test: fp32 GEMM, bf16 operands when PEAT_TEST_REGRESS=1"},
     };
     for (unsigned i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (host->register_kernel(&ks[i]) != PEAT_OK) return 1;
