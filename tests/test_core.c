@@ -479,6 +479,6 @@ Test(backend, cpu_interface)
     cr_assert(t1 >= t0);
     peat_backend_free(b, buf);
     peat_backend_close(b);
-    cr_assert_eq(peat_backend_open("opencl", 0, &b), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_backend_open("vulkan", 0, &b), PEAT_ERR_NOTFOUND);
     cr_assert_eq(peat_backend_open("cpu", 3, &b), PEAT_ERR_BACKEND);
 }
