@@ -129,11 +129,8 @@ static peat_status gelu_bwd(const peat_args *a, const peat_kernel *self)
 
 static peat_status rows(const peat_args *a, const char *kernel, int with_eps, int64_t n)
 {
-    peat_karg args[3 + 2 * PEAT_MAX_IO];
-    int k = 0;
-    args[k++] = KL(a->p.i[0]);
-    args[k++] = KL(a->p.i[1]);
-    if (with_eps) args[k++] = KF(a->p.f[0]);
+    peat_karg args[3 + 2 * PEAT_MAX_IO] = {KL(a->p.i[0]), KL(a->p.i[1]), KF(a->p.f[0])};
+    int k = with_eps ? 3 : 2; /* the values live as long as this block: no literal in an if */
     for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
     for (int j = 0; j < a->n_out; j++) args[k++] = KB(a->out[j]);
     return launch1(a, kernel, n ? n : a->p.i[0], k, args);
