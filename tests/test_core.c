@@ -10,6 +10,7 @@
 
 #include <gsl/gsl_rng.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static void init(void)
