@@ -2,6 +2,9 @@
 # install-deps.sh: installs the Debian packages PEAT builds with, only those missing (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libcriterion-dev)
+# OpenCL: headers, the ICD loader, PoCL (an OpenCL device on the CPU, so the device path is tested
+# without a GPU) and CLBlast (the OpenCL golden GEMM)
+pkgs+=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev)
 [ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(valgrind clang-format)
 # --hip: Debian's HIP compiler and runtime, so the GPU source is also checked to build for AMD
 [ "${1:-}" = "--hip" ] && pkgs+=(hipcc libamdhip64-dev)
