@@ -4,6 +4,8 @@
  * which test_opencl_gpu.c checks op by op on every submission. */
 #include <criterion/criterion.h>
 
+#include "gpu_skip.h"
+
 #include "golden/golden.h"
 #include "harness/harness.h"
 #include "peat/backend.h"

@@ -4,6 +4,8 @@
  * the gpt flow on the device. Skips (not passes) where OpenCL is not built or sees no device. */
 #include <criterion/criterion.h>
 
+#include "gpu_skip.h"
+
 #include "golden_cases.h"
 #include "harness/harness.h"
 #include "peat/backend.h"
