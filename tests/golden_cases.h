@@ -9,6 +9,7 @@
 #include "golden/golden.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,5 +280,38 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_ADAMW,
                                        PEAT_OP_SGD,
                                        PEAT_OP_REDUCE};
+
+/* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
+static inline peat_args run_on(const char *backend, const char *name, const gcase *c)
+{
+    const peat_kernel *k = peat_registry_find_on(name, backend);
+    cr_assert_not_null(k, "%s is not registered on %s", name, backend);
+    peat_args a = peat_args_make(c->op, &c->p, c->n_in, (const peat_tensor *const *)c->in, 0, NULL);
+    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK, "%s outputs", name);
+    cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s: %s", name, peat_error_last());
+    return a;
+}
+
+/* Kernel `name` of `backend` within gamma_K mag of exact for every output of case (op, variant). */
+static inline void within_bound_on(const char *backend, const char *name, peat_op_kind op,
+                                   int variant, uint64_t seed)
+{
+    gcase c = make_case(op, variant, seed);
+    peat_args g = run_on(backend, name, &c);
+    char ex[64];
+    snprintf(ex, sizeof ex, "%s_exact", peat_op_name(op));
+    peat_args e = run_k(ex, op, &c.p, c.n_in, c.in);
+    for (int o = 0; o < e.n_out; o++) {
+        int64_t bad;
+        double w = bound_ratio(&c, &g, &e, o, 0, &bad);
+        cr_assert_eq(bad, 0,
+                     "%s on %s (variant %d) out %d: %lld elements beyond gamma_K mag, worst "
+                     "%.3g x bound",
+                     name, backend, variant, o, (long long)bad, w);
+    }
+    peat_args_free_outputs(&g);
+    peat_args_free_outputs(&e);
+    gcase_free(&c);
+}
 
 #endif

@@ -6,7 +6,7 @@
 
 #include "gpu_skip.h"
 
-#include "golden/golden.h"
+#include "golden_cases.h"
 #include "harness/harness.h"
 #include "peat/backend.h"
 
@@ -90,4 +90,25 @@ Test(gpu, gemm_kernels_within_fp32_bound)
             peat_args_free_outputs(&ex);
             peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C);
         }
+}
+
+/* Every op's device golden and the device candidates on CUDA/HIP, as test_opencl_gpu.c does on
+ * OpenCL (the same kernel source, compiled as CUDA here). */
+Test(gpu, every_op_golden_and_candidate_within_rounding_bound_of_exact)
+{
+    const char *be = gpu_backend();
+    if (!be) cr_skip_test("no GPU backend built or no device present");
+    for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++)
+        for (int variant = 0; variant < 2; variant++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_golden", peat_op_name(all_ops[k]));
+            within_bound_on(be, name, all_ops[k], variant, 7000 + 10 * k + (uint64_t)variant);
+        }
+    const char *cand[] = {"gemm_new", "softmax_online", "layernorm_welford", "attention_flash"};
+    const peat_op_kind ops[] = {PEAT_OP_GEMM, PEAT_OP_SOFTMAX, PEAT_OP_LAYERNORM,
+                                PEAT_OP_ATTENTION};
+    for (int i = 0; i < 4; i++)
+        for (int variant = 0; variant < 2; variant++)
+            within_bound_on(be, cand[i], ops[i], variant,
+                            8100 + 10 * (uint64_t)i + (uint64_t)variant);
 }

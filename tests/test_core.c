@@ -456,8 +456,8 @@ Test(plugin, load_and_abi_checks, .init = init)
     char built[32], speaks[32];
     snprintf(built, sizeof built, "ABI %d,", PEAT_PLUGIN_ABI_VERSION + 41);
     snprintf(speaks, sizeof speaks, "speaks ABI %d:", PEAT_PLUGIN_ABI_VERSION);
-    cr_assert(strstr(peat_error_last(), built) && strstr(peat_error_last(), speaks),
-              "message: %s", peat_error_last());
+    cr_assert(strstr(peat_error_last(), built) && strstr(peat_error_last(), speaks), "message: %s",
+              peat_error_last());
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_not_peat.so", &n), PEAT_ERR_ABI);
     cr_assert(strstr(peat_error_last(), "not a PEAT plugin"), "message: %s", peat_error_last());
     cr_assert_eq(peat_plugin_load("/nonexistent/libx.so", &n), PEAT_ERR_IO);

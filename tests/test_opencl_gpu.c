@@ -65,38 +65,6 @@ Test(opencl, buffers_round_trip_and_kernel_time_from_events)
     peat_tensor_free(x);
 }
 
-/* Runs kernel `name` of the OpenCL backend on case c. */
-static peat_args run_cl(const char *name, const gcase *c)
-{
-    const peat_kernel *k = peat_registry_find_on(name, "opencl");
-    cr_assert_not_null(k, "%s is not registered on opencl", name);
-    peat_args a = peat_args_make(c->op, &c->p, c->n_in, (const peat_tensor *const *)c->in, 0, NULL);
-    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK, "%s outputs", name);
-    cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s: %s", name, peat_error_last());
-    return a;
-}
-
-/* Kernel `name` on OpenCL within gamma_K mag of exact for every output of case (op, variant). */
-static void within_bound(const char *name, peat_op_kind op, int variant, uint64_t seed)
-{
-    gcase c = make_case(op, variant, seed);
-    peat_args g = run_cl(name, &c);
-    char ex[64];
-    snprintf(ex, sizeof ex, "%s_exact", peat_op_name(op));
-    peat_args e = run_k(ex, op, &c.p, c.n_in, c.in);
-    for (int o = 0; o < e.n_out; o++) {
-        int64_t bad;
-        double w = bound_ratio(&c, &g, &e, o, 0, &bad);
-        cr_assert_eq(bad, 0,
-                     "%s on opencl (variant %d) out %d: %lld elements beyond gamma_K mag, worst "
-                     "%.3g x bound",
-                     name, variant, o, (long long)bad, w);
-    }
-    peat_args_free_outputs(&g);
-    peat_args_free_outputs(&e);
-    gcase_free(&c);
-}
-
 Test(opencl, every_op_golden_within_rounding_bound_of_exact)
 {
     need_opencl();
@@ -104,7 +72,7 @@ Test(opencl, every_op_golden_within_rounding_bound_of_exact)
         for (int variant = 0; variant < 2; variant++) {
             char name[64];
             snprintf(name, sizeof name, "%s_golden", peat_op_name(all_ops[k]));
-            within_bound(name, all_ops[k], variant, 7000 + 10 * k + (uint64_t)variant);
+            within_bound_on("opencl", name, all_ops[k], variant, 7000 + 10 * k + (uint64_t)variant);
         }
 }
 
@@ -114,7 +82,7 @@ Test(opencl, bf16_rounded_device_outputs_break_the_bound)
 {
     need_opencl();
     gcase c = make_case(PEAT_OP_GEMM, 0, 77);
-    peat_args g = run_cl("gemm_golden", &c);
+    peat_args g = run_on("opencl", "gemm_golden", &c);
     peat_args e = run_k("gemm_exact", PEAT_OP_GEMM, &c.p, c.n_in, c.in);
     int64_t bad;
     bound_ratio(&c, &g, &e, 0, 1, &bad);
@@ -136,7 +104,8 @@ Test(opencl, device_candidates_within_rounding_bound_of_exact)
                 {"attention_flash", PEAT_OP_ATTENTION}};
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
         for (int variant = 0; variant < 2; variant++)
-            within_bound(cand[i].name, cand[i].op, variant, 8100 + 10 * i + (uint64_t)variant);
+            within_bound_on("opencl", cand[i].name, cand[i].op, variant,
+                            8100 + 10 * i + (uint64_t)variant);
 }
 
 /* gemm_new's tiles against partial edge tiles: M, N, K not multiples of 16, all transposes. */
@@ -156,7 +125,7 @@ Test(opencl, gemm_new_edge_tiles_match_exact)
             c.in[2] = rnd(r, 2 * M * N, 0, 1);
             c.n_in = c.p.f[1] != 0.0 ? 3 : 2;
             peat_rng_free(r);
-            peat_args g = run_cl("gemm_new", &c);
+            peat_args g = run_on("opencl", "gemm_new", &c);
             peat_args e = run_k("gemm_exact", PEAT_OP_GEMM, &c.p, c.n_in, c.in);
             int64_t bad;
             double w = bound_ratio(&c, &g, &e, 0, 0, &bad);
