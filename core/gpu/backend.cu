@@ -256,6 +256,119 @@ static peat_status gpu_gemm(peat_backend_t b, const peat_args *a)
 }
 #endif
 
+/* ---- tensor cores (CUDA only): gemm_bf16 / gemm_fp16 through WMMA ---- */
+
+#if !defined(__HIP_PLATFORM_AMD__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+/* One warp per 16x16 output tile: A and B tiles are rounded to the 16-bit format while loaded
+ * into shared memory (zero-padded at the edges), multiplied on the tensor cores with fp32
+ * accumulation (mma_sync), and alpha/beta applied in fp32. Architectures without the format's
+ * WMMA (bf16 needs sm_80, fp16 sm_70) compile an empty body; the host refuses them first. */
+#define PEAT_WMMA_KERNEL(name, T, CONV, MINARCH)                                                   \
+    __global__ void name(long tA, long tB, long M, long N, long K, float alpha, float beta,       \
+                         long has_c, const float *A, const float *B, const float *C, float *D)     \
+    {                                                                                              \
+        PEAT_WMMA_BODY(T, CONV, MINARCH)                                                           \
+    }
+#define PEAT_WMMA_BODY(T, CONV, MINARCH)                                                           \
+    if (__CUDA_ARCH__ >= MINARCH) {                                                               \
+        using namespace nvcuda;                                                                    \
+        __shared__ T as[256], bs[256];                                                             \
+        __shared__ float cs[256];                                                                  \
+        long b = blockIdx.z, i0 = blockIdx.y * 16L, j0 = blockIdx.x * 16L;                         \
+        const float *Ab = A + b * M * K, *Bb = B + b * K * N;                                      \
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;                                  \
+        wmma::fill_fragment(acc, 0.0f);                                                            \
+        for (long k0 = 0; k0 < K; k0 += 16) {                                                      \
+            for (int e = threadIdx.x; e < 256; e += 32) {                                          \
+                long r = e / 16, c = e % 16, i = i0 + r, ka = k0 + c, kb = k0 + r, j = j0 + c;     \
+                as[e] = CONV((i < M && ka < K) ? (tA ? Ab[ka * M + i] : Ab[i * K + ka]) : 0.0f);   \
+                bs[e] = CONV((kb < K && j < N) ? (tB ? Bb[j * K + kb] : Bb[kb * N + j]) : 0.0f);   \
+            }                                                                                      \
+            __syncwarp();                                                                          \
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;                     \
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;                     \
+            wmma::load_matrix_sync(fa, as, 16);                                                    \
+            wmma::load_matrix_sync(fb, bs, 16);                                                    \
+            wmma::mma_sync(acc, fa, fb, acc);                                                      \
+            __syncwarp();                                                                          \
+        }                                                                                          \
+        wmma::store_matrix_sync(cs, acc, 16, wmma::mem_row_major);                                 \
+        __syncwarp();                                                                              \
+        for (int e = threadIdx.x; e < 256; e += 32) {                                              \
+            long i = i0 + e / 16, j = j0 + e % 16, o = b * M * N + i * N + j;                      \
+            if (i < M && j < N) D[o] = has_c ? alpha * cs[e] + beta * C[o] : alpha * cs[e];        \
+        }                                                                                          \
+    }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+PEAT_WMMA_KERNEL(pk_gemm_wmma_bf16, __nv_bfloat16, __float2bfloat16_rn, 800)
+#else
+__global__ void pk_gemm_wmma_bf16(long, long, long, long, long, float, float, long, const float *,
+                                  const float *, const float *, float *)
+{
+}
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+PEAT_WMMA_KERNEL(pk_gemm_wmma_fp16, __half, __float2half_rn, 700)
+#else
+__global__ void pk_gemm_wmma_fp16(long, long, long, long, long, float, float, long, const float *,
+                                  const float *, const float *, float *)
+{
+}
+#endif
+
+/* Launches a WMMA GEMM on the stream PEAT hands device kernels, if the device has the format. */
+static peat_status gemm_wmma(const peat_args *a, const void *fn, int min_major)
+{
+    cudaDeviceProp p;
+    PEAT_GPU_CHECK(cudaGetDeviceProperties(&p, a->dev->index));
+    if (p.major < min_major)
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "%s: no tensor-core path for this format below sm_%d0",
+                          p.name, min_major);
+    int64_t tA = a->p.i[0], tB = a->p.i[1], M = a->p.i[2], N = a->p.i[3], K = a->p.i[4];
+    int64_t has_c = a->p.f[1] != 0.0;
+    float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    void *C = has_c ? a->in[2]->data : a->out[0]->data;
+    void *argv[] = {&tA, &tB, &M, &N, &K, &alpha, &beta, &has_c,
+                    (void *)&a->in[0]->data, (void *)&a->in[1]->data, &C, (void *)&a->out[0]->data};
+    dim3 grid((unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16), (unsigned)a->p.i[5]);
+    PEAT_GPU_CHECK(cudaLaunchKernel(fn, grid, dim3(32), argv, 0, (cudaStream_t)a->dev->queue));
+    return PEAT_OK;
+}
+static peat_status gemm_wmma_bf16(const peat_args *a, const peat_kernel *)
+{
+    return gemm_wmma(a, (const void *)pk_gemm_wmma_bf16, 8);
+}
+static peat_status gemm_wmma_fp16(const peat_args *a, const peat_kernel *)
+{
+    return gemm_wmma(a, (const void *)pk_gemm_wmma_fp16, 7);
+}
+
+static peat_status register_wmma(void)
+{
+    peat_kernel k[2];
+    memset(k, 0, sizeof k);
+    const char *names[2] = {"gemm_bf16", "gemm_fp16"};
+    const char *desc[2] = {"tensor cores (WMMA 16x16x16): A,B rounded to bf16, fp32 accumulate",
+                           "tensor cores (WMMA 16x16x16): A,B rounded to fp16, fp32 accumulate"};
+    peat_kernel_fn fns[2] = {gemm_wmma_bf16, gemm_wmma_fp16};
+    peat_dtype in[2] = {PEAT_DTYPE_BF16, PEAT_DTYPE_F16};
+    for (int i = 0; i < 2; i++) {
+        k[i].name = names[i], k[i].op = PEAT_OP_GEMM, k[i].role = PEAT_ROLE_CANDIDATE;
+        k[i].backend = "cuda", k[i].in_dtype = in[i];
+        k[i].out_dtype = k[i].acc_dtype = PEAT_DTYPE_F32;
+        k[i].cfg.tile_m = k[i].cfg.tile_n = k[i].cfg.tile_k = 16, k[i].cfg.threads = 32;
+        k[i].fn = fns[i], k[i].desc = desc[i];
+        PEAT_TRY(peat_registry_add(&k[i]));
+    }
+    return PEAT_OK;
+}
+#endif
+
 /* Host-only table: hipcc's device pass must not see a constant global of host functions. */
 #if !defined(__HIP_DEVICE_COMPILE__)
 static peat_backend_iface make_iface(void)
@@ -279,6 +392,9 @@ static const peat_backend_iface gpu_iface = make_iface();
 extern "C" peat_status peat_gpu_register(void)
 {
     PEAT_TRY(peat_backend_register(PEAT_GPU_BACKEND_NAME, &gpu_iface));
+#if !defined(__HIP_PLATFORM_AMD__)
+    PEAT_TRY(register_wmma());
+#endif
     return peat_device_ops_register(PEAT_GPU_BACKEND_NAME, &gpu_iface);
 }
 #endif
