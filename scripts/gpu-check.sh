@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with a GPU: builds the CUDA (or HIP) backend, runs the gpu tests,
-# validates gemm_new on the device, runs a whole flow on the device, runs the predictor benchmark
-# when there is one, and prints a table last. Under 8 minutes. Usage: scripts/gpu-check.sh [cuda|hip]
+# validates gemm_new on the device, runs whole flows on the device, runs bench_device and the
+# predictor benchmark when there is one, and prints a table last. Under 8 minutes. Usage: scripts/gpu-check.sh [cuda|hip]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 vendor="${1:-cuda}"
@@ -43,6 +43,10 @@ run "softmax_online on $vendor (gpt)" --kernel softmax_online --backend "$vendor
 plugin="$build/libpeat_example_gemm_$vendor.so"
 [ -f "$plugin" ] && run "example $vendor plugin (mlp)" --plugin "$plugin" --kernel "example_gemm_$vendor" --backend "$vendor" --flow mlp --iters 8 --calls 12 --width 20 --batch 12
 
+t=$(now)
+timeout 120 "$build/bench_device" >"$build/bench_device.log" 2>&1; rc=$?
+row "bench_device" "$rc" "$(secs "$t")" "device vs cpu golden, staging cost: table above"
+
 if [ -x "$build/bench_predictor" ]; then
   t=$(now)
   timeout 120 "$build/bench_predictor" >"$build/bench_predictor.log" 2>&1; rc=$?
@@ -51,6 +55,7 @@ else
   row "bench_predictor" "-" 0 "not in this tree"
 fi
 
+[ -f "$build/bench_device.log" ] && { echo; cat "$build/bench_device.log"; }
 [ -f "$build/bench_predictor.log" ] && { echo; tail -25 "$build/bench_predictor.log"; }
 echo
 echo "device: $device"
