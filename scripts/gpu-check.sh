@@ -26,8 +26,8 @@ fi
 
 t=$(now)
 (cd "$build" && timeout 300 ctest -L gpu --output-on-failure) >"$build/gpu-tests.log" 2>&1; rc=$?
-skipped=$(grep -c 'Skipped\|SKIP' "$build/gpu-tests.log" || true)
-row "ctest -L gpu" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(secs "$t")" "$(grep -m1 'tests passed' "$build/gpu-tests.log") (skip lines: $skipped)"
+skipped=$(grep -c '\*\*\*Skipped' "$build/gpu-tests.log" || true)
+row "ctest -L gpu" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(secs "$t")" "$(grep -m1 'tests passed' "$build/gpu-tests.log") (ctest Skipped: $skipped)"
 
 run() { # name, args...
   local name=$1; shift
