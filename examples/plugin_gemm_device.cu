@@ -6,17 +6,17 @@
  * Use:  peat run --plugin ./libmine_cu.so --kernel example_gemm_cuda --backend cuda */
 #ifdef __HIP_PLATFORM_AMD__
 #include <hip/hip_runtime.h>
-#define cudaStream_t hipStream_t
-#define cudaGetLastError hipGetLastError
+#define cudaStream_t       hipStream_t
+#define cudaGetLastError   hipGetLastError
 #define cudaGetErrorString hipGetErrorString
-#define cudaSuccess hipSuccess
-#define cudaError_t hipError_t
-#define BACKEND "hip"
-#define NAME "example_gemm_hip"
+#define cudaSuccess        hipSuccess
+#define cudaError_t        hipError_t
+#define BACKEND            "hip"
+#define NAME               "example_gemm_hip"
 #else
 #include <cuda_runtime.h>
 #define BACKEND "cuda"
-#define NAME "example_gemm_cuda"
+#define NAME    "example_gemm_cuda"
 #endif
 
 #include "peat/plugin.h"
@@ -32,8 +32,10 @@ __global__ void ex_gemm(int tA, int tB, long M, long N, long K, float alpha, flo
     float acc = 0.0f;
     for (long k0 = 0; k0 < K; k0 += T) {
         long ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-        as[threadIdx.y][threadIdx.x] = (i < M && ka < K) ? (tA ? A[ka * M + i] : A[i * K + ka]) : 0.0f;
-        bs[threadIdx.y][threadIdx.x] = (kb < K && j < N) ? (tB ? B[j * K + kb] : B[kb * N + j]) : 0.0f;
+        as[threadIdx.y][threadIdx.x] =
+            (i < M && ka < K) ? (tA ? A[ka * M + i] : A[i * K + ka]) : 0.0f;
+        bs[threadIdx.y][threadIdx.x] =
+            (kb < K && j < N) ? (tB ? B[j * K + kb] : B[kb * N + j]) : 0.0f;
         __syncthreads();
         for (int k = 0; k < T; k++) acc += as[threadIdx.y][k] * bs[k][threadIdx.x];
         __syncthreads();

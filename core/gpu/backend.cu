@@ -8,7 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #define PEAT_GPU_BACKEND_NAME "cuda"
-#define PEAT_GPU_BLAS_NAME "cuBLAS"
+#define PEAT_GPU_BLAS_NAME    "cuBLAS"
 #define PEAT_HAVE_VENDOR_BLAS 1
 #endif
 
@@ -171,7 +171,10 @@ static peat_status gpu_device_fill(peat_backend_t b, peat_device *d)
 
 /* ---- launches by name: every kernel of kernels.cl ---- */
 
-#define PK(name) {#name, (const void *)name}
+#define PK(name)                                                                                   \
+    {                                                                                              \
+#name, (const void *)name                                                                  \
+    }
 static const struct {
     const char *name;
     const void *fn;
@@ -213,8 +216,9 @@ static peat_status gpu_launch(peat_backend_t b, const peat_launch *l)
     const void *fn = NULL;
     for (size_t i = 0; i < sizeof pk_table / sizeof pk_table[0] && !fn; i++)
         if (strcmp(pk_table[i].name, l->kernel) == 0) fn = pk_table[i].fn;
-    if (!fn) return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: no kernel '%s'", PEAT_GPU_BACKEND_NAME,
-                               l->kernel);
+    if (!fn)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: no kernel '%s'", PEAT_GPU_BACKEND_NAME,
+                          l->kernel);
     void *argv[32];
     if (l->nargs > 32) return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: too many arguments", l->kernel);
     for (int i = 0; i < l->nargs; i++) argv[i] = (void *)l->args[i].value;
@@ -268,13 +272,13 @@ static peat_status gpu_gemm(peat_backend_t b, const peat_args *a)
  * accumulation (mma_sync), and alpha/beta applied in fp32. Architectures without the format's
  * WMMA (bf16 needs sm_80, fp16 sm_70) compile an empty body; the host refuses them first. */
 #define PEAT_WMMA_KERNEL(name, T, CONV, MINARCH)                                                   \
-    __global__ void name(long tA, long tB, long M, long N, long K, float alpha, float beta,       \
+    __global__ void name(long tA, long tB, long M, long N, long K, float alpha, float beta,        \
                          long has_c, const float *A, const float *B, const float *C, float *D)     \
     {                                                                                              \
         PEAT_WMMA_BODY(T, CONV, MINARCH)                                                           \
     }
 #define PEAT_WMMA_BODY(T, CONV, MINARCH)                                                           \
-    if (__CUDA_ARCH__ >= MINARCH) {                                                               \
+    if (__CUDA_ARCH__ >= MINARCH) {                                                                \
         using namespace nvcuda;                                                                    \
         __shared__ T as[256], bs[256];                                                             \
         __shared__ float cs[256];                                                                  \
@@ -327,14 +331,25 @@ static peat_status gemm_wmma(const peat_args *a, const void *fn, int min_major)
     cudaDeviceProp p;
     PEAT_GPU_CHECK(cudaGetDeviceProperties(&p, a->dev->index));
     if (p.major < min_major)
-        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "%s: no tensor-core path for this format below sm_%d0",
-                          p.name, min_major);
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                          "%s: no tensor-core path for this format below sm_%d0", p.name,
+                          min_major);
     int64_t tA = a->p.i[0], tB = a->p.i[1], M = a->p.i[2], N = a->p.i[3], K = a->p.i[4];
     int64_t has_c = a->p.f[1] != 0.0;
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
     void *C = has_c ? a->in[2]->data : a->out[0]->data;
-    void *argv[] = {&tA, &tB, &M, &N, &K, &alpha, &beta, &has_c,
-                    (void *)&a->in[0]->data, (void *)&a->in[1]->data, &C, (void *)&a->out[0]->data};
+    void *argv[] = {&tA,
+                    &tB,
+                    &M,
+                    &N,
+                    &K,
+                    &alpha,
+                    &beta,
+                    &has_c,
+                    (void *)&a->in[0]->data,
+                    (void *)&a->in[1]->data,
+                    &C,
+                    (void *)&a->out[0]->data};
     dim3 grid((unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16), (unsigned)a->p.i[5]);
     PEAT_GPU_CHECK(cudaLaunchKernel(fn, grid, dim3(32), argv, 0, (cudaStream_t)a->dev->queue));
     return PEAT_OK;

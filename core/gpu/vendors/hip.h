@@ -14,7 +14,7 @@
 #endif
 
 #define PEAT_GPU_BACKEND_NAME "hip"
-#define PEAT_GPU_BLAS_NAME "hipBLAS"
+#define PEAT_GPU_BLAS_NAME    "hipBLAS"
 
 #define cudaError_t              hipError_t
 #define cudaSuccess              hipSuccess
