@@ -9,11 +9,30 @@
 extern "C" {
 #endif
 
+/* One argument of a launch: its size and where its value is (for a buffer: the address of the
+ * handle, i.e. of the tensor's data field: a device pointer on CUDA/HIP, a cl_mem on OpenCL). */
+typedef struct peat_karg {
+    size_t size;
+    const void *value;
+} peat_karg;
+
+/* A launch of one of PEAT's own device kernels (core/device/kernels.cl) by name. global is the
+ * number of work-items per dimension (rounded up to whole work-groups by the backend). */
+typedef struct peat_launch {
+    const char *kernel;
+    int dims;
+    size_t global[3], local[3];
+    int nargs;
+    const peat_karg *args;
+} peat_launch;
+
 /* The interface: one static const table per backend. Optional hooks may be NULL; the public
  * wrappers below fall back (e.g. copies become memcpy when host memory is device memory). */
 struct peat_backend_iface {
-    /* short name: "cpu", "cuda", "hip" */
+    /* short name: "cpu", "cuda", "hip", "opencl" */
     const char *(*get_name)(peat_backend_t b);
+    /* creates the context of b->device (queue, events); NULL = nothing to create */
+    peat_status (*init)(peat_backend_t b);
     /* number of devices this backend sees (0 = unavailable in this build or machine) */
     int (*device_count)(void);
     /* info about the selected device */
@@ -30,16 +49,43 @@ struct peat_backend_iface {
     double (*timer_now)(peat_backend_t b);
     /* releases the context */
     void (*free)(peat_backend_t b);
+    /* what a device kernel is handed (queue, context); NULL for the CPU */
+    peat_status (*device_fill)(peat_backend_t b, peat_device *out);
+    /* device-event timing of the work enqueued between begin and end, in seconds (end waits) */
+    peat_status (*time_begin)(peat_backend_t b);
+    peat_status (*time_end)(peat_backend_t b, double *seconds);
+    /* runs one of PEAT's device kernels (core/device/kernels.cl); NULL for the CPU */
+    peat_status (*launch)(peat_backend_t b, const peat_launch *l);
+    /* vendor BLAS fp32 GEMM on device tensors (cuBLAS, hipBLAS, CLBlast); NULL = none, the
+     * reference device kernel is the golden */
+    peat_status (*gemm)(peat_backend_t b, const peat_args *a);
+    /* which vendor BLAS gemm is ("cuBLAS", "CLBlast", ...) */
+    const char *blas_name;
 };
 
 struct peat_backend {
     const struct peat_backend_iface *iface;
     void *context;
     int device;
+    double t0; /* wall-clock start of peat_backend_time_begin where the backend has no events */
 };
 
-/* Adds a backend (GPU backends do this from peat_registry_init); CPU stays last for "auto". */
+/* Adds a backend (device backends do this when PEAT registers its kernels); CPU stays last for
+ * "auto". */
 peat_status peat_backend_register(const char *name, const struct peat_backend_iface *iface);
+
+/* Runs device kernel k on host tensors a (core/backend_stage.c): stage in, run, time, read back. */
+peat_status peat_backend_kernel_run(const peat_kernel *k, const peat_args *a);
+
+/* The launch of a device kernel through b's table (PEAT_ERR_UNSUPPORTED on the CPU). */
+peat_status peat_backend_launch(peat_backend_t b, const peat_launch *l);
+
+/* Registers PEAT's device kernels (a golden for every op kind, the device candidates) for a
+ * device backend already registered under `backend` (core/device/ops.c). */
+peat_status peat_device_ops_register(const char *backend, const struct peat_backend_iface *iface);
+
+/* The text of core/device/kernels.cl (generated into the build; OpenCL compiles it at run time). */
+extern const char peat_device_kernels_source[];
 
 /* The CPU backend's table (for backends that want to fall back to it). */
 extern const struct peat_backend_iface peat_backend_cpu_iface;

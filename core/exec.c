@@ -9,6 +9,7 @@
 
 struct peat_exec {
     const char *flow;
+    const char *backend; /* where the default (golden) kernels run: "cpu", "opencl", ... */
     uint64_t seed;
     int64_t iter;
     int64_t calls;
@@ -26,6 +27,7 @@ peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t *
     peat_exec_t *ex = calloc(1, sizeof *ex);
     if (!ex) return PEAT_ERROR(PEAT_ERR_NOMEM, "exec context");
     ex->flow = flow_name ? flow_name : "";
+    ex->backend = "cpu";
     ex->seed = seed;
     *out = ex;
     return PEAT_OK;
@@ -49,10 +51,20 @@ peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_ke
     return PEAT_OK;
 }
 
+peat_status peat_exec_set_backend(peat_exec_t *ex, const char *backend)
+{
+    for (int op = 0; op < PEAT_OP_COUNT; op++)
+        if (!peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, backend))
+            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "backend '%s' has no golden kernel for %s",
+                              backend, peat_op_name((peat_op_kind)op));
+    ex->backend = backend;
+    return PEAT_OK;
+}
+
 const peat_kernel *peat_exec_kernel(const peat_exec_t *ex, peat_op_kind op)
 {
     if (!peat_op_info_get(op)) return NULL;
-    return ex->kernel[op] ? ex->kernel[op] : peat_registry_role(op, PEAT_ROLE_GOLDEN, "cpu");
+    return ex->kernel[op] ? ex->kernel[op] : peat_registry_role(op, PEAT_ROLE_GOLDEN, ex->backend);
 }
 
 peat_status peat_exec_add_hook(peat_exec_t *ex, peat_hook_fn fn, void *user)

@@ -1,5 +1,5 @@
 /* registry.c: the kernel registry: every kernel by name, with role, backend and dtypes. */
-#include "peat/peat.h"
+#include "core/backend_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,9 +29,11 @@ peat_status peat_registry_add(const peat_kernel *k)
         return PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s': bad role %d", k->name, (int)k->role);
     pthread_mutex_lock(&lock);
     peat_status st = PEAT_OK;
+    const char *be = k->backend ? k->backend : "cpu";
     for (int i = 0; i < n_kernels; i++)
-        if (strcmp(table[i].name, k->name) == 0) {
-            st = PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s' is already registered", k->name);
+        if (strcmp(table[i].name, k->name) == 0 && strcmp(table[i].backend, be) == 0) {
+            st = PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s' is already registered for backend %s",
+                            k->name, be);
             break;
         }
     if (st == PEAT_OK && n_kernels == PEAT_REGISTRY_MAX)
@@ -50,6 +52,15 @@ const peat_kernel *peat_registry_find(const char *name)
 {
     for (int i = 0; name && i < n_kernels; i++)
         if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+const peat_kernel *peat_registry_find_on(const char *name, const char *backend)
+{
+    if (!backend || strcmp(backend, "auto") == 0) return peat_registry_find(name);
+    for (int i = 0; name && i < n_kernels; i++)
+        if (strcmp(table[i].name, name) == 0 && strcmp(table[i].backend, backend) == 0)
+            return &table[i];
     return NULL;
 }
 
@@ -84,7 +95,9 @@ peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a)
             return PEAT_ERROR(PEAT_ERR_INVAL, "kernel '%s': output %d must be %s", k->name, o,
                               peat_dtype_name(want));
     }
-    peat_status st = k->fn(a, k);
+    /* a device kernel gets device buffers: staged through its backend */
+    int on_device = strcmp(k->backend, "cpu") != 0;
+    peat_status st = on_device ? peat_backend_kernel_run(k, a) : k->fn(a, k);
     if (st != PEAT_OK && peat_error_last()[0] == 0)
         PEAT_ERROR(st, "kernel '%s' failed: %s", k->name, peat_status_str(st));
     return st;

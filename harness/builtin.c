@@ -11,14 +11,21 @@ static peat_status init_status;
 static char init_msg[512];
 
 #ifdef PEAT_HAVE_GPU
-/* core/gpu: registers the device kernels and the device backend */
+/* core/gpu: registers the CUDA or HIP backend and its device kernels */
 peat_status peat_gpu_register(void);
+#endif
+#ifdef PEAT_HAVE_OPENCL
+/* core/opencl: registers the OpenCL backend and its device kernels */
+peat_status peat_opencl_register(void);
 #endif
 
 static void init_once(void)
 {
     init_status = peat_golden_register();
     if (init_status == PEAT_OK) init_status = peat_kernels_register();
+#ifdef PEAT_HAVE_OPENCL
+    if (init_status == PEAT_OK) init_status = peat_opencl_register();
+#endif
 #ifdef PEAT_HAVE_GPU
     if (init_status == PEAT_OK) init_status = peat_gpu_register();
 #endif

@@ -68,8 +68,8 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
         printf("\n");
     }
     printf("\nbackends: built %s; available:", peat_backend_list());
-    const char *bs[] = {"cpu", "cuda", "hip"};
-    for (int i = 0; i < 3; i++)
+    const char *bs[] = {"cpu", "cuda", "hip", "opencl"};
+    for (int i = 0; i < 4; i++)
         if (peat_backend_available(bs[i])) printf(" %s", bs[i]);
     printf("\n\nerror models (pseudo-errors):\n%s", peat_inject_catalogue());
     return EXIT_PASS;

@@ -96,7 +96,7 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate)
 
 peat_status peat_stage_playback(peat_campaign *c)
 {
-    const peat_kernel *gold = peat_registry_role(c->k->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *gold = peat_registry_role(c->k->op, PEAT_ROLE_GOLDEN, c->k->backend);
     if (!gold)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden CPU kernel for %s", peat_op_name(c->k->op));
     c->acc_cand = peat_analyzer_acc_alloc(c->k->name, c->k->op);

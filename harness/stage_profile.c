@@ -200,6 +200,8 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
     peat_status st = peat_exec_create(c->flow, c->o->seed, &ex);
+    /* a device kernel is validated inside a flow that runs on its device (device goldens) */
+    if (st == PEAT_OK) st = peat_exec_set_backend(ex, c->k->backend);
     if (st == PEAT_OK) st = peat_profiler_attach(prof, ex);
     if (st == PEAT_OK && aprof) st = peat_profiler_attach(aprof, ex);
     if (st == PEAT_OK) st = peat_flow_create(c->flow, cfg, ex, &f);

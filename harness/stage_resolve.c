@@ -55,7 +55,16 @@ static peat_status resolve_kernel(peat_campaign *c)
     PEAT_TRY(peat_builtin_init());
     for (int i = 0; i < o->n_plugins; i++) PEAT_TRY(peat_plugin_load(o->plugins[i], NULL));
     if (!o->kernel || !o->kernel[0]) return PEAT_ERROR(PEAT_ERR_INVAL, "--kernel NAME is required");
-    c->k = peat_registry_find(o->kernel);
+    /* a named backend must be built and see a device before anything else is said about it */
+    if (o->backend && strcmp(o->backend, "auto") != 0) {
+        peat_backend_t be;
+        PEAT_TRY(peat_backend_get(o->backend, &be));
+    }
+    /* --backend picks the implementation where a name exists on several (gemm_new: cpu, opencl) */
+    c->k = peat_registry_find_on(o->kernel, o->backend);
+    if (!c->k && peat_registry_find(o->kernel))
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "kernel '%s' has no implementation on backend '%s'",
+                          o->kernel, o->backend);
     if (!c->k) {
         char names[1024] = "";
         for (int i = 0; i < peat_registry_count(); i++) {
@@ -220,7 +229,8 @@ static peat_status store_create(peat_campaign *c)
              peat_dtype_name(k->out_dtype));
     snprintf(m.build, sizeof m.build, "%s, %s", PEAT_BUILD_TYPE, __VERSION__);
     if (c->dev.clock_mhz > 0)
-        snprintf(m.clocks, sizeof m.clocks, "cpu0 %.0f MHz", c->dev.clock_mhz);
+        snprintf(m.clocks, sizeof m.clocks, "%s %.0f MHz",
+                 strcmp(c->backend_name, "cpu") ? "device max" : "cpu0", c->dev.clock_mhz);
     gethostname(m.host, sizeof m.host - 1);
     PEAT_TRY(peat_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
     return peat_store_create(c->partial, &m, &c->store);

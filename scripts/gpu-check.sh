@@ -1,25 +1,64 @@
 #!/usr/bin/env bash
-# gpu-check.sh: on a machine with a GPU: builds the CUDA (or HIP) backend, runs the gpu tests and
-# a small campaign per GPU kernel, and prints a table. Usage: scripts/gpu-check.sh [cuda|hip]
+# gpu-check.sh: on a machine with a GPU: builds the CUDA (or HIP) backend, runs the gpu tests,
+# validates gemm_new on the device, runs whole flows on the device, runs bench_device and the
+# predictor benchmark when there is one, and prints a table last. Under 8 minutes. Usage: scripts/gpu-check.sh [cuda|hip]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 vendor="${1:-cuda}"
+case "$vendor" in cuda) opt=-DPEAT_CUDA=ON ;; hip) opt=-DPEAT_HIP=ON ;; *) echo "usage: $0 [cuda|hip]" >&2; exit 2 ;; esac
 export PATH="$PATH:/usr/local/cuda/bin"
-opt=-DPEAT_CUDA=ON
-[ "$vendor" = hip ] && opt=-DPEAT_HIP=ON
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,clocks.sm,memory.total --format=csv,noheader
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "$opt" >/dev/null && cmake --build build-gpu -j"$(nproc)" >/dev/null \
-  || { echo "gpu-check: build failed"; exit 2; }
-(cd build-gpu && ctest -L gpu --output-on-failure) ; tests_rc=$?
-build-gpu/peat list | sed -n '/^backends/p'
-printf '\n%-18s %-5s %-6s %-20s %-7s %s\n' kernel flow exit finding verdict "max err/bound"
-for k in gemm_gpu_tiled gemm_gpu_blas; do
-  out="$(mktemp -d)/run"
-  build-gpu/peat run --kernel "$k" --flow mlp --calls 24 --out "$out" --quiet >"$out.log" 2>&1; rc=$?
-  line=$(grep -E "^$k " "$out.log" | head -1)
-  finding=$(echo "$line" | awk '{print $(NF-1)}'); verdict=$(echo "$line" | awk '{print $NF}')
-  maxb=$(echo "$line" | awk '{print $4}')
-  printf '%-18s %-5s %-6s %-20s %-7s %s\n' "$k" mlp "$rc" "${finding:-?}" "${verdict:-?}" "${maxb:-?}"
-  [ -z "$line" ] && tail -3 "$out.log"
-done
-exit $tests_rc
+build=build-gpu-$vendor
+rows=()
+row() { rows+=("$(printf '%-34s %-6s %8s  %s' "$1" "$2" "$3" "$4")"); }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+device=$( { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | head -1; } ||
+          { command -v rocm-smi >/dev/null && rocm-smi --showproductname | grep -m1 -i 'card series'; } || echo "no device query tool")
+
+t=$(now)
+if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "$opt" >"$build.log" 2>&1 && cmake --build "$build" -j"$(nproc)" >>"$build.log" 2>&1; then
+  row "build ($vendor)" ok "$(secs "$t")" "$(grep -o 'building for .*\|cannot target .*' "$build.log" | head -1)"
+else
+  row "build ($vendor)" FAIL "$(secs "$t")" "see $build.log"
+  printf '\n%-34s %-6s %8s  %s\n' check result seconds detail; printf '%s\n' "${rows[@]}"; exit 2
+fi
+
+t=$(now)
+(cd "$build" && timeout 300 ctest -L gpu --output-on-failure) >"$build/gpu-tests.log" 2>&1; rc=$?
+skipped=$(grep -c '\*\*\*Skipped' "$build/gpu-tests.log" || true)
+row "ctest -L gpu" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(secs "$t")" "$(grep -m1 'tests passed' "$build/gpu-tests.log") (ctest Skipped: $skipped)"
+
+run() { # name, args...
+  local name=$1; shift
+  local out; out=$(mktemp -d)
+  t=$(now)
+  timeout 120 "$build/peat" run "$@" --out "$out/run" --quiet >"$out/log" 2>&1; local rc=$?
+  local verdict; verdict=$(grep -o 'verdict: [A-Z]*' "$out/log" | head -1)
+  row "$name" "$rc" "$(secs "$t")" "${verdict:-$(tail -1 "$out/log")}"
+}
+run "gemm_new on $vendor (mlp)" --kernel gemm_new --backend "$vendor" --flow mlp --iters 20 --calls 24
+run "attention_flash on $vendor (gpt)" --kernel attention_flash --backend "$vendor" --flow gpt --iters 4 --calls 12
+run "softmax_online on $vendor (gpt)" --kernel softmax_online --backend "$vendor" --flow gpt --iters 4 --calls 12
+plugin="$build/libpeat_example_gemm_$vendor.so"
+[ -f "$plugin" ] && run "example $vendor plugin (mlp)" --plugin "$plugin" --kernel "example_gemm_$vendor" --backend "$vendor" --flow mlp --iters 8 --calls 12 --width 20 --batch 12
+
+t=$(now)
+timeout 120 "$build/bench_device" >"$build/bench_device.log" 2>&1; rc=$?
+row "bench_device" "$rc" "$(secs "$t")" "device vs cpu golden, staging cost: table above"
+
+if [ -x "$build/bench_predictor" ]; then
+  t=$(now)
+  timeout 120 "$build/bench_predictor" >"$build/bench_predictor.log" 2>&1; rc=$?
+  row "bench_predictor" "$rc" "$(secs "$t")" "table in $build/bench_predictor.log"
+else
+  row "bench_predictor" "-" 0 "not in this tree"
+fi
+
+[ -f "$build/bench_device.log" ] && { echo; cat "$build/bench_device.log"; }
+[ -f "$build/bench_predictor.log" ] && { echo; tail -25 "$build/bench_predictor.log"; }
+echo
+echo "device: $device"
+printf '%-34s %-6s %8s  %s\n' check result seconds detail
+printf '%s\n' "${rows[@]}"
+exit 0

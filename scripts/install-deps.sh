@@ -5,6 +5,9 @@ pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libcrit
 # the tests of the published formats and of report.html: xmllint (junit.xml against tests/junit.xsd),
 # python3-jsonschema (signature.json against docs/signature.schema.json), headless Chromium
 pkgs+=(libxml2-utils python3-jsonschema chromium fonts-dejavu-core)
+# OpenCL: headers, the ICD loader, PoCL (an OpenCL device on the CPU, so the device path is tested
+# without a GPU) and CLBlast (the OpenCL golden GEMM)
+pkgs+=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev)
 [ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(valgrind clang-format)
 # --hip: Debian's HIP compiler and runtime, so the GPU source is also checked to build for AMD
 [ "${1:-}" = "--hip" ] && pkgs+=(hipcc libamdhip64-dev)

@@ -1,8 +1,12 @@
-/* test_backend_gpu.c: GPU backend and GPU GEMM kernels against the exact reference; skips (not
- * passes) where the build has no GPU backend or the machine no device. */
+/* test_backend_gpu.c: the CUDA or HIP backend and its GEMMs (golden: vendor BLAS; gemm_new: tiled)
+ * against the exact reference; skips (not passes) where the build has no CUDA/HIP backend or the
+ * machine no device. The other ops' device kernels share their source and host code with OpenCL,
+ * which test_opencl_gpu.c checks op by op on every submission. */
 #include <criterion/criterion.h>
 
-#include "golden/golden.h"
+#include "gpu_skip.h"
+
+#include "golden_cases.h"
 #include "harness/harness.h"
 #include "peat/backend.h"
 
@@ -41,8 +45,9 @@ Test(gpu, backend_buffers_round_trip)
 
 Test(gpu, gemm_kernels_within_fp32_bound)
 {
-    if (!gpu_backend()) cr_skip_test("no GPU backend built or no device present");
-    const char *ks[] = {"gemm_gpu_tiled", "gemm_gpu_blas"};
+    const char *be = gpu_backend();
+    if (!be) cr_skip_test("no GPU backend built or no device present");
+    const char *ks[] = {"gemm_new", "gemm_golden"};
     const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {128, 96, 300}};
     for (int s = 0; s < 3; s++)
         for (int t = 0; t < 4; t++) {
@@ -67,11 +72,12 @@ Test(gpu, gemm_kernels_within_fp32_bound)
             cr_assert_eq(peat_golden_magnitude(&ex, 0, ex.out[0], mag), PEAT_OK);
             double u = ldexp(1, -24), kk = (double)(K + 1), gk = kk * u / (1 - kk * u);
             for (int i = 0; i < 2; i++) {
-                const peat_kernel *k = peat_registry_find(ks[i]);
-                if (!k) continue; /* vendor BLAS absent in this build */
+                const peat_kernel *k = peat_registry_find_on(ks[i], be);
+                cr_assert_not_null(k, "%s is not registered on %s", ks[i], be);
                 peat_args a = peat_args_make(PEAT_OP_GEMM, &p, ex.n_in, in, 0, NULL);
                 cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
                 cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s: %s", ks[i], peat_error_last());
+                cr_assert(peat_kernel_last_device_seconds() > 0.0, "%s: no event time", ks[i]);
                 for (int64_t e = 0; e < 2 * M * N; e++) {
                     double err = fabs(peat_tensor_get(a.out[0], e) - peat_f64(ex.out[0])[e]);
                     cr_assert(err <= gk * mag[e],
@@ -84,4 +90,25 @@ Test(gpu, gemm_kernels_within_fp32_bound)
             peat_args_free_outputs(&ex);
             peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C);
         }
+}
+
+/* Every op's device golden and the device candidates on CUDA/HIP, as test_opencl_gpu.c does on
+ * OpenCL (the same kernel source, compiled as CUDA here). */
+Test(gpu, every_op_golden_and_candidate_within_rounding_bound_of_exact)
+{
+    const char *be = gpu_backend();
+    if (!be) cr_skip_test("no GPU backend built or no device present");
+    for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++)
+        for (int variant = 0; variant < 2; variant++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_golden", peat_op_name(all_ops[k]));
+            within_bound_on(be, name, all_ops[k], variant, 7000 + 10 * k + (uint64_t)variant);
+        }
+    const char *cand[] = {"gemm_new", "softmax_online", "layernorm_welford", "attention_flash"};
+    const peat_op_kind ops[] = {PEAT_OP_GEMM, PEAT_OP_SOFTMAX, PEAT_OP_LAYERNORM,
+                                PEAT_OP_ATTENTION};
+    for (int i = 0; i < 4; i++)
+        for (int variant = 0; variant < 2; variant++)
+            within_bound_on(be, cand[i], ops[i], variant,
+                            8100 + 10 * (uint64_t)i + (uint64_t)variant);
 }

@@ -1,19 +1,27 @@
-/* backend.cu: the GPU backend (CUDA, or HIP through vendors/hip.h from this same source) and the
- * GPU GEMM kernels: gemm_gpu_blas (golden: cuBLAS/hipBLAS fp32) and gemm_gpu_tiled (candidate). */
+/* backend.cu: the CUDA backend, and the HIP backend from this same source (vendors/hip.h aliases
+ * the names): one stream and two timing events per device, PEAT's device kernels (the shared
+ * core/device/kernels.cl, compiled here as CUDA) launched by name, cuBLAS/hipBLAS as the golden
+ * GEMM where present (HIP without hipBLAS: the reference device kernel). */
 #ifdef __HIP_PLATFORM_AMD__
 #include "vendors/hip.h"
 #else
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #define PEAT_GPU_BACKEND_NAME "cuda"
+#define PEAT_GPU_BLAS_NAME    "cuBLAS"
 #define PEAT_HAVE_VENDOR_BLAS 1
 #endif
 
 #include "core/backend_impl.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* the device kernels of every op, in the dialect shared with OpenCL */
+#include "kernels.cl"
 
 /* Every runtime call goes through here: the failing statement and location are reported. */
 #define PEAT_GPU_CHECK(call)                                                                       \
@@ -23,6 +31,19 @@
             return peat_error_set(PEAT_ERR_BACKEND, __FILE__, __LINE__, "%s: %s failed: %s",       \
                                   PEAT_GPU_BACKEND_NAME, #call, cudaGetErrorString(e_));           \
     } while (0)
+
+typedef struct {
+    cudaStream_t stream;
+    cudaEvent_t t0, t1;
+#ifdef PEAT_HAVE_VENDOR_BLAS
+    cublasHandle_t blas;
+#endif
+} gpu_ctx;
+
+static gpu_ctx *ctx_of(peat_backend_t b)
+{
+    return (gpu_ctx *)b->context;
+}
 
 static const char *gpu_name(peat_backend_t)
 {
@@ -37,6 +58,32 @@ static int gpu_device_count(void)
         return 0;
     }
     return n;
+}
+
+static peat_status gpu_init(peat_backend_t b)
+{
+    gpu_ctx *c = (gpu_ctx *)calloc(1, sizeof *c);
+    if (!c) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpu context");
+    b->context = c;
+    PEAT_GPU_CHECK(cudaSetDevice(b->device));
+    PEAT_GPU_CHECK(cudaStreamCreate(&c->stream));
+    PEAT_GPU_CHECK(cudaEventCreate(&c->t0));
+    PEAT_GPU_CHECK(cudaEventCreate(&c->t1));
+    return PEAT_OK;
+}
+
+static void gpu_release(peat_backend_t b)
+{
+    gpu_ctx *c = ctx_of(b);
+    if (!c) return;
+#ifdef PEAT_HAVE_VENDOR_BLAS
+    if (c->blas) (void)cublasDestroy(c->blas);
+#endif
+    if (c->t0) (void)cudaEventDestroy(c->t0);
+    if (c->t1) (void)cudaEventDestroy(c->t1);
+    if (c->stream) (void)cudaStreamDestroy(c->stream);
+    free(c);
+    b->context = NULL;
 }
 
 static peat_status gpu_device_info(peat_backend_t b, peat_device_info *out)
@@ -55,185 +102,314 @@ static peat_status gpu_alloc(peat_backend_t b, size_t n, void **out)
 {
     PEAT_GPU_CHECK(cudaSetDevice(b->device));
     PEAT_GPU_CHECK(cudaMalloc(out, n ? n : 1));
-    PEAT_GPU_CHECK(cudaMemset(*out, 0, n ? n : 1));
+    PEAT_GPU_CHECK(cudaMemsetAsync(*out, 0, n ? n : 1, ctx_of(b)->stream));
     return PEAT_OK;
 }
 
-static void gpu_free(peat_backend_t, void *p)
+static void gpu_free(peat_backend_t b, void *p)
 {
+    (void)cudaStreamSynchronize(ctx_of(b)->stream); /* the buffer may still be in use */
     (void)cudaFree(p);
 }
 
-static peat_status gpu_h2d(peat_backend_t, void *dst, const void *src, size_t n)
+static peat_status gpu_h2d(peat_backend_t b, void *dst, const void *src, size_t n)
 {
-    PEAT_GPU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    gpu_ctx *c = ctx_of(b);
+    PEAT_GPU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
+    PEAT_GPU_CHECK(cudaStreamSynchronize(c->stream));
     return PEAT_OK;
 }
 
-static peat_status gpu_d2h(peat_backend_t, void *dst, const void *src, size_t n)
+static peat_status gpu_d2h(peat_backend_t b, void *dst, const void *src, size_t n)
 {
-    PEAT_GPU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    gpu_ctx *c = ctx_of(b);
+    PEAT_GPU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream));
+    PEAT_GPU_CHECK(cudaStreamSynchronize(c->stream));
     return PEAT_OK;
 }
 
-static peat_status gpu_sync(peat_backend_t)
+static peat_status gpu_sync(peat_backend_t b)
 {
-    PEAT_GPU_CHECK(cudaDeviceSynchronize());
+    PEAT_GPU_CHECK(cudaStreamSynchronize(ctx_of(b)->stream));
     return PEAT_OK;
 }
 
-static double gpu_timer(peat_backend_t)
+static double gpu_timer(peat_backend_t b)
 {
-    (void)cudaDeviceSynchronize();
+    (void)cudaStreamSynchronize(ctx_of(b)->stream);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Host-only table: hipcc's device pass must not see a constant global of host functions. */
-#if !defined(__HIP_DEVICE_COMPILE__)
-extern "C" const struct peat_backend_iface peat_backend_gpu_iface = {
-    gpu_name, gpu_device_count, gpu_device_info, gpu_alloc, gpu_free,
-    gpu_h2d,  gpu_d2h,          gpu_sync,        gpu_timer, NULL,
-};
-#endif
-
-/* ---- GEMM kernels (host tensors in, host tensors out: they stage through device memory) ---- */
-
-enum { TILE = 16 };
-
-/* Shared-memory tiled fp32 GEMM for one batch entry: each thread owns one output element and
- * accumulates k in tiles of 16 (the order differs from the sequential golden). */
-__global__ void gemm_tiled_kernel(int tA, int tB, long M, long N, long K, float alpha, float beta,
-                                  const float *A, const float *B, const float *C, float *D)
+static peat_status gpu_time_begin(peat_backend_t b)
 {
-    __shared__ float as[TILE][TILE + 1], bs[TILE][TILE + 1];
-    long i = blockIdx.y * TILE + threadIdx.y, j = blockIdx.x * TILE + threadIdx.x;
-    float acc = 0.0f;
-    for (long k0 = 0; k0 < K; k0 += TILE) {
-        long ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-        as[threadIdx.y][threadIdx.x] =
-            (i < M && ka < K) ? (tA ? A[ka * M + i] : A[i * K + ka]) : 0.0f;
-        bs[threadIdx.y][threadIdx.x] =
-            (kb < K && j < N) ? (tB ? B[j * K + kb] : B[kb * N + j]) : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < TILE; k++) acc += as[threadIdx.y][k] * bs[k][threadIdx.x];
-        __syncthreads();
-    }
-    if (i < M && j < N) D[i * N + j] = C ? alpha * acc + beta * C[i * N + j] : alpha * acc;
-}
-
-typedef struct {
-    float *A, *B, *C, *D;
-} gemm_dev;
-
-static void gemm_dev_free(gemm_dev *d)
-{
-    (void)cudaFree(d->A), (void)cudaFree(d->B), (void)cudaFree(d->C), (void)cudaFree(d->D);
-}
-
-static peat_status gemm_stage_in(const peat_args *a, gemm_dev *d)
-{
-    memset(d, 0, sizeof *d);
-    size_t na = peat_tensor_nbytes(a->in[0]), nb = peat_tensor_nbytes(a->in[1]);
-    size_t nd = peat_tensor_nbytes(a->out[0]);
-    PEAT_GPU_CHECK(cudaMalloc((void **)&d->A, na));
-    PEAT_GPU_CHECK(cudaMalloc((void **)&d->B, nb));
-    PEAT_GPU_CHECK(cudaMalloc((void **)&d->D, nd));
-    PEAT_GPU_CHECK(cudaMemcpy(d->A, a->in[0]->data, na, cudaMemcpyHostToDevice));
-    PEAT_GPU_CHECK(cudaMemcpy(d->B, a->in[1]->data, nb, cudaMemcpyHostToDevice));
-    if (a->p.f[1] != 0.0) {
-        PEAT_GPU_CHECK(cudaMalloc((void **)&d->C, nd));
-        PEAT_GPU_CHECK(cudaMemcpy(d->C, a->in[2]->data, nd, cudaMemcpyHostToDevice));
-    }
+    PEAT_GPU_CHECK(cudaEventRecord(ctx_of(b)->t0, ctx_of(b)->stream));
     return PEAT_OK;
 }
 
-static peat_status gemm_tiled(const peat_args *a, const peat_kernel *)
+static peat_status gpu_time_end(peat_backend_t b, double *seconds)
 {
-    int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
-    long M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], Bn = a->p.i[5];
-    gemm_dev d;
-    peat_status st = gemm_stage_in(a, &d);
-    if (st == PEAT_OK) {
-        dim3 block(TILE, TILE),
-            grid((unsigned)((N + TILE - 1) / TILE), (unsigned)((M + TILE - 1) / TILE));
-        for (long b = 0; b < Bn; b++)
-            gemm_tiled_kernel<<<grid, block>>>(tA, tB, M, N, K, (float)a->p.f[0], (float)a->p.f[1],
-                                               d.A + b * M * K, d.B + b * K * N,
-                                               d.C ? d.C + b * M * N : NULL, d.D + b * M * N);
-        cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess)
-            e = cudaMemcpy(a->out[0]->data, d.D, peat_tensor_nbytes(a->out[0]),
-                           cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess)
-            st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_tiled: %s", cudaGetErrorString(e));
+    gpu_ctx *c = ctx_of(b);
+    float ms = 0.0f;
+    PEAT_GPU_CHECK(cudaEventRecord(c->t1, c->stream));
+    PEAT_GPU_CHECK(cudaEventSynchronize(c->t1));
+    PEAT_GPU_CHECK(cudaEventElapsedTime(&ms, c->t0, c->t1));
+    *seconds = 1e-3 * (double)ms;
+    return PEAT_OK;
+}
+
+static peat_status gpu_device_fill(peat_backend_t b, peat_device *d)
+{
+    d->backend = PEAT_GPU_BACKEND_NAME;
+    d->index = b->device;
+    d->queue = (void *)ctx_of(b)->stream;
+    d->context = d->device = NULL;
+    d->cl_program = NULL;
+    return PEAT_OK;
+}
+
+/* ---- launches by name: every kernel of kernels.cl ---- */
+
+#define PK(name)                                                                                   \
+    {                                                                                              \
+#name, (const void *)name                                                                  \
     }
-    gemm_dev_free(&d);
-    return st;
+static const struct {
+    const char *name;
+    const void *fn;
+} pk_table[] = {
+    PK(pk_copy),
+    PK(pk_gemm_ref),
+    PK(pk_gemm_tiled),
+    PK(pk_conv2d),
+    PK(pk_conv2d_bwd_data),
+    PK(pk_conv2d_bwd_filter),
+    PK(pk_bias_add),
+    PK(pk_bias_add_bwd),
+    PK(pk_relu),
+    PK(pk_relu_bwd),
+    PK(pk_gelu),
+    PK(pk_gelu_bwd),
+    PK(pk_softmax),
+    PK(pk_softmax_online),
+    PK(pk_softmax_bwd),
+    PK(pk_layernorm),
+    PK(pk_layernorm_welford),
+    PK(pk_layernorm_bwd_dx),
+    PK(pk_layernorm_bwd_dg),
+    PK(pk_attention),
+    PK(pk_attention_flash),
+    PK(pk_attention_bwd_dq),
+    PK(pk_attention_bwd_dkv),
+    PK(pk_embedding),
+    PK(pk_embedding_bwd),
+    PK(pk_cross_entropy),
+    PK(pk_cross_entropy_bwd),
+    PK(pk_reduce),
+    PK(pk_adamw),
+    PK(pk_sgd),
+};
+
+static peat_status gpu_launch(peat_backend_t b, const peat_launch *l)
+{
+    const void *fn = NULL;
+    for (size_t i = 0; i < sizeof pk_table / sizeof pk_table[0] && !fn; i++)
+        if (strcmp(pk_table[i].name, l->kernel) == 0) fn = pk_table[i].fn;
+    if (!fn)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: no kernel '%s'", PEAT_GPU_BACKEND_NAME,
+                          l->kernel);
+    void *argv[32];
+    if (l->nargs > 32) return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: too many arguments", l->kernel);
+    for (int i = 0; i < l->nargs; i++) argv[i] = (void *)l->args[i].value;
+    unsigned g[3] = {1, 1, 1}, t[3] = {1, 1, 1};
+    for (int d = 0; d < l->dims; d++) {
+        t[d] = (unsigned)l->local[d];
+        g[d] = (unsigned)((l->global[d] + l->local[d] - 1) / l->local[d]);
+    }
+    PEAT_GPU_CHECK(cudaLaunchKernel(fn, dim3(g[0], g[1], g[2]), dim3(t[0], t[1], t[2]), argv, 0,
+                                    ctx_of(b)->stream));
+    return PEAT_OK;
 }
 
 #ifdef PEAT_HAVE_VENDOR_BLAS
-/* Row-major D = op(A) op(B) computed as the column-major D^T = op(B)^T op(A)^T. */
-static peat_status gemm_blas(const peat_args *a, const peat_kernel *)
+/* Row-major D = op(A) op(B) [+ beta C] computed as the column-major D^T = op(B)^T op(A)^T. */
+static peat_status gpu_gemm(peat_backend_t b, const peat_args *a)
 {
-    int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
-    long M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], Bn = a->p.i[5];
+    gpu_ctx *c = ctx_of(b);
+    if (!c->blas && cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS)
+        return PEAT_ERROR(PEAT_ERR_BACKEND, "%s: cannot create a BLAS handle",
+                          PEAT_GPU_BACKEND_NAME);
+    cublasSetStream(c->blas, c->stream);
+    const int64_t *i = a->p.i;
+    int tA = (int)i[0], tB = (int)i[1];
+    long M = i[2], N = i[3], K = i[4], Bn = i[5];
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
-    gemm_dev d;
-    peat_status st = gemm_stage_in(a, &d);
-    cublasHandle_t h = NULL;
-    if (st == PEAT_OK && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
-        st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: cannot create a BLAS handle");
-    if (st == PEAT_OK && d.C)
-        if (cudaMemcpy(d.D, d.C, peat_tensor_nbytes(a->out[0]), cudaMemcpyDeviceToDevice) !=
-            cudaSuccess)
-            st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: copy of C failed");
-    if (st == PEAT_OK) {
-        cublasStatus_t bs = cublasSgemmStridedBatched(
-            h, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
-            (int)K, &alpha, d.B, tB ? (int)K : (int)N, K * N, d.A, tA ? (int)M : (int)K, M * K,
-            &beta, d.D, (int)N, M * N, (int)Bn);
-        if (bs != CUBLAS_STATUS_SUCCESS)
-            st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: sgemm status %d", (int)bs);
-    }
-    if (st == PEAT_OK && cudaMemcpy(a->out[0]->data, d.D, peat_tensor_nbytes(a->out[0]),
-                                    cudaMemcpyDeviceToHost) != cudaSuccess)
-        st = PEAT_ERROR(PEAT_ERR_BACKEND, "gemm_gpu_blas: copy back failed");
-    if (h) cublasDestroy(h);
-    gemm_dev_free(&d);
-    return st;
+    float *D = (float *)a->out[0]->data;
+    if (beta != 0.0f)
+        PEAT_GPU_CHECK(cudaMemcpyAsync(D, a->in[2]->data, peat_tensor_nbytes(a->out[0]),
+                                       cudaMemcpyDeviceToDevice, c->stream));
+    cublasStatus_t s = cublasSgemmStridedBatched(
+        c->blas, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
+        (int)K, &alpha, (const float *)a->in[1]->data, tB ? (int)K : (int)N, K * N,
+        (const float *)a->in[0]->data, tA ? (int)M : (int)K, M * K, &beta, D, (int)N, M * N,
+        (int)Bn);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return PEAT_ERROR(PEAT_ERR_BACKEND, "%s: sgemm status %d", PEAT_GPU_BACKEND_NAME, (int)s);
+    return PEAT_OK;
 }
 #endif
 
-static peat_kernel gpu_kernel(const char *name, peat_kernel_role role, peat_kernel_fn fn,
-                              const char *desc)
+/* ---- tensor cores (CUDA only): gemm_bf16 / gemm_fp16 through WMMA ---- */
+
+#if !defined(__HIP_PLATFORM_AMD__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+/* One warp per 16x16 output tile: A and B tiles are rounded to the 16-bit format while loaded
+ * into shared memory (zero-padded at the edges), multiplied on the tensor cores with fp32
+ * accumulation (mma_sync), and alpha/beta applied in fp32. Architectures without the format's
+ * WMMA (bf16 needs sm_80, fp16 sm_70) compile an empty body; the host refuses them first. */
+#define PEAT_WMMA_KERNEL(name, T, CONV, MINARCH)                                                   \
+    __global__ void name(long tA, long tB, long M, long N, long K, float alpha, float beta,        \
+                         long has_c, const float *A, const float *B, const float *C, float *D)     \
+    {                                                                                              \
+        PEAT_WMMA_BODY(T, CONV, MINARCH)                                                           \
+    }
+#define PEAT_WMMA_BODY(T, CONV, MINARCH)                                                           \
+    if (__CUDA_ARCH__ >= MINARCH) {                                                                \
+        using namespace nvcuda;                                                                    \
+        __shared__ T as[256], bs[256];                                                             \
+        __shared__ float cs[256];                                                                  \
+        long b = blockIdx.z, i0 = blockIdx.y * 16L, j0 = blockIdx.x * 16L;                         \
+        const float *Ab = A + b * M * K, *Bb = B + b * K * N;                                      \
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;                                  \
+        wmma::fill_fragment(acc, 0.0f);                                                            \
+        for (long k0 = 0; k0 < K; k0 += 16) {                                                      \
+            for (int e = threadIdx.x; e < 256; e += 32) {                                          \
+                long r = e / 16, c = e % 16, i = i0 + r, ka = k0 + c, kb = k0 + r, j = j0 + c;     \
+                as[e] = CONV((i < M && ka < K) ? (tA ? Ab[ka * M + i] : Ab[i * K + ka]) : 0.0f);   \
+                bs[e] = CONV((kb < K && j < N) ? (tB ? Bb[j * K + kb] : Bb[kb * N + j]) : 0.0f);   \
+            }                                                                                      \
+            __syncwarp();                                                                          \
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;                     \
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;                     \
+            wmma::load_matrix_sync(fa, as, 16);                                                    \
+            wmma::load_matrix_sync(fb, bs, 16);                                                    \
+            wmma::mma_sync(acc, fa, fb, acc);                                                      \
+            __syncwarp();                                                                          \
+        }                                                                                          \
+        wmma::store_matrix_sync(cs, acc, 16, wmma::mem_row_major);                                 \
+        __syncwarp();                                                                              \
+        for (int e = threadIdx.x; e < 256; e += 32) {                                              \
+            long i = i0 + e / 16, j = j0 + e % 16, o = b * M * N + i * N + j;                      \
+            if (i < M && j < N) D[o] = has_c ? alpha * cs[e] + beta * C[o] : alpha * cs[e];        \
+        }                                                                                          \
+    }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+PEAT_WMMA_KERNEL(pk_gemm_wmma_bf16, __nv_bfloat16, __float2bfloat16_rn, 800)
+#else
+__global__ void pk_gemm_wmma_bf16(long, long, long, long, long, float, float, long, const float *,
+                                  const float *, const float *, float *)
 {
-    peat_kernel k;
-    memset(&k, 0, sizeof k);
-    k.name = name;
-    k.op = PEAT_OP_GEMM;
-    k.role = role;
-    k.backend = PEAT_GPU_BACKEND_NAME;
-    k.in_dtype = PEAT_DTYPE_F32;
-    k.out_dtype = PEAT_DTYPE_F32;
-    k.acc_dtype = PEAT_DTYPE_F32;
-    k.cfg.tile_m = k.cfg.tile_n = k.cfg.tile_k = TILE;
-    k.cfg.threads = TILE * TILE;
-    k.fn = fn;
-    k.desc = desc;
-    return k;
+}
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+PEAT_WMMA_KERNEL(pk_gemm_wmma_fp16, __half, __float2half_rn, 700)
+#else
+__global__ void pk_gemm_wmma_fp16(long, long, long, long, long, float, float, long, const float *,
+                                  const float *, const float *, float *)
+{
+}
+#endif
+
+/* Launches a WMMA GEMM on the stream PEAT hands device kernels, if the device has the format. */
+static peat_status gemm_wmma(const peat_args *a, const void *fn, int min_major)
+{
+    cudaDeviceProp p;
+    PEAT_GPU_CHECK(cudaGetDeviceProperties(&p, a->dev->index));
+    if (p.major < min_major)
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                          "%s: no tensor-core path for this format below sm_%d0", p.name,
+                          min_major);
+    int64_t tA = a->p.i[0], tB = a->p.i[1], M = a->p.i[2], N = a->p.i[3], K = a->p.i[4];
+    int64_t has_c = a->p.f[1] != 0.0;
+    float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    void *C = has_c ? a->in[2]->data : a->out[0]->data;
+    void *argv[] = {&tA,
+                    &tB,
+                    &M,
+                    &N,
+                    &K,
+                    &alpha,
+                    &beta,
+                    &has_c,
+                    (void *)&a->in[0]->data,
+                    (void *)&a->in[1]->data,
+                    &C,
+                    (void *)&a->out[0]->data};
+    dim3 grid((unsigned)((N + 15) / 16), (unsigned)((M + 15) / 16), (unsigned)a->p.i[5]);
+    PEAT_GPU_CHECK(cudaLaunchKernel(fn, grid, dim3(32), argv, 0, (cudaStream_t)a->dev->queue));
+    return PEAT_OK;
+}
+static peat_status gemm_wmma_bf16(const peat_args *a, const peat_kernel *)
+{
+    return gemm_wmma(a, (const void *)pk_gemm_wmma_bf16, 8);
+}
+static peat_status gemm_wmma_fp16(const peat_args *a, const peat_kernel *)
+{
+    return gemm_wmma(a, (const void *)pk_gemm_wmma_fp16, 7);
 }
 
+static peat_status register_wmma(void)
+{
+    peat_kernel k[2];
+    memset(k, 0, sizeof k);
+    const char *names[2] = {"gemm_bf16", "gemm_fp16"};
+    const char *desc[2] = {"tensor cores (WMMA 16x16x16): A,B rounded to bf16, fp32 accumulate",
+                           "tensor cores (WMMA 16x16x16): A,B rounded to fp16, fp32 accumulate"};
+    peat_kernel_fn fns[2] = {gemm_wmma_bf16, gemm_wmma_fp16};
+    peat_dtype in[2] = {PEAT_DTYPE_BF16, PEAT_DTYPE_F16};
+    for (int i = 0; i < 2; i++) {
+        k[i].name = names[i], k[i].op = PEAT_OP_GEMM, k[i].role = PEAT_ROLE_CANDIDATE;
+        k[i].backend = "cuda", k[i].in_dtype = in[i];
+        k[i].out_dtype = k[i].acc_dtype = PEAT_DTYPE_F32;
+        k[i].cfg.tile_m = k[i].cfg.tile_n = k[i].cfg.tile_k = 16, k[i].cfg.threads = 32;
+        k[i].fn = fns[i], k[i].desc = desc[i];
+        PEAT_TRY(peat_registry_add(&k[i]));
+    }
+    return PEAT_OK;
+}
+#endif
+
+/* Host-only table: hipcc's device pass must not see a constant global of host functions. */
+#if !defined(__HIP_DEVICE_COMPILE__)
+static peat_backend_iface make_iface(void)
+{
+    peat_backend_iface f;
+    memset(&f, 0, sizeof f);
+    f.get_name = gpu_name, f.init = gpu_init, f.device_count = gpu_device_count;
+    f.device_info = gpu_device_info, f.buffer_alloc = gpu_alloc, f.buffer_free = gpu_free;
+    f.copy_h2d = gpu_h2d, f.copy_d2h = gpu_d2h, f.synchronize = gpu_sync;
+    f.timer_now = gpu_timer, f.free = gpu_release, f.device_fill = gpu_device_fill;
+    f.time_begin = gpu_time_begin, f.time_end = gpu_time_end, f.launch = gpu_launch;
+#ifdef PEAT_HAVE_VENDOR_BLAS
+    f.gemm = gpu_gemm;
+    f.blas_name = PEAT_GPU_BLAS_NAME " fp32 SGEMM (strided batched, no TF32)";
+#endif
+    return f;
+}
+static const peat_backend_iface gpu_iface = make_iface();
+
+/* Registers the backend and PEAT's device kernels for it (no runtime call is made here). */
 extern "C" peat_status peat_gpu_register(void)
 {
-    peat_kernel t = gpu_kernel("gemm_gpu_tiled", PEAT_ROLE_CANDIDATE, gemm_tiled,
-                               "GPU fp32 GEMM, 16x16 shared-memory tiles, one thread per element");
-    PEAT_TRY(peat_registry_add(&t));
-#ifdef PEAT_HAVE_VENDOR_BLAS
-    peat_kernel g = gpu_kernel("gemm_gpu_blas", PEAT_ROLE_GOLDEN, gemm_blas,
-                               "vendor BLAS fp32 SGEMM (no TF32)");
-    PEAT_TRY(peat_registry_add(&g));
+    PEAT_TRY(peat_backend_register(PEAT_GPU_BACKEND_NAME, &gpu_iface));
+#if !defined(__HIP_PLATFORM_AMD__)
+    PEAT_TRY(register_wmma());
 #endif
-    return peat_backend_register(peat_backend_gpu_iface.get_name(NULL), &peat_backend_gpu_iface);
+    return peat_device_ops_register(PEAT_GPU_BACKEND_NAME, &gpu_iface);
 }
+#endif

@@ -160,15 +160,23 @@ void peat_args_free_outputs(peat_args *a);
 
 const char *peat_role_name(peat_kernel_role r);
 
-/* Registers a kernel (the descriptor is copied; strings must outlive the registry). A name
- * registered twice is refused. */
+/* Registers a kernel (the descriptor is copied; strings must outlive the registry). A name may
+ * exist once per backend (gemm_new on cpu and on opencl); a (name, backend) pair registered twice
+ * is refused. */
 peat_status peat_registry_add(const peat_kernel *k);
+/* The first kernel of that name (built-in CPU kernels register first). */
 const peat_kernel *peat_registry_find(const char *name);
+/* The kernel of that name on that backend (NULL or "auto": peat_registry_find). */
+const peat_kernel *peat_registry_find_on(const char *name, const char *backend);
 const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role, const char *backend);
 int peat_registry_count(void);
 const peat_kernel *peat_registry_at(int i);
-/* Runs kernel k on a: validates the call first, then calls the kernel. */
+/* Runs kernel k on host tensors a: validates the call first, then calls the kernel (a device
+ * kernel through its backend: inputs staged to the device, outputs read back). */
 peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a);
+/* Seconds the last device kernel run by this thread through peat_kernel_run took, measured with
+ * the backend's events (the kernel alone: not the staging copies); 0 before any. */
+double peat_kernel_last_device_seconds(void);
 
 /* ---- execution context: flows run every op through it ---------------------------------------- */
 
@@ -193,6 +201,10 @@ typedef peat_status (*peat_hook_fn)(void *user, const peat_kernel *k, const peat
 
 peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t **out);
 void peat_exec_free(peat_exec_t *ex);
+/* Runs every op whose kernel is not set through the golden kernel of `backend` ("cpu" by
+ * default; "opencl", "cuda", "hip": the whole flow on that device, tensors staged per call).
+ * Refused unless the backend has a golden for every op kind. */
+peat_status peat_exec_set_backend(peat_exec_t *ex, const char *backend);
 /* Replaces the kernel used for op (default: golden). NULL restores golden. */
 peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_kernel *k);
 const peat_kernel *peat_exec_kernel(const peat_exec_t *ex, peat_op_kind op);

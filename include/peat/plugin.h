@@ -9,8 +9,11 @@
  * PEAT loads it with dlopen, calls peat_plugin_abi_version() first and refuses the library
  * (PEAT_ERR_ABI, one clear line) unless the number equals the host's. Only then it calls
  * peat_plugin_register(), in which the plugin calls host->register_kernel() once per kernel.
- * Kernels receive peat_args (inputs and outputs in host memory for the "cpu" backend) and
- * must fill every output element. Descriptor strings must live as long as the library.
+ * Kernels receive peat_args and must fill every output element. A "cpu" kernel gets tensors in
+ * host memory. A device kernel (backend "cuda", "hip" or "opencl") gets tensors whose data are
+ * device buffers (a device pointer on CUDA/HIP, a cl_mem on OpenCL) and, in a->dev, the stream or
+ * queue to launch on: PEAT stages the inputs to the device, times the kernel with the backend's
+ * events, and reads the outputs back. Descriptor strings must live as long as the library.
  *
  * This header alone is enough to write a plugin. A plugin may also include "peat/peat.h" and
  * call the host API (peat_tensor_numel, peat_error_set, ...): the peat executable exports it.
@@ -136,13 +139,31 @@ typedef struct peat_op_params {
 
 #define PEAT_MAX_IO 8
 
-/* One invocation: op, params, inputs, outputs. */
+/* Where a device kernel runs: handed to it in peat_args.dev (NULL for "cpu" kernels). Work must be
+ * enqueued on `queue` (asynchronously is fine: PEAT waits on the queue after the kernel returns).
+ */
+typedef struct peat_device {
+    const char *backend; /* "cuda", "hip", "opencl" */
+    int index;           /* device ordinal within the backend */
+    void *queue;         /* cudaStream_t, hipStream_t or cl_command_queue to launch on */
+    void *context;       /* cl_context on OpenCL; NULL on CUDA/HIP */
+    void *device;        /* cl_device_id on OpenCL; NULL on CUDA/HIP */
+    /* OpenCL only (NULL elsewhere): the cl_program built from `source` with `options` for this
+     * device, compiled once per process and cached by source text; the build log is in the
+     * error message when compilation fails. */
+    peat_status (*cl_program)(const struct peat_device *d, const char *source, const char *options,
+                              void **program);
+    void *host; /* PEAT's own handle of the backend: for PEAT, not for plugins */
+} peat_device;
+
+/* One invocation: op, params, inputs, outputs (and, for device kernels, the device). */
 typedef struct peat_args {
     peat_op_kind op;
     peat_op_params p;
     int n_in, n_out;
     const peat_tensor *in[PEAT_MAX_IO];
     peat_tensor *out[PEAT_MAX_IO];
+    const peat_device *dev; /* set by PEAT for device kernels; NULL for "cpu" kernels */
 } peat_args;
 
 typedef enum peat_kernel_role {
@@ -166,7 +187,7 @@ typedef struct peat_kernel {
     const char *name;
     peat_op_kind op;
     peat_kernel_role role;
-    const char *backend;  /* "cpu", "cuda", "hip" */
+    const char *backend;  /* "cpu", "cuda", "hip", "opencl" (NULL = "cpu") */
     peat_dtype in_dtype;  /* precision the kernel reads its inputs in (F32 storage, may round) */
     peat_dtype out_dtype; /* precision of its outputs (F64 for exact) */
     peat_dtype acc_dtype; /* accumulation precision */
@@ -176,7 +197,8 @@ typedef struct peat_kernel {
     void *user;       /* kernel-private data (plugins) */
 } peat_kernel;
 
-#define PEAT_PLUGIN_ABI_VERSION 1
+/* 2: peat_args.dev and device kernels (backend cuda, hip, opencl get device buffers) */
+#define PEAT_PLUGIN_ABI_VERSION 2
 
 typedef struct peat_plugin_host {
     int abi_version; /* PEAT_PLUGIN_ABI_VERSION of the host */

@@ -1,5 +1,6 @@
 /* hip.h: maps the CUDA runtime and cuBLAS names used by PEAT's GPU source onto HIP/hipBLAS, so
- * one .cu file builds for NVIDIA (nvcc) and AMD (hipcc). */
+ * one .cu file builds for NVIDIA (nvcc) and AMD (hipcc). Without hipBLAS the golden GEMM is the
+ * reference device kernel (PEAT_HAVE_VENDOR_BLAS stays undefined). */
 #ifndef PEAT_VENDORS_HIP_H
 #define PEAT_VENDORS_HIP_H
 
@@ -13,6 +14,7 @@
 #endif
 
 #define PEAT_GPU_BACKEND_NAME "hip"
+#define PEAT_GPU_BLAS_NAME    "hipBLAS"
 
 #define cudaError_t              hipError_t
 #define cudaSuccess              hipSuccess
@@ -36,6 +38,13 @@
 #define cudaEventSynchronize     hipEventSynchronize
 #define cudaEventElapsedTime     hipEventElapsedTime
 #define cudaEventDestroy         hipEventDestroy
+#define cudaStream_t             hipStream_t
+#define cudaStreamCreate         hipStreamCreate
+#define cudaStreamDestroy        hipStreamDestroy
+#define cudaStreamSynchronize    hipStreamSynchronize
+#define cudaMemsetAsync          hipMemsetAsync
+#define cudaMemcpyAsync          hipMemcpyAsync
+#define cudaLaunchKernel         hipLaunchKernel
 
 #ifdef PEAT_HAVE_VENDOR_BLAS
 #define cublasHandle_t            hipblasHandle_t
@@ -44,6 +53,7 @@
 #define cublasDestroy             hipblasDestroy
 #define cublasSgemm               hipblasSgemm
 #define cublasSgemmStridedBatched hipblasSgemmStridedBatched
+#define cublasSetStream           hipblasSetStream
 #define cublasSetMathMode(h, m)   HIPBLAS_STATUS_SUCCESS
 #define CUBLAS_STATUS_SUCCESS     HIPBLAS_STATUS_SUCCESS
 #define CUBLAS_OP_N               HIPBLAS_OP_N
