@@ -230,9 +230,6 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    /* test-only fault injection (docs/hdf5-schema.md): SIGKILL after N store write steps */
-    const char *kill_at = getenv("PEAT_DEBUG_KILL_AT");
-    if (kill_at && *kill_at) peat_store_debug_kill_at(atoll(kill_at));
     if (argc < 2) {
         usage_main(stderr);
         return EXIT_USAGE;

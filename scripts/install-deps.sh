@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh: installs the Debian packages PEAT builds with, only those missing (idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libcriterion-dev)
+pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools zlib1g-dev libgsl-dev libcriterion-dev)
 # the tests of the published formats and of report.html: xmllint (junit.xml against tests/junit.xsd),
 # python3-jsonschema (signature.json against docs/signature.schema.json), headless Chromium
 pkgs+=(libxml2-utils python3-jsonschema chromium fonts-dejavu-core)

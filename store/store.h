@@ -7,7 +7,7 @@
 
 #include "core/record.h"
 
-#define PEAT_STORE_SCHEMA_VERSION 2
+#define PEAT_STORE_SCHEMA_VERSION 3
 /* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
 #define PEAT_STORE_FORMAT "peat-campaign"
 /* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the
@@ -15,8 +15,8 @@
  * one costs about what replaying the call costs. docs/hdf5-schema.md has the numbers. */
 #define PEAT_STORE_EXACT_MAX_DEFAULT 0
 /* A tensor is compressed (shuffle + deflate) when that is estimated to save at least this percent
- * of its bytes; the rest is written uncompressed, in place. Dense fp32 training data saves ~15%,
- * coded at ~0.8 GB/s a core against ~3 GB/s written as it is (docs/hdf5-schema.md). */
+ * of its bytes; the rest is written uncompressed. Dense fp32 training data saves ~15%, and
+ * compressing costs several times the time of writing it as it is (docs/hdf5-schema.md). */
 #define PEAT_STORE_MIN_SAVING_PCT_DEFAULT 25
 
 typedef struct peat_store_meta {
@@ -74,7 +74,8 @@ int peat_store_call_has(const peat_store_t *s, uint64_t id);
 peat_status peat_store_call_find(const peat_store_t *s, uint64_t id, int64_t *idx);
 /* Reads the idx-th record (0 <= idx < count, in write order). Exact outputs are returned when the
  * file holds them; those it does not are left NULL for the caller to recompute
- * (peat_record_compute_exact): the store runs no kernel. Every tensor is checked against its hash. */
+ * (peat_record_compute_exact): the store runs no kernel. Every tensor is checked against its hash.
+ */
 peat_status peat_store_call_read(peat_store_t *s, int64_t idx, peat_record **out);
 /* Provenance and params of the idx-th record only (tensor pointers left NULL): cheap, for
  * choosing records by op, layer or iteration. */
@@ -151,16 +152,19 @@ peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out);
  * states, sizes, compression ratio) as a readable table. */
 peat_status peat_store_inspect(const char *path, FILE *out);
 
+/* Seconds this process has spent inside the store's functions (creating, opening, writing,
+ * reading, closing), for benchmarks: the store's share of a whole run. */
+double peat_store_busy_seconds(void);
+
 /* ---- test-only fault injection ---- */
 
-/* The process raises SIGKILL when the store's step counter reaches n (n < 0: never). Each write
- * counts several steps (tensor data, index rows, flush), so sweeping n kills the writer at every
- * step boundary of the write path. */
-void peat_store_debug_kill_at(int64_t n);
-/* on: before that kill, flush the datasets but not the file, as a kill in the middle of the
- * flush can leave it (chunk indexes on disk, the superblock's end of allocation not). */
-void peat_store_debug_partial_flush(int on);
+/* The store counts the step boundaries of its write path (tensor data, index rows, before and
+ * after each flush) and calls hook(user, s, step) at each one when a hook is set. Tests set one
+ * that kills the writer at a chosen step (tests/test_store.c); no PEAT program sets it, so
+ * a release binary holds no way to trigger a kill. NULL removes the hook. */
+typedef void (*peat_store_step_hook)(void *user, peat_store_t *s, int64_t step);
+void peat_store_test_hook(peat_store_step_hook hook, void *user);
 /* Steps counted so far in this process. */
-int64_t peat_store_debug_steps(void);
+int64_t peat_store_steps(void);
 
 #endif

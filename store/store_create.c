@@ -6,28 +6,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A 1-D dataset of unlimited extent. Compressed pools: shuffle (optional) + deflate, chunks
- * written one by one with H5Dwrite_chunk. In-place datasets (deflate < 0, in_place): chunks
- * allocated when the extent grows, filled with zeros (fill_zero) or left as they are, no chunk
- * cache (store_space.c writes them). */
+/* A 1-D dataset of unlimited extent in chunks of `chunk` elements: the compressed pools
+ * (shuffle if asked, deflate at level >= 0) get whole chunks written with H5Dwrite_chunk; the
+ * others (deflate < 0: no filter) are appended to with H5Dwrite. */
 static hid_t make_dataset(hid_t file, const char *path, hid_t ftype, hsize_t chunk, int shuffle,
-                          int deflate, int in_place, int fill_zero)
+                          int deflate)
 {
     hsize_t zero = 0, unlim = H5S_UNLIMITED;
     hid_t sp = H5Screate_simple(1, &zero, &unlim);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hid_t dapl = in_place ? store_dapl_uncached() : H5P_DEFAULT;
     hid_t d = -1;
     /* no time stamps: they would be rewritten with every extent change (one more metadata
      * write per flush) and make two runs' files differ */
-    int ok = sp >= 0 && dcpl >= 0 && dapl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0 &&
+    int ok = sp >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0 &&
              H5Pset_chunk(dcpl, 1, &chunk) >= 0 && (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
              (deflate < 0 || H5Pset_deflate(dcpl, (unsigned)deflate) >= 0);
-    if (ok && in_place)
-        ok = H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-             H5Pset_fill_time(dcpl, fill_zero ? H5D_FILL_TIME_ALLOC : H5D_FILL_TIME_NEVER) >= 0;
-    if (ok) d = H5Dcreate2(file, path, ftype, sp, H5P_DEFAULT, dcpl, dapl);
-    if (in_place && dapl >= 0) H5Pclose(dapl);
+    if (ok) d = H5Dcreate2(file, path, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (dcpl >= 0) H5Pclose(dcpl);
     if (sp >= 0) H5Sclose(sp);
     return d;
@@ -59,6 +53,42 @@ static int meta_attrs_write(hid_t g, const peat_store_meta *m)
     return bad;
 }
 
+/* A pool with its dtype attribute; PEAT_ERR_IO naming it if either fails. */
+static peat_status pool_create(peat_store_t *s, peat_dtype dt, int raw, hid_t *d)
+{
+    const char *p = raw ? store_raw_path(dt) : store_pool_path(dt);
+    int level = raw ? -1 : s->deflate < 0 ? 0 : s->deflate;
+    hsize_t chunk = raw ? (hsize_t)store_raw_chunk_elems(dt) : STORE_CHUNK_ELEMS;
+    *d = make_dataset(s->file, p, store_pool_type(dt, 1), chunk, !raw, level);
+    if (*d < 0 || store_attr_str(*d, "dtype", peat_dtype_name(dt)) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p, store_h5_msg());
+    return PEAT_OK;
+}
+
+static peat_status datasets_create(peat_store_t *s)
+{
+    for (int t = 0; t < STORE_T_COUNT; t++) {
+        hid_t ft = store_row_type(t, 1);
+        s->d_table[t] = ft < 0 ? -1
+                               : make_dataset(s->file, store_table_path(t), ft,
+                                              (hsize_t)store_table_chunk_rows(t), 0, -1);
+        if (ft >= 0) H5Tclose(ft);
+        if (s->d_table[t] < 0)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path,
+                              store_table_path(t), store_h5_msg());
+    }
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+        PEAT_TRY(pool_create(s, (peat_dtype)d, 0, &s->d_pool[d]));
+        PEAT_TRY(pool_create(s, (peat_dtype)d, 1, &s->d_raw[d]));
+    }
+    s->d_text = make_dataset(s->file, "/signatures/text", H5T_STD_U8LE, STORE_TEXT_CHUNK, 0,
+                             s->deflate < 0 ? 0 : s->deflate);
+    if (s->d_text < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating /signatures/text failed: %s", s->path,
+                          store_h5_msg());
+    return PEAT_OK;
+}
+
 /* Builds every group, dataset and attribute: in SWMR write mode no object can be created later,
  * so the whole layout exists from the start and records only extend datasets. */
 static peat_status layout_create(peat_store_t *s)
@@ -88,48 +118,28 @@ static peat_status layout_create(peat_store_t *s)
                               store_group_paths[g], store_h5_msg());
     }
     H5Pclose(gcpl);
-    for (int t = 0; t < STORE_T_COUNT; t++) {
-        hid_t ft = store_row_type(t, 1);
-        /* index tables: written in place, rows past the last one are zeros (never a valid row) */
-        s->d_table[t] = ft < 0 ? -1
-                               : make_dataset(s->file, store_table_path(t), ft,
-                                              (hsize_t)store_table_chunk_rows(t), 0, -1, 1, 1);
-        if (ft >= 0) H5Tclose(ft);
-        if (s->d_table[t] < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path,
-                              store_table_path(t), store_h5_msg());
-    }
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-        const char *p = store_pool_path((peat_dtype)d);
-        s->d_pool[d] = make_dataset(s->file, p, store_pool_type((peat_dtype)d, 1),
-                                    STORE_CHUNK_ELEMS, 1, s->deflate < 0 ? 0 : s->deflate, 0, 0);
-        if (s->d_pool[d] < 0 ||
-            store_attr_str(s->d_pool[d], "dtype", peat_dtype_name((peat_dtype)d)) < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p,
-                              store_h5_msg());
-        const char *rp = store_raw_path((peat_dtype)d);
-        size_t es = peat_dtype_size((peat_dtype)d);
-        s->d_raw[d] = make_dataset(s->file, rp, store_pool_type((peat_dtype)d, 1),
-                                   (hsize_t)(STORE_RAW_CHUNK_BYTES / es), 0, -1, 1, 0);
-        if (s->d_raw[d] < 0 ||
-            store_attr_str(s->d_raw[d], "dtype", peat_dtype_name((peat_dtype)d)) < 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, rp,
-                              store_h5_msg());
-    }
-    s->d_text = make_dataset(s->file, "/signatures/text", H5T_STD_U8LE, STORE_TEXT_CHUNK, 0,
-                             s->deflate < 0 ? 0 : s->deflate, 0, 0);
-    if (s->d_text < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating /signatures/text failed: %s", s->path,
-                          store_h5_msg());
+    return datasets_create(s);
+}
+
+peat_status store_file_create(peat_store_t *s, const char *path)
+{
+    hid_t fapl = store_fapl(1);
+    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
+    /* in SWMR write mode from the start (ordered metadata flushes): the layout is built before
+     * any reader can see the file (callers give it its name only when complete) */
+    s->file = H5Fcreate(path, H5F_ACC_EXCL | H5F_ACC_SWMR_WRITE, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (s->file < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, store_h5_msg());
+    PEAT_TRY(layout_create(s));
+    /* the whole layout on disk before the file gets its name: a kill from then on leaves a
+     * campaign file that opens (empty) */
+    if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", path, store_h5_msg());
     return PEAT_OK;
 }
 
-peat_status peat_store_create(const char *path, const peat_store_meta *meta, peat_store_t **out)
+static peat_status meta_check(const peat_store_meta *meta)
 {
-    if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: out is NULL");
-    *out = NULL;
-    if (!path || !meta)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: path or meta is NULL");
     if (meta->deflate_level < -1 || meta->deflate_level > 9)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "deflate level %d outside 1..9 (0 default, -1 uncompressed)",
@@ -138,7 +148,12 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "minimum saving %d%% outside 1..100 (0 default, -1 compress everything)",
                           meta->min_saving_pct);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported through PEAT_ERROR instead */
+    return PEAT_OK;
+}
+
+static peat_status create_impl(const char *path, const peat_store_meta *meta, peat_store_t **out)
+{
+    PEAT_TRY(meta_check(meta));
     struct stat sb;
     if (lstat(path, &sb) == 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s exists; a campaign file is never overwritten", path);
@@ -155,30 +170,8 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
     snprintf(s->meta.hdf5_version, sizeof s->meta.hdf5_version, "%u.%u.%u", maj, min, rel);
     store_settings_from_meta(s);
     s->writable = 1;
-
-    peat_status st = PEAT_OK;
-    hid_t fapl = store_fapl_latest();
-    if (fapl < 0) st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
-    if (st == PEAT_OK) {
-        /* in SWMR write mode from the start (ordered metadata flushes): the layout is built
-         * before any reader can see the file (it is linked to PATH only when complete), which
-         * saves H5Fstart_swmr_write's flush and reopen of every object (~0.3 ms) */
-        s->file = H5Fcreate(tmp, H5F_ACC_EXCL | H5F_ACC_SWMR_WRITE, H5P_DEFAULT, fapl);
-        if (s->file < 0) st = PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", tmp, store_h5_msg());
-    }
-    if (fapl >= 0) H5Pclose(fapl);
-    if (st == PEAT_OK) st = layout_create(s);
-    if (st == PEAT_OK) store_spaces_init(s);
-    /* the first chunk of every index table now, so that the flush below covers its allocation
-     * instead of the first record of each kind paying a flush of its own */
-    for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++)
-        st = store_space_grow(s, &s->tab[t], 1);
-    /* the whole layout on disk before the file gets its name: a kill from then on leaves a
-     * campaign file that opens (empty) */
-    if (st == PEAT_OK && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", tmp, store_h5_msg());
+    peat_status st = store_file_create(s, tmp);
     if (st == PEAT_OK) st = store_lock_take(tmp, &s->lock_fd);
-    s->data_fd = s->lock_fd;
     /* link() refuses an existing name, so a file that appeared meanwhile is not replaced */
     if (st == PEAT_OK && link(tmp, path) != 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path,
@@ -191,4 +184,15 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
     }
     *out = s;
     return PEAT_OK;
+}
+
+peat_status peat_store_create(const char *path, const peat_store_meta *meta, peat_store_t **out)
+{
+    if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: out is NULL");
+    *out = NULL;
+    if (!path || !meta)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: path or meta is NULL");
+    peat_status st;
+    STORE_GUARDED(st, create_impl(path, meta, out));
+    return st;
 }

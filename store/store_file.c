@@ -116,6 +116,19 @@ peat_status store_lock_take(const char *path, int *fd_out)
     return PEAT_OK;
 }
 
+int store_lock_held(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    close(fd);
+    return held;
+}
+
 /* ---- allocation and teardown ---- */
 
 peat_store_t *store_alloc(const char *path)
@@ -125,17 +138,13 @@ peat_store_t *store_alloc(const char *path)
     snprintf(s->path, sizeof s->path, "%s", path);
     s->file = -1;
     s->d_text = -1;
-    s->lock_fd = s->data_fd = -1;
+    s->lock_fd = -1;
     for (int t = 0; t < STORE_T_COUNT; t++) {
         s->d_table[t] = -1;
         s->mt[t] = -1;
         s->rows[t].elem = store_row_size(t);
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = s->d_raw[d] = -1;
-    size_t raw = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8
-                                                                  : STORE_TEXT_CHUNK;
-    s->chunk_out_cap =
-        compressBound((uLong)raw) + 4096; /* + room for the stored/compressed switches */
     for (int t = 0; t < STORE_T_COUNT; t++) s->mt[t] = store_row_type(t, 0);
     int ok = 1;
     for (int t = 0; t < STORE_T_COUNT; t++) ok &= s->mt[t] >= 0;
@@ -146,7 +155,7 @@ peat_store_t *store_alloc(const char *path)
     return s;
 }
 
-static void close_datasets(peat_store_t *s)
+int store_handles_close(peat_store_t *s)
 {
     if (s->d_text >= 0) H5Dclose(s->d_text);
     s->d_text = -1;
@@ -154,32 +163,23 @@ static void close_datasets(peat_store_t *s)
         if (s->d_pool[d] >= 0) H5Dclose(s->d_pool[d]);
         if (s->d_raw[d] >= 0) H5Dclose(s->d_raw[d]);
         s->d_pool[d] = s->d_raw[d] = -1;
-        store_space_free(&s->raw[d]);
     }
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->d_table[t] >= 0) H5Dclose(s->d_table[t]);
         s->d_table[t] = -1;
-        store_space_free(&s->tab[t]);
     }
+    int r = s->file >= 0 && H5Fclose(s->file) < 0 ? -1 : 0;
+    s->file = -1;
+    return r;
 }
 
-peat_status peat_store_close(peat_store_t *s)
+static peat_status close_impl(peat_store_t *s)
 {
-    if (!s) return PEAT_OK;
     peat_status st = PEAT_OK;
-    if (s->file >= 0 && s->writable && !s->failed) {
-        /* the extents become exactly what is used, so standard tools show no spare capacity */
-        for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++)
-            st = store_space_trim(s, &s->tab[t], s->disk_rows[t]);
-        for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++)
-            st = store_space_trim(s, &s->raw[d], s->raw_len[d]);
-        if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0 && st == PEAT_OK)
-            st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, store_h5_msg());
-    }
-    close_datasets(s);
-    if (s->file >= 0 && H5Fclose(s->file) < 0 && st == PEAT_OK)
+    if (s->file >= 0 && s->writable && !s->failed && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, store_h5_msg());
+    if (store_handles_close(s) < 0 && st == PEAT_OK)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, store_h5_msg());
-    if (s->data_fd >= 0 && s->data_fd != s->lock_fd) close(s->data_fd);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after HDF5 let go of the file */
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->mt[t] >= 0) H5Tclose(s->mt[t]);
@@ -187,9 +187,17 @@ peat_status peat_store_close(peat_store_t *s)
     }
     store_map_free(&s->ids);
     store_map_free(&s->dedup);
-    store_encoder_free(s);
+    store_codec_free(&s->codec);
     free(s->staged);
     free(s);
+    return st;
+}
+
+peat_status peat_store_close(peat_store_t *s)
+{
+    if (!s) return PEAT_OK;
+    peat_status st;
+    STORE_GUARDED(st, close_impl(s));
     return st;
 }
 
@@ -205,14 +213,72 @@ peat_status store_check_writable(const peat_store_t *s)
     return PEAT_OK;
 }
 
+int64_t store_extent(hid_t d)
+{
+    hid_t sp = H5Dget_space(d);
+    if (sp < 0) return -1;
+    hsize_t n = 0;
+    int r = H5Sget_simple_extent_ndims(sp) == 1 ? H5Sget_simple_extent_dims(sp, &n, NULL) : -1;
+    H5Sclose(sp);
+    return r < 0 ? -1 : (int64_t)n;
+}
+
+/* Selects [at, at + n) of a 1-D dataset: the file space (and a memory space of n) for I/O. */
+static int select_range(hid_t d, int64_t at, int64_t n, hid_t *fs, hid_t *ms)
+{
+    hsize_t st = (hsize_t)at, cnt = (hsize_t)n;
+    *ms = -1;
+    if ((*fs = H5Dget_space(d)) < 0) return -1;
+    if (H5Sselect_hyperslab(*fs, H5S_SELECT_SET, &st, NULL, &cnt, NULL) < 0 ||
+        (*ms = H5Screate_simple(1, &cnt, NULL)) < 0) {
+        H5Sclose(*fs);
+        return -1;
+    }
+    return 0;
+}
+
+peat_status store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+                         const void *buf, const char *what)
+{
+    if (n <= 0) return PEAT_OK;
+    hsize_t ext = (hsize_t)(at + n);
+    hid_t fs, ms;
+    if (H5Dset_extent(d, &ext) < 0 || select_range(d, at, n, &fs, &ms) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what,
+                          store_h5_msg());
+    herr_t e = H5Dwrite(d, memtype, ms, fs, H5P_DEFAULT, buf);
+    peat_status st =
+        e < 0 ? PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg())
+              : PEAT_OK;
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return st;
+}
+
+peat_status store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
+                             void *buf, const char *what)
+{
+    if (count <= 0) return PEAT_OK;
+    hid_t fs, ms;
+    herr_t e = select_range(d, offset, count, &fs, &ms);
+    if (e >= 0) {
+        e = H5Dread(d, memtype, ms, fs, H5P_DEFAULT, buf);
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    if (e < 0)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s unreadable (damaged or truncated file): %s",
+                          s->path, what, store_h5_msg());
+    return PEAT_OK;
+}
+
 peat_status store_table_append(peat_store_t *s, int table, int64_t n)
 {
     if (n <= 0) return PEAT_OK;
     int64_t first = s->disk_rows[table];
-    store_space *sp = &s->tab[table];
-    PEAT_TRY(store_space_reserve(s, sp, first + n));
     const char *rows = (const char *)s->rows[table].data + (size_t)first * s->rows[table].elem;
-    PEAT_TRY(store_space_write(s, sp, first, rows, n));
+    PEAT_TRY(
+        store_append(s, s->d_table[table], s->mt[table], first, n, rows, store_table_path(table)));
     s->disk_rows[table] = first + n;
     store_step(s);
     return PEAT_OK;
@@ -220,30 +286,23 @@ peat_status store_table_append(peat_store_t *s, int table, int64_t n)
 
 peat_status store_flush(peat_store_t *s)
 {
-    /* SWMR write mode orders the metadata writes (children before the parents pointing to
-     * them), so the file on disk is a consistent HDF5 file at every instant; once this flush
-     * returns, the record is in the kernel's page cache and survives a kill of this process */
+    /* SWMR write mode orders the writes of a flush (raw data first, then metadata, children
+     * before the parents pointing to them), so the file on disk is a consistent HDF5 file at
+     * every instant; once this flush returns, the record is in the kernel's page cache and
+     * survives a kill of this process */
     store_step(s);
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
-    s->meta_dirty = 0;
     store_step(s);
     return PEAT_OK;
 }
 
-peat_status store_sync(peat_store_t *s)
-{
-    return s->meta_dirty ? store_flush(s) : PEAT_OK;
-}
-
-hid_t store_fapl_latest(void)
+hid_t store_fapl(unsigned read_attempts)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    /* SWMR needs the 1.10 file format (superblock v3, checksummed metadata). No sieve buffer:
-     * HDF5 must never hold (and write back) a copy of raw data that store_space.c rewrites in
-     * place; with it, reading a raw pool and later trimming it wrote stale bytes over new ones */
+    /* SWMR needs the 1.10 file format (superblock v3, checksummed metadata) */
     if (fapl >= 0 && (H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
-                      H5Pset_sieve_buf_size(fapl, 0) < 0)) {
+                      H5Pset_metadata_read_attempts(fapl, read_attempts) < 0)) {
         H5Pclose(fapl);
         return -1;
     }

@@ -140,27 +140,18 @@ static void print_sigs(const peat_store_t *s, FILE *out)
     }
 }
 
-peat_status peat_store_inspect(const char *path, FILE *out)
+static void print_header(const peat_store_t *s, const peat_store_stats *st, const char *path,
+                         FILE *out)
 {
-    if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_inspect: out is NULL");
-    peat_store_t *s = NULL;
-    PEAT_TRY(peat_store_open(path, 0, &s));
-    peat_store_stats st;
-    peat_status e = peat_store_stats_get(s, &st);
-    if (e != PEAT_OK) {
-        peat_store_close(s);
-        return e;
-    }
     const peat_store_meta *m = &s->meta;
     fprintf(out, "PEAT campaign %s\n", path);
     fprintf(out, "  schema       %s v%d, HDF5 %s, written by peat %s\n", PEAT_STORE_FORMAT,
             PEAT_STORE_SCHEMA_VERSION, m->hdf5_version, m->peat_version);
-    if (st.crashed)
+    if (st->crashed)
         fprintf(out,
                 "  status       not closed by its writer (killed, or still running); %lld rows of "
-                "an incomplete "
-                "record ignored\n",
-                (long long)st.dropped_rows);
+                "an incomplete record ignored\n",
+                (long long)st->dropped_rows);
     else
         fprintf(out, "  status       closed cleanly\n");
     fprintf(out, "  campaign     flow %s, kernel %s, backend %s, seed %llu, %lld iterations\n",
@@ -172,6 +163,10 @@ peat_status peat_store_inspect(const char *path, FILE *out)
             m->host[0] ? m->host : "-", m->clocks[0] ? m->clocks : "-",
             m->dtypes[0] ? m->dtypes : "-", m->build[0] ? m->build : "-");
     if (m->policy[0]) fprintf(out, "  policy       %s\n", m->policy);
+}
+
+static void print_storage(const peat_store_t *s, FILE *out)
+{
     char lim[96], b0[32];
     if (s->exact_max < 0)
         snprintf(lim, sizeof lim, "exact outputs stored");
@@ -191,7 +186,46 @@ peat_status peat_store_inspect(const char *path, FILE *out)
                  "shuffle + deflate level %d where it saves >= %d%%, the rest uncompressed",
                  s->deflate, s->min_saving_pct);
     fprintf(out, "  storage      %s, %s\n", codec, lim);
+}
 
+static void print_sizes(const peat_store_stats *st, FILE *out)
+{
+    char b[4][32], c[3][32], sp[32];
+    human(b[0], 32, (double)st->logical_bytes);
+    human(b[1], 32, (double)st->unique_bytes);
+    human(b[2], 32, (double)st->exact_recomputed);
+    human(b[3], 32, (double)st->file_bytes);
+    human(c[0], 32, (double)st->deflate_bytes);
+    human(c[1], 32, (double)st->deflate_disk);
+    human(c[2], 32, (double)st->raw_bytes);
+    human(sp, sizeof sp, (double)st->spare_bytes);
+    fprintf(out, "\nsizes\n");
+    fprintf(out, "  %-42s %12s (%lld tensor references)\n", "logical bytes (every reference)", b[0],
+            (long long)st->tensor_refs);
+    fprintf(out, "  %-42s %12s (%lld unique tensors)\n", "after dedup", b[1],
+            (long long)st->tensors);
+    fprintf(out, "  %-42s %12s (%s in the file)\n", "  compressed (shuffle + deflate)", c[0], c[1]);
+    fprintf(out, "  %-42s %12s\n", "  uncompressed (would save too little)", c[2]);
+    fprintf(out, "  %-42s %12s\n", "exact outputs recomputed on read", b[2]);
+    fprintf(out, "  %-42s %12s (%s of it spare room in the last chunks)\n", "file on disk", b[3],
+            sp);
+    if (st->file_bytes > 0)
+        fprintf(out, "  %-42s %11.2fx\n", "compression ratio (logical / on disk)",
+                (double)st->logical_bytes / (double)st->file_bytes);
+}
+
+static peat_status inspect_impl(const char *path, FILE *out)
+{
+    peat_store_t *s = NULL;
+    PEAT_TRY(peat_store_open(path, 0, &s));
+    peat_store_stats st;
+    peat_status e = peat_store_stats_get(s, &st);
+    if (e != PEAT_OK) {
+        peat_store_close(s);
+        return e;
+    }
+    print_header(s, &st, path, out);
+    print_storage(s, out);
     fprintf(out, "\nstages present: meta");
     if (st.calls) fprintf(out, ", calls (%lld)", (long long)st.calls);
     if (st.states) fprintf(out, ", states (%lld)", (long long)st.states);
@@ -202,30 +236,14 @@ peat_status peat_store_inspect(const char *path, FILE *out)
     if (st.states) print_states(s, out);
     if (st.metrics) print_metrics(s, out);
     if (st.signatures) print_sigs(s, out);
-
-    char b[4][32];
-    human(b[0], 32, (double)st.logical_bytes);
-    human(b[1], 32, (double)st.unique_bytes);
-    human(b[2], 32, (double)st.exact_recomputed);
-    human(b[3], 32, (double)st.file_bytes);
-    fprintf(out, "\nsizes\n");
-    fprintf(out, "  %-42s %12s (%lld tensor references)\n", "logical bytes (every reference)", b[0],
-            (long long)st.tensor_refs);
-    fprintf(out, "  %-42s %12s (%lld unique tensors)\n", "after dedup", b[1],
-            (long long)st.tensors);
-    char c[3][32];
-    human(c[0], 32, (double)st.deflate_bytes);
-    human(c[1], 32, (double)st.deflate_disk);
-    human(c[2], 32, (double)st.raw_bytes);
-    fprintf(out, "  %-42s %12s (%s in the file)\n", "  compressed (shuffle + deflate)", c[0], c[1]);
-    fprintf(out, "  %-42s %12s\n", "  uncompressed (would save too little)", c[2]);
-    fprintf(out, "  %-42s %12s\n", "exact outputs recomputed on read", b[2]);
-    char sp[32];
-    human(sp, sizeof sp, (double)st.spare_bytes);
-    fprintf(out, "  %-42s %12s (%s of it spare room in the last chunks)\n", "file on disk", b[3],
-            sp);
-    if (st.file_bytes > 0)
-        fprintf(out, "  %-42s %11.2fx\n", "compression ratio (logical / on disk)",
-                (double)st.logical_bytes / (double)st.file_bytes);
+    print_sizes(&st, out);
     return peat_store_close(s);
+}
+
+peat_status peat_store_inspect(const char *path, FILE *out)
+{
+    if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_inspect: out is NULL");
+    peat_status st;
+    STORE_GUARDED(st, inspect_impl(path, out));
+    return st;
 }

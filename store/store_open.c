@@ -8,13 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static uint64_t le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 /* ---- opening: validation ---- */
 
 /* Opens a dataset the schema requires; PEAT_ERR_FORMAT naming it when it is not there. */
@@ -26,13 +19,13 @@ static peat_status open_required(peat_store_t *s, const char *p, hid_t dapl, hid
 }
 
 /* The pools of dtype dt: the compressed one converts on read, so its element size must match;
- * the raw one is written and read in place as little-endian bytes: exactly this element type. */
-static peat_status pools_open(peat_store_t *s, peat_dtype dt, hid_t cached, hid_t uncached)
+ * the raw one: exactly this element type. */
+static peat_status pools_open(peat_store_t *s, peat_dtype dt, hid_t cached)
 {
     const char *paths[2] = {store_pool_path(dt), store_raw_path(dt)};
     hid_t *d[2] = {&s->d_pool[dt], &s->d_raw[dt]};
     for (int k = 0; k < 2; k++) {
-        PEAT_TRY(open_required(s, paths[k], k ? uncached : cached, d[k]));
+        PEAT_TRY(open_required(s, paths[k], k ? H5P_DEFAULT : cached, d[k]));
         hid_t ft = H5Dget_type(*d[k]);
         int ok = ft >= 0 && (k ? H5Tequal(ft, store_pool_type(dt, 1)) > 0
                                : H5Tget_size(ft) == peat_dtype_size(dt));
@@ -74,40 +67,55 @@ static peat_status table_check(peat_store_t *s, int t)
     return PEAT_OK;
 }
 
-static peat_status open_datasets(peat_store_t *s)
+/* For a writer, which writes compressed chunks itself: a pool is shuffle (unless 1-byte) then
+ * deflate, in chunks of the size it encodes. */
+static peat_status chunks_check(peat_store_t *s, hid_t d, hsize_t chunk, int shuffle,
+                                const char *what)
 {
-    for (int g = 0; g < STORE_N_GROUPS; g++) {
-        htri_t ex = H5Lexists(s->file, store_group_paths[g], H5P_DEFAULT);
-        if (ex <= 0)
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path,
-                              store_group_paths[g]);
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t got = 0;
+    unsigned flags = 0, cd[8];
+    size_t ncd = 8;
+    int n = dcpl < 0 ? -1 : H5Pget_nfilters(dcpl);
+    int ok = n == shuffle + 1 && H5Pget_chunk(dcpl, 1, &got) == 1 && got == chunk;
+    for (int k = 0; ok && k < n; k++) {
+        ncd = 8;
+        H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)k, &flags, &ncd, cd, 0, NULL, NULL);
+        ok = f == (k < shuffle ? H5Z_FILTER_SHUFFLE : H5Z_FILTER_DEFLATE);
     }
-    /* reads walk a compressed pool forward: 16 MiB of decoded chunks keeps a record's tensors
-     * cached; the datasets written in place get no cache at all */
-    hid_t cached = H5Pcreate(H5P_DATASET_ACCESS), uncached = store_dapl_uncached();
-    peat_status st = PEAT_OK;
-    if (cached < 0 || uncached < 0 || H5Pset_chunk_cache(cached, 1021, (size_t)16 << 20, 0.75) < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", store_h5_msg());
-    for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++) {
-        st = open_required(s, store_table_path(t), uncached, &s->d_table[t]);
-        if (st == PEAT_OK) st = table_check(s, t);
-    }
-    for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++)
-        st = pools_open(s, (peat_dtype)d, cached, uncached);
-    if (st == PEAT_OK) st = open_required(s, "/signatures/text", H5P_DEFAULT, &s->d_text);
-    if (cached >= 0) H5Pclose(cached);
-    if (uncached >= 0) H5Pclose(uncached);
-    return st;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (!ok)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not laid out as schema version %d says",
+                          s->path, what, PEAT_STORE_SCHEMA_VERSION);
+    return PEAT_OK;
 }
 
-static int64_t extent_of(hid_t d)
+peat_status store_datasets_open(peat_store_t *s)
 {
-    hid_t sp = H5Dget_space(d);
-    if (sp < 0) return -1;
-    hsize_t n = 0;
-    int r = H5Sget_simple_extent_ndims(sp) == 1 ? H5Sget_simple_extent_dims(sp, &n, NULL) : -1;
-    H5Sclose(sp);
-    return r < 0 ? -1 : (int64_t)n;
+    for (int g = 0; g < STORE_N_GROUPS; g++)
+        if (H5Lexists(s->file, store_group_paths[g], H5P_DEFAULT) <= 0)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path,
+                              store_group_paths[g]);
+    /* reads walk a compressed pool forward: 16 MiB of decoded chunks keeps a record's tensors
+     * cached */
+    hid_t cached = H5Pcreate(H5P_DATASET_ACCESS);
+    peat_status st = PEAT_OK;
+    if (cached < 0 || H5Pset_chunk_cache(cached, 1021, (size_t)16 << 20, 0.75) < 0)
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", store_h5_msg());
+    for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++) {
+        st = open_required(s, store_table_path(t), H5P_DEFAULT, &s->d_table[t]);
+        if (st == PEAT_OK) st = table_check(s, t);
+    }
+    for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++) {
+        st = pools_open(s, (peat_dtype)d, cached);
+        if (st == PEAT_OK && s->writable)
+            st = chunks_check(s, s->d_pool[d], STORE_CHUNK_ELEMS, 1, store_pool_path(d));
+    }
+    if (st == PEAT_OK) st = open_required(s, "/signatures/text", H5P_DEFAULT, &s->d_text);
+    if (st == PEAT_OK && s->writable)
+        st = chunks_check(s, s->d_text, STORE_TEXT_CHUNK, 0, "/signatures/text");
+    if (cached >= 0) H5Pclose(cached);
+    return st;
 }
 
 static peat_status meta_read(peat_store_t *s)
@@ -161,69 +169,127 @@ static peat_status meta_read(peat_store_t *s)
     return PEAT_OK;
 }
 
-static peat_status tables_load(peat_store_t *s)
+peat_status store_tables_load(peat_store_t *s)
 {
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        int64_t n = extent_of(s->d_table[t]);
+        int64_t n = store_extent(s->d_table[t]);
         if (n < 0)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not a 1-D table", s->path,
                               store_table_path(t));
         store_vec *v = &s->rows[t];
-        if (n > 0) {
-            v->data = malloc((size_t)n * v->elem);
-            if (!v->data)
-                return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: index of %lld rows", s->path, (long long)n);
-            v->cap = n;
-            if (H5Dread(s->d_table[t], s->mt[t], H5S_ALL, H5S_ALL, H5P_DEFAULT, v->data) < 0)
-                return PEAT_ERROR(PEAT_ERR_FORMAT,
-                                  "%s: %s unreadable (damaged or truncated file): %s", s->path,
-                                  store_table_path(t), store_h5_msg());
-        }
+        if (n > 0 && !(v->data = malloc((size_t)n * v->elem)))
+            return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: index of %lld rows", s->path, (long long)n);
+        v->cap = n;
+        PEAT_TRY(store_read_range(s, s->d_table[t], s->mt[t], 0, n, v->data, store_table_path(t)));
         v->n = n;
         s->disk_rows[t] = n;
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
-        if ((s->pool_len[d] = extent_of(s->d_pool[d])) < 0)
-            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not 1-D", s->path,
-                              store_pool_path((peat_dtype)d));
-    /* tables and raw pools may hold spare capacity past their used part (a writer that did not
-     * close): rows there are zeros, and recovery finds the end of what is used */
-    store_spaces_init(s);
-    for (int t = 0; t < STORE_T_COUNT; t++) PEAT_TRY(store_space_open(s, &s->tab[t]));
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-        PEAT_TRY(store_space_open(s, &s->raw[d]));
-        s->raw_len[d] = s->raw[d].cap;
-    }
-    if ((s->text_len = extent_of(s->d_text)) < 0)
+        if ((s->pool_len[d] = store_extent(s->d_pool[d])) < 0 ||
+            (s->raw_len[d] = store_extent(s->d_raw[d])) < 0)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the %s pools are not 1-D", s->path,
+                              peat_dtype_name((peat_dtype)d));
+    if ((s->text_len = store_extent(s->d_text)) < 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: /signatures/text is not 1-D", s->path);
     return PEAT_OK;
 }
 
-/* What the superblock says before HDF5 opens the file: whether a writer left it open, and
- * whether a cleanly closed file is shorter than its recorded end (a truncated copy). */
-static peat_status superblock_peek(const char *path, int *crashed, uint64_t *base)
+/* What can be said before HDF5 reads the file: it exists, is a regular file this process may
+ * open, and is HDF5. */
+static peat_status path_check(const char *path, int writable)
 {
-    *crashed = 0;
-    *base = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
-    unsigned char sb[48];
-    size_t got = fread(sb, 1, sizeof sb, f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fclose(f);
-    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    if (got < 8 || memcmp(sb, sig, 8) != 0)
-        return PEAT_OK;                               /* H5Fis_hdf5 judges (user blocks, ...) */
-    if (got < sizeof sb || sb[8] < 2) return PEAT_OK; /* older superblocks: not a PEAT file */
-    /* superblock v2/v3: flags at 11, base address at 12, end-of-file address at 28 */
-    uint64_t eoa = le64(sb + 28);
-    *base = le64(sb + 12);
-    *crashed = sb[11] != 0;
-    if (!*crashed && (uint64_t)size < *base + eoa)
+    struct stat sb;
+    if (stat(path, &sb) != 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return PEAT_ERROR(PEAT_ERR_IO, "%s is not a regular file", path);
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path,
+                          errno == EACCES ? "permission denied" : strerror(errno));
+    close(fd);
+    if (H5Fis_hdf5(path) <= 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not an HDF5 file", path);
+    return PEAT_OK;
+}
+
+/* Opens the file: a writer in SWMR write mode, a reader plainly. A file whose writer did not
+ * close it (killed, or still running) carries "open for writing" flags that only an SWMR
+ * reader accepts: then it is opened that way, and marked crashed. */
+static peat_status file_open(peat_store_t *s)
+{
+    unsigned attempts = !s->writable && store_lock_held(s->path) ? STORE_READ_ATTEMPTS_LIVE : 1;
+    hid_t fapl = store_fapl(attempts);
+    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
+    s->file =
+        H5Fopen(s->path, s->writable ? H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE : H5F_ACC_RDONLY, fapl);
+    char first[256];
+    snprintf(first, sizeof first, "%s", s->file < 0 ? store_h5_msg() : "");
+    if (s->file < 0 && !strstr(first, "truncated")) {
+        s->file = H5Fopen(s->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+        s->crashed = s->file >= 0;
+    }
+    H5Pclose(fapl);
+    if (s->file >= 0) return PEAT_OK;
+    if (strstr(first, "truncated"))
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is truncated (HDF5: %s)", s->path, first);
+    return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: HDF5 cannot open it (damaged file?): %s", s->path,
+                      first);
+}
+
+/* The root attributes: a PEAT campaign of this schema version. */
+static peat_status identity_check(peat_store_t *s)
+{
+    char fmt[64];
+    int32_t ver = -1;
+    if (store_attr_str_read(s->file, "peat_format", fmt, sizeof fmt) != 1 ||
+        strcmp(fmt, PEAT_STORE_FORMAT) != 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
-                          "%s is truncated: %ld bytes on disk, its HDF5 superblock says %llu", path,
-                          size, (unsigned long long)(*base + eoa));
+                          "%s is an HDF5 file but not a PEAT campaign (no peat_format=\"%s\")",
+                          s->path, PEAT_STORE_FORMAT);
+    if (store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver) != 1)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the peat_schema_version attribute is missing",
+                          s->path);
+    if (ver != PEAT_STORE_SCHEMA_VERSION)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s has schema version %d; this build reads version %d",
+                          s->path, (int)ver, PEAT_STORE_SCHEMA_VERSION);
+    return PEAT_OK;
+}
+
+/* Opens path; lock_fd >= 0 is a writer lock already held on it (after a rebuild). */
+static peat_status open_impl(const char *path, int writable, int lock_fd, peat_store_t **out)
+{
+    peat_status st = path_check(path, writable);
+    if (st != PEAT_OK) {
+        if (lock_fd >= 0) close(lock_fd);
+        return st;
+    }
+    peat_store_t *s = store_alloc(path);
+    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
+    s->writable = writable;
+    s->lock_fd = lock_fd;
+    /* the lock first: a live writer's file is never opened for writing */
+    if (writable && lock_fd < 0) st = store_lock_take(path, &s->lock_fd);
+    if (st == PEAT_OK) st = file_open(s);
+    if (st == PEAT_OK) st = identity_check(s);
+    if (st == PEAT_OK) st = store_datasets_open(s);
+    if (st == PEAT_OK) st = meta_read(s);
+    if (st == PEAT_OK) st = store_tables_load(s);
+    if (st == PEAT_OK) st = store_recover(s);
+    if (st == PEAT_OK) st = store_index_build(s);
+    if (st == PEAT_OK && writable && (s->crashed || !store_tidy(s))) {
+        /* a killed writer's file (or one a failed write left a partial record in) is read, not
+         * written: its complete records go to a new file that takes its name, and that one is
+         * opened for writing */
+        int new_lock = -1;
+        st = store_rebuild(s, &new_lock);
+        s->failed = 1;
+        peat_store_close(s);
+        return st == PEAT_OK ? open_impl(path, 1, new_lock, out) : st;
+    }
+    if (st != PEAT_OK) {
+        s->failed = 1; /* nothing to flush: leave the file as it was */
+        peat_store_close(s);
+        return st;
+    }
+    *out = s;
     return PEAT_OK;
 }
 
@@ -232,85 +298,7 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_open: out is NULL");
     *out = NULL;
     if (!path) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_open: path is NULL");
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    struct stat sb;
-    if (stat(path, &sb) != 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return PEAT_ERROR(PEAT_ERR_IO, "%s is not a regular file", path);
-    htri_t is = H5Fis_hdf5(path);
-    if (is <= 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not an HDF5 file", path);
-    int crashed = 0;
-    uint64_t base = 0;
-    PEAT_TRY(superblock_peek(path, &crashed, &base));
-
-    peat_store_t *s = store_alloc(path);
-    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
-    s->crashed = crashed;
-    s->base_addr = base;
-    s->writable = writable;
-    peat_status st = PEAT_OK;
-    if (writable) {
-        st = store_lock_take(path, &s->lock_fd); /* before HDF5 clears the flags of a live writer */
-        s->data_fd = s->lock_fd;
-    } else if ((s->data_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
-    }
-    hid_t fapl = st == PEAT_OK ? store_fapl_latest() : -1;
-    if (st == PEAT_OK && fapl < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
-    if (st == PEAT_OK && writable && crashed) {
-        /* what `h5clear -s` does: the killed writer left "open for writing" in the superblock */
-        hbool_t clear = 1;
-        if (H5Pset(fapl, "clear_status_flags", &clear) < 0)
-            st = PEAT_ERROR(PEAT_ERR_INTERNAL, "this HDF5 cannot clear the status flags: %s",
-                            store_h5_msg());
-    }
-    if (st == PEAT_OK) {
-        /* a file whose writer died (or is still running) is read in SWMR mode, which accepts the
-         * writer's flags and sees a consistent state */
-        /* a writer opens in SWMR mode at once: the repair below then runs with ordered
-         * metadata writes too, and a writer killed at any point leaves a file readers accept */
-        unsigned flags = writable ? (H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE)
-                                  : (H5F_ACC_RDONLY | (crashed ? H5F_ACC_SWMR_READ : 0));
-        s->file = H5Fopen(path, flags, fapl);
-        if (s->file < 0)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: HDF5 cannot open it (damaged file?): %s", path,
-                            store_h5_msg());
-    }
-    if (fapl >= 0) H5Pclose(fapl);
-    /* A killed writer may have written data past the end-of-allocation its superblock records
-     * (the superblock is flushed after the data it covers), and the chunk index of its unfinished
-     * record may point there. Raising the EOA to the physical end of the file (what `h5clear
-     * --increment` does) keeps new allocations from landing on space something still points to. */
-    if (st == PEAT_OK && writable && crashed && H5Fincrement_filesize(s->file, 0) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: cannot extend the allocation to the file's end: %s", path,
-                        store_h5_msg());
-    if (st == PEAT_OK) {
-        char fmt[64];
-        int32_t ver = -1;
-        if (store_attr_str_read(s->file, "peat_format", fmt, sizeof fmt) != 1 ||
-            strcmp(fmt, PEAT_STORE_FORMAT) != 0)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT,
-                            "%s is an HDF5 file but not a PEAT campaign (no peat_format=\"%s\")",
-                            path, PEAT_STORE_FORMAT);
-        else if (store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver) != 1)
-            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the peat_schema_version attribute is missing",
-                            path);
-        else if (ver != PEAT_STORE_SCHEMA_VERSION)
-            st =
-                PEAT_ERROR(PEAT_ERR_FORMAT, "%s has schema version %d; this build reads version %d",
-                           path, (int)ver, PEAT_STORE_SCHEMA_VERSION);
-    }
-    if (st == PEAT_OK) st = open_datasets(s);
-    if (st == PEAT_OK) st = meta_read(s);
-    if (st == PEAT_OK) st = tables_load(s);
-    if (st == PEAT_OK) st = store_recover(s);
-    if (st == PEAT_OK) st = store_index_build(s);
-    if (st == PEAT_OK && writable) st = store_repair(s);
-    if (st != PEAT_OK) {
-        s->failed = 1; /* nothing to flush: leave the file as it was */
-        peat_store_close(s);
-        return st;
-    }
-    *out = s;
-    return PEAT_OK;
+    peat_status st;
+    STORE_GUARDED(st, open_impl(path, writable, -1, out));
+    return st;
 }

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* ---- common write protocol: data (and an HDF5 flush if it changed metadata), then the index
- * rows, written in place; the record is complete when its last row is written ---- */
+/* ---- common write protocol: data, then the index rows, then one flush; the record is
+ * complete (and survives a kill) when the flush returns ---- */
 
 /* Marks the store failed when a write stops half-way: the in-memory index no longer matches
  * the file, so later writes are refused until the file is reopened (which drops the partial
@@ -19,8 +19,8 @@ static peat_status fail(peat_store_t *s, peat_status st)
 
 static peat_status finish_record(peat_store_t *s, int table, int64_t n_rows)
 {
-    peat_status st = store_sync(s);
-    if (st == PEAT_OK) st = store_table_append(s, table, n_rows);
+    peat_status st = store_table_append(s, table, n_rows);
+    if (st == PEAT_OK) st = store_flush(s);
     if (st == PEAT_OK) s->seq_next++;
     return fail(s, st);
 }
@@ -77,7 +77,7 @@ static int exact_stored(const peat_store_t *s, const peat_record *r)
     return bytes <= (size_t)s->exact_max;
 }
 
-peat_status peat_store_call_write(peat_store_t *s, const peat_record *r)
+static peat_status call_write_impl(peat_store_t *s, const peat_record *r)
 {
     PEAT_TRY(store_check_writable(s));
     if (!r) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_call_write: record is NULL");
@@ -168,7 +168,7 @@ peat_status peat_store_call_header(const peat_store_t *s, int64_t idx, peat_reco
     return PEAT_OK;
 }
 
-peat_status peat_store_call_read(peat_store_t *s, int64_t idx, peat_record **out)
+static peat_status call_read_impl(peat_store_t *s, int64_t idx, peat_record **out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_call_read: out is NULL");
     *out = NULL;
@@ -222,8 +222,8 @@ int peat_store_state_has(const peat_store_t *s, int64_t iter, const char *tag)
     return 0;
 }
 
-peat_status peat_store_state_write(peat_store_t *s, int64_t iter, const char *tag, int n,
-                                   const peat_tensor *const *t, const char *const *names)
+static peat_status state_write_impl(peat_store_t *s, int64_t iter, const char *tag, int n,
+                                    const peat_tensor *const *t, const char *const *names)
 {
     PEAT_TRY(store_check_writable(s));
     if (!tag || n < 1 || !t || !names)
@@ -303,8 +303,8 @@ void peat_store_state_free(peat_store_state *st)
     free(st);
 }
 
-peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag,
-                                  peat_store_state **out)
+static peat_status state_read_impl(peat_store_t *s, int64_t iter, const char *tag,
+                                   peat_store_state **out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_state_read: out is NULL");
     *out = NULL;
@@ -351,7 +351,7 @@ int peat_store_metrics_has(const peat_store_t *s, int64_t iter)
     return 0;
 }
 
-peat_status peat_store_metrics_append(peat_store_t *s, int64_t iter, double loss, double accuracy)
+static peat_status metrics_append_impl(peat_store_t *s, int64_t iter, double loss, double accuracy)
 {
     PEAT_TRY(store_check_writable(s));
     if (peat_store_metrics_has(s, iter))
@@ -386,7 +386,7 @@ peat_status peat_store_metrics_read(const peat_store_t *s, int64_t idx, int64_t 
 
 /* ---- signatures ---- */
 
-peat_status peat_store_signature_write(peat_store_t *s, const char *kernel, const char *json)
+static peat_status signature_write_impl(peat_store_t *s, const char *kernel, const char *json)
 {
     PEAT_TRY(store_check_writable(s));
     if (!kernel || !json)
@@ -422,7 +422,7 @@ static peat_status sig_text(peat_store_t *s, const store_sig_row *r, char **json
     return PEAT_OK;
 }
 
-peat_status peat_store_signature_at(peat_store_t *s, int64_t idx, char kernel[64], char **json)
+static peat_status signature_at_impl(peat_store_t *s, int64_t idx, char kernel[64], char **json)
 {
     if (!json) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_signature_at: json is NULL");
     *json = NULL;
@@ -432,7 +432,7 @@ peat_status peat_store_signature_at(peat_store_t *s, int64_t idx, char kernel[64
     return sig_text(s, r, json);
 }
 
-peat_status peat_store_signature_read(peat_store_t *s, const char *kernel, char **json)
+static peat_status signature_read_impl(peat_store_t *s, const char *kernel, char **json)
 {
     if (!json) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_signature_read: json is NULL");
     *json = NULL;
@@ -453,7 +453,7 @@ static int64_t tensor_bytes(const peat_store_t *s, int64_t row)
     return r->numel * (int64_t)peat_dtype_size((peat_dtype)r->dtype);
 }
 
-peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
+static peat_status stats_get_impl(const peat_store_t *s, peat_store_stats *out)
 {
     if (!s || !out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_stats_get: NULL argument");
     memset(out, 0, sizeof *out);
@@ -521,4 +521,71 @@ peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
     out->crashed = s->crashed;
     out->dropped_rows = s->dropped;
     return PEAT_OK;
+}
+
+/* ---- the entry points: each runs with HDF5 errors reported, not printed ---- */
+
+peat_status peat_store_call_write(peat_store_t *s, const peat_record *r)
+{
+    peat_status st;
+    STORE_GUARDED(st, call_write_impl(s, r));
+    return st;
+}
+
+peat_status peat_store_call_read(peat_store_t *s, int64_t idx, peat_record **out)
+{
+    peat_status st;
+    STORE_GUARDED(st, call_read_impl(s, idx, out));
+    return st;
+}
+
+peat_status peat_store_state_write(peat_store_t *s, int64_t iter, const char *tag, int n,
+                                   const peat_tensor *const *t, const char *const *names)
+{
+    peat_status st;
+    STORE_GUARDED(st, state_write_impl(s, iter, tag, n, t, names));
+    return st;
+}
+
+peat_status peat_store_state_read(peat_store_t *s, int64_t iter, const char *tag,
+                                  peat_store_state **out)
+{
+    peat_status st;
+    STORE_GUARDED(st, state_read_impl(s, iter, tag, out));
+    return st;
+}
+
+peat_status peat_store_metrics_append(peat_store_t *s, int64_t iter, double loss, double accuracy)
+{
+    peat_status st;
+    STORE_GUARDED(st, metrics_append_impl(s, iter, loss, accuracy));
+    return st;
+}
+
+peat_status peat_store_signature_write(peat_store_t *s, const char *kernel, const char *json)
+{
+    peat_status st;
+    STORE_GUARDED(st, signature_write_impl(s, kernel, json));
+    return st;
+}
+
+peat_status peat_store_signature_at(peat_store_t *s, int64_t idx, char kernel[64], char **json)
+{
+    peat_status st;
+    STORE_GUARDED(st, signature_at_impl(s, idx, kernel, json));
+    return st;
+}
+
+peat_status peat_store_signature_read(peat_store_t *s, const char *kernel, char **json)
+{
+    peat_status st;
+    STORE_GUARDED(st, signature_read_impl(s, kernel, json));
+    return st;
+}
+
+peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out)
+{
+    peat_status st;
+    STORE_GUARDED(st, stats_get_impl(s, out));
+    return st;
 }

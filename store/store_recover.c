@@ -137,29 +137,30 @@ static int64_t row_seq(const peat_store_t *s, int t, int64_t i)
     }
 }
 
-/* Validates every row and drops an incomplete trailing record (a killed writer's last one):
- * records are written one at a time and each ends with a flush, so only the record with the
- * highest sequence number can be incomplete. What remains must be whole and gap-free. */
-peat_status store_recover(peat_store_t *s)
+/* Rows whose checksum holds, per table, up to the first that fails. Past a failing row a killed
+ * writer can only have left rows of the one record it was writing (a snapshot's rows may span
+ * two chunks, flushed in either order); any other good row there means rows in the middle of
+ * the table were lost: damage. */
+static peat_status rows_validate(const peat_store_t *s, int64_t n_ok[STORE_T_COUNT])
 {
-    int64_t n_ok[STORE_T_COUNT], seq_max = -1;
+    int64_t seq_max = -1;
     for (int t = 0; t < STORE_T_COUNT; t++) n_ok[t] = checked_prefix(s, t);
     for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++)
         for (int64_t i = 0; i < n_ok[t]; i++)
             seq_max = row_seq(s, t, i) > seq_max ? row_seq(s, t, i) : seq_max;
-    /* past a failing row, a killed writer can only have left rows of the one record it was
-     * writing (a snapshot's rows may span two chunks, flushed in either order); any other good
-     * row there means rows in the middle of the table were lost: damage */
     for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++)
         for (int64_t i = n_ok[t] + 1; i < s->rows[t].n; i++)
             if (row_good(s, t, i) && row_seq(s, t, i) != seq_max + 1)
                 return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: row %lld of %s is damaged (checksum)",
                                   s->path, (long long)n_ok[t], store_table_path(t));
-    int64_t n_tensors = 0;
-    while (n_tensors < n_ok[STORE_T_TENSOR] &&
-           tensor_row_ok(s, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, n_tensors)))
-        n_tensors++;
+    return PEAT_OK;
+}
 
+/* The records of every kind (a snapshot is the consecutive rows sharing a sequence number), in
+ * sequence order. */
+static peat_status records_collect(const peat_store_t *s, const int64_t n_ok[STORE_T_COUNT],
+                                   rec_ref **out, int64_t *m_out)
+{
     int64_t n_recs =
         n_ok[STORE_T_CALL] + n_ok[STORE_T_STATE] + n_ok[STORE_T_METRIC] + n_ok[STORE_T_SIG];
     rec_ref *recs = malloc((size_t)(n_recs + 1) * sizeof *recs);
@@ -168,55 +169,90 @@ peat_status store_recover(peat_store_t *s)
     for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++)
         for (int64_t i = 0; i < n_ok[t];) {
             int64_t j = i + 1, seq = row_seq(s, t, i);
-            if (t == STORE_T_STATE) /* one snapshot = consecutive rows sharing a sequence number */
+            if (t == STORE_T_STATE)
                 while (j < n_ok[t] && row_seq(s, t, j) == seq) j++;
             recs[m++] = (rec_ref){seq, t, i, j - i};
             i = j;
         }
     qsort(recs, (size_t)m, sizeof *recs, cmp_seq);
+    *out = recs;
+    *m_out = m;
+    return PEAT_OK;
+}
 
-    peat_status st = PEAT_OK;
-    if (m > 0) {
-        rec_ref *last = &recs[m - 1];
-        int whole = record_ok(s, last, n_tensors);
-        if (whole) {
-            peat_status vs = record_data_verify(s, last);
-            whole = vs == PEAT_OK;
-            if (vs != PEAT_OK && vs != PEAT_ERR_FORMAT) st = vs;
-        }
-        if (st == PEAT_OK && !whole) {
-            /* it is the last row(s) of its table, so dropping it truncates that table */
-            n_ok[last->table] = last->first;
-            m--;
-        }
+/* The last record is dropped unless it is whole: its rows all there, its new data matching its
+ * hashes (it is the last row(s) of its table, so dropping it truncates that table). */
+static peat_status last_record_check(peat_store_t *s, const rec_ref *recs, int64_t *m,
+                                     int64_t n_ok[STORE_T_COUNT], int64_t n_tensors)
+{
+    if (*m == 0) return PEAT_OK;
+    const rec_ref *last = &recs[*m - 1];
+    int whole = record_ok(s, last, n_tensors);
+    if (whole) {
+        peat_status vs = record_data_verify(s, last);
+        if (vs != PEAT_OK && vs != PEAT_ERR_FORMAT) return vs;
+        whole = vs == PEAT_OK;
     }
-    int64_t max_ref = -1;
-    for (int64_t r = 0; r < m && st == PEAT_OK; r++) {
+    if (!whole) {
+        n_ok[last->table] = last->first;
+        (*m)--;
+    }
+    return PEAT_OK;
+}
+
+static int64_t max_i64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* Every remaining record: sequence numbers 0..m-1, references in range. *max_ref: the highest
+ * tensor row any of them refers to. */
+static peat_status records_check(const peat_store_t *s, const rec_ref *recs, int64_t m,
+                                 int64_t n_tensors, int64_t *max_ref)
+{
+    *max_ref = -1;
+    for (int64_t r = 0; r < m; r++) {
         if (recs[r].seq != r)
-            st = PEAT_ERROR(
+            return PEAT_ERROR(
                 PEAT_ERR_FORMAT,
                 "%s: record %lld is missing (sequence numbers jump to %lld): damaged file", s->path,
                 (long long)r, (long long)recs[r].seq);
-        else if (!record_ok(s, &recs[r], n_tensors))
-            st = PEAT_ERROR(
+        if (!record_ok(s, &recs[r], n_tensors))
+            return PEAT_ERROR(
                 PEAT_ERR_FORMAT,
                 "%s: record %lld (%s row %lld) refers to data that is not there: damaged file",
                 s->path, (long long)r, store_table_path(recs[r].table), (long long)recs[r].first);
-        else if (recs[r].table == STORE_T_CALL) {
+        if (recs[r].table == STORE_T_CALL) {
             const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, recs[r].first);
-            for (int k = 0; k < c->n_in; k++) max_ref = c->t_in[k] > max_ref ? c->t_in[k] : max_ref;
-            for (int k = 0; k < c->n_out; k++) {
-                max_ref = c->t_golden[k] > max_ref ? c->t_golden[k] : max_ref;
-                max_ref = c->t_exact[k] > max_ref ? c->t_exact[k] : max_ref;
-            }
+            for (int k = 0; k < c->n_in; k++) *max_ref = max_i64(*max_ref, c->t_in[k]);
+            for (int k = 0; k < c->n_out; k++)
+                *max_ref = max_i64(*max_ref, max_i64(c->t_golden[k], c->t_exact[k]));
         } else if (recs[r].table == STORE_T_STATE) {
-            for (int64_t i = 0; i < recs[r].n; i++) {
-                int64_t tr =
-                    STORE_ROW(s, STORE_T_STATE, store_state_row, recs[r].first + i)->tensor;
-                max_ref = tr > max_ref ? tr : max_ref;
-            }
+            for (int64_t i = 0; i < recs[r].n; i++)
+                *max_ref = max_i64(
+                    *max_ref,
+                    STORE_ROW(s, STORE_T_STATE, store_state_row, recs[r].first + i)->tensor);
         }
     }
+    return PEAT_OK;
+}
+
+/* Validates every row and drops an incomplete trailing record (a killed writer's last one):
+ * records are written one at a time and each ends with a flush, so only the record with the
+ * highest sequence number can be incomplete. What remains must be whole and gap-free. */
+peat_status store_recover(peat_store_t *s)
+{
+    int64_t n_ok[STORE_T_COUNT];
+    PEAT_TRY(rows_validate(s, n_ok));
+    int64_t n_tensors = 0;
+    while (n_tensors < n_ok[STORE_T_TENSOR] &&
+           tensor_row_ok(s, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, n_tensors)))
+        n_tensors++;
+    rec_ref *recs = NULL;
+    int64_t m = 0, max_ref = -1;
+    PEAT_TRY(records_collect(s, n_ok, &recs, &m));
+    peat_status st = last_record_check(s, recs, &m, n_ok, n_tensors);
+    if (st == PEAT_OK) st = records_check(s, recs, m, n_tensors, &max_ref);
     free(recs);
     if (st != PEAT_OK) return st;
     /* tensors after the last one referenced belong to a record that never completed */
@@ -224,7 +260,7 @@ peat_status store_recover(peat_store_t *s)
     s->seq_next = m;
     s->dropped = 0;
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        for (int64_t i = n_ok[t]; i < s->rows[t].n; i++) /* zero rows are spare capacity */
+        for (int64_t i = n_ok[t]; i < s->rows[t].n; i++) /* zero rows were never written */
             s->dropped += !row_zero(s, t, i);
         s->rows[t].n = n_ok[t];
     }
@@ -247,14 +283,6 @@ peat_status store_index_build(peat_store_t *s)
     return PEAT_OK;
 }
 
-static peat_status shrink(peat_store_t *s, hid_t d, int64_t n, const char *what)
-{
-    hsize_t e = (hsize_t)n;
-    if (H5Dset_extent(d, &e) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot trim %s: %s", s->path, what, store_h5_msg());
-    return PEAT_OK;
-}
-
 void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
                      int64_t raw_end[PEAT_DTYPE_COUNT])
 {
@@ -266,44 +294,23 @@ void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT
     }
 }
 
-/* For writing after a crash: cut every table and pool back to the last complete record, so
- * appends continue right after it and nothing incomplete stays in the file. Rows past the cut
- * are zeroed first: the tables are written in place, and a stale row with a valid checksum must
- * never appear after the rows written next. */
-peat_status store_repair(peat_store_t *s)
+int64_t store_text_end(const peat_store_t *s)
 {
-    for (int t = 0; t < STORE_T_COUNT; t++) {
-        store_space *sp = &s->tab[t];
-        int64_t keep = s->rows[t].n;
-        if (sp->cap > keep) {
-            /* the chunks wholly past the cut are freed by the trim; zero the rest of the one it
-             * ends in (re-extending later brings zero-filled chunks) */
-            int64_t end = store_round_up(keep, sp->chunk);
-            PEAT_TRY(store_space_zero(s, sp, keep, end < sp->cap ? end : sp->cap));
-            PEAT_TRY(store_space_trim(s, sp, keep));
-        }
-        s->disk_rows[t] = keep;
-    }
-    int64_t need[PEAT_DTYPE_COUNT], raw_need[PEAT_DTYPE_COUNT], text = 0;
-    store_pool_ends(s, need, raw_need);
+    int64_t end = 0;
     for (int64_t i = 0; i < s->rows[STORE_T_SIG].n; i++) {
         const store_sig_row *g = STORE_ROW(s, STORE_T_SIG, store_sig_row, i);
-        if (g->text_offset + g->text_len > text) text = g->text_offset + g->text_len;
+        end = max_i64(end, g->text_offset + g->text_len);
     }
-    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-        if (s->pool_len[d] != need[d]) {
-            PEAT_TRY(shrink(s, s->d_pool[d], need[d], store_pool_path((peat_dtype)d)));
-            s->pool_len[d] = need[d];
-        }
-        PEAT_TRY(store_space_trim(s, &s->raw[d], raw_need[d]));
-        s->raw_len[d] = raw_need[d];
-    }
-    if (s->text_len != text) {
-        PEAT_TRY(shrink(s, s->d_text, text, "/signatures/text"));
-        s->text_len = text;
-    }
-    if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
-    s->meta_dirty = 0;
-    return PEAT_OK;
+    return end;
+}
+
+int store_tidy(const peat_store_t *s)
+{
+    int64_t deflate_end[PEAT_DTYPE_COUNT], raw_end[PEAT_DTYPE_COUNT];
+    store_pool_ends(s, deflate_end, raw_end);
+    int tidy = s->text_len == store_text_end(s);
+    for (int t = 0; t < STORE_T_COUNT; t++) tidy &= s->rows[t].n == s->disk_rows[t];
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
+        tidy &= s->pool_len[d] == deflate_end[d] && s->raw_len[d] == raw_end[d];
+    return tidy;
 }

@@ -60,6 +60,11 @@ int64_t store_table_chunk_rows(int table)
     return n < 16 ? 16 : n;
 }
 
+int64_t store_raw_chunk_elems(peat_dtype t)
+{
+    return STORE_RAW_CHUNK_BYTES / (int64_t)peat_dtype_size(t);
+}
+
 /* Member builders: the file layout uses explicit little-endian types so files are portable;
  * the memory layout uses native types (identical on the little-endian hosts PEAT runs on). */
 typedef struct {

@@ -1,9 +1,9 @@
-/* store_util.c: small helpers of the store: growable rows, id/hash maps, strings, HDF5 errors. */
+/* store_util.c: small helpers of the store: rows, id/hash maps, strings, HDF5 errors, test hook. */
 #include "store/store_impl.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 peat_status store_vec_push(store_vec *v, const void *item)
 {
@@ -123,33 +123,53 @@ const char *store_h5_msg(void)
     return buf;
 }
 
-static int64_t debug_kill_at = -1, debug_steps = 0;
-static int debug_partial;
+/* ---- the test hook (store.h): set only by tests ---- */
 
-void peat_store_debug_kill_at(int64_t n)
+static peat_store_step_hook step_hook;
+static void *step_user;
+static int64_t steps;
+
+void peat_store_test_hook(peat_store_step_hook hook, void *user)
 {
-    debug_kill_at = n;
+    step_hook = hook;
+    step_user = user;
 }
-void peat_store_debug_partial_flush(int on)
+
+int64_t peat_store_steps(void)
 {
-    debug_partial = on;
-}
-int64_t peat_store_debug_steps(void)
-{
-    return debug_steps;
+    return steps;
 }
 
 void store_step(peat_store_t *s)
 {
-    if (debug_steps++ != debug_kill_at) return;
-    if (debug_partial) {
-        /* what a kill inside H5Fflush can leave: the datasets' chunks, chunk indexes and
-         * extents on disk, the superblock (end of allocation) not yet */
-        for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
-            H5Dflush(s->d_pool[d]);
-            H5Dflush(s->d_raw[d]);
-        }
-        for (int t = 0; t < STORE_T_COUNT; t++) H5Dflush(s->d_table[t]);
-    }
-    raise(SIGKILL);
+    int64_t n = steps++;
+    if (step_hook) step_hook(step_user, s, n);
+}
+
+/* ---- time spent in the store (benchmarks) ---- */
+
+static _Thread_local int busy_depth;
+static double busy_total;
+
+static double clock_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+double store_busy_begin(void)
+{
+    return busy_depth++ == 0 ? clock_now() : -1.0; /* nested calls count once, at the top */
+}
+
+void store_busy_end(double t0)
+{
+    busy_depth--;
+    if (t0 >= 0) busy_total += clock_now() - t0;
+}
+
+double peat_store_busy_seconds(void)
+{
+    return busy_total;
 }

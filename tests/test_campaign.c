@@ -129,32 +129,67 @@ Test(campaign, same_seed_bit_identical_records)
     peat_store_close(a), peat_store_close(c);
 }
 
+/* The options of FLAGS, for in-process runs. */
+static void flags_opts(peat_campaign_opts *o, const char *dir, char *out, size_t n)
+{
+    peat_campaign_opts_default(o);
+    o->kernel = "gemm_new", o->iters = 10, o->calls = 20, o->checkpoint_iters = "every:4",
+    o->activation_iters = "3", o->quiet = 1;
+    snprintf(out, n, "%s/%s", tmpdir, dir);
+    o->out_dir = out;
+    o->argv = "peat run " FLAGS;
+}
+
+static int64_t kill_step = -1;
+
+/* The store's test hook: the process dies at store write step kill_step. */
+static void kill_hook(void *user, peat_store_t *s, int64_t step)
+{
+    (void)user, (void)s;
+    if (step == kill_step) raise(SIGKILL);
+}
+
+/* Runs the FLAGS campaign into dir in a child process killed at its kill-th store write step;
+ * returns the child's wait status. */
+static int run_killed(const char *dir, int64_t kill)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        peat_campaign_opts o;
+        char out[300];
+        flags_opts(&o, dir, out, sizeof out);
+        kill_step = peat_store_steps() + kill;
+        peat_store_test_hook(kill_hook, NULL);
+        peat_campaign_result res;
+        _exit(peat_campaign_run(&o, &res) == PEAT_OK ? 0 : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
 Test(campaign, killed_runs_resume_without_loss_or_duplicates)
 {
     /* reference run, in-process, to learn how many store write steps a whole campaign takes */
     peat_campaign_opts o;
-    peat_campaign_opts_default(&o);
-    o.kernel = "gemm_new", o.iters = 10, o.calls = 20, o.checkpoint_iters = "every:4",
-    o.activation_iters = "3";
     char ref[300];
-    snprintf(ref, sizeof ref, "%s/ref", tmpdir);
-    o.out_dir = ref;
-    o.argv = "reference";
+    flags_opts(&o, "ref", ref, sizeof ref);
     peat_campaign_result res;
-    int64_t s0 = peat_store_debug_steps();
+    int64_t s0 = peat_store_steps();
     cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s", peat_error_last());
-    int64_t steps = peat_store_debug_steps() - s0;
+    int64_t steps = peat_store_steps() - s0;
     cr_assert(steps > 20, "a campaign should take many store steps, saw %lld", (long long)steps);
     peat_store_t *r = open_store("ref", "campaign.h5");
 
     const double at[] = {0.05, 0.3, 0.55, 0.8, 0.97};
     for (int i = 0; i < 5; i++) {
         int64_t kill = (int64_t)(at[i] * (double)steps);
-        char env[64], dir[32], partial[400];
-        snprintf(env, sizeof env, "PEAT_DEBUG_KILL_AT=%lld", (long long)kill);
+        char dir[32], partial[400];
         snprintf(dir, sizeof dir, "k%d", i);
-        int st = run_peat(env, "run " FLAGS " --out %s/%s", tmpdir, dir);
-        cr_assert(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL),
+        int st = run_killed(dir, kill);
+        cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
                   "kill at step %lld: the run was not killed (status %d)", (long long)kill, st);
         snprintf(partial, sizeof partial, "%s/%s/campaign.h5", tmpdir, dir);
         struct stat sb;
@@ -180,7 +215,7 @@ Test(campaign, killed_runs_resume_without_loss_or_duplicates)
 
 Test(campaign, resume_refuses_other_options)
 {
-    int st = run_peat("PEAT_DEBUG_KILL_AT=40", "run " FLAGS " --out %s/x", tmpdir);
+    int st = run_killed("x", 40);
     cr_assert(!exited(st, 0));
     st = run_peat(NULL, "run --resume --kernel gemm_new --iters 11 --calls 20 --out %s/x", tmpdir);
     cr_assert(exited(st, 2), "resume with other --iters must be refused");

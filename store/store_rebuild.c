@@ -1,0 +1,115 @@
+/* store_rebuild.c: resuming a killed writer's file: its complete records copied into a new file.
+ *
+ * HDF5 refuses to open a file for writing while its superblock says a writer has it open (what
+ * a killed writer leaves); only an SWMR reader accepts it. So a resume reads the file, checks
+ * it (store_recover drops the unfinished record), and copies what is complete into PATH.resume:
+ * the rows from memory, compressed chunks as they are (H5Dread_chunk / H5Dwrite_chunk, no
+ * recoding), raw data in blocks. The copy is flushed, locked and renamed over PATH: a kill during
+ * the copy leaves PATH as it was. The space and rows of the unfinished record are gone from the
+ * new file, so appending continues right after the last complete record. */
+#include "store/store_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Elements of a raw pool copied per read and write. */
+#define STORE_COPY_BLOCK_BYTES (4 << 20)
+
+/* Chunks [0, ceil(n / chunk)) of a filtered 1-D dataset, byte for byte, extent n. */
+static peat_status chunks_copy(peat_store_t *s, hid_t from, hid_t to, int64_t n, int64_t chunk)
+{
+    hsize_t ext = (hsize_t)n;
+    if (n > 0 && H5Dset_extent(to, &ext) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending a pool of the copy failed: %s", s->path,
+                          store_h5_msg());
+    void *buf = NULL;
+    peat_status st = PEAT_OK;
+    for (int64_t k = 0; k * chunk < n && st == PEAT_OK; k++) {
+        hsize_t off = (hsize_t)(k * chunk), bytes = 0;
+        uint32_t filters = 0;
+        void *nb = H5Dget_chunk_storage_size(from, &off, &bytes) < 0 || bytes == 0
+                       ? NULL
+                       : realloc(buf, (size_t)bytes);
+        if (!nb) {
+            st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: chunk %lld of a pool is missing: %s", s->path,
+                            (long long)k, store_h5_msg());
+            break;
+        }
+        buf = nb;
+        if (H5Dread_chunk(from, H5P_DEFAULT, &off, &filters, buf) < 0 ||
+            H5Dwrite_chunk(to, H5P_DEFAULT, filters, &off, (size_t)bytes, buf) < 0)
+            st = PEAT_ERROR(PEAT_ERR_IO, "%s: copying chunk %lld of a pool failed: %s", s->path,
+                            (long long)k, store_h5_msg());
+    }
+    free(buf);
+    return st;
+}
+
+/* Elements [0, n) of a raw pool, in blocks. */
+static peat_status raw_copy(peat_store_t *s, peat_store_t *to, peat_dtype dt, int64_t n)
+{
+    size_t es = peat_dtype_size(dt);
+    int64_t block = STORE_COPY_BLOCK_BYTES / (int64_t)es;
+    void *buf = malloc((size_t)(n < block ? (n > 0 ? n : 1) : block) * es);
+    if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: copy buffer", s->path);
+    hid_t mt = store_pool_type(dt, 0);
+    peat_status st = PEAT_OK;
+    for (int64_t at = 0; at < n && st == PEAT_OK; at += block) {
+        int64_t m = n - at < block ? n - at : block;
+        st = store_read_range(s, s->d_raw[dt], mt, at, m, buf, store_raw_path(dt));
+        if (st == PEAT_OK) st = store_append(to, to->d_raw[dt], mt, at, m, buf, store_raw_path(dt));
+    }
+    free(buf);
+    return st;
+}
+
+/* Everything complete in s, written into the new file of `to`. */
+static peat_status contents_copy(peat_store_t *s, peat_store_t *to)
+{
+    int64_t deflate_end[PEAT_DTYPE_COUNT], raw_end[PEAT_DTYPE_COUNT];
+    store_pool_ends(s, deflate_end, raw_end);
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
+        PEAT_TRY(chunks_copy(s, s->d_pool[d], to->d_pool[d], deflate_end[d], STORE_CHUNK_ELEMS));
+        PEAT_TRY(raw_copy(s, to, (peat_dtype)d, raw_end[d]));
+    }
+    PEAT_TRY(chunks_copy(s, s->d_text, to->d_text, store_text_end(s), STORE_TEXT_CHUNK));
+    for (int t = 0; t < STORE_T_COUNT; t++)
+        PEAT_TRY(store_append(to, to->d_table[t], s->mt[t], 0, s->rows[t].n, s->rows[t].data,
+                              store_table_path(t)));
+    if (H5Fflush(to->file, H5F_SCOPE_LOCAL) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", to->path, store_h5_msg());
+    return PEAT_OK;
+}
+
+peat_status store_rebuild(peat_store_t *s, int *lock_fd)
+{
+    *lock_fd = -1;
+    char tmp[1100];
+    if (snprintf(tmp, sizeof tmp, "%s.resume", s->path) >= (int)sizeof tmp)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "path too long: %s", s->path);
+    unlink(tmp); /* a resume killed before its rename leaves this behind */
+    peat_store_t *to = store_alloc(tmp);
+    if (!to) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
+    to->meta = s->meta;
+    store_settings_from_meta(to);
+    to->writable = 1;
+    peat_status st = store_file_create(to, tmp);
+    if (st == PEAT_OK) st = contents_copy(s, to);
+    if (store_handles_close(to) < 0 && st == PEAT_OK)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", tmp, store_h5_msg());
+    to->failed = 1;
+    peat_store_close(to);
+    /* locked before it takes the name: no other writer can open the new file in between */
+    if (st == PEAT_OK) st = store_lock_take(tmp, lock_fd);
+    if (st == PEAT_OK && rename(tmp, s->path) != 0)
+        st = PEAT_ERROR(PEAT_ERR_IO, "cannot replace %s: %s", s->path, strerror(errno));
+    if (st != PEAT_OK) {
+        if (*lock_fd >= 0) close(*lock_fd);
+        *lock_fd = -1;
+        unlink(tmp);
+    }
+    return st;
+}
