@@ -1,5 +1,5 @@
-/* bench_store.c: bytes and write speed of the campaign store against a naive store and raw fwrite.
- */
+/* bench_store.c: bytes and write speed of the campaign store against a naive store and raw fwrite,
+ * and the store's share of a default run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +232,49 @@ typedef struct {
     double bytes[NCFG], t_peat[NCFG], t_raw, t_kept;
 } result;
 
+/* The store's share of a default `peat run --kernel gemm_new --flow F` (every stage, this
+ * process): seconds inside store calls over the run's wall time, measured in the same run. */
+static int share_run(const char *flow, const char *dir, double *t_run, double *t_store,
+                     double *file_mb)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new";
+    o.flow = flow;
+    o.quiet = 1;
+    o.argv = "bench_store";
+    char out[512], cmd[600], h5[600];
+    snprintf(out, sizeof out, "%s/peat-bench-share-%s-%d", dir, flow, (int)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+    if (system(cmd) != 0) return 1;
+    o.out_dir = out;
+    peat_campaign_result res;
+    double s0 = peat_store_busy_seconds(), t0 = now();
+    if (peat_campaign_run(&o, &res) != PEAT_OK) return fail("default run");
+    *t_run = now() - t0;
+    *t_store = peat_store_busy_seconds() - s0;
+    snprintf(h5, sizeof h5, "%s/campaign.h5", out);
+    struct stat sb;
+    *file_mb = stat(h5, &sb) == 0 ? (double)sb.st_size / 1e6 : 0;
+    return system(cmd) != 0;
+}
+
+static int share_table(const char *dir)
+{
+    printf("\nthe store's share of a default run (`peat run --kernel gemm_new --flow F`, all "
+           "stages,\nthis process): seconds inside store calls over the run's wall time\n\n");
+    printf("%-4s %10s %10s %8s %12s\n", "flow", "run s", "store ms", "share", "campaign.h5");
+    const char *only = getenv("PEAT_BENCH_FLOW");
+    for (size_t c = 0; c < sizeof campaigns / sizeof campaigns[0]; c++) {
+        if (only && strcmp(only, campaigns[c].flow) != 0) continue;
+        double run = 0, store = 0, mb = 0;
+        if (share_run(campaigns[c].flow, dir, &run, &store, &mb)) return 1;
+        printf("%-4s %10.2f %10.1f %7.2f%% %9.3f MB\n", campaigns[c].flow, run, 1e3 * store,
+               100.0 * store / run, mb);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
@@ -350,5 +393,5 @@ int main(int argc, char **argv)
     }
     printf("\nraw-kept: fwrite + fflush of only what PEAT keeps (the exact outputs left out: PEAT "
            "recomputes\nthem on read), in ms; P/kept: its time over PEAT's.\n");
-    return 0;
+    return share_table(dir);
 }

@@ -199,7 +199,9 @@ peat_status store_tables_load(peat_store_t *s)
 static peat_status path_check(const char *path, int writable)
 {
     struct stat sb;
-    if (stat(path, &sb) != 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (stat(path, &sb) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path,
+                          errno == EACCES ? "permission denied" : strerror(errno));
     if (!S_ISREG(sb.st_mode)) return PEAT_ERROR(PEAT_ERR_IO, "%s is not a regular file", path);
     int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0)

@@ -160,6 +160,15 @@ static double clock_now(void)
 
 double store_busy_begin(void)
 {
+    /* before HDF5's first call in this process: HDF5 then does not shut itself down at exit.
+     * After a damaged file's object header failed to load it cannot (a cache entry stays
+     * behind) and prints "infinite loop closing library" to stderr; the store closes every
+     * file it opens itself, so nothing is left for the shutdown but memory */
+    static int once;
+    if (!once) {
+        once = 1;
+        H5dont_atexit();
+    }
     return busy_depth++ == 0 ? clock_now() : -1.0; /* nested calls count once, at the top */
 }
 

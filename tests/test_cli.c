@@ -3,6 +3,8 @@
 
 #include "harness/options.h"
 
+#include <fcntl.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +252,112 @@ Test(cli, inspect_refuses_bad_files)
     cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
     rc = peat("inspect %s/does-not-exist.h5", tmpdir);
     cr_assert_eq(rc, 2);
+}
+
+/* Runs `peat ARGS` under a deadline of `secs` (coreutils timeout: exit 124 if it hangs),
+ * capturing stdout and stderr; returns the exit status. */
+static int peat_deadline(int secs, const char *fmt, ...)
+{
+    char args[1024], cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout -s KILL %d %s %s >%s/stdout 2>%s/stderr", secs,
+             PEAT_TEST_BIN, args, tmpdir, tmpdir);
+    int rc = system(cmd);
+    char e[300];
+    snprintf(e, sizeof e, "%s/stderr", tmpdir);
+    slurp(e, err_buf, sizeof err_buf);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+/* Copies src to dst with `len` bytes at `at` either flipped (flip) or zeroed. */
+static void damaged_copy(const char *src, const char *dst, long at, long len, int flip)
+{
+    FILE *f = fopen(src, "rb");
+    cr_assert_not_null(f);
+    static char buf[1 << 24];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert((size_t)(at + len) <= n, "damage at %ld past the file's %zu bytes", at, n);
+    for (long i = at; i < at + len; i++) buf[i] = flip ? (char)(buf[i] ^ 0xff) : 0;
+    f = fopen(dst, "wb");
+    cr_assert_eq(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* A damaged object header (issue 15: one byte at 1838, 4 KiB zeroed at 1500, and here one byte
+ * in each object header of the file) used to send `run --resume` into HDF5's metadata retry
+ * loop for good; now inspect and resume finish within the deadline, refusing in one line or
+ * (damage to something a run does not need) completing. */
+Test(cli, damaged_object_headers_are_refused_fast)
+{
+    cr_assert_eq(peat("run --kernel gemm_new " SMALL " --out %s/good", tmpdir), 0, "%s", err_buf);
+    char src[300], dir[300], part[400];
+    snprintf(src, sizeof src, "%s/good/campaign.h5", tmpdir);
+    snprintf(dir, sizeof dir, "%s/dmg", tmpdir);
+    snprintf(part, sizeof part, "%s/campaign.h5.partial", dir);
+    long at[64], len[64];
+    int n = 0;
+    at[n] = 1838, len[n++] = 1;
+    at[n] = 1500, len[n++] = 4096;
+    FILE *f = fopen(src, "rb");
+    static char buf[1 << 24];
+    size_t size = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    for (size_t i = 0; i + 4 <= size && n < 64; i++)
+        if (memcmp(buf + i, "OHDR", 4) == 0) at[n] = (long)i + 6, len[n++] = 1;
+    cr_assert_gt(n, 12, "only %d object headers found", n);
+    int refused = 0;
+    for (int k = 0; k < n; k++) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s'", dir, dir);
+        cr_assert_eq(system(cmd), 0);
+        damaged_copy(src, part, at[k], len[k], len[k] == 1);
+        int rc = peat_deadline(20, "inspect %s", part);
+        cr_assert(rc == 0 || rc == 2, "inspect, damage at %ld: exit %d (hung?): %s", at[k], rc,
+                  err_buf);
+        if (rc == 2) cr_assert_eq(count_lines(err_buf), 1, "damage at %ld: %s", at[k], err_buf);
+        rc = peat_deadline(60, "run --resume --kernel gemm_new " SMALL " --out %s", dir);
+        cr_assert(rc == 0 || rc == 2, "resume, damage at %ld: exit %d (hung?): %s", at[k], rc,
+                  err_buf);
+        if (rc == 2) cr_assert_eq(count_lines(err_buf), 1, "damage at %ld: %s", at[k], err_buf);
+        refused += rc == 2;
+    }
+    cr_assert_gt(refused, n / 2, "only %d of %d damaged files were refused", refused, n);
+}
+
+/* A campaign file this user may not read is "permission denied", not "not an HDF5 file". Run as
+ * root, the check drops to user nobody (root reads any file). */
+Test(cli, unreadable_file_says_permission_denied)
+{
+    cr_assert_eq(peat("run --kernel gemm_new --iters 4 --calls 4 --out %s/p", tmpdir), 0, "%s",
+                 err_buf);
+    char p[300], e[300];
+    snprintf(p, sizeof p, "%s/p/campaign.h5", tmpdir);
+    snprintf(e, sizeof e, "%s/stderr", tmpdir);
+    cr_assert_eq(chmod(p, 0), 0);
+    cr_assert_eq(chmod(tmpdir, 0755), 0); /* nobody may walk to the file, not read it */
+    char dirp[300];
+    snprintf(dirp, sizeof dirp, "%s/p", tmpdir);
+    cr_assert_eq(chmod(dirp, 0755), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fd = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0) _exit(90);
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(91);
+        execl(PEAT_TEST_BIN, PEAT_TEST_BIN, "inspect", p, (char *)NULL);
+        _exit(92);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    slurp(e, err_buf, sizeof err_buf);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d: %s", st, err_buf);
+    cr_assert(strstr(err_buf, "permission denied"), "message: %s", err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
 }
 
 Test(cli, bad_plugins_refused)
