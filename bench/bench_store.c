@@ -393,5 +393,6 @@ int main(int argc, char **argv)
     }
     printf("\nraw-kept: fwrite + fflush of only what PEAT keeps (the exact outputs left out: PEAT "
            "recomputes\nthem on read), in ms; P/kept: its time over PEAT's.\n");
-    return share_table(dir);
+    /* PEAT_BENCH_NO_SHARE=1: the tables above only (the default runs take most of the time) */
+    return getenv("PEAT_BENCH_NO_SHARE") ? 0 : share_table(dir);
 }

@@ -12,6 +12,8 @@
  * deflate saves a few percent of them at best. Exponent and sign planes (2-5 bits), zero runs
  * and index data stay well below it. */
 #define STORE_STORED_ENTROPY 6.0
+/* Bytes of a plane sampled to choose between storing and coding it. */
+#define STORE_PLANE_SAMPLES 1024
 
 /* Elements sampled to decide whether a tensor is worth compressing. With the Miller-Madow
  * correction 256 samples read random mantissa bytes at 7.5-8 bits; on the gpt campaign's attention
@@ -107,10 +109,6 @@ peat_status store_codec_buffers(store_codec *c)
 static peat_status codec_ready(store_codec *c, int level)
 {
     PEAT_TRY(store_codec_buffers(c));
-    if (c->ready && c->level != level) {
-        deflateEnd(&c->z);
-        c->ready = 0;
-    }
     if (!c->ready) {
         memset(&c->z, 0, sizeof c->z);
         if (deflateInit(&c->z, level) != Z_OK)
@@ -123,6 +121,32 @@ static peat_status codec_ready(store_codec *c, int level)
     return PEAT_OK;
 }
 
+/* Order-0 entropy, in bits per byte, of STORE_PLANE_SAMPLES bytes of p[0..n) at Weyl positions
+ * (all of them when n is smaller). */
+static double plane_entropy(const unsigned char *p, size_t n)
+{
+    uint32_t hist[256] = {0};
+    size_t cnt = n < STORE_PLANE_SAMPLES ? n : STORE_PLANE_SAMPLES;
+    for (size_t k = 0; k < cnt; k++) hist[p[cnt == n ? k : sample_pos(k, n)]]++;
+    double h = 0.0;
+    for (int b = 0; b < 256; b++)
+        if (hist[b]) h -= (double)hist[b] / (double)cnt * log2((double)hist[b] / (double)cnt);
+    return h;
+}
+
+/* Feeds n bytes to the stream with the given level and strategy (a new deflate block when they
+ * change: one zlib stream may mix them, and HDF5's deflate filter decodes any). */
+static peat_status feed(store_codec *c, const unsigned char *p, size_t n, int level, int strategy)
+{
+    if (deflateParams(&c->z, level, strategy) != Z_OK)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "zlib: cannot switch to level %d", level);
+    c->z.next_in = (Bytef *)p;
+    c->z.avail_in = (uInt)n;
+    if (deflate(&c->z, Z_NO_FLUSH) != Z_OK || c->z.avail_in != 0)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "zlib: deflate stopped inside a chunk");
+    return PEAT_OK;
+}
+
 peat_status store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
                                  size_t elsize, int level, size_t *len)
 {
@@ -131,15 +155,25 @@ peat_status store_chunk_compress(store_codec *c, const void *src, size_t nvalid,
     /* the chunk as HDF5 holds it in memory: the data, then zeros up to the chunk's end */
     if (src != c->in) memcpy(c->in, src, valid);
     memset(c->in + valid, 0, bytes - valid);
-    const unsigned char *feed = c->in;
-    if (elsize > 1) {
-        shuffle(c->in, nelem, elsize, c->shuf);
-        feed = c->shuf;
-    }
-    c->z.next_in = (Bytef *)feed;
-    c->z.avail_in = (uInt)bytes;
     c->z.next_out = c->out;
     c->z.avail_out = (uInt)c->out_cap;
+    if (elsize == 1 || level == 0) {
+        PEAT_TRY(feed(c, c->in, bytes, level, Z_DEFAULT_STRATEGY));
+    } else {
+        /* byte planes (the shuffle): a plane of near-random bytes (float mantissas) is stored as
+         * it is, the others coded as runs and Huffman codes (their bytes are close to
+         * independent: LZ77 matching finds little more than runs, and costs several times the
+         * time) */
+        shuffle(c->in, nelem, elsize, c->shuf);
+        for (size_t j = 0; j < elsize; j++) {
+            const unsigned char *plane = c->shuf + j * nelem;
+            int stored = plane_entropy(plane, nvalid) > STORE_STORED_ENTROPY;
+            PEAT_TRY(
+                feed(c, plane, nvalid, stored ? 0 : level, stored ? Z_DEFAULT_STRATEGY : Z_RLE));
+            if (nvalid < nelem) /* the padding: one run of zeros */
+                PEAT_TRY(feed(c, plane + nvalid, nelem - nvalid, level, Z_RLE));
+        }
+    }
     if (deflate(&c->z, Z_FINISH) != Z_STREAM_END)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "zlib: deflate did not finish a chunk of %zu bytes",
                           bytes);

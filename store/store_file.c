@@ -237,22 +237,37 @@ static int select_range(hid_t d, int64_t at, int64_t n, hid_t *fs, hid_t *ms)
     return 0;
 }
 
+peat_status store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what)
+{
+    hsize_t ext = (hsize_t)n;
+    if (H5Dset_extent(d, &ext) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what,
+                          store_h5_msg());
+    return PEAT_OK;
+}
+
+peat_status store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+                           const void *buf, const char *what)
+{
+    if (n <= 0) return PEAT_OK;
+    hid_t fs, ms;
+    herr_t e = select_range(d, at, n, &fs, &ms);
+    if (e >= 0) {
+        e = H5Dwrite(d, memtype, ms, fs, H5P_DEFAULT, buf);
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    if (e < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg());
+    return PEAT_OK;
+}
+
 peat_status store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
                          const void *buf, const char *what)
 {
     if (n <= 0) return PEAT_OK;
-    hsize_t ext = (hsize_t)(at + n);
-    hid_t fs, ms;
-    if (H5Dset_extent(d, &ext) < 0 || select_range(d, at, n, &fs, &ms) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what,
-                          store_h5_msg());
-    herr_t e = H5Dwrite(d, memtype, ms, fs, H5P_DEFAULT, buf);
-    peat_status st =
-        e < 0 ? PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg())
-              : PEAT_OK;
-    H5Sclose(ms);
-    H5Sclose(fs);
-    return st;
+    PEAT_TRY(store_extend(s, d, at + n, what));
+    return store_write_at(s, d, memtype, at, n, buf, what);
 }
 
 peat_status store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,

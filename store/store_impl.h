@@ -228,7 +228,12 @@ peat_store_t *store_alloc(const char *path);
 /* File access list: the 1.10 format (SWMR needs it), read_attempts metadata reads. */
 hid_t store_fapl(unsigned read_attempts);
 void store_settings_from_meta(peat_store_t *s);
-/* Sets a 1-D dataset's extent to at + n and writes n elements of memtype from buf at at. */
+/* Sets a 1-D dataset's extent to n. */
+peat_status store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what);
+/* Writes n elements of memtype from buf at at (within the extent). */
+peat_status store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+                           const void *buf, const char *what);
+/* store_extend to at + n, then store_write_at. */
 peat_status store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
                          const void *buf, const char *what);
 /* Reads count elements at offset of a 1-D dataset into buf. */

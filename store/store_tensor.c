@@ -148,17 +148,19 @@ static peat_status pool_commit(peat_store_t *s, int d)
     return PEAT_OK;
 }
 
-/* The record's raw tensors of dtype d, each appended with its own write. */
+/* The record's raw tensors of dtype d: the pool grown once, then each tensor written. */
 static peat_status raw_commit(peat_store_t *s, int d)
 {
     hid_t mt = store_pool_type((peat_dtype)d, 0);
+    PEAT_TRY(store_extend(s, s->d_raw[d], s->raw_len[d] + s->raw_stage[d],
+                          store_raw_path((peat_dtype)d)));
     for (int64_t k = 0; k < s->n_staged; k++) {
         const peat_tensor *t = s->staged[k].t;
         const store_tensor_row *r =
             STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, s->staged[k].row);
         if ((int)t->dtype != d || r->pool != STORE_POOL_RAW) continue;
-        PEAT_TRY(store_append(s, s->d_raw[d], mt, r->offset, r->numel, t->data,
-                              store_raw_path((peat_dtype)d)));
+        PEAT_TRY(store_write_at(s, s->d_raw[d], mt, r->offset, r->numel, t->data,
+                                store_raw_path((peat_dtype)d)));
         s->raw_len[d] = r->offset + r->numel;
     }
     store_step(s);
