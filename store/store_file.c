@@ -315,7 +315,7 @@ peat_status store_flush(peat_store_t *s)
 hid_t store_fapl(unsigned read_attempts)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    /* SWMR needs the 1.10 file format (superblock v3, checksummed metadata) */
+    /* SWMR needs the 1.10 file format (checksummed metadata, ordered flushes) */
     if (fapl >= 0 && (H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
                       H5Pset_metadata_read_attempts(fapl, read_attempts) < 0)) {
         H5Pclose(fapl);

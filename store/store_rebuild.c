@@ -1,6 +1,6 @@
 /* store_rebuild.c: resuming a killed writer's file: its complete records copied into a new file.
  *
- * HDF5 refuses to open a file for writing while its superblock says a writer has it open (what
+ * HDF5 refuses to open a file for writing while its header says a writer has it open (what
  * a killed writer leaves); only an SWMR reader accepts it. So a resume reads the file, checks
  * it (store_recover drops the unfinished record), and copies what is complete into PATH.resume:
  * the rows from memory, compressed chunks as they are (H5Dread_chunk / H5Dwrite_chunk, no

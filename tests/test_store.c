@@ -731,6 +731,14 @@ Test(store, wrong_schema_version_is_refused)
     H5Aclose(a);
     H5Fclose(f);
     expect_format_error(p, "schema version 99");
+    /* schema 2 (PEAT before the store used only the public HDF5 API): refused, in one line */
+    f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    a = H5Aopen(f, "peat_schema_version", H5P_DEFAULT);
+    v = 2;
+    cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &v) >= 0);
+    H5Aclose(a);
+    H5Fclose(f);
+    expect_format_error(p, "has schema version 2; this build reads version 3");
 }
 
 Test(store, foreign_hdf5_and_missing_datasets_are_refused)
