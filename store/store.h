@@ -163,8 +163,8 @@ double peat_store_busy_seconds(void);
  * that kills the writer at a chosen step (tests/test_store.c); no PEAT program sets it, so
  * a release binary holds no way to trigger a kill. NULL removes the hook. */
 typedef void (*peat_store_step_hook)(void *user, peat_store_t *s, int64_t step);
-void peat_store_test_hook(peat_store_step_hook hook, void *user);
+void peat_store_test_hook_set(peat_store_step_hook hook, void *user);
 /* Steps counted so far in this process. */
-int64_t peat_store_steps(void);
+int64_t peat_store_step_count(void);
 
 #endif

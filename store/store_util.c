@@ -129,13 +129,13 @@ static peat_store_step_hook step_hook;
 static void *step_user;
 static int64_t steps;
 
-void peat_store_test_hook(peat_store_step_hook hook, void *user)
+void peat_store_test_hook_set(peat_store_step_hook hook, void *user)
 {
     step_hook = hook;
     step_user = user;
 }
 
-int64_t peat_store_steps(void)
+int64_t peat_store_step_count(void)
 {
     return steps;
 }

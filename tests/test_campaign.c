@@ -160,8 +160,8 @@ static int run_killed(const char *dir, int64_t kill)
         peat_campaign_opts o;
         char out[300];
         flags_opts(&o, dir, out, sizeof out);
-        kill_step = peat_store_steps() + kill;
-        peat_store_test_hook(kill_hook, NULL);
+        kill_step = peat_store_step_count() + kill;
+        peat_store_test_hook_set(kill_hook, NULL);
         peat_campaign_result res;
         _exit(peat_campaign_run(&o, &res) == PEAT_OK ? 0 : 3);
     }
@@ -177,9 +177,9 @@ Test(campaign, killed_runs_resume_without_loss_or_duplicates)
     char ref[300];
     flags_opts(&o, "ref", ref, sizeof ref);
     peat_campaign_result res;
-    int64_t s0 = peat_store_steps();
+    int64_t s0 = peat_store_step_count();
     cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s", peat_error_last());
-    int64_t steps = peat_store_steps() - s0;
+    int64_t steps = peat_store_step_count() - s0;
     cr_assert(steps > 20, "a campaign should take many store steps, saw %lld", (long long)steps);
     peat_store_t *r = open_store("ref", "campaign.h5");
 

@@ -1012,8 +1012,8 @@ static void kr_child(const char *path, int fd, int64_t kill_step)
     }
     if (kill_step >= 0) {
         kr_partial = kill_step >= 100;
-        kr_kill_at = peat_store_steps() + kill_step % 100;
-        peat_store_test_hook(kr_hook, NULL);
+        kr_kill_at = peat_store_step_count() + kill_step % 100;
+        peat_store_test_hook_set(kr_hook, NULL);
     }
     for (int i = 0; i < KR_RECORDS; i++) {
         peat_record *r = kr_record(i);
@@ -1134,7 +1134,7 @@ static int kr_life(const char *path, unsigned char *reported, int64_t kill_step,
     return WIFEXITED(status);
 }
 
-Test(store, killed_writer_loses_nothing_and_resume_doubles_nothing, .timeout = 120)
+Test(store, killed_writer_loses_nothing_and_resume_doubles_nothing, .timeout = 600)
 {
     const char *p = path_in("kill.h5");
     unsigned char reported[3000] = {0};
@@ -1175,7 +1175,7 @@ static void snapshot(const char *from, const char *to)
     cr_assert_eq(fclose(b), 0);
 }
 
-Test(store, every_write_is_in_the_file_when_it_returns, .timeout = 120)
+Test(store, every_write_is_in_the_file_when_it_returns, .timeout = 600)
 {
     /* deterministic and kill-free: after each write returns, a copy of the file must open and
      * hold that record, bit-exact (a missing flush, like the one the kill test once found, shows
