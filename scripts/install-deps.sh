@@ -3,8 +3,9 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools zlib1g-dev libgsl-dev libcriterion-dev)
 # the tests of the published formats and of report.html: xmllint (junit.xml against tests/junit.xsd),
-# python3-jsonschema (signature.json against docs/signature.schema.json), headless Chromium
-pkgs+=(libxml2-utils python3-jsonschema chromium fonts-dejavu-core)
+# python3-jsonschema (signature.json against docs/signature.schema.json), python3-h5py (campaign.h5
+# as h5py reads it), headless Chromium
+pkgs+=(libxml2-utils python3-jsonschema python3-h5py chromium fonts-dejavu-core)
 # OpenCL: headers, the ICD loader, PoCL (an OpenCL device on the CPU, so the device path is tested
 # without a GPU) and CLBlast (the OpenCL golden GEMM)
 pkgs+=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev)

@@ -488,6 +488,65 @@ Test(store, compressible_tensors_are_compressed_the_rest_written_in_place)
     cr_assert_null(s);
 }
 
+/* h5py (HDF5's own shuffle and deflate filters) reads both pools, as docs/hdf5-schema.md shows:
+ * the script there, its tensors written out as bytes and compared with the record's. Skipped
+ * where h5py is not installed (scripts/install-deps.sh installs it). */
+Test(store, h5py_reads_the_compressed_and_the_raw_pool)
+{
+    if (system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0)
+        cr_skip_test("h5py is not installed");
+    const char *p = path_in("h5py.h5");
+    peat_store_t *s = make_store(p);
+    peat_record *r = routing_record(9); /* A compressed, B and the golden output raw */
+    cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
+    char script[2048];
+    snprintf(script, sizeof script,
+             "import h5py\n"
+             "f = h5py.File('%s', 'r')\n"
+             "T, calls = f['/tensors/index'][:], f['/calls/index'][:]\n"
+             "def tensor(row):\n"
+             "    t = T[row]; dt = ['f64', 'f32', 'bf16', 'f16', 'i32'][t['dtype']]\n"
+             "    pool = f['/tensors/' + dt + ('_raw' if t['pool'] == 1 else '')]\n"
+             "    x = pool[t['offset']:t['offset'] + t['numel']]\n"
+             "    return x.reshape(t['shape'][:t['ndim']])\n"
+             "c = calls[0]\n"
+             "for k, row in enumerate([c['in'][0], c['in'][1], c['golden'][0]]):\n"
+             "    open('%s/h5py.%%d' %% k, 'wb').write(tensor(row).tobytes())\n"
+             "print(sum(T['pool'] == 0))\n",
+             p, dir);
+    char sp[600], cmd[1400];
+    snprintf(sp, sizeof sp, "%s/read.py", dir);
+    FILE *f = fopen(sp, "w");
+    cr_assert_not_null(f);
+    fputs(script, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s > %s/h5py.out 2>&1", sp, dir);
+    cr_assert_eq(system(cmd), 0, "the h5py script failed (%s/h5py.out)", dir);
+    const peat_tensor *want[3] = {r->in[0], r->in[1], r->golden[0]};
+    for (int k = 0; k < 3; k++) {
+        char q[600];
+        snprintf(q, sizeof q, "%s/h5py.%d", dir, k);
+        size_t n = peat_tensor_nbytes(want[k]);
+        char *got = malloc(n + 1);
+        FILE *g = fopen(q, "rb");
+        cr_assert_not_null(g, "h5py wrote no tensor %d", k);
+        size_t m = fread(got, 1, n + 1, g);
+        fclose(g);
+        cr_assert(m == n && memcmp(got, want[k]->data, n) == 0,
+                  "tensor %d as h5py reads it differs (%zu bytes, %zu expected)", k, m, n);
+        free(got);
+    }
+    char out[64] = "";
+    char o[600];
+    snprintf(o, sizeof o, "%s/h5py.out", dir);
+    f = fopen(o, "r");
+    cr_assert(f && fgets(out, sizeof out, f));
+    fclose(f);
+    cr_assert_eq(atoi(out), 1, "h5py saw %d tensors in the compressed pool, 1 expected", atoi(out));
+    peat_record_free(r);
+}
+
 Test(store, states_metrics_signatures_and_meta_round_trip)
 {
     const char *p = path_in("kinds.h5");
