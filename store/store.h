@@ -55,7 +55,8 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
 /* Opens an existing file; validates that it is HDF5, a PEAT campaign, and of this schema version,
  * else PEAT_ERR_FORMAT with a message naming the problem. A file whose writer was killed opens
  * with every completed record (an incomplete trailing record is ignored). writable: for
- * --resume; refused (PEAT_ERR_IO) while another process writes the file. */
+ * --resume; refused (PEAT_ERR_IO) while another process writes the file; a killed writer's file
+ * is first replaced by a copy of its complete records (docs/hdf5-schema.md, resume). */
 peat_status peat_store_open(const char *path, int writable, peat_store_t **out);
 /* Flushes and closes; NULL is fine. */
 peat_status peat_store_close(peat_store_t *s);
