@@ -6,7 +6,9 @@
  * the rows from memory, compressed chunks as they are (H5Dread_chunk / H5Dwrite_chunk, no
  * recoding), raw data in blocks. The copy is flushed, locked and renamed over PATH: a kill during
  * the copy leaves PATH as it was. The space and rows of the unfinished record are gone from the
- * new file, so appending continues right after the last complete record. */
+ * new file, so appending continues right after the last complete record. Objects the layout does
+ * not know (tables of other modules, store_table.c) are copied whole, rows as they are: their
+ * own checks find an unfinished row. */
 #include "store/store_impl.h"
 
 #include <errno.h>
@@ -79,8 +81,52 @@ static peat_status contents_copy(peat_store_t *s, peat_store_t *to)
     for (int t = 0; t < STORE_T_COUNT; t++)
         PEAT_TRY(store_append(to, to->d_table[t], s->mt[t], 0, s->rows[t].n, s->rows[t].data,
                               store_table_path(t)));
-    if (H5Fflush(to->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", to->path, store_h5_msg());
+    return PEAT_OK;
+}
+
+/* Whether path is an object of the layout this store writes (the rest, e.g. tables other
+ * modules add with store_table.c, is copied as it is). */
+static int layout_object(const char *path)
+{
+    for (int g = 0; g < STORE_N_GROUPS; g++)
+        if (strcmp(path, store_group_paths[g]) == 0) return 1;
+    for (int t = 0; t < STORE_T_COUNT; t++)
+        if (strcmp(path, store_table_path(t)) == 0) return 1;
+    for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
+        if (strcmp(path, store_pool_path((peat_dtype)d)) == 0 ||
+            strcmp(path, store_raw_path((peat_dtype)d)) == 0)
+            return 1;
+    return strcmp(path, "/signatures/text") == 0;
+}
+
+typedef struct {
+    hid_t from, to;
+    const char *group;
+    int bad;
+} copy_ctx;
+
+/* A link of one of the layout's groups (or the root) that is not part of the layout: the object
+ * it names, copied whole (H5Ocopy) into the same place of the new file. */
+static herr_t other_copy(hid_t g, const char *name, const H5L_info_t *info, void *user)
+{
+    copy_ctx *c = user;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", strcmp(c->group, "/") ? c->group : "", name);
+    (void)g;
+    if (info->type != H5L_TYPE_HARD || layout_object(path)) return 0;
+    if (H5Ocopy(c->from, path, c->to, path, H5P_DEFAULT, H5P_DEFAULT) < 0) c->bad = 1;
+    return c->bad ? -1 : 0;
+}
+
+static peat_status others_copy(peat_store_t *s, peat_store_t *to)
+{
+    for (int g = -1; g < STORE_N_GROUPS; g++) {
+        copy_ctx c = {s->file, to->file, g < 0 ? "/" : store_group_paths[g], 0};
+        if (H5Literate_by_name(s->file, c.group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, other_copy,
+                               &c, H5P_DEFAULT) < 0)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: copying the other objects of %s failed: %s",
+                              s->path, c.group, store_h5_msg());
+    }
     return PEAT_OK;
 }
 
@@ -98,6 +144,9 @@ peat_status store_rebuild(peat_store_t *s, int *lock_fd)
     to->writable = 1;
     peat_status st = store_file_create(to, tmp);
     if (st == PEAT_OK) st = contents_copy(s, to);
+    if (st == PEAT_OK) st = others_copy(s, to);
+    if (st == PEAT_OK && H5Fflush(to->file, H5F_SCOPE_LOCAL) < 0)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", tmp, store_h5_msg());
     if (store_handles_close(to) < 0 && st == PEAT_OK)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", tmp, store_h5_msg());
     to->failed = 1;

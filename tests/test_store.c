@@ -970,6 +970,65 @@ Test(store, inspect_lists_stages_ops_iterations_and_sizes)
     fclose(out);
 }
 
+/* An object of the file: a 1-D int64 dataset of n values v, v+1, ... at path. */
+static void extra_write(hid_t file, const char *path, int n, int64_t v)
+{
+    hsize_t dims = (hsize_t)n;
+    hid_t sp = H5Screate_simple(1, &dims, NULL), lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t d = H5Dcreate2(file, path, H5T_STD_I64LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    int64_t buf[16];
+    for (int i = 0; i < n; i++) buf[i] = v + i;
+    cr_assert(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    H5Dclose(d);
+    H5Pclose(lcpl);
+    H5Sclose(sp);
+}
+
+static void extra_check(hid_t file, const char *path, int n, int64_t v)
+{
+    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
+    cr_assert(d >= 0, "%s did not survive the resume", path);
+    int64_t buf[16] = {0};
+    cr_assert(H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(buf[i], v + i, "%s[%d] = %lld", path, i, (long long)buf[i]);
+    H5Dclose(d);
+}
+
+/* Objects other modules keep in the file (store_table.c) survive the resume of a killed writer,
+ * whose complete records are copied into a new file. */
+Test(store, a_resume_keeps_the_objects_other_modules_added)
+{
+    const char *p = path_in("others.h5");
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) { /* a writer that adds two objects and dies without closing the file */
+        peat_store_t *s = make_store(p);
+        peat_record *r = gemm_record(1, 8, 8, 8, 5, NULL);
+        if (peat_store_call_write(s, r) != PEAT_OK) _exit(3);
+        extra_write(s->file, "/fi/trials", 5, 100);
+        extra_write(s->file, "/metrics/extra", 3, 7);
+        if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0) _exit(4);
+        raise(SIGKILL);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFSIGNALED(st), "the writer was not killed (status %d)", st);
+    peat_store_t *s = reopen(p, 1); /* the copy */
+    cr_assert_eq(peat_store_call_count(s), 1);
+    extra_check(s->file, "/fi/trials", 5, 100);
+    extra_check(s->file, "/metrics/extra", 3, 7);
+    peat_record *r = gemm_record(2, 8, 8, 8, 6, NULL);
+    cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+    peat_record_free(r);
+    cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
+    s = reopen(p, 0);
+    cr_assert_eq(peat_store_call_count(s), 2);
+    extra_check(s->file, "/fi/trials", 5, 100);
+    peat_store_close(s);
+}
+
 /* ---- a writer is alone; readers see a live file ---- */
 
 Test(store, second_writer_is_refused_while_readers_see_the_live_file)
