@@ -1,24 +1,38 @@
-/* acc.c: streams output tensors into the analyzer's accumulator (counts, moments, bits, samples).
- */
+/* acc.c: the analyzer's accumulator: checks an output tensor and streams it, in parallel units. */
 #include "analyzer/internal.h"
 
-#include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Half the smallest fp32 subnormal: the absolute error one rounding in gradual underflow adds. */
 #define ETA_F32 0x1p-150
 
+/* gamma_K = K u / (1 - K u); beyond K u = 1/2 the first-order K u is used instead, which only
+ * matters for K > 2^23, where the bound is meaningless anyway. */
+static double gamma_of(int64_t depth)
+{
+    double ku = (double)(depth > 0 ? depth : 1) * 0x1p-24;
+    return ku < 0.5 ? ku / (1.0 - ku) : ku;
+}
+
+static double eta_of(int64_t depth)
+{
+    return (double)((depth > 0 ? depth : 1) + 1) * ETA_F32;
+}
+
 double peat_analyzer_bound(double mag, int64_t depth)
 {
-    const double u = 0x1p-24;
-    double ku = (double)(depth > 0 ? depth : 1) * u;
-    /* gamma_K is undefined for K u >= 1; beyond K u = 1/2 the first-order K u is used instead,
-     * which only matters for K > 2^23, where the bound is meaningless anyway */
-    double gamma = ku < 0.5 ? ku / (1.0 - ku) : ku;
-    return gamma * mag + (double)((depth > 0 ? depth : 1) + 1) * ETA_F32;
+    return gamma_of(depth) * mag + eta_of(depth);
+}
+
+static int default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > PEAT_ANALYZER_MAX_THREADS ? PEAT_ANALYZER_MAX_THREADS : (int)n;
 }
 
 peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op)
@@ -27,166 +41,139 @@ peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op
     if (!acc) return NULL;
     snprintf(acc->kernel, sizeof acc->kernel, "%s", kernel ? kernel : "");
     acc->op = op;
-    acc->hash = 1469598103934665603ull;
-    acc->min_exact_at_inf = NAN;
-    acc->max_exact_at_zero = NAN;
-    acc->min_exact_nonzero = NAN;
+    peat_partial_init(&acc->tot);
+    acc->tot.hash = 1469598103934665603ull;
     acc->repeat_max_diff = -1.0;
-    acc->cap_s = PEAT_ANALYZER_MAX_SAMPLES;
-    /* fixed seed: the same adds in the same order keep the same samples */
-    acc->rng = 0x9e3779b97f4a7c15ull;
+    acc->threads = default_threads();
+    peat_sample_set_init(&acc->smp, PEAT_SAMPLE_K);
+    if (pthread_mutex_init(&acc->smp_lock, NULL) != 0) {
+        free(acc);
+        return NULL;
+    }
     return acc;
 }
 
 void peat_analyzer_acc_free(peat_analyzer_acc_t *acc)
 {
     if (!acc) return;
-    free(acc->s);
+    for (int t = 0; t < PEAT_ANALYZER_MAX_THREADS; t++) {
+        if (!acc->w[t]) continue;
+        peat_sketch_free(&acc->w[t]->norm);
+        peat_sketch_free(&acc->w[t]->rel);
+        free(acc->w[t]);
+    }
+    peat_sample_set_free(&acc->smp);
+    pthread_mutex_destroy(&acc->smp_lock);
     free(acc);
 }
 
-static uint64_t splitmix(uint64_t *x)
+void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n)
 {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    if (!acc) return;
+    acc->threads = n <= 0                          ? default_threads()
+                   : n > PEAT_ANALYZER_MAX_THREADS ? PEAT_ANALYZER_MAX_THREADS
+                                                   : n;
 }
 
-/* Reservoir sampling (algorithm R): every finite element has the same chance to be kept, so
- * strided fault patterns cannot alias with the sampling as a fixed decimation would. */
-static peat_status sample_push(peat_analyzer_acc_t *acc, const peat_sample *x)
+/* Worker t's state, allocated on first use (sketches are 128 KiB each). */
+static peat_status worker_get(peat_analyzer_acc_t *acc, int t, peat_worker **out)
 {
-    int64_t i = acc->n_seen++;
-    if (acc->n_s < acc->cap_s) {
-        if (acc->n_s == acc->alloc_s) {
-            /* grow geometrically so that small accumulators stay small */
-            int64_t want = acc->alloc_s ? acc->alloc_s * 2 : 4096;
-            if (want > acc->cap_s) want = acc->cap_s;
-            peat_sample *ns = realloc(acc->s, (size_t)want * sizeof *ns);
-            if (!ns) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: %lld samples", (long long)want);
-            acc->s = ns;
-            acc->alloc_s = want;
+    if (!acc->w[t]) {
+        peat_worker *w = calloc(1, sizeof *w);
+        if (!w) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: worker state");
+        peat_status st = peat_sketch_init(&w->norm);
+        if (st == PEAT_OK) st = peat_sketch_init(&w->rel);
+        if (st != PEAT_OK) {
+            peat_sketch_free(&w->norm);
+            free(w);
+            return st;
         }
-        acc->s[acc->n_s++] = *x;
-        return PEAT_OK;
+        w->acc = acc;
+        acc->w[t] = w;
     }
-    uint64_t j = splitmix(&acc->rng) % (uint64_t)(i + 1);
-    if (j < (uint64_t)acc->cap_s) acc->s[j] = *x;
+    acc->w[t]->thresh = acc->smp.thresh;
+    *out = acc->w[t];
     return PEAT_OK;
 }
 
-/* Maps float bits to integers that order like the values (-0 and +0 both map to 0). */
-static int64_t ordered(float f)
+void peat_worker_flush(peat_worker *w)
 {
-    int32_t i;
-    memcpy(&i, &f, sizeof i);
-    return i >= 0 ? (int64_t)i : -(int64_t)(i & 0x7fffffff);
+    peat_analyzer_acc_t *acc = w->acc;
+    pthread_mutex_lock(&acc->smp_lock);
+    for (int i = 0; i < w->n_stage; i++) peat_sample_set_push(&acc->smp, &w->stage[i]);
+    w->thresh = acc->smp.thresh;
+    pthread_mutex_unlock(&acc->smp_lock);
+    w->n_stage = 0;
 }
 
-static int ulp_bin(int64_t d)
+/* One tensor's units shared among threads: each takes the next unit number, so any thread may
+ * do any unit, and unit u's partial always lands in parts[u]. */
+typedef struct scan_job {
+    const peat_scan_in *in;
+    int64_t n, n_units, next;
+    peat_partial *parts;
+} scan_job;
+
+typedef struct scan_thread {
+    scan_job *job;
+    peat_worker *w;
+    pthread_t tid;
+} scan_thread;
+
+static void *scan_main(void *arg)
 {
-    if (d <= 2) return (int)d;
-    int b = 2; /* 3-4 -> bin 3, 5-8 -> bin 4, ..., 513-1024 -> bin 11, >1024 -> bin 12 */
-    int64_t hi = 4;
-    while (d > hi && b < PEAT_ULP_BINS - 2) {
-        hi *= 2;
-        b++;
+    scan_thread *th = arg;
+    scan_job *job = th->job;
+    for (;;) {
+        int64_t u = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+        if (u >= job->n_units) break;
+        int64_t lo = u * PEAT_ANALYZER_CHUNK, hi = lo + PEAT_ANALYZER_CHUNK;
+        peat_partial_init(&job->parts[u]);
+        peat_scan_unit(job->in, lo, hi < job->n ? hi : job->n, &job->parts[u], th->w);
     }
-    return d > hi ? PEAT_ULP_BINS - 1 : b + 1;
+    peat_worker_flush(th->w);
+    return NULL;
 }
 
-/* Significand bits a normal float uses: 24 minus its trailing zero bits. */
-static int mant_bits_used(float f)
+/* Streams all units of one tensor on up to acc->threads threads (the caller's is one of them). */
+static peat_status scan_tensor(peat_analyzer_acc_t *acc, const peat_scan_in *in, int64_t n,
+                               peat_partial *parts, int64_t n_units)
 {
-    uint32_t u = peat_f32_bits(f);
-    uint32_t e = (u >> 23) & 0xff;
-    if (e == 0 || e == 0xff) return 0;
-    uint32_t m = (u & 0x7fffff) | 0x800000;
-    int tz = 0;
-    while (!(m & 1u)) {
-        m >>= 1;
-        tz++;
+    scan_job job = {in, n, n_units, 0, parts};
+    scan_thread th[PEAT_ANALYZER_MAX_THREADS];
+    int nt = acc->threads < n_units ? acc->threads : (int)n_units, started = 1;
+    for (int t = 0; t < nt; t++) {
+        th[t].job = &job;
+        PEAT_TRY(worker_get(acc, t, &th[t].w));
     }
-    return 24 - tz;
+    for (int t = 1; t < nt; t++, started++)
+        if (pthread_create(&th[t].tid, NULL, scan_main, &th[t]) != 0) break;
+    scan_main(&th[0]);
+    for (int t = 1; t < started; t++) pthread_join(th[t].tid, NULL);
+    return PEAT_OK;
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
+/* The gross errors' box of one tensor joins the accumulator's spatial statistics. */
+static void box_finish(peat_analyzer_acc_t *acc, const peat_partial *p, int64_t rows, int64_t cols)
 {
-    if (a < 0) a = -a;
-    if (b < 0) b = -b;
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-static int popcount32(uint32_t x)
-{
-    int c = 0;
-    for (; x; x &= x - 1) c++;
-    return c;
-}
-
-/* Per-tensor state of the gross errors' spatial box and lane stride. */
-typedef struct gross_box {
-    int64_t n, first, g, r0, r1, c0, c1;
-} gross_box;
-
-/* A gross error: where its XOR pattern sits above the element's rounding noise and where it is. */
-static void gross_note(peat_analyzer_acc_t *acc, gross_box *bx, int64_t i, int64_t cols, float t,
-                       float xr, double bound)
-{
-    acc->n_gross++;
-    uint32_t x = peat_f32_bits(t) ^ peat_f32_bits(xr);
-    /* bits that honest rounding noise of up to `bound` can touch: ceil(log2(bound/ulp)) + 1 */
-    double ax = fabs((double)xr);
-    double ulp =
-        isfinite(ax) && ax < FLT_MAX ? (double)nextafterf((float)ax, INFINITY) - ax : 0x1p104;
-    int w = 0;
-    if (ulp > 0 && bound > ulp)
-        w = (int)ceil(log2(bound / ulp)) + 1;
-    else if (ulp > 0)
-        w = 1;
-    if (w > 23) w = 23; /* rounding noise lives in the significand only */
-    uint32_t high = x & ~((1u << w) - 1u);
-    if (popcount32(high) == 1) {
-        int b = 0;
-        while (!(high >> b & 1u)) b++;
-        acc->n_gross_single++;
-        acc->gross_bit[b]++;
-        if (peat_f32_bits(t) >> b & 1u) acc->n_gross_set++;
-    }
-    int64_t r = i / cols, c = i % cols;
-    if (bx->n == 0) {
-        bx->first = i;
-        bx->g = 0;
-        bx->r0 = bx->r1 = r;
-        bx->c0 = bx->c1 = c;
-    } else {
-        bx->g = gcd64(bx->g, i - bx->first);
-        if (r < bx->r0) bx->r0 = r;
-        if (r > bx->r1) bx->r1 = r;
-        if (c < bx->c0) bx->c0 = c;
-        if (c > bx->c1) bx->c1 = c;
-    }
-    bx->n++;
-}
-
-static void box_finish(peat_analyzer_acc_t *acc, const gross_box *bx, int64_t rows, int64_t cols)
-{
-    if (bx->n == 0) return;
-    int64_t h = bx->r1 - bx->r0 + 1, w = bx->c1 - bx->c0 + 1;
-    int bottom = bx->r1 == rows - 1 && rows > 1, right = bx->c1 == cols - 1 && cols > 1;
-    acc->box_gross_sum += bx->n;
+    if (p->box_n == 0) return;
+    int64_t h = p->box_r1 - p->box_r0 + 1, w = p->box_c1 - p->box_c0 + 1;
+    int bottom = p->box_r1 == rows - 1 && rows > 1, right = p->box_c1 == cols - 1 && cols > 1;
+    acc->box_gross_sum += p->box_n;
     acc->box_area_sum += h * w;
     acc->box_numel_sum += rows * cols;
-    if (bottom || right) acc->gross_at_edge += bx->n;
-    if (bx->n >= 2) acc->gross_stride = gcd64(acc->gross_stride, bx->g);
-    if (bx->n > acc->box_best_n) {
-        acc->box_best_n = bx->n;
+    if (bottom || right) acc->gross_at_edge += p->box_n;
+    if (p->box_n >= 2) {
+        int64_t a = acc->gross_stride, b = p->box_g;
+        while (b) {
+            int64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        acc->gross_stride = a;
+    }
+    if (p->box_n > acc->box_best_n) {
+        acc->box_best_n = p->box_n;
         acc->box_rows = h;
         acc->box_cols = w;
         acc->box_tensor_rows = rows;
@@ -196,25 +183,9 @@ static void box_finish(peat_analyzer_acc_t *acc, const gross_box *bx, int64_t ro
     }
 }
 
-static void hash_bits(peat_analyzer_acc_t *acc, uint32_t u)
-{
-    for (int k = 0; k < 4; k++) {
-        acc->hash ^= (u >> (8 * k)) & 0xffu;
-        acc->hash *= 1099511628211ull;
-    }
-}
-
-peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag, int64_t depth,
-                                        int64_t rows, int64_t cols, const peat_tensor *input)
-{
-    return peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, depth, rows, cols, input);
-}
-
-peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag, int64_t depth,
-                                        int64_t terms, int64_t rows, int64_t cols,
-                                        const peat_tensor *input)
+static peat_status check_add(const peat_analyzer_acc_t *acc, const peat_tensor *test,
+                             const peat_tensor *exact, int64_t depth, int64_t terms, int64_t rows,
+                             int64_t cols, const peat_tensor *input)
 {
     if (!acc || !test || !exact)
         return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: NULL accumulator or tensor");
@@ -230,124 +201,56 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
     if (rows <= 0 || cols <= 0 || rows * cols != n)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "analyzer: view %lldx%lld does not cover %lld elements",
                           (long long)rows, (long long)cols, (long long)n);
-    acc->n_calls++;
-    if (depth > acc->depth_max) acc->depth_max = depth;
     if (terms <= 0 || terms > depth)
         return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: terms %lld outside 1..depth %lld",
                           (long long)terms, (long long)depth);
-    double sqrt_k = sqrt((double)terms);
-    gross_box bx = {0};
-    for (int64_t i = 0; i < n; i++) {
-        double x = peat_tensor_get(exact, i);
-        float t =
-            test->dtype == PEAT_DTYPE_F32 ? peat_f32(test)[i] : (float)peat_tensor_get(test, i);
-        acc->n_elems++;
-        hash_bits(acc, peat_f32_bits(t));
-        if (!isfinite(x)) {
-            /* the reference itself left the range: only agreement can be judged */
-            float xr = (float)x;
-            int same = isnan(x) ? isnan(t) : t == xr;
-            if (same)
-                acc->n_equal_rounded++;
-            else
-                acc->n_nonzero_err++, acc->n_over_bound++, acc->n_gross++;
-            continue;
-        }
-        float xr = (float)x; /* RN to fp32, the best an fp32 kernel can return */
-        if (x == 0.0) acc->n_exact_zero++;
-        double m = mag ? mag[i] : fabs(x);
-        double bound = peat_analyzer_bound(m, depth);
-        /* bit pattern against the correctly rounded value */
-        uint32_t bt = peat_f32_bits(t), br = peat_f32_bits(xr), xo = bt ^ br;
-        acc->n_bits++;
-        for (int b = 0; b < PEAT_BIT_POSITIONS; b++)
-            if (xo >> b & 1u) {
-                if (bt >> b & 1u)
-                    acc->bit_set[b]++;
-                else
-                    acc->bit_clr[b]++;
-            }
-        if (!isnan(t)) {
-            int64_t d = ordered(t) - ordered(xr);
-            if (d < 0) d = -d;
-            acc->n_ulp++;
-            acc->ulp_count[ulp_bin(d)]++;
-            if ((double)d > acc->max_ulp) acc->max_ulp = (double)d;
-        }
-        if (t == xr) acc->n_equal_rounded++;
-        if (!isfinite(t)) {
-            if (isnan(t))
-                acc->n_nan++;
-            else {
-                acc->n_inf++;
-                if (isnan(acc->min_exact_at_inf) || fabs(x) < acc->min_exact_at_inf)
-                    acc->min_exact_at_inf = fabs(x);
-            }
-            acc->n_nonzero_err++;
-            acc->n_over_bound++;
-            gross_note(acc, &bx, i, cols, t, xr, bound);
-            continue;
-        }
-        int mb = mant_bits_used(t);
-        if (mb > acc->test_mant_bits) acc->test_mant_bits = mb;
-        double ax = fabs(x), err = (double)t - x, aerr = fabs(err);
-        if (ax > acc->max_exact_finite) acc->max_exact_finite = ax;
-        if (ax > acc->max_abs_exact) acc->max_abs_exact = ax;
-        acc->sumsq_exact += x * x;
-        acc->n_fin++;
-        acc->sum_abs += aerr;
-        acc->sumsq_abs += aerr * aerr;
-        if (aerr > acc->max_abs) acc->max_abs = aerr;
-        if (err != 0.0) {
-            acc->n_nonzero_err++;
-            acc->n_err_signed++;
-            if (fabs((double)t) < ax) acc->n_toward_zero++;
-        }
-        peat_sample smp = {.rel = NAN,
-                           .a = NAN,
-                           .b = NAN,
-                           .d = err,
-                           .x = x,
-                           .key = input ? peat_tensor_get(input, i) : NAN};
-        if (x != 0.0) {
-            smp.rel = aerr / ax;
-            acc->n_rel++;
-            acc->sum_rel += smp.rel;
-            if (smp.rel > acc->max_rel) acc->max_rel = smp.rel;
-            if (t != 0.0f && (isnan(acc->min_exact_nonzero) || ax < acc->min_exact_nonzero))
-                acc->min_exact_nonzero = ax;
-        }
-        double e = aerr / bound;
-        smp.norm = e;
-        acc->sum_norm += e;
-        if (e > acc->max_norm) acc->max_norm = e;
-        if (e > 1.0) {
-            acc->n_over_bound++;
-            if (ax < FLT_MIN) acc->n_err_subnormal_exact++;
-            if (t == 0.0f && x != 0.0) {
-                acc->n_zero_introduced++;
-                if (isnan(acc->max_exact_at_zero) || ax > acc->max_exact_at_zero)
-                    acc->max_exact_at_zero = ax;
-            }
-        }
-        if (e > PEAT_GROSS_FACTOR) gross_note(acc, &bx, i, cols, t, xr, bound);
-        double s = m / sqrt_k;
-        if (s >= FLT_MIN) {
-            smp.a = aerr / s;
-            smp.b = ax / s;
-            acc->n_relmag++;
-            acc->sumsq_relmag += smp.a * smp.a;
-            if (x != 0.0) {
-                double dd = (x > 0 ? err : -err) / s, delta = dd - acc->bias_mean;
-                acc->n_bias++;
-                acc->bias_mean += delta / (double)acc->n_bias;
-                acc->bias_m2 += delta * (dd - acc->bias_mean);
-            }
-        }
-        PEAT_TRY(sample_push(acc, &smp));
-    }
-    box_finish(acc, &bx, rows, cols);
+    if (n >= (int64_t)1 << 40)
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "analyzer: %lld elements in one tensor (max 2^40)",
+                          (long long)n);
     return PEAT_OK;
+}
+
+peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t terms, int64_t rows, int64_t cols,
+                                        const peat_tensor *input)
+{
+    PEAT_TRY(check_add(acc, test, exact, depth, terms, rows, cols, input));
+    int64_t n = peat_tensor_numel(test);
+    peat_scan_in in = {.t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test) : NULL,
+                       .x = exact->dtype == PEAT_DTYPE_F64 ? peat_f64(exact) : NULL,
+                       .test_t = test,
+                       .exact_t = exact,
+                       .input = input,
+                       .mag = mag,
+                       .depth = depth,
+                       .cols = cols,
+                       .call = acc->n_calls,
+                       .gamma = gamma_of(depth),
+                       .eta = eta_of(depth),
+                       .inv_sqrt_k = 1.0 / sqrt((double)terms)};
+    int64_t n_units = (n + PEAT_ANALYZER_CHUNK - 1) / PEAT_ANALYZER_CHUNK;
+    peat_partial one, *parts = n_units > 1 ? malloc((size_t)n_units * sizeof *parts) : &one;
+    if (!parts) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: %lld partials", (long long)n_units);
+    peat_partial call;
+    peat_partial_init(&call);
+    peat_status st = n_units > 0 ? scan_tensor(acc, &in, n, parts, n_units) : PEAT_OK;
+    for (int64_t u = 0; st == PEAT_OK && u < n_units; u++) peat_partial_merge(&call, &parts[u]);
+    if (parts != &one) free(parts);
+    if (st != PEAT_OK) return st;
+    acc->n_calls++;
+    if (depth > acc->depth_max) acc->depth_max = depth;
+    box_finish(acc, &call, rows, cols);
+    call.box_n = 0; /* boxes are per tensor */
+    peat_partial_merge(&acc->tot, &call);
+    return PEAT_OK;
+}
+
+peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_tensor *test,
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t rows, int64_t cols, const peat_tensor *input)
+{
+    return peat_analyzer_acc_add_terms(acc, test, exact, mag, depth, depth, rows, cols, input);
 }
 
 peat_status peat_analyzer_acc_add(peat_analyzer_acc_t *acc, const peat_tensor *test,

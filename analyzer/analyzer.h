@@ -13,8 +13,9 @@
  * unlucky or however different the order, produces it. Structural statistics (bit pattern,
  * spatial box, lane stride) are taken over gross errors only (see docs/signature.md). */
 #define PEAT_GROSS_FACTOR 16.0
-/* Samples kept for quantiles, correlations and smoothness (reservoir, fixed seed). */
-#define PEAT_ANALYZER_MAX_SAMPLES (1 << 20)
+/* Elements kept for the rank statistics (correlation, smoothness): a uniform sample of this size
+ * gives Spearman's rho within +-0.01 at 95% (docs/signature.md); quantiles need no sample. */
+#define PEAT_ANALYZER_MAX_SAMPLES (1 << 17)
 
 /* A fixed-schema summary of one kernel's error distribution over all analysed calls. Errors are
  * taken against the exact (fp64) output. "bound" is gamma_K(u) * mag + (K+1) 2^-150 with u the unit
@@ -113,6 +114,9 @@ typedef struct peat_signature {
 typedef struct peat_analyzer_acc peat_analyzer_acc_t;
 peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op);
 void peat_analyzer_acc_free(peat_analyzer_acc_t *acc);
+/* Threads an add may use (default, and n <= 0: the online CPUs, at most 64). The signature is
+ * bit-identical for any number. */
+void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n);
 /* Adds one output tensor: test (F32 values, any float dtype), exact (F64), mag (per element, from
  * peat_golden_magnitude; NULL = |exact|), depth (op depth K), and the tensor's 2-D view (rows,
  * cols) for spatial structure (rows*cols == numel; pass rows=1 if not a matrix). */

@@ -1,49 +1,151 @@
-/* internal.h: the analyzer's accumulator layout, shared by acc.c and signature.c only. */
+/* internal.h: the analyzer's accumulator layout, shared by the files of analyzer/ only. */
 #ifndef PEAT_ANALYZER_INTERNAL_H
 #define PEAT_ANALYZER_INTERNAL_H
 
 #include "analyzer/analyzer.h"
 
-/* One sampled element: what quantiles, correlations and smoothness need. NaN = not applicable. */
+#include <pthread.h>
+#include <stddef.h>
+
+/* ---- log-bucketed quantile sketch (sketch.c) ---------------------------------------------------
+ * A positive value v = 2^e (1 + f) falls in bucket (e, top SKETCH_SUB_BITS bits of f): buckets are
+ * 2^-6 of an octave wide, so the bucket's midpoint is within 2^-7 (0.78%) of every value in it
+ * (the DDSketch guarantee with a log-linear index read straight from the double's bits). Counts
+ * are integers: sketches merge by adding counts, in any order, with identical results. */
+#define SKETCH_SUB_BITS 6
+#define SKETCH_EXP_MIN  (-128) /* 0 < v < 2^-128 counts as "low" (reported as the exact min) */
+#define SKETCH_EXP_MAX  128    /* v >= 2^128 (and +Inf) counts as "high" (reported as the max) */
+#define SKETCH_BUCKETS  ((SKETCH_EXP_MAX - SKETCH_EXP_MIN) << SKETCH_SUB_BITS)
+
+typedef struct peat_sketch {
+    int64_t n, n_zero, n_low, n_high;
+    double min_pos, max; /* exact smallest positive and largest value added (merge: min / max) */
+    double sumsq_high;   /* sum of squares of the "high" values (the top share needs them) */
+    int64_t *count;      /* SKETCH_BUCKETS counters */
+} peat_sketch;
+
+peat_status peat_sketch_init(peat_sketch *s);
+void peat_sketch_free(peat_sketch *s);
+/* Adds v >= 0 (NaN is ignored). */
+void peat_sketch_add(peat_sketch *s, double v);
+/* dst += src (counts add; exact extremes combine). */
+void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src);
+/* The q-quantile with the interpolation of gsl_stats_quantile_from_sorted_data (rank q (n-1),
+ * linear between neighbours); NaN when empty. Within 2^-7 relative of the exact quantile. */
+double peat_sketch_quantile(const peat_sketch *s, double q);
+/* Sum of v^2 over the largest `top` values (bucket midpoints; "high" values exactly). */
+double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top);
+
+/* ---- bounded uniform sample (sample.c) ---------------------------------------------------------
+ * Bottom-k sampling: every element gets a pseudo-random priority from a bijective hash of its
+ * (call number, index), and the sample is the k elements of smallest priority. That is a uniform
+ * sample without replacement that depends only on which elements were added, never on the order
+ * of adding or on how the work was split: per-thread samples merge into the same set. */
+#define PEAT_SAMPLE_K PEAT_ANALYZER_MAX_SAMPLES
+
+/* One sampled element: what correlations and smoothness need. NaN = not applicable. */
 typedef struct peat_sample {
-    double norm; /* e_i = |err| / bound */
-    double rel;  /* |err| / |exact| (NaN when exact == 0) */
-    double a;    /* |err| / s_i (NaN when s_i < FLT_MIN) */
-    double b;    /* |exact| / s_i (NaN when s_i < FLT_MIN) */
-    double key;  /* input value the element is a function of (NaN when none was given) */
-    double x;    /* exact value */
-    double d;    /* signed error test - exact */
+    uint64_t prio; /* sampling priority (unique per element) */
+    double a;      /* |err| / s_i (NaN when s_i < FLT_MIN) */
+    double b;      /* |exact| / s_i (NaN when s_i < FLT_MIN) */
+    double key;    /* input value the element is a function of (NaN when none was given) */
+    double x;      /* exact value */
+    double d;      /* signed error test - exact */
 } peat_sample;
 
-struct peat_analyzer_acc {
-    char kernel[64];
-    peat_op_kind op;
-    int64_t n_calls, n_elems, depth_max, n_exact_zero, n_nan, n_inf;
-    int64_t n_equal_rounded, n_nonzero_err;
-    uint64_t hash;
-    /* finite elements */
-    int64_t n_fin;
+typedef struct peat_sample_set {
+    peat_sample *s;
+    int64_t n, cap; /* cap = k + k/2: a full buffer is cut back to its k smallest */
+    int64_t k;
+    uint64_t thresh; /* priorities above this can no longer enter (UINT64_MAX until first cut) */
+} peat_sample_set;
+
+peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
+void peat_sample_set_free(peat_sample_set *ss);
+/* Priority of element i of the call with number call (bijective in (call, i) for i < 2^40). */
+uint64_t peat_sample_prio(int64_t call, int64_t i);
+void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
+/* Cuts the set to its k smallest priorities and orders it by priority (a canonical order). */
+void peat_sample_set_finish(peat_sample_set *ss);
+/* perm = the order of v[0..n) ascending (stable, NaN never passed in); LSD radix sort on the
+ * order-preserving 64-bit image of the doubles: O(n), one pass per byte. work: n + n entries. */
+peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm);
+/* Sorts v[0..n) ascending (same radix sort). */
+peat_status peat_sample_sort(double *v, size_t n);
+
+/* ---- streaming element pass (scan.c) -----------------------------------------------------------
+ */
+
+/* Elements per work unit: each unit's floating-point sums are kept apart and merged in unit
+ * order, so results are the same whatever the number of threads. */
+#define PEAT_ANALYZER_CHUNK 16384
+
+/* What one unit of elements adds: counts, sums, extremes. Merged in unit order (acc.c). */
+typedef struct peat_partial {
+    int64_t n_elems, n_exact_zero, n_nan, n_inf, n_equal_rounded, n_nonzero_err, n_fin;
     double max_abs_exact, sumsq_exact, sum_abs, sumsq_abs, max_abs;
     int64_t n_rel;
     double sum_rel, max_rel;
-    double sum_norm, max_norm;
-    int64_t n_over_bound, n_err_subnormal_exact;
-    int64_t n_relmag;
+    double sum_norm, sumsq_norm, max_norm;
+    int64_t n_over_bound, n_err_subnormal_exact, n_relmag;
     double sumsq_relmag;
-    /* Welford over d_i (signed toward-zero error / s_i) */
     int64_t n_bias;
     double bias_mean, bias_m2;
     int64_t n_err_signed, n_toward_zero;
-    /* ulp and bits */
     int64_t n_ulp, ulp_count[PEAT_ULP_BINS];
     double max_ulp;
     int64_t n_bits, bit_set[PEAT_BIT_POSITIONS], bit_clr[PEAT_BIT_POSITIONS];
     int test_mant_bits;
-    /* range */
     double min_exact_at_inf, max_exact_finite, max_exact_at_zero, min_exact_nonzero;
     int64_t n_zero_introduced;
-    /* gross errors */
     int64_t n_gross, n_gross_single, n_gross_set, gross_bit[PEAT_BIT_POSITIONS];
+    /* gross errors of this unit: first index, gcd of distances from it, bounding box */
+    int64_t box_n, box_first, box_g, box_r0, box_r1, box_c0, box_c1;
+    uint64_t hash; /* hash of the unit's test bits */
+} peat_partial;
+
+/* Per-thread state: integer sketches (they merge exactly in any order) and a small staging area
+ * for sampled elements, flushed into the accumulator's one sample under its lock (the sample is a
+ * set: the order of flushes does not change it). */
+#define PEAT_WORKER_STAGE 256
+typedef struct peat_worker {
+    peat_sketch norm, rel;
+    struct peat_analyzer_acc *acc;
+    uint64_t thresh; /* the shared sample's entry threshold at the last flush */
+    int n_stage;
+    peat_sample stage[PEAT_WORKER_STAGE];
+} peat_worker;
+
+/* Moves the staged samples into the accumulator's sample (locks it). */
+void peat_worker_flush(peat_worker *w);
+
+/* One output tensor being added: everything a unit needs to read. */
+typedef struct peat_scan_in {
+    const float *t;  /* test values (F32) or NULL: then test_t is read element by element */
+    const double *x; /* exact values (F64) or NULL: then exact_t */
+    const peat_tensor *test_t, *exact_t, *input;
+    const double *mag; /* NULL = |exact| */
+    int64_t depth, cols, call;
+    double gamma, eta, inv_sqrt_k;
+} peat_scan_in;
+
+void peat_partial_init(peat_partial *p);
+/* Adds src to dst (src's units follow dst's). */
+void peat_partial_merge(peat_partial *dst, const peat_partial *src);
+/* Streams elements [lo, hi) of one tensor into p and w. */
+void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
+                    peat_worker *w);
+
+/* ---- the accumulator (acc.c) -------------------------------------------------------------------
+ */
+
+#define PEAT_ANALYZER_MAX_THREADS 64
+
+struct peat_analyzer_acc {
+    char kernel[64];
+    peat_op_kind op;
+    int64_t n_calls, depth_max;
+    peat_partial tot; /* all units so far, merged in order */
     int64_t gross_stride;
     int64_t box_gross_sum, box_area_sum, box_numel_sum, gross_at_edge;
     int64_t box_best_n, box_rows, box_cols, box_tensor_rows, box_tensor_cols;
@@ -51,10 +153,11 @@ struct peat_analyzer_acc {
     /* repeatability */
     double repeat_max_diff;
     int64_t repeat_n_diff;
-    /* reservoir of samples */
-    peat_sample *s;
-    int64_t n_s, alloc_s, cap_s, n_seen;
-    uint64_t rng;
+    /* per-thread sketches, merged when a signature is taken; the one sample behind its lock */
+    int threads;
+    peat_worker *w[PEAT_ANALYZER_MAX_THREADS];
+    peat_sample_set smp;
+    pthread_mutex_t smp_lock;
 };
 
 #endif

@@ -1,8 +1,7 @@
-/* signature.c: turns an accumulator into a fixed-schema signature (quantiles and ranks via GSL). */
+/* signature.c: turns an accumulator into a fixed-schema signature (quantiles from sketches, ranks
+ * from the sample). */
 #include "analyzer/internal.h"
 
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,110 +25,134 @@ double peat_analyzer_eff_bits(double rms_rel_mag)
     return b > 53.0 ? 53.0 : b < 0.0 ? 0.0 : b;
 }
 
-/* Sorted copy of one field of the samples, NaNs dropped. */
-static peat_status sorted_field(const peat_analyzer_acc_t *acc, size_t off, double **out, size_t *n)
+/* Merged per-thread sketches (integer counts: the same sum in any order). */
+typedef struct sketches {
+    peat_sketch norm, rel;
+} sketches;
+
+static peat_status sketches_merge(const peat_analyzer_acc_t *acc, sketches *m)
 {
-    *out = NULL;
-    *n = 0;
-    if (acc->n_s == 0) return PEAT_OK;
-    double *v = malloc((size_t)acc->n_s * sizeof *v);
-    if (!v) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sort buffer of %lld", (long long)acc->n_s);
-    size_t k = 0;
-    for (int64_t i = 0; i < acc->n_s; i++) {
-        double x;
-        memcpy(&x, (const char *)&acc->s[i] + off, sizeof x);
-        if (!isnan(x)) v[k++] = x;
+    PEAT_TRY(peat_sketch_init(&m->norm));
+    peat_status st = peat_sketch_init(&m->rel);
+    for (int t = 0; st == PEAT_OK && t < PEAT_ANALYZER_MAX_THREADS; t++) {
+        if (!acc->w[t]) continue;
+        peat_sketch_merge(&m->norm, &acc->w[t]->norm);
+        peat_sketch_merge(&m->rel, &acc->w[t]->rel);
     }
-    gsl_sort(v, 1, k);
-    *out = v;
-    *n = k;
+    return st;
+}
+
+/* Quantiles from the sketches: within 2^-7 relative of the exact ones over all elements. */
+static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_signature *s)
+{
+    const peat_sketch *q = &m->norm;
+    if (q->n > 0) {
+        s->p50_norm = peat_sketch_quantile(q, 0.5);
+        s->p99_norm = peat_sketch_quantile(q, 0.99);
+        /* top 1% (at least one element) of the squared normalised errors */
+        double tot = acc->tot.sumsq_norm, hi = peat_sketch_top_sumsq(q, (q->n + 99) / 100);
+        s->top1pct_share = tot > 0.0 ? (hi < tot ? hi / tot : 1.0) : 0.0;
+    }
+    if (m->rel.n > 0) s->median_rel = peat_sketch_quantile(&m->rel, 0.5);
+}
+
+/* Moves the k-th smallest of v[0..n) to v[k], smaller ones before it (quickselect). */
+static void select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+        double p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < p) i++;
+            while (v[j] > p) j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i++] = v[j];
+                if (j-- == 0) break;
+                v[j + 1] = t;
+            }
+        }
+        if (k <= j && j < hi)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+/* Median of v[0..n) (reorders v): the middle value, or the mean of the two middle ones. */
+static double median_of(double *v, size_t n)
+{
+    select_kth(v, n, n / 2);
+    double hi = v[n / 2];
+    if (n % 2) return hi;
+    double lo = v[0];
+    for (size_t i = 1; i < n / 2; i++) lo = v[i] > lo ? v[i] : lo;
+    return 0.5 * (lo + hi);
+}
+
+/* Ranks of v[0..n) (1-based, ties get their mean rank). */
+static peat_status ranks_of(const double *v, size_t n, double *rank, uint32_t *perm)
+{
+    PEAT_TRY(peat_sample_argsort(v, n, perm));
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && v[perm[j]] == v[perm[i]]) j++;
+        double r = 0.5 * (double)(i + j + 1); /* mean of ranks i+1 .. j */
+        for (size_t t = i; t < j; t++) rank[perm[t]] = r;
+        i = j;
+    }
     return PEAT_OK;
 }
 
-static peat_status quantiles(const peat_analyzer_acc_t *acc, peat_signature *s)
+/* Pearson correlation of x and y (two passes); NaN when either is constant. */
+static double pearson(const double *x, const double *y, size_t n)
 {
-    double *v;
-    size_t n;
-    PEAT_TRY(sorted_field(acc, offsetof(peat_sample, norm), &v, &n));
-    if (n > 0) {
-        s->p50_norm = gsl_stats_quantile_from_sorted_data(v, 1, n, 0.5);
-        s->p99_norm = gsl_stats_quantile_from_sorted_data(v, 1, n, 0.99);
-        /* top 1% (at least one element) of the squared normalised errors */
-        size_t top = (n + 99) / 100;
-        double tot = 0.0, hi = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            double q = v[i] * v[i];
-            tot += q;
-            if (i >= n - top) hi += q;
-        }
-        s->top1pct_share = tot > 0.0 ? hi / tot : 0.0;
+    double mx = 0.0, my = 0.0, sxx = 0.0, syy = 0.0, sxy = 0.0;
+    for (size_t i = 0; i < n; i++) mx += x[i], my += y[i];
+    mx /= (double)n, my /= (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double dx = x[i] - mx, dy = y[i] - my;
+        sxx += dx * dx, syy += dy * dy, sxy += dx * dy;
     }
-    free(v);
-    PEAT_TRY(sorted_field(acc, offsetof(peat_sample, rel), &v, &n));
-    if (n > 0) s->median_rel = gsl_stats_median_from_sorted_data(v, 1, n);
-    free(v);
-    return PEAT_OK;
+    return sxx > 0.0 && syy > 0.0 ? sxy / sqrt(sxx * syy) : NAN;
 }
 
 /* Spearman rho of |err|/s against |exact|/s: near 0 when the error does not scale with the value
  * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs). */
-static peat_status input_correlation(const peat_analyzer_acc_t *acc, peat_signature *s)
+static peat_status input_correlation(const peat_sample_set *ss, peat_signature *s)
 {
     s->corr_err_input = NAN;
     size_t n = 0;
-    for (int64_t i = 0; i < acc->n_s; i++)
-        if (!isnan(acc->s[i].a) && !isnan(acc->s[i].b)) n++;
+    for (int64_t i = 0; i < ss->n; i++)
+        if (!isnan(ss->s[i].a) && !isnan(ss->s[i].b)) n++;
     if (n < 16) return PEAT_OK;
     double *buf = malloc(4 * n * sizeof *buf);
-    if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: correlation buffer of %zu", n);
-    double *x = buf, *y = buf + n, *work = buf + 2 * n;
-    size_t k = 0;
-    for (int64_t i = 0; i < acc->n_s; i++)
-        if (!isnan(acc->s[i].a) && !isnan(acc->s[i].b)) x[k] = acc->s[i].a, y[k++] = acc->s[i].b;
-    double sx = gsl_stats_sd(x, 1, n), sy = gsl_stats_sd(y, 1, n);
-    if (sx > 0.0 && sy > 0.0) s->corr_err_input = gsl_stats_spearman(x, 1, y, 1, n, work);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    peat_status st =
+        buf && perm ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: correlation of %zu", n);
+    if (st == PEAT_OK) {
+        double *x = buf, *y = buf + n, *rx = buf + 2 * n, *ry = buf + 3 * n;
+        size_t k = 0;
+        for (int64_t i = 0; i < ss->n; i++)
+            if (!isnan(ss->s[i].a) && !isnan(ss->s[i].b)) x[k] = ss->s[i].a, y[k++] = ss->s[i].b;
+        st = ranks_of(x, n, rx, perm);
+        if (st == PEAT_OK) st = ranks_of(y, n, ry, perm);
+        if (st == PEAT_OK) s->corr_err_input = pearson(rx, ry, n);
+    }
     free(buf);
-    return PEAT_OK;
+    free(perm);
+    return st;
 }
 
-/* Median of v[0..n) (reorders v). */
-static double median_of(double *v, size_t n)
+/* Median successive difference over sqrt(2) MAD of r taken in key order (perm), and the sign
+ * changes per step; w is scratch of n. */
+static void roughness_of(const double *r, const uint32_t *perm, size_t n, double *w, double *rough,
+                         double *changes)
 {
-    gsl_sort(v, 1, n);
-    return gsl_stats_median_from_sorted_data(v, 1, n);
-}
-
-/* Roughness of the signed relative error r = err / exact along one key (input or exact value):
- * median |r[i+1] - r[i]| / (sqrt(2) MAD(r)) in key order. Independent errors give ~1 (the
- * difference of two independent draws spreads sqrt(2) wider); a smooth function of the key gives
- * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
- * medians keep the few elements whose relative error is noise (cancellation in a tail) from
- * deciding. Also returns the sign changes per step. */
-static peat_status roughness_along(const peat_analyzer_acc_t *acc, int use_input, double *rough,
-                                   double *changes)
-{
-    *rough = *changes = NAN;
-    size_t n = 0;
-    for (int64_t i = 0; i < acc->n_s; i++) {
-        const peat_sample *p = &acc->s[i];
-        if (p->x != 0.0 && !(use_input && isnan(p->key))) n++;
-    }
-    if (n < 16) return PEAT_OK;
-    double *key = malloc(n * sizeof *key), *r = malloc(n * sizeof *r), *w = malloc(n * sizeof *w);
-    size_t *perm = malloc(n * sizeof *perm);
-    peat_status st = PEAT_OK;
-    if (!key || !r || !w || !perm) {
-        st = PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: smoothness buffers of %zu", n);
-        goto done;
-    }
-    size_t k = 0;
-    for (int64_t i = 0; i < acc->n_s; i++) {
-        const peat_sample *p = &acc->s[i];
-        if (p->x == 0.0 || (use_input && isnan(p->key))) continue;
-        key[k] = use_input ? p->key : p->x;
-        r[k++] = p->d / p->x;
-    }
-    gsl_sort_index(perm, key, 1, n);
     size_t flips = 0;
     for (size_t i = 0; i + 1 < n; i++) {
         double a = r[perm[i]], b = r[perm[i + 1]];
@@ -146,21 +169,52 @@ static peat_status roughness_along(const peat_analyzer_acc_t *acc, int use_input
     else if (mdiff == 0.0)
         *rough = 0.0;
     *changes = (double)flips / (double)(n - 1);
-done:
-    free(key);
-    free(r);
-    free(w);
+}
+
+/* Roughness of the signed relative error r = err / exact along one key (input or exact value):
+ * median |r[i+1] - r[i]| / (sqrt(2) MAD(r)) in key order. Independent errors give ~1 (the
+ * difference of two independent draws spreads sqrt(2) wider); a smooth function of the key gives
+ * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
+ * medians keep the few elements whose relative error is noise (cancellation in a tail) from
+ * deciding. Also returns the sign changes per step. One radix sort by the key. */
+static peat_status roughness_along(const peat_sample_set *ss, int use_input, double *rough,
+                                   double *changes)
+{
+    *rough = *changes = NAN;
+    size_t n = 0;
+    for (int64_t i = 0; i < ss->n; i++) {
+        const peat_sample *p = &ss->s[i];
+        if (p->x != 0.0 && !(use_input && isnan(p->key))) n++;
+    }
+    if (n < 16) return PEAT_OK;
+    double *buf = malloc(3 * n * sizeof *buf);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    if (!buf || !perm) {
+        free(buf), free(perm);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: smoothness buffers of %zu", n);
+    }
+    double *key = buf, *r = buf + n, *w = buf + 2 * n;
+    size_t k = 0;
+    for (int64_t i = 0; i < ss->n; i++) {
+        const peat_sample *p = &ss->s[i];
+        if (p->x == 0.0 || (use_input && isnan(p->key))) continue;
+        key[k] = use_input ? p->key : p->x;
+        r[k++] = p->d / p->x;
+    }
+    peat_status st = peat_sample_argsort(key, n, perm);
+    if (st == PEAT_OK) roughness_of(r, perm, n, w, rough, changes);
+    free(buf);
     free(perm);
     return st;
 }
 
 /* Smoothness along the input when one was given and along the exact value; the smoother reading
  * counts (an approximation is a function of one of them, noise of neither). */
-static peat_status smoothness(const peat_analyzer_acc_t *acc, peat_signature *s)
+static peat_status smoothness(const peat_sample_set *ss, peat_signature *s)
 {
     double r1, c1, r2, c2;
-    PEAT_TRY(roughness_along(acc, 0, &r1, &c1));
-    PEAT_TRY(roughness_along(acc, 1, &r2, &c2));
+    PEAT_TRY(roughness_along(ss, 0, &r1, &c1));
+    PEAT_TRY(roughness_along(ss, 1, &r2, &c2));
     s->err_roughness = r1;
     s->err_sign_changes = c1;
     if (!isnan(r2) && (isnan(r1) || r2 < r1)) {
@@ -175,64 +229,66 @@ static double frac(int64_t a, int64_t b)
     return b > 0 ? (double)a / (double)b : 0.0;
 }
 
-peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *s)
+/* Counts, moments and extremes of the streamed pass. */
+static void moments(const peat_partial *p, peat_signature *s)
 {
-    if (!acc || !s) return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: NULL accumulator or signature");
-    memset(s, 0, sizeof *s);
-    s->version = PEAT_SIGNATURE_VERSION;
-    snprintf(s->kernel, sizeof s->kernel, "%s", acc->kernel);
-    snprintf(s->op, sizeof s->op, "%s", peat_op_name(acc->op));
-    s->n_calls = acc->n_calls;
-    s->n_elems = acc->n_elems;
-    s->depth_max = acc->depth_max;
-    s->n_exact_zero = acc->n_exact_zero;
-    s->n_nan = acc->n_nan;
-    s->n_inf = acc->n_inf;
-    s->n_equal_rounded = acc->n_equal_rounded;
-    s->n_nonzero_err = acc->n_nonzero_err;
-    s->test_hash = acc->hash;
-    double nf = (double)acc->n_fin;
-    s->max_abs_exact = acc->max_abs_exact;
-    s->rms_exact = acc->n_fin ? sqrt(acc->sumsq_exact / nf) : NAN;
-    s->max_abs = acc->max_abs;
-    s->mean_abs = acc->n_fin ? acc->sum_abs / nf : NAN;
-    s->rms_abs = acc->n_fin ? sqrt(acc->sumsq_abs / nf) : NAN;
-    s->max_rel = acc->max_rel;
-    s->mean_rel = acc->n_rel ? acc->sum_rel / (double)acc->n_rel : NAN;
-    s->median_rel = NAN;
-    s->max_norm = acc->max_norm;
-    s->mean_norm = acc->n_fin ? acc->sum_norm / nf : NAN;
-    s->p50_norm = s->p99_norm = NAN;
-    s->top1pct_share = NAN;
-    s->n_over_bound = acc->n_over_bound;
-    s->frac_over_bound = frac(acc->n_over_bound, acc->n_elems);
-    s->rms_rel_mag = acc->n_relmag ? sqrt(acc->sumsq_relmag / (double)acc->n_relmag) : NAN;
+    s->n_elems = p->n_elems;
+    s->n_exact_zero = p->n_exact_zero;
+    s->n_nan = p->n_nan;
+    s->n_inf = p->n_inf;
+    s->n_equal_rounded = p->n_equal_rounded;
+    s->n_nonzero_err = p->n_nonzero_err;
+    s->test_hash = p->hash;
+    double nf = (double)p->n_fin;
+    s->max_abs_exact = p->max_abs_exact;
+    s->rms_exact = p->n_fin ? sqrt(p->sumsq_exact / nf) : NAN;
+    s->max_abs = p->max_abs;
+    s->mean_abs = p->n_fin ? p->sum_abs / nf : NAN;
+    s->rms_abs = p->n_fin ? sqrt(p->sumsq_abs / nf) : NAN;
+    s->max_rel = p->max_rel;
+    s->mean_rel = p->n_rel ? p->sum_rel / (double)p->n_rel : NAN;
+    s->max_norm = p->max_norm;
+    s->mean_norm = p->n_fin ? p->sum_norm / nf : NAN;
+    s->n_over_bound = p->n_over_bound;
+    s->frac_over_bound = frac(p->n_over_bound, p->n_elems);
+    s->rms_rel_mag = p->n_relmag ? sqrt(p->sumsq_relmag / (double)p->n_relmag) : NAN;
     s->eff_bits = peat_analyzer_eff_bits(s->rms_rel_mag);
     s->bias_t = NAN;
-    if (acc->n_bias >= 2) {
-        double sd = sqrt(acc->bias_m2 / (double)(acc->n_bias - 1));
-        if (sd > 0.0) s->bias_t = acc->bias_mean / (sd / sqrt((double)acc->n_bias));
+    if (p->n_bias >= 2) {
+        double sd = sqrt(p->bias_m2 / (double)(p->n_bias - 1));
+        if (sd > 0.0) s->bias_t = p->bias_mean / (sd / sqrt((double)p->n_bias));
     }
-    s->frac_err_negative = acc->n_err_signed ? frac(acc->n_toward_zero, acc->n_err_signed) : NAN;
-    for (int b = 0; b < PEAT_ULP_BINS; b++) s->ulp_hist[b] = frac(acc->ulp_count[b], acc->n_ulp);
-    s->max_ulp = acc->max_ulp;
+    s->frac_err_negative = p->n_err_signed ? frac(p->n_toward_zero, p->n_err_signed) : NAN;
+}
+
+/* ULP and bit histograms, and where in the range errors sit. */
+static void bits_and_range(const peat_partial *p, peat_signature *s)
+{
+    for (int b = 0; b < PEAT_ULP_BINS; b++) s->ulp_hist[b] = frac(p->ulp_count[b], p->n_ulp);
+    s->max_ulp = p->max_ulp;
     for (int b = 0; b < PEAT_BIT_POSITIONS; b++) {
-        s->bit_set[b] = frac(acc->bit_set[b], acc->n_bits);
-        s->bit_clr[b] = frac(acc->bit_clr[b], acc->n_bits);
+        s->bit_set[b] = frac(p->bit_set[b], p->n_bits);
+        s->bit_clr[b] = frac(p->bit_clr[b], p->n_bits);
         s->bit_hist[b] = s->bit_set[b] + s->bit_clr[b];
     }
-    s->test_mant_bits = acc->test_mant_bits;
-    s->n_err_subnormal_exact = acc->n_err_subnormal_exact;
-    s->min_exact_at_inf = acc->min_exact_at_inf;
-    s->max_exact_finite = acc->max_exact_finite;
-    s->n_zero_introduced = acc->n_zero_introduced;
-    s->max_exact_at_zero = acc->max_exact_at_zero;
-    s->min_exact_nonzero = acc->min_exact_nonzero;
-    s->n_gross = acc->n_gross;
-    s->gross_single_bit = acc->n_gross ? frac(acc->n_gross_single, acc->n_gross) : NAN;
+    s->test_mant_bits = p->test_mant_bits;
+    s->n_err_subnormal_exact = p->n_err_subnormal_exact;
+    s->min_exact_at_inf = p->min_exact_at_inf;
+    s->max_exact_finite = p->max_exact_finite;
+    s->n_zero_introduced = p->n_zero_introduced;
+    s->max_exact_at_zero = p->max_exact_at_zero;
+    s->min_exact_nonzero = p->min_exact_nonzero;
+}
+
+/* Gross errors: bit pattern, lane stride and spatial box. */
+static void gross(const peat_analyzer_acc_t *acc, peat_signature *s)
+{
+    const peat_partial *p = &acc->tot;
+    s->n_gross = p->n_gross;
+    s->gross_single_bit = p->n_gross ? frac(p->n_gross_single, p->n_gross) : NAN;
     for (int b = 0; b < PEAT_BIT_POSITIONS; b++)
-        s->gross_bit[b] = frac(acc->gross_bit[b], acc->n_gross_single);
-    s->gross_dir_set = acc->n_gross_single ? frac(acc->n_gross_set, acc->n_gross_single) : NAN;
+        s->gross_bit[b] = frac(p->gross_bit[b], p->n_gross_single);
+    s->gross_dir_set = p->n_gross_single ? frac(p->n_gross_set, p->n_gross_single) : NAN;
     s->gross_stride = acc->gross_stride;
     s->box_fill = acc->box_area_sum ? frac(acc->box_gross_sum, acc->box_area_sum) : NAN;
     s->box_share = acc->box_numel_sum ? frac(acc->box_area_sum, acc->box_numel_sum) : NAN;
@@ -244,10 +300,44 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
     s->box_at_right = acc->box_at_right;
     s->frac_err_in_last_tile =
         acc->box_gross_sum ? frac(acc->gross_at_edge, acc->box_gross_sum) : NAN;
+}
+
+/* Quantiles from the merged sketches; rank statistics from the sample cut to its k smallest
+ * priorities (a copy: the accumulator stays open for more adds). */
+static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *s)
+{
+    sketches m;
+    peat_status st = sketches_merge(acc, &m);
+    if (st == PEAT_OK) quantiles(acc, &m, s);
+    peat_sketch_free(&m.norm);
+    peat_sketch_free(&m.rel);
+    PEAT_TRY(st);
+    peat_sample_set ss = acc->smp;
+    ss.s = malloc((size_t)(acc->smp.n > 0 ? acc->smp.n : 1) * sizeof *ss.s);
+    if (!ss.s) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %lld", (long long)ss.n);
+    if (ss.n > 0) memcpy(ss.s, acc->smp.s, (size_t)ss.n * sizeof *ss.s);
+    ss.cap = ss.n;
+    peat_sample_set_finish(&ss);
+    st = input_correlation(&ss, s);
+    if (st == PEAT_OK) st = smoothness(&ss, s);
+    free(ss.s);
+    return st;
+}
+
+peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *s)
+{
+    if (!acc || !s) return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: NULL accumulator or signature");
+    memset(s, 0, sizeof *s);
+    s->version = PEAT_SIGNATURE_VERSION;
+    snprintf(s->kernel, sizeof s->kernel, "%s", acc->kernel);
+    snprintf(s->op, sizeof s->op, "%s", peat_op_name(acc->op));
+    s->n_calls = acc->n_calls;
+    s->depth_max = acc->depth_max;
+    s->median_rel = s->p50_norm = s->p99_norm = s->top1pct_share = NAN;
+    moments(&acc->tot, s);
+    bits_and_range(&acc->tot, s);
+    gross(acc, s);
     s->repeat_max_diff = acc->repeat_max_diff;
     s->repeat_n_diff = acc->repeat_n_diff;
-    PEAT_TRY(quantiles(acc, s));
-    PEAT_TRY(input_correlation(acc, s));
-    PEAT_TRY(smoothness(acc, s));
-    return PEAT_OK;
+    return distribution(acc, s);
 }

@@ -444,7 +444,8 @@ Test(analyzer, quantiles_and_means_over_several_tensors)
     cr_assert_eq(s.n_elems, 200);
     /* relative errors: 100 zeros and k 2^-23 for k = 1..100: mean 50.5/2 2^-23, median 0.5 2^-23 */
     cr_assert_float_eq(s.mean_rel, 25.25 * 0x1p-23, 1e-15);
-    cr_assert_float_eq(s.median_rel, 0.5 * 0x1p-23, 1e-15);
+    /* the median comes from the sketch: within its documented relative accuracy 2^-7 */
+    cr_assert(fabs(s.median_rel / (0.5 * 0x1p-23) - 1.0) <= 0x1p-7, "median_rel %a", s.median_rel);
     cr_assert_eq(s.max_rel, 100 * 0x1p-23);
     pair_free(&a), pair_free(&b);
 }
