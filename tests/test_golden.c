@@ -775,3 +775,70 @@ Test(golden, magnitude_of_plain_sums_is_sum_of_abs_terms)
     cr_assert_eq(peat_golden_magnitude(&ra, 1, NULL, mag), PEAT_ERR_INVAL, "reduce has one output");
     free_all(2, in), peat_tensor_free(rx), peat_tensor_free(bx);
 }
+
+/* The plain triple loop every blocked GEMM here must equal bit for bit: element (i,j) of batch b
+ * summed over k in order, in the accumulator type T (float: golden; double: exact, or the
+ * magnitude with absval). */
+static double ref_op(const float *X, int t, int64_t r, int64_t c, int64_t i, int64_t k, int ab)
+{
+    double v = t ? X[k * r + i] : X[i * c + k];
+    return ab ? fabs(v) : v;
+}
+
+static void ref_gemm(const peat_op_params *p, peat_tensor *const *in, int ab, double *d64,
+                     float *d32)
+{
+    int tA = (int)p->i[0], tB = (int)p->i[1];
+    int64_t M = p->i[2], N = p->i[3], K = p->i[4], B = p->i[5];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                const float *A = peat_f32(in[0]) + b * M * K, *Bm = peat_f32(in[1]) + b * K * N;
+                double c = peat_f32(in[2])[b * M * N + i * N + j];
+                double s = 0.0;
+                float f = 0.0f;
+                for (int64_t k = 0; k < K; k++) {
+                    double x = ref_op(A, tA, M, K, i, k, ab), y = ref_op(Bm, tB, K, N, k, j, ab);
+                    s += x * y;
+                    f += (float)x * (float)y;
+                }
+                double al = ab ? fabs(p->f[0]) : p->f[0], be = ab ? fabs(p->f[1]) : p->f[1];
+                d64[b * M * N + i * N + j] = al * s + (be != 0.0 ? be * (ab ? fabs(c) : c) : 0.0);
+                d32[b * M * N + i * N + j] =
+                    be != 0.0 ? (float)p->f[0] * f + (float)p->f[1] * (float)c : (float)p->f[0] * f;
+            }
+}
+
+Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
+{
+    /* N = 300 spans two column blocks (256 + 44); every transpose and beta 0 / 1.5, batch 2 */
+    peat_rng_t *r = peat_rng_alloc(5);
+    int64_t M = 7, N = 300, K = 33, B = 2;
+    peat_tensor *in[3] = {rnd(r, B * M * K, 0, 1), rnd(r, B * K * N, 0.5, 1),
+                          rnd(r, B * M * N, 0, 1)};
+    double *d64 = malloc(sizeof(double) * B * M * N), *mag = malloc(sizeof(double) * B * M * N);
+    float *d32 = malloc(sizeof(float) * B * M * N);
+    cr_assert(d64 && mag && d32);
+    for (int c = 0; c < 8; c++) {
+        peat_op_params p = {.i = {c & 1, c >> 1 & 1, M, N, K, B}, .f = {-0.75, c >> 2 ? 1.5 : 0.0}};
+        peat_args ex = run_k("gemm_exact", PEAT_OP_GEMM, &p, 3, in);
+        peat_args go = run_k("gemm_golden", PEAT_OP_GEMM, &p, 3, in);
+        cr_assert_eq(peat_golden_magnitude(&ex, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
+        for (int ab = 0; ab < 2; ab++) {
+            ref_gemm(&p, in, ab, d64, d32);
+            for (int64_t i = 0; i < B * M * N; i++) {
+                double got = ab ? mag[i] : peat_f64(ex.out[0])[i];
+                cr_assert(got == d64[i], "case %d %s [%lld]: %a, plain loop %a", c,
+                          ab ? "magnitude" : "exact", (long long)i, got, d64[i]);
+                if (!ab)
+                    cr_assert(peat_f32(go.out[0])[i] == d32[i], "case %d golden [%lld]: %a vs %a",
+                              c, (long long)i, peat_f32(go.out[0])[i], d32[i]);
+            }
+        }
+        peat_args_free_outputs(&ex);
+        peat_args_free_outputs(&go);
+    }
+    free(d64), free(mag), free(d32);
+    free_all(3, in);
+    peat_rng_free(r);
+}
