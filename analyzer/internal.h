@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 
 /* ---- log-bucketed quantile sketch (sketch.c) ---------------------------------------------------
  * A positive value v = 2^e (1 + f) falls in bucket (e, top SKETCH_SUB_BITS bits of f): buckets are
@@ -26,8 +27,32 @@ typedef struct peat_sketch {
 
 peat_status peat_sketch_init(peat_sketch *s);
 void peat_sketch_free(peat_sketch *s);
-/* Adds v >= 0 (NaN is ignored). */
-void peat_sketch_add(peat_sketch *s, double v);
+/* Bucket of a positive finite double: its biased exponent and top SKETCH_SUB_BITS fraction bits,
+ * shifted so that 2^SKETCH_EXP_MIN is bucket 0. */
+#define SKETCH_BIAS ((int64_t)(SKETCH_EXP_MIN + 1023) << SKETCH_SUB_BITS)
+
+/* Adds v >= 0 (NaN is ignored). Inline: the streaming pass calls it twice per element. */
+static inline void peat_sketch_add(peat_sketch *s, double v)
+{
+    if (!(v >= 0.0)) return; /* NaN */
+    s->n++;
+    if (v > s->max) s->max = v;
+    if (v == 0.0) {
+        s->n_zero++;
+        return;
+    }
+    if (v < s->min_pos) s->min_pos = v;
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    int64_t b = (int64_t)(u >> (52 - SKETCH_SUB_BITS)) - SKETCH_BIAS;
+    if (b < 0)
+        s->n_low++;
+    else if (b >= SKETCH_BUCKETS) {
+        s->n_high++;
+        s->sumsq_high += v * v;
+    } else
+        s->count[b]++;
+}
 /* dst += src (counts add; exact extremes combine). */
 void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src);
 /* The q-quantile with the interpolation of gsl_stats_quantile_from_sorted_data (rank q (n-1),
@@ -66,12 +91,10 @@ void peat_sample_set_free(peat_sample_set *ss);
 uint64_t peat_sample_prio(int64_t call, int64_t i);
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
 /* Cuts the set to its k smallest priorities and orders it by priority (a canonical order). */
-void peat_sample_set_finish(peat_sample_set *ss);
+peat_status peat_sample_set_finish(peat_sample_set *ss);
 /* perm = the order of v[0..n) ascending (stable, NaN never passed in); LSD radix sort on the
- * order-preserving 64-bit image of the doubles: O(n), one pass per byte. work: n + n entries. */
+ * order-preserving 64-bit image of the doubles: O(n), at most six passes. */
 peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm);
-/* Sorts v[0..n) ascending (same radix sort). */
-peat_status peat_sample_sort(double *v, size_t n);
 
 /* ---- streaming element pass (scan.c) -----------------------------------------------------------
  */

@@ -98,18 +98,6 @@ void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x)
     ss->s[ss->n++] = *x;
 }
 
-static int by_prio(const void *a, const void *b)
-{
-    uint64_t x = ((const peat_sample *)a)->prio, y = ((const peat_sample *)b)->prio;
-    return x < y ? -1 : x > y;
-}
-
-void peat_sample_set_finish(peat_sample_set *ss)
-{
-    cut(ss);
-    if (ss->n > 1) qsort(ss->s, (size_t)ss->n, sizeof *ss->s, by_prio);
-}
-
 /* Order-preserving image of a double as an unsigned integer (-0 < +0, NaN never passed in). */
 static uint64_t dkey(double v)
 {
@@ -118,48 +106,69 @@ static uint64_t dkey(double v)
     return u >> 63 ? ~u : u | 0x8000000000000000ull;
 }
 
-peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm)
+/* perm = the stable ascending order of key[0..n); key is clobbered. LSD radix sort, 11-bit
+ * digits (six passes over 64 bits), skipping a pass where every key has the same digit; the
+ * buffers alternate between passes instead of being copied back. */
+static peat_status radix_u64(uint64_t *key, size_t n, uint32_t *perm)
 {
-    uint64_t *key = malloc(2 * n * sizeof *key + 1);
-    uint32_t *tmp = malloc(n * sizeof *tmp + 1);
-    if (!key || !tmp) {
-        free(key), free(tmp);
+    uint64_t *k2 = malloc(n * sizeof *k2 + 1);
+    uint32_t *p2 = malloc(n * sizeof *p2 + 1);
+    size_t *cnt = malloc(2049 * sizeof *cnt);
+    if (!k2 || !p2 || !cnt) {
+        free(k2), free(p2), free(cnt);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
     }
-    uint64_t *k2 = key + n;
-    for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]), perm[i] = (uint32_t)i;
-    /* LSD radix, 8 passes of 8 bits, skipping passes where every key has the same byte */
-    for (int sh = 0; sh < 64; sh += 8) {
-        size_t cnt[257] = {0};
-        for (size_t i = 0; i < n; i++) cnt[((key[i] >> sh) & 0xff) + 1]++;
+    uint64_t *ka = key, *kb = k2;
+    uint32_t *pa = perm, *pb = p2;
+    for (size_t i = 0; i < n; i++) pa[i] = (uint32_t)i;
+    for (int sh = 0; sh < 64; sh += 11) {
+        memset(cnt, 0, 2049 * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) cnt[((ka[i] >> sh) & 0x7ff) + 1]++;
         int trivial = 0;
-        for (int b = 1; b <= 256; b++) trivial |= cnt[b] == n;
+        for (int b = 1; b <= 2048; b++) trivial |= cnt[b] == n;
         if (trivial) continue;
-        for (int b = 0; b < 256; b++) cnt[b + 1] += cnt[b];
+        for (int b = 0; b < 2048; b++) cnt[b + 1] += cnt[b];
         for (size_t i = 0; i < n; i++) {
-            size_t d = cnt[(key[i] >> sh) & 0xff]++;
-            k2[d] = key[i];
-            tmp[d] = perm[i];
+            size_t d = cnt[(ka[i] >> sh) & 0x7ff]++;
+            kb[d] = ka[i];
+            pb[d] = pa[i];
         }
-        memcpy(key, k2, n * sizeof *key);
-        memcpy(perm, tmp, n * sizeof *perm);
+        uint64_t *tk = ka;
+        ka = kb, kb = tk;
+        uint32_t *tp = pa;
+        pa = pb, pb = tp;
     }
-    free(key);
-    free(tmp);
+    if (pa != perm) memcpy(perm, pa, n * sizeof *perm);
+    free(k2), free(p2), free(cnt);
     return PEAT_OK;
 }
 
-peat_status peat_sample_sort(double *v, size_t n)
+peat_status peat_sample_set_finish(peat_sample_set *ss)
 {
-    uint32_t *perm = malloc(n * sizeof *perm + 1);
-    double *tmp = malloc(n * sizeof *tmp + 1);
-    peat_status st = perm && tmp ? peat_sample_argsort(v, n, perm)
-                                 : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sort of %zu", n);
+    cut(ss);
+    size_t n = (size_t)ss->n;
+    if (n < 2) return PEAT_OK;
+    uint64_t *key = malloc(n * sizeof *key);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    peat_sample *out = malloc(n * sizeof *out);
+    peat_status st =
+        key && perm && out ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %zu", n);
+    for (size_t i = 0; st == PEAT_OK && i < n; i++) key[i] = ss->s[i].prio;
+    if (st == PEAT_OK) st = radix_u64(key, n, perm);
     if (st == PEAT_OK) {
-        for (size_t i = 0; i < n; i++) tmp[i] = v[perm[i]];
-        memcpy(v, tmp, n * sizeof *v);
+        for (size_t i = 0; i < n; i++) out[i] = ss->s[perm[i]];
+        memcpy(ss->s, out, n * sizeof *out);
     }
-    free(perm);
-    free(tmp);
+    free(key), free(perm), free(out);
+    return st;
+}
+
+peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm)
+{
+    uint64_t *key = malloc(n * sizeof *key + 1);
+    if (!key) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
+    for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]);
+    peat_status st = radix_u64(key, n, perm);
+    free(key);
     return st;
 }

@@ -104,11 +104,11 @@ static void gross_note(peat_partial *p, int64_t i, int64_t cols, float t, float 
     p->box_n++;
 }
 
-/* Bits of test XOR round_f32(exact), split by direction; ULP distance. */
+/* Bits of test XOR round_f32(exact) where they differ, split by direction, and the ULP distance
+ * (equal elements are counted in bulk: hot_fold). */
 static void bits_note(peat_partial *p, uint32_t bt, uint32_t br, int t_nan)
 {
     uint32_t xo = bt ^ br;
-    p->n_bits++;
     for (uint32_t m = xo; m; m &= m - 1) {
         int b = __builtin_ctz(m);
         if (bt >> b & 1u)
@@ -119,7 +119,6 @@ static void bits_note(peat_partial *p, uint32_t bt, uint32_t br, int t_nan)
     if (t_nan) return;
     int64_t d = ordered(bt) - ordered(br);
     d = d < 0 ? -d : d;
-    p->n_ulp++;
     p->ulp_count[ulp_bin(d)]++;
     if ((double)d > p->max_ulp) p->max_ulp = (double)d;
 }
@@ -159,104 +158,205 @@ static void over_bound(peat_partial *p, double x, float t)
     }
 }
 
-/* Scale-relative error (effective bits, bias) and, for sampled elements, the sample. */
-static void scaled_note(const peat_scan_in *in, int64_t i, double x, double err, double m,
-                        peat_partial *p, peat_worker *w)
+/* Elements per block: each block is read once into arrays, its arithmetic done in branch-free
+ * loops over the arrays (the compiler vectorises them), and only what depends on bits, rare cases
+ * and the sample is done element by element. */
+#define BLK 64
+
+/* One block's values and derived quantities; cond[] bits say which statistics an element joins. */
+enum { C_FIN = 1, C_REL = 2, C_SCALE = 4, C_BIAS = 8, C_ERR = 16, C_TOWARD = 32 };
+typedef struct block {
+    int64_t lo, n;
+    double x[BLK], t[BLK], m[BLK];
+    double aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK], inv_s[BLK];
+    int cond[BLK];
+} block;
+
+/* Sums and extremes of a unit, in locals while it streams; in element order, as before. The bias
+ * moments are plain sums of d and d^2 (d is an error in units of its scale, O(1), so no
+ * cancellation matters), turned into (mean, M2) per unit and combined with Chan et al.'s formula.
+ */
+typedef struct hot {
+    int64_t n_fx, n_tnan, n_diff; /* finite exact; of those NaN test, and test != rounded exact */
+    int64_t n_fin, n_rel, n_relmag, n_bias, n_signed, n_toward, n_equal, n_zero;
+    double sumsq_exact, sum_abs, sumsq_abs, sum_rel, sum_norm, sumsq_norm, sumsq_relmag;
+    double b_s1, b_s2;
+    double max_exact, max_abs, max_rel, max_norm, min_exact_nonzero;
+    int mant_bits;
+} hot;
+
+static void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 {
-    double s = m * in->inv_sqrt_k;
-    if (!(s >= FLT_MIN)) return;
-    double inv = 1.0 / s, a = fabs(err) * inv;
-    p->n_relmag++;
-    p->sumsq_relmag += a * a;
-    if (x != 0.0) {
-        double dd = (x > 0 ? err : -err) * inv, delta = dd - p->bias_mean;
-        p->n_bias++;
-        p->bias_mean += delta / (double)p->n_bias;
-        p->bias_m2 += delta * (dd - p->bias_mean);
+    b->lo = lo, b->n = n;
+    for (int64_t j = 0; j < n; j++) {
+        b->x[j] = in->x ? in->x[lo + j] : peat_tensor_get(in->exact_t, lo + j);
+        b->t[j] = in->t ? in->t[lo + j] : (float)peat_tensor_get(in->test_t, lo + j);
+    }
+    if (in->mag)
+        memcpy(b->m, in->mag + lo, (size_t)n * sizeof *b->m);
+    else
+        for (int64_t j = 0; j < n; j++) b->m[j] = fabs(b->x[j]);
+}
+
+/* Errors against |exact|, the bound and the scale s = mag / sqrt(terms), without branches. */
+static void block_errors(const peat_scan_in *in, block *b)
+{
+    const double gamma = in->gamma, eta = in->eta, isk = in->inv_sqrt_k;
+    for (int64_t j = 0; j < b->n; j++) {
+        double x = b->x[j], t = b->t[j], ax = fabs(x), err = t - x, aerr = fabs(err);
+        double sc = b->m[j] * isk;
+        int fin = ax <= DBL_MAX && fabs(t) <= DBL_MAX, nz = x != 0.0, sok = sc >= FLT_MIN;
+        double inv = 1.0 / (sok ? sc : 1.0);
+        b->err[j] = err;
+        b->aerr[j] = aerr;
+        b->e[j] = aerr / (gamma * b->m[j] + eta);
+        b->rel[j] = aerr / (nz ? ax : 1.0);
+        b->a[j] = aerr * inv;
+        b->dd[j] = (x > 0 ? err : -err) * inv;
+        b->inv_s[j] = sok ? inv : 0.0;
+        b->cond[j] = fin * (C_FIN | nz * C_REL | sok * C_SCALE | (sok & nz) * C_BIAS |
+                            (err != 0.0) * C_ERR | (err != 0.0 && fabs(t) < ax) * C_TOWARD);
     }
 }
 
-static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, double x, double err,
-                        double m, peat_worker *w)
+/* The block's sums and extremes, each masked by its condition (selects, not branches). */
+static void block_sums(const block *b, hot *h)
 {
-    double s = m * in->inv_sqrt_k;
+    for (int64_t j = 0; j < b->n; j++) {
+        int c = b->cond[j];
+        int fin = c & C_FIN, rel = c & C_REL, sc = c & C_SCALE, bias = c & C_BIAS;
+        double x = b->x[j], ax = fabs(x), aerr = b->aerr[j], e = b->e[j], r = b->rel[j];
+        h->n_fin += fin != 0, h->n_rel += rel != 0, h->n_relmag += sc != 0, h->n_bias += bias != 0;
+        h->n_signed += (c & C_ERR) != 0, h->n_toward += (c & C_TOWARD) != 0;
+        h->sumsq_exact += fin ? x * x : 0.0;
+        h->sum_abs += fin ? aerr : 0.0;
+        h->sumsq_abs += fin ? aerr * aerr : 0.0;
+        h->sum_rel += rel ? r : 0.0;
+        h->sum_norm += fin ? e : 0.0;
+        h->sumsq_norm += fin ? e * e : 0.0;
+        h->sumsq_relmag += sc ? b->a[j] * b->a[j] : 0.0;
+        h->b_s1 += bias ? b->dd[j] : 0.0;
+        h->b_s2 += bias ? b->dd[j] * b->dd[j] : 0.0;
+        h->max_exact = fin && ax > h->max_exact ? ax : h->max_exact;
+        h->max_abs = fin && aerr > h->max_abs ? aerr : h->max_abs;
+        h->max_rel = rel && r > h->max_rel ? r : h->max_rel;
+        h->max_norm = fin && e > h->max_norm ? e : h->max_norm;
+        int nzt = rel && b->t[j] != 0.0;
+        h->min_exact_nonzero = nzt && ax < h->min_exact_nonzero ? ax : h->min_exact_nonzero;
+    }
+}
+
+static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const block *b, int j,
+                        peat_worker *w)
+{
+    double x = b->x[j], err = b->err[j], inv_s = b->inv_s[j];
     peat_sample smp = {.prio = prio,
                        .a = NAN,
                        .b = NAN,
                        .d = err,
                        .x = x,
                        .key = in->input ? peat_tensor_get(in->input, i) : NAN};
-    if (s >= FLT_MIN) smp.a = fabs(err) / s, smp.b = fabs(x) / s;
+    if (inv_s > 0.0) smp.a = fabs(err) * inv_s, smp.b = fabs(x) * inv_s;
     w->stage[w->n_stage++] = smp;
     if (w->n_stage == PEAT_WORKER_STAGE) peat_worker_flush(w);
 }
 
-/* One element whose exact value is finite. */
-static void element(const peat_scan_in *in, int64_t i, double x, float t, peat_partial *p,
-                    peat_worker *w)
+/* What needs the bits or is rare: bit and ULP patterns, sketches, over-bound and gross errors,
+ * non-finite values, the sample. */
+static void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_partial *p,
+                       peat_worker *w)
 {
-    float xr = (float)x; /* RN to fp32, the best an fp32 kernel can return */
-    uint32_t bt = peat_f32_bits(t), br = peat_f32_bits(xr);
-    double ax = fabs(x), m = in->mag ? in->mag[i] : ax;
-    double bound = in->gamma * m + in->eta;
-    if (x == 0.0) p->n_exact_zero++;
-    bits_note(p, bt, br, isnan(t));
-    if (t == xr) p->n_equal_rounded++;
-    if (!isfinite(t)) {
-        nonfinite_test(p, x, t);
-        gross_note(p, i, in->cols, t, xr, bound);
-        return;
+    for (int j = 0; j < b->n; j++) {
+        int64_t i = b->lo + j;
+        double x = b->x[j];
+        float t = (float)b->t[j];
+        if (!(fabs(x) <= DBL_MAX)) {
+            nonfinite_exact(p, x, t);
+            continue;
+        }
+        float xr = (float)x; /* RN to fp32, the best an fp32 kernel can return */
+        uint32_t bt = peat_f32_bits(t), br = peat_f32_bits(xr);
+        int t_nan = isnan(t);
+        h->n_fx++, h->n_zero += x == 0.0, h->n_tnan += t_nan, h->n_equal += t == xr;
+        if (bt != br) {
+            h->n_diff += !t_nan;
+            bits_note(p, bt, br, t_nan);
+        }
+        if (!(b->cond[j] & C_FIN)) {
+            nonfinite_test(p, x, t);
+            gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
+            continue;
+        }
+        int mb = mant_bits_used(bt);
+        h->mant_bits = mb > h->mant_bits ? mb : h->mant_bits;
+        if (b->cond[j] & C_REL) peat_sketch_add(&w->rel, b->rel[j]);
+        peat_sketch_add(&w->norm, b->e[j]);
+        if (b->e[j] > 1.0) over_bound(p, x, t);
+        if (b->e[j] > PEAT_GROSS_FACTOR)
+            gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
+        uint64_t prio = peat_sample_prio(in->call, i);
+        if (prio <= w->thresh) sample_note(in, i, prio, b, j, w);
     }
-    int mb = mant_bits_used(bt);
-    if (mb > p->test_mant_bits) p->test_mant_bits = mb;
-    double err = (double)t - x, aerr = fabs(err);
-    if (ax > p->max_exact_finite) p->max_exact_finite = ax;
-    if (ax > p->max_abs_exact) p->max_abs_exact = ax;
-    p->sumsq_exact += x * x;
-    p->n_fin++;
-    p->sum_abs += aerr;
-    p->sumsq_abs += aerr * aerr;
-    if (aerr > p->max_abs) p->max_abs = aerr;
-    if (err != 0.0) {
-        p->n_nonzero_err++;
-        p->n_err_signed++;
-        if (fabs((double)t) < ax) p->n_toward_zero++;
+}
+
+/* Folds a unit's locals into its partial. */
+static void hot_fold(const hot *h, peat_partial *p)
+{
+    p->n_fin += h->n_fin, p->n_rel += h->n_rel, p->n_relmag += h->n_relmag;
+    p->n_err_signed += h->n_signed, p->n_toward_zero += h->n_toward;
+    p->n_nonzero_err += h->n_signed, p->n_equal_rounded += h->n_equal;
+    p->n_exact_zero += h->n_zero;
+    p->n_bits += h->n_fx;
+    p->n_ulp += h->n_fx - h->n_tnan;
+    p->ulp_count[0] += h->n_fx - h->n_tnan - h->n_diff; /* bit-equal: 0 ulps */
+    p->sumsq_exact += h->sumsq_exact, p->sum_abs += h->sum_abs, p->sumsq_abs += h->sumsq_abs;
+    p->sum_rel += h->sum_rel, p->sum_norm += h->sum_norm, p->sumsq_norm += h->sumsq_norm;
+    p->sumsq_relmag += h->sumsq_relmag;
+    p->max_exact_finite = h->max_exact > p->max_exact_finite ? h->max_exact : p->max_exact_finite;
+    p->max_abs_exact = h->max_exact > p->max_abs_exact ? h->max_exact : p->max_abs_exact;
+    p->max_abs = h->max_abs > p->max_abs ? h->max_abs : p->max_abs;
+    p->max_rel = h->max_rel > p->max_rel ? h->max_rel : p->max_rel;
+    p->max_norm = h->max_norm > p->max_norm ? h->max_norm : p->max_norm;
+    if (h->min_exact_nonzero < INFINITY)
+        p->min_exact_nonzero = nan_min(p->min_exact_nonzero, h->min_exact_nonzero);
+    p->test_mant_bits = h->mant_bits > p->test_mant_bits ? h->mant_bits : p->test_mant_bits;
+    if (h->n_bias > 0) {
+        double n = (double)h->n_bias, mean = h->b_s1 / n, m2 = h->b_s2 - h->b_s1 * mean;
+        peat_partial u;
+        peat_partial_init(&u);
+        u.n_bias = h->n_bias;
+        u.bias_mean = mean;
+        u.bias_m2 = m2 > 0.0 ? m2 : 0.0;
+        peat_partial_merge(p, &u);
     }
-    if (x != 0.0) {
-        double rel = aerr / ax;
-        p->n_rel++;
-        p->sum_rel += rel;
-        if (rel > p->max_rel) p->max_rel = rel;
-        peat_sketch_add(&w->rel, rel);
-        if (t != 0.0f) p->min_exact_nonzero = nan_min(p->min_exact_nonzero, ax);
+}
+
+/* Four hash lanes (xxHash64's round) over the test bits, so that the multiplies overlap. */
+static void block_hash(const block *b, uint64_t h[4])
+{
+    for (int64_t j = 0; j < b->n; j++) {
+        uint64_t v = peat_f32_bits((float)b->t[j]) * HASH_P2;
+        h[j & 3] = rotl64(h[j & 3] + v, 31) * HASH_P1;
     }
-    double e = aerr / bound;
-    p->sum_norm += e;
-    p->sumsq_norm += e * e;
-    if (e > p->max_norm) p->max_norm = e;
-    peat_sketch_add(&w->norm, e);
-    if (e > 1.0) over_bound(p, x, t);
-    if (e > PEAT_GROSS_FACTOR) gross_note(p, i, in->cols, t, xr, bound);
-    scaled_note(in, i, x, err, m, p, w);
-    uint64_t prio = peat_sample_prio(in->call, i);
-    if (prio <= w->thresh) sample_note(in, i, prio, x, err, m, w);
 }
 
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
 {
-    /* four hash lanes (xxHash64's round) so that the multiplies overlap */
-    uint64_t h[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, (uint64_t)0 - HASH_P1};
-    for (int64_t i = lo; i < hi; i++) {
-        double x = in->x ? in->x[i] : peat_tensor_get(in->exact_t, i);
-        float t = in->t ? in->t[i] : (float)peat_tensor_get(in->test_t, i);
-        p->n_elems++;
-        h[i & 3] = rotl64(h[i & 3] + peat_f32_bits(t) * HASH_P2, 31) * HASH_P1;
-        if (isfinite(x))
-            element(in, i, x, t, p, w);
-        else
-            nonfinite_exact(p, x, t);
+    hot h;
+    memset(&h, 0, sizeof h);
+    h.min_exact_nonzero = INFINITY;
+    uint64_t hl[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, (uint64_t)0 - HASH_P1};
+    block b;
+    for (int64_t i = lo; i < hi; i += BLK) {
+        block_load(in, i, hi - i < BLK ? hi - i : BLK, &b);
+        block_errors(in, &b);
+        block_sums(&b, &h);
+        block_bits(in, &b, &h, p, w);
+        block_hash(&b, hl);
     }
-    p->hash = rotl64(h[0], 1) + rotl64(h[1], 7) + rotl64(h[2], 12) + rotl64(h[3], 18) +
+    p->n_elems += hi - lo;
+    hot_fold(&h, p);
+    p->hash = rotl64(hl[0], 1) + rotl64(hl[1], 7) + rotl64(hl[2], 12) + rotl64(hl[3], 18) +
               (uint64_t)(hi - lo);
 }
 

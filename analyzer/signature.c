@@ -317,8 +317,8 @@ static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *
     if (!ss.s) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %lld", (long long)ss.n);
     if (ss.n > 0) memcpy(ss.s, acc->smp.s, (size_t)ss.n * sizeof *ss.s);
     ss.cap = ss.n;
-    peat_sample_set_finish(&ss);
-    st = input_correlation(&ss, s);
+    st = peat_sample_set_finish(&ss);
+    if (st == PEAT_OK) st = input_correlation(&ss, s);
     if (st == PEAT_OK) st = smoothness(&ss, s);
     free(ss.s);
     return st;

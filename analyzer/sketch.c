@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bucket of a positive finite double: its biased exponent and top SKETCH_SUB_BITS fraction bits,
- * shifted so that 2^SKETCH_EXP_MIN is bucket 0. */
-#define SKETCH_BIAS ((int64_t)(SKETCH_EXP_MIN + 1023) << SKETCH_SUB_BITS)
-
 peat_status peat_sketch_init(peat_sketch *s)
 {
     memset(s, 0, sizeof *s);
@@ -22,28 +18,6 @@ void peat_sketch_free(peat_sketch *s)
 {
     free(s->count);
     s->count = NULL;
-}
-
-void peat_sketch_add(peat_sketch *s, double v)
-{
-    if (!(v >= 0.0)) return; /* NaN */
-    s->n++;
-    if (v > s->max) s->max = v;
-    if (v == 0.0) {
-        s->n_zero++;
-        return;
-    }
-    if (v < s->min_pos) s->min_pos = v;
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    int64_t b = (int64_t)(u >> (52 - SKETCH_SUB_BITS)) - SKETCH_BIAS;
-    if (b < 0)
-        s->n_low++;
-    else if (b >= SKETCH_BUCKETS) {
-        s->n_high++;
-        s->sumsq_high += v * v;
-    } else
-        s->count[b]++;
 }
 
 void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src)

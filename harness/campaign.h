@@ -80,6 +80,9 @@ typedef struct peat_campaign_result {
     int64_t n_checkpoints, n_activation_records, n_stored_records;
     double t_profile, t_playback, t_analyze, t_total;
     peat_plot_data plots; /* report.html's error histograms and heatmap (playback) */
+    /* parts of playback: recomputing exact outputs and magnitudes, and the analyzer's pass (with
+     * the report's plots) */
+    double t_reference, t_analyzer;
 } peat_campaign_result;
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);

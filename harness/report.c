@@ -170,9 +170,9 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
         (long long)r->n_stored_records, (long long)r->n_activation_records,
         (long long)r->n_checkpoints);
     fprintf(f,
-            "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"analyze\": %.3f, \"total\": "
-            "%.3f}\n}\n",
-            r->t_profile, r->t_playback, r->t_analyze, r->t_total);
+            "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"reference\": %.3f, "
+            "\"analyzer\": %.3f, \"analyze\": %.3f, \"total\": %.3f}\n}\n",
+            r->t_profile, r->t_playback, r->t_reference, r->t_analyzer, r->t_analyze, r->t_total);
     return PEAT_OK;
 }
 

@@ -17,7 +17,10 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
+    double t0 = peat_now();
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
+    double t1 = peat_now();
+    c->res->t_reference += t1 - t0;
     int64_t cols = exact->shape[exact->ndim - 1], depth = peat_op_info_get(in->op)->depth(&in->p);
     int64_t terms = peat_golden_terms(in, o);
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
@@ -34,6 +37,7 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
         peat_plot_add(&c->res->plots, 0, peat_f32(test), ex, mag, depth, n / cols, cols, call);
         peat_plot_add(&c->res->plots, 1, peat_f32(golden), ex, mag, depth, n / cols, cols, call);
     }
+    c->res->t_analyzer += peat_now() - t1;
     free(mag);
     return st;
 }
@@ -76,7 +80,9 @@ static void plot_call_end(peat_campaign *c, const peat_record *r)
 static peat_status replay(peat_campaign *c, int64_t i, int isolate)
 {
     peat_record *r = c->recs.items[i];
+    double t0 = peat_now();
     PEAT_TRY(peat_record_compute_exact(r));
+    c->res->t_reference += peat_now() - t0;
     peat_args a = peat_record_args(r);
     PEAT_TRY(peat_isolate_outputs_alloc(&a, r->golden, r->n_out));
     char why[256];

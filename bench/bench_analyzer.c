@@ -1,0 +1,192 @@
+/* bench_analyzer.c: analyzer throughput against memcpy (1 core, all cores), and where a default
+ * campaign's time goes, stage by stage, for every flow (tables). */
+#include "analyzer/analyzer.h"
+#include "harness/campaign.h"
+#include "harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "bench_analyzer: %s: %s\n", what, peat_error_last());
+    return 1;
+}
+
+/* One triple as the playback stage holds it: candidate and golden fp32, exact fp64. */
+typedef struct triple {
+    peat_tensor *cand, *gold, *exact;
+    int64_t n;
+} triple;
+
+/* Exact values spread over a few octaves with both signs; the candidate and golden differ from
+ * them by a few fp32 roundings (the golden by one, the candidate by a relative 2^-22 more). */
+static int triple_make(int64_t n, triple *t)
+{
+    t->n = n;
+    if (peat_tensor_alloc1(PEAT_DTYPE_F32, n, &t->cand) ||
+        peat_tensor_alloc1(PEAT_DTYPE_F32, n, &t->gold) ||
+        peat_tensor_alloc1(PEAT_DTYPE_F64, n, &t->exact))
+        return fail("alloc");
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(s >> 11) * 0x1p-53, v = (double)((s >> 3) & 0xff) / 256.0;
+        double x = (u - 0.5) * 16.0;
+        peat_f64(t->exact)[i] = x;
+        peat_f32(t->gold)[i] = (float)x;
+        peat_f32(t->cand)[i] = (float)(x * (1.0 + (v - 0.5) * 0x1p-21));
+    }
+    return 0;
+}
+
+static void triple_free(triple *t)
+{
+    peat_tensor_free(t->cand), peat_tensor_free(t->gold), peat_tensor_free(t->exact);
+}
+
+/* Seconds for one memcpy of the triple's bytes (best of reps). */
+static double time_memcpy(const triple *t, void *dst, int reps)
+{
+    size_t n4 = (size_t)t->n * 4, n8 = (size_t)t->n * 8;
+    double best = 1e30;
+    memset(dst, 1, n4 + n4 + n8); /* fault the pages in first */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        memcpy(dst, t->cand->data, n4);
+        memcpy((char *)dst + n4, t->gold->data, n4);
+        memcpy((char *)dst + 2 * n4, t->exact->data, n8);
+        double dt = now() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+/* Seconds for the analyzer's pass over the triple (candidate and golden against exact; best of
+ * reps), and the seconds of the two signatures of the last rep. */
+static int time_analyzer(const triple *t, int threads, int reps, double *pass, double *sig)
+{
+    *pass = 1e30;
+    for (int r = 0; r < reps; r++) {
+        peat_analyzer_acc_t *c = peat_analyzer_acc_alloc("cand", PEAT_OP_GEMM);
+        peat_analyzer_acc_t *g = peat_analyzer_acc_alloc("gold", PEAT_OP_GEMM);
+        if (!c || !g) return fail("acc");
+        peat_analyzer_acc_set_threads(c, threads);
+        peat_analyzer_acc_set_threads(g, threads);
+        double t0 = now();
+        if (peat_analyzer_acc_add_terms(c, t->cand, t->exact, NULL, 64, 64, 1, t->n, NULL) ||
+            peat_analyzer_acc_add_terms(g, t->gold, t->exact, NULL, 64, 64, 1, t->n, NULL))
+            return fail("add");
+        double dt = now() - t0;
+        *pass = dt < *pass ? dt : *pass;
+        peat_signature sc, sg;
+        t0 = now();
+        if (r == reps - 1 && (peat_analyzer_signature(c, &sc) || peat_analyzer_signature(g, &sg)))
+            return fail("signature");
+        *sig = now() - t0;
+        peat_analyzer_acc_free(c);
+        peat_analyzer_acc_free(g);
+    }
+    return 0;
+}
+
+static const char *human(int64_t bytes, char *buf, size_t n)
+{
+    if (bytes >= 1 << 20)
+        snprintf(buf, n, "%lld MiB", (long long)(bytes >> 20));
+    else
+        snprintf(buf, n, "%lld KiB", (long long)(bytes >> 10));
+    return buf;
+}
+
+static int throughput_table(int64_t max_bytes, int cores)
+{
+    printf(
+        "## analyzer pass vs memcpy of the same bytes (fp32 candidate + fp32 golden + fp64 exact "
+        "= 16 B/element; mag = |exact|, depth 64)\n\n");
+    printf("| triple bytes | elements | memcpy GB/s | 1 core GB/s | ratio 1 core | %d cores GB/s | "
+           "ratio %d cores | signatures ms |\n",
+           cores, cores);
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 16) {
+        triple t;
+        int64_t n = bytes / 16;
+        if (triple_make(n, &t)) return 1;
+        void *dst = malloc((size_t)bytes);
+        if (!dst) return fail("memcpy buffer");
+        /* repeat small sizes so each figure is the best of many short runs */
+        int reps = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 5 : 2;
+        double tm = time_memcpy(&t, dst, reps * 4), t1, tn, sig1, sign;
+        if (time_analyzer(&t, 1, reps, &t1, &sig1) || time_analyzer(&t, 0, reps, &tn, &sign))
+            return 1;
+        char hb[32];
+        printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n",
+               human(bytes, hb, sizeof hb), (long long)n, bytes / tm * 1e-9, bytes / t1 * 1e-9,
+               tm / t1, bytes / tn * 1e-9, tm / tn, 1e3 * sign);
+        free(dst);
+        triple_free(&t);
+    }
+    return 0;
+}
+
+/* The default `peat run --kernel gemm_new --flow F` of every flow, stage by stage. */
+static int stage_table(void)
+{
+    static const char *flows[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
+    char dir[] = "/tmp/peat-bench-analyzer-XXXXXX";
+    if (!mkdtemp(dir)) return fail("mkdtemp");
+    printf("\n## default `peat run --kernel gemm_new --flow F`: seconds per stage (share of the "
+           "run)\n\n");
+    printf(
+        "| flow | total s | profile | playback: candidate | playback: exact + magnitude | "
+        "playback: analyzer pass | signatures + detect + store | analysis (pass + signatures) |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t f = 0; f < sizeof flows / sizeof flows[0]; f++) {
+        peat_campaign_opts o;
+        peat_campaign_opts_default(&o);
+        char out[600];
+        snprintf(out, sizeof out, "%s/%s", dir, flows[f]);
+        o.kernel = "gemm_new";
+        o.flow = flows[f];
+        o.out_dir = out;
+        o.quiet = 1;
+        o.force = 1;
+        peat_campaign_result r;
+        memset(&r, 0, sizeof r);
+        if (peat_campaign_run(&o, &r) != PEAT_OK) return fail(flows[f]);
+        double tot = r.t_total, cand = r.t_playback - r.t_reference - r.t_analyzer;
+#define CELL(x) (x), 100.0 * (x) / tot
+        printf("| %s | %.2f | %.2f (%.0f%%) | %.2f (%.0f%%) | %.2f (%.0f%%) | %.3f (%.1f%%) | %.3f "
+               "(%.1f%%) | %.3f (%.1f%%) |\n",
+               flows[f], tot, CELL(r.t_profile), CELL(cand), CELL(r.t_reference),
+               CELL(r.t_analyzer), CELL(r.t_analyze), CELL(r.t_analyzer + r.t_analyze));
+#undef CELL
+    }
+    printf("\n(campaign files in %s)\n", dir);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int64_t max_mib = argc > 1 ? atoll(argv[1]) : 256;
+    if (max_mib < 1 || max_mib > 4096) {
+        fprintf(stderr, "usage: bench_analyzer [MAX_MIB (1..4096, default 256)] [--no-flows]\n");
+        return 2;
+    }
+    if (peat_builtin_init() != PEAT_OK) return fail("init");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("# bench_analyzer: %ld online cores\n\n", cores);
+    if (throughput_table(max_mib << 20, (int)cores)) return 1;
+    if (argc > 2 && !strcmp(argv[2], "--no-flows")) return 0;
+    return stage_table();
+}
