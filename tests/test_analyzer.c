@@ -537,3 +537,180 @@ Test(analyzer, json_has_fixed_keys_and_nulls)
     free(buf);
     pair_free(&p);
 }
+
+/* ---- streaming estimators: sketch accuracy, merging, thread count --------------------------- */
+
+#include "analyzer/internal.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The exact q-quantile of sorted v[0..n) with gsl_stats_quantile_from_sorted_data's definition. */
+static double exact_quantile(const double *v, int64_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    int64_t lo = (int64_t)floor(pos);
+    double f = pos - (double)lo;
+    return lo + 1 < n ? v[lo] + f * (v[lo + 1] - v[lo]) : v[lo];
+}
+
+Test(analyzer, sketch_quantiles_within_the_stated_accuracy)
+{
+    /* three known shapes: exponential (rate 1), log-normal over ~30 octaves (sigma 5 in ln), and
+     * a quarter exact zeros with the rest uniform on [1e-3, 1e3]; every quantile must be within
+     * 2^-7 relative of the exact one (docs/signature.md) */
+    int64_t n = 200000;
+    double *v = malloc(sizeof(double) * n);
+    cr_assert_not_null(v);
+    peat_rng_t *g = peat_rng_alloc(2024);
+    static const double qs[] = {0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999};
+    for (int shape = 0; shape < 3; shape++) {
+        peat_sketch s;
+        cr_assert_eq(peat_sketch_init(&s), PEAT_OK);
+        for (int64_t i = 0; i < n; i++) {
+            double u = peat_rng_uniform(g);
+            v[i] = shape == 0   ? -log(1.0 - u)
+                   : shape == 1 ? exp(peat_rng_gaussian(g, 5.0))
+                   : u < 0.25   ? 0.0
+                                : 1e-3 + (u - 0.25) / 0.75 * (1e3 - 1e-3);
+            peat_sketch_add(&s, v[i]);
+        }
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
+            double want = exact_quantile(v, n, qs[k]), got = peat_sketch_quantile(&s, qs[k]);
+            double err = want == 0.0 ? fabs(got) : fabs(got / want - 1.0);
+            cr_assert(err <= 0x1p-7, "shape %d q %g: sketch %.10g, exact %.10g (rel %.3g)", shape,
+                      qs[k], got, want, err);
+        }
+        peat_sketch_free(&s);
+    }
+    peat_rng_free(g);
+    free(v);
+}
+
+Test(analyzer, merged_sketches_equal_one_sketch_over_the_union)
+{
+    /* three parts merged in two different orders, against one sketch that saw everything */
+    peat_sketch all, part[3], m1, m2;
+    cr_assert_eq(peat_sketch_init(&all), PEAT_OK);
+    cr_assert_eq(peat_sketch_init(&m1), PEAT_OK);
+    cr_assert_eq(peat_sketch_init(&m2), PEAT_OK);
+    for (int k = 0; k < 3; k++) cr_assert_eq(peat_sketch_init(&part[k]), PEAT_OK);
+    peat_rng_t *g = peat_rng_alloc(7);
+    for (int i = 0; i < 90000; i++) {
+        /* zeros, tiny ("low"), ordinary and huge ("high") values all occur */
+        double u = peat_rng_uniform(g);
+        double v = u < 0.1 ? 0.0 : u < 0.15 ? 1e-45 * u : u > 0.99 ? 1e300 * u : exp(40 * u - 20);
+        peat_sketch_add(&all, v);
+        peat_sketch_add(&part[i % 3], v);
+    }
+    peat_rng_free(g);
+    peat_sketch_merge(&m1, &part[0]), peat_sketch_merge(&m1, &part[1]);
+    peat_sketch_merge(&m1, &part[2]);
+    peat_sketch_merge(&m2, &part[2]), peat_sketch_merge(&m2, &part[1]);
+    peat_sketch_merge(&m2, &part[0]);
+    const peat_sketch *m[2] = {&m1, &m2};
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(m[k]->n, all.n);
+        cr_assert_eq(m[k]->n_zero, all.n_zero);
+        cr_assert_eq(m[k]->n_low, all.n_low);
+        cr_assert_eq(m[k]->n_high, all.n_high);
+        cr_assert_eq(m[k]->min_pos, all.min_pos);
+        cr_assert_eq(m[k]->max, all.max);
+        cr_assert_eq(memcmp(m[k]->count, all.count, SKETCH_BUCKETS * sizeof *all.count), 0,
+                     "merge order %d: bucket counts differ from the single sketch", k);
+        for (double q = 0.0; q <= 1.0; q += 0.125)
+            cr_assert_eq(peat_sketch_quantile(m[k], q), peat_sketch_quantile(&all, q), "q %g", q);
+        cr_assert_eq(peat_sketch_top_sumsq(m[k], 900), peat_sketch_top_sumsq(&all, 900));
+    }
+    peat_sketch_free(&all), peat_sketch_free(&m1), peat_sketch_free(&m2);
+    for (int k = 0; k < 3; k++) peat_sketch_free(&part[k]);
+}
+
+/* A tensor of n elements with every kind of element the pass distinguishes: rounding noise,
+ * gross single-bit errors on a stride, NaN, Inf, flushed zeros, exact zeros, non-finite exact. */
+static void varied_pair(pair *p, peat_tensor *in, uint64_t seed)
+{
+    peat_rng_t *g = peat_rng_alloc(seed);
+    for (int64_t i = 0; i < p->n; i++) {
+        double x = peat_rng_gaussian(g, 3.0);
+        float t = (float)(x * (1.0 + 1e-6 * peat_rng_gaussian(g, 1.0)));
+        if (i % 997 == 5) t = peat_f32_from_bits(peat_f32_bits((float)x) ^ (1u << 27));
+        if (i % 20011 == 7) t = NAN;
+        if (i % 30011 == 9) t = INFINITY;
+        if (i % 7001 == 3) x = 1e-39, t = 0.0f;
+        if (i % 5003 == 1) x = 0.0, t = 0.0f;
+        if (i == 12345) x = INFINITY, t = INFINITY;
+        peat_f64(p->x)[i] = x;
+        peat_f32(p->t)[i] = t;
+        peat_f32(in)[i] = (float)(x / 3.0);
+    }
+    peat_rng_free(g);
+}
+
+Test(analyzer, same_signature_for_any_number_of_threads)
+{
+    /* 5 units and a partial one per tensor, two tensors; 1, 2, 3 and 8 threads must give the
+     * same signature to the last bit (compared through the JSON, which prints %.17g) */
+    int64_t n = 5 * PEAT_ANALYZER_CHUNK + 128;
+    pair a = pair_new(n), b = pair_new(n);
+    peat_tensor *ia, *ib;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &ia), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &ib), PEAT_OK);
+    varied_pair(&a, ia, 11);
+    varied_pair(&b, ib, 12);
+    static char ref[16384], got[16384];
+    static const int threads[] = {1, 2, 3, 8};
+    for (int k = 0; k < 4; k++) {
+        peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("th", PEAT_OP_GEMM);
+        cr_assert_not_null(acc);
+        peat_analyzer_acc_set_threads(acc, threads[k]);
+        cr_assert_eq(peat_analyzer_acc_add_terms(acc, a.t, a.x, NULL, 64, 64, n / 128, 128, ia),
+                     PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_analyzer_acc_add_terms(acc, b.t, b.x, NULL, 16, 4, 1, n, ib), PEAT_OK);
+        peat_signature s;
+        cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK, "%s", peat_error_last());
+        peat_analyzer_acc_free(acc);
+        cr_assert_eq(s.n_elems, 2 * n);
+        cr_assert(s.n_gross > 0 && s.n_nan > 0 && s.n_inf > 0 && s.n_zero_introduced > 0,
+                  "the data exercise the rare paths");
+        int len = peat_signature_to_json(&s, k ? got : ref, sizeof ref);
+        cr_assert(len > 0 && len < (int)sizeof ref);
+        if (k) cr_assert_str_eq(got, ref, "%d threads differ from 1 thread", threads[k]);
+    }
+    peat_tensor_free(ia), peat_tensor_free(ib);
+    pair_free(&a), pair_free(&b);
+}
+
+Test(analyzer, signature_quantiles_and_rank_correlation_beyond_the_sample)
+{
+    /* 400000 elements, three times the sample: relative noise as in
+     * input_correlation_of_relative_and_absolute_errors (rho = 0.69 for the whole population).
+     * The sample of 2^17 gives rho within +-0.01 at 95% (0.02 is over 3.5 sigma); the quantiles
+     * come from the sketch over every element: within 2^-7 of the exact ones. */
+    int64_t n = 400000;
+    pair p = pair_new(n);
+    double *mag = malloc(sizeof(double) * n), *e = malloc(sizeof(double) * n);
+    cr_assert(mag && e);
+    peat_rng_t *g = peat_rng_alloc(99);
+    for (int64_t i = 0; i < n; i++) {
+        double x = peat_rng_gaussian(g, 2.0);
+        mag[i] = 1.0;
+        peat_f64(p.x)[i] = x;
+        peat_f32(p.t)[i] = (float)(x * (1.0 + 1e-3 * peat_rng_gaussian(g, 1.0)));
+        /* the test's own e_i = |t - x| / bound, bound = gamma_4 + 5 * 2^-150 */
+        e[i] = fabs((double)peat_f32(p.t)[i] - x) / peat_analyzer_bound(1.0, 4);
+    }
+    peat_rng_free(g);
+    peat_signature s = sig_of(&p, mag, 4, 1, n);
+    cr_assert(fabs(s.corr_err_input - 0.69) < 0.02, "rho %g, population 0.69", s.corr_err_input);
+    qsort(e, (size_t)n, sizeof *e, cmp_double);
+    double p50 = exact_quantile(e, n, 0.5), p99 = exact_quantile(e, n, 0.99);
+    cr_assert(fabs(s.p50_norm / p50 - 1.0) <= 0x1p-7, "p50 %g, exact %g", s.p50_norm, p50);
+    cr_assert(fabs(s.p99_norm / p99 - 1.0) <= 0x1p-7, "p99 %g, exact %g", s.p99_norm, p99);
+    free(mag), free(e);
+    pair_free(&p);
+}
