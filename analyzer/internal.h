@@ -87,8 +87,16 @@ typedef struct peat_sample_set {
 
 peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
 void peat_sample_set_free(peat_sample_set *ss);
-/* Priority of element i of the call with number call (bijective in (call, i) for i < 2^40). */
-uint64_t peat_sample_prio(int64_t call, int64_t i);
+/* Priority of element i of the call with number call: splitmix64's finaliser (a bijection with
+ * full avalanche) of the id (call, i) packed into one word, unique for i < 2^40 and call < 2^24,
+ * so priorities never tie and the k smallest are one well-defined set. */
+static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
+{
+    uint64_t z = ((uint64_t)call << 40) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
 /* Cuts the set to its k smallest priorities and orders it by priority (a canonical order). */
 peat_status peat_sample_set_finish(peat_sample_set *ss);

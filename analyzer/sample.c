@@ -20,58 +20,49 @@ void peat_sample_set_free(peat_sample_set *ss)
     memset(ss, 0, sizeof *ss);
 }
 
-/* splitmix64's finaliser: a bijection of 64-bit words with full avalanche. */
-static uint64_t mix64(uint64_t z)
+/* The k-th smallest (1-based) of v[0..n) (quickselect on the keys alone, median-of-three pivot;
+ * priorities are hashes, so no adversarial order exists). Reorders v. */
+static uint64_t kth_smallest(uint64_t *v, int64_t n, int64_t k)
 {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-uint64_t peat_sample_prio(int64_t call, int64_t i)
-{
-    /* the id (call, i) packed into one word is unique for i < 2^40 and call < 2^24; the mixer is
-     * a bijection, so priorities never tie and the k smallest are one well-defined set */
-    return mix64(((uint64_t)call << 40) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull);
-}
-
-/* Moves the k smallest priorities of s[0..n) to the front (quickselect, O(n) expected; the pivot
- * is the median of three, and priorities are hashes, so no adversarial order exists). */
-static void select_k(peat_sample *s, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
+    int64_t lo = 0, hi = n - 1, want = k - 1;
     while (lo < hi) {
-        uint64_t a = s[lo].prio, b = s[(lo + hi) / 2].prio, c = s[hi].prio;
+        uint64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
         uint64_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
         int64_t i = lo, j = hi;
         while (i <= j) {
-            while (s[i].prio < p) i++;
-            while (s[j].prio > p) j--;
+            while (v[i] < p) i++;
+            while (v[j] > p) j--;
             if (i <= j) {
-                peat_sample t = s[i];
-                s[i++] = s[j];
-                s[j--] = t;
+                uint64_t t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
             }
         }
-        if (k - 1 <= j)
+        if (want <= j)
             hi = j;
-        else if (k - 1 >= i)
+        else if (want >= i)
             lo = i;
         else
-            return;
+            return v[want];
     }
+    return v[want];
 }
 
-/* Keeps the k smallest and lowers the entry threshold to the largest of them. */
+/* Keeps the k smallest priorities and lowers the entry threshold to the largest of them: the
+ * threshold is found on a copy of the 8-byte keys, then the entries are compacted in one pass. */
 static void cut(peat_sample_set *ss)
 {
     if (ss->n <= ss->k) return;
-    select_k(ss->s, ss->n, ss->k);
-    ss->n = ss->k;
-    uint64_t mx = 0;
+    uint64_t *key = calloc((size_t)ss->n, sizeof *key); /* calloc: GCC cannot see it is filled */
+    if (!key) return; /* out of memory: the set just stays larger */
+    for (int64_t i = 0; i < ss->n; i++) key[i] = ss->s[i].prio;
+    uint64_t th = kth_smallest(key, ss->n, ss->k);
+    free(key);
+    int64_t m = 0;
     for (int64_t i = 0; i < ss->n; i++)
-        if (ss->s[i].prio > mx) mx = ss->s[i].prio;
-    ss->thresh = mx;
+        if (ss->s[i].prio <= th) ss->s[m++] = ss->s[i]; /* priorities are unique: exactly k */
+    ss->n = m;
+    ss->thresh = th;
 }
 
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x)

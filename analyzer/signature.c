@@ -56,27 +56,27 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
     if (m->rel.n > 0) s->median_rel = peat_sketch_quantile(&m->rel, 0.5);
 }
 
-/* Moves the k-th smallest of v[0..n) to v[k], smaller ones before it (quickselect). */
+/* Moves the k-th smallest (0-based) of v[0..n) to v[k], smaller ones before it (quickselect with
+ * Hoare's partition: runs of equal values split evenly, so ties cost nothing extra). */
 static void select_kth(double *v, size_t n, size_t k)
 {
-    size_t lo = 0, hi = n - 1;
+    int64_t lo = 0, hi = (int64_t)n - 1, want = (int64_t)k;
     while (lo < hi) {
         double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
         double p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        size_t i = lo, j = hi;
+        int64_t i = lo, j = hi;
         while (i <= j) {
             while (v[i] < p) i++;
             while (v[j] > p) j--;
             if (i <= j) {
                 double t = v[i];
                 v[i++] = v[j];
-                if (j-- == 0) break;
-                v[j + 1] = t;
+                v[j--] = t;
             }
         }
-        if (k <= j && j < hi)
+        if (want <= j)
             hi = j;
-        else if (k >= i)
+        else if (want >= i)
             lo = i;
         else
             return;
