@@ -109,13 +109,9 @@ static void gross_note(peat_partial *p, int64_t i, int64_t cols, float t, float 
 static void bits_note(peat_partial *p, uint32_t bt, uint32_t br, int t_nan)
 {
     uint32_t xo = bt ^ br;
-    for (uint32_t m = xo; m; m &= m - 1) {
-        int b = __builtin_ctz(m);
-        if (bt >> b & 1u)
-            p->bit_set[b]++;
-        else
-            p->bit_clr[b]++;
-    }
+    /* set and cleared bits in two loops: no data-dependent branch inside either */
+    for (uint32_t m = xo & bt; m; m &= m - 1) p->bit_set[__builtin_ctz(m)]++;
+    for (uint32_t m = xo & ~bt; m; m &= m - 1) p->bit_clr[__builtin_ctz(m)]++;
     if (t_nan) return;
     int64_t d = ordered(bt) - ordered(br);
     d = d < 0 ? -d : d;
