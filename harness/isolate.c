@@ -5,6 +5,7 @@
 #include "harness/campaign.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,23 +60,28 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, char *why,
     return PEAT_ERR_KERNEL;
 }
 
-/* Waits for the child until the deadline (polling with a growing sleep); kills it past it.
+/* Waits for the child, whose exit closes fd, until the deadline; kills it past it.
  * Returns 1 when the child ended (wst set), 0 when it was killed, -1 when waitpid failed. */
-static int wait_deadline(pid_t pid, double timeout_s, int *wst)
+static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 {
     double t0 = peat_now();
-    long sleep_us = 50;
-    pid_t w;
-    while ((w = waitpid(pid, wst, WNOHANG)) == 0) {
-        if (peat_now() - t0 > timeout_s) {
+    for (;;) {
+        double left = timeout_s - (peat_now() - t0);
+        if (left <= 0.0) {
             kill(pid, SIGKILL);
             waitpid(pid, wst, 0);
             return 0;
         }
-        usleep((useconds_t)sleep_us);
-        if (sleep_us < 20000) sleep_us *= 2;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1);
+        if (r > 0 || (r < 0 && errno != EINTR)) break; /* closed (or poll failed): reap it */
     }
-    return w < 0 ? -1 : 1;
+    return waitpid(pid, wst, 0) < 0 ? -1 : 1;
+}
+usleep((useconds_t)sleep_us);
+if (sleep_us < 20000) sleep_us *= 2;
+}
+return w < 0 ? -1 : 1;
 }
 
 /* What the child's end says about the kernel: child_status is what it returned (-1: it never
@@ -113,20 +119,32 @@ peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isola
     if (!child_status) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared status");
     char *child_msg = (char *)(child_status + 1);
     *child_status = -1;
+    /* the child holds the write end of a pipe until it exits: poll() on the read end wakes the
+     * parent the moment the child is done (polling waitpid with sleeps overshot by up to 20 ms
+     * a call) */
+    int fds[2];
+    if (pipe(fds) != 0) {
+        munmap(child_status, CHILD_SHARED);
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "pipe failed: %s", strerror(errno));
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
+        close(fds[0]), close(fds[1]);
         munmap(child_status, CHILD_SHARED);
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "fork failed: %s", strerror(errno));
     }
     if (pid == 0) {
+        close(fds[0]);
         peat_status st = peat_kernel_run(k, a);
         *child_status = (int)st;
         if (st != PEAT_OK) snprintf(child_msg, CHILD_MSG, "%s", peat_error_last());
         _exit(0);
     }
+    close(fds[1]);
     int wst = 0;
-    int ended = wait_deadline(pid, timeout_s, &wst);
+    int ended = wait_deadline(pid, fds[0], timeout_s, &wst);
+    close(fds[0]);
     peat_status st;
     if (ended == 0) {
         snprintf(why, nwhy, "kernel '%s' hung: killed after %.0f s", k->name, timeout_s);
