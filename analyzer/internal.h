@@ -18,11 +18,18 @@
 #define SKETCH_EXP_MAX  128    /* v >= 2^128 (and +Inf) counts as "high" (reported as the max) */
 #define SKETCH_BUCKETS  ((SKETCH_EXP_MAX - SKETCH_EXP_MIN) << SKETCH_SUB_BITS)
 
+/* Counter slots past the buckets: zeros, values below 2^SKETCH_EXP_MIN, values from
+ * 2^SKETCH_EXP_MAX up (and +Inf). */
+#define SKETCH_SLOT_ZERO SKETCH_BUCKETS
+#define SKETCH_SLOT_LOW  (SKETCH_BUCKETS + 1)
+#define SKETCH_SLOT_HIGH (SKETCH_BUCKETS + 2)
+#define SKETCH_SLOTS     (SKETCH_BUCKETS + 3)
+
 typedef struct peat_sketch {
-    int64_t n, n_zero, n_low, n_high;
+    int64_t n;
     double min_pos, max; /* exact smallest positive and largest value added (merge: min / max) */
     double sumsq_high;   /* sum of squares of the "high" values (the top share needs them) */
-    int64_t *count;      /* SKETCH_BUCKETS counters */
+    int64_t *count;      /* SKETCH_SLOTS counters */
 } peat_sketch;
 
 peat_status peat_sketch_init(peat_sketch *s);
@@ -31,28 +38,30 @@ void peat_sketch_free(peat_sketch *s);
  * shifted so that 2^SKETCH_EXP_MIN is bucket 0. */
 #define SKETCH_BIAS ((int64_t)(SKETCH_EXP_MIN + 1023) << SKETCH_SUB_BITS)
 
-/* Adds v >= 0 (NaN is ignored). Inline: the streaming pass calls it twice per element. */
+/* The counter slot of v >= 0 (not NaN), read from its bits without branches. */
+static inline int64_t peat_sketch_slot(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    int64_t b = (int64_t)(u >> (52 - SKETCH_SUB_BITS)) - SKETCH_BIAS;
+    int64_t r = b >= SKETCH_BUCKETS ? SKETCH_SLOT_HIGH : b;
+    r = b < 0 ? SKETCH_SLOT_LOW : r;
+    return v == 0.0 ? SKETCH_SLOT_ZERO : r;
+}
+
+/* Adds v >= 0 (NaN is ignored). The streaming pass does the same in bulk: slots per element,
+ * count, extremes and n per unit. */
 static inline void peat_sketch_add(peat_sketch *s, double v)
 {
     if (!(v >= 0.0)) return; /* NaN */
     s->n++;
     if (v > s->max) s->max = v;
-    if (v == 0.0) {
-        s->n_zero++;
-        return;
-    }
-    if (v < s->min_pos) s->min_pos = v;
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    int64_t b = (int64_t)(u >> (52 - SKETCH_SUB_BITS)) - SKETCH_BIAS;
-    if (b < 0)
-        s->n_low++;
-    else if (b >= SKETCH_BUCKETS) {
-        s->n_high++;
-        s->sumsq_high += v * v;
-    } else
-        s->count[b]++;
+    if (v > 0.0 && v < s->min_pos) s->min_pos = v;
+    int64_t k = peat_sketch_slot(v);
+    s->count[k]++;
+    if (k == SKETCH_SLOT_HIGH) s->sumsq_high += v * v;
 }
+
 /* dst += src (counts add; exact extremes combine). */
 void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src);
 /* The q-quantile with the interpolation of gsl_stats_quantile_from_sorted_data (rank q (n-1),

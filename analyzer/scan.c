@@ -36,14 +36,6 @@ static int ulp_bin(int64_t d)
     return b > PEAT_ULP_BINS - 1 ? PEAT_ULP_BINS - 1 : b;
 }
 
-/* Significand bits a normal float uses: 24 minus its trailing zero bits. */
-static int mant_bits_used(uint32_t u)
-{
-    uint32_t e = (u >> 23) & 0xff;
-    if (e == 0 || e == 0xff) return 0;
-    return 24 - __builtin_ctz((u & 0x7fffff) | 0x800000);
-}
-
 static int64_t gcd64(int64_t a, int64_t b)
 {
     if (a < 0) a = -a;
@@ -165,6 +157,7 @@ typedef struct block {
     int64_t lo, n;
     double x[BLK], t[BLK], m[BLK];
     double aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK], inv_s[BLK];
+    int64_t slot_e[BLK], slot_rel[BLK]; /* sketch counter slots */
     int cond[BLK];
 } block;
 
@@ -177,8 +170,8 @@ typedef struct hot {
     int64_t n_fin, n_rel, n_relmag, n_bias, n_signed, n_toward, n_equal, n_zero;
     double sumsq_exact, sum_abs, sumsq_abs, sum_rel, sum_norm, sumsq_norm, sumsq_relmag;
     double b_s1, b_s2;
-    double max_exact, max_abs, max_rel, max_norm, min_exact_nonzero;
-    int mant_bits;
+    double max_exact, max_abs, max_rel, max_norm, min_exact_nonzero, min_pos_e, min_pos_rel;
+    uint32_t mant_or; /* OR of the significands (with the implicit bit) of normal test values */
 } hot;
 
 static void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
@@ -207,6 +200,8 @@ static void block_errors(const peat_scan_in *in, block *b)
         b->aerr[j] = aerr;
         b->e[j] = aerr / (gamma * b->m[j] + eta);
         b->rel[j] = aerr / (nz ? ax : 1.0);
+        b->slot_e[j] = peat_sketch_slot(b->e[j]);
+        b->slot_rel[j] = peat_sketch_slot(b->rel[j]);
         b->a[j] = aerr * inv;
         b->dd[j] = (x > 0 ? err : -err) * inv;
         b->inv_s[j] = sok ? inv : 0.0;
@@ -237,6 +232,8 @@ static void block_sums(const block *b, hot *h)
         h->max_abs = fin && aerr > h->max_abs ? aerr : h->max_abs;
         h->max_rel = rel && r > h->max_rel ? r : h->max_rel;
         h->max_norm = fin && e > h->max_norm ? e : h->max_norm;
+        h->min_pos_e = fin && e > 0.0 && e < h->min_pos_e ? e : h->min_pos_e;
+        h->min_pos_rel = rel && r > 0.0 && r < h->min_pos_rel ? r : h->min_pos_rel;
         int nzt = rel && b->t[j] != 0.0;
         h->min_exact_nonzero = nzt && ax < h->min_exact_nonzero ? ax : h->min_exact_nonzero;
     }
@@ -283,10 +280,14 @@ static void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_part
             gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
             continue;
         }
-        int mb = mant_bits_used(bt);
-        h->mant_bits = mb > h->mant_bits ? mb : h->mant_bits;
-        if (b->cond[j] & C_REL) peat_sketch_add(&w->rel, b->rel[j]);
-        peat_sketch_add(&w->norm, b->e[j]);
+        uint32_t ex = (bt >> 23) & 0xff;
+        h->mant_or |= ex != 0 && ex != 0xff ? (bt & 0x7fffff) | 0x800000 : 0;
+        /* the sketches' counts here; their n and extremes per unit (sketch_fold) */
+        if (b->cond[j] & C_REL) w->rel.count[b->slot_rel[j]]++;
+        w->norm.count[b->slot_e[j]]++;
+        if (b->slot_e[j] == SKETCH_SLOT_HIGH) w->norm.sumsq_high += b->e[j] * b->e[j];
+        if (b->slot_rel[j] == SKETCH_SLOT_HIGH && (b->cond[j] & C_REL))
+            w->rel.sumsq_high += b->rel[j] * b->rel[j];
         if (b->e[j] > 1.0) over_bound(p, x, t);
         if (b->e[j] > PEAT_GROSS_FACTOR)
             gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
@@ -315,7 +316,9 @@ static void hot_fold(const hot *h, peat_partial *p)
     p->max_norm = h->max_norm > p->max_norm ? h->max_norm : p->max_norm;
     if (h->min_exact_nonzero < INFINITY)
         p->min_exact_nonzero = nan_min(p->min_exact_nonzero, h->min_exact_nonzero);
-    p->test_mant_bits = h->mant_bits > p->test_mant_bits ? h->mant_bits : p->test_mant_bits;
+    /* most significand bits any normal value uses: 24 minus the fewest trailing zeros */
+    int mb = h->mant_or ? 24 - __builtin_ctz(h->mant_or) : 0;
+    p->test_mant_bits = mb > p->test_mant_bits ? mb : p->test_mant_bits;
     if (h->n_bias > 0) {
         double n = (double)h->n_bias, mean = h->b_s1 / n, m2 = h->b_s2 - h->b_s1 * mean;
         peat_partial u;
@@ -325,6 +328,14 @@ static void hot_fold(const hot *h, peat_partial *p)
         u.bias_m2 = m2 > 0.0 ? m2 : 0.0;
         peat_partial_merge(p, &u);
     }
+}
+
+/* A unit's count of values and their extremes join a sketch (its counts were added per element). */
+static void sketch_fold(peat_sketch *s, int64_t n, double max, double min_pos)
+{
+    s->n += n;
+    s->max = max > s->max ? max : s->max;
+    s->min_pos = min_pos < s->min_pos ? min_pos : s->min_pos;
 }
 
 /* Four hash lanes (xxHash64's round) over the test bits, so that the multiplies overlap. */
@@ -340,7 +351,7 @@ void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial
 {
     hot h;
     memset(&h, 0, sizeof h);
-    h.min_exact_nonzero = INFINITY;
+    h.min_exact_nonzero = h.min_pos_e = h.min_pos_rel = INFINITY;
     uint64_t hl[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, (uint64_t)0 - HASH_P1};
     block b;
     for (int64_t i = lo; i < hi; i += BLK) {
@@ -352,6 +363,8 @@ void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial
     }
     p->n_elems += hi - lo;
     hot_fold(&h, p);
+    sketch_fold(&w->norm, h.n_fin, h.max_norm, h.min_pos_e);
+    sketch_fold(&w->rel, h.n_rel, h.max_rel, h.min_pos_rel);
     p->hash = rotl64(hl[0], 1) + rotl64(hl[1], 7) + rotl64(hl[2], 12) + rotl64(hl[3], 18) +
               (uint64_t)(hi - lo);
 }

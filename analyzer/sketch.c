@@ -9,7 +9,7 @@ peat_status peat_sketch_init(peat_sketch *s)
 {
     memset(s, 0, sizeof *s);
     s->min_pos = INFINITY;
-    s->count = calloc(SKETCH_BUCKETS, sizeof *s->count);
+    s->count = calloc(SKETCH_SLOTS, sizeof *s->count);
     if (!s->count) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: quantile sketch");
     return PEAT_OK;
 }
@@ -23,14 +23,11 @@ void peat_sketch_free(peat_sketch *s)
 void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src)
 {
     dst->n += src->n;
-    dst->n_zero += src->n_zero;
-    dst->n_low += src->n_low;
-    dst->n_high += src->n_high;
     /* sums of squares of "high" values are Inf or beyond 2^256: order cannot change them */
     dst->sumsq_high += src->sumsq_high;
     if (src->min_pos < dst->min_pos) dst->min_pos = src->min_pos;
     if (src->max > dst->max) dst->max = src->max;
-    for (int64_t b = 0; b < SKETCH_BUCKETS; b++) dst->count[b] += src->count[b];
+    for (int64_t b = 0; b < SKETCH_SLOTS; b++) dst->count[b] += src->count[b];
 }
 
 /* Midpoint of bucket b: 2^e (1 + (j + 1/2) 2^-SUB). */
@@ -45,10 +42,10 @@ static double bucket_mid(int64_t b)
  * midpoints, then "high" (as the exact max); clamped to the exact extremes. */
 static double value_at(const peat_sketch *s, int64_t r)
 {
-    if (r < s->n_zero) return 0.0;
-    r -= s->n_zero;
-    if (r < s->n_low) return s->min_pos;
-    r -= s->n_low;
+    if (r < s->count[SKETCH_SLOT_ZERO]) return 0.0;
+    r -= s->count[SKETCH_SLOT_ZERO];
+    if (r < s->count[SKETCH_SLOT_LOW]) return s->min_pos;
+    r -= s->count[SKETCH_SLOT_LOW];
     for (int64_t b = 0; b < SKETCH_BUCKETS; b++) {
         if (r < s->count[b]) {
             double v = bucket_mid(b);
@@ -71,9 +68,10 @@ double peat_sketch_quantile(const peat_sketch *s, double q)
 
 double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top)
 {
-    int64_t take = top < s->n_high ? top : s->n_high;
+    int64_t n_high = s->count[SKETCH_SLOT_HIGH];
+    int64_t take = top < n_high ? top : n_high;
     /* only all of "high" is known exactly; a part of it is taken at the max */
-    double sum = take == s->n_high ? s->sumsq_high : (double)take * s->max * s->max;
+    double sum = take == n_high ? s->sumsq_high : (double)take * s->max * s->max;
     top -= take;
     for (int64_t b = SKETCH_BUCKETS - 1; b >= 0 && top > 0; b--) {
         if (!s->count[b]) continue;
@@ -86,7 +84,7 @@ double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top)
         top -= t;
     }
     if (top > 0) {
-        int64_t t = top < s->n_low ? top : s->n_low;
+        int64_t t = top < s->count[SKETCH_SLOT_LOW] ? top : s->count[SKETCH_SLOT_LOW];
         sum += (double)t * s->min_pos * s->min_pos;
     }
     return sum;
