@@ -78,11 +78,6 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
     }
     return waitpid(pid, wst, 0) < 0 ? -1 : 1;
 }
-usleep((useconds_t)sleep_us);
-if (sleep_us < 20000) sleep_us *= 2;
-}
-return w < 0 ? -1 : 1;
-}
 
 /* What the child's end says about the kernel: child_status is what it returned (-1: it never
  * returned), msg its error message. */
