@@ -174,10 +174,11 @@ static int stage_table(void)
     if (!mkdtemp(dir)) return fail("mkdtemp");
     printf("\n## default `peat run --kernel gemm_new --flow F`: seconds per stage (share of the "
            "run)\n\n");
-    printf(
-        "| flow | total s | profile | playback: candidate | playback: exact + magnitude | "
-        "playback: analyzer pass | signatures + detect + store | analysis (pass + signatures) |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| flow | CPU s (all processes) | wall s | profile | playback: candidate | playback: "
+           "exact + "
+           "magnitude | playback: analyzer pass | signatures + detect + store | analysis (pass + "
+           "signatures) |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t f = 0; f < sizeof flows / sizeof flows[0]; f++) {
         peat_campaign_opts o;
         peat_campaign_opts_default(&o);
