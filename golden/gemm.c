@@ -155,6 +155,7 @@ peat_status peat_golden_register_gemm(void)
          .in_dtype = PEAT_DTYPE_F32,
          .out_dtype = PEAT_DTYPE_F64,
          .acc_dtype = PEAT_DTYPE_F64,
+         .cfg = {.threads = 1, .vec_width = 1},
          .fn = gemm_exact,
          .desc = "fp64-accumulating reference GEMM"},
         {.name = "gemm_golden",
@@ -164,6 +165,7 @@ peat_status peat_golden_register_gemm(void)
          .in_dtype = PEAT_DTYPE_F32,
          .out_dtype = PEAT_DTYPE_F32,
          .acc_dtype = PEAT_DTYPE_F32,
+         .cfg = {.threads = 1, .vec_width = 1},
          .fn = gemm_golden,
          .desc = "trusted fp32 GEMM, sequential k order"},
     };

@@ -1,0 +1,145 @@
+/* bench_predictor.c: latency prediction error (MAPE against the median of repeated measurements)
+ * on held-out shapes never used in calibration, per kernel, beside a roofline and a
+ * NeuSight-style tile/wave baseline with one fitted utilisation; then predicted vs actual time
+ * per campaign stage. Usage: bench_predictor [--backend B] [--repeats R] [--kernels a,b] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/harness.h"
+#include "harness/latency.h"
+#include "predictor/predictor.h"
+
+#define MIN_S 0.002 /* per timing: at least 3 calls and 2 ms */
+
+typedef struct errs {
+    double model, roof, neu;
+    int n;
+    peat_pred_class cls;
+} errs;
+
+/* Roofline: the slower of compute at peak and traffic at full bandwidth, on the units used. */
+static double roofline(const peat_kernel *k, const peat_pred_device *d, const peat_op_params *p)
+{
+    const peat_op_info *info = peat_op_info_get(k->op);
+    int units = d->edge_tiles_padded ? d->units : (k->cfg.threads > 1 ? k->cfg.threads : 1);
+    double tc = info->flops(p) / (d->peak_flops * units);
+    double tm = peat_predictor_call_bytes(k, p) / d->bandwidth;
+    return tc > tm ? tc : tm;
+}
+
+/* NeuSight-style: waves x whole-tile flops at peak (bytes at bandwidth for ops without tiles),
+ * divided by one utilisation fitted per kernel; the unscaled time here. */
+static double neusight_raw(const peat_kernel *k, const peat_pred_device *d, const peat_op_params *p)
+{
+    peat_pred_gemm_view v;
+    peat_pred_waves w;
+    if (peat_predictor_gemm_view(k->op, p, &v) && peat_predictor_waves(&k->cfg, d, &v, &w) == 0)
+        return (double)w.waves * w.tile_flops / d->peak_flops;
+    return peat_predictor_call_bytes(k, p) / d->bandwidth;
+}
+
+/* The one utilisation of the NeuSight baseline: geometric-mean fit on the calibration shapes. */
+static double fit_utilisation(const peat_kernel *k, const peat_pred_device *d,
+                              const peat_pred_ktable *kt)
+{
+    int sizes[PEAT_PRED_MAX_POINTS];
+    int n = peat_predictor_sizes(k->op, 0, sizes, PEAT_PRED_MAX_POINTS);
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        peat_op_params p;
+        peat_predictor_shape(k->op, sizes[i], 0, &p);
+        double x = peat_predictor_x(k, d, kt->cls, &p);
+        s += log(neusight_raw(k, d, &p) / peat_predictor_ktable_eval(kt, x));
+    }
+    return exp(s / n);
+}
+
+static peat_status bench_kernel(const peat_kernel *k, const peat_pred_device *d, int repeats,
+                                errs *e)
+{
+    peat_pred_ktable kt;
+    PEAT_TRY(peat_predictor_calibrate_kernel(k, d, MIN_S, &kt));
+    peat_pred_table tab = {.dev = *d};
+    PEAT_TRY(peat_predictor_table_add(&tab, &kt));
+    double u = fit_utilisation(k, d, &kt);
+    int sizes[PEAT_PRED_MAX_POINTS], n = 0;
+    double meas[PEAT_PRED_MAX_POINTS];
+    memset(e, 0, sizeof *e);
+    peat_status st = peat_predictor_time_sizes(k, 1, repeats, MIN_S, &n, sizes, meas);
+    for (int i = 0; st == PEAT_OK && i < n; i++) {
+        peat_op_params p;
+        double t = meas[i], pred = 0;
+        peat_predictor_shape(k->op, sizes[i], 1, &p);
+        st = peat_predictor_call(&tab, k, &p, 0, &pred);
+        if (st != PEAT_OK) break;
+        if (getenv("PEAT_BENCH_VERBOSE"))
+            printf("    %s n=%d x=%.3g measured %.3g predicted %.3g (%+.0f%%)\n", k->name, sizes[i],
+                   peat_predictor_x(k, d, kt.cls, &p), t, pred, 100 * (pred - t) / t);
+        e->model += fabs(pred - t) / t;
+        e->roof += fabs(roofline(k, d, &p) - t) / t;
+        e->neu += fabs(neusight_raw(k, d, &p) / u - t) / t;
+        e->n++;
+    }
+    e->cls = kt.cls;
+    peat_predictor_table_free(&tab);
+    return st;
+}
+
+static int selected(const char *list, const char *name)
+{
+    if (!list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *backend = "cpu", *only = NULL;
+    int repeats = 5;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
+        else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--kernels")) only = argv[i + 1];
+    }
+    if (repeats < 1 || repeats > 15) repeats = 5;
+    if (peat_builtin_init() != PEAT_OK) return 2;
+    peat_pred_device d;
+    peat_pred_clock clk;
+    if (peat_latency_device(backend, &d, &clk) != PEAT_OK) {
+        fprintf(stderr, "bench_predictor: %s\n", peat_error_last());
+        return 2;
+    }
+    printf("device: %s, %d units, SIMD %d, peak %.2f GFLOP/s/unit, bandwidth %.1f GB/s, clock %s\n",
+           d.name, d.units, d.simd_width, d.peak_flops / 1e9, d.bandwidth / 1e9,
+           clk.mhz > 0 ? clk.source : "unknown (no cpufreq/NVML/ROCm SMI here)");
+    printf("held-out shapes: dims off the calibration grid, sizes between calibration points; "
+           "median of %d repeats\n\n",
+           repeats);
+    printf("%-26s %-8s %8s %9s %9s  %s\n", "kernel", "class", "model", "roofline", "neusight",
+           "goal (<=10%, best)");
+    int n_ok = 0, n_all = 0;
+    double t0 = peat_predictor_now(), sum = 0;
+    for (int i = 0; i < peat_registry_count(); i++) {
+        const peat_kernel *k = peat_registry_at(i);
+        if (strcmp(k->backend, d.backend) != 0 || !selected(only, k->name)) continue;
+        errs e;
+        if (bench_kernel(k, &d, repeats, &e) != PEAT_OK || e.n == 0) {
+            printf("%-26s failed: %s\n", k->name, peat_error_last());
+            continue;
+        }
+        double m = 100 * e.model / e.n, r = 100 * e.roof / e.n, ns = 100 * e.neu / e.n;
+        int ok = m <= 10.0 && m < r && m < ns;
+        printf("%-26s %-8s %7.1f%% %8.1f%% %8.1f%%  %s\n", k->name,
+               e.cls == PEAT_PRED_COMPUTE ? "compute" : "memory", m,
+               r, ns, ok ? "ok" : "MISSED");
+        n_ok += ok, n_all++, sum += m;
+    }
+    printf("\n%d/%d kernels within 10%% MAPE and better than both baselines; mean MAPE %.1f%%; "
+           "%.1f s\n",
+           n_ok, n_all, n_all ? sum / n_all : 0.0, peat_predictor_now() - t0);
+    return n_ok == n_all ? 0 : 1;
+}

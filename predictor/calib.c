@@ -1,0 +1,122 @@
+/* calib.c: calibration micro-benchmarks: the median time of a call, and one kernel's table timed
+ * at its op's size family. */
+#include "predictor/predictor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call *c, double min_s,
+                                     int max_reps, double *median_s)
+{
+    enum { CAP = 256 };
+    double t[CAP];
+    if (max_reps < 1 || max_reps > CAP) max_reps = CAP;
+    PEAT_TRY(peat_kernel_run(k, &c->a)); /* untimed: first touch of inputs, outputs and code */
+    double start = peat_predictor_now(), spent = 0;
+    int n = 0;
+    while (n < max_reps && (n < 5 || spent < min_s)) {
+        double t0 = peat_predictor_now();
+        PEAT_TRY(peat_kernel_run(k, &c->a));
+        t[n++] = peat_predictor_now() - t0;
+        spent = peat_predictor_now() - start;
+    }
+    /* the lower quartile: on a shared machine a call that lost its core to another process is
+     * slow by a whole time slice; a quarter of undisturbed calls is enough to see the kernel */
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    *median_s = t[(n - 1) / 4];
+    return PEAT_OK;
+}
+
+/* Calls of k at the sizes of its op's family (the held-out family when odd). */
+static peat_status alloc_calls(const peat_kernel *k, int odd, peat_pred_call *c, int *sizes, int *n)
+{
+    *n = peat_predictor_sizes(k->op, odd, sizes, PEAT_PRED_MAX_POINTS);
+    for (int i = 0; i < *n; i++) {
+        peat_op_params p;
+        peat_predictor_shape(k->op, sizes[i], odd, &p);
+        peat_status st = peat_predictor_call_alloc(k, &p, 0x5eed + (uint64_t)sizes[i], &c[i]);
+        if (st != PEAT_OK) {
+            while (i-- > 0) peat_predictor_call_free(&c[i]);
+            return st;
+        }
+    }
+    return PEAT_OK;
+}
+
+peat_status peat_predictor_time_sizes(const peat_kernel *k, int odd, int passes, double min_s,
+                                      int *n, int *sizes, double *t)
+{
+    enum { MAXP = 15 };
+    peat_pred_call c[PEAT_PRED_MAX_POINTS];
+    double r[PEAT_PRED_MAX_POINTS][MAXP];
+    if (passes < 1 || passes > MAXP) passes = 3;
+    PEAT_TRY(alloc_calls(k, odd, c, sizes, n));
+    peat_status st = PEAT_OK;
+    /* passes sweep all sizes in turn, so a burst of load from elsewhere hits one pass of several
+     * sizes instead of every pass of one size; the median over passes drops it */
+    for (int pass = 0; st == PEAT_OK && pass < passes; pass++)
+        for (int i = 0; st == PEAT_OK && i < *n; i++)
+            st = peat_predictor_time_call(k, &c[i], min_s, 64, &r[i][pass]);
+    for (int i = 0; i < *n; i++) {
+        qsort(r[i], (size_t)passes, sizeof r[i][0], cmp_double);
+        t[i] = r[i][passes / 2];
+        peat_predictor_call_free(&c[i]);
+    }
+    return st;
+}
+
+/* Leave-one-out error of interpolating each interior point from its neighbours (relative). */
+static double loo_error(int n, const double *x, const double *t)
+{
+    double e = 0;
+    for (int i = 1; i + 1 < n; i++) {
+        if (!(x[i + 1] > x[i - 1])) return INFINITY;
+        double f = (x[i] - x[i - 1]) / (x[i + 1] - x[i - 1]);
+        double tp = t[i - 1] + f * (t[i + 1] - t[i - 1]);
+        e += fabs(tp - t[i]) / (t[i] > 0 ? t[i] : 1e-12);
+    }
+    return e + 1e-12;
+}
+
+peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
+                                            double min_s, peat_pred_ktable *kt)
+{
+    memset(kt, 0, sizeof *kt);
+    snprintf(kt->kernel, sizeof kt->kernel, "%.63s", k->name);
+    kt->desc_hash = peat_predictor_kernel_hash(k);
+    peat_pred_clock clk;
+    peat_predictor_clock_read(k->backend, 0, &clk);
+    kt->clock_mhz = clk.mhz;
+    int sizes[PEAT_PRED_MAX_POINTS], n = 0;
+    double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
+    PEAT_TRY(peat_predictor_time_sizes(k, 0, 3, min_s, &n, sizes, t));
+    /* the class whose variable interpolates the measured points best (docs/predictor.md) */
+    peat_op_params p;
+    peat_pred_gemm_view v;
+    peat_predictor_shape(k->op, sizes[0], 0, &p);
+    kt->cls = PEAT_PRED_MEMORY;
+    double err[2] = {0, 0};
+    for (int c = peat_predictor_gemm_view(k->op, &p, &v) ? 0 : 1; c < 2; c++) {
+        for (int i = 0; i < n; i++) {
+            peat_predictor_shape(k->op, sizes[i], 0, &p);
+            x[i] = peat_predictor_x(k, d, (peat_pred_class)c, &p);
+        }
+        err[c] = loo_error(n, x, t);
+    }
+    if (err[0] > 0 && err[0] <= err[1]) kt->cls = PEAT_PRED_COMPUTE;
+    for (int i = 0; i < n; i++) {
+        peat_predictor_shape(k->op, sizes[i], 0, &p);
+        x[i] = peat_predictor_x(k, d, kt->cls, &p);
+    }
+    /* the empty call: the smallest size, extrapolated to no work along the first segment */
+    double over = n > 1 ? t[0] - x[0] * (t[1] - t[0]) / (x[1] - x[0]) : 0.0;
+    if (over < 0 || over > t[0]) over = over < 0 ? 0.0 : t[0];
+    return peat_predictor_ktable_build(kt, n, x, t, over);
+}

@@ -1,0 +1,236 @@
+/* predictor.h: the kernel-aware latency model (after PM2Lat): device description, clocks,
+ * calibration tables, per-call prediction and the campaign budget planner (docs/predictor.md). */
+#ifndef PEAT_PREDICTOR_H
+#define PEAT_PREDICTOR_H
+
+#include <stdint.h>
+
+#include "peat/peat.h"
+
+/* ---- device description ------------------------------------------------------------------- */
+
+typedef struct peat_pred_device {
+    char backend[16];        /* "cpu", "cuda", "hip" */
+    char name[128];          /* model name as the OS or runtime reports it */
+    int units;               /* parallel units: cores, SMs, CUs */
+    int simd_width;          /* fp32 lanes of the widest vector unit (CPU), warp/wave size (GPU) */
+    int64_t cache_bytes[3];  /* L1d, L2, L3 (CPU); L2 in [1] (GPU); 0 = unknown */
+    int edge_tiles_padded;   /* 1: a partial tile costs a whole one (GPU blocks); 0: trimmed (CPU) */
+    double peak_flops;       /* fp32 FLOP/s of one unit, measured (CPU) or from clocks (GPU) */
+    double bandwidth;        /* bytes/s, measured (CPU) or from runtime queries (GPU) */
+    double clock_mhz;        /* nominal clock, 0 = unknown */
+} peat_pred_device;
+
+/* Describes the CPU this process runs on: cores, SIMD width and caches from the OS, one-unit peak
+ * and memory bandwidth measured (~30 ms). */
+peat_status peat_predictor_device_cpu(peat_pred_device *d);
+/* Fills the GPU fields from what a backend reports (units, clock); bandwidth and peak given by
+ * the caller from runtime queries (core/gpu). */
+void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name, int units,
+                               double clock_mhz, double bandwidth, int warp);
+/* Hash of what identifies the device (backend, name, units, SIMD, caches): measured numbers are
+ * left out so that noise does not invalidate a cache. */
+uint64_t peat_predictor_device_hash(const peat_pred_device *d);
+
+/* Monotonic seconds. */
+double peat_predictor_now(void);
+
+/* ---- clocks -------------------------------------------------------------------------------- */
+
+typedef struct peat_pred_clock {
+    double mhz;        /* 0 = unknown */
+    char source[16];   /* "cpufreq", "nvml", "rocm-smi" or "unknown" */
+} peat_pred_clock;
+
+/* Each reader returns PEAT_OK with the clock, or PEAT_ERR_UNSUPPORTED with c->mhz = 0 and
+ * c->source "unknown" when its source is missing (no sysfs file, no library, no device). */
+peat_status peat_predictor_clock_cpufreq(const char *sysfs_cpu_dir, int cpu, peat_pred_clock *c);
+peat_status peat_predictor_clock_nvml(const char *libname, int device, peat_pred_clock *c);
+peat_status peat_predictor_clock_rocm(const char *libname, int device, peat_pred_clock *c);
+/* The reader for a backend with default sources ("cpu" -> cpufreq, "cuda" -> NVML, "hip" ->
+ * ROCm SMI). */
+peat_status peat_predictor_clock_read(const char *backend, int device, peat_pred_clock *c);
+
+/* Runs fn until the clock is steady (two consecutive ~20 ms windows within 1%; where the clock
+ * is unknown, the call time within 3%) or max_s passed. *steady = 1 when it settled. */
+typedef void (*peat_pred_work_fn)(void *user);
+peat_status peat_predictor_warmup(const char *backend, peat_pred_work_fn fn, void *user,
+                                  double max_s, int *steady, peat_pred_clock *clock);
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+typedef enum peat_pred_class { PEAT_PRED_COMPUTE = 0, PEAT_PRED_MEMORY = 1 } peat_pred_class;
+
+/* A compute op seen as tiles of a (batch x M x N) output with a K-deep reduction. */
+typedef struct peat_pred_gemm_view {
+    int64_t batch, m, n, k;
+    double scale; /* flops = 2 batch m n k scale (0.5 for causal attention) */
+} peat_pred_gemm_view;
+
+/* The GEMM view of a call, 0 when the op has none (elementwise, row-wise ops). */
+int peat_predictor_gemm_view(peat_op_kind op, const peat_op_params *p, peat_pred_gemm_view *v);
+
+/* Tile and wave arithmetic of one call of a kernel on a device. */
+typedef struct peat_pred_waves {
+    int64_t tiles;     /* work tiles of the output */
+    int64_t units;     /* parallel units the kernel uses */
+    int64_t waves;     /* ceil(tiles / units) */
+    double tile_flops; /* flops of one whole tile (quantised) */
+    double work;       /* flops on the busiest unit: waves x tile work (padded or trimmed) */
+} peat_pred_waves;
+
+peat_status peat_predictor_waves(const peat_kernel_config *cfg, const peat_pred_device *d,
+                                 const peat_pred_gemm_view *v, peat_pred_waves *w);
+/* Shapes and dtypes of an op's inputs for params p (beta != 0 adds GEMM's C). */
+void peat_predictor_inputs(peat_op_kind op, const peat_op_params *p, int *n_in, int nd[],
+                           int64_t shapes[][PEAT_MAX_DIMS], peat_dtype dt[]);
+/* Bytes one call reads and writes (inputs at 4 bytes per F32/I32 element, outputs at the
+ * kernel's output dtype). */
+double peat_predictor_call_bytes(const peat_kernel *k, const peat_op_params *p);
+/* The roofline class of a call on a device: compute-bound when its op has a GEMM view and the
+ * call's arithmetic intensity reaches the device's ridge point (peak / bandwidth). Calibration
+ * classes a kernel by its measurements instead (docs/predictor.md). */
+peat_pred_class peat_predictor_classify(const peat_kernel *k, const peat_op_params *p,
+                                        const peat_pred_device *d);
+
+/* ---- calibration tables -------------------------------------------------------------------- */
+
+#define PEAT_PRED_MAX_POINTS 12
+
+/* One kernel's calibration: time against the model variable x (wave work in flops for compute,
+ * bytes for memory), sorted by x, times non-decreasing. */
+typedef struct peat_pred_ktable {
+    char kernel[64];
+    uint64_t desc_hash;
+    peat_pred_class cls;
+    double overhead_s;  /* time of an (almost) empty call: launch + fixed cost */
+    double clock_mhz;   /* clock during calibration (0 unknown) */
+    int n;
+    double x[PEAT_PRED_MAX_POINTS];
+    double t[PEAT_PRED_MAX_POINTS];
+} peat_pred_ktable;
+
+typedef struct peat_pred_table {
+    peat_pred_device dev;
+    char version[16];
+    double cost_s;   /* what calibration took */
+    int n, cap;
+    peat_pred_ktable *k;
+} peat_pred_table;
+
+/* Hash of everything in a kernel descriptor that can change its speed (name, op, backend,
+ * dtypes, config, description). */
+uint64_t peat_predictor_kernel_hash(const peat_kernel *k);
+/* The cache key of a table: device hash, peat version and the hash of every kernel's descriptor
+ * hash in order, as a 16-hex-digit string; a change to any of them gives another key. */
+void peat_predictor_table_key(const peat_pred_table *t, char key[17]);
+/* Whether t still holds for kernel k (present, same descriptor hash). */
+const peat_pred_ktable *peat_predictor_table_find(const peat_pred_table *t, const peat_kernel *k);
+void peat_predictor_table_free(peat_pred_table *t);
+peat_status peat_predictor_table_add(peat_pred_table *t, const peat_pred_ktable *kt);
+/* Builds one kernel's table from measured (x, t) points and the empty-call time: sorts by x and
+ * makes times non-decreasing (a later point never faster than an earlier one). */
+peat_status peat_predictor_ktable_build(peat_pred_ktable *kt, int n, const double *x,
+                                        const double *t, double overhead_s);
+/* Time at x: exact at calibration points, linear between them, (0, overhead) below the first,
+ * the last segment's slope beyond the last. Non-decreasing in x. */
+double peat_predictor_ktable_eval(const peat_pred_ktable *kt, double x);
+
+/* Plain rows, for storage by the caller (the harness writes them to HDF5 through store/). */
+typedef struct peat_pred_row {
+    char kernel[64];
+    uint64_t desc_hash;
+    int32_t cls, n;
+    double overhead_s, clock_mhz;
+    double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
+} peat_pred_row;
+void peat_predictor_row_from(const peat_pred_ktable *kt, peat_pred_row *r);
+peat_status peat_predictor_row_to(const peat_pred_row *r, peat_pred_ktable *kt);
+
+/* ---- calibration --------------------------------------------------------------------------- */
+
+/* A synthetic call of an op at size n: params plus inputs filled with valid random values. */
+typedef struct peat_pred_call {
+    peat_args a;
+    peat_tensor *in[PEAT_MAX_IO];
+} peat_pred_call;
+/* Params of op at size n; odd = 1 gives the held-out family (dimensions off the calibration
+ * grid, never multiples of tiles). */
+void peat_predictor_shape(peat_op_kind op, int n, int odd, peat_op_params *p);
+peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params *p,
+                                      uint64_t seed, peat_pred_call *c);
+void peat_predictor_call_free(peat_pred_call *c);
+/* Time of one call: the lower quartile of at least 5 calls and min_s seconds (max_reps at most). */
+peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call *c, double min_s,
+                                     int max_reps, double *median_s);
+/* The calibration sizes of an op (ascending), returns how many. */
+int peat_predictor_sizes(peat_op_kind op, int odd, int *sizes, int max);
+/* Model variable of a call: wave work (compute) or bytes (memory). */
+double peat_predictor_x(const peat_kernel *k, const peat_pred_device *d, peat_pred_class cls,
+                        const peat_op_params *p);
+/* Median over passes of the call time of k at each size of its op's family (held-out family when
+ * odd): fills *n sizes and their times. */
+peat_status peat_predictor_time_sizes(const peat_kernel *k, int odd, int passes, double min_s,
+                                      int *n, int *sizes, double *t);
+/* Calibrates one kernel: times it at its op's sizes on this device. */
+peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
+                                            double min_s, peat_pred_ktable *kt);
+
+/* ---- prediction ---------------------------------------------------------------------------- */
+
+/* Predicted seconds of one call of k; clock_mhz (0 = unknown) scales the compute part by
+ * calibration clock / clock. PEAT_ERR_NOTFOUND when the table lacks k. */
+peat_status peat_predictor_call(const peat_pred_table *t, const peat_kernel *k,
+                                const peat_op_params *p, double clock_mhz, double *seconds);
+
+/* ---- campaign plan ------------------------------------------------------------------------- */
+
+typedef enum peat_pred_stage {
+    PEAT_STAGE_PROFILE = 0, /* golden training, recording calls (+ exact outputs) */
+    PEAT_STAGE_PLAYBACK,    /* each record through candidate and golden, analysed */
+    PEAT_STAGE_PROBES,      /* crafted calls of the op */
+    PEAT_STAGE_FI,          /* playback FI trials */
+    PEAT_STAGE_RUNTIME,     /* training with the candidate in the loop, per frequency */
+    PEAT_STAGE_FIXED,       /* set-up, analysis, reports: independent of the plan */
+    PEAT_STAGE_COUNT
+} peat_pred_stage;
+const char *peat_predictor_stage_name(peat_pred_stage s);
+
+/* What each unit of work costs (seconds); filled by the harness from per-call predictions. */
+typedef struct peat_pred_costs {
+    double iter_s;       /* one golden training iteration */
+    double record_s;     /* one recorded call: clone, exact outputs, store */
+    double replay_s;     /* one record replayed: candidate + analysis (+ isolation) */
+    double probe_s;      /* one probe call */
+    double trial_s;      /* one FI trial */
+    double runtime_iter_s; /* one iteration of training with the candidate in the loop */
+    double fixed_s;      /* set-up and reports */
+} peat_pred_costs;
+
+/* The size of a campaign. A stage with count 0 does not run. */
+typedef struct peat_pred_plan {
+    int64_t iters;      /* profiled training iterations */
+    int64_t calls;      /* calls recorded (and replayed) */
+    int64_t probes;
+    int64_t trials;     /* FI trials */
+    int runtime_freqs;  /* runtime-FI frequencies (each a training run of runtime_iters) */
+    int64_t runtime_iters;
+    double stage_s[PEAT_STAGE_COUNT];
+    double total_s;
+} peat_pred_plan;
+
+/* Fills stage_s and total_s of p from costs. */
+void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p);
+
+/* The smallest useful campaign and the largest default: the planner never goes below min nor
+ * above max in any count (max.calls etc. = 0 means the stage is off). */
+typedef struct peat_pred_limits {
+    peat_pred_plan min, max;
+} peat_pred_limits;
+
+/* Largest plan within budget_s: counts grow together from min towards max. PEAT_ERR_INVAL with
+ * the minimum it needs in the message when even min does not fit. */
+peat_status peat_predictor_plan_fit(const peat_pred_costs *c, const peat_pred_limits *l,
+                                    double budget_s, peat_pred_plan *out);
+
+#endif
