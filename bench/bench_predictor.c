@@ -60,7 +60,7 @@ static peat_status bench_kernel(const peat_kernel *k, const peat_pred_device *d,
                                 errs *e)
 {
     peat_pred_ktable kt;
-    PEAT_TRY(peat_predictor_calibrate_kernel(k, d, MIN_S, &kt));
+    PEAT_TRY(peat_predictor_calibrate_kernel(k, d, MIN_S, 5, &kt));
     peat_pred_table tab = {.dev = *d};
     PEAT_TRY(peat_predictor_table_add(&tab, &kt));
     double u = fit_utilisation(k, d, &kt);
@@ -101,9 +101,12 @@ int main(int argc, char **argv)
     const char *backend = "cpu", *only = NULL;
     int repeats = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
-        else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--kernels")) only = argv[i + 1];
+        if (!strcmp(argv[i], "--backend"))
+            backend = argv[i + 1];
+        else if (!strcmp(argv[i], "--repeats"))
+            repeats = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--kernels"))
+            only = argv[i + 1];
     }
     if (repeats < 1 || repeats > 15) repeats = 5;
     if (peat_builtin_init() != PEAT_OK) return 2;
@@ -134,8 +137,7 @@ int main(int argc, char **argv)
         double m = 100 * e.model / e.n, r = 100 * e.roof / e.n, ns = 100 * e.neu / e.n;
         int ok = m <= 10.0 && m < r && m < ns;
         printf("%-26s %-8s %7.1f%% %8.1f%% %8.1f%%  %s\n", k->name,
-               e.cls == PEAT_PRED_COMPUTE ? "compute" : "memory", m,
-               r, ns, ok ? "ok" : "MISSED");
+               e.cls == PEAT_PRED_COMPUTE ? "compute" : "memory", m, r, ns, ok ? "ok" : "MISSED");
         n_ok += ok, n_all++, sum += m;
     }
     printf("\n%d/%d kernels within 10%% MAPE and better than both baselines; mean MAPE %.1f%%; "

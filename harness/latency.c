@@ -1,9 +1,15 @@
-/* latency.c: device description and warm-up per backend, for the predictor. */
+/* latency.c: device description and warm-up per backend, and the calibration table of every
+ * registered kernel and of the harness's own work, kept in an HDF5 cache per device. */
 #include "harness/latency.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "peat/backend.h"
+#include "store/store_latency.h"
 
 /* The work the warm-up repeats: one mid-sized golden GEMM on the backend's device. */
 typedef struct warm_work {
@@ -17,7 +23,14 @@ static void warm_call(void *user)
     peat_kernel_run(w->k, &w->c.a);
 }
 
-static peat_status warm_up(const char *backend, peat_pred_clock *clk)
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static peat_status warm_up(const char *backend, peat_latency_env *env)
 {
     warm_work w;
     memset(&w, 0, sizeof w);
@@ -27,17 +40,24 @@ static peat_status warm_up(const char *backend, peat_pred_clock *clk)
     peat_op_params p;
     peat_predictor_shape(PEAT_OP_GEMM, 48, 0, &p);
     PEAT_TRY(peat_predictor_call_alloc(w.k, &p, 1, &w.c));
-    int steady = 0;
-    peat_status st = peat_predictor_warmup(backend, warm_call, &w, 0.3, &steady, clk);
+    double wall = peat_predictor_now(), cpu = thread_cpu_s();
+    peat_status st = peat_predictor_warmup(backend, warm_call, &w, 0.3, &env->steady, &env->clock);
+    wall = peat_predictor_now() - wall, cpu = thread_cpu_s() - cpu;
+    /* kernels are timed on the CPU clock; on a shared machine this process gets only part of a
+     * core, which turns CPU seconds into more wall seconds */
+    env->core_share = strcmp(backend, "cpu") == 0 && wall > 0 ? cpu / wall : 1.0;
+    if (env->core_share > 1.0) env->core_share = 1.0;
+    if (env->core_share < 0.05) env->core_share = 0.05;
     peat_predictor_call_free(&w.c);
     return st;
 }
 
-peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_pred_clock *clk)
+peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
 {
+    memset(env, 0, sizeof *env);
     if (!backend || strcmp(backend, "auto") == 0) backend = "cpu";
     if (strcmp(backend, "cpu") == 0) {
-        PEAT_TRY(peat_predictor_device_cpu(d));
+        PEAT_TRY(peat_predictor_device_cpu(&env->dev));
     } else {
         peat_backend_t b = NULL;
         PEAT_TRY(peat_backend_open(backend, 0, &b));
@@ -46,8 +66,165 @@ peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_p
         peat_backend_close(b);
         PEAT_TRY(st);
         /* bandwidth is not in the backend's device info yet: 0 classes every tiled op compute */
-        peat_predictor_device_gpu(d, backend, info.name, info.compute_units, info.clock_mhz, 0.0,
-                                  strcmp(backend, "hip") == 0 ? 64 : 32);
+        peat_predictor_device_gpu(&env->dev, backend, info.name, info.compute_units, info.clock_mhz,
+                                  0.0, strcmp(backend, "hip") == 0 ? 64 : 32);
     }
-    return warm_up(backend, clk);
+    return warm_up(backend, env);
+}
+
+peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_pred_clock *clk)
+{
+    peat_latency_env env;
+    PEAT_TRY(peat_latency_env_open(backend, &env));
+    *d = env.dev;
+    *clk = env.clock;
+    return PEAT_OK;
+}
+
+/* ---- cache ---- */
+
+static peat_status mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        int bad = mkdir(path, 0755) != 0 && errno != EEXIST;
+        *p = '/';
+        if (bad) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    return PEAT_OK;
+}
+
+peat_status peat_latency_cache_path(const char *cache_dir, const peat_pred_device *d, char *buf,
+                                    size_t n)
+{
+    char dir[400];
+    const char *env = getenv("PEAT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    if (cache_dir)
+        snprintf(dir, sizeof dir, "%s", cache_dir);
+    else if (env && env[0])
+        snprintf(dir, sizeof dir, "%s", env);
+    else if (xdg && xdg[0])
+        snprintf(dir, sizeof dir, "%s/peat", xdg);
+    else
+        snprintf(dir, sizeof dir, "%s/.cache/peat", home && home[0] ? home : "/tmp");
+    PEAT_TRY(mkdirs(dir));
+    snprintf(buf, n, "%s/latency-%s-%016llx.h5", dir, d->backend,
+             (unsigned long long)peat_predictor_device_hash(d));
+    return PEAT_OK;
+}
+
+peat_status peat_latency_cache_save(const char *path, const peat_pred_table *t)
+{
+    peat_store_latency_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.key, sizeof m.key, "%016llx",
+             (unsigned long long)peat_predictor_device_hash(&t->dev));
+    snprintf(m.device, sizeof m.device, "%s (%d units, SIMD %d)", t->dev.name, t->dev.units,
+             t->dev.simd_width);
+    snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_VERSION_STRING);
+    m.cost_s = t->cost_s;
+    peat_store_latency_row *rows = calloc((size_t)t->n + 1, sizeof *rows);
+    if (!rows) return PEAT_ERROR(PEAT_ERR_NOMEM, "latency cache rows");
+    for (int i = 0; i < t->n; i++) {
+        peat_pred_row r;
+        peat_predictor_row_from(&t->k[i], &r);
+        /* the two row structs have the same fields: copied by name, not by layout */
+        memcpy(rows[i].kernel, r.kernel, sizeof rows[i].kernel);
+        rows[i].desc_hash = r.desc_hash, rows[i].cls = r.cls, rows[i].n = r.n;
+        rows[i].power_tail = r.power_tail;
+        rows[i].overhead_s = r.overhead_s, rows[i].clock_mhz = r.clock_mhz;
+        for (int j = 0; j < PEAT_PRED_MAX_POINTS; j++) rows[i].x[j] = r.x[j], rows[i].t[j] = r.t[j];
+    }
+    peat_status st = peat_store_latency_write(path, &m, rows, t->n);
+    free(rows);
+    return st;
+}
+
+peat_status peat_latency_cache_load(const char *path, const peat_pred_device *d, peat_pred_table *t)
+{
+    peat_store_latency_meta m;
+    peat_store_latency_row *rows = NULL;
+    int n = 0;
+    PEAT_TRY(peat_store_latency_read(path, &m, &rows, &n));
+    char key[32];
+    snprintf(key, sizeof key, "%016llx", (unsigned long long)peat_predictor_device_hash(d));
+    peat_status st = PEAT_OK;
+    if (strcmp(m.key, key) != 0 || strcmp(m.peat_version, PEAT_VERSION_STRING) != 0)
+        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds another device or PEAT version", path);
+    for (int i = 0; st == PEAT_OK && i < n; i++) {
+        peat_pred_row r;
+        memset(&r, 0, sizeof r);
+        memcpy(r.kernel, rows[i].kernel, sizeof r.kernel);
+        r.kernel[sizeof r.kernel - 1] = 0;
+        r.desc_hash = rows[i].desc_hash, r.cls = rows[i].cls, r.n = rows[i].n;
+        r.power_tail = rows[i].power_tail;
+        r.overhead_s = rows[i].overhead_s, r.clock_mhz = rows[i].clock_mhz;
+        for (int j = 0; j < PEAT_PRED_MAX_POINTS; j++) r.x[j] = rows[i].x[j], r.t[j] = rows[i].t[j];
+        peat_pred_ktable kt;
+        st = peat_predictor_row_to(&r, &kt);
+        if (st == PEAT_OK) st = peat_predictor_table_add(t, &kt);
+    }
+    if (st == PEAT_OK) t->cost_s = m.cost_s;
+    free(rows);
+    return st;
+}
+
+/* ---- calibration ---- */
+
+/* The cached row of k when its descriptor is unchanged, else a fresh measurement. */
+static peat_status kernel_row(const peat_pred_table *cached, const peat_kernel *k, int force,
+                              const peat_latency_env *env, int w, peat_pred_ktable *kt,
+                              int *measured)
+{
+    const peat_pred_ktable *c = force ? NULL : peat_predictor_table_find(cached, k);
+    *measured = !c;
+    if (c) {
+        *kt = *c;
+        return PEAT_OK;
+    }
+    if (w >= 0) return peat_latency_work_calibrate((peat_latency_work)w, kt);
+    /* 3 passes of >= 0.5 ms a size: the whole CPU table in a few seconds */
+    return peat_predictor_calibrate_kernel(k, &env->dev, 0.0005, 3, kt);
+}
+
+peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cache_dir, int force,
+                                   peat_pred_table *t, peat_latency_calib *out, FILE *log)
+{
+    memset(out, 0, sizeof *out);
+    memset(t, 0, sizeof *t);
+    t->dev = env->dev;
+    snprintf(t->version, sizeof t->version, "%s", PEAT_VERSION_STRING);
+    PEAT_TRY(
+        peat_latency_cache_path(cache_dir, &env->dev, out->cache_path, sizeof out->cache_path));
+    peat_pred_table cached;
+    memset(&cached, 0, sizeof cached);
+    cached.dev = env->dev;
+    peat_status st = peat_latency_cache_load(out->cache_path, &env->dev, &cached);
+    if (st != PEAT_OK && st != PEAT_ERR_NOTFOUND && log)
+        fprintf(log, "latency cache: %s; calibrating afresh\n", peat_error_last());
+    double t0 = peat_predictor_now();
+    st = PEAT_OK;
+    int total = peat_registry_count() + PEAT_WORK_COUNT;
+    for (int i = 0; st == PEAT_OK && i < total; i++) {
+        int w = i - peat_registry_count();
+        const peat_kernel *k =
+            w < 0 ? peat_registry_at(i) : peat_latency_work_kernel((peat_latency_work)w);
+        if (w < 0 && strcmp(k->backend, env->dev.backend) != 0) continue;
+        peat_pred_ktable kt;
+        int measured = 0;
+        st = kernel_row(&cached, k, force, env, w, &kt, &measured);
+        if (st == PEAT_OK) st = peat_predictor_table_add(t, &kt);
+        out->n_calibrated += measured;
+        out->n_reused += !measured;
+    }
+    out->cost_s = out->n_calibrated ? peat_predictor_now() - t0 : 0.0;
+    t->cost_s = out->n_calibrated ? out->cost_s : cached.cost_s;
+    peat_predictor_table_free(&cached);
+    if (st == PEAT_OK && out->n_calibrated) st = peat_latency_cache_save(out->cache_path, t);
+    if (st != PEAT_OK) peat_predictor_table_free(t);
+    return st;
 }

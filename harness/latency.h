@@ -1,14 +1,108 @@
-/* latency.h: the harness side of the predictor: device description per backend, calibration of
- * every registered kernel with its HDF5 cache, and per-call / per-stage campaign predictions. */
+/* latency.h: the harness side of the predictor: device description and warm-up per backend, the
+ * calibration of every registered kernel and of the harness's own per-call work with its HDF5
+ * cache, and per-call / per-iteration / per-stage campaign predictions and budget plans. */
 #ifndef PEAT_HARNESS_LATENCY_H
 #define PEAT_HARNESS_LATENCY_H
 
 #include <stdio.h>
 
+#include "models/models.h"
 #include "predictor/predictor.h"
 
-/* Describes the device of a backend ("cpu", "cuda", "hip") and warms it up until its clock is
- * steady; clk gets the clock (source "unknown" where it cannot be read). */
+/* The device of a backend, warmed up. */
+typedef struct peat_latency_env {
+    peat_pred_device dev;
+    peat_pred_clock clock; /* source "unknown" where the clock cannot be read */
+    int steady;            /* the warm-up saw steady clocks (or call times) */
+    double core_share;     /* CPU time / wall time this process got while warming up (<= 1 on a
+                              shared machine): CPU-clock predictions are divided by it */
+} peat_latency_env;
+
+/* Describes the device of a backend ("cpu", "cuda", "hip"; "auto" = cpu) and warms it up. */
+peat_status peat_latency_env_open(const char *backend, peat_latency_env *env);
+/* Compatibility for callers that want the device and clock only. */
 peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_pred_clock *clk);
+
+/* The harness's own work, calibrated like kernels (pseudo-kernels in the same table):
+ * model variable x in parentheses. */
+typedef enum peat_latency_work {
+    PEAT_WORK_RECORD = 0, /* clone a call and write it to the campaign file (bytes) */
+    PEAT_WORK_ANALYZE,    /* error analysis of a campaign's output elements, candidate and golden,
+                             with the signatures (elements in all) */
+    PEAT_WORK_ISOLATE,    /* one call in a child process: fork, shared outputs, wait (bytes the
+                             process holds beyond its start) */
+    PEAT_WORK_DISPATCH,   /* one op call through the exec context with a hook (1) */
+    PEAT_WORK_COUNT
+} peat_latency_work;
+/* The descriptor that names a pseudo-kernel (its hash keys its cache row). */
+const peat_kernel *peat_latency_work_kernel(peat_latency_work w);
+/* Times harness work w on synthetic calls (a few sizes) into kt. */
+peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *kt);
+/* Predicted seconds of harness work w at x. */
+double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x);
+
+/* What calibrate-latency did. */
+typedef struct peat_latency_calib {
+    char cache_path[512];
+    int n_reused, n_calibrated;
+    double cost_s; /* of this calibration (0 when all came from the cache) */
+} peat_latency_calib;
+
+/* The calibration table of every registered kernel of the env's backend and of the harness work,
+ * taken from the cache where the device and the kernel's descriptor are unchanged, measured (and
+ * the cache rewritten) otherwise. force: measure all. cache_dir NULL: $PEAT_CACHE_DIR, else
+ * $XDG_CACHE_HOME/peat, else ~/.cache/peat. */
+peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cache_dir, int force,
+                                   peat_pred_table *t, peat_latency_calib *out, FILE *log);
+/* The cache file of a device (directory created). */
+peat_status peat_latency_cache_path(const char *cache_dir, const peat_pred_device *d, char *buf,
+                                    size_t n);
+/* Writes / reads the rows of t (only rows whose kernel descriptor hash is unchanged are kept
+ * by the reader's caller, via peat_predictor_table_find). */
+peat_status peat_latency_cache_save(const char *path, const peat_pred_table *t);
+peat_status peat_latency_cache_load(const char *path, const peat_pred_device *d,
+                                    peat_pred_table *t);
+
+/* ---- prediction of a campaign -------------------------------------------------------------- */
+
+/* One op call of a training iteration. */
+typedef struct peat_latency_call {
+    peat_op_kind op;
+    peat_op_params p;
+    peat_phase phase;
+} peat_latency_call;
+
+/* The calls of one training iteration of a flow (captured from one step of a throwaway flow). */
+typedef struct peat_latency_flow {
+    peat_latency_call *calls;
+    int64_t n, cap;
+} peat_latency_flow;
+peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *cfg,
+                                      peat_latency_flow *out);
+void peat_latency_flow_free(peat_latency_flow *f);
+
+/* Predicted seconds of one call of the op of kernel k in each role. */
+typedef struct peat_latency_callcost {
+    double golden_s, candidate_s, exact_s;
+    double record_s, replay_s; /* with the harness work around it */
+    double bytes, elems;
+} peat_latency_callcost;
+
+/* Per-unit costs of a campaign of candidate k on flow calls fl. */
+peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env *env,
+                               const peat_kernel *k, const peat_latency_flow *fl,
+                               peat_pred_costs *c);
+/* Per-call costs of the j-th call of k's op in the flow (j < count of such calls). */
+peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_env *env,
+                                   const peat_kernel *k, const peat_latency_call *call,
+                                   peat_latency_callcost *cc);
+
+/* The smallest useful and the largest campaign for a flow (docs/predictor.md). */
+void peat_latency_limits(int64_t default_iters, int64_t default_calls, peat_pred_limits *l);
+
+/* Writes the `peat predict` report: per op call, per iteration, per stage and totals. */
+void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel *k,
+                        const char *flow, const peat_pred_table *t, const peat_latency_flow *fl,
+                        const peat_pred_plan *plan);
 
 #endif

@@ -135,7 +135,7 @@ peat_status peat_predictor_warmup(const char *backend, peat_pred_work_fn fn, voi
     while (peat_predictor_now() - start < max_s) {
         window(backend, fn, user, &s, &cur);
         int same = cur.mhz > 0 && prev.mhz > 0 ? fabs(cur.mhz - prev.mhz) <= 0.01 * prev.mhz
-                                                : fabs(s - prev_s) <= 0.03 * prev_s;
+                                               : fabs(s - prev_s) <= 0.03 * prev_s;
         prev = cur, prev_s = s;
         if (same) {
             *steady = 1;

@@ -142,8 +142,8 @@ peat_status peat_predictor_device_cpu(peat_pred_device *d)
     return PEAT_OK;
 }
 
-void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name, int units,
-                               double clock_mhz, double bandwidth, int warp)
+void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name,
+                               int units, double clock_mhz, double bandwidth, int warp)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "%s", backend);

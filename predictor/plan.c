@@ -6,7 +6,7 @@
 
 const char *peat_predictor_stage_name(peat_pred_stage s)
 {
-    static const char *n[PEAT_STAGE_COUNT] = {"profile", "playback", "probes",
+    static const char *n[PEAT_STAGE_COUNT] = {"profile",   "playback",   "probes",
                                               "fi-trials", "runtime-fi", "fixed"};
     return s >= 0 && s < PEAT_STAGE_COUNT ? n[s] : "?";
 }
@@ -15,10 +15,18 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
 {
     p->stage_s[PEAT_STAGE_PROFILE] = (double)p->iters * c->iter_s + (double)p->calls * c->record_s;
     p->stage_s[PEAT_STAGE_PLAYBACK] = (double)p->calls * c->replay_s;
+    if (c->analysis.n > 0 && p->calls > 0)
+        p->stage_s[PEAT_STAGE_PLAYBACK] +=
+            peat_predictor_ktable_eval(&c->analysis, (double)p->calls * c->elems_per_call);
+    /* the i-th isolated call forks a process holding i records: on average half of them */
+    if (c->isolate.n > 0)
+        p->stage_s[PEAT_STAGE_PLAYBACK] +=
+            (double)p->calls *
+            peat_predictor_ktable_eval(&c->isolate, 0.5 * (double)p->calls * c->bytes_per_call);
     p->stage_s[PEAT_STAGE_PROBES] = (double)p->probes * c->probe_s;
     p->stage_s[PEAT_STAGE_FI] = (double)p->trials * c->trial_s;
-    p->stage_s[PEAT_STAGE_RUNTIME] = (double)p->runtime_freqs * (double)p->runtime_iters *
-                                     c->runtime_iter_s;
+    p->stage_s[PEAT_STAGE_RUNTIME] =
+        (double)p->runtime_freqs * (double)p->runtime_iters * c->runtime_iter_s;
     p->stage_s[PEAT_STAGE_FIXED] = c->fixed_s;
     p->total_s = 0;
     for (int s = 0; s < PEAT_STAGE_COUNT; s++) p->total_s += p->stage_s[s];

@@ -10,15 +10,15 @@
 /* ---- device description ------------------------------------------------------------------- */
 
 typedef struct peat_pred_device {
-    char backend[16];        /* "cpu", "cuda", "hip" */
-    char name[128];          /* model name as the OS or runtime reports it */
-    int units;               /* parallel units: cores, SMs, CUs */
-    int simd_width;          /* fp32 lanes of the widest vector unit (CPU), warp/wave size (GPU) */
-    int64_t cache_bytes[3];  /* L1d, L2, L3 (CPU); L2 in [1] (GPU); 0 = unknown */
-    int edge_tiles_padded;   /* 1: a partial tile costs a whole one (GPU blocks); 0: trimmed (CPU) */
-    double peak_flops;       /* fp32 FLOP/s of one unit, measured (CPU) or from clocks (GPU) */
-    double bandwidth;        /* bytes/s, measured (CPU) or from runtime queries (GPU) */
-    double clock_mhz;        /* nominal clock, 0 = unknown */
+    char backend[16];       /* "cpu", "cuda", "hip" */
+    char name[128];         /* model name as the OS or runtime reports it */
+    int units;              /* parallel units: cores, SMs, CUs */
+    int simd_width;         /* fp32 lanes of the widest vector unit (CPU), warp/wave size (GPU) */
+    int64_t cache_bytes[3]; /* L1d, L2, L3 (CPU); L2 in [1] (GPU); 0 = unknown */
+    int edge_tiles_padded;  /* 1: a partial tile costs a whole one (GPU blocks); 0: trimmed (CPU) */
+    double peak_flops;      /* fp32 FLOP/s of one unit, measured (CPU) or from clocks (GPU) */
+    double bandwidth;       /* bytes/s, measured (CPU) or from runtime queries (GPU) */
+    double clock_mhz;       /* nominal clock, 0 = unknown */
 } peat_pred_device;
 
 /* Describes the CPU this process runs on: cores, SIMD width and caches from the OS, one-unit peak
@@ -26,8 +26,8 @@ typedef struct peat_pred_device {
 peat_status peat_predictor_device_cpu(peat_pred_device *d);
 /* Fills the GPU fields from what a backend reports (units, clock); bandwidth and peak given by
  * the caller from runtime queries (core/gpu). */
-void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name, int units,
-                               double clock_mhz, double bandwidth, int warp);
+void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name,
+                               int units, double clock_mhz, double bandwidth, int warp);
 /* Hash of what identifies the device (backend, name, units, SIMD, caches): measured numbers are
  * left out so that noise does not invalidate a cache. */
 uint64_t peat_predictor_device_hash(const peat_pred_device *d);
@@ -38,8 +38,8 @@ double peat_predictor_now(void);
 /* ---- clocks -------------------------------------------------------------------------------- */
 
 typedef struct peat_pred_clock {
-    double mhz;        /* 0 = unknown */
-    char source[16];   /* "cpufreq", "nvml", "rocm-smi" or "unknown" */
+    double mhz;      /* 0 = unknown */
+    char source[16]; /* "cpufreq", "nvml", "rocm-smi" or "unknown" */
 } peat_pred_clock;
 
 /* Each reader returns PEAT_OK with the clock, or PEAT_ERR_UNSUPPORTED with c->mhz = 0 and
@@ -103,8 +103,10 @@ typedef struct peat_pred_ktable {
     char kernel[64];
     uint64_t desc_hash;
     peat_pred_class cls;
-    double overhead_s;  /* time of an (almost) empty call: launch + fixed cost */
-    double clock_mhz;   /* clock during calibration (0 unknown) */
+    double overhead_s; /* time of an (almost) empty call: launch + fixed cost */
+    double clock_mhz;  /* clock during calibration (0 unknown) */
+    int power_tail;    /* beyond the last point: 0 the last segment's slope, 1 the power law
+                          through the last two points (work that grows faster than linearly) */
     int n;
     double x[PEAT_PRED_MAX_POINTS];
     double t[PEAT_PRED_MAX_POINTS];
@@ -113,7 +115,7 @@ typedef struct peat_pred_ktable {
 typedef struct peat_pred_table {
     peat_pred_device dev;
     char version[16];
-    double cost_s;   /* what calibration took */
+    double cost_s; /* what calibration took */
     int n, cap;
     peat_pred_ktable *k;
 } peat_pred_table;
@@ -133,14 +135,14 @@ peat_status peat_predictor_table_add(peat_pred_table *t, const peat_pred_ktable 
 peat_status peat_predictor_ktable_build(peat_pred_ktable *kt, int n, const double *x,
                                         const double *t, double overhead_s);
 /* Time at x: exact at calibration points, linear between them, (0, overhead) below the first,
- * the last segment's slope beyond the last. Non-decreasing in x. */
+ * the last segment's slope (or power law, power_tail) beyond the last. Non-decreasing in x. */
 double peat_predictor_ktable_eval(const peat_pred_ktable *kt, double x);
 
 /* Plain rows, for storage by the caller (the harness writes them to HDF5 through store/). */
 typedef struct peat_pred_row {
     char kernel[64];
     uint64_t desc_hash;
-    int32_t cls, n;
+    int32_t cls, n, power_tail;
     double overhead_s, clock_mhz;
     double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
 } peat_pred_row;
@@ -157,10 +159,11 @@ typedef struct peat_pred_call {
 /* Params of op at size n; odd = 1 gives the held-out family (dimensions off the calibration
  * grid, never multiples of tiles). */
 void peat_predictor_shape(peat_op_kind op, int n, int odd, peat_op_params *p);
-peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params *p,
-                                      uint64_t seed, peat_pred_call *c);
+peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params *p, uint64_t seed,
+                                      peat_pred_call *c);
 void peat_predictor_call_free(peat_pred_call *c);
-/* Time of one call: the lower quartile of at least 5 calls and min_s seconds (max_reps at most). */
+/* Median time of one call over at least 5 timings and min_s seconds (max_reps at most); CPU
+ * kernels on the thread's CPU clock, device kernels on the wall clock. */
 peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call *c, double min_s,
                                      int max_reps, double *median_s);
 /* The calibration sizes of an op (ascending), returns how many. */
@@ -172,9 +175,10 @@ double peat_predictor_x(const peat_kernel *k, const peat_pred_device *d, peat_pr
  * odd): fills *n sizes and their times. */
 peat_status peat_predictor_time_sizes(const peat_kernel *k, int odd, int passes, double min_s,
                                       int *n, int *sizes, double *t);
-/* Calibrates one kernel: times it at its op's sizes on this device. */
+/* Calibrates one kernel: times it at its op's sizes on this device (each size: median of passes
+ * sweeps, each timing >= min_s). */
 peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
-                                            double min_s, peat_pred_ktable *kt);
+                                            double min_s, int passes, peat_pred_ktable *kt);
 
 /* ---- prediction ---------------------------------------------------------------------------- */
 
@@ -198,22 +202,28 @@ const char *peat_predictor_stage_name(peat_pred_stage s);
 
 /* What each unit of work costs (seconds); filled by the harness from per-call predictions. */
 typedef struct peat_pred_costs {
-    double iter_s;       /* one golden training iteration */
-    double record_s;     /* one recorded call: clone, exact outputs, store */
-    double replay_s;     /* one record replayed: candidate + analysis (+ isolation) */
-    double probe_s;      /* one probe call */
-    double trial_s;      /* one FI trial */
+    double iter_s;         /* one golden training iteration */
+    double record_s;       /* one recorded call: clone, exact outputs, store */
+    double replay_s;       /* one record replayed: candidate + analysis (+ isolation) */
+    double probe_s;        /* one probe call */
+    double trial_s;        /* one FI trial */
     double runtime_iter_s; /* one iteration of training with the candidate in the loop */
-    double fixed_s;      /* set-up and reports */
+    double fixed_s;        /* set-up and reports */
+    /* playback work that grows faster than the calls: analysis of all their output elements
+     * (sorts), and isolating each call from a process that holds every record so far */
+    peat_pred_ktable analysis; /* seconds at total elements (n = 0: none) */
+    double elems_per_call;
+    peat_pred_ktable isolate; /* seconds per call at resident record bytes (n = 0: none) */
+    double bytes_per_call;
 } peat_pred_costs;
 
 /* The size of a campaign. A stage with count 0 does not run. */
 typedef struct peat_pred_plan {
-    int64_t iters;      /* profiled training iterations */
-    int64_t calls;      /* calls recorded (and replayed) */
+    int64_t iters; /* profiled training iterations */
+    int64_t calls; /* calls recorded (and replayed) */
     int64_t probes;
-    int64_t trials;     /* FI trials */
-    int runtime_freqs;  /* runtime-FI frequencies (each a training run of runtime_iters) */
+    int64_t trials;    /* FI trials */
+    int runtime_freqs; /* runtime-FI frequencies (each a training run of runtime_iters) */
     int64_t runtime_iters;
     double stage_s[PEAT_STAGE_COUNT];
     double total_s;

@@ -39,8 +39,8 @@ void peat_predictor_shape(peat_op_kind op, int n, int odd, peat_op_params *p)
     case PEAT_OP_CONV2D_BWD_FILTER:
         /* N C H W O KH KW stride pad */
         set(p, 9,
-            (int64_t[]){1 + n / 16, 1 + n / 24, 6 + n / 8 + a, 6 + n / 8, 4 + n / 12 + a, 3, 3,
-                        1, 1});
+            (int64_t[]){1 + n / 16, 1 + n / 24, 6 + n / 8 + a, 6 + n / 8, 4 + n / 12 + a, 3, 3, 1,
+                        1});
         break;
     case PEAT_OP_ATTENTION:
     case PEAT_OP_ATTENTION_BWD:
@@ -77,8 +77,8 @@ void peat_predictor_shape(peat_op_kind op, int n, int odd, peat_op_params *p)
     }
 }
 
-static void shape(int *nd, int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k, int d,
-                  int64_t a, int64_t b, int64_t c, int64_t e, peat_dtype t)
+static void shape(int *nd, int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k, int d, int64_t a,
+                  int64_t b, int64_t c, int64_t e, peat_dtype t)
 {
     nd[*k] = d;
     s[*k][0] = a, s[*k][1] = b, s[*k][2] = c, s[*k][3] = e;
@@ -191,8 +191,8 @@ static void fill(peat_rng_t *r, peat_op_kind op, const peat_op_params *p, int id
     peat_rng_fill_uniform(r, t, positive ? 0.5 : -1.0, positive ? 1.5 : 1.0);
 }
 
-peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params *p,
-                                      uint64_t seed, peat_pred_call *c)
+peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params *p, uint64_t seed,
+                                      peat_pred_call *c)
 {
     memset(c, 0, sizeof *c);
     int nd[PEAT_MAX_IO], n_in = 0;

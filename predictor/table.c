@@ -2,6 +2,7 @@
  * key, and plain rows for storage. */
 #include "predictor/predictor.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,9 +30,18 @@ uint64_t peat_predictor_kernel_hash(const peat_kernel *k)
     uint64_t h = fnv_str(FNV0, k->name);
     h = fnv_str(h, k->backend);
     h = fnv_str(h, k->desc);
-    const int64_t f[] = {k->op,           k->role,          k->in_dtype,       k->out_dtype,
-                         k->acc_dtype,    k->cfg.tile_m,    k->cfg.tile_n,     k->cfg.tile_k,
-                         k->cfg.threads,  k->cfg.blocks_per_sm, k->cfg.vec_width, k->cfg.split_k};
+    const int64_t f[] = {k->op,
+                         k->role,
+                         k->in_dtype,
+                         k->out_dtype,
+                         k->acc_dtype,
+                         k->cfg.tile_m,
+                         k->cfg.tile_n,
+                         k->cfg.tile_k,
+                         k->cfg.threads,
+                         k->cfg.blocks_per_sm,
+                         k->cfg.vec_width,
+                         k->cfg.split_k};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = fnv_i64(h, f[i]);
     return h;
 }
@@ -123,8 +133,12 @@ double peat_predictor_ktable_eval(const peat_pred_ktable *kt, double x)
             double f = (x - kt->x[i - 1]) / (kt->x[i] - kt->x[i - 1]);
             return kt->t[i - 1] + f * (kt->t[i] - kt->t[i - 1]);
         }
-    /* beyond the last point: the throughput of the last segment (or of the only point) */
     int l = kt->n - 1;
+    if (kt->power_tail && l > 0 && kt->t[l - 1] > 0 && kt->t[l] > kt->t[l - 1]) {
+        double b = log(kt->t[l] / kt->t[l - 1]) / log(kt->x[l] / kt->x[l - 1]);
+        return kt->t[l] * pow(x / kt->x[l], b > 1.0 ? b : 1.0);
+    }
+    /* beyond the last point: the throughput of the last segment (or of the only point) */
     double slope = l > 0 ? (kt->t[l] - kt->t[l - 1]) / (kt->x[l] - kt->x[l - 1])
                          : (kt->t[0] - kt->overhead_s) / kt->x[0];
     return kt->t[l] + (x - kt->x[l]) * slope;
@@ -137,6 +151,7 @@ void peat_predictor_row_from(const peat_pred_ktable *kt, peat_pred_row *r)
     r->desc_hash = kt->desc_hash;
     r->cls = (int32_t)kt->cls;
     r->n = kt->n;
+    r->power_tail = kt->power_tail;
     r->overhead_s = kt->overhead_s;
     r->clock_mhz = kt->clock_mhz;
     for (int i = 0; i < kt->n; i++) r->x[i] = kt->x[i], r->t[i] = kt->t[i];
@@ -144,8 +159,8 @@ void peat_predictor_row_from(const peat_pred_ktable *kt, peat_pred_row *r)
 
 peat_status peat_predictor_row_to(const peat_pred_row *r, peat_pred_ktable *kt)
 {
-    if (r->n < 1 || r->n > PEAT_PRED_MAX_POINTS || (r->cls != PEAT_PRED_COMPUTE &&
-                                                    r->cls != PEAT_PRED_MEMORY))
+    if (r->n < 1 || r->n > PEAT_PRED_MAX_POINTS ||
+        (r->cls != PEAT_PRED_COMPUTE && r->cls != PEAT_PRED_MEMORY))
         return PEAT_ERROR(PEAT_ERR_FORMAT, "calibration row '%.64s': %d points, class %d",
                           r->kernel, r->n, r->cls);
     memset(kt, 0, sizeof *kt);
@@ -153,5 +168,6 @@ peat_status peat_predictor_row_to(const peat_pred_row *r, peat_pred_ktable *kt)
     kt->desc_hash = r->desc_hash;
     kt->cls = (peat_pred_class)r->cls;
     kt->clock_mhz = r->clock_mhz;
+    kt->power_tail = r->power_tail != 0;
     return peat_predictor_ktable_build(kt, r->n, r->x, r->t, r->overhead_s);
 }

@@ -1,0 +1,287 @@
+/* latency_work.c: the harness's own per-call work (recording, analysis, isolation, dispatch)
+ * calibrated like a kernel: timed on synthetic calls at a few sizes, interpolated in between. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, mkdtemp */
+#include "harness/latency.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyzer/analyzer.h"
+#include "store/store.h"
+
+static const peat_kernel work_kernels[PEAT_WORK_COUNT] = {
+    {.name = "harness.record", .backend = "cpu", .desc = "clone a call, write it to the file"},
+    {.name = "harness.analyze", .backend = "cpu", .desc = "error analysis of N output elements"},
+    {.name = "harness.isolate", .backend = "cpu", .desc = "fork, shared outputs, wait; at RSS"},
+    {.name = "harness.dispatch", .backend = "cpu", .desc = "one op call through exec + hook"},
+};
+
+const peat_kernel *peat_latency_work_kernel(peat_latency_work w)
+{
+    return w >= 0 && w < PEAT_WORK_COUNT ? &work_kernels[w] : NULL;
+}
+
+double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x)
+{
+    const peat_pred_ktable *kt = peat_predictor_table_find(t, peat_latency_work_kernel(w));
+    return kt ? peat_predictor_ktable_eval(kt, x) : 0.0;
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof v[0], cmp_d);
+    return v[n / 2];
+}
+
+/* A synthetic GEMM call of size n x n x n with golden and exact outputs, as a record. */
+static peat_status make_record(int n, uint64_t id, peat_record **out)
+{
+    const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
+    if (!g) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden GEMM");
+    peat_op_params p;
+    peat_predictor_shape(PEAT_OP_GEMM, n, 0, &p);
+    peat_pred_call c;
+    PEAT_TRY(peat_predictor_call_alloc(g, &p, id, &c));
+    peat_record *r = calloc(1, sizeof *r);
+    if (!r) {
+        peat_predictor_call_free(&c);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "record");
+    }
+    r->id = r->call_index = id;
+    r->op = PEAT_OP_GEMM, r->p = p, r->n_in = c.a.n_in, r->n_out = 1;
+    snprintf(r->flow, sizeof r->flow, "calibration");
+    snprintf(r->layer, sizeof r->layer, "synthetic");
+    snprintf(r->golden_kernel, sizeof r->golden_kernel, "%s", g->name);
+    peat_status st = peat_tensor_clone(c.in[0], &r->in[0]);
+    if (st == PEAT_OK) st = peat_tensor_clone(c.in[1], &r->in[1]);
+    if (st == PEAT_OK) st = peat_tensor_clone(c.a.out[0], &r->golden[0]);
+    peat_predictor_call_free(&c);
+    if (st != PEAT_OK) peat_record_free(r);
+    *out = st == PEAT_OK ? r : NULL;
+    return st;
+}
+
+/* What the profiler does to a call it records: a copy of inputs and outputs. */
+static peat_status clone_record(const peat_record *src, uint64_t id, peat_record **out)
+{
+    peat_record *r = malloc(sizeof *r);
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "record");
+    *r = *src;
+    r->id = r->call_index = id;
+    memset(r->in, 0, sizeof r->in), memset(r->golden, 0, sizeof r->golden);
+    memset(r->exact, 0, sizeof r->exact);
+    peat_status st = PEAT_OK;
+    for (int i = 0; st == PEAT_OK && i < src->n_in; i++)
+        st = peat_tensor_clone(src->in[i], &r->in[i]);
+    for (int o = 0; st == PEAT_OK && o < src->n_out; o++)
+        st = peat_tensor_clone(src->golden[o], &r->golden[o]);
+    if (st != PEAT_OK) peat_record_free(r);
+    *out = st == PEAT_OK ? r : NULL;
+    return st;
+}
+
+/* Recording: clone inputs and outputs and write the record (x = bytes of inputs + outputs). */
+static peat_status cal_record(double *x, double *t, int *n)
+{
+    static const int sizes[] = {4, 16, 48, 96, 192};
+    char dir[] = "/tmp/peat-latency-XXXXXX", path[64];
+    if (!mkdtemp(dir)) return PEAT_ERROR(PEAT_ERR_IO, "cannot create a temporary directory");
+    snprintf(path, sizeof path, "%s/c.h5", dir);
+    peat_store_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.flow, sizeof m.flow, "calibration");
+    snprintf(m.kernel, sizeof m.kernel, "gemm_golden");
+    snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_VERSION_STRING);
+    peat_store_t *s = NULL;
+    peat_status st = peat_store_create(path, &m, &s);
+    uint64_t id = 0;
+    *n = 0;
+    for (size_t i = 0; st == PEAT_OK && i < sizeof sizes / sizeof sizes[0]; i++) {
+        double r[5];
+        for (int rep = 0; st == PEAT_OK && rep < 5; rep++) {
+            peat_record *src = NULL, *cl = NULL;
+            st = make_record(sizes[i], id++, &src);
+            double t0 = cpu_s();
+            if (st == PEAT_OK) st = clone_record(src, id++, &cl);
+            if (st == PEAT_OK) st = peat_store_call_write(s, cl);
+            r[rep] = cpu_s() - t0;
+            peat_record_free(src);
+            peat_record_free(cl);
+        }
+        x[*n] = 3.0 * sizes[i] * sizes[i] * 4.0;
+        t[(*n)++] = median(r, 5);
+    }
+    peat_store_close(s);
+    remove(path);
+    remove(dir);
+    return st;
+}
+
+/* Analysis: candidate and golden outputs of N elements against exact, then the signatures. */
+peat_status peat_latency_analyze_once(int64_t elems, double *sec);
+peat_status peat_latency_analyze_once(int64_t elems, double *sec)
+{
+    const int64_t cols = 64, per = 4096;
+    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+    peat_tensor *test = NULL, *exact = NULL;
+    double *mag = malloc(sizeof *mag * (size_t)per);
+    peat_rng_t *rng = peat_rng_alloc(7);
+    peat_status st = a && b && mag && rng ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analysis");
+    if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F32, per / cols, cols, &test);
+    if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F64, per / cols, cols, &exact);
+    if (st == PEAT_OK) {
+        peat_rng_fill_uniform(rng, exact, -1, 1);
+        /* errors of a few units in the last place, as an honest fp32 kernel makes: the sorts
+         * the analysis does cost what they cost on real outputs, not on ties */
+        for (int64_t i = 0; i < per; i++) {
+            double e = peat_f64(exact)[i];
+            peat_f32(test)[i] = (float)(e * (1.0 + 3e-7 * peat_rng_gaussian(rng, 1.0)));
+            mag[i] = fabs(e) + 1.0;
+        }
+    }
+    double t0 = cpu_s();
+    for (int64_t done = 0; st == PEAT_OK && done < elems; done += per) {
+        st = peat_analyzer_acc_add_terms(a, test, exact, mag, 64, 64, per / cols, cols, NULL);
+        if (st == PEAT_OK)
+            st = peat_analyzer_acc_add_terms(b, test, exact, mag, 64, 64, per / cols, cols, NULL);
+    }
+    peat_signature sa, sb;
+    if (st == PEAT_OK) st = peat_analyzer_signature(a, &sa);
+    if (st == PEAT_OK) st = peat_analyzer_signature(b, &sb);
+    *sec = cpu_s() - t0;
+    peat_analyzer_acc_free(a), peat_analyzer_acc_free(b);
+    peat_tensor_free(test), peat_tensor_free(exact);
+    peat_rng_free(rng);
+    free(mag);
+    return st;
+}
+
+/* Analysis sorts what it accumulates (GSL's heapsort): its cost per element grows with the
+ * total, beyond N log N once the arrays leave the caches, so the curve's tail is a power law. */
+static peat_status cal_analyze(double *x, double *t, int *n)
+{
+    static const int64_t elems[] = {4096, 16384, 65536, 262144};
+    *n = 0;
+    for (size_t i = 0; i < sizeof elems / sizeof elems[0]; i++) {
+        double r[3];
+        int passes = elems[i] > 100000 ? 1 : 3; /* the largest costs ~1 s: once */
+        for (int rep = 0; rep < passes; rep++)
+            PEAT_TRY(peat_latency_analyze_once(elems[i], &r[rep]));
+        x[*n] = (double)elems[i];
+        t[(*n)++] = median(r, passes);
+    }
+    return PEAT_OK;
+}
+
+/* Isolation: a shared output page, fork, the child exits, the parent waits (wall clock: the
+ * child's time is not this thread's). The fork copies the page tables of everything the process
+ * holds, so it is timed with 0, 16 and 64 MiB of extra resident memory (x = those bytes). */
+static double fork_once(void)
+{
+    double t0 = peat_predictor_now();
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    munmap(p, 4096);
+    return pid < 0 ? -1 : peat_predictor_now() - t0;
+}
+
+static peat_status cal_isolate(double *x, double *t, int *n)
+{
+    static const size_t extra[] = {0, (size_t)16 << 20, (size_t)64 << 20};
+    *n = 0;
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        char *mem = extra[i] ? malloc(extra[i]) : NULL;
+        if (extra[i] && !mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "isolation calibration");
+        if (mem) memset(mem, 1, extra[i]);
+        double r[7];
+        for (int rep = 0; rep < 7; rep++)
+            if ((r[rep] = fork_once()) < 0) {
+                free(mem);
+                return PEAT_ERROR(PEAT_ERR_INTERNAL, "fork failed");
+            }
+        free(mem);
+        x[*n] = extra[i] ? (double)extra[i] : 1.0;
+        t[(*n)++] = median(r, 7);
+    }
+    return PEAT_OK;
+}
+
+static peat_status noop_hook(void *user, const peat_kernel *k, const peat_args *a,
+                             const peat_call_info *info, int after)
+{
+    return PEAT_OK;
+}
+
+/* Dispatch: a one-element op through an exec context with a hook, minus nothing (the kernel's
+ * own time at one element is within the noise). */
+static peat_status cal_dispatch(double *x, double *t, int *n)
+{
+    peat_exec_t *ex = NULL;
+    PEAT_TRY(peat_exec_create("calibration", 1, &ex));
+    peat_tensor *in = NULL, *out = NULL;
+    peat_status st = peat_exec_add_hook(ex, noop_hook, NULL);
+    if (st == PEAT_OK) st = peat_tensor_alloc1(PEAT_DTYPE_F32, 1, &in);
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1;
+    double r[9];
+    for (int rep = 0; st == PEAT_OK && rep < 9; rep++) {
+        double t0 = cpu_s();
+        for (int i = 0; st == PEAT_OK && i < 200; i++) {
+            st = peat_tensor_alloc1(PEAT_DTYPE_F32, 1, &out);
+            peat_args a =
+                peat_args_make(PEAT_OP_RELU, &p, 1, (const peat_tensor *const *)&in, 1, &out);
+            if (st == PEAT_OK) st = peat_exec_op(ex, "calibration", PEAT_PHASE_FWD, &a);
+            peat_tensor_free(out);
+        }
+        r[rep] = (cpu_s() - t0) / 200;
+    }
+    peat_tensor_free(in);
+    peat_exec_free(ex);
+    x[0] = 1.0;
+    t[0] = st == PEAT_OK ? median(r, 9) : 0;
+    *n = 1;
+    return st;
+}
+
+peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *kt)
+{
+    double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
+    int n = 0;
+    static peat_status (*const fns[PEAT_WORK_COUNT])(double *, double *, int *) = {
+        cal_record, cal_analyze, cal_isolate, cal_dispatch};
+    PEAT_TRY(fns[w](x, t, &n));
+    memset(kt, 0, sizeof *kt);
+    snprintf(kt->kernel, sizeof kt->kernel, "%s", work_kernels[w].name);
+    kt->desc_hash = peat_predictor_kernel_hash(&work_kernels[w]);
+    kt->cls = PEAT_PRED_MEMORY;
+    kt->power_tail = w == PEAT_WORK_ANALYZE;
+    /* one point: a constant cost (the overhead is the point itself); isolation costs its first
+     * point with nothing extra resident */
+    double over = n == 1 || w == PEAT_WORK_ISOLATE ? t[0] : 0.0;
+    return peat_predictor_ktable_build(kt, n, x, t, over);
+}

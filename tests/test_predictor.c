@@ -1,0 +1,515 @@
+/* test_predictor.c: the latency model: tile and wave arithmetic on hand-computed cases, GEMM
+ * views against the op table's flops, interpolation, cache keys and invalidation, clock readers
+ * without their sources, and the budget planner on synthetic cost tables. No timing asserted. */
+#define _DEFAULT_SOURCE /* mkdtemp */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness/harness.h"
+#include "harness/latency.h"
+#include "predictor/predictor.h"
+#include "store/store_latency.h"
+
+static peat_pred_device gpu_dev(int units)
+{
+    peat_pred_device d;
+    peat_predictor_device_gpu(&d, "cuda", "test gpu", units, 1500, 3e12, 32);
+    return d;
+}
+
+static peat_pred_device cpu_dev(int units)
+{
+    peat_pred_device d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.backend, sizeof d.backend, "cpu");
+    snprintf(d.name, sizeof d.name, "test cpu");
+    d.units = units, d.simd_width = 8, d.peak_flops = 1e10, d.bandwidth = 1e10;
+    return d;
+}
+
+/* ---- tiles and waves ---- */
+
+Test(waves, gpu_tiles_quantised_to_whole_tiles)
+{
+    peat_pred_device d = gpu_dev(132);
+    peat_kernel_config cfg = {.tile_m = 128, .tile_n = 128, .tile_k = 32, .threads = 256};
+    peat_pred_gemm_view v = {.batch = 1, .m = 1000, .n = 1000, .k = 64, .scale = 1};
+    peat_pred_waves w;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    /* ceil(1000/128) = 8 per side: 64 tiles, one wave on 132 SMs */
+    cr_assert_eq(w.tiles, 64);
+    cr_assert_eq(w.units, 132);
+    cr_assert_eq(w.waves, 1);
+    cr_assert_float_eq(w.tile_flops, 2.0 * 128 * 128 * 64, 1e-6);
+    cr_assert_float_eq(w.work, 2.0 * 128 * 128 * 64, 1e-6, "a partial tile costs a whole one");
+    /* 2048: 16 x 16 = 256 tiles over 132 SMs = 2 waves */
+    v.m = v.n = 2048;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    cr_assert_eq(w.tiles, 256);
+    cr_assert_eq(w.waves, 2);
+    cr_assert_float_eq(w.work, 2 * 2.0 * 128 * 128 * 64, 1e-6);
+    /* 2 resident blocks per SM: 264 units, one wave */
+    cfg.blocks_per_sm = 2;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    cr_assert_eq(w.units, 264);
+    cr_assert_eq(w.waves, 1);
+}
+
+Test(waves, cpu_single_thread_trims_edges_rounds_vectors)
+{
+    peat_pred_device d = cpu_dev(4);
+    peat_kernel_config cfg = {
+        .tile_m = 64, .tile_n = 256, .tile_k = 128, .threads = 1, .vec_width = 8};
+    peat_pred_gemm_view v = {.batch = 1, .m = 65, .n = 30, .k = 10, .scale = 1};
+    peat_pred_waves w;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    /* N 30 -> 32 (vectors of 8); tiles ceil(65/64) x ceil(32/256) = 2; one thread: 2 waves */
+    cr_assert_eq(w.tiles, 2);
+    cr_assert_eq(w.units, 1);
+    cr_assert_eq(w.waves, 2);
+    cr_assert_float_eq(w.work, 2.0 * 65 * 32 * 10, 1e-6, "work %g", w.work);
+}
+
+Test(waves, cpu_threads_share_tiles)
+{
+    peat_pred_device d = cpu_dev(4);
+    peat_kernel_config cfg = {.tile_m = 50, .tile_n = 50, .threads = 2, .vec_width = 1};
+    peat_pred_gemm_view v = {.batch = 1, .m = 100, .n = 100, .k = 10, .scale = 1};
+    peat_pred_waves w;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    /* 4 tiles over 2 threads: 2 waves of one average tile each */
+    cr_assert_eq(w.tiles, 4);
+    cr_assert_eq(w.units, 2);
+    cr_assert_eq(w.waves, 2);
+    cr_assert_float_eq(w.work, 2 * (2.0 * 100 * 100 * 10 / 4), 1e-6);
+    /* more threads than cores: capped at the cores */
+    cfg.threads = 16;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    cr_assert_eq(w.units, 4);
+    cr_assert_eq(w.waves, 1);
+}
+
+Test(waves, batch_multiplies_tiles_and_empty_view_refused)
+{
+    peat_pred_device d = gpu_dev(10);
+    peat_kernel_config cfg = {.tile_m = 16, .tile_n = 16};
+    peat_pred_gemm_view v = {.batch = 3, .m = 17, .n = 16, .k = 4, .scale = 1};
+    peat_pred_waves w;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_OK);
+    cr_assert_eq(w.tiles, 3 * 2 * 1);
+    cr_assert_eq(w.waves, 1);
+    v.k = 0;
+    cr_assert_eq(peat_predictor_waves(&cfg, &d, &v, &w), PEAT_ERR_INVAL);
+}
+
+/* The GEMM view of each compute op accounts for exactly the op table's flops. */
+Test(views, flops_match_the_op_table)
+{
+    peat_op_params p;
+    peat_pred_gemm_view v;
+    static const peat_op_kind ops[] = {PEAT_OP_GEMM, PEAT_OP_CONV2D, PEAT_OP_CONV2D_BWD_DATA,
+                                       PEAT_OP_CONV2D_BWD_FILTER, PEAT_OP_ATTENTION};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int n = 2; n <= 96; n += 13)
+            for (int odd = 0; odd < 2; odd++) {
+                peat_predictor_shape(ops[o], n, odd, &p);
+                cr_assert(peat_predictor_gemm_view(ops[o], &p, &v), "%s has a view",
+                          peat_op_name(ops[o]));
+                double f = 2.0 * v.batch * v.m * v.n * v.k * v.scale;
+                double want = peat_op_info_get(ops[o])->flops(&p);
+                cr_assert_float_eq(f, want, 1e-9 * want, "%s n=%d: view %g, table %g",
+                                   peat_op_name(ops[o]), n, f, want);
+            }
+    peat_predictor_shape(PEAT_OP_SOFTMAX, 8, 0, &p);
+    cr_assert_not(peat_predictor_gemm_view(PEAT_OP_SOFTMAX, &p, &v), "softmax has no tiles");
+}
+
+Test(views, conv_view_by_hand)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    int64_t c[] = {2, 3, 5, 5, 4, 3, 3, 1, 1}; /* N C H W O KH KW stride pad: 5x5 out */
+    memcpy(p.i, c, sizeof c);
+    peat_pred_gemm_view v;
+    cr_assert(peat_predictor_gemm_view(PEAT_OP_CONV2D, &p, &v));
+    cr_assert(v.m == 4 && v.n == 50 && v.k == 27, "fwd %lld x %lld x %lld", (long long)v.m,
+              (long long)v.n, (long long)v.k);
+    cr_assert(peat_predictor_gemm_view(PEAT_OP_CONV2D_BWD_DATA, &p, &v));
+    cr_assert(v.m == 27 && v.n == 50 && v.k == 4);
+    cr_assert(peat_predictor_gemm_view(PEAT_OP_CONV2D_BWD_FILTER, &p, &v));
+    cr_assert(v.m == 4 && v.n == 27 && v.k == 50);
+}
+
+Test(views, call_bytes_by_hand)
+{
+    peat_kernel k = {.name = "t", .op = PEAT_OP_GEMM, .out_dtype = PEAT_DTYPE_F32};
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[2] = 2, p.i[3] = 3, p.i[4] = 4, p.i[5] = 1; /* A 2x4, B 4x3, D 2x3 */
+    cr_assert_float_eq(peat_predictor_call_bytes(&k, &p), 4.0 * (8 + 12 + 6), 1e-9);
+    k.out_dtype = PEAT_DTYPE_F64;
+    cr_assert_float_eq(peat_predictor_call_bytes(&k, &p), 4.0 * (8 + 12) + 8.0 * 6, 1e-9);
+    p.f[1] = 1.0; /* beta != 0 reads C */
+    cr_assert_float_eq(peat_predictor_call_bytes(&k, &p), 4.0 * (8 + 12 + 6) + 8.0 * 6, 1e-9);
+}
+
+/* ---- interpolation ---- */
+
+static peat_pred_ktable table4(void)
+{
+    peat_pred_ktable kt;
+    memset(&kt, 0, sizeof kt);
+    double x[] = {8, 1, 4, 2}, t[] = {7, 2, 3.5, 3}; /* unsorted on purpose */
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 4, x, t, 1.0), PEAT_OK);
+    return kt;
+}
+
+Test(interp, exact_at_calibration_points)
+{
+    peat_pred_ktable kt = table4();
+    double x[] = {1, 2, 4, 8}, t[] = {2, 3, 3.5, 7};
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(peat_predictor_ktable_eval(&kt, x[i]), t[i], 1e-12, "at x=%g", x[i]);
+    cr_assert_float_eq(peat_predictor_ktable_eval(&kt, 0), 1.0, 1e-12, "no work: the overhead");
+    cr_assert_float_eq(peat_predictor_ktable_eval(&kt, 3), 3.25, 1e-12, "halfway 2..4");
+    cr_assert_float_eq(peat_predictor_ktable_eval(&kt, 16), 7 + 8 * (3.5 / 4), 1e-12,
+                       "beyond: the last slope");
+}
+
+Test(interp, monotone_between_points_even_from_noisy_points)
+{
+    peat_pred_ktable kt;
+    /* a noisy measurement faster at more work: flattened, so more work is never faster */
+    double x[] = {1, 2, 3, 5, 9}, t[] = {1.0, 2.5, 2.0, 4.0, 3.9};
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 5, x, t, 0.5), PEAT_OK);
+    double prev = -1;
+    for (double q = 0; q <= 12; q += 0.01) {
+        double v = peat_predictor_ktable_eval(&kt, q);
+        cr_assert(v >= prev - 1e-15, "not monotone at %g: %g after %g", q, v, prev);
+        prev = v;
+    }
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 0, x, t, 0), PEAT_ERR_INVAL);
+    double bad[] = {1, -2};
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 2, bad, t, 0), PEAT_ERR_INVAL);
+}
+
+Test(interp, rows_round_trip)
+{
+    peat_pred_ktable kt = table4(), back;
+    snprintf(kt.kernel, sizeof kt.kernel, "k");
+    kt.desc_hash = 42, kt.cls = PEAT_PRED_COMPUTE, kt.clock_mhz = 1800;
+    peat_pred_row r;
+    peat_predictor_row_from(&kt, &r);
+    cr_assert_eq(peat_predictor_row_to(&r, &back), PEAT_OK);
+    cr_assert_eq(memcmp(back.x, kt.x, sizeof kt.x), 0);
+    cr_assert_eq(memcmp(back.t, kt.t, sizeof kt.t), 0);
+    cr_assert(back.desc_hash == 42 && back.cls == PEAT_PRED_COMPUTE && back.n == 4);
+    r.n = 99;
+    cr_assert_eq(peat_predictor_row_to(&r, &back), PEAT_ERR_FORMAT);
+}
+
+Test(interp, clock_scales_compute_part_only)
+{
+    peat_pred_device d = cpu_dev(1);
+    peat_kernel k = {.name = "g",
+                     .op = PEAT_OP_GEMM,
+                     .backend = "cpu",
+                     .out_dtype = PEAT_DTYPE_F32,
+                     .cfg = {.threads = 1, .vec_width = 1}};
+    peat_pred_table t = {.dev = d};
+    peat_pred_ktable kt;
+    memset(&kt, 0, sizeof kt);
+    snprintf(kt.kernel, sizeof kt.kernel, "g");
+    kt.desc_hash = peat_predictor_kernel_hash(&k);
+    kt.cls = PEAT_PRED_COMPUTE;
+    kt.clock_mhz = 2000;
+    double x[] = {1000, 2000}, tt[] = {1.5, 2.5};
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 2, x, tt, 0.5), PEAT_OK);
+    cr_assert_eq(peat_predictor_table_add(&t, &kt), PEAT_OK);
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[2] = 10, p.i[3] = 10, p.i[4] = 10, p.i[5] = 1; /* 2000 flops */
+    double s0, s1, s2;
+    cr_assert_eq(peat_predictor_call(&t, &k, &p, 0, &s0), PEAT_OK);
+    cr_assert_eq(peat_predictor_call(&t, &k, &p, 2000, &s1), PEAT_OK);
+    cr_assert_eq(peat_predictor_call(&t, &k, &p, 1000, &s2), PEAT_OK);
+    cr_assert_float_eq(s0, 2.5, 1e-12, "unknown clock: unscaled");
+    cr_assert_float_eq(s1, 2.5, 1e-12, "calibration clock: unscaled");
+    cr_assert_float_eq(s2, 0.5 + 2.0 * 2, 1e-12, "half the clock: twice the compute part");
+    peat_predictor_table_free(&t);
+}
+
+/* ---- cache keys and invalidation ---- */
+
+Test(cache, kernel_descriptor_change_invalidates_its_row)
+{
+    peat_kernel k = {.name = "gemm_x",
+                     .op = PEAT_OP_GEMM,
+                     .backend = "cpu",
+                     .desc = "d",
+                     .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1}};
+    peat_pred_table t = {.dev = cpu_dev(2)};
+    peat_pred_ktable kt = table4();
+    snprintf(kt.kernel, sizeof kt.kernel, "gemm_x");
+    kt.desc_hash = peat_predictor_kernel_hash(&k);
+    cr_assert_eq(peat_predictor_table_add(&t, &kt), PEAT_OK);
+    cr_assert_not_null(peat_predictor_table_find(&t, &k));
+    char key0[17], key1[17];
+    peat_predictor_table_key(&t, key0);
+    peat_kernel k2 = k;
+    k2.cfg.tile_k = 128;
+    cr_assert_null(peat_predictor_table_find(&t, &k2), "another tile config is another kernel");
+    k2 = k;
+    k2.desc = "d, rewritten";
+    cr_assert_null(peat_predictor_table_find(&t, &k2), "a new description is a new version");
+    k2 = k;
+    k2.in_dtype = PEAT_DTYPE_BF16;
+    cr_assert_null(peat_predictor_table_find(&t, &k2));
+    t.k[0].desc_hash = peat_predictor_kernel_hash(&k2);
+    peat_predictor_table_key(&t, key1);
+    cr_assert_str_neq(key0, key1);
+    peat_predictor_table_free(&t);
+}
+
+Test(cache, device_change_changes_key_but_noise_does_not)
+{
+    peat_pred_device a = cpu_dev(2), b = a;
+    cr_assert(peat_predictor_device_hash(&a) == peat_predictor_device_hash(&b));
+    b.peak_flops *= 1.3, b.bandwidth *= 0.7, b.clock_mhz = 3000;
+    cr_assert(peat_predictor_device_hash(&a) == peat_predictor_device_hash(&b),
+              "measured numbers are not identity");
+    b = a, b.units = 4;
+    cr_assert(peat_predictor_device_hash(&a) != peat_predictor_device_hash(&b));
+    b = a, b.cache_bytes[2] = 1 << 20;
+    cr_assert(peat_predictor_device_hash(&a) != peat_predictor_device_hash(&b));
+    b = a;
+    snprintf(b.name, sizeof b.name, "other cpu");
+    cr_assert(peat_predictor_device_hash(&a) != peat_predictor_device_hash(&b));
+}
+
+static char tmpdir[64];
+static void mktmp(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-pred-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+/* The HDF5 cache: rows round-trip; another device's file is not used; a stale kernel row is
+ * found stale. */
+Test(cache, hdf5_file_round_trip_and_invalidation, .init = mktmp)
+{
+    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    peat_pred_device d = cpu_dev(2);
+    peat_pred_table t = {.dev = d};
+    const peat_kernel *g = peat_registry_find("gemm_golden");
+    peat_pred_ktable kt = table4();
+    snprintf(kt.kernel, sizeof kt.kernel, "%s", g->name);
+    kt.desc_hash = peat_predictor_kernel_hash(g);
+    cr_assert_eq(peat_predictor_table_add(&t, &kt), PEAT_OK);
+    char path[512];
+    cr_assert_eq(peat_latency_cache_path(tmpdir, &d, path, sizeof path), PEAT_OK);
+    cr_assert_eq(peat_latency_cache_save(path, &t), PEAT_OK, "%s", peat_error_last());
+    peat_pred_table back = {.dev = d};
+    cr_assert_eq(peat_latency_cache_load(path, &d, &back), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(back.n, 1);
+    const peat_pred_ktable *r = peat_predictor_table_find(&back, g);
+    cr_assert_not_null(r);
+    for (double q = 0; q < 20; q += 0.5)
+        cr_assert_float_eq(peat_predictor_ktable_eval(r, q), peat_predictor_ktable_eval(&kt, q),
+                           1e-15);
+    /* a changed descriptor: the stored row no longer matches */
+    peat_kernel g2 = *g;
+    g2.cfg.tile_m = 7;
+    cr_assert_null(peat_predictor_table_find(&back, &g2));
+    /* another device: its cache path differs, and this file is refused for it */
+    peat_pred_device d2 = cpu_dev(8);
+    char path2[512];
+    cr_assert_eq(peat_latency_cache_path(tmpdir, &d2, path2, sizeof path2), PEAT_OK);
+    cr_assert_str_neq(path, path2);
+    peat_pred_table other = {.dev = d2};
+    cr_assert_eq(peat_latency_cache_load(path, &d2, &other), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_latency_cache_load(path2, &d2, &other), PEAT_ERR_NOTFOUND, "no file");
+    /* a foreign file */
+    FILE *f = fopen(path2, "w");
+    fputs("not hdf5", f);
+    fclose(f);
+    cr_assert_eq(peat_latency_cache_load(path2, &d2, &other), PEAT_ERR_FORMAT);
+    peat_predictor_table_free(&t), peat_predictor_table_free(&back);
+    peat_predictor_table_free(&other);
+    remove(path), remove(path2), rmdir(tmpdir);
+}
+
+/* ---- clocks ---- */
+
+Test(clock, missing_sources_read_unknown, .init = mktmp)
+{
+    peat_pred_clock c = {123, "x"};
+    cr_assert_eq(peat_predictor_clock_cpufreq(tmpdir, 0, &c), PEAT_ERR_UNSUPPORTED);
+    cr_assert_eq(c.mhz, 0);
+    cr_assert_str_eq(c.source, "unknown");
+    c.mhz = 5;
+    cr_assert_eq(peat_predictor_clock_nvml("libpeat-no-such-nvml.so", 0, &c), PEAT_ERR_UNSUPPORTED);
+    cr_assert(c.mhz == 0 && strcmp(c.source, "unknown") == 0);
+    c.mhz = 5;
+    cr_assert_eq(peat_predictor_clock_rocm("libpeat-no-such-rsmi.so", 0, &c), PEAT_ERR_UNSUPPORTED);
+    cr_assert(c.mhz == 0 && strcmp(c.source, "unknown") == 0);
+    /* a library that exists but is not NVML: the symbols are missing, still "unknown" */
+    c.mhz = 5;
+    cr_assert_eq(peat_predictor_clock_nvml("libm.so.6", 0, &c), PEAT_ERR_UNSUPPORTED);
+    cr_assert(c.mhz == 0 && strcmp(c.source, "unknown") == 0);
+    rmdir(tmpdir);
+}
+
+Test(clock, cpufreq_file_read, .init = mktmp)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/cpu3", tmpdir);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/cpu3/cpufreq", tmpdir);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/cpu3/cpufreq/scaling_cur_freq", tmpdir);
+    FILE *f = fopen(p, "w");
+    fputs("2450000\n", f);
+    fclose(f);
+    peat_pred_clock c;
+    cr_assert_eq(peat_predictor_clock_cpufreq(tmpdir, 3, &c), PEAT_OK);
+    cr_assert_float_eq(c.mhz, 2450.0, 1e-9);
+    cr_assert_str_eq(c.source, "cpufreq");
+    f = fopen(p, "w");
+    fputs("garbage\n", f);
+    fclose(f);
+    cr_assert_eq(peat_predictor_clock_cpufreq(tmpdir, 3, &c), PEAT_ERR_UNSUPPORTED);
+    cr_assert_str_eq(c.source, "unknown");
+    remove(p);
+    snprintf(p, sizeof p, "%s/cpu3/cpufreq", tmpdir), rmdir(p);
+    snprintf(p, sizeof p, "%s/cpu3", tmpdir), rmdir(p);
+    rmdir(tmpdir);
+}
+
+static void count_work(void *user)
+{
+    (*(int *)user)++;
+}
+
+Test(clock, warmup_returns_and_reports_its_source)
+{
+    int calls = 0, steady = -1;
+    peat_pred_clock c;
+    cr_assert_eq(peat_predictor_warmup("cpu", count_work, &calls, 0.1, &steady, &c), PEAT_OK);
+    cr_assert(calls > 0, "the work ran");
+    cr_assert(steady == 0 || steady == 1);
+    cr_assert(strcmp(c.source, "unknown") == 0 || strcmp(c.source, "cpufreq") == 0);
+}
+
+/* ---- planner ---- */
+
+static peat_pred_limits limits(void)
+{
+    peat_pred_limits l;
+    memset(&l, 0, sizeof l);
+    l.min.iters = 10, l.min.calls = 8, l.min.probes = 4, l.min.trials = 10;
+    l.min.runtime_freqs = 1, l.min.runtime_iters = 10;
+    l.max.iters = 1000, l.max.calls = 4000, l.max.probes = 500, l.max.trials = 5000;
+    l.max.runtime_freqs = 3, l.max.runtime_iters = 1000;
+    return l;
+}
+
+Test(plan, cost_by_hand)
+{
+    peat_pred_costs c = {.iter_s = 0.01,
+                         .record_s = 0.002,
+                         .replay_s = 0.003,
+                         .probe_s = 0.004,
+                         .trial_s = 0.001,
+                         .runtime_iter_s = 0.02,
+                         .fixed_s = 0.5};
+    peat_pred_plan p = {.iters = 100,
+                        .calls = 50,
+                        .probes = 10,
+                        .trials = 200,
+                        .runtime_freqs = 2,
+                        .runtime_iters = 30};
+    peat_predictor_plan_cost(&c, &p);
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_PROFILE], 1.0 + 0.1, 1e-12);
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_PLAYBACK], 0.15, 1e-12);
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_PROBES], 0.04, 1e-12);
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_FI], 0.2, 1e-12);
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_RUNTIME], 1.2, 1e-12);
+    cr_assert_float_eq(p.total_s, 1.1 + 0.15 + 0.04 + 0.2 + 1.2 + 0.5, 1e-12);
+}
+
+/* Random cost tables and budgets (seeded): a plan never exceeds its budget, stays within the
+ * limits, and a larger budget never gives a smaller plan. */
+Test(plan, never_over_budget_on_synthetic_costs)
+{
+    peat_rng_t *r = peat_rng_alloc(11);
+    peat_pred_limits l = limits();
+    for (int trial = 0; trial < 2000; trial++) {
+        peat_pred_costs c = {.iter_s = 1e-4 + 0.05 * peat_rng_uniform(r),
+                             .record_s = 0.01 * peat_rng_uniform(r),
+                             .replay_s = 0.02 * peat_rng_uniform(r),
+                             .probe_s = 0.01 * peat_rng_uniform(r),
+                             .trial_s = 0.005 * peat_rng_uniform(r),
+                             .runtime_iter_s = 0.06 * peat_rng_uniform(r),
+                             .fixed_s = 2 * peat_rng_uniform(r)};
+        double budget = 300 * peat_rng_uniform(r);
+        peat_pred_plan p, p2;
+        peat_status st = peat_predictor_plan_fit(&c, &l, budget, &p);
+        peat_pred_plan lo = l.min;
+        peat_predictor_plan_cost(&c, &lo);
+        if (lo.total_s > budget) {
+            cr_assert_eq(st, PEAT_ERR_INVAL, "below the minimum must be refused");
+            cr_assert(strstr(peat_error_last(), "needs") != NULL, "%s", peat_error_last());
+            continue;
+        }
+        cr_assert_eq(st, PEAT_OK);
+        cr_assert(p.total_s <= budget, "trial %d: plan %.6f s over budget %.6f s", trial, p.total_s,
+                  budget);
+        cr_assert(p.iters >= l.min.iters && p.iters <= l.max.iters);
+        cr_assert(p.calls >= l.min.calls && p.calls <= l.max.calls);
+        cr_assert(p.trials >= l.min.trials && p.trials <= l.max.trials);
+        cr_assert_eq(peat_predictor_plan_fit(&c, &l, budget * 1.5, &p2), PEAT_OK);
+        cr_assert(p2.iters >= p.iters && p2.calls >= p.calls, "larger budget, smaller plan");
+    }
+    peat_rng_free(r);
+}
+
+Test(plan, refuses_with_the_minimum_it_needs)
+{
+    peat_pred_limits l = limits();
+    peat_pred_costs c = {.iter_s = 1.0, .fixed_s = 5.0};
+    peat_pred_plan p;
+    cr_assert_eq(peat_predictor_plan_fit(&c, &l, 3.0, &p), PEAT_ERR_INVAL);
+    /* 10 iterations + 1 runtime frequency x 10 iterations (runtime_iter_s 0) + 5 s fixed */
+    cr_assert(strstr(peat_error_last(), "needs 15.0 s") != NULL, "%s", peat_error_last());
+    cr_assert_eq(peat_predictor_plan_fit(&c, &l, 1e9, &p), PEAT_OK);
+    cr_assert_eq(p.iters, l.max.iters, "an ample budget runs the largest campaign");
+}
+
+/* ---- the model on real kernels: a calibration table predicts its own points ---- */
+
+Test(calibrate, table_reproduces_its_points_and_classes)
+{
+    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    peat_pred_device d = cpu_dev(2);
+    const char *names[] = {"gemm_new", "softmax_online"};
+    for (int i = 0; i < 2; i++) {
+        const peat_kernel *k = peat_registry_find(names[i]);
+        peat_pred_ktable kt;
+        cr_assert_eq(peat_predictor_calibrate_kernel(k, &d, 0.0, 3, &kt), PEAT_OK, "%s",
+                     peat_error_last());
+        cr_assert_eq(kt.n, 10);
+        cr_assert(kt.desc_hash == peat_predictor_kernel_hash(k));
+        for (int j = 0; j < kt.n; j++)
+            cr_assert_float_eq(peat_predictor_ktable_eval(&kt, kt.x[j]), kt.t[j], 1e-15);
+        for (int j = 1; j < kt.n; j++) cr_assert(kt.t[j] >= kt.t[j - 1] && kt.x[j] > kt.x[j - 1]);
+        if (i == 1) cr_assert_eq(kt.cls, PEAT_PRED_MEMORY, "softmax has no tiles: memory");
+    }
+}
