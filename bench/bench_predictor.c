@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "harness/harness.h"
+#include "harness/campaign.h"
 #include "harness/latency.h"
+#include "harness/latency_cli.h"
 #include "predictor/predictor.h"
 
 #define MIN_S 0.002 /* per timing: at least 3 calls and 2 ms */
@@ -96,6 +99,64 @@ static int selected(const char *list, const char *name)
     return 0;
 }
 
+/* CPU seconds of this process and its finished children (the isolated candidate calls). */
+static double cpu_seconds(void)
+{
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
+           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
+                           b.ru_stime.tv_usec);
+}
+
+/* One small campaign per default flow: predicted vs actual time per stage. */
+static int bench_stages(const char *backend)
+{
+    static const char *flows[] = {"mlp", "cnn", "gpt"};
+    printf("\nper-stage campaign time (gemm_new, 32 calls, a quarter of the default iterations; "
+           "wall seconds):\n");
+    printf("(total cpu: this process and its children, against the prediction times the core share "
+           "measured at warm-up: the model without the machine's load)\n");
+    printf("%-5s %-9s %10s %10s %8s\n", "flow", "stage", "predicted", "actual", "error");
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+        peat_campaign_opts o;
+        peat_campaign_opts_default(&o);
+        o.kernel = "gemm_new", o.flow = flows[i], o.backend = backend, o.quiet = 1, o.force = 1;
+        o.calls = 32, o.iters = peat_campaign_default_iters(flows[i]) / 4;
+        char dir[64];
+        snprintf(dir, sizeof dir, "/tmp/peat-bench-pred-%s", flows[i]);
+        o.out_dir = dir;
+        peat_latency_opts lo = {.kernel = o.kernel, .flow = o.flow, .backend = backend};
+        lo.flow_cfg.seed = o.seed, lo.flow_cfg.weight_decay = -1.0;
+        peat_latency_model m;
+        peat_campaign_result r;
+        if (peat_latency_model_open(&lo, &m) != PEAT_OK) return 0;
+        peat_pred_plan p;
+        peat_latency_plan_for(&m, o.iters, o.calls, &p);
+        double share = m.env.core_share;
+        peat_latency_model_close(&m);
+        double t0 = peat_predictor_now(), c0 = cpu_seconds();
+        if (peat_campaign_run(&o, &r) != PEAT_OK) return 0;
+        double total = peat_predictor_now() - t0, cpu = cpu_seconds() - c0;
+        struct {
+            const char *n;
+            double pred, act;
+        } rows[] = {{"profile", p.stage_s[PEAT_STAGE_PROFILE], r.t_profile},
+                    {"playback", p.stage_s[PEAT_STAGE_PLAYBACK], r.t_playback + r.t_analyze},
+                    {"total", p.total_s, total},
+                    {"total cpu", p.total_s * share, cpu}};
+        for (int j = 0; j < 4; j++) {
+            double e = 100 * (rows[j].pred - rows[j].act) / rows[j].act;
+            ok &= j == 3 || fabs(e) <= 15;
+            printf("%-5s %-9s %9.2fs %9.2fs %+7.0f%%\n", flows[i], rows[j].n, rows[j].pred,
+                   rows[j].act, e);
+        }
+    }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     const char *backend = "cpu", *only = NULL;
@@ -143,5 +204,6 @@ int main(int argc, char **argv)
     printf("\n%d/%d kernels within 10%% MAPE and better than both baselines; mean MAPE %.1f%%; "
            "%.1f s\n",
            n_ok, n_all, n_all ? sum / n_all : 0.0, peat_predictor_now() - t0);
-    return n_ok == n_all ? 0 : 1;
+    int stages_ok = strcmp(backend, "cpu") != 0 || only ? 1 : bench_stages(backend);
+    return n_ok == n_all && stages_ok ? 0 : 1;
 }

@@ -153,8 +153,10 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     /* a record in memory: inputs and golden outputs (f32), exact outputs (f64) */
     c->bytes_per_call = bytes / (double)n_op + 8.0 * c->elems_per_call;
     scale_wall(&c->analysis, env->core_share);
-    /* set-up: the step that counts calls, the flow's creation and held-out evaluation */
-    c->fixed_s = 2.0 * c->iter_s;
+    /* the profile stage's set-up: the step that counts calls, the flow's creation and the
+     * held-out evaluation (a forward pass over more data): about three iterations */
+    c->setup_s = 3.0 * c->iter_s;
+    c->fixed_s = 0.0;
     return PEAT_OK;
 }
 

@@ -13,7 +13,8 @@ const char *peat_predictor_stage_name(peat_pred_stage s)
 
 void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
 {
-    p->stage_s[PEAT_STAGE_PROFILE] = (double)p->iters * c->iter_s + (double)p->calls * c->record_s;
+    p->stage_s[PEAT_STAGE_PROFILE] =
+        c->setup_s + (double)p->iters * c->iter_s + (double)p->calls * c->record_s;
     p->stage_s[PEAT_STAGE_PLAYBACK] = (double)p->calls * c->replay_s;
     if (c->analysis.n > 0 && p->calls > 0)
         p->stage_s[PEAT_STAGE_PLAYBACK] +=

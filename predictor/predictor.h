@@ -208,7 +208,8 @@ typedef struct peat_pred_costs {
     double probe_s;        /* one probe call */
     double trial_s;        /* one FI trial */
     double runtime_iter_s; /* one iteration of training with the candidate in the loop */
-    double fixed_s;        /* set-up and reports */
+    double setup_s;        /* profile stage's own set-up: counting step, flow, held-out eval */
+    double fixed_s;        /* the rest: files, reports */
     /* playback work that grows faster than the calls: analysis of all their output elements
      * (sorts), and isolating each call from a process that holds every record so far */
     peat_pred_ktable analysis; /* seconds at total elements (n = 0: none) */
