@@ -44,6 +44,12 @@ typedef struct peat_campaign_opts {
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
     double lr;                    /* learning rate (0 = the flow's default) */
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
+    /* budget control (peat run --budget; 0 = none): playback stops before a call when the time
+     * the campaign still needs after it (tail_s, given the calls replayed by then) would end
+     * past deadline (a peat_now() value) */
+    double deadline;
+    double (*tail_s)(void *user, int64_t replayed);
+    void *tail_user;
 } peat_campaign_opts;
 
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
@@ -78,6 +84,7 @@ typedef struct peat_campaign_result {
     double loss_first, loss_last;
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;
+    int64_t n_budget_skipped; /* recorded calls not replayed: the budget ran out */
     double t_profile, t_playback, t_analyze, t_total;
     peat_plot_data plots; /* report.html's error histograms and heatmap (playback) */
     /* parts of playback: recomputing exact outputs and magnitudes, and the analyzer's pass (with

@@ -27,8 +27,9 @@ peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_p
  * model variable x in parentheses. */
 typedef enum peat_latency_work {
     PEAT_WORK_RECORD = 0, /* clone a call and write it to the campaign file (bytes) */
-    PEAT_WORK_ANALYZE,    /* error analysis of a campaign's output elements, candidate and golden,
-                             with the signatures (elements in all) */
+    PEAT_WORK_ANALYZE,    /* errors of output elements added to the candidate's and golden's
+                             accumulators (elements) */
+    PEAT_WORK_SIGNATURE,  /* the two signatures of a campaign's elements (elements in all) */
     PEAT_WORK_ISOLATE,    /* one call in a child process: fork, shared outputs, wait (bytes the
                              process holds beyond its start) */
     PEAT_WORK_DISPATCH,   /* one op call through the exec context with a hook (1) */

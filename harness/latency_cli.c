@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "harness/harness.h"
 
@@ -159,6 +160,47 @@ static void flow_cfg_from(const peat_campaign_opts *o, peat_flow_config *c)
     c->optimizer = o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
 }
 
+/* CPU seconds of this process and its finished children (the isolated candidate calls). */
+static double cpu_seconds(void)
+{
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
+           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
+                           b.ru_stime.tv_usec);
+}
+
+/* What the campaign still needs once `replayed` calls are replayed (the one about to run
+ * included), as the load of a shared machine changes under a plan: the calls at the pace the
+ * replayed ones actually went (the profile stage's pace before there are a few), the closing
+ * analysis (CPU seconds predicted) at the share of a core the process gets now. */
+static double budget_tail(void *user, int64_t replayed)
+{
+    peat_latency_run *lr = user;
+    const peat_pred_costs *c = &lr->costs;
+    double now = peat_predictor_now(), cpu = cpu_seconds(), n = (double)replayed;
+    double iso =
+        c->isolate.n ? peat_predictor_ktable_eval(&c->isolate, 0.5 * n * c->bytes_per_call) : 0;
+    if (replayed == 1) {
+        lr->t_playback = now, lr->cpu_playback = cpu;
+        double prof = lr->plan.stage_s[PEAT_STAGE_PROFILE];
+        lr->slow = prof > 0 ? (now - lr->t_start - lr->plan_s) / prof : 1.0;
+        lr->share = lr->core_share;
+    } else if (replayed > 8 && now > lr->t_playback) {
+        double pred = (n - 1) * (c->replay_s + iso);
+        lr->slow = pred > 0 ? (now - lr->t_playback) / pred : lr->slow;
+        lr->share = (cpu - lr->cpu_playback) / (now - lr->t_playback);
+    }
+    double slow = lr->slow < 0.8 ? 0.8 : lr->slow;
+    double share = lr->share > 0.05 ? lr->share : 0.05;
+    double analysis_cpu =
+        c->analysis.n
+            ? peat_predictor_ktable_eval(&c->analysis, n * c->elems_per_call) * lr->core_share
+            : 0;
+    return slow * (c->replay_s + iso) + analysis_cpu / share + c->fixed_s;
+}
+
 peat_status peat_latency_run_plan(peat_campaign_opts *o, double budget_s, peat_latency_run *lr,
                                   FILE *out)
 {
@@ -177,6 +219,10 @@ peat_status peat_latency_run_plan(peat_campaign_opts *o, double budget_s, peat_l
                                          PEAT_CAMPAIGN_DEFAULT_CALLS, &lr->plan);
     if (st == PEAT_OK) {
         o->iters = lr->plan.iters, o->calls = lr->plan.calls;
+        lr->costs = m.costs;
+        o->deadline = lr->t_start + budget_s;
+        o->tail_s = budget_tail;
+        o->tail_user = lr;
         fprintf(out,
                 "plan: %lld iterations, %lld calls on flow %s: %.1f s predicted of %.1f s budget "
                 "(%.1f s spent planning%s; core share %.2f)\n",
@@ -213,4 +259,9 @@ void peat_latency_run_print(FILE *f, const peat_latency_run *lr, const peat_camp
                     : 0.0);
     fprintf(f, "budget %.1f s, used %.1f s (%+.0f%%)\n", lr->budget_s, total,
             100 * (total - lr->budget_s) / lr->budget_s);
+    if (r->n_budget_skipped > 0)
+        fprintf(f,
+                "the run was slower than predicted: %lld of %lld recorded calls were not "
+                "replayed, to end within the budget\n",
+                (long long)r->n_budget_skipped, (long long)r->n_records);
 }

@@ -49,10 +49,16 @@ typedef struct peat_latency_run {
     double plan_s;  /* what planning took (device, calibration or cache, flow capture) */
     double core_share;
     peat_pred_plan plan;
+    peat_pred_costs costs;
+    /* budget control: when playback began (wall, CPU), the pace of the calls replayed so far
+     * (actual / predicted) and the share of a core the process got meanwhile */
+    double t_playback, cpu_playback, slow, share;
 } peat_latency_run;
 
 /* Plans the campaign of o to fit budget_s (counting the planning itself): sets o->iters and
- * o->calls; refuses a budget below the smallest useful campaign with the minimum it needs. */
+ * o->calls, and the deadline that stops playback early when the machine runs slower than
+ * predicted; refuses a budget below the smallest useful campaign with the minimum it needs. lr
+ * must outlive the campaign run. */
 peat_status peat_latency_run_plan(peat_campaign_opts *o, double budget_s, peat_latency_run *lr,
                                   FILE *out);
 /* Predicted vs actual time per stage, after the campaign. */

@@ -80,7 +80,8 @@ static double out_elems(peat_op_kind op, const peat_op_params *p)
     return n;
 }
 
-/* Analysis cost of one call's elements, at the rate of a default campaign's total. */
+/* Analysis of one call's elements (added to the accumulators; the signatures come at the end),
+ * at the per-element rate of a default campaign's total. */
 static double analyze_s(const peat_pred_table *t, const peat_latency_env *env, double elems)
 {
     double total = elems * 96.0;
@@ -104,8 +105,8 @@ peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_
     cc->record_s =
         cc->exact_s + peat_latency_work_s(t, PEAT_WORK_RECORD, cc->bytes) / env->core_share;
     /* the bound's magnitudes cost about an exact call (sums of |terms| in fp64) */
-    /* analysis and isolation depend on the whole campaign: peat_latency_costs adds them */
-    cc->replay_s = cc->candidate_s + cc->exact_s;
+    /* signatures and isolation depend on the whole campaign: peat_latency_costs adds them */
+    cc->replay_s = cc->candidate_s + cc->exact_s + analyze_s(t, env, cc->elems);
     return PEAT_OK;
 }
 
@@ -144,14 +145,15 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     c->probe_s /= (double)n_op, c->trial_s /= (double)n_op;
     c->runtime_iter_s = c->iter_s + swap;
     const peat_pred_ktable *an =
-        peat_predictor_table_find(t, peat_latency_work_kernel(PEAT_WORK_ANALYZE));
+        peat_predictor_table_find(t, peat_latency_work_kernel(PEAT_WORK_SIGNATURE));
     const peat_pred_ktable *iso =
         peat_predictor_table_find(t, peat_latency_work_kernel(PEAT_WORK_ISOLATE));
     if (an) c->analysis = *an;
     if (iso) c->isolate = *iso;
     c->elems_per_call = elems / (double)n_op;
-    /* a record in memory: inputs and golden outputs (f32), exact outputs (f64) */
-    c->bytes_per_call = bytes / (double)n_op + 8.0 * c->elems_per_call;
+    /* what the process holds per replayed call: the record's inputs and golden outputs (f32),
+     * exact outputs (f64), and a 56-byte sample per element in each of the two accumulators */
+    c->bytes_per_call = bytes / (double)n_op + (8.0 + 2 * 56.0) * c->elems_per_call;
     scale_wall(&c->analysis, env->core_share);
     /* the profile stage's set-up: the step that counts calls, the flow's creation and the
      * held-out evaluation (a forward pass over more data): about three iterations */
