@@ -57,6 +57,8 @@ static const struct {
     peat_campaign_clock clock;
 } stages[] = {
     {"resolve", peat_stage_resolve, PEAT_CLOCK_NONE},
+    {"plan", peat_stage_plan, PEAT_CLOCK_NONE},
+    {"open", peat_stage_open, PEAT_CLOCK_NONE},
     {"profile", peat_stage_profile, PEAT_CLOCK_PROFILE},
     {"playback", peat_stage_playback, PEAT_CLOCK_PLAYBACK},
     {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE},

@@ -1,5 +1,5 @@
-/* campaign.h: the `peat run` pipeline (resolve -> profile -> playback -> analyze -> detect ->
- * commit -> report; harness/stages.h): its options, result and report writers. */
+/* campaign.h: the `peat run` pipeline (resolve -> plan -> open -> profile -> playback -> analyze
+ * -> detect -> commit -> report; harness/stages.h): its options, result and report writers. */
 #ifndef PEAT_CAMPAIGN_H
 #define PEAT_CAMPAIGN_H
 
@@ -44,12 +44,9 @@ typedef struct peat_campaign_opts {
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
     double lr;                    /* learning rate (0 = the flow's default) */
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
-    /* budget control (peat run --budget; 0 = none): playback stops before a call when the time
-     * the campaign still needs after it (tail_s, given the calls replayed by then) would end
-     * past deadline (a peat_now() value) */
-    double deadline;
-    double (*tail_s)(void *user, int64_t replayed);
-    void *tail_user;
+    /* "90s", "5m", "1h": plan iterations and calls to fit (stage_plan.c); NULL = no plan */
+    const char *budget;
+    const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */
 } peat_campaign_opts;
 
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
@@ -65,6 +62,8 @@ peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_s
 peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
 
 void peat_campaign_opts_default(peat_campaign_opts *o);
+/* The flow's configuration from the training options (stage_profile.c). */
+peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o);
 
 /* Defaults of `peat run` (benchmarks use them to measure "the default campaign"). */
 #define PEAT_CAMPAIGN_DEFAULT_CALLS 96
@@ -84,17 +83,26 @@ typedef struct peat_campaign_result {
     double loss_first, loss_last;
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;
-    int64_t n_budget_skipped; /* recorded calls not replayed: the budget ran out */
     double t_profile, t_playback, t_analyze, t_total;
     peat_plot_data plots; /* report.html's error histograms and heatmap (playback) */
     /* parts of playback: recomputing exact outputs and magnitudes, and the analyzer's pass (with
      * the report's plots) */
     double t_reference, t_analyzer;
+    /* plan (--budget): the budget, what planning took, predicted seconds per reported clock
+     * (profile, playback, analyze) and in all, and the recorded calls playback left out when
+     * the run went slower than predicted */
+    double budget_s, t_plan, pred_profile, pred_playback, pred_analyze, pred_total;
+    int64_t n_budget_skipped;
+    char plan_note[160]; /* e.g. "clock unknown (no cpufreq, NVML or ROCm SMI)" */
 } peat_campaign_result;
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);
  * any other status is a usage, input or environment error (message via peat_error_last). */
 peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res);
+
+/* Writes predicted and actual time per stage of a --budget run (nothing otherwise), as text or
+ * as a markdown table. */
+void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown);
 
 /* Writes the terminal verdict table. */
 void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);

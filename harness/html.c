@@ -314,6 +314,32 @@ static void html_coverage(FILE *f, const peat_campaign_result *r)
 
 /* The training curve comes from the campaign file, the profile stage's record of it. */
 static void html_loss(FILE *f, const peat_campaign_result *r)
+/* The golden training loss, read back from the campaign file (the profile stage's record of it);
+ * left out when the file cannot be read. */
+/* Predicted and actual time per stage of a --budget run. */
+static void html_timing(FILE *f, const peat_campaign_result *r)
+{
+    if (!(r->budget_s > 0)) return;
+    const char *n[] = {"plan", "profile", "playback", "analyze", "total"};
+    double p[] = {r->t_plan, r->pred_profile, r->pred_playback, r->pred_analyze, r->pred_total};
+    double a[] = {r->t_plan, r->t_profile, r->t_playback, r->t_analyze, r->t_total};
+    fprintf(f,
+            "<h2>Time: predicted and actual (budget %.1f s)</h2>\n<table><tr><th>stage</th>"
+            "<th>predicted s</th><th>actual s</th></tr>\n",
+            r->budget_s);
+    for (int i = 0; i < 5; i++)
+        fprintf(f, "<tr><td>%s</td><td>%.2f</td><td>%.2f</td></tr>\n", n[i], p[i], a[i]);
+    fputs("</table>\n<p><small>", f);
+    peat_report_escape(f, r->plan_note);
+    if (r->n_budget_skipped > 0)
+        fprintf(f,
+                "; %lld of %lld recorded calls not replayed (the run went slower than "
+                "predicted)",
+                (long long)r->n_budget_skipped, (long long)r->n_records);
+    fputs("</small></p>\n", f);
+}
+
+static void html_loss_curve(FILE *f, const char *out_dir)
 {
     char h5[600];
     snprintf(h5, sizeof h5, "%s/campaign.h5", r->out_dir);
@@ -344,6 +370,7 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     html_heatmaps(f, r);
     html_coverage(f, r);
     html_loss(f, r);
+    html_timing(f, r);
     fputs("<h2>Reproduce</h2><pre id=\"command\">", f);
     peat_report_escape(f, o->argv && o->argv[0] ? o->argv : "(command line not recorded)");
     fprintf(f,

@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 
-#include "harness/campaign.h"
 #include "harness/latency.h"
 
 typedef struct peat_latency_opts {
@@ -42,28 +41,6 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
 /* `peat predict --kernel K [--flow F]`, for a campaign of iters x calls */
 peat_status peat_latency_cli_predict(const peat_latency_opts *o, int64_t iters, int64_t calls,
                                      FILE *out);
-/* A `peat run --budget` plan and, after the run, what it cost. */
-typedef struct peat_latency_run {
-    double budget_s;
-    double t_start; /* when planning began (peat_predictor_now) */
-    double plan_s;  /* what planning took (device, calibration or cache, flow capture) */
-    double core_share;
-    peat_pred_plan plan;
-    peat_pred_costs costs;
-    /* budget control: when playback began (wall, CPU), the pace of the calls replayed so far
-     * (actual / predicted) and the share of a core the process got meanwhile */
-    double t_playback, cpu_playback, slow, share;
-} peat_latency_run;
-
-/* Plans the campaign of o to fit budget_s (counting the planning itself): sets o->iters and
- * o->calls, and the deadline that stops playback early when the machine runs slower than
- * predicted; refuses a budget below the smallest useful campaign with the minimum it needs. lr
- * must outlive the campaign run. */
-peat_status peat_latency_run_plan(peat_campaign_opts *o, double budget_s, peat_latency_run *lr,
-                                  FILE *out);
-/* Predicted vs actual time per stage, after the campaign. */
-void peat_latency_run_print(FILE *f, const peat_latency_run *lr, const peat_campaign_result *r);
-
 /* "90s", "90", "5m", "1h" -> seconds */
 peat_status peat_latency_duration_parse(const char *s, double *seconds);
 

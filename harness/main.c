@@ -1,11 +1,12 @@
-/* main.c: the `peat` command line: list, run, inspect, calibrate, help. Argument handling only:
- * the options are tables (harness/options.c); the work is the library's. Exit 0 pass, 1 fail, 2
- * usage/input. */
+/* main.c: the `peat` command line: list, run, inspect, calibrate, calibrate-latency, predict, help.
+ * Argument handling only: the options are tables (harness/options.c); the work is the library's.
+ * Exit 0 pass, 1 fail, 2 usage/input. */
 #include "harness/calibrate.h"
 #include "harness/ci.h"
 #include "harness/cmdline.h"
 #include "harness/campaign.h"
 #include "harness/harness.h"
+#include "harness/latency_cli.h"
 #include "harness/options.h"
 #include "inject/inject.h"
 #include "peat/backend.h"
@@ -172,14 +173,57 @@ static int cmd_calibrate(int argc, char **argv, const char *cmdline)
     return diag * 100 >= 95 * (int)o.trials * peat_calibrate_cases() ? EXIT_PASS : EXIT_KERNEL_FAIL;
 }
 
+static const peat_cli_latency_opts latency_defaults = {.backend = "cpu"};
+/* predict: the kernel's own backend unless one is given */
+static const peat_cli_latency_opts predict_defaults = {.calls = PEAT_CAMPAIGN_DEFAULT_CALLS};
+
+static int cmd_calibrate_latency(int argc, char **argv, const char *cmdline)
+{
+    peat_cli_latency_opts o = latency_defaults;
+    peat_status st = peat_cli_parse(&peat_cli_calibrate_latency, argc, argv, &o);
+    if (st == PEAT_OK) st = peat_latency_cli_calibrate(o.backend, o.cache_dir, o.force, stdout);
+    return st == PEAT_OK ? EXIT_PASS : die_status(st);
+}
+
+static int cmd_predict(int argc, char **argv, const char *cmdline)
+{
+    peat_cli_latency_opts o = predict_defaults;
+    peat_status st = peat_cli_parse(&peat_cli_predict, argc, argv, &o);
+    if (st != PEAT_OK) return die_status(st);
+    if (!o.kernel) return die("predict needs --kernel NAME (see `peat list` for kernels)");
+    peat_campaign_opts run;
+    peat_campaign_opts_default(&run);
+    peat_latency_opts lo = {.kernel = o.kernel,
+                            .flow = o.flow,
+                            .backend = o.backend,
+                            .cache_dir = o.cache_dir,
+                            .log = stderr};
+    lo.flow_cfg = peat_campaign_flow_config(&run);
+    const peat_kernel *k = NULL;
+    const char *flow = NULL;
+    st = peat_builtin_init();
+    if (st == PEAT_OK && !(k = peat_registry_find(o.kernel)))
+        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s' (see `peat list`)", o.kernel);
+    if (st == PEAT_OK) st = peat_latency_flow_for(k, o.flow, &flow);
+    if (st == PEAT_OK)
+        st = peat_latency_cli_predict(&lo, o.iters ? o.iters : peat_campaign_default_iters(flow),
+                                      o.calls, stdout);
+    return st == PEAT_OK ? EXIT_PASS : die_status(st);
+}
+
 /* The commands: `peat help` and the dispatch read this table. */
 static const struct {
     const peat_cli_cmd *cli;
     int (*run)(int argc, char **argv, const char *cmdline);
 } commands[] = {
-    {&peat_cli_run, cmd_run},         {&peat_cli_list, cmd_list},
-    {&peat_cli_inspect, cmd_inspect}, {&peat_cli_calibrate, cmd_calibrate},
-    {&peat_cli_ci, peat_ci_main},     {&peat_cli_diff, peat_diff_main},
+    {&peat_cli_run, cmd_run},
+    {&peat_cli_ci, peat_ci_main},
+    {&peat_cli_diff, peat_diff_main},
+    {&peat_cli_list, cmd_list},
+    {&peat_cli_inspect, cmd_inspect},
+    {&peat_cli_calibrate, cmd_calibrate},
+    {&peat_cli_calibrate_latency, cmd_calibrate_latency},
+    {&peat_cli_predict, cmd_predict},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -205,9 +249,11 @@ static void help_command(const peat_cli_cmd *cli)
 {
     peat_campaign_opts run;
     peat_campaign_opts_default(&run);
-    const void *defaults = cli == &peat_cli_run         ? (const void *)&run
-                           : cli == &peat_cli_calibrate ? (const void *)&calibrate_defaults
-                                                        : NULL;
+    const void *defaults = cli == &peat_cli_run                 ? (const void *)&run
+                           : cli == &peat_cli_calibrate         ? (const void *)&calibrate_defaults
+                           : cli == &peat_cli_calibrate_latency ? (const void *)&latency_defaults
+                           : cli == &peat_cli_predict           ? (const void *)&predict_defaults
+                                                                : NULL;
     peat_cli_help(stdout, cli, defaults);
 }
 
@@ -224,7 +270,7 @@ static int cmd_help(int argc, char **argv)
             return EXIT_PASS;
         }
     return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
-               "calibrate, help, version)",
+               "calibrate, calibrate-latency, predict, help, version)",
                c);
 }
 
@@ -253,7 +299,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
-    return die("unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, help, "
-               "version)",
+    return die("unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, "
+               "calibrate-latency, predict, help, version)",
                cmd);
 }

@@ -1,6 +1,7 @@
 /* options.c: the option tables of `peat run`, `list`, `calibrate` and `inspect`, and the one
  * parser and help writer that read them (ranges and choices live here only). */
 #include "harness/options.h"
+#include "harness/latency_cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,6 +19,12 @@ static peat_status check_phases(const char *v)
 {
     int fwd, bwd, opt;
     return peat_phase_parse(v, &fwd, &bwd, &opt);
+}
+
+static peat_status check_duration(const char *v)
+{
+    double s;
+    return peat_latency_duration_parse(v, &s);
 }
 
 static peat_status check_compress(const char *v)
@@ -64,6 +71,12 @@ static const peat_cli_opt run_opts[] = {
      "no progress lines, only the verdict table", NULL},
     {"json", NULL, PEAT_CLI_FLAG, RUN(json), 0, 1, 0, NULL, NULL, NULL,
      "print only the verdict, as one JSON object on stdout", NULL},
+    {"budget", "TIME", PEAT_CLI_SPEC, RUN(budget), 0, 0, 0, NULL, check_duration, NULL,
+     "plan --iters and --calls to fit TIME (90s, 5m, 1h) with the latency predictor; refused "
+     "with the minimum when too small (docs/predictor.md)",
+     NULL},
+    {"cache-dir", "DIR", PEAT_CLI_STR, RUN(cache_dir), 0, 0, 0, NULL, NULL,
+     "$PEAT_CACHE_DIR, else ~/.cache/peat", "where the latency calibration is kept", NULL},
     {"record-ops", "LIST", PEAT_CLI_SPEC, RUN(record_ops), 0, 0, 0, NULL, check_op_list,
      "the kernel's op", "ops to record: all, or e.g. gemm,softmax (the kernel's op always)",
      "recording policy (what the profiler stores in campaign.h5)"},
@@ -148,6 +161,57 @@ const peat_cli_cmd peat_cli_calibrate = {
     "Exit 0 when at least 95% of the primary findings name the injected model.",
     calibrate_opts,
     (int)(sizeof calibrate_opts / sizeof calibrate_opts[0]),
+    NULL,
+};
+
+#define LAT(field) offsetof(peat_cli_latency_opts, field)
+
+static const peat_cli_opt calibrate_latency_opts[] = {
+    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "cpu|cuda|hip", NULL, "cpu",
+     "the device whose kernels are timed", NULL},
+    {"force", NULL, PEAT_CLI_FLAG, LAT(force), 0, 1, 0, NULL, NULL, NULL,
+     "time every kernel again, even those the cache holds", NULL},
+    {"cache-dir", "DIR", PEAT_CLI_STR, LAT(cache_dir), 0, 0, 0, NULL, NULL,
+     "$PEAT_CACHE_DIR, else ~/.cache/peat", "where the calibration is kept", NULL},
+};
+
+const peat_cli_cmd peat_cli_calibrate_latency = {
+    "calibrate-latency",
+    "time every kernel at a few shapes for the latency predictor",
+    "peat calibrate-latency [--backend B] [--force]",
+    "Warms the device up, times every registered kernel of the backend (and the harness's own\n"
+    "per-call work) at a small set of shapes spanning waves and sizes, and keeps the table in\n"
+    "an HDF5 cache per device, reused until a kernel's descriptor or the device changes. Says\n"
+    "what the calibration cost.",
+    calibrate_latency_opts,
+    (int)(sizeof calibrate_latency_opts / sizeof calibrate_latency_opts[0]),
+    NULL,
+};
+
+static const peat_cli_opt predict_opts[] = {
+    {"kernel", "NAME", PEAT_CLI_STR, LAT(kernel), 0, 0, 0, NULL, NULL, NULL,
+     "candidate kernel; required", NULL},
+    {"flow", "NAME", PEAT_CLI_STR, LAT(flow), 0, 0, 0, NULL, NULL,
+     "the first flow that calls the kernel's op", "training flow", NULL},
+    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "auto|cpu|cuda|hip", NULL, NULL,
+     "device backend; auto is the kernel's own", NULL},
+    {"iters", "N", PEAT_CLI_I64, LAT(iters), 0, 1, 1000000, NULL, NULL, "the flow's default",
+     "training iterations of the campaign to predict", NULL},
+    {"calls", "N", PEAT_CLI_I64, LAT(calls), 0, 1, 1000000, NULL, NULL,
+     STR_OF(PEAT_CAMPAIGN_DEFAULT_CALLS), "recorded calls of the campaign to predict", NULL},
+    {"cache-dir", "DIR", PEAT_CLI_STR, LAT(cache_dir), 0, 0, 0, NULL, NULL,
+     "$PEAT_CACHE_DIR, else ~/.cache/peat", "where the latency calibration is kept", NULL},
+};
+
+const peat_cli_cmd peat_cli_predict = {
+    "predict",
+    "what a campaign will cost:  peat predict --kernel gemm_new --flow gpt",
+    "peat predict --kernel NAME [--flow F] [options]",
+    "Predicts, from the latency calibration (made first if missing), the time of each op call of\n"
+    "the kernel's op in one training iteration (golden, candidate, exact, recorded, replayed),\n"
+    "of an iteration, and of each campaign stage with the total.",
+    predict_opts,
+    (int)(sizeof predict_opts / sizeof predict_opts[0]),
     NULL,
 };
 

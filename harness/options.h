@@ -59,7 +59,15 @@ typedef struct peat_cli_calibrate_opts {
     uint64_t seed;
 } peat_cli_calibrate_opts;
 
-extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect;
+/* `peat calibrate-latency` and `peat predict` options. */
+typedef struct peat_cli_latency_opts {
+    const char *kernel, *flow, *backend, *cache_dir;
+    int64_t iters, calls;
+    int force;
+} peat_cli_latency_opts;
+
+extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect,
+    peat_cli_calibrate_latency, peat_cli_predict;
 
 /* The row of option argument arg ("--name", "--name=VALUE") in cmd's table, or NULL. */
 const peat_cli_opt *peat_cli_find(const peat_cli_cmd *cmd, const char *arg);

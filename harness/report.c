@@ -47,8 +47,43 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
             "%.1f s)\n",
             verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
             r->t_playback, r->t_total);
+    peat_report_timing(f, r, 0);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
+}
+
+void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
+{
+    if (!(r->budget_s > 0)) return;
+    struct {
+        const char *name;
+        double pred, act;
+    } rows[] = {
+        {"plan", r->t_plan, r->t_plan},
+        {"profile", r->pred_profile, r->t_profile},
+        {"playback", r->pred_playback, r->t_playback},
+        {"analyze", r->pred_analyze, r->t_analyze},
+        {"total", r->pred_total, r->t_total},
+    };
+    fprintf(f,
+            markdown ? "\n## Time: predicted and actual (budget %.1f s)\n\n| stage | "
+                       "predicted s | actual s | error |\n|---|---|---|---|\n"
+                     : "\nbudget %.1f s: predicted and actual time per stage\n",
+            r->budget_s);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double e = rows[i].act > 0 ? 100 * (rows[i].pred - rows[i].act) / rows[i].act : 0;
+        fprintf(f,
+                markdown ? "| %s | %.2f | %.2f | %+.0f%% |\n" : "  %-9s %8.2f s %8.2f s %+5.0f%%\n",
+                rows[i].name, rows[i].pred, rows[i].act, e);
+    }
+    fprintf(f, markdown ? "\n%s.\n" : "  (%s)\n", r->plan_note);
+    if (r->n_budget_skipped > 0)
+        fprintf(f,
+                markdown ? "\nThe run went slower than predicted: %lld of %lld recorded calls "
+                           "were not replayed, to end within the budget.\n"
+                         : "  the run went slower than predicted: %lld of %lld recorded calls "
+                           "were not replayed, to end within the budget\n",
+                (long long)r->n_budget_skipped, (long long)r->n_records);
 }
 
 /* ---- small JSON/XML writers ---- */
@@ -171,8 +206,16 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
         (long long)r->n_checkpoints);
     fprintf(f,
             "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"reference\": %.3f, "
-            "\"analyzer\": %.3f, \"analyze\": %.3f, \"total\": %.3f}\n}\n",
+            "\"analyzer\": %.3f, \"analyze\": %.3f, \"total\": %.3f}",
             r->t_profile, r->t_playback, r->t_reference, r->t_analyzer, r->t_analyze, r->t_total);
+    if (r->budget_s > 0)
+        fprintf(f,
+                ",\n  \"predicted_s\": {\"budget\": %.3f, \"plan\": %.3f, \"profile\": %.3f, "
+                "\"playback\": %.3f, \"analyze\": %.3f, \"total\": %.3f, \"calls_not_replayed\": "
+                "%lld}",
+                r->budget_s, r->t_plan, r->pred_profile, r->pred_playback, r->pred_analyze,
+                r->pred_total, (long long)r->n_budget_skipped);
+    fputs("\n}\n", f);
     return PEAT_OK;
 }
 
@@ -208,6 +251,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy,
             (long long)r->n_stored_records, (long long)r->n_activation_records,
             (long long)r->n_checkpoints, (unsigned long long)o->seed, r->t_total);
+    peat_report_timing(f, r, 1);
     if (o->argv && o->argv[0]) fprintf(f, "\nReproduce:\n\n```sh\n%s\n```\n", o->argv);
     return PEAT_OK;
 }

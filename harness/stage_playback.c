@@ -115,6 +115,10 @@ peat_status peat_stage_playback(peat_campaign *c)
     peat_progress_begin(&pr, stdout, c->o->quiet, "playback", c->recs.n);
     for (int64_t i = 0; i < c->recs.n; i++) {
         peat_progress_step(&pr, i, NULL);
+        if (peat_stage_plan_stop(c, i + 1)) {
+            c->res->n_budget_skipped = c->recs.n - i;
+            break;
+        }
         PEAT_TRY(replay(c, i, isolate));
     }
     peat_progress_step(&pr, c->recs.n, NULL);

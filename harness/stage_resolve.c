@@ -1,5 +1,6 @@
-/* stage_resolve.c: the resolve stage: plugins, kernel, backend and device, flow, run size, output
- * directory, and the campaign file (created, or reopened to resume). */
+/* stage_resolve.c: the resolve stage (plugins, kernel, backend and device, flow, run size) and,
+ * after plan, the open stage (output directory, the campaign file created or reopened to resume).
+ */
 #define _DEFAULT_SOURCE /* gethostname */
 #include "harness/harness.h"
 #include "harness/stages.h"
@@ -240,7 +241,12 @@ peat_status peat_stage_resolve(peat_campaign *c)
 {
     PEAT_TRY(resolve_kernel(c));
     PEAT_TRY(resolve_backend(c));
-    PEAT_TRY(resolve_flow(c));
+    return resolve_flow(c);
+}
+
+/* After plan (which may size the run): the output directory and the campaign file. */
+peat_status peat_stage_open(peat_campaign *c)
+{
     PEAT_TRY(resolve_out_dir(c));
     policy_string(c);
     return c->o->resume ? store_resume(c) : store_create(c);

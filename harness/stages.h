@@ -5,6 +5,7 @@
 #include "analyzer/analyzer.h"
 #include "harness/campaign.h"
 #include "peat/backend.h"
+#include "predictor/predictor.h"
 #include "store/store.h"
 
 /*
@@ -47,10 +48,16 @@ typedef struct peat_campaign {
     peat_device_info dev;
     char backend_name[16];
     int64_t iters, calls;
-    /* resolve: the campaign file (partial until commit) and what decides its records */
+    /* plan (--budget): the model's unit costs, and the deadline that steers playback (the pace
+     * of the replayed calls, the core share the process gets: stage_plan.c) */
+    int planned;
+    double deadline;
+    peat_pred_costs costs;
+    double core_share, cpu_planned, t_playback, cpu_playback, slow, share, share_profile;
+    /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
     char policy[256];
-    peat_store_t *store; /* open from resolve to the end of profile; later stages reopen it */
+    peat_store_t *store; /* open from "open" to the end of profile; later stages reopen it */
 
     /* profile: recorded calls of the kernel's op (to replay), and what the inputs hold */
     peat_record_list recs;
@@ -67,12 +74,18 @@ void peat_campaign_free(peat_campaign *c);
 
 /* The stages, in pipeline order. */
 peat_status peat_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
+peat_status peat_stage_plan(peat_campaign *c);     /* stage_plan.c */
+peat_status peat_stage_open(peat_campaign *c);     /* stage_resolve.c */
 peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
 peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
 peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
 peat_status peat_stage_report(peat_campaign *c);   /* report.c */
+
+/* Whether playback should stop before replaying call number `replayed` (1-based) to end within
+ * the budget (stage_plan.c; always 0 without one). */
+int peat_stage_plan_stop(peat_campaign *c, int64_t replayed);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */
