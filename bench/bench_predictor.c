@@ -62,15 +62,18 @@ static double fit_utilisation(const peat_kernel *k, const peat_pred_device *d,
 static peat_status bench_kernel(const peat_kernel *k, const peat_pred_device *d, int repeats,
                                 errs *e)
 {
+    /* calibration and held-out shapes timed in the same sweeps: both see the same load, so
+     * the error measured is the model's, not the machine's drift between two moments */
+    int cal[PEAT_PRED_MAX_POINTS], sizes[PEAT_PRED_MAX_POINTS], nc = 0, n = 0;
+    double t_cal[PEAT_PRED_MAX_POINTS], meas[PEAT_PRED_MAX_POINTS];
+    memset(e, 0, sizeof *e);
+    PEAT_TRY(peat_predictor_time_families(k, repeats, MIN_S, &nc, cal, t_cal, &n, sizes, meas));
     peat_pred_ktable kt;
-    PEAT_TRY(peat_predictor_calibrate_kernel(k, d, MIN_S, 5, &kt));
+    PEAT_TRY(peat_predictor_ktable_fit(k, d, nc, cal, t_cal, &kt));
     peat_pred_table tab = {.dev = *d};
     PEAT_TRY(peat_predictor_table_add(&tab, &kt));
     double u = fit_utilisation(k, d, &kt);
-    int sizes[PEAT_PRED_MAX_POINTS], n = 0;
-    double meas[PEAT_PRED_MAX_POINTS];
-    memset(e, 0, sizeof *e);
-    peat_status st = peat_predictor_time_sizes(k, 1, repeats, MIN_S, &n, sizes, meas);
+    peat_status st = PEAT_OK;
     for (int i = 0; st == PEAT_OK && i < n; i++) {
         peat_op_params p;
         double t = meas[i], pred = 0;

@@ -1,24 +1,24 @@
 /* latency_work.c: the harness's own per-call work (recording, analysis, isolation, dispatch)
  * calibrated like a kernel: timed on synthetic calls at a few sizes, interpolated in between. */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, mkdtemp */
+#define _DEFAULT_SOURCE /* mkdtemp, MAP_ANONYMOUS, madvise */
 #include "harness/latency.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "analyzer/analyzer.h"
+#include "harness/isolate.h"
 #include "store/store.h"
 
 static const peat_kernel work_kernels[PEAT_WORK_COUNT] = {
     {.name = "harness.record", .backend = "cpu", .desc = "clone a call, write it to the file"},
     {.name = "harness.analyze", .backend = "cpu", .desc = "errors of N output elements added"},
     {.name = "harness.signature", .backend = "cpu", .desc = "signatures of N elements (sorts)"},
-    {.name = "harness.isolate", .backend = "cpu", .desc = "fork, shared outputs, wait; at RSS"},
+    {.name = "harness.isolate", .backend = "cpu", .desc = "a call through isolate.c, at RSS (4K)"},
     {.name = "harness.dispatch", .backend = "cpu", .desc = "one op call through exec + hook"},
 };
 
@@ -219,42 +219,55 @@ static peat_status cal_signature(double *x, double *t, int *n)
     return cal_analysis(x, t, n, 1);
 }
 
-/* Isolation: a shared output page, fork, the child exits, the parent waits (wall clock: the
- * child's time is not this thread's). The fork copies the page tables of everything the process
- * holds, so it is timed with 0, 16 and 64 MiB of extra resident memory (x = those bytes). */
-static double fork_once(void)
+/* Isolation: one call through the playback's own isolation (harness/isolate.c: shared outputs,
+ * fork, the child runs the kernel, the parent polls for its end) with a one-element kernel, on the
+ * wall clock (the child's time is not this thread's). The fork copies the page tables of
+ * everything the process holds, so it is timed with 0, 16 and 64 MiB of extra resident memory
+ * (x = those bytes). */
+static peat_status isolate_once(const peat_kernel *k, const peat_pred_call *c, double *sec)
 {
+    peat_args a = c->a;
+    a.n_out = 0;
+    PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
+    char why[256];
     double t0 = peat_predictor_now();
-    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) _exit(0);
-    int status = 0;
-    if (pid > 0) waitpid(pid, &status, 0);
-    munmap(p, 4096);
-    return pid < 0 ? -1 : peat_predictor_now() - t0;
+    peat_status st = peat_isolate_run(k, &a, 1, 30.0, why, sizeof why);
+    *sec = peat_predictor_now() - t0;
+    peat_isolate_outputs_free(&a);
+    return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
 }
 
 static peat_status cal_isolate(double *x, double *t, int *n)
 {
     static const size_t extra[] = {0, (size_t)16 << 20, (size_t)64 << 20};
+    const peat_kernel *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, "cpu");
+    if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden relu");
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1;
+    peat_pred_call c;
+    PEAT_TRY(peat_predictor_call_alloc(k, &p, 1, &c));
+    peat_status st = PEAT_OK;
     *n = 0;
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-        char *mem = extra[i] ? malloc(extra[i]) : NULL;
-        if (extra[i] && !mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "isolation calibration");
-        if (mem) memset(mem, 1, extra[i]);
+    for (size_t i = 0; st == PEAT_OK && i < sizeof extra / sizeof extra[0]; i++) {
+        /* in small pages, as a campaign's many records and samples are (one huge-page block
+         * would fork in a few page-table entries) */
+        char *mem = extra[i] ? mmap(NULL, extra[i], PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                             : NULL;
+        if (mem == MAP_FAILED) st = PEAT_ERROR(PEAT_ERR_NOMEM, "isolation calibration");
+        if (st == PEAT_OK && mem) {
+            madvise(mem, extra[i], MADV_NOHUGEPAGE);
+            memset(mem, 1, extra[i]);
+        }
         double r[7];
-        for (int rep = 0; rep < 7; rep++)
-            if ((r[rep] = fork_once()) < 0) {
-                free(mem);
-                return PEAT_ERROR(PEAT_ERR_INTERNAL, "fork failed");
-            }
-        free(mem);
+        for (int rep = 0; st == PEAT_OK && rep < 7; rep++) st = isolate_once(k, &c, &r[rep]);
+        if (mem && mem != MAP_FAILED) munmap(mem, extra[i]);
         x[*n] = extra[i] ? (double)extra[i] : 1.0;
-        t[(*n)++] = median(r, 7);
+        if (st == PEAT_OK) t[(*n)++] = median(r, 7);
     }
-    return PEAT_OK;
+    peat_predictor_call_free(&c);
+    return st;
 }
 
 static peat_status noop_hook(void *user, const peat_kernel *k, const peat_args *a,

@@ -88,7 +88,8 @@ peat_status peat_stage_plan(peat_campaign *c)
 /* What the campaign still needs once `replayed` calls are replayed (the one about to run
  * included), as the load of a shared machine changes under a plan: the calls at the pace the
  * replayed ones actually went (the profile stage's pace before there are a few), the closing
- * signatures (CPU seconds predicted) at the share of a core the process gets now. */
+ * signatures (CPU seconds predicted) at the share of a core the CPU-bound profile stage got
+ * (playback's own share is no measure: the parent sleeps while a child runs the candidate). */
 static double tail_s(peat_campaign *c, int64_t replayed)
 {
     const peat_pred_costs *k = &c->costs;
@@ -97,18 +98,15 @@ static double tail_s(peat_campaign *c, int64_t replayed)
         k->isolate.n ? peat_predictor_ktable_eval(&k->isolate, 0.5 * n * k->bytes_per_call) : 0;
     if (replayed == 1) {
         /* the profile stage is CPU-bound in this process: its share of a core is the one the
-         * closing signatures will get, unless the load rises (below) */
+         * closing signatures will get */
         c->t_playback = now, c->cpu_playback = cpu;
         double prof = c->res->pred_profile;
         c->slow = prof > 0 ? c->res->t_profile / prof : 1.0;
         c->share =
             c->res->t_profile > 0 ? (cpu - c->cpu_planned) / c->res->t_profile : c->core_share;
-        c->share_profile = c->share;
     } else if (replayed > 8 && now > c->t_playback) {
         double pred = (n - 1) * (k->replay_s + iso);
         if (pred > 0) c->slow = (now - c->t_playback) / pred;
-        double recent = (cpu - c->cpu_playback) / (now - c->t_playback);
-        c->share = recent < c->share_profile ? recent : c->share_profile;
     }
     double slow = c->slow < 0.8 ? 0.8 : c->slow;
     double share = c->share > 0.05 ? c->share : 0.05;

@@ -53,7 +53,7 @@ typedef struct peat_campaign {
     int planned;
     double deadline;
     peat_pred_costs costs;
-    double core_share, cpu_planned, t_playback, cpu_playback, slow, share, share_profile;
+    double core_share, cpu_planned, t_playback, cpu_playback, slow, share;
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
     char policy[256];

@@ -50,7 +50,7 @@ peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call 
     return PEAT_OK;
 }
 
-/* Calls of k at the sizes of its op's family (the held-out family when odd). */
+/* Calls of k at the sizes of its op's family (the held-out family when odd), appended to c. */
 static peat_status alloc_calls(const peat_kernel *k, int odd, peat_pred_call *c, int *sizes, int *n)
 {
     *n = peat_predictor_sizes(k->op, odd, sizes, PEAT_PRED_MAX_POINTS);
@@ -66,25 +66,36 @@ static peat_status alloc_calls(const peat_kernel *k, int odd, peat_pred_call *c,
     return PEAT_OK;
 }
 
-peat_status peat_predictor_time_sizes(const peat_kernel *k, int odd, int passes, double min_s,
-                                      int *n, int *sizes, double *t)
+peat_status peat_predictor_time_families(const peat_kernel *k, int passes, double min_s, int *n_cal,
+                                         int *cal, double *t_cal, int *n_odd, int *odd,
+                                         double *t_odd)
 {
-    enum { MAXP = 15 };
-    peat_pred_call c[PEAT_PRED_MAX_POINTS];
-    double r[PEAT_PRED_MAX_POINTS][MAXP];
+    enum { MAXP = 15, MAXC = 2 * PEAT_PRED_MAX_POINTS };
+    peat_pred_call c[MAXC];
+    double r[MAXC][MAXP];
     if (passes < 1 || passes > MAXP) passes = 3;
-    PEAT_TRY(alloc_calls(k, odd, c, sizes, n));
+    int nc = 0, no = 0;
+    PEAT_TRY(alloc_calls(k, 0, c, cal, &nc));
+    if (odd) {
+        peat_status st = alloc_calls(k, 1, c + nc, odd, &no);
+        if (st != PEAT_OK) {
+            for (int i = 0; i < nc; i++) peat_predictor_call_free(&c[i]);
+            return st;
+        }
+    }
     peat_status st = PEAT_OK;
     /* passes sweep all sizes in turn, so a burst of load from elsewhere hits one pass of several
      * sizes instead of every pass of one size; the median over passes drops it */
     for (int pass = 0; st == PEAT_OK && pass < passes; pass++)
-        for (int i = 0; st == PEAT_OK && i < *n; i++)
+        for (int i = 0; st == PEAT_OK && i < nc + no; i++)
             st = peat_predictor_time_call(k, &c[i], min_s, 64, &r[i][pass]);
-    for (int i = 0; i < *n; i++) {
+    for (int i = 0; i < nc + no; i++) {
         qsort(r[i], (size_t)passes, sizeof r[i][0], cmp_double);
-        t[i] = r[i][passes / 2];
+        *(i < nc ? &t_cal[i] : &t_odd[i - nc]) = r[i][passes / 2];
         peat_predictor_call_free(&c[i]);
     }
+    *n_cal = nc;
+    if (n_odd) *n_odd = no;
     return st;
 }
 
@@ -136,8 +147,8 @@ static double loo_error(int n, const double *x, const double *t)
     return e + 1e-12;
 }
 
-peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
-                                            double min_s, int passes, peat_pred_ktable *kt)
+peat_status peat_predictor_ktable_fit(const peat_kernel *k, const peat_pred_device *d, int n,
+                                      const int *sizes, const double *t, peat_pred_ktable *kt)
 {
     memset(kt, 0, sizeof *kt);
     snprintf(kt->kernel, sizeof kt->kernel, "%.63s", k->name);
@@ -145,10 +156,8 @@ peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pre
     peat_pred_clock clk;
     peat_predictor_clock_read(k->backend, 0, &clk);
     kt->clock_mhz = clk.mhz;
-    int sizes[PEAT_PRED_MAX_POINTS], n = 0;
-    double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
-    PEAT_TRY(peat_predictor_time_sizes(k, 0, passes, min_s, &n, sizes, t));
     /* the class whose variable interpolates the measured points best (docs/predictor.md) */
+    double x[PEAT_PRED_MAX_POINTS];
     peat_op_params p;
     peat_pred_gemm_view v;
     peat_predictor_shape(k->op, sizes[0], 0, &p);
@@ -166,9 +175,24 @@ peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pre
         peat_predictor_shape(k->op, sizes[i], 0, &p);
         x[i] = peat_predictor_x(k, d, kt->cls, &p);
     }
-    PEAT_TRY(retime_outliers(k, sizes, n, x, t, min_s));
     /* the empty call: the smallest size, extrapolated to no work along the first segment */
     double over = n > 1 ? t[0] - x[0] * (t[1] - t[0]) / (x[1] - x[0]) : 0.0;
     if (over < 0 || over > t[0]) over = over < 0 ? 0.0 : t[0];
     return peat_predictor_ktable_build(kt, n, x, t, over);
+}
+
+peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
+                                            double min_s, int passes, peat_pred_ktable *kt)
+{
+    int sizes[PEAT_PRED_MAX_POINTS], n = 0;
+    double t[PEAT_PRED_MAX_POINTS], x[PEAT_PRED_MAX_POINTS];
+    PEAT_TRY(peat_predictor_time_families(k, passes, min_s, &n, sizes, t, NULL, NULL, NULL));
+    PEAT_TRY(peat_predictor_ktable_fit(k, d, n, sizes, t, kt));
+    for (int i = 0; i < n; i++) {
+        peat_op_params p;
+        peat_predictor_shape(k->op, sizes[i], 0, &p);
+        x[i] = peat_predictor_x(k, d, kt->cls, &p);
+    }
+    PEAT_TRY(retime_outliers(k, sizes, n, x, t, min_s));
+    return peat_predictor_ktable_fit(k, d, n, sizes, t, kt);
 }

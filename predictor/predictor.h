@@ -171,10 +171,16 @@ int peat_predictor_sizes(peat_op_kind op, int odd, int *sizes, int max);
 /* Model variable of a call: wave work (compute) or bytes (memory). */
 double peat_predictor_x(const peat_kernel *k, const peat_pred_device *d, peat_pred_class cls,
                         const peat_op_params *p);
-/* Median over passes of the call time of k at each size of its op's family (held-out family when
- * odd): fills *n sizes and their times. */
-peat_status peat_predictor_time_sizes(const peat_kernel *k, int odd, int passes, double min_s,
-                                      int *n, int *sizes, double *t);
+/* Median over passes of the call time of k at each size of its op's calibration family (and,
+ * when odd is not NULL, of the held-out family, timed in the same sweeps): fills the sizes and
+ * times of each. */
+peat_status peat_predictor_time_families(const peat_kernel *k, int passes, double min_s, int *n_cal,
+                                         int *cal, double *t_cal, int *n_odd, int *odd,
+                                         double *t_odd);
+/* A kernel's table from times t at its calibration family's sizes: the class whose variable
+ * interpolates the points best (leave-one-out), the overhead, the interpolation. */
+peat_status peat_predictor_ktable_fit(const peat_kernel *k, const peat_pred_device *d, int n,
+                                      const int *sizes, const double *t, peat_pred_ktable *kt);
 /* Calibrates one kernel: times it at its op's sizes on this device (each size: median of passes
  * sweeps, each timing >= min_s). */
 peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,

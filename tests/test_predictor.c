@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness/harness.h"
@@ -512,4 +513,65 @@ Test(calibrate, table_reproduces_its_points_and_classes)
         for (int j = 1; j < kt.n; j++) cr_assert(kt.t[j] >= kt.t[j - 1] && kt.x[j] > kt.x[j - 1]);
         if (i == 1) cr_assert_eq(kt.cls, PEAT_PRED_MEMORY, "softmax has no tiles: memory");
     }
+}
+
+/* ---- the commands (the peat binary) ---- */
+
+static char out_buf[1 << 16], err_buf[1 << 12];
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t k = fread(buf, 1, n - 1, f);
+    buf[k] = 0;
+    fclose(f);
+}
+
+/* Runs `peat ARGS` with stdout and stderr captured; returns the exit status. */
+static int peat(const char *args)
+{
+    char cmd[2048], o[128], e[128];
+    snprintf(o, sizeof o, "%s/stdout", tmpdir);
+    snprintf(e, sizeof e, "%s/stderr", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", PEAT_TEST_BIN, args, o, e);
+    int rc = system(cmd);
+    slurp(o, out_buf, sizeof out_buf);
+    slurp(e, err_buf, sizeof err_buf);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(cli, calibrate_predict_budget, .init = mktmp, .timeout = 600)
+{
+    char a[512];
+    snprintf(a, sizeof a, "calibrate-latency --cache-dir %s", tmpdir);
+    cr_assert_eq(peat(a), 0, "%s", err_buf);
+    cr_assert(strstr(out_buf, "calibration cost") && strstr(out_buf, "reused 0 from the cache"),
+              "first calibration measures everything:\n%s", out_buf);
+    cr_assert(strstr(out_buf, "gemm_new") && strstr(out_buf, "harness.signature"));
+    cr_assert(strstr(out_buf, "clock: "), "the clock (or that it is unknown) is reported");
+    cr_assert_eq(peat(a), 0, "%s", err_buf);
+    cr_assert(strstr(out_buf, "calibrated 0 kernels"), "the cache is reused:\n%s", out_buf);
+
+    snprintf(a, sizeof a, "predict --kernel gemm_new --flow mlp --cache-dir %s", tmpdir);
+    cr_assert_eq(peat(a), 0, "%s", err_buf);
+    const char *want[] = {"per op call", "per iteration", "profile", "playback",
+                          "fi-trials",   "runtime-fi",    "total"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(out_buf, want[i]), "predict shows '%s':\n%s", want[i], out_buf);
+
+    snprintf(a, sizeof a, "run --kernel gemm_new --budget 0.001s --cache-dir %s --out %s/r", tmpdir,
+             tmpdir);
+    cr_assert_eq(peat(a), 2, "a budget below the minimum is refused");
+    cr_assert(strstr(err_buf, "too small") && strstr(err_buf, "needs"), "%s", err_buf);
+    snprintf(a, sizeof a, "run --kernel gemm_new --budget 90x --out %s/r", tmpdir);
+    cr_assert_eq(peat(a), 2);
+    cr_assert(strstr(err_buf, "budget"), "%s", err_buf);
+    snprintf(a, sizeof a, "run --kernel gemm_new --budget 60s --calls 5 --cache-dir %s --out %s/r",
+             tmpdir, tmpdir);
+    cr_assert_eq(peat(a), 2, "--budget and --calls exclude each other");
+    cr_assert(strstr(err_buf, "--budget"), "%s", err_buf);
+    snprintf(a, sizeof a, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(a), 0);
 }
