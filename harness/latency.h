@@ -20,7 +20,7 @@ typedef struct peat_latency_env {
 
 /* Describes the device of a backend ("cpu", "cuda", "hip"; "auto" = cpu) and warms it up. */
 peat_status peat_latency_env_open(const char *backend, peat_latency_env *env);
-/* Compatibility for callers that want the device and clock only. */
+/* The same, for callers that want the device and its clock only (the benchmark). */
 peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_pred_clock *clk);
 
 /* The harness's own work, calibrated like kernels (pseudo-kernels in the same table):

@@ -86,32 +86,57 @@ static void shape(int *nd, int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k, i
     (*k)++;
 }
 
+/* Inputs of the ops with a GEMM view (GEMM, conv2d family, attention); 0 for the others. */
+static int compute_inputs(peat_op_kind op, const peat_op_params *p, int *nd,
+                          int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k)
+{
+    const int64_t *i = p->i;
+    const peat_dtype F = PEAT_DTYPE_F32;
+    int64_t oh = (i[2] + 2 * i[8] - i[5]) / (i[7] > 0 ? i[7] : 1) + 1;
+    int64_t ow = (i[3] + 2 * i[8] - i[6]) / (i[7] > 0 ? i[7] : 1) + 1;
+    switch (op) {
+    case PEAT_OP_GEMM:
+        shape(nd, s, dt, k, 3, i[5], i[0] ? i[4] : i[2], i[0] ? i[2] : i[4], 0, F);
+        shape(nd, s, dt, k, 3, i[5], i[1] ? i[3] : i[4], i[1] ? i[4] : i[3], 0, F);
+        if (p->f[1] != 0.0) shape(nd, s, dt, k, 3, i[5], i[2], i[3], 0, F);
+        return 1;
+    case PEAT_OP_CONV2D:
+        shape(nd, s, dt, k, 4, i[0], i[1], i[2], i[3], F);
+        shape(nd, s, dt, k, 4, i[4], i[1], i[5], i[6], F);
+        return 1;
+    case PEAT_OP_CONV2D_BWD_DATA:
+        shape(nd, s, dt, k, 4, i[0], i[4], oh, ow, F);
+        shape(nd, s, dt, k, 4, i[4], i[1], i[5], i[6], F);
+        return 1;
+    case PEAT_OP_CONV2D_BWD_FILTER:
+        shape(nd, s, dt, k, 4, i[0], i[1], i[2], i[3], F);
+        shape(nd, s, dt, k, 4, i[0], i[4], oh, ow, F);
+        return 1;
+    case PEAT_OP_ATTENTION:
+    case PEAT_OP_ATTENTION_BWD: /* Q K V (O L dO) */
+        for (int r = 0; r < 3; r++) shape(nd, s, dt, k, 4, i[0], i[1], i[2], i[3], F);
+        if (op == PEAT_OP_ATTENTION_BWD) {
+            shape(nd, s, dt, k, 4, i[0], i[1], i[2], i[3], F);
+            shape(nd, s, dt, k, 3, i[0], i[1], i[2], 0, F);
+            shape(nd, s, dt, k, 4, i[0], i[1], i[2], i[3], F);
+        }
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void peat_predictor_inputs(peat_op_kind op, const peat_op_params *p, int *n_in, int nd[],
                            int64_t s[][PEAT_MAX_DIMS], peat_dtype dt[])
 {
     const int64_t *i = p->i;
     const peat_dtype F = PEAT_DTYPE_F32, I = PEAT_DTYPE_I32;
     int k = 0;
-    int64_t oh = (i[2] + 2 * i[8] - i[5]) / (i[7] > 0 ? i[7] : 1) + 1;
-    int64_t ow = (i[3] + 2 * i[8] - i[6]) / (i[7] > 0 ? i[7] : 1) + 1;
+    if (compute_inputs(op, p, nd, s, dt, &k)) {
+        *n_in = k;
+        return;
+    }
     switch (op) {
-    case PEAT_OP_GEMM:
-        shape(nd, s, dt, &k, 3, i[5], i[0] ? i[4] : i[2], i[0] ? i[2] : i[4], 0, F);
-        shape(nd, s, dt, &k, 3, i[5], i[1] ? i[3] : i[4], i[1] ? i[4] : i[3], 0, F);
-        if (p->f[1] != 0.0) shape(nd, s, dt, &k, 3, i[5], i[2], i[3], 0, F);
-        break;
-    case PEAT_OP_CONV2D:
-        shape(nd, s, dt, &k, 4, i[0], i[1], i[2], i[3], F);
-        shape(nd, s, dt, &k, 4, i[4], i[1], i[5], i[6], F);
-        break;
-    case PEAT_OP_CONV2D_BWD_DATA:
-        shape(nd, s, dt, &k, 4, i[0], i[4], oh, ow, F);
-        shape(nd, s, dt, &k, 4, i[4], i[1], i[5], i[6], F);
-        break;
-    case PEAT_OP_CONV2D_BWD_FILTER:
-        shape(nd, s, dt, &k, 4, i[0], i[1], i[2], i[3], F);
-        shape(nd, s, dt, &k, 4, i[0], i[4], oh, ow, F);
-        break;
     case PEAT_OP_BIAS_ADD:
         shape(nd, s, dt, &k, 3, i[0], i[1], i[2], 0, F);
         shape(nd, s, dt, &k, 1, i[1], 0, 0, 0, F);
@@ -143,15 +168,6 @@ void peat_predictor_inputs(peat_op_kind op, const peat_op_params *p, int *n_in, 
         shape(nd, s, dt, &k, 1, i[1], 0, 0, 0, F);
         for (int r = 0; r < 2; r++) shape(nd, s, dt, &k, 1, i[0], 0, 0, 0, F);
         shape(nd, s, dt, &k, 2, i[0], i[1], 0, 0, F);
-        break;
-    case PEAT_OP_ATTENTION:
-    case PEAT_OP_ATTENTION_BWD: /* Q K V (O L dO) */
-        for (int r = 0; r < 3; r++) shape(nd, s, dt, &k, 4, i[0], i[1], i[2], i[3], F);
-        if (op == PEAT_OP_ATTENTION_BWD) {
-            shape(nd, s, dt, &k, 4, i[0], i[1], i[2], i[3], F);
-            shape(nd, s, dt, &k, 3, i[0], i[1], i[2], 0, F);
-            shape(nd, s, dt, &k, 4, i[0], i[1], i[2], i[3], F);
-        }
         break;
     case PEAT_OP_EMBEDDING:
         shape(nd, s, dt, &k, 2, i[1], i[2], 0, 0, F);

@@ -460,6 +460,16 @@ Test(plan, never_over_budget_on_synthetic_costs)
                              .trial_s = 0.005 * peat_rng_uniform(r),
                              .runtime_iter_s = 0.06 * peat_rng_uniform(r),
                              .fixed_s = 2 * peat_rng_uniform(r)};
+        /* half the tables also carry the superlinear playback curves (signatures, isolation) */
+        if (trial % 2) {
+            double ax[] = {1e3, 1e4, 1e5}, at[] = {1e-3, 2e-2 * (1 + peat_rng_uniform(r)), 0.5};
+            double ix[] = {1, 1e6, 1e8}, it[] = {1e-3, 2e-3, 0.05 * peat_rng_uniform(r) + 2e-3};
+            cr_assert_eq(peat_predictor_ktable_build(&c.analysis, 3, ax, at, 0), PEAT_OK);
+            cr_assert_eq(peat_predictor_ktable_build(&c.isolate, 3, ix, it, 1e-3), PEAT_OK);
+            c.analysis.power_tail = 1;
+            c.elems_per_call = 1e4 * peat_rng_uniform(r);
+            c.bytes_per_call = 1e6 * peat_rng_uniform(r);
+        }
         double budget = 300 * peat_rng_uniform(r);
         peat_pred_plan p, p2;
         peat_status st = peat_predictor_plan_fit(&c, &l, budget, &p);
