@@ -312,10 +312,6 @@ static void html_coverage(FILE *f, const peat_campaign_result *r)
     fputs("</table>\n", f);
 }
 
-/* The training curve comes from the campaign file, the profile stage's record of it. */
-static void html_loss(FILE *f, const peat_campaign_result *r)
-/* The golden training loss, read back from the campaign file (the profile stage's record of it);
- * left out when the file cannot be read. */
 /* Predicted and actual time per stage of a --budget run. */
 static void html_timing(FILE *f, const peat_campaign_result *r)
 {
@@ -339,7 +335,8 @@ static void html_timing(FILE *f, const peat_campaign_result *r)
     fputs("</small></p>\n", f);
 }
 
-static void html_loss_curve(FILE *f, const char *out_dir)
+/* The training curve comes from the campaign file, the profile stage's record of it. */
+static void html_loss(FILE *f, const peat_campaign_result *r)
 {
     char h5[600];
     snprintf(h5, sizeof h5, "%s/campaign.h5", r->out_dir);

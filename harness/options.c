@@ -167,7 +167,7 @@ const peat_cli_cmd peat_cli_calibrate = {
 #define LAT(field) offsetof(peat_cli_latency_opts, field)
 
 static const peat_cli_opt calibrate_latency_opts[] = {
-    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "cpu|cuda|hip", NULL, "cpu",
+    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "cpu|cuda|hip|opencl", NULL, "cpu",
      "the device whose kernels are timed", NULL},
     {"force", NULL, PEAT_CLI_FLAG, LAT(force), 0, 1, 0, NULL, NULL, NULL,
      "time every kernel again, even those the cache holds", NULL},
@@ -193,8 +193,8 @@ static const peat_cli_opt predict_opts[] = {
      "candidate kernel; required", NULL},
     {"flow", "NAME", PEAT_CLI_STR, LAT(flow), 0, 0, 0, NULL, NULL,
      "the first flow that calls the kernel's op", "training flow", NULL},
-    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "auto|cpu|cuda|hip", NULL, NULL,
-     "device backend; auto is the kernel's own", NULL},
+    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "auto|cpu|cuda|hip|opencl", NULL,
+     NULL, "device backend; auto is the kernel's own", NULL},
     {"iters", "N", PEAT_CLI_I64, LAT(iters), 0, 1, 1000000, NULL, NULL, "the flow's default",
      "training iterations of the campaign to predict", NULL},
     {"calls", "N", PEAT_CLI_I64, LAT(calls), 0, 1, 1000000, NULL, NULL,

@@ -59,7 +59,9 @@ else
 fi
 
 [ -f "$build/bench_device.log" ] && { echo; cat "$build/bench_device.log"; }
-[ -f "$build/bench_predictor.log" ] && { echo; tail -25 "$build/bench_predictor.log"; }
+for be in "$vendor" cpu; do
+  [ -f "$build/bench_predictor_$be.log" ] && { echo; echo "bench_predictor --backend $be:"; cat "$build/bench_predictor_$be.log"; }
+done
 echo
 echo "device: $device"
 printf '%-34s %-6s %8s  %s\n' check result seconds detail
