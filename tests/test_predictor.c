@@ -585,3 +585,21 @@ Test(cli, calibrate_predict_budget, .init = mktmp, .timeout = 600)
     snprintf(a, sizeof a, "rm -rf '%s'", tmpdir);
     cr_assert_eq(system(a), 0);
 }
+
+/* The roofline class: intensity against the device's ridge point (hand-computed intensities). */
+Test(views, roofline_class_by_intensity)
+{
+    peat_pred_device d = cpu_dev(1); /* peak 1e10, bandwidth 1e10: ridge 1 flop/byte */
+    peat_kernel g = {.name = "g", .op = PEAT_OP_GEMM, .out_dtype = PEAT_DTYPE_F32};
+    peat_kernel s = {.name = "s", .op = PEAT_OP_SOFTMAX, .out_dtype = PEAT_DTYPE_F32};
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[2] = p.i[3] = p.i[4] = 64, p.i[5] = 1; /* 2*64^3 flops over 3*64^2*4 bytes: 10.7 */
+    cr_assert_eq(peat_predictor_classify(&g, &p, &d), PEAT_PRED_COMPUTE);
+    d.peak_flops = 2e11; /* ridge 20 */
+    cr_assert_eq(peat_predictor_classify(&g, &p, &d), PEAT_PRED_MEMORY);
+    peat_op_params q;
+    peat_predictor_shape(PEAT_OP_SOFTMAX, 48, 0, &q);
+    d.peak_flops = 1e9; /* ridge 0.1: softmax still has no tiles */
+    cr_assert_eq(peat_predictor_classify(&s, &q, &d), PEAT_PRED_MEMORY);
+}
