@@ -96,6 +96,8 @@ peat_pred_class peat_predictor_classify(const peat_kernel *k, const peat_op_para
 /* ---- calibration tables -------------------------------------------------------------------- */
 
 #define PEAT_PRED_MAX_POINTS 12
+/* The steepest growth a power-law tail extrapolates with (docs/predictor.md). */
+#define PEAT_PRED_TAIL_MAX 1.15
 
 /* One kernel's calibration: time against the model variable x (wave work in flops for compute,
  * bytes for memory), sorted by x, times non-decreasing. */

@@ -135,8 +135,12 @@ double peat_predictor_ktable_eval(const peat_pred_ktable *kt, double x)
         }
     int l = kt->n - 1;
     if (kt->power_tail && l > 0 && kt->t[l - 1] > 0 && kt->t[l] > kt->t[l - 1]) {
+        /* the growth of the last segment, held between linear and N^1.15 (N log N over about a
+         * decade): beyond the measured range an overestimate cannot be undone by the budget
+         * control (a plan sized too small ends early), an underestimate can */
         double b = log(kt->t[l] / kt->t[l - 1]) / log(kt->x[l] / kt->x[l - 1]);
-        return kt->t[l] * pow(x / kt->x[l], b > 1.0 ? b : 1.0);
+        b = b < 1.0 ? 1.0 : b > PEAT_PRED_TAIL_MAX ? PEAT_PRED_TAIL_MAX : b;
+        return kt->t[l] * pow(x / kt->x[l], b);
     }
     /* beyond the last point: the throughput of the last segment (or of the only point) */
     double slope = l > 0 ? (kt->t[l] - kt->t[l - 1]) / (kt->x[l] - kt->x[l - 1])

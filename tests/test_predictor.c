@@ -201,6 +201,21 @@ Test(interp, monotone_between_points_even_from_noisy_points)
     cr_assert_eq(peat_predictor_ktable_build(&kt, 2, bad, t, 0), PEAT_ERR_INVAL);
 }
 
+Test(interp, power_tail_between_linear_and_its_cap)
+{
+    peat_pred_ktable kt;
+    double x[] = {1, 10, 100}, t[] = {1, 10, 400}; /* last segment grows as x^1.6 */
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 3, x, t, 0), PEAT_OK);
+    kt.power_tail = 1;
+    cr_assert_float_eq(peat_predictor_ktable_eval(&kt, 100), 400, 1e-9, "exact at the point");
+    cr_assert_float_eq(peat_predictor_ktable_eval(&kt, 1000), 400 * pow(10, PEAT_PRED_TAIL_MAX),
+                       1e-6, "capped growth");
+    double t2[] = {1, 10, 50}; /* x^0.7: no slower than linear */
+    cr_assert_eq(peat_predictor_ktable_build(&kt, 3, x, t2, 0), PEAT_OK);
+    kt.power_tail = 1;
+    cr_assert_float_eq(peat_predictor_ktable_eval(&kt, 1000), 500, 1e-9);
+}
+
 Test(interp, rows_round_trip)
 {
     peat_pred_ktable kt = table4(), back;
