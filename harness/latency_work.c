@@ -5,7 +5,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,16 +16,45 @@
 #include "harness/isolate.h"
 #include "store/store.h"
 
-static const peat_kernel work_kernels[PEAT_WORK_COUNT] = {
-    {.name = "harness.record", .backend = "cpu", .desc = "clone a call, write it to the file"},
-    {.name = "harness.analyze", .backend = "cpu", .desc = "errors of N elements added (ulp-level)"},
-    {.name = "harness.signature", .backend = "cpu", .desc = "signatures of N elements (ulp-level)"},
-    {.name = "harness.isolate", .backend = "cpu", .desc = "a call through isolate.c, at RSS (4K)"},
-    {.name = "harness.dispatch", .backend = "cpu", .desc = "one op call through exec + hook"},
+static const char *const work_names[PEAT_WORK_COUNT][2] = {
+    {"harness.record", "clone a call, write it to the file"},
+    {"harness.analyze", "errors of N elements added (ulp-level)"},
+    {"harness.signature", "signatures of N elements (ulp-level)"},
+    {"harness.isolate", "a call through isolate.c, at RSS (4K)"},
+    {"harness.dispatch", "one op call through exec + hook"},
 };
+
+/* The harness's work is this build's code: its rows hold for this executable only (its size and
+ * modification time name it), unlike a kernel's, which hold while its descriptor is unchanged. */
+static void build_id(char *buf, size_t n)
+{
+    struct stat st;
+    if (stat("/proc/self/exe", &st) == 0)
+        snprintf(buf, n, "build %llx-%llx", (unsigned long long)st.st_size,
+                 (unsigned long long)st.st_mtime);
+    else
+        snprintf(buf, n, "build unknown");
+}
+
+static peat_kernel work_kernels[PEAT_WORK_COUNT];
+static char work_desc[PEAT_WORK_COUNT][160];
+
+static void work_kernels_init(void)
+{
+    char id[64];
+    build_id(id, sizeof id);
+    for (int w = 0; w < PEAT_WORK_COUNT; w++) {
+        snprintf(work_desc[w], sizeof work_desc[w], "%s; %s", work_names[w][1], id);
+        work_kernels[w].name = work_names[w][0];
+        work_kernels[w].backend = "cpu";
+        work_kernels[w].desc = work_desc[w];
+    }
+}
 
 const peat_kernel *peat_latency_work_kernel(peat_latency_work w)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, work_kernels_init);
     return w >= 0 && w < PEAT_WORK_COUNT ? &work_kernels[w] : NULL;
 }
 
@@ -321,8 +352,8 @@ peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *k
         cal_record, cal_analyze, cal_signature, cal_isolate, cal_dispatch};
     PEAT_TRY(fns[w](x, t, &n));
     memset(kt, 0, sizeof *kt);
-    snprintf(kt->kernel, sizeof kt->kernel, "%s", work_kernels[w].name);
-    kt->desc_hash = peat_predictor_kernel_hash(&work_kernels[w]);
+    snprintf(kt->kernel, sizeof kt->kernel, "%s", work_names[w][0]);
+    kt->desc_hash = peat_predictor_kernel_hash(peat_latency_work_kernel(w));
     kt->cls = PEAT_PRED_MEMORY;
     kt->power_tail = w == PEAT_WORK_SIGNATURE;
     /* one point: a constant cost (the overhead is the point itself); isolation costs its first
