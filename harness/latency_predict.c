@@ -151,9 +151,9 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     if (an) c->analysis = *an;
     if (iso) c->isolate = *iso;
     c->elems_per_call = elems / (double)n_op;
-    /* what the process holds per replayed call: the record's inputs and golden outputs (f32),
-     * exact outputs (f64), and a 56-byte sample per element in each of the two accumulators */
-    c->bytes_per_call = bytes / (double)n_op + (8.0 + 2 * 56.0) * c->elems_per_call;
+    /* what the process holds per replayed call: the record's inputs and golden outputs (f32) and
+     * exact outputs (f64); the analyzer's accumulators are bounded (sketches, a bottom-k sample) */
+    c->bytes_per_call = bytes / (double)n_op + 8.0 * c->elems_per_call;
     scale_wall(&c->analysis, env->core_share);
     /* the profile stage's set-up: the step that counts calls, the flow's creation and the
      * held-out evaluation (a forward pass over more data): about three iterations */

@@ -213,9 +213,7 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s)
     return st;
 }
 
-/* Both analysis curves come from the same runs (measured once per process). The signatures sort
- * what was accumulated (GSL's heapsort): their cost per element grows with the total, beyond
- * N log N once the arrays leave the caches, so that curve's tail is a power law. */
+/* Both analysis curves come from the same runs (measured once per process). */
 static const int64_t an_elems[] = {4096, 16384, 65536, 262144};
 enum { AN_N = sizeof an_elems / sizeof an_elems[0] };
 
@@ -355,7 +353,8 @@ peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *k
     snprintf(kt->kernel, sizeof kt->kernel, "%s", work_names[w][0]);
     kt->desc_hash = peat_predictor_kernel_hash(peat_latency_work_kernel(w));
     kt->cls = PEAT_PRED_MEMORY;
-    kt->power_tail = w == PEAT_WORK_SIGNATURE;
+    /* the streaming analyzer's signatures grow linearly (sketches, a bounded sample): the
+     * last segment's slope extrapolates them */
     /* one point: a constant cost (the overhead is the point itself); isolation costs its first
      * point with nothing extra resident */
     double over = n == 1 || w == PEAT_WORK_ISOLATE ? t[0] : 0.0;
