@@ -69,6 +69,7 @@ typedef struct peat_gemm_props {
     int subnormal_out; /* subnormal products and sums kept */
     int subnormal16;   /* 2^-20 (fp16 subnormal, fp32 normal) kept */
     int nan_prop;      /* a NaN input gives NaN, an Inf input a non-finite output */
+    int consistent;    /* the same tests read from two columns agreed */
     int block;         /* small terms survive from this many terms on: accumulation block
                           (0 = sequential: every small term absorbed) */
 } peat_gemm_props;

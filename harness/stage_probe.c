@@ -7,6 +7,8 @@
 #include "golden/golden.h"
 
 #include <stdio.h>
+
+#define TINY_PROBE 256 /* outputs below which a probe's statistics say nothing */
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +88,20 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
     if (st == PEAT_OK) st = peat_analyzer_signature(ag, &sg);
     peat_finding f[8];
     if (st == PEAT_OK && peat_detector_run(&sc, &sg, ctx, f, 8) > 0) po->f = f[0];
+    /* a probe with a handful of outputs supports no statistical rule: only what one wrong
+     * element shows plainly (structure, wrong results, NaN, range, flushes) may fail it */
+    peat_finding_class k2 = po->f.cls;
+    if (st == PEAT_OK && sc.n_elems < TINY_PROBE && po->f.accept == PEAT_ACCEPT_FAIL &&
+        k2 != PEAT_FIND_TILE && k2 != PEAT_FIND_WRONG_RESULT && k2 != PEAT_FIND_NAN &&
+        k2 != PEAT_FIND_RANGE && k2 != PEAT_FIND_FTZ)
+        po->f.accept = PEAT_ACCEPT_WARN;
+    /* within-bound statistical patterns (a low-bit imbalance, a rounding bias, smooth or
+     * proportional noise) assume many independent errors; a probe's rows share their
+     * statistics (one mean, one rstd), so these are judged on the recorded calls only */
+    int lowbit = k2 == PEAT_FIND_STUCK_BIT && !strstr(po->f.params, "stride");
+    if (st == PEAT_OK && po->f.accept == PEAT_ACCEPT_FAIL &&
+        (lowbit || k2 == PEAT_FIND_TRUNCATION || k2 == PEAT_FIND_NOISE || k2 == PEAT_FIND_APPROX))
+        po->f.accept = PEAT_ACCEPT_WARN;
     po->eff_bits = sc.eff_bits, po->golden_eff_bits = sg.eff_bits;
     peat_analyzer_acc_free(ac);
     peat_analyzer_acc_free(ag);
@@ -137,7 +153,8 @@ static peat_status gemm_props(const peat_campaign_opts *o, const peat_kernel *k,
         res->have_props =
             peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK;
         if (res->have_props) peat_gemm_props_read(c.out[0], &again);
-        res->have_props = res->have_props && !memcmp(&again, &res->props_cand, sizeof again);
+        res->have_props = res->have_props && !memcmp(&again, &res->props_cand, sizeof again) &&
+                          res->props_cand.consistent && res->props_gold.consistent;
     }
     peat_isolate_outputs_free(&c);
     peat_args_free_outputs(&e);
