@@ -192,8 +192,8 @@ static peat_finding probe_finding(const peat_probe_outcome *p)
 {
     if (p->edge.confined && p->f.accept == PEAT_ACCEPT_FAIL) return edge_finding(p);
     peat_finding f = p->f;
-    int blowup = f.cls == PEAT_FIND_NAN || f.cls == PEAT_FIND_OUT_OF_BOUND ||
-                 f.cls == PEAT_FIND_WRONG_RESULT;
+    /* NaN/Inf or a dense loss; a few isolated wrong elements are not a range effect */
+    int blowup = f.cls == PEAT_FIND_NAN || f.cls == PEAT_FIND_WRONG_RESULT;
     if (p->tag == PEAT_PROBE_TAG_OVERFLOW && blowup) {
         f.cls = PEAT_FIND_RANGE;
         snprintf(f.params, sizeof f.params, "overflow,probe=%.60s", p->label);
@@ -300,7 +300,8 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
             best = &rec[i], best_rank = rank(&rec[i]);
     /* a narrower format seen on the recorded calls also has a narrower range: its flushed or
      * overflowing range probes are consequences, not the primary mechanism */
-    int narrow = has_class(rec, n_rec, PEAT_FIND_REDUCED_PRECISION);
+    int narrow = has_class(rec, n_rec, PEAT_FIND_REDUCED_PRECISION) ||
+                 has_class(props, n_props, PEAT_FIND_REDUCED_PRECISION);
     for (int i = 0; i < n_pr; i++) {
         mapped = probe_finding(&pr[i]);
         int r = rank(&mapped);
@@ -323,7 +324,10 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
         if (!has_class(out, n, rec[i].cls) || !best) out[n++] = rec[i];
     for (int i = 0; i < n_pr && n < max; i++) {
         mapped = probe_finding(&pr[i]);
-        if (mapped.accept == PEAT_ACCEPT_FAIL && !has_class(out, n, mapped.cls)) out[n++] = mapped;
+        /* the range a narrower format loses is said by its precision finding already */
+        int consequence = narrow && (mapped.cls == PEAT_FIND_FTZ || mapped.cls == PEAT_FIND_RANGE);
+        if (mapped.accept == PEAT_ACCEPT_FAIL && !consequence && !has_class(out, n, mapped.cls))
+            out[n++] = mapped;
     }
     return n;
 }

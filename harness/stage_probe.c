@@ -88,17 +88,20 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
     if (st == PEAT_OK) st = peat_analyzer_signature(ag, &sg);
     peat_finding f[8];
     if (st == PEAT_OK && peat_detector_run(&sc, &sg, ctx, f, 8) > 0) po->f = f[0];
-    /* a probe with a handful of outputs supports no statistical rule: only what one wrong
-     * element shows plainly (structure, wrong results, NaN, range, flushes) may fail it */
+    /* a probe with a handful of outputs supports no statistical rule, and one wrong element is
+     * half of it: only structure, NaN, range and flushes may fail it */
     peat_finding_class k2 = po->f.cls;
     if (st == PEAT_OK && sc.n_elems < TINY_PROBE && po->f.accept == PEAT_ACCEPT_FAIL &&
-        k2 != PEAT_FIND_TILE && k2 != PEAT_FIND_WRONG_RESULT && k2 != PEAT_FIND_NAN &&
-        k2 != PEAT_FIND_RANGE && k2 != PEAT_FIND_FTZ)
+        k2 != PEAT_FIND_TILE && k2 != PEAT_FIND_NAN && k2 != PEAT_FIND_RANGE && k2 != PEAT_FIND_FTZ)
         po->f.accept = PEAT_ACCEPT_WARN;
     /* within-bound statistical patterns (a low-bit imbalance, a rounding bias, smooth or
      * proportional noise) assume many independent errors; a probe's rows share their
      * statistics (one mean, one rstd), so these are judged on the recorded calls only */
     int lowbit = k2 == PEAT_FIND_STUCK_BIT && !strstr(po->f.params, "stride");
+    /* a flush seen in fewer than 4 elements of a probe is one wrong element, not a mode */
+    long long nftz = 0;
+    if (k2 == PEAT_FIND_FTZ && sscanf(po->f.params, "n=%lld", &nftz) == 1 && nftz < 4)
+        po->f.accept = PEAT_ACCEPT_WARN;
     if (st == PEAT_OK && po->f.accept == PEAT_ACCEPT_FAIL &&
         (lowbit || k2 == PEAT_FIND_TRUNCATION || k2 == PEAT_FIND_NOISE || k2 == PEAT_FIND_APPROX))
         po->f.accept = PEAT_ACCEPT_WARN;
