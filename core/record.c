@@ -107,7 +107,8 @@ static int wanted(peat_profiler_t *pr, const peat_args *a, const peat_call_info 
         if (n > p->max_elems) return 0;
     }
     int64_t idx = pr->seen[a->op]++;
-    if (idx % p->every_k != 0) return 0;
+    if (p->call_filter ? !p->call_filter(p->call_filter_user, a, info) : idx % p->every_k != 0)
+        return 0;
     if (p->max_calls > 0 && pr->recorded >= p->max_calls) return 0;
     if (p->max_per_op > 0 && pr->recorded_op[a->op] >= p->max_per_op) return 0;
     return 1;

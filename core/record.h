@@ -42,6 +42,10 @@ typedef struct peat_profile_policy {
     /* optional: record only iterations for which this returns non-zero */
     int (*iter_filter)(void *user, int64_t iter);
     void *iter_filter_user;
+    /* optional: decides, for a call that passed every check above, whether to record it
+     * (replaces every_k; the stratified sampler of `peat run` is one) */
+    int (*call_filter)(void *user, const peat_args *a, const peat_call_info *info);
+    void *call_filter_user;
 } peat_profile_policy;
 
 /* Called for each completed record; takes ownership of r. */

@@ -34,14 +34,25 @@
 #define STORAGE_BITS_MAX  16   /* outputs that all fit in <= 16 bits were stored narrow */
 #define PREC_SLACK_BITS   1.5  /* declared format: measured bits within 1.5 of its bits */
 #define APPROX_SMALL      1e-3 /* approx is small when max error <= 1e-3 of max |exact| */
+#define WRONG_BITS_MAX    3.0  /* fewer effective bits than fp8 e5m2 keeps: no format explains it */
+#define WRONG_GROSS_MIN   0.05 /* and gross errors in at least 5% of the elements */
+#define ZERO_SHARE        0.9  /* an unwritten region: >= 90% of the gross errors are zeros */
 
 const char *peat_finding_name(peat_finding_class c)
 {
     static const char *names[PEAT_FIND_COUNT] = {
-        "BIT_EXACT", "WITHIN_BOUND", "REDUCED_PRECISION", "TRUNCATION",   "FTZ",
-        "RANGE",     "BITFLIP",      "STUCK_BIT",         "TILE",         "NAN",
-        "NOISE",     "APPROX",       "NONDETERMINISTIC",  "OUT_OF_BOUND", "UNKNOWN"};
+        "BIT_EXACT",        "WITHIN_BOUND", "REDUCED_PRECISION", "TRUNCATION", "FTZ",   "RANGE",
+        "BITFLIP",          "STUCK_BIT",    "STRUCTURAL",        "NAN",        "NOISE", "APPROX",
+        "NONDETERMINISTIC", "WRONG_RESULT", "OUT_OF_BOUND",      "UNKNOWN"};
     return (unsigned)c < PEAT_FIND_COUNT ? names[c] : "?";
+}
+
+peat_finding_class peat_finding_parse(const char *name)
+{
+    for (int c = 0; c < PEAT_FIND_COUNT; c++)
+        if (!strcmp(peat_finding_name((peat_finding_class)c), name)) return (peat_finding_class)c;
+    if (!strcmp(name, "TILE")) return PEAT_FIND_TILE; /* the name STRUCTURAL had before */
+    return PEAT_FIND_COUNT;
 }
 
 const char *peat_acceptance_name(peat_acceptance a)
@@ -207,10 +218,13 @@ static int rule_range(const facts *x, out_list *o)
     const peat_signature *c = x->c, *g = x->g;
     int over = c->n_inf > g->n_inf && !isnan(c->min_exact_at_inf) &&
                c->min_exact_at_inf >= c->max_exact_finite * (1.0 - 1e-3);
-    int under = c->n_zero_introduced > g->n_zero_introduced && !isnan(c->max_exact_at_zero) &&
-                c->max_exact_at_zero >= FLT_MIN &&
-                (isnan(c->min_exact_nonzero) ||
-                 c->max_exact_at_zero <= c->min_exact_nonzero * (1.0 + 1e-3));
+    /* every output flushed is an underflow only where the values are tiny (below fp16's normal
+     * range); an all-zero output of ordinary values is an unwritten one */
+    int under =
+        c->n_zero_introduced > g->n_zero_introduced && !isnan(c->max_exact_at_zero) &&
+        c->max_exact_at_zero >= FLT_MIN &&
+        (isnan(c->min_exact_nonzero) ? c->max_exact_at_zero < 0x1p-14
+                                     : c->max_exact_at_zero <= c->min_exact_nonzero * (1.0 + 1e-3));
     if (!over && !under) return 0;
     /* name the format whose limits bracket the thresholds: fp16 overflows from 65520 (max
      * 65504) and rounds to 0 at or below 2^-25; bf16 overflows near FLT_MAX */
@@ -307,8 +321,12 @@ static int rule_bitflip(const facts *x, out_list *o)
 static int rule_tile(const facts *x, out_list *o)
 {
     const peat_signature *c = x->c;
+    /* zeros filling a box at the output's edge are an unwritten region whatever its size (a
+     * batch entry or a whole tile row never written); other boxes must be at most half */
+    int unwritten = c->n_zero_introduced >= (int64_t)(ZERO_SHARE * (double)c->n_gross) &&
+                    (c->box_at_bottom || c->box_at_right) && c->box_share < 1.0;
     if (x->gross < TILE_MIN || isnan(c->box_fill) || c->box_fill < TILE_FILL_MIN ||
-        c->box_share > TILE_SHARE_MAX || (c->gross_single_bit >= SINGLE_BIT_MIN))
+        (c->box_share > TILE_SHARE_MAX && !unwritten) || (c->gross_single_bit >= SINGLE_BIT_MIN))
         return 0;
     /* a block is a block: one wrong element per tensor is a wrong element, not a tile */
     if (c->box_rows * c->box_cols < TILE_MIN) return 0;
@@ -318,11 +336,15 @@ static int rule_tile(const facts *x, out_list *o)
         c->n_zero_introduced >= (int64_t)(0.9 * (double)c->n_gross) ? "zero" : "wrong";
     peat_finding *f;
     if (brow || bcol)
-        f = emit(o, PEAT_FIND_TILE, 0.85, PEAT_ACCEPT_FAIL, "boundary,%s=%lld,kind=%s",
-                 brow ? "rows" : "cols", (long long)(brow ? c->box_rows : c->box_cols), kind);
+        f = emit(o, PEAT_FIND_TILE, 0.85, PEAT_ACCEPT_FAIL,
+                 "boundary,%s=%lld,kind=%s,shape=%lldx%lld", brow ? "rows" : "cols",
+                 (long long)(brow ? c->box_rows : c->box_cols), kind, (long long)c->box_tensor_rows,
+                 (long long)c->box_tensor_cols);
     else
-        f = emit(o, PEAT_FIND_TILE, 0.85, PEAT_ACCEPT_FAIL, "rows=%lld,cols=%lld,kind=%s",
-                 (long long)c->box_rows, (long long)c->box_cols, kind);
+        f = emit(o, PEAT_FIND_TILE, 0.85, PEAT_ACCEPT_FAIL,
+                 "rows=%lld,cols=%lld,kind=%s,shape=%lldx%lld", (long long)c->box_rows,
+                 (long long)c->box_cols, kind, (long long)c->box_tensor_rows,
+                 (long long)c->box_tensor_cols);
     ev(f,
        "%lld gross errors fill %.0f%% of a %lldx%lld block of the %lldx%lld output (%.1f%% of it)",
        (long long)c->n_gross, 100.0 * c->box_fill, (long long)c->box_rows, (long long)c->box_cols,
@@ -345,6 +367,65 @@ static int rule_nan(const facts *x, out_list *o)
              (long long)(c->n_nan - x->g->n_nan), (long long)(c->n_inf - x->g->n_inf));
     ev(f, "%lld NaN and %lld Inf outputs where the exact result is finite (golden has %lld)",
        (long long)c->n_nan, (long long)c->n_inf, (long long)(x->g->n_nan + x->g->n_inf));
+    return 1;
+}
+
+/* A few gross errors that do not repeat: the same call run twice differs in a few elements only
+ * (a race or an order change differs in many). A transient upset (SDC), not nondeterminism. */
+static int rule_transient(const facts *x, out_list *o)
+{
+    const peat_signature *c = x->c;
+    double few = FEW_FRAC * (double)c->n_elems;
+    if (!(c->repeat_max_diff > 0.0) || x->gross <= 0 || (double)x->gross > few ||
+        (double)c->repeat_n_diff > (few > FEW_ABS ? few : FEW_ABS))
+        return 0;
+    double rate = (double)x->gross / (double)(c->n_calls > 0 ? c->n_calls : 1);
+    /* the bit is named only where the errors are single-bit: a flip inside an accumulator is
+     * spread by the terms added after it */
+    peat_finding *f =
+        c->gross_single_bit >= SINGLE_BIT_MIN
+            ? emit(o, PEAT_FIND_BITFLIP, 0.8, PEAT_ACCEPT_FAIL,
+                   "transient,bit=%d,count=%lld,rate=%.3g", x->top_bit, (long long)x->gross, rate)
+            : emit(o, PEAT_FIND_BITFLIP, 0.8, PEAT_ACCEPT_FAIL, "transient,count=%lld,rate=%.3g",
+                   (long long)x->gross, rate);
+    ev(f,
+       "%lld gross errors over %lld calls (%.3g per call), max %.3g x the bound; all other "
+       "elements as accurate as golden",
+       (long long)x->gross, (long long)c->n_calls,
+       (double)x->gross / (double)(c->n_calls > 0 ? c->n_calls : 1), c->max_norm);
+    ev(f,
+       "the same input run twice differs in only %lld elements: the error does not repeat, a "
+       "transient upset (SDC), not an order-dependent reduction",
+       (long long)c->repeat_n_diff);
+    if (c->gross_single_bit > 0)
+        ev(f, "%.0f%% of them differ from the rounded exact value in one bit (most often bit %d)",
+           100.0 * c->gross_single_bit, x->top_bit);
+    return 1;
+}
+
+/* Gross errors in many elements with next to no correct bits left: no precision format explains
+ * them (fp8 e5m2 still keeps 3 bits); the arithmetic computes another function. */
+static int rule_wrong_result(const facts *x, const peat_detector_ctx *ctx, out_list *o)
+{
+    const peat_signature *c = x->c;
+    /* inputs outside a declared narrow format's range lose every bit legitimately: that is the
+     * input-range finding (rule 16a), not another function */
+    if (ctx && (ctx->in_frac_below_normal >= 1e-3 || ctx->in_frac_above_max >= 1e-3)) return 0;
+    if (x->gross <= 0 || (double)x->gross < WRONG_GROSS_MIN * (double)c->n_elems ||
+        isnan(c->eff_bits) || c->eff_bits > WRONG_BITS_MAX || c->gross_single_bit >= SINGLE_BIT_MIN)
+        return 0;
+    peat_finding *f =
+        emit(o, PEAT_FIND_WRONG_RESULT, 0.85, PEAT_ACCEPT_FAIL, "bits=%.1f,gross=%.3f", c->eff_bits,
+             (double)x->gross / (double)c->n_elems);
+    ev(f,
+       "%lld of %lld elements (%.1f%%) wrong by more than %g bounds; effective precision %.1f "
+       "bits (golden %.1f)",
+       (long long)c->n_gross, (long long)c->n_elems,
+       100.0 * (double)c->n_gross / (double)c->n_elems, PEAT_GROSS_FACTOR, c->eff_bits,
+       x->g->eff_bits);
+    ev(f, "fewer correct bits than even fp8 (e5m2) keeps: not a precision choice but another "
+          "function (wrong index, bound, mask or scale)");
+    ev(f, "max error %.3g x the bound; median %.3g x", c->max_norm, c->p50_norm);
     return 1;
 }
 
@@ -625,7 +706,8 @@ int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
     /* the first rule that fires names the primary finding; nondeterminism is reported besides */
     int fired = rule_bit_exact(&x, &o) || rule_range(&x, &o) || rule_ftz(&x, &o) ||
                 rule_stuck(&x, &o) || rule_bitflip(&x, &o) || rule_tile(&x, &o) ||
-                rule_nan(&x, &o) || rule_stuck_lowbit(&x, &o) || rule_truncation(&x, &o) ||
+                rule_nan(&x, &o) || rule_transient(&x, &o) || rule_wrong_result(&x, ctx, &o) ||
+                rule_stuck_lowbit(&x, &o) || rule_truncation(&x, &o) ||
                 rule_precision_storage(&x, ctx, &o) || rule_approx(&x, &o) || rule_noise(&x, &o) ||
                 rule_precision(&x, ctx, &o);
     int primary = o.n ? o.f[0].cls : PEAT_FIND_COUNT;

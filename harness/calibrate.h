@@ -17,4 +17,25 @@ peat_finding_class peat_calibrate_case_expect(int i);
 peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log);
 void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials);
 
+/* ---- the defect zoo (harness/calibrate_zoo.c) ---- */
+typedef struct peat_zoo_entry {
+    char kernel[64], flow[32];
+    int honest;                /* an honest kernel: must PASS */
+    peat_finding_class expect; /* the class its defect should read as */
+    peat_finding_class found;  /* primary finding of `peat run` */
+    peat_acceptance verdict;
+    char params[128];
+} peat_zoo_entry;
+
+typedef struct peat_zoo_score {
+    int defects, caught, right, honest, false_alarms;
+} peat_zoo_score;
+
+/* Loads the zoo plugin lib, reads manifest (kernel, flow, expected class, defect|honest) and
+ * runs each kernel's default campaign on its flow (outputs under out_root); e holds up to 128. */
+peat_status peat_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
+                               uint64_t seed, peat_zoo_entry *e, int *n, FILE *log);
+/* Prints the confusion matrix (expected class x primary finding) and returns the scores. */
+peat_zoo_score peat_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n);
+
 #endif

@@ -61,6 +61,7 @@ static const struct {
     {"open", peat_stage_open, PEAT_CLOCK_NONE},
     {"profile", peat_stage_profile, PEAT_CLOCK_PROFILE},
     {"playback", peat_stage_playback, PEAT_CLOCK_PLAYBACK},
+    {"probe", peat_stage_probe, PEAT_CLOCK_PROBE},
     {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE},
     {"detect", peat_stage_detect, PEAT_CLOCK_ANALYZE},
     {"commit", peat_stage_commit, PEAT_CLOCK_ANALYZE},
@@ -72,6 +73,7 @@ static void clock_add(peat_campaign_result *res, peat_campaign_clock clock, doub
     if (clock == PEAT_CLOCK_PROFILE) res->t_profile += dt;
     if (clock == PEAT_CLOCK_PLAYBACK) res->t_playback += dt;
     if (clock == PEAT_CLOCK_ANALYZE) res->t_analyze += dt;
+    if (clock == PEAT_CLOCK_PROBE) res->t_probe += dt;
 }
 
 peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res)

@@ -6,11 +6,13 @@
 #include <stdio.h>
 
 #include "detector/detector.h"
+#include "harness/coverage.h"
 #include "harness/plots.h"
 #include "core/record.h"
 #include "models/models.h"
 
-#define PEAT_MAX_PLUGINS 8
+#define PEAT_MAX_PLUGINS         8
+#define PEAT_CAMPAIGN_MAX_PROBES 48
 
 typedef struct peat_campaign_opts {
     const char *kernel;  /* candidate under test (required) */
@@ -27,6 +29,7 @@ typedef struct peat_campaign_opts {
     int isolate;             /* run the candidate in a child process (crash/hang safe) */
     double kernel_timeout_s; /* per call, when isolated */
     int repeats;             /* calls replayed twice to test determinism */
+    int no_probes;           /* skip the probe stage (--no-probes) */
     int quiet;
     int json;         /* print only the verdict as JSON (implies quiet) */
     const char *argv; /* command line, recorded in the campaign file */
@@ -94,6 +97,14 @@ typedef struct peat_campaign_result {
     double budget_s, t_plan, pred_profile, pred_playback, pred_analyze, pred_total;
     int64_t n_budget_skipped;
     char plan_note[160]; /* e.g. "clock unknown (no cpufreq, NVML or ROCm SMI)" */
+    /* strata of the candidate's op seen in training vs recorded (empty with --record-every) */
+    peat_coverage coverage;
+    /* probe stage: one outcome per probe call; GEMM arithmetic properties of both kernels */
+    peat_probe_outcome probes[PEAT_CAMPAIGN_MAX_PROBES];
+    int n_probes;
+    int have_props;
+    peat_gemm_props props_cand, props_gold;
+    double t_probe;
 } peat_campaign_result;
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);
@@ -110,6 +121,10 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
 /* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically).
  */
 peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Coverage, probe and arithmetic-property tables (md: markdown for summary.md). */
+void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md);
+void peat_report_probes(FILE *f, const peat_campaign_result *r, int md);
 
 /* Writes s with <, >, & and " escaped for XML and HTML. */
 void peat_report_escape(FILE *f, const char *s);

@@ -151,7 +151,32 @@ static int cmd_inspect(int argc, char **argv, const char *cmdline)
 }
 
 /* 20 random shapes per model: enough for the 95% criterion to mean something in ~10 s */
-static const peat_cli_calibrate_opts calibrate_defaults = {20, 1};
+static const peat_cli_calibrate_opts calibrate_defaults = {20, 1, NULL, NULL};
+
+/* The zoo half of `peat calibrate --zoo LIB`: passes when every defect is caught, no honest
+ * kernel is flagged and >= 90% of the defects get their class. */
+static int calibrate_zoo(const char *lib, const char *manifest, uint64_t seed)
+{
+    char def[1024];
+    if (!manifest) {
+        snprintf(def, sizeof def, "%s/manifest.tsv", PEAT_ZOO_MANIFEST_DIR);
+        manifest = def;
+    }
+    peat_zoo_entry *e = calloc(128, sizeof *e);
+    if (!e) return die("out of memory");
+    int n = 0;
+    peat_status st =
+        peat_calibrate_zoo(lib, manifest, "peat-out/calibrate-zoo", seed, e, &n, stdout);
+    if (st != PEAT_OK) {
+        free(e);
+        return die_status(st);
+    }
+    peat_zoo_score s = peat_calibrate_zoo_print(stdout, e, n);
+    free(e);
+    return s.caught == s.defects && s.false_alarms == 0 && s.right * 10 >= 9 * s.defects
+               ? EXIT_PASS
+               : EXIT_KERNEL_FAIL;
+}
 
 static int cmd_calibrate(int argc, char **argv, const char *cmdline)
 {
@@ -170,7 +195,13 @@ static int cmd_calibrate(int argc, char **argv, const char *cmdline)
     for (int e = 0; e < peat_calibrate_cases(); e++)
         diag += counts[e][peat_calibrate_case_expect(e)];
     free(counts);
-    return diag * 100 >= 95 * (int)o.trials * peat_calibrate_cases() ? EXIT_PASS : EXIT_KERNEL_FAIL;
+    int ok = diag * 100 >= 95 * (int)o.trials * peat_calibrate_cases();
+    if (o.zoo) {
+        int zr = calibrate_zoo(o.zoo, o.manifest, o.seed);
+        if (zr != EXIT_PASS && zr != EXIT_KERNEL_FAIL) return zr;
+        ok = ok && zr == EXIT_PASS;
+    }
+    return ok ? EXIT_PASS : EXIT_KERNEL_FAIL;
 }
 
 static const peat_cli_latency_opts latency_defaults = {.backend = "cpu"};

@@ -65,6 +65,8 @@ static const peat_cli_opt run_opts[] = {
      "run the candidate in-process (default: a child process per call, so that a crashing or "
      "hanging kernel is reported instead of ending the campaign)",
      NULL},
+    {"no-probes", NULL, PEAT_CLI_FLAG, RUN(no_probes), 0, 1, 0, NULL, NULL, NULL,
+     "skip the probe stage (shapes and values beyond the training data, GEMM properties)", NULL},
     {"timeout", "SEC", PEAT_CLI_REAL, RUN(kernel_timeout_s), 0, 0, 86400, NULL, NULL, NULL,
      "per-call deadline in seconds for an isolated candidate", NULL},
     {"quiet", NULL, PEAT_CLI_FLAG, RUN(quiet), 0, 1, 0, NULL, NULL, NULL,
@@ -150,15 +152,21 @@ static const peat_cli_opt calibrate_opts[] = {
      NULL, NULL, "random GEMM shapes per error model", NULL},
     {"seed", "S", PEAT_CLI_U64, offsetof(peat_cli_calibrate_opts, seed), 0, 0, PEAT_CLI_NO_MAX,
      NULL, NULL, NULL, "seed of the shapes, data and injections", NULL},
+    {"zoo", "LIB", PEAT_CLI_STR, offsetof(peat_cli_calibrate_opts, zoo), 0, 0, 0, NULL, NULL, NULL,
+     "also score the defect zoo plugin (build/tests/zoo/libpeat_zoo.so) end to end", NULL},
+    {"manifest", "FILE", PEAT_CLI_STR, offsetof(peat_cli_calibrate_opts, manifest), 0, 0, 0, NULL,
+     NULL, "tests/zoo/manifest.tsv", "the zoo's expected classes (read only for scoring)", NULL},
 };
 
 const peat_cli_cmd peat_cli_calibrate = {
     "calibrate",
     "the detector's confusion matrix over the error-model catalogue",
-    "peat calibrate [--trials N] [--seed S]",
+    "peat calibrate [--trials N] [--seed S] [--zoo LIB [--manifest FILE]]",
     "Injects every pseudo-error model of the catalogue into the golden GEMM on N random shapes\n"
     "and prints which finding the detector names for each: the detector's measured accuracy.\n"
-    "Exit 0 when at least 95% of the primary findings name the injected model.",
+    "Exit 0 when at least 95% of the primary findings name the injected model. With --zoo, every\n"
+    "zoo kernel also runs through `peat run` and the zoo's confusion matrix is printed; exit 0\n"
+    "then also needs every defect caught, no honest kernel flagged and >= 90% right classes.",
     calibrate_opts,
     (int)(sizeof calibrate_opts / sizeof calibrate_opts[0]),
     NULL,

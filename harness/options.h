@@ -57,6 +57,8 @@ typedef struct peat_cli_list_opts {
 typedef struct peat_cli_calibrate_opts {
     int64_t trials;
     uint64_t seed;
+    const char *zoo;      /* the defect zoo plugin (NULL: catalogue only) */
+    const char *manifest; /* its manifest (NULL: tests/zoo/manifest.tsv of the source tree) */
 } peat_cli_calibrate_opts;
 
 /* `peat calibrate-latency` and `peat predict` options. */

@@ -42,11 +42,15 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
                 fd->params[0] ? " " : "", fd->params, fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "  - %s\n", fd->evidence[e]);
     }
+    if (!o->quiet) {
+        peat_report_probes(f, r, 0);
+        peat_report_coverage(f, r, 0);
+    }
     fprintf(f,
-            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, total "
-            "%.1f s)\n",
+            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, probes "
+            "%.1f s, total %.1f s)\n",
             verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
-            r->t_playback, r->t_total);
+            r->t_playback, r->t_probe, r->t_total);
     peat_report_timing(f, r, 0);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
@@ -156,6 +160,56 @@ static void write_findings_json(FILE *f, const peat_campaign_result *r)
 }
 
 /* The two signatures as JSON objects (for signature.json). */
+static void write_props_json(FILE *f, const char *key, const peat_gemm_props *p)
+{
+    fprintf(f,
+            "    \"%s\": {\"input_bits\": %d, \"input_range_fp16\": %d, \"acc_bits\": %d, "
+            "\"extra_bits\": %d, \"rounding\": ",
+            key, p->input_bits, p->input_range16, p->acc_bits, p->extra_bits);
+    peat_report_json_str(f, p->rounding);
+    fprintf(f,
+            ", \"subnormal_inputs\": %d, \"subnormal_products\": %d, \"subnormal_fp16\": %d, "
+            "\"nan_propagation\": %d, \"block\": %d}",
+            p->subnormal_in, p->subnormal_out, p->subnormal16, p->nan_prop, p->block);
+}
+
+/* Probe outcomes, GEMM properties and the coverage table. */
+static void write_probes_json(FILE *f, const peat_campaign_result *r)
+{
+    fputs("  \"probes\": [", f);
+    for (int i = 0; i < r->n_probes; i++) {
+        const peat_probe_outcome *p = &r->probes[i];
+        fputs(i ? ",\n    {\"probe\": " : "\n    {\"probe\": ", f);
+        peat_report_json_str(f, p->label);
+        fputs(", \"kind\": ", f);
+        peat_report_json_str(f, peat_probe_kind_name(p->kind));
+        fputs(", \"class\": ", f);
+        peat_report_json_str(f, peat_finding_name(p->f.cls));
+        fputs(", \"params\": ", f);
+        peat_report_json_str(f, p->f.params);
+        fputs(", \"acceptance\": ", f);
+        peat_report_json_str(f, verdict_word(p->f.accept));
+        fputs("}", f);
+    }
+    fputs(r->n_probes ? "\n  ],\n" : "],\n", f);
+    if (r->have_props) {
+        fputs("  \"properties\": {\n", f);
+        write_props_json(f, "candidate", &r->props_cand);
+        fputs(",\n", f);
+        write_props_json(f, "golden", &r->props_gold);
+        fputs("\n  },\n", f);
+    }
+    fputs("  \"coverage\": [", f);
+    for (int i = 0; i < r->coverage.n; i++) {
+        const peat_stratum *s = &r->coverage.s[i];
+        fputs(i ? ",\n    {\"stratum\": " : "\n    {\"stratum\": ", f);
+        peat_report_json_str(f, s->label);
+        fprintf(f, ", \"seen\": %lld, \"recorded\": %lld}", (long long)s->seen,
+                (long long)s->recorded);
+    }
+    fputs(r->coverage.n ? "\n  ],\n" : "],\n", f);
+}
+
 static peat_status signatures_json(const peat_campaign_result *r, char **cand, char **gold)
 {
     size_t nc = (size_t)peat_signature_to_json(&r->cand, NULL, 0) + 1;
@@ -193,6 +247,7 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     write_findings_json(f, r);
     fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
     free(sc), free(sg);
+    write_probes_json(f, r);
     fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g, \"eval_loss\": ",
             r->loss_first, r->loss_last);
     json_num(f, r->eval_loss);
@@ -206,8 +261,9 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
         (long long)r->n_checkpoints);
     fprintf(f,
             "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"reference\": %.3f, "
-            "\"analyzer\": %.3f, \"analyze\": %.3f, \"total\": %.3f}",
-            r->t_profile, r->t_playback, r->t_reference, r->t_analyzer, r->t_analyze, r->t_total);
+            "\"analyzer\": %.3f, \"probes\": %.3f, \"analyze\": %.3f, \"total\": %.3f}",
+            r->t_profile, r->t_playback, r->t_reference, r->t_analyzer, r->t_probe, r->t_analyze,
+            r->t_total);
     if (r->budget_s > 0)
         fprintf(f,
                 ",\n  \"predicted_s\": {\"budget\": %.3f, \"plan\": %.3f, \"profile\": %.3f, "
@@ -245,6 +301,8 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
+    peat_report_probes(f, r, 1);
+    peat_report_coverage(f, r, 1);
     fprintf(f,
             "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
             "records (%lld activation records), %lld checkpoints. Seed %llu. Time %.1f s.\n",

@@ -20,6 +20,20 @@ static void failure_finding(peat_campaign_result *res)
     fd->accept = PEAT_ACCEPT_FAIL;
 }
 
+/* The recorded calls' findings combined with the probes' and the arithmetic properties'. */
+static void combine_probe_findings(peat_campaign_result *res, const peat_detector_ctx *dctx)
+{
+    enum { MAXF = (int)(sizeof res->findings / sizeof res->findings[0]) };
+    peat_finding props[8], rec[MAXF];
+    int n_props = res->have_props
+                      ? peat_detector_props(&res->props_cand, &res->props_gold, dctx, props, 8)
+                      : 0;
+    if (n_props == 0 && res->n_probes == 0) return;
+    memcpy(rec, res->findings, sizeof rec);
+    res->n_findings = peat_detector_combine(rec, res->n_findings, res->probes, res->n_probes, props,
+                                            n_props, res->findings, MAXF);
+}
+
 peat_status peat_stage_detect(peat_campaign *c)
 {
     peat_campaign_result *res = c->res;
@@ -31,6 +45,7 @@ peat_status peat_stage_detect(peat_campaign *c)
     if (res->n_kernel_failures < res->n_records)
         res->n_findings += peat_detector_run(&res->cand, &res->golden, &dctx,
                                              res->findings + res->n_findings, room);
+    combine_probe_findings(res, &dctx);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
     return PEAT_OK;
 }

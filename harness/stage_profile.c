@@ -46,37 +46,6 @@ static int iter_selected(void *user, int64_t it)
     return peat_iter_spec_match(s->spec, it, s->iters);
 }
 
-typedef struct {
-    int64_t n;
-    uint32_t mask;
-} count_hook_state;
-
-static peat_status count_hook(void *user, const peat_kernel *k, const peat_args *a,
-                              const peat_call_info *info, int after)
-{
-    count_hook_state *c = user;
-    if (!after && (c->mask & (1u << a->op))) c->n++;
-    return PEAT_OK;
-}
-
-/* Calls of the ops in mask per training step (one probe step on a throwaway flow instance). */
-static peat_status calls_per_step(const char *flow, const peat_flow_config *cfg, uint32_t mask,
-                                  int64_t *n)
-{
-    peat_exec_t *ex = NULL;
-    peat_flow_t *f = NULL;
-    count_hook_state c = {0, mask};
-    peat_flow_metrics m;
-    PEAT_TRY(peat_exec_create(flow, cfg->seed, &ex));
-    peat_status st = peat_exec_add_hook(ex, count_hook, &c);
-    if (st == PEAT_OK) st = peat_flow_create(flow, cfg, ex, &f);
-    if (st == PEAT_OK) st = peat_flow_step(f, &m);
-    peat_flow_free(f);
-    peat_exec_free(ex);
-    *n = c.n;
-    return st;
-}
-
 /* The flow's configuration from the training options. */
 peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
 {
@@ -92,8 +61,8 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     return cfg;
 }
 
-/* Which calls are recorded: the ops, phases and window asked for, every k-th call so that
- * --calls records spread over the whole window. */
+/* Which calls are recorded: the ops, phases and window asked for; every k-th call with
+ * --record-every, otherwise --calls spread over the strata of the run (harness/coverage.h). */
 static peat_status record_policy(const peat_campaign *c, const peat_flow_config *cfg,
                                  peat_profile_policy *pol)
 {
@@ -102,13 +71,16 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
     if (o->record_ops) PEAT_TRY(peat_op_mask_parse(o->record_ops, &pol->op_mask));
     pol->op_mask |= 1u << c->k->op; /* the candidate's op is always recorded: playback needs it */
     PEAT_TRY(peat_phase_parse(o->record_phase, &pol->fwd, &pol->bwd, &pol->opt));
-    int64_t per_step = 0;
-    PEAT_TRY(calls_per_step(c->flow, cfg, pol->op_mask, &per_step));
     int64_t window = (o->record_iter_hi > 0 ? o->record_iter_hi : c->iters) - o->record_iter_lo;
-    int64_t total = per_step * (window > 0 ? window : 0);
-    pol->every_k =
-        o->record_every > 0 ? o->record_every : (total > c->calls ? total / c->calls : 1);
     pol->max_calls = c->calls;
+    if (o->record_every > 0) {
+        pol->every_k = o->record_every;
+    } else {
+        /* stratified (harness/coverage.h): each (op, layer, phase, shapes, dtype) its share */
+        PEAT_TRY(peat_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
+        pol->call_filter = peat_coverage_filter;
+        pol->call_filter_user = &c->res->coverage;
+    }
     pol->iter_lo = o->record_iter_lo;
     pol->iter_hi = o->record_iter_hi;
     return PEAT_OK;

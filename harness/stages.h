@@ -35,6 +35,7 @@ typedef enum {
     PEAT_CLOCK_PROFILE,
     PEAT_CLOCK_PLAYBACK,
     PEAT_CLOCK_ANALYZE,
+    PEAT_CLOCK_PROBE,
 } peat_campaign_clock;
 
 typedef struct peat_campaign {
@@ -78,6 +79,7 @@ peat_status peat_stage_plan(peat_campaign *c);     /* stage_plan.c */
 peat_status peat_stage_open(peat_campaign *c);     /* stage_resolve.c */
 peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
 peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
+peat_status peat_stage_probe(peat_campaign *c);    /* stage_probe.c */
 peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */

@@ -61,11 +61,8 @@ peat_status peat_ini_read(const char *path, peat_ini_fn fn, void *user)
 
 peat_status peat_finding_class_parse(const char *name, peat_finding_class *out)
 {
-    for (int c = 0; c < PEAT_FIND_COUNT; c++)
-        if (!strcmp(name, peat_finding_name((peat_finding_class)c))) {
-            *out = (peat_finding_class)c;
-            return PEAT_OK;
-        }
+    *out = peat_finding_parse(name);
+    if (*out != PEAT_FIND_COUNT) return PEAT_OK;
     return PEAT_ERROR(PEAT_ERR_NOTFOUND,
                       "unknown finding '%s' (BIT_EXACT, WITHIN_BOUND, REDUCED_PRECISION, ...: "
                       "docs/detector.md)",

@@ -1,0 +1,60 @@
+/* percall.c: per-call structure of one output tensor: which trailing rows and columns of its 2-D
+ * view are wrong (an unwritten or mis-indexed edge region), analysed call by call so that clean
+ * calls do not dilute it. */
+#include "analyzer/probe.h"
+#include "analyzer/analyzer.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define ROW_WRONG 0.9 /* a row (column) is wrong when >= 90% of its elements are gross errors */
+
+static int over(double t, double e, double mag, int64_t depth, double factor)
+{
+    if (!isfinite(t)) return isfinite(e);
+    return fabs(t - e) > factor * peat_analyzer_bound(mag, depth);
+}
+
+static int gross(double t, double e, double mag, int64_t depth)
+{
+    return over(t, e, mag, depth, PEAT_GROSS_FACTOR);
+}
+
+peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor *exact,
+                                      const double *mag, int64_t depth, int64_t rows, int64_t cols,
+                                      peat_edge_region *out)
+{
+    const float *t = test->data;
+    const double *e = exact->data;
+    int64_t *rw = calloc((size_t)rows, sizeof *rw), *cw = calloc((size_t)cols, sizeof *cw);
+    if (!rw || !cw) {
+        free(rw), free(cw);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "edge region counts");
+    }
+    int64_t n = 0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            int64_t x = i * cols + j;
+            if (!gross((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth)) continue;
+            rw[i]++, cw[j]++, n++;
+        }
+    out->rows = rows, out->cols = cols, out->n_gross = n;
+    out->edge_rows = out->edge_cols = 0;
+    while (out->edge_rows < rows && rw[rows - 1 - out->edge_rows] >= ROW_WRONG * (double)cols)
+        out->edge_rows++;
+    while (out->edge_cols < cols && cw[cols - 1 - out->edge_cols] >= ROW_WRONG * (double)rows)
+        out->edge_cols++;
+    /* every gross error inside the trailing rows or columns (second pass) */
+    int64_t outside = 0, r0 = rows - out->edge_rows, c0 = cols - out->edge_cols;
+    for (int64_t i = 0; i < r0; i++)
+        for (int64_t j = 0; j < c0; j++) {
+            int64_t x = i * cols + j;
+            /* outside the region the output must be as good as any fp32 order: within the
+             * bound, or the errors are spread and the region only their worst part */
+            outside += over((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth, 1.0);
+        }
+    /* the region is a proper part: a clean top-left block remains and something is wrong */
+    out->confined = n > 0 && outside == 0 && r0 > 0 && c0 > 0 && (r0 < rows || c0 < cols);
+    free(rw), free(cw);
+    return PEAT_OK;
+}

@@ -1,0 +1,185 @@
+/* test_probe.c: probes, arithmetic properties, stratified coverage and the zoo kernels through
+ * `peat run` (known answers: the kernels are built to differ in one property each). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "analyzer/probe.h"
+#include "harness/campaign.h"
+#include "harness/harness.h"
+
+static void setup(void)
+{
+    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    static int loaded;
+    if (!loaded)
+        cr_assert_eq(peat_plugin_load(PEAT_TEST_ZOO, NULL), PEAT_OK, "%s", peat_error_last());
+    loaded = 1;
+}
+
+/* The property call through kernel `name`. */
+static peat_gemm_props props_of(const char *name)
+{
+    const peat_kernel *k = peat_registry_find(name);
+    cr_assert(k, "kernel %s registered", name);
+    peat_args a;
+    cr_assert_eq(peat_gemm_props_call(&a), PEAT_OK);
+    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
+    cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK);
+    peat_gemm_props p;
+    peat_gemm_props_read(a.out[0], &p);
+    peat_args_free_outputs(&a);
+    for (int i = 0; i < a.n_in; i++) peat_tensor_free((peat_tensor *)a.in[i]);
+    return p;
+}
+
+Test(probe, properties_of_builtin_and_zoo_gemms, .init = setup)
+{
+    struct {
+        const char *k;
+        int in_bits, range16, acc_bits;
+        const char *round;
+        int sub_in, sub_out;
+    } want[] = {
+        {"gemm_golden", 24, 0, 24, "RN", 1, 1},
+        {"gemm_new", 24, 0, 24, "RN", 1, 1},
+        {"gemm_bf16", 8, 0, 24, "RN", 1, 1},
+        {"gemm_fp16", 11, 1, 24, "RN", 0, 0},
+        {"zoo_gemm_acc_fp16", 11, 1, 11, "RN", 0, 0},
+        {"zoo_gemm_acc_bf16", 8, 0, 8, "RN", 1, 0},
+        {"zoo_gemm_tf32_inputs", 11, 0, 24, "RN", 1, 1},
+        {"zoo_gemm_rtz", 24, 0, 24, "RZ", 1, 1},
+        {"zoo_gemm_ftz", 24, 0, 24, "RN", 0, 0},
+        {"zoo_gemm_kahan", 24, 0, 24, "RN", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        peat_gemm_props p = props_of(want[i].k);
+        cr_expect_eq(p.input_bits, want[i].in_bits, "%s input bits %d", want[i].k, p.input_bits);
+        cr_expect_eq(p.input_range16, want[i].range16, "%s fp16 range", want[i].k);
+        cr_expect_eq(p.acc_bits, want[i].acc_bits, "%s acc bits %d", want[i].k, p.acc_bits);
+        cr_expect_str_eq(p.rounding, want[i].round, "%s rounding %s", want[i].k, p.rounding);
+        cr_expect_eq(p.subnormal_in, want[i].sub_in, "%s subnormal inputs", want[i].k);
+        cr_expect_eq(p.subnormal_out, want[i].sub_out, "%s subnormal products", want[i].k);
+    }
+}
+
+static peat_campaign_result *run(const char *kernel, const char *flow, int probes)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    char out[256];
+    snprintf(out, sizeof out, "test-out/probe-%s-%s", kernel, flow);
+    o.kernel = kernel, o.flow = flow, o.out_dir = out, o.force = 1, o.quiet = 1;
+    o.no_probes = !probes;
+    if (strcmp(flow, "mlp")) o.iters = 20;
+    peat_campaign_result *r = malloc(sizeof *r);
+    cr_assert_eq(peat_campaign_run(&o, r), PEAT_OK, "%s", peat_error_last());
+    return r;
+}
+
+Test(probe, mlp_default_campaign_covers_every_gemm_stratum, .init = setup)
+{
+    peat_campaign_result *r = run("gemm_new", "mlp", 0);
+    const peat_coverage *c = &r->coverage;
+    int fwd = 0, bwd = 0;
+    cr_assert_geq(c->n, 6, "mlp has forward and backward GEMMs of several layers: %d strata", c->n);
+    for (int i = 0; i < c->n; i++) {
+        cr_expect_gt(c->s[i].recorded, 0, "stratum %s never recorded", c->s[i].label);
+        cr_expect_gt(c->s[i].recorded, 1, "stratum %s: calls spread over the run", c->s[i].label);
+        fwd += strstr(c->s[i].label, " fwd ") != NULL,
+            bwd += strstr(c->s[i].label, " bwd ") != NULL;
+    }
+    cr_expect(fwd > 0 && bwd > 0, "forward (%d) and backward (%d) strata", fwd, bwd);
+    cr_expect_eq(peat_coverage_missed(c), 0);
+    free(r);
+}
+
+Test(probe, ftz_gemm_fails_through_the_value_probes, .init = setup)
+{
+    peat_campaign_result *r = run("zoo_gemm_ftz", "mlp", 1);
+    cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL);
+    cr_expect_eq(r->findings[0].cls, PEAT_FIND_FTZ, "primary %s",
+                 peat_finding_name(r->findings[0].cls));
+    free(r);
+    /* without probes the training data never holds a subnormal: it passes, which is why the
+     * probes exist */
+    r = run("zoo_gemm_ftz", "mlp", 0);
+    cr_expect_neq(r->findings[0].cls, PEAT_FIND_FTZ);
+    free(r);
+}
+
+Test(probe, unwritten_edge_gemm_is_structural_on_every_flow, .init = setup)
+{
+    const char *flows[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
+    for (int i = 0; i < 4; i++) {
+        peat_campaign_result *r = run("zoo_gemm_edge_tile", flows[i], 1);
+        cr_expect_eq(r->findings[0].cls, PEAT_FIND_STRUCTURAL, "%s: primary %s(%s)", flows[i],
+                     peat_finding_name(r->findings[0].cls), r->findings[0].params);
+        cr_expect(strstr(r->findings[0].params, "boundary") != NULL, "%s: region in %s", flows[i],
+                  r->findings[0].params);
+        cr_expect(strstr(r->findings[0].params, "tile=32") != NULL, "%s: tile inferred: %s",
+                  flows[i], r->findings[0].params);
+        free(r);
+    }
+}
+
+/* Property rules on constructed property sets: each differing property names its finding, and
+ * an fp32 round-to-nearest kernel (any order) is silent. */
+Test(probe, property_rules, .init = setup)
+{
+    peat_gemm_props g = {.input_bits = 24,
+                         .acc_bits = 24,
+                         .rounding = "RN",
+                         .subnormal_in = 1,
+                         .subnormal_out = 1,
+                         .subnormal16 = 1,
+                         .nan_prop = 1};
+    peat_detector_ctx fp32 = peat_detector_ctx_from_kernel(NULL);
+    peat_finding f[8];
+    peat_gemm_props c = g;
+    c.block = 2, c.extra_bits = 3; /* order and extra bits are informational */
+    cr_expect_eq(peat_detector_props(&c, &g, &fp32, f, 8), 0, "honest order flagged");
+    c = g, snprintf(c.rounding, sizeof c.rounding, "RZ");
+    cr_assert_eq(peat_detector_props(&c, &g, &fp32, f, 8), 1);
+    cr_expect_eq(f[0].cls, PEAT_FIND_TRUNCATION);
+    cr_expect_str_eq(f[0].params, "mode=RZ");
+    c = g, c.subnormal_in = c.subnormal_out = 0;
+    cr_assert_eq(peat_detector_props(&c, &g, &fp32, f, 8), 1);
+    cr_expect_eq(f[0].cls, PEAT_FIND_FTZ);
+    c = g, c.input_bits = 8;
+    cr_assert_eq(peat_detector_props(&c, &g, &fp32, f, 8), 1);
+    cr_expect(f[0].cls == PEAT_FIND_REDUCED_PRECISION && strstr(f[0].params, "where=inputs"));
+    cr_expect_eq(f[0].accept, PEAT_ACCEPT_FAIL, "undeclared bf16 inputs fail");
+    peat_detector_ctx bf16 = fp32;
+    bf16.declared_in = PEAT_DTYPE_BF16;
+    peat_detector_props(&c, &g, &bf16, f, 8);
+    cr_expect_eq(f[0].accept, PEAT_ACCEPT_WARN, "declared bf16 inputs warn");
+    c = g, c.input_bits = c.acc_bits = 11, c.input_range16 = 1, c.subnormal_in = 0;
+    cr_assert_eq(peat_detector_props(&c, &g, &fp32, f, 8), 1, "a narrow accumulator: one finding");
+    cr_expect(strstr(f[0].params, "where=accumulation,fmt=fp16") != NULL, "%s", f[0].params);
+}
+
+/* Combination: a failing probe beats a passing aggregate; an overflow probe's NaN reads RANGE;
+ * an edge region on a probe is STRUCTURAL with the tile size from two shapes. */
+Test(probe, combination, .init = setup)
+{
+    peat_finding rec = {.cls = PEAT_FIND_WITHIN_BOUND, .accept = PEAT_ACCEPT_PASS}, out[8];
+    peat_probe_outcome pr[3];
+    memset(pr, 0, sizeof pr);
+    snprintf(pr[0].label, sizeof pr[0].label, "value large logits");
+    pr[0].tag = PEAT_PROBE_TAG_OVERFLOW;
+    pr[0].f.cls = PEAT_FIND_NAN, pr[0].f.accept = PEAT_ACCEPT_FAIL;
+    int n = peat_detector_combine(&rec, 1, pr, 1, NULL, 0, out, 8);
+    cr_assert_geq(n, 2);
+    cr_expect_eq(out[0].cls, PEAT_FIND_RANGE, "got %s", peat_finding_name(out[0].cls));
+    for (int i = 1; i < 3; i++) {
+        pr[i].f.cls = PEAT_FIND_WRONG_RESULT, pr[i].f.accept = PEAT_ACCEPT_FAIL;
+        pr[i].edge = (peat_edge_region){
+            .rows = i == 1 ? 33 : 65, .cols = 40, .edge_rows = 1, .n_gross = 40, .confined = 1};
+    }
+    n = peat_detector_combine(&rec, 1, pr + 1, 2, NULL, 0, out, 8);
+    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "got %s", peat_finding_name(out[0].cls));
+    cr_expect(strstr(out[0].params, "tile=32") != NULL, "%s", out[0].params);
+    /* nothing fails: the recorded finding stays primary */
+    n = peat_detector_combine(&rec, 1, NULL, 0, NULL, 0, out, 8);
+    cr_expect(n == 1 && out[0].cls == PEAT_FIND_WITHIN_BOUND);
+}

@@ -1,0 +1,13 @@
+/* zoo_main.c: the zoo plugin's entry points: registers every zoo kernel. */
+#include "zoo.h"
+
+int peat_plugin_abi_version(void)
+{
+    return PEAT_PLUGIN_ABI_VERSION;
+}
+
+int peat_plugin_register(const peat_plugin_host *host)
+{
+    return zoo_register_gemm(host) || zoo_register_conv(host) || zoo_register_softmax(host) ||
+           zoo_register_layernorm(host) || zoo_register_attention(host);
+}
