@@ -44,6 +44,10 @@ typedef struct peat_campaign_opts {
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
     double lr;                    /* learning rate (0 = the flow's default) */
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
+    /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
+    int no_runtime;           /* skip the runtime stage */
+    const char *runtime_freq; /* frequencies ("1" default; "1,1/10,p=0.01") */
+    int runtime_band;         /* band runs R, golden included (0 = 3) */
 } peat_campaign_opts;
 
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
