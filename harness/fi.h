@@ -18,7 +18,7 @@ typedef struct peat_fi_opts {
     double margin;        /* half-width wanted for rates (default 0.03) ... */
     double confidence;    /* ... at this confidence (default 0.95) */
     int threads;          /* workers (0 = online CPUs) */
-    int64_t batch;        /* trials per durable write (0 = 32 per worker) */
+    int64_t batch;        /* trials per durable write (0 = 128 per worker) */
     int signature_trials; /* trials per model replayed into its reference signature (0 = 32) */
     int quiet;
     int64_t debug_kill_after; /* test only: SIGKILL this process after writing this many rows */
@@ -35,7 +35,8 @@ typedef struct peat_fi_result {
     int64_t n_run, n_resumed; /* run now, found in the file */
     int64_t n_records;
     int threads;
-    double t_run, trials_per_s;
+    double t_run, trials_per_s; /* wall time of the trials, and trials per wall second */
+    double t_cpu;               /* CPU time of the trials, all threads */
     peat_inject_table tab[PEAT_INJECT_GROUP_COUNT];
 } peat_fi_result;
 

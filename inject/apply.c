@@ -86,6 +86,17 @@ static peat_status pick_distinct(peat_rng_t *r, int64_t n, int64_t count, float 
                                  void (*fn)(float *y, void *ctx), void *ctx)
 {
     if (count > n) count = n;
+    if (count <= 16) { /* the usual transient fault: a few picks, no mark array to clear */
+        int64_t got[16];
+        for (int64_t c = 0; c < count;) {
+            int64_t i = (int64_t)peat_rng_int(r, (uint64_t)n), seen = 0;
+            for (int64_t k = 0; k < c; k++) seen |= got[k] == i;
+            if (seen) continue;
+            got[c++] = i;
+            fn(&y[i], ctx);
+        }
+        return PEAT_OK;
+    }
     unsigned char *hit = calloc((size_t)n, 1);
     if (!hit) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: %lld marks", (long long)n);
     for (int64_t c = 0; c < count;) {
