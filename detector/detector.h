@@ -20,8 +20,15 @@ typedef enum peat_finding_class {
     PEAT_FIND_NONDETERMINISTIC,  /* outputs differ between repeats */
     PEAT_FIND_OUT_OF_BOUND,      /* errors beyond the bound that match no known model */
     PEAT_FIND_UNKNOWN,           /* evidence ambiguous: signature attached, no guess */
+    /* training impact (runtime FI, peat_runtime_class): not from a signature */
+    PEAT_FIND_TRAINING_EQUIVALENT,
+    PEAT_FIND_DEGRADES,
+    PEAT_FIND_DIVERGES,
     PEAT_FIND_COUNT
 } peat_finding_class;
+
+/* The classes the signature rules emit (peat_detector_run): BIT_EXACT .. UNKNOWN. */
+#define PEAT_FIND_SIGNATURE_COUNT (PEAT_FIND_UNKNOWN + 1)
 
 typedef enum peat_acceptance {
     PEAT_ACCEPT_PASS = 0,
@@ -121,5 +128,7 @@ peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_r
 const char *peat_runtime_class_name(peat_runtime_class c);
 /* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES -> FAIL. */
 peat_acceptance peat_runtime_acceptance(peat_runtime_class c);
+/* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */
+peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped);
 
 #endif

@@ -186,9 +186,9 @@ static int judge_degrades(const peat_runtime_band *b, const peat_runtime_curve *
              : tw >= 0  ? "weights"
                         : "accuracy");
     snprintf(v->evidence, sizeof v->evidence,
-             "leaves the golden band (%s) from iteration %lld: loss up to %+.1f%% over the band's "
-             "top, weight distance up to %.3gx the band's, held-out accuracy %.3g below it",
-             v->metric, (long long)v->iter, 100.0 * fmax(v->loss_excess, 0.0), v->wdist_ratio,
+             "leaves the golden band from iteration %lld (%s): loss up to %+.1f%% over its top, "
+             "weight distance up to %.3gx its width, accuracy up to %.3g below it",
+             (long long)v->iter, v->metric, 100.0 * fmax(v->loss_excess, 0.0), v->wdist_ratio,
              fmax(v->acc_drop, 0.0));
     return 1;
 }
@@ -215,4 +215,21 @@ peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_r
                  (long long)c->n, v->final_loss, v->band_lo, v->band_hi, v->wdist_ratio);
     }
     return PEAT_OK;
+}
+
+peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped)
+{
+    peat_finding f;
+    memset(&f, 0, sizeof f);
+    f.cls = v->cls == PEAT_RUNTIME_EQUIVALENT ? PEAT_FIND_TRAINING_EQUIVALENT
+            : v->cls == PEAT_RUNTIME_DEGRADES ? PEAT_FIND_DEGRADES
+                                              : PEAT_FIND_DIVERGES;
+    f.confidence = 1.0;
+    f.accept = peat_runtime_acceptance(v->cls);
+    if (v->iter >= 0)
+        snprintf(f.params, sizeof f.params, "iter=%lld metric=%s", (long long)v->iter, v->metric);
+    snprintf(f.evidence[0], sizeof f.evidence[0], "runtime FI, %.40s (%lld calls swapped): %.190s",
+             run, (long long)swapped, v->evidence);
+    f.n_evidence = 1;
+    return f;
 }

@@ -87,6 +87,15 @@ typedef struct peat_campaign_result {
     /* parts of playback: recomputing exact outputs and magnitudes, and the analyzer's pass (with
      * the report's plots) */
     double t_reference, t_analyzer;
+    /* runtime FI: the candidate in the training loop, one verdict per frequency
+     * (docs/fault-injection.md); its findings are also in findings[] */
+    int n_runtime;
+    char runtime_run[4][64];
+    peat_runtime_verdict runtime[4];
+    int64_t runtime_swapped[4];
+    int runtime_band;
+    double t_runtime;
+    const struct peat_runtime_result *rt; /* the curves, while the report is written */
 } peat_campaign_result;
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);

@@ -1,4 +1,5 @@
 /* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
+#include "harness/runtime.h"
 #include "harness/stages.h"
 
 #include <errno.h>
@@ -42,11 +43,12 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
                 fd->params[0] ? " " : "", fd->params, fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "  - %s\n", fd->evidence[e]);
     }
+    peat_runtime_table(f, r, 0);
     fprintf(f,
-            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, total "
-            "%.1f s)\n",
+            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, "
+            "runtime FI %.1f s, total %.1f s)\n",
             verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
-            r->t_playback, r->t_total);
+            r->t_playback, r->t_runtime, r->t_total);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
 }
@@ -202,6 +204,8 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
+    peat_runtime_table(f, r, 1);
+    fputc('\n', f);
     fprintf(f,
             "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
             "records (%lld activation records), %lld checkpoints. Seed %llu. Time %.1f s.\n",

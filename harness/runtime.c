@@ -6,9 +6,11 @@
 #include "inject/inject.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Band reruns: honest orders any valid kernel could use (inject's `reorder`, GEMM: pairwise,
  * split-K, reversed; other ops: the exact result rounded to fp32). */
@@ -240,31 +242,112 @@ static peat_status checkpoint(lockstep *L, member *m, int64_t t)
     return st;
 }
 
-static peat_status lockstep_run(lockstep *L)
+/* The members train on up to `threads` threads, in lockstep: every iteration all step (in
+ * parallel), then one thread measures distances and writes checkpoints, then evaluations run (in
+ * parallel). Each member's own computation stays sequential, so the results do not depend on the
+ * thread count. */
+typedef struct lock_shared {
+    pthread_barrier_t bar;
+    pthread_mutex_t mu;
+    pthread_cond_t go;
+    int open; /* the barrier is set up for the threads that started */
+    int T;
+    peat_status st; /* first error */
+} lock_shared;
+
+typedef struct lock_thread {
+    lockstep *L;
+    int tid;
+    lock_shared *sh;
+} lock_thread;
+
+static void fail(lock_thread *w, peat_status st)
+{
+    pthread_mutex_lock(&w->sh->mu);
+    if (w->sh->st == PEAT_OK) w->sh->st = st;
+    pthread_mutex_unlock(&w->sh->mu);
+}
+
+static int ok(lock_thread *w)
+{
+    pthread_mutex_lock(&w->sh->mu);
+    int r = w->sh->st == PEAT_OK;
+    pthread_mutex_unlock(&w->sh->mu);
+    return r;
+}
+
+/* Serial part of iteration t (thread 0): distances, non-finite counts, checkpoints. */
+static peat_status after_step(lockstep *L, int64_t t)
 {
     const peat_runtime_opts *o = L->o;
+    measure(L, t);
+    for (int i = L->res->n_band; o->store && o->checkpoint_iters && i < L->n; i++)
+        if (peat_iter_spec_match(o->checkpoint_iters, t, o->iters))
+            PEAT_TRY(checkpoint(L, &L->mem[i], t));
+    return PEAT_OK;
+}
+
+static void *lock_worker(void *arg)
+{
+    lock_thread *w = arg;
+    lockstep *L = w->L;
+    pthread_mutex_lock(&w->sh->mu);
+    while (!w->sh->open) pthread_cond_wait(&w->sh->go, &w->sh->mu);
+    int T = w->sh->T;
+    pthread_mutex_unlock(&w->sh->mu);
     int64_t e = 0;
-    for (int64_t t = 0; t < o->iters; t++) {
-        for (int i = 0; i < L->n; i++) {
+    for (int64_t t = 0; t < L->o->iters; t++) {
+        for (int i = w->tid; i < L->n && ok(w); i += T) {
             peat_flow_metrics fm;
-            PEAT_TRY(peat_flow_step(L->mem[i].f, &fm));
+            peat_status st = peat_flow_step(L->mem[i].f, &fm);
+            if (st != PEAT_OK) fail(w, st);
             L->mem[i].run->loss[t] = fm.loss;
         }
-        measure(L, t);
-        if (e < L->res->n_eval && L->res->eval_iter[e] == t) {
-            for (int i = 0; i < L->n; i++) {
-                peat_flow_metrics fm;
-                PEAT_TRY(peat_flow_eval(L->mem[i].f, &fm));
-                L->mem[i].run->eval_acc[e] = fm.accuracy;
-            }
-            e++;
+        pthread_barrier_wait(&w->sh->bar);
+        if (w->tid == 0 && ok(w)) {
+            peat_status st = after_step(L, t);
+            if (st != PEAT_OK) fail(w, st);
         }
-        for (int i = L->res->n_band; o->store && o->checkpoint_iters && i < L->n; i++)
-            if (peat_iter_spec_match(o->checkpoint_iters, t, o->iters))
-                PEAT_TRY(checkpoint(L, &L->mem[i], t));
+        int eval = e < L->res->n_eval && L->res->eval_iter[e] == t;
+        for (int i = w->tid; eval && i < L->n && ok(w); i += T) {
+            peat_flow_metrics fm;
+            peat_status st = peat_flow_eval(L->mem[i].f, &fm);
+            if (st != PEAT_OK) fail(w, st);
+            L->mem[i].run->eval_acc[e] = fm.accuracy;
+        }
+        e += eval;
+        pthread_barrier_wait(&w->sh->bar);
     }
+    return NULL;
+}
+
+static peat_status lockstep_run(lockstep *L)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int T = L->o->threads > 0 ? L->o->threads : (int)(cpus > 1 ? cpus : 1);
+    if (T > L->n) T = L->n;
+    lock_shared sh = {.st = PEAT_OK};
+    pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.go, NULL);
+    lock_thread w[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
+    pthread_t th[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
+    int started = 1; /* this thread is worker 0; the barrier counts those that started */
+    for (int i = 0; i < T; i++) w[i] = (lock_thread){L, i, &sh};
+    while (started < T && pthread_create(&th[started], NULL, lock_worker, &w[started]) == 0)
+        started++;
+    pthread_barrier_init(&sh.bar, NULL, (unsigned)started);
+    pthread_mutex_lock(&sh.mu);
+    sh.T = started;
+    sh.open = 1;
+    pthread_cond_broadcast(&sh.go);
+    pthread_mutex_unlock(&sh.mu);
+    lock_worker(&w[0]);
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&sh.bar);
+    pthread_cond_destroy(&sh.go);
+    pthread_mutex_destroy(&sh.mu);
     for (int i = 0; i < L->n; i++) L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
-    return PEAT_OK;
+    return sh.st;
 }
 
 static peat_runtime_curve curve_of(const peat_runtime_result *res, const peat_runtime_run *r)

@@ -27,6 +27,7 @@ typedef struct peat_runtime_opts {
     const char *layers;       /* swap layers (NULL = all) */
     const char *checkpoint_iters; /* faulty runs' checkpoints in the store ("last", "none", ...) */
     peat_store_t *store;          /* NULL = nothing stored */
+    int threads;                  /* runs trained side by side (0 = online CPUs) */
 } peat_runtime_opts;
 
 /* One run's curves. */
@@ -60,5 +61,11 @@ peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result
 void peat_runtime_result_free(peat_runtime_result *res);
 /* Terminal lines: one per frequency, verdict with its numbers. */
 void peat_runtime_print(FILE *f, const peat_runtime_result *r);
+
+struct peat_campaign_result;
+/* The runtime verdicts of a campaign as a terminal (md 0) or markdown table (md 1). */
+void peat_runtime_table(FILE *f, const struct peat_campaign_result *r, int md);
+/* report.html's runtime section: loss and weight distance of each faulty run over the band. */
+void peat_runtime_html(FILE *f, const peat_runtime_result *rt);
 
 #endif

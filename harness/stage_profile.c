@@ -77,8 +77,7 @@ static peat_status calls_per_step(const char *flow, const peat_flow_config *cfg,
     return st;
 }
 
-/* The flow's configuration from the training options. */
-static peat_flow_config flow_config(const peat_campaign_opts *o)
+peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
 {
     peat_flow_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -216,7 +215,7 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
 peat_status peat_stage_profile(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
-    peat_flow_config cfg = flow_config(o);
+    peat_flow_config cfg = peat_campaign_flow_config(o);
     peat_profile_policy pol;
     PEAT_TRY(record_policy(c, &cfg, &pol));
     iter_sel act_sel = {o->activation_iters, c->iters};

@@ -34,6 +34,7 @@ typedef enum {
     PEAT_CLOCK_PROFILE,
     PEAT_CLOCK_PLAYBACK,
     PEAT_CLOCK_ANALYZE,
+    PEAT_CLOCK_RUNTIME,
 } peat_campaign_clock;
 
 typedef struct peat_campaign {
@@ -58,6 +59,9 @@ typedef struct peat_campaign {
 
     /* playback: error accumulators (candidate's and golden's outputs against exact) */
     peat_analyzer_acc_t *acc_cand, *acc_gold;
+
+    /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
+    struct peat_runtime_result *rt;
 } peat_campaign;
 
 /* Sets up c for a run of o into res (res is cleared). */
@@ -71,8 +75,13 @@ peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
 peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
 peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
+peat_status peat_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
 peat_status peat_stage_report(peat_campaign *c);   /* report.c */
+
+/* The flow's configuration from the training options (profile, and every stage that trains
+ * the same flow again: runtime). */
+peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */
