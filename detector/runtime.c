@@ -228,7 +228,7 @@ peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run
     f.accept = peat_runtime_acceptance(v->cls);
     if (v->iter >= 0)
         snprintf(f.params, sizeof f.params, "iter=%lld metric=%s", (long long)v->iter, v->metric);
-    snprintf(f.evidence[0], sizeof f.evidence[0], "runtime FI, %.40s (%lld calls swapped): %.190s",
+    snprintf(f.evidence[0], sizeof f.evidence[0], "runtime FI, %.40s (%lld calls swapped): %.160s",
              run, (long long)swapped, v->evidence);
     f.n_evidence = 1;
     return f;
