@@ -1,10 +1,11 @@
-/* main.c: the `peat` command line: list, run, inspect, calibrate, help. Argument handling only:
- * the options are tables (harness/options.c); the work is the library's. Exit 0 pass, 1 fail, 2
- * usage/input. */
+/* main.c: the `peat` command line: list, run, inspect, calibrate, inject, help. Argument handling
+ * only: the options are tables (harness/options.c); the work is the library's. Exit 0 pass, 1 fail,
+ * 2 usage/input. */
 #include "harness/calibrate.h"
 #include "harness/ci.h"
 #include "harness/cmdline.h"
 #include "harness/campaign.h"
+#include "harness/fi.h"
 #include "harness/harness.h"
 #include "harness/options.h"
 #include "inject/inject.h"
@@ -172,6 +173,22 @@ static int cmd_calibrate(int argc, char **argv, const char *cmdline)
     return diag * 100 >= 95 * (int)o.trials * peat_calibrate_cases() ? EXIT_PASS : EXIT_KERNEL_FAIL;
 }
 
+static int cmd_inject(int argc, char **argv, const char *cmdline)
+{
+    peat_fi_opts o;
+    peat_fi_opts_default(&o);
+    peat_status st = peat_cli_parse(&peat_cli_inject, argc, argv, &o);
+    if (st != PEAT_OK) return die_status(st);
+    if (!o.campaign) return die("inject needs --campaign DIR (see `peat help inject`)");
+    if (!o.models) return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
+    peat_fi_result r;
+    st = peat_fi_run(&o, &r);
+    if (st != PEAT_OK) return die_status(st);
+    peat_fi_print(stdout, &r);
+    peat_fi_result_free(&r);
+    return EXIT_PASS;
+}
+
 /* The commands: `peat help` and the dispatch read this table. */
 static const struct {
     const peat_cli_cmd *cli;
@@ -180,6 +197,7 @@ static const struct {
     {&peat_cli_run, cmd_run},         {&peat_cli_list, cmd_list},
     {&peat_cli_inspect, cmd_inspect}, {&peat_cli_calibrate, cmd_calibrate},
     {&peat_cli_ci, peat_ci_main},     {&peat_cli_diff, peat_diff_main},
+    {&peat_cli_inject, cmd_inject},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -205,8 +223,11 @@ static void help_command(const peat_cli_cmd *cli)
 {
     peat_campaign_opts run;
     peat_campaign_opts_default(&run);
+    peat_fi_opts inject;
+    peat_fi_opts_default(&inject);
     const void *defaults = cli == &peat_cli_run         ? (const void *)&run
                            : cli == &peat_cli_calibrate ? (const void *)&calibrate_defaults
+                           : cli == &peat_cli_inject    ? (const void *)&inject
                                                         : NULL;
     peat_cli_help(stdout, cli, defaults);
 }
@@ -224,7 +245,7 @@ static int cmd_help(int argc, char **argv)
             return EXIT_PASS;
         }
     return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
-               "calibrate, help, version)",
+               "calibrate, inject, help, version)",
                c);
 }
 
@@ -253,7 +274,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
-    return die("unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, help, "
-               "version)",
-               cmd);
+    return die(
+        "unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, inject, help, "
+        "version)",
+        cmd);
 }
