@@ -121,7 +121,8 @@ Test(fi, outcome_classes_from_constructed_cases)
     t = trial(&c, "bitflip(bit=27)", PEAT_INJECT_SITE_OUTPUT, 0);
     cr_assert_eq(t.outcome, PEAT_INJECT_SDC, "bit 27: %s", peat_inject_outcome_name(t.outcome));
     cr_assert_eq(t.n_over, 1);
-    cr_assert_gt(t.max_norm, 1e3);
+    cr_assert_eq(t.n_diff, 1);
+    cr_assert_gt(t.max_norm, 1.0);
     /* NaN where golden is finite */
     t = trial(&c, "nan(count=2)", PEAT_INJECT_SITE_OUTPUT, 0);
     cr_assert_eq(t.outcome, PEAT_INJECT_DUE);
