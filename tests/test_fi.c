@@ -598,3 +598,77 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     peat_fi_result_free(&r);
     peat_fi_result_free(&c);
 }
+
+/* The runtime stage inside `peat run`: a verdict per frequency joins the findings, and the
+ * curves, verdicts and faulty checkpoints are in the finished campaign file. */
+Test(fi, runtime_stage_in_a_campaign)
+{
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new";
+    o.flow = "mlp";
+    o.iters = 12;
+    o.calls = 8;
+    o.out_dir = dir;
+    o.quiet = 1;
+    o.isolate = 0;
+    o.runtime_freq = "1,1/10";
+    peat_campaign_result r;
+    cr_assert_eq(peat_campaign_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(r.n_runtime, 2);
+    int found = 0;
+    for (int i = 0; i < r.n_findings; i++)
+        found += r.findings[i].cls == PEAT_FIND_TRAINING_EQUIVALENT;
+    cr_assert_eq(found, 2, "one TRAINING_EQUIVALENT finding per frequency");
+    cr_assert_eq(r.verdict, PEAT_ACCEPT_PASS);
+    cr_assert_gt(r.runtime_swapped[0], 9 * r.runtime_swapped[1], "1/10 swaps a tenth");
+    snprintf(path, sizeof path, "%s/campaign.h5", dir);
+    peat_store_t *s;
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    const peat_store_col vcols[3] = {{"run", PEAT_STORE_COL_STR, 64},
+                                     {"freq", PEAT_STORE_COL_STR, 32},
+                                     {"verdict", PEAT_STORE_COL_STR, 24}};
+    peat_store_table_t *t;
+    /* a prefix of the columns is not the table: the check names the difference */
+    cr_assert_eq(peat_store_table_open(s, "/runtime/verdicts", vcols, 3, &t), PEAT_ERR_FORMAT);
+    cr_assert(peat_store_table_exists(s, "/runtime/curves"));
+    cr_assert(peat_store_state_has(s, 11, "runtime 1/10"), "faulty checkpoint at the last iter");
+    cr_assert(peat_store_state_has(s, 11, "checkpoint"));
+    peat_store_close(s);
+}
+
+/* `peat inject` through the binary: a run, and usage errors with exit status 2. */
+Test(fi, inject_command_line)
+{
+    char dir[300], cmd[1200];
+    snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    make_campaign(dir);
+    snprintf(cmd, sizeof cmd,
+             "%s inject --campaign %s --model 'nan;bitflip(bit=-1)' --trials 40 --threads 2 "
+             "--quiet >%s/out 2>&1",
+             PEAT_TEST_BIN, dir, tmpdir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peat inject failed");
+    snprintf(cmd, sizeof cmd,
+             "grep -q 'by bit' %s/out && test -s %s/fi-summary.md && test -s "
+             "%s/fi-report.html",
+             tmpdir, dir, dir);
+    cr_assert_eq(system(cmd), 0, "tables and reports written");
+    const char *bad[3] = {"--model nan", "--campaign DIR --model 'nosuch'",
+                          "--campaign DIR --model nan --site elsewhere"};
+    for (int i = 0; i < 3; i++) {
+        char args[300];
+        snprintf(args, sizeof args, "%s", bad[i]);
+        char *p = strstr(args, "DIR");
+        if (p) {
+            char rest[300];
+            snprintf(rest, sizeof rest, "%s", p + 3);
+            snprintf(p, sizeof args - (size_t)(p - args), "%s%s", dir, rest);
+        }
+        snprintf(cmd, sizeof cmd, "%s inject %s >/dev/null 2>%s/err", PEAT_TEST_BIN, args, tmpdir);
+        st = system(cmd);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s': exit 2 expected", args);
+    }
+}
