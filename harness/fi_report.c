@@ -37,7 +37,7 @@ static void rows_print(FILE *f, const char *head, const peat_inject_table *tab, 
         if (md)
             fprintf(f, "| %s | %s | %lld |", head, tab->rows[i].key, (long long)t->total);
         else
-            fprintf(f, "%-34.34s %-18.18s %6lld", head, tab->rows[i].key, (long long)t->total);
+            fprintf(f, "%-40.40s %-18.18s %6lld", head, tab->rows[i].key, (long long)t->total);
         for (int o = 0; o < PEAT_INJECT_OUTCOME_COUNT; o++) cell(f, t, o, md);
         fputc('\n', f);
     }
@@ -49,7 +49,7 @@ static void header(FILE *f, const char *a, const char *b, int md)
         fprintf(f, "| %s | %s | trials | MASKED | TOLERABLE | SDC | DUE |\n", a, b);
         fputs("|---|---|---:|---:|---:|---:|---:|\n", f);
     } else {
-        fprintf(f, "%-34s %-18s %6s %-20s %-20s %-20s %-20s\n", a, b, "trials", " MASKED",
+        fprintf(f, "%-40s %-18s %6s %-20s %-20s %-20s %-20s\n", a, b, "trials", " MASKED",
                 " TOLERABLE", " SDC", " DUE");
     }
 }
