@@ -412,7 +412,7 @@ static void plan_print(const fi_run *F, int64_t n)
     const peat_fi_opts *o = F->o;
     int64_t need = peat_inject_trials_for_margin(o->margin, o->confidence, 0);
     double z = peat_inject_z(o->confidence);
-    fprintf(stderr,
+    fprintf(stdout,
             "peat inject: %d model(s) x %lld trials at site %s on %lld recorded calls, %d "
             "thread(s)\n  trials for +-%.1f%% at %.0f%%: %lld per rate; %lld give +-%.1f%% "
             "(worst case p = 1/2)\n",

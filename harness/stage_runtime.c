@@ -30,22 +30,22 @@ peat_status peat_stage_runtime(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
     /* a finetuned flow starts from another campaign's checkpoint, which the reruns would need
-     * too: not supported yet, said on stderr rather than silently skipped */
+     * too: not supported yet, said rather than silently skipped */
     if (o->no_runtime) return PEAT_OK;
     /* the loop runs the candidate in this process: one that crashed, hung or failed on a
      * recorded call (already a FAIL finding) would take the campaign down with it */
     if (c->res->n_kernel_failures > 0) {
         if (!o->quiet)
-            fprintf(stderr, "peat: runtime FI skipped: the kernel failed on %lld recorded calls\n",
+            fprintf(stdout, "peat: runtime FI skipped: the kernel failed on %lld recorded calls\n",
                     (long long)c->res->n_kernel_failures);
         return PEAT_OK;
     }
     if (o->finetune_from) {
-        if (!o->quiet) fprintf(stderr, "peat: runtime FI skipped (not with --finetune-from)\n");
+        if (!o->quiet) fprintf(stdout, "peat: runtime FI skipped (not with --finetune-from)\n");
         return PEAT_OK;
     }
     if (!o->quiet)
-        fprintf(stderr, "peat: runtime FI: golden band + %s in the loop ...\n", c->k->name);
+        fprintf(stdout, "peat: runtime FI: golden band + %s in the loop ...\n", c->k->name);
     peat_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.flow = c->flow;

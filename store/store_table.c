@@ -148,6 +148,19 @@ static peat_status rows_load(peat_store_table_t *t)
     return PEAT_OK;
 }
 
+/* HDF5 prints its error stack on stderr by default; a table's errors are returned as one line
+ * (store_h5_msg reads the stack), so its calls run with the printing off. */
+static int link_exists(hid_t file, const char *path)
+{
+    htri_t r = -1;
+    H5E_BEGIN_TRY
+    {
+        r = H5Lexists(file, path, H5P_DEFAULT);
+    }
+    H5E_END_TRY;
+    return r > 0;
+}
+
 int peat_store_table_exists(peat_store_t *s, const char *path)
 {
     /* each intermediate link must exist before the next is asked for */
@@ -157,14 +170,29 @@ int peat_store_table_exists(peat_store_t *s, const char *path)
         char c = *p;
         if (c != '/' && c != 0) continue;
         *p = 0;
-        if (H5Lexists(s->file, buf, H5P_DEFAULT) <= 0) return 0;
+        if (!link_exists(s->file, buf)) return 0;
         if (!c) return 1;
         *p = c;
     }
 }
 
+static peat_status table_open(peat_store_t *s, const char *path, const peat_store_col *cols,
+                              int n_cols, peat_store_table_t **out);
+
 peat_status peat_store_table_open(peat_store_t *s, const char *path, const peat_store_col *cols,
                                   int n_cols, peat_store_table_t **out)
+{
+    peat_status st = PEAT_OK;
+    H5E_BEGIN_TRY
+    {
+        st = table_open(s, path, cols, n_cols, out);
+    }
+    H5E_END_TRY;
+    return st;
+}
+
+static peat_status table_open(peat_store_t *s, const char *path, const peat_store_col *cols,
+                              int n_cols, peat_store_table_t **out)
 {
     *out = NULL;
     if (!s || !path || path[0] != '/' || strlen(path) >= 256)
@@ -262,7 +290,13 @@ peat_status peat_store_table_append(peat_store_table_t *t, const peat_store_valu
     }
     for (int64_t i = 0; i < n; i++)
         PEAT_TRY(row_pack(t, v + i * t->n_cols, t->rows + (size_t)(t->n + i) * t->row_size));
-    PEAT_TRY(rows_write(t, t->n, n));
+    peat_status st = PEAT_OK;
+    H5E_BEGIN_TRY
+    {
+        st = rows_write(t, t->n, n);
+    }
+    H5E_END_TRY;
+    PEAT_TRY(st);
     t->n += n;
     return PEAT_OK;
 }
