@@ -20,6 +20,10 @@ struct peat_exec {
         void *user;
     } hooks[PEAT_MAX_HOOKS];
     int n_hooks;
+    /* runtime fault injection (peat_exec_set_swap) */
+    int swap_on;
+    peat_exec_swap swap;
+    int64_t swap_eligible, swap_done;
 };
 
 peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t **out)
@@ -93,6 +97,77 @@ int64_t peat_exec_calls(const peat_exec_t *ex)
     return ex->calls;
 }
 
+peat_status peat_exec_set_swap(peat_exec_t *ex, const peat_exec_swap *s)
+{
+    ex->swap_on = 0;
+    ex->swap_eligible = ex->swap_done = 0;
+    if (!s) return PEAT_OK;
+    if (!peat_op_info_get(s->op))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "swap: op kind %d out of range", (int)s->op);
+    if (!s->kernel && !s->fn)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "swap: neither a faulty kernel nor a function");
+    if (s->kernel && (s->kernel->op != s->op || s->kernel->role == PEAT_ROLE_EXACT))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "swap: kernel '%s' cannot stand in for %s",
+                          s->kernel->name, peat_op_name(s->op));
+    if (s->every < 0 || !(s->prob >= 0.0 && s->prob <= 1.0) || s->iter_lo < 0 ||
+        (s->iter_hi != 0 && s->iter_hi <= s->iter_lo))
+        return PEAT_ERROR(
+            PEAT_ERR_INVAL,
+            "swap: every %lld, probability %g or iterations [%lld, %lld) out of range",
+            (long long)s->every, s->prob, (long long)s->iter_lo, (long long)s->iter_hi);
+    ex->swap = *s;
+    ex->swap_on = 1;
+    return PEAT_OK;
+}
+
+int64_t peat_exec_swap_eligible(const peat_exec_t *ex)
+{
+    return ex->swap_eligible;
+}
+int64_t peat_exec_swapped(const peat_exec_t *ex)
+{
+    return ex->swap_done;
+}
+
+/* Whether layer is in the comma-separated list (an entry ending in '*' is a prefix). */
+static int layer_listed(const char *list, const char *layer)
+{
+    if (!list || !*list) return 1;
+    for (const char *c = list; *c;) {
+        const char *end = strchr(c, ',');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        if (n > 0 && c[n - 1] == '*' ? strncmp(layer, c, n - 1) == 0
+                                     : strlen(layer) == n && strncmp(layer, c, n) == 0)
+            return 1;
+        c = end ? end + 1 : c + n;
+    }
+    return 0;
+}
+
+/* A uniform [0,1) draw that depends only on (seed, n): the schedule of a probabilistic swap is
+ * reproducible call by call, whatever ran before (splitmix64). */
+static double swap_draw(uint64_t seed, int64_t n)
+{
+    uint64_t z = seed + (uint64_t)(n + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1p-53;
+}
+
+/* Whether this call is replaced by the faulty computation (counts eligible calls). */
+static int swap_due(peat_exec_t *ex, const peat_args *a, const peat_call_info *info)
+{
+    const peat_exec_swap *s = &ex->swap;
+    if (a->op != s->op || info->iter < s->iter_lo || (s->iter_hi && info->iter >= s->iter_hi))
+        return 0;
+    if (s->phases && !(s->phases & (1u << info->phase))) return 0;
+    if (!layer_listed(s->layers, info->layer)) return 0;
+    int64_t n = ex->swap_eligible++;
+    if (s->prob > 0.0) return swap_draw(s->seed, n) < s->prob;
+    return s->every > 0 && n % s->every == 0;
+}
+
 peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase, peat_args *a)
 {
     const peat_kernel *k = peat_exec_kernel(ex, a->op);
@@ -104,7 +179,15 @@ peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase, p
     ex->op_calls[a->op]++;
     for (int h = 0; h < ex->n_hooks; h++)
         PEAT_TRY(ex->hooks[h].fn(ex->hooks[h].user, k, a, &info, 0));
-    PEAT_TRY(peat_kernel_run(k, a));
+    if (ex->swap_on && swap_due(ex, a, &info)) {
+        ex->swap_done++;
+        if (ex->swap.kernel)
+            PEAT_TRY(peat_kernel_run(ex->swap.kernel, a));
+        else
+            PEAT_TRY(ex->swap.fn(ex->swap.user, k, a, &info));
+    } else {
+        PEAT_TRY(peat_kernel_run(k, a));
+    }
     for (int h = 0; h < ex->n_hooks; h++)
         PEAT_TRY(ex->hooks[h].fn(ex->hooks[h].user, k, a, &info, 1));
     return PEAT_OK;

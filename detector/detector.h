@@ -21,10 +21,17 @@ typedef enum peat_finding_class {
     PEAT_FIND_WRONG_RESULT,      /* dense gross errors: effective bits near 0 (a wrong formula) */
     PEAT_FIND_OUT_OF_BOUND,      /* errors beyond the bound that match no known model */
     PEAT_FIND_UNKNOWN,           /* evidence ambiguous: signature attached, no guess */
+    /* training impact (runtime FI, peat_runtime_class): not from a signature */
+    PEAT_FIND_TRAINING_EQUIVALENT,
+    PEAT_FIND_DEGRADES,
+    PEAT_FIND_DIVERGES,
     PEAT_FIND_COUNT
 } peat_finding_class;
 /* TILE is reported as STRUCTURAL: errors confined to a region of the output */
 #define PEAT_FIND_STRUCTURAL PEAT_FIND_TILE
+
+/* The classes the signature rules emit (peat_detector_run): BIT_EXACT .. UNKNOWN. */
+#define PEAT_FIND_SIGNATURE_COUNT (PEAT_FIND_UNKNOWN + 1)
 
 typedef enum peat_acceptance {
     PEAT_ACCEPT_PASS = 0,
@@ -93,5 +100,64 @@ int peat_detector_props(const peat_gemm_props *cand, const peat_gemm_props *gold
 int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_outcome *pr,
                           int n_pr, const peat_finding *props, int n_props, peat_finding *out,
                           int max);
+/* ---- training impact: runtime fault injection judged against the golden noise band ---------
+ * docs/fault-injection.md ("band and verdict rules") says why each margin has its value. */
+
+typedef enum peat_runtime_class {
+    PEAT_RUNTIME_EQUIVALENT = 0, /* TRAINING_EQUIVALENT: inside the widened band throughout */
+    PEAT_RUNTIME_DEGRADES,       /* leaves the band (from an iteration, by an amount) */
+    PEAT_RUNTIME_DIVERGES,       /* non-finite values or a loss explosion */
+    PEAT_RUNTIME_CLASS_COUNT
+} peat_runtime_class;
+
+/* One training run's curves over n iterations. */
+typedef struct peat_runtime_curve {
+    int64_t n;
+    const double *loss;       /* training loss per iteration */
+    const double *wdist;      /* largest relative L2 distance of a weight tensor from the golden
+                                 run's at the same iteration (0 for the golden run itself) */
+    const int64_t *nonfinite; /* non-finite weight values after the iteration (NULL = none) */
+    int64_t n_eval;           /* held-out evaluations, at the same iterations in every run */
+    const double *eval_acc;   /* held-out accuracy at each (NaN = not measured) */
+} peat_runtime_curve;
+
+/* The golden noise band: per iteration, the range of R honest runs (the golden run and reruns
+ * with the `reorder` model on every call of the op). */
+typedef struct peat_runtime_band {
+    int64_t n, n_eval;
+    int members;
+    double *loss_lo, *loss_hi; /* [n] */
+    double *wdist_hi;          /* [n] largest member distance from the golden run */
+    double *acc_lo, *acc_hi;   /* [n_eval] */
+} peat_runtime_band;
+
+/* Builds the band of R >= 2 member curves (equal lengths; member 0 is the golden run). */
+peat_status peat_detector_band_build(const peat_runtime_curve *members, int R,
+                                     peat_runtime_band *out);
+void peat_detector_band_free(peat_runtime_band *b);
+/* The widened band at iteration t (what a run must stay inside), for reports and plots. */
+void peat_detector_band_widened(const peat_runtime_band *b, int64_t t, double *loss_lo,
+                                double *loss_hi, double *wdist_hi);
+
+typedef struct peat_runtime_verdict {
+    peat_runtime_class cls;
+    int64_t iter;       /* DEGRADES: first iteration of the first excursion; DIVERGES: first
+                           non-finite or exploding iteration; -1 when equivalent */
+    char metric[16];    /* what left the band: "loss", "weights", "accuracy", "nonfinite" */
+    double loss_excess; /* largest loss excess over the widened band, relative to its top */
+    double wdist_ratio; /* largest distance / widened band distance (<= 1 inside) */
+    double acc_drop;    /* largest accuracy drop below the widened band (absolute) */
+    double final_loss, band_lo, band_hi; /* last iteration: run and band */
+    char evidence[256];                  /* one sentence with the numbers */
+} peat_runtime_verdict;
+
+/* Judges a run against the band (same n and n_eval). */
+peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,
+                                        peat_runtime_verdict *v);
+const char *peat_runtime_class_name(peat_runtime_class c);
+/* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES -> FAIL. */
+peat_acceptance peat_runtime_acceptance(peat_runtime_class c);
+/* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */
+peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped);
 
 #endif

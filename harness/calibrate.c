@@ -156,12 +156,12 @@ void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials)
 {
     int diag = 0, total = 0;
     fprintf(f, "%-17s", "injected \\ found");
-    for (int k = 0; k < PEAT_FIND_COUNT; k++)
+    for (int k = 0; k < PEAT_FIND_SIGNATURE_COUNT; k++)
         fprintf(f, " %5.5s", peat_finding_name((peat_finding_class)k));
     fprintf(f, "  %s\n", "correct");
     for (int e = 0; e < N_CASES; e++) {
         fprintf(f, "%-17s", CASES[e].model);
-        for (int k = 0; k < PEAT_FIND_COUNT; k++) {
+        for (int k = 0; k < PEAT_FIND_SIGNATURE_COUNT; k++) {
             if (counts[e][k])
                 fprintf(f, " %5d", counts[e][k]);
             else

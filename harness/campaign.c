@@ -1,7 +1,9 @@
 /* campaign.c: runs one validation campaign as the list of its stages (harness/stages.h). */
+#include "harness/runtime.h"
 #include "harness/stages.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -45,6 +47,10 @@ void peat_campaign_free(peat_campaign *c)
     peat_store_close(c->store);
     c->store = NULL;
     peat_record_list_clear(&c->recs);
+    if (c->rt) peat_runtime_result_free(c->rt);
+    free(c->rt);
+    c->rt = NULL;
+    c->res->rt = NULL;
     peat_analyzer_acc_free(c->acc_cand);
     peat_analyzer_acc_free(c->acc_gold);
     c->acc_cand = c->acc_gold = NULL;
@@ -64,6 +70,7 @@ static const struct {
     {"probe", peat_stage_probe, PEAT_CLOCK_PROBE},
     {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE},
     {"detect", peat_stage_detect, PEAT_CLOCK_ANALYZE},
+    {"runtime", peat_stage_runtime, PEAT_CLOCK_RUNTIME},
     {"commit", peat_stage_commit, PEAT_CLOCK_ANALYZE},
     {"report", peat_stage_report, PEAT_CLOCK_NONE},
 };
@@ -74,6 +81,7 @@ static void clock_add(peat_campaign_result *res, peat_campaign_clock clock, doub
     if (clock == PEAT_CLOCK_PLAYBACK) res->t_playback += dt;
     if (clock == PEAT_CLOCK_ANALYZE) res->t_analyze += dt;
     if (clock == PEAT_CLOCK_PROBE) res->t_probe += dt;
+    if (clock == PEAT_CLOCK_RUNTIME) res->t_runtime += dt;
 }
 
 peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res)

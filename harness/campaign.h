@@ -50,6 +50,10 @@ typedef struct peat_campaign_opts {
     /* "90s", "5m", "1h": plan iterations and calls to fit (stage_plan.c); NULL = no plan */
     const char *budget;
     const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */
+    /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
+    int no_runtime;           /* skip the runtime stage */
+    const char *runtime_freq; /* frequencies ("1" default; "1,1/10,p=0.01") */
+    int runtime_band;         /* band runs R, golden included (0 = 3) */
 } peat_campaign_opts;
 
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
@@ -105,6 +109,15 @@ typedef struct peat_campaign_result {
     int have_props;
     peat_gemm_props props_cand, props_gold;
     double t_probe;
+    /* runtime FI: the candidate in the training loop, one verdict per frequency
+     * (docs/fault-injection.md); its findings are also in findings[] */
+    int n_runtime;
+    char runtime_run[4][64];
+    peat_runtime_verdict runtime[4];
+    int64_t runtime_swapped[4];
+    int runtime_band;
+    double t_runtime;
+    const struct peat_runtime_result *rt; /* the curves, while the report is written */
 } peat_campaign_result;
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);

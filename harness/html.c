@@ -3,6 +3,7 @@
  * heatmap and region map, golden training loss) and the command that reproduces the run; no
  * script, no network. */
 #include "harness/campaign.h"
+#include "harness/runtime.h"
 #include "store/store.h"
 #include "analyzer/analyzer.h"
 
@@ -361,6 +362,7 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     html_head(f, r);
     html_banner(f, o, r);
     html_findings(f, r);
+    peat_runtime_html(f, r->rt);
     html_signature(f, r);
     fputs("<h2>Errors</h2>\n", f);
     html_histograms(f, r);
@@ -371,8 +373,8 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     fputs("<h2>Reproduce</h2><pre id=\"command\">", f);
     peat_report_escape(f, o->argv && o->argv[0] ? o->argv : "(command line not recorded)");
     fprintf(f,
-            "</pre><p><small>peat %s &middot; profile %.1f s, playback %.1f s, total %.1f s "
-            "&middot; signature.json has every number</small></p></body></html>\n",
-            PEAT_VERSION_STRING, r->t_profile, r->t_playback, r->t_total);
+            "</pre><p><small>peat %s &middot; profile %.1f s, playback %.1f s, runtime FI %.1f s, "
+            "total %.1f s &middot; signature.json has every number</small></p></body></html>\n",
+            PEAT_VERSION_STRING, r->t_profile, r->t_playback, r->t_runtime, r->t_total);
     return ferror(f) ? PEAT_ERROR(PEAT_ERR_IO, "cannot write report.html") : PEAT_OK;
 }

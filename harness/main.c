@@ -1,10 +1,11 @@
-/* main.c: the `peat` command line: list, run, inspect, calibrate, calibrate-latency, predict, help.
- * Argument handling only: the options are tables (harness/options.c); the work is the library's.
- * Exit 0 pass, 1 fail, 2 usage/input. */
+/* main.c: the `peat` command line: run, ci, diff, list, inspect, calibrate, calibrate-latency,
+ * predict, inject, help. Argument handling only: the options are tables (harness/options.c); the
+ * work is the library's. Exit 0 pass, 1 fail, 2 usage/input. */
 #include "harness/calibrate.h"
 #include "harness/ci.h"
 #include "harness/cmdline.h"
 #include "harness/campaign.h"
+#include "harness/fi.h"
 #include "harness/harness.h"
 #include "harness/latency_cli.h"
 #include "harness/options.h"
@@ -242,6 +243,22 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
 }
 
+static int cmd_inject(int argc, char **argv, const char *cmdline)
+{
+    peat_fi_opts o;
+    peat_fi_opts_default(&o);
+    peat_status st = peat_cli_parse(&peat_cli_inject, argc, argv, &o);
+    if (st != PEAT_OK) return die_status(st);
+    if (!o.campaign) return die("inject needs --campaign DIR (see `peat help inject`)");
+    if (!o.models) return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
+    peat_fi_result r;
+    st = peat_fi_run(&o, &r);
+    if (st != PEAT_OK) return die_status(st);
+    peat_fi_print(stdout, &r);
+    peat_fi_result_free(&r);
+    return EXIT_PASS;
+}
+
 /* The commands: `peat help` and the dispatch read this table. */
 static const struct {
     const peat_cli_cmd *cli;
@@ -255,6 +272,7 @@ static const struct {
     {&peat_cli_calibrate, cmd_calibrate},
     {&peat_cli_calibrate_latency, cmd_calibrate_latency},
     {&peat_cli_predict, cmd_predict},
+    {&peat_cli_inject, cmd_inject},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -280,10 +298,13 @@ static void help_command(const peat_cli_cmd *cli)
 {
     peat_campaign_opts run;
     peat_campaign_opts_default(&run);
+    peat_fi_opts inject;
+    peat_fi_opts_default(&inject);
     const void *defaults = cli == &peat_cli_run                 ? (const void *)&run
                            : cli == &peat_cli_calibrate         ? (const void *)&calibrate_defaults
                            : cli == &peat_cli_calibrate_latency ? (const void *)&latency_defaults
                            : cli == &peat_cli_predict           ? (const void *)&predict_defaults
+                           : cli == &peat_cli_inject            ? (const void *)&inject
                                                                 : NULL;
     peat_cli_help(stdout, cli, defaults);
 }
@@ -301,7 +322,7 @@ static int cmd_help(int argc, char **argv)
             return EXIT_PASS;
         }
     return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
-               "calibrate, calibrate-latency, predict, help, version)",
+               "calibrate, calibrate-latency, predict, inject, help, version)",
                c);
 }
 
@@ -331,6 +352,6 @@ int main(int argc, char **argv)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
     return die("unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, "
-               "calibrate-latency, predict, help, version)",
+               "calibrate-latency, predict, inject, help, version)",
                cmd);
 }

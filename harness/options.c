@@ -2,6 +2,7 @@
  * parser and help writer that read them (ranges and choices live here only). */
 #include "harness/options.h"
 #include "harness/latency_cli.h"
+#include "harness/runtime.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -113,6 +114,16 @@ static const peat_cli_opt run_opts[] = {
     {"seq", "N", PEAT_CLI_INT, RUN(seq), 0, 1, 4096, NULL, NULL, "the flow's",
      "sequence length (gpt flows)", NULL},
     {"lr", "X", PEAT_CLI_REAL, RUN(lr), 0, 0, 10, NULL, NULL, "the flow's", "learning rate", NULL},
+    {"runtime-freq", "LIST", PEAT_CLI_SPEC, RUN(runtime_freq), 0, 0, 0, NULL,
+     peat_runtime_freqs_check, "1",
+     "frequencies of the candidate in the training loop: 1 (every call), 1/K (every K-th), "
+     "p=P (each call with probability P); up to 4, comma-separated",
+     "runtime fault injection (docs/fault-injection.md)"},
+    {"no-runtime", NULL, PEAT_CLI_FLAG, RUN(no_runtime), 0, 1, 0, NULL, NULL, NULL,
+     "skip the runtime FI stage (no training-impact verdict)", NULL},
+    {"runtime-band", "R", PEAT_CLI_INT, RUN(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
+     STR_OF(PEAT_RUNTIME_DEFAULT_BAND),
+     "runs in the golden noise band: the golden run and R-1 reruns with `reorder`", NULL},
     {"config", "FILE", PEAT_CLI_CONFIG, 0, 0, 0, 0, NULL, NULL, NULL,
      "read options from FILE (`key = value` lines, e.g. `record-ops = all`; `resume = true` for "
      "a flag); options on the command line override it",
@@ -221,6 +232,53 @@ const peat_cli_cmd peat_cli_predict = {
     predict_opts,
     (int)(sizeof predict_opts / sizeof predict_opts[0]),
     NULL,
+};
+
+static peat_status check_site(const char *v)
+{
+    peat_inject_site site;
+    return peat_inject_site_parse(v, &site);
+}
+
+#define FI(field) offsetof(peat_fi_opts, field)
+static const peat_cli_opt inject_opts[] = {
+    {"campaign", "DIR", PEAT_CLI_STR, FI(campaign), 0, 0, 0, NULL, NULL, NULL,
+     "a finished campaign (its directory or campaign.h5); required", NULL},
+    {"model", "SPECS", PEAT_CLI_STR, FI(models), 0, 0, 0, NULL, NULL, NULL,
+     "pseudo-error models, ';'-separated (`peat list`), e.g. 'bitflip(bit=-1);nan'; bit=-1 "
+     "draws the bit per trial (a 32-row per-bit table); required",
+     NULL},
+    {"trials", "N", PEAT_CLI_I64, FI(trials), 0, 1, 100000000, NULL, NULL,
+     "what --margin needs (1068 for +-3% at 95%)", "trials per model", NULL},
+    {"ops", "LIST", PEAT_CLI_SPEC, FI(ops), 0, 0, 0, NULL, check_op_list, "every recorded op",
+     "recorded ops to inject into, e.g. gemm,softmax", NULL},
+    {"site", "SITE", PEAT_CLI_SPEC, FI(site), 0, 0, 0, NULL, check_site, NULL,
+     "where the fault lands: output, input (a copy of one input), acc (a GEMM running sum)", NULL},
+    {"margin", "E", PEAT_CLI_REAL, FI(margin), 0, 0, 0.5, NULL, NULL, NULL,
+     "half-width wanted for the rates (prints the trials it needs)", NULL},
+    {"confidence", "C", PEAT_CLI_REAL, FI(confidence), 0, 0, 1, NULL, NULL, NULL,
+     "confidence of that margin", NULL},
+    {"threads", "N", PEAT_CLI_INT, FI(threads), 0, 1, 64, NULL, NULL, "online CPUs",
+     "worker threads running trials", NULL},
+    {"batch", "N", PEAT_CLI_I64, FI(batch), 0, 1, 1000000, NULL, NULL, "128 per thread",
+     "trials per durable write (a kill loses at most one batch, which a rerun redoes)", NULL},
+    {"quiet", NULL, PEAT_CLI_FLAG, FI(quiet), 0, 1, 0, NULL, NULL, NULL, "print only the tables",
+     NULL},
+};
+
+const peat_cli_cmd peat_cli_inject = {
+    "inject",
+    "playback fault injection:  peat inject --campaign DIR --model 'bitflip(bit=-1)'",
+    "peat inject --campaign DIR --model SPEC[;SPEC...] [options]",
+    "Runs seeded fault-injection trials of each model on the campaign's recorded calls and\n"
+    "classifies each: MASKED (bit-identical to golden), TOLERABLE (within the rounding bound),\n"
+    "SDC (finite, beyond it), DUE (failure, or NaN/Inf where golden is finite). Prints rates per\n"
+    "model x op, layer, phase and bit with 95% Wilson intervals. Trials go into the campaign\n"
+    "file as they finish: the same command resumes a killed campaign, nothing redone or doubled.",
+    inject_opts,
+    (int)(sizeof inject_opts / sizeof inject_opts[0]),
+    "Writes /fi/trials and the reference signatures fi:<spec>@<site> into DIR/campaign.h5, and\n"
+    "DIR/fi-summary.md, DIR/fi-report.html. Exit status: 0 done, 2 usage or input error.",
 };
 
 const peat_cli_cmd peat_cli_inspect = {

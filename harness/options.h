@@ -4,6 +4,7 @@
 #define PEAT_HARNESS_OPTIONS_H
 
 #include "harness/campaign.h"
+#include "harness/fi.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -69,7 +70,8 @@ typedef struct peat_cli_latency_opts {
 } peat_cli_latency_opts;
 
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect,
-    peat_cli_calibrate_latency, peat_cli_predict;
+    peat_cli_calibrate_latency, peat_cli_predict,
+    peat_cli_inject; /* inject fills peat_fi_opts (harness/fi.h) */
 
 /* The row of option argument arg ("--name", "--name=VALUE") in cmd's table, or NULL. */
 const peat_cli_opt *peat_cli_find(const peat_cli_cmd *cmd, const char *arg);

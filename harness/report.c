@@ -1,4 +1,5 @@
 /* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
+#include "harness/runtime.h"
 #include "harness/stages.h"
 
 #include <errno.h>
@@ -46,11 +47,12 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
         peat_report_probes(f, r, 0);
         peat_report_coverage(f, r, 0);
     }
+    peat_runtime_table(f, r, 0);
     fprintf(f,
             "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, probes "
-            "%.1f s, total %.1f s)\n",
+            "%.1f s, runtime FI %.1f s, total %.1f s)\n",
             verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
-            r->t_playback, r->t_probe, r->t_total);
+            r->t_playback, r->t_probe, r->t_runtime, r->t_total);
     peat_report_timing(f, r, 0);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
@@ -303,6 +305,8 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
     }
     peat_report_probes(f, r, 1);
     peat_report_coverage(f, r, 1);
+    peat_runtime_table(f, r, 1);
+    fputc('\n', f);
     fprintf(f,
             "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
             "records (%lld activation records), %lld checkpoints. Seed %llu. Time %.1f s.\n",

@@ -36,6 +36,7 @@ typedef enum {
     PEAT_CLOCK_PLAYBACK,
     PEAT_CLOCK_ANALYZE,
     PEAT_CLOCK_PROBE,
+    PEAT_CLOCK_RUNTIME,
 } peat_campaign_clock;
 
 typedef struct peat_campaign {
@@ -66,6 +67,9 @@ typedef struct peat_campaign {
 
     /* playback: error accumulators (candidate's and golden's outputs against exact) */
     peat_analyzer_acc_t *acc_cand, *acc_gold;
+
+    /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
+    struct peat_runtime_result *rt;
 } peat_campaign;
 
 /* Sets up c for a run of o into res (res is cleared). */
@@ -82,6 +86,7 @@ peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
 peat_status peat_stage_probe(peat_campaign *c);    /* stage_probe.c */
 peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
+peat_status peat_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
 peat_status peat_stage_report(peat_campaign *c);   /* report.c */
 

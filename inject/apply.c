@@ -86,6 +86,17 @@ static peat_status pick_distinct(peat_rng_t *r, int64_t n, int64_t count, float 
                                  void (*fn)(float *y, void *ctx), void *ctx)
 {
     if (count > n) count = n;
+    if (count <= 16) { /* the usual transient fault: a few picks, no mark array to clear */
+        int64_t got[16];
+        for (int64_t c = 0; c < count;) {
+            int64_t i = (int64_t)peat_rng_int(r, (uint64_t)n), seen = 0;
+            for (int64_t k = 0; k < c; k++) seen |= got[k] == i;
+            if (seen) continue;
+            got[c++] = i;
+            fn(&y[i], ctx);
+        }
+        return PEAT_OK;
+    }
     unsigned char *hit = calloc((size_t)n, 1);
     if (!hit) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: %lld marks", (long long)n);
     for (int64_t c = 0; c < count;) {
@@ -200,13 +211,14 @@ static peat_status apply_boundary(const peat_inject_model_t *m, const peat_args 
     return PEAT_OK;
 }
 
-static peat_status apply_stuck(const peat_inject_model_t *m, const peat_args *a)
+static peat_status apply_stuck(const peat_inject_model_t *m, const peat_args *a, peat_rng_t *r)
 {
     int o = (int)PI("out");
     PEAT_TRY(check_out(m, a, o));
     int64_t n, stride = PI("stride"), off = PI("offset");
     float *y = out_f32(a, o, &n);
-    uint32_t bit = 1u << PI("bit");
+    int b = (int)PI("bit");
+    uint32_t bit = 1u << (b < 0 ? (int)peat_rng_int(r, 32) : b);
     int value = (int)PI("value");
     for (int64_t i = off; i < n; i += stride)
         y[i] = peat_f32_from_bits(value ? peat_f32_bits(y[i]) | bit : peat_f32_bits(y[i]) & ~bit);
@@ -400,13 +412,14 @@ static peat_status corrupt(const peat_inject_model_t *m, const peat_args *a, pea
     }
     case PEAT_INJ_BITFLIP: {
         int o = (int)PI("out"), bit = (int)PI("bit");
+        if (bit < 0) bit = (int)peat_rng_int(r, 32); /* a transient upset in any bit */
         PEAT_TRY(check_out(m, a, o));
         int64_t n;
         float *y = out_f32(a, o, &n);
         return pick_distinct(r, n, PI("count"), y, flip_one, &bit);
     }
     case PEAT_INJ_STUCK:
-        return apply_stuck(m, a);
+        return apply_stuck(m, a, r);
     case PEAT_INJ_TILE:
         return apply_tile(m, a, r);
     case PEAT_INJ_BOUNDARY:
@@ -464,6 +477,78 @@ peat_status peat_inject_run(const peat_inject_model_t *m, const peat_kernel *k, 
     if (st == PEAT_OK) st = compute(m, k, &b, a, r);
     if (st == PEAT_OK) st = corrupt(m, a, r);
     inputs_free(&w);
+    peat_rng_free(r);
+    return st;
+}
+
+int peat_inject_model_output_only(const peat_inject_model_t *m, peat_op_kind op)
+{
+    switch (m->def->id) {
+    case PEAT_INJ_BITFLIP:
+    case PEAT_INJ_STUCK:
+    case PEAT_INJ_TILE:
+    case PEAT_INJ_BOUNDARY:
+    case PEAT_INJ_NAN:
+    case PEAT_INJ_NOISE:
+    case PEAT_INJ_RANGE:
+        return 1;
+    case PEAT_INJ_FTZ:
+    case PEAT_INJ_PRECISION:
+        return (int)PI("where") == WHERE_OUTPUT;
+    case PEAT_INJ_APPROX:
+        return (int)PI("fn") == FN_SMOOTH;
+    case PEAT_INJ_NONDETERMINISTIC:
+        return op != PEAT_OP_GEMM;
+    default:
+        return 0;
+    }
+}
+
+/* The models that corrupt stored values (not the computation) can hit any tensor. */
+static int corrupts_values(const peat_inject_model_t *m)
+{
+    switch (m->def->id) {
+    case PEAT_INJ_BITFLIP:
+    case PEAT_INJ_STUCK:
+    case PEAT_INJ_TILE:
+    case PEAT_INJ_BOUNDARY:
+    case PEAT_INJ_NAN:
+    case PEAT_INJ_NOISE:
+    case PEAT_INJ_RANGE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+peat_status peat_inject_corrupt_tensor(const peat_inject_model_t *m, peat_op_kind op,
+                                       peat_tensor *t, uint64_t seed)
+{
+    if (!corrupts_values(m))
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                          "inject %s: changes the computation, it cannot corrupt a stored tensor",
+                          m->spec);
+    if (!t || t->dtype != PEAT_DTYPE_F32)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject %s: the corrupted tensor must be F32", m->spec);
+    if (P("out") > 0) /* the tensor stands for output 0; out= names another */
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject %s: out= does not apply to one tensor", m->spec);
+    peat_args a;
+    memset(&a, 0, sizeof a);
+    a.op = op;
+    a.n_out = 1;
+    a.out[0] = t;
+    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, m->def->name));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: rng");
+    peat_status st = corrupt(m, &a, r);
+    peat_rng_free(r);
+    return st;
+}
+
+peat_status peat_inject_outputs(const peat_inject_model_t *m, const peat_args *a, uint64_t seed)
+{
+    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, m->def->name));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: rng");
+    peat_status st = corrupt(m, a, r);
     peat_rng_free(r);
     return st;
 }

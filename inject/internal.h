@@ -50,6 +50,22 @@ struct peat_inject_model {
 /* Value of parameter key (the table guarantees it exists). */
 double peat_inject_param_get(const peat_inject_model_t *m, const char *key);
 
+/* A copy of m with parameter key set to v (range-checked) and its spec rebuilt. */
+peat_status peat_inject_model_clone_with(const peat_inject_model_t *m, const char *key, double v,
+                                         peat_inject_model_t **out);
+/* The model's corruption applied to one tensor t (F32) as if it were output 0 of an op-kind op
+ * call: what the input site of a fault-injection trial does to a copy of an input. Models that
+ * change the computation instead (reorder, precision, truncate, approx tanh, ...) are refused. */
+peat_status peat_inject_corrupt_tensor(const peat_inject_model_t *m, peat_op_kind op,
+                                       peat_tensor *t, uint64_t seed);
+/* The model's action on a->out alone, with the random stream peat_inject_run draws from: on
+ * outputs equal to the kernel's, the same bits as peat_inject_run (output-only models). */
+peat_status peat_inject_outputs(const peat_inject_model_t *m, const peat_args *a, uint64_t seed);
+/* 1 when the model only acts on the outputs of an unchanged computation (bitflip, stuck, tile,
+ * boundary, nan, noise, range, ftz/precision where=output, approx fn=smooth; nondeterministic
+ * off GEMM): a trial may start from the recorded golden outputs instead of rerunning the kernel. */
+int peat_inject_model_output_only(const peat_inject_model_t *m, peat_op_kind op);
+
 /* Number formats the models round to: p significand bits, fp32's exponent range unless said. */
 typedef enum peat_inject_fmt {
     PEAT_FMT_BF16 = 0,

@@ -59,14 +59,14 @@ static const peat_inject_def defs[PEAT_INJ_COUNT] = {
      "bitflip",
      "silent data corruption: one bit XORed in `count` random elements (transient)",
      3,
-     {I("bit", 30, 0, 31, "bit position (0 = mantissa lsb, 31 = sign)"),
+     {I("bit", 30, -1, 31, "bit position (0 = mantissa lsb, 31 = sign; -1 = drawn per call)"),
       I("count", 1, 1, 1e9, "elements hit"), I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
     {PEAT_INJ_STUCK,
      "stuck",
      "permanent fault: one bit forced to `value` in every stride-th lane",
      5,
-     {I("bit", 0, 0, 31, "bit position"), I("value", 1, 0, 1, "forced value"),
-      I("stride", 1, 1, 1e9, "every stride-th element"),
+     {I("bit", 0, -1, 31, "bit position (-1 = drawn from the seed)"),
+      I("value", 1, 0, 1, "forced value"), I("stride", 1, 1, 1e9, "every stride-th element"),
       I("offset", 0, 0, 1e9, "first lane (offset < stride)"),
       I("out", 0, 0, PEAT_MAX_IO - 1, "output index")}},
     {PEAT_INJ_TILE,
@@ -177,6 +177,25 @@ static void canonical(peat_inject_model_t *m)
                                 p->key, v);
     }
     if (d->n_params && len < sizeof m->spec) snprintf(m->spec + len, sizeof m->spec - len, ")");
+}
+
+peat_status peat_inject_model_clone_with(const peat_inject_model_t *m, const char *key, double v,
+                                         peat_inject_model_t **out)
+{
+    int i;
+    if (!param_find(m->def, key, strlen(key), &i))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject %s: no parameter '%s'", m->spec, key);
+    const peat_inject_param *p = &m->def->params[i];
+    if (v < p->lo || v > p->hi)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "inject %s: %s=%g outside [%g, %g]", m->spec, key, v,
+                          p->lo, p->hi);
+    peat_inject_model_t *c = malloc(sizeof *c);
+    if (!c) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: model copy");
+    *c = *m;
+    c->v[i] = v;
+    canonical(c);
+    *out = c;
+    return PEAT_OK;
 }
 
 static peat_status parse_value(const char *spec, const peat_inject_def *d,

@@ -129,6 +129,50 @@ peat_status peat_store_signature_read(peat_store_t *s, const char *kernel, char 
 /* The idx-th signature in write order: kernel name (64 bytes) and its JSON (caller frees). */
 peat_status peat_store_signature_at(peat_store_t *s, int64_t idx, char kernel[64], char **json);
 
+/* ---- tables: crash-safe rows of named columns, for stage results (fault-injection trials,
+ * runtime curves). One extendible chunked dataset of compound rows per table, written through
+ * the public HDF5 API (H5Dset_extent, H5Dwrite, H5Fflush): a row is durable once
+ * peat_store_table_append returns, and a row torn by a kill fails its check and is dropped on
+ * open. docs/hdf5-schema.md ("tables"). ---- */
+
+typedef enum peat_store_col_type {
+    PEAT_STORE_COL_I64 = 0,
+    PEAT_STORE_COL_F64,
+    PEAT_STORE_COL_STR /* fixed width, NUL-terminated; longer strings are refused */
+} peat_store_col_type;
+
+typedef struct peat_store_col {
+    const char *name;
+    peat_store_col_type type;
+    int width; /* PEAT_STORE_COL_STR: bytes including the NUL */
+} peat_store_col;
+
+/* One cell: the member named by its column's type. */
+typedef union peat_store_value {
+    int64_t i;
+    double d;
+    const char *s;
+} peat_store_value;
+
+typedef struct peat_store_table peat_store_table_t;
+
+/* Opens the table at path (e.g. "/fi/trials"): created, with its groups, when absent and the
+ * store is writable; otherwise its columns must be these (PEAT_ERR_FORMAT if not). Complete rows
+ * are read back (resume: the caller skips the keys it finds). */
+peat_status peat_store_table_open(peat_store_t *s, const char *path, const peat_store_col *cols,
+                                  int n_cols, peat_store_table_t **out);
+/* Whether the file holds a table at path. */
+int peat_store_table_exists(peat_store_t *s, const char *path);
+int64_t peat_store_table_rows(const peat_store_table_t *t);
+/* Appends n rows (n x n_cols values, row-major) durably: one write and one flush per call. */
+peat_status peat_store_table_append(peat_store_table_t *t, const peat_store_value *v, int64_t n);
+/* Cell (row, col); a string points into the table (valid until close). */
+peat_status peat_store_table_get(const peat_store_table_t *t, int64_t row, int col,
+                                 peat_store_value *v);
+/* Column index by name, -1 if absent. */
+int peat_store_table_col(const peat_store_table_t *t, const char *name);
+void peat_store_table_close(peat_store_table_t *t);
+
 /* ---- what a file holds ---- */
 
 typedef struct peat_store_stats {

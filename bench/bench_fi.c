@@ -1,0 +1,218 @@
+/* bench_fi.c: fault-injection costs: the idle swap hook against plain training (bit-identical,
+ * overhead), playback FI trials per second per op and model with one trial's cost over one
+ * golden call of the same records, and the speed-up of trials from 1 to 2 threads. */
+#define _DEFAULT_SOURCE
+#include "harness/campaign.h"
+#include "harness/fi.h"
+#include "harness/harness.h"
+#include "inject/inject.h"
+#include "models/models.h"
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* CPU time of this thread: the machine may be shared, and single-threaded ratios should not
+ * depend on what else runs. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* mlp for n iterations, with the swap installed or not; CPU seconds; loss of the last step. */
+static double train(int swap, int n, double *loss, uint64_t *hash)
+{
+    peat_flow_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.seed = 1;
+    cfg.weight_decay = -1;
+    peat_exec_t *ex;
+    peat_flow_t *f;
+    if (peat_exec_create("mlp", 1, &ex) != PEAT_OK) exit(1);
+    peat_exec_swap s = {.op = PEAT_OP_GEMM, .kernel = peat_registry_find("gemm_new"), .every = 0};
+    if (swap && peat_exec_set_swap(ex, &s) != PEAT_OK) exit(1);
+    if (peat_flow_create("mlp", &cfg, ex, &f) != PEAT_OK) exit(1);
+    double t0 = cpu_now();
+    for (int i = 0; i < n; i++) {
+        peat_flow_metrics m;
+        if (peat_flow_step(f, &m) != PEAT_OK) exit(1);
+        *loss = m.loss;
+    }
+    double t = cpu_now() - t0;
+    /* FNV-1a over every state tensor: equal hashes = bit-identical training */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < peat_flow_state_count(f); i++) {
+        const peat_tensor *w = peat_flow_state(f, i, NULL);
+        const unsigned char *b = w->data;
+        for (size_t k = 0; k < peat_tensor_nbytes(w); k++) h = (h ^ b[k]) * 0x100000001b3ull;
+    }
+    *hash = h;
+    peat_flow_free(f);
+    peat_exec_free(ex);
+    return t;
+}
+
+static void bench_idle_hook(void)
+{
+    const int n = 60, reps = 5;
+    double best[2] = {1e30, 1e30}, loss[2];
+    uint64_t hash[2];
+    for (int r = 0; r < reps; r++) /* alternating, best of reps: side by side in one run */
+        for (int s = 0; s < 2; s++) {
+            double t = train(s, n, &loss[s], &hash[s]);
+            if (t < best[s]) best[s] = t;
+        }
+    printf("## idle swap hook (mlp, %d iterations, best of %d, thread CPU time)\n\n", n, reps);
+    printf("| run | s | ratio | bit-identical |\n|---|---:|---:|---|\n");
+    printf("| plain training | %.4f | 1.000 | |\n", best[0]);
+    printf("| swap hook installed, frequency 0 | %.4f | %.3f | %s |\n\n", best[1],
+           best[1] / best[0], hash[0] == hash[1] && loss[0] == loss[1] ? "yes" : "NO");
+}
+
+/* Mean CPU time of the golden kernel over the records of op in the campaign file. */
+static double golden_call_time(const char *h5, peat_op_kind op, int64_t *n_rec)
+{
+    peat_store_t *s;
+    if (peat_store_open(h5, 0, &s) != PEAT_OK) exit(1);
+    double t = 0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < peat_store_call_count(s); i++) {
+        peat_record *r;
+        if (peat_store_call_read(s, i, &r) != PEAT_OK) exit(1);
+        if (r->op == op) {
+            peat_args a = peat_record_args(r);
+            peat_op_alloc_outputs(&a, PEAT_DTYPE_F32);
+            const peat_kernel *g = peat_registry_role(op, PEAT_ROLE_GOLDEN, "cpu");
+            double t0 = cpu_now();
+            for (int k = 0; k < 5; k++) peat_kernel_run(g, &a);
+            t += (cpu_now() - t0) / 5;
+            n++;
+            peat_args_free_outputs(&a);
+        }
+        peat_record_free(r);
+    }
+    peat_store_close(s);
+    *n_rec = n;
+    return n ? t / (double)n : 0;
+}
+
+static void copy_campaign(const char *from, const char *to)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+    if (system(cmd) != 0) exit(1);
+}
+
+/* One FI campaign on a fresh copy of the campaign; trials/s (CPU-bound, one thread: the thread's
+ * CPU time equals its wall time on an idle core; reported from the run's own clock). */
+static peat_fi_result fi_once(const char *base, const char *work, const char *model,
+                              const char *ops, const char *site, int64_t trials, int threads)
+{
+    copy_campaign(base, work);
+    peat_fi_opts o;
+    peat_fi_opts_default(&o);
+    o.campaign = work;
+    o.models = model;
+    o.ops = ops;
+    o.site = site;
+    o.trials = trials;
+    o.threads = threads;
+    o.quiet = 1;
+    o.signature_trials = 1;
+    peat_fi_result r;
+    if (peat_fi_run(&o, &r) != PEAT_OK) {
+        fprintf(stderr, "bench_fi: %s\n", peat_error_last());
+        exit(1);
+    }
+    return r;
+}
+
+static void bench_trials(const char *base, const char *work)
+{
+    char h5[600];
+    snprintf(h5, sizeof h5, "%s/campaign.h5", base);
+    static const struct {
+        const char *op, *model, *site;
+    } cases[] = {
+        {"gemm", "bitflip(bit=-1)", "output"},
+        {"gemm", "nan", "output"},
+        {"gemm", "tile(kind=random)", "output"},
+        {"gemm", "bitflip(bit=-1)", "input"},
+        {"gemm", "bitflip(bit=-1)", "acc"},
+        {"gemm", "reorder", "output"},
+        {"relu", "bitflip(bit=-1)", "output"},
+        {"relu", "bitflip(bit=-1)", "input"},
+        {"bias_add_bwd", "bitflip(bit=-1)", "output"},
+    };
+    printf("## playback FI trials (mlp records, 1 thread; cost includes classification and the "
+           "durable batch writes; CPU time)\n\n");
+    printf("| op | model | site | records | trials | trials/s | golden call us | trial us | "
+           "trial / golden call |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        peat_op_kind op;
+        peat_op_parse(cases[i].op, &op);
+        int64_t nrec;
+        double g = golden_call_time(h5, op, &nrec);
+        peat_fi_result r = fi_once(base, work, cases[i].model, cases[i].op, cases[i].site, 2000, 1);
+        double trial = r.n_run > 0 ? r.t_cpu / (double)r.n_run : 0;
+        printf("| %s | %s | %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f |\n", cases[i].op,
+               cases[i].model, cases[i].site, (long long)nrec, (long long)r.n_run,
+               trial > 0 ? 1 / trial : 0, 1e6 * g, 1e6 * trial, g > 0 ? trial / g : 0);
+        peat_fi_result_free(&r);
+    }
+    printf("\n");
+}
+
+static void bench_threads(const char *base, const char *work)
+{
+    printf("## trials over threads (gemm records, bitflip at the input site, wall time)\n\n");
+    printf("| threads | trials | s | trials/s | speed-up |\n|---:|---:|---:|---:|---:|\n");
+    double t1 = 0;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int th = 1; th <= 2; th++) {
+        peat_fi_result r = fi_once(base, work, "bitflip(bit=-1)", "gemm", "input", 3000, th);
+        if (th == 1) t1 = r.t_run;
+        printf("| %d | %lld | %.3f | %.0f | %.2f |\n", th, (long long)r.n_run, r.t_run,
+               r.trials_per_s, r.t_run > 0 ? t1 / r.t_run : 0);
+        peat_fi_result_free(&r);
+    }
+    printf("\n(%ld online CPUs; a speed-up under 2 on a shared machine is other load)\n", cpus);
+}
+
+int main(void)
+{
+    if (peat_builtin_init() != PEAT_OK) return 1;
+    printf("# bench_fi: fault-injection costs, build %s\n\n", "Release");
+    bench_idle_hook();
+    char base[] = "/tmp/peat-bench-fi-XXXXXX";
+    if (!mkdtemp(base)) return 1;
+    char dir[300], work[300];
+    snprintf(dir, sizeof dir, "%s/campaign", base);
+    snprintf(work, sizeof work, "%s/work", base);
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new";
+    o.flow = "mlp";
+    o.iters = 20;
+    o.calls = 96;
+    o.record_ops = "gemm,relu,bias_add_bwd";
+    o.out_dir = dir;
+    o.quiet = 1;
+    o.isolate = 0;
+    o.no_runtime = 1;
+    peat_campaign_result cr;
+    if (peat_campaign_run(&o, &cr) != PEAT_OK) {
+        fprintf(stderr, "bench_fi: campaign: %s\n", peat_error_last());
+        return 1;
+    }
+    bench_trials(dir, work);
+    bench_threads(dir, work);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    return system(cmd) == 0 ? 0 : 1;
+}

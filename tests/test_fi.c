@@ -1,0 +1,674 @@
+/* test_fi.c: fault injection: outcome classes from constructed cases, Wilson intervals and trial
+ * counts against known values, the swap hook's schedule (idle = bit-identical training), runtime
+ * verdicts on every flow, the band rules on constructed curves, crash-safe tables and a killed
+ * playback FI campaign that resumes with no trial lost or doubled. */
+#include <criterion/criterion.h>
+
+#include "analyzer/analyzer.h"
+#include "detector/detector.h"
+#include "golden/golden.h"
+#include "harness/campaign.h"
+#include "harness/fi.h"
+#include "harness/harness.h"
+#include "harness/runtime.h"
+#include "inject/inject.h"
+#include "models/models.h"
+#include "store/store.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-fi-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
+
+static void teardown(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(fi, .init = setup, .fini = teardown, .timeout = 600);
+
+/* ---- a constructed GEMM call with its golden, exact outputs and bounds ---- */
+
+typedef struct call {
+    peat_tensor *A, *B, *G, *E, *D;
+    double *bound;
+    peat_args a; /* inputs A, B; output D (scratch) */
+    peat_inject_ref ref;
+} call;
+
+static call call_new(int M, int N, int K, uint64_t seed)
+{
+    call c;
+    memset(&c, 0, sizeof c);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &c.A), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &c.B), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &c.G), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &c.D), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F64, M, N, &c.E), PEAT_OK);
+    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_fill_gaussian(r, c.A, 1.0);
+    peat_rng_fill_gaussian(r, c.B, 1.0);
+    peat_rng_free(r);
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[2] = M, p.i[3] = N, p.i[4] = K, p.i[5] = 1, p.f[0] = 1.0;
+    const peat_tensor *in[2] = {c.A, c.B};
+    peat_tensor *g[1] = {c.G}, *e[1] = {c.E}, *d[1] = {c.D};
+    peat_args ga = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, g);
+    peat_args ea = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, e);
+    cr_assert_eq(peat_kernel_run(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"), &ga),
+                 PEAT_OK);
+    cr_assert_eq(peat_kernel_run(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_EXACT, "cpu"), &ea),
+                 PEAT_OK);
+    c.bound = malloc((size_t)(M * N) * sizeof *c.bound);
+    cr_assert_eq(peat_golden_magnitude(&ga, 0, c.E, c.bound), PEAT_OK);
+    for (int i = 0; i < M * N; i++) c.bound[i] = peat_analyzer_bound(c.bound[i], K);
+    c.a = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, d);
+    c.ref.n_out = 1;
+    c.ref.golden[0] = c.G, c.ref.exact[0] = c.E, c.ref.bound[0] = c.bound;
+    return c;
+}
+
+static void call_free(call *c)
+{
+    peat_tensor_free(c->A), peat_tensor_free(c->B), peat_tensor_free(c->G);
+    peat_tensor_free(c->E), peat_tensor_free(c->D);
+    free(c->bound);
+}
+
+/* One planned trial of spec at site on the call; returns the trial. */
+static peat_inject_trial trial(call *c, const char *spec, peat_inject_site site, int64_t index)
+{
+    peat_inject_model_t *m;
+    cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "%s", peat_error_last());
+    peat_inject_trial t;
+    cr_assert_eq(peat_inject_trial_plan(m, site, 7, index, 1, &t), PEAT_OK);
+    cr_assert_eq(peat_inject_trial_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
+                                       &c->a, &c->ref, &t),
+                 PEAT_OK, "%s: %s", spec, peat_error_last());
+    peat_inject_model_free(m);
+    return t;
+}
+
+Test(fi, outcome_classes_from_constructed_cases)
+{
+    call c = call_new(24, 20, 64, 11);
+    /* the golden's own order: the same bits */
+    peat_inject_trial t = trial(&c, "reorder(order=forward)", PEAT_INJECT_SITE_OUTPUT, 0);
+    cr_assert_eq(t.outcome, PEAT_INJECT_MASKED, "forward order: %s, %lld differ",
+                 peat_inject_outcome_name(t.outcome), (long long)t.n_diff);
+    /* one ulp in one element: 2^-23 |y| against a bound of 64 2^-24 mag >= 32 ulps */
+    t = trial(&c, "bitflip(bit=0)", PEAT_INJECT_SITE_OUTPUT, 0);
+    cr_assert_eq(t.outcome, PEAT_INJECT_TOLERABLE, "bit 0: %s",
+                 peat_inject_outcome_name(t.outcome));
+    cr_assert_eq(t.n_diff, 1);
+    cr_assert_eq(t.n_over, 0);
+    /* exponent bit 27: the element scaled by 2^16 or 2^-16, finite, far beyond the bound */
+    t = trial(&c, "bitflip(bit=27)", PEAT_INJECT_SITE_OUTPUT, 0);
+    cr_assert_eq(t.outcome, PEAT_INJECT_SDC, "bit 27: %s", peat_inject_outcome_name(t.outcome));
+    cr_assert_eq(t.n_over, 1);
+    cr_assert_eq(t.n_diff, 1);
+    cr_assert_gt(t.max_norm, 1.0);
+    /* NaN where golden is finite */
+    t = trial(&c, "nan(count=2)", PEAT_INJECT_SITE_OUTPUT, 0);
+    cr_assert_eq(t.outcome, PEAT_INJECT_DUE);
+    cr_assert_eq(t.n_nonfinite, 2);
+    /* the accumulator: NaN in a running sum reaches the output; its lowest bit does not matter */
+    t = trial(&c, "nan", PEAT_INJECT_SITE_ACC, 3);
+    cr_assert_eq(t.outcome, PEAT_INJECT_DUE);
+    t = trial(&c, "bitflip(bit=0)", PEAT_INJECT_SITE_ACC, 3);
+    cr_assert(t.outcome == PEAT_INJECT_MASKED || t.outcome == PEAT_INJECT_TOLERABLE,
+              "acc bit 0: %s", peat_inject_outcome_name(t.outcome));
+    /* an input's sign bit: many outputs change, by far more than rounding */
+    t = trial(&c, "bitflip(bit=31)", PEAT_INJECT_SITE_INPUT, 5);
+    cr_assert(t.target == 0 || t.target == 1);
+    cr_assert_eq(t.outcome, PEAT_INJECT_SDC, "input sign: %s", peat_inject_outcome_name(t.outcome));
+    cr_assert_geq(t.n_over, 1);
+    call_free(&c);
+}
+
+Test(fi, trials_reproduce_from_their_record)
+{
+    call c = call_new(16, 16, 32, 3);
+    const char *specs[3] = {"bitflip(bit=-1,count=3)", "tile(rows=4,cols=4,kind=random)", "nan"};
+    const peat_inject_site sites[3] = {PEAT_INJECT_SITE_OUTPUT, PEAT_INJECT_SITE_INPUT,
+                                       PEAT_INJECT_SITE_ACC};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 5; i++) {
+            peat_inject_trial a = trial(&c, specs[s], sites[s], i);
+            float *first = malloc(16 * 16 * sizeof *first);
+            memcpy(first, c.D->data, 16 * 16 * sizeof *first);
+            /* rerun from the record: the resolved spec, site and seed */
+            peat_inject_model_t *m;
+            cr_assert_eq(peat_inject_model_parse(a.spec, &m), PEAT_OK);
+            peat_inject_trial b = a;
+            cr_assert_eq(
+                peat_inject_trial_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
+                                      &c.a, &c.ref, &b),
+                PEAT_OK);
+            cr_assert_eq(memcmp(first, c.D->data, 16 * 16 * sizeof *first), 0,
+                         "%s trial %d: outputs differ on rerun", a.spec, i);
+            cr_assert_eq(b.outcome, a.outcome);
+            cr_assert_eq(b.n_diff, a.n_diff);
+            peat_inject_model_free(m);
+            free(first);
+        }
+    call_free(&c);
+}
+
+Test(fi, output_models_from_golden_copy_equal_a_rerun)
+{
+    /* starting an output-only model from the recorded golden outputs is the same as running the
+     * golden kernel: checked bit for bit against peat_inject_run */
+    call c = call_new(20, 12, 40, 5);
+    const char *specs[4] = {"bitflip(bit=-1,count=4)", "stuck(bit=3,stride=5)",
+                            "tile(kind=random,rows=4,cols=4)", "noise(sigma=1e-3)"};
+    for (int s = 0; s < 4; s++) {
+        peat_inject_trial t = trial(&c, specs[s], PEAT_INJECT_SITE_OUTPUT, 2);
+        peat_tensor *ref;
+        cr_assert_eq(peat_tensor_clone(c.D, &ref), PEAT_OK);
+        peat_inject_model_t *m;
+        cr_assert_eq(peat_inject_model_parse(t.spec, &m), PEAT_OK);
+        cr_assert_eq(peat_inject_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
+                                     &c.a, t.seed),
+                     PEAT_OK);
+        cr_assert_eq(memcmp(ref->data, c.D->data, peat_tensor_nbytes(ref)), 0, "%s", t.spec);
+        peat_inject_model_free(m);
+        peat_tensor_free(ref);
+    }
+    call_free(&c);
+}
+
+Test(fi, drawn_bits_cover_all_positions)
+{
+    peat_inject_model_t *m;
+    cr_assert_eq(peat_inject_model_parse("bitflip(bit=-1)", &m), PEAT_OK);
+    int seen[32] = {0};
+    for (int i = 0; i < 1000; i++) {
+        peat_inject_trial t;
+        cr_assert_eq(peat_inject_trial_plan(m, PEAT_INJECT_SITE_OUTPUT, 1, i, 10, &t), PEAT_OK);
+        cr_assert(t.bit >= 0 && t.bit < 32 && t.record >= 0 && t.record < 10);
+        char want[32];
+        snprintf(want, sizeof want, "bitflip(bit=%d,", t.bit);
+        cr_assert(strstr(t.spec, want), "resolved spec %s names bit %d", t.spec, t.bit);
+        seen[t.bit]++;
+    }
+    for (int b = 0; b < 32; b++) cr_assert_gt(seen[b], 10, "bit %d drawn %d times", b, seen[b]);
+    peat_inject_model_free(m);
+}
+
+/* ---- statistics ---- */
+
+Test(fi, wilson_intervals_match_known_values)
+{
+    double z = peat_inject_z(0.95);
+    cr_assert_float_eq(z, 1.959964, 1e-6);
+    /* (k, n, lo, hi): Wilson 1927 / Newcombe 1998 values */
+    const double cases[][4] = {{0, 10, 0.0, 0.2775},
+                               {5, 10, 0.2366, 0.7634},
+                               {50, 100, 0.4038, 0.5962},
+                               {10, 10, 0.7225, 1.0}};
+    for (int i = 0; i < 4; i++) {
+        peat_inject_rate w = peat_inject_wilson((int64_t)cases[i][0], (int64_t)cases[i][1], z);
+        cr_assert_float_eq(w.lo, cases[i][2], 1e-4, "%g/%g lo %g", cases[i][0], cases[i][1], w.lo);
+        cr_assert_float_eq(w.hi, cases[i][3], 1e-4, "%g/%g hi %g", cases[i][0], cases[i][1], w.hi);
+    }
+    cr_assert(isnan(peat_inject_wilson(1, 0, z).p));
+    /* NVBitFI-style: about 1000 injections for +-3.1% at 95%; 1068 for +-3% */
+    cr_assert_eq(peat_inject_trials_for_margin(0.031, 0.95, 0), 1000);
+    cr_assert_eq(peat_inject_trials_for_margin(0.03, 0.95, 0), 1068);
+    /* a finite population of 500 faults needs fewer */
+    cr_assert_lt(peat_inject_trials_for_margin(0.03, 0.95, 500), 500);
+}
+
+Test(fi, rate_tables_group_and_count)
+{
+    peat_inject_trial t[6];
+    memset(t, 0, sizeof t);
+    const int bits[6] = {3, 3, 30, -1, 30, 31};
+    const peat_inject_outcome out[6] = {PEAT_INJECT_TOLERABLE, PEAT_INJECT_MASKED, PEAT_INJECT_SDC,
+                                        PEAT_INJECT_DUE,       PEAT_INJECT_DUE,    PEAT_INJECT_SDC};
+    for (int i = 0; i < 6; i++) {
+        snprintf(t[i].model, sizeof t[i].model, "%s", bits[i] < 0 ? "nan" : "bitflip(bit=-1)");
+        snprintf(t[i].layer, sizeof t[i].layer, "fc%d", i % 2);
+        t[i].bit = bits[i], t[i].outcome = out[i], t[i].op = PEAT_OP_GEMM;
+        t[i].phase = i < 3 ? PEAT_PHASE_FWD : PEAT_PHASE_BWD;
+    }
+    peat_inject_table tab;
+    cr_assert_eq(peat_inject_table_build(t, 6, PEAT_INJECT_BY_BIT, &tab), PEAT_OK);
+    cr_assert_eq(tab.n, 32, "a row per bit position");
+    cr_assert_eq(tab.rows[3].t.total, 2);
+    cr_assert_eq(tab.rows[30].t.n[PEAT_INJECT_SDC], 1);
+    cr_assert_eq(tab.rows[30].t.n[PEAT_INJECT_DUE], 1);
+    cr_assert_eq(tab.rows[0].t.total, 0);
+    peat_inject_table_free(&tab);
+    cr_assert_eq(peat_inject_table_build(t, 6, PEAT_INJECT_BY_MODEL, &tab), PEAT_OK);
+    cr_assert_eq(tab.n, 2);
+    cr_assert_eq(tab.rows[0].t.total, 5);
+    cr_assert_eq(tab.rows[1].t.n[PEAT_INJECT_DUE], 1);
+    peat_inject_table_free(&tab);
+    cr_assert_eq(peat_inject_table_build(t, 6, PEAT_INJECT_BY_PHASE, &tab), PEAT_OK);
+    cr_assert_eq(tab.n, 2);
+    cr_assert_eq(tab.rows[1].t.total, 3);
+    peat_inject_table_free(&tab);
+}
+
+Test(fi, frequency_syntax)
+{
+    int64_t every;
+    double p;
+    cr_assert_eq(peat_inject_freq_parse("1", &every, &p), PEAT_OK);
+    cr_assert(every == 1 && p == 0);
+    cr_assert_eq(peat_inject_freq_parse("1/100", &every, &p), PEAT_OK);
+    cr_assert_eq(every, 100);
+    cr_assert_eq(peat_inject_freq_parse("0", &every, &p), PEAT_OK);
+    cr_assert_eq(every, 0);
+    cr_assert_eq(peat_inject_freq_parse("p=0.25", &every, &p), PEAT_OK);
+    cr_assert(every == 0 && p == 0.25);
+    const char *bad[] = {"2", "1/0", "3/10", "p=0", "p=2", "x", "1/", ""};
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(peat_inject_freq_parse(bad[i], &every, &p), PEAT_ERR_INVAL, "'%s'", bad[i]);
+}
+
+/* ---- the swap hook ---- */
+
+static peat_status nan_swap(void *user, const peat_kernel *k, const peat_args *a,
+                            const peat_call_info *info)
+{
+    PEAT_TRY(peat_kernel_run(k, a));
+    peat_f32(a->out[0])[0] = NAN;
+    return PEAT_OK;
+}
+
+/* Trains mlp for n iterations with an optional swap; returns the flow (caller frees both). */
+static void train(const peat_exec_swap *s, int n, peat_exec_t **ex, peat_flow_t **f, double *loss)
+{
+    peat_flow_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.seed = 5;
+    cfg.weight_decay = -1;
+    cr_assert_eq(peat_exec_create("mlp", 5, ex), PEAT_OK);
+    if (s) cr_assert_eq(peat_exec_set_swap(*ex, s), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_flow_create("mlp", &cfg, *ex, f), PEAT_OK);
+    for (int i = 0; i < n; i++) {
+        peat_flow_metrics m;
+        cr_assert_eq(peat_flow_step(*f, &m), PEAT_OK);
+        loss[i] = m.loss;
+    }
+}
+
+Test(fi, idle_hook_is_bit_identical_to_plain_training)
+{
+    peat_exec_t *e0, *e1;
+    peat_flow_t *f0, *f1;
+    double l0[15], l1[15];
+    train(NULL, 15, &e0, &f0, l0);
+    /* frequency 0: a swap that would corrupt every call it ran, never run */
+    peat_exec_swap s = {.op = PEAT_OP_GEMM, .fn = nan_swap, .every = 0};
+    train(&s, 15, &e1, &f1, l1);
+    cr_assert_gt(peat_exec_swap_eligible(e1), 0);
+    cr_assert_eq(peat_exec_swapped(e1), 0);
+    cr_assert_eq(memcmp(l0, l1, sizeof l0), 0, "losses differ");
+    for (int i = 0; i < peat_flow_state_count(f0); i++) {
+        const char *name;
+        peat_tensor *a = peat_flow_state(f0, i, &name), *b = peat_flow_state(f1, i, NULL);
+        cr_assert_eq(memcmp(a->data, b->data, peat_tensor_nbytes(a)), 0, "%s differs", name);
+    }
+    peat_flow_free(f0), peat_flow_free(f1), peat_exec_free(e0), peat_exec_free(e1);
+}
+
+Test(fi, swap_schedule_every_k_probability_phase_layer_window)
+{
+    peat_exec_t *ex;
+    peat_flow_t *f;
+    double l[10];
+    peat_exec_swap s = {.op = PEAT_OP_GEMM, .kernel = peat_registry_find("gemm_new"), .every = 10};
+    train(&s, 10, &ex, &f, l);
+    int64_t n = peat_exec_swap_eligible(ex);
+    cr_assert_eq(peat_exec_swapped(ex), (n + 9) / 10, "every 10th of %lld", (long long)n);
+    peat_flow_free(f), peat_exec_free(ex);
+    /* only backward calls from iteration 4 to 6 */
+    peat_exec_swap w = s;
+    w.every = 1, w.phases = 1u << PEAT_PHASE_BWD, w.iter_lo = 4, w.iter_hi = 7;
+    train(&w, 10, &ex, &f, l);
+    int64_t per_iter = peat_exec_swap_eligible(ex) / 3;
+    cr_assert_gt(per_iter, 0);
+    cr_assert_eq(peat_exec_swap_eligible(ex), 3 * per_iter);
+    cr_assert_eq(peat_exec_swapped(ex), peat_exec_swap_eligible(ex));
+    peat_flow_free(f), peat_exec_free(ex);
+    /* probability: the same seed draws the same calls */
+    peat_exec_swap p = s;
+    p.every = 0, p.prob = 0.3, p.seed = 9;
+    train(&p, 10, &ex, &f, l);
+    int64_t k1 = peat_exec_swapped(ex), e1 = peat_exec_swap_eligible(ex);
+    peat_flow_free(f), peat_exec_free(ex);
+    train(&p, 10, &ex, &f, l);
+    cr_assert_eq(peat_exec_swapped(ex), k1);
+    cr_assert(k1 > 0 && k1 < e1, "%lld of %lld swapped at p = 0.3", (long long)k1, (long long)e1);
+    peat_flow_free(f), peat_exec_free(ex);
+    /* a layer list that names no layer of the flow: nothing is eligible */
+    peat_exec_swap q = s;
+    q.layers = "no_such_layer,nor*this";
+    train(&q, 3, &ex, &f, l);
+    cr_assert_eq(peat_exec_swap_eligible(ex), 0);
+    peat_flow_free(f), peat_exec_free(ex);
+}
+
+/* ---- runtime FI ---- */
+
+static peat_runtime_result runtime(const char *flow, int iters, const char *model, const char *freq)
+{
+    peat_runtime_opts o;
+    memset(&o, 0, sizeof o);
+    o.flow = flow;
+    o.cfg.seed = 1;
+    o.cfg.weight_decay = -1;
+    o.iters = iters;
+    o.op = PEAT_OP_GEMM;
+    o.model = model;
+    o.model_seed = 3;
+    o.freqs = freq;
+    peat_runtime_result r;
+    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
+    return r;
+}
+
+Test(fi, reorder_in_the_loop_is_training_equivalent_on_every_flow)
+{
+    const char *flows[4] = {"mlp", "cnn", "gpt", "gpt_unfused"};
+    for (int i = 0; i < 4; i++) {
+        /* `reorder` (reversed k) is not one of the band's orders: an honest kernel unseen */
+        /* few iterations: the gpt flows cost ~40 ms a step, and 4 runs train in lockstep */
+        peat_runtime_result r = runtime(flows[i], i < 2 ? 12 : 6, "reorder", "1");
+        cr_assert_eq(r.n_faulty, 1);
+        cr_assert_gt(r.faulty[0].swapped, 0);
+        cr_assert_eq(r.verdict[0].cls, PEAT_RUNTIME_EQUIVALENT, "%s: %s (%s)", flows[i],
+                     peat_runtime_class_name(r.verdict[0].cls), r.verdict[0].evidence);
+        peat_runtime_result_free(&r);
+    }
+}
+
+Test(fi, exponent_flip_every_tenth_gemm_output_breaks_mlp_training)
+{
+    peat_runtime_result r = runtime("mlp", 30, "bitflip(bit=30)", "1/10");
+    const peat_runtime_verdict *v = &r.verdict[0];
+    cr_assert(v->cls == PEAT_RUNTIME_DIVERGES || v->cls == PEAT_RUNTIME_DEGRADES, "%s",
+              peat_runtime_class_name(v->cls));
+    cr_assert(v->iter >= 0 && v->iter < 30, "iteration %lld", (long long)v->iter);
+    cr_assert_gt(r.faulty[0].swapped, 0);
+    peat_runtime_result_free(&r);
+}
+
+/* ---- band rules on constructed curves ---- */
+
+Test(fi, band_rules_on_constructed_curves)
+{
+    enum { N = 20 };
+    double l0[N], l1[N], w0[N] = {0}, w1[N], lc[N], wc[N], acc[2] = {0.8, 0.8},
+                         acc1[2] = {0.8, 0.81};
+    for (int t = 0; t < N; t++) {
+        l0[t] = 2.0 - 0.05 * t, l1[t] = l0[t] + 0.01, w1[t] = 1e-4 * (t + 1);
+        lc[t] = l0[t], wc[t] = w1[t];
+    }
+    peat_runtime_curve m[2] = {{N, l0, w0, NULL, 2, acc}, {N, l1, w1, NULL, 2, acc1}};
+    peat_runtime_band b;
+    cr_assert_eq(peat_detector_band_build(m, 2, &b), PEAT_OK);
+    peat_runtime_curve c = {N, lc, wc, NULL, 2, acc};
+    peat_runtime_verdict v;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "%s", v.evidence);
+    /* loss 30% above the band from iteration 8 on */
+    for (int t = 8; t < N; t++) lc[t] = 1.3 * l1[t];
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES);
+    cr_assert_eq(v.iter, 8);
+    cr_assert_str_eq(v.metric, "loss");
+    cr_assert_gt(v.loss_excess, 0.2);
+    /* a two-iteration blip is not an excursion (PERSIST = 3) */
+    for (int t = 8; t < N; t++) lc[t] = t < 10 ? 1.3 * l1[t] : l0[t];
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "%s", v.evidence);
+    /* weights drifting 10x further than the band from iteration 5 */
+    for (int t = 5; t < N; t++) wc[t] = 10 * w1[t];
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES);
+    cr_assert_eq(v.iter, 5);
+    cr_assert_str_eq(v.metric, "weights");
+    /* a NaN loss at iteration 13 */
+    lc[13] = NAN;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DIVERGES);
+    cr_assert_eq(v.iter, 13);
+    /* an explosion: loss 10x the band's highest */
+    lc[13] = l0[13];
+    lc[11] = 25.0;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DIVERGES);
+    cr_assert_eq(v.iter, 11);
+    peat_detector_band_free(&b);
+}
+
+/* ---- campaign file: tables and the playback FI campaign ---- */
+
+/* A small finished campaign (mlp, 16 GEMM records) in dir. */
+static void make_campaign(const char *dir)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new";
+    o.flow = "mlp";
+    o.iters = 8;
+    o.calls = 16;
+    o.out_dir = dir;
+    o.quiet = 1;
+    o.isolate = 0;
+    o.no_runtime = 1;
+    peat_campaign_result r;
+    cr_assert_eq(peat_campaign_run(&o, &r), PEAT_OK, "campaign: %s", peat_error_last());
+}
+
+Test(fi, table_rows_survive_reopen_and_columns_are_checked)
+{
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    make_campaign(dir);
+    snprintf(path, sizeof path, "%s/campaign.h5", dir);
+    peat_store_t *s;
+    cr_assert_eq(peat_store_open(path, 1, &s), PEAT_OK);
+    const peat_store_col cols[3] = {{"name", PEAT_STORE_COL_STR, 8},
+                                    {"k", PEAT_STORE_COL_I64, 0},
+                                    {"x", PEAT_STORE_COL_F64, 0}};
+    peat_store_table_t *t;
+    cr_assert_eq(peat_store_table_open(s, "/test/t", cols, 3, &t), PEAT_OK, "%s",
+                 peat_error_last());
+    peat_store_value v[6] = {{.s = "a"},      {.i = -5}, {.d = 0.25},
+                             {.s = "bcdefg"}, {.i = 7},  {.d = NAN}};
+    cr_assert_eq(peat_store_table_append(t, v, 2), PEAT_OK);
+    peat_store_value too_long[3] = {{.s = "12345678"}, {.i = 0}, {.d = 0}};
+    cr_assert_eq(peat_store_table_append(t, too_long, 1), PEAT_ERR_INVAL);
+    peat_store_table_close(t);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    cr_assert_eq(peat_store_table_open(s, "/test/t", cols, 3, &t), PEAT_OK);
+    cr_assert_eq(peat_store_table_rows(t), 2);
+    peat_store_value g;
+    cr_assert_eq(peat_store_table_get(t, 1, 0, &g), PEAT_OK);
+    cr_assert_str_eq(g.s, "bcdefg");
+    cr_assert_eq(peat_store_table_get(t, 0, 1, &g), PEAT_OK);
+    cr_assert_eq(g.i, -5);
+    cr_assert_eq(peat_store_table_get(t, 1, 2, &g), PEAT_OK);
+    cr_assert(isnan(g.d));
+    peat_store_table_close(t);
+    const peat_store_col other[2] = {{"name", PEAT_STORE_COL_STR, 8}, {"k", PEAT_STORE_COL_F64, 0}};
+    cr_assert_eq(peat_store_table_open(s, "/test/t", other, 2, &t), PEAT_ERR_FORMAT);
+    cr_assert_eq(peat_store_table_open(s, "/test/none", cols, 3, &t), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+}
+
+static void fi_opts(peat_fi_opts *o, const char *dir)
+{
+    peat_fi_opts_default(o);
+    o->campaign = dir;
+    o->models = "bitflip(bit=-1);nan;tile(rows=4,cols=4,kind=random)";
+    o->trials = 60;
+    o->threads = 2;
+    o->batch = 16;
+    o->signature_trials = 4;
+    o->quiet = 1;
+}
+
+Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
+{
+    char dir[300], clean[300], cmd[800];
+    snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    snprintf(clean, sizeof clean, "%s/clean", tmpdir);
+    make_campaign(dir);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", dir, clean);
+    cr_assert_eq(system(cmd), 0);
+    /* killed right after its 3rd durable batch */
+    pid_t pid = fork();
+    if (pid == 0) {
+        peat_fi_opts o;
+        fi_opts(&o, dir);
+        o.debug_kill_after = 40;
+        peat_fi_result r;
+        peat_fi_run(&o, &r);
+        _exit(3); /* not reached: the kill comes first */
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "the child was killed");
+    peat_fi_opts o;
+    fi_opts(&o, dir);
+    peat_fi_result r;
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
+    cr_assert_eq(r.n_resumed, 48, "three batches of 16 were in the file");
+    cr_assert_eq(r.n_run, 3 * 60 - 48);
+    cr_assert_eq(r.n_trials, 3 * 60, "no trial doubled");
+    /* every (model, index) exactly once, and the same outcomes as an uninterrupted campaign */
+    peat_fi_result c;
+    fi_opts(&o, clean);
+    o.threads = 1;
+    cr_assert_eq(peat_fi_run(&o, &c), PEAT_OK, "clean: %s", peat_error_last());
+    cr_assert_eq(c.n_trials, r.n_trials);
+    for (int64_t i = 0; i < c.n_trials; i++) {
+        int found = 0;
+        for (int64_t j = 0; j < r.n_trials; j++) {
+            if (strcmp(r.trials[j].model, c.trials[i].model) ||
+                r.trials[j].index != c.trials[i].index)
+                continue;
+            found++;
+            cr_assert_eq(r.trials[j].outcome, c.trials[i].outcome);
+            cr_assert_eq(r.trials[j].seed, c.trials[i].seed);
+            cr_assert_eq(r.trials[j].n_diff, c.trials[i].n_diff);
+        }
+        cr_assert_eq(found, 1, "%s #%lld found %d times", c.trials[i].model,
+                     (long long)c.trials[i].index, found);
+    }
+    /* a bit-level series gets 32 bit rows; nan trials are all DUE */
+    cr_assert_eq(r.tab[PEAT_INJECT_BY_BIT].n, 32);
+    const peat_inject_table *mt = &r.tab[PEAT_INJECT_BY_MODEL];
+    for (int i = 0; i < mt->n; i++)
+        if (!strncmp(mt->rows[i].key, "nan", 3)) cr_assert_eq(mt->rows[i].t.n[PEAT_INJECT_DUE], 60);
+    /* the reference signatures are in the file */
+    char path[400];
+    snprintf(path, sizeof path, "%s/campaign.h5", dir);
+    peat_store_t *s;
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    char *js = NULL;
+    cr_assert_eq(peat_store_signature_read(s, "fi:nan(count=1,value=nan,out=0)@output", &js),
+                 PEAT_OK, "%s", peat_error_last());
+    cr_assert(strstr(js, "\"n_nan\""));
+    free(js);
+    peat_store_close(s);
+    peat_fi_result_free(&r);
+    peat_fi_result_free(&c);
+}
+
+/* The runtime stage inside `peat run`: a verdict per frequency joins the findings, and the
+ * curves, verdicts and faulty checkpoints are in the finished campaign file. */
+Test(fi, runtime_stage_in_a_campaign)
+{
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new";
+    o.flow = "mlp";
+    o.iters = 12;
+    o.calls = 8;
+    o.out_dir = dir;
+    o.quiet = 1;
+    o.isolate = 0;
+    o.runtime_freq = "1,1/10";
+    peat_campaign_result r;
+    cr_assert_eq(peat_campaign_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(r.n_runtime, 2);
+    int found = 0;
+    for (int i = 0; i < r.n_findings; i++)
+        found += r.findings[i].cls == PEAT_FIND_TRAINING_EQUIVALENT;
+    cr_assert_eq(found, 2, "one TRAINING_EQUIVALENT finding per frequency");
+    cr_assert_eq(r.verdict, PEAT_ACCEPT_PASS);
+    cr_assert_gt(r.runtime_swapped[0], 9 * r.runtime_swapped[1], "1/10 swaps a tenth");
+    snprintf(path, sizeof path, "%s/campaign.h5", dir);
+    peat_store_t *s;
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    const peat_store_col vcols[3] = {{"run", PEAT_STORE_COL_STR, 64},
+                                     {"freq", PEAT_STORE_COL_STR, 32},
+                                     {"verdict", PEAT_STORE_COL_STR, 24}};
+    peat_store_table_t *t;
+    /* a prefix of the columns is not the table: the check names the difference */
+    cr_assert_eq(peat_store_table_open(s, "/runtime/verdicts", vcols, 3, &t), PEAT_ERR_FORMAT);
+    cr_assert(peat_store_table_exists(s, "/runtime/curves"));
+    cr_assert(peat_store_state_has(s, 11, "runtime 1/10"), "faulty checkpoint at the last iter");
+    cr_assert(peat_store_state_has(s, 11, "checkpoint"));
+    peat_store_close(s);
+}
+
+/* `peat inject` through the binary: a run, and usage errors with exit status 2. */
+Test(fi, inject_command_line)
+{
+    char dir[300], cmd[1200];
+    snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    make_campaign(dir);
+    snprintf(cmd, sizeof cmd,
+             "%s inject --campaign %s --model 'nan;bitflip(bit=-1)' --trials 40 --threads 2 "
+             "--quiet >%s/out 2>&1",
+             PEAT_TEST_BIN, dir, tmpdir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peat inject failed");
+    snprintf(cmd, sizeof cmd,
+             "grep -q 'by bit' %s/out && test -s %s/fi-summary.md && test -s "
+             "%s/fi-report.html",
+             tmpdir, dir, dir);
+    cr_assert_eq(system(cmd), 0, "tables and reports written");
+    const char *bad[3] = {"--model nan", "--campaign DIR --model 'nosuch'",
+                          "--campaign DIR --model nan --site elsewhere"};
+    for (int i = 0; i < 3; i++) {
+        char args[300];
+        snprintf(args, sizeof args, "%s", bad[i]);
+        char *p = strstr(args, "DIR");
+        if (p) {
+            char rest[300];
+            snprintf(rest, sizeof rest, "%s", p + 3);
+            snprintf(p, sizeof args - (size_t)(p - args), "%s%s", dir, rest);
+        }
+        snprintf(cmd, sizeof cmd, "%s inject %s >/dev/null 2>%s/err", PEAT_TEST_BIN, args, tmpdir);
+        st = system(cmd);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s': exit 2 expected", args);
+    }
+}
