@@ -92,6 +92,7 @@ typedef struct peat_sample_set {
     int64_t n, cap; /* cap = k + k/2: a full buffer is cut back to its k smallest */
     int64_t k;
     uint64_t thresh; /* priorities above this can no longer enter (UINT64_MAX until first cut) */
+    uint64_t *key;   /* the cut's scratch copy of the priorities (cap of them), kept between cuts */
 } peat_sample_set;
 
 peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
