@@ -153,6 +153,8 @@ typedef struct peat_worker {
     peat_sketch norm, rel;
     struct peat_analyzer_acc *acc;
     uint64_t thresh; /* the shared sample's entry threshold at the last flush */
+    uint64_t
+        add_thresh; /* the add's own bound: its k-th smallest priority or above (scan_tensor) */
     int n_stage;
     peat_sample stage[PEAT_WORKER_STAGE];
 } peat_worker;

@@ -146,6 +146,14 @@ static void over_bound(peat_partial *p, double x, float t)
     }
 }
 
+/* The block steps are inlined into each clone of peat_scan_unit so that they are compiled for its
+ * target (a call would run the baseline code). */
+#if defined(__GNUC__)
+#define INLINE_BLOCK inline __attribute__((always_inline))
+#else
+#define INLINE_BLOCK inline
+#endif
+
 /* Elements per block: each block is read once into arrays, its arithmetic done in branch-free
  * loops over the arrays (the compiler vectorises them), and only what depends on bits, rare cases
  * and the sample is done element by element. */
@@ -158,7 +166,7 @@ typedef struct block {
     double x[BLK], t[BLK], m[BLK];
     double aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK], inv_s[BLK];
     int64_t slot_e[BLK], slot_rel[BLK]; /* sketch counter slots */
-    int cond[BLK];
+    int64_t cond[BLK];
 } block;
 
 /* Sums and extremes of a unit, in locals while it streams; in element order, as before. The bias
@@ -174,7 +182,7 @@ typedef struct hot {
     uint32_t mant_or; /* OR of the significands (with the implicit bit) of normal test values */
 } hot;
 
-static void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
+static INLINE_BLOCK void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 {
     b->lo = lo, b->n = n;
     for (int64_t j = 0; j < n; j++) {
@@ -188,13 +196,13 @@ static void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 }
 
 /* Errors against |exact|, the bound and the scale s = mag / sqrt(terms), without branches. */
-static void block_errors(const peat_scan_in *in, block *b)
+static INLINE_BLOCK void block_errors(const peat_scan_in *in, block *b)
 {
     const double gamma = in->gamma, eta = in->eta, isk = in->inv_sqrt_k;
     for (int64_t j = 0; j < b->n; j++) {
         double x = b->x[j], t = b->t[j], ax = fabs(x), err = t - x, aerr = fabs(err);
         double sc = b->m[j] * isk;
-        int fin = ax <= DBL_MAX && fabs(t) <= DBL_MAX, nz = x != 0.0, sok = sc >= FLT_MIN;
+        int fin = (ax <= DBL_MAX) & (fabs(t) <= DBL_MAX), nz = x != 0.0, sok = sc >= FLT_MIN;
         double inv = 1.0 / (sok ? sc : 1.0);
         b->err[j] = err;
         b->aerr[j] = aerr;
@@ -206,12 +214,12 @@ static void block_errors(const peat_scan_in *in, block *b)
         b->dd[j] = (x > 0 ? err : -err) * inv;
         b->inv_s[j] = sok ? inv : 0.0;
         b->cond[j] = fin * (C_FIN | nz * C_REL | sok * C_SCALE | (sok & nz) * C_BIAS |
-                            (err != 0.0) * C_ERR | (err != 0.0 && fabs(t) < ax) * C_TOWARD);
+                            (err != 0.0) * C_ERR | ((err != 0.0) & (fabs(t) < ax)) * C_TOWARD);
     }
 }
 
 /* The block's sums and extremes, each masked by its condition (selects, not branches). */
-static void block_sums(const block *b, hot *h)
+static INLINE_BLOCK void block_sums(const block *b, hot *h)
 {
     for (int64_t j = 0; j < b->n; j++) {
         int c = b->cond[j];
@@ -256,8 +264,8 @@ static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const 
 
 /* What needs the bits or is rare: bit and ULP patterns, sketches, over-bound and gross errors,
  * non-finite values, the sample. */
-static void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_partial *p,
-                       peat_worker *w)
+static INLINE_BLOCK void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_partial *p,
+                                    peat_worker *w)
 {
     for (int j = 0; j < b->n; j++) {
         int64_t i = b->lo + j;
@@ -339,7 +347,7 @@ static void sketch_fold(peat_sketch *s, int64_t n, double max, double min_pos)
 }
 
 /* Four hash lanes (xxHash64's round) over the test bits, so that the multiplies overlap. */
-static void block_hash(const block *b, uint64_t h[4])
+static INLINE_BLOCK void block_hash(const block *b, uint64_t h[4])
 {
     for (int64_t j = 0; j < b->n; j++) {
         uint64_t v = peat_f32_bits((float)b->t[j]) * HASH_P2;
@@ -347,6 +355,14 @@ static void block_hash(const block *b, uint64_t h[4])
     }
 }
 
+/* An AVX2 clone where the CPU has it (chosen at load time): without FMA, so every operation
+ * rounds exactly as in the baseline clone and the results are the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define SCAN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SCAN_CLONES
+#endif
+SCAN_CLONES
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
 {
     hot h;
