@@ -138,7 +138,7 @@ static void *scan_main(void *arg)
 /* A priority bound for the sample entries of one add of n elements: an element above it has at
  * least k elements of the same add below it, so it cannot be among the k smallest of all and need
  * not be staged. The bound is set where about 1.1 k of the add's priorities (uniform hashes) fall,
- * 36 standard deviations above k, and checked by counting; UINT64_MAX where it would not hold.
+ * over 30 standard deviations above k, and checked by counting; UINT64_MAX where it would not hold.
  * The sample is the same set either way; this only saves staging and cutting what it drops. */
 static uint64_t add_bound(int64_t call, int64_t n)
 {
