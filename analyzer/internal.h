@@ -92,6 +92,7 @@ typedef struct peat_sample_set {
     int64_t n, cap; /* cap = k + k/2: a full buffer is cut back to its k smallest */
     int64_t k;
     uint64_t thresh; /* priorities above this can no longer enter (UINT64_MAX until first cut) */
+    uint64_t *key;   /* the cut's scratch copy of the priorities (cap of them), kept between cuts */
 } peat_sample_set;
 
 peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
@@ -152,6 +153,8 @@ typedef struct peat_worker {
     peat_sketch norm, rel;
     struct peat_analyzer_acc *acc;
     uint64_t thresh; /* the shared sample's entry threshold at the last flush */
+    uint64_t
+        add_thresh; /* the add's own bound: its k-th smallest priority or above (scan_tensor) */
     int n_stage;
     peat_sample stage[PEAT_WORKER_STAGE];
 } peat_worker;

@@ -17,6 +17,7 @@ peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
 void peat_sample_set_free(peat_sample_set *ss)
 {
     free(ss->s);
+    free(ss->key);
     memset(ss, 0, sizeof *ss);
 }
 
@@ -49,15 +50,17 @@ static uint64_t kth_smallest(uint64_t *v, int64_t n, int64_t k)
 }
 
 /* Keeps the k smallest priorities and lowers the entry threshold to the largest of them: the
- * threshold is found on a copy of the 8-byte keys, then the entries are compacted in one pass. */
+ * threshold is found on a copy of the 8-byte keys (a scratch buffer kept for the set's life, so
+ * that the cuts of a large add do not fault a fresh allocation in each time), then the entries
+ * are compacted in one pass. */
 static void cut(peat_sample_set *ss)
 {
     if (ss->n <= ss->k) return;
-    uint64_t *key = calloc((size_t)ss->n, sizeof *key); /* calloc: GCC cannot see it is filled */
-    if (!key) return; /* out of memory: the set just stays larger */
+    if (!ss->key) ss->key = calloc((size_t)(ss->k + ss->k / 2), sizeof *ss->key);
+    if (!ss->key || ss->n > ss->k + ss->k / 2) return; /* out of memory: the set stays larger */
+    uint64_t *key = ss->key;
     for (int64_t i = 0; i < ss->n; i++) key[i] = ss->s[i].prio;
     uint64_t th = kth_smallest(key, ss->n, ss->k);
-    free(key);
     int64_t m = 0;
     for (int64_t i = 0; i < ss->n; i++)
         if (ss->s[i].prio <= th) ss->s[m++] = ss->s[i]; /* priorities are unique: exactly k */

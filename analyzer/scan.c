@@ -96,14 +96,35 @@ static void gross_note(peat_partial *p, int64_t i, int64_t cols, float t, float 
     p->box_n++;
 }
 
+/* The block steps are inlined into each clone of peat_scan_unit so that they are compiled for its
+ * target (a call would run the baseline code). */
+#if defined(__GNUC__)
+#define INLINE_BLOCK inline __attribute__((always_inline))
+#else
+#define INLINE_BLOCK inline
+#endif
+
+/* Per-block bit counters: one byte per bit position (a block has at most 64 < 255 elements), so
+ * an element adds its 32 bits in one vector step instead of a loop over its set bits. */
+typedef struct bitcount {
+    uint8_t set[PEAT_BIT_POSITIONS], clr[PEAT_BIT_POSITIONS];
+} bitcount;
+
+/* Adds the block's byte counters to the partial's. */
+static void bits_flush(const bitcount *bc, peat_partial *p)
+{
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) p->bit_set[b] += bc->set[b];
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) p->bit_clr[b] += bc->clr[b];
+}
+
 /* Bits of test XOR round_f32(exact) where they differ, split by direction, and the ULP distance
  * (equal elements are counted in bulk: hot_fold). */
-static void bits_note(peat_partial *p, uint32_t bt, uint32_t br, int t_nan)
+static INLINE_BLOCK void bits_note(peat_partial *p, bitcount *bc, uint32_t bt, uint32_t br,
+                                   int t_nan)
 {
-    uint32_t xo = bt ^ br;
-    /* set and cleared bits in two loops: no data-dependent branch inside either */
-    for (uint32_t m = xo & bt; m; m &= m - 1) p->bit_set[__builtin_ctz(m)]++;
-    for (uint32_t m = xo & ~bt; m; m &= m - 1) p->bit_clr[__builtin_ctz(m)]++;
+    uint32_t xo = bt ^ br, s = xo & bt, c = xo & ~bt;
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) bc->set[b] += (uint8_t)(s >> b & 1u);
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) bc->clr[b] += (uint8_t)(c >> b & 1u);
     if (t_nan) return;
     int64_t d = ordered(bt) - ordered(br);
     d = d < 0 ? -d : d;
@@ -158,7 +179,7 @@ typedef struct block {
     double x[BLK], t[BLK], m[BLK];
     double aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK], inv_s[BLK];
     int64_t slot_e[BLK], slot_rel[BLK]; /* sketch counter slots */
-    int cond[BLK];
+    int64_t cond[BLK];
 } block;
 
 /* Sums and extremes of a unit, in locals while it streams; in element order, as before. The bias
@@ -174,7 +195,7 @@ typedef struct hot {
     uint32_t mant_or; /* OR of the significands (with the implicit bit) of normal test values */
 } hot;
 
-static void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
+static INLINE_BLOCK void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 {
     b->lo = lo, b->n = n;
     for (int64_t j = 0; j < n; j++) {
@@ -188,13 +209,13 @@ static void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 }
 
 /* Errors against |exact|, the bound and the scale s = mag / sqrt(terms), without branches. */
-static void block_errors(const peat_scan_in *in, block *b)
+static INLINE_BLOCK void block_errors(const peat_scan_in *in, block *b)
 {
     const double gamma = in->gamma, eta = in->eta, isk = in->inv_sqrt_k;
     for (int64_t j = 0; j < b->n; j++) {
         double x = b->x[j], t = b->t[j], ax = fabs(x), err = t - x, aerr = fabs(err);
         double sc = b->m[j] * isk;
-        int fin = ax <= DBL_MAX && fabs(t) <= DBL_MAX, nz = x != 0.0, sok = sc >= FLT_MIN;
+        int fin = (ax <= DBL_MAX) & (fabs(t) <= DBL_MAX), nz = x != 0.0, sok = sc >= FLT_MIN;
         double inv = 1.0 / (sok ? sc : 1.0);
         b->err[j] = err;
         b->aerr[j] = aerr;
@@ -206,12 +227,12 @@ static void block_errors(const peat_scan_in *in, block *b)
         b->dd[j] = (x > 0 ? err : -err) * inv;
         b->inv_s[j] = sok ? inv : 0.0;
         b->cond[j] = fin * (C_FIN | nz * C_REL | sok * C_SCALE | (sok & nz) * C_BIAS |
-                            (err != 0.0) * C_ERR | (err != 0.0 && fabs(t) < ax) * C_TOWARD);
+                            (err != 0.0) * C_ERR | ((err != 0.0) & (fabs(t) < ax)) * C_TOWARD);
     }
 }
 
 /* The block's sums and extremes, each masked by its condition (selects, not branches). */
-static void block_sums(const block *b, hot *h)
+static INLINE_BLOCK void block_sums(const block *b, hot *h)
 {
     for (int64_t j = 0; j < b->n; j++) {
         int c = b->cond[j];
@@ -256,9 +277,11 @@ static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const 
 
 /* What needs the bits or is rare: bit and ULP patterns, sketches, over-bound and gross errors,
  * non-finite values, the sample. */
-static void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_partial *p,
-                       peat_worker *w)
+static INLINE_BLOCK void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_partial *p,
+                                    peat_worker *w)
 {
+    bitcount bc;
+    memset(&bc, 0, sizeof bc);
     for (int j = 0; j < b->n; j++) {
         int64_t i = b->lo + j;
         double x = b->x[j];
@@ -273,7 +296,7 @@ static void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_part
         h->n_fx++, h->n_zero += x == 0.0, h->n_tnan += t_nan, h->n_equal += t == xr;
         if (bt != br) {
             h->n_diff += !t_nan;
-            bits_note(p, bt, br, t_nan);
+            bits_note(p, &bc, bt, br, t_nan);
         }
         if (!(b->cond[j] & C_FIN)) {
             nonfinite_test(p, x, t);
@@ -294,6 +317,7 @@ static void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_part
         uint64_t prio = peat_sample_prio(in->call, i);
         if (prio <= w->thresh) sample_note(in, i, prio, b, j, w);
     }
+    bits_flush(&bc, p);
 }
 
 /* Folds a unit's locals into its partial. */
@@ -339,7 +363,7 @@ static void sketch_fold(peat_sketch *s, int64_t n, double max, double min_pos)
 }
 
 /* Four hash lanes (xxHash64's round) over the test bits, so that the multiplies overlap. */
-static void block_hash(const block *b, uint64_t h[4])
+static INLINE_BLOCK void block_hash(const block *b, uint64_t h[4])
 {
     for (int64_t j = 0; j < b->n; j++) {
         uint64_t v = peat_f32_bits((float)b->t[j]) * HASH_P2;
@@ -347,6 +371,14 @@ static void block_hash(const block *b, uint64_t h[4])
     }
 }
 
+/* An AVX2 clone where the CPU has it (chosen at load time): without FMA, so every operation
+ * rounds exactly as in the baseline clone and the results are the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define SCAN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SCAN_CLONES
+#endif
+SCAN_CLONES
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
 {
     hot h;

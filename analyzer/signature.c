@@ -317,10 +317,12 @@ static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *
     if (!ss.s) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %lld", (long long)ss.n);
     if (ss.n > 0) memcpy(ss.s, acc->smp.s, (size_t)ss.n * sizeof *ss.s);
     ss.cap = ss.n;
+    ss.key = NULL; /* the copy's own scratch: acc is const and may be read concurrently */
     st = peat_sample_set_finish(&ss);
     if (st == PEAT_OK) st = input_correlation(&ss, s);
     if (st == PEAT_OK) st = smoothness(&ss, s);
     free(ss.s);
+    free(ss.key);
     return st;
 }
 

@@ -715,3 +715,55 @@ Test(analyzer, signature_quantiles_and_rank_correlation_beyond_the_sample)
     free(mag), free(e);
     pair_free(&p);
 }
+
+/* FNV-1a 64 of a string: a short fingerprint of a signature's JSON. */
+#define PINNED_SIGNATURE_FNV 0x94ceceb9a92bda3eull
+#define PINNED_LARGE_FNV     0xeb93c8a413e05d67ull
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The signature JSON of a fixed input of n elements (every rare path, an explicit mag and
+ * |exact|, an input key), written to js. */
+static void pinned_json(int64_t n, char *js, size_t cap)
+{
+    pair a = pair_new(n);
+    peat_tensor *in;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &in), PEAT_OK);
+    varied_pair(&a, in, 21);
+    double *mag = malloc(sizeof(double) * (size_t)n);
+    cr_assert_not_null(mag);
+    for (int64_t i = 0; i < n; i++) mag[i] = fabs(peat_f64(a.x)[i]) * (1.0 + (double)(i % 7));
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("pin", PEAT_OP_GEMM);
+    cr_assert_not_null(acc);
+    cr_assert_eq(peat_analyzer_acc_add_terms(acc, a.t, a.x, mag, 32, 8, n / 64, 64, in), PEAT_OK,
+                 "%s", peat_error_last());
+    cr_assert_eq(peat_analyzer_acc_add_terms(acc, a.t, a.x, NULL, 16, 4, 1, n, NULL), PEAT_OK);
+    peat_signature s;
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK, "%s", peat_error_last());
+    peat_analyzer_acc_free(acc);
+    int len = peat_signature_to_json(&s, js, cap);
+    cr_assert(len > 0 && len < (int)cap);
+    free(mag);
+    peat_tensor_free(in);
+    pair_free(&a);
+}
+
+Test(analyzer, signature_json_pinned_across_pass_rewrites)
+{
+    /* The streaming pass is rewritten for speed under the rule that no result changes: this pins
+     * the JSON of two fixed inputs, one below and one above the sample's size (so that the sample
+     * is cut within one add), to the fingerprints that the pass of 8782c7d (before the speed
+     * work) produced, on glibc x86-64. A change here means a signature changed: find out why
+     * before updating a constant. */
+    static char js[16384];
+    pinned_json(3 * PEAT_ANALYZER_CHUNK + 192, js, sizeof js);
+    cr_assert_eq(fnv1a(js), PINNED_SIGNATURE_FNV, "fingerprint %#llx of %s",
+                 (unsigned long long)fnv1a(js), js);
+    pinned_json(256 * 1024 + 64 * 7, js, sizeof js);
+    cr_assert_eq(fnv1a(js), PINNED_LARGE_FNV, "large: fingerprint %#llx of %s",
+                 (unsigned long long)fnv1a(js), js);
+}
