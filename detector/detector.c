@@ -37,10 +37,24 @@
 
 const char *peat_finding_name(peat_finding_class c)
 {
-    static const char *names[PEAT_FIND_COUNT] = {
-        "BIT_EXACT", "WITHIN_BOUND", "REDUCED_PRECISION", "TRUNCATION",   "FTZ",
-        "RANGE",     "BITFLIP",      "STUCK_BIT",         "TILE",         "NAN",
-        "NOISE",     "APPROX",       "NONDETERMINISTIC",  "OUT_OF_BOUND", "UNKNOWN"};
+    static const char *names[PEAT_FIND_COUNT] = {"BIT_EXACT",
+                                                 "WITHIN_BOUND",
+                                                 "REDUCED_PRECISION",
+                                                 "TRUNCATION",
+                                                 "FTZ",
+                                                 "RANGE",
+                                                 "BITFLIP",
+                                                 "STUCK_BIT",
+                                                 "TILE",
+                                                 "NAN",
+                                                 "NOISE",
+                                                 "APPROX",
+                                                 "NONDETERMINISTIC",
+                                                 "OUT_OF_BOUND",
+                                                 "UNKNOWN",
+                                                 "DUE",
+                                                 "OUT_OF_BOUNDS_WRITE",
+                                                 "INPUT_MUTATION"};
     return (unsigned)c < PEAT_FIND_COUNT ? names[c] : "?";
 }
 

@@ -20,6 +20,10 @@ typedef enum peat_finding_class {
     PEAT_FIND_NONDETERMINISTIC,  /* outputs differ between repeats */
     PEAT_FIND_OUT_OF_BOUND,      /* errors beyond the bound that match no known model */
     PEAT_FIND_UNKNOWN,           /* evidence ambiguous: signature attached, no guess */
+    /* found by the runner, not from the signature (harness/isolate.c) */
+    PEAT_FIND_DUE,                 /* the call ended the process without completing */
+    PEAT_FIND_OUT_OF_BOUNDS_WRITE, /* a write before or after an output buffer */
+    PEAT_FIND_INPUT_MUTATION,      /* a write into an input buffer */
     PEAT_FIND_COUNT
 } peat_finding_class;
 

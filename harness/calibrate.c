@@ -152,16 +152,17 @@ peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND
     return PEAT_OK;
 }
 
+/* The columns are the signature's classes: the runner's own (DUE, ...) never come from it. */
 void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials)
 {
     int diag = 0, total = 0;
     fprintf(f, "%-17s", "injected \\ found");
-    for (int k = 0; k < PEAT_FIND_COUNT; k++)
+    for (int k = 0; k <= PEAT_FIND_UNKNOWN; k++)
         fprintf(f, " %5.5s", peat_finding_name((peat_finding_class)k));
     fprintf(f, "  %s\n", "correct");
     for (int e = 0; e < N_CASES; e++) {
         fprintf(f, "%-17s", CASES[e].model);
-        for (int k = 0; k < PEAT_FIND_COUNT; k++) {
+        for (int k = 0; k <= PEAT_FIND_UNKNOWN; k++) {
             if (counts[e][k])
                 fprintf(f, " %5d", counts[e][k]);
             else
