@@ -1,7 +1,7 @@
 /* isolate.c: a candidate kernel run in a forked child with a deadline (a crash, hang or early exit
  * becomes a reported outcome), its outputs in guarded shared memory that the parent reads, its
  * inputs in copies checked after the call. */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, strsignal, usleep */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, strsignal */
 #include "harness/isolate.h"
 #include "harness/campaign.h"
 
