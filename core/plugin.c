@@ -5,9 +5,11 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,6 +84,16 @@ typedef struct {
     char msg[512];
 } probe_report;
 
+enum { PROBE_CALLED_EXIT = -2 }; /* status of a probe child whose plugin called exit() */
+static int probe_fd = -1;        /* in the probe child: where the report goes */
+
+/* Runs in the probe child when the plugin calls exit(): says so before the process ends. */
+static void probe_atexit(void)
+{
+    probe_report r = {PROBE_CALLED_EXIT, ""};
+    if (probe_fd >= 0 && write(probe_fd, &r, sizeof r) < 0) probe_fd = -1;
+}
+
 /* Loads and registers the plugin in a child first: one that crashes, exits or hangs there ends
  * only the child, and the parent reports it in one line. */
 static peat_status plugin_probe(const char *path)
@@ -96,6 +108,12 @@ static peat_status plugin_probe(const char *path)
     }
     if (pid == 0) {
         close(fd[0]);
+        probe_fd = fd[1];
+        atexit(probe_atexit);
+        /* quiet: what the plugin prints shows when the parent loads it; a sanitizer's report of
+         * a crash here would be a second line beside peat's one */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1), dup2(null, 2);
         probe_report r = {0, ""};
         r.status = (int)plugin_load_here(path, NULL);
         snprintf(r.msg, sizeof r.msg, "%s", r.status ? peat_error_last() : "");
@@ -107,6 +125,10 @@ static peat_status plugin_probe(const char *path)
     close(fd[0]);
     int wst = 0;
     while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) continue;
+    int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+    if (got == (ssize_t)sizeof r && r.status == PROBE_CALLED_EXIT)
+        return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s ended the process while loading (exit code %d)",
+                          path, code);
     if (got == (ssize_t)sizeof r)
         return r.status == PEAT_OK
                    ? PEAT_OK
@@ -114,8 +136,8 @@ static peat_status plugin_probe(const char *path)
     if (WIFSIGNALED(wst))
         return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s crashed while loading (signal %d, %s)", path,
                           WTERMSIG(wst), strsignal(WTERMSIG(wst)));
-    return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s ended the process while loading (exit code %d)",
-                      path, WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+    /* no report and no exit(): a sanitizer (or _exit) turned a fault into an exit code */
+    return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s crashed while loading (exit code %d)", path, code);
 }
 
 peat_status peat_plugin_load(const char *path, int *n_registered)
