@@ -1,10 +1,18 @@
-/* plugin.c: loads external kernel libraries through the versioned plugin ABI (plugin.h). */
+/* plugin.c: loads external kernel libraries through the versioned plugin ABI (plugin.h), each
+ * first in a child process so that a plugin that crashes or exits while loading is reported. */
+#define _DEFAULT_SOURCE /* strsignal */
 #include "peat/peat.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int plugin_count;
 
@@ -29,10 +37,8 @@ static peat_status host_error(peat_status code, const char *file, int line, cons
     return peat_error_set(code, file, line, "%s", msg);
 }
 
-peat_status peat_plugin_load(const char *path, int *n_registered)
+static peat_status plugin_load_here(const char *path, int *n_registered)
 {
-    if (n_registered) *n_registered = 0;
-    if (!path || !*path) return PEAT_ERROR(PEAT_ERR_INVAL, "empty plugin path");
     /* dlopen searches the library path for names without '/': make "./x.so" explicit */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return PEAT_ERROR(PEAT_ERR_IO, "cannot load plugin %s: %s", path, dlerror());
@@ -62,11 +68,82 @@ peat_status peat_plugin_load(const char *path, int *n_registered)
     int rc = reg(&host);
     if (rc != 0) {
         /* the library stays loaded: kernels it registered before failing point into it */
-        const char *why = peat_error_last();
+        char why[400]; /* the message is about to be replaced: keep the plugin's reason */
+        snprintf(why, sizeof why, "%s", peat_error_last());
         return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s failed to register (code %d)%s%s", path, rc,
                           why[0] ? ": " : "", why);
     }
     if (n_registered) *n_registered = plugin_count - before;
     /* never dlclose a loaded plugin: the registry holds pointers to its functions and strings */
     return PEAT_OK;
+}
+
+/* What the probe child reports: its status, then its error message. */
+typedef struct {
+    int status;
+    char msg[512];
+} probe_report;
+
+enum { PROBE_CALLED_EXIT = -2 }; /* status of a probe child whose plugin called exit() */
+static int probe_fd = -1;        /* in the probe child: where the report goes */
+
+/* Runs in the probe child when the plugin calls exit(): says so before the process ends. */
+static void probe_atexit(void)
+{
+    probe_report r = {PROBE_CALLED_EXIT, ""};
+    if (probe_fd >= 0 && write(probe_fd, &r, sizeof r) < 0) probe_fd = -1;
+}
+
+/* Loads and registers the plugin in a child first: one that crashes, exits or hangs there ends
+ * only the child, and the parent reports it in one line. */
+static peat_status plugin_probe(const char *path)
+{
+    int fd[2];
+    if (pipe(fd) != 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]), close(fd[1]);
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        probe_fd = fd[1];
+        atexit(probe_atexit);
+        /* quiet: what the plugin prints shows when the parent loads it; a sanitizer's report of
+         * a crash here would be a second line beside peat's one */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1), dup2(null, 2);
+        probe_report r = {0, ""};
+        r.status = (int)plugin_load_here(path, NULL);
+        snprintf(r.msg, sizeof r.msg, "%s", r.status ? peat_error_last() : "");
+        _exit(write(fd[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    probe_report r;
+    ssize_t got = read(fd[0], &r, sizeof r);
+    close(fd[0]);
+    int wst = 0;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) continue;
+    int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+    if (got == (ssize_t)sizeof r && r.status == PROBE_CALLED_EXIT)
+        return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s ended the process while loading (exit code %d)",
+                          path, code);
+    if (got == (ssize_t)sizeof r)
+        return r.status == PEAT_OK
+                   ? PEAT_OK
+                   : peat_error_set((peat_status)r.status, __FILE__, __LINE__, "%s", r.msg);
+    if (WIFSIGNALED(wst))
+        return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s crashed while loading (signal %d, %s)", path,
+                          WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+    /* no report and no exit(): a sanitizer (or _exit) turned a fault into an exit code */
+    return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s crashed while loading (exit code %d)", path, code);
+}
+
+peat_status peat_plugin_load(const char *path, int *n_registered)
+{
+    if (n_registered) *n_registered = 0;
+    if (!path || !*path) return PEAT_ERROR(PEAT_ERR_INVAL, "empty plugin path");
+    PEAT_TRY(plugin_probe(path));
+    return plugin_load_here(path, n_registered);
 }

@@ -25,6 +25,10 @@ typedef enum peat_finding_class {
     PEAT_FIND_TRAINING_EQUIVALENT,
     PEAT_FIND_DEGRADES,
     PEAT_FIND_DIVERGES,
+    /* found by the runner, not from the signature (harness/isolate.c) */
+    PEAT_FIND_DUE,                 /* the call ended the process without completing */
+    PEAT_FIND_OUT_OF_BOUNDS_WRITE, /* a write before or after an output buffer */
+    PEAT_FIND_INPUT_MUTATION,      /* a write into an input buffer */
     PEAT_FIND_COUNT
 } peat_finding_class;
 /* TILE is reported as STRUCTURAL: errors confined to a region of the output */

@@ -152,6 +152,7 @@ peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND
     return PEAT_OK;
 }
 
+/* The columns are the signature's classes: the runner's own (DUE, ...) never come from it. */
 void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials)
 {
     int diag = 0, total = 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double peat_now(void)
 {
@@ -21,6 +22,7 @@ void peat_campaign_opts_default(peat_campaign_opts *o)
     o->seed = 1;
     o->isolate = 1;
     o->kernel_timeout_s = 30.0;
+    o->hang_policy = "skip";
     o->repeats = 2;
 }
 
@@ -40,6 +42,7 @@ void peat_campaign_init(peat_campaign *c, const peat_campaign_opts *o, peat_camp
     c->res = res;
     c->t_start = peat_now();
     c->in_frac_below_normal = c->in_frac_above_max = NAN;
+    c->lock_fd = -1;
 }
 
 void peat_campaign_free(peat_campaign *c)
@@ -54,6 +57,8 @@ void peat_campaign_free(peat_campaign *c)
     peat_analyzer_acc_free(c->acc_cand);
     peat_analyzer_acc_free(c->acc_gold);
     c->acc_cand = c->acc_gold = NULL;
+    if (c->lock_fd >= 0) close(c->lock_fd); /* releases the output directory */
+    c->lock_fd = -1;
 }
 
 /* The pipeline of `peat run`, in order (docs/architecture.md; how to add one: stages.h). */

@@ -28,6 +28,8 @@ typedef struct peat_campaign_opts {
     int force;               /* replace a finished campaign in out_dir */
     int isolate;             /* run the candidate in a child process (crash/hang safe) */
     double kernel_timeout_s; /* per call, when isolated */
+    const char *hang_policy; /* "skip" (default): after a hang, the remaining calls are skipped;
+                                "wait": each runs to its deadline */
     int repeats;             /* calls replayed twice to test determinism */
     int no_probes;           /* skip the probe stage (--no-probes) */
     int quiet;
@@ -59,6 +61,8 @@ typedef struct peat_campaign_opts {
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
  * "every:N", "a,b,c"). */
 peat_status peat_iter_spec_check(const char *spec);
+/* Refuses a valid spec that names an iteration a run of iters never reaches (option: its name). */
+peat_status peat_iter_spec_check_range(const char *spec, int64_t iters, const char *option);
 /* Whether iteration it (of iters) is selected by spec. */
 int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters);
 /* Parses an op list ("all" or comma-separated op names) into a mask. */
@@ -87,6 +91,12 @@ typedef struct peat_campaign_result {
     int64_t n_records;
     int64_t n_kernel_failures; /* calls on which the candidate crashed, hung or failed */
     char kernel_failure[256];  /* first such failure */
+    /* calls the runner saw misbehave (harness/isolate.c); the first of each described */
+    int64_t n_due;             /* ended the process without completing (in n_kernel_failures) */
+    int64_t n_hang_skipped;    /* not run after the kernel hung (in n_kernel_failures) */
+    int64_t n_oob_writes;      /* wrote outside an output buffer */
+    int64_t n_input_mutations; /* wrote into an input */
+    char due[256], oob_write[256], input_mutation[256];
     double loss_first, loss_last;
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;

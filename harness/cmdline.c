@@ -100,7 +100,7 @@ static int recorded_value(int n, char **w, const char *name, const char **val)
 static int may_differ(const char *name)
 {
     return !strcmp(name, "--quiet") || !strcmp(name, "--json") || !strcmp(name, "--timeout") ||
-           !strcmp(name, "--no-isolate");
+           !strcmp(name, "--no-isolate") || !strcmp(name, "--hang-policy");
 }
 
 /* Reads the recorded command line of the unfinished campaign in dir. */

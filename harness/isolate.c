@@ -1,15 +1,19 @@
-/* isolate.c: a candidate kernel run in a forked child with a deadline (a crash or hang becomes a
- * reported failure), its outputs in shared memory that the parent reads. */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, strsignal, usleep */
+/* isolate.c: a candidate kernel run in a forked child with a deadline (a crash, hang or early exit
+ * becomes a reported outcome), its outputs in guarded shared memory that the parent reads, its
+ * inputs in copies checked after the call. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, strsignal */
 #include "harness/isolate.h"
 #include "harness/campaign.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,20 +23,81 @@ static void *shared_alloc(size_t n)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* ---- guarded output buffers ----
+ * [guard page][head page: guard_head, then sentinel][data, then sentinel to a page end][guard page]
+ * A write just outside the data changes a sentinel byte (its offset is reported); one far
+ * outside hits a guard page (the child crashes). */
+
+enum { SENTINEL = 0xA5, TAIL_MIN = 64 };
+static const uint64_t GUARD_MAGIC = 0x5045415447554152ull; /* "PEATGUAR" */
+
+typedef struct {
+    uint64_t magic;
+    size_t nbytes, map_len;
+} guard_head;
+
+static size_t page_size(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static guard_head *head_of(const peat_tensor *t)
+{
+    return (guard_head *)((char *)t->data - page_size());
+}
+
+static void *guarded_alloc(size_t nb)
+{
+    size_t pg = page_size(), data_len = (nb + TAIL_MIN + pg - 1) / pg * pg;
+    size_t len = 3 * pg + data_len;
+    char *base = shared_alloc(len);
+    if (!base) return NULL;
+    if (mprotect(base, pg, PROT_NONE) != 0 || mprotect(base + len - pg, pg, PROT_NONE) != 0) {
+        munmap(base, len);
+        return NULL;
+    }
+    memset(base + pg, SENTINEL, pg + data_len);
+    guard_head *h = (guard_head *)(base + pg);
+    h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = len;
+    return base + 2 * pg;
+}
+
+static void guarded_free(void *data)
+{
+    char *head = (char *)data - page_size();
+    munmap(head - page_size(), ((guard_head *)head)->map_len);
+}
+
+/* The first byte outside t's data that is no longer the sentinel, as an offset from the data's
+ * start (negative: before it); 0 with *hit 0 when none changed. */
+static long long sentinel_check(const peat_tensor *t, int *hit)
+{
+    const guard_head *h = head_of(t);
+    const unsigned char *data = t->data, *before = (const unsigned char *)(h + 1);
+    size_t pg = page_size(), tail = h->map_len - 3 * pg - h->nbytes;
+    *hit = 1;
+    for (const unsigned char *p = before; p < data; p++)
+        if (*p != SENTINEL) return (long long)(p - data);
+    for (size_t i = 0; i < tail; i++)
+        if (data[h->nbytes + i] != SENTINEL) return (long long)(h->nbytes + i);
+    *hit = 0;
+    return 0;
+}
+
 peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, int n)
 {
     for (int o = 0; o < PEAT_MAX_IO; o++) a->out[o] = NULL;
     a->n_out = n;
     peat_status st = PEAT_OK;
     for (int o = 0; o < n && st == PEAT_OK; o++) {
-        size_t nb = peat_tensor_nbytes(tmpl[o]);
-        void *mem = shared_alloc(nb);
+        size_t nb = (size_t)peat_tensor_numel(tmpl[o]) * sizeof(float);
+        void *mem = guarded_alloc(nb);
         if (!mem) {
             st = PEAT_ERROR(PEAT_ERR_NOMEM, "shared output buffer of %zu bytes", nb);
             break;
         }
         st = peat_tensor_wrap(PEAT_DTYPE_F32, tmpl[o]->ndim, tmpl[o]->shape, mem, &a->out[o]);
-        if (st != PEAT_OK) munmap(mem, nb ? nb : 1);
+        if (st != PEAT_OK) guarded_free(mem);
     }
     /* a later buffer failed: the earlier ones must not outlive the call */
     if (st != PEAT_OK) peat_isolate_outputs_free(a);
@@ -43,24 +108,127 @@ void peat_isolate_outputs_free(peat_args *a)
 {
     for (int o = 0; o < a->n_out; o++) {
         if (!a->out[o]) continue;
-        size_t nb = peat_tensor_nbytes(a->out[o]);
-        munmap(a->out[o]->data, nb ? nb : 1);
+        guarded_free(a->out[o]->data);
         peat_tensor_free(a->out[o]);
         a->out[o] = NULL;
     }
     a->n_out = 0;
 }
 
-/* In-process: the call's shapes come from a valid record, so any error is the kernel's. */
-static peat_status run_here(const peat_kernel *k, const peat_args *a, char *why, size_t nwhy)
+/* ---- input copies ---- */
+
+/* run: a with its inputs replaced by shared copies (a child's writes reach the parent). */
+static peat_status inputs_copy(const peat_args *a, peat_args *run)
 {
-    peat_status st = peat_kernel_run(k, a);
-    if (st == PEAT_OK) return PEAT_OK;
-    snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, peat_error_last());
-    return PEAT_ERR_KERNEL;
+    *run = *a;
+    for (int i = 0; i < a->n_in; i++) run->in[i] = NULL;
+    for (int i = 0; i < a->n_in; i++) {
+        if (!a->in[i]) continue;
+        size_t nb = peat_tensor_nbytes(a->in[i]);
+        void *mem = shared_alloc(nb);
+        peat_tensor *t = NULL;
+        if (!mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "input copy of %zu bytes", nb);
+        memcpy(mem, a->in[i]->data, nb);
+        peat_status st =
+            peat_tensor_wrap(a->in[i]->dtype, a->in[i]->ndim, a->in[i]->shape, mem, &t);
+        if (st != PEAT_OK) {
+            munmap(mem, nb ? nb : 1);
+            return st;
+        }
+        run->in[i] = t;
+    }
+    return PEAT_OK;
 }
 
-/* Waits for the child, whose exit closes fd, until the deadline; kills it past it.
+static void inputs_free(peat_args *run)
+{
+    for (int i = 0; i < run->n_in; i++) {
+        if (!run->in[i]) continue;
+        size_t nb = peat_tensor_nbytes(run->in[i]);
+        munmap(run->in[i]->data, nb ? nb : 1);
+        peat_tensor_free((peat_tensor *)run->in[i]);
+        run->in[i] = NULL;
+    }
+}
+
+/* Compares the copies with the originals: 1 with the input and element of the first difference. */
+static int inputs_changed(const peat_args *a, const peat_args *run, int *which, int64_t *elem)
+{
+    for (int i = 0; i < a->n_in; i++) {
+        if (!a->in[i]) continue;
+        size_t nb = peat_tensor_nbytes(a->in[i]), es = peat_dtype_size(a->in[i]->dtype);
+        const unsigned char *x = a->in[i]->data, *y = run->in[i]->data;
+        if (memcmp(x, y, nb) == 0) continue;
+        size_t b = 0;
+        while (x[b] == y[b]) b++;
+        *which = i, *elem = (int64_t)(b / (es ? es : 1));
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- in-process calls: a crash or an exit during the call ends peat with one line ---- */
+
+static char inproc_crash_msg[320], inproc_exit_msg[320];
+static volatile sig_atomic_t inproc_in_call;
+
+static void inproc_crash(int sig)
+{
+    if (write(2, inproc_crash_msg, strlen(inproc_crash_msg)) < 0) _exit(1);
+    signal(sig, SIG_DFL);
+    _exit(1);
+}
+
+static void inproc_atexit(void)
+{
+    if (!inproc_in_call) return;
+    if (write(2, inproc_exit_msg, strlen(inproc_exit_msg)) < 0) _exit(1);
+    _exit(1); /* an exit inside the kernel is a DUE: never the status the kernel chose */
+}
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+enum { N_CRASH = sizeof crash_signals / sizeof crash_signals[0] };
+
+static peat_status run_here(const peat_kernel *k, const peat_args *a, peat_call_outcome *out,
+                            char *why, size_t nwhy)
+{
+    static int atexit_done;
+    if (!atexit_done) atexit_done = atexit(inproc_atexit) == 0;
+    snprintf(inproc_crash_msg, sizeof inproc_crash_msg,
+             "peat: error: kernel '%s' crashed in-process (--no-isolate): DUE; run isolated to "
+             "have the campaign report it\n",
+             k->name);
+    snprintf(inproc_exit_msg, sizeof inproc_exit_msg,
+             "peat: error: kernel '%s' ended the process during a call (--no-isolate): DUE\n",
+             k->name);
+    struct sigaction sa, old[N_CRASH];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = inproc_crash;
+    for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
+    inproc_in_call = 1;
+    peat_status st = peat_kernel_run(k, a);
+    inproc_in_call = 0;
+    for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
+    *out = PEAT_CALL_DONE;
+    if (st == PEAT_OK) return PEAT_OK;
+    snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, peat_error_last());
+    *out = PEAT_CALL_FAILED;
+    return PEAT_OK;
+}
+
+/* ---- isolated calls ---- */
+
+/* The running child, for the SIGTERM/SIGINT handler: its whole group dies with peat. */
+static volatile sig_atomic_t child_pid;
+
+static void on_terminate(int sig)
+{
+    if (child_pid > 0) kill(-(pid_t)child_pid, SIGKILL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Waits for the child, whose exit closes fd, until the deadline; kills its group past it.
  * Returns 1 when the child ended (wst set), 0 when it was killed, -1 when waitpid failed. */
 static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 {
@@ -68,6 +236,7 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
     for (;;) {
         double left = timeout_s - (peat_now() - t0);
         if (left <= 0.0) {
+            kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, wst, 0);
             return 0;
@@ -79,75 +248,153 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
     return waitpid(pid, wst, 0) < 0 ? -1 : 1;
 }
 
-/* What the child's end says about the kernel: child_status is what it returned (-1: it never
- * returned), msg its error message. */
-static peat_status child_verdict(const peat_kernel *k, int wst, int child_status, const char *msg,
-                                 char *why, size_t nwhy)
+/* What the child reports in shared memory before it returns: the kernel's status, or one of
+ * these when it never returned. */
+enum { CHILD_NEVER_RETURNED = -1, CHILD_CALLED_EXIT = -2 };
+
+/* What the child's end says about the kernel: child_status is what it returned (or one of the
+ * above), msg its error message. */
+static peat_call_outcome child_verdict(const peat_kernel *k, int wst, int child_status,
+                                       const char *msg, char *why, size_t nwhy)
 {
+    int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
     if (WIFSIGNALED(wst)) {
         snprintf(why, nwhy, "kernel '%s' crashed with signal %d (%s)", k->name, WTERMSIG(wst),
                  strsignal(WTERMSIG(wst)));
-        return PEAT_ERR_KERNEL;
+        return PEAT_CALL_FAILED;
     }
-    if (child_status == -1 && WIFEXITED(wst) && WEXITSTATUS(wst) != 0) {
-        /* a sanitizer or the kernel itself turned the fault into an exit */
-        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name,
-                 WEXITSTATUS(wst));
-        return PEAT_ERR_KERNEL;
+    if (child_status == CHILD_NEVER_RETURNED && code != 0) {
+        /* no exit() (its handlers never ran): a sanitizer or _exit turned a fault into a code */
+        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name, code);
+        return PEAT_CALL_FAILED;
+    }
+    if (child_status == CHILD_NEVER_RETURNED || child_status == CHILD_CALLED_EXIT) {
+        snprintf(why, nwhy,
+                 "kernel '%s' ended its process (exit code %d) without completing the call",
+                 k->name, code);
+        return PEAT_CALL_DUE;
     }
     if (child_status != PEAT_OK) {
-        snprintf(why, nwhy, "kernel '%s' failed: %s", k->name,
-                 child_status == -1 ? "exited without finishing" : msg);
-        return PEAT_ERR_KERNEL;
+        snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, msg);
+        return PEAT_CALL_FAILED;
     }
-    return PEAT_OK;
+    return PEAT_CALL_DONE;
 }
 
 enum { CHILD_MSG = 256, CHILD_SHARED = sizeof(int) + CHILD_MSG };
 
-peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
-                             double timeout_s, char *why, size_t nwhy)
+static int *child_status_at; /* in the child: where it reports */
+
+/* Runs in the child when the kernel calls exit(): whatever the code, the call never completed. */
+static void child_atexit(void)
 {
-    why[0] = 0;
-    if (!isolate) return run_here(k, a, why, nwhy);
+    if (*child_status_at == CHILD_NEVER_RETURNED) *child_status_at = CHILD_CALLED_EXIT;
+}
+
+static void child_run(const peat_kernel *k, const peat_args *a, int *child_status, char *msg,
+                      pid_t parent, int done_fd)
+{
+    close(done_fd); /* the read end: the parent's */
+    child_status_at = child_status;
+    atexit(child_atexit);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no orphan left spinning */
+    if (getppid() != parent) _exit(1);
+    peat_status st = peat_kernel_run(k, a);
+    if (st != PEAT_OK) snprintf(msg, CHILD_MSG, "%s", peat_error_last());
+    *child_status = (int)st;
+    _exit(0);
+}
+
+static peat_status run_child(const peat_kernel *k, const peat_args *a, double timeout_s,
+                             peat_call_outcome *out, char *why, size_t nwhy)
+{
     int *child_status = shared_alloc(CHILD_SHARED);
     if (!child_status) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared status");
     char *child_msg = (char *)(child_status + 1);
-    *child_status = -1;
+    *child_status = CHILD_NEVER_RETURNED;
     /* the child holds the write end of a pipe until it exits: poll() on the read end wakes the
-     * parent the moment the child is done (polling waitpid with sleeps overshot by up to 20 ms
-     * a call) */
+     * parent the moment the child is done */
     int fds[2];
     if (pipe(fds) != 0) {
         munmap(child_status, CHILD_SHARED);
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "pipe failed: %s", strerror(errno));
     }
+    struct sigaction sa, old_term, old_int;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_terminate;
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]), close(fds[1]);
-        munmap(child_status, CHILD_SHARED);
-        return PEAT_ERROR(PEAT_ERR_INTERNAL, "fork failed: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        peat_status st = peat_kernel_run(k, a);
-        *child_status = (int)st;
-        if (st != PEAT_OK) snprintf(child_msg, CHILD_MSG, "%s", peat_error_last());
-        _exit(0);
-    }
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) child_run(k, a, child_status, child_msg, parent, fds[0]);
     close(fds[1]);
-    int wst = 0;
-    int ended = wait_deadline(pid, fds[0], timeout_s, &wst);
+    peat_status st = PEAT_OK;
+    if (pid < 0)
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "fork failed: %s", strerror(errno));
+    else {
+        setpgid(pid, pid); /* whichever of parent and child gets there first */
+        child_pid = pid;
+        int wst = 0, ended = wait_deadline(pid, fds[0], timeout_s, &wst);
+        child_pid = 0;
+        if (ended == 0) {
+            snprintf(why, nwhy, "kernel '%s' hung: killed after %g s", k->name, timeout_s);
+            *out = PEAT_CALL_HUNG;
+        } else if (ended < 0)
+            st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
+        else
+            *out = child_verdict(k, wst, *child_status, child_msg, why, nwhy);
+    }
     close(fds[0]);
-    peat_status st;
-    if (ended == 0) {
-        snprintf(why, nwhy, "kernel '%s' hung: killed after %.0f s", k->name, timeout_s);
-        st = PEAT_ERR_KERNEL;
-    } else if (ended < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
-    else
-        st = child_verdict(k, wst, *child_status, child_msg, why, nwhy);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGINT, &old_int, NULL);
     munmap(child_status, CHILD_SHARED);
     return st;
+}
+
+/* After a completed call: writes outside the outputs, then into the inputs. */
+static void check_writes(const peat_kernel *k, const peat_args *a, const peat_args *run,
+                         peat_call_outcome *out, char *why, size_t nwhy)
+{
+    for (int o = 0; o < run->n_out; o++) {
+        int hit;
+        long long off = sentinel_check(run->out[o], &hit);
+        if (!hit) continue;
+        long long n = peat_tensor_numel(run->out[o]);
+        long long el = off < 0 ? -((-off + 3) / 4) : off / 4;
+        snprintf(why, nwhy, "kernel '%s' wrote outside output %d: element %lld (%s its %lld)",
+                 k->name, o, el, off < 0 ? "before the start of" : "past the end of", n);
+        *out = PEAT_CALL_OOB_WRITE;
+        return;
+    }
+    int which;
+    int64_t elem;
+    if (inputs_changed(a, run, &which, &elem)) {
+        snprintf(why, nwhy, "kernel '%s' wrote into input %d at element %lld", k->name, which,
+                 (long long)elem);
+        *out = PEAT_CALL_INPUT_MUTATION;
+    }
+}
+
+peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
+                              double timeout_s, peat_call_outcome *out, char *why, size_t nwhy)
+{
+    why[0] = 0;
+    *out = PEAT_CALL_FAILED;
+    peat_args run;
+    peat_status st = inputs_copy(a, &run);
+    if (st == PEAT_OK)
+        st = isolate ? run_child(k, &run, timeout_s, out, why, nwhy)
+                     : run_here(k, &run, out, why, nwhy);
+    if (st == PEAT_OK && *out == PEAT_CALL_DONE) check_writes(k, a, &run, out, why, nwhy);
+    inputs_free(&run);
+    return st;
+}
+
+peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
+                             double timeout_s, char *why, size_t nwhy)
+{
+    peat_call_outcome out;
+    PEAT_TRY(peat_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
+    return out == PEAT_CALL_DONE ? PEAT_OK : PEAT_ERR_KERNEL;
 }

@@ -1,5 +1,6 @@
-/* isolate.h: running a candidate kernel in a forked child with a deadline, its outputs in shared
- * memory (harness-internal; playback and later stages that run candidates use it). */
+/* isolate.h: running a candidate kernel in a forked child with a deadline, its outputs in guarded
+ * shared memory and its inputs in copies, so that whatever the kernel does is reported
+ * (harness-internal; playback and later stages that run candidates use it). */
 #ifndef PEAT_HARNESS_ISOLATE_H
 #define PEAT_HARNESS_ISOLATE_H
 
@@ -8,15 +9,35 @@
 #include <stddef.h>
 
 /* Allocates a->out[0..n) in shared memory (F32, shaped like tmpl[i]) so that a child can fill
- * them; on failure nothing stays allocated and a->n_out is 0. */
+ * them, each between sentinel bytes and guard pages (an out-of-bounds write is seen); on failure
+ * nothing stays allocated and a->n_out is 0. */
 peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, int n);
 /* Releases what peat_isolate_outputs_alloc made (a->out entries become NULL). */
 void peat_isolate_outputs_free(peat_args *a);
 
-/* Runs k on a. Isolated: in a forked child with a deadline of timeout_s, so that a crashing or
- * hanging candidate is reported instead of taking the campaign down. Returns PEAT_OK, or
- * PEAT_ERR_KERNEL with a one-line reason in why when the kernel failed, crashed or hung; any
- * other status is the runner's own failure (fork, memory). */
+/* What one candidate call did. */
+typedef enum {
+    PEAT_CALL_DONE,           /* completed: the outputs are the kernel's */
+    PEAT_CALL_FAILED,         /* returned an error, or crashed */
+    PEAT_CALL_HUNG,           /* killed at the deadline */
+    PEAT_CALL_DUE,            /* ended its process (exit, any code) without completing */
+    PEAT_CALL_OOB_WRITE,      /* completed, but wrote before or after an output buffer */
+    PEAT_CALL_INPUT_MUTATION, /* completed, but wrote into an input */
+} peat_call_outcome;
+
+/* Runs k on a, whose outputs come from peat_isolate_outputs_alloc. The kernel gets copies of the
+ * inputs (a's own are never written, so references computed from them stay clean), compared with
+ * them afterwards; the outputs' sentinels are checked. Isolated: in a forked child (own process
+ * group, killed with peat) with a deadline of timeout_s; in-process, a crash or exit during the
+ * call ends peat with one line. *out says what the call did, why (one line) why when it is not
+ * DONE. Returns PEAT_OK whatever the kernel did; any other status is the runner's own failure
+ * (fork, memory). */
+peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
+                              double timeout_s, peat_call_outcome *out, char *why, size_t nwhy);
+
+/* peat_isolate_call for callers that need only pass or fail: PEAT_OK when the call completed
+ * cleanly, PEAT_ERR_KERNEL with a one-line reason in why otherwise; any other status is the
+ * runner's own failure. */
 peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
                              double timeout_s, char *why, size_t nwhy);
 

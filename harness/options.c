@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- checks of the policy specs (policy.c parses them) ---- */
 
@@ -70,6 +71,9 @@ static const peat_cli_opt run_opts[] = {
      "skip the probe stage (shapes and values beyond the training data, GEMM properties)", NULL},
     {"timeout", "SEC", PEAT_CLI_REAL, RUN(kernel_timeout_s), 0, 0, 86400, NULL, NULL, NULL,
      "per-call deadline in seconds for an isolated candidate", NULL},
+    {"hang-policy", "P", PEAT_CLI_CHOICE, RUN(hang_policy), 0, 0, 0, "skip|wait", NULL, NULL,
+     "after a call hangs past --timeout: skip the remaining calls (counted), or wait for each",
+     NULL},
     {"quiet", NULL, PEAT_CLI_FLAG, RUN(quiet), 0, 1, 0, NULL, NULL, NULL,
      "no progress lines, only the verdict table", NULL},
     {"json", NULL, PEAT_CLI_FLAG, RUN(json), 0, 1, 0, NULL, NULL, NULL,
@@ -483,6 +487,11 @@ static peat_status parse_one(const peat_cli_cmd *cmd, int argc, char **argv, int
 static peat_status config_args(const char *path, char **args, int max, int *n, char *store,
                                size_t cap)
 {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot read config %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--config %s is not a regular file", path);
     FILE *f = fopen(path, "r");
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot read config %s: %s", path, strerror(errno));
     char line[512];

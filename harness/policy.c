@@ -28,6 +28,22 @@ peat_status peat_iter_spec_check(const char *spec)
     return PEAT_OK;
 }
 
+peat_status peat_iter_spec_check_range(const char *spec, int64_t iters, const char *option)
+{
+    if (!spec || !strcmp(spec, "last") || !strcmp(spec, "none")) return PEAT_OK;
+    if (!strncmp(spec, "every:", 6)) return PEAT_OK; /* always includes the last iteration */
+    for (const char *c = spec; *c;) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (v >= iters)
+            return PEAT_ERROR(PEAT_ERR_INVAL,
+                              "--%s: iteration %lld is past the run's last (%lld of --iters %lld)",
+                              option, v, (long long)iters - 1, (long long)iters);
+        c = *end ? end + 1 : end;
+    }
+    return PEAT_OK;
+}
+
 int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters)
 {
     if (!spec || !strcmp(spec, "none")) return 0;

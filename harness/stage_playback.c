@@ -1,10 +1,12 @@
 /* stage_playback.c: the playback stage: every recorded call replayed through the candidate
- * (isolated, harness/isolate.c), its outputs and the golden's measured against the exact ones. */
+ * (isolated, harness/isolate.c), its outputs and the golden's measured against the exact ones;
+ * calls that crash, hang, exit or write where they must not are counted for the detect stage. */
 #include "golden/golden.h"
 #include "harness/isolate.h"
 #include "harness/progress.h"
 #include "harness/stages.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,13 +44,35 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
     return st;
 }
 
-/* A call the candidate failed on (crash, hang, error): counted, the first one described. */
-static void note_failure(peat_campaign_result *res, const peat_record *r, const char *why)
+/* Counts a misbehaving call in *n and describes the first one in first. */
+static void note(int64_t *n, char *first, size_t cap, const peat_record *r, const char *why)
 {
-    if (res->n_kernel_failures++ == 0)
-        snprintf(res->kernel_failure, sizeof res->kernel_failure,
-                 "call %lld (%.40s, iter %lld): %.150s", (long long)r->id, r->layer,
+    if ((*n)++ == 0)
+        snprintf(first, cap, "call %lld (%.40s, iter %lld): %.150s", (long long)r->id, r->layer,
                  (long long)r->iter, why);
+}
+
+/* A call without usable outputs (crash, hang, error, early exit): counted as a failure; an exit
+ * also as a DUE. Returns whether the kernel hung. */
+static int note_failure(peat_campaign_result *res, const peat_record *r, peat_call_outcome out,
+                        const char *why)
+{
+    if (out == PEAT_CALL_DUE) {
+        res->n_kernel_failures++;
+        note(&res->n_due, res->due, sizeof res->due, r, why);
+    } else
+        note(&res->n_kernel_failures, res->kernel_failure, sizeof res->kernel_failure, r, why);
+    return out == PEAT_CALL_HUNG;
+}
+
+/* A completed call that wrote where it must not: its outputs still count. */
+static void note_stray_write(peat_campaign_result *res, const peat_record *r, peat_call_outcome out,
+                             const char *why)
+{
+    if (out == PEAT_CALL_OOB_WRITE)
+        note(&res->n_oob_writes, res->oob_write, sizeof res->oob_write, r, why);
+    if (out == PEAT_CALL_INPUT_MUTATION)
+        note(&res->n_input_mutations, res->input_mutation, sizeof res->input_mutation, r, why);
 }
 
 /* Determinism: runs the call a second time and has the candidate's accumulator compare the two
@@ -59,11 +83,14 @@ static peat_status repeat_call(peat_campaign *c, const peat_record *r, int isola
     char why[256];
     peat_args b = peat_record_args(r);
     PEAT_TRY(peat_isolate_outputs_alloc(&b, r->golden, r->n_out));
-    if (peat_isolate_run(c->k, &b, isolate, c->o->kernel_timeout_s, why, sizeof why) == PEAT_OK)
-        for (int out = 0; out < r->n_out; out++)
-            peat_analyzer_acc_add_repeat(c->acc_cand, first->out[out], b.out[out]);
+    peat_call_outcome out;
+    peat_status st =
+        peat_isolate_call(c->k, &b, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
+    if (st == PEAT_OK && out == PEAT_CALL_DONE)
+        for (int o = 0; o < r->n_out; o++)
+            peat_analyzer_acc_add_repeat(c->acc_cand, first->out[o], b.out[o]);
     peat_isolate_outputs_free(&b);
-    return PEAT_OK;
+    return st;
 }
 
 /* Files the call under its coverage group (layer, phase, first output's 2-D view). */
@@ -76,8 +103,9 @@ static void plot_call_end(peat_campaign *c, const peat_record *r)
                        cols, r->iter);
 }
 
-/* Replays record i through the candidate and accumulates its errors. */
-static peat_status replay(peat_campaign *c, int64_t i, int isolate)
+/* Replays record i through the candidate (its inputs are never written: the kernel gets copies)
+ * and accumulates its errors; *hung is set when the kernel hung. */
+static peat_status replay(peat_campaign *c, int64_t i, int isolate, int *hung)
 {
     peat_record *r = c->recs.items[i];
     double t0 = peat_now();
@@ -86,13 +114,15 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate)
     peat_args a = peat_record_args(r);
     PEAT_TRY(peat_isolate_outputs_alloc(&a, r->golden, r->n_out));
     char why[256];
-    peat_status st = peat_isolate_run(c->k, &a, isolate, c->o->kernel_timeout_s, why, sizeof why);
-    if (st == PEAT_ERR_KERNEL) {
-        note_failure(c->res, r, why);
-        st = PEAT_OK;
-    } else {
-        for (int out = 0; out < r->n_out && st == PEAT_OK; out++)
-            st = acc_output(c, (int64_t)r->id, &a, out, a.out[out], r->golden[out], r->exact[out]);
+    peat_call_outcome out;
+    peat_status st =
+        peat_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
+    if (st == PEAT_OK && (out == PEAT_CALL_FAILED || out == PEAT_CALL_HUNG || out == PEAT_CALL_DUE))
+        *hung = note_failure(c->res, r, out, why);
+    else if (st == PEAT_OK) {
+        note_stray_write(c->res, r, out, why);
+        for (int o = 0; o < r->n_out && st == PEAT_OK; o++)
+            st = acc_output(c, (int64_t)r->id, &a, o, a.out[o], r->golden[o], r->exact[o]);
         if (st == PEAT_OK) plot_call_end(c, r);
         if (st == PEAT_OK && i < c->o->repeats) st = repeat_call(c, r, isolate, &a);
     }
@@ -113,13 +143,21 @@ peat_status peat_stage_playback(peat_campaign *c)
     int isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
     peat_progress pr;
     peat_progress_begin(&pr, stdout, c->o->quiet, "playback", c->recs.n);
+    /* a kernel that hung once is declared hung: its other calls would each cost the deadline */
+    int skip_after_hang = !c->o->hang_policy || strcmp(c->o->hang_policy, "wait") != 0;
     for (int64_t i = 0; i < c->recs.n; i++) {
+        int hung = 0;
         peat_progress_step(&pr, i, NULL);
         if (peat_stage_plan_stop(c, i + 1)) {
             c->res->n_budget_skipped = c->recs.n - i;
             break;
         }
-        PEAT_TRY(replay(c, i, isolate));
+        PEAT_TRY(replay(c, i, isolate, &hung));
+        if (hung && skip_after_hang) {
+            c->res->n_hang_skipped = c->recs.n - i - 1;
+            c->res->n_kernel_failures += c->res->n_hang_skipped;
+            break;
+        }
     }
     peat_progress_step(&pr, c->recs.n, NULL);
     peat_progress_end(&pr);

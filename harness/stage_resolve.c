@@ -7,7 +7,10 @@
 #include "peat/plugin.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,6 +109,19 @@ static peat_status resolve_backend(peat_campaign *c)
     return PEAT_OK;
 }
 
+/* Options that would silently do nothing in this flow or this run are refused. */
+static peat_status check_flow_options(const peat_campaign *c)
+{
+    const peat_campaign_opts *o = c->o;
+    if (o->seq && strncmp(c->flow, "gpt", 3) != 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "--seq applies to the gpt flows only (flow '%s' has no "
+                          "sequence)",
+                          c->flow);
+    PEAT_TRY(peat_iter_spec_check_range(o->checkpoint_iters, c->iters, "checkpoints"));
+    return peat_iter_spec_check_range(o->activation_iters, c->iters, "activations");
+}
+
 /* The flow named by --flow (it must call the kernel's op), or the first flow that calls it. */
 static peat_status resolve_flow(peat_campaign *c)
 {
@@ -136,6 +152,35 @@ static peat_status resolve_flow(peat_campaign *c)
     /* 0 means the default; the CLI's option table holds the accepted ranges */
     c->iters = c->o->iters > 0 ? c->o->iters : peat_campaign_default_iters(c->flow);
     c->calls = c->o->calls > 0 ? c->o->calls : PEAT_CAMPAIGN_DEFAULT_CALLS;
+    return check_flow_options(c);
+}
+
+/* Holds the output directory for this run (an exclusive flock on DIR/.peat.lock, released when
+ * peat ends): a second run into it is refused with the holder's pid and touches nothing. */
+static peat_status lock_out_dir(peat_campaign *c)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/.peat.lock", c->res->out_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char holder[32] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(fd);
+        return PEAT_ERROR(PEAT_ERR_IO,
+                          "%s is in use by another peat run (pid %s): wait for it, or use another "
+                          "--out",
+                          c->res->out_dir, holder[0] ? holder : "unknown");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        close(fd);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    }
+    c->lock_fd = fd;
     return PEAT_OK;
 }
 
@@ -154,6 +199,7 @@ static peat_status resolve_out_dir(peat_campaign *c)
                  stamp);
     }
     PEAT_TRY(peat_mkdir_p(res->out_dir));
+    PEAT_TRY(lock_out_dir(c));
     snprintf(c->h5, sizeof c->h5, "%s/campaign.h5", res->out_dir);
     snprintf(c->partial, sizeof c->partial, "%s.partial", c->h5);
     if (file_exists(c->h5) && !o->force)

@@ -59,6 +59,7 @@ typedef struct peat_campaign {
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
     char policy[256];
+    int lock_fd;         /* flock on the output directory, held to the end (-1: none) */
     peat_store_t *store; /* open from "open" to the end of profile; later stages reopen it */
 
     /* profile: recorded calls of the kernel's op (to replay), and what the inputs hold */

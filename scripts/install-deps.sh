@@ -9,7 +9,9 @@ pkgs+=(libxml2-utils python3-jsonschema python3-h5py chromium fonts-dejavu-core)
 # OpenCL: headers, the ICD loader, PoCL (an OpenCL device on the CPU, so the device path is tested
 # without a GPU) and CLBlast (the OpenCL golden GEMM)
 pkgs+=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev)
-[ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(valgrind clang-format)
+# valgrind: CI runs a campaign under it; clang + libclang-rt-dev: the libFuzzer targets (tests/fuzz)
+pkgs+=(valgrind clang libclang-rt-dev)
+[ "${PEAT_DEV_TOOLS:-0}" = 1 ] && pkgs+=(clang-format)
 # --hip: Debian's HIP compiler and runtime, so the GPU source is also checked to build for AMD
 [ "${1:-}" = "--hip" ] && pkgs+=(hipcc libamdhip64-dev)
 missing=()

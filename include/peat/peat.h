@@ -250,7 +250,9 @@ int64_t peat_exec_swapped(const peat_exec_t *ex);
 peat_args peat_args_make(peat_op_kind op, const peat_op_params *p, int n_in,
                          const peat_tensor *const *in, int n_out, peat_tensor *const *out);
 
-/* Host side: loads a plugin and registers its kernels; returns the number registered. */
+/* Host side: loads a plugin and registers its kernels; returns the number registered. The plugin
+ * is first loaded and registered in a child process, so that one that crashes or exits there is
+ * an error (PEAT_ERR_ABI) instead of the end of the caller. */
 peat_status peat_plugin_load(const char *path, int *n_registered);
 
 #ifdef __cplusplus

@@ -1,0 +1,360 @@
+/* test_robust.c: hostile kernels and plugins (tests/plugins/plugin_hostile.c and the
+ * plugin_register_* ones), concurrent runs, signals and options that would do nothing: each
+ * ends in a clear finding or one line and the right exit status. */
+#define _DEFAULT_SOURCE /* usleep */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+static char out_buf[1 << 16], err_buf[1 << 14];
+
+#define HOSTILE PEAT_TEST_PLUGIN_DIR "/libplugin_hostile.so"
+#define SMALL   "--iters 12 --calls 6"
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-robust-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t k = fread(buf, 1, n - 1, f);
+    buf[k] = 0;
+    fclose(f);
+}
+
+/* Runs `peat ARGS`, captures stdout/stderr, returns the exit status. */
+static int peat(const char *fmt, ...)
+{
+    char args[1024], cmd[2048], o[300], e[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(o, sizeof o, "%s/stdout", tmpdir);
+    snprintf(e, sizeof e, "%s/stderr", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", PEAT_TEST_BIN, args, o, e);
+    int rc = system(cmd);
+    slurp(o, out_buf, sizeof out_buf);
+    slurp(e, err_buf, sizeof err_buf);
+    cr_assert(WIFEXITED(rc), "peat %s did not exit normally", args);
+    return WEXITSTATUS(rc);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &st) == 0;
+}
+
+/* The golden signature of the campaign in tmpdir/dir (the text of its JSON object). */
+static void golden_json(const char *dir, char *buf, size_t n)
+{
+    static char js[1 << 16];
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s/signature.json", tmpdir, dir);
+    slurp(p, js, sizeof js);
+    const char *g = strstr(js, "\"golden\": "), *t = strstr(js, "\"training\"");
+    cr_assert(g && t && t > g, "no golden signature in %s", p);
+    snprintf(buf, n, "%.*s", (int)(t - g), g);
+}
+
+TestSuite(robust, .init = setup, .fini = teardown, .timeout = 300);
+
+/* ---- isolation that cannot be escaped ---- */
+
+Test(robust, early_exit_is_due)
+{
+    /* before: the child's exit(0) looked like a call that never failed */
+    const char *ks[] = {"test_gemm_exit0", "test_gemm_exit3"};
+    const char *codes[] = {"exit code 0", "exit code 3"};
+    for (int i = 0; i < 2; i++) {
+        int rc =
+            peat("run --kernel %s --plugin %s " SMALL " --out %s/r%d", ks[i], HOSTILE, tmpdir, i);
+        cr_assert_eq(rc, 1, "%s: rc %d\n%s%s", ks[i], rc, out_buf, err_buf);
+        cr_assert_not_null(strstr(out_buf, "DUE calls=6"), "%s", out_buf);
+        cr_assert_not_null(strstr(out_buf, codes[i]), "%s", out_buf);
+        cr_assert_not_null(strstr(out_buf, "verdict: FAIL"), "%s", out_buf);
+    }
+}
+
+Test(robust, early_exit_in_process_is_one_line)
+{
+    /* before: peat exited 0 with no output, leaving only campaign.h5.partial */
+    int rc = peat("run --kernel test_gemm_exit0 --plugin %s --no-isolate " SMALL " --out %s/a",
+                  HOSTILE, tmpdir);
+    cr_assert_eq(rc, 1, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "kernel 'test_gemm_exit0' ended the process"), "%s",
+                       err_buf);
+    cr_assert_not_null(strstr(err_buf, "DUE"), "%s", err_buf);
+}
+
+Test(robust, crash_in_process_is_one_line)
+{
+    int rc =
+        peat("run --kernel test_gemm_crash --plugin %s/libplugin_test_gemms.so --no-isolate " SMALL
+             " --out %s/a",
+             PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 1, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "kernel 'test_gemm_crash' crashed in-process"), "%s",
+                       err_buf);
+}
+
+Test(robust, plugin_register_exit_or_crash_is_one_line)
+{
+    /* before: exit(0) in the register function made `peat run` exit 0 with no output */
+    static const struct {
+        const char *lib, *says;
+    } cases[] = {
+        {"libplugin_register_exit.so", "ended the process while loading (exit code 0)"},
+        /* signal 11, or the exit code of a sanitizer that caught the fault */
+        {"libplugin_register_segv.so", "crashed while loading ("},
+    };
+    for (int i = 0; i < 2; i++) {
+        int rc = peat("run --kernel gemm_new --plugin %s/%s " SMALL " --out %s/r%d",
+                      PEAT_TEST_PLUGIN_DIR, cases[i].lib, tmpdir, i);
+        cr_assert_eq(rc, 2, "%s: rc %d\n%s%s", cases[i].lib, rc, out_buf, err_buf);
+        cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+        cr_assert_not_null(strstr(err_buf, cases[i].says), "%s", err_buf);
+        rc = peat("list --plugin %s/%s", PEAT_TEST_PLUGIN_DIR, cases[i].lib);
+        cr_assert_eq(rc, 2);
+        cr_assert_not_null(strstr(err_buf, cases[i].says), "%s", err_buf);
+    }
+}
+
+Test(robust, plugin_refusal_keeps_its_reason)
+{
+    /* before: "failed to register (code 1): plugin x.so failed to register (code 1): " */
+    int rc = peat("list --plugin %s/libplugin_register_refuse.so", PEAT_TEST_PLUGIN_DIR);
+    cr_assert_eq(rc, 2);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "failed to register (code 1): needs AVX-512, this CPU has "
+                                       "none\n"),
+                       "%s", err_buf);
+    const char *first = strstr(err_buf, "failed to register");
+    cr_assert_null(strstr(first + 1, "failed to register"), "reason repeated: %s", err_buf);
+}
+
+Test(robust, hang_is_declared_once_then_skipped)
+{
+    /* before: every call waited for the full --timeout */
+    int rc = peat("run --kernel test_gemm_hang --plugin %s/libplugin_test_gemms.so " SMALL
+                  " --timeout 0.3 --out %s/a",
+                  PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 1, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_not_null(strstr(out_buf, "failed on 1 of 6 calls"), "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "5 later calls skipped"), "%s", out_buf);
+    rc = peat("run --kernel test_gemm_hang --plugin %s/libplugin_test_gemms.so --iters 12 "
+              "--calls 3 --timeout 0.2 --hang-policy wait --out %s/b",
+              PEAT_TEST_PLUGIN_DIR, tmpdir);
+    cr_assert_eq(rc, 1);
+    cr_assert_not_null(strstr(out_buf, "failed on 3 of 3 calls"), "%s", out_buf);
+    cr_assert_null(strstr(out_buf, "skipped"), "%s", out_buf);
+}
+
+/* The pid of a child of pid (0 when it has none yet). */
+static pid_t child_of(pid_t pid)
+{
+    char p[128], buf[256];
+    snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    slurp(p, buf, sizeof buf);
+    return (pid_t)atoi(buf);
+}
+
+/* Whether pid is gone (or a zombie nobody reaps in this container). */
+static int gone(pid_t pid)
+{
+    char p[128], buf[512];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    slurp(p, buf, sizeof buf);
+    const char *close_paren = strrchr(buf, ')');
+    return !buf[0] || (close_paren && close_paren[2] == 'Z');
+}
+
+static pid_t spawn_peat(const char *out)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1), dup2(null, 2);
+        execl(PEAT_TEST_BIN, "peat", "run", "--kernel", "test_gemm_spin", "--plugin", HOSTILE,
+              "--iters", "12", "--calls", "4", "--timeout", "600", "--out", out, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+Test(robust, sigterm_leaves_no_orphan_and_resumes)
+{
+    /* before: the candidate child kept spinning at 100% CPU, reparented to init */
+    char out[300];
+    snprintf(out, sizeof out, "%s/a", tmpdir);
+    pid_t peat_pid = spawn_peat(out), cand = 0;
+    for (int i = 0; i < 6000 && !cand; i++) { /* profiling first: up to a minute */
+        /* once the campaign file exists the only child is the candidate (not the plugin probe) */
+        cand = file_exists(out, "campaign.h5.partial") ? child_of(peat_pid) : 0;
+        if (!cand) usleep(10000);
+    }
+    cr_assert_gt(cand, 0, "no candidate child appeared");
+    cr_assert_eq(kill(peat_pid, SIGTERM), 0);
+    int wst;
+    cr_assert_eq(waitpid(peat_pid, &wst, 0), peat_pid);
+    cr_assert(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGTERM);
+    int dead = 0;
+    for (int i = 0; i < 500 && !dead; i++) {
+        dead = gone(cand);
+        if (!dead) usleep(10000);
+    }
+    cr_assert(dead, "candidate child %d outlived peat", (int)cand);
+    cr_assert(file_exists(out, "campaign.h5.partial"));
+    /* the partial file resumes (the kernel is then declared hung at once) */
+    int rc = peat("run --resume --kernel test_gemm_spin --plugin %s --iters 12 --calls 4 "
+                  "--timeout 0.2 --out %s",
+                  HOSTILE, out);
+    cr_assert_eq(rc, 1, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert(file_exists(out, "campaign.h5"));
+    cr_assert_not_null(strstr(out_buf, "3 later calls skipped"), "%s", out_buf);
+}
+
+/* ---- guard regions and input protection ---- */
+
+Test(robust, out_of_bounds_writes_are_found_with_offset)
+{
+    /* before: PASS, BIT_EXACT */
+    static const struct {
+        const char *k, *says;
+    } cases[] = {
+        {"test_gemm_write_before", "element -1 (before the start of"},
+        {"test_gemm_write_after", "(past the end of"},
+    };
+    for (int i = 0; i < 2; i++)
+        for (int iso = 0; iso < 2; iso++) {
+            int rc = peat("run --kernel %s --plugin %s %s " SMALL " --out %s/r%d%d", cases[i].k,
+                          HOSTILE, iso ? "" : "--no-isolate", tmpdir, i, iso);
+            cr_assert_eq(rc, 1, "%s: rc %d\n%s%s", cases[i].k, rc, out_buf, err_buf);
+            cr_assert_not_null(strstr(out_buf, "OUT_OF_BOUNDS_WRITE calls=6"), "%s", out_buf);
+            cr_assert_not_null(strstr(out_buf, cases[i].says), "%s", out_buf);
+        }
+    /* past the end: the element is the output's size (its numel is printed beside it) */
+    const char *p = strstr(out_buf, "element ");
+    cr_assert_not_null(p);
+    long long el = atoll(p + 8);
+    const char *n = strstr(p, "past the end of its ");
+    cr_assert_not_null(n);
+    cr_assert_eq(el, atoll(n + strlen("past the end of its ")));
+}
+
+Test(robust, input_mutation_is_found_and_golden_unaffected)
+{
+    /* before: never reported; with --no-isolate the golden row was computed from poisoned
+     * inputs (max err/bnd 7e-10 instead of 0.24) */
+    int rc = peat("run --kernel gemm_new " SMALL " --out %s/ref", tmpdir);
+    cr_assert_eq(rc, 0, "%s%s", out_buf, err_buf);
+    char ref[8192], got[8192];
+    golden_json("ref", ref, sizeof ref);
+    for (int iso = 0; iso < 2; iso++) {
+        rc = peat("run --kernel test_gemm_mutate_input --plugin %s %s " SMALL " --out %s/m%d",
+                  HOSTILE, iso ? "" : "--no-isolate", tmpdir, iso);
+        cr_assert_eq(rc, 1, "rc %d\n%s%s", rc, out_buf, err_buf);
+        cr_assert_not_null(strstr(out_buf, "INPUT_MUTATION calls=6"), "%s", out_buf);
+        cr_assert_not_null(strstr(out_buf, "wrote into input 0 at element 5"), "%s", out_buf);
+        char dir[16];
+        snprintf(dir, sizeof dir, "m%d", iso);
+        golden_json(dir, got, sizeof got);
+        cr_assert_str_eq(got, ref, "golden signature changed (isolate %d)", iso);
+    }
+}
+
+/* ---- concurrent runs ---- */
+
+Test(robust, second_run_into_a_locked_dir_is_refused)
+{
+    /* before: two runs into one --out both failed, some leaving a partial that never resumed */
+    char dir[300], lock[400];
+    snprintf(dir, sizeof dir, "%s/a", tmpdir);
+    cr_assert_eq(mkdir(dir, 0777), 0);
+    snprintf(lock, sizeof lock, "%s/.peat.lock", dir);
+    int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    cr_assert_gt(dprintf(fd, "%d\n", (int)getpid()), 0);
+    /* the first run's unfinished file, which --force would replace */
+    char partial[400];
+    snprintf(partial, sizeof partial, "%s/campaign.h5.partial", dir);
+    FILE *f = fopen(partial, "w");
+    cr_assert_not_null(f);
+    fputs("first run's data", f);
+    fclose(f);
+    int rc = peat("run --kernel gemm_new " SMALL " --force --out %s", dir);
+    cr_assert_eq(rc, 2, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    char want[64];
+    snprintf(want, sizeof want, "in use by another peat run (pid %d)", (int)getpid());
+    cr_assert_not_null(strstr(err_buf, want), "%s", err_buf);
+    char buf[64];
+    slurp(partial, buf, sizeof buf);
+    cr_assert_str_eq(buf, "first run's data");
+    close(fd);
+    /* released: the run goes ahead */
+    rc = peat("run --kernel gemm_new " SMALL " --force --out %s", dir);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+}
+
+/* ---- options that would do nothing ---- */
+
+Test(robust, options_that_do_nothing_are_refused)
+{
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--seq 16", "--seq applies to the gpt flows only"},
+        {"--iters 200 --checkpoints 0,5,100000", "iteration 100000 is past the run's last (199"},
+        {"--iters 20 --activations 3,20", "iteration 20 is past the run's last (19"},
+        {"--config /tmp", "--config /tmp is not a regular file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = peat("run --kernel gemm_new --flow mlp --calls 4 %s --out %s/r%zu", cases[i].args,
+                      tmpdir, i);
+        cr_assert_eq(rc, 2, "%s: rc %d", cases[i].args, rc);
+        cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+        cr_assert_not_null(strstr(err_buf, cases[i].says), "%s: %s", cases[i].args, err_buf);
+    }
+    /* in range, and --seq where it applies, run */
+    int rc =
+        peat("run --kernel gemm_new --iters 12 --calls 4 --checkpoints 0,11 --out %s/ok", tmpdir);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+}
