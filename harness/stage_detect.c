@@ -66,12 +66,19 @@ peat_status peat_stage_detect(peat_campaign *c)
     peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);
     dctx.in_frac_below_normal = c->in_frac_below_normal;
     dctx.in_frac_above_max = c->in_frac_above_max;
-    runner_findings(res);
-    int room = (int)(sizeof res->findings / sizeof res->findings[0]) - res->n_findings;
+    enum { MAXF = (int)(sizeof res->findings / sizeof res->findings[0]) };
     if (res->n_kernel_failures < res->n_records)
-        res->n_findings += peat_detector_run(&res->cand, &res->golden, &dctx,
-                                             res->findings + res->n_findings, room);
+        res->n_findings = peat_detector_run(&res->cand, &res->golden, &dctx, res->findings, MAXF);
     combine_probe_findings(res, &dctx);
+    /* what the runner saw (a crash, an early exit, a stray write) comes first: it is certain,
+     * and the numeric findings of such a kernel are consequences of it */
+    peat_finding numeric[MAXF];
+    int n_numeric = res->n_findings;
+    memcpy(numeric, res->findings, sizeof numeric);
+    res->n_findings = 0;
+    runner_findings(res);
+    for (int i = 0; i < n_numeric && res->n_findings < MAXF; i++)
+        res->findings[res->n_findings++] = numeric[i];
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
     return PEAT_OK;
 }

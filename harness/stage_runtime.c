@@ -32,12 +32,16 @@ peat_status peat_stage_runtime(peat_campaign *c)
     /* a finetuned flow starts from another campaign's checkpoint, which the reruns would need
      * too: not supported yet, said rather than silently skipped */
     if (o->no_runtime) return PEAT_OK;
-    /* the loop runs the candidate in this process: one that crashed, hung or failed on a
-     * recorded call (already a FAIL finding) would take the campaign down with it */
-    if (c->res->n_kernel_failures > 0) {
+    /* the loop runs the candidate in this process, on unguarded buffers: one that crashed, hung,
+     * failed or wrote outside its outputs on a recorded call (already a FAIL finding) would take
+     * the campaign down with it */
+    int64_t unsafe = c->res->n_kernel_failures + c->res->n_oob_writes;
+    if (unsafe > 0) {
         if (!o->quiet)
-            fprintf(stdout, "peat: runtime FI skipped: the kernel failed on %lld recorded calls\n",
-                    (long long)c->res->n_kernel_failures);
+            fprintf(stdout,
+                    "peat: runtime FI skipped: the kernel failed or wrote outside its outputs on "
+                    "%lld recorded calls\n",
+                    (long long)unsafe);
         return PEAT_OK;
     }
     if (o->finetune_from) {
