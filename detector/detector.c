@@ -40,11 +40,28 @@
 
 const char *peat_finding_name(peat_finding_class c)
 {
-    static const char *names[PEAT_FIND_COUNT] = {
-        "BIT_EXACT",        "WITHIN_BOUND", "REDUCED_PRECISION", "TRUNCATION", "FTZ",   "RANGE",
-        "BITFLIP",          "STUCK_BIT",    "STRUCTURAL",        "NAN",        "NOISE", "APPROX",
-        "NONDETERMINISTIC", "WRONG_RESULT", "OUT_OF_BOUND",      "UNKNOWN", "TRAINING_EQUIVALENT", "DEGRADES", "DIVERGES", "DUE", "OUT_OF_BOUNDS_WRITE",
-        "INPUT_MUTATION"};
+    static const char *names[PEAT_FIND_COUNT] = {"BIT_EXACT",
+                                                 "WITHIN_BOUND",
+                                                 "REDUCED_PRECISION",
+                                                 "TRUNCATION",
+                                                 "FTZ",
+                                                 "RANGE",
+                                                 "BITFLIP",
+                                                 "STUCK_BIT",
+                                                 "STRUCTURAL",
+                                                 "NAN",
+                                                 "NOISE",
+                                                 "APPROX",
+                                                 "NONDETERMINISTIC",
+                                                 "WRONG_RESULT",
+                                                 "OUT_OF_BOUND",
+                                                 "UNKNOWN",
+                                                 "TRAINING_EQUIVALENT",
+                                                 "DEGRADES",
+                                                 "DIVERGES",
+                                                 "DUE",
+                                                 "OUT_OF_BOUNDS_WRITE",
+                                                 "INPUT_MUTATION"};
     return (unsigned)c < PEAT_FIND_COUNT ? names[c] : "?";
 }
 

@@ -74,20 +74,23 @@ static inline peat_status peat_golden_add_all(const peat_kernel *ks, int n)
 
 /* The declared config of every golden and exact kernel (the predictor reads it): one thread,
  * scalar loops, no tiling (a partial row costs what its elements cost). */
-#define PEAT_GOLDEN_CFG {.threads = 1, .vec_width = 1}
+#define PEAT_GOLDEN_CFG                                                                            \
+    {                                                                                              \
+        .threads = 1, .vec_width = 1                                                               \
+    }
 
 /* Descriptor builders: exact (F64 accumulation and outputs) and golden (F32). */
 #define PEAT_GOLDEN_EXACT(nm, opk, f, d)                                                           \
     {                                                                                              \
         .name = (nm), .op = (opk), .role = PEAT_ROLE_EXACT, .backend = "cpu",                      \
         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F64, .acc_dtype = PEAT_DTYPE_F64,      \
-        .cfg = PEAT_GOLDEN_CFG, .fn = (f), .desc = (d)                                                                     \
+        .cfg = PEAT_GOLDEN_CFG, .fn = (f), .desc = (d)                                             \
     }
 #define PEAT_GOLDEN_GOLDEN(nm, opk, f, d)                                                          \
     {                                                                                              \
         .name = (nm), .op = (opk), .role = PEAT_ROLE_GOLDEN, .backend = "cpu",                     \
         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,      \
-        .cfg = PEAT_GOLDEN_CFG, .fn = (f), .desc = (d)                                                                     \
+        .cfg = PEAT_GOLDEN_CFG, .fn = (f), .desc = (d)                                             \
     }
 
 #endif
