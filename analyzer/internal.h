@@ -203,4 +203,33 @@ struct peat_analyzer_acc {
     pthread_mutex_t smp_lock;
 };
 
+/* Quickselect for one key type (Hoare's partition, median-of-three pivot: runs of equal values
+ * split evenly, so ties cost nothing extra): moves the want-th smallest (0-based) of v[0..n) to
+ * v[want], smaller ones before it. One body for every key type the analyzer selects on. */
+#define PEAT_ANALYZER_DEFINE_SELECT(name, T)                                                       \
+    static void name(T *v, int64_t n, int64_t want)                                                \
+    {                                                                                              \
+        int64_t lo = 0, hi = n - 1;                                                                \
+        while (lo < hi) {                                                                          \
+            T a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];                                     \
+            T p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));           \
+            int64_t i = lo, j = hi;                                                                \
+            while (i <= j) {                                                                       \
+                while (v[i] < p) i++;                                                              \
+                while (v[j] > p) j--;                                                              \
+                if (i <= j) {                                                                      \
+                    T t = v[i];                                                                    \
+                    v[i++] = v[j];                                                                 \
+                    v[j--] = t;                                                                    \
+                }                                                                                  \
+            }                                                                                      \
+            if (want <= j)                                                                         \
+                hi = j;                                                                            \
+            else if (want >= i)                                                                    \
+                lo = i;                                                                            \
+            else                                                                                   \
+                return;                                                                            \
+        }                                                                                          \
+    }
+
 #endif

@@ -21,32 +21,13 @@ void peat_sample_set_free(peat_sample_set *ss)
     memset(ss, 0, sizeof *ss);
 }
 
-/* The k-th smallest (1-based) of v[0..n) (quickselect on the keys alone, median-of-three pivot;
- * priorities are hashes, so no adversarial order exists). Reorders v. */
+/* The k-th smallest (1-based) of v[0..n) (priorities are hashes, so no adversarial order
+ * exists for the quickselect). Reorders v. */
+PEAT_ANALYZER_DEFINE_SELECT(select_u64, uint64_t)
 static uint64_t kth_smallest(uint64_t *v, int64_t n, int64_t k)
 {
-    int64_t lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        uint64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
-        uint64_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < p) i++;
-            while (v[j] > p) j--;
-            if (i <= j) {
-                uint64_t t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (want <= j)
-            hi = j;
-        else if (want >= i)
-            lo = i;
-        else
-            return v[want];
-    }
-    return v[want];
+    select_u64(v, n, k - 1);
+    return v[k - 1];
 }
 
 /* Keeps the k smallest priorities and lowers the entry threshold to the largest of them: the

@@ -56,37 +56,12 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
     if (m->rel.n > 0) s->median_rel = peat_sketch_quantile(&m->rel, 0.5);
 }
 
-/* Moves the k-th smallest (0-based) of v[0..n) to v[k], smaller ones before it (quickselect with
- * Hoare's partition: runs of equal values split evenly, so ties cost nothing extra). */
-static void select_kth(double *v, size_t n, size_t k)
-{
-    int64_t lo = 0, hi = (int64_t)n - 1, want = (int64_t)k;
-    while (lo < hi) {
-        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
-        double p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < p) i++;
-            while (v[j] > p) j--;
-            if (i <= j) {
-                double t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (want <= j)
-            hi = j;
-        else if (want >= i)
-            lo = i;
-        else
-            return;
-    }
-}
+PEAT_ANALYZER_DEFINE_SELECT(select_f64, double)
 
 /* Median of v[0..n) (reorders v): the middle value, or the mean of the two middle ones. */
 static double median_of(double *v, size_t n)
 {
-    select_kth(v, n, n / 2);
+    select_f64(v, (int64_t)n, (int64_t)(n / 2));
     double hi = v[n / 2];
     if (n % 2) return hi;
     double lo = v[0];
