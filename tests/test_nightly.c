@@ -21,33 +21,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-static char out_buf[1 << 16], err_buf[1 << 14];
+#include "cli_run.h"
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-nightly-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
+    tmpdir_make("nightly");
 }
 
 static void teardown(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
+    tmpdir_remove();
 }
 
 TestSuite(nightly, .init = setup, .fini = teardown, .timeout = 600);
-
-static void slurp(const char *path, char *buf, size_t n)
-{
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t k = fread(buf, 1, n - 1, f);
-    buf[k] = 0;
-    fclose(f);
-}
 
 static void spit(const char *path, const char *text)
 {
@@ -55,32 +41,6 @@ static void spit(const char *path, const char *text)
     cr_assert_not_null(f, "cannot write %s", path);
     fputs(text, f);
     fclose(f);
-}
-
-/* Runs a shell command (env assignments allowed in front), captures stdout/stderr; exit code. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[3000], full[3700];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "%s >%s/stdout 2>%s/stderr", cmd, tmpdir, tmpdir);
-    int rc = system(full);
-    char p[300];
-    snprintf(p, sizeof p, "%s/stdout", tmpdir);
-    slurp(p, out_buf, sizeof out_buf);
-    snprintf(p, sizeof p, "%s/stderr", tmpdir);
-    slurp(p, err_buf, sizeof err_buf);
-    cr_assert(WIFEXITED(rc), "`%s` did not exit normally", cmd);
-    return WEXITSTATUS(rc);
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
 }
 
 static int count_of(const char *s, const char *needle)

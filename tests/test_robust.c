@@ -16,58 +16,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-static char out_buf[1 << 16], err_buf[1 << 14];
+#include "cli_run.h"
 
 #define HOSTILE PEAT_TEST_PLUGIN_DIR "/libplugin_hostile.so"
 #define SMALL   "--iters 12 --calls 6"
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-robust-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
+    tmpdir_make("robust");
 }
 
 static void teardown(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-static void slurp(const char *path, char *buf, size_t n)
-{
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t k = fread(buf, 1, n - 1, f);
-    buf[k] = 0;
-    fclose(f);
-}
-
-/* Runs `peat ARGS`, captures stdout/stderr, returns the exit status. */
-static int peat(const char *fmt, ...)
-{
-    char args[1024], cmd[2048], o[300], e[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(o, sizeof o, "%s/stdout", tmpdir);
-    snprintf(e, sizeof e, "%s/stderr", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", PEAT_TEST_BIN, args, o, e);
-    int rc = system(cmd);
-    slurp(o, out_buf, sizeof out_buf);
-    slurp(e, err_buf, sizeof err_buf);
-    cr_assert(WIFEXITED(rc), "peat %s did not exit normally", args);
-    return WEXITSTATUS(rc);
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
+    tmpdir_remove();
 }
 
 static int file_exists(const char *dir, const char *name)
