@@ -44,7 +44,8 @@ static void teardown(void)
     cr_assert_eq(system(cmd), 0);
 }
 
-TestSuite(campaign, .init = setup, .fini = teardown, .timeout = 600);
+/* every_candidate_on_every_flow runs ~40 whole campaigns: about 11 minutes under ASan+UBSan */
+TestSuite(campaign, .init = setup, .fini = teardown, .timeout = 1800);
 
 /* Runs the peat binary with an optional environment assignment; returns the raw wait status. */
 static int run_peat(const char *env, const char *fmt, ...)
