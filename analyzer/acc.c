@@ -138,15 +138,29 @@ static void *scan_main(void *arg)
 /* A priority bound for the sample entries of one add of n elements: an element above it has at
  * least k elements of the same add below it, so it cannot be among the k smallest of all and need
  * not be staged. The bound is set where about 1.1 k of the add's priorities (uniform hashes) fall,
- * over 30 standard deviations above k, and checked by counting; UINT64_MAX where it would not hold.
- * The sample is the same set either way; this only saves staging and cutting what it drops. */
-static uint64_t add_bound(int64_t call, int64_t n)
+ * 0.1 k = 36 standard deviations above k for k = 2^17; the pass counts the add's finite elements
+ * below it, and where fewer than k are (or the shared sample's threshold is not below it), a
+ * second look stages the elements above it (sample_rescue). The sample is the same set either way;
+ * the bound only saves staging and cutting what would be dropped. */
+static uint64_t add_bound(int64_t n)
 {
     if (n <= PEAT_SAMPLE_K + PEAT_SAMPLE_K / 2) return UINT64_MAX;
-    uint64_t t0 = (uint64_t)ldexp(1.1 * (double)PEAT_SAMPLE_K / (double)n, 64);
+    return (uint64_t)ldexp(1.1 * (double)PEAT_SAMPLE_K / (double)n, 64);
+}
+
+/* The add's bound held if at least k of its finite elements fell below it, or if the shared
+ * sample already had k entries below it; otherwise its elements above the bound are staged now. */
+static void sample_rescue(peat_analyzer_acc_t *acc, const peat_scan_in *in, int64_t n,
+                          uint64_t bound, int nt, scan_thread *th)
+{
     int64_t below = 0;
-    for (int64_t i = 0; i < n; i++) below += peat_sample_prio(call, i) <= t0;
-    return below >= PEAT_SAMPLE_K ? t0 : UINT64_MAX;
+    for (int t = 0; t < nt; t++) below += th[t].w->add_below;
+    if (bound == UINT64_MAX || below >= PEAT_SAMPLE_K || acc->smp.thresh <= bound) return;
+    peat_worker *w = th[0].w;
+    w->add_thresh = UINT64_MAX;
+    w->thresh = acc->smp.thresh;
+    peat_scan_sample_above(in, 0, n, bound, w);
+    peat_worker_flush(w);
 }
 
 /* Streams all units of one tensor on up to acc->threads threads (the caller's is one of them). */
@@ -156,17 +170,19 @@ static peat_status scan_tensor(peat_analyzer_acc_t *acc, const peat_scan_in *in,
     scan_job job = {in, n, n_units, 0, parts};
     scan_thread th[PEAT_ANALYZER_MAX_THREADS];
     int nt = acc->threads < n_units ? acc->threads : (int)n_units, started = 1;
-    uint64_t bound = add_bound(in->call, n);
+    uint64_t bound = add_bound(n);
     for (int t = 0; t < nt; t++) {
         th[t].job = &job;
         PEAT_TRY(worker_get(acc, t, &th[t].w));
         th[t].w->add_thresh = bound;
+        th[t].w->add_below = 0;
         th[t].w->thresh = th[t].w->thresh < bound ? th[t].w->thresh : bound;
     }
     for (int t = 1; t < nt; t++, started++)
         if (pthread_create(&th[t].tid, NULL, scan_main, &th[t]) != 0) break;
     scan_main(&th[0]);
     for (int t = 1; t < started; t++) pthread_join(th[t].tid, NULL);
+    sample_rescue(acc, in, n, bound, nt, th);
     return PEAT_OK;
 }
 

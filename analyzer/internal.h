@@ -100,12 +100,15 @@ void peat_sample_set_free(peat_sample_set *ss);
 /* Priority of element i of the call with number call: splitmix64's finaliser (a bijection with
  * full avalanche) of the id (call, i) packed into one word, unique for i < 2^40 and call < 2^24,
  * so priorities never tie and the k smallest are one well-defined set. */
-static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
+static inline uint64_t peat_sample_prio_id(uint64_t z)
 {
-    uint64_t z = ((uint64_t)call << 40) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
+{
+    return peat_sample_prio_id(((uint64_t)call << 40) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull);
 }
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
 /* Cuts the set to its k smallest priorities and orders it by priority (a canonical order). */
@@ -152,9 +155,9 @@ typedef struct peat_partial {
 typedef struct peat_worker {
     peat_sketch norm, rel;
     struct peat_analyzer_acc *acc;
-    uint64_t thresh; /* the shared sample's entry threshold at the last flush */
-    uint64_t
-        add_thresh; /* the add's own bound: its k-th smallest priority or above (scan_tensor) */
+    uint64_t thresh;     /* the shared sample's entry threshold at the last flush */
+    uint64_t add_thresh; /* the add's own bound (add_bound in acc.c) */
+    int64_t add_below;   /* elements of the add this worker saw with a priority <= add_thresh */
     int n_stage;
     peat_sample stage[PEAT_WORKER_STAGE];
 } peat_worker;
@@ -178,6 +181,10 @@ void peat_partial_merge(peat_partial *dst, const peat_partial *src);
 /* Streams elements [lo, hi) of one tensor into p and w. */
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
                     peat_worker *w);
+/* Stages into w the sample entries of elements [lo, hi) whose priority is above `above` (and
+ * below the sample's threshold): the rare second look of an add whose bound proved too low. */
+void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
+                            peat_worker *w);
 
 /* ---- the accumulator (acc.c) -------------------------------------------------------------------
  */

@@ -104,34 +104,6 @@ static void gross_note(peat_partial *p, int64_t i, int64_t cols, float t, float 
 #define INLINE_BLOCK inline
 #endif
 
-/* Per-block bit counters: one byte per bit position (a block has at most 64 < 255 elements), so
- * an element adds its 32 bits in one vector step instead of a loop over its set bits. */
-typedef struct bitcount {
-    uint8_t set[PEAT_BIT_POSITIONS], clr[PEAT_BIT_POSITIONS];
-} bitcount;
-
-/* Adds the block's byte counters to the partial's. */
-static void bits_flush(const bitcount *bc, peat_partial *p)
-{
-    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) p->bit_set[b] += bc->set[b];
-    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) p->bit_clr[b] += bc->clr[b];
-}
-
-/* Bits of test XOR round_f32(exact) where they differ, split by direction, and the ULP distance
- * (equal elements are counted in bulk: hot_fold). */
-static INLINE_BLOCK void bits_note(peat_partial *p, bitcount *bc, uint32_t bt, uint32_t br,
-                                   int t_nan)
-{
-    uint32_t xo = bt ^ br, s = xo & bt, c = xo & ~bt;
-    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) bc->set[b] += (uint8_t)(s >> b & 1u);
-    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) bc->clr[b] += (uint8_t)(c >> b & 1u);
-    if (t_nan) return;
-    int64_t d = ordered(bt) - ordered(br);
-    d = d < 0 ? -d : d;
-    p->ulp_count[ulp_bin(d)]++;
-    if ((double)d > p->max_ulp) p->max_ulp = (double)d;
-}
-
 /* The reference itself left the range: only agreement can be judged. */
 static void nonfinite_exact(peat_partial *p, double x, float t)
 {
@@ -166,53 +138,73 @@ static void over_bound(peat_partial *p, double x, float t)
         p->max_exact_at_zero = nan_max(p->max_exact_at_zero, ax);
     }
 }
-
-/* Elements per block: each block is read once into arrays, its arithmetic done in branch-free
- * loops over the arrays (the compiler vectorises them), and only what depends on bits, rare cases
- * and the sample is done element by element. */
+/* Elements per block: each block is read once into arrays and its arithmetic done in branch-free
+ * loops over the arrays (the compiler vectorises them); only the bit patterns of differing
+ * elements, the sketch counters, rare cases and the sample are visited element by element. */
 #define BLK 64
+/* Floating-point sums run in LANES interleaved partial sums (element j of a block joins lane
+ * j % LANES), so that they vectorise; the lanes are added in a fixed order at the end of a unit,
+ * so a unit's sums, and the signature, are the same bits for any number of threads. */
+#define LANES 4
 
 /* One block's values and derived quantities; cond[] bits say which statistics an element joins. */
 enum { C_FIN = 1, C_REL = 2, C_SCALE = 4, C_BIAS = 8, C_ERR = 16, C_TOWARD = 32 };
 typedef struct block {
-    int64_t lo, n;
+    int64_t lo, n, nv; /* first element, elements, elements rounded up to LANES (padding) */
     double x[BLK], t[BLK], m[BLK];
     double aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK], inv_s[BLK];
     int64_t slot_e[BLK], slot_rel[BLK]; /* sketch counter slots */
     int64_t cond[BLK];
+    uint64_t prio[BLK];         /* sampling priorities */
+    uint32_t bt[BLK], br[BLK];  /* bits of the test value and of the exact one rounded to fp32 */
+    int32_t fx[BLK], diff[BLK]; /* exact finite; test bits differ from the rounded exact bits */
 } block;
 
-/* Sums and extremes of a unit, in locals while it streams; in element order, as before. The bias
- * moments are plain sums of d and d^2 (d is an error in units of its scale, O(1), so no
- * cancellation matters), turned into (mean, M2) per unit and combined with Chan et al.'s formula.
- */
+/* Sums and extremes of a unit, in locals while it streams, one per lane. The bias moments are
+ * plain sums of d and d^2 (d is an error in units of its scale, O(1), so no cancellation matters),
+ * turned into (mean, M2) per unit and combined with Chan et al.'s formula. */
 typedef struct hot {
-    int64_t n_fx, n_tnan, n_diff; /* finite exact; of those NaN test, and test != rounded exact */
-    int64_t n_fin, n_rel, n_relmag, n_bias, n_signed, n_toward, n_equal, n_zero;
-    double sumsq_exact, sum_abs, sumsq_abs, sum_rel, sum_norm, sumsq_norm, sumsq_relmag;
-    double b_s1, b_s2;
-    double max_exact, max_abs, max_rel, max_norm, min_exact_nonzero, min_pos_e, min_pos_rel;
+    int64_t n_fx, n_tnan, n_diff, n_zero, n_equal; /* finite exact; NaN test, != rounded, ... */
+    int64_t n_fin[LANES], n_rel[LANES], n_relmag[LANES], n_bias[LANES], n_signed[LANES],
+        n_toward[LANES];
+    double sumsq_exact[LANES], sum_abs[LANES], sumsq_abs[LANES], sum_rel[LANES], sum_norm[LANES],
+        sumsq_norm[LANES], sumsq_relmag[LANES], b_s1[LANES], b_s2[LANES];
+    double max_exact[LANES], max_abs[LANES], max_rel[LANES], max_norm[LANES],
+        min_exact_nonzero[LANES], min_pos_e[LANES], min_pos_rel[LANES];
     uint32_t mant_or; /* OR of the significands (with the implicit bit) of normal test values */
 } hot;
 
+static void hot_init(hot *h)
+{
+    memset(h, 0, sizeof *h);
+    for (int l = 0; l < LANES; l++)
+        h->min_exact_nonzero[l] = h->min_pos_e[l] = h->min_pos_rel[l] = INFINITY;
+}
+
+/* The block's values as doubles; the padding up to a multiple of LANES is NaN, which no
+ * statistic takes (its cond is 0). */
 static INLINE_BLOCK void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 {
-    b->lo = lo, b->n = n;
-    for (int64_t j = 0; j < n; j++) {
-        b->x[j] = in->x ? in->x[lo + j] : peat_tensor_get(in->exact_t, lo + j);
-        b->t[j] = in->t ? in->t[lo + j] : (float)peat_tensor_get(in->test_t, lo + j);
-    }
+    b->lo = lo, b->n = n, b->nv = (n + LANES - 1) / LANES * LANES;
+    if (in->x && in->t)
+        for (int64_t j = 0; j < n; j++) b->x[j] = in->x[lo + j], b->t[j] = in->t[lo + j];
+    else
+        for (int64_t j = 0; j < n; j++) {
+            b->x[j] = in->x ? in->x[lo + j] : peat_tensor_get(in->exact_t, lo + j);
+            b->t[j] = in->t ? in->t[lo + j] : (float)peat_tensor_get(in->test_t, lo + j);
+        }
     if (in->mag)
         memcpy(b->m, in->mag + lo, (size_t)n * sizeof *b->m);
     else
         for (int64_t j = 0; j < n; j++) b->m[j] = fabs(b->x[j]);
+    for (int64_t j = n; j < b->nv; j++) b->x[j] = b->t[j] = b->m[j] = NAN;
 }
 
 /* Errors against |exact|, the bound and the scale s = mag / sqrt(terms), without branches. */
 static INLINE_BLOCK void block_errors(const peat_scan_in *in, block *b)
 {
     const double gamma = in->gamma, eta = in->eta, isk = in->inv_sqrt_k;
-    for (int64_t j = 0; j < b->n; j++) {
+    for (int64_t j = 0; j < b->nv; j++) {
         double x = b->x[j], t = b->t[j], ax = fabs(x), err = t - x, aerr = fabs(err);
         double sc = b->m[j] * isk;
         int fin = (ax <= DBL_MAX) & (fabs(t) <= DBL_MAX), nz = x != 0.0, sok = sc >= FLT_MIN;
@@ -231,33 +223,246 @@ static INLINE_BLOCK void block_errors(const peat_scan_in *in, block *b)
     }
 }
 
-/* The block's sums and extremes, each masked by its condition (selects, not branches). */
+/* Sum of a statistic's lanes, in lane order. */
+static double lanes_sum(const double *v)
+{
+    return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+static int64_t lanes_count(const int64_t *v)
+{
+    return v[0] + v[1] + v[2] + v[3];
+}
+
+static double lanes_max(const double *v)
+{
+    double m = v[0];
+    for (int l = 1; l < LANES; l++) m = v[l] > m ? v[l] : m;
+    return m;
+}
+
+static double lanes_min(const double *v)
+{
+    double m = v[0];
+    for (int l = 1; l < LANES; l++) m = v[l] < m ? v[l] : m;
+    return m;
+}
+
+/* Four-lane vectors (GCC and clang vector extensions: AVX2 registers in the AVX2 clone, pairs of
+ * SSE2 registers in the baseline one; the same operations, so the same bits). The helpers are
+ * always inlined, never called across an ABI boundary (CMakeLists.txt: -Wno-psabi). */
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+typedef uint64_t v4q __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+typedef int32_t v4s __attribute__((vector_size(16)));
+static INLINE_BLOCK v4d ld_d(const double *p)
+{
+    v4d v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static INLINE_BLOCK v4i ld_i(const int64_t *p)
+{
+    v4i v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static INLINE_BLOCK v4d v_abs(v4d x)
+{
+    return (v4d)((v4i)x & INT64_MAX);
+}
+/* a where m is set, +0 elsewhere */
+static INLINE_BLOCK v4d v_sel(v4i m, v4d a)
+{
+    return (v4d)(m & (v4i)a);
+}
+/* per lane: a where m is set and a > cur (a < cur for v_min), else cur */
+static INLINE_BLOCK v4d v_max(v4i m, v4d a, v4d cur)
+{
+    v4i take = m & (a > cur);
+    return (v4d)((take & (v4i)a) | (~take & (v4i)cur));
+}
+static INLINE_BLOCK v4d v_min(v4i m, v4d a, v4d cur)
+{
+    v4i take = m & (a < cur);
+    return (v4d)((take & (v4i)a) | (~take & (v4i)cur));
+}
+
+/* The block's sums and extremes, each masked by its condition (selects, not branches); element j
+ * joins lane j % LANES. Masks are -1 where set, so subtracting one counts it. */
 static INLINE_BLOCK void block_sums(const block *b, hot *h)
 {
-    for (int64_t j = 0; j < b->n; j++) {
-        int c = b->cond[j];
-        int fin = c & C_FIN, rel = c & C_REL, sc = c & C_SCALE, bias = c & C_BIAS;
-        double x = b->x[j], ax = fabs(x), aerr = b->aerr[j], e = b->e[j], r = b->rel[j];
-        h->n_fin += fin != 0, h->n_rel += rel != 0, h->n_relmag += sc != 0, h->n_bias += bias != 0;
-        h->n_signed += (c & C_ERR) != 0, h->n_toward += (c & C_TOWARD) != 0;
-        h->sumsq_exact += fin ? x * x : 0.0;
-        h->sum_abs += fin ? aerr : 0.0;
-        h->sumsq_abs += fin ? aerr * aerr : 0.0;
-        h->sum_rel += rel ? r : 0.0;
-        h->sum_norm += fin ? e : 0.0;
-        h->sumsq_norm += fin ? e * e : 0.0;
-        h->sumsq_relmag += sc ? b->a[j] * b->a[j] : 0.0;
-        h->b_s1 += bias ? b->dd[j] : 0.0;
-        h->b_s2 += bias ? b->dd[j] * b->dd[j] : 0.0;
-        h->max_exact = fin && ax > h->max_exact ? ax : h->max_exact;
-        h->max_abs = fin && aerr > h->max_abs ? aerr : h->max_abs;
-        h->max_rel = rel && r > h->max_rel ? r : h->max_rel;
-        h->max_norm = fin && e > h->max_norm ? e : h->max_norm;
-        h->min_pos_e = fin && e > 0.0 && e < h->min_pos_e ? e : h->min_pos_e;
-        h->min_pos_rel = rel && r > 0.0 && r < h->min_pos_rel ? r : h->min_pos_rel;
-        int nzt = rel && b->t[j] != 0.0;
-        h->min_exact_nonzero = nzt && ax < h->min_exact_nonzero ? ax : h->min_exact_nonzero;
+    v4i n_fin = ld_i(h->n_fin), n_rel = ld_i(h->n_rel), n_relmag = ld_i(h->n_relmag);
+    v4i n_bias = ld_i(h->n_bias), n_signed = ld_i(h->n_signed), n_toward = ld_i(h->n_toward);
+    v4d sx2 = ld_d(h->sumsq_exact), sa = ld_d(h->sum_abs), sa2 = ld_d(h->sumsq_abs);
+    v4d sr = ld_d(h->sum_rel), sn = ld_d(h->sum_norm), sn2 = ld_d(h->sumsq_norm);
+    v4d srm2 = ld_d(h->sumsq_relmag), bs1 = ld_d(h->b_s1), bs2 = ld_d(h->b_s2);
+    v4d mxx = ld_d(h->max_exact), mxa = ld_d(h->max_abs), mxr = ld_d(h->max_rel);
+    v4d mxn = ld_d(h->max_norm), mnz = ld_d(h->min_exact_nonzero);
+    v4d mne = ld_d(h->min_pos_e), mnr = ld_d(h->min_pos_rel);
+    const v4d zero = {0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < b->nv; j += LANES) {
+        v4i c = ld_i(b->cond + j);
+        v4i fin = (c & C_FIN) != 0, rel = (c & C_REL) != 0, sc = (c & C_SCALE) != 0;
+        v4i bias = (c & C_BIAS) != 0;
+        v4d x = ld_d(b->x + j), ax = v_abs(x), aerr = ld_d(b->aerr + j), e = ld_d(b->e + j);
+        v4d r = ld_d(b->rel + j), a = ld_d(b->a + j), dd = ld_d(b->dd + j), t = ld_d(b->t + j);
+        n_fin -= fin, n_rel -= rel, n_relmag -= sc, n_bias -= bias;
+        n_signed -= (c & C_ERR) != 0, n_toward -= (c & C_TOWARD) != 0;
+        sx2 += v_sel(fin, x * x);
+        sa += v_sel(fin, aerr);
+        sa2 += v_sel(fin, aerr * aerr);
+        sr += v_sel(rel, r);
+        sn += v_sel(fin, e);
+        sn2 += v_sel(fin, e * e);
+        srm2 += v_sel(sc, a * a);
+        bs1 += v_sel(bias, dd);
+        bs2 += v_sel(bias, dd * dd);
+        mxx = v_max(fin, ax, mxx);
+        mxa = v_max(fin, aerr, mxa);
+        mxr = v_max(rel, r, mxr);
+        mxn = v_max(fin, e, mxn);
+        mne = v_min(fin & (e > zero), e, mne);
+        mnr = v_min(rel & (r > zero), r, mnr);
+        mnz = v_min(rel & (t != zero), ax, mnz);
     }
+    memcpy(h->n_fin, &n_fin, sizeof n_fin), memcpy(h->n_rel, &n_rel, sizeof n_rel);
+    memcpy(h->n_relmag, &n_relmag, sizeof n_relmag), memcpy(h->n_bias, &n_bias, sizeof n_bias);
+    memcpy(h->n_signed, &n_signed, sizeof n_signed);
+    memcpy(h->n_toward, &n_toward, sizeof n_toward);
+    memcpy(h->sumsq_exact, &sx2, sizeof sx2), memcpy(h->sum_abs, &sa, sizeof sa);
+    memcpy(h->sumsq_abs, &sa2, sizeof sa2), memcpy(h->sum_rel, &sr, sizeof sr);
+    memcpy(h->sum_norm, &sn, sizeof sn), memcpy(h->sumsq_norm, &sn2, sizeof sn2);
+    memcpy(h->sumsq_relmag, &srm2, sizeof srm2), memcpy(h->b_s1, &bs1, sizeof bs1);
+    memcpy(h->b_s2, &bs2, sizeof bs2);
+    memcpy(h->max_exact, &mxx, sizeof mxx), memcpy(h->max_abs, &mxa, sizeof mxa);
+    memcpy(h->max_rel, &mxr, sizeof mxr), memcpy(h->max_norm, &mxn, sizeof mxn);
+    memcpy(h->min_exact_nonzero, &mnz, sizeof mnz), memcpy(h->min_pos_e, &mne, sizeof mne);
+    memcpy(h->min_pos_rel, &mnr, sizeof mnr);
+}
+
+/* Bit patterns against the exact value rounded to fp32 (RN, the best an fp32 kernel can return),
+ * the counts that need only them, and the sampling priorities (splitmix64's finaliser of the
+ * element's id, as peat_sample_prio), four elements at a time. The padding's exact value is NaN,
+ * so it is never finite and joins no count. */
+static INLINE_BLOCK void block_patterns(const peat_scan_in *in, block *b, hot *h, peat_worker *w)
+{
+    v4i n_fx = {0}, n_tnan = {0}, n_diff = {0}, n_zero = {0}, n_equal = {0}, n_below = {0};
+    const v4q bound = {w->add_thresh, w->add_thresh, w->add_thresh, w->add_thresh};
+    v4u mant_or = {0};
+    const v4d zero = {0.0, 0.0, 0.0, 0.0}, big = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
+    const v4q iota = {0, 1, 2, 3};
+    const uint64_t id0 = ((uint64_t)in->call << 40) ^ 0x9e3779b97f4a7c15ull;
+    for (int64_t j = 0; j < b->nv; j += LANES) {
+        v4d x = ld_d(b->x + j), t = ld_d(b->t + j);
+        v4f tf = __builtin_convertvector(t, v4f), xf = __builtin_convertvector(x, v4f);
+        v4u bt = (v4u)tf, br = (v4u)xf;
+        v4i fx = v_abs(x) <= big, tn = t != t;
+        v4i eq = __builtin_convertvector(tf == xf, v4i),
+            ne = __builtin_convertvector(bt != br, v4i);
+        v4i df = fx & ne;
+        n_fx -= fx, n_zero -= fx & (x == zero), n_tnan -= fx & tn, n_equal -= fx & eq;
+        n_diff -= df & ~tn;
+        v4i fin64 = (ld_i(b->cond + j) & C_FIN) != 0;
+        v4s fin = __builtin_convertvector(fin64, v4s);
+        v4u ex = (bt >> 23) & 0xffu;
+        v4u normal = (v4u)fin & (v4u)(ex != 0u) & (v4u)(ex != 0xffu);
+        mant_or |= normal & ((bt & 0x7fffffu) | 0x800000u);
+        v4s fx32 = __builtin_convertvector(fx, v4s), df32 = __builtin_convertvector(df, v4s);
+        memcpy(b->bt + j, &bt, sizeof bt), memcpy(b->br + j, &br, sizeof br);
+        memcpy(b->fx + j, &fx32, sizeof fx32), memcpy(b->diff + j, &df32, sizeof df32);
+        v4q z = id0 ^ ((uint64_t)(b->lo + j) + iota);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        memcpy(b->prio + j, &z, sizeof z);
+        n_below -= fin64 & (v4i)(z <= bound);
+    }
+    int64_t cnt[6][LANES];
+    memcpy(cnt[5], &n_below, sizeof n_below);
+    w->add_below += lanes_count(cnt[5]);
+    memcpy(cnt[0], &n_fx, sizeof n_fx), memcpy(cnt[1], &n_tnan, sizeof n_tnan);
+    memcpy(cnt[2], &n_diff, sizeof n_diff), memcpy(cnt[3], &n_zero, sizeof n_zero);
+    memcpy(cnt[4], &n_equal, sizeof n_equal);
+    h->n_fx += lanes_count(cnt[0]), h->n_tnan += lanes_count(cnt[1]);
+    h->n_diff += lanes_count(cnt[2]), h->n_zero += lanes_count(cnt[3]);
+    h->n_equal += lanes_count(cnt[4]);
+    h->mant_or |= mant_or[0] | mant_or[1] | mant_or[2] | mant_or[3];
+}
+
+/* Four hash lanes (xxHash64's round: lane j % 4 takes element j) over the test bits, so that the
+ * multiplies overlap; padding lanes keep their state. */
+static INLINE_BLOCK void block_hash(const block *b, uint64_t h[4])
+{
+    v4q hv;
+    memcpy(&hv, h, sizeof hv);
+    const v4i iota = {0, 1, 2, 3};
+    for (int64_t j = 0; j < b->nv; j += LANES) {
+        v4u bt;
+        memcpy(&bt, b->bt + j, sizeof bt);
+        v4q v = __builtin_convertvector(bt, v4q) * HASH_P2;
+        v4q r = hv + v;
+        r = ((r << 31) | (r >> 33)) * HASH_P1;
+        v4q live = (v4q)((iota + j) < b->n);
+        hv = (live & r) | (~live & hv);
+    }
+    memcpy(h, &hv, sizeof hv);
+}
+
+/* Per-block bit counters: one byte per bit position (a block has at most 64 < 255 elements). */
+typedef struct bitcount {
+    uint8_t set[PEAT_BIT_POSITIONS], clr[PEAT_BIT_POSITIONS];
+} bitcount;
+
+/* Adds the block's byte counters to the partial's. */
+static void bits_flush(const bitcount *bc, peat_partial *p)
+{
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) p->bit_set[b] += bc->set[b];
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) p->bit_clr[b] += bc->clr[b];
+}
+
+/* Adds bit k of the 32-bit word w to byte counter cnt[k], for all k at once: a byte shuffle
+ * spreads the word's bytes over 32 lanes and a mask picks each lane's bit (no loop over bits). */
+static INLINE_BLOCK void bit_lanes_add(uint8_t *cnt, uint32_t w)
+{
+#if defined(__GNUC__)
+    typedef uint8_t bytes32 __attribute__((vector_size(32)));
+    static const bytes32 which = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    static const bytes32 bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+                                1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    bytes32 v = {0}, c;
+    for (int k = 0; k < 4; k++) v[k] = (uint8_t)(w >> (8 * k));
+#if defined(__clang__)
+    (void)which;
+    v = __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+#else
+    v = __builtin_shuffle(v, which);
+#endif
+    memcpy(&c, cnt, sizeof c);
+    c += (bytes32)((v & bit) != 0) & 1;
+    memcpy(cnt, &c, sizeof c);
+#else
+    for (int b = 0; b < PEAT_BIT_POSITIONS; b++) cnt[b] += (uint8_t)(w >> b & 1u);
+#endif
+}
+
+/* Bits of test XOR round_f32(exact) where they differ, split by direction, and the ULP distance
+ * (equal elements are counted in bulk: hot_fold). */
+static INLINE_BLOCK void bits_note(peat_partial *p, bitcount *bc, uint32_t bt, uint32_t br,
+                                   int t_nan)
+{
+    uint32_t xo = bt ^ br;
+    bit_lanes_add(bc->set, xo & bt);
+    bit_lanes_add(bc->clr, xo & ~bt);
+    if (t_nan) return;
+    int64_t d = ordered(bt) - ordered(br);
+    d = d < 0 ? -d : d;
+    p->ulp_count[ulp_bin(d)]++;
+    if ((double)d > p->max_ulp) p->max_ulp = (double)d;
 }
 
 static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const block *b, int j,
@@ -275,83 +480,89 @@ static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const 
     if (w->n_stage == PEAT_WORKER_STAGE) peat_worker_flush(w);
 }
 
-/* What needs the bits or is rare: bit and ULP patterns, sketches, over-bound and gross errors,
- * non-finite values, the sample. */
-static INLINE_BLOCK void block_bits(const peat_scan_in *in, const block *b, hot *h, peat_partial *p,
-                                    peat_worker *w)
+/* What needs one element at a time: bit and ULP patterns of differing elements, the sketch
+ * counters, over-bound and gross errors, non-finite values, the sample. */
+static INLINE_BLOCK void block_visit(const peat_scan_in *in, const block *b, peat_partial *p,
+                                     peat_worker *w)
 {
     bitcount bc;
     memset(&bc, 0, sizeof bc);
+    int64_t *cn = w->norm.count, *cr = w->rel.count;
     for (int j = 0; j < b->n; j++) {
         int64_t i = b->lo + j;
-        double x = b->x[j];
-        float t = (float)b->t[j];
-        if (!(fabs(x) <= DBL_MAX)) {
-            nonfinite_exact(p, x, t);
+        if (!b->fx[j]) { /* the reference itself left the range */
+            nonfinite_exact(p, b->x[j], (float)b->t[j]);
             continue;
         }
-        float xr = (float)x; /* RN to fp32, the best an fp32 kernel can return */
-        uint32_t bt = peat_f32_bits(t), br = peat_f32_bits(xr);
-        int t_nan = isnan(t);
-        h->n_fx++, h->n_zero += x == 0.0, h->n_tnan += t_nan, h->n_equal += t == xr;
-        if (bt != br) {
-            h->n_diff += !t_nan;
-            bits_note(p, &bc, bt, br, t_nan);
-        }
-        if (!(b->cond[j] & C_FIN)) {
-            nonfinite_test(p, x, t);
-            gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
+        if (b->diff[j]) bits_note(p, &bc, b->bt[j], b->br[j], isnan(b->t[j]));
+        int64_t c = b->cond[j];
+        if (!(c & C_FIN)) {
+            float t = (float)b->t[j];
+            nonfinite_test(p, b->x[j], t);
+            gross_note(p, i, in->cols, t, (float)b->x[j], in->gamma * b->m[j] + in->eta);
             continue;
         }
-        uint32_t ex = (bt >> 23) & 0xff;
-        h->mant_or |= ex != 0 && ex != 0xff ? (bt & 0x7fffff) | 0x800000 : 0;
         /* the sketches' counts here; their n and extremes per unit (sketch_fold) */
-        if (b->cond[j] & C_REL) w->rel.count[b->slot_rel[j]]++;
-        w->norm.count[b->slot_e[j]]++;
+        if (c & C_REL) cr[b->slot_rel[j]]++;
+        cn[b->slot_e[j]]++;
         if (b->slot_e[j] == SKETCH_SLOT_HIGH) w->norm.sumsq_high += b->e[j] * b->e[j];
-        if (b->slot_rel[j] == SKETCH_SLOT_HIGH && (b->cond[j] & C_REL))
+        if (b->slot_rel[j] == SKETCH_SLOT_HIGH && (c & C_REL))
             w->rel.sumsq_high += b->rel[j] * b->rel[j];
-        if (b->e[j] > 1.0) over_bound(p, x, t);
-        if (b->e[j] > PEAT_GROSS_FACTOR)
-            gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
-        uint64_t prio = peat_sample_prio(in->call, i);
-        if (prio <= w->thresh) sample_note(in, i, prio, b, j, w);
+        if (b->e[j] > 1.0) {
+            float t = (float)b->t[j], xr = (float)b->x[j];
+            over_bound(p, b->x[j], t);
+            if (b->e[j] > PEAT_GROSS_FACTOR)
+                gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
+        }
+        if (b->prio[j] <= w->thresh) sample_note(in, i, b->prio[j], b, j, w);
     }
     bits_flush(&bc, p);
+}
+
+/* The unit's bias moments as (n, mean, M2), combined into the partial's. */
+static void bias_fold(const hot *h, peat_partial *p)
+{
+    int64_t nb = lanes_count(h->n_bias);
+    if (nb == 0) return;
+    double s1 = lanes_sum(h->b_s1), s2 = lanes_sum(h->b_s2);
+    double n = (double)nb, mean = s1 / n, m2 = s2 - s1 * mean;
+    peat_partial u;
+    peat_partial_init(&u);
+    u.n_bias = nb;
+    u.bias_mean = mean;
+    u.bias_m2 = m2 > 0.0 ? m2 : 0.0;
+    peat_partial_merge(p, &u);
 }
 
 /* Folds a unit's locals into its partial. */
 static void hot_fold(const hot *h, peat_partial *p)
 {
-    p->n_fin += h->n_fin, p->n_rel += h->n_rel, p->n_relmag += h->n_relmag;
-    p->n_err_signed += h->n_signed, p->n_toward_zero += h->n_toward;
-    p->n_nonzero_err += h->n_signed, p->n_equal_rounded += h->n_equal;
+    int64_t n_signed = lanes_count(h->n_signed);
+    p->n_fin += lanes_count(h->n_fin), p->n_rel += lanes_count(h->n_rel);
+    p->n_relmag += lanes_count(h->n_relmag);
+    p->n_err_signed += n_signed, p->n_toward_zero += lanes_count(h->n_toward);
+    p->n_nonzero_err += n_signed, p->n_equal_rounded += h->n_equal;
     p->n_exact_zero += h->n_zero;
     p->n_bits += h->n_fx;
     p->n_ulp += h->n_fx - h->n_tnan;
     p->ulp_count[0] += h->n_fx - h->n_tnan - h->n_diff; /* bit-equal: 0 ulps */
-    p->sumsq_exact += h->sumsq_exact, p->sum_abs += h->sum_abs, p->sumsq_abs += h->sumsq_abs;
-    p->sum_rel += h->sum_rel, p->sum_norm += h->sum_norm, p->sumsq_norm += h->sumsq_norm;
-    p->sumsq_relmag += h->sumsq_relmag;
-    p->max_exact_finite = h->max_exact > p->max_exact_finite ? h->max_exact : p->max_exact_finite;
-    p->max_abs_exact = h->max_exact > p->max_abs_exact ? h->max_exact : p->max_abs_exact;
-    p->max_abs = h->max_abs > p->max_abs ? h->max_abs : p->max_abs;
-    p->max_rel = h->max_rel > p->max_rel ? h->max_rel : p->max_rel;
-    p->max_norm = h->max_norm > p->max_norm ? h->max_norm : p->max_norm;
-    if (h->min_exact_nonzero < INFINITY)
-        p->min_exact_nonzero = nan_min(p->min_exact_nonzero, h->min_exact_nonzero);
+    p->sumsq_exact += lanes_sum(h->sumsq_exact), p->sum_abs += lanes_sum(h->sum_abs);
+    p->sumsq_abs += lanes_sum(h->sumsq_abs), p->sum_rel += lanes_sum(h->sum_rel);
+    p->sum_norm += lanes_sum(h->sum_norm), p->sumsq_norm += lanes_sum(h->sumsq_norm);
+    p->sumsq_relmag += lanes_sum(h->sumsq_relmag);
+    double mx = lanes_max(h->max_exact);
+    p->max_exact_finite = mx > p->max_exact_finite ? mx : p->max_exact_finite;
+    p->max_abs_exact = mx > p->max_abs_exact ? mx : p->max_abs_exact;
+    double ma = lanes_max(h->max_abs), mr = lanes_max(h->max_rel), mn = lanes_max(h->max_norm);
+    p->max_abs = ma > p->max_abs ? ma : p->max_abs;
+    p->max_rel = mr > p->max_rel ? mr : p->max_rel;
+    p->max_norm = mn > p->max_norm ? mn : p->max_norm;
+    double mz = lanes_min(h->min_exact_nonzero);
+    if (mz < INFINITY) p->min_exact_nonzero = nan_min(p->min_exact_nonzero, mz);
     /* most significand bits any normal value uses: 24 minus the fewest trailing zeros */
     int mb = h->mant_or ? 24 - __builtin_ctz(h->mant_or) : 0;
     p->test_mant_bits = mb > p->test_mant_bits ? mb : p->test_mant_bits;
-    if (h->n_bias > 0) {
-        double n = (double)h->n_bias, mean = h->b_s1 / n, m2 = h->b_s2 - h->b_s1 * mean;
-        peat_partial u;
-        peat_partial_init(&u);
-        u.n_bias = h->n_bias;
-        u.bias_mean = mean;
-        u.bias_m2 = m2 > 0.0 ? m2 : 0.0;
-        peat_partial_merge(p, &u);
-    }
+    bias_fold(h, p);
 }
 
 /* A unit's count of values and their extremes join a sketch (its counts were added per element). */
@@ -360,15 +571,6 @@ static void sketch_fold(peat_sketch *s, int64_t n, double max, double min_pos)
     s->n += n;
     s->max = max > s->max ? max : s->max;
     s->min_pos = min_pos < s->min_pos ? min_pos : s->min_pos;
-}
-
-/* Four hash lanes (xxHash64's round) over the test bits, so that the multiplies overlap. */
-static INLINE_BLOCK void block_hash(const block *b, uint64_t h[4])
-{
-    for (int64_t j = 0; j < b->n; j++) {
-        uint64_t v = peat_f32_bits((float)b->t[j]) * HASH_P2;
-        h[j & 3] = rotl64(h[j & 3] + v, 31) * HASH_P1;
-    }
 }
 
 /* An AVX2 clone where the CPU has it (chosen at load time): without FMA, so every operation
@@ -382,23 +584,38 @@ SCAN_CLONES
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
 {
     hot h;
-    memset(&h, 0, sizeof h);
-    h.min_exact_nonzero = h.min_pos_e = h.min_pos_rel = INFINITY;
+    hot_init(&h);
     uint64_t hl[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, (uint64_t)0 - HASH_P1};
     block b;
     for (int64_t i = lo; i < hi; i += BLK) {
         block_load(in, i, hi - i < BLK ? hi - i : BLK, &b);
         block_errors(in, &b);
         block_sums(&b, &h);
-        block_bits(in, &b, &h, p, w);
+        block_patterns(in, &b, &h, w);
+        block_visit(in, &b, p, w);
         block_hash(&b, hl);
     }
     p->n_elems += hi - lo;
     hot_fold(&h, p);
-    sketch_fold(&w->norm, h.n_fin, h.max_norm, h.min_pos_e);
-    sketch_fold(&w->rel, h.n_rel, h.max_rel, h.min_pos_rel);
+    sketch_fold(&w->norm, lanes_count(h.n_fin), lanes_max(h.max_norm), lanes_min(h.min_pos_e));
+    sketch_fold(&w->rel, lanes_count(h.n_rel), lanes_max(h.max_rel), lanes_min(h.min_pos_rel));
     p->hash = rotl64(hl[0], 1) + rotl64(hl[1], 7) + rotl64(hl[2], 12) + rotl64(hl[3], 18) +
               (uint64_t)(hi - lo);
+}
+
+void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
+                            peat_worker *w)
+{
+    block b;
+    for (int64_t i = lo; i < hi; i += BLK) {
+        block_load(in, i, hi - i < BLK ? hi - i : BLK, &b);
+        block_errors(in, &b);
+        for (int j = 0; j < b.n; j++) {
+            uint64_t prio = peat_sample_prio(in->call, b.lo + j);
+            if ((b.cond[j] & C_FIN) && prio > above && prio <= w->thresh)
+                sample_note(in, b.lo + j, prio, &b, j, w);
+        }
+    }
 }
 
 void peat_partial_merge(peat_partial *d, const peat_partial *s)
