@@ -111,8 +111,9 @@ static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
     return peat_sample_prio_id(((uint64_t)call << 40) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull);
 }
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
-/* Cuts the set to its k smallest priorities and orders it by priority (a canonical order). */
-peat_status peat_sample_set_finish(peat_sample_set *ss);
+/* The set's k smallest priorities in ascending order (a canonical order, whatever the order of
+ * pushes), as *m pointers into ss (free *out; ss is not changed, so it stays open for pushes). */
+peat_status peat_sample_set_view(const peat_sample_set *ss, const peat_sample ***out, int64_t *m);
 /* perm = the order of v[0..n) ascending (stable, NaN never passed in); LSD radix sort on the
  * order-preserving 64-bit image of the doubles: O(n), at most six passes. */
 peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm);

@@ -81,61 +81,109 @@ static uint64_t dkey(double v)
     return u >> 63 ? ~u : u | 0x8000000000000000ull;
 }
 
-/* perm = the stable ascending order of key[0..n); key is clobbered. LSD radix sort, 11-bit
- * digits (six passes over 64 bits), skipping a pass where every key has the same digit; the
- * buffers alternate between passes instead of being copied back. */
-static peat_status radix_u64(uint64_t *key, size_t n, uint32_t *perm)
+/* perm = the stable ascending order of the 32-bit keys key[0..n) (LSD radix sort on 8-bit
+ * digits: one read builds all four histograms, a digit every key shares costs no pass, and each
+ * pass scatters into 256 streams, few enough to stay in cache). ka, kb and pb are scratch of n. */
+static void radix_u32(const uint32_t *key, size_t n, uint32_t *perm, uint32_t *ka, uint32_t *kb,
+                      uint32_t *pb)
 {
-    uint64_t *k2 = malloc(n * sizeof *k2 + 1);
-    uint32_t *p2 = malloc(n * sizeof *p2 + 1);
-    size_t *cnt = malloc(2049 * sizeof *cnt);
-    if (!k2 || !p2 || !cnt) {
-        free(k2), free(p2), free(cnt);
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
+    size_t cnt[4][256];
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = key[i];
+        ka[i] = k, perm[i] = (uint32_t)i;
+        cnt[0][k & 0xff]++, cnt[1][(k >> 8) & 0xff]++;
+        cnt[2][(k >> 16) & 0xff]++, cnt[3][k >> 24]++;
     }
-    uint64_t *ka = key, *kb = k2;
-    uint32_t *pa = perm, *pb = p2;
-    for (size_t i = 0; i < n; i++) pa[i] = (uint32_t)i;
-    for (int sh = 0; sh < 64; sh += 11) {
-        memset(cnt, 0, 2049 * sizeof *cnt);
-        for (size_t i = 0; i < n; i++) cnt[((ka[i] >> sh) & 0x7ff) + 1]++;
-        int trivial = 0;
-        for (int b = 1; b <= 2048; b++) trivial |= cnt[b] == n;
-        if (trivial) continue;
-        for (int b = 0; b < 2048; b++) cnt[b + 1] += cnt[b];
-        for (size_t i = 0; i < n; i++) {
-            size_t d = cnt[(ka[i] >> sh) & 0x7ff]++;
-            kb[d] = ka[i];
-            pb[d] = pa[i];
+    uint32_t *pa = perm;
+    for (int d = 0; d < 4; d++) {
+        size_t *c = cnt[d], sum = 0;
+        if (c[(ka[0] >> (8 * d)) & 0xff] == n) continue; /* every key has this digit */
+        for (int b = 0; b < 256; b++) {
+            size_t t = c[b];
+            c[b] = sum;
+            sum += t;
         }
-        uint64_t *tk = ka;
+        for (size_t i = 0; i < n; i++) {
+            size_t at = c[(ka[i] >> (8 * d)) & 0xff]++;
+            kb[at] = ka[i];
+            pb[at] = pa[i];
+        }
+        uint32_t *tk = ka;
         ka = kb, kb = tk;
         uint32_t *tp = pa;
         pa = pb, pb = tp;
     }
     if (pa != perm) memcpy(perm, pa, n * sizeof *perm);
-    free(k2), free(p2), free(cnt);
+}
+
+/* Orders a run of perm whose keys share their high 32 bits by the low 32 bits, stably:
+ * insertion sort for short runs, a radix sort of the low halves for long ones (so that no input,
+ * however many near-equal keys it has, costs quadratic time). s is scratch of 4 n words. */
+static void run_fix(const uint64_t *key, uint32_t *perm, size_t len, uint32_t *s)
+{
+    if (len <= 32) {
+        for (size_t i = 1; i < len; i++) {
+            uint32_t p = perm[i];
+            size_t j = i;
+            for (; j > 0 && key[perm[j - 1]] > key[p]; j--) perm[j] = perm[j - 1];
+            perm[j] = p;
+        }
+        return;
+    }
+    uint32_t *lo = s, *order = s + len, *ka = s + 2 * len, *kb = s + 3 * len;
+    for (size_t i = 0; i < len; i++) lo[i] = (uint32_t)key[perm[i]];
+    radix_u32(lo, len, order, ka, kb, lo); /* lo is read into ka first, then reused */
+    for (size_t i = 0; i < len; i++) ka[i] = perm[order[i]];
+    memcpy(perm, ka, len * sizeof *perm);
+}
+
+/* perm = the stable ascending order of the 64-bit keys key[0..n): a radix sort of their high
+ * halves, then each run of equal high halves ordered by the low halves. That is the same
+ * permutation as a stable sort on the whole keys, for about half the passes and bytes. */
+static peat_status sort_u64(const uint64_t *key, size_t n, uint32_t *perm)
+{
+    if (n < 2) {
+        if (n == 1) perm[0] = 0;
+        return PEAT_OK;
+    }
+    /* the high halves, then 4 n words of scratch for the sorts */
+    uint32_t *s = malloc(5 * n * sizeof *s);
+    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
+    uint32_t *hi = s, *work = s + n;
+    for (size_t i = 0; i < n; i++) hi[i] = (uint32_t)(key[i] >> 32);
+    radix_u32(hi, n, perm, work, work + n, work + 2 * n);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        uint32_t h = hi[perm[i]];
+        while (j < n && hi[perm[j]] == h) j++;
+        if (j - i > 1) run_fix(key, perm + i, j - i, work);
+        i = j;
+    }
+    free(s);
     return PEAT_OK;
 }
 
-peat_status peat_sample_set_finish(peat_sample_set *ss)
+peat_status peat_sample_set_view(const peat_sample_set *ss, const peat_sample ***out, int64_t *m)
 {
-    cut(ss);
     size_t n = (size_t)ss->n;
-    if (n < 2) return PEAT_OK;
-    uint64_t *key = malloc(n * sizeof *key);
-    uint32_t *perm = malloc(n * sizeof *perm);
-    peat_sample *out = malloc(n * sizeof *out);
+    *out = NULL;
+    *m = ss->n < ss->k ? ss->n : ss->k;
+    uint64_t *key = malloc(n * sizeof *key + 1);
+    uint32_t *perm = malloc(n * sizeof *perm + 1);
+    const peat_sample **v = malloc((size_t)*m * sizeof *v + 1);
     peat_status st =
-        key && perm && out ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %zu", n);
+        key && perm && v ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %zu", n);
     for (size_t i = 0; st == PEAT_OK && i < n; i++) key[i] = ss->s[i].prio;
-    if (st == PEAT_OK) st = radix_u64(key, n, perm);
-    if (st == PEAT_OK) {
-        for (size_t i = 0; i < n; i++) out[i] = ss->s[perm[i]];
-        memcpy(ss->s, out, n * sizeof *out);
+    if (st == PEAT_OK) st = sort_u64(key, n, perm);
+    for (int64_t i = 0; st == PEAT_OK && i < *m; i++) v[i] = &ss->s[perm[i]];
+    free(key), free(perm);
+    if (st != PEAT_OK) {
+        free(v);
+        return st;
     }
-    free(key), free(perm), free(out);
-    return st;
+    *out = v;
+    return PEAT_OK;
 }
 
 peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm)
@@ -143,7 +191,7 @@ peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm)
     uint64_t *key = malloc(n * sizeof *key + 1);
     if (!key) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
     for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]);
-    peat_status st = radix_u64(key, n, perm);
+    peat_status st = sort_u64(key, n, perm);
     free(key);
     return st;
 }

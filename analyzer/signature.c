@@ -25,27 +25,44 @@ double peat_analyzer_eff_bits(double rms_rel_mag)
     return b > 53.0 ? 53.0 : b < 0.0 ? 0.0 : b;
 }
 
-/* Merged per-thread sketches (integer counts: the same sum in any order). */
+/* Merged per-thread sketches (integer counts: the same sum in any order); where one thread did
+ * all the work, its own sketches (norm, rel point at them, nothing is copied). */
 typedef struct sketches {
-    peat_sketch norm, rel;
+    peat_sketch merged_norm, merged_rel;
+    const peat_sketch *norm, *rel;
 } sketches;
 
 static peat_status sketches_merge(const peat_analyzer_acc_t *acc, sketches *m)
 {
-    PEAT_TRY(peat_sketch_init(&m->norm));
-    peat_status st = peat_sketch_init(&m->rel);
+    memset(m, 0, sizeof *m);
+    int used = 0, last = 0;
+    for (int t = 0; t < PEAT_ANALYZER_MAX_THREADS; t++)
+        if (acc->w[t]) used++, last = t;
+    if (used == 1) {
+        m->norm = &acc->w[last]->norm, m->rel = &acc->w[last]->rel;
+        return PEAT_OK;
+    }
+    PEAT_TRY(peat_sketch_init(&m->merged_norm));
+    peat_status st = peat_sketch_init(&m->merged_rel);
     for (int t = 0; st == PEAT_OK && t < PEAT_ANALYZER_MAX_THREADS; t++) {
         if (!acc->w[t]) continue;
-        peat_sketch_merge(&m->norm, &acc->w[t]->norm);
-        peat_sketch_merge(&m->rel, &acc->w[t]->rel);
+        peat_sketch_merge(&m->merged_norm, &acc->w[t]->norm);
+        peat_sketch_merge(&m->merged_rel, &acc->w[t]->rel);
     }
+    m->norm = &m->merged_norm, m->rel = &m->merged_rel;
     return st;
+}
+
+static void sketches_free(sketches *m)
+{
+    peat_sketch_free(&m->merged_norm);
+    peat_sketch_free(&m->merged_rel);
 }
 
 /* Quantiles from the sketches: within 2^-7 relative of the exact ones over all elements. */
 static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_signature *s)
 {
-    const peat_sketch *q = &m->norm;
+    const peat_sketch *q = m->norm;
     if (q->n > 0) {
         s->p50_norm = peat_sketch_quantile(q, 0.5);
         s->p99_norm = peat_sketch_quantile(q, 0.99);
@@ -53,7 +70,7 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
         double tot = acc->tot.sumsq_norm, hi = peat_sketch_top_sumsq(q, (q->n + 99) / 100);
         s->top1pct_share = tot > 0.0 ? (hi < tot ? hi / tot : 1.0) : 0.0;
     }
-    if (m->rel.n > 0) s->median_rel = peat_sketch_quantile(&m->rel, 0.5);
+    if (m->rel->n > 0) s->median_rel = peat_sketch_quantile(m->rel, 0.5);
 }
 
 PEAT_ANALYZER_DEFINE_SELECT(select_f64, double)
@@ -98,12 +115,12 @@ static double pearson(const double *x, const double *y, size_t n)
 
 /* Spearman rho of |err|/s against |exact|/s: near 0 when the error does not scale with the value
  * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs). */
-static peat_status input_correlation(const peat_sample_set *ss, peat_signature *s)
+static peat_status input_correlation(const peat_sample *const *v, size_t m, peat_signature *s)
 {
     s->corr_err_input = NAN;
     size_t n = 0;
-    for (int64_t i = 0; i < ss->n; i++)
-        if (!isnan(ss->s[i].a) && !isnan(ss->s[i].b)) n++;
+    for (size_t i = 0; i < m; i++)
+        if (!isnan(v[i]->a) && !isnan(v[i]->b)) n++;
     if (n < 16) return PEAT_OK;
     double *buf = malloc(4 * n * sizeof *buf);
     uint32_t *perm = malloc(n * sizeof *perm);
@@ -112,8 +129,8 @@ static peat_status input_correlation(const peat_sample_set *ss, peat_signature *
     if (st == PEAT_OK) {
         double *x = buf, *y = buf + n, *rx = buf + 2 * n, *ry = buf + 3 * n;
         size_t k = 0;
-        for (int64_t i = 0; i < ss->n; i++)
-            if (!isnan(ss->s[i].a) && !isnan(ss->s[i].b)) x[k] = ss->s[i].a, y[k++] = ss->s[i].b;
+        for (size_t i = 0; i < m; i++)
+            if (!isnan(v[i]->a) && !isnan(v[i]->b)) x[k] = v[i]->a, y[k++] = v[i]->b;
         st = ranks_of(x, n, rx, perm);
         if (st == PEAT_OK) st = ranks_of(y, n, ry, perm);
         if (st == PEAT_OK) s->corr_err_input = pearson(rx, ry, n);
@@ -152,13 +169,13 @@ static void roughness_of(const double *r, const uint32_t *perm, size_t n, double
  * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
  * medians keep the few elements whose relative error is noise (cancellation in a tail) from
  * deciding. Also returns the sign changes per step. One radix sort by the key. */
-static peat_status roughness_along(const peat_sample_set *ss, int use_input, double *rough,
-                                   double *changes)
+static peat_status roughness_along(const peat_sample *const *v, size_t m, int use_input,
+                                   double *rough, double *changes)
 {
     *rough = *changes = NAN;
     size_t n = 0;
-    for (int64_t i = 0; i < ss->n; i++) {
-        const peat_sample *p = &ss->s[i];
+    for (size_t i = 0; i < m; i++) {
+        const peat_sample *p = v[i];
         if (p->x != 0.0 && !(use_input && isnan(p->key))) n++;
     }
     if (n < 16) return PEAT_OK;
@@ -170,8 +187,8 @@ static peat_status roughness_along(const peat_sample_set *ss, int use_input, dou
     }
     double *key = buf, *r = buf + n, *w = buf + 2 * n;
     size_t k = 0;
-    for (int64_t i = 0; i < ss->n; i++) {
-        const peat_sample *p = &ss->s[i];
+    for (size_t i = 0; i < m; i++) {
+        const peat_sample *p = v[i];
         if (p->x == 0.0 || (use_input && isnan(p->key))) continue;
         key[k] = use_input ? p->key : p->x;
         r[k++] = p->d / p->x;
@@ -185,11 +202,11 @@ static peat_status roughness_along(const peat_sample_set *ss, int use_input, dou
 
 /* Smoothness along the input when one was given and along the exact value; the smoother reading
  * counts (an approximation is a function of one of them, noise of neither). */
-static peat_status smoothness(const peat_sample_set *ss, peat_signature *s)
+static peat_status smoothness(const peat_sample *const *v, size_t m, peat_signature *s)
 {
     double r1, c1, r2, c2;
-    PEAT_TRY(roughness_along(ss, 0, &r1, &c1));
-    PEAT_TRY(roughness_along(ss, 1, &r2, &c2));
+    PEAT_TRY(roughness_along(v, m, 0, &r1, &c1));
+    PEAT_TRY(roughness_along(v, m, 1, &r2, &c2));
     s->err_roughness = r1;
     s->err_sign_changes = c1;
     if (!isnan(r2) && (isnan(r1) || r2 < r1)) {
@@ -277,27 +294,21 @@ static void gross(const peat_analyzer_acc_t *acc, peat_signature *s)
         acc->box_gross_sum ? frac(acc->gross_at_edge, acc->box_gross_sum) : NAN;
 }
 
-/* Quantiles from the merged sketches; rank statistics from the sample cut to its k smallest
- * priorities (a copy: the accumulator stays open for more adds). */
+/* Quantiles from the merged sketches; rank statistics from the sample's k smallest priorities,
+ * in priority order (a view: the accumulator stays open for more adds). */
 static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *s)
 {
-    sketches m;
-    peat_status st = sketches_merge(acc, &m);
-    if (st == PEAT_OK) quantiles(acc, &m, s);
-    peat_sketch_free(&m.norm);
-    peat_sketch_free(&m.rel);
+    sketches sk;
+    peat_status st = sketches_merge(acc, &sk);
+    if (st == PEAT_OK) quantiles(acc, &sk, s);
+    sketches_free(&sk);
     PEAT_TRY(st);
-    peat_sample_set ss = acc->smp;
-    ss.s = malloc((size_t)(acc->smp.n > 0 ? acc->smp.n : 1) * sizeof *ss.s);
-    if (!ss.s) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %lld", (long long)ss.n);
-    if (ss.n > 0) memcpy(ss.s, acc->smp.s, (size_t)ss.n * sizeof *ss.s);
-    ss.cap = ss.n;
-    ss.key = NULL; /* the copy's own scratch: acc is const and may be read concurrently */
-    st = peat_sample_set_finish(&ss);
-    if (st == PEAT_OK) st = input_correlation(&ss, s);
-    if (st == PEAT_OK) st = smoothness(&ss, s);
-    free(ss.s);
-    free(ss.key);
+    const peat_sample **v;
+    int64_t m;
+    PEAT_TRY(peat_sample_set_view(&acc->smp, &v, &m));
+    st = input_correlation(v, (size_t)m, s);
+    if (st == PEAT_OK) st = smoothness(v, (size_t)m, s);
+    free(v);
     return st;
 }
 

@@ -20,6 +20,19 @@ void peat_sketch_free(peat_sketch *s)
     s->count = NULL;
 }
 
+/* The buckets that can hold counts: from the smallest positive value's to the largest value's
+ * (both kept exactly), so that walks over a sketch of a few octaves skip the other 16 k buckets.
+ * Empty range (lo > hi) when no positive value was added. */
+static void bucket_range(const peat_sketch *s, int64_t *lo, int64_t *hi)
+{
+    *lo = 0, *hi = -1;
+    if (!(s->max > 0.0)) return;
+    int64_t a = s->min_pos < INFINITY ? peat_sketch_slot(s->min_pos) : 0;
+    int64_t b = peat_sketch_slot(s->max);
+    *lo = a == SKETCH_SLOT_LOW ? 0 : a >= SKETCH_BUCKETS ? SKETCH_BUCKETS - 1 : a;
+    *hi = b == SKETCH_SLOT_LOW ? -1 : b >= SKETCH_BUCKETS ? SKETCH_BUCKETS - 1 : b;
+}
+
 void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src)
 {
     dst->n += src->n;
@@ -27,7 +40,10 @@ void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src)
     dst->sumsq_high += src->sumsq_high;
     if (src->min_pos < dst->min_pos) dst->min_pos = src->min_pos;
     if (src->max > dst->max) dst->max = src->max;
-    for (int64_t b = 0; b < SKETCH_SLOTS; b++) dst->count[b] += src->count[b];
+    int64_t lo, hi;
+    bucket_range(src, &lo, &hi);
+    for (int64_t b = lo; b <= hi; b++) dst->count[b] += src->count[b];
+    for (int64_t b = SKETCH_BUCKETS; b < SKETCH_SLOTS; b++) dst->count[b] += src->count[b];
 }
 
 /* Midpoint of bucket b: 2^e (1 + (j + 1/2) 2^-SUB). */
@@ -46,7 +62,9 @@ static double value_at(const peat_sketch *s, int64_t r)
     r -= s->count[SKETCH_SLOT_ZERO];
     if (r < s->count[SKETCH_SLOT_LOW]) return s->min_pos;
     r -= s->count[SKETCH_SLOT_LOW];
-    for (int64_t b = 0; b < SKETCH_BUCKETS; b++) {
+    int64_t lo, hi;
+    bucket_range(s, &lo, &hi);
+    for (int64_t b = lo; b <= hi; b++) {
         if (r < s->count[b]) {
             double v = bucket_mid(b);
             return v < s->min_pos ? s->min_pos : v > s->max ? s->max : v;
@@ -73,7 +91,9 @@ double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top)
     /* only all of "high" is known exactly; a part of it is taken at the max */
     double sum = take == n_high ? s->sumsq_high : (double)take * s->max * s->max;
     top -= take;
-    for (int64_t b = SKETCH_BUCKETS - 1; b >= 0 && top > 0; b--) {
+    int64_t lo, hi;
+    bucket_range(s, &lo, &hi);
+    for (int64_t b = hi; b >= lo && top > 0; b--) {
         if (!s->count[b]) continue;
         int64_t t = s->count[b] < top ? s->count[b] : top;
         double v = bucket_mid(b);
