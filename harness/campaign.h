@@ -105,6 +105,8 @@ typedef struct peat_campaign_result {
     /* parts of playback: recomputing exact outputs and magnitudes, and the analyzer's pass (with
      * the report's plots) */
     double t_reference, t_analyzer;
+    /* the analyze stage's two signatures (the rest of the analyze clock: detect and commit) */
+    double t_signatures;
     /* plan (--budget): the budget, what planning took, predicted seconds per reported clock
      * (profile, playback, analyze) and in all, and the recorded calls playback left out when
      * the run went slower than predicted */

@@ -4,6 +4,9 @@
 
 peat_status peat_stage_analyze(peat_campaign *c)
 {
-    PEAT_TRY(peat_analyzer_signature(c->acc_cand, &c->res->cand));
-    return peat_analyzer_signature(c->acc_gold, &c->res->golden);
+    double t0 = peat_now();
+    peat_status st = peat_analyzer_signature(c->acc_cand, &c->res->cand);
+    if (st == PEAT_OK) st = peat_analyzer_signature(c->acc_gold, &c->res->golden);
+    c->res->t_signatures = peat_now() - t0;
+    return st;
 }
