@@ -11,22 +11,27 @@ int peat_plot_err_bin(double e)
 {
     if (!(e == e) || isinf(e)) return PEAT_PLOT_ERR_BINS - 1;
     if (e < ldexp(1.0, PEAT_PLOT_ERR_LO)) return 0;
-    int b = (int)floor(log2(e)) - PEAT_PLOT_ERR_LO + 1;
+    /* floor(log2(e)) is the binary exponent of e (a normal number here), read from its bits
+     * (log2 itself can round up to the next integer just below a power of two) */
+    uint64_t u;
+    memcpy(&u, &e, sizeof u);
+    int b = (int)((u >> 52) & 0x7ff) - 1023 - PEAT_PLOT_ERR_LO + 1;
     return b >= PEAT_PLOT_ERR_BINS - 1 ? PEAT_PLOT_ERR_BINS - 1 : b;
 }
 
-/* |test - exact| / bound of element i (Inf where the test value is not finite). */
-static double norm_err(const float *test, const double *exact, const double *mag, int64_t depth,
-                       int64_t i)
+/* |test - exact| / bound of element i (Inf where the test value is not finite), the bound
+ * gamma mag + eta with the depth's gamma and eta taken once per tensor. */
+static double norm_err(const float *test, const double *exact, const double *mag, double gamma,
+                       double eta, int64_t i)
 {
     if (!isfinite(test[i])) return INFINITY;
     double m = mag ? mag[i] : fabs(exact[i]);
-    return fabs((double)test[i] - exact[i]) / peat_analyzer_bound(m, depth);
+    return fabs((double)test[i] - exact[i]) / (gamma * m + eta);
 }
 
 /* Replaces the heatmap with this tensor's error map, each cell the largest e it covers. */
 static void take_worst(peat_plot_data *p, const float *test, const double *exact, const double *mag,
-                       int64_t depth, int64_t rows, int64_t cols)
+                       double gamma, double eta, int64_t rows, int64_t cols)
 {
     int gr = rows < PEAT_PLOT_HEAT_ROWS ? (int)rows : PEAT_PLOT_HEAT_ROWS;
     int gc = cols < PEAT_PLOT_HEAT_COLS ? (int)cols : PEAT_PLOT_HEAT_COLS;
@@ -35,7 +40,7 @@ static void take_worst(peat_plot_data *p, const float *test, const double *exact
     memset(p->grid, 0, sizeof p->grid);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            double e = norm_err(test, exact, mag, depth, r * cols + c);
+            double e = norm_err(test, exact, mag, gamma, eta, r * cols + c);
             float *cell = &p->grid[(r * gr / rows) * gc + c * gc / cols];
             float v = isinf(e) ? INFINITY : (float)e;
             if (v > *cell || v != v) *cell = v;
@@ -45,9 +50,10 @@ static void take_worst(peat_plot_data *p, const float *test, const double *exact
 void peat_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
                    const double *mag, int64_t depth, int64_t rows, int64_t cols, int64_t call)
 {
-    double worst = 0;
+    double worst = 0, eta = peat_analyzer_bound(0.0, depth);
+    double gamma = peat_analyzer_bound(1.0, depth) - eta; /* to an ulp: bins are octaves */
     for (int64_t i = 0; i < rows * cols; i++) {
-        double e = norm_err(test, exact, mag, depth, i);
+        double e = norm_err(test, exact, mag, gamma, eta, i);
         p->err_hist[which][peat_plot_err_bin(e)] += 1;
         if (e > worst || e != e) worst = e != e ? INFINITY : e;
     }
@@ -57,7 +63,7 @@ void peat_plot_add(peat_plot_data *p, int which, const float *test, const double
     p->have_worst = 1;
     p->worst_e = worst;
     p->worst_call = call;
-    take_worst(p, test, exact, mag, depth, rows, cols);
+    take_worst(p, test, exact, mag, gamma, eta, rows, cols);
 }
 
 void peat_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
