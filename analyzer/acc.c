@@ -106,17 +106,19 @@ void peat_worker_flush(peat_worker *w)
     w->n_stage = 0;
 }
 
-/* One tensor's units shared among threads: each takes the next unit number, so any thread may
- * do any unit, and unit u's partial always lands in parts[u]. */
+/* One tensor's units (of one or two test sides against one exact side) shared among threads:
+ * each takes the next unit number, so any thread may do any unit, and unit u's partials always
+ * land in parts[side][u]. */
 typedef struct scan_job {
-    const peat_scan_in *in;
+    const peat_scan_in *in[2];
+    int sides;
     int64_t n, n_units, next;
-    peat_partial *parts;
+    peat_partial *parts[2];
 } scan_job;
 
 typedef struct scan_thread {
     scan_job *job;
-    peat_worker *w;
+    peat_worker *w[2];
     pthread_t tid;
 } scan_thread;
 
@@ -128,10 +130,15 @@ static void *scan_main(void *arg)
         int64_t u = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
         if (u >= job->n_units) break;
         int64_t lo = u * PEAT_ANALYZER_CHUNK, hi = lo + PEAT_ANALYZER_CHUNK;
-        peat_partial_init(&job->parts[u]);
-        peat_scan_unit(job->in, lo, hi < job->n ? hi : job->n, &job->parts[u], th->w);
+        hi = hi < job->n ? hi : job->n;
+        peat_partial *p[2] = {&job->parts[0][u], job->sides > 1 ? &job->parts[1][u] : NULL};
+        for (int k = 0; k < job->sides; k++) peat_partial_init(p[k]);
+        if (job->sides == 1)
+            peat_scan_unit(job->in[0], lo, hi, p[0], th->w[0]);
+        else
+            peat_scan_pair(job->in, lo, hi, p, th->w);
     }
-    peat_worker_flush(th->w);
+    for (int k = 0; k < job->sides; k++) peat_worker_flush(th->w[k]);
     return NULL;
 }
 
@@ -151,38 +158,44 @@ static uint64_t add_bound(int64_t n)
 /* The add's bound held if at least k of its finite elements fell below it, or if the shared
  * sample already had k entries below it; otherwise its elements above the bound are staged now. */
 static void sample_rescue(peat_analyzer_acc_t *acc, const peat_scan_in *in, int64_t n,
-                          uint64_t bound, int nt, scan_thread *th)
+                          uint64_t bound, int nt, scan_thread *th, int side)
 {
     int64_t below = 0;
-    for (int t = 0; t < nt; t++) below += th[t].w->add_below;
+    for (int t = 0; t < nt; t++) below += th[t].w[side]->add_below;
     if (bound == UINT64_MAX || below >= PEAT_SAMPLE_K || acc->smp.thresh <= bound) return;
-    peat_worker *w = th[0].w;
+    peat_worker *w = th[0].w[side];
     w->add_thresh = UINT64_MAX;
     w->thresh = acc->smp.thresh;
     peat_scan_sample_above(in, 0, n, bound, w);
     peat_worker_flush(w);
 }
 
-/* Streams all units of one tensor on up to acc->threads threads (the caller's is one of them). */
-static peat_status scan_tensor(peat_analyzer_acc_t *acc, const peat_scan_in *in, int64_t n,
-                               peat_partial *parts, int64_t n_units)
+/* Streams all units of one tensor (one test side per accumulator) on up to acc[0]->threads
+ * threads (the caller's is one of them). */
+static peat_status scan_tensor(peat_analyzer_acc_t *const *acc, int sides,
+                               const peat_scan_in *const *in, int64_t n, peat_partial *const *parts,
+                               int64_t n_units)
 {
-    scan_job job = {in, n, n_units, 0, parts};
+    scan_job job = {{in[0], sides > 1 ? in[1] : NULL},      sides, n, n_units, 0,
+                    {parts[0], sides > 1 ? parts[1] : NULL}};
     scan_thread th[PEAT_ANALYZER_MAX_THREADS];
-    int nt = acc->threads < n_units ? acc->threads : (int)n_units, started = 1;
+    int nt = acc[0]->threads < n_units ? acc[0]->threads : (int)n_units, started = 1;
     uint64_t bound = add_bound(n);
     for (int t = 0; t < nt; t++) {
         th[t].job = &job;
-        PEAT_TRY(worker_get(acc, t, &th[t].w));
-        th[t].w->add_thresh = bound;
-        th[t].w->add_below = 0;
-        th[t].w->thresh = th[t].w->thresh < bound ? th[t].w->thresh : bound;
+        for (int k = 0; k < sides; k++) {
+            PEAT_TRY(worker_get(acc[k], t, &th[t].w[k]));
+            peat_worker *w = th[t].w[k];
+            w->add_thresh = bound;
+            w->add_below = 0;
+            w->thresh = w->thresh < bound ? w->thresh : bound;
+        }
     }
     for (int t = 1; t < nt; t++, started++)
         if (pthread_create(&th[t].tid, NULL, scan_main, &th[t]) != 0) break;
     scan_main(&th[0]);
     for (int t = 1; t < started; t++) pthread_join(th[t].tid, NULL);
-    sample_rescue(acc, in, n, bound, nt, th);
+    for (int k = 0; k < sides; k++) sample_rescue(acc[k], in[k], n, bound, nt, th, k);
     return PEAT_OK;
 }
 
@@ -243,13 +256,11 @@ static peat_status check_add(const peat_analyzer_acc_t *acc, const peat_tensor *
     return PEAT_OK;
 }
 
-peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
-                                        const peat_tensor *exact, const double *mag, int64_t depth,
-                                        int64_t terms, int64_t rows, int64_t cols,
-                                        const peat_tensor *input)
+/* What a unit needs to read of one test side. */
+static peat_scan_in scan_in_of(const peat_analyzer_acc_t *acc, const peat_tensor *test,
+                               const peat_tensor *exact, const double *mag, int64_t depth,
+                               int64_t terms, int64_t cols, const peat_tensor *input)
 {
-    PEAT_TRY(check_add(acc, test, exact, depth, terms, rows, cols, input));
-    int64_t n = peat_tensor_numel(test);
     peat_scan_in in = {.t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test) : NULL,
                        .x = exact->dtype == PEAT_DTYPE_F64 ? peat_f64(exact) : NULL,
                        .test_t = test,
@@ -262,21 +273,63 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
                        .gamma = gamma_of(depth),
                        .eta = eta_of(depth),
                        .inv_sqrt_k = 1.0 / sqrt((double)terms)};
+    return in;
+}
+
+/* Adds one output tensor of one or two kernels (test[k] into acc[k]) against the exact one. */
+static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor *const *test,
+                             int sides, const peat_tensor *exact, const double *mag, int64_t depth,
+                             int64_t terms, int64_t rows, int64_t cols, const peat_tensor *input)
+{
+    for (int k = 0; k < sides; k++)
+        PEAT_TRY(check_add(acc[k], test[k], exact, depth, terms, rows, cols, input));
+    int64_t n = peat_tensor_numel(exact);
+    peat_scan_in in[2];
+    const peat_scan_in *inp[2] = {&in[0], &in[1]};
+    for (int k = 0; k < sides; k++)
+        in[k] = scan_in_of(acc[k], test[k], exact, mag, depth, terms, cols, input);
     int64_t n_units = (n + PEAT_ANALYZER_CHUNK - 1) / PEAT_ANALYZER_CHUNK;
-    peat_partial one, *parts = n_units > 1 ? malloc((size_t)n_units * sizeof *parts) : &one;
-    if (!parts) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: %lld partials", (long long)n_units);
-    peat_partial call;
-    peat_partial_init(&call);
-    peat_status st = n_units > 0 ? scan_tensor(acc, &in, n, parts, n_units) : PEAT_OK;
-    for (int64_t u = 0; st == PEAT_OK && u < n_units; u++) peat_partial_merge(&call, &parts[u]);
-    if (parts != &one) free(parts);
-    if (st != PEAT_OK) return st;
-    acc->n_calls++;
-    if (depth > acc->depth_max) acc->depth_max = depth;
-    box_finish(acc, &call, rows, cols);
-    call.box_n = 0; /* boxes are per tensor */
-    peat_partial_merge(&acc->tot, &call);
-    return PEAT_OK;
+    peat_partial one[2], *parts[2] = {one, one + 1};
+    if (n_units > 1) {
+        parts[0] = malloc((size_t)(sides * n_units) * sizeof **parts);
+        if (!parts[0])
+            return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: %lld partials", (long long)n_units);
+        parts[1] = parts[0] + n_units;
+    }
+    peat_status st = n_units > 0 ? scan_tensor(acc, sides, inp, n, parts, n_units) : PEAT_OK;
+    for (int k = 0; st == PEAT_OK && k < sides; k++) {
+        peat_partial call;
+        peat_partial_init(&call);
+        for (int64_t u = 0; u < n_units; u++) peat_partial_merge(&call, &parts[k][u]);
+        acc[k]->n_calls++;
+        if (depth > acc[k]->depth_max) acc[k]->depth_max = depth;
+        box_finish(acc[k], &call, rows, cols);
+        call.box_n = 0; /* boxes are per tensor */
+        peat_partial_merge(&acc[k]->tot, &call);
+    }
+    if (n_units > 1) free(parts[0]);
+    return st;
+}
+
+peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,
+                                        const peat_tensor *exact, const double *mag, int64_t depth,
+                                        int64_t terms, int64_t rows, int64_t cols,
+                                        const peat_tensor *input)
+{
+    return add_sides(&acc, &test, 1, exact, mag, depth, terms, rows, cols, input);
+}
+
+peat_status peat_analyzer_acc_add_pair(peat_analyzer_acc_t *acc_a, const peat_tensor *test_a,
+                                       peat_analyzer_acc_t *acc_b, const peat_tensor *test_b,
+                                       const peat_tensor *exact, const double *mag, int64_t depth,
+                                       int64_t terms, int64_t rows, int64_t cols,
+                                       const peat_tensor *input)
+{
+    if (acc_a && acc_a == acc_b)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: a pair needs two accumulators");
+    peat_analyzer_acc_t *acc[2] = {acc_a, acc_b};
+    const peat_tensor *test[2] = {test_a, test_b};
+    return add_sides(acc, test, 2, exact, mag, depth, terms, rows, cols, input);
 }
 
 peat_status peat_analyzer_acc_add_input(peat_analyzer_acc_t *acc, const peat_tensor *test,

@@ -138,6 +138,15 @@ peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_ten
                                         const peat_tensor *exact, const double *mag, int64_t depth,
                                         int64_t terms, int64_t rows, int64_t cols,
                                         const peat_tensor *input);
+/* Adds the same output of two kernels, test_a into acc_a and test_b into acc_b (e.g. the
+ * candidate's and the golden's), against one exact output in one pass: exact, mag and input are
+ * read once. Each accumulator ends exactly as after its own peat_analyzer_acc_add_terms (the same
+ * signature bits). The accumulators must differ; threads: acc_a's setting. */
+peat_status peat_analyzer_acc_add_pair(peat_analyzer_acc_t *acc_a, const peat_tensor *test_a,
+                                       peat_analyzer_acc_t *acc_b, const peat_tensor *test_b,
+                                       const peat_tensor *exact, const double *mag, int64_t depth,
+                                       int64_t terms, int64_t rows, int64_t cols,
+                                       const peat_tensor *input);
 /* Records a repeatability measurement (two runs of the same kernel on the same input). */
 void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *run1,
                                   const peat_tensor *run2);

@@ -182,6 +182,10 @@ void peat_partial_merge(peat_partial *dst, const peat_partial *src);
 /* Streams elements [lo, hi) of one tensor into p and w. */
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
                     peat_worker *w);
+/* The same for two test tensors against one exact tensor (in[0] and in[1] share exact, mag,
+ * depth, terms and cols), read once: each side's results equal those of peat_scan_unit. */
+void peat_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
+                    peat_partial *const p[2], peat_worker *const w[2]);
 /* Stages into w the sample entries of elements [lo, hi) whose priority is above `above` (and
  * below the sample's threshold): the rare second look of an add whose bound proved too low. */
 void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,

@@ -149,10 +149,14 @@ static void over_bound(peat_partial *p, double x, float t)
 
 /* One block's values and derived quantities; cond[] bits say which statistics an element joins. */
 enum { C_FIN = 1, C_REL = 2, C_SCALE = 4, C_BIAS = 8, C_ERR = 16, C_TOWARD = 32 };
+enum { X_FIN = 1, X_NZ = 2, X_SOK = 4 }; /* exact finite, non-zero, scale >= FLT_MIN */
 typedef struct block {
     int64_t lo, n, nv; /* first element, elements, elements rounded up to LANES (padding) */
-    double x[BLK], t[BLK], m[BLK];
-    double aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK], inv_s[BLK];
+    /* the exact side, shared by the test values of a pair (peat_scan_pair) */
+    double x[BLK], m[BLK], ax[BLK], bnd[BLK], inv[BLK], inv_s[BLK];
+    int64_t xc[BLK]; /* X_* flags of the exact value */
+    /* one test value's side */
+    double t[BLK], aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK];
     int64_t slot_e[BLK], slot_rel[BLK]; /* sketch counter slots */
     int64_t cond[BLK];
     uint64_t prio[BLK];         /* sampling priorities */
@@ -181,43 +185,66 @@ static void hot_init(hot *h)
         h->min_exact_nonzero[l] = h->min_pos_e[l] = h->min_pos_rel[l] = INFINITY;
 }
 
-/* The block's values as doubles; the padding up to a multiple of LANES is NaN, which no
- * statistic takes (its cond is 0). */
-static INLINE_BLOCK void block_load(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
+/* The block's exact values and magnitudes as doubles; the padding up to a multiple of LANES is
+ * NaN, which no statistic takes (its cond is 0). */
+static INLINE_BLOCK void block_load_x(const peat_scan_in *in, int64_t lo, int64_t n, block *b)
 {
     b->lo = lo, b->n = n, b->nv = (n + LANES - 1) / LANES * LANES;
-    if (in->x && in->t)
-        for (int64_t j = 0; j < n; j++) b->x[j] = in->x[lo + j], b->t[j] = in->t[lo + j];
+    if (in->x)
+        memcpy(b->x, in->x + lo, (size_t)n * sizeof *b->x);
     else
-        for (int64_t j = 0; j < n; j++) {
-            b->x[j] = in->x ? in->x[lo + j] : peat_tensor_get(in->exact_t, lo + j);
-            b->t[j] = in->t ? in->t[lo + j] : (float)peat_tensor_get(in->test_t, lo + j);
-        }
+        for (int64_t j = 0; j < n; j++) b->x[j] = peat_tensor_get(in->exact_t, lo + j);
     if (in->mag)
         memcpy(b->m, in->mag + lo, (size_t)n * sizeof *b->m);
     else
         for (int64_t j = 0; j < n; j++) b->m[j] = fabs(b->x[j]);
-    for (int64_t j = n; j < b->nv; j++) b->x[j] = b->t[j] = b->m[j] = NAN;
+    for (int64_t j = n; j < b->nv; j++) b->x[j] = b->m[j] = NAN;
 }
 
-/* Errors against |exact|, the bound and the scale s = mag / sqrt(terms), without branches. */
-static INLINE_BLOCK void block_errors(const peat_scan_in *in, block *b)
+/* The test values of one side (NaN padding). */
+static INLINE_BLOCK void block_load_t(const peat_scan_in *in, block *b)
+{
+    if (in->t)
+        for (int64_t j = 0; j < b->n; j++) b->t[j] = in->t[b->lo + j];
+    else
+        for (int64_t j = 0; j < b->n; j++) b->t[j] = (float)peat_tensor_get(in->test_t, b->lo + j);
+    for (int64_t j = b->n; j < b->nv; j++) b->t[j] = NAN;
+}
+
+/* What depends on the exact value only: |exact|, the bound gamma mag + eta, the scale
+ * s = mag / sqrt(terms) and its inverse, without branches. */
+static INLINE_BLOCK void block_xside(const peat_scan_in *in, block *b)
 {
     const double gamma = in->gamma, eta = in->eta, isk = in->inv_sqrt_k;
     for (int64_t j = 0; j < b->nv; j++) {
-        double x = b->x[j], t = b->t[j], ax = fabs(x), err = t - x, aerr = fabs(err);
-        double sc = b->m[j] * isk;
-        int fin = (ax <= DBL_MAX) & (fabs(t) <= DBL_MAX), nz = x != 0.0, sok = sc >= FLT_MIN;
+        double x = b->x[j], ax = fabs(x), sc = b->m[j] * isk;
+        int fin = ax <= DBL_MAX, nz = x != 0.0, sok = sc >= FLT_MIN;
         double inv = 1.0 / (sok ? sc : 1.0);
+        b->ax[j] = ax;
+        b->bnd[j] = gamma * b->m[j] + eta;
+        b->inv[j] = inv;
+        b->inv_s[j] = sok ? inv : 0.0;
+        b->xc[j] = fin * X_FIN | nz * X_NZ | sok * X_SOK;
+    }
+}
+
+/* One side's errors against |exact|, the bound and the scale, without branches. */
+static INLINE_BLOCK void block_errors(block *b)
+{
+    for (int64_t j = 0; j < b->nv; j++) {
+        double x = b->x[j], t = b->t[j], ax = b->ax[j], err = t - x, aerr = fabs(err);
+        int64_t xc = b->xc[j];
+        int fin = ((xc & X_FIN) != 0) & (fabs(t) <= DBL_MAX), nz = (xc & X_NZ) != 0;
+        int sok = (xc & X_SOK) != 0;
+        double inv = b->inv[j];
         b->err[j] = err;
         b->aerr[j] = aerr;
-        b->e[j] = aerr / (gamma * b->m[j] + eta);
+        b->e[j] = aerr / b->bnd[j];
         b->rel[j] = aerr / (nz ? ax : 1.0);
         b->slot_e[j] = peat_sketch_slot(b->e[j]);
         b->slot_rel[j] = peat_sketch_slot(b->rel[j]);
         b->a[j] = aerr * inv;
         b->dd[j] = (x > 0 ? err : -err) * inv;
-        b->inv_s[j] = sok ? inv : 0.0;
         b->cond[j] = fin * (C_FIN | nz * C_REL | sok * C_SCALE | (sok & nz) * C_BIAS |
                             (err != 0.0) * C_ERR | ((err != 0.0) & (fabs(t) < ax)) * C_TOWARD);
     }
@@ -347,19 +374,33 @@ static INLINE_BLOCK void block_sums(const block *b, hot *h)
  * the counts that need only them, and the sampling priorities (splitmix64's finaliser of the
  * element's id, as peat_sample_prio), four elements at a time. The padding's exact value is NaN,
  * so it is never finite and joins no count. */
+static INLINE_BLOCK void block_patterns_x(block *b)
+{
+    const v4d big = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
+    for (int64_t j = 0; j < b->nv; j += LANES) {
+        v4d x = ld_d(b->x + j);
+        v4u br = (v4u) __builtin_convertvector(x, v4f);
+        v4s fx32 = __builtin_convertvector(v_abs(x) <= big, v4s);
+        memcpy(b->br + j, &br, sizeof br), memcpy(b->fx + j, &fx32, sizeof fx32);
+    }
+}
+
 static INLINE_BLOCK void block_patterns(const peat_scan_in *in, block *b, hot *h, peat_worker *w)
 {
     v4i n_fx = {0}, n_tnan = {0}, n_diff = {0}, n_zero = {0}, n_equal = {0}, n_below = {0};
     const v4q bound = {w->add_thresh, w->add_thresh, w->add_thresh, w->add_thresh};
     v4u mant_or = {0};
-    const v4d zero = {0.0, 0.0, 0.0, 0.0}, big = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
+    const v4d zero = {0.0, 0.0, 0.0, 0.0};
     const v4q iota = {0, 1, 2, 3};
     const uint64_t id0 = ((uint64_t)in->call << 40) ^ 0x9e3779b97f4a7c15ull;
     for (int64_t j = 0; j < b->nv; j += LANES) {
         v4d x = ld_d(b->x + j), t = ld_d(b->t + j);
-        v4f tf = __builtin_convertvector(t, v4f), xf = __builtin_convertvector(x, v4f);
-        v4u bt = (v4u)tf, br = (v4u)xf;
-        v4i fx = v_abs(x) <= big, tn = t != t;
+        v4u br;
+        v4s fx32;
+        memcpy(&br, b->br + j, sizeof br), memcpy(&fx32, b->fx + j, sizeof fx32);
+        v4f tf = __builtin_convertvector(t, v4f), xf = (v4f)br;
+        v4u bt = (v4u)tf;
+        v4i fx = __builtin_convertvector(fx32, v4i), tn = t != t;
         v4i eq = __builtin_convertvector(tf == xf, v4i),
             ne = __builtin_convertvector(bt != br, v4i);
         v4i df = fx & ne;
@@ -370,9 +411,8 @@ static INLINE_BLOCK void block_patterns(const peat_scan_in *in, block *b, hot *h
         v4u ex = (bt >> 23) & 0xffu;
         v4u normal = (v4u)fin & (v4u)(ex != 0u) & (v4u)(ex != 0xffu);
         mant_or |= normal & ((bt & 0x7fffffu) | 0x800000u);
-        v4s fx32 = __builtin_convertvector(fx, v4s), df32 = __builtin_convertvector(df, v4s);
-        memcpy(b->bt + j, &bt, sizeof bt), memcpy(b->br + j, &br, sizeof br);
-        memcpy(b->fx + j, &fx32, sizeof fx32), memcpy(b->diff + j, &df32, sizeof df32);
+        v4s df32 = __builtin_convertvector(df, v4s);
+        memcpy(b->bt + j, &bt, sizeof bt), memcpy(b->diff + j, &df32, sizeof df32);
         v4q z = id0 ^ ((uint64_t)(b->lo + j) + iota);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -580,27 +620,79 @@ static void sketch_fold(peat_sketch *s, int64_t n, double max, double min_pos)
 #else
 #define SCAN_CLONES
 #endif
+/* One test side's running state over a unit. */
+typedef struct side {
+    const peat_scan_in *in;
+    peat_partial *p;
+    peat_worker *w;
+    hot h;
+    uint64_t hl[4];
+} side;
+
+static INLINE_BLOCK void side_init(side *sd, const peat_scan_in *in, peat_partial *p,
+                                   peat_worker *w)
+{
+    sd->in = in, sd->p = p, sd->w = w;
+    hot_init(&sd->h);
+    uint64_t h0[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, (uint64_t)0 - HASH_P1};
+    memcpy(sd->hl, h0, sizeof h0);
+}
+
+/* One side's work on a block whose exact side is loaded. */
+static INLINE_BLOCK void side_block(side *sd, block *b)
+{
+    block_load_t(sd->in, b);
+    block_errors(b);
+    block_sums(b, &sd->h);
+    block_patterns(sd->in, b, &sd->h, sd->w);
+    block_visit(sd->in, b, sd->p, sd->w);
+    block_hash(b, sd->hl);
+}
+
+static void side_finish(side *sd, int64_t n)
+{
+    peat_partial *p = sd->p;
+    peat_worker *w = sd->w;
+    p->n_elems += n;
+    hot_fold(&sd->h, p);
+    sketch_fold(&w->norm, lanes_count(sd->h.n_fin), lanes_max(sd->h.max_norm),
+                lanes_min(sd->h.min_pos_e));
+    sketch_fold(&w->rel, lanes_count(sd->h.n_rel), lanes_max(sd->h.max_rel),
+                lanes_min(sd->h.min_pos_rel));
+    const uint64_t *hl = sd->hl;
+    p->hash =
+        rotl64(hl[0], 1) + rotl64(hl[1], 7) + rotl64(hl[2], 12) + rotl64(hl[3], 18) + (uint64_t)n;
+}
+
+/* The unit scan for one or two test sides against one exact side (which in[0] describes: both
+ * sides share exact, mag, depth, terms and cols); each side's results are exactly those of a
+ * scan of it alone. */
+static INLINE_BLOCK void scan_sides(const peat_scan_in *const *in, int n_sides, int64_t lo,
+                                    int64_t hi, peat_partial *const *p, peat_worker *const *w)
+{
+    side sd[2];
+    for (int k = 0; k < n_sides; k++) side_init(&sd[k], in[k], p[k], w[k]);
+    block b;
+    for (int64_t i = lo; i < hi; i += BLK) {
+        block_load_x(in[0], i, hi - i < BLK ? hi - i : BLK, &b);
+        block_xside(in[0], &b);
+        block_patterns_x(&b);
+        for (int k = 0; k < n_sides; k++) side_block(&sd[k], &b);
+    }
+    for (int k = 0; k < n_sides; k++) side_finish(&sd[k], hi - lo);
+}
+
 SCAN_CLONES
 void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
 {
-    hot h;
-    hot_init(&h);
-    uint64_t hl[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, (uint64_t)0 - HASH_P1};
-    block b;
-    for (int64_t i = lo; i < hi; i += BLK) {
-        block_load(in, i, hi - i < BLK ? hi - i : BLK, &b);
-        block_errors(in, &b);
-        block_sums(&b, &h);
-        block_patterns(in, &b, &h, w);
-        block_visit(in, &b, p, w);
-        block_hash(&b, hl);
-    }
-    p->n_elems += hi - lo;
-    hot_fold(&h, p);
-    sketch_fold(&w->norm, lanes_count(h.n_fin), lanes_max(h.max_norm), lanes_min(h.min_pos_e));
-    sketch_fold(&w->rel, lanes_count(h.n_rel), lanes_max(h.max_rel), lanes_min(h.min_pos_rel));
-    p->hash = rotl64(hl[0], 1) + rotl64(hl[1], 7) + rotl64(hl[2], 12) + rotl64(hl[3], 18) +
-              (uint64_t)(hi - lo);
+    scan_sides(&in, 1, lo, hi, &p, &w);
+}
+
+SCAN_CLONES
+void peat_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
+                    peat_partial *const p[2], peat_worker *const w[2])
+{
+    scan_sides(in, 2, lo, hi, p, w);
 }
 
 void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
@@ -608,8 +700,10 @@ void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint
 {
     block b;
     for (int64_t i = lo; i < hi; i += BLK) {
-        block_load(in, i, hi - i < BLK ? hi - i : BLK, &b);
-        block_errors(in, &b);
+        block_load_x(in, i, hi - i < BLK ? hi - i : BLK, &b);
+        block_xside(in, &b);
+        block_load_t(in, &b);
+        block_errors(&b);
         for (int j = 0; j < b.n; j++) {
             uint64_t prio = peat_sample_prio(in->call, b.lo + j);
             if ((b.cond[j] & C_FIN) && prio > above && prio <= w->thresh)

@@ -97,16 +97,26 @@ static double time_memcpy(const triple *t, void *dst, int reps)
 static int warm_up(peat_analyzer_acc_t *c, peat_analyzer_acc_t *g, const triple *t)
 {
     for (int64_t done = 0; done < ((int64_t)1 << 18); done += t->n)
-        if (peat_analyzer_acc_add_terms(c, t->cand, t->exact, NULL, 64, 64, 1, t->n, NULL) ||
-            peat_analyzer_acc_add_terms(g, t->gold, t->exact, NULL, 64, 64, 1, t->n, NULL))
+        if (peat_analyzer_acc_add_pair(c, t->cand, g, t->gold, t->exact, NULL, 64, 64, 1, t->n,
+                                       NULL))
             return fail("add");
     return 0;
+}
+
+/* The triple into both accumulators: one pass for the pair (as playback does), or two adds. */
+static int add_triple(peat_analyzer_acc_t *c, peat_analyzer_acc_t *g, const triple *t, int pair)
+{
+    if (pair)
+        return peat_analyzer_acc_add_pair(c, t->cand, g, t->gold, t->exact, NULL, 64, 64, 1, t->n,
+                                          NULL) != PEAT_OK;
+    return peat_analyzer_acc_add_terms(c, t->cand, t->exact, NULL, 64, 64, 1, t->n, NULL) ||
+           peat_analyzer_acc_add_terms(g, t->gold, t->exact, NULL, 64, 64, 1, t->n, NULL);
 }
 
 /* Seconds for the analyzer's pass over the triple (candidate and golden against exact; best of
  * reps) into fresh accumulators (warm = 0) or into ones that already hold 2^18 elements, and the
  * seconds of the two signatures of the last rep. */
-static int time_analyzer(const triple *t, int threads, int reps, int warm, double *pass,
+static int time_analyzer(const triple *t, int threads, int reps, int warm, int pair, double *pass,
                          double *sig)
 {
     *pass = 1e30;
@@ -118,9 +128,7 @@ static int time_analyzer(const triple *t, int threads, int reps, int warm, doubl
         peat_analyzer_acc_set_threads(g, threads);
         if (warm && warm_up(c, g, t)) return 1;
         double t0 = now();
-        if (peat_analyzer_acc_add_terms(c, t->cand, t->exact, NULL, 64, 64, 1, t->n, NULL) ||
-            peat_analyzer_acc_add_terms(g, t->gold, t->exact, NULL, 64, 64, 1, t->n, NULL))
-            return fail("add");
+        if (add_triple(c, g, t, pair)) return fail("add");
         double dt = now() - t0;
         *pass = dt < *pass ? dt : *pass;
         peat_signature sc, sg;
@@ -150,14 +158,15 @@ static int throughput_table(int64_t max_bytes, int cores)
         "= 16 B/element; mag = |exact|, depth 64)\n\n");
     printf("(1 core: thread CPU time, best of several runs; %d cores: wall time, against a memcpy "
            "timed the same way; fresh: into new accumulators; warm: into accumulators that "
-           "already hold 2^18 elements, as in a campaign; signatures: wall ms for both of the "
-           "last run, %d cores)\n\n",
+           "already hold 2^18 elements, as in a campaign; pair: candidate and golden in one pass "
+           "(peat_analyzer_acc_add_pair, as playback does); two adds: one add each; signatures: "
+           "wall ms for both of the last run, %d cores)\n\n",
            cores, cores);
-    printf("| triple bytes | elements | memcpy GB/s | 1 core GB/s (fresh) | ratio 1 core (fresh) | "
-           "1 core GB/s (warm) | ratio 1 core (warm) | %d cores GB/s (warm) | ratio %d cores "
-           "(warm) | signatures ms |\n",
-           cores, cores);
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| triple bytes | elements | memcpy GB/s | 1 core GB/s (fresh, pair) | ratio | 1 core "
+           "GB/s (warm, pair) | ratio | 1 core GB/s (warm, two adds) | ratio | %d cores GB/s "
+           "(warm, pair) | ratio | signatures ms |\n",
+           cores);
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 16) {
         triple t;
         int64_t n = bytes / 16;
@@ -166,18 +175,22 @@ static int throughput_table(int64_t max_bytes, int cores)
         if (!dst) return fail("memcpy buffer");
         /* repeat small sizes so each figure is the best of many short runs */
         int reps = bytes <= (1 << 20) ? 30 : bytes <= (16 << 20) ? 5 : 2;
-        double t1, t1w, tn, sig1, sign;
+        double t1, t1w, t1s, tn, sig1, sign;
         timer = CLOCK_THREAD_CPUTIME_ID;
         double tm = time_memcpy(&t, dst, reps * 4);
-        if (time_analyzer(&t, 1, reps, 0, &t1, &sig1)) return 1;
-        if (time_analyzer(&t, 1, reps, 1, &t1w, &sig1)) return 1;
+        if (time_analyzer(&t, 1, reps, 0, 1, &t1, &sig1) ||
+            time_analyzer(&t, 1, reps, 1, 1, &t1w, &sig1) ||
+            time_analyzer(&t, 1, reps, 1, 0, &t1s, &sig1))
+            return 1;
         timer = CLOCK_MONOTONIC;
         double tmw = time_memcpy(&t, dst, reps * 4);
-        if (time_analyzer(&t, 0, reps, 1, &tn, &sign)) return 1;
+        if (time_analyzer(&t, 0, reps, 1, 1, &tn, &sign)) return 1;
         char hb[32];
-        printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n",
+        printf("| %s | %lld | %.2f | %.2f | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f | %.3f | %.1f "
+               "|\n",
                human(bytes, hb, sizeof hb), (long long)n, bytes / tm * 1e-9, bytes / t1 * 1e-9,
-               tm / t1, bytes / t1w * 1e-9, tm / t1w, bytes / tn * 1e-9, tmw / tn, 1e3 * sign);
+               tm / t1, bytes / t1w * 1e-9, tm / t1w, bytes / t1s * 1e-9, tm / t1s,
+               bytes / tn * 1e-9, tmw / tn, 1e3 * sign);
         fflush(stdout);
         free(dst);
         triple_free(&t);

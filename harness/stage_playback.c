@@ -27,12 +27,10 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
     int64_t terms = peat_golden_terms(in, o);
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
+    /* one pass over the exact values for both */
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_terms(c->acc_cand, test, exact, mag, depth, terms, n / cols,
-                                         cols, x);
-    if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_terms(c->acc_gold, golden, exact, mag, depth, terms, n / cols,
-                                         cols, x);
+        st = peat_analyzer_acc_add_pair(c->acc_cand, test, c->acc_gold, golden, exact, mag, depth,
+                                        terms, n / cols, cols, x);
     /* the report's error histograms, the worst call's error map and the coverage table */
     if (st == PEAT_OK && test->dtype == PEAT_DTYPE_F32 && golden->dtype == PEAT_DTYPE_F32) {
         const double *ex = (const double *)exact->data;

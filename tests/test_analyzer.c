@@ -687,6 +687,74 @@ Test(analyzer, same_signature_for_any_number_of_threads)
     pair_free(&a), pair_free(&b);
 }
 
+/* The JSON of acc's signature into js (freed by the caller). */
+static char *json_of(const peat_analyzer_acc_t *acc)
+{
+    peat_signature s;
+    cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK, "%s", peat_error_last());
+    int len = peat_signature_to_json(&s, NULL, 0) + 1;
+    char *js = malloc((size_t)len);
+    cr_assert_not_null(js);
+    peat_signature_to_json(&s, js, (size_t)len);
+    return js;
+}
+
+Test(analyzer, pair_add_equals_two_adds)
+{
+    /* A candidate and a golden-like output (the same exact values, the golden rounded once) added
+     * as a pair must leave each accumulator exactly as its own add does: compared through the
+     * JSON (%.17g), for one-unit and many-unit tensors (the larger one above the sample's bound),
+     * on 1 and 2 threads, with an explicit magnitude and an input key. */
+    static const int64_t sizes[] = {1000, 3 * PEAT_ANALYZER_CHUNK + 77, 300000};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        int64_t n = sizes[z];
+        pair a = pair_new(n);
+        peat_tensor *in, *gold;
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &in), PEAT_OK);
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &gold), PEAT_OK);
+        varied_pair(&a, in, 31 + z);
+        double *mag = malloc(sizeof(double) * (size_t)n);
+        cr_assert_not_null(mag);
+        for (int64_t i = 0; i < n; i++) {
+            mag[i] = fabs(peat_f64(a.x)[i]) * 2.0;
+            peat_f32(gold)[i] = (float)peat_f64(a.x)[i];
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            peat_analyzer_acc_t *pc = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *pg = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *sc = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *sg = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+            cr_assert(pc && pg && sc && sg);
+            peat_analyzer_acc_set_threads(pc, threads);
+            peat_analyzer_acc_set_threads(sc, threads);
+            peat_analyzer_acc_set_threads(sg, threads);
+            for (int rep = 0; rep < 2; rep++) { /* a second call: priorities differ per call */
+                cr_assert_eq(
+                    peat_analyzer_acc_add_pair(pc, a.t, pg, gold, a.x, mag, 32, 8, 1, n, in),
+                    PEAT_OK, "%s", peat_error_last());
+                cr_assert_eq(peat_analyzer_acc_add_terms(sc, a.t, a.x, mag, 32, 8, 1, n, in),
+                             PEAT_OK);
+                cr_assert_eq(peat_analyzer_acc_add_terms(sg, gold, a.x, mag, 32, 8, 1, n, in),
+                             PEAT_OK);
+            }
+            char *j1 = json_of(pc), *j2 = json_of(sc), *j3 = json_of(pg), *j4 = json_of(sg);
+            cr_assert_str_eq(j1, j2, "candidate side, n %lld, %d threads", (long long)n, threads);
+            cr_assert_str_eq(j3, j4, "golden side, n %lld, %d threads", (long long)n, threads);
+            free(j1), free(j2), free(j3), free(j4);
+            cr_assert_neq(peat_analyzer_acc_add_pair(pc, a.t, pc, gold, a.x, mag, 32, 8, 1, n, in),
+                          PEAT_OK, "one accumulator twice");
+            cr_assert_neq(
+                peat_analyzer_acc_add_pair(pc, a.t, NULL, gold, a.x, mag, 32, 8, 1, n, in),
+                PEAT_OK);
+            peat_analyzer_acc_free(pc), peat_analyzer_acc_free(pg);
+            peat_analyzer_acc_free(sc), peat_analyzer_acc_free(sg);
+        }
+        free(mag);
+        peat_tensor_free(in), peat_tensor_free(gold);
+        pair_free(&a);
+    }
+}
+
 Test(analyzer, signature_quantiles_and_rank_correlation_beyond_the_sample)
 {
     /* 400000 elements, three times the sample: relative noise as in
