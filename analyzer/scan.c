@@ -228,28 +228,6 @@ static INLINE_BLOCK void block_xside(const peat_scan_in *in, block *b)
     }
 }
 
-/* One side's errors against |exact|, the bound and the scale, without branches. */
-static INLINE_BLOCK void block_errors(block *b)
-{
-    for (int64_t j = 0; j < b->nv; j++) {
-        double x = b->x[j], t = b->t[j], ax = b->ax[j], err = t - x, aerr = fabs(err);
-        int64_t xc = b->xc[j];
-        int fin = ((xc & X_FIN) != 0) & (fabs(t) <= DBL_MAX), nz = (xc & X_NZ) != 0;
-        int sok = (xc & X_SOK) != 0;
-        double inv = b->inv[j];
-        b->err[j] = err;
-        b->aerr[j] = aerr;
-        b->e[j] = aerr / b->bnd[j];
-        b->rel[j] = aerr / (nz ? ax : 1.0);
-        b->slot_e[j] = peat_sketch_slot(b->e[j]);
-        b->slot_rel[j] = peat_sketch_slot(b->rel[j]);
-        b->a[j] = aerr * inv;
-        b->dd[j] = (x > 0 ? err : -err) * inv;
-        b->cond[j] = fin * (C_FIN | nz * C_REL | sok * C_SCALE | (sok & nz) * C_BIAS |
-                            (err != 0.0) * C_ERR | ((err != 0.0) & (fabs(t) < ax)) * C_TOWARD);
-    }
-}
-
 /* Sum of a statistic's lanes, in lane order. */
 static double lanes_sum(const double *v)
 {
@@ -315,6 +293,44 @@ static INLINE_BLOCK v4d v_min(v4i m, v4d a, v4d cur)
 {
     v4i take = m & (a < cur);
     return (v4d)((take & (v4i)a) | (~take & (v4i)cur));
+}
+
+/* peat_sketch_slot of four values (>= 0 or NaN) at once. */
+static INLINE_BLOCK v4i v_slot(v4d v)
+{
+    const v4d zero = {0.0, 0.0, 0.0, 0.0};
+    v4i b = (v4i)((v4q)v >> (52 - SKETCH_SUB_BITS)) - SKETCH_BIAS;
+    v4i high = b >= SKETCH_BUCKETS, low = b < 0, z = v == zero;
+    v4i r = (high & SKETCH_SLOT_HIGH) | (~high & b);
+    r = (low & SKETCH_SLOT_LOW) | (~low & r);
+    return (z & SKETCH_SLOT_ZERO) | (~z & r);
+}
+
+/* One side's errors against |exact|, the bound and the scale, without branches. */
+static INLINE_BLOCK void block_errors(block *b)
+{
+    const v4d zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
+    const v4d big = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
+    for (int64_t j = 0; j < b->nv; j += LANES) {
+        v4d x = ld_d(b->x + j), t = ld_d(b->t + j), ax = ld_d(b->ax + j);
+        v4d inv = ld_d(b->inv + j), bnd = ld_d(b->bnd + j);
+        v4i xc = ld_i(b->xc + j);
+        v4d err = t - x, aerr = v_abs(err);
+        v4i fin = ((xc & X_FIN) != 0) & (v_abs(t) <= big);
+        v4i nz = (xc & X_NZ) != 0, sok = (xc & X_SOK) != 0, pos = x > zero;
+        v4d e = aerr / bnd, rel = aerr / (v4d)((nz & (v4i)ax) | (~nz & (v4i)one));
+        v4d dd = (v4d)((pos & (v4i)err) | (~pos & (v4i)(-err))) * inv;
+        v4i ne = err != zero, toward = ne & (v_abs(t) < ax);
+        v4i cond = fin & (C_FIN | (nz & C_REL) | (sok & C_SCALE) | (sok & nz & C_BIAS) |
+                          (ne & C_ERR) | (toward & C_TOWARD));
+        v4d a = aerr * inv;
+        v4i se = v_slot(e), sr = v_slot(rel);
+        memcpy(b->err + j, &err, sizeof err), memcpy(b->aerr + j, &aerr, sizeof aerr);
+        memcpy(b->e + j, &e, sizeof e), memcpy(b->rel + j, &rel, sizeof rel);
+        memcpy(b->a + j, &a, sizeof a), memcpy(b->dd + j, &dd, sizeof dd);
+        memcpy(b->cond + j, &cond, sizeof cond);
+        memcpy(b->slot_e + j, &se, sizeof se), memcpy(b->slot_rel + j, &sr, sizeof sr);
+    }
 }
 
 /* The block's sums and extremes, each masked by its condition (selects, not branches); element j
@@ -467,14 +483,15 @@ static void bits_flush(const bitcount *bc, peat_partial *p)
  * spreads the word's bytes over 32 lanes and a mask picks each lane's bit (no loop over bits). */
 static INLINE_BLOCK void bit_lanes_add(uint8_t *cnt, uint32_t w)
 {
-#if defined(__GNUC__)
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     typedef uint8_t bytes32 __attribute__((vector_size(32)));
     static const bytes32 which = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                   2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
     static const bytes32 bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
                                 1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    bytes32 v = {0}, c;
-    for (int k = 0; k < 4; k++) v[k] = (uint8_t)(w >> (8 * k));
+    typedef uint32_t words8 __attribute__((vector_size(32)));
+    words8 ws = {w, w, w, w, w, w, w, w};
+    bytes32 v = (bytes32)ws, c; /* bytes 0..3 hold w (little-endian) */
 #if defined(__clang__)
     (void)which;
     v = __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
