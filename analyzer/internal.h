@@ -112,8 +112,14 @@ static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
 }
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
 /* The set's k smallest priorities in ascending order (a canonical order, whatever the order of
- * pushes), as *m pointers into ss (free *out; ss is not changed, so it stays open for pushes). */
-peat_status peat_sample_set_view(const peat_sample_set *ss, const peat_sample ***out, int64_t *m);
+ * pushes), copied column by column into contiguous arrays (one gather pass; the statistics then
+ * stream them); ss is not changed, so it stays open for pushes. */
+typedef struct peat_sample_cols {
+    size_t n;
+    double *a, *b, *key, *x, *d; /* the peat_sample fields, n each (one allocation) */
+} peat_sample_cols;
+peat_status peat_sample_cols_take(const peat_sample_set *ss, peat_sample_cols *c);
+void peat_sample_cols_free(peat_sample_cols *c);
 /* perm = the order of v[0..n) ascending (stable, NaN never passed in); LSD radix sort on the
  * order-preserving 64-bit image of the doubles: O(n), at most six passes. */
 peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm);

@@ -164,26 +164,36 @@ static peat_status sort_u64(const uint64_t *key, size_t n, uint32_t *perm)
     return PEAT_OK;
 }
 
-peat_status peat_sample_set_view(const peat_sample_set *ss, const peat_sample ***out, int64_t *m)
+peat_status peat_sample_cols_take(const peat_sample_set *ss, peat_sample_cols *c)
 {
-    size_t n = (size_t)ss->n;
-    *out = NULL;
-    *m = ss->n < ss->k ? ss->n : ss->k;
+    size_t n = (size_t)ss->n, m = (size_t)(ss->n < ss->k ? ss->n : ss->k);
+    memset(c, 0, sizeof *c);
     uint64_t *key = malloc(n * sizeof *key + 1);
     uint32_t *perm = malloc(n * sizeof *perm + 1);
-    const peat_sample **v = malloc((size_t)*m * sizeof *v + 1);
+    double *cols = malloc(5 * m * sizeof *cols + 1);
     peat_status st =
-        key && perm && v ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %zu", n);
+        key && perm && cols ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %zu", n);
     for (size_t i = 0; st == PEAT_OK && i < n; i++) key[i] = ss->s[i].prio;
     if (st == PEAT_OK) st = sort_u64(key, n, perm);
-    for (int64_t i = 0; st == PEAT_OK && i < *m; i++) v[i] = &ss->s[perm[i]];
-    free(key), free(perm);
+    free(key);
     if (st != PEAT_OK) {
-        free(v);
+        free(perm), free(cols);
         return st;
     }
-    *out = v;
+    c->n = m;
+    c->a = cols, c->b = cols + m, c->key = cols + 2 * m, c->x = cols + 3 * m, c->d = cols + 4 * m;
+    for (size_t i = 0; i < m; i++) {
+        const peat_sample *e = &ss->s[perm[i]];
+        c->a[i] = e->a, c->b[i] = e->b, c->key[i] = e->key, c->x[i] = e->x, c->d[i] = e->d;
+    }
+    free(perm);
     return PEAT_OK;
+}
+
+void peat_sample_cols_free(peat_sample_cols *c)
+{
+    free(c->a);
+    memset(c, 0, sizeof *c);
 }
 
 peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm)

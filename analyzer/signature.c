@@ -115,12 +115,11 @@ static double pearson(const double *x, const double *y, size_t n)
 
 /* Spearman rho of |err|/s against |exact|/s: near 0 when the error does not scale with the value
  * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs). */
-static peat_status input_correlation(const peat_sample *const *v, size_t m, peat_signature *s)
+static peat_status input_correlation(const peat_sample_cols *v, peat_signature *s)
 {
     s->corr_err_input = NAN;
     size_t n = 0;
-    for (size_t i = 0; i < m; i++)
-        if (!isnan(v[i]->a) && !isnan(v[i]->b)) n++;
+    for (size_t i = 0; i < v->n; i++) n += !isnan(v->a[i]) & !isnan(v->b[i]);
     if (n < 16) return PEAT_OK;
     double *buf = malloc(4 * n * sizeof *buf);
     uint32_t *perm = malloc(n * sizeof *perm);
@@ -129,8 +128,8 @@ static peat_status input_correlation(const peat_sample *const *v, size_t m, peat
     if (st == PEAT_OK) {
         double *x = buf, *y = buf + n, *rx = buf + 2 * n, *ry = buf + 3 * n;
         size_t k = 0;
-        for (size_t i = 0; i < m; i++)
-            if (!isnan(v[i]->a) && !isnan(v[i]->b)) x[k] = v[i]->a, y[k++] = v[i]->b;
+        for (size_t i = 0; i < v->n; i++)
+            if (!isnan(v->a[i]) && !isnan(v->b[i])) x[k] = v->a[i], y[k++] = v->b[i];
         st = ranks_of(x, n, rx, perm);
         if (st == PEAT_OK) st = ranks_of(y, n, ry, perm);
         if (st == PEAT_OK) s->corr_err_input = pearson(rx, ry, n);
@@ -169,15 +168,12 @@ static void roughness_of(const double *r, const uint32_t *perm, size_t n, double
  * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
  * medians keep the few elements whose relative error is noise (cancellation in a tail) from
  * deciding. Also returns the sign changes per step. One radix sort by the key. */
-static peat_status roughness_along(const peat_sample *const *v, size_t m, int use_input,
-                                   double *rough, double *changes)
+static peat_status roughness_along(const peat_sample_cols *v, int use_input, double *rough,
+                                   double *changes)
 {
     *rough = *changes = NAN;
     size_t n = 0;
-    for (size_t i = 0; i < m; i++) {
-        const peat_sample *p = v[i];
-        if (p->x != 0.0 && !(use_input && isnan(p->key))) n++;
-    }
+    for (size_t i = 0; i < v->n; i++) n += (v->x[i] != 0.0) & !(use_input && isnan(v->key[i]));
     if (n < 16) return PEAT_OK;
     double *buf = malloc(3 * n * sizeof *buf);
     uint32_t *perm = malloc(n * sizeof *perm);
@@ -187,11 +183,10 @@ static peat_status roughness_along(const peat_sample *const *v, size_t m, int us
     }
     double *key = buf, *r = buf + n, *w = buf + 2 * n;
     size_t k = 0;
-    for (size_t i = 0; i < m; i++) {
-        const peat_sample *p = v[i];
-        if (p->x == 0.0 || (use_input && isnan(p->key))) continue;
-        key[k] = use_input ? p->key : p->x;
-        r[k++] = p->d / p->x;
+    for (size_t i = 0; i < v->n; i++) {
+        if (v->x[i] == 0.0 || (use_input && isnan(v->key[i]))) continue;
+        key[k] = use_input ? v->key[i] : v->x[i];
+        r[k++] = v->d[i] / v->x[i];
     }
     peat_status st = peat_sample_argsort(key, n, perm);
     if (st == PEAT_OK) roughness_of(r, perm, n, w, rough, changes);
@@ -202,11 +197,11 @@ static peat_status roughness_along(const peat_sample *const *v, size_t m, int us
 
 /* Smoothness along the input when one was given and along the exact value; the smoother reading
  * counts (an approximation is a function of one of them, noise of neither). */
-static peat_status smoothness(const peat_sample *const *v, size_t m, peat_signature *s)
+static peat_status smoothness(const peat_sample_cols *v, peat_signature *s)
 {
     double r1, c1, r2, c2;
-    PEAT_TRY(roughness_along(v, m, 0, &r1, &c1));
-    PEAT_TRY(roughness_along(v, m, 1, &r2, &c2));
+    PEAT_TRY(roughness_along(v, 0, &r1, &c1));
+    PEAT_TRY(roughness_along(v, 1, &r2, &c2));
     s->err_roughness = r1;
     s->err_sign_changes = c1;
     if (!isnan(r2) && (isnan(r1) || r2 < r1)) {
@@ -295,7 +290,7 @@ static void gross(const peat_analyzer_acc_t *acc, peat_signature *s)
 }
 
 /* Quantiles from the merged sketches; rank statistics from the sample's k smallest priorities,
- * in priority order (a view: the accumulator stays open for more adds). */
+ * in priority order (columns copied out: the accumulator stays open for more adds). */
 static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *s)
 {
     sketches sk;
@@ -303,12 +298,11 @@ static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *
     if (st == PEAT_OK) quantiles(acc, &sk, s);
     sketches_free(&sk);
     PEAT_TRY(st);
-    const peat_sample **v;
-    int64_t m;
-    PEAT_TRY(peat_sample_set_view(&acc->smp, &v, &m));
-    st = input_correlation(v, (size_t)m, s);
-    if (st == PEAT_OK) st = smoothness(v, (size_t)m, s);
-    free(v);
+    peat_sample_cols v;
+    PEAT_TRY(peat_sample_cols_take(&acc->smp, &v));
+    st = input_correlation(&v, s);
+    if (st == PEAT_OK) st = smoothness(&v, s);
+    peat_sample_cols_free(&v);
     return st;
 }
 
