@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
+#include <unistd.h>
 
 #include "harness/harness.h"
 #include "harness/campaign.h"
@@ -102,68 +102,200 @@ static int selected(const char *list, const char *name)
     return 0;
 }
 
-/* CPU seconds of this process and its finished children (the isolated candidate calls). */
-static double cpu_seconds(void)
+static int cmp_d(const void *a, const void *b)
 {
-    struct rusage a, b;
-    getrusage(RUSAGE_SELF, &a);
-    getrusage(RUSAGE_CHILDREN, &b);
-    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
-           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
-                           b.ru_stime.tv_usec);
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-/* One small campaign per default flow: predicted vs actual time per stage. */
-static int bench_stages(const char *backend)
+static double median(double *v, int n)
 {
-    static const char *flows[] = {"mlp", "cnn", "gpt"};
-    printf("\nper-stage campaign time (gemm_new, 32 calls, a quarter of the default iterations; "
-           "wall seconds):\n");
-    printf("(total cpu: this process and its children, against the prediction times the core share "
-           "measured at warm-up: the model without the machine's load)\n");
-    printf("%-5s %-9s %10s %10s %8s\n", "flow", "stage", "predicted", "actual", "error");
-    int ok = 1;
-    for (int i = 0; i < 3; i++) {
-        peat_campaign_opts o;
-        peat_campaign_opts_default(&o);
-        o.kernel = "gemm_new", o.flow = flows[i], o.backend = backend, o.quiet = 1, o.force = 1;
-        o.calls = 32, o.iters = peat_campaign_default_iters(flows[i]) / 4;
-        char dir[64];
-        snprintf(dir, sizeof dir, "/tmp/peat-bench-pred-%s", flows[i]);
-        o.out_dir = dir;
-        peat_latency_opts lo = {.kernel = o.kernel, .flow = o.flow, .backend = backend};
-        lo.flow_cfg.seed = o.seed, lo.flow_cfg.weight_decay = -1.0;
-        peat_latency_model m;
+    qsort(v, (size_t)n, sizeof v[0], cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { ST_PROFILE, ST_PLAYBACK, ST_PROBES, ST_ANALYZE, ST_RUNTIME, ST_OTHER, ST_TOTAL, ST_N };
+static const char *const st_names[ST_N] = {"profile", "playback", "probes", "analyze",
+                                           "runtime", "other",    "total"};
+
+/* Actual wall seconds per stage of a finished campaign ("other": resolve, plan, open, report). */
+static void actual_stages(const peat_campaign_result *r, double total, double a[ST_N])
+{
+    a[ST_PROFILE] = r->t_profile, a[ST_PLAYBACK] = r->t_playback, a[ST_PROBES] = r->t_probe;
+    a[ST_ANALYZE] = r->t_analyze, a[ST_RUNTIME] = r->t_runtime, a[ST_TOTAL] = total;
+    a[ST_OTHER] =
+        total - a[ST_PROFILE] - a[ST_PLAYBACK] - a[ST_PROBES] - a[ST_ANALYZE] - a[ST_RUNTIME];
+}
+
+/* The same in CPU seconds (this process and its children). */
+static void actual_cpu(const peat_campaign_result *r, double a[ST_N])
+{
+    a[ST_PROFILE] = r->cpu_profile, a[ST_PLAYBACK] = r->cpu_playback, a[ST_PROBES] = r->cpu_probe;
+    a[ST_ANALYZE] = r->cpu_analyze, a[ST_RUNTIME] = r->cpu_runtime, a[ST_OTHER] = r->cpu_other;
+    a[ST_TOTAL] = 0;
+    for (int s = 0; s < ST_TOTAL; s++) a[ST_TOTAL] += a[s];
+}
+
+static peat_status run_campaign(const char *flow, const char *backend, const char *budget,
+                                peat_campaign_result *r, double *total)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new", o.flow = flow, o.backend = backend, o.quiet = 1, o.force = 1;
+    o.budget = budget;
+    char dir[96];
+    snprintf(dir, sizeof dir, "/tmp/peat-bench-pred-%d-%s", (int)getpid(), flow);
+    o.out_dir = dir;
+    double t0 = peat_predictor_now();
+    peat_status st = peat_campaign_run(&o, r);
+    *total = peat_predictor_now() - t0;
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_predictor: could not remove %s\n", dir);
+    return st;
+}
+
+/* The default campaign of a flow (`peat run --kernel gemm_new --flow F`): predicted per stage
+ * (from the same run options) against the median of `repeats` runs. Returns the predicted
+ * total; *ok cleared when a stage of over 0.5 s misses 15%. */
+static double default_stages(const char *flow, const char *backend, int repeats, double *min_s,
+                             int *ok)
+{
+    peat_latency_opts lo = {.kernel = "gemm_new", .flow = flow, .backend = backend};
+    lo.flow_cfg.seed = 1, lo.flow_cfg.weight_decay = -1.0;
+    peat_latency_model m;
+    peat_pred_plan p;
+    if (peat_latency_model_open(&lo, &m) != PEAT_OK) return 0;
+    peat_status st = peat_latency_plan_for(&m, peat_campaign_default_iters(flow),
+                                           PEAT_CAMPAIGN_DEFAULT_CALLS, &p);
+    peat_pred_limits l;
+    if (st == PEAT_OK)
+        st = peat_latency_limits(&m.calls, &m.run, peat_campaign_default_iters(flow),
+                                 PEAT_CAMPAIGN_DEFAULT_CALLS, &l);
+    if (st == PEAT_OK) peat_predictor_plan_cost(&m.costs, &l.min), *min_s = l.min.total_s;
+    peat_latency_model_close(&m);
+    if (st != PEAT_OK) return 0;
+    static const peat_pred_stage of[ST_TOTAL] = {PEAT_STAGE_PROFILE, PEAT_STAGE_PLAYBACK,
+                                                 PEAT_STAGE_PROBES,  PEAT_STAGE_ANALYZE,
+                                                 PEAT_STAGE_RUNTIME, PEAT_STAGE_OTHER};
+    double pred[ST_N], pcpu[ST_N];
+    for (int s = 0; s < ST_TOTAL; s++) pred[s] = p.stage_s[of[s]], pcpu[s] = p.stage_cpu_s[of[s]];
+    pred[ST_TOTAL] = p.total_s, pcpu[ST_TOTAL] = p.total_cpu_s;
+    double act[ST_N][15], acpu[ST_N][15];
+    for (int rep = 0; rep < repeats; rep++) {
         peat_campaign_result r;
-        if (peat_latency_model_open(&lo, &m) != PEAT_OK) return 0;
-        peat_pred_plan p;
-        peat_latency_plan_for(&m, o.iters, o.calls, &p);
-        double share = m.env.core_share;
-        peat_latency_model_close(&m);
-        double t0 = peat_predictor_now(), c0 = cpu_seconds();
-        if (peat_campaign_run(&o, &r) != PEAT_OK) return 0;
-        double total = peat_predictor_now() - t0, cpu = cpu_seconds() - c0;
-        struct {
-            const char *n;
-            double pred, act;
-        } rows[] = {{"profile", p.stage_s[PEAT_STAGE_PROFILE], r.t_profile},
-                    {"playback", p.stage_s[PEAT_STAGE_PLAYBACK], r.t_playback + r.t_analyze},
-                    {"total", p.total_s, total},
-                    {"total cpu", p.total_s * share, cpu}};
-        for (int j = 0; j < 4; j++) {
-            double e = 100 * (rows[j].pred - rows[j].act) / rows[j].act;
-            ok &= j == 3 || fabs(e) <= 15;
-            printf("%-5s %-9s %9.2fs %9.2fs %+7.0f%%\n", flows[i], rows[j].n, rows[j].pred,
-                   rows[j].act, e);
-        }
+        double total = 0, a[ST_N], b[ST_N];
+        if (run_campaign(flow, backend, NULL, &r, &total) != PEAT_OK) return 0;
+        actual_stages(&r, total, a);
+        actual_cpu(&r, b);
+        for (int s = 0; s < ST_N; s++) act[s][rep] = a[s], acpu[s][rep] = b[s];
+    }
+    for (int s = 0; s < ST_N; s++) {
+        double a = median(act[s], repeats), e = a > 0 ? 100 * (pred[s] - a) / a : 0;
+        double b = median(acpu[s], repeats), ec = b > 0 ? 100 * (pcpu[s] - b) / b : 0;
+        int judged = a >= 0.5 || s == ST_TOTAL;
+        if (judged && fabs(e) > 15) *ok = 0;
+        printf("%-11s %-9s %9.2fs %9.2fs %+7.0f%%   %9.2fs %9.2fs %+7.0f%%%s\n", flow, st_names[s],
+               pred[s], a, e, pcpu[s], b, ec,
+               judged ? (fabs(e) <= 15 ? "" : "  MISSED") : "  (< 0.5 s)");
+    }
+    return p.total_s;
+}
+
+/* `peat run --budget B`: the whole run's wall time against B, and its own predicted vs actual
+ * per stage. *ok cleared when the run ends outside B +- 15%. */
+static void budget_run(const char *flow, const char *backend, double budget, int *ok)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.1fs", budget);
+    peat_campaign_result r;
+    double total = 0, a[ST_N];
+    if (run_campaign(flow, backend, b, &r, &total) != PEAT_OK) {
+        printf("%-11s %7s  refused: %s\n", flow, b, peat_error_last());
+        return;
+    }
+    actual_stages(&r, total, a);
+    double e = 100 * (total - budget) / budget;
+    int in = fabs(e) <= 15;
+    *ok &= in;
+    printf("%-11s %7s %6lld %6lld %6lld %8.2fs %+6.0f%%  %-6s", flow, b, (long long)r.plan_iters,
+           (long long)r.plan_calls, (long long)r.n_budget_skipped, total, e, in ? "ok" : "MISSED");
+    double pred[] = {r.pred_profile, r.pred_playback, r.pred_probe, r.pred_analyze, r.pred_runtime};
+    for (int s = 0; s < 5; s++) printf(" %5.2f/%-5.2f", pred[s], a[s]);
+    printf("\n");
+}
+
+/* Every default flow: the default campaign per stage, then --budget runs at a small budget
+ * (0.6x the default campaign's predicted total, at least 1.2x the smallest campaign's, plus
+ * planning) and a large one (1.5x the default's). */
+static int bench_stages(const char *backend, int repeats)
+{
+    const char *const *flows = peat_flow_names();
+    double pred_total[16] = {0}, min_total[16] = {0};
+    int ok = 1, n = 0;
+    printf("\nper-stage time of the default campaign (`peat run --kernel gemm_new --flow F`; wall "
+           "seconds, actual = median of %d runs; stages under 0.5 s are shown, not judged):\n",
+           repeats);
+    printf("(cpu: this process and its children; the wall prediction is the cpu one over the core "
+           "share and cores measured at warm-up, the load of a shared machine moves it)\n");
+    printf("%-11s %-9s %10s %10s %8s   %10s %10s %8s\n", "flow", "stage", "wall pred", "actual",
+           "error", "cpu pred", "actual", "error");
+    for (n = 0; flows[n] && n < 16; n++)
+        pred_total[n] = default_stages(flows[n], backend, repeats, &min_total[n], &ok);
+    printf("\n`peat run --budget B` (B = 0.6x the default's predicted total, at least 1.2x the "
+           "smallest campaign's + 1 s of planning, and 1.5x the default's): wall time against B, "
+           "per stage predicted/actual wall s\n");
+    printf("%-11s %7s %6s %6s %6s %9s %7s  %-6s %11s %11s %11s %11s %11s\n", "flow", "budget",
+           "iters", "calls", "cut", "actual", "vs B", "goal", "profile", "playback", "probes",
+           "analyze", "runtime");
+    for (int i = 0; i < n; i++) {
+        if (!(pred_total[i] > 0)) continue;
+        double small = 0.6 * pred_total[i];
+        if (small < 1.2 * min_total[i] + 1.0) small = 1.2 * min_total[i] + 1.0;
+        budget_run(flows[i], backend, small, &ok);
+        budget_run(flows[i], backend, 1.5 * pred_total[i], &ok);
     }
     return ok;
+}
+
+/* Every kernel of the device's backend: model MAPE on held-out shapes beside both baselines. */
+static void bench_kernels(const peat_pred_device *d, int repeats, const char *only, int *n_ok,
+                          int *n_all)
+{
+    printf("held-out shapes: dims off the calibration grid, sizes between calibration points; "
+           "median of %d repeats\n\n",
+           repeats);
+    printf("%-26s %-8s %8s %9s %9s  %s\n", "kernel", "class", "model", "roofline", "neusight",
+           "goal (<=10%, best)");
+    double t0 = peat_predictor_now(), sum = 0;
+    for (int i = 0; i < peat_registry_count(); i++) {
+        const peat_kernel *k = peat_registry_at(i);
+        if (strcmp(k->backend, d->backend) != 0 || !selected(only, k->name)) continue;
+        errs e;
+        if (bench_kernel(k, d, repeats, &e) != PEAT_OK || e.n == 0) {
+            printf("%-26s failed: %s\n", k->name, peat_error_last());
+            continue;
+        }
+        double m = 100 * e.model / e.n, r = 100 * e.roof / e.n, ns = 100 * e.neu / e.n;
+        /* a device without a measured bandwidth (GPU backends report none yet) has no
+         * baselines: the model is judged against the 10% goal alone */
+        int base = d->peak_flops > 0 && d->bandwidth > 0;
+        int ok = m <= 10.0 && (!base || (m < r && m < ns));
+        char rb[16] = "n/a", nb[16] = "n/a";
+        if (base) snprintf(rb, sizeof rb, "%.1f%%", r), snprintf(nb, sizeof nb, "%.1f%%", ns);
+        printf("%-26s %-8s %7.1f%% %9s %9s  %s\n", k->name,
+               e.cls == PEAT_PRED_COMPUTE ? "compute" : "memory", m, rb, nb, ok ? "ok" : "MISSED");
+        *n_ok += ok, (*n_all)++, sum += m;
+    }
+    printf("\n%d/%d kernels within 10%% MAPE and better than both baselines; mean MAPE %.1f%%; "
+           "%.1f s\n",
+           *n_ok, *n_all, *n_all ? sum / *n_all : 0.0, peat_predictor_now() - t0);
 }
 
 int main(int argc, char **argv)
 {
     const char *backend = "cpu", *only = NULL;
-    int repeats = 5;
+    int repeats = 5, stage_repeats = 3, stages_only = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--backend"))
             backend = argv[i + 1];
@@ -171,8 +303,13 @@ int main(int argc, char **argv)
             repeats = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kernels"))
             only = argv[i + 1];
+        else if (!strcmp(argv[i], "--stage-repeats"))
+            stage_repeats = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--stages-only"))
+            stages_only = atoi(argv[i + 1]);
     }
     if (repeats < 1 || repeats > 15) repeats = 5;
+    if (stage_repeats < 1 || stage_repeats > 15) stage_repeats = 3;
     if (peat_builtin_init() != PEAT_OK) return 2;
     peat_pred_device d;
     peat_pred_clock clk;
@@ -183,35 +320,8 @@ int main(int argc, char **argv)
     printf("device: %s, %d units, SIMD %d, peak %.2f GFLOP/s/unit, bandwidth %.1f GB/s, clock %s\n",
            d.name, d.units, d.simd_width, d.peak_flops / 1e9, d.bandwidth / 1e9,
            clk.mhz > 0 ? clk.source : "unknown (no cpufreq/NVML/ROCm SMI here)");
-    printf("held-out shapes: dims off the calibration grid, sizes between calibration points; "
-           "median of %d repeats\n\n",
-           repeats);
-    printf("%-26s %-8s %8s %9s %9s  %s\n", "kernel", "class", "model", "roofline", "neusight",
-           "goal (<=10%, best)");
     int n_ok = 0, n_all = 0;
-    double t0 = peat_predictor_now(), sum = 0;
-    for (int i = 0; i < peat_registry_count(); i++) {
-        const peat_kernel *k = peat_registry_at(i);
-        if (strcmp(k->backend, d.backend) != 0 || !selected(only, k->name)) continue;
-        errs e;
-        if (bench_kernel(k, &d, repeats, &e) != PEAT_OK || e.n == 0) {
-            printf("%-26s failed: %s\n", k->name, peat_error_last());
-            continue;
-        }
-        double m = 100 * e.model / e.n, r = 100 * e.roof / e.n, ns = 100 * e.neu / e.n;
-        /* a device without a measured bandwidth (GPU backends report none yet) has no
-         * baselines: the model is judged against the 10% goal alone */
-        int base = d.peak_flops > 0 && d.bandwidth > 0;
-        int ok = m <= 10.0 && (!base || (m < r && m < ns));
-        char rb[16] = "n/a", nb[16] = "n/a";
-        if (base) snprintf(rb, sizeof rb, "%.1f%%", r), snprintf(nb, sizeof nb, "%.1f%%", ns);
-        printf("%-26s %-8s %7.1f%% %9s %9s  %s\n", k->name,
-               e.cls == PEAT_PRED_COMPUTE ? "compute" : "memory", m, rb, nb, ok ? "ok" : "MISSED");
-        n_ok += ok, n_all++, sum += m;
-    }
-    printf("\n%d/%d kernels within 10%% MAPE and better than both baselines; mean MAPE %.1f%%; "
-           "%.1f s\n",
-           n_ok, n_all, n_all ? sum / n_all : 0.0, peat_predictor_now() - t0);
-    int stages_ok = strcmp(backend, "cpu") != 0 || only ? 1 : bench_stages(backend);
+    if (!stages_only) bench_kernels(&d, repeats, only, &n_ok, &n_all);
+    int stages_ok = strcmp(backend, "cpu") != 0 || only ? 1 : bench_stages(backend, stage_repeats);
     return n_ok == n_all && stages_ok ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,13 +81,25 @@ static const struct {
     {"report", peat_stage_report, PEAT_CLOCK_NONE},
 };
 
-static void clock_add(peat_campaign_result *res, peat_campaign_clock clock, double dt)
+double peat_campaign_cpu_s(void)
 {
-    if (clock == PEAT_CLOCK_PROFILE) res->t_profile += dt;
-    if (clock == PEAT_CLOCK_PLAYBACK) res->t_playback += dt;
-    if (clock == PEAT_CLOCK_ANALYZE) res->t_analyze += dt;
-    if (clock == PEAT_CLOCK_PROBE) res->t_probe += dt;
-    if (clock == PEAT_CLOCK_RUNTIME) res->t_runtime += dt;
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
+           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
+                           b.ru_stime.tv_usec);
+}
+
+/* Adds a stage's wall seconds dt and CPU seconds dc to its reported clock. */
+static void clock_add(peat_campaign_result *res, peat_campaign_clock clock, double dt, double dc)
+{
+    double *t[] = {NULL,          &res->t_profile, &res->t_playback, &res->t_analyze,
+                   &res->t_probe, &res->t_runtime};
+    double *c[] = {&res->cpu_other,   &res->cpu_profile, &res->cpu_playback,
+                   &res->cpu_analyze, &res->cpu_probe,   &res->cpu_runtime};
+    if (t[clock]) *t[clock] += dt;
+    *c[clock] += dc;
 }
 
 peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res)
@@ -95,11 +108,11 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
     peat_campaign_init(&c, o, res);
     peat_status st = PEAT_OK;
     for (size_t i = 0; st == PEAT_OK && i < sizeof stages / sizeof stages[0]; i++) {
-        double t0 = peat_now();
+        double t0 = peat_now(), c0 = peat_campaign_cpu_s();
         /* the total a stage reports is the time of every stage before it */
         res->t_total = t0 - c.t_start;
         st = stages[i].run(&c);
-        clock_add(res, stages[i].clock, peat_now() - t0);
+        clock_add(res, stages[i].clock, peat_now() - t0, peat_campaign_cpu_s() - c0);
     }
     peat_campaign_free(&c);
     return st;

@@ -73,6 +73,8 @@ peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_s
 peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
 
 void peat_campaign_opts_default(peat_campaign_opts *o);
+/* CPU seconds of this process's threads and its reaped children (the isolated calls). */
+double peat_campaign_cpu_s(void);
 /* The flow's configuration from the training options (stage_profile.c). */
 peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o);
 
@@ -108,10 +110,11 @@ typedef struct peat_campaign_result {
     /* the analyze stage's two signatures (the rest of the analyze clock: detect and commit) */
     double t_signatures;
     /* plan (--budget): the budget, what planning took, predicted seconds per reported clock
-     * (profile, playback, analyze) and in all, and the recorded calls playback left out when
-     * the run went slower than predicted */
-    double budget_s, t_plan, pred_profile, pred_playback, pred_analyze, pred_total;
-    int64_t n_budget_skipped;
+     * (profile, playback, probes, analyze, runtime FI) and in all, and the recorded calls playback
+     * left out when the run went slower than predicted */
+    double budget_s, t_plan, pred_profile, pred_playback, pred_probe, pred_analyze, pred_runtime,
+        pred_total;
+    int64_t n_budget_skipped, plan_iters, plan_calls;
     char plan_note[160]; /* e.g. "clock unknown (no cpufreq, NVML or ROCm SMI)" */
     /* strata of the candidate's op seen in training vs recorded (empty with --record-every) */
     peat_coverage coverage;
@@ -129,6 +132,9 @@ typedef struct peat_campaign_result {
     int64_t runtime_swapped[4];
     int runtime_band;
     double t_runtime;
+    /* CPU seconds of this process and its children per reported clock (other: resolve, plan,
+     * open, report), beside the wall seconds: what the predictor's CPU model is checked on */
+    double cpu_profile, cpu_playback, cpu_probe, cpu_analyze, cpu_runtime, cpu_other;
     const struct peat_runtime_result *rt; /* the curves, while the report is written */
 } peat_campaign_result;
 

@@ -317,14 +317,16 @@ static void html_coverage(FILE *f, const peat_campaign_result *r)
 static void html_timing(FILE *f, const peat_campaign_result *r)
 {
     if (!(r->budget_s > 0)) return;
-    const char *n[] = {"plan", "profile", "playback", "analyze", "total"};
-    double p[] = {r->t_plan, r->pred_profile, r->pred_playback, r->pred_analyze, r->pred_total};
-    double a[] = {r->t_plan, r->t_profile, r->t_playback, r->t_analyze, r->t_total};
+    const char *n[] = {"plan", "profile", "playback", "probes", "analyze", "runtime", "total"};
+    double p[] = {r->t_plan,       r->pred_profile, r->pred_playback, r->pred_probe,
+                  r->pred_analyze, r->pred_runtime, r->pred_total};
+    double a[] = {r->t_plan,    r->t_profile, r->t_playback, r->t_probe,
+                  r->t_analyze, r->t_runtime, r->t_total};
     fprintf(f,
             "<h2>Time: predicted and actual (budget %.1f s)</h2>\n<table><tr><th>stage</th>"
             "<th>predicted s</th><th>actual s</th></tr>\n",
             r->budget_s);
-    for (int i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         fprintf(f, "<tr><td>%s</td><td>%.2f</td><td>%.2f</td></tr>\n", n[i], p[i], a[i]);
     fputs("</table>\n<p><small>", f);
     peat_report_escape(f, r->plan_note);

@@ -3,11 +3,14 @@
 #include "harness/latency.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "harness/runtime.h"
 #include "peat/backend.h"
 #include "store/store_latency.h"
 
@@ -23,11 +26,55 @@ static void warm_call(void *user)
     peat_kernel_run(w->k, &w->c.a);
 }
 
-static double thread_cpu_s(void)
+double peat_latency_thread_cpu_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Cores the process gets with every CPU busy: the warm-up work on one thread a CPU for ~0.1 s,
+ * their CPU seconds over the wall seconds (a shared machine gives fewer than it has). */
+typedef struct par_work {
+    warm_work w;
+    double until, cpu;
+} par_work;
+
+static void *par_run(void *arg)
+{
+    par_work *p = arg;
+    double c0 = peat_latency_thread_cpu_s();
+    while (peat_predictor_now() < p->until) warm_call(&p->w);
+    p->cpu = peat_latency_thread_cpu_s() - c0;
+    return NULL;
+}
+
+static double parallel_cores(const peat_kernel *k, double share)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cpus > 1 ? (int)(cpus < 8 ? cpus : 8) : 1;
+    if (n == 1) return share;
+    par_work pw[8];
+    pthread_t th[8];
+    peat_op_params p;
+    peat_predictor_shape(PEAT_OP_GEMM, 48, 0, &p);
+    int made = 0, started = 0;
+    for (; made < n; made++) {
+        memset(&pw[made], 0, sizeof pw[made]);
+        pw[made].w.k = k;
+        if (peat_predictor_call_alloc(k, &p, (uint64_t)made + 1, &pw[made].w.c) != PEAT_OK) break;
+    }
+    double t0 = peat_predictor_now();
+    for (int i = 0; i < made; i++) pw[i].until = t0 + 0.1;
+    for (started = 1; started < made; started++)
+        if (pthread_create(&th[started], NULL, par_run, &pw[started]) != 0) break;
+    par_run(&pw[0]);
+    double cpu = pw[0].cpu;
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL), cpu += pw[i].cpu;
+    double wall = peat_predictor_now() - t0;
+    for (int i = 0; i < made; i++) peat_predictor_call_free(&pw[i].w.c);
+    double cores = wall > 0 ? cpu / wall : share;
+    return cores > share ? cores : share;
 }
 
 static peat_status warm_up(const char *backend, peat_latency_env *env)
@@ -40,16 +87,27 @@ static peat_status warm_up(const char *backend, peat_latency_env *env)
     peat_op_params p;
     peat_predictor_shape(PEAT_OP_GEMM, 48, 0, &p);
     PEAT_TRY(peat_predictor_call_alloc(w.k, &p, 1, &w.c));
-    double wall = peat_predictor_now(), cpu = thread_cpu_s();
+    double wall = peat_predictor_now(), cpu = peat_latency_thread_cpu_s();
     peat_status st = peat_predictor_warmup(backend, warm_call, &w, 0.3, &env->steady, &env->clock);
-    wall = peat_predictor_now() - wall, cpu = thread_cpu_s() - cpu;
+    wall = peat_predictor_now() - wall, cpu = peat_latency_thread_cpu_s() - cpu;
     /* kernels are timed on the CPU clock; on a shared machine this process gets only part of a
      * core, which turns CPU seconds into more wall seconds */
     env->core_share = strcmp(backend, "cpu") == 0 && wall > 0 ? cpu / wall : 1.0;
     if (env->core_share > 1.0) env->core_share = 1.0;
     if (env->core_share < 0.05) env->core_share = 0.05;
+    env->cores = strcmp(backend, "cpu") == 0 ? parallel_cores(w.k, env->core_share) : 1.0;
     peat_predictor_call_free(&w.c);
     return st;
+}
+
+double peat_latency_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (!f) return 0;
+    int ok = fscanf(f, "%ld %ld", &size, &resident) == 2;
+    fclose(f);
+    return ok ? (double)resident * (double)sysconf(_SC_PAGESIZE) : 0;
 }
 
 peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
@@ -221,10 +279,37 @@ peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cach
         out->n_calibrated += measured;
         out->n_reused += !measured;
     }
+    /* band reruns are calibrated when a prediction needs them (peat_latency_calibrate_band):
+     * unchanged ones are kept */
+    for (int op = 0; st == PEAT_OK && !force && op < PEAT_OP_COUNT; op++)
+        for (int r = 1; st == PEAT_OK && r < PEAT_RUNTIME_MAX_BAND; r++) {
+            const peat_kernel *b = peat_latency_band_kernel((peat_op_kind)op, r);
+            const peat_pred_ktable *c = b ? peat_predictor_table_find(&cached, b) : NULL;
+            if (c) st = peat_predictor_table_add(t, c);
+        }
     out->cost_s = out->n_calibrated ? peat_predictor_now() - t0 : 0.0;
     t->cost_s = out->n_calibrated ? out->cost_s : cached.cost_s;
     peat_predictor_table_free(&cached);
     if (st == PEAT_OK && out->n_calibrated) st = peat_latency_cache_save(out->cache_path, t);
     if (st != PEAT_OK) peat_predictor_table_free(t);
     return st;
+}
+
+peat_status peat_latency_calibrate_band(const peat_latency_env *env, peat_op_kind op, int runs,
+                                        peat_pred_table *t, peat_latency_calib *calib)
+{
+    double t0 = peat_predictor_now();
+    int measured = 0;
+    for (int r = 1; r < runs && r < PEAT_RUNTIME_MAX_BAND; r++) {
+        const peat_kernel *b = peat_latency_band_kernel(op, r);
+        if (!b || peat_predictor_table_find(t, b)) continue;
+        peat_pred_ktable kt;
+        PEAT_TRY(peat_predictor_calibrate_kernel(b, &env->dev, 0.0005, 3, &kt));
+        PEAT_TRY(peat_predictor_table_add(t, &kt));
+        measured++;
+    }
+    if (!measured) return PEAT_OK;
+    calib->n_calibrated += measured;
+    calib->cost_s += peat_predictor_now() - t0;
+    return peat_latency_cache_save(calib->cache_path, t);
 }

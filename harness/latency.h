@@ -6,8 +6,18 @@
 
 #include <stdio.h>
 
+#include "analyzer/probe.h"
+#include "core/record.h"
+#include "harness/campaign.h"
 #include "models/models.h"
 #include "predictor/predictor.h"
+
+/* CPU seconds of the calling thread (kernels and harness work are timed on it: the wall clock of
+ * a shared machine also counts other jobs' time slices). */
+double peat_latency_thread_cpu_s(void);
+
+/* Resident bytes of this process (0 where /proc is missing). */
+double peat_latency_rss_bytes(void);
 
 /* The device of a backend, warmed up. */
 typedef struct peat_latency_env {
@@ -16,6 +26,8 @@ typedef struct peat_latency_env {
     int steady;            /* the warm-up saw steady clocks (or call times) */
     double core_share;     /* CPU time / wall time this process got while warming up (<= 1 on a
                               shared machine): CPU-clock predictions are divided by it */
+    double cores;          /* CPU time / wall time of one busy thread a CPU (>= core_share):
+                              what multi-threaded stages (runtime FI's lockstep) get */
 } peat_latency_env;
 
 /* Describes the device of a backend ("cpu", "cuda", "hip"; "auto" = cpu) and warms it up. */
@@ -33,14 +45,27 @@ typedef enum peat_latency_work {
     PEAT_WORK_ISOLATE,    /* one call in a child process: fork, shared outputs, wait (bytes the
                              process holds beyond its start) */
     PEAT_WORK_DISPATCH,   /* one op call through the exec context with a hook (1) */
+    PEAT_WORK_METRICS,    /* one training iteration's metrics row appended to the file (1) */
+    PEAT_WORK_JUDGE,      /* a probe's judgement: two accumulators fed N elements, their
+                             signatures and the detector (elements) */
+    PEAT_WORK_COMMIT,     /* the commit stage: the file reopened, signatures written, closed
+                             (bytes already in the file) */
     PEAT_WORK_COUNT
 } peat_latency_work;
 /* The descriptor that names a pseudo-kernel (its hash keys its cache row). */
 const peat_kernel *peat_latency_work_kernel(peat_latency_work w);
 /* Times harness work w on synthetic calls (a few sizes) into kt. */
 peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *kt);
+/* CPU seconds of one isolated one-element call from this process as it is now (median of 5):
+ * the isolation curve's level where a campaign will fork (its slope over resident bytes is the
+ * calibrated one). */
+peat_status peat_latency_isolate_now(double *cpu_s);
 /* Predicted seconds of harness work w at x. */
 double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x);
+/* A band rerun of runtime FI as a pseudo-kernel: band member r (1 .. PEAT_RUNTIME_MAX_BAND - 1)
+ * runs the op's golden kernel through its `reorder` model (harness/runtime.c), so that its calls
+ * are calibrated like a kernel's. NULL when the op has no golden CPU kernel. */
+const peat_kernel *peat_latency_band_kernel(peat_op_kind op, int r);
 
 /* What calibrate-latency did. */
 typedef struct peat_latency_calib {
@@ -55,6 +80,10 @@ typedef struct peat_latency_calib {
  * $XDG_CACHE_HOME/peat, else ~/.cache/peat. */
 peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cache_dir, int force,
                                    peat_pred_table *t, peat_latency_calib *out, FILE *log);
+/* Calibrates the band reruns (1 .. runs - 1) of runtime FI on op that t lacks, adds them to t
+ * and rewrites the cache (counted in calib). */
+peat_status peat_latency_calibrate_band(const peat_latency_env *env, peat_op_kind op, int runs,
+                                        peat_pred_table *t, peat_latency_calib *calib);
 /* The cache file of a device (directory created). */
 peat_status peat_latency_cache_path(const char *cache_dir, const peat_pred_device *d, char *buf,
                                     size_t n);
@@ -73,13 +102,22 @@ typedef struct peat_latency_call {
     peat_phase phase;
 } peat_latency_call;
 
-/* The calls of one training iteration of a flow (captured from one step of a throwaway flow). */
+/* The calls of one training iteration of a flow and of one held-out evaluation (captured from a
+ * throwaway flow), with what the stages' set-up costs depend on. */
 typedef struct peat_latency_flow {
-    peat_latency_call *calls;
-    int64_t n, cap;
+    peat_latency_call *calls; /* [0, n_step): one training step; [n_step, n): one evaluation */
+    int64_t n, cap, n_step;
+    double create_s;       /* CPU seconds of the flow's creation (data, weights) */
+    double step_s;         /* CPU seconds of a training step, measured (median of 3 after the
+                              first): the ops and all the flow does around them */
+    double eval_s;         /* CPU seconds of a held-out evaluation, measured the same way */
+    double state_bytes;    /* a checkpoint: weights and optimizer state */
+    peat_record_list op;   /* the step's calls of the captured op, recorded as profile does */
+    peat_probe_set probes; /* the probe stage's calls, made from those records as it does */
 } peat_latency_flow;
+/* Captures flow's calls; the calls of op (PEAT_OP_COUNT: none) also as records. */
 peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *cfg,
-                                      peat_latency_flow *out);
+                                      peat_op_kind op, peat_latency_flow *out);
 void peat_latency_flow_free(peat_latency_flow *f);
 
 /* Predicted seconds of one call of the op of kernel k in each role. */
@@ -89,21 +127,29 @@ typedef struct peat_latency_callcost {
     double bytes, elems;
 } peat_latency_callcost;
 
-/* Per-unit costs of a campaign of candidate k on flow calls fl. */
+/* Per-unit costs of a campaign of candidate k on flow calls fl, with the stages and their
+ * settings (probes, runtime FI runs and frequencies, repeats) that run options o select (the
+ * same struct `peat run` reads; NULL = its defaults). */
 peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env *env,
                                const peat_kernel *k, const peat_latency_flow *fl,
-                               peat_pred_costs *c);
+                               const peat_campaign_opts *o, peat_pred_costs *c);
+/* The counts of a campaign of iters x calls that options o (NULL = defaults) run: repeats,
+ * probes, runtime-FI runs, frequencies and iterations. */
+peat_status peat_latency_plan_counts(const peat_latency_flow *fl, const peat_campaign_opts *o,
+                                     int64_t iters, int64_t calls, peat_pred_plan *p);
 /* Per-call costs of the j-th call of k's op in the flow (j < count of such calls). */
 peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_env *env,
                                    const peat_kernel *k, const peat_latency_call *call,
                                    peat_latency_callcost *cc);
 
-/* The smallest useful and the largest campaign for a flow (docs/predictor.md). */
-void peat_latency_limits(int64_t default_iters, int64_t default_calls, peat_pred_limits *l);
+/* The smallest useful and the largest campaign for a flow (docs/predictor.md), with the other
+ * counts as options o run them. */
+peat_status peat_latency_limits(const peat_latency_flow *fl, const peat_campaign_opts *o,
+                                int64_t default_iters, int64_t default_calls, peat_pred_limits *l);
 
 /* Writes the `peat predict` report: per op call, per iteration, per stage and totals. */
 void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel *k,
                         const char *flow, const peat_pred_table *t, const peat_latency_flow *fl,
-                        const peat_pred_plan *plan);
+                        const peat_pred_costs *c, const peat_pred_plan *plan);
 
 #endif

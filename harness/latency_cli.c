@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness/harness.h"
+#include "harness/runtime.h"
 
 static void print_clock(FILE *f, const peat_latency_env *env)
 {
@@ -71,6 +72,10 @@ peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_mod
 {
     memset(m, 0, sizeof *m);
     PEAT_TRY(peat_builtin_init());
+    if (o->run)
+        m->run = *o->run;
+    else
+        peat_campaign_opts_default(&m->run);
     m->kernel = peat_registry_find(o->kernel ? o->kernel : "");
     if (!m->kernel)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s'", o->kernel ? o->kernel : "");
@@ -80,9 +85,15 @@ peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_mod
     PEAT_TRY(peat_latency_env_open(be, &m->env));
     peat_latency_calib c;
     PEAT_TRY(peat_latency_calibrate(&m->env, o->cache_dir, 0, &m->table, &c, o->log));
+    int band = m->run.runtime_band > 0 ? m->run.runtime_band : PEAT_RUNTIME_DEFAULT_BAND;
+    peat_status st = m->run.no_runtime
+                         ? PEAT_OK
+                         : peat_latency_calibrate_band(&m->env, m->kernel->op, band, &m->table, &c);
     m->calib_s = c.cost_s;
-    peat_status st = peat_latency_flow_capture(m->flow, &o->flow_cfg, &m->calls);
-    if (st == PEAT_OK) st = peat_latency_costs(&m->table, &m->env, m->kernel, &m->calls, &m->costs);
+    if (st == PEAT_OK)
+        st = peat_latency_flow_capture(m->flow, &o->flow_cfg, m->kernel->op, &m->calls);
+    if (st == PEAT_OK)
+        st = peat_latency_costs(&m->table, &m->env, m->kernel, &m->calls, &m->run, &m->costs);
     if (st != PEAT_OK) peat_latency_model_close(m);
     return st;
 }
@@ -93,13 +104,12 @@ void peat_latency_model_close(peat_latency_model *m)
     peat_latency_flow_free(&m->calls);
 }
 
-/* The plan a campaign with these counts runs (stages this build has; the others stay 0). */
-void peat_latency_plan_for(const peat_latency_model *m, int64_t iters, int64_t calls,
-                           peat_pred_plan *p)
+peat_status peat_latency_plan_for(const peat_latency_model *m, int64_t iters, int64_t calls,
+                                  peat_pred_plan *p)
 {
-    memset(p, 0, sizeof *p);
-    p->iters = iters, p->calls = calls;
+    PEAT_TRY(peat_latency_plan_counts(&m->calls, &m->run, iters, calls, p));
     peat_predictor_plan_cost(&m->costs, p);
+    return PEAT_OK;
 }
 
 peat_status peat_latency_cli_predict(const peat_latency_opts *o, int64_t iters, int64_t calls,
@@ -108,23 +118,19 @@ peat_status peat_latency_cli_predict(const peat_latency_opts *o, int64_t iters, 
     peat_latency_model m;
     PEAT_TRY(peat_latency_model_open(o, &m));
     peat_pred_plan p;
-    peat_latency_plan_for(&m, iters, calls, &p);
-    peat_latency_print(out, &m.env, m.kernel, m.flow, &m.table, &m.calls, &p);
-    /* the stages this build does not run yet, per unit, so that their plans can be costed */
-    fprintf(out,
-            "\nper unit of the other stages: probe %.3f ms, FI trial %.3f ms, runtime-FI "
-            "iteration %.2f ms (not run by `peat run` in this build)\n",
-            1e3 * m.costs.probe_s, 1e3 * m.costs.trial_s, 1e3 * m.costs.runtime_iter_s);
-    if (m.calib_s > 0) fprintf(out, "(calibrated first: %.2f s)\n", m.calib_s);
+    peat_status st = peat_latency_plan_for(&m, iters, calls, &p);
+    if (st == PEAT_OK)
+        peat_latency_print(out, &m.env, m.kernel, m.flow, &m.table, &m.calls, &m.costs, &p);
+    if (st == PEAT_OK && m.calib_s > 0) fprintf(out, "(calibrated first: %.2f s)\n", m.calib_s);
     peat_latency_model_close(&m);
-    return PEAT_OK;
+    return st;
 }
 
 peat_status peat_latency_budget(const peat_latency_model *m, double budget_s, int64_t default_iters,
                                 int64_t default_calls, peat_pred_plan *plan)
 {
     peat_pred_limits l;
-    peat_latency_limits(default_iters, default_calls, &l);
+    PEAT_TRY(peat_latency_limits(&m->calls, &m->run, default_iters, default_calls, &l));
     return peat_predictor_plan_fit(&m->costs, &l, budget_s, plan);
 }
 

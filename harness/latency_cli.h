@@ -11,6 +11,9 @@ typedef struct peat_latency_opts {
     const char *kernel, *flow, *backend, *cache_dir;
     peat_flow_config flow_cfg; /* seed and sizes as the campaign will use them */
     FILE *log;                 /* cache warnings; NULL = silent */
+    /* the run options that choose the stages and their settings (probes, runtime FI runs and
+     * frequencies, repeats, isolation): the campaign's own; NULL = `peat run`'s defaults */
+    const peat_campaign_opts *run;
 } peat_latency_opts;
 
 /* A calibrated model of one kernel on one flow: env, table, the flow's calls, unit costs. */
@@ -21,16 +24,17 @@ typedef struct peat_latency_model {
     peat_pred_table table;
     peat_latency_flow calls;
     peat_pred_costs costs;
-    double calib_s; /* calibration it needed (0: all from the cache) */
+    peat_campaign_opts run; /* the run options predicted (pointers are the caller's) */
+    double calib_s;         /* calibration it needed (0: all from the cache) */
 } peat_latency_model;
 
 peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_model *m);
 void peat_latency_model_close(peat_latency_model *m);
 /* The flow a kernel is validated on: flow if given (checked), else the first that calls its op. */
 peat_status peat_latency_flow_for(const peat_kernel *k, const char *flow, const char **out);
-/* Cost of a campaign of iters iterations recording calls calls. */
-void peat_latency_plan_for(const peat_latency_model *m, int64_t iters, int64_t calls,
-                           peat_pred_plan *p);
+/* Cost of a campaign of iters iterations recording calls calls, with the model's run options. */
+peat_status peat_latency_plan_for(const peat_latency_model *m, int64_t iters, int64_t calls,
+                                  peat_pred_plan *p);
 /* The largest campaign that fits budget_s (refused, with the minimum, when none does). */
 peat_status peat_latency_budget(const peat_latency_model *m, double budget_s, int64_t default_iters,
                                 int64_t default_calls, peat_pred_plan *plan);

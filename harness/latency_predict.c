@@ -1,13 +1,21 @@
-/* latency_predict.c: a campaign's predicted cost: the op calls of one training iteration, each
- * call's cost in every role, per-unit stage costs for the planner, and the `peat predict` report.
+/* latency_predict.c: a campaign's predicted cost: the op calls of one training iteration and one
+ * evaluation, each call's cost in every role, and per-unit costs of every stage `peat run` runs
+ * (profile, playback, probes, analyze, runtime FI) for the planner.
  */
 #include "harness/latency.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/runtime.h"
+#include "inject/inject.h"
 
 typedef struct capture {
     peat_latency_flow *f;
     peat_status st;
+    int recording; /* the profiler's records are kept (the first training step only) */
+    int counting;  /* calls are listed (the first step and the first evaluation) */
 } capture;
 
 static peat_status capture_hook(void *user, const peat_kernel *k, const peat_args *a,
@@ -15,7 +23,7 @@ static peat_status capture_hook(void *user, const peat_kernel *k, const peat_arg
 {
     capture *c = user;
     peat_latency_flow *f = c->f;
-    if (after) return PEAT_OK;
+    if (after || !c->counting) return PEAT_OK;
     if (f->n == f->cap) {
         int64_t cap = f->cap ? 2 * f->cap : 64;
         peat_latency_call *n = realloc(f->calls, sizeof *n * (size_t)cap);
@@ -26,21 +34,85 @@ static peat_status capture_hook(void *user, const peat_kernel *k, const peat_arg
     return PEAT_OK;
 }
 
-peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *cfg,
-                                      peat_latency_flow *out)
+/* Keeps the records of the training step (as profile records them), drops the evaluation's. */
+static peat_status capture_sink(void *user, peat_record *r)
 {
-    memset(out, 0, sizeof *out);
-    capture c = {out, PEAT_OK};
+    capture *c = user;
+    if (!c->recording) {
+        peat_record_free(r);
+        return PEAT_OK;
+    }
+    return peat_record_list_sink(&c->f->op, r);
+}
+
+static double flow_state_bytes(peat_flow_t *f)
+{
+    double b = 0;
+    for (int i = 0; i < peat_flow_state_count(f); i++) {
+        const peat_tensor *t = peat_flow_state(f, i, NULL);
+        b += (double)peat_tensor_numel(t) * (double)peat_dtype_size(t->dtype);
+    }
+    return b;
+}
+
+/* Median CPU seconds of 3 more steps (eval 0) or evaluations (eval 1) of f: the first of each
+ * pays for first-touch allocations that the rest of a run does not. */
+static peat_status time_more(peat_flow_t *f, int eval, double *s)
+{
+    double t[3];
+    for (int i = 0; i < 3; i++) {
+        peat_flow_metrics m;
+        double t0 = peat_latency_thread_cpu_s();
+        PEAT_TRY(eval ? peat_flow_eval(f, &m) : peat_flow_step(f, &m));
+        t[i] = peat_latency_thread_cpu_s() - t0;
+    }
+    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    *s = t[2] < lo ? lo : (t[2] > hi ? hi : t[2]);
+    return PEAT_OK;
+}
+
+/* One step and one evaluation of a throwaway flow, hooked (their calls listed), then a few more
+ * of each timed. */
+static peat_status capture_run(const char *flow, const peat_flow_config *cfg, peat_op_kind op,
+                               capture *c)
+{
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
     peat_flow_metrics m;
+    peat_profile_policy pol;
+    memset(&pol, 0, sizeof pol);
+    /* the first step only: the timed steps after it must not pay for recording */
+    pol.op_mask = 1u << op, pol.every_k = 1, pol.iter_lo = 0, pol.iter_hi = 1;
+    peat_profiler_t *prof = op < PEAT_OP_COUNT ? peat_profiler_alloc(&pol, capture_sink, c) : NULL;
     PEAT_TRY(peat_exec_create(flow, cfg->seed, &ex));
-    peat_status st = peat_exec_add_hook(ex, capture_hook, &c);
+    peat_status st = peat_exec_add_hook(ex, capture_hook, c);
+    if (st == PEAT_OK && prof) st = peat_profiler_attach(prof, ex);
+    double t0 = peat_latency_thread_cpu_s();
     if (st == PEAT_OK) st = peat_flow_create(flow, cfg, ex, &f);
+    c->f->create_s = peat_latency_thread_cpu_s() - t0;
     if (st == PEAT_OK) st = peat_flow_step(f, &m);
+    c->f->n_step = c->f->n;
+    c->recording = 0;
+    if (st == PEAT_OK) st = peat_flow_eval(f, &m);
+    c->counting = 0;
+    if (st == PEAT_OK) st = time_more(f, 0, &c->f->step_s);
+    if (st == PEAT_OK) st = time_more(f, 1, &c->f->eval_s);
+    if (st == PEAT_OK) c->f->state_bytes = flow_state_bytes(f);
     peat_flow_free(f);
     peat_exec_free(ex);
+    peat_profiler_free(prof);
+    return st;
+}
+
+peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *cfg,
+                                      peat_op_kind op, peat_latency_flow *out)
+{
+    memset(out, 0, sizeof *out);
+    capture c = {out, PEAT_OK, 1, 1};
+    peat_status st = capture_run(flow, cfg, op, &c);
     if (st == PEAT_OK) st = c.st;
+    /* the probe stage makes its calls from the recorded ones (shapes beyond them, their scale) */
+    if (st == PEAT_OK && out->op.n > 0) st = peat_probe_set_make(&out->op, cfg->seed, &out->probes);
     if (st != PEAT_OK) peat_latency_flow_free(out);
     return st;
 }
@@ -48,6 +120,8 @@ peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *
 void peat_latency_flow_free(peat_latency_flow *f)
 {
     free(f->calls);
+    peat_record_list_clear(&f->op);
+    peat_probe_set_free(&f->probes);
     memset(f, 0, sizeof *f);
 }
 
@@ -57,9 +131,8 @@ static peat_status kernel_s(const peat_pred_table *t, const peat_latency_env *en
 {
     *s = 0;
     if (!k) return PEAT_OK;
-    PEAT_TRY(peat_predictor_call(t, k, p, env->clock.mhz, s));
-    *s /= env->core_share; /* CPU seconds to wall seconds on this (possibly shared) machine */
-    return PEAT_OK;
+    /* CPU seconds: the plan turns them into wall seconds with the core share */
+    return peat_predictor_call(t, k, p, env->clock.mhz, s);
 }
 
 static double out_elems(peat_op_kind op, const peat_op_params *p)
@@ -80,12 +153,20 @@ static double out_elems(peat_op_kind op, const peat_op_params *p)
     return n;
 }
 
-/* Analysis of one call's elements (added to the accumulators; the signatures come at the end),
- * at the per-element rate of a default campaign's total. */
+/* CPU seconds of harness work w at x. */
+static double work_s(const peat_pred_table *t, const peat_latency_env *env, peat_latency_work w,
+                     double x)
+{
+    (void)env;
+    return peat_latency_work_s(t, w, x);
+}
+
+/* Errors of one call's elements added to both accumulators, at the per-element rate of a
+ * default campaign's total (the signatures come at the end, in the analyze stage). */
 static double analyze_s(const peat_pred_table *t, const peat_latency_env *env, double elems)
 {
-    double total = elems * 96.0;
-    return peat_latency_work_s(t, PEAT_WORK_ANALYZE, total) / total * elems / env->core_share;
+    double total = elems * (double)PEAT_CAMPAIGN_DEFAULT_CALLS;
+    return work_s(t, env, PEAT_WORK_ANALYZE, total) / total * elems;
 }
 
 peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_env *env,
@@ -102,75 +183,267 @@ peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_
     const peat_kernel *g = peat_registry_role(call->op, PEAT_ROLE_GOLDEN, "cpu");
     cc->bytes = g ? peat_predictor_call_bytes(g, &call->p) : 0;
     cc->elems = out_elems(call->op, &call->p);
-    cc->record_s =
-        cc->exact_s + peat_latency_work_s(t, PEAT_WORK_RECORD, cc->bytes) / env->core_share;
-    /* the bound's magnitudes cost about an exact call (sums of |terms| in fp64) */
-    /* signatures and isolation depend on the whole campaign: peat_latency_costs adds them */
+    cc->record_s = cc->exact_s + work_s(t, env, PEAT_WORK_RECORD, cc->bytes);
+    /* the bound's magnitudes cost about an exact call (sums of |terms| in fp64); isolation
+     * depends on the whole campaign: the plan adds it */
     cc->replay_s = cc->candidate_s + cc->exact_s + analyze_s(t, env, cc->elems);
     return PEAT_OK;
 }
 
-/* A CPU-clock curve as wall seconds on this machine. */
-static void scale_wall(peat_pred_ktable *kt, double share)
+/* ---- what a training step and an evaluation cost, for each kind of run ---- */
+
+/* Seconds of calls [lo, hi) of the flow with the golden kernels, and how much more the candidate's
+ * op calls cost through kernel `swap` (NULL: none) instead of the golden one. */
+static peat_status calls_s(const peat_pred_table *t, const peat_latency_env *env,
+                           const peat_latency_flow *fl, int64_t lo, int64_t hi,
+                           const peat_kernel *swap, double *golden_s, double *extra_s)
 {
-    kt->overhead_s /= share;
-    for (int i = 0; i < kt->n; i++) kt->t[i] /= share;
+    double dispatch = work_s(t, env, PEAT_WORK_DISPATCH, 1);
+    *golden_s = 0, *extra_s = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        const peat_latency_call *c = &fl->calls[i];
+        double g = 0, s = 0;
+        PEAT_TRY(kernel_s(t, env, peat_registry_role(c->op, PEAT_ROLE_GOLDEN, env->dev.backend),
+                          &c->p, &g));
+        *golden_s += g + dispatch;
+        if (!swap || c->op != swap->op) continue;
+        PEAT_TRY(kernel_s(t, env, swap, &c->p, &s));
+        *extra_s += s - g;
+    }
+    return PEAT_OK;
 }
 
-peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env *env,
-                               const peat_kernel *k, const peat_latency_flow *fl,
-                               peat_pred_costs *c)
+/* ---- profile and playback ---- */
+
+/* A training step and an evaluation are measured (fl->step_s, eval_s: the ops and everything the
+ * flow does around them, with the caches as a run leaves them); the kernel model predicts how the
+ * candidate and the band's models change them. */
+static peat_status profile_costs(const peat_pred_table *t, const peat_latency_env *env,
+                                 const peat_latency_flow *fl, peat_pred_costs *c)
 {
-    memset(c, 0, sizeof *c);
-    double dispatch = peat_latency_work_s(t, PEAT_WORK_DISPATCH, 1) / env->core_share;
+    double step = fl->step_s, eval = fl->eval_s, create = fl->create_s;
+    /* each recorded iteration appends its metrics row */
+    c->iter_s = step + work_s(t, env, PEAT_WORK_METRICS, 1);
+    /* the stratified sampler's counting step (a flow and one step), the recording flow, its last
+     * checkpoint and the held-out evaluation */
+    c->setup_s = 2 * create + step + work_s(t, env, PEAT_WORK_RECORD, fl->state_bytes) + eval;
+    return PEAT_OK;
+}
+
+static peat_status playback_costs(const peat_pred_table *t, const peat_latency_env *env,
+                                  const peat_kernel *k, const peat_latency_flow *fl,
+                                  peat_pred_costs *c)
+{
     int64_t n_op = 0;
-    double swap = 0, elems = 0, bytes = 0;
-    for (int64_t i = 0; i < fl->n; i++) {
+    double elems = 0, bytes = 0;
+    for (int64_t i = 0; i < fl->n_step; i++) {
+        if (fl->calls[i].op != k->op) continue;
         peat_latency_callcost cc;
-        int mine = fl->calls[i].op == k->op;
-        PEAT_TRY(peat_latency_call_cost(t, env, mine ? k : NULL, &fl->calls[i], &cc));
-        c->iter_s += cc.golden_s + dispatch;
-        if (!mine) continue;
+        PEAT_TRY(peat_latency_call_cost(t, env, k, &fl->calls[i], &cc));
         n_op++;
         elems += cc.elems, bytes += cc.bytes;
         c->record_s += cc.record_s;
         c->replay_s += cc.replay_s;
-        c->probe_s += cc.candidate_s + cc.golden_s + cc.exact_s + analyze_s(t, env, cc.elems);
-        c->trial_s += analyze_s(t, env, cc.elems) + dispatch;
-        swap += cc.candidate_s - cc.golden_s;
+        c->repeat_s += cc.candidate_s;
+        c->trial_s += analyze_s(t, env, cc.elems) + work_s(t, env, PEAT_WORK_DISPATCH, 1);
     }
     if (n_op == 0)
         return PEAT_ERROR(PEAT_ERR_INVAL, "the flow never calls %s", peat_op_name(k->op));
     c->record_s /= (double)n_op, c->replay_s /= (double)n_op;
-    c->probe_s /= (double)n_op, c->trial_s /= (double)n_op;
-    c->runtime_iter_s = c->iter_s + swap;
+    c->repeat_s /= (double)n_op, c->trial_s /= (double)n_op;
+    c->elems_per_call = elems / (double)n_op;
+    /* what the process holds per recorded call: its inputs and golden outputs (f32) and exact
+     * outputs (f64); the analyzer's accumulators are bounded (sketches, a bottom-k sample) */
+    c->bytes_per_call = bytes / (double)n_op + 8.0 * c->elems_per_call;
+    return PEAT_OK;
+}
+
+/* ---- probes ---- */
+
+/* One probe call as stage_probe.c runs it: exact and golden references, the candidate (the fork
+ * is the plan's), the magnitudes of its output (for the errors and the edge region: about an
+ * exact call each), two accumulators judged. */
+static peat_status probe_s(const peat_pred_table *t, const peat_latency_env *env,
+                           const peat_kernel *k, const peat_args *a, int judged, double *s)
+{
+    double e = 0, g = 0, cand = 0;
+    PEAT_TRY(kernel_s(t, env, peat_registry_role(a->op, PEAT_ROLE_EXACT, "cpu"), &a->p, &e));
+    PEAT_TRY(kernel_s(t, env, peat_registry_role(a->op, PEAT_ROLE_GOLDEN, "cpu"), &a->p, &g));
+    PEAT_TRY(kernel_s(t, env, k, &a->p, &cand));
+    *s = e + g + cand;
+    if (judged) *s += 2 * e + work_s(t, env, PEAT_WORK_JUDGE, out_elems(a->op, &a->p));
+    return PEAT_OK;
+}
+
+static peat_status probe_costs(const peat_pred_table *t, const peat_latency_env *env,
+                               const peat_kernel *k, const peat_latency_flow *fl,
+                               peat_pred_costs *c)
+{
+    for (int i = 0; i < fl->probes.n; i++) {
+        double s = 0;
+        PEAT_TRY(probe_s(t, env, k, &fl->probes.p[i].args, 1, &s));
+        c->probe_s += s / fl->probes.n;
+    }
+    if (k->op != PEAT_OP_GEMM) return PEAT_OK;
+    /* GEMM's arithmetic-property call: references once, the candidate twice (each forked) */
+    peat_args in;
+    PEAT_TRY(peat_gemm_props_call(&in));
+    double s = 0, cand = 0;
+    peat_status st = probe_s(t, env, k, &in, 0, &s);
+    if (st == PEAT_OK) st = kernel_s(t, env, k, &in.p, &cand);
+    for (int i = 0; i < in.n_in; i++) peat_tensor_free((peat_tensor *)in.in[i]);
+    c->probe_fixed_s = s + cand;
+    c->probe_fixed_forks = 2;
+    return st;
+}
+
+/* ---- runtime FI ---- */
+
+/* The runs runtime FI trains in lockstep, as harness/runtime.c sets them up from options o: the
+ * golden run, R - 1 band reruns (their `reorder` model on every call of the op), one run a
+ * frequency with the candidate on that share of the calls. */
+typedef struct runtime_runs {
+    int n, band;
+    const peat_kernel *swap[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
+    double share[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS]; /* of the op's calls */
+} runtime_runs;
+
+static peat_status runtime_runs_of(const peat_kernel *k, const peat_campaign_opts *o,
+                                   runtime_runs *rr)
+{
+    memset(rr, 0, sizeof *rr);
+    rr->band = o->runtime_band > 0 ? o->runtime_band : PEAT_RUNTIME_DEFAULT_BAND;
+    for (int r = 0; r < rr->band; r++, rr->n++) {
+        rr->swap[rr->n] = r ? peat_latency_band_kernel(k->op, r) : NULL;
+        rr->share[rr->n] = r ? 1.0 : 0.0;
+    }
+    const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
+    PEAT_TRY(peat_runtime_freqs_check(freqs));
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", freqs);
+    for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save), rr->n++) {
+        int64_t every = 0;
+        double prob = 0;
+        PEAT_TRY(peat_inject_freq_parse(f, &every, &prob));
+        rr->swap[rr->n] = k;
+        rr->share[rr->n] = every > 0 ? 1.0 / (double)every : prob;
+    }
+    return PEAT_OK;
+}
+
+/* CPU seconds of a step (lo = 0) or an evaluation (calls [lo, hi)) in all runs (*total), and on
+ * the busiest thread (*crit), the runs spread over threads as runtime.c does (run i on thread
+ * i mod T, T = min(CPUs, runs)): the measured one, with the swapped calls' difference. */
+static peat_status lockstep_s(const peat_pred_table *t, const peat_latency_env *env,
+                              const peat_latency_flow *fl, const runtime_runs *rr, int64_t lo,
+                              int64_t hi, double *crit, double *total)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int T = cpus > 1 ? (int)cpus : 1;
+    if (T > rr->n) T = rr->n;
+    double per[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS] = {0};
+    double measured = lo == 0 ? fl->step_s : fl->eval_s;
+    for (int i = 0; i < rr->n; i++) {
+        double g = 0, extra = 0;
+        PEAT_TRY(calls_s(t, env, fl, lo, hi, rr->swap[i], &g, &extra));
+        per[i % T] += measured + rr->share[i] * extra;
+    }
+    *crit = *total = 0;
+    for (int j = 0; j < T; j++) {
+        *total += per[j];
+        if (per[j] > *crit) *crit = per[j];
+    }
+    return PEAT_OK;
+}
+
+static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_env *env,
+                                 const peat_kernel *k, const peat_latency_flow *fl,
+                                 const peat_campaign_opts *o, peat_pred_costs *c)
+{
+    runtime_runs rr;
+    PEAT_TRY(runtime_runs_of(k, o, &rr));
+    PEAT_TRY(
+        lockstep_s(t, env, fl, &rr, 0, fl->n_step, &c->runtime_iter_crit_s, &c->runtime_iter_s));
+    PEAT_TRY(lockstep_s(t, env, fl, &rr, fl->n_step, fl->n, &c->runtime_eval_crit_s,
+                        &c->runtime_eval_s));
+    /* every run's flow is created on one thread; each faulty run's last checkpoint is stored */
+    c->runtime_fixed_s =
+        (double)rr.n * fl->create_s +
+        (double)(rr.n - rr.band) * work_s(t, env, PEAT_WORK_RECORD, fl->state_bytes);
+    return PEAT_OK;
+}
+
+/* The isolation curve at this process's level: a fork costs more from a process that has built
+ * and trained a flow (its heap, its mappings) than from the calibrating one at the same resident
+ * size; the curve is shifted to the fork measured here (at c->base_bytes) and keeps its slope. */
+static peat_status isolation(const peat_pred_ktable *iso, peat_pred_costs *c)
+{
+    double now = 0;
+    PEAT_TRY(peat_latency_isolate_now(&now));
+    c->isolate = *iso;
+    double at = peat_predictor_ktable_eval(iso, c->base_bytes), shift = now - at;
+    if (shift < -0.5 * at) shift = -0.5 * at; /* a lucky measurement halves it at most */
+    c->isolate.overhead_s += shift;
+    for (int i = 0; i < c->isolate.n; i++) c->isolate.t[i] += shift;
+    return PEAT_OK;
+}
+
+peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env *env,
+                               const peat_kernel *k, const peat_latency_flow *fl,
+                               const peat_campaign_opts *o, peat_pred_costs *c)
+{
+    peat_campaign_opts def;
+    peat_campaign_opts_default(&def);
+    if (!o) o = &def;
+    memset(c, 0, sizeof *c);
+    PEAT_TRY(profile_costs(t, env, fl, c));
+    PEAT_TRY(playback_costs(t, env, k, fl, c));
+    PEAT_TRY(probe_costs(t, env, k, fl, c));
+    PEAT_TRY(runtime_costs(t, env, k, fl, o, c));
     const peat_pred_ktable *an =
         peat_predictor_table_find(t, peat_latency_work_kernel(PEAT_WORK_SIGNATURE));
     const peat_pred_ktable *iso =
         peat_predictor_table_find(t, peat_latency_work_kernel(PEAT_WORK_ISOLATE));
     if (an) c->analysis = *an;
-    if (iso) c->isolate = *iso;
-    c->elems_per_call = elems / (double)n_op;
-    /* what the process holds per replayed call: the record's inputs and golden outputs (f32) and
-     * exact outputs (f64); the analyzer's accumulators are bounded (sketches, a bottom-k sample) */
-    c->bytes_per_call = bytes / (double)n_op + 8.0 * c->elems_per_call;
-    scale_wall(&c->analysis, env->core_share);
-    /* the profile stage's set-up: the step that counts calls, the flow's creation and the
-     * held-out evaluation (a forward pass over more data): about three iterations */
-    c->setup_s = 3.0 * c->iter_s;
-    c->fixed_s = 0.0;
+    c->share = env->core_share;
+    c->cores = env->cores;
+    c->base_bytes = peat_latency_rss_bytes();
+    if (iso && o->isolate && strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, c));
+    /* the commit stage rewrites the campaign file's signatures (a file of the default's size) */
+    c->analyze_fixed_s =
+        work_s(t, env, PEAT_WORK_COMMIT, (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->bytes_per_call);
     return PEAT_OK;
 }
 
-void peat_latency_limits(int64_t default_iters, int64_t default_calls, peat_pred_limits *l)
+peat_status peat_latency_plan_counts(const peat_latency_flow *fl, const peat_campaign_opts *o,
+                                     int64_t iters, int64_t calls, peat_pred_plan *p)
 {
-    memset(l, 0, sizeof *l);
+    peat_campaign_opts def;
+    peat_campaign_opts_default(&def);
+    if (!o) o = &def;
+    memset(p, 0, sizeof *p);
+    p->iters = iters, p->calls = calls;
+    p->repeats = o->repeats < calls ? o->repeats : calls;
+    p->probes = o->no_probes ? 0 : fl->probes.n;
+    if (o->no_runtime || o->finetune_from) return PEAT_OK;
+    const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
+    PEAT_TRY(peat_runtime_freqs_check(freqs));
+    p->runtime_freqs = peat_runtime_freqs_count(freqs);
+    p->runtime_runs =
+        (o->runtime_band > 0 ? o->runtime_band : PEAT_RUNTIME_DEFAULT_BAND) + p->runtime_freqs;
+    /* the runs train as long as the profiled one */
+    p->runtime_iters = iters;
+    return PEAT_OK;
+}
+
+peat_status peat_latency_limits(const peat_latency_flow *fl, const peat_campaign_opts *o,
+                                int64_t default_iters, int64_t default_calls, peat_pred_limits *l)
+{
     /* the smallest campaign still worth a verdict: a few iterations for the loss to move and
      * enough calls for the analyzer's distributions (docs/predictor.md) */
-    l->min.iters = default_iters < 10 ? default_iters : 10;
-    l->min.calls = 8;
-    l->max.iters = 20 * default_iters;
-    l->max.calls = 40 * default_calls;
+    int64_t min_iters = default_iters < 10 ? default_iters : 10;
+    PEAT_TRY(peat_latency_plan_counts(fl, o, min_iters, 8, &l->min));
+    return peat_latency_plan_counts(fl, o, 20 * default_iters, 40 * default_calls, &l->max);
 }
 
 static void print_calls(FILE *f, const peat_latency_env *env, const peat_kernel *k,
@@ -180,7 +453,7 @@ static void print_calls(FILE *f, const peat_latency_env *env, const peat_kernel 
     fprintf(f, "  %-5s %-28s %9s %9s %9s %9s %9s\n", "phase", "params", "golden", "candidate",
             "exact", "record", "replay");
     static const char *ph[] = {"fwd", "bwd", "opt"};
-    for (int64_t i = 0; i < fl->n; i++) {
+    for (int64_t i = 0; i < fl->n_step; i++) {
         const peat_latency_call *c = &fl->calls[i];
         if (c->op != k->op) continue;
         peat_latency_callcost cc;
@@ -197,7 +470,7 @@ static void print_calls(FILE *f, const peat_latency_env *env, const peat_kernel 
 
 void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel *k,
                         const char *flow, const peat_pred_table *t, const peat_latency_flow *fl,
-                        const peat_pred_plan *plan)
+                        const peat_pred_costs *c, const peat_pred_plan *plan)
 {
     fprintf(f, "device: %s (%d units, SIMD %d, %.1f GFLOP/s/unit, %.1f GB/s)\n", env->dev.name,
             env->dev.units, env->dev.simd_width, env->dev.peak_flops / 1e9,
@@ -209,18 +482,23 @@ void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel 
         fprintf(f, "clock: unknown (no cpufreq, NVML or ROCm SMI here): predictions unscaled\n");
     fprintf(f, "core share: %.2f of a core (CPU seconds predicted, divided by it)\n",
             env->core_share);
-    fprintf(f, "kernel %s, flow %s: %lld op calls per iteration\n\n", k->name, flow,
-            (long long)fl->n);
+    fprintf(f, "kernel %s, flow %s: %lld op calls per iteration, %lld per evaluation\n\n", k->name,
+            flow, (long long)fl->n_step, (long long)(fl->n - fl->n_step));
     print_calls(f, env, k, t, fl);
-    peat_pred_costs c;
-    if (peat_latency_costs(t, env, k, fl, &c) != PEAT_OK) return;
-    fprintf(f, "\nper iteration: golden %.2f ms, candidate in the loop %.2f ms\n", 1e3 * c.iter_s,
-            1e3 * c.runtime_iter_s);
+    double ops = 0, none = 0;
+    calls_s(t, env, fl, 0, fl->n_step, NULL, &ops, &none);
     fprintf(f,
-            "\nper stage (%lld iterations, %lld calls, %lld probes, %lld FI trials, %d runtime "
-            "frequencies x %lld iterations):\n",
-            (long long)plan->iters, (long long)plan->calls, (long long)plan->probes,
-            (long long)plan->trials, plan->runtime_freqs, (long long)plan->runtime_iters);
+            "\nper unit (CPU): golden iteration %.2f ms measured (its ops %.2f ms from the kernel "
+            "tables), evaluation %.2f ms measured, probe %.3f ms, runtime-FI lockstep iteration "
+            "%.2f ms (%d runs), FI trial %.3f ms; cores %.2f\n",
+            1e3 * fl->step_s, 1e3 * ops, 1e3 * fl->eval_s, 1e3 * c->probe_s,
+            1e3 * c->runtime_iter_s, plan->runtime_runs, 1e3 * c->trial_s, env->cores);
+    fprintf(f,
+            "\nper stage (%lld iterations, %lld calls (%lld repeated), %lld probes, runtime FI: "
+            "%d runs (%d frequencies) x %lld iterations, %lld FI trials):\n",
+            (long long)plan->iters, (long long)plan->calls, (long long)plan->repeats,
+            (long long)plan->probes, plan->runtime_runs, plan->runtime_freqs,
+            (long long)plan->runtime_iters, (long long)plan->trials);
     for (int s = 0; s < PEAT_STAGE_COUNT; s++)
         fprintf(f, "  %-11s %9.2f s\n", peat_predictor_stage_name((peat_pred_stage)s),
                 plan->stage_s[s]);

@@ -9,11 +9,15 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "analyzer/analyzer.h"
+#include "detector/detector.h"
 #include "harness/isolate.h"
+#include "harness/runtime.h"
+#include "inject/inject.h"
 #include "store/store.h"
 
 static const char *const work_names[PEAT_WORK_COUNT][2] = {
@@ -22,6 +26,9 @@ static const char *const work_names[PEAT_WORK_COUNT][2] = {
     {"harness.signature", "signatures of N elements (ulp-level)"},
     {"harness.isolate", "a call through isolate.c, at RSS (4K)"},
     {"harness.dispatch", "one op call through exec + hook"},
+    {"harness.metrics", "one metrics row appended to the file"},
+    {"harness.judge", "a probe judged: 2 accumulators of N, signatures, detector"},
+    {"harness.commit", "file reopened, two signatures written, closed"},
 };
 
 /* The harness's work is this build's code: its rows hold for this executable only (its size and
@@ -62,13 +69,6 @@ double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double
 {
     const peat_pred_ktable *kt = peat_predictor_table_find(t, peat_latency_work_kernel(w));
     return kt ? peat_predictor_ktable_eval(kt, x) : 0.0;
-}
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -151,10 +151,10 @@ static peat_status cal_record(double *x, double *t, int *n)
         for (int rep = 0; st == PEAT_OK && rep < 5; rep++) {
             peat_record *src = NULL, *cl = NULL;
             st = make_record(sizes[i], id++, &src);
-            double t0 = cpu_s();
+            double t0 = peat_latency_thread_cpu_s();
             if (st == PEAT_OK) st = clone_record(src, id++, &cl);
             if (st == PEAT_OK) st = peat_store_call_write(s, cl);
-            r[rep] = cpu_s() - t0;
+            r[rep] = peat_latency_thread_cpu_s() - t0;
             peat_record_free(src);
             peat_record_free(cl);
         }
@@ -195,17 +195,17 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s)
             mag[i] = fabs(e) + 1.0;
         }
     }
-    double t0 = cpu_s();
+    double t0 = peat_latency_thread_cpu_s();
     for (int64_t done = 0; st == PEAT_OK && done < elems; done += per) {
         st = peat_analyzer_acc_add_terms(a, test, exact, mag, 64, 64, per / cols, cols, NULL);
         if (st == PEAT_OK)
             st = peat_analyzer_acc_add_terms(b, test, exact, mag, 64, 64, per / cols, cols, NULL);
     }
-    *add_s = cpu_s() - t0;
+    *add_s = peat_latency_thread_cpu_s() - t0;
     peat_signature sa, sb;
     if (st == PEAT_OK) st = peat_analyzer_signature(a, &sa);
     if (st == PEAT_OK) st = peat_analyzer_signature(b, &sb);
-    *sig_s = cpu_s() - t0 - *add_s;
+    *sig_s = peat_latency_thread_cpu_s() - t0 - *add_s;
     peat_analyzer_acc_free(a), peat_analyzer_acc_free(b);
     peat_tensor_free(test), peat_tensor_free(exact);
     peat_rng_free(rng);
@@ -214,7 +214,10 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s)
 }
 
 /* Both analysis curves come from the same runs (measured once per process). */
-static const int64_t an_elems[] = {4096, 16384, 65536, 262144};
+/* up to 2^20 elements: the signatures of the bounded sample and sketches stop growing once they
+ * are full (about 2^18 here), and beyond the last point the table extrapolates its last
+ * segment, which is then flat */
+static const int64_t an_elems[] = {4096, 16384, 65536, 262144, 1048576};
 enum { AN_N = sizeof an_elems / sizeof an_elems[0] };
 
 static peat_status measure_analysis(double add[AN_N], double sig[AN_N])
@@ -223,7 +226,7 @@ static peat_status measure_analysis(double add[AN_N], double sig[AN_N])
     static int done;
     for (int i = 0; !done && i < AN_N; i++) {
         double ra[3], rs[3];
-        int passes = an_elems[i] > 100000 ? 1 : 3; /* the largest costs ~1 s: once */
+        int passes = an_elems[i] > 100000 ? 1 : 3; /* the largest cost ~0.3 s: once */
         for (int rep = 0; rep < passes; rep++)
             PEAT_TRY(analyze_once(an_elems[i], &ra[rep], &rs[rep]));
         a_s[i] = median(ra, passes), s_s[i] = median(rs, passes);
@@ -253,22 +256,50 @@ static peat_status cal_signature(double *x, double *t, int *n)
     return cal_analysis(x, t, n, 1);
 }
 
+/* CPU seconds of this process's threads and its reaped children. */
+static double process_cpu_s(void)
+{
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
+           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
+                           b.ru_stime.tv_usec);
+}
+
 /* Isolation: one call through the playback's own isolation (harness/isolate.c: shared outputs,
- * fork, the child runs the kernel, the parent polls for its end) with a one-element kernel, on the
- * wall clock (the child's time is not this thread's). The fork copies the page tables of
- * everything the process holds, so it is timed with 0, 16 and 64 MiB of extra resident memory
- * (x = those bytes). */
+ * fork, the child runs the kernel, the parent waits for its end) with a one-element kernel: CPU
+ * seconds of parent and child (the wall clock of a shared machine would count other jobs). The
+ * fork copies the page tables of everything the process holds, so it is timed at three resident
+ * sizes (x = the process's resident bytes: nothing extra, 16 and 64 MiB more). */
 static peat_status isolate_once(const peat_kernel *k, const peat_pred_call *c, double *sec)
 {
     peat_args a = c->a;
     a.n_out = 0;
     PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
     char why[256];
-    double t0 = peat_predictor_now();
+    double t0 = process_cpu_s();
     peat_status st = peat_isolate_run(k, &a, 1, 30.0, why, sizeof why);
-    *sec = peat_predictor_now() - t0;
+    *sec = process_cpu_s() - t0;
     peat_isolate_outputs_free(&a);
     return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
+}
+
+peat_status peat_latency_isolate_now(double *cpu_s)
+{
+    const peat_kernel *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, "cpu");
+    if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden relu");
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1;
+    peat_pred_call c;
+    PEAT_TRY(peat_predictor_call_alloc(k, &p, 1, &c));
+    double r[5];
+    peat_status st = PEAT_OK;
+    for (int rep = 0; st == PEAT_OK && rep < 5; rep++) st = isolate_once(k, &c, &r[rep]);
+    peat_predictor_call_free(&c);
+    *cpu_s = st == PEAT_OK ? median(r, 5) : 0;
+    return st;
 }
 
 static peat_status cal_isolate(double *x, double *t, int *n)
@@ -296,8 +327,8 @@ static peat_status cal_isolate(double *x, double *t, int *n)
         }
         double r[7];
         for (int rep = 0; st == PEAT_OK && rep < 7; rep++) st = isolate_once(k, &c, &r[rep]);
+        x[*n] = peat_latency_rss_bytes();
         if (mem && mem != MAP_FAILED) munmap(mem, extra[i]);
-        x[*n] = extra[i] ? (double)extra[i] : 1.0;
         if (st == PEAT_OK) t[(*n)++] = median(r, 7);
     }
     peat_predictor_call_free(&c);
@@ -324,7 +355,7 @@ static peat_status cal_dispatch(double *x, double *t, int *n)
     p.i[0] = 1;
     double r[9];
     for (int rep = 0; st == PEAT_OK && rep < 9; rep++) {
-        double t0 = cpu_s();
+        double t0 = peat_latency_thread_cpu_s();
         for (int i = 0; st == PEAT_OK && i < 200; i++) {
             st = peat_tensor_alloc1(PEAT_DTYPE_F32, 1, &out);
             peat_args a =
@@ -332,7 +363,7 @@ static peat_status cal_dispatch(double *x, double *t, int *n)
             if (st == PEAT_OK) st = peat_exec_op(ex, "calibration", PEAT_PHASE_FWD, &a);
             peat_tensor_free(out);
         }
-        r[rep] = (cpu_s() - t0) / 200;
+        r[rep] = (peat_latency_thread_cpu_s() - t0) / 200;
     }
     peat_tensor_free(in);
     peat_exec_free(ex);
@@ -342,21 +373,230 @@ static peat_status cal_dispatch(double *x, double *t, int *n)
     return st;
 }
 
+/* A campaign file in a fresh temporary directory (dir receives its name, to remove). */
+static peat_status temp_store(char dir[32], char path[64], peat_store_t **s)
+{
+    snprintf(dir, 32, "/tmp/peat-latency-XXXXXX");
+    if (!mkdtemp(dir)) return PEAT_ERROR(PEAT_ERR_IO, "cannot create a temporary directory");
+    snprintf(path, 64, "%s/c.h5", dir);
+    peat_store_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.flow, sizeof m.flow, "calibration");
+    snprintf(m.kernel, sizeof m.kernel, "gemm_golden");
+    snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_VERSION_STRING);
+    return peat_store_create(path, &m, s);
+}
+
+static void temp_remove(const char *dir, const char *path)
+{
+    remove(path);
+    remove(dir);
+}
+
+/* Metrics: one row appended per training iteration (x = 1; the median of 200 appends). */
+static peat_status cal_metrics(double *x, double *t, int *n)
+{
+    char dir[32], path[64];
+    peat_store_t *s = NULL;
+    peat_status st = temp_store(dir, path, &s);
+    double r[200];
+    for (int i = 0; st == PEAT_OK && i < 200; i++) {
+        double t0 = peat_latency_thread_cpu_s();
+        st = peat_store_metrics_append(s, i, 1.0 / (i + 1), 0.5);
+        r[i] = peat_latency_thread_cpu_s() - t0;
+    }
+    peat_store_close(s);
+    temp_remove(dir, path);
+    x[0] = 1.0;
+    t[0] = st == PEAT_OK ? median(r, 200) : 0;
+    *n = 1;
+    return st;
+}
+
+/* One judgement of n elements as the probe stage makes it (a fresh pair of accumulators). */
+static peat_status judge_once(int64_t n, const peat_tensor *test, const peat_tensor *exact,
+                              const double *mag, double *sec)
+{
+    const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
+    double t0 = peat_latency_thread_cpu_s();
+    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+    peat_status st = a && b && g ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "judge");
+    if (st == PEAT_OK)
+        st = peat_analyzer_acc_add_terms(a, test, exact, mag, 64, 64, n / 16, 16, NULL);
+    if (st == PEAT_OK)
+        st = peat_analyzer_acc_add_terms(b, test, exact, mag, 64, 64, n / 16, 16, NULL);
+    peat_signature sa, sb;
+    if (st == PEAT_OK) st = peat_analyzer_signature(a, &sa);
+    if (st == PEAT_OK) st = peat_analyzer_signature(b, &sb);
+    peat_finding f[8];
+    peat_detector_ctx ctx = g ? peat_detector_ctx_from_kernel(g) : (peat_detector_ctx){0};
+    if (st == PEAT_OK) peat_detector_run(&sa, &sb, &ctx, f, 8);
+    peat_analyzer_acc_free(a), peat_analyzer_acc_free(b);
+    *sec = peat_latency_thread_cpu_s() - t0;
+    return st;
+}
+
+/* Judge: a probe's outputs of N elements (a few ulps off exact) judged (x = N). */
+static peat_status cal_judge(double *x, double *t, int *n)
+{
+    static const int64_t sizes[] = {16, 256, 4096};
+    peat_tensor *test = NULL, *exact = NULL;
+    double *mag = malloc(sizeof *mag * 4096);
+    peat_rng_t *rng = peat_rng_alloc(3);
+    peat_status st = mag && rng ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "judge calibration");
+    *n = 0;
+    for (size_t i = 0; st == PEAT_OK && i < sizeof sizes / sizeof sizes[0]; i++) {
+        st = peat_tensor_alloc2(PEAT_DTYPE_F32, sizes[i] / 16, 16, &test);
+        if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F64, sizes[i] / 16, 16, &exact);
+        if (st == PEAT_OK) peat_rng_fill_uniform(rng, exact, -1, 1);
+        for (int64_t e = 0; st == PEAT_OK && e < sizes[i]; e++) {
+            peat_f32(test)[e] = nextafterf((float)peat_f64(exact)[e], INFINITY);
+            mag[e] = fabs(peat_f64(exact)[e]) + 1.0;
+        }
+        double r[7];
+        for (int rep = 0; st == PEAT_OK && rep < 7; rep++)
+            st = judge_once(sizes[i], test, exact, mag, &r[rep]);
+        peat_tensor_free(test), peat_tensor_free(exact);
+        test = exact = NULL;
+        x[*n] = (double)sizes[i];
+        if (st == PEAT_OK) t[(*n)++] = median(r, 7);
+    }
+    peat_rng_free(rng);
+    free(mag);
+    return st;
+}
+
+/* The signatures of a small campaign, as JSON (what commit writes). */
+static peat_status signature_json(char **js)
+{
+    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+    peat_tensor *test = NULL, *exact = NULL;
+    peat_status st = a ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "signature");
+    if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F32, 16, 16, &test);
+    if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F64, 16, 16, &exact);
+    double mag[256];
+    for (int e = 0; st == PEAT_OK && e < 256; e++) {
+        peat_f64(exact)[e] = (e % 17) / 17.0;
+        peat_f32(test)[e] = (float)peat_f64(exact)[e];
+        mag[e] = 1.0;
+    }
+    if (st == PEAT_OK) st = peat_analyzer_acc_add_terms(a, test, exact, mag, 16, 16, 16, 16, NULL);
+    peat_signature s;
+    if (st == PEAT_OK) st = peat_analyzer_signature(a, &s);
+    if (st == PEAT_OK) {
+        int len = peat_signature_to_json(&s, NULL, 0) + 1;
+        *js = malloc((size_t)len);
+        if (!*js) st = PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
+        if (*js) peat_signature_to_json(&s, *js, (size_t)len);
+    }
+    peat_analyzer_acc_free(a);
+    peat_tensor_free(test), peat_tensor_free(exact);
+    return st;
+}
+
+/* Commit: a campaign file of 8, 32 and 96 recorded 32^3 GEMM calls reopened, two signatures
+ * written, closed (x = the records' bytes). */
+static peat_status cal_commit(double *x, double *t, int *n)
+{
+    static const int records[] = {8, 32, 96};
+    char *js = NULL;
+    PEAT_TRY(signature_json(&js));
+    peat_status st = PEAT_OK;
+    *n = 0;
+    for (size_t i = 0; st == PEAT_OK && i < sizeof records / sizeof records[0]; i++) {
+        char dir[32], path[64];
+        peat_store_t *s = NULL;
+        st = temp_store(dir, path, &s);
+        double bytes = 0;
+        for (int j = 0; st == PEAT_OK && j < records[i]; j++) {
+            peat_record *r = NULL;
+            st = make_record(32, (uint64_t)j, &r);
+            if (st == PEAT_OK) st = peat_store_call_write(s, r);
+            bytes += 3.0 * 32 * 32 * 4.0;
+            peat_record_free(r);
+        }
+        peat_store_close(s);
+        double r[3];
+        for (int rep = 0; st == PEAT_OK && rep < 3; rep++) {
+            double t0 = peat_latency_thread_cpu_s();
+            st = peat_store_open(path, 1, &s);
+            if (st == PEAT_OK) st = peat_store_signature_write(s, rep ? "g" : "c", js);
+            if (st == PEAT_OK) st = peat_store_signature_write(s, rep ? "c" : "g", js);
+            peat_status cst = peat_store_close(s);
+            if (st == PEAT_OK) st = cst;
+            r[rep] = peat_latency_thread_cpu_s() - t0;
+        }
+        temp_remove(dir, path);
+        x[*n] = bytes;
+        if (st == PEAT_OK) t[(*n)++] = median(r, 3);
+    }
+    free(js);
+    return st;
+}
+
 peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *kt)
 {
     double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
     int n = 0;
     static peat_status (*const fns[PEAT_WORK_COUNT])(double *, double *, int *) = {
-        cal_record, cal_analyze, cal_signature, cal_isolate, cal_dispatch};
+        cal_record,   cal_analyze, cal_signature, cal_isolate,
+        cal_dispatch, cal_metrics, cal_judge,     cal_commit};
     PEAT_TRY(fns[w](x, t, &n));
     memset(kt, 0, sizeof *kt);
     snprintf(kt->kernel, sizeof kt->kernel, "%s", work_names[w][0]);
     kt->desc_hash = peat_predictor_kernel_hash(peat_latency_work_kernel(w));
     kt->cls = PEAT_PRED_MEMORY;
     /* the streaming analyzer's signatures grow linearly (sketches, a bounded sample): the
-     * last segment's slope extrapolates them */
-    /* one point: a constant cost (the overhead is the point itself); isolation costs its first
-     * point with nothing extra resident */
-    double over = n == 1 || w == PEAT_WORK_ISOLATE ? t[0] : 0.0;
+     * last segment's slope extrapolates them. One point: a constant cost (the overhead is the
+     * point itself); isolation, a judgement and a commit cost their first point at least (a
+     * fork, accumulators and signatures, a file opened, however small) */
+    double over = n == 1 || w == PEAT_WORK_ISOLATE || w == PEAT_WORK_JUDGE || w == PEAT_WORK_COMMIT
+                      ? t[0]
+                      : 0.0;
     return peat_predictor_ktable_build(kt, n, x, t, over);
+}
+
+/* ---- runtime FI's band reruns as pseudo-kernels ---- */
+
+typedef struct band_slot {
+    peat_kernel k;
+    peat_inject_model_t *m;
+    const peat_kernel *golden;
+    char name[64], desc[200];
+} band_slot;
+
+static band_slot band_slots[PEAT_OP_COUNT][PEAT_RUNTIME_MAX_BAND];
+
+static peat_status band_run(const peat_args *a, const peat_kernel *self)
+{
+    const band_slot *b = self->user;
+    return peat_inject_run(b->m, b->golden, a, 1);
+}
+
+static void band_init(void)
+{
+    char id[64];
+    build_id(id, sizeof id);
+    for (int op = 0; op < PEAT_OP_COUNT; op++)
+        for (int r = 1; r < PEAT_RUNTIME_MAX_BAND; r++) {
+            band_slot *b = &band_slots[op][r];
+            b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
+            if (!b->golden || peat_inject_model_parse(peat_runtime_band_spec(r), &b->m) != PEAT_OK)
+                continue;
+            snprintf(b->name, sizeof b->name, "runtime.band%d.%s", r, peat_op_name(op));
+            snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_runtime_band_spec(r),
+                     b->golden->name, id);
+            b->k = *b->golden;
+            b->k.name = b->name, b->k.desc = b->desc, b->k.fn = band_run, b->k.user = b;
+            memset(&b->k.cfg, 0, sizeof b->k.cfg); /* the model's loops, not the golden's tiles */
+        }
+}
+
+const peat_kernel *peat_latency_band_kernel(peat_op_kind op, int r)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, band_init);
+    if (op < 0 || op >= PEAT_OP_COUNT || r < 1 || r >= PEAT_RUNTIME_MAX_BAND) return NULL;
+    return band_slots[op][r].m ? &band_slots[op][r].k : NULL;
 }

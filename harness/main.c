@@ -225,11 +225,14 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     if (!o.kernel) return die("predict needs --kernel NAME (see `peat list` for kernels)");
     peat_campaign_opts run;
     peat_campaign_opts_default(&run);
+    run.no_probes = o.no_probes, run.no_runtime = o.no_runtime, run.isolate = !o.no_isolate;
+    run.runtime_freq = o.runtime_freq, run.runtime_band = o.runtime_band;
     peat_latency_opts lo = {.kernel = o.kernel,
                             .flow = o.flow,
                             .backend = o.backend,
                             .cache_dir = o.cache_dir,
-                            .log = stderr};
+                            .log = stderr,
+                            .run = &run};
     lo.flow_cfg = peat_campaign_flow_config(&run);
     const peat_kernel *k = NULL;
     const char *flow = NULL;

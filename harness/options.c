@@ -119,7 +119,7 @@ static const peat_cli_opt run_opts[] = {
      "sequence length (gpt flows)", NULL},
     {"lr", "X", PEAT_CLI_REAL, RUN(lr), 0, 0, 10, NULL, NULL, "the flow's", "learning rate", NULL},
     {"runtime-freq", "LIST", PEAT_CLI_SPEC, RUN(runtime_freq), 0, 0, 0, NULL,
-     peat_runtime_freqs_check, "1",
+     peat_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
      "frequencies of the candidate in the training loop: 1 (every call), 1/K (every K-th), "
      "p=P (each call with probability P); up to 4, comma-separated",
      "runtime fault injection (docs/fault-injection.md)"},
@@ -222,6 +222,17 @@ static const peat_cli_opt predict_opts[] = {
      "training iterations of the campaign to predict", NULL},
     {"calls", "N", PEAT_CLI_I64, LAT(calls), 0, 1, 1000000, NULL, NULL,
      STR_OF(PEAT_CAMPAIGN_DEFAULT_CALLS), "recorded calls of the campaign to predict", NULL},
+    {"no-isolate", NULL, PEAT_CLI_FLAG, LAT(no_isolate), 0, 1, 0, NULL, NULL, NULL,
+     "predict a run with --no-isolate (no fork per candidate call)", NULL},
+    {"no-probes", NULL, PEAT_CLI_FLAG, LAT(no_probes), 0, 1, 0, NULL, NULL, NULL,
+     "predict a run with --no-probes", NULL},
+    {"no-runtime", NULL, PEAT_CLI_FLAG, LAT(no_runtime), 0, 1, 0, NULL, NULL, NULL,
+     "predict a run with --no-runtime", NULL},
+    {"runtime-freq", "LIST", PEAT_CLI_SPEC, LAT(runtime_freq), 0, 0, 0, NULL,
+     peat_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
+     "runtime-FI frequencies, as `peat run` takes them", NULL},
+    {"runtime-band", "R", PEAT_CLI_INT, LAT(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
+     STR_OF(PEAT_RUNTIME_DEFAULT_BAND), "runtime-FI band runs, as `peat run` takes them", NULL},
     {"cache-dir", "DIR", PEAT_CLI_STR, LAT(cache_dir), 0, 0, 0, NULL, NULL,
      "$PEAT_CACHE_DIR, else ~/.cache/peat", "where the latency calibration is kept", NULL},
 };
@@ -232,7 +243,8 @@ const peat_cli_cmd peat_cli_predict = {
     "peat predict --kernel NAME [--flow F] [options]",
     "Predicts, from the latency calibration (made first if missing), the time of each op call of\n"
     "the kernel's op in one training iteration (golden, candidate, exact, recorded, replayed),\n"
-    "of an iteration, and of each campaign stage with the total.",
+    "of an iteration, and of each stage of the campaign `peat run` runs with the same options\n"
+    "(profile, playback, probes, analyze, runtime FI) with the total.",
     predict_opts,
     (int)(sizeof predict_opts / sizeof predict_opts[0]),
     NULL,

@@ -67,6 +67,9 @@ typedef struct peat_cli_latency_opts {
     const char *kernel, *flow, *backend, *cache_dir;
     int64_t iters, calls;
     int force;
+    /* predict: the run options that choose stages (as `peat run` takes them) */
+    int no_probes, no_runtime, no_isolate, runtime_band;
+    const char *runtime_freq;
 } peat_cli_latency_opts;
 
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect,

@@ -68,7 +68,9 @@ void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
         {"plan", r->t_plan, r->t_plan},
         {"profile", r->pred_profile, r->t_profile},
         {"playback", r->pred_playback, r->t_playback},
+        {"probes", r->pred_probe, r->t_probe},
         {"analyze", r->pred_analyze, r->t_analyze},
+        {"runtime", r->pred_runtime, r->t_runtime},
         {"total", r->pred_total, r->t_total},
     };
     fprintf(f,
@@ -263,16 +265,17 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
         (long long)r->n_checkpoints);
     fprintf(f,
             "  \"timing_s\": {\"profile\": %.3f, \"playback\": %.3f, \"reference\": %.3f, "
-            "\"analyzer\": %.3f, \"probes\": %.3f, \"analyze\": %.3f, \"total\": %.3f}",
+            "\"analyzer\": %.3f, \"probes\": %.3f, \"analyze\": %.3f, \"runtime\": %.3f, "
+            "\"total\": %.3f}",
             r->t_profile, r->t_playback, r->t_reference, r->t_analyzer, r->t_probe, r->t_analyze,
-            r->t_total);
+            r->t_runtime, r->t_total);
     if (r->budget_s > 0)
         fprintf(f,
                 ",\n  \"predicted_s\": {\"budget\": %.3f, \"plan\": %.3f, \"profile\": %.3f, "
-                "\"playback\": %.3f, \"analyze\": %.3f, \"total\": %.3f, \"calls_not_replayed\": "
-                "%lld}",
-                r->budget_s, r->t_plan, r->pred_profile, r->pred_playback, r->pred_analyze,
-                r->pred_total, (long long)r->n_budget_skipped);
+                "\"playback\": %.3f, \"probes\": %.3f, \"analyze\": %.3f, \"runtime\": %.3f, "
+                "\"total\": %.3f, \"calls_not_replayed\": %lld}",
+                r->budget_s, r->t_plan, r->pred_profile, r->pred_playback, r->pred_probe,
+                r->pred_analyze, r->pred_runtime, r->pred_total, (long long)r->n_budget_skipped);
     fputs("\n}\n", f);
     return PEAT_OK;
 }

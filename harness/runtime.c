@@ -37,10 +37,22 @@ typedef struct lockstep {
     int *w_idx; /* their state indices */
 } lockstep;
 
+const char *peat_runtime_band_spec(int r)
+{
+    return r >= 1 && r < PEAT_RUNTIME_MAX_BAND ? band_specs[r - 1] : NULL;
+}
+
+int peat_runtime_freqs_count(const char *list)
+{
+    int n = 1;
+    for (const char *s = list ? list : PEAT_RUNTIME_DEFAULT_FREQS; *s; s++) n += *s == ',';
+    return n;
+}
+
 peat_status peat_runtime_freqs_check(const char *list)
 {
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", list ? list : "1");
+    snprintf(buf, sizeof buf, "%s", list ? list : PEAT_RUNTIME_DEFAULT_FREQS);
     int n = 0;
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
@@ -154,7 +166,7 @@ static peat_status lockstep_setup(lockstep *L)
         PEAT_TRY(member_setup(L, m, r ? band_specs[r - 1] : NULL, NULL));
     }
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", o->freqs ? o->freqs : "1");
+    snprintf(buf, sizeof buf, "%s", o->freqs ? o->freqs : PEAT_RUNTIME_DEFAULT_FREQS);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         member *m = &L->mem[L->n++];

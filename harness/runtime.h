@@ -7,9 +7,10 @@
 #include "models/models.h"
 #include "store/store.h"
 
-#define PEAT_RUNTIME_MAX_FREQS    4
-#define PEAT_RUNTIME_MAX_BAND     6
-#define PEAT_RUNTIME_DEFAULT_BAND 3
+#define PEAT_RUNTIME_MAX_FREQS     4
+#define PEAT_RUNTIME_MAX_BAND      6
+#define PEAT_RUNTIME_DEFAULT_BAND  3
+#define PEAT_RUNTIME_DEFAULT_FREQS "1" /* the candidate in place of the golden on every call */
 
 typedef struct peat_runtime_opts {
     const char *flow;
@@ -51,6 +52,10 @@ typedef struct peat_runtime_result {
     double t_total;
 } peat_runtime_result;
 
+/* The inject model of band rerun r (1 .. PEAT_RUNTIME_MAX_BAND - 1; run 0 is the golden run). */
+const char *peat_runtime_band_spec(int r);
+/* How many frequencies a checked list holds. */
+int peat_runtime_freqs_count(const char *list);
 /* Checks a frequency list ("1,1/10,p=0.01"; at most PEAT_RUNTIME_MAX_FREQS). */
 peat_status peat_runtime_freqs_check(const char *list);
 /* Trains the golden run, R - 1 band reruns (`reorder` variants on every call of the op) and one

@@ -6,31 +6,16 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 
-/* The run's predicted time per reported clock, from the plan and its unit costs. */
-static void predicted_clocks(peat_campaign_result *res, const peat_pred_costs *c,
-                             const peat_pred_plan *p)
+/* The run's predicted time per reported clock, from the plan. */
+static void predicted_clocks(peat_campaign_result *res, const peat_pred_plan *p)
 {
-    double sig =
-        c->analysis.n > 0
-            ? peat_predictor_ktable_eval(&c->analysis, (double)p->calls * c->elems_per_call)
-            : 0.0;
     res->pred_profile = p->stage_s[PEAT_STAGE_PROFILE];
-    res->pred_playback = p->stage_s[PEAT_STAGE_PLAYBACK] - sig;
-    res->pred_analyze = sig + p->stage_s[PEAT_STAGE_FIXED];
+    res->pred_playback = p->stage_s[PEAT_STAGE_PLAYBACK];
+    res->pred_probe = p->stage_s[PEAT_STAGE_PROBES];
+    res->pred_analyze = p->stage_s[PEAT_STAGE_ANALYZE];
+    res->pred_runtime = p->stage_s[PEAT_STAGE_RUNTIME];
     res->pred_total = res->t_plan + p->total_s;
-}
-
-/* CPU seconds of this process and its finished children (the isolated candidate calls). */
-static double cpu_seconds(void)
-{
-    struct rusage a, b;
-    getrusage(RUSAGE_SELF, &a);
-    getrusage(RUSAGE_CHILDREN, &b);
-    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
-           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
-                           b.ru_stime.tv_usec);
 }
 
 peat_status peat_stage_plan(peat_campaign *c)
@@ -47,7 +32,8 @@ peat_status peat_stage_plan(peat_campaign *c)
                             .flow = c->flow,
                             .backend = c->backend_name,
                             .cache_dir = o->cache_dir,
-                            .flow_cfg = peat_campaign_flow_config(o)};
+                            .flow_cfg = peat_campaign_flow_config(o),
+                            .run = o};
     peat_latency_model m;
     PEAT_TRY(peat_latency_model_open(&lo, &m));
     peat_campaign_result *res = c->res;
@@ -57,10 +43,14 @@ peat_status peat_stage_plan(peat_campaign *c)
     peat_status st =
         peat_latency_budget(&m, budget - res->t_plan, peat_campaign_default_iters(c->flow),
                             PEAT_CAMPAIGN_DEFAULT_CALLS, &p);
+    peat_pred_limits l;
+    if (st == PEAT_OK || st == PEAT_ERR_INVAL) {
+        peat_status lst = peat_latency_limits(&m.calls, o, peat_campaign_default_iters(c->flow),
+                                              PEAT_CAMPAIGN_DEFAULT_CALLS, &l);
+        if (lst != PEAT_OK) st = lst;
+    }
     if (st == PEAT_ERR_INVAL) {
         /* said in the user's terms: their budget against the minimum, planning included */
-        peat_pred_limits l;
-        peat_latency_limits(peat_campaign_default_iters(c->flow), PEAT_CAMPAIGN_DEFAULT_CALLS, &l);
         peat_predictor_plan_cost(&m.costs, &l.min);
         st = PEAT_ERROR(PEAT_ERR_INVAL,
                         "--budget %s is too small: the smallest useful campaign (%lld iterations, "
@@ -70,13 +60,16 @@ peat_status peat_stage_plan(peat_campaign *c)
     }
     if (st == PEAT_OK) {
         c->iters = p.iters, c->calls = p.calls;
+        c->min_calls = l.min.calls;
         c->planned = 1;
         c->deadline = c->t_start + budget;
         c->costs = m.costs;
-        c->core_share = m.env.core_share;
-        c->cpu_planned = cpu_seconds();
-        predicted_clocks(res, &m.costs, &p);
-        snprintf(res->plan_note, sizeof res->plan_note, "clock %s; core share %.2f%s",
+        c->plan = p;
+        predicted_clocks(res, &p);
+        res->plan_iters = p.iters, res->plan_calls = p.calls;
+        snprintf(res->plan_note, sizeof res->plan_note,
+                 "planned %lld iterations, %lld calls; clock %s; core share %.2f%s",
+                 (long long)p.iters, (long long)p.calls,
                  m.env.clock.mhz > 0 ? m.env.clock.source
                                      : "unknown (no cpufreq, NVML or ROCm SMI)",
                  m.env.core_share, m.calib_s > 0 ? "; calibrated first" : "");
@@ -87,37 +80,44 @@ peat_status peat_stage_plan(peat_campaign *c)
 
 /* What the campaign still needs once `replayed` calls are replayed (the one about to run
  * included), as the load of a shared machine changes under a plan: the calls at the pace the
- * replayed ones actually went (the profile stage's pace before there are a few), the closing
- * signatures (CPU seconds predicted) at the share of a core the CPU-bound profile stage got
- * (playback's own share is no measure: the parent sleeps while a child runs the candidate). */
+ * replayed ones actually went (the profile stage's pace before there are a few), and the stages
+ * after playback (probes, analyze, runtime FI) as predicted, at the pace the profile stage went
+ * against its prediction (like them, CPU-bound in this process; playback's own pace is no
+ * measure of them: the parent sleeps while a child runs the candidate). */
 static double tail_s(peat_campaign *c, int64_t replayed)
 {
     const peat_pred_costs *k = &c->costs;
-    double now = peat_now(), cpu = cpu_seconds(), n = (double)replayed;
+    const peat_pred_plan *p = &c->plan;
+    double now = peat_now(), n = (double)replayed;
     double iso =
-        k->isolate.n ? peat_predictor_ktable_eval(&k->isolate, 0.5 * n * k->bytes_per_call) : 0;
+        k->isolate.n
+            ? peat_predictor_ktable_eval(&k->isolate, k->base_bytes + 0.5 * n * k->bytes_per_call)
+            : 0;
+    double prof = c->res->pred_profile;
     if (replayed == 1) {
-        /* the profile stage is CPU-bound in this process: its share of a core is the one the
-         * closing signatures will get */
-        c->t_playback = now, c->cpu_playback = cpu;
-        double prof = c->res->pred_profile;
+        c->t_playback = now;
         c->slow = prof > 0 ? c->res->t_profile / prof : 1.0;
-        c->share =
-            c->res->t_profile > 0 ? (cpu - c->cpu_planned) / c->res->t_profile : c->core_share;
+        c->later_slow = c->slow;
     } else if (replayed > 8 && now > c->t_playback) {
         double pred = (n - 1) * (k->replay_s + iso);
         if (pred > 0) c->slow = (now - c->t_playback) / pred;
     }
     double slow = c->slow < 0.8 ? 0.8 : c->slow;
-    double share = c->share > 0.05 ? c->share : 0.05;
-    double sig_cpu =
-        k->analysis.n
-            ? peat_predictor_ktable_eval(&k->analysis, n * k->elems_per_call) * c->core_share
-            : 0.0;
-    return slow * (k->replay_s + iso) + sig_cpu / share + k->fixed_s;
+    double later = c->later_slow < 0.8 ? 0.8 : c->later_slow;
+    /* the stages after playback with the calls replayed so far (the signatures grow with them) */
+    peat_pred_plan rest = *p;
+    rest.calls = replayed;
+    peat_predictor_plan_cost(k, &rest);
+    double after = rest.stage_s[PEAT_STAGE_PROBES] + rest.stage_s[PEAT_STAGE_ANALYZE] +
+                   rest.stage_s[PEAT_STAGE_RUNTIME] + rest.stage_s[PEAT_STAGE_OTHER];
+    return slow * (k->replay_s + iso) + later * after;
 }
 
 int peat_stage_plan_stop(peat_campaign *c, int64_t replayed)
 {
-    return c->planned && peat_now() + tail_s(c, replayed) > c->deadline;
+    if (!c->planned) return 0;
+    /* the pace is measured from the first call on; the smallest useful campaign's calls are
+     * always replayed (a verdict needs them) */
+    double tail = tail_s(c, replayed);
+    return replayed > c->min_calls && peat_now() + tail > c->deadline;
 }

@@ -57,7 +57,7 @@ peat_status peat_stage_runtime(peat_campaign *c)
     ro.iters = c->iters;
     ro.op = c->k->op;
     ro.candidate = c->k;
-    ro.freqs = o->runtime_freq ? o->runtime_freq : "1";
+    ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
     ro.band_runs = o->runtime_band;
     ro.checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
     c->rt = calloc(1, sizeof *c->rt);

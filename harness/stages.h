@@ -55,7 +55,9 @@ typedef struct peat_campaign {
     int planned;
     double deadline;
     peat_pred_costs costs;
-    double core_share, cpu_planned, t_playback, cpu_playback, slow, share;
+    peat_pred_plan plan;
+    int64_t min_calls; /* playback never stops before these */
+    double t_playback, slow, later_slow;
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
     char policy[256];

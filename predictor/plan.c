@@ -6,31 +6,101 @@
 
 const char *peat_predictor_stage_name(peat_pred_stage s)
 {
-    static const char *n[PEAT_STAGE_COUNT] = {"profile",   "playback",   "probes",
-                                              "fi-trials", "runtime-fi", "fixed"};
+    static const char *n[PEAT_STAGE_COUNT] = {"profile",    "playback",  "probes", "analyze",
+                                              "runtime-fi", "fi-trials", "other"};
     return s >= 0 && s < PEAT_STAGE_COUNT ? n[s] : "?";
+}
+
+int64_t peat_predictor_runtime_evals(int64_t iters)
+{
+    if (iters < 1) return 0;
+    /* as harness/runtime.c schedules them: every iters/10 iterations, and the last */
+    int64_t every = iters >= 10 ? iters / 10 : 1;
+    return iters / every + (iters % every != 0);
+}
+
+/* Playback: the calls replayed (the first `repeats` twice), each isolated from a process that
+ * holds the records: the i-th fork copies the page tables of all of them, on average half. */
+static double playback_s(const peat_pred_costs *c, const peat_pred_plan *p)
+{
+    double n = (double)p->calls;
+    double rep = (double)(p->repeats < p->calls ? p->repeats : p->calls);
+    double s = n * c->replay_s + rep * c->repeat_s;
+    if (c->isolate.n > 0 && p->calls > 0)
+        s += (n + rep) *
+             peat_predictor_ktable_eval(&c->isolate, c->base_bytes + 0.5 * n * c->bytes_per_call);
+    return s;
+}
+
+/* Probes fork from a process that holds every record. */
+static double probes_s(const peat_pred_costs *c, const peat_pred_plan *p)
+{
+    if (p->probes <= 0) return 0.0;
+    double fork = c->isolate.n > 0
+                      ? peat_predictor_ktable_eval(
+                            &c->isolate, c->base_bytes + (double)p->calls * c->bytes_per_call)
+                      : 0.0;
+    return (double)p->probes * (c->probe_s + fork) + c->probe_fixed_s +
+           (double)c->probe_fixed_forks * fork;
+}
+
+/* Wall seconds of CPU work on one thread. */
+static double on_thread(const peat_pred_costs *c, double cpu)
+{
+    return cpu / (c->share > 0 ? c->share : 1.0);
+}
+
+/* Wall seconds of a lockstep step: it waits for its busiest thread, and all threads share the
+ * cores the process gets. */
+static double lockstep(const peat_pred_costs *c, double crit, double total)
+{
+    double cores = c->cores > 0 ? c->cores : (c->share > 0 ? c->share : 1.0);
+    double a = on_thread(c, crit), b = total / cores;
+    return a > b ? a : b;
 }
 
 void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
 {
-    p->stage_s[PEAT_STAGE_PROFILE] =
+    double *cpu = p->stage_cpu_s;
+    cpu[PEAT_STAGE_PROFILE] =
         c->setup_s + (double)p->iters * c->iter_s + (double)p->calls * c->record_s;
-    p->stage_s[PEAT_STAGE_PLAYBACK] = (double)p->calls * c->replay_s;
-    if (c->analysis.n > 0 && p->calls > 0)
-        p->stage_s[PEAT_STAGE_PLAYBACK] +=
-            peat_predictor_ktable_eval(&c->analysis, (double)p->calls * c->elems_per_call);
-    /* the i-th isolated call forks a process holding i records: on average half of them */
-    if (c->isolate.n > 0)
-        p->stage_s[PEAT_STAGE_PLAYBACK] +=
-            (double)p->calls *
-            peat_predictor_ktable_eval(&c->isolate, 0.5 * (double)p->calls * c->bytes_per_call);
-    p->stage_s[PEAT_STAGE_PROBES] = (double)p->probes * c->probe_s;
-    p->stage_s[PEAT_STAGE_FI] = (double)p->trials * c->trial_s;
-    p->stage_s[PEAT_STAGE_RUNTIME] =
-        (double)p->runtime_freqs * (double)p->runtime_iters * c->runtime_iter_s;
-    p->stage_s[PEAT_STAGE_FIXED] = c->fixed_s;
-    p->total_s = 0;
-    for (int s = 0; s < PEAT_STAGE_COUNT; s++) p->total_s += p->stage_s[s];
+    cpu[PEAT_STAGE_PLAYBACK] = playback_s(c, p);
+    cpu[PEAT_STAGE_PROBES] = probes_s(c, p);
+    cpu[PEAT_STAGE_ANALYZE] =
+        c->analyze_fixed_s +
+        (c->analysis.n > 0 && p->calls > 0
+             ? peat_predictor_ktable_eval(&c->analysis, (double)p->calls * c->elems_per_call)
+             : 0.0);
+    double evals = (double)peat_predictor_runtime_evals(p->runtime_iters);
+    double iters = (double)p->runtime_iters;
+    cpu[PEAT_STAGE_RUNTIME] =
+        p->runtime_iters > 0
+            ? c->runtime_fixed_s + iters * c->runtime_iter_s + evals * c->runtime_eval_s
+            : 0.0;
+    cpu[PEAT_STAGE_FI] = (double)p->trials * c->trial_s;
+    cpu[PEAT_STAGE_OTHER] = c->other_s;
+    p->total_s = p->total_cpu_s = 0;
+    for (int s = 0; s < PEAT_STAGE_COUNT; s++) {
+        p->stage_s[s] = on_thread(c, cpu[s]);
+        if (s == PEAT_STAGE_RUNTIME && p->runtime_iters > 0)
+            p->stage_s[s] = on_thread(c, c->runtime_fixed_s) +
+                            iters * lockstep(c, c->runtime_iter_crit_s, c->runtime_iter_s) +
+                            evals * lockstep(c, c->runtime_eval_crit_s, c->runtime_eval_s);
+        p->total_s += p->stage_s[s];
+        p->total_cpu_s += cpu[s];
+    }
+}
+
+/* An upper bound of the plan's total that never decreases as its counts grow: the runtime stage's
+ * evaluations (every iters/10 iterations) step down at multiples of 10 (19 at 19 iterations, 10
+ * at 20), and never exceed min(iters, 19), which does not. The planner searches on it, so a larger
+ * budget never gets a smaller plan; the plan's own total is at most this. */
+static double total_bound(const peat_pred_costs *c, const peat_pred_plan *p)
+{
+    if (p->runtime_iters <= 0) return p->total_s;
+    int64_t bound = p->runtime_iters < 19 ? p->runtime_iters : 19;
+    double extra = (double)(bound - peat_predictor_runtime_evals(p->runtime_iters));
+    return p->total_s + extra * lockstep(c, c->runtime_eval_crit_s, c->runtime_eval_s);
 }
 
 static int64_t lerp(int64_t lo, int64_t hi, double f)
@@ -44,8 +114,10 @@ static peat_pred_plan at(const peat_pred_costs *c, const peat_pred_limits *l, do
     peat_pred_plan p = l->min;
     p.iters = lerp(l->min.iters, l->max.iters, f);
     p.calls = lerp(l->min.calls, l->max.calls, f);
+    p.repeats = lerp(l->min.repeats, l->max.repeats, f);
     p.probes = lerp(l->min.probes, l->max.probes, f);
     p.trials = lerp(l->min.trials, l->max.trials, f);
+    p.runtime_runs = (int)lerp(l->min.runtime_runs, l->max.runtime_runs, f);
     p.runtime_freqs = (int)lerp(l->min.runtime_freqs, l->max.runtime_freqs, f);
     p.runtime_iters = lerp(l->min.runtime_iters, l->max.runtime_iters, f);
     peat_predictor_plan_cost(c, &p);
@@ -56,21 +128,22 @@ peat_status peat_predictor_plan_fit(const peat_pred_costs *c, const peat_pred_li
                                     double budget_s, peat_pred_plan *out)
 {
     peat_pred_plan lo = at(c, l, 0.0);
-    if (lo.total_s > budget_s)
+    if (total_bound(c, &lo) > budget_s)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "budget %.1f s is too small: the smallest useful campaign (%lld "
                           "iterations, %lld calls) needs %.1f s",
                           budget_s, (long long)lo.iters, (long long)lo.calls, lo.total_s);
     peat_pred_plan hi = at(c, l, 1.0);
-    if (hi.total_s <= budget_s) {
+    if (total_bound(c, &hi) <= budget_s) {
         *out = hi;
         return PEAT_OK;
     }
-    /* total cost is non-decreasing in f (every count is): bisection to the last f that fits */
+    /* the bound is non-decreasing in f (every count is): bisection to the last f that fits */
     double a = 0.0, b = 1.0;
     for (int it = 0; it < 60; it++) {
         double m = 0.5 * (a + b);
-        if (at(c, l, m).total_s <= budget_s)
+        peat_pred_plan pm = at(c, l, m);
+        if (total_bound(c, &pm) <= budget_s)
             a = m;
         else
             b = m;

@@ -199,45 +199,64 @@ peat_status peat_predictor_call(const peat_pred_table *t, const peat_kernel *k,
 
 typedef enum peat_pred_stage {
     PEAT_STAGE_PROFILE = 0, /* golden training, recording calls (+ exact outputs) */
-    PEAT_STAGE_PLAYBACK,    /* each record through candidate and golden, analysed */
-    PEAT_STAGE_PROBES,      /* crafted calls of the op */
-    PEAT_STAGE_FI,          /* playback FI trials */
-    PEAT_STAGE_RUNTIME,     /* training with the candidate in the loop, per frequency */
-    PEAT_STAGE_FIXED,       /* set-up, analysis, reports: independent of the plan */
+    PEAT_STAGE_PLAYBACK,    /* each record through candidate and golden, errors accumulated */
+    PEAT_STAGE_PROBES,      /* crafted calls of the op (+ GEMM's arithmetic-property call) */
+    PEAT_STAGE_ANALYZE,     /* signatures, detector, commit of the campaign file */
+    PEAT_STAGE_RUNTIME,     /* golden band and candidate in the training loop, in lockstep */
+    PEAT_STAGE_FI,          /* playback FI trials (`peat inject`; not part of `peat run`) */
+    PEAT_STAGE_OTHER,       /* resolve, open, report: independent of the plan */
     PEAT_STAGE_COUNT
 } peat_pred_stage;
 const char *peat_predictor_stage_name(peat_pred_stage s);
 
-/* What each unit of work costs (seconds); filled by the harness from per-call predictions. */
+/* What each unit of work costs, in CPU seconds; filled by the harness from per-call predictions
+ * and calibrated harness work (docs/predictor.md). Wall time follows from the share of a core
+ * one thread gets and the cores the process gets (both measured: a shared machine gives less). */
 typedef struct peat_pred_costs {
-    double iter_s;         /* one golden training iteration */
-    double record_s;       /* one recorded call: clone, exact outputs, store */
-    double replay_s;       /* one record replayed: candidate + analysis (+ isolation) */
-    double probe_s;        /* one probe call */
-    double trial_s;        /* one FI trial */
-    double runtime_iter_s; /* one iteration of training with the candidate in the loop */
-    double setup_s;        /* profile stage's own set-up: counting step, flow, held-out eval */
-    double fixed_s;        /* the rest: files, reports */
-    /* playback work that grows faster than the calls: analysis of all their output elements
-     * (sorts), and isolating each call from a process that holds every record so far */
+    double share;    /* CPU seconds per wall second of one thread (0 = 1) */
+    double cores;    /* CPU seconds per wall second of the process's threads together (0 = share) */
+    double iter_s;   /* one recorded golden training iteration (metrics row included) */
+    double record_s; /* one recorded call: clone, exact outputs, store */
+    double replay_s; /* one record replayed: candidate (+ repeat) + exact + errors accumulated */
+    double repeat_s; /* the determinism repeat of one of the first `repeats` calls */
+    double setup_s;  /* profile stage's own set-up: counting step, flow, checkpoint, eval */
+    double probe_s;  /* one probe call: references, isolated candidate, its own signatures */
+    double probe_fixed_s;       /* the probe stage's fixed part (GEMM's arithmetic-property call) */
+    int probe_fixed_forks;      /* isolated candidate calls of that part */
+    double trial_s;             /* one FI trial */
+    double runtime_iter_s;      /* one lockstep iteration of every runtime-FI run, all threads */
+    double runtime_iter_crit_s; /* of it, on the busiest thread */
+    double runtime_eval_s;      /* one held-out evaluation of every runtime-FI run */
+    double runtime_eval_crit_s; /* of it, on the busiest thread */
+    double runtime_fixed_s;     /* the runtime runs' set-up, checkpoints and stored curves */
+    double analyze_fixed_s;     /* detector, commit of the campaign file */
+    double other_s;             /* resolve, open, report */
+    /* work that grows faster than the calls: the signatures of all output elements (sorts),
+     * and isolating each call from a process that holds every record so far */
     peat_pred_ktable analysis; /* seconds at total elements (n = 0: none) */
     double elems_per_call;
     peat_pred_ktable isolate; /* seconds per call at resident record bytes (n = 0: none) */
     double bytes_per_call;
+    double base_bytes; /* resident bytes before the records (isolation's x is the process's) */
 } peat_pred_costs;
 
 /* The size of a campaign. A stage with count 0 does not run. */
 typedef struct peat_pred_plan {
-    int64_t iters; /* profiled training iterations */
-    int64_t calls; /* calls recorded (and replayed) */
+    int64_t iters;   /* profiled training iterations */
+    int64_t calls;   /* calls recorded (and replayed) */
+    int64_t repeats; /* of those, replayed twice (determinism) */
     int64_t probes;
     int64_t trials;    /* FI trials */
-    int runtime_freqs; /* runtime-FI frequencies (each a training run of runtime_iters) */
+    int runtime_runs;  /* runtime-FI runs in lockstep: band (golden included) + one a frequency */
+    int runtime_freqs; /* of those, the candidate's (one per frequency) */
     int64_t runtime_iters;
-    double stage_s[PEAT_STAGE_COUNT];
-    double total_s;
+    double stage_s[PEAT_STAGE_COUNT];     /* wall seconds */
+    double stage_cpu_s[PEAT_STAGE_COUNT]; /* CPU seconds (this process and its children) */
+    double total_s, total_cpu_s;
 } peat_pred_plan;
 
+/* Held-out evaluations of a runtime-FI run of iters iterations (every iters/10, and the last). */
+int64_t peat_predictor_runtime_evals(int64_t iters);
 /* Fills stage_s and total_s of p from costs. */
 void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p);
 

@@ -437,28 +437,88 @@ static peat_pred_limits limits(void)
     return l;
 }
 
+/* Every stage by hand: CPU seconds from counts x unit costs, wall seconds over the core share,
+ * runtime FI's lockstep at the slower of its busiest thread and the cores the process gets. */
 Test(plan, cost_by_hand)
 {
-    peat_pred_costs c = {.iter_s = 0.01,
+    peat_pred_costs c = {.share = 0.5,
+                         .cores = 0.8,
+                         .iter_s = 0.01,
                          .record_s = 0.002,
                          .replay_s = 0.003,
+                         .repeat_s = 0.001,
+                         .setup_s = 0.2,
                          .probe_s = 0.004,
+                         .probe_fixed_s = 0.05,
                          .trial_s = 0.001,
-                         .runtime_iter_s = 0.02,
-                         .fixed_s = 0.5};
+                         .runtime_iter_s = 0.04,
+                         .runtime_iter_crit_s = 0.015,
+                         .runtime_eval_s = 0.02,
+                         .runtime_eval_crit_s = 0.012,
+                         .runtime_fixed_s = 0.3,
+                         .analyze_fixed_s = 0.1,
+                         .other_s = 0.05};
     peat_pred_plan p = {.iters = 100,
                         .calls = 50,
+                        .repeats = 2,
                         .probes = 10,
                         .trials = 200,
-                        .runtime_freqs = 2,
+                        .runtime_runs = 4,
+                        .runtime_freqs = 1,
                         .runtime_iters = 30};
     peat_predictor_plan_cost(&c, &p);
-    cr_assert_float_eq(p.stage_s[PEAT_STAGE_PROFILE], 1.0 + 0.1, 1e-12);
-    cr_assert_float_eq(p.stage_s[PEAT_STAGE_PLAYBACK], 0.15, 1e-12);
-    cr_assert_float_eq(p.stage_s[PEAT_STAGE_PROBES], 0.04, 1e-12);
-    cr_assert_float_eq(p.stage_s[PEAT_STAGE_FI], 0.2, 1e-12);
-    cr_assert_float_eq(p.stage_s[PEAT_STAGE_RUNTIME], 1.2, 1e-12);
-    cr_assert_float_eq(p.total_s, 1.1 + 0.15 + 0.04 + 0.2 + 1.2 + 0.5, 1e-12);
+    double cpu[PEAT_STAGE_COUNT] = {0};
+    cpu[PEAT_STAGE_PROFILE] = 0.2 + 100 * 0.01 + 50 * 0.002;
+    cpu[PEAT_STAGE_PLAYBACK] = 50 * 0.003 + 2 * 0.001;
+    cpu[PEAT_STAGE_PROBES] = 10 * 0.004 + 0.05;
+    cpu[PEAT_STAGE_ANALYZE] = 0.1;
+    cpu[PEAT_STAGE_RUNTIME] = 0.3 + 30 * 0.04 + 10 * 0.02; /* 30 iterations: 10 evaluations */
+    cpu[PEAT_STAGE_FI] = 200 * 0.001;
+    cpu[PEAT_STAGE_OTHER] = 0.05;
+    double total = 0, total_cpu = 0;
+    for (int s = 0; s < PEAT_STAGE_COUNT; s++) {
+        double wall = s == PEAT_STAGE_RUNTIME
+                          /* 0.3 / 0.5 + 30 max(0.015 / 0.5, 0.04 / 0.8) + 10 max(.., 0.02 / 0.8) */
+                          ? 0.6 + 30 * 0.05 + 10 * 0.025
+                          : cpu[s] / 0.5;
+        cr_assert_float_eq(p.stage_cpu_s[s], cpu[s], 1e-12, "stage %d", s);
+        cr_assert_float_eq(p.stage_s[s], wall, 1e-12, "stage %d", s);
+        total += wall, total_cpu += cpu[s];
+    }
+    cr_assert_float_eq(p.total_s, total, 1e-12);
+    cr_assert_float_eq(p.total_cpu_s, total_cpu, 1e-12);
+}
+
+/* Isolation: each replayed call (and repeat) forks a process holding its start plus half the
+ * records on average; each probe forks one holding all of them. */
+Test(plan, isolation_forks_by_hand)
+{
+    peat_pred_costs c = {.replay_s = 0.003,
+                         .repeat_s = 0.001,
+                         .probe_s = 0.004,
+                         .probe_fixed_s = 0.05,
+                         .probe_fixed_forks = 2,
+                         .base_bytes = 1e6,
+                         .bytes_per_call = 1e5};
+    double x[] = {1e6, 1e8}, t[] = {1e-3, 1.1e-2};
+    cr_assert_eq(peat_predictor_ktable_build(&c.isolate, 2, x, t, 1e-3), PEAT_OK);
+    peat_pred_plan p = {.calls = 20, .repeats = 2, .probes = 5};
+    peat_predictor_plan_cost(&c, &p);
+    double half = 1e-3 + (2e6 - 1e6) / (1e8 - 1e6) * 1e-2; /* at 1e6 + 10 x 1e5 */
+    double all = 1e-3 + (3e6 - 1e6) / (1e8 - 1e6) * 1e-2;  /* at 1e6 + 20 x 1e5 */
+    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_PLAYBACK], 20 * 0.003 + 2 * 0.001 + 22 * half,
+                       1e-12);
+    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_PROBES], 5 * (0.004 + all) + 0.05 + 2 * all, 1e-12);
+}
+
+/* The runtime stage's evaluations as harness/runtime.c schedules them. */
+Test(plan, runtime_evaluations_by_hand)
+{
+    int64_t iters[] = {0, 1, 9, 10, 19, 20, 60, 61, 200};
+    int64_t evals[] = {0, 1, 9, 10, 19, 10, 10, 11, 10};
+    for (size_t i = 0; i < sizeof iters / sizeof iters[0]; i++)
+        cr_assert_eq(peat_predictor_runtime_evals(iters[i]), evals[i], "%lld iterations",
+                     (long long)iters[i]);
 }
 
 /* Random cost tables and budgets (seeded): a plan never exceeds its budget, stays within the
@@ -468,13 +528,20 @@ Test(plan, never_over_budget_on_synthetic_costs)
     peat_rng_t *r = peat_rng_alloc(11);
     peat_pred_limits l = limits();
     for (int trial = 0; trial < 2000; trial++) {
-        peat_pred_costs c = {.iter_s = 1e-4 + 0.05 * peat_rng_uniform(r),
+        peat_pred_costs c = {.share = 0.2 + 0.8 * peat_rng_uniform(r),
+                             .iter_s = 1e-4 + 0.05 * peat_rng_uniform(r),
                              .record_s = 0.01 * peat_rng_uniform(r),
                              .replay_s = 0.02 * peat_rng_uniform(r),
+                             .repeat_s = 0.01 * peat_rng_uniform(r),
                              .probe_s = 0.01 * peat_rng_uniform(r),
                              .trial_s = 0.005 * peat_rng_uniform(r),
                              .runtime_iter_s = 0.06 * peat_rng_uniform(r),
-                             .fixed_s = 2 * peat_rng_uniform(r)};
+                             .runtime_eval_s = 0.5 * peat_rng_uniform(r),
+                             .runtime_fixed_s = peat_rng_uniform(r),
+                             .analyze_fixed_s = 2 * peat_rng_uniform(r)};
+        c.cores = c.share * (1 + peat_rng_uniform(r));
+        c.runtime_iter_crit_s = c.runtime_iter_s * (0.5 + 0.5 * peat_rng_uniform(r));
+        c.runtime_eval_crit_s = c.runtime_eval_s * (0.5 + 0.5 * peat_rng_uniform(r));
         /* half the tables also carry the superlinear playback curves (signatures, isolation) */
         if (trial % 2) {
             double ax[] = {1e3, 1e4, 1e5}, at[] = {1e-3, 2e-2 * (1 + peat_rng_uniform(r)), 0.5};
@@ -503,6 +570,7 @@ Test(plan, never_over_budget_on_synthetic_costs)
         cr_assert(p.trials >= l.min.trials && p.trials <= l.max.trials);
         cr_assert_eq(peat_predictor_plan_fit(&c, &l, budget * 1.5, &p2), PEAT_OK);
         cr_assert(p2.iters >= p.iters && p2.calls >= p.calls, "larger budget, smaller plan");
+        cr_assert(p.runtime_iters >= l.min.runtime_iters && p.probes >= l.min.probes);
     }
     peat_rng_free(r);
 }
@@ -510,7 +578,7 @@ Test(plan, never_over_budget_on_synthetic_costs)
 Test(plan, refuses_with_the_minimum_it_needs)
 {
     peat_pred_limits l = limits();
-    peat_pred_costs c = {.iter_s = 1.0, .fixed_s = 5.0};
+    peat_pred_costs c = {.iter_s = 1.0, .analyze_fixed_s = 5.0};
     peat_pred_plan p;
     cr_assert_eq(peat_predictor_plan_fit(&c, &l, 3.0, &p), PEAT_ERR_INVAL);
     /* 10 iterations + 1 runtime frequency x 10 iterations (runtime_iter_s 0) + 5 s fixed */
@@ -567,6 +635,15 @@ static int peat(const char *args)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* The probe count of a `peat predict` report's stage line (-1 when missing). */
+static int probes_of(const char *out)
+{
+    const char *q = strstr(out, "repeated), ");
+    int n = -1;
+    if (!q || sscanf(q, "repeated), %d probes", &n) != 1) return -1;
+    return n;
+}
+
 Test(cli, calibrate_predict_budget, .init = mktmp, .timeout = 600)
 {
     char a[512];
@@ -581,10 +658,26 @@ Test(cli, calibrate_predict_budget, .init = mktmp, .timeout = 600)
 
     snprintf(a, sizeof a, "predict --kernel gemm_new --flow mlp --cache-dir %s", tmpdir);
     cr_assert_eq(peat(a), 0, "%s", err_buf);
-    const char *want[] = {"per op call", "per iteration", "profile", "playback",
-                          "fi-trials",   "runtime-fi",    "total"};
+    const char *want[] = {"per op call", "golden iteration", "profile",    "playback",
+                          "probes",      "analyze",          "runtime-fi", "total"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(out_buf, want[i]), "predict shows '%s':\n%s", want[i], out_buf);
+    /* the stages the default run runs: probes (GEMM's shape and value probes) and runtime FI
+     * with its default band (3 runs) and frequency (1) over the profiled iterations */
+    cr_assert_gt(probes_of(out_buf), 0, "%s", out_buf);
+    cr_assert(strstr(out_buf, "runtime FI: 4 runs (1 frequencies) x 200 iterations"), "%s",
+              out_buf);
+    snprintf(a, sizeof a,
+             "predict --kernel gemm_new --flow mlp --no-probes --runtime-freq 1,1/10 "
+             "--runtime-band 2 --cache-dir %s",
+             tmpdir);
+    cr_assert_eq(peat(a), 0, "%s", err_buf);
+    cr_assert_eq(probes_of(out_buf), 0, "%s", out_buf);
+    cr_assert(strstr(out_buf, "runtime FI: 4 runs (2 frequencies)"), "%s", out_buf);
+    snprintf(a, sizeof a, "predict --kernel gemm_new --flow mlp --no-runtime --cache-dir %s",
+             tmpdir);
+    cr_assert_eq(peat(a), 0, "%s", err_buf);
+    cr_assert(strstr(out_buf, "runtime FI: 0 runs"), "%s", out_buf);
 
     snprintf(a, sizeof a, "run --kernel gemm_new --budget 0.001s --cache-dir %s --out %s/r", tmpdir,
              tmpdir);
