@@ -131,6 +131,7 @@ typedef struct peat_campaign_result {
     peat_runtime_verdict runtime[4];
     int64_t runtime_swapped[4];
     int runtime_band;
+    int64_t runtime_iters; /* iterations the runs trained (fewer than profiled: the budget) */
     double t_runtime;
     /* CPU seconds of this process and its children per reported clock (other: resolve, plan,
      * open, report), beside the wall seconds: what the predictor's CPU model is checked on */

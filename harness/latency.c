@@ -18,12 +18,14 @@
 typedef struct warm_work {
     const peat_kernel *k;
     peat_pred_call c;
+    int64_t calls;
 } warm_work;
 
 static void warm_call(void *user)
 {
     warm_work *w = user;
     peat_kernel_run(w->k, &w->c.a);
+    w->calls++;
 }
 
 double peat_latency_thread_cpu_s(void)
@@ -96,8 +98,29 @@ static peat_status warm_up(const char *backend, peat_latency_env *env)
     if (env->core_share > 1.0) env->core_share = 1.0;
     if (env->core_share < 0.05) env->core_share = 0.05;
     env->cores = strcmp(backend, "cpu") == 0 ? parallel_cores(w.k, env->core_share) : 1.0;
+    /* the warm-up call's mean CPU seconds over the whole warm-up (hundreds of calls: a burst of
+     * other load moves it less than a few calls): set against the calibration table's
+     * prediction of the same call, it says how much slower or faster this machine runs than
+     * when it was calibrated (another clock, or a shared core's caches and sibling thread under
+     * other jobs) */
+    env->ref_call_s = strcmp(backend, "cpu") == 0 && w.calls > 0 ? cpu / (double)w.calls : 0.0;
+    env->slowdown = 1.0; /* until set against a table (peat_latency_env_speed) */
+    env->ref_kernel = w.k;
+    env->ref_params = p;
     peat_predictor_call_free(&w.c);
     return st;
+}
+
+void peat_latency_env_speed(peat_latency_env *env, const peat_pred_table *t)
+{
+    double pred = 0;
+    env->slowdown = 1.0;
+    if (env->ref_call_s > 0 && env->ref_kernel &&
+        peat_predictor_call(t, env->ref_kernel, &env->ref_params, 0, &pred) == PEAT_OK && pred > 0)
+        env->slowdown = env->ref_call_s / pred;
+    /* beyond these it is no longer the same machine: recalibrate rather than scale */
+    if (env->slowdown < 0.5) env->slowdown = 0.5;
+    if (env->slowdown > 3.0) env->slowdown = 3.0;
 }
 
 double peat_latency_rss_bytes(void)

@@ -28,10 +28,18 @@ typedef struct peat_latency_env {
                               shared machine): CPU-clock predictions are divided by it */
     double cores;          /* CPU time / wall time of one busy thread a CPU (>= core_share):
                               what multi-threaded stages (runtime FI's lockstep) get */
+    /* the warm-up's GEMM timed once warm (CPU seconds), against the table's prediction of it:
+     * slowdown = measured / predicted (1 until peat_latency_env_speed) */
+    const peat_kernel *ref_kernel;
+    peat_op_params ref_params;
+    double ref_call_s, slowdown;
 } peat_latency_env;
 
 /* Describes the device of a backend ("cpu", "cuda", "hip"; "auto" = cpu) and warms it up. */
 peat_status peat_latency_env_open(const char *backend, peat_latency_env *env);
+/* Sets env->slowdown from the reference call and table t: kernel and harness-work predictions
+ * from the table are multiplied by it (clamped to 0.5 .. 3). */
+void peat_latency_env_speed(peat_latency_env *env, const peat_pred_table *t);
 /* The same, for callers that want the device and its clock only (the benchmark). */
 peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_pred_clock *clk);
 

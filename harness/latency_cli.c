@@ -90,6 +90,7 @@ peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_mod
                          ? PEAT_OK
                          : peat_latency_calibrate_band(&m->env, m->kernel->op, band, &m->table, &c);
     m->calib_s = c.cost_s;
+    peat_latency_env_speed(&m->env, &m->table);
     if (st == PEAT_OK)
         st = peat_latency_flow_capture(m->flow, &o->flow_cfg, m->kernel->op, &m->calls);
     if (st == PEAT_OK)

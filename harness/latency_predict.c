@@ -131,8 +131,10 @@ static peat_status kernel_s(const peat_pred_table *t, const peat_latency_env *en
 {
     *s = 0;
     if (!k) return PEAT_OK;
-    /* CPU seconds: the plan turns them into wall seconds with the core share */
-    return peat_predictor_call(t, k, p, env->clock.mhz, s);
+    /* CPU seconds at this machine's speed now; the plan turns them into wall seconds */
+    PEAT_TRY(peat_predictor_call(t, k, p, env->clock.mhz, s));
+    *s *= env->slowdown > 0 ? env->slowdown : 1.0;
+    return PEAT_OK;
 }
 
 static double out_elems(peat_op_kind op, const peat_op_params *p)
@@ -153,12 +155,11 @@ static double out_elems(peat_op_kind op, const peat_op_params *p)
     return n;
 }
 
-/* CPU seconds of harness work w at x. */
+/* CPU seconds of harness work w at x, at this machine's speed now. */
 static double work_s(const peat_pred_table *t, const peat_latency_env *env, peat_latency_work w,
                      double x)
 {
-    (void)env;
-    return peat_latency_work_s(t, w, x);
+    return peat_latency_work_s(t, w, x) * (env->slowdown > 0 ? env->slowdown : 1.0);
 }
 
 /* Errors of one call's elements added to both accumulators, at the per-element rate of a
@@ -405,6 +406,8 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     const peat_pred_ktable *iso =
         peat_predictor_table_find(t, peat_latency_work_kernel(PEAT_WORK_ISOLATE));
     if (an) c->analysis = *an;
+    for (int i = 0; i < c->analysis.n; i++) c->analysis.t[i] *= env->slowdown;
+    c->analysis.overhead_s *= env->slowdown;
     c->share = env->core_share;
     c->cores = env->cores;
     c->base_bytes = peat_latency_rss_bytes();
@@ -480,8 +483,11 @@ void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel 
                 env->steady ? "" : ", not steady after warm-up");
     else
         fprintf(f, "clock: unknown (no cpufreq, NVML or ROCm SMI here): predictions unscaled\n");
-    fprintf(f, "core share: %.2f of a core (CPU seconds predicted, divided by it)\n",
-            env->core_share);
+    fprintf(f,
+            "core share: %.2f of a core for one thread, %.2f cores for all (CPU seconds predicted, "
+            "divided by them); speed: the reference call runs %.2fx its calibrated time (table "
+            "predictions scaled by it)\n",
+            env->core_share, env->cores, env->slowdown);
     fprintf(f, "kernel %s, flow %s: %lld op calls per iteration, %lld per evaluation\n\n", k->name,
             flow, (long long)fl->n_step, (long long)(fl->n - fl->n_step));
     print_calls(f, env, k, t, fl);
@@ -490,9 +496,9 @@ void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel 
     fprintf(f,
             "\nper unit (CPU): golden iteration %.2f ms measured (its ops %.2f ms from the kernel "
             "tables), evaluation %.2f ms measured, probe %.3f ms, runtime-FI lockstep iteration "
-            "%.2f ms (%d runs), FI trial %.3f ms; cores %.2f\n",
+            "%.2f ms (%d runs), FI trial %.3f ms\n",
             1e3 * fl->step_s, 1e3 * ops, 1e3 * fl->eval_s, 1e3 * c->probe_s,
-            1e3 * c->runtime_iter_s, plan->runtime_runs, 1e3 * c->trial_s, env->cores);
+            1e3 * c->runtime_iter_s, plan->runtime_runs, 1e3 * c->trial_s);
     fprintf(f,
             "\nper stage (%lld iterations, %lld calls (%lld repeated), %lld probes, runtime FI: "
             "%d runs (%d frequencies) x %lld iterations, %lld FI trials):\n",

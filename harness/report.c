@@ -92,6 +92,13 @@ void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
                          : "  the run went slower than predicted: %lld of %lld recorded calls "
                            "were not replayed, to end within the budget\n",
                 (long long)r->n_budget_skipped, (long long)r->n_records);
+    if (r->runtime_iters > 0 && r->runtime_iters < r->plan_iters)
+        fprintf(f,
+                markdown ? "\nRuntime FI trained %lld of the %lld planned iterations, to end "
+                           "within the budget.\n"
+                         : "  runtime FI trained %lld of the %lld planned iterations, to end "
+                           "within the budget\n",
+                (long long)r->runtime_iters, (long long)r->plan_iters);
 }
 
 /* ---- small JSON/XML writers ---- */

@@ -60,7 +60,7 @@ peat_status peat_stage_plan(peat_campaign *c)
     }
     if (st == PEAT_OK) {
         c->iters = p.iters, c->calls = p.calls;
-        c->min_calls = l.min.calls;
+        c->min_calls = l.min.calls, c->min_iters = l.min.runtime_iters;
         c->planned = 1;
         c->deadline = c->t_start + budget;
         c->costs = m.costs;
@@ -120,4 +120,21 @@ int peat_stage_plan_stop(peat_campaign *c, int64_t replayed)
      * always replayed (a verdict needs them) */
     double tail = tail_s(c, replayed);
     return replayed > c->min_calls && peat_now() + tail > c->deadline;
+}
+
+/* Runtime FI's iterations under a plan: the planned ones, or as many as still fit before the
+ * deadline when the run is behind (the runs train from scratch, so fewer iterations are a
+ * shorter run, not a broken one), at the pace the stages so far went against their prediction;
+ * never below the smallest campaign's. */
+int64_t peat_stage_plan_runtime_iters(peat_campaign *c)
+{
+    const peat_campaign_result *r = c->res;
+    if (!c->planned || c->plan.runtime_iters <= 0) return c->iters;
+    double pred = r->pred_profile + r->pred_playback + r->pred_probe + r->pred_analyze;
+    double done = r->t_profile + r->t_playback + r->t_probe + r->t_analyze;
+    double pace = pred > 0 ? done / pred : 1.0;
+    if (pace < 0.5) pace = 0.5;
+    if (pace > 4.0) pace = 4.0;
+    double left = c->deadline - peat_now() - pace * c->plan.stage_s[PEAT_STAGE_OTHER];
+    return peat_predictor_runtime_fit(&c->costs, &c->plan, c->min_iters, pace, left);
 }

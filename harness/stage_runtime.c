@@ -54,7 +54,8 @@ peat_status peat_stage_runtime(peat_campaign *c)
     memset(&ro, 0, sizeof ro);
     ro.flow = c->flow;
     ro.cfg = peat_campaign_flow_config(o);
-    ro.iters = c->iters;
+    ro.iters = peat_stage_plan_runtime_iters(c);
+    c->res->runtime_iters = ro.iters;
     ro.op = c->k->op;
     ro.candidate = c->k;
     ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;

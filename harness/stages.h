@@ -57,6 +57,7 @@ typedef struct peat_campaign {
     peat_pred_costs costs;
     peat_pred_plan plan;
     int64_t min_calls; /* playback never stops before these */
+    int64_t min_iters; /* nor runtime FI below these */
     double t_playback, slow, later_slow;
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
@@ -96,6 +97,8 @@ peat_status peat_stage_report(peat_campaign *c);   /* report.c */
 /* Whether playback should stop before replaying call number `replayed` (1-based) to end within
  * the budget (stage_plan.c; always 0 without one). */
 int peat_stage_plan_stop(peat_campaign *c, int64_t replayed);
+/* The iterations runtime FI trains under a plan (c->iters without one; stage_plan.c). */
+int64_t peat_stage_plan_runtime_iters(peat_campaign *c);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */

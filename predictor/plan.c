@@ -151,3 +151,16 @@ peat_status peat_predictor_plan_fit(const peat_pred_costs *c, const peat_pred_li
     *out = at(c, l, a);
     return PEAT_OK;
 }
+
+int64_t peat_predictor_runtime_fit(const peat_pred_costs *c, const peat_pred_plan *p,
+                                   int64_t min_iters, double pace, double left_s)
+{
+    peat_pred_plan q = *p;
+    int64_t n = p->runtime_iters, lo = min_iters < n ? min_iters : n;
+    for (; n > lo; n--) {
+        q.runtime_iters = n;
+        peat_predictor_plan_cost(c, &q);
+        if (pace * q.stage_s[PEAT_STAGE_RUNTIME] <= left_s) break;
+    }
+    return n;
+}

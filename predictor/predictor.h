@@ -260,6 +260,11 @@ int64_t peat_predictor_runtime_evals(int64_t iters);
 /* Fills stage_s and total_s of p from costs. */
 void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p);
 
+/* Runtime FI's iterations that fit left_s at pace x its predicted time: p's, or fewer (never
+ * below min_iters, nor above p's). */
+int64_t peat_predictor_runtime_fit(const peat_pred_costs *c, const peat_pred_plan *p,
+                                   int64_t min_iters, double pace, double left_s);
+
 /* The smallest useful campaign and the largest default: the planner never goes below min nor
  * above max in any count (max.calls etc. = 0 means the stage is off). */
 typedef struct peat_pred_limits {

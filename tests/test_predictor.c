@@ -511,6 +511,30 @@ Test(plan, isolation_forks_by_hand)
     cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_PROBES], 5 * (0.004 + all) + 0.05 + 2 * all, 1e-12);
 }
 
+/* Runtime FI cut to the time left: 1 s fixed + 0.1 s an iteration + 0.05 s an evaluation (share
+ * 1); 60 planned iterations cost 1 + 6 + 10 x 0.05 = 7.5 s. */
+Test(plan, runtime_cut_to_the_time_left)
+{
+    peat_pred_costs c = {.runtime_fixed_s = 1.0,
+                         .runtime_iter_s = 0.1,
+                         .runtime_iter_crit_s = 0.1,
+                         .runtime_eval_s = 0.05,
+                         .runtime_eval_crit_s = 0.05};
+    peat_pred_plan p = {.runtime_runs = 4, .runtime_freqs = 1, .runtime_iters = 60};
+    cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 1.0, 7.5), 60, "it fits: all of them");
+    /* 4.9 s: 1 + 0.1 n + 0.05 evals(n) <= 4.9. n = 33 (every 3: 11 evaluations) costs 4.85 s;
+     * every n from 34 (12 evaluations: 5.0 s) to 60 costs more */
+    int64_t n = peat_predictor_runtime_fit(&c, &p, 10, 1.0, 4.9);
+    cr_assert_eq(n, 33);
+    peat_pred_plan q = p;
+    q.runtime_iters = n;
+    peat_predictor_plan_cost(&c, &q);
+    cr_assert_float_eq(q.stage_s[PEAT_STAGE_RUNTIME], 4.85, 1e-9);
+    /* twice as slow as predicted: half the time */
+    cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 2.0, 9.8), 33);
+    cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 1.0, 0.5), 10, "never below the minimum");
+}
+
 /* The runtime stage's evaluations as harness/runtime.c schedules them. */
 Test(plan, runtime_evaluations_by_hand)
 {
