@@ -48,10 +48,12 @@ timeout 120 "$build/bench_device" >"$build/bench_device.log" 2>&1; rc=$?
 row "bench_device" "$rc" "$(secs "$t")" "device vs cpu golden, staging cost: table above"
 
 if [ -x "$build/bench_predictor" ]; then
-  # the latency predictor on the device's kernels, and on this machine's (quieter) CPU
+  # the latency predictor on the device's kernels, and on this machine's (quieter) CPU, where it
+  # also runs the per-stage and --budget tables of every flow (one run each)
   for be in "$vendor" cpu; do
     t=$(now)
-    timeout 180 "$build/bench_predictor" --backend "$be" --repeats 5 >"$build/bench_predictor_$be.log" 2>&1; rc=$?
+    timeout 300 "$build/bench_predictor" --backend "$be" --repeats 5 --stage-repeats 1 \
+      >"$build/bench_predictor_$be.log" 2>&1; rc=$?
     row "bench_predictor ($be)" "$rc" "$(secs "$t")" "$(grep -m1 'kernels within' "$build/bench_predictor_$be.log")"
   done
 else
