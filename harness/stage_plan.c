@@ -93,16 +93,20 @@ static double tail_s(peat_campaign *c, int64_t replayed)
         k->isolate.n
             ? peat_predictor_ktable_eval(&k->isolate, k->base_bytes + 0.5 * n * k->bytes_per_call)
             : 0;
-    double prof = c->res->pred_profile;
+    double prof = c->res->pred_profile, prof_cpu = p->stage_cpu_s[PEAT_STAGE_PROFILE];
     if (replayed == 1) {
+        /* playback's pace in wall seconds per predicted CPU second (its costs are CPU seconds),
+         * the profile stage's until calls are replayed; later stages' pace against their wall
+         * prediction */
         c->t_playback = now;
-        c->slow = prof > 0 ? c->res->t_profile / prof : 1.0;
-        c->later_slow = c->slow;
+        c->slow = prof_cpu > 0 ? c->res->t_profile / prof_cpu : 1.0;
+        c->later_slow = prof > 0 ? c->res->t_profile / prof : 1.0;
     } else if (replayed > 8 && now > c->t_playback) {
         double pred = (n - 1) * (k->replay_s + iso);
         if (pred > 0) c->slow = (now - c->t_playback) / pred;
     }
-    double slow = c->slow < 0.8 ? 0.8 : c->slow;
+    double floor_slow = 0.8 / (k->share > 0 ? k->share : 1.0);
+    double slow = c->slow < floor_slow ? floor_slow : c->slow;
     double later = c->later_slow < 0.8 ? 0.8 : c->later_slow;
     /* the stages after playback with the calls replayed so far (the signatures grow with them) */
     peat_pred_plan rest = *p;
