@@ -134,7 +134,12 @@ int64_t peat_stage_plan_runtime_iters(peat_campaign *c)
 {
     const peat_campaign_result *r = c->res;
     if (!c->planned || c->plan.runtime_iters <= 0) return c->iters;
-    double pred = r->pred_profile + r->pred_playback + r->pred_probe + r->pred_analyze;
+    /* the prediction of what ran: playback may have replayed fewer calls than planned */
+    peat_pred_plan ran = c->plan;
+    ran.calls = r->n_records - r->n_budget_skipped;
+    peat_predictor_plan_cost(&c->costs, &ran);
+    double pred = r->pred_profile + ran.stage_s[PEAT_STAGE_PLAYBACK] +
+                  ran.stage_s[PEAT_STAGE_PROBES] + ran.stage_s[PEAT_STAGE_ANALYZE];
     double done = r->t_profile + r->t_playback + r->t_probe + r->t_analyze;
     double pace = pred > 0 ? done / pred : 1.0;
     if (pace < 0.5) pace = 0.5;
