@@ -108,9 +108,12 @@ static double tail_s(peat_campaign *c, int64_t replayed)
     double floor_slow = 0.8 / (k->share > 0 ? k->share : 1.0);
     double slow = c->slow < floor_slow ? floor_slow : c->slow;
     double later = c->later_slow < 0.8 ? 0.8 : c->later_slow;
-    /* the stages after playback with the calls replayed so far (the signatures grow with them) */
+    /* the stages after playback with the calls replayed so far (the signatures grow with them),
+     * runtime FI at its smallest: it is cut to the time left itself (plan_runtime_iters), so
+     * playback, the campaign's main evidence, keeps its calls before runtime FI its length */
     peat_pred_plan rest = *p;
     rest.calls = replayed;
+    if (rest.runtime_iters > c->min_iters) rest.runtime_iters = c->min_iters;
     peat_predictor_plan_cost(k, &rest);
     double after = rest.stage_s[PEAT_STAGE_PROBES] + rest.stage_s[PEAT_STAGE_ANALYZE] +
                    rest.stage_s[PEAT_STAGE_RUNTIME] + rest.stage_s[PEAT_STAGE_OTHER];
