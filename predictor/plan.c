@@ -66,11 +66,11 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
         c->setup_s + (double)p->iters * c->iter_s + (double)p->calls * c->record_s;
     cpu[PEAT_STAGE_PLAYBACK] = playback_s(c, p);
     cpu[PEAT_STAGE_PROBES] = probes_s(c, p);
-    cpu[PEAT_STAGE_ANALYZE] =
-        c->analyze_fixed_s +
-        (c->analysis.n > 0 && p->calls > 0
-             ? peat_predictor_ktable_eval(&c->analysis, (double)p->calls * c->elems_per_call)
-             : 0.0);
+    double sig =
+        c->analysis.n > 0 && p->calls > 0
+            ? peat_predictor_ktable_eval(&c->analysis, (double)p->calls * c->elems_per_call)
+            : 0.0;
+    cpu[PEAT_STAGE_ANALYZE] = c->analyze_fixed_s + sig;
     double evals = (double)peat_predictor_runtime_evals(p->runtime_iters);
     double iters = (double)p->runtime_iters;
     cpu[PEAT_STAGE_RUNTIME] =
@@ -82,6 +82,9 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
     p->total_s = p->total_cpu_s = 0;
     for (int s = 0; s < PEAT_STAGE_COUNT; s++) {
         p->stage_s[s] = on_thread(c, cpu[s]);
+        /* the candidate's and the golden's signatures are computed on two threads */
+        if (s == PEAT_STAGE_ANALYZE)
+            p->stage_s[s] = on_thread(c, c->analyze_fixed_s) + lockstep(c, 0.5 * sig, sig);
         if (s == PEAT_STAGE_RUNTIME && p->runtime_iters > 0)
             p->stage_s[s] = on_thread(c, c->runtime_fixed_s) +
                             iters * lockstep(c, c->runtime_iter_crit_s, c->runtime_iter_s) +

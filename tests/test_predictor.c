@@ -535,6 +535,20 @@ Test(plan, runtime_cut_to_the_time_left)
     cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 1.0, 0.5), 10, "never below the minimum");
 }
 
+/* Analyze: the two signatures (one curve for both) on two threads, the commit on one. */
+Test(plan, analyze_signatures_on_two_threads)
+{
+    peat_pred_costs c = {.share = 0.5, .cores = 0.8, .analyze_fixed_s = 0.1, .elems_per_call = 1e3};
+    double x[] = {1e4, 1e6}, t[] = {0.01, 0.2};
+    cr_assert_eq(peat_predictor_ktable_build(&c.analysis, 2, x, t, 0), PEAT_OK);
+    peat_pred_plan p = {.calls = 100}; /* 1e5 elements: 0.01 + (9e4 / 9.9e5) 0.19 s */
+    peat_predictor_plan_cost(&c, &p);
+    double sig = 0.01 + 9e4 / 9.9e5 * 0.19;
+    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_ANALYZE], 0.1 + sig, 1e-12);
+    /* each thread one signature: max(sig / 2 / 0.5, sig / 0.8) = sig / 0.8 */
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_ANALYZE], 0.1 / 0.5 + sig / 0.8, 1e-12);
+}
+
 /* The runtime stage's evaluations as harness/runtime.c schedules them. */
 Test(plan, runtime_evaluations_by_hand)
 {
