@@ -3,6 +3,7 @@
 #include "harness/stages.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -67,19 +68,44 @@ static const struct {
     const char *name;
     peat_status (*run)(peat_campaign *c);
     peat_campaign_clock clock;
+    const char *writes; /* the tables of the campaign file it writes (the manifest lists them) */
 } stages[] = {
-    {"resolve", peat_stage_resolve, PEAT_CLOCK_NONE},
-    {"plan", peat_stage_plan, PEAT_CLOCK_NONE},
-    {"open", peat_stage_open, PEAT_CLOCK_NONE},
-    {"profile", peat_stage_profile, PEAT_CLOCK_PROFILE},
-    {"playback", peat_stage_playback, PEAT_CLOCK_PLAYBACK},
-    {"probe", peat_stage_probe, PEAT_CLOCK_PROBE},
-    {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE},
-    {"detect", peat_stage_detect, PEAT_CLOCK_ANALYZE},
-    {"runtime", peat_stage_runtime, PEAT_CLOCK_RUNTIME},
-    {"commit", peat_stage_commit, PEAT_CLOCK_ANALYZE},
-    {"report", peat_stage_report, PEAT_CLOCK_NONE},
+    {"resolve", peat_stage_resolve, PEAT_CLOCK_NONE, NULL},
+    {"plan", peat_stage_plan, PEAT_CLOCK_NONE, NULL},
+    {"open", peat_stage_open, PEAT_CLOCK_NONE, NULL},
+    {"profile", peat_stage_profile, PEAT_CLOCK_PROFILE,
+     "/tensors/index /calls/index /states/index /metrics/index"},
+    {"playback", peat_stage_playback, PEAT_CLOCK_PLAYBACK, NULL},
+    {"probe", peat_stage_probe, PEAT_CLOCK_PROBE, NULL},
+    {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE, NULL},
+    {"detect", peat_stage_detect, PEAT_CLOCK_ANALYZE, NULL},
+    {"runtime", peat_stage_runtime, PEAT_CLOCK_RUNTIME,
+     "/runtime/curves /runtime/weight_distance /runtime/verdicts"},
+    {"commit", peat_stage_commit, PEAT_CLOCK_ANALYZE, "/signatures/index"},
+    {"report", peat_stage_report, PEAT_CLOCK_NONE, NULL},
 };
+
+void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why)
+{
+    int cap = (int)(sizeof c->skipped / sizeof c->skipped[0]);
+    if (c->n_skipped >= cap) return;
+    c->skipped[c->n_skipped].stage = stage;
+    snprintf(c->skipped[c->n_skipped].why, sizeof c->skipped[0].why, "%s", why);
+    c->n_skipped++;
+}
+
+int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max)
+{
+    int n = (int)(sizeof stages / sizeof stages[0]);
+    for (int i = 0; i < n && i < max; i++) {
+        out[i].name = stages[i].name;
+        out[i].objects = stages[i].writes;
+        out[i].skipped = NULL;
+        for (int j = 0; j < c->n_skipped; j++)
+            if (!strcmp(c->skipped[j].stage, stages[i].name)) out[i].skipped = c->skipped[j].why;
+    }
+    return n;
+}
 
 double peat_campaign_cpu_s(void)
 {

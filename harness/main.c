@@ -146,8 +146,16 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
 
 static int cmd_inspect(int argc, char **argv, const char *cmdline)
 {
-    if (argc != 1) return die("inspect needs exactly one FILE (see `peat help inspect`)");
-    peat_status st = peat_store_inspect(argv[0], stdout);
+    char *pos[1], *rest[64];
+    int n_pos = 0;
+    if (argc > 64) return die("too many arguments");
+    int n = peat_cli_positionals(&peat_cli_inspect, argc, argv, pos, 1, &n_pos, rest);
+    if (n < 0 || n_pos != 1) return die("inspect needs exactly one FILE (see `peat help inspect`)");
+    peat_cli_inspect_opts o;
+    memset(&o, 0, sizeof o);
+    if (peat_cli_parse(&peat_cli_inspect, n, rest, &o) != PEAT_OK)
+        return die("%s", peat_error_last());
+    peat_status st = peat_store_inspect(pos[0], o.verify, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
 }
 

@@ -297,15 +297,25 @@ const peat_cli_cmd peat_cli_inject = {
     "DIR/fi-summary.md, DIR/fi-report.html. Exit status: 0 done, 2 usage or input error.",
 };
 
+static const peat_cli_opt inspect_opts[] = {
+    {"verify", NULL, PEAT_CLI_FLAG, offsetof(peat_cli_inspect_opts, verify), 0, 1, 0, NULL, NULL,
+     NULL,
+     "also read every tensor and signature back and check it against its hash (one line per "
+     "damaged record)",
+     NULL},
+};
+
 const peat_cli_cmd peat_cli_inspect = {
     "inspect",
-    "what a campaign file holds:  peat inspect DIR/campaign.h5",
-    "peat inspect FILE",
+    "what a campaign file holds:  peat inspect [--verify] DIR/campaign.h5",
+    "peat inspect [--verify] FILE",
     "Prints what a campaign file holds: stages, op calls per op, iterations, sizes and the\n"
-    "compression ratio. Refuses files that are not PEAT campaigns of this schema version.",
-    NULL,
-    0,
-    NULL,
+    "compression ratio, and checks it against its manifest (every stage output present and\n"
+    "unchanged). Refuses files that are not PEAT campaigns of this schema version.",
+    inspect_opts,
+    (int)(sizeof inspect_opts / sizeof inspect_opts[0]),
+    "Exit status: 0 the file reads whole (with --verify: every tensor matches its hash),\n"
+    "2 unreadable or damaged (the problems are listed under integrity, one line each).",
 };
 
 /* ---- the parser ---- */

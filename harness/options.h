@@ -50,6 +50,10 @@ typedef struct peat_cli_cmd {
 } peat_cli_cmd;
 
 /* `peat list` and `peat calibrate` options (`peat run` fills peat_campaign_opts). */
+typedef struct peat_cli_inspect_opts {
+    int verify;
+} peat_cli_inspect_opts;
+
 typedef struct peat_cli_list_opts {
     const char *plugins[PEAT_MAX_PLUGINS];
     int n_plugins;

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Adds both signatures (as JSON) to the campaign file. */
-static peat_status store_signatures(const char *h5, const peat_campaign_result *res)
+/* Adds both signatures (as JSON) to the campaign file, then its manifest (every stage, what it
+ * wrote; docs/hdf5-schema.md): the last write before the file is named complete. */
+static peat_status store_signatures(const peat_campaign *c)
 {
+    const peat_campaign_result *res = c->res;
     peat_store_t *s = NULL;
-    PEAT_TRY(peat_store_open(h5, 1, &s));
+    PEAT_TRY(peat_store_open(c->partial, 1, &s));
     const peat_signature *sig[2] = {&res->cand, &res->golden};
     peat_status st = PEAT_OK;
     for (int i = 0; i < 2 && st == PEAT_OK; i++) {
@@ -24,6 +26,9 @@ static peat_status store_signatures(const char *h5, const peat_campaign_result *
             free(js);
         }
     }
+    peat_store_stage list[32];
+    int n = peat_campaign_stage_list(c, list, 32);
+    if (st == PEAT_OK) st = peat_store_manifest_write(s, list, n < 32 ? n : 32);
     peat_status cst = peat_store_close(s);
     return st != PEAT_OK ? st : cst;
 }
@@ -31,7 +36,7 @@ static peat_status store_signatures(const char *h5, const peat_campaign_result *
 peat_status peat_stage_commit(peat_campaign *c)
 {
     /* the file is named complete only once every stage's output is in it */
-    PEAT_TRY(store_signatures(c->partial, c->res));
+    PEAT_TRY(store_signatures(c));
     if (rename(c->partial, c->h5) != 0)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot finish %s: %s", c->h5, strerror(errno));
     return PEAT_OK;

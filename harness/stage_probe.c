@@ -190,7 +190,11 @@ static void declared_format_explains(const peat_detector_ctx *ctx, peat_probe_ou
 peat_status peat_stage_probe(peat_campaign *c)
 {
     peat_campaign_result *res = c->res;
-    if (c->o->no_probes || res->n_kernel_failures >= res->n_records) return PEAT_OK;
+    if (c->o->no_probes || res->n_kernel_failures >= res->n_records) {
+        peat_campaign_skip(c, "probe",
+                           c->o->no_probes ? "--no-probes" : "the kernel failed on every call");
+        return PEAT_OK;
+    }
     peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);
     dctx.in_frac_below_normal = c->in_frac_below_normal;
     dctx.in_frac_above_max = c->in_frac_above_max;

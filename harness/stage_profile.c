@@ -4,6 +4,7 @@
 #include "harness/stages.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -11,16 +12,25 @@ typedef struct {
     peat_store_t *store;
     peat_op_kind keep_op;
     int64_t skipped_existing, stored;
+    int64_t differ;       /* kept records their regeneration does not reproduce (resume) */
+    uint64_t differ_id;   /* the first of them */
+    char differ_what[64]; /* and which of its tensors */
 } profile_sink;
 
-/* Writes a record to the store unless a resumed file has it; keeps those of the candidate's op
- * in memory for playback. */
+/* Writes a record to the store unless a resumed file has it (then the regenerated record must
+ * be the stored one: the flow is deterministic); keeps those of the candidate's op in memory
+ * for playback. */
 static peat_status sink_both(void *user, peat_record *r)
 {
     profile_sink *ps = user;
-    if (peat_store_call_has(ps->store, r->id))
+    if (peat_store_call_has(ps->store, r->id)) {
         ps->skipped_existing++;
-    else {
+        char what[64];
+        if (peat_store_call_same(ps->store, r, what, sizeof what) == 0 && !ps->differ++) {
+            ps->differ_id = r->id;
+            snprintf(ps->differ_what, sizeof ps->differ_what, "%s", what);
+        }
+    } else {
         peat_status st = peat_store_call_write(ps->store, r);
         if (st != PEAT_OK) {
             peat_record_free(r);
@@ -185,6 +195,19 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
     return st;
 }
 
+/* A resumed run whose regenerated records differ from the kept ones (which pass their own
+ * hashes) is not deterministic: said on stderr, the kept records are the interrupted run's. */
+static void nondeterminism_say(const profile_sink *ps)
+{
+    if (ps->differ == 0) return;
+    fprintf(stderr,
+            "peat: --resume: %lld of the %lld kept records differ from their regeneration "
+            "(first: call id %llu, %s): the flow is not deterministic here; the kept records are "
+            "the interrupted run's\n",
+            (long long)ps->differ, (long long)ps->skipped_existing,
+            (unsigned long long)ps->differ_id, ps->differ_what);
+}
+
 peat_status peat_stage_profile(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
@@ -195,7 +218,8 @@ peat_status peat_stage_profile(peat_campaign *c)
     peat_profile_policy apol = activation_policy(&act_sel);
     int want_acts = o->activation_iters && strcmp(o->activation_iters, "none") != 0;
     /* activations are stored, not replayed */
-    profile_sink ps = {&c->recs, c->store, c->k->op, 0, 0}, acts = {NULL, c->store, 0, 0, 0};
+    profile_sink ps = {&c->recs, c->store, c->k->op, 0, 0, 0, 0, ""},
+                 acts = {NULL, c->store, 0, 0, 0, 0, 0, ""};
     peat_profiler_t *prof = peat_profiler_alloc(&pol, sink_both, &ps);
     peat_profiler_t *aprof = want_acts ? peat_profiler_alloc(&apol, sink_both, &acts) : NULL;
     peat_status st = PEAT_OK;
@@ -211,6 +235,8 @@ peat_status peat_stage_profile(peat_campaign *c)
     c->res->n_activation_records = acts.stored + acts.skipped_existing;
     c->res->n_stored_records = ps.stored + acts.stored;
     if (st != PEAT_OK) return st;
+    nondeterminism_say(&ps);
+    nondeterminism_say(&acts);
     if (c->recs.n == 0)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "no %s calls were recorded in flow %s (check the --record-* window)",

@@ -233,12 +233,15 @@ static void policy_string(peat_campaign *c)
              o->lr);
 }
 
-/* Reopens the interrupted campaign's file, refusing one started with other options. */
-static peat_status store_resume(peat_campaign *c)
+/* The interrupted campaign's file was started with these options (else PEAT_ERR_INVAL). */
+static peat_status resume_options_check(peat_campaign *c)
 {
-    PEAT_TRY(peat_store_open(c->partial, 1, &c->store));
+    peat_store_t *s = NULL;
+    PEAT_TRY(peat_store_open(c->partial, 0, &s));
     peat_store_meta m;
-    PEAT_TRY(peat_store_meta_get(c->store, &m));
+    peat_status st = peat_store_meta_get(s, &m);
+    peat_store_close(s);
+    PEAT_TRY(st);
     if (strcmp(m.kernel, c->k->name) || strcmp(m.flow, c->flow) || m.seed != c->o->seed ||
         m.iters != c->iters)
         return PEAT_ERROR(
@@ -250,6 +253,32 @@ static peat_status store_resume(peat_campaign *c)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "--resume: recording options differ from the interrupted run's (%s)",
                           m.policy);
+    return PEAT_OK;
+}
+
+/* Says on stderr which records of the file were damaged: they are recorded again. */
+static void resume_damage_say(const peat_campaign *c, const peat_store_resume_info *info)
+{
+    char ids[128] = "";
+    size_t len = 0;
+    for (int i = 0; i < info->n_ids && len < sizeof ids; i++)
+        len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%llu", i ? ", " : "",
+                                (unsigned long long)info->damaged_ids[i]);
+    fprintf(stderr,
+            "peat: --resume: %lld damaged record%s in %s (call ids: %s; first: %s): %lld records "
+            "from the first damaged one on are recorded again\n",
+            (long long)info->damaged, info->damaged == 1 ? "" : "s", c->partial,
+            ids[0] ? ids : "none", info->first_damaged, (long long)info->dropped);
+}
+
+/* Reopens the interrupted campaign's file, refusing one started with other options; every
+ * record it keeps is read back against its hashes first. */
+static peat_status store_resume(peat_campaign *c)
+{
+    PEAT_TRY(resume_options_check(c));
+    peat_store_resume_info info;
+    PEAT_TRY(peat_store_open_resume(c->partial, &info, &c->store));
+    if (info.damaged > 0) resume_damage_say(c, &info);
     return PEAT_OK;
 }
 

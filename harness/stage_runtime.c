@@ -31,12 +31,16 @@ peat_status peat_stage_runtime(peat_campaign *c)
     const peat_campaign_opts *o = c->o;
     /* a finetuned flow starts from another campaign's checkpoint, which the reruns would need
      * too: not supported yet, said rather than silently skipped */
-    if (o->no_runtime) return PEAT_OK;
+    if (o->no_runtime) {
+        peat_campaign_skip(c, "runtime", "--no-runtime");
+        return PEAT_OK;
+    }
     /* the loop runs the candidate in this process, on unguarded buffers: one that crashed, hung,
      * failed or wrote outside its outputs on a recorded call (already a FAIL finding) would take
      * the campaign down with it */
     int64_t unsafe = c->res->n_kernel_failures + c->res->n_oob_writes;
     if (unsafe > 0) {
+        peat_campaign_skip(c, "runtime", "the kernel failed or wrote outside its outputs");
         if (!o->quiet)
             fprintf(stdout,
                     "peat: runtime FI skipped: the kernel failed or wrote outside its outputs on "
@@ -45,6 +49,7 @@ peat_status peat_stage_runtime(peat_campaign *c)
         return PEAT_OK;
     }
     if (o->finetune_from) {
+        peat_campaign_skip(c, "runtime", "not with --finetune-from");
         if (!o->quiet) fprintf(stdout, "peat: runtime FI skipped (not with --finetune-from)\n");
         return PEAT_OK;
     }

@@ -74,6 +74,13 @@ typedef struct peat_campaign {
 
     /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
     struct peat_runtime_result *rt;
+
+    /* stages that chose not to run, and why (the manifest records it; commit writes it) */
+    struct {
+        const char *stage;
+        char why[96];
+    } skipped[4];
+    int n_skipped;
 } peat_campaign;
 
 /* Sets up c for a run of o into res (res is cleared). */
@@ -93,6 +100,13 @@ peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
 peat_status peat_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
 peat_status peat_stage_report(peat_campaign *c);   /* report.c */
+
+/* Records that stage did not run in this campaign, and why (the manifest says so). */
+void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why);
+/* The pipeline as the manifest records it: each stage of campaign.c's table, the tables it
+ * writes into the campaign file, and its skip reason in this campaign. Returns the count
+ * (at most max filled). */
+int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max);
 
 /* Whether playback should stop before replaying call number `replayed` (1-based) to end within
  * the budget (stage_plan.c; always 0 without one). */

@@ -193,9 +193,71 @@ typedef struct peat_store_stats {
 } peat_store_stats;
 peat_status peat_store_stats_get(const peat_store_t *s, peat_store_stats *out);
 
+/* ---- integrity: the manifest of a finished campaign, and verification (docs/hdf5-schema.md,
+ * "Manifest and verification") ---- */
+
+/* One stage of the pipeline as the manifest records it. */
+typedef struct peat_store_stage {
+    const char *name; /* e.g. "profile" */
+    const char
+        *objects; /* the tables it writes, space-separated ("/calls/index ..."); NULL: none */
+    const char *skipped; /* NULL: it ran; else why it did not */
+} peat_store_stage;
+
+/* Writes /manifest, once, as the last thing before a campaign is named complete: one row per
+ * stage, and per table a stage wrote, the rows that pass their checks and an XXH64 chain of
+ * those checks (each row's check covers its fields, so the chain of /tensors/index covers every
+ * tensor's content hash). A manifest already in the file (a resumed commit) is kept. */
+peat_status peat_store_manifest_write(peat_store_t *s, const peat_store_stage *stages, int n);
+
+/* Receives one line per problem found (a damaged record, a stage output missing). */
+typedef void (*peat_store_report_fn)(void *user, const char *line);
+
+typedef struct peat_store_check {
+    int has_manifest;    /* the file has one (a finished campaign of this build or later) */
+    int stages, skipped; /* stages it lists; of them skipped */
+    int64_t tables;      /* stage outputs (tables) checked against it */
+    int64_t problems;    /* lines reported */
+    int64_t calls, states, signatures, tensors; /* records and tensors read (verify) */
+    int64_t bytes;                              /* tensor bytes read and hashed (verify) */
+    char stage_list[512]; /* the manifest's stages in order, a skipped one with its reason */
+} peat_store_check;
+
+/* Cheap: the file against its manifest (every stage output present with at least the rows it
+ * lists, the digest of those rows unchanged). Problems go to fn (may be NULL) and are counted. */
+peat_status peat_store_manifest_check(peat_store_t *s, peat_store_report_fn fn, void *user,
+                                      peat_store_check *out);
+/* Thorough: the manifest check, then every tensor and signature text read back and compared
+ * with its hash; one line per damaged record (call id, snapshot, signature, tensor row). */
+peat_status peat_store_verify(peat_store_t *s, peat_store_report_fn fn, void *user,
+                              peat_store_check *out);
+
+/* What peat_store_open_resume found and did. */
+typedef struct peat_store_resume_info {
+    int64_t damaged;         /* records whose data does not match its hashes */
+    char first_damaged[160]; /* the first of them, in words ("call id 17: input 0 ...") */
+    uint64_t damaged_ids[8]; /* ids of the first damaged call records */
+    int n_ids;
+    int64_t dropped; /* records dropped: the first damaged one and every later one */
+    int64_t kept;    /* records kept, verified */
+} peat_store_resume_info;
+
+/* peat_store_open(path, 1, ...) for --resume, which also reads every kept record back and checks
+ * it against its hashes. The records from the first damaged one on are dropped (as if the writer
+ * had been killed just before it), so that the resumed run, which is deterministic, records them
+ * again; info says what was found. */
+peat_status peat_store_open_resume(const char *path, peat_store_resume_info *info,
+                                   peat_store_t **out);
+
+/* Whether the regenerated record r matches the stored record of the same id (its inputs and
+ * golden outputs, by content hash): 1 same, 0 differs (*what says which tensor), -1 not stored. */
+int peat_store_call_same(const peat_store_t *s, const peat_record *r, char *what, size_t n);
+
 /* `peat inspect FILE`: prints what a campaign file holds (stages, op calls per op, iterations,
- * states, sizes, compression ratio) as a readable table. */
-peat_status peat_store_inspect(const char *path, FILE *out);
+ * states, sizes, compression ratio) as a readable table, and checks it against its manifest;
+ * verify: `--verify`, every tensor and text against its hash as well. A damaged file is
+ * PEAT_ERR_FORMAT (its problems printed first, one line each). */
+peat_status peat_store_inspect(const char *path, int verify, FILE *out);
 
 /* Seconds this process has spent inside the store's functions (creating, opening, writing,
  * reading, closing), for benchmarks: the store's share of a whole run. */

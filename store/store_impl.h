@@ -254,12 +254,19 @@ int store_handles_close(peat_store_t *s);
 peat_status store_file_create(peat_store_t *s, const char *path);
 
 /* store_open.c */
+/* Opens path; lock_fd >= 0 is a writer lock already held on it (after a rebuild); verify (a
+ * writable open only): every record is checked against its hashes first (store_resume_verify). */
+peat_status store_open_impl(const char *path, int writable, int lock_fd,
+                            peat_store_resume_info *verify, peat_store_t **out);
 peat_status store_datasets_open(peat_store_t *s);
 peat_status store_tables_load(peat_store_t *s);
 
 /* store_recover.c: validate rows, drop an unfinished trailing record; build the maps. */
 peat_status store_recover(peat_store_t *s);
 peat_status store_index_build(peat_store_t *s);
+/* Keeps only the records with sequence numbers below seq (and the tensors they refer to), as if
+ * the writer had been killed before record seq: the store is then untidy and gets rebuilt. */
+void store_truncate(peat_store_t *s, int64_t seq);
 /* The end (in elements) of the last tensor of each compressed and raw pool. */
 void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
                      int64_t raw_end[PEAT_DTYPE_COUNT]);
@@ -267,6 +274,19 @@ void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT
 int64_t store_text_end(const peat_store_t *s);
 /* Whether every table and pool ends exactly at the last complete record (a writer may append). */
 int store_tidy(const peat_store_t *s);
+
+/* store_table.c: rows of the table at path that pass their check (*rows), and an XXH64 chain of
+ * the checks of the first upto of them (*digest): any table, its columns read from the file. */
+peat_status store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
+                             uint64_t *digest);
+
+/* store_manifest.c: formats one problem line for fn and counts it in out->problems. */
+void store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* store_verify.c: reads every record back against its hashes; drops the first damaged one and
+ * every later one (store_truncate), saying so in info. */
+peat_status store_resume_verify(peat_store_t *s, peat_store_resume_info *info);
 
 /* store_rebuild.c: for writing a file whose writer was killed: its complete records copied into
  * a new file that replaces it (lock held on the new file, returned in *lock_fd). */

@@ -1,4 +1,6 @@
-/* store_inspect.c: `peat inspect FILE`: a readable table of what a campaign file holds. */
+/* store_inspect.c: `peat inspect [--verify] FILE`: a readable table of what a campaign file holds,
+ * checked against its manifest (and with --verify, every tensor against its hash). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "store/store_impl.h"
 
 #include <stdlib.h>
@@ -140,20 +142,41 @@ static void print_sigs(const peat_store_t *s, FILE *out)
     }
 }
 
-static void print_header(const peat_store_t *s, const peat_store_stats *st, const char *path,
+/* The status line: how the file was left, and what was checked of it (never "clean" for what
+ * was not read). */
+static void print_status(const peat_store_stats *st, const peat_store_check *chk, int verify,
                          FILE *out)
+{
+    const char *data = verify ? "every tensor and signature read back and matching its hash"
+                              : "tensor data not read (--verify reads it)";
+    if (chk->problems > 0)
+        fprintf(out, "  status       DAMAGED: %lld problem%s (listed under integrity)\n",
+                (long long)chk->problems, chk->problems == 1 ? "" : "s");
+    else if (st->crashed)
+        fprintf(out,
+                "  status       not closed by its writer (killed, or still running); %lld rows of "
+                "an incomplete record ignored; %s\n",
+                (long long)st->dropped_rows, verify ? "its complete records verified" : data);
+    else if (chk->has_manifest)
+        fprintf(out,
+                "  status       closed by its writer; every stage output its manifest lists "
+                "is present; %s\n",
+                data);
+    else
+        fprintf(out,
+                "  status       closed by its writer; no manifest (unfinished, or written before "
+                "manifests): stages not checked; %s\n",
+                data);
+}
+
+static void print_header(const peat_store_t *s, const peat_store_stats *st,
+                         const peat_store_check *chk, int verify, const char *path, FILE *out)
 {
     const peat_store_meta *m = &s->meta;
     fprintf(out, "PEAT campaign %s\n", path);
     fprintf(out, "  schema       %s v%d, HDF5 %s, written by peat %s\n", PEAT_STORE_FORMAT,
             PEAT_STORE_SCHEMA_VERSION, m->hdf5_version, m->peat_version);
-    if (st->crashed)
-        fprintf(out,
-                "  status       not closed by its writer (killed, or still running); %lld rows of "
-                "an incomplete record ignored\n",
-                (long long)st->dropped_rows);
-    else
-        fprintf(out, "  status       closed cleanly\n");
+    print_status(st, chk, verify, out);
     fprintf(out, "  campaign     flow %s, kernel %s, backend %s, seed %llu, %lld iterations\n",
             m->flow, m->kernel, m->backend, (unsigned long long)m->seed, (long long)m->iters);
     fprintf(out, "  device       %s\n", m->device[0] ? m->device : "-");
@@ -214,17 +237,58 @@ static void print_sizes(const peat_store_stats *st, FILE *out)
                 (double)st->logical_bytes / (double)st->file_bytes);
 }
 
-static peat_status inspect_impl(const char *path, FILE *out)
+static void print_integrity(const peat_store_check *chk, int verify, const char *problems,
+                            FILE *out)
+{
+    fprintf(out, "\nintegrity\n");
+    if (chk->has_manifest)
+        fprintf(out, "  manifest     %d stages (%d skipped), %lld stage outputs checked: %s\n",
+                chk->stages, chk->skipped, (long long)chk->tables, chk->stage_list);
+    else
+        fprintf(out, "  manifest     none\n");
+    if (verify) {
+        char b[32];
+        human(b, sizeof b, (double)chk->bytes);
+        fprintf(out,
+                "  verified     %lld calls, %lld snapshots, %lld signatures, %lld tensors (%s)\n",
+                (long long)chk->calls, (long long)chk->states, (long long)chk->signatures,
+                (long long)chk->tensors, b);
+    }
+    if (problems && problems[0]) fputs(problems, out);
+}
+
+static void problem_line(void *user, const char *line)
+{
+    fprintf((FILE *)user, "  DAMAGED      %s\n", line);
+}
+
+/* The checks, their problem lines collected (they are printed after the header they decide). */
+static peat_status checks_run(peat_store_t *s, int verify, peat_store_check *chk, char **lines)
+{
+    size_t len = 0;
+    FILE *mem = open_memstream(lines, &len);
+    if (!mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "inspect: problem list");
+    peat_status st = verify ? peat_store_verify(s, problem_line, mem, chk)
+                            : peat_store_manifest_check(s, problem_line, mem, chk);
+    fclose(mem);
+    return st;
+}
+
+static peat_status inspect_impl(const char *path, int verify, FILE *out)
 {
     peat_store_t *s = NULL;
     PEAT_TRY(peat_store_open(path, 0, &s));
     peat_store_stats st;
+    peat_store_check chk;
+    char *lines = NULL;
     peat_status e = peat_store_stats_get(s, &st);
+    if (e == PEAT_OK) e = checks_run(s, verify, &chk, &lines);
     if (e != PEAT_OK) {
+        free(lines);
         peat_store_close(s);
         return e;
     }
-    print_header(s, &st, path, out);
+    print_header(s, &st, &chk, verify, path, out);
     print_storage(s, out);
     fprintf(out, "\nstages present: meta");
     if (st.calls) fprintf(out, ", calls (%lld)", (long long)st.calls);
@@ -237,13 +301,19 @@ static peat_status inspect_impl(const char *path, FILE *out)
     if (st.metrics) print_metrics(s, out);
     if (st.signatures) print_sigs(s, out);
     print_sizes(&st, out);
-    return peat_store_close(s);
+    print_integrity(&chk, verify, lines, out);
+    free(lines);
+    e = peat_store_close(s);
+    if (e == PEAT_OK && chk.problems > 0)
+        e = PEAT_ERROR(PEAT_ERR_FORMAT, "%s is damaged: %lld problem%s (listed under integrity)",
+                       path, (long long)chk.problems, chk.problems == 1 ? "" : "s");
+    return e;
 }
 
-peat_status peat_store_inspect(const char *path, FILE *out)
+peat_status peat_store_inspect(const char *path, int verify, FILE *out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_inspect: out is NULL");
     peat_status st;
-    STORE_GUARDED(st, inspect_impl(path, out));
+    STORE_GUARDED(st, inspect_impl(path, verify, out));
     return st;
 }

@@ -255,8 +255,8 @@ static peat_status identity_check(peat_store_t *s)
     return PEAT_OK;
 }
 
-/* Opens path; lock_fd >= 0 is a writer lock already held on it (after a rebuild). */
-static peat_status open_impl(const char *path, int writable, int lock_fd, peat_store_t **out)
+peat_status store_open_impl(const char *path, int writable, int lock_fd,
+                            peat_store_resume_info *verify, peat_store_t **out)
 {
     peat_status st = path_check(path, writable);
     if (st != PEAT_OK) {
@@ -276,6 +276,9 @@ static peat_status open_impl(const char *path, int writable, int lock_fd, peat_s
     if (st == PEAT_OK) st = store_tables_load(s);
     if (st == PEAT_OK) st = store_recover(s);
     if (st == PEAT_OK) st = store_index_build(s);
+    /* --resume keeps only what reads back whole: a damaged record and those after it are
+     * dropped here (the store is then untidy, so rebuilt without them) */
+    if (st == PEAT_OK && writable && verify) st = store_resume_verify(s, verify);
     if (st == PEAT_OK && writable && (s->crashed || !store_tidy(s))) {
         /* a killed writer's file (or one a failed write left a partial record in) is read, not
          * written: its complete records go to a new file that takes its name, and that one is
@@ -284,7 +287,7 @@ static peat_status open_impl(const char *path, int writable, int lock_fd, peat_s
         st = store_rebuild(s, &new_lock);
         s->failed = 1;
         peat_store_close(s);
-        return st == PEAT_OK ? open_impl(path, 1, new_lock, out) : st;
+        return st == PEAT_OK ? store_open_impl(path, 1, new_lock, NULL, out) : st;
     }
     if (st != PEAT_OK) {
         s->failed = 1; /* nothing to flush: leave the file as it was */
@@ -301,6 +304,6 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     *out = NULL;
     if (!path) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_open: path is NULL");
     peat_status st;
-    STORE_GUARDED(st, open_impl(path, writable, -1, out));
+    STORE_GUARDED(st, store_open_impl(path, writable, -1, NULL, out));
     return st;
 }

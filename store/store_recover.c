@@ -205,6 +205,22 @@ static int64_t max_i64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* The highest tensor row that the n rows of table from first refer to (-1: none). */
+static int64_t row_max_ref(const peat_store_t *s, int table, int64_t first, int64_t n)
+{
+    int64_t m = -1;
+    for (int64_t i = first; i < first + n; i++) {
+        if (table == STORE_T_CALL) {
+            const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, i);
+            for (int k = 0; k < c->n_in; k++) m = max_i64(m, c->t_in[k]);
+            for (int k = 0; k < c->n_out; k++)
+                m = max_i64(m, max_i64(c->t_golden[k], c->t_exact[k]));
+        } else if (table == STORE_T_STATE)
+            m = max_i64(m, STORE_ROW(s, STORE_T_STATE, store_state_row, i)->tensor);
+    }
+    return m;
+}
+
 /* Every remaining record: sequence numbers 0..m-1, references in range. *max_ref: the highest
  * tensor row any of them refers to. */
 static peat_status records_check(const peat_store_t *s, const rec_ref *recs, int64_t m,
@@ -222,17 +238,7 @@ static peat_status records_check(const peat_store_t *s, const rec_ref *recs, int
                 PEAT_ERR_FORMAT,
                 "%s: record %lld (%s row %lld) refers to data that is not there: damaged file",
                 s->path, (long long)r, store_table_path(recs[r].table), (long long)recs[r].first);
-        if (recs[r].table == STORE_T_CALL) {
-            const store_call_row *c = STORE_ROW(s, STORE_T_CALL, store_call_row, recs[r].first);
-            for (int k = 0; k < c->n_in; k++) *max_ref = max_i64(*max_ref, c->t_in[k]);
-            for (int k = 0; k < c->n_out; k++)
-                *max_ref = max_i64(*max_ref, max_i64(c->t_golden[k], c->t_exact[k]));
-        } else if (recs[r].table == STORE_T_STATE) {
-            for (int64_t i = 0; i < recs[r].n; i++)
-                *max_ref = max_i64(
-                    *max_ref,
-                    STORE_ROW(s, STORE_T_STATE, store_state_row, recs[r].first + i)->tensor);
-        }
+        *max_ref = max_i64(*max_ref, row_max_ref(s, recs[r].table, recs[r].first, recs[r].n));
     }
     return PEAT_OK;
 }
@@ -313,4 +319,17 @@ int store_tidy(const peat_store_t *s)
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
         tidy &= s->pool_len[d] == deflate_end[d] && s->raw_len[d] == raw_end[d];
     return tidy;
+}
+
+void store_truncate(peat_store_t *s, int64_t seq)
+{
+    int64_t max_ref = -1;
+    for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++) {
+        int64_t n = 0; /* a table's rows are in sequence order */
+        while (n < s->rows[t].n && row_seq(s, t, n) < seq) n++;
+        s->rows[t].n = n;
+        max_ref = max_i64(max_ref, row_max_ref(s, t, 0, n));
+    }
+    s->rows[STORE_T_TENSOR].n = max_ref + 1;
+    s->seq_next = seq;
 }

@@ -217,6 +217,94 @@ Test(campaign, killed_runs_resume_without_loss_or_duplicates)
     peat_store_close(r);
 }
 
+/* Overwrites element 1 of the tensor whose first bytes are head (found in the file's raw pool,
+ * where small tensors are stored as they are) with 1.48e22, as a damaged disk would. */
+static void damage_tensor(const char *path, const void *head, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    unsigned char *b = malloc((size_t)len);
+    cr_assert_not_null(b);
+    rewind(f);
+    cr_assert_eq(fread(b, 1, (size_t)len, f), (size_t)len);
+    long at = -1;
+    for (long i = 0; i + (long)n <= len && at < 0; i++)
+        if (memcmp(b + i, head, n) == 0) at = i;
+    cr_assert(at >= 0, "the tensor's bytes are not in %s as they are", path);
+    float big = 1.48e22f;
+    fseek(f, at + 4, SEEK_SET);
+    cr_assert_eq(fwrite(&big, 4, 1, f), 1u);
+    fclose(f);
+    free(b);
+}
+
+Test(campaign, resume_rewrites_a_damaged_record_from_its_regeneration)
+{
+    /* before: resume kept the damaged tensor (1.48e22 where the run had 0.54) and finished */
+    peat_campaign_opts o;
+    char ref[300];
+    flags_opts(&o, "ref", ref, sizeof ref);
+    peat_campaign_result res;
+    int64_t s0 = peat_store_step_count();
+    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s", peat_error_last());
+    int64_t steps = peat_store_step_count() - s0;
+    int st = run_killed("d", steps * 6 / 10);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the run was not killed (status %d)", st);
+    /* damage input 0 of a record in the middle of what the killed run kept */
+    char partial[400];
+    snprintf(partial, sizeof partial, "%s/d/campaign.h5.partial", tmpdir);
+    peat_store_t *p = open_store("d", "campaign.h5.partial");
+    int64_t kept = peat_store_call_count(p);
+    cr_assert(kept >= 4, "the killed run kept %lld records", (long long)kept);
+    peat_record *victim = NULL;
+    cr_assert_eq(peat_store_call_read(p, kept / 2, &victim), PEAT_OK, "%s", peat_error_last());
+    peat_store_close(p);
+    uint64_t id = victim->id;
+    float was = ((const float *)victim->in[0]->data)[1];
+    size_t head = peat_tensor_nbytes(victim->in[0]) < 64 ? peat_tensor_nbytes(victim->in[0]) : 64;
+    damage_tensor(partial, victim->in[0]->data, head);
+    peat_record_free(victim);
+    p = open_store("d", "campaign.h5.partial");
+    peat_record *bad = NULL;
+    cr_assert_eq(peat_store_call_read(p, kept / 2, &bad), PEAT_ERR_FORMAT,
+                 "the damage must show in the record's hash");
+    peat_store_close(p);
+
+    st = run_peat(NULL, "run --resume " FLAGS " --out %s/d", tmpdir);
+    char log[400], text[8192], want[64];
+    snprintf(log, sizeof log, "%s/log", tmpdir);
+    FILE *lf = fopen(log, "r");
+    size_t nt = lf ? fread(text, 1, sizeof text - 1, lf) : 0;
+    text[nt] = 0;
+    if (lf) fclose(lf);
+    cr_assert(exited(st, 0), "resume over a damaged record failed (status %d):\n%s", st, text);
+    /* the id among the damaged ones (a deduplicated tensor is also the output of another call) */
+    const char *ids = strstr(text, "call ids: "), *end = ids ? strchr(ids, ';') : NULL;
+    cr_assert(ids && end, "the damaged records' ids must be named:\n%s", text);
+    char list[256];
+    snprintf(list, sizeof list, "%.*s", (int)(end - ids - 10), ids + 10); /* "83, 84" */
+    snprintf(want, sizeof want, "%llu", (unsigned long long)id);
+    int named = 0;
+    for (char *tok = strtok(list, ", "); tok; tok = strtok(NULL, ", ")) named |= !strcmp(tok, want);
+    cr_assert(named, "call id %llu must be among the damaged:\n%s", (unsigned long long)id, text);
+    cr_assert_null(strstr(text, "not deterministic"), "%s", text);
+    /* the final file holds the regenerated record: the reference run's tensors, bit for bit */
+    peat_store_t *r = open_store("ref", "campaign.h5"), *k = open_store("d", "campaign.h5");
+    assert_same_records(r, k);
+    int64_t j;
+    cr_assert_eq(peat_store_call_find(k, id, &j), PEAT_OK);
+    peat_record *now = NULL;
+    cr_assert_eq(peat_store_call_read(k, j, &now), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(((const float *)now->in[0]->data)[1], was);
+    peat_record_free(now);
+    peat_store_close(r);
+    peat_store_close(k);
+    st = run_peat(NULL, "inspect --verify %s/d/campaign.h5", tmpdir);
+    cr_assert(exited(st, 0), "the resumed file must verify");
+}
+
 Test(campaign, resume_refuses_other_options)
 {
     int st = run_killed("x", 40);

@@ -1,6 +1,6 @@
 /* test_robust.c: hostile kernels and plugins (tests/plugins/plugin_hostile.c and the
- * plugin_register_* ones), concurrent runs, signals and options that would do nothing: each
- * ends in a clear finding or one line and the right exit status. */
+ * plugin_register_* ones), concurrent runs, signals, options that would do nothing and damaged
+ * campaign files: each ends in a clear finding or one line and the right exit status. */
 #define _DEFAULT_SOURCE /* usleep */
 #include <criterion/criterion.h>
 
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "store/store.h"
 
 #define HOSTILE PEAT_TEST_PLUGIN_DIR "/libplugin_hostile.so"
 #define SMALL   "--iters 12 --calls 6"
@@ -319,4 +320,128 @@ Test(robust, options_that_do_nothing_are_refused)
     int rc =
         peat("run --kernel gemm_new --iters 12 --calls 4 --checkpoints 0,11 --out %s/ok", tmpdir);
     cr_assert_eq(rc, 0, "%s", err_buf);
+}
+
+/* ---- integrity: the manifest, inspect and --verify ---- */
+
+/* The bytes of path (malloc'd) and their count. */
+static unsigned char *file_read(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    unsigned char *b = malloc((size_t)*len);
+    cr_assert_not_null(b);
+    rewind(f);
+    cr_assert_eq(fread(b, 1, (size_t)*len, f), (size_t)*len);
+    fclose(f);
+    return b;
+}
+
+static void file_write(const char *path, const unsigned char *b, long len)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_eq(fwrite(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+}
+
+/* The "stages present: ..." line of the last inspect output ("" if none). */
+static void stages_line(char *buf, size_t n)
+{
+    const char *p = strstr(out_buf, "stages present:");
+    snprintf(buf, n, "%.*s", p ? (int)strcspn(p, "\n") : 0, p ? p : "");
+}
+
+Test(robust, inspect_never_passes_a_file_whose_tail_was_zeroed)
+{
+    /* before: 4 KiB zeroed near the end dropped the signatures, and inspect said "closed
+     * cleanly" with exit 0 */
+    int rc = peat("run --kernel gemm_new " SMALL " --quiet --out %s/a", tmpdir);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+    char h5[400], w[400], ref[512], got[512];
+    snprintf(h5, sizeof h5, "%s/a/campaign.h5", tmpdir);
+    snprintf(w, sizeof w, "%s/w.h5", tmpdir);
+    rc = peat("inspect %s", h5);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+    cr_assert_not_null(strstr(out_buf, "every stage output its manifest lists is present"), "%s",
+                       out_buf);
+    cr_assert_not_null(strstr(out_buf, "runtime, commit, report"), "%s", out_buf);
+    stages_line(ref, sizeof ref);
+    long len;
+    unsigned char *b = file_read(h5, &len);
+    long end = len;
+    while (end > 0 && !b[end - 1]) end--; /* the spare room of the last chunks stays zero */
+    int lost = 0, refused = 0;
+    for (long at = end - 4096; at > end - 48 * 4096 && at >= 0; at -= 4096) {
+        unsigned char *c = malloc((size_t)len);
+        memcpy(c, b, (size_t)len);
+        memset(c + at, 0, 4096);
+        file_write(w, c, len);
+        free(c);
+        rc = peat("inspect %s", w);
+        stages_line(got, sizeof got);
+        cr_assert_null(strstr(out_buf, "closed cleanly"), "%s", out_buf);
+        if (strcmp(got, ref) != 0) {
+            lost++;
+            cr_assert_eq(rc, 2,
+                         "4 KiB zeroed at %ld lost a stage's records (%s) but inspect "
+                         "passed:\n%s",
+                         at, got, out_buf);
+        }
+        if (rc == 2) {
+            refused++;
+            cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+        } else
+            cr_assert_eq(rc, 0, "%s", err_buf);
+    }
+    free(b);
+    cr_assert_gt(lost, 0, "no window lost records: the test shows nothing");
+    cr_assert_geq(refused, lost);
+}
+
+Test(robust, inspect_verify_names_the_damaged_record)
+{
+    /* before: a tensor changed on disk (1.48e22 where the run had 0.54) was "closed cleanly" */
+    int rc = peat("run --kernel gemm_new " SMALL " --quiet --out %s/a", tmpdir);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+    char h5[400];
+    snprintf(h5, sizeof h5, "%s/a/campaign.h5", tmpdir);
+    rc = peat("inspect --verify %s", h5);
+    cr_assert_eq(rc, 0, "%s%s", out_buf, err_buf);
+    cr_assert_not_null(strstr(out_buf, "every tensor and signature read back"), "%s", out_buf);
+    /* the last record's input 0 is small: stored as it is in the raw pool */
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_open(h5, 0, &s), PEAT_OK, "%s", peat_error_last());
+    int64_t last = peat_store_call_count(s) - 1;
+    peat_record *r = NULL;
+    cr_assert_eq(peat_store_call_read(s, last, &r), PEAT_OK, "%s", peat_error_last());
+    peat_store_close(s);
+    long len, at = -1;
+    unsigned char *b = file_read(h5, &len);
+    size_t head = peat_tensor_nbytes(r->in[0]) < 64 ? peat_tensor_nbytes(r->in[0]) : 64;
+    for (long i = 0; i + (long)head <= len && at < 0; i++)
+        if (!memcmp(b + i, r->in[0]->data, head)) at = i;
+    cr_assert_geq(at, 0, "input 0 of the last record is not in the file as it is");
+    float big = 1.48e22f;
+    memcpy(b + at + 4, &big, 4);
+    file_write(h5, b, len);
+    free(b);
+    char want[64];
+    snprintf(want, sizeof want, "call id %llu (", (unsigned long long)r->id);
+    peat_record_free(r);
+    /* the cheap check reads no tensor: it must not call the file clean */
+    rc = peat("inspect %s", h5);
+    cr_assert_null(strstr(out_buf, "closed cleanly"), "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "tensor data not read (--verify reads it)"), "%s", out_buf);
+    rc = peat("inspect --verify %s", h5);
+    cr_assert_eq(rc, 2, "rc %d\n%s", rc, out_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "is damaged: "), "%s", err_buf);
+    cr_assert_not_null(strstr(out_buf, "status       DAMAGED"), "%s", out_buf);
+    const char *line = strstr(out_buf, "  DAMAGED      ");
+    cr_assert_not_null(line, "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, want), "%s", out_buf);
+    cr_assert_not_null(strstr(line, "input 0 (tensor "), "%s", line);
 }

@@ -947,7 +947,7 @@ Test(store, inspect_lists_stages_ops_iterations_and_sizes)
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    cr_assert_eq(peat_store_inspect(p, out), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_inspect(p, 0, out), PEAT_OK, "%s", peat_error_last());
     fclose(out);
     cr_assert(
         strstr(text, "stages present: meta, calls (7), states (1), metrics (1), signatures (1)"),
@@ -962,12 +962,93 @@ Test(store, inspect_lists_stages_ops_iterations_and_sizes)
     cr_assert(strstr(text, "iterations covered: 0..9 (3 distinct)"),
               "iterations line wrong in:\n%s", text);
     cr_assert(strstr(text, "compression ratio"), "no compression ratio in:\n%s", text);
-    cr_assert(strstr(text, "closed cleanly"), "status missing in:\n%s", text);
+    cr_assert(strstr(text, "closed by its writer; no manifest"), "status missing in:\n%s", text);
     free(text);
     out = fopen("/dev/null", "w");
-    cr_assert_eq(peat_store_inspect(path_in("absent.h5"), out), PEAT_ERR_IO,
+    cr_assert_eq(peat_store_inspect(path_in("absent.h5"), 0, out), PEAT_ERR_IO,
                  "inspect of a missing file");
     fclose(out);
+}
+
+/* ---- the manifest ---- */
+
+static void manifest_problem(void *user, const char *line)
+{
+    char *buf = user;
+    size_t len = strlen(buf);
+    snprintf(buf + len, 2048 - len, "%s\n", line);
+}
+
+Test(store, manifest_lists_every_stage_and_a_lost_output_is_an_error)
+{
+    const char *p = path_in("manifest.h5");
+    peat_store_t *s = make_store(p);
+    for (int i = 0; i < 3; i++) {
+        peat_record *r = gemm_record((uint64_t)i, 8, 8, 8, (uint64_t)i + 1, NULL);
+        cr_assert_eq(peat_store_call_write(s, r), PEAT_OK);
+        peat_record_free(r);
+    }
+    cr_assert_eq(peat_store_signature_write(s, "k", "{\"a\":1}"), PEAT_OK);
+    static const peat_store_col cols[] = {{"x", PEAT_STORE_COL_I64, 0}};
+    peat_store_table_t *t = NULL;
+    cr_assert_eq(peat_store_table_open(s, "/extra/t", cols, 1, &t), PEAT_OK, "%s",
+                 peat_error_last());
+    peat_store_value v[3] = {{.i = 1}, {.i = 2}, {.i = 3}};
+    cr_assert_eq(peat_store_table_append(t, v, 3), PEAT_OK);
+    peat_store_table_close(t);
+    const peat_store_stage stages[] = {
+        {"a", NULL, NULL},
+        {"b", "/calls/index /extra/t", NULL},
+        {"c", "/signatures/index", NULL},
+        {"d", "/never/written", "--no-d"},
+    };
+    /* as the campaign does: the manifest is written by the session that commits */
+    peat_store_close(s);
+    cr_assert_eq(peat_store_open(p, 1, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_manifest_write(s, stages, 4), PEAT_OK, "%s", peat_error_last());
+    peat_store_close(s);
+
+    peat_store_check chk;
+    char lines[2048] = "";
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_manifest_check(s, manifest_problem, lines, &chk), PEAT_OK);
+    cr_assert_eq(chk.has_manifest, 1);
+    cr_assert_eq(chk.problems, 0, "%s", lines);
+    cr_assert_eq(chk.stages, 4);
+    cr_assert_eq(chk.skipped, 1);
+    cr_assert_eq(chk.tables, 3); /* /calls/index, /extra/t, /signatures/index */
+    cr_assert_str_eq(chk.stage_list, "a, b, c, d (skipped: --no-d)");
+    cr_assert_eq(peat_store_verify(s, manifest_problem, lines, &chk), PEAT_OK);
+    cr_assert_eq(chk.problems, 0, "%s", lines);
+    cr_assert_eq(chk.calls, 3);
+    cr_assert_eq(chk.signatures, 1);
+    peat_store_close(s);
+
+    /* what damage does: a table gone, a table's rows gone (the signature, the last record) */
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert_geq(f, 0);
+    cr_assert_geq(H5Ldelete(f, "/extra/t", H5P_DEFAULT), 0);
+    hid_t d = H5Dopen2(f, "/signatures/index", H5P_DEFAULT);
+    hsize_t zero = 0;
+    cr_assert_geq(H5Dset_extent(d, &zero), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_signature_count(s), 0);
+    cr_assert_eq(peat_store_manifest_check(s, manifest_problem, lines, &chk), PEAT_OK);
+    cr_assert_eq(chk.problems, 2, "%s", lines);
+    cr_assert(strstr(lines, "stage b: /extra/t is missing (its manifest lists 3 rows)"), "%s",
+              lines);
+    cr_assert(strstr(lines, "stage c: /signatures/index holds 0 of the 1 rows its manifest lists"),
+              "%s", lines);
+    peat_store_close(s);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    cr_assert_eq(peat_store_inspect(p, 0, out), PEAT_ERR_FORMAT);
+    fclose(out);
+    cr_assert(strstr(text, "status       DAMAGED: 2 problems"), "%s", text);
+    free(text);
 }
 
 /* An object of the file: a 1-D int64 dataset of n values v, v+1, ... at path. */

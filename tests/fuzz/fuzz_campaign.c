@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const char *path = fuzz_file(data, size, "h5");
     if (!path) return 0;
-    peat_store_inspect(path, devnull);
+    peat_store_inspect(path, 1, devnull); /* --verify: every tensor read too */
     unlink(path);
     return 0;
 }

@@ -1,0 +1,215 @@
+/* store_manifest.c: the finished campaign's manifest (/manifest): which stages ran and what each
+ * wrote, so that a stage output lost to damage is an error, not an omission. */
+#include "store/store_impl.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MANIFEST_PATH "/manifest"
+#define MANIFEST_MAX  128 /* rows: stages x the tables each writes */
+
+enum { M_STAGE, M_STATE, M_OBJECT, M_ROWS, M_DIGEST, M_NOTE, M_ENTRIES, M_NCOLS };
+static const peat_store_col manifest_cols[M_NCOLS] = {
+    {"stage", PEAT_STORE_COL_STR, 32},  {"state", PEAT_STORE_COL_STR, 16}, /* "done" or "skipped" */
+    {"object", PEAT_STORE_COL_STR, 64}, /* a table the stage wrote; "" for none */
+    {"rows", PEAT_STORE_COL_I64, 0},    /* its rows that passed their checks */
+    {"digest", PEAT_STORE_COL_I64, 0},  /* XXH64 chain of those rows' checks (uint64 bits) */
+    {"note", PEAT_STORE_COL_STR, 128},  /* why a stage was skipped */
+    {"entries", PEAT_STORE_COL_I64, 0}, /* rows of the manifest: a torn one is told apart */
+};
+
+/* Rows of object that pass their checks (-1: no such object) and the digest of the first upto. */
+static peat_status object_rows(peat_store_t *s, const char *object, int64_t upto, int64_t *rows,
+                               uint64_t *digest)
+{
+    for (int t = 0; t < STORE_T_COUNT; t++) {
+        if (strcmp(object, store_table_path(t)) != 0) continue;
+        const store_vec *v = &s->rows[t];
+        *rows = v->n;
+        *digest = 0;
+        for (int64_t i = 0; i < v->n && i < upto; i++) {
+            uint64_t c;
+            memcpy(&c, (const char *)v->data + (size_t)(i + 1) * v->elem - 8, 8);
+            *digest = store_hash64(&c, 8, *digest);
+        }
+        return PEAT_OK;
+    }
+    if (!peat_store_table_exists(s, object)) {
+        *rows = -1, *digest = 0;
+        return PEAT_OK;
+    }
+    return store_table_scan(s, object, upto, rows, digest);
+}
+
+typedef struct {
+    char stage[32], state[16], object[64], note[128];
+    int64_t rows;
+    uint64_t digest;
+} manifest_row;
+
+/* One row per table a stage wrote (one without a table for a stage that wrote none). */
+static peat_status stage_rows(peat_store_t *s, const peat_store_stage *st, manifest_row *r, int *m)
+{
+    const char *p = st->skipped ? "" : (st->objects ? st->objects : "");
+    int first = *m;
+    do {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, " ");
+        if (*m >= MANIFEST_MAX || len >= sizeof r->object)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "manifest: too many stage outputs, or a long name");
+        manifest_row *x = &r[(*m)++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->stage, sizeof x->stage, "%s", st->name);
+        snprintf(x->state, sizeof x->state, "%s", st->skipped ? "skipped" : "done");
+        snprintf(x->note, sizeof x->note, "%s", st->skipped ? st->skipped : "");
+        memcpy(x->object, p, len);
+        if (len) PEAT_TRY(object_rows(s, x->object, INT64_MAX, &x->rows, &x->digest));
+        if (x->rows < 0) x->rows = 0; /* a table its stage had nothing for */
+        p += len;
+        /* the stage's own row stands for it when it wrote no table; otherwise one per table */
+        if (!len && *m - 1 > first) (*m)--;
+    } while (*p);
+    return PEAT_OK;
+}
+
+static peat_status manifest_write_impl(peat_store_t *s, const peat_store_stage *stages, int n)
+{
+    PEAT_TRY(store_check_writable(s));
+    peat_store_table_t *t = NULL;
+    PEAT_TRY(peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t));
+    peat_status st = PEAT_OK;
+    manifest_row *r = NULL;
+    peat_store_value *v = NULL;
+    int m = 0;
+    if (peat_store_table_rows(t) > 0) goto done; /* a resumed commit: the first one stands */
+    r = calloc(MANIFEST_MAX, sizeof *r);
+    v = calloc((size_t)MANIFEST_MAX * M_NCOLS, sizeof *v);
+    if (!r || !v) st = PEAT_ERROR(PEAT_ERR_NOMEM, "manifest");
+    for (int i = 0; i < n && st == PEAT_OK; i++) st = stage_rows(s, &stages[i], r, &m);
+    for (int i = 0; i < m && st == PEAT_OK; i++) {
+        peat_store_value *x = v + (size_t)i * M_NCOLS;
+        x[M_STAGE].s = r[i].stage, x[M_STATE].s = r[i].state, x[M_OBJECT].s = r[i].object;
+        x[M_NOTE].s = r[i].note;
+        x[M_ROWS].i = r[i].rows, x[M_DIGEST].i = (int64_t)r[i].digest, x[M_ENTRIES].i = m;
+    }
+    /* one append, one flush: a kill tears it at most, and a torn manifest fails `entries` */
+    if (st == PEAT_OK) st = peat_store_table_append(t, v, m);
+done:
+    free(r);
+    free(v);
+    peat_store_table_close(t);
+    return st;
+}
+
+peat_status peat_store_manifest_write(peat_store_t *s, const peat_store_stage *stages, int n)
+{
+    if (!s || (!stages && n > 0) || n < 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_manifest_write: bad arguments");
+    peat_status st;
+    STORE_GUARDED(st, manifest_write_impl(s, stages, n));
+    return st;
+}
+
+/* ---- checking a file against its manifest ---- */
+
+void store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    out->problems++;
+    if (fn) fn(user, line);
+}
+
+/* One manifest row: the table it names is there, with at least its rows, and those unchanged. */
+static peat_status row_check(peat_store_t *s, const peat_store_table_t *t, int64_t i,
+                             peat_store_report_fn fn, void *user, peat_store_check *out)
+{
+    peat_store_value v[M_NCOLS];
+    for (int c = 0; c < M_NCOLS; c++) PEAT_TRY(peat_store_table_get(t, i, c, &v[c]));
+    if (strcmp(v[M_STATE].s, "done") != 0 || !v[M_OBJECT].s[0] || v[M_ROWS].i <= 0) return PEAT_OK;
+    out->tables++;
+    int64_t have = -1;
+    uint64_t digest = 0;
+    peat_status st = object_rows(s, v[M_OBJECT].s, v[M_ROWS].i, &have, &digest);
+    if (st == PEAT_ERR_NOMEM) return st;
+    if (st != PEAT_OK)
+        store_report(fn, user, out, "stage %s: %s is unreadable (%s)", v[M_STAGE].s, v[M_OBJECT].s,
+                     peat_error_last());
+    else if (have < 0)
+        store_report(fn, user, out, "stage %s: %s is missing (its manifest lists %lld rows)",
+                     v[M_STAGE].s, v[M_OBJECT].s, (long long)v[M_ROWS].i);
+    else if (have < v[M_ROWS].i)
+        store_report(fn, user, out, "stage %s: %s holds %lld of the %lld rows its manifest lists",
+                     v[M_STAGE].s, v[M_OBJECT].s, (long long)have, (long long)v[M_ROWS].i);
+    else if (digest != (uint64_t)v[M_DIGEST].i)
+        store_report(fn, user, out, "stage %s: the rows of %s differ from its manifest (digest)",
+                     v[M_STAGE].s, v[M_OBJECT].s);
+    return PEAT_OK;
+}
+
+/* Stages listed (a stage's rows are consecutive), of them skipped, and their names in order. */
+static void stages_count(const peat_store_table_t *t, peat_store_check *out)
+{
+    peat_store_value a, b, state, note;
+    size_t n = sizeof out->stage_list, len = 0;
+    for (int64_t i = 0; i < peat_store_table_rows(t); i++) {
+        if (peat_store_table_get(t, i, M_STAGE, &a) != PEAT_OK ||
+            peat_store_table_get(t, i, M_STATE, &state) != PEAT_OK ||
+            peat_store_table_get(t, i, M_NOTE, &note) != PEAT_OK)
+            return;
+        if (i > 0 && peat_store_table_get(t, i - 1, M_STAGE, &b) == PEAT_OK && !strcmp(a.s, b.s))
+            continue;
+        out->stages++;
+        int skipped = !strcmp(state.s, "skipped");
+        out->skipped += skipped;
+        if (len < n)
+            len += (size_t)snprintf(out->stage_list + len, n - len, "%s%s%s%s%s", i ? ", " : "",
+                                    a.s, skipped ? " (skipped: " : "", skipped ? note.s : "",
+                                    skipped ? ")" : "");
+    }
+}
+
+static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *user,
+                              peat_store_check *out)
+{
+    if (!peat_store_table_exists(s, MANIFEST_PATH)) return PEAT_OK;
+    out->has_manifest = 1;
+    peat_store_table_t *t = NULL;
+    peat_status st = peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t);
+    if (st != PEAT_OK) {
+        store_report(fn, user, out, "/manifest is unreadable (%s)", peat_error_last());
+        return st == PEAT_ERR_NOMEM ? st : PEAT_OK;
+    }
+    int64_t n = peat_store_table_rows(t);
+    peat_store_value entries = {.i = 0};
+    if (n > 0) peat_store_table_get(t, 0, M_ENTRIES, &entries);
+    if (n == 0)
+        store_report(fn, user, out, "/manifest: none of its rows passes its check (damaged)");
+    else if (entries.i != n)
+        store_report(fn, user, out, "/manifest: %lld of its %lld rows pass their checks (damaged)",
+                     (long long)n, (long long)entries.i);
+    stages_count(t, out);
+    for (int64_t i = 0; i < n && st == PEAT_OK; i++) st = row_check(s, t, i, fn, user, out);
+    /* a finished campaign's writer closed it whole: rows of a record left behind are damage */
+    if (st == PEAT_OK && !s->crashed && s->dropped > 0)
+        store_report(fn, user, out,
+                     "%lld index rows after the last whole record fail their checks or their "
+                     "data's hash (damaged)",
+                     (long long)s->dropped);
+    peat_store_table_close(t);
+    return st;
+}
+
+peat_status peat_store_manifest_check(peat_store_t *s, peat_store_report_fn fn, void *user,
+                                      peat_store_check *out)
+{
+    if (!s || !out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_manifest_check: bad arguments");
+    memset(out, 0, sizeof *out);
+    peat_status st;
+    STORE_GUARDED(st, check_impl(s, fn, user, out));
+    return st;
+}
