@@ -1,7 +1,7 @@
 /* isolate.c: a candidate kernel run in a forked child with a deadline (a crash, hang or early exit
  * becomes a reported outcome), its outputs in guarded shared memory that the parent reads, its
- * inputs in copies checked after the call. */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, strsignal */
+ * inputs in read-only copies checked after the call. */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, strsignal, REG_ERR */
 #include "harness/isolate.h"
 #include "harness/campaign.h"
 
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <ucontext.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,16 +25,20 @@ static void *shared_alloc(size_t n)
 }
 
 /* ---- guarded output buffers ----
- * [guard page][head page: guard_head, then sentinel][data, then sentinel to a page end][guard page]
- * A write just outside the data changes a sentinel byte (its offset is reported); one far
- * outside hits a guard page (the child crashes). */
+ * [guard region][head page: guard_head, then sentinel][data, then sentinel to a page end][guard]
+ * A write just outside the data changes a sentinel byte; one further out lands in a guard
+ * region (PROT_NONE, at least GUARD_MIN bytes and four times the data): the fault handler below
+ * notes its offset and lets the write go to a private page, so the call still completes and is
+ * reported as OUT_OF_BOUNDS_WRITE with the offset, not as a crash. The guard regions cost
+ * address space only. */
 
 enum { SENTINEL = 0xA5, TAIL_MIN = 64 };
+#define GUARD_MIN ((size_t)16 << 20)
 static const uint64_t GUARD_MAGIC = 0x5045415447554152ull; /* "PEATGUAR" */
 
 typedef struct {
     uint64_t magic;
-    size_t nbytes, map_len;
+    size_t nbytes, map_len, guard;
 } guard_head;
 
 static size_t page_size(void)
@@ -49,23 +54,27 @@ static guard_head *head_of(const peat_tensor *t)
 static void *guarded_alloc(size_t nb)
 {
     size_t pg = page_size(), data_len = (nb + TAIL_MIN + pg - 1) / pg * pg;
-    size_t len = 3 * pg + data_len;
-    char *base = shared_alloc(len);
-    if (!base) return NULL;
-    if (mprotect(base, pg, PROT_NONE) != 0 || mprotect(base + len - pg, pg, PROT_NONE) != 0) {
+    size_t guard = 4 * data_len > GUARD_MIN ? 4 * data_len : GUARD_MIN;
+    size_t len = 2 * guard + pg + data_len;
+    /* the whole range reserved inaccessible, then the head and data mapped shared inside it */
+    char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    char *mid = mmap(base + guard, pg + data_len, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (mid == MAP_FAILED) {
         munmap(base, len);
         return NULL;
     }
-    memset(base + pg, SENTINEL, pg + data_len);
-    guard_head *h = (guard_head *)(base + pg);
-    h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = len;
-    return base + 2 * pg;
+    memset(mid, SENTINEL, pg + data_len);
+    guard_head *h = (guard_head *)mid;
+    h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = len, h->guard = guard;
+    return mid + pg;
 }
 
 static void guarded_free(void *data)
 {
-    char *head = (char *)data - page_size();
-    munmap(head - page_size(), ((guard_head *)head)->map_len);
+    guard_head *h = (guard_head *)((char *)data - page_size());
+    munmap((char *)h - h->guard, h->map_len);
 }
 
 /* The first byte outside t's data that is no longer the sentinel, as an offset from the data's
@@ -74,7 +83,7 @@ static long long sentinel_check(const peat_tensor *t, int *hit)
 {
     const guard_head *h = head_of(t);
     const unsigned char *data = t->data, *before = (const unsigned char *)(h + 1);
-    size_t pg = page_size(), tail = h->map_len - 3 * pg - h->nbytes;
+    size_t pg = page_size(), tail = h->map_len - 2 * h->guard - pg - h->nbytes;
     *hit = 1;
     for (const unsigned char *p = before; p < data; p++)
         if (*p != SENTINEL) return (long long)(p - data);
@@ -167,6 +176,107 @@ static int inputs_changed(const peat_args *a, const peat_args *run, int *which, 
     return 0;
 }
 
+/* ---- faults in guard regions and read-only inputs ----
+ * During a call, the guard regions of the outputs and the input copies (mapped read-only) are
+ * listed for on_fault. A SIGSEGV inside one is noted (the first write of each kind, with its
+ * byte offset) and its page made writable (a private page in a guard region; the input copy
+ * itself, which the parent compares afterwards), so the kernel goes on and the call completes.
+ * Any other SIGSEGV goes to the handler that was there before (a crash, as before). */
+
+typedef struct {
+    int hit, index;
+    long long offset; /* bytes from the start of the buffer (negative: before it) */
+} fault_note;
+
+/* What a call reports in shared memory: the isolated child writes it, the parent reads it. */
+typedef struct {
+    int status; /* the kernel's status, or CHILD_NEVER_RETURNED / CHILD_CALLED_EXIT */
+    char msg[256];
+    fault_note oob, input;
+} call_report;
+
+/* What the report says when the kernel never returned. */
+enum { CHILD_NEVER_RETURNED = -1, CHILD_CALLED_EXIT = -2 };
+
+enum { REGION_OUTPUT, REGION_INPUT };
+typedef struct {
+    uintptr_t lo, hi, base;
+    int kind, index;
+} fault_region;
+
+static fault_region fault_regions[4 * PEAT_MAX_IO];
+static volatile sig_atomic_t fault_n;
+static call_report *fault_report;
+static uintptr_t fault_pg; /* the page size, read before the call (sysconf is not signal-safe) */
+static struct sigaction fault_prev;
+
+/* Whether the faulting access was a write (x86-64's page-fault error code says; elsewhere every
+ * access outside the buffers counts as one). */
+static int fault_is_write(const void *ucv)
+{
+#if defined(__x86_64__) && defined(REG_ERR)
+    const ucontext_t *uc = ucv;
+    return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+    (void)ucv;
+    return 1;
+#endif
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; i < fault_n; i++) {
+        const fault_region *r = &fault_regions[i];
+        if (a < r->lo || a >= r->hi) continue;
+        fault_note *n = r->kind == REGION_OUTPUT ? &fault_report->oob : &fault_report->input;
+        if (!n->hit && fault_is_write(uc))
+            n->hit = 1, n->index = r->index, n->offset = (long long)(a - r->base);
+        if (mprotect((void *)(a & ~(fault_pg - 1)), fault_pg, PROT_READ | PROT_WRITE) == 0)
+            return; /* the access is retried, and succeeds */
+        break;
+    }
+    /* not a guarded buffer: the access is retried under the previous handler (a crash) */
+    sigaction(SIGSEGV, &fault_prev, NULL);
+}
+
+/* Lists run's output guard regions and its input copies (made read-only) and installs
+ * on_fault, which notes into rep. */
+static void faults_arm(const peat_args *run, call_report *rep)
+{
+    fault_pg = (uintptr_t)page_size();
+    int n = 0;
+    for (int o = 0; o < run->n_out; o++) {
+        const guard_head *h = head_of(run->out[o]);
+        uintptr_t data = (uintptr_t)run->out[o]->data, start = (uintptr_t)h - h->guard,
+                  end = start + h->map_len;
+        fault_regions[n++] = (fault_region){start, (uintptr_t)h, data, REGION_OUTPUT, o};
+        fault_regions[n++] = (fault_region){end - h->guard, end, data, REGION_OUTPUT, o};
+    }
+    for (int i = 0; i < run->n_in; i++) {
+        if (!run->in[i]) continue;
+        uintptr_t data = (uintptr_t)run->in[i]->data;
+        size_t nb = (peat_tensor_nbytes(run->in[i]) + fault_pg - 1) / fault_pg * fault_pg;
+        if (nb == 0 || mprotect(run->in[i]->data, nb, PROT_READ) != 0) continue;
+        fault_regions[n++] = (fault_region){data, data + nb, data, REGION_INPUT, i};
+    }
+    fault_report = rep;
+    fault_n = n;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &fault_prev);
+}
+
+static void faults_disarm(void)
+{
+    fault_n = 0;
+    sigaction(SIGSEGV, &fault_prev, NULL);
+}
+
 /* ---- in-process calls: a crash or an exit during the call ends peat with one line ---- */
 
 static char inproc_crash_msg[320], inproc_exit_msg[320];
@@ -189,8 +299,8 @@ static void inproc_atexit(void)
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 enum { N_CRASH = sizeof crash_signals / sizeof crash_signals[0] };
 
-static peat_status run_here(const peat_kernel *k, const peat_args *a, peat_call_outcome *out,
-                            char *why, size_t nwhy)
+static peat_status run_here(const peat_kernel *k, const peat_args *a, call_report *rep,
+                            peat_call_outcome *out, char *why, size_t nwhy)
 {
     static int atexit_done;
     if (!atexit_done) atexit_done = atexit(inproc_atexit) == 0;
@@ -205,9 +315,11 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, peat_call_
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
+    faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
     inproc_in_call = 1;
     peat_status st = peat_kernel_run(k, a);
     inproc_in_call = 0;
+    faults_disarm();
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
     *out = PEAT_CALL_DONE;
     if (st == PEAT_OK) return PEAT_OK;
@@ -248,14 +360,10 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
     return waitpid(pid, wst, 0) < 0 ? -1 : 1;
 }
 
-/* What the child reports in shared memory before it returns: the kernel's status, or one of
- * these when it never returned. */
-enum { CHILD_NEVER_RETURNED = -1, CHILD_CALLED_EXIT = -2 };
-
-/* What the child's end says about the kernel: child_status is what it returned (or one of the
- * above), msg its error message. */
-static peat_call_outcome child_verdict(const peat_kernel *k, int wst, int child_status,
-                                       const char *msg, char *why, size_t nwhy)
+/* What the child's end says about the kernel: rep holds what it returned (or one of the above)
+ * and its error message. */
+static peat_call_outcome child_verdict(const peat_kernel *k, int wst, const call_report *rep,
+                                       char *why, size_t nwhy)
 {
     int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
     if (WIFSIGNALED(wst)) {
@@ -263,63 +371,57 @@ static peat_call_outcome child_verdict(const peat_kernel *k, int wst, int child_
                  strsignal(WTERMSIG(wst)));
         return PEAT_CALL_FAILED;
     }
-    if (child_status == CHILD_NEVER_RETURNED && code != 0) {
+    if (rep->status == CHILD_NEVER_RETURNED && code != 0) {
         /* no exit() (its handlers never ran): a sanitizer or _exit turned a fault into a code */
         snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name, code);
         return PEAT_CALL_FAILED;
     }
-    if (child_status == CHILD_NEVER_RETURNED || child_status == CHILD_CALLED_EXIT) {
+    if (rep->status == CHILD_NEVER_RETURNED || rep->status == CHILD_CALLED_EXIT) {
         snprintf(why, nwhy,
                  "kernel '%s' ended its process (exit code %d) without completing the call",
                  k->name, code);
         return PEAT_CALL_DUE;
     }
-    if (child_status != PEAT_OK) {
-        snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, msg);
+    if (rep->status != PEAT_OK) {
+        snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, rep->msg);
         return PEAT_CALL_FAILED;
     }
     return PEAT_CALL_DONE;
 }
 
-enum { CHILD_MSG = 256, CHILD_SHARED = sizeof(int) + CHILD_MSG };
-
-static int *child_status_at; /* in the child: where it reports */
+static call_report *child_report_at; /* in the child: where it reports */
 
 /* Runs in the child when the kernel calls exit(): whatever the code, the call never completed. */
 static void child_atexit(void)
 {
-    if (*child_status_at == CHILD_NEVER_RETURNED) *child_status_at = CHILD_CALLED_EXIT;
+    if (child_report_at->status == CHILD_NEVER_RETURNED)
+        child_report_at->status = CHILD_CALLED_EXIT;
 }
 
-static void child_run(const peat_kernel *k, const peat_args *a, int *child_status, char *msg,
-                      pid_t parent, int done_fd)
+static void child_run(const peat_kernel *k, const peat_args *a, call_report *rep, pid_t parent,
+                      int done_fd)
 {
     close(done_fd); /* the read end: the parent's */
-    child_status_at = child_status;
+    child_report_at = rep;
     atexit(child_atexit);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no orphan left spinning */
     if (getppid() != parent) _exit(1);
+    faults_arm(a, rep); /* a fault outside the guarded buffers kills the child: a crash */
     peat_status st = peat_kernel_run(k, a);
-    if (st != PEAT_OK) snprintf(msg, CHILD_MSG, "%s", peat_error_last());
-    *child_status = (int)st;
+    if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
+    rep->status = (int)st;
     _exit(0);
 }
 
-static peat_status run_child(const peat_kernel *k, const peat_args *a, double timeout_s,
-                             peat_call_outcome *out, char *why, size_t nwhy)
+static peat_status run_child(const peat_kernel *k, const peat_args *a, call_report *rep,
+                             double timeout_s, peat_call_outcome *out, char *why, size_t nwhy)
 {
-    int *child_status = shared_alloc(CHILD_SHARED);
-    if (!child_status) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared status");
-    char *child_msg = (char *)(child_status + 1);
-    *child_status = CHILD_NEVER_RETURNED;
+    rep->status = CHILD_NEVER_RETURNED;
     /* the child holds the write end of a pipe until it exits: poll() on the read end wakes the
      * parent the moment the child is done */
     int fds[2];
-    if (pipe(fds) != 0) {
-        munmap(child_status, CHILD_SHARED);
-        return PEAT_ERROR(PEAT_ERR_INTERNAL, "pipe failed: %s", strerror(errno));
-    }
+    if (pipe(fds) != 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "pipe failed: %s", strerror(errno));
     struct sigaction sa, old_term, old_int;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_terminate;
@@ -327,7 +429,7 @@ static peat_status run_child(const peat_kernel *k, const peat_args *a, double ti
     sigaction(SIGINT, &sa, &old_int);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
-    if (pid == 0) child_run(k, a, child_status, child_msg, parent, fds[0]);
+    if (pid == 0) child_run(k, a, rep, parent, fds[0]);
     close(fds[1]);
     peat_status st = PEAT_OK;
     if (pid < 0)
@@ -343,33 +445,53 @@ static peat_status run_child(const peat_kernel *k, const peat_args *a, double ti
         } else if (ended < 0)
             st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
         else
-            *out = child_verdict(k, wst, *child_status, child_msg, why, nwhy);
+            *out = child_verdict(k, wst, rep, why, nwhy);
     }
     close(fds[0]);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
-    munmap(child_status, CHILD_SHARED);
     return st;
 }
 
-/* After a completed call: writes outside the outputs, then into the inputs. */
+/* "element E, byte offset B (before the start of | past the end of its N)" of output o. */
+static void oob_why(const peat_kernel *k, const peat_tensor *t, int o, long long off, char *why,
+                    size_t nwhy)
+{
+    long long n = peat_tensor_numel(t);
+    long long el = off < 0 ? -((-off + 3) / 4) : off / 4;
+    snprintf(why, nwhy,
+             "kernel '%s' wrote outside output %d: element %lld, byte offset %lld (%s its %lld)",
+             k->name, o, el, off, off < 0 ? "before the start of" : "past the end of", n);
+}
+
+/* After a completed call: writes outside the outputs (sentinels just around them, the guard
+ * regions further out), then into the inputs (the read-only copies' faults, or a difference
+ * from the originals). */
 static void check_writes(const peat_kernel *k, const peat_args *a, const peat_args *run,
-                         peat_call_outcome *out, char *why, size_t nwhy)
+                         const call_report *rep, peat_call_outcome *out, char *why, size_t nwhy)
 {
     for (int o = 0; o < run->n_out; o++) {
         int hit;
         long long off = sentinel_check(run->out[o], &hit);
         if (!hit) continue;
-        long long n = peat_tensor_numel(run->out[o]);
-        long long el = off < 0 ? -((-off + 3) / 4) : off / 4;
-        snprintf(why, nwhy, "kernel '%s' wrote outside output %d: element %lld (%s its %lld)",
-                 k->name, o, el, off < 0 ? "before the start of" : "past the end of", n);
+        oob_why(k, run->out[o], o, off, why, nwhy);
+        *out = PEAT_CALL_OOB_WRITE;
+        return;
+    }
+    if (rep->oob.hit) {
+        oob_why(k, run->out[rep->oob.index], rep->oob.index, rep->oob.offset, why, nwhy);
         *out = PEAT_CALL_OOB_WRITE;
         return;
     }
     int which;
     int64_t elem;
-    if (inputs_changed(a, run, &which, &elem)) {
+    if (rep->input.hit) {
+        size_t es = peat_dtype_size(run->in[rep->input.index]->dtype);
+        snprintf(why, nwhy, "kernel '%s' wrote into input %d at element %lld (byte offset %lld)",
+                 k->name, rep->input.index, rep->input.offset / (long long)(es ? es : 1),
+                 rep->input.offset);
+        *out = PEAT_CALL_INPUT_MUTATION;
+    } else if (inputs_changed(a, run, &which, &elem)) {
         snprintf(why, nwhy, "kernel '%s' wrote into input %d at element %lld", k->name, which,
                  (long long)elem);
         *out = PEAT_CALL_INPUT_MUTATION;
@@ -381,13 +503,17 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
+    call_report *rep = shared_alloc(sizeof *rep);
+    if (!rep) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared call report");
+    memset(rep, 0, sizeof *rep);
     peat_args run;
     peat_status st = inputs_copy(a, &run);
     if (st == PEAT_OK)
-        st = isolate ? run_child(k, &run, timeout_s, out, why, nwhy)
-                     : run_here(k, &run, out, why, nwhy);
-    if (st == PEAT_OK && *out == PEAT_CALL_DONE) check_writes(k, a, &run, out, why, nwhy);
+        st = isolate ? run_child(k, &run, rep, timeout_s, out, why, nwhy)
+                     : run_here(k, &run, rep, out, why, nwhy);
+    if (st == PEAT_OK && *out == PEAT_CALL_DONE) check_writes(k, a, &run, rep, out, why, nwhy);
     inputs_free(&run);
+    munmap(rep, sizeof *rep);
     return st;
 }
 

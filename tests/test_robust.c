@@ -221,7 +221,7 @@ Test(robust, out_of_bounds_writes_are_found_with_offset)
     static const struct {
         const char *k, *says;
     } cases[] = {
-        {"test_gemm_write_before", "element -1 (before the start of"},
+        {"test_gemm_write_before", "element -1, byte offset -4 (before the start of"},
         {"test_gemm_write_after", "(past the end of"},
     };
     for (int i = 0; i < 2; i++)
@@ -239,6 +239,50 @@ Test(robust, out_of_bounds_writes_are_found_with_offset)
     const char *n = strstr(p, "past the end of its ");
     cr_assert_not_null(n);
     cr_assert_eq(el, atoll(n + strlen("past the end of its ")));
+}
+
+Test(robust, far_writes_are_out_of_bounds_with_their_offset)
+{
+    /* before: 1 MiB outside the output is past the one guard page: isolated, the child crashed
+     * (signal 11) or wrote into whatever was mapped there; in-process, peat died */
+    static const struct {
+        const char *k;
+        long long beyond; /* elements from the edge of the output */
+    } cases[] = {{"test_gemm_write_far_before", -(1LL << 18)},
+                 {"test_gemm_write_far_after", 1LL << 18}};
+    for (int i = 0; i < 2; i++)
+        for (int iso = 0; iso < 2; iso++) {
+            int rc = peat("run --kernel %s --plugin %s %s " SMALL " --out %s/f%d%d", cases[i].k,
+                          HOSTILE, iso ? "" : "--no-isolate", tmpdir, i, iso);
+            cr_assert_eq(rc, 1, "%s: rc %d\n%s%s", cases[i].k, rc, out_buf, err_buf);
+            cr_assert_not_null(strstr(out_buf, "OUT_OF_BOUNDS_WRITE calls=6"), "%s", out_buf);
+            const char *p = strstr(out_buf, "wrote outside output 0: element ");
+            cr_assert_not_null(p, "%s", out_buf);
+            long long el = 0, off = 0, n = 0;
+            char where[32];
+            cr_assert_eq(sscanf(p, "wrote outside output 0: element %lld, byte offset %lld (%31s",
+                                &el, &off, where),
+                         3, "%s", p);
+            const char *its = strstr(p, " its ");
+            cr_assert_not_null(its);
+            n = atoll(its + 5);
+            cr_assert_eq(off, 4 * el, "%s", p);
+            cr_assert_eq(el, cases[i].beyond < 0 ? cases[i].beyond : n + cases[i].beyond, "%s", p);
+            cr_assert_str_eq(where, cases[i].beyond < 0 ? "before" : "past");
+        }
+}
+
+Test(robust, input_written_and_restored_is_caught_read_only)
+{
+    /* before: the copies compared equal after the call (the kernel put the value back): PASS */
+    for (int iso = 0; iso < 2; iso++) {
+        int rc = peat("run --kernel test_gemm_scratch_input --plugin %s %s " SMALL " --out %s/s%d",
+                      HOSTILE, iso ? "" : "--no-isolate", tmpdir, iso);
+        cr_assert_eq(rc, 1, "rc %d\n%s%s", rc, out_buf, err_buf);
+        cr_assert_not_null(strstr(out_buf, "INPUT_MUTATION calls=6"), "%s", out_buf);
+        cr_assert_not_null(strstr(out_buf, "wrote into input 0 at element 7 (byte offset 28)"),
+                           "%s", out_buf);
+    }
 }
 
 Test(robust, input_mutation_is_found_and_golden_unaffected)

@@ -1,5 +1,6 @@
 /* plugin_hostile.c: test plugin with GEMMs that attack the runner: exit mid-call, write outside
- * their output, overwrite their inputs, spin forever (tests/test_robust.c). */
+ * their output (next to it or 1 MiB away), overwrite their inputs (for good, or as scratch they
+ * restore), spin forever (tests/test_robust.c). */
 #include "peat/plugin.h"
 
 #include <stdlib.h>
@@ -57,6 +58,34 @@ static peat_status gemm_write_after(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* Correct output, and one float written 1 MiB before it (far past any sentinel). */
+static peat_status gemm_write_far_before(const peat_args *a, const peat_kernel *self)
+{
+    gemm_ref(a);
+    ((float *)a->out[0]->data)[-(1 << 18)] = 1.0f;
+    return PEAT_OK;
+}
+
+/* Correct output, and one float written 1 MiB past its end. */
+static peat_status gemm_write_far_after(const peat_args *a, const peat_kernel *self)
+{
+    gemm_ref(a);
+    ((float *)a->out[0]->data)[out_numel(a) + (1 << 18)] = 1.0f;
+    return PEAT_OK;
+}
+
+/* Uses element 7 of input A as scratch and puts it back: the inputs end as they began, so only
+ * a read-only mapping sees the write. */
+static peat_status gemm_scratch_input(const peat_args *a, const peat_kernel *self)
+{
+    float *A = (float *)a->in[0]->data;
+    volatile float keep = A[7];
+    A[7] = 2.0f * keep;
+    A[7] = keep;
+    gemm_ref(a);
+    return PEAT_OK;
+}
+
 /* Correct output, then element 5 of input A overwritten with 1.5e22. */
 static peat_status gemm_mutate_input(const peat_args *a, const peat_kernel *self)
 {
@@ -91,7 +120,13 @@ int peat_plugin_register(const peat_plugin_host *host)
         GEMM("test_gemm_exit3", gemm_exit3, "test: exit(3) mid-call"),
         GEMM("test_gemm_write_before", gemm_write_before, "test: writes one float before out"),
         GEMM("test_gemm_write_after", gemm_write_after, "test: writes one float after out"),
+        GEMM("test_gemm_write_far_before", gemm_write_far_before,
+             "test: writes one float 1 MiB before out"),
+        GEMM("test_gemm_write_far_after", gemm_write_far_after,
+             "test: writes one float 1 MiB after out"),
         GEMM("test_gemm_mutate_input", gemm_mutate_input, "test: overwrites input A[5]"),
+        GEMM("test_gemm_scratch_input", gemm_scratch_input,
+             "test: writes input A[7] and restores it"),
         GEMM("test_gemm_spin", gemm_spin, "test: spins forever"),
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
