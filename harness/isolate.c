@@ -227,7 +227,8 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
     uintptr_t a = (uintptr_t)si->si_addr;
-    for (int i = 0; i < fault_n; i++) {
+    /* only a fault has an address: a SIGSEGV sent by kill() or raise() (si_code <= 0) is not */
+    for (int i = 0; si->si_code > 0 && i < fault_n; i++) {
         const fault_region *r = &fault_regions[i];
         if (a < r->lo || a >= r->hi) continue;
         fault_note *n = r->kind == REGION_OUTPUT ? &fault_report->oob : &fault_report->input;
@@ -237,8 +238,9 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
             return; /* the access is retried, and succeeds */
         break;
     }
-    /* not a guarded buffer: the access is retried under the previous handler (a crash) */
+    /* not a guarded buffer: the previous handler takes it (a crash), as soon as this returns */
     sigaction(SIGSEGV, &fault_prev, NULL);
+    raise(SIGSEGV);
 }
 
 /* Lists run's output guard regions and its input copies (made read-only) and installs
