@@ -1051,6 +1051,28 @@ Test(store, manifest_lists_every_stage_and_a_lost_output_is_an_error)
     free(text);
 }
 
+Test(store, a_regenerated_record_is_compared_with_the_stored_one)
+{
+    /* what --resume asks of each record it skips: is the regeneration the stored record? */
+    const char *p = path_in("same.h5");
+    peat_store_t *s = make_store(p);
+    peat_record *r = gemm_record(7, 8, 8, 8, 3, NULL);
+    cr_assert_eq(peat_store_call_write(s, r), PEAT_OK);
+    char what[64] = "";
+    cr_assert_eq(peat_store_call_same(s, r, what, sizeof what), 1);
+    peat_f32(r->golden[0])[5] += 1e-6f; /* one output value moved: not the same run */
+    cr_assert_eq(peat_store_call_same(s, r, what, sizeof what), 0);
+    cr_assert_str_eq(what, "golden output 0");
+    peat_f32(r->golden[0])[5] -= 1e-6f;
+    peat_f32(r->in[1])[0] = -peat_f32(r->in[1])[0];
+    cr_assert_eq(peat_store_call_same(s, r, what, sizeof what), 0);
+    cr_assert_str_eq(what, "input 1");
+    r->id = 8;
+    cr_assert_eq(peat_store_call_same(s, r, what, sizeof what), -1, "id 8 is not stored");
+    peat_record_free(r);
+    peat_store_close(s);
+}
+
 /* An object of the file: a 1-D int64 dataset of n values v, v+1, ... at path. */
 static void extra_write(hid_t file, const char *path, int n, int64_t v)
 {
