@@ -144,12 +144,14 @@ peat_status peat_store_verify(peat_store_t *s, peat_store_report_fn fn, void *us
 
 /* ---- --resume: the records kept are verified; the first damaged one and all after it go ---- */
 
+typedef struct {
+    peat_store_resume_info *info;
+    int64_t first_seq; /* of the first damaged record, -1: none */
+} resume_ctx;
+
 static void resume_damage(void *user, int64_t seq, int is_call, uint64_t id, const char *line)
 {
-    struct {
-        peat_store_resume_info *info;
-        int64_t first_seq;
-    } *r = user;
+    resume_ctx *r = user;
     peat_store_resume_info *info = r->info;
     if (is_call && info->n_ids < (int)(sizeof info->damaged_ids / sizeof info->damaged_ids[0]))
         info->damaged_ids[info->n_ids++] = id;
@@ -162,10 +164,7 @@ static void resume_damage(void *user, int64_t seq, int is_call, uint64_t id, con
 
 peat_status store_resume_verify(peat_store_t *s, peat_store_resume_info *info)
 {
-    struct {
-        peat_store_resume_info *info;
-        int64_t first_seq;
-    } r = {info, -1};
+    resume_ctx r = {info, -1};
     peat_store_check chk;
     memset(&chk, 0, sizeof chk);
     PEAT_TRY(records_verify(s, resume_damage, &r, &chk));
