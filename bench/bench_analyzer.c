@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,17 +23,6 @@ static clockid_t timer = CLOCK_MONOTONIC;
 static double now(void)
 {
     return clock_s(timer);
-}
-
-/* CPU seconds of this process and its waited-for children (isolated candidates run in children). */
-static double cpu_all(void)
-{
-    struct rusage a, b;
-    getrusage(RUSAGE_SELF, &a);
-    getrusage(RUSAGE_CHILDREN, &b);
-    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
-           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
-                           b.ru_stime.tv_usec);
 }
 
 static int fail(const char *what)
@@ -231,9 +219,9 @@ static int stage_table(void)
         o.no_runtime = 1;
         peat_campaign_result r;
         memset(&r, 0, sizeof r);
-        double c0 = cpu_all();
+        double c0 = peat_campaign_cpu_s();
         if (peat_campaign_run(&o, &r) != PEAT_OK) return fail(flows[f]);
-        double cpu = cpu_all() - c0;
+        double cpu = peat_campaign_cpu_s() - c0;
         double tot = r.t_total, cand = r.t_playback - r.t_reference - r.t_analyzer;
 #define CELL(x) (x), 100.0 * (x) / tot
         printf("| %s | %.2f | %.2f | %.2f (%.0f%%) | %.2f (%.0f%%) | %.2f (%.0f%%) | %.3f (%.1f%%) "

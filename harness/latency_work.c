@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,15 +255,15 @@ static peat_status cal_signature(double *x, double *t, int *n)
     return cal_analysis(x, t, n, 1);
 }
 
-/* CPU seconds of this process's threads and its reaped children. */
-static double process_cpu_s(void)
+/* The golden relu on one element: the smallest call isolation can run. */
+static peat_status relu_call(const peat_kernel **k, peat_pred_call *c)
 {
-    struct rusage a, b;
-    getrusage(RUSAGE_SELF, &a);
-    getrusage(RUSAGE_CHILDREN, &b);
-    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
-           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
-                           b.ru_stime.tv_usec);
+    *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, "cpu");
+    if (!*k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden relu");
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1;
+    return peat_predictor_call_alloc(*k, &p, 1, c);
 }
 
 /* Isolation: one call through the playback's own isolation (harness/isolate.c: shared outputs,
@@ -278,22 +277,18 @@ static peat_status isolate_once(const peat_kernel *k, const peat_pred_call *c, d
     a.n_out = 0;
     PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
     char why[256];
-    double t0 = process_cpu_s();
+    double t0 = peat_campaign_cpu_s();
     peat_status st = peat_isolate_run(k, &a, 1, 30.0, why, sizeof why);
-    *sec = process_cpu_s() - t0;
+    *sec = peat_campaign_cpu_s() - t0;
     peat_isolate_outputs_free(&a);
     return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
 }
 
 peat_status peat_latency_isolate_now(double *cpu_s)
 {
-    const peat_kernel *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, "cpu");
-    if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden relu");
-    peat_op_params p;
-    memset(&p, 0, sizeof p);
-    p.i[0] = 1;
+    const peat_kernel *k;
     peat_pred_call c;
-    PEAT_TRY(peat_predictor_call_alloc(k, &p, 1, &c));
+    PEAT_TRY(relu_call(&k, &c));
     double r[5];
     peat_status st = PEAT_OK;
     for (int rep = 0; st == PEAT_OK && rep < 5; rep++) st = isolate_once(k, &c, &r[rep]);
@@ -305,13 +300,9 @@ peat_status peat_latency_isolate_now(double *cpu_s)
 static peat_status cal_isolate(double *x, double *t, int *n)
 {
     static const size_t extra[] = {0, (size_t)16 << 20, (size_t)64 << 20};
-    const peat_kernel *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, "cpu");
-    if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden relu");
-    peat_op_params p;
-    memset(&p, 0, sizeof p);
-    p.i[0] = 1;
+    const peat_kernel *k;
     peat_pred_call c;
-    PEAT_TRY(peat_predictor_call_alloc(k, &p, 1, &c));
+    PEAT_TRY(relu_call(&k, &c));
     peat_status st = PEAT_OK;
     *n = 0;
     for (size_t i = 0; st == PEAT_OK && i < sizeof extra / sizeof extra[0]; i++) {
