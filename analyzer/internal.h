@@ -99,16 +99,18 @@ peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
 void peat_sample_set_free(peat_sample_set *ss);
 /* Priority of element i of the call with number call: splitmix64's finaliser (a bijection with
  * full avalanche) of the id (call, i) packed into one word, unique for i < 2^40 and call < 2^24,
- * so priorities never tie and the k smallest are one well-defined set. */
-static inline uint64_t peat_sample_prio_id(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+ * so priorities never tie and the k smallest are one well-defined set. The id is
+ * PEAT_SAMPLE_ID0(call) ^ i; PEAT_SAMPLE_MIX finalises it in place, on a uint64_t or on a vector
+ * of them (the pass computes four at a time), with the same constants. */
+#define PEAT_SAMPLE_ID0(call) (((uint64_t)(call) << 40) ^ 0x9e3779b97f4a7c15ull)
+#define PEAT_SAMPLE_MIX(z)                                                                         \
+    ((z) = ((z) ^ ((z) >> 30)) * 0xbf58476d1ce4e5b9ull,                                            \
+     (z) = ((z) ^ ((z) >> 27)) * 0x94d049bb133111ebull, (z) ^= (z) >> 31)
 static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
 {
-    return peat_sample_prio_id(((uint64_t)call << 40) ^ (uint64_t)i ^ 0x9e3779b97f4a7c15ull);
+    uint64_t z = PEAT_SAMPLE_ID0(call) ^ (uint64_t)i;
+    PEAT_SAMPLE_MIX(z);
+    return z;
 }
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
 /* The set's k smallest priorities in ascending order (a canonical order, whatever the order of

@@ -153,8 +153,8 @@ enum { X_FIN = 1, X_NZ = 2, X_SOK = 4 }; /* exact finite, non-zero, scale >= FLT
 typedef struct block {
     int64_t lo, n, nv; /* first element, elements, elements rounded up to LANES (padding) */
     /* the exact side, shared by the test values of a pair (peat_scan_pair) */
-    double x[BLK], m[BLK], ax[BLK], bnd[BLK], inv[BLK], inv_s[BLK];
-    int64_t xc[BLK]; /* X_* flags of the exact value */
+    double x[BLK], m[BLK], ax[BLK], bnd[BLK], inv[BLK]; /* inv: 1 / scale (1 if X_SOK unset) */
+    int64_t xc[BLK];                                    /* X_* flags of the exact value */
     /* one test value's side */
     double t[BLK], aerr[BLK], e[BLK], rel[BLK], a[BLK], dd[BLK], err[BLK];
     int64_t slot_e[BLK], slot_rel[BLK]; /* sketch counter slots */
@@ -223,7 +223,6 @@ static INLINE_BLOCK void block_xside(const peat_scan_in *in, block *b)
         b->ax[j] = ax;
         b->bnd[j] = gamma * b->m[j] + eta;
         b->inv[j] = inv;
-        b->inv_s[j] = sok ? inv : 0.0;
         b->xc[j] = fin * X_FIN | nz * X_NZ | sok * X_SOK;
     }
 }
@@ -283,16 +282,19 @@ static INLINE_BLOCK v4d v_sel(v4i m, v4d a)
 {
     return (v4d)(m & (v4i)a);
 }
+/* per lane: a where m is set, else b */
+static INLINE_BLOCK v4d v_if(v4i m, v4d a, v4d b)
+{
+    return (v4d)((m & (v4i)a) | (~m & (v4i)b));
+}
 /* per lane: a where m is set and a > cur (a < cur for v_min), else cur */
 static INLINE_BLOCK v4d v_max(v4i m, v4d a, v4d cur)
 {
-    v4i take = m & (a > cur);
-    return (v4d)((take & (v4i)a) | (~take & (v4i)cur));
+    return v_if(m & (a > cur), a, cur);
 }
 static INLINE_BLOCK v4d v_min(v4i m, v4d a, v4d cur)
 {
-    v4i take = m & (a < cur);
-    return (v4d)((take & (v4i)a) | (~take & (v4i)cur));
+    return v_if(m & (a < cur), a, cur);
 }
 
 /* peat_sketch_slot of four values (>= 0 or NaN) at once. */
@@ -318,8 +320,8 @@ static INLINE_BLOCK void block_errors(block *b)
         v4d err = t - x, aerr = v_abs(err);
         v4i fin = ((xc & X_FIN) != 0) & (v_abs(t) <= big);
         v4i nz = (xc & X_NZ) != 0, sok = (xc & X_SOK) != 0, pos = x > zero;
-        v4d e = aerr / bnd, rel = aerr / (v4d)((nz & (v4i)ax) | (~nz & (v4i)one));
-        v4d dd = (v4d)((pos & (v4i)err) | (~pos & (v4i)(-err))) * inv;
+        v4d e = aerr / bnd, rel = aerr / v_if(nz, ax, one);
+        v4d dd = v_if(pos, err, -err) * inv;
         v4i ne = err != zero, toward = ne & (v_abs(t) < ax);
         v4i cond = fin & (C_FIN | (nz & C_REL) | (sok & C_SCALE) | (sok & nz & C_BIAS) |
                           (ne & C_ERR) | (toward & C_TOWARD));
@@ -408,7 +410,7 @@ static INLINE_BLOCK void block_patterns(const peat_scan_in *in, block *b, hot *h
     v4u mant_or = {0};
     const v4d zero = {0.0, 0.0, 0.0, 0.0};
     const v4q iota = {0, 1, 2, 3};
-    const uint64_t id0 = ((uint64_t)in->call << 40) ^ 0x9e3779b97f4a7c15ull;
+    const uint64_t id0 = PEAT_SAMPLE_ID0(in->call);
     for (int64_t j = 0; j < b->nv; j += LANES) {
         v4d x = ld_d(b->x + j), t = ld_d(b->t + j);
         v4u br;
@@ -430,9 +432,7 @@ static INLINE_BLOCK void block_patterns(const peat_scan_in *in, block *b, hot *h
         v4s df32 = __builtin_convertvector(df, v4s);
         memcpy(b->bt + j, &bt, sizeof bt), memcpy(b->diff + j, &df32, sizeof df32);
         v4q z = id0 ^ ((uint64_t)(b->lo + j) + iota);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
+        PEAT_SAMPLE_MIX(z);
         memcpy(b->prio + j, &z, sizeof z);
         n_below -= fin64 & (v4i)(z <= bound);
     }
@@ -525,7 +525,7 @@ static INLINE_BLOCK void bits_note(peat_partial *p, bitcount *bc, uint32_t bt, u
 static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const block *b, int j,
                         peat_worker *w)
 {
-    double x = b->x[j], err = b->err[j], inv_s = b->inv_s[j];
+    double x = b->x[j], err = b->err[j], inv_s = (b->xc[j] & X_SOK) ? b->inv[j] : 0.0;
     peat_sample smp = {.prio = prio,
                        .a = NAN,
                        .b = NAN,

@@ -80,17 +80,6 @@ static double time_memcpy(const triple *t, void *dst, int reps)
     return best;
 }
 
-/* Adds the triple to both accumulators until each holds at least 2^21 elements (16 times the
- * sample's size), as in a campaign well under way: the sample is full and its threshold low. */
-static int warm_up(peat_analyzer_acc_t *c, peat_analyzer_acc_t *g, const triple *t)
-{
-    for (int64_t done = 0; done < ((int64_t)1 << 21); done += t->n)
-        if (peat_analyzer_acc_add_pair(c, t->cand, g, t->gold, t->exact, NULL, 64, 64, 1, t->n,
-                                       NULL))
-            return fail("add");
-    return 0;
-}
-
 /* The triple into both accumulators: one pass for the pair (as playback does), or two adds. */
 static int add_triple(peat_analyzer_acc_t *c, peat_analyzer_acc_t *g, const triple *t, int pair)
 {
@@ -99,6 +88,15 @@ static int add_triple(peat_analyzer_acc_t *c, peat_analyzer_acc_t *g, const trip
                                           NULL) != PEAT_OK;
     return peat_analyzer_acc_add_terms(c, t->cand, t->exact, NULL, 64, 64, 1, t->n, NULL) ||
            peat_analyzer_acc_add_terms(g, t->gold, t->exact, NULL, 64, 64, 1, t->n, NULL);
+}
+
+/* Adds the triple to both accumulators until each holds at least 2^21 elements (16 times the
+ * sample's size), as in a campaign well under way: the sample is full and its threshold low. */
+static int warm_up(peat_analyzer_acc_t *c, peat_analyzer_acc_t *g, const triple *t)
+{
+    for (int64_t done = 0; done < ((int64_t)1 << 21); done += t->n)
+        if (add_triple(c, g, t, 1)) return fail("add");
+    return 0;
 }
 
 /* Seconds for the analyzer's pass over the triple (candidate and golden against exact; best of
