@@ -29,6 +29,12 @@ double peat_analyzer_bound(double mag, int64_t depth)
     return gamma_of(depth) * mag + eta_of(depth);
 }
 
+void peat_analyzer_bound_coeffs(int64_t depth, double *gamma, double *eta)
+{
+    *gamma = gamma_of(depth);
+    *eta = eta_of(depth);
+}
+
 static int default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -157,6 +157,9 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
 double peat_analyzer_eff_bits(double rms_rel_mag);
 /* The rounding bound of one element: gamma_K(2^-24) mag + (K+1) 2^-150. */
 double peat_analyzer_bound(double mag, int64_t depth);
+/* Its two coefficients for depth K, so that a loop over a tensor computes gamma mag + eta per
+ * element (the same operations, so the same bits, as peat_analyzer_bound). */
+void peat_analyzer_bound_coeffs(int64_t depth, double *gamma, double *eta);
 
 /* JSON object for one signature (fixed key order) into buf; returns bytes needed like snprintf. */
 int peat_signature_to_json(const peat_signature *s, char *buf, size_t n);

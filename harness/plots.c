@@ -50,8 +50,8 @@ static void take_worst(peat_plot_data *p, const float *test, const double *exact
 void peat_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
                    const double *mag, int64_t depth, int64_t rows, int64_t cols, int64_t call)
 {
-    double worst = 0, eta = peat_analyzer_bound(0.0, depth);
-    double gamma = peat_analyzer_bound(1.0, depth) - eta; /* to an ulp: bins are octaves */
+    double worst = 0, gamma, eta;
+    peat_analyzer_bound_coeffs(depth, &gamma, &eta);
     for (int64_t i = 0; i < rows * cols; i++) {
         double e = norm_err(test, exact, mag, gamma, eta, i);
         p->err_hist[which][peat_plot_err_bin(e)] += 1;
