@@ -80,19 +80,32 @@ double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top);
 /* One sampled element: what correlations and smoothness need. NaN = not applicable. */
 typedef struct peat_sample {
     uint64_t prio; /* sampling priority (unique per element) */
-    double a;      /* |err| / s_i (NaN when s_i < FLT_MIN) */
-    double b;      /* |exact| / s_i (NaN when s_i < FLT_MIN) */
+    double inv_s;  /* 1 / s_i, 0 when s_i < FLT_MIN (the columns' a and b are derived from it) */
     double key;    /* input value the element is a function of (NaN when none was given) */
     double x;      /* exact value */
     double d;      /* signed error test - exact */
 } peat_sample;
 
+/* Memory for the analyzer's large buffers (the sample, a signature's scratch). From 2 MiB up it is
+ * 2 MiB-aligned and advised for transparent huge pages where the system has them: a fresh 4 KiB
+ * page costs about 2 us to fault in on a virtual machine, more than the analysis of the 100
+ * elements it holds, while a huge page faults in 512 of them at once. NULL when it cannot be
+ * had; freed with free(). */
+void *peat_big_alloc(size_t bytes);
+
+/* A sampled element's values without its priority: the set keeps priorities in an array of their
+ * own, so that a cut reads 8 bytes per entry and moves only the entries it drops. */
+typedef struct peat_sample_val {
+    double inv_s, key, x, d; /* as in peat_sample */
+} peat_sample_val;
+
 typedef struct peat_sample_set {
-    peat_sample *s;
-    int64_t n, cap; /* cap = k + k/2: a full buffer is cut back to its k smallest */
+    uint64_t *prio;     /* priorities of the entries, n of them */
+    peat_sample_val *v; /* their values, in the same slots */
+    int64_t n, cap;     /* cap = k + k/2: a full buffer is cut back to its k smallest */
     int64_t k;
     uint64_t thresh; /* priorities above this can no longer enter (UINT64_MAX until first cut) */
-    uint64_t *key;   /* the cut's scratch copy of the priorities (cap of them), kept between cuts */
+    uint64_t *key;   /* the cut's scratch for one histogram bin's priorities, kept between cuts */
 } peat_sample_set;
 
 peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
@@ -118,13 +131,22 @@ void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
  * stream them); ss is not changed, so it stays open for pushes. */
 typedef struct peat_sample_cols {
     size_t n;
-    double *a, *b, *key, *x, *d; /* the peat_sample fields, n each (one allocation) */
+    /* a = |err| / s_i and b = |exact| / s_i (NaN when s_i < FLT_MIN), then the peat_sample
+     * fields key, x, d; n each (one allocation) */
+    double *a, *b, *key, *x, *d;
 } peat_sample_cols;
-peat_status peat_sample_cols_take(const peat_sample_set *ss, peat_sample_cols *c);
-void peat_sample_cols_free(peat_sample_cols *c);
-/* perm = the order of v[0..n) ascending (stable, NaN never passed in); LSD radix sort on the
- * order-preserving 64-bit image of the doubles: O(n), at most six passes. */
-peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm);
+/* cols holds 5 min(n, k) doubles for c's columns, perm n 32-bit words and scratch 3 n 64-bit
+ * words of sort scratch, for a set of n entries. */
+void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint32_t *perm,
+                           uint64_t *scratch, peat_sample_cols *c);
+/* perm = the order of v[0..n) ascending (stable, NaN never passed in; n < 2^32); LSD radix sort
+ * on the order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds
+ * 4 n words. */
+void peat_sample_argsort(const double *v, size_t n, uint32_t *perm, uint64_t *scratch);
+/* The median of v[0..n) (the middle value, or the mean of the two middle ones; NaN for n = 0),
+ * by a histogram of the values' top differing bits and a quickselect inside the bins that hold
+ * the middle: three reads of v. v is not changed; scratch holds n words. */
+double peat_sample_median(const double *v, size_t n, uint64_t *scratch);
 
 /* ---- streaming element pass (scan.c) -----------------------------------------------------------
  */

@@ -1,10 +1,13 @@
 /* sample.c: bottom-k uniform sample of elements (mergeable) and the radix sorts rank statistics
  * use.
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include "analyzer/internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
 {
@@ -16,7 +19,8 @@ peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
 
 void peat_sample_set_free(peat_sample_set *ss)
 {
-    free(ss->s);
+    free(ss->prio);
+    free(ss->v);
     free(ss->key);
     memset(ss, 0, sizeof *ss);
 }
@@ -24,53 +28,108 @@ void peat_sample_set_free(peat_sample_set *ss)
 /* The k-th smallest (1-based) of v[0..n) (priorities are hashes, so no adversarial order
  * exists for the quickselect). Reorders v. */
 PEAT_ANALYZER_DEFINE_SELECT(select_u64, uint64_t)
-static uint64_t kth_smallest(uint64_t *v, int64_t n, int64_t k)
-{
-    select_u64(v, n, k - 1);
-    return v[k - 1];
-}
 
-/* Keeps the k smallest priorities and lowers the entry threshold to the largest of them: the
- * threshold is found on a copy of the 8-byte keys (a scratch buffer kept for the set's life, so
- * that the cuts of a large add do not fault a fresh allocation in each time), then the entries
- * are compacted in one pass. */
-static void cut(peat_sample_set *ss)
+/* Bins of the cut's histogram: the k-th smallest priority is found in two reads of the
+ * priorities instead of a quickselect's dozen (priorities are uniform hashes, so each bin holds
+ * about n / 2^11 of them; any distribution gives the right answer, only slower). */
+#define CUT_BITS 11
+
+/* The k-th smallest (1-based, k <= n) of the set's priorities: a histogram of their top bits
+ * names the bin that holds it, and a quickselect among that bin's priorities (copied to the
+ * set's scratch) finds it. Returns 0 and leaves thresh alone when the scratch cannot be had. */
+static int kth_priority(peat_sample_set *ss, int64_t k, uint64_t *th)
 {
-    if (ss->n <= ss->k) return;
-    if (!ss->key) ss->key = calloc((size_t)(ss->k + ss->k / 2), sizeof *ss->key);
-    if (!ss->key || ss->n > ss->k + ss->k / 2) return; /* out of memory: the set stays larger */
-    uint64_t *key = ss->key;
-    for (int64_t i = 0; i < ss->n; i++) key[i] = ss->s[i].prio;
-    uint64_t th = kth_smallest(key, ss->n, ss->k);
+    uint64_t top = 0;
+    for (int64_t i = 0; i < ss->n; i++) top |= ss->prio[i];
+    int used = top ? 64 - __builtin_clzll(top) : 1;
+    int shift = used > CUT_BITS ? used - CUT_BITS : 0;
+    int64_t cnt[1 << CUT_BITS];
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < ss->n; i++) cnt[ss->prio[i] >> shift]++;
+    int64_t below = 0, bin = 0;
+    while (below + cnt[bin] < k) below += cnt[bin++];
+    if (!ss->key) ss->key = malloc((size_t)ss->cap * sizeof *ss->key);
+    if (!ss->key) return 0;
     int64_t m = 0;
     for (int64_t i = 0; i < ss->n; i++)
-        if (ss->s[i].prio <= th) ss->s[m++] = ss->s[i]; /* priorities are unique: exactly k */
-    ss->n = m;
+        if ((ss->prio[i] >> shift) == (uint64_t)bin) ss->key[m++] = ss->prio[i];
+    select_u64(ss->key, m, k - below - 1);
+    *th = ss->key[k - below - 1];
+    return 1;
+}
+
+/* Keeps the k smallest priorities and lowers the entry threshold to the largest of them. The
+ * entries kept stay where they are; each dropped slot below k takes a kept entry from above k,
+ * so only the dropped entries' slots are written. */
+static void cut(peat_sample_set *ss)
+{
+    uint64_t th;
+    if (ss->n <= ss->k || !kth_priority(ss, ss->k, &th)) return; /* out of memory: stays larger */
+    int64_t hi = ss->n;
+    for (int64_t i = 0; i < ss->k; i++) {
+        if (ss->prio[i] <= th) continue;
+        while (ss->prio[--hi] > th) {
+        }
+        ss->prio[i] = ss->prio[hi], ss->v[i] = ss->v[hi]; /* priorities are unique: exactly k */
+    }
+    ss->n = ss->k;
     ss->thresh = th;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *peat_big_alloc(size_t bytes)
+{
+    if (bytes < HUGE_PAGE) return malloc(bytes ? bytes : 1);
+    size_t round = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    void *m = NULL;
+    if (posix_memalign(&m, HUGE_PAGE, round) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(m, round, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages serve */
+#endif
+    return m;
+}
+
+/* p (of keep bytes in use) moved to bytes from peat_big_alloc, or grown in place; NULL when it
+ * cannot be had (p stays). */
+static void *grow(void *p, size_t keep, size_t bytes)
+{
+    if (bytes < HUGE_PAGE) return realloc(p, bytes);
+    void *q = peat_big_alloc(bytes);
+    if (q && keep) memcpy(q, p, keep);
+    if (q) free(p);
+    return q;
+}
+
+/* Room for cap entries; 0 when it cannot be had (the set stays as it is). */
+static int set_grow(peat_sample_set *ss, int64_t cap)
+{
+    size_t n = (size_t)ss->n;
+    uint64_t *p = grow(ss->prio, n * sizeof *p, (size_t)cap * sizeof *p);
+    if (!p) return 0;
+    ss->prio = p;
+    peat_sample_val *v = grow(ss->v, n * sizeof *v, (size_t)cap * sizeof *v);
+    if (!v) return 0; /* prio has room for cap, which is harmless */
+    ss->v = v;
+    ss->cap = cap;
+    return 1;
 }
 
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x)
 {
     if (x->prio > ss->thresh) return;
     if (ss->n == ss->cap) {
-        if (ss->cap >= ss->k + ss->k / 2) {
-            cut(ss);
-            if (x->prio > ss->thresh) return;
-        } else {
-            /* grow geometrically so that small accumulators stay small */
-            int64_t want = ss->cap ? ss->cap * 2 : 1024;
-            if (want > ss->k + ss->k / 2) want = ss->k + ss->k / 2;
-            peat_sample *ns = realloc(ss->s, (size_t)want * sizeof *ns);
-            if (!ns) { /* out of memory: fall back to cutting what is there */
-                if (ss->n > ss->k) cut(ss);
-                if (ss->n == ss->cap) return;
-            } else {
-                ss->s = ns;
-                ss->cap = want;
-            }
+        /* geometric steps while small (a small accumulator stays small), then the whole capacity
+         * at once, so that a large sample is copied to grow once, at 2^14 entries */
+        int64_t full = ss->k + ss->k / 2, step = ss->cap ? 2 * ss->cap : 1024;
+        step = step > 16384 ? full : step;
+        if (ss->cap >= full || !set_grow(ss, step < full ? step : full)) {
+            cut(ss); /* out of memory below full: cut what is there */
+            if (x->prio > ss->thresh || ss->n == ss->cap) return;
         }
     }
-    ss->s[ss->n++] = *x;
+    ss->prio[ss->n] = x->prio;
+    ss->v[ss->n++] = (peat_sample_val){x->inv_s, x->key, x->x, x->d};
 }
 
 /* Order-preserving image of a double as an unsigned integer (-0 < +0, NaN never passed in). */
@@ -81,127 +140,136 @@ static uint64_t dkey(double v)
     return u >> 63 ? ~u : u | 0x8000000000000000ull;
 }
 
-/* perm = the stable ascending order of the 32-bit keys key[0..n) (LSD radix sort on 8-bit
- * digits: one read builds all four histograms, a digit every key shares costs no pass, and each
- * pass scatters into 256 streams, few enough to stay in cache). ka, kb and pb are scratch of n. */
-static void radix_u32(const uint32_t *key, size_t n, uint32_t *perm, uint32_t *ka, uint32_t *kb,
-                      uint32_t *pb)
+/* Sorts p[0..n) by the high 32 bits of each word, stably (the low 32 bits ride along): an LSD
+ * radix sort on 11-bit digits, three passes, one read building all three histograms, and a digit
+ * every word shares costs no pass. Keys and their payload move as one 8-byte word, so each pass
+ * writes one stream per bin. t is scratch of n. */
+static void radix_hi32(uint64_t *p, uint64_t *t, size_t n)
 {
-    size_t cnt[4][256];
+    uint32_t cnt[3][2048];
     memset(cnt, 0, sizeof cnt);
     for (size_t i = 0; i < n; i++) {
-        uint32_t k = key[i];
-        ka[i] = k, perm[i] = (uint32_t)i;
-        cnt[0][k & 0xff]++, cnt[1][(k >> 8) & 0xff]++;
-        cnt[2][(k >> 16) & 0xff]++, cnt[3][k >> 24]++;
+        uint32_t h = (uint32_t)(p[i] >> 32);
+        cnt[0][h & 0x7ff]++, cnt[1][(h >> 11) & 0x7ff]++, cnt[2][h >> 22]++;
     }
-    uint32_t *pa = perm;
-    for (int d = 0; d < 4; d++) {
-        size_t *c = cnt[d], sum = 0;
-        if (c[(ka[0] >> (8 * d)) & 0xff] == n) continue; /* every key has this digit */
-        for (int b = 0; b < 256; b++) {
-            size_t t = c[b];
-            c[b] = sum;
-            sum += t;
+    uint64_t *a = p, *b = t;
+    for (int d = 0; d < 3; d++) {
+        uint32_t *c = cnt[d], sum = 0;
+        int sh = 32 + 11 * d;
+        if (c[(a[0] >> sh) & 0x7ff] == n) continue; /* every word has this digit */
+        for (int bin = 0; bin < 2048; bin++) {
+            uint32_t x = c[bin];
+            c[bin] = sum;
+            sum += x;
         }
-        for (size_t i = 0; i < n; i++) {
-            size_t at = c[(ka[i] >> (8 * d)) & 0xff]++;
-            kb[at] = ka[i];
-            pb[at] = pa[i];
-        }
-        uint32_t *tk = ka;
-        ka = kb, kb = tk;
-        uint32_t *tp = pa;
-        pa = pb, pb = tp;
+        for (size_t i = 0; i < n; i++) b[c[(a[i] >> sh) & 0x7ff]++] = a[i];
+        uint64_t *x = a;
+        a = b, b = x;
     }
-    if (pa != perm) memcpy(perm, pa, n * sizeof *perm);
+    if (a != p) memcpy(p, a, n * sizeof *p);
 }
 
-/* Orders a run of perm whose keys share their high 32 bits by the low 32 bits, stably:
- * insertion sort for short runs, a radix sort of the low halves for long ones (so that no input,
- * however many near-equal keys it has, costs quadratic time). s is scratch of 4 n words. */
-static void run_fix(const uint64_t *key, uint32_t *perm, size_t len, uint32_t *s)
+/* Orders a run of p (words high 32 bits = a key's high half, low 32 = its index) whose high
+ * halves are equal by the keys' low halves, stably: insertion sort for short runs, a radix sort
+ * of the low halves for long ones (so that no input, however many near-equal keys it has, costs
+ * quadratic time). t is scratch of 2 len words. */
+static void run_fix(const uint64_t *key, uint64_t *p, size_t len, uint64_t *t)
 {
     if (len <= 32) {
         for (size_t i = 1; i < len; i++) {
-            uint32_t p = perm[i];
+            uint64_t w = p[i], kw = key[(uint32_t)w];
             size_t j = i;
-            for (; j > 0 && key[perm[j - 1]] > key[p]; j--) perm[j] = perm[j - 1];
-            perm[j] = p;
+            for (; j > 0 && key[(uint32_t)p[j - 1]] > kw; j--) p[j] = p[j - 1];
+            p[j] = w;
         }
         return;
     }
-    uint32_t *lo = s, *order = s + len, *ka = s + 2 * len, *kb = s + 3 * len;
-    for (size_t i = 0; i < len; i++) lo[i] = (uint32_t)key[perm[i]];
-    radix_u32(lo, len, order, ka, kb, lo); /* lo is read into ka first, then reused */
-    for (size_t i = 0; i < len; i++) ka[i] = perm[order[i]];
-    memcpy(perm, ka, len * sizeof *perm);
+    uint64_t *q = t, hi = p[0] & 0xffffffff00000000ull;
+    for (size_t i = 0; i < len; i++) q[i] = key[(uint32_t)p[i]] << 32 | (uint32_t)p[i];
+    radix_hi32(q, t + len, len);
+    for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)q[i];
 }
 
-/* perm = the stable ascending order of the 64-bit keys key[0..n): a radix sort of their high
- * halves, then each run of equal high halves ordered by the low halves. That is the same
- * permutation as a stable sort on the whole keys, for about half the passes and bytes. */
-static peat_status sort_u64(const uint64_t *key, size_t n, uint32_t *perm)
+/* perm = the stable ascending order of the 64-bit keys key[0..n) (n < 2^32): a radix sort of
+ * their high halves, then each run of equal high halves ordered by the low halves. That is the
+ * same permutation as a stable sort on the whole keys, for about half the passes and bytes. p is
+ * scratch of 3 n words. */
+static void sort_u64(const uint64_t *key, size_t n, uint32_t *perm, uint64_t *p)
 {
     if (n < 2) {
         if (n == 1) perm[0] = 0;
-        return PEAT_OK;
+        return;
     }
-    /* the high halves, then 4 n words of scratch for the sorts */
-    uint32_t *s = malloc(5 * n * sizeof *s);
-    if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
-    uint32_t *hi = s, *work = s + n;
-    for (size_t i = 0; i < n; i++) hi[i] = (uint32_t)(key[i] >> 32);
-    radix_u32(hi, n, perm, work, work + n, work + 2 * n);
+    for (size_t i = 0; i < n; i++) p[i] = (key[i] & 0xffffffff00000000ull) | i;
+    radix_hi32(p, p + n, n);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
-        uint32_t h = hi[perm[i]];
-        while (j < n && hi[perm[j]] == h) j++;
-        if (j - i > 1) run_fix(key, perm + i, j - i, work);
+        while (j < n && (p[j] >> 32) == (p[i] >> 32)) j++;
+        if (j - i > 1) run_fix(key, p + i, j - i, p + n);
         i = j;
     }
-    free(s);
-    return PEAT_OK;
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)p[i];
 }
 
-peat_status peat_sample_cols_take(const peat_sample_set *ss, peat_sample_cols *c)
+void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint32_t *perm,
+                           uint64_t *scratch, peat_sample_cols *c)
 {
     size_t n = (size_t)ss->n, m = (size_t)(ss->n < ss->k ? ss->n : ss->k);
-    memset(c, 0, sizeof *c);
-    uint64_t *key = malloc(n * sizeof *key + 1);
-    uint32_t *perm = malloc(n * sizeof *perm + 1);
-    double *cols = malloc(5 * m * sizeof *cols + 1);
-    peat_status st =
-        key && perm && cols ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: sample of %zu", n);
-    for (size_t i = 0; st == PEAT_OK && i < n; i++) key[i] = ss->s[i].prio;
-    if (st == PEAT_OK) st = sort_u64(key, n, perm);
-    free(key);
-    if (st != PEAT_OK) {
-        free(perm), free(cols);
-        return st;
-    }
+    sort_u64(ss->prio, n, perm, scratch);
     c->n = m;
     c->a = cols, c->b = cols + m, c->key = cols + 2 * m, c->x = cols + 3 * m, c->d = cols + 4 * m;
     for (size_t i = 0; i < m; i++) {
-        const peat_sample *e = &ss->s[perm[i]];
-        c->a[i] = e->a, c->b[i] = e->b, c->key[i] = e->key, c->x[i] = e->x, c->d[i] = e->d;
+        if (i + 16 < m) __builtin_prefetch(&ss->v[perm[i + 16]]);
+        const peat_sample_val *e = &ss->v[perm[i]];
+        int sok = e->inv_s > 0.0;
+        c->a[i] = sok ? fabs(e->d) * e->inv_s : NAN;
+        c->b[i] = sok ? fabs(e->x) * e->inv_s : NAN;
+        c->key[i] = e->key, c->x[i] = e->x, c->d[i] = e->d;
     }
-    free(perm);
-    return PEAT_OK;
 }
 
-void peat_sample_cols_free(peat_sample_cols *c)
+void peat_sample_argsort(const double *v, size_t n, uint32_t *perm, uint64_t *scratch)
 {
-    free(c->a);
-    memset(c, 0, sizeof *c);
-}
-
-peat_status peat_sample_argsort(const double *v, size_t n, uint32_t *perm)
-{
-    uint64_t *key = malloc(n * sizeof *key + 1);
-    if (!key) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: radix sort of %zu", n);
+    uint64_t *key = scratch;
     for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]);
-    peat_status st = sort_u64(key, n, perm);
-    free(key);
-    return st;
+    sort_u64(key, n, perm, scratch + n);
+}
+
+/* The double whose dkey is u. */
+static double undkey(uint64_t u)
+{
+    u = u >> 63 ? u & ~0x8000000000000000ull : ~u;
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+double peat_sample_median(const double *v, size_t n, uint64_t *scratch)
+{
+    if (n == 0) return NAN;
+    uint64_t *key = scratch, any = 0, all = ~0ull;
+    for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]), any |= key[i], all &= key[i];
+    if (any == all) return v[0];
+    /* 11 bits from the highest bit in which the keys differ: the keys' common prefix above it
+     * says nothing about their order */
+    int top = 63 - __builtin_clzll(any ^ all), shift = top > 10 ? top - 10 : 0;
+    size_t cnt[2048];
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++) cnt[(key[i] >> shift) & 0x7ff]++;
+    size_t hi = n / 2, lo = n % 2 ? hi : hi - 1; /* the middle order statistics (0-based) */
+    size_t below = 0, b0 = 0;
+    while (below + cnt[b0] <= lo) below += cnt[b0++];
+    size_t b1 = b0, upto = below + cnt[b0];
+    while (upto <= hi) upto += cnt[++b1];
+    size_t m = 0; /* the keys of bins b0..b1, in place (m <= i) */
+    for (size_t i = 0; i < n; i++) {
+        size_t b = (key[i] >> shift) & 0x7ff;
+        if (b >= b0 && b <= b1) key[m++] = key[i];
+    }
+    select_u64(key, (int64_t)m, (int64_t)(hi - below));
+    double h = undkey(key[hi - below]);
+    if (n % 2) return h;
+    uint64_t l = key[0];
+    for (size_t i = 1; i < hi - below; i++) l = key[i] > l ? key[i] : l;
+    return 0.5 * (undkey(l) + h);
 }

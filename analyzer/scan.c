@@ -527,12 +527,10 @@ static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const 
 {
     double x = b->x[j], err = b->err[j], inv_s = (b->xc[j] & X_SOK) ? b->inv[j] : 0.0;
     peat_sample smp = {.prio = prio,
-                       .a = NAN,
-                       .b = NAN,
+                       .inv_s = inv_s,
                        .d = err,
                        .x = x,
                        .key = in->input ? peat_tensor_get(in->input, i) : NAN};
-    if (inv_s > 0.0) smp.a = fabs(err) * inv_s, smp.b = fabs(x) * inv_s;
     w->stage[w->n_stage++] = smp;
     if (w->n_stage == PEAT_WORKER_STAGE) peat_worker_flush(w);
 }

@@ -73,23 +73,33 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
     if (m->rel->n > 0) s->median_rel = peat_sketch_quantile(m->rel, 0.5);
 }
 
-PEAT_ANALYZER_DEFINE_SELECT(select_f64, double)
+/* Scratch of the rank statistics for a sample of m of a set of n entries (n >= m), allocated once
+ * per signature (one allocation, so its pages fault in once and huge pages can serve it): the
+ * sample's columns, three more, a permutation and the sorts' words. */
+typedef struct rank_ws {
+    double *cols;   /* 5 m: the sample's columns */
+    double *col;    /* 4 m */
+    uint64_t *sort; /* max(3 n, 4 m): the sample's sort, then an argsort's keys and radix scratch,
+                       or a median's keys */
+    uint32_t *perm; /* n */
+} rank_ws;
 
-/* Median of v[0..n) (reorders v): the middle value, or the mean of the two middle ones. */
-static double median_of(double *v, size_t n)
+static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
 {
-    select_f64(v, (int64_t)n, (int64_t)(n / 2));
-    double hi = v[n / 2];
-    if (n % 2) return hi;
-    double lo = v[0];
-    for (size_t i = 1; i < n / 2; i++) lo = v[i] > lo ? v[i] : lo;
-    return 0.5 * (lo + hi);
+    size_t sort = 3 * n > 4 * m ? 3 * n : 4 * m;
+    ws->cols = peat_big_alloc((9 * m + sort) * sizeof(double) + n * sizeof *ws->perm);
+    if (!ws->cols) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: rank statistics of %zu", n);
+    ws->col = ws->cols + 5 * m;
+    ws->sort = (uint64_t *)(ws->col + 4 * m);
+    ws->perm = (uint32_t *)(ws->sort + sort);
+    return PEAT_OK;
 }
 
 /* Ranks of v[0..n) (1-based, ties get their mean rank). */
-static peat_status ranks_of(const double *v, size_t n, double *rank, uint32_t *perm)
+static void ranks_of(const double *v, size_t n, double *rank, rank_ws *ws)
 {
-    PEAT_TRY(peat_sample_argsort(v, n, perm));
+    uint32_t *perm = ws->perm;
+    peat_sample_argsort(v, n, perm, ws->sort);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && v[perm[j]] == v[perm[i]]) j++;
@@ -97,7 +107,6 @@ static peat_status ranks_of(const double *v, size_t n, double *rank, uint32_t *p
         for (size_t t = i; t < j; t++) rank[perm[t]] = r;
         i = j;
     }
-    return PEAT_OK;
 }
 
 /* Pearson correlation of x and y (two passes); NaN when either is constant. */
@@ -115,34 +124,24 @@ static double pearson(const double *x, const double *y, size_t n)
 
 /* Spearman rho of |err|/s against |exact|/s: near 0 when the error does not scale with the value
  * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs). */
-static peat_status input_correlation(const peat_sample_cols *v, peat_signature *s)
+static void input_correlation(const peat_sample_cols *v, rank_ws *ws, peat_signature *s)
 {
     s->corr_err_input = NAN;
     size_t n = 0;
-    for (size_t i = 0; i < v->n; i++) n += !isnan(v->a[i]) & !isnan(v->b[i]);
-    if (n < 16) return PEAT_OK;
-    double *buf = malloc(4 * n * sizeof *buf);
-    uint32_t *perm = malloc(n * sizeof *perm);
-    peat_status st =
-        buf && perm ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: correlation of %zu", n);
-    if (st == PEAT_OK) {
-        double *x = buf, *y = buf + n, *rx = buf + 2 * n, *ry = buf + 3 * n;
-        size_t k = 0;
-        for (size_t i = 0; i < v->n; i++)
-            if (!isnan(v->a[i]) && !isnan(v->b[i])) x[k] = v->a[i], y[k++] = v->b[i];
-        st = ranks_of(x, n, rx, perm);
-        if (st == PEAT_OK) st = ranks_of(y, n, ry, perm);
-        if (st == PEAT_OK) s->corr_err_input = pearson(rx, ry, n);
-    }
-    free(buf);
-    free(perm);
-    return st;
+    double *x = ws->col, *y = x + v->n;
+    for (size_t i = 0; i < v->n; i++)
+        if (!isnan(v->a[i]) && !isnan(v->b[i])) x[n] = v->a[i], y[n++] = v->b[i];
+    if (n < 16) return;
+    double *rx = y + v->n, *ry = rx + v->n;
+    ranks_of(x, n, rx, ws);
+    ranks_of(y, n, ry, ws);
+    s->corr_err_input = pearson(rx, ry, n);
 }
 
-/* Median successive difference over sqrt(2) MAD of r taken in key order (perm), and the sign
- * changes per step; w is scratch of n. */
-static void roughness_of(const double *r, const uint32_t *perm, size_t n, double *w, double *rough,
-                         double *changes)
+/* Median successive difference of r taken in key order (perm), and the sign changes per step;
+ * w is scratch of n. */
+static void steps_of(const double *r, const uint32_t *perm, size_t n, double *w, rank_ws *ws,
+                     double *mdiff, double *changes)
 {
     size_t flips = 0;
     for (size_t i = 0; i + 1 < n; i++) {
@@ -150,16 +149,16 @@ static void roughness_of(const double *r, const uint32_t *perm, size_t n, double
         w[i] = fabs(b - a);
         if ((a < 0.0 && b > 0.0) || (a > 0.0 && b < 0.0)) flips++;
     }
-    double mdiff = median_of(w, n - 1);
-    memcpy(w, r, n * sizeof *w);
-    double med = median_of(w, n);
-    for (size_t i = 0; i < n; i++) w[i] = fabs(r[i] - med);
-    double mad = median_of(w, n);
-    if (mad > 0.0)
-        *rough = mdiff / (sqrt(2.0) * mad);
-    else if (mdiff == 0.0)
-        *rough = 0.0;
+    *mdiff = peat_sample_median(w, n - 1, ws->sort);
     *changes = (double)flips / (double)(n - 1);
+}
+
+/* The spread sqrt(2) MAD(r) a roughness is measured against (w is scratch of n). */
+static double spread_of(const double *r, size_t n, double *w, rank_ws *ws)
+{
+    double med = peat_sample_median(r, n, ws->sort);
+    for (size_t i = 0; i < n; i++) w[i] = fabs(r[i] - med);
+    return sqrt(2.0) * peat_sample_median(w, n, ws->sort);
 }
 
 /* Roughness of the signed relative error r = err / exact along one key (input or exact value):
@@ -167,48 +166,46 @@ static void roughness_of(const double *r, const uint32_t *perm, size_t n, double
  * difference of two independent draws spreads sqrt(2) wider); a smooth function of the key gives
  * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
  * medians keep the few elements whose relative error is noise (cancellation in a tail) from
- * deciding. Also returns the sign changes per step. One radix sort by the key. */
-static peat_status roughness_along(const peat_sample_cols *v, int use_input, double *rough,
-                                   double *changes)
+ * deciding. Also returns the sign changes per step. One radix sort by the key. *spread and
+ * *spread_n carry sqrt(2) MAD(r) between the two keys: the same elements give the same spread. */
+static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *ws, double *spread,
+                            size_t *spread_n, double *rough, double *changes)
 {
     *rough = *changes = NAN;
     size_t n = 0;
-    for (size_t i = 0; i < v->n; i++) n += (v->x[i] != 0.0) & !(use_input && isnan(v->key[i]));
-    if (n < 16) return PEAT_OK;
-    double *buf = malloc(3 * n * sizeof *buf);
-    uint32_t *perm = malloc(n * sizeof *perm);
-    if (!buf || !perm) {
-        free(buf), free(perm);
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: smoothness buffers of %zu", n);
-    }
-    double *key = buf, *r = buf + n, *w = buf + 2 * n;
-    size_t k = 0;
+    double *key = ws->col, *r = key + v->n, *w = r + v->n;
     for (size_t i = 0; i < v->n; i++) {
         if (v->x[i] == 0.0 || (use_input && isnan(v->key[i]))) continue;
-        key[k] = use_input ? v->key[i] : v->x[i];
-        r[k++] = v->d[i] / v->x[i];
+        key[n] = use_input ? v->key[i] : v->x[i];
+        r[n++] = v->d[i] / v->x[i];
     }
-    peat_status st = peat_sample_argsort(key, n, perm);
-    if (st == PEAT_OK) roughness_of(r, perm, n, w, rough, changes);
-    free(buf);
-    free(perm);
-    return st;
+    if (n < 16) return;
+    peat_sample_argsort(key, n, ws->perm, ws->sort);
+    double mdiff;
+    steps_of(r, ws->perm, n, w, ws, &mdiff, changes);
+    /* the input key keeps a subset of the exact key's elements, in the same order: the same
+     * count means the same r */
+    if (*spread_n != n) *spread = spread_of(r, n, w, ws), *spread_n = n;
+    if (*spread > 0.0)
+        *rough = mdiff / *spread;
+    else if (mdiff == 0.0)
+        *rough = 0.0;
 }
 
 /* Smoothness along the input when one was given and along the exact value; the smoother reading
  * counts (an approximation is a function of one of them, noise of neither). */
-static peat_status smoothness(const peat_sample_cols *v, peat_signature *s)
+static void smoothness(const peat_sample_cols *v, rank_ws *ws, peat_signature *s)
 {
-    double r1, c1, r2, c2;
-    PEAT_TRY(roughness_along(v, 0, &r1, &c1));
-    PEAT_TRY(roughness_along(v, 1, &r2, &c2));
+    double r1, c1, r2, c2, spread = NAN;
+    size_t spread_n = 0;
+    roughness_along(v, 0, ws, &spread, &spread_n, &r1, &c1);
+    roughness_along(v, 1, ws, &spread, &spread_n, &r2, &c2);
     s->err_roughness = r1;
     s->err_sign_changes = c1;
     if (!isnan(r2) && (isnan(r1) || r2 < r1)) {
         s->err_roughness = r2;
         s->err_sign_changes = c2;
     }
-    return PEAT_OK;
 }
 
 static double frac(int64_t a, int64_t b)
@@ -298,12 +295,15 @@ static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *
     if (st == PEAT_OK) quantiles(acc, &sk, s);
     sketches_free(&sk);
     PEAT_TRY(st);
+    size_t n = (size_t)acc->smp.n, m = n < PEAT_SAMPLE_K ? n : PEAT_SAMPLE_K;
+    rank_ws ws = {0};
+    PEAT_TRY(rank_ws_alloc(&ws, n, m));
     peat_sample_cols v;
-    PEAT_TRY(peat_sample_cols_take(&acc->smp, &v));
-    st = input_correlation(&v, s);
-    if (st == PEAT_OK) st = smoothness(&v, s);
-    peat_sample_cols_free(&v);
-    return st;
+    peat_sample_cols_take(&acc->smp, ws.cols, ws.perm, ws.sort, &v);
+    input_correlation(&v, &ws, s);
+    smoothness(&v, &ws, s);
+    free(ws.cols);
+    return PEAT_OK;
 }
 
 peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *s)
