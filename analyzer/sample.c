@@ -143,26 +143,36 @@ static uint64_t dkey(double v)
 /* Sorts p[0..n) by the high 32 bits of each word, stably (the low 32 bits ride along): an LSD
  * radix sort on 11-bit digits, three passes, one read building all three histograms, and a digit
  * every word shares costs no pass. Keys and their payload move as one 8-byte word, so each pass
- * writes one stream per bin. t is scratch of n. */
+ * writes one stream per bin. Counting and scattering each run two independent chains (even and
+ * odd words into two histograms; the first half of the words forward from each bin's start, the
+ * second half backward from its end): where many words share a digit (an exponent), a counter
+ * updated word after word would wait on its own store every time. t is scratch of n. */
 static void radix_hi32(uint64_t *p, uint64_t *t, size_t n)
 {
-    uint32_t cnt[3][2048];
+    uint32_t cnt[2][3][2048];
     memset(cnt, 0, sizeof cnt);
     for (size_t i = 0; i < n; i++) {
-        uint32_t h = (uint32_t)(p[i] >> 32);
-        cnt[0][h & 0x7ff]++, cnt[1][(h >> 11) & 0x7ff]++, cnt[2][h >> 22]++;
+        uint32_t h = (uint32_t)(p[i] >> 32), (*c)[2048] = cnt[i & 1];
+        c[0][h & 0x7ff]++, c[1][(h >> 11) & 0x7ff]++, c[2][h >> 22]++;
     }
     uint64_t *a = p, *b = t;
+    size_t half = n / 2;
     for (int d = 0; d < 3; d++) {
-        uint32_t *c = cnt[d], sum = 0;
+        uint32_t *c0 = cnt[0][d], *c1 = cnt[1][d], lo[2048], sum = 0;
         int sh = 32 + 11 * d;
-        if (c[(a[0] >> sh) & 0x7ff] == n) continue; /* every word has this digit */
+        size_t first = (a[0] >> sh) & 0x7ff;
+        if (c0[first] + c1[first] == n) continue; /* every word has this digit */
         for (int bin = 0; bin < 2048; bin++) {
-            uint32_t x = c[bin];
-            c[bin] = sum;
-            sum += x;
+            lo[bin] = sum;
+            sum += c0[bin] + c1[bin];
+            c1[bin] = sum; /* one past the bin's end */
         }
-        for (size_t i = 0; i < n; i++) b[c[(a[i] >> sh) & 0x7ff]++] = a[i];
+        for (size_t i = 0, j = n; i < half; i++) {
+            uint64_t u = a[i], v = a[--j];
+            b[lo[(u >> sh) & 0x7ff]++] = u;
+            b[--c1[(v >> sh) & 0x7ff]] = v;
+        }
+        if (n % 2) b[lo[(a[half] >> sh) & 0x7ff]++] = a[half];
         uint64_t *x = a;
         a = b, b = x;
     }
