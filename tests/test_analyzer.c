@@ -872,3 +872,145 @@ Test(analyzer, signature_json_pinned_across_pass_rewrites)
     cr_assert_eq(fnv1a(js), PINNED_LARGE_FNV, "large: fingerprint %#llx of %s",
                  (unsigned long long)fnv1a(js), js);
 }
+
+/* qsort comparator of 64-bit keys (for the reference answers below). */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s;
+}
+
+/* The set after any pushes holds exactly the k smallest priorities pushed (the cut finds the k-th
+ * by a histogram of top bits and fills dropped slots from above k), with each value still beside
+ * its own priority; checked against a full sort, for uniform priorities and for priorities
+ * crowded into one histogram bin. */
+Test(analyzer, sample_set_keeps_the_k_smallest_priorities)
+{
+    const int64_t k = 1000, n = 50000;
+    for (int crowd = 0; crowd < 2; crowd++) {
+        peat_sample_set ss;
+        peat_sample_set_init(&ss, k);
+        uint64_t *pushed = malloc((size_t)n * sizeof *pushed), *all = malloc((size_t)n * 8), s = 7;
+        cr_assert(pushed && all);
+        for (int64_t i = 0; i < n; i++) {
+            /* crowded: every priority shares its top 40 bits (so one histogram bin holds them
+             * all); the low 24 bits are i times an odd number, a bijection, so they never tie */
+            pushed[i] =
+                crowd ? (0x5a5a5a5a5aull << 24) | (((uint64_t)i * 40503u) & 0xffffffu) : lcg(&s);
+            peat_sample x = {.prio = pushed[i], .inv_s = 1.0, .key = NAN, .x = (double)i};
+            peat_sample_set_push(&ss, &x);
+        }
+        memcpy(all, pushed, (size_t)n * sizeof *all);
+        qsort(all, (size_t)n, sizeof *all, cmp_u64);
+        cr_assert_leq(ss.n, k + k / 2);
+        cr_assert_geq(ss.n, k);
+        uint64_t *got = malloc((size_t)ss.n * sizeof *got);
+        cr_assert_not_null(got);
+        memcpy(got, ss.prio, (size_t)ss.n * sizeof *got);
+        qsort(got, (size_t)ss.n, sizeof *got, cmp_u64);
+        for (int64_t i = 0; i < k; i++)
+            cr_assert_eq(got[i], all[i], "crowd %d: rank %lld holds %llx, not %llx", crowd,
+                         (long long)i, (unsigned long long)got[i], (unsigned long long)all[i]);
+        for (int64_t i = 0; i < ss.n; i++) /* each value still beside its own priority */
+            cr_assert_eq(ss.prio[i], pushed[(int64_t)ss.v[i].x], "crowd %d: slot %lld", crowd,
+                         (long long)i);
+        free(got), free(all), free(pushed);
+        peat_sample_set_free(&ss);
+    }
+}
+
+/* The radix argsort is the stable order of the values, on values with many exact ties, +-0,
+ * long runs of equal high halves (over 32, so the run's own radix sort is used), negative
+ * numbers and subnormals; checked against insertion of (value, index) pairs by qsort. */
+typedef struct vi {
+    double v;
+    uint32_t i;
+} vi;
+static int cmp_vi(const void *a, const void *b)
+{
+    const vi *x = a, *y = b;
+    if (x->v < y->v) return -1;
+    if (x->v > y->v) return 1;
+    if (x->v == 0.0 && signbit(x->v) != signbit(y->v)) return signbit(x->v) ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+Test(analyzer, radix_argsort_is_the_stable_order)
+{
+    const size_t n = 20001;
+    double *v = malloc(n * sizeof *v);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    uint64_t *scratch = malloc(4 * n * sizeof *scratch), s = 3;
+    vi *ref = malloc(n * sizeof *ref);
+    cr_assert(v && perm && scratch && ref);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = lcg(&s);
+        switch (r % 6) {
+        case 0:
+            v[i] = (double)(int)((r >> 8) % 7) - 3.0;
+            break; /* exact ties */
+        case 1:
+            v[i] = (r >> 9) & 1 ? -0.0 : 0.0;
+            break; /* signed zeros */
+        case 2:
+            v[i] = 1.0 + (double)((r >> 8) & 0xfffff) * 0x1p-52;
+            break; /* one high half */
+        case 3:
+            v[i] = ((double)(r >> 11) * 0x1p-53 - 0.5) * 1e6;
+            break;
+        case 4:
+            v[i] = (double)(r >> 11) * 0x1p-53 * 0x1p-1060;
+            break; /* subnormals */
+        default:
+            v[i] = -ldexp((double)(r >> 11) * 0x1p-53, (int)((r >> 3) % 60) - 30);
+        }
+        ref[i] = (vi){v[i], (uint32_t)i};
+    }
+    peat_sample_argsort(v, n, perm, scratch);
+    qsort(ref, n, sizeof *ref, cmp_vi);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(perm[i], ref[i].i, "position %zu: index %u, want %u (%g)", i, perm[i],
+                     ref[i].i, ref[i].v);
+    free(v), free(perm), free(scratch), free(ref);
+}
+
+static int cmp_f64(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The histogram median equals the middle of the sorted values (mean of the two middle ones for
+ * even n), for odd and even n, all-equal values, two values and values spread over sign and
+ * exponent. */
+Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
+{
+    const size_t sizes[] = {1, 2, 3, 10, 1001, 4096, 65537};
+    uint64_t s = 11;
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        for (int kind = 0; kind < 3; kind++) {
+            size_t n = sizes[c];
+            double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w);
+            uint64_t *scratch = malloc(n * sizeof *scratch);
+            cr_assert(v && w && scratch);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t r = lcg(&s);
+                v[i] = kind == 0   ? 2.5
+                       : kind == 1 ? (double)(r % 2) * 4.0 - 1.0
+                                   : ldexp((double)(r >> 11) * 0x1p-53 - 0.3, (int)(r % 40) - 20);
+            }
+            memcpy(w, v, n * sizeof *w);
+            qsort(w, n, sizeof *w, cmp_f64); /* the reference: a full sort */
+            double want = n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
+            double got = peat_sample_median(v, n, scratch);
+            cr_assert_eq(got, want, "n %zu kind %d: %.17g, want %.17g", n, kind, got, want);
+            free(v), free(w), free(scratch);
+        }
+    }
+}
