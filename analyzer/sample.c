@@ -271,10 +271,11 @@ double peat_sample_median(const double *v, size_t n, uint64_t *scratch)
     while (below + cnt[b0] <= lo) below += cnt[b0++];
     size_t b1 = b0, upto = below + cnt[b0];
     while (upto <= hi) upto += cnt[++b1];
-    size_t m = 0; /* the keys of bins b0..b1, in place (m <= i) */
+    size_t m = 0; /* the keys of bins b0..b1, in place (m <= i), without a branch to mispredict */
     for (size_t i = 0; i < n; i++) {
-        size_t b = (key[i] >> shift) & 0x7ff;
-        if (b >= b0 && b <= b1) key[m++] = key[i];
+        uint64_t k = key[i];
+        key[m] = k;
+        m += (((k >> shift) & 0x7ff) - b0) <= b1 - b0;
     }
     select_u64(key, (int64_t)m, (int64_t)(hi - below));
     double h = undkey(key[hi - below]);
