@@ -335,6 +335,12 @@ static void html_timing(FILE *f, const peat_campaign_result *r)
                 "; %lld of %lld recorded calls not replayed (the run went slower than "
                 "predicted)",
                 (long long)r->n_budget_skipped, (long long)r->n_records);
+    if (r->runtime_iters > 0 && r->plan_iters > 0 && r->runtime_iters != r->plan_iters)
+        fprintf(f,
+                "; runtime FI trained %lld iterations of the %lld planned (the run went %s "
+                "than predicted)",
+                (long long)r->runtime_iters, (long long)r->plan_iters,
+                r->runtime_iters < r->plan_iters ? "slower" : "faster");
     fputs("</small></p>\n", f);
 }
 

@@ -15,6 +15,13 @@
 #include "store/store_latency.h"
 
 /* The work the warm-up repeats: one mid-sized golden GEMM on the backend's device. */
+/* The warm-up's GEMM is one of the calibration family's sizes (n = 56): the table is exact there,
+ * so measured / predicted is the machine's speed now against calibration and nothing else. At an
+ * off-grid size it also measures the interpolation's error: n = 48, which packs into whole
+ * 16-wide panels, ran 2x faster than the line through n = 40 and 56 (partial edge panels) and
+ * so halved every table prediction. */
+#define REF_SIZE 56
+
 typedef struct warm_work {
     const peat_kernel *k;
     peat_pred_call c;
@@ -59,7 +66,7 @@ static double parallel_cores(const peat_kernel *k, double share)
     par_work pw[8];
     pthread_t th[8];
     peat_op_params p;
-    peat_predictor_shape(PEAT_OP_GEMM, 48, 0, &p);
+    peat_predictor_shape(PEAT_OP_GEMM, REF_SIZE, 0, &p);
     int made = 0, started = 0;
     for (; made < n; made++) {
         memset(&pw[made], 0, sizeof pw[made]);
@@ -87,7 +94,7 @@ static peat_status warm_up(const char *backend, peat_latency_env *env)
     if (!w.k) w.k = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
     if (!w.k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden GEMM to warm up with");
     peat_op_params p;
-    peat_predictor_shape(PEAT_OP_GEMM, 48, 0, &p);
+    peat_predictor_shape(PEAT_OP_GEMM, REF_SIZE, 0, &p);
     PEAT_TRY(peat_predictor_call_alloc(w.k, &p, 1, &w.c));
     double wall = peat_predictor_now(), cpu = peat_latency_thread_cpu_s();
     peat_status st = peat_predictor_warmup(backend, warm_call, &w, 0.3, &env->steady, &env->clock);
@@ -105,6 +112,7 @@ static peat_status warm_up(const char *backend, peat_latency_env *env)
      * other jobs) */
     env->ref_call_s = strcmp(backend, "cpu") == 0 && w.calls > 0 ? cpu / (double)w.calls : 0.0;
     env->slowdown = 1.0; /* until set against a table (peat_latency_env_speed) */
+
     env->ref_kernel = w.k;
     env->ref_params = p;
     peat_predictor_call_free(&w.c);

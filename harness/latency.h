@@ -58,6 +58,8 @@ typedef enum peat_latency_work {
                              signatures and the detector (elements) */
     PEAT_WORK_COMMIT,     /* the commit stage: the file reopened, signatures written, closed
                              (bytes already in the file) */
+    PEAT_WORK_HELD,       /* not seconds: the resident bytes two accumulators hold (elements
+                             each), which every isolation fork of playback and probes copies */
     PEAT_WORK_COUNT
 } peat_latency_work;
 /* The descriptor that names a pseudo-kernel (its hash keys its cache row). */
@@ -120,6 +122,8 @@ typedef struct peat_latency_flow {
                               first): the ops and all the flow does around them */
     double eval_s;         /* CPU seconds of a held-out evaluation, measured the same way */
     double state_bytes;    /* a checkpoint: weights and optimizer state */
+    double side_factor;    /* CPU seconds of a step with runs side by side (runtime FI) per
+                              CPU second of a step alone (>= 1 where they contend) */
     peat_record_list op;   /* the step's calls of the captured op, recorded as profile does */
     peat_probe_set probes; /* the probe stage's calls, made from those records as it does */
 } peat_latency_flow;

@@ -33,8 +33,14 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
     print_clock(out, &env);
     fprintf(out, "%-26s %-8s %6s %12s %12s\n", "kernel", "class", "points", "overhead us",
             "largest ms");
+    const peat_kernel *held = peat_latency_work_kernel(PEAT_WORK_HELD);
     for (int i = 0; i < t.n; i++) {
         const peat_pred_ktable *k = &t.k[i];
+        if (!strcmp(k->kernel, held->name)) { /* a size, not a time */
+            fprintf(out, "%-26s %-8s %6d %12s %9.1f MB\n", k->kernel, "bytes", k->n, "-",
+                    k->t[k->n - 1] / 1e6);
+            continue;
+        }
         fprintf(out, "%-26s %-8s %6d %12.2f %12.3f\n", k->kernel,
                 k->cls == PEAT_PRED_COMPUTE ? "compute" : "memory", k->n, 1e6 * k->overhead_s,
                 1e3 * k->t[k->n - 1]);

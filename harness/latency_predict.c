@@ -4,6 +4,8 @@
  */
 #include "harness/latency.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,6 +73,60 @@ static peat_status time_more(peat_flow_t *f, int eval, double *s)
     return PEAT_OK;
 }
 
+/* Runtime FI trains its runs side by side: a step there shares the CPUs (hyperthreads, caches,
+ * memory bandwidth) with the other threads' steps and, on each thread, the caches with the
+ * run stepped before it. Measured: two flows on each of T threads (T = min(CPUs, 2)), stepping
+ * alternately, all threads at once; CPU seconds of a step against step_s alone. */
+typedef struct side_flow {
+    peat_exec_t *ex[2];
+    peat_flow_t *f[2];
+    double cpu;
+    int steps;
+    peat_status st;
+} side_flow;
+
+static void *side_run(void *arg)
+{
+    side_flow *s = arg;
+    peat_flow_metrics m;
+    double t0 = peat_latency_thread_cpu_s();
+    for (int i = 0; i < 3 && s->st == PEAT_OK; i++)
+        for (int j = 0; j < 2 && s->st == PEAT_OK; j++)
+            s->st = peat_flow_step(s->f[j], &m), s->steps++;
+    s->cpu = peat_latency_thread_cpu_s() - t0;
+    return NULL;
+}
+
+static peat_status side_by_side(const char *flow, const peat_flow_config *cfg, double alone,
+                                double *factor)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int T = cpus >= 2 ? 2 : 1;
+    side_flow s[2];
+    memset(s, 0, sizeof s);
+    peat_status st = PEAT_OK;
+    peat_flow_metrics m;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < 2 && st == PEAT_OK; j++) {
+            st = peat_exec_create(flow, cfg->seed, &s[t].ex[j]);
+            if (st == PEAT_OK) st = peat_flow_create(flow, cfg, s[t].ex[j], &s[t].f[j]);
+            if (st == PEAT_OK) st = peat_flow_step(s[t].f[j], &m); /* first touch */
+        }
+    pthread_t th;
+    int started = st == PEAT_OK && T > 1 && pthread_create(&th, NULL, side_run, &s[1]) == 0;
+    if (st == PEAT_OK) side_run(&s[0]);
+    if (started) pthread_join(th, NULL);
+    double cpu = 0;
+    int steps = 0;
+    for (int t = 0; t < T; t++) {
+        if (st == PEAT_OK) st = s[t].st;
+        cpu += s[t].cpu, steps += s[t].steps;
+        for (int j = 0; j < 2; j++) peat_flow_free(s[t].f[j]), peat_exec_free(s[t].ex[j]);
+    }
+    *factor = st == PEAT_OK && steps > 0 && alone > 0 ? cpu / steps / alone : 1.0;
+    return st;
+}
+
 /* One step and one evaluation of a throwaway flow, hooked (their calls listed), then a few more
  * of each timed. */
 static peat_status capture_run(const char *flow, const peat_flow_config *cfg, peat_op_kind op,
@@ -99,6 +155,7 @@ static peat_status capture_run(const char *flow, const peat_flow_config *cfg, pe
     if (st == PEAT_OK) st = time_more(f, 1, &c->f->eval_s);
     if (st == PEAT_OK) c->f->state_bytes = flow_state_bytes(f);
     peat_flow_free(f);
+    if (st == PEAT_OK) st = side_by_side(flow, cfg, c->f->step_s, &c->f->side_factor);
     peat_exec_free(ex);
     peat_profiler_free(prof);
     return st;
@@ -193,22 +250,57 @@ peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_
 
 /* ---- what a training step and an evaluation cost, for each kind of run ---- */
 
+/* Kernel calls timed at the flow's own shapes, each (kernel, shape) once: a step repeats its
+ * shapes, and runtime FI's swapped kernels are the flow's thin and batched GEMMs, which the size
+ * families (square, fixed aspect) extrapolate badly (docs/predictor.md). */
+#define SHAPE_MEMO 96
+typedef struct shape_memo {
+    int n;
+    const peat_kernel *k[SHAPE_MEMO];
+    peat_op_params p[SHAPE_MEMO];
+    double s[SHAPE_MEMO];
+} shape_memo;
+
+/* CPU seconds of one call of k at p, timed now (median of 5 after a first call), from the memo
+ * when timed already; from the table (kernel_s) once the memo is full or off the CPU. */
+static peat_status shape_s(shape_memo *m, const peat_pred_table *t, const peat_latency_env *env,
+                           const peat_kernel *k, const peat_op_params *p, double *s)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->k[i] == k && !memcmp(&m->p[i], p, sizeof *p)) return *s = m->s[i], PEAT_OK;
+    if (m->n == SHAPE_MEMO || strcmp(k->backend, "cpu") != 0) return kernel_s(t, env, k, p, s);
+    peat_pred_call c;
+    PEAT_TRY(peat_predictor_call_alloc(k, p, 0x5eed, &c));
+    peat_status st = peat_predictor_time_call(k, &c, 0, 5, s);
+    peat_predictor_call_free(&c);
+    PEAT_TRY(st);
+    m->k[m->n] = k, m->p[m->n] = *p, m->s[m->n++] = *s;
+    return PEAT_OK;
+}
+
 /* Seconds of calls [lo, hi) of the flow with the golden kernels, and how much more the candidate's
- * op calls cost through kernel `swap` (NULL: none) instead of the golden one. */
+ * op calls cost through kernel `swap` (NULL: none) instead of the golden one: from the tables, or,
+ * with a memo, both timed at the calls' own shapes. */
 static peat_status calls_s(const peat_pred_table *t, const peat_latency_env *env,
                            const peat_latency_flow *fl, int64_t lo, int64_t hi,
-                           const peat_kernel *swap, double *golden_s, double *extra_s)
+                           const peat_kernel *swap, shape_memo *memo, double *golden_s,
+                           double *extra_s)
 {
     double dispatch = work_s(t, env, PEAT_WORK_DISPATCH, 1);
     *golden_s = 0, *extra_s = 0;
     for (int64_t i = lo; i < hi; i++) {
         const peat_latency_call *c = &fl->calls[i];
+        const peat_kernel *gk = peat_registry_role(c->op, PEAT_ROLE_GOLDEN, env->dev.backend);
         double g = 0, s = 0;
-        PEAT_TRY(kernel_s(t, env, peat_registry_role(c->op, PEAT_ROLE_GOLDEN, env->dev.backend),
-                          &c->p, &g));
+        PEAT_TRY(kernel_s(t, env, gk, &c->p, &g));
         *golden_s += g + dispatch;
         if (!swap || c->op != swap->op) continue;
-        PEAT_TRY(kernel_s(t, env, swap, &c->p, &s));
+        if (memo && gk) {
+            PEAT_TRY(shape_s(memo, t, env, gk, &c->p, &g));
+            PEAT_TRY(shape_s(memo, t, env, swap, &c->p, &s));
+        } else {
+            PEAT_TRY(kernel_s(t, env, swap, &c->p, &s));
+        }
         *extra_s += s - g;
     }
     return PEAT_OK;
@@ -337,7 +429,7 @@ static peat_status runtime_runs_of(const peat_kernel *k, const peat_campaign_opt
  * i mod T, T = min(CPUs, runs)): the measured one, with the swapped calls' difference. */
 static peat_status lockstep_s(const peat_pred_table *t, const peat_latency_env *env,
                               const peat_latency_flow *fl, const runtime_runs *rr, int64_t lo,
-                              int64_t hi, double *crit, double *total)
+                              int64_t hi, shape_memo *memo, double *crit, double *total)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int T = cpus > 1 ? (int)cpus : 1;
@@ -346,7 +438,7 @@ static peat_status lockstep_s(const peat_pred_table *t, const peat_latency_env *
     double measured = lo == 0 ? fl->step_s : fl->eval_s;
     for (int i = 0; i < rr->n; i++) {
         double g = 0, extra = 0;
-        PEAT_TRY(calls_s(t, env, fl, lo, hi, rr->swap[i], &g, &extra));
+        PEAT_TRY(calls_s(t, env, fl, lo, hi, rr->swap[i], memo, &g, &extra));
         per[i % T] += measured + rr->share[i] * extra;
     }
     *crit = *total = 0;
@@ -363,10 +455,15 @@ static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_en
 {
     runtime_runs rr;
     PEAT_TRY(runtime_runs_of(k, o, &rr));
-    PEAT_TRY(
-        lockstep_s(t, env, fl, &rr, 0, fl->n_step, &c->runtime_iter_crit_s, &c->runtime_iter_s));
-    PEAT_TRY(lockstep_s(t, env, fl, &rr, fl->n_step, fl->n, &c->runtime_eval_crit_s,
-                        &c->runtime_eval_s));
+    shape_memo *memo = calloc(1, sizeof *memo);
+    if (!memo) return PEAT_ERROR(PEAT_ERR_NOMEM, "shape memo");
+    peat_status st = lockstep_s(t, env, fl, &rr, 0, fl->n_step, memo, &c->runtime_iter_crit_s,
+                                &c->runtime_iter_s);
+    if (st == PEAT_OK)
+        st = lockstep_s(t, env, fl, &rr, fl->n_step, fl->n, memo, &c->runtime_eval_crit_s,
+                        &c->runtime_eval_s);
+    free(memo);
+    PEAT_TRY(st);
     /* every run's flow is created on one thread; each faulty run's last checkpoint is stored */
     c->runtime_fixed_s =
         (double)rr.n * fl->create_s +
@@ -410,7 +507,12 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     c->analysis.overhead_s *= env->slowdown;
     c->share = env->core_share;
     c->cores = env->cores;
+    /* runtime FI's runs step side by side: slower than the step measured alone */
+    c->contention = fl->side_factor > 1.0 ? fl->side_factor : 1.0;
     c->base_bytes = peat_latency_rss_bytes();
+    /* the accumulators at a default campaign's elements (bounded: flat once full) */
+    c->held_bytes = peat_latency_work_s(t, PEAT_WORK_HELD,
+                                        (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->elems_per_call);
     if (iso && o->isolate && strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, c));
     /* the commit stage rewrites the campaign file's signatures (a file of the default's size) */
     c->analyze_fixed_s =
@@ -492,7 +594,7 @@ void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel 
             flow, (long long)fl->n_step, (long long)(fl->n - fl->n_step));
     print_calls(f, env, k, t, fl);
     double ops = 0, none = 0;
-    calls_s(t, env, fl, 0, fl->n_step, NULL, &ops, &none);
+    calls_s(t, env, fl, 0, fl->n_step, NULL, NULL, &ops, &none);
     fprintf(f,
             "\nper unit (CPU): golden iteration %.2f ms measured (its ops %.2f ms from the kernel "
             "tables), evaluation %.2f ms measured, probe %.3f ms, runtime-FI lockstep iteration "

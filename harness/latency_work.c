@@ -28,6 +28,7 @@ static const char *const work_names[PEAT_WORK_COUNT][2] = {
     {"harness.metrics", "one metrics row appended to the file"},
     {"harness.judge", "a probe judged: 2 accumulators of N, signatures, detector"},
     {"harness.commit", "file reopened, two signatures written, closed"},
+    {"harness.held", "resident bytes two accumulators add with N elements each"},
 };
 
 /* The harness's work is this build's code: its rows hold for this executable only (its size and
@@ -167,10 +168,12 @@ static peat_status cal_record(double *x, double *t, int *n)
 }
 
 /* Analysis: candidate and golden outputs of N elements added against exact (add_s), then the
- * two signatures (sig_s). */
-static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s)
+ * two signatures (sig_s); *held_b: the resident bytes the process grew by while the accumulators
+ * filled (what a campaign holds beside its records, which its forks copy). */
+static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, double *held_b)
 {
     const int64_t cols = 64, per = 4096;
+    double rss0 = peat_latency_rss_bytes();
     peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
     peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
     peat_tensor *test = NULL, *exact = NULL;
@@ -201,6 +204,8 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s)
             st = peat_analyzer_acc_add_terms(b, test, exact, mag, 64, 64, per / cols, cols, NULL);
     }
     *add_s = peat_latency_thread_cpu_s() - t0;
+    *held_b = peat_latency_rss_bytes() - rss0;
+    if (*held_b < 0) *held_b = 0;
     peat_signature sa, sb;
     if (st == PEAT_OK) st = peat_analyzer_signature(a, &sa);
     if (st == PEAT_OK) st = peat_analyzer_signature(b, &sb);
@@ -219,28 +224,28 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s)
 static const int64_t an_elems[] = {4096, 16384, 65536, 262144, 1048576};
 enum { AN_N = sizeof an_elems / sizeof an_elems[0] };
 
-static peat_status measure_analysis(double add[AN_N], double sig[AN_N])
+/* what[0]: adds, [1]: signatures, [2]: resident bytes held */
+static peat_status measure_analysis(double what[3][AN_N])
 {
-    static double a_s[AN_N], s_s[AN_N];
+    static double m[3][AN_N];
     static int done;
     for (int i = 0; !done && i < AN_N; i++) {
-        double ra[3], rs[3];
+        double r[3][3];
         int passes = an_elems[i] > 100000 ? 1 : 3; /* the largest cost ~0.3 s: once */
         for (int rep = 0; rep < passes; rep++)
-            PEAT_TRY(analyze_once(an_elems[i], &ra[rep], &rs[rep]));
-        a_s[i] = median(ra, passes), s_s[i] = median(rs, passes);
+            PEAT_TRY(analyze_once(an_elems[i], &r[0][rep], &r[1][rep], &r[2][rep]));
+        for (int k = 0; k < 3; k++) m[k][i] = median(r[k], passes);
     }
     done = 1;
-    memcpy(add, a_s, sizeof a_s);
-    memcpy(sig, s_s, sizeof s_s);
+    memcpy(what, m, sizeof m);
     return PEAT_OK;
 }
 
-static peat_status cal_analysis(double *x, double *t, int *n, int signature)
+static peat_status cal_analysis(double *x, double *t, int *n, int which)
 {
-    double add[AN_N], sig[AN_N];
-    PEAT_TRY(measure_analysis(add, sig));
-    for (int i = 0; i < AN_N; i++) x[i] = (double)an_elems[i], t[i] = signature ? sig[i] : add[i];
+    double m[3][AN_N];
+    PEAT_TRY(measure_analysis(m));
+    for (int i = 0; i < AN_N; i++) x[i] = (double)an_elems[i], t[i] = m[which][i];
     *n = AN_N;
     return PEAT_OK;
 }
@@ -253,6 +258,11 @@ static peat_status cal_analyze(double *x, double *t, int *n)
 static peat_status cal_signature(double *x, double *t, int *n)
 {
     return cal_analysis(x, t, n, 1);
+}
+
+static peat_status cal_held(double *x, double *t, int *n)
+{
+    return cal_analysis(x, t, n, 2);
 }
 
 /* The golden relu on one element: the smallest call isolation can run. */
@@ -531,8 +541,8 @@ peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *k
     double x[PEAT_PRED_MAX_POINTS], t[PEAT_PRED_MAX_POINTS];
     int n = 0;
     static peat_status (*const fns[PEAT_WORK_COUNT])(double *, double *, int *) = {
-        cal_record,   cal_analyze, cal_signature, cal_isolate,
-        cal_dispatch, cal_metrics, cal_judge,     cal_commit};
+        cal_record,  cal_analyze, cal_signature, cal_isolate, cal_dispatch,
+        cal_metrics, cal_judge,   cal_commit,    cal_held};
     PEAT_TRY(fns[w](x, t, &n));
     memset(kt, 0, sizeof *kt);
     snprintf(kt->kernel, sizeof kt->kernel, "%s", work_names[w][0]);

@@ -94,10 +94,17 @@ void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
                 (long long)r->n_budget_skipped, (long long)r->n_records);
     if (r->runtime_iters > 0 && r->runtime_iters < r->plan_iters)
         fprintf(f,
-                markdown ? "\nRuntime FI trained %lld of the %lld planned iterations, to end "
-                           "within the budget.\n"
-                         : "  runtime FI trained %lld of the %lld planned iterations, to end "
-                           "within the budget\n",
+                markdown ? "\nThe run went slower than predicted: runtime FI trained %lld of the "
+                           "%lld planned iterations, to end within the budget.\n"
+                         : "  the run went slower than predicted: runtime FI trained %lld of the "
+                           "%lld planned iterations, to end within the budget\n",
+                (long long)r->runtime_iters, (long long)r->plan_iters);
+    if (r->runtime_iters > r->plan_iters && r->plan_iters > 0)
+        fprintf(f,
+                markdown ? "\nThe run went faster than predicted: runtime FI trained %lld "
+                           "iterations instead of the %lld planned, to use the budget.\n"
+                         : "  the run went faster than predicted: runtime FI trained %lld "
+                           "iterations instead of the %lld planned, to use the budget\n",
                 (long long)r->runtime_iters, (long long)r->plan_iters);
 }
 

@@ -33,8 +33,9 @@ typedef struct lockstep {
     peat_runtime_result *res;
     member mem[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
     int n;
-    int n_w;    /* weight tensors (the first n_w state tensors) */
-    int *w_idx; /* their state indices */
+    int n_w;                   /* weight tensors (the first n_w state tensors) */
+    int *w_idx;                /* their state indices */
+    int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
 } lockstep;
 
 const char *peat_runtime_band_spec(int r)
@@ -142,6 +143,17 @@ static peat_status weights_find(lockstep *L)
     return PEAT_OK;
 }
 
+/* The iterations to train, and the evaluations that go with them: every L->every-th and the
+ * last; those already past keep their place (a new total is never below done + 1). */
+static void iters_set(lockstep *L, int64_t iters)
+{
+    peat_runtime_result *res = L->res;
+    L->iters = res->n = iters;
+    res->n_eval = 0;
+    for (int64_t t = 0; t < iters; t++)
+        if ((t + 1) % L->every == 0 || t == iters - 1) res->eval_iter[res->n_eval++] = t;
+}
+
 static peat_status lockstep_setup(lockstep *L)
 {
     const peat_runtime_opts *o = L->o;
@@ -153,16 +165,16 @@ static peat_status lockstep_setup(lockstep *L)
     if (!o->candidate && !o->model)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
     PEAT_TRY(peat_runtime_freqs_check(o->freqs));
-    int64_t every = o->eval_every > 0 ? o->eval_every : (o->iters >= 10 ? o->iters / 10 : 1);
-    res->n = o->iters;
-    res->eval_iter = malloc((size_t)(o->iters / every + 2) * sizeof *res->eval_iter);
+    L->every = o->eval_every > 0 ? o->eval_every : (o->iters >= 10 ? o->iters / 10 : 1);
+    L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
+    res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
     if (!res->eval_iter) return PEAT_ERROR(PEAT_ERR_NOMEM, "eval list");
-    for (int64_t t = 0; t < o->iters; t++)
-        if ((t + 1) % every == 0 || t == o->iters - 1) res->eval_iter[res->n_eval++] = t;
+    iters_set(L, o->iters);
+    int64_t cap_eval = L->cap / L->every + 1;
     for (int r = 0; r < R; r++, res->n_band++) {
         member *m = &L->mem[L->n++];
         m->run = &res->band[r];
-        PEAT_TRY(run_alloc(m->run, res->n, res->n_eval, r ? band_specs[r - 1] : "golden"));
+        PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, r ? band_specs[r - 1] : "golden"));
         PEAT_TRY(member_setup(L, m, r ? band_specs[r - 1] : NULL, NULL));
     }
     char buf[256];
@@ -174,13 +186,13 @@ static peat_status lockstep_setup(lockstep *L)
         char label[64];
         snprintf(label, sizeof label, "%.40s @ %s", o->candidate ? o->candidate->name : o->model,
                  t);
-        PEAT_TRY(run_alloc(m->run, res->n, res->n_eval, label));
+        PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, label));
         snprintf(m->run->freq, sizeof m->run->freq, "%s", t);
         PEAT_TRY(member_setup(L, m, o->model, t));
     }
     PEAT_TRY(weights_find(L));
     for (int i = 1; i < L->n; i++) {
-        L->mem[i].tdist = calloc((size_t)(res->n * L->n_w) + 1, sizeof(double));
+        L->mem[i].tdist = calloc((size_t)(L->cap * L->n_w) + 1, sizeof(double));
         if (!L->mem[i].tdist) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight distances");
     }
     return PEAT_OK;
@@ -294,9 +306,20 @@ static peat_status after_step(lockstep *L, int64_t t)
     const peat_runtime_opts *o = L->o;
     measure(L, t);
     for (int i = L->res->n_band; o->store && o->checkpoint_iters && i < L->n; i++)
-        if (peat_iter_spec_match(o->checkpoint_iters, t, o->iters))
+        if (peat_iter_spec_match(o->checkpoint_iters, t, L->iters))
             PEAT_TRY(checkpoint(L, &L->mem[i], t));
     return PEAT_OK;
+}
+
+/* Steering after `done` iterations: the total the caller's deadline allows, within done + 1
+ * (the next iteration is the last) .. the room the curves have. */
+static void steer(lockstep *L, int64_t done, double loop_s)
+{
+    if (done >= L->iters) return;
+    int64_t n = L->o->steer(L->o->steer_user, done, L->every, loop_s);
+    if (n < done + 1) n = done + 1;
+    if (n > L->cap) n = L->cap;
+    if (n != L->iters) iters_set(L, n);
 }
 
 static void *lock_worker(void *arg)
@@ -308,7 +331,8 @@ static void *lock_worker(void *arg)
     int T = w->sh->T;
     pthread_mutex_unlock(&w->sh->mu);
     int64_t e = 0;
-    for (int64_t t = 0; t < L->o->iters; t++) {
+    double t0 = peat_now();
+    for (int64_t t = 0; t < L->iters; t++) {
         for (int i = w->tid; i < L->n && ok(w); i += T) {
             peat_flow_metrics fm;
             peat_status st = peat_flow_step(L->mem[i].f, &fm);
@@ -329,6 +353,11 @@ static void *lock_worker(void *arg)
         }
         e += eval;
         pthread_barrier_wait(&w->sh->bar);
+        if (L->o->steer) {
+            /* one thread moves the total while the others wait: all read it after the barrier */
+            if (w->tid == 0) steer(L, t + 1, peat_now() - t0);
+            pthread_barrier_wait(&w->sh->bar);
+        }
     }
     return NULL;
 }

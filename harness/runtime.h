@@ -29,6 +29,12 @@ typedef struct peat_runtime_opts {
     const char *checkpoint_iters; /* faulty runs' checkpoints in the store ("last", "none", ...) */
     peat_store_t *store;          /* NULL = nothing stored */
     int threads;                  /* runs trained side by side (0 = online CPUs) */
+    /* steering (`peat run --budget`): after each iteration, the runs' new total of iterations
+     * from the iterations done and the wall seconds they took (evaluations every `every`);
+     * clamped to done + 1 .. max_iters. NULL: o->iters, fixed */
+    int64_t (*steer)(void *user, int64_t done, int64_t every, double loop_s);
+    void *steer_user;
+    int64_t max_iters; /* what steering may grow to (0 = iters) */
 } peat_runtime_opts;
 
 /* One run's curves. */
@@ -42,7 +48,7 @@ typedef struct peat_runtime_run {
 } peat_runtime_run;
 
 typedef struct peat_runtime_result {
-    int64_t n, n_eval;
+    int64_t n, n_eval; /* iterations trained (o->iters, or what steering made of them) */
     int64_t *eval_iter;
     int n_band, n_faulty;
     peat_runtime_run band[PEAT_RUNTIME_MAX_BAND];

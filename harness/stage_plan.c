@@ -61,6 +61,7 @@ peat_status peat_stage_plan(peat_campaign *c)
     if (st == PEAT_OK) {
         c->iters = p.iters, c->calls = p.calls;
         c->min_calls = l.min.calls, c->min_iters = l.min.runtime_iters;
+        c->max_iters = l.max.runtime_iters;
         c->planned = 1;
         c->deadline = c->t_start + budget;
         c->costs = m.costs;
@@ -78,75 +79,74 @@ peat_status peat_stage_plan(peat_campaign *c)
     return st;
 }
 
-/* What the campaign still needs once `replayed` calls are replayed (the one about to run
- * included), as the load of a shared machine changes under a plan: the calls at the pace the
- * replayed ones actually went (the profile stage's pace before there are a few), and the stages
- * after playback (probes, analyze, runtime FI) as predicted, at the pace the profile stage went
- * against its prediction (like them, CPU-bound in this process; playback's own pace is no
- * measure of them: the parent sleeps while a child runs the candidate). */
-static double tail_s(peat_campaign *c, int64_t replayed)
+/* Playback's steering before each replayed call (`replayed` of them with this one), as the load
+ * of a shared machine changes under a plan: the calls at the pace the replayed ones actually
+ * went (wall seconds per predicted CPU second; the profile stage's pace before there are a few),
+ * probes at the same pace (forks too), the other stages after playback at the pace the profile
+ * stage went against its prediction (CPU-bound in this process; playback's pace is no measure of
+ * them: the parent sleeps while a child runs the candidate). */
+int peat_stage_plan_stop(peat_campaign *c, int64_t replayed)
 {
+    if (!c->planned) return 0;
     const peat_pred_costs *k = &c->costs;
     const peat_pred_plan *p = &c->plan;
-    double now = peat_now(), n = (double)replayed;
-    double iso =
-        k->isolate.n
-            ? peat_predictor_ktable_eval(&k->isolate, k->base_bytes + 0.5 * n * k->bytes_per_call)
-            : 0;
+    double now = peat_now();
     double prof = c->res->pred_profile, prof_cpu = p->stage_cpu_s[PEAT_STAGE_PROFILE];
     if (replayed == 1) {
-        /* playback's pace in wall seconds per predicted CPU second (its costs are CPU seconds),
-         * the profile stage's until calls are replayed; later stages' pace against their wall
-         * prediction */
         c->t_playback = now;
         c->slow = prof_cpu > 0 ? c->res->t_profile / prof_cpu : 1.0;
         c->later_slow = prof > 0 ? c->res->t_profile / prof : 1.0;
     } else if (replayed > 8 && now > c->t_playback) {
-        double pred = (n - 1) * (k->replay_s + iso);
+        double pred =
+            (double)(replayed - 1) * (k->replay_s + peat_predictor_isolate_s(k, p->calls));
         if (pred > 0) c->slow = (now - c->t_playback) / pred;
     }
     double floor_slow = 0.8 / (k->share > 0 ? k->share : 1.0);
-    double slow = c->slow < floor_slow ? floor_slow : c->slow;
-    double later = c->later_slow < 0.8 ? 0.8 : c->later_slow;
-    /* the stages after playback with the calls replayed so far (the signatures grow with them),
-     * runtime FI at its smallest: it is cut to the time left itself (plan_runtime_iters), so
-     * playback, the campaign's main evidence, keeps its calls before runtime FI its length */
-    peat_pred_plan rest = *p;
-    rest.calls = replayed;
-    if (rest.runtime_iters > c->min_iters) rest.runtime_iters = c->min_iters;
-    peat_predictor_plan_cost(k, &rest);
-    double after = rest.stage_s[PEAT_STAGE_PROBES] + rest.stage_s[PEAT_STAGE_ANALYZE] +
-                   rest.stage_s[PEAT_STAGE_RUNTIME] + rest.stage_s[PEAT_STAGE_OTHER];
-    return slow * (k->replay_s + iso) + later * after;
+    peat_pred_playback_steer s = {.replayed = replayed,
+                                  .min_calls = c->min_calls,
+                                  .min_runtime_iters = c->min_iters,
+                                  .pace = c->slow < floor_slow ? floor_slow : c->slow,
+                                  .later_pace = c->later_slow < 0.8 ? 0.8 : c->later_slow,
+                                  .left_s = c->deadline - now};
+    return !peat_predictor_playback_go(k, p, &s);
 }
 
-int peat_stage_plan_stop(peat_campaign *c, int64_t replayed)
+/* What follows runtime FI (the commit of the campaign file, the report), at the pace the stages
+ * before went against their prediction. */
+static double after_runtime_s(const peat_campaign *c)
 {
-    if (!c->planned) return 0;
-    /* the pace is measured from the first call on; the smallest useful campaign's calls are
-     * always replayed (a verdict needs them) */
-    double tail = tail_s(c, replayed);
-    return replayed > c->min_calls && peat_now() + tail > c->deadline;
+    double later = c->later_slow < 0.8 ? 0.8 : c->later_slow;
+    double share = c->costs.share > 0 ? c->costs.share : 1.0;
+    return later * (c->costs.analyze_fixed_s / share + c->plan.stage_s[PEAT_STAGE_OTHER]);
 }
 
-/* Runtime FI's iterations under a plan: the planned ones, or as many as still fit before the
- * deadline when the run is behind (the runs train from scratch, so fewer iterations are a
- * shorter run, not a broken one), at the pace the stages so far went against their prediction;
- * never below the smallest campaign's. */
+/* Runtime FI's iterations when it starts under a plan: the planned ones, or as many as its own
+ * prediction still fits before the deadline (never below the smallest campaign's). They are
+ * steered while the runs train (peat_stage_plan_runtime_steer), at the pace they go: the stages
+ * before, other work, say little about it. */
 int64_t peat_stage_plan_runtime_iters(peat_campaign *c)
 {
-    const peat_campaign_result *r = c->res;
     if (!c->planned || c->plan.runtime_iters <= 0) return c->iters;
-    /* the prediction of what ran: playback may have replayed fewer calls than planned */
-    peat_pred_plan ran = c->plan;
-    ran.calls = r->n_records - r->n_budget_skipped;
-    peat_predictor_plan_cost(&c->costs, &ran);
-    double pred = r->pred_profile + ran.stage_s[PEAT_STAGE_PLAYBACK] +
-                  ran.stage_s[PEAT_STAGE_PROBES] + ran.stage_s[PEAT_STAGE_ANALYZE];
-    double done = r->t_profile + r->t_playback + r->t_probe + r->t_analyze;
-    double pace = pred > 0 ? done / pred : 1.0;
-    if (pace < 0.5) pace = 0.5;
-    if (pace > 4.0) pace = 4.0;
-    double left = c->deadline - peat_now() - pace * c->plan.stage_s[PEAT_STAGE_OTHER];
-    return peat_predictor_runtime_fit(&c->costs, &c->plan, c->min_iters, pace, left);
+    double left = c->deadline - peat_now() - after_runtime_s(c);
+    return peat_predictor_runtime_fit(&c->costs, &c->plan, c->min_iters, 1.0, left);
+}
+
+int64_t peat_stage_plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s)
+{
+    peat_campaign *c = user;
+    /* a ring of when the last iterations ended: the window's pace */
+    int64_t w = done < PEAT_PRED_STEER_WINDOW ? done : PEAT_PRED_STEER_WINDOW;
+    double *ring = c->steer_s, then = w == done ? 0.0 : ring[done % PEAT_PRED_STEER_WINDOW];
+    ring[done % PEAT_PRED_STEER_WINDOW] = loop_s;
+    peat_pred_steer s = {.done = done,
+                         .every = every,
+                         .elapsed_s = loop_s,
+                         .window_n = w,
+                         .window_s = loop_s - then,
+                         .left_s = c->deadline - peat_now() - after_runtime_s(c),
+                         .min_iters = c->min_iters,
+                         .max_iters = c->max_iters};
+    int64_t n = peat_predictor_runtime_steer(&c->costs, &s);
+    c->res->runtime_iters = n;
+    return n;
 }

@@ -61,6 +61,12 @@ peat_status peat_stage_runtime(peat_campaign *c)
     ro.cfg = peat_campaign_flow_config(o);
     ro.iters = peat_stage_plan_runtime_iters(c);
     c->res->runtime_iters = ro.iters;
+    if (c->planned) {
+        /* under a budget the runs' length follows the deadline while they train */
+        ro.steer = peat_stage_plan_runtime_steer;
+        ro.steer_user = c;
+        ro.max_iters = c->max_iters;
+    }
     ro.op = c->k->op;
     ro.candidate = c->k;
     ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
@@ -73,6 +79,7 @@ peat_status peat_stage_runtime(peat_campaign *c)
     peat_status cst = peat_store_close(ro.store);
     PEAT_TRY(st);
     PEAT_TRY(cst);
+    c->res->runtime_iters = c->rt->n;
     findings_add(c->res, c->rt);
     c->res->rt = c->rt;
     return PEAT_OK;

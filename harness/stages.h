@@ -58,6 +58,8 @@ typedef struct peat_campaign {
     peat_pred_plan plan;
     int64_t min_calls; /* playback never stops before these */
     int64_t min_iters; /* nor runtime FI below these */
+    int64_t max_iters; /* runtime FI grows to at most these when the run is ahead of its plan */
+    double steer_s[PEAT_PRED_STEER_WINDOW]; /* runtime FI's last iterations: when each ended */
     double t_playback, slow, later_slow;
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
@@ -113,6 +115,9 @@ int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int 
 int peat_stage_plan_stop(peat_campaign *c, int64_t replayed);
 /* The iterations runtime FI trains under a plan (c->iters without one; stage_plan.c). */
 int64_t peat_stage_plan_runtime_iters(peat_campaign *c);
+/* runtime.c's steering under a plan (user: the campaign): the runs' new total of iterations
+ * after `done` of them took loop_s (peat_predictor_runtime_steer against the deadline). */
+int64_t peat_stage_plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */

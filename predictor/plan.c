@@ -19,27 +19,29 @@ int64_t peat_predictor_runtime_evals(int64_t iters)
     return iters / every + (iters % every != 0);
 }
 
+double peat_predictor_isolate_s(const peat_pred_costs *c, int64_t calls)
+{
+    if (c->isolate.n <= 0) return 0.0;
+    return peat_predictor_ktable_eval(&c->isolate, c->base_bytes + c->held_bytes +
+                                                       (double)calls * c->bytes_per_call);
+}
+
 /* Playback: the calls replayed (the first `repeats` twice), each isolated from a process that
- * holds the records: the i-th fork copies the page tables of all of them, on average half. */
+ * holds every record (the profile stage recorded them all before). */
 static double playback_s(const peat_pred_costs *c, const peat_pred_plan *p)
 {
     double n = (double)p->calls;
     double rep = (double)(p->repeats < p->calls ? p->repeats : p->calls);
     double s = n * c->replay_s + rep * c->repeat_s;
-    if (c->isolate.n > 0 && p->calls > 0)
-        s += (n + rep) *
-             peat_predictor_ktable_eval(&c->isolate, c->base_bytes + 0.5 * n * c->bytes_per_call);
+    if (p->calls > 0) s += (n + rep) * peat_predictor_isolate_s(c, p->calls);
     return s;
 }
 
-/* Probes fork from a process that holds every record. */
+/* Probes fork from the same process. */
 static double probes_s(const peat_pred_costs *c, const peat_pred_plan *p)
 {
     if (p->probes <= 0) return 0.0;
-    double fork = c->isolate.n > 0
-                      ? peat_predictor_ktable_eval(
-                            &c->isolate, c->base_bytes + (double)p->calls * c->bytes_per_call)
-                      : 0.0;
+    double fork = peat_predictor_isolate_s(c, p->calls);
     return (double)p->probes * (c->probe_s + fork) + c->probe_fixed_s +
            (double)c->probe_fixed_forks * fork;
 }
@@ -59,6 +61,21 @@ static double lockstep(const peat_pred_costs *c, double crit, double total)
     return a > b ? a : b;
 }
 
+/* Runtime FI's CPU seconds grow by the contention of its runs side by side (the unit costs are
+ * measured on one run alone). */
+static double contended(const peat_pred_costs *c, double cpu)
+{
+    return (c->contention > 1.0 ? c->contention : 1.0) * cpu;
+}
+
+/* Wall seconds of one runtime-FI iteration (eval 0) or evaluation (eval 1) of every run. */
+static double runtime_unit(const peat_pred_costs *c, int eval)
+{
+    return eval
+               ? lockstep(c, contended(c, c->runtime_eval_crit_s), contended(c, c->runtime_eval_s))
+               : lockstep(c, contended(c, c->runtime_iter_crit_s), contended(c, c->runtime_iter_s));
+}
+
 void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
 {
     double *cpu = p->stage_cpu_s;
@@ -73,10 +90,10 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
     cpu[PEAT_STAGE_ANALYZE] = c->analyze_fixed_s + sig;
     double evals = (double)peat_predictor_runtime_evals(p->runtime_iters);
     double iters = (double)p->runtime_iters;
-    cpu[PEAT_STAGE_RUNTIME] =
-        p->runtime_iters > 0
-            ? c->runtime_fixed_s + iters * c->runtime_iter_s + evals * c->runtime_eval_s
-            : 0.0;
+    cpu[PEAT_STAGE_RUNTIME] = p->runtime_iters > 0
+                                  ? c->runtime_fixed_s + contended(c, iters * c->runtime_iter_s +
+                                                                          evals * c->runtime_eval_s)
+                                  : 0.0;
     cpu[PEAT_STAGE_FI] = (double)p->trials * c->trial_s;
     cpu[PEAT_STAGE_OTHER] = c->other_s;
     p->total_s = p->total_cpu_s = 0;
@@ -86,9 +103,8 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
         if (s == PEAT_STAGE_ANALYZE)
             p->stage_s[s] = on_thread(c, c->analyze_fixed_s) + lockstep(c, 0.5 * sig, sig);
         if (s == PEAT_STAGE_RUNTIME && p->runtime_iters > 0)
-            p->stage_s[s] = on_thread(c, c->runtime_fixed_s) +
-                            iters * lockstep(c, c->runtime_iter_crit_s, c->runtime_iter_s) +
-                            evals * lockstep(c, c->runtime_eval_crit_s, c->runtime_eval_s);
+            p->stage_s[s] = on_thread(c, c->runtime_fixed_s) + iters * runtime_unit(c, 0) +
+                            evals * runtime_unit(c, 1);
         p->total_s += p->stage_s[s];
         p->total_cpu_s += cpu[s];
     }
@@ -103,7 +119,7 @@ static double total_bound(const peat_pred_costs *c, const peat_pred_plan *p)
     if (p->runtime_iters <= 0) return p->total_s;
     int64_t bound = p->runtime_iters < 19 ? p->runtime_iters : 19;
     double extra = (double)(bound - peat_predictor_runtime_evals(p->runtime_iters));
-    return p->total_s + extra * lockstep(c, c->runtime_eval_crit_s, c->runtime_eval_s);
+    return p->total_s + extra * runtime_unit(c, 1);
 }
 
 static int64_t lerp(int64_t lo, int64_t hi, double f)
@@ -166,4 +182,63 @@ int64_t peat_predictor_runtime_fit(const peat_pred_costs *c, const peat_pred_pla
         if (pace * q.stage_s[PEAT_STAGE_RUNTIME] <= left_s) break;
     }
     return n;
+}
+
+int64_t peat_predictor_evals_every(int64_t iters, int64_t every)
+{
+    if (iters < 1) return 0;
+    if (every < 1) every = 1;
+    return iters / every + (iters % every != 0);
+}
+
+/* Predicted wall seconds of iterations [0, n) with the evaluations at every `every`-th (the
+ * last one's evaluation counted when last = 1). */
+static double steer_pred(const peat_pred_costs *c, int64_t n, int64_t every, int last)
+{
+    double it = runtime_unit(c, 0), ev = runtime_unit(c, 1);
+    int64_t evals = last ? peat_predictor_evals_every(n, every) : n / (every < 1 ? 1 : every);
+    return (double)n * it + (double)evals * ev;
+}
+
+double peat_predictor_steer_pace(const peat_pred_costs *c, const peat_pred_steer *s)
+{
+    double pred = steer_pred(c, s->done, s->every, 0), took = s->elapsed_s;
+    if (s->window_n >= PEAT_PRED_STEER_WINDOW && s->window_n <= s->done) {
+        pred -= steer_pred(c, s->done - s->window_n, s->every, 0);
+        took = s->window_s;
+    }
+    if (!(pred > 0) || !(took > 0)) return 1.0;
+    double pace = took / pred;
+    /* beyond these the model is not what went wrong: stay within what a load change does */
+    return pace < 0.2 ? 0.2 : pace > 10.0 ? 10.0 : pace;
+}
+
+int64_t peat_predictor_runtime_steer(const peat_pred_costs *c, const peat_pred_steer *s)
+{
+    int64_t lo = s->done + 1 > s->min_iters ? s->done + 1 : s->min_iters;
+    int64_t hi = s->max_iters > lo ? s->max_iters : lo;
+    double pace = peat_predictor_steer_pace(c, s);
+    double done = steer_pred(c, s->done, s->every, 0);
+    /* the remaining time is not monotone in n (the last iteration's own evaluation): scan down */
+    for (int64_t n = hi; n > lo; n--)
+        if (pace * (steer_pred(c, n, s->every, 1) - done) <= s->left_s) return n;
+    return lo;
+}
+
+int peat_predictor_playback_go(const peat_pred_costs *c, const peat_pred_plan *p,
+                               const peat_pred_playback_steer *s)
+{
+    if (s->replayed <= s->min_calls) return 1;
+    /* the stages after playback with the calls replayed so far (the signatures grow with
+     * them), runtime FI at its smallest: playback, the campaign's main evidence, keeps its calls
+     * before runtime FI its length */
+    peat_pred_plan rest = *p;
+    rest.calls = s->replayed;
+    if (rest.runtime_iters > s->min_runtime_iters) rest.runtime_iters = s->min_runtime_iters;
+    peat_predictor_plan_cost(c, &rest);
+    double after = rest.stage_s[PEAT_STAGE_ANALYZE] + rest.stage_s[PEAT_STAGE_RUNTIME] +
+                   rest.stage_s[PEAT_STAGE_OTHER];
+    double call = c->replay_s + peat_predictor_isolate_s(c, p->calls);
+    double tail = s->pace * (call + rest.stage_cpu_s[PEAT_STAGE_PROBES]) + s->later_pace * after;
+    return tail <= s->left_s;
 }

@@ -213,14 +213,16 @@ const char *peat_predictor_stage_name(peat_pred_stage s);
  * and calibrated harness work (docs/predictor.md). Wall time follows from the share of a core
  * one thread gets and the cores the process gets (both measured: a shared machine gives less). */
 typedef struct peat_pred_costs {
-    double share;    /* CPU seconds per wall second of one thread (0 = 1) */
-    double cores;    /* CPU seconds per wall second of the process's threads together (0 = share) */
-    double iter_s;   /* one recorded golden training iteration (metrics row included) */
-    double record_s; /* one recorded call: clone, exact outputs, store */
-    double replay_s; /* one record replayed: candidate (+ repeat) + exact + errors accumulated */
-    double repeat_s; /* the determinism repeat of one of the first `repeats` calls */
-    double setup_s;  /* profile stage's own set-up: counting step, flow, checkpoint, eval */
-    double probe_s;  /* one probe call: references, isolated candidate, its own signatures */
+    double share; /* CPU seconds per wall second of one thread (0 = 1) */
+    double cores; /* CPU seconds per wall second of the process's threads together (0 = share) */
+    double contention; /* runtime FI: CPU seconds of a step with the runs side by side (threads
+                          at once, two runs a thread) per CPU second of a step alone (0 = 1) */
+    double iter_s;     /* one recorded golden training iteration (metrics row included) */
+    double record_s;   /* one recorded call: clone, exact outputs, store */
+    double replay_s;   /* one record replayed: candidate (+ repeat) + exact + errors accumulated */
+    double repeat_s;   /* the determinism repeat of one of the first `repeats` calls */
+    double setup_s;    /* profile stage's own set-up: counting step, flow, checkpoint, eval */
+    double probe_s;    /* one probe call: references, isolated candidate, its own signatures */
     double probe_fixed_s;       /* the probe stage's fixed part (GEMM's arithmetic-property call) */
     int probe_fixed_forks;      /* isolated candidate calls of that part */
     double trial_s;             /* one FI trial */
@@ -238,6 +240,8 @@ typedef struct peat_pred_costs {
     peat_pred_ktable isolate; /* seconds per call at resident record bytes (n = 0: none) */
     double bytes_per_call;
     double base_bytes; /* resident bytes before the records (isolation's x is the process's) */
+    double held_bytes; /* what the campaign holds beside its records while it forks: the
+                          analyzer's accumulators, the report's plots (docs/predictor.md) */
 } peat_pred_costs;
 
 /* The size of a campaign. A stage with count 0 does not run. */
@@ -257,6 +261,9 @@ typedef struct peat_pred_plan {
 
 /* Held-out evaluations of a runtime-FI run of iters iterations (every iters/10, and the last). */
 int64_t peat_predictor_runtime_evals(int64_t iters);
+/* CPU seconds of one isolated call (the fork and the child) from a campaign process that holds
+ * `calls` records (c->isolate at base + held + calls x bytes per call; 0 without a curve). */
+double peat_predictor_isolate_s(const peat_pred_costs *c, int64_t calls);
 /* Fills stage_s and total_s of p from costs. */
 void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p);
 
@@ -264,6 +271,41 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p);
  * below min_iters, nor above p's). */
 int64_t peat_predictor_runtime_fit(const peat_pred_costs *c, const peat_pred_plan *p,
                                    int64_t min_iters, double pace, double left_s);
+
+/* Closed-loop steering of runtime FI while it trains (docs/predictor.md): after `done`
+ * iterations, which took elapsed_s of wall time with their evaluations (every `every`
+ * iterations, and at the last), the stage still has left_s. The last window_n of those
+ * iterations took window_s: their pace follows a change of load sooner than the whole run's. */
+typedef struct peat_pred_steer {
+    int64_t done, every;
+    double elapsed_s, left_s;
+    int64_t window_n;
+    double window_s;
+    int64_t min_iters, max_iters; /* the smallest campaign's, and the most the run may grow to */
+} peat_pred_steer;
+/* Iterations in the window whose pace steers (fewer: the whole run's pace). */
+#define PEAT_PRED_STEER_WINDOW 5
+/* Closed-loop steering of playback, before each replayed call: `replayed` calls replayed with
+ * the one about to run, at `pace` wall seconds per predicted CPU second of playback so far; the
+ * stages after it at later_pace times their predicted wall seconds; left_s to the deadline. */
+typedef struct peat_pred_playback_steer {
+    int64_t replayed, min_calls, min_runtime_iters;
+    double pace, later_pace, left_s;
+} peat_pred_playback_steer;
+/* Whether the call fits: it, then probes (forks like playback: at its pace), analyze, runtime FI
+ * at its smallest (it steers itself) and the rest (at later_pace) within left_s; a call of the
+ * smallest campaign always does. */
+int peat_predictor_playback_go(const peat_pred_costs *c, const peat_pred_plan *p,
+                               const peat_pred_playback_steer *s);
+/* Held-out evaluations of iters iterations evaluated every `every` (and at the last). */
+int64_t peat_predictor_evals_every(int64_t iters, int64_t every);
+/* The pace of the iterations done: their wall time over their prediction (1 before any), over
+ * the window when it holds PEAT_PRED_STEER_WINDOW iterations or more, clamped to 0.2 .. 10. */
+double peat_predictor_steer_pace(const peat_pred_costs *c, const peat_pred_steer *s);
+/* Runtime FI's new total of iterations: the largest n in [max(done + 1, min_iters), max_iters]
+ * whose remaining iterations and evaluations, at the pace the done ones went, fit left_s (cut
+ * when the run is behind, extended when ahead); max(done + 1, min_iters) when none does. */
+int64_t peat_predictor_runtime_steer(const peat_pred_costs *c, const peat_pred_steer *s);
 
 /* The smallest useful campaign and the largest default: the planner never goes below min nor
  * above max in any count (max.calls etc. = 0 means the stage is off). */

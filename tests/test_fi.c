@@ -387,6 +387,69 @@ static peat_runtime_result runtime(const char *flow, int iters, const char *mode
     return r;
 }
 
+/* A scripted steering: the new total it returns after `done` iterations, and what it saw. */
+typedef struct script {
+    int64_t keep, grow_at, grow_to, cut_at, cut_to;
+    int64_t seen[64], n_seen, every;
+} script;
+
+static int64_t scripted(void *user, int64_t done, int64_t every, double loop_s)
+{
+    script *s = user;
+    cr_assert(loop_s >= 0);
+    if (s->n_seen < 64) s->seen[s->n_seen++] = done;
+    s->every = every;
+    if (done >= s->cut_at) return s->cut_to;
+    return done >= s->grow_at ? s->grow_to : s->keep;
+}
+
+static peat_runtime_result steered(script *sc, int64_t iters, int64_t max_iters)
+{
+    peat_runtime_opts o;
+    memset(&o, 0, sizeof o);
+    o.flow = "mlp";
+    o.cfg.seed = 1;
+    o.cfg.weight_decay = -1;
+    o.iters = iters;
+    o.op = PEAT_OP_GEMM;
+    o.model = "reorder";
+    o.freqs = "1";
+    o.steer = scripted, o.steer_user = sc, o.max_iters = max_iters;
+    peat_runtime_result r;
+    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
+    return r;
+}
+
+/* Steering moves the runs' length while they train: grown past the planned 20 (within the room
+ * of 40), evaluations keep their every-2 schedule and the last iteration gets one; cut, the next
+ * iteration is the last. The callback is asked after every iteration but the last. */
+Test(fi, runtime_steering_grows_and_cuts_the_runs)
+{
+    script sc = {.keep = 20, .grow_at = 5, .grow_to = 31, .cut_at = 1000};
+    peat_runtime_result r = steered(&sc, 20, 40);
+    cr_assert_eq(r.n, 31);
+    cr_assert_eq(sc.every, 2, "every 20 / 10");
+    cr_assert_eq(r.n_eval, 16, "15 every 2, and the last");
+    for (int64_t e = 0; e < 15; e++) cr_assert_eq(r.eval_iter[e], 2 * e + 1);
+    cr_assert_eq(r.eval_iter[15], 30);
+    cr_assert_eq(sc.n_seen, 30);
+    for (int64_t i = 0; i < sc.n_seen; i++) cr_assert_eq(sc.seen[i], i + 1);
+    for (int j = 0; j < r.n_band; j++) cr_assert(isfinite(r.band[j].loss[30]));
+    peat_runtime_result_free(&r);
+
+    script grow_too_far = {.keep = 20, .grow_at = 1, .grow_to = 1000, .cut_at = 1000};
+    r = steered(&grow_too_far, 20, 25);
+    cr_assert_eq(r.n, 25, "never beyond max_iters");
+    peat_runtime_result_free(&r);
+
+    script cut = {.keep = 20, .grow_at = 1000, .cut_at = 6, .cut_to = 2};
+    r = steered(&cut, 20, 40);
+    cr_assert_eq(r.n, 7, "cut after 6: the 7th is the last");
+    cr_assert_eq(r.n_eval, 4, "iterations 2, 4, 6 and the last");
+    cr_assert_eq(r.eval_iter[3], 6);
+    peat_runtime_result_free(&r);
+}
+
 Test(fi, reorder_in_the_loop_is_training_equivalent_on_every_flow)
 {
     const char *flows[4] = {"mlp", "cnn", "gpt", "gpt_unfused"};

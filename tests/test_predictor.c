@@ -489,8 +489,8 @@ Test(plan, cost_by_hand)
     cr_assert_float_eq(p.total_cpu_s, total_cpu, 1e-12);
 }
 
-/* Isolation: each replayed call (and repeat) forks a process holding its start plus half the
- * records on average; each probe forks one holding all of them. */
+/* Isolation: each replayed call (and repeat) and each probe forks a process holding its start,
+ * what the analyzer holds and every record (the profile stage recorded them all). */
 Test(plan, isolation_forks_by_hand)
 {
     peat_pred_costs c = {.replay_s = 0.003,
@@ -499,14 +499,15 @@ Test(plan, isolation_forks_by_hand)
                          .probe_fixed_s = 0.05,
                          .probe_fixed_forks = 2,
                          .base_bytes = 1e6,
+                         .held_bytes = 5e5,
                          .bytes_per_call = 1e5};
     double x[] = {1e6, 1e8}, t[] = {1e-3, 1.1e-2};
     cr_assert_eq(peat_predictor_ktable_build(&c.isolate, 2, x, t, 1e-3), PEAT_OK);
     peat_pred_plan p = {.calls = 20, .repeats = 2, .probes = 5};
     peat_predictor_plan_cost(&c, &p);
-    double half = 1e-3 + (2e6 - 1e6) / (1e8 - 1e6) * 1e-2; /* at 1e6 + 10 x 1e5 */
-    double all = 1e-3 + (3e6 - 1e6) / (1e8 - 1e6) * 1e-2;  /* at 1e6 + 20 x 1e5 */
-    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_PLAYBACK], 20 * 0.003 + 2 * 0.001 + 22 * half,
+    double all = 1e-3 + (3.5e6 - 1e6) / (1e8 - 1e6) * 1e-2; /* at 1e6 + 5e5 + 20 x 1e5 */
+    cr_assert_float_eq(peat_predictor_isolate_s(&c, 20), all, 1e-15);
+    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_PLAYBACK], 20 * 0.003 + 2 * 0.001 + 22 * all,
                        1e-12);
     cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_PROBES], 5 * (0.004 + all) + 0.05 + 2 * all, 1e-12);
 }
@@ -533,6 +534,181 @@ Test(plan, runtime_cut_to_the_time_left)
     /* twice as slow as predicted: half the time */
     cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 2.0, 9.8), 33);
     cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 1.0, 0.5), 10, "never below the minimum");
+}
+
+/* Runtime FI's runs side by side: their iterations and evaluations cost contention x the
+ * measured alone, in CPU and wall seconds; the set-up does not. */
+Test(plan, runtime_contention_by_hand)
+{
+    peat_pred_costs c = {.share = 0.5,
+                         .cores = 0.8,
+                         .contention = 1.5,
+                         .runtime_iter_s = 0.04,
+                         .runtime_iter_crit_s = 0.015,
+                         .runtime_eval_s = 0.02,
+                         .runtime_eval_crit_s = 0.012,
+                         .runtime_fixed_s = 0.3};
+    peat_pred_plan p = {.runtime_runs = 4, .runtime_freqs = 1, .runtime_iters = 30};
+    peat_predictor_plan_cost(&c, &p);
+    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_RUNTIME], 0.3 + 1.5 * (30 * 0.04 + 10 * 0.02),
+                       1e-12);
+    /* 0.3 / 0.5 + 30 max(1.5 x 0.015 / 0.5, 1.5 x 0.04 / 0.8) + 10 max(.., 1.5 x 0.02 / 0.8) */
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_RUNTIME], 0.6 + 30 * 0.075 + 10 * 0.0375, 1e-12);
+}
+
+/* Runtime FI steered while it trains, by hand: 0.1 s an iteration, 0.2 s an evaluation (share 1,
+ * one run), evaluations every 6 iterations; 12 iterations done (2 evaluations), 5.02 s left. */
+static peat_pred_costs steer_costs(void)
+{
+    peat_pred_costs c = {.runtime_iter_s = 0.1,
+                         .runtime_iter_crit_s = 0.1,
+                         .runtime_eval_s = 0.2,
+                         .runtime_eval_crit_s = 0.2};
+    return c;
+}
+
+Test(steer, runtime_twice_as_slow_cuts_by_hand)
+{
+    peat_pred_costs c = steer_costs();
+    /* predicted for the 12 done: 1.2 + 0.4 = 1.6 s; they took 3.2 s: pace 2 */
+    peat_pred_steer s = {.done = 12,
+                         .every = 6,
+                         .elapsed_s = 3.2,
+                         .left_s = 5.02,
+                         .min_iters = 10,
+                         .max_iters = 120};
+    cr_assert_float_eq(peat_predictor_steer_pace(&c, &s), 2.0, 1e-12);
+    /* n = 30: 2 x (18 x 0.1 + 3 x 0.2) = 4.8 s fits; n = 31 adds its own evaluation: 2 x (1.9 +
+     * 4 x 0.2) = 5.4 s; every n above costs more */
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 30);
+    /* on time (pace 1): n = 48 costs 3.6 + 6 x 0.2 = 4.8 s, n = 49 3.7 + 1.4 = 5.1 s */
+    s.elapsed_s = 1.6;
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 48);
+}
+
+Test(steer, runtime_ahead_extends_by_hand)
+{
+    peat_pred_costs c = steer_costs();
+    /* twice as fast: 0.5 x ((n - 12) 0.1 + (evals(n) - 2) 0.2) <= 5.02: n = 86 costs 0.5 x (7.4 +
+     * 13 x 0.2) = 5.0 s, n = 87 0.5 x (7.5 + 2.6) = 5.05 s: the run grows from 60 to 86 */
+    peat_pred_steer s = {.done = 12,
+                         .every = 6,
+                         .elapsed_s = 0.8,
+                         .left_s = 5.02,
+                         .min_iters = 10,
+                         .max_iters = 120};
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 86);
+    s.max_iters = 70;
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 70, "never above the room it has");
+    s.left_s = 0.01;
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 13, "out of time: the next is the last");
+    s.min_iters = 20;
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 20, "never below the smallest campaign");
+}
+
+/* The window's pace: the last 6 iterations (one evaluation, 0.8 s predicted) took 2.4 s, the
+ * whole 12 3.2 s: the window's pace 3 steers, not the whole run's 2. */
+Test(steer, runtime_window_follows_a_change_of_load)
+{
+    peat_pred_costs c = steer_costs();
+    peat_pred_steer s = {.done = 12,
+                         .every = 6,
+                         .elapsed_s = 3.2,
+                         .window_n = 6,
+                         .window_s = 2.4,
+                         .left_s = 5.02,
+                         .min_iters = 10,
+                         .max_iters = 120};
+    cr_assert_float_eq(peat_predictor_steer_pace(&c, &s), 3.0, 1e-12);
+    /* 3 x (0.1 (n - 12) + 0.2 (evals(n) - 2)) <= 5.02: n = 24 costs 3 x 1.6 = 4.8 s, n = 25 3 x
+     * (1.3 + 0.4) = 5.1 s, n = 26..29 more */
+    cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 24);
+    s.window_n = PEAT_PRED_STEER_WINDOW - 1;
+    cr_assert_float_eq(peat_predictor_steer_pace(&c, &s), 2.0, 1e-12, "too short a window");
+}
+
+/* A simulated clock: runtime FI's iterations take pace x their prediction, the pace jumping at a
+ * random iteration (seeded); steered every iteration, the stage never ends past its time by more
+ * than what one iteration and its evaluation take once the change is seen, and not at all when
+ * the pace stays. */
+Test(steer, runtime_simulated_never_over)
+{
+    peat_rng_t *r = peat_rng_alloc(5);
+    for (int trial = 0; trial < 500; trial++) {
+        peat_pred_costs c = {.share = 0.3 + 0.7 * peat_rng_uniform(r),
+                             .runtime_iter_s = 1e-3 + 0.05 * peat_rng_uniform(r),
+                             .runtime_eval_s = 1e-3 + 0.2 * peat_rng_uniform(r)};
+        c.cores = c.share * (1 + peat_rng_uniform(r));
+        c.runtime_iter_crit_s = c.runtime_iter_s * (0.5 + 0.5 * peat_rng_uniform(r));
+        c.runtime_eval_crit_s = c.runtime_eval_s * (0.5 + 0.5 * peat_rng_uniform(r));
+        peat_pred_plan p = {.runtime_runs = 4, .runtime_freqs = 1, .runtime_iters = 60};
+        peat_predictor_plan_cost(&c, &p);
+        double budget = p.stage_s[PEAT_STAGE_RUNTIME] * (0.3 + 1.5 * peat_rng_uniform(r));
+        int steady = trial % 2;
+        double pace0 = 0.5 + 2.0 * peat_rng_uniform(r);
+        double pace1 = steady ? pace0 : 0.5 + 2.0 * peat_rng_uniform(r);
+        int64_t jump = 1 + (int64_t)(40 * peat_rng_uniform(r)), every = 6, n = 60, min = 10;
+        /* a lockstep iteration and evaluation: the busiest thread or all over the cores */
+        double unit_it = fmax(c.runtime_iter_crit_s / c.share, c.runtime_iter_s / c.cores);
+        double unit_ev = fmax(c.runtime_eval_crit_s / c.share, c.runtime_eval_s / c.cores);
+        double t = 0, ends[200] = {0};
+        for (int64_t done = 0; done < n; done++) {
+            double pace = done < jump ? pace0 : pace1;
+            t += pace * unit_it;
+            if ((done + 1) % every == 0 || done == n - 1) t += pace * unit_ev;
+            ends[done + 1] = t;
+            if (done + 1 >= n) break;
+            int64_t w = done + 1 < PEAT_PRED_STEER_WINDOW ? done + 1 : PEAT_PRED_STEER_WINDOW;
+            peat_pred_steer s = {.done = done + 1,
+                                 .every = every,
+                                 .elapsed_s = t,
+                                 .window_n = w,
+                                 .window_s = t - ends[done + 1 - w],
+                                 .left_s = budget - t,
+                                 .min_iters = min,
+                                 .max_iters = 180};
+            n = peat_predictor_runtime_steer(&c, &s);
+        }
+        /* the smallest campaign at the final pace: what no steering can go below */
+        double floor = 0;
+        for (int64_t d = 0; d < min; d++) {
+            double pace = d < jump ? pace0 : pace1;
+            floor += pace * (unit_it + ((d + 1) % every == 0 || d == min - 1 ? unit_ev : 0));
+        }
+        if (floor > budget) continue;
+        double slack = steady ? 1e-9 : pace1 * (unit_it + unit_ev) + 1e-9;
+        cr_assert(t <= budget + slack, "trial %d: %.4f s for a budget of %.4f s (%lld iterations)",
+                  trial, t, budget, (long long)n);
+        cr_assert(n >= min && n <= 180);
+    }
+    peat_rng_free(r);
+}
+
+/* Playback steered before each call, by hand: 10 ms a replayed call (no isolation curve), probes
+ * 0.5 s, analyze 0.2 s, runtime FI at its smallest 1 s (share 1): at pace 2 and 2.9 s left, a call
+ * fits while 2 x (0.01 + 0.5) + (0.2 + 1) = 2.22 s does; later stages at 1.5x: 2.82 s. */
+Test(steer, playback_by_hand)
+{
+    peat_pred_costs c = {.replay_s = 0.01,
+                         .probe_s = 0.05,
+                         .analyze_fixed_s = 0.2,
+                         .runtime_iter_s = 0.1,
+                         .runtime_iter_crit_s = 0.1};
+    peat_pred_plan p = {
+        .calls = 100, .probes = 10, .runtime_runs = 2, .runtime_freqs = 1, .runtime_iters = 40};
+    peat_pred_playback_steer s = {.replayed = 50,
+                                  .min_calls = 8,
+                                  .min_runtime_iters = 10,
+                                  .pace = 2.0,
+                                  .later_pace = 1.0,
+                                  .left_s = 2.3};
+    cr_assert(peat_predictor_playback_go(&c, &p, &s), "2.22 s fits 2.3 s");
+    s.later_pace = 1.5; /* 1.02 + 1.5 x 1.2 = 2.82 s */
+    cr_assert(!peat_predictor_playback_go(&c, &p, &s), "2.82 s does not fit 2.3 s");
+    s.left_s = 2.83;
+    cr_assert(peat_predictor_playback_go(&c, &p, &s));
+    s.left_s = 0, s.replayed = 8;
+    cr_assert(peat_predictor_playback_go(&c, &p, &s), "the smallest campaign's calls always run");
 }
 
 /* Analyze: the two signatures (one curve for both) on two threads, the commit on one. */
