@@ -69,7 +69,10 @@ static peat_status bench_kernel(const peat_kernel *k, const peat_pred_device *d,
     memset(e, 0, sizeof *e);
     PEAT_TRY(peat_predictor_time_families(k, repeats, MIN_S, &nc, cal, t_cal, &n, sizes, meas));
     peat_pred_ktable kt;
-    PEAT_TRY(peat_predictor_ktable_fit(k, d, nc, cal, t_cal, &kt));
+    /* as calibration fits it: outliers timed again, a size-specific one left out */
+    PEAT_TRY(peat_predictor_ktable_refine(k, d, nc, cal, t_cal, MIN_S, &kt));
+    if (getenv("PEAT_BENCH_VERBOSE"))
+        for (int i = 0; i < kt.n; i++) printf("    calibration x=%.3g t=%.3g\n", kt.x[i], kt.t[i]);
     peat_pred_table tab = {.dev = *d};
     PEAT_TRY(peat_predictor_table_add(&tab, &kt));
     double u = fit_utilisation(k, d, &kt);
@@ -295,7 +298,7 @@ static void bench_kernels(const peat_pred_device *d, int repeats, const char *on
 int main(int argc, char **argv)
 {
     const char *backend = "cpu", *only = NULL;
-    int repeats = 5, stage_repeats = 3, stages_only = 0;
+    int repeats = 5, stage_repeats = 3, stages_only = 0, kernels_only = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--backend"))
             backend = argv[i + 1];
@@ -307,6 +310,8 @@ int main(int argc, char **argv)
             stage_repeats = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--stages-only"))
             stages_only = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--kernels-only"))
+            kernels_only = atoi(argv[i + 1]);
     }
     if (repeats < 1 || repeats > 15) repeats = 5;
     if (stage_repeats < 1 || stage_repeats > 15) stage_repeats = 3;
@@ -322,6 +327,8 @@ int main(int argc, char **argv)
            clk.mhz > 0 ? clk.source : "unknown (no cpufreq/NVML/ROCm SMI here)");
     int n_ok = 0, n_all = 0;
     if (!stages_only) bench_kernels(&d, repeats, only, &n_ok, &n_all);
-    int stages_ok = strcmp(backend, "cpu") != 0 || only ? 1 : bench_stages(backend, stage_repeats);
+    int stages_ok = strcmp(backend, "cpu") != 0 || only || kernels_only
+                        ? 1
+                        : bench_stages(backend, stage_repeats);
     return n_ok == n_all && stages_ok ? 0 : 1;
 }

@@ -183,6 +183,12 @@ peat_status peat_predictor_time_families(const peat_kernel *k, int passes, doubl
  * interpolates the points best (leave-one-out), the overhead, the interpolation. */
 peat_status peat_predictor_ktable_fit(const peat_kernel *k, const peat_pred_device *d, int n,
                                       const int *sizes, const double *t, peat_pred_ktable *kt);
+/* The table of k from times t at its calibration sizes (ktable_fit), with the points far above
+ * the line through their neighbours timed again; a point confirmed at 1.5x the line or more (an
+ * effect of that size alone) is left out (docs/predictor.md). */
+peat_status peat_predictor_ktable_refine(const peat_kernel *k, const peat_pred_device *d, int n,
+                                         const int *sizes, const double *t, double min_s,
+                                         peat_pred_ktable *kt);
 /* Calibrates one kernel: times it at its op's sizes on this device (each size: median of passes
  * sweeps, each timing >= min_s). */
 peat_status peat_predictor_calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
