@@ -152,6 +152,13 @@ void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *r
                                   const peat_tensor *run2);
 /* Computes the signature of what was added so far. */
 peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *out);
+/* Both signatures of two accumulators fed the same calls (a candidate's and the golden's, as
+ * peat_analyzer_acc_add_pair feeds them), on two threads. Where their samples hold the same
+ * elements (they differ only where one kernel's value was not finite), the orders that depend
+ * only on exact values and inputs are sorted once for both. Each signature is bit for bit what
+ * peat_analyzer_signature gives. */
+peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_signature *sa,
+                                         const peat_analyzer_acc_t *b, peat_signature *sb);
 
 /* Effective significand bits for a given rms_rel_mag (the estimator of docs/signature.md). */
 double peat_analyzer_eff_bits(double rms_rel_mag);

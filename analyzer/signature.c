@@ -3,6 +3,7 @@
 #include "analyzer/internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,9 @@ static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
     return PEAT_OK;
 }
 
-/* Ranks of v[0..n) (1-based, ties get their mean rank). */
+/* Ranks of v[0..n) (1-based, ties get their mean rank); ws's permutation and sort words are
+ * scratch. rank may be v itself: each group of ties is read before any of its ranks is written,
+ * and every later group reads other elements. */
 static void ranks_of(const double *v, size_t n, double *rank, rank_ws *ws)
 {
     uint32_t *perm = ws->perm;
@@ -122,20 +125,31 @@ static double pearson(const double *x, const double *y, size_t n)
     return sxx > 0.0 && syy > 0.0 ? sxy / sqrt(sxx * syy) : NAN;
 }
 
+/* The elements the input correlation uses (a and b both defined): their a into x and b into y
+ * (either may be NULL); returns their number. */
+static size_t corr_filter(const peat_sample_cols *v, double *x, double *y)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        if (isnan(v->a[i]) || isnan(v->b[i])) continue;
+        if (x) x[n] = v->a[i];
+        if (y) y[n] = v->b[i];
+        n++;
+    }
+    return n;
+}
+
 /* Spearman rho of |err|/s against |exact|/s: near 0 when the error does not scale with the value
  * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs). */
 static void input_correlation(const peat_sample_cols *v, rank_ws *ws, peat_signature *s)
 {
     s->corr_err_input = NAN;
-    size_t n = 0;
     double *x = ws->col, *y = x + v->n;
-    for (size_t i = 0; i < v->n; i++)
-        if (!isnan(v->a[i]) && !isnan(v->b[i])) x[n] = v->a[i], y[n++] = v->b[i];
+    size_t n = corr_filter(v, x, y);
     if (n < 16) return;
-    double *rx = y + v->n, *ry = rx + v->n;
-    ranks_of(x, n, rx, ws);
-    ranks_of(y, n, ry, ws);
-    s->corr_err_input = pearson(rx, ry, n);
+    ranks_of(x, n, x, ws);
+    ranks_of(y, n, y, ws);
+    s->corr_err_input = pearson(x, y, n);
 }
 
 /* Median successive difference of r taken in key order (perm), and the sign changes per step;
@@ -161,30 +175,29 @@ static double spread_of(const double *r, size_t n, double *w, rank_ws *ws)
     return sqrt(2.0) * peat_sample_median(w, n, ws->sort);
 }
 
-/* Roughness of the signed relative error r = err / exact along one key (input or exact value):
- * median |r[i+1] - r[i]| / (sqrt(2) MAD(r)) in key order. Independent errors give ~1 (the
- * difference of two independent draws spreads sqrt(2) wider); a smooth function of the key gives
- * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
- * medians keep the few elements whose relative error is noise (cancellation in a tail) from
- * deciding. Also returns the sign changes per step. One radix sort by the key. *spread and
- * *spread_n carry sqrt(2) MAD(r) between the two keys: the same elements give the same spread. */
-static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *ws, double *spread,
-                            size_t *spread_n, double *rough, double *changes)
+/* The elements a roughness uses along one key (exact != 0, and an input for the input key): the
+ * key into key and r = err / exact into r (either may be NULL); returns their number. The input
+ * key keeps a subset of the exact key's elements, in the same order, so the same count means the
+ * same r. */
+static size_t rough_filter(const peat_sample_cols *v, int use_input, double *key, double *r)
 {
-    *rough = *changes = NAN;
     size_t n = 0;
-    double *key = ws->col, *r = key + v->n, *w = r + v->n;
     for (size_t i = 0; i < v->n; i++) {
         if (v->x[i] == 0.0 || (use_input && isnan(v->key[i]))) continue;
-        key[n] = use_input ? v->key[i] : v->x[i];
-        r[n++] = v->d[i] / v->x[i];
+        if (key) key[n] = use_input ? v->key[i] : v->x[i];
+        if (r) r[n] = v->d[i] / v->x[i];
+        n++;
     }
-    if (n < 16) return;
-    peat_sample_argsort(key, n, ws->perm, ws->sort);
+    return n;
+}
+
+/* A key's roughness and sign changes from r (n elements) in key order perm; w is scratch of n.
+ * *spread and *spread_n carry sqrt(2) MAD(r) between the two keys. */
+static void rough_finish(const double *r, const uint32_t *perm, size_t n, double *w, rank_ws *ws,
+                         double *spread, size_t *spread_n, double *rough, double *changes)
+{
     double mdiff;
-    steps_of(r, ws->perm, n, w, ws, &mdiff, changes);
-    /* the input key keeps a subset of the exact key's elements, in the same order: the same
-     * count means the same r */
+    steps_of(r, perm, n, w, ws, &mdiff, changes);
     if (*spread_n != n) *spread = spread_of(r, n, w, ws), *spread_n = n;
     if (*spread > 0.0)
         *rough = mdiff / *spread;
@@ -192,20 +205,43 @@ static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *w
         *rough = 0.0;
 }
 
-/* Smoothness along the input when one was given and along the exact value; the smoother reading
- * counts (an approximation is a function of one of them, noise of neither). */
-static void smoothness(const peat_sample_cols *v, rank_ws *ws, peat_signature *s)
+/* Roughness of the signed relative error r = err / exact along one key (input or exact value):
+ * median |r[i+1] - r[i]| / (sqrt(2) MAD(r)) in key order. Independent errors give ~1 (the
+ * difference of two independent draws spreads sqrt(2) wider); a smooth function of the key gives
+ * ~0. The relative error cancels a factor the approximation multiplies (dY in a backward op);
+ * medians keep the few elements whose relative error is noise (cancellation in a tail) from
+ * deciding. Also returns the sign changes per step. One radix sort by the key. */
+static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *ws, double *spread,
+                            size_t *spread_n, double *rough, double *changes)
 {
-    double r1, c1, r2, c2, spread = NAN;
-    size_t spread_n = 0;
-    roughness_along(v, 0, ws, &spread, &spread_n, &r1, &c1);
-    roughness_along(v, 1, ws, &spread, &spread_n, &r2, &c2);
+    *rough = *changes = NAN;
+    double *key = ws->col, *r = key + v->n, *w = r + v->n;
+    size_t n = rough_filter(v, use_input, key, r);
+    if (n < 16) return;
+    peat_sample_argsort(key, n, ws->perm, ws->sort);
+    rough_finish(r, ws->perm, n, w, ws, spread, spread_n, rough, changes);
+}
+
+/* The smoother of the two keys' readings counts (an approximation is a function of one of them,
+ * noise of neither). */
+static void smoother(peat_signature *s, double r1, double c1, double r2, double c2)
+{
     s->err_roughness = r1;
     s->err_sign_changes = c1;
     if (!isnan(r2) && (isnan(r1) || r2 < r1)) {
         s->err_roughness = r2;
         s->err_sign_changes = c2;
     }
+}
+
+/* Smoothness along the input when one was given and along the exact value. */
+static void smoothness(const peat_sample_cols *v, rank_ws *ws, peat_signature *s)
+{
+    double r1, c1, r2, c2, spread = NAN;
+    size_t spread_n = 0;
+    roughness_along(v, 0, ws, &spread, &spread_n, &r1, &c1);
+    roughness_along(v, 1, ws, &spread, &spread_n, &r2, &c2);
+    smoother(s, r1, c1, r2, c2);
 }
 
 static double frac(int64_t a, int64_t b)
@@ -286,27 +322,18 @@ static void gross(const peat_analyzer_acc_t *acc, peat_signature *s)
         acc->box_gross_sum ? frac(acc->gross_at_edge, acc->box_gross_sum) : NAN;
 }
 
-/* Quantiles from the merged sketches; rank statistics from the sample's k smallest priorities,
- * in priority order (columns copied out: the accumulator stays open for more adds). */
+/* Quantiles from the merged sketches. */
 static peat_status distribution(const peat_analyzer_acc_t *acc, peat_signature *s)
 {
     sketches sk;
     peat_status st = sketches_merge(acc, &sk);
     if (st == PEAT_OK) quantiles(acc, &sk, s);
     sketches_free(&sk);
-    PEAT_TRY(st);
-    size_t n = (size_t)acc->smp.n, m = n < PEAT_SAMPLE_K ? n : PEAT_SAMPLE_K;
-    rank_ws ws = {0};
-    PEAT_TRY(rank_ws_alloc(&ws, n, m));
-    peat_sample_cols v;
-    peat_sample_cols_take(&acc->smp, ws.cols, ws.perm, ws.sort, &v);
-    input_correlation(&v, &ws, s);
-    smoothness(&v, &ws, s);
-    free(ws.cols);
-    return PEAT_OK;
+    return st;
 }
 
-peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *s)
+/* Everything but the rank statistics. */
+static peat_status signature_head(const peat_analyzer_acc_t *acc, peat_signature *s)
 {
     if (!acc || !s) return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: NULL accumulator or signature");
     memset(s, 0, sizeof *s);
@@ -316,10 +343,193 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
     s->n_calls = acc->n_calls;
     s->depth_max = acc->depth_max;
     s->median_rel = s->p50_norm = s->p99_norm = s->top1pct_share = NAN;
+    s->corr_err_input = s->err_roughness = s->err_sign_changes = NAN;
     moments(&acc->tot, s);
     bits_and_range(&acc->tot, s);
     gross(acc, s);
     s->repeat_max_diff = acc->repeat_max_diff;
     s->repeat_n_diff = acc->repeat_n_diff;
     return distribution(acc, s);
+}
+
+/* The sample's k smallest priorities, in priority order, copied into columns in ws (the
+ * accumulator stays open for more adds). */
+static peat_status sample_take(const peat_analyzer_acc_t *acc, rank_ws *ws, peat_sample_cols *v)
+{
+    size_t n = (size_t)acc->smp.n, m = n < PEAT_SAMPLE_K ? n : PEAT_SAMPLE_K;
+    PEAT_TRY(rank_ws_alloc(ws, n, m));
+    peat_sample_cols_take(&acc->smp, ws->cols, ws->perm, ws->sort, v);
+    return PEAT_OK;
+}
+
+peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signature *s)
+{
+    PEAT_TRY(signature_head(acc, s));
+    rank_ws ws = {0};
+    peat_sample_cols v;
+    PEAT_TRY(sample_take(acc, &ws, &v));
+    input_correlation(&v, &ws, s);
+    smoothness(&v, &ws, s);
+    free(ws.cols);
+    return PEAT_OK;
+}
+
+/* ---- a candidate's and the golden's signatures together --------------------------------------
+ */
+
+typedef struct pair_side {
+    const peat_analyzer_acc_t *acc;
+    peat_signature *s;
+    rank_ws ws;
+    peat_sample_cols v;
+    peat_status st;
+    char why[256]; /* the error message, which is per thread */
+} pair_side;
+
+/* What the two sides share when their samples hold the same elements: the ranks of |exact|/s
+ * (in side 0's scratch) and the orders of the exact and input keys. */
+typedef struct pair_ctx {
+    pair_side side[2];
+    size_t n_corr, n_x, n_in;
+    const double *ry;
+    uint32_t *perm_x, *perm_in;
+} pair_ctx;
+
+/* Runs fn for side 0 on the calling thread and for side 1 on another (or after it, if no thread
+ * can be had). */
+typedef struct pair_run {
+    void (*fn)(pair_ctx *, int);
+    pair_ctx *ctx;
+} pair_run;
+
+static void *pair_thread(void *arg)
+{
+    pair_run *r = arg;
+    r->fn(r->ctx, 1);
+    return NULL;
+}
+
+static void pair_both(pair_ctx *c, void (*fn)(pair_ctx *, int))
+{
+    pair_run r = {fn, c};
+    pthread_t tid;
+    int threaded = pthread_create(&tid, NULL, pair_thread, &r) == 0;
+    fn(c, 0);
+    if (threaded)
+        pthread_join(tid, NULL);
+    else
+        fn(c, 1);
+}
+
+static void phase_take(pair_ctx *c, int k)
+{
+    pair_side *p = &c->side[k];
+    p->st = signature_head(p->acc, p->s);
+    if (p->st == PEAT_OK) p->st = sample_take(p->acc, &p->ws, &p->v);
+    if (p->st != PEAT_OK) snprintf(p->why, sizeof p->why, "%s", peat_error_last());
+}
+
+static void phase_alone(pair_ctx *c, int k)
+{
+    pair_side *p = &c->side[k];
+    input_correlation(&p->v, &p->ws, p->s);
+    smoothness(&p->v, &p->ws, p->s);
+}
+
+/* The same elements in the same order on both sides: equal priorities (so equal exact values,
+ * inputs and scales), checked on the columns every shared order depends on. */
+static int pair_same(const pair_ctx *c)
+{
+    const pair_side *p = &c->side[0], *q = &c->side[1];
+    size_t m = p->v.n;
+    if (q->v.n != m) return 0;
+    for (size_t i = 0; i < m; i++)
+        if (p->acc->smp.prio[p->ws.perm[i]] != q->acc->smp.prio[q->ws.perm[i]]) return 0;
+    if (memcmp(p->v.b, q->v.b, m * sizeof *p->v.b) || memcmp(p->v.x, q->v.x, m * sizeof *p->v.x) ||
+        memcmp(p->v.key, q->v.key, m * sizeof *p->v.key))
+        return 0;
+    for (size_t i = 0; i < m; i++)
+        if (isnan(p->v.a[i]) != isnan(q->v.a[i])) return 0;
+    return 1;
+}
+
+/* The sorts: each side ranks its own |err|/s; side 0 also ranks |exact|/s and orders the input
+ * key, side 1 orders the exact key (three and two sorts). */
+static void phase_sort(pair_ctx *c, int k)
+{
+    pair_side *p = &c->side[k];
+    size_t m = p->v.n;
+    double *x = p->ws.col, *y = x + m, *key = y + m;
+    if (c->n_corr >= 16) {
+        corr_filter(&p->v, x, NULL);
+        ranks_of(x, c->n_corr, x, &p->ws);
+    }
+    if (k == 0) {
+        if (c->n_corr >= 16) {
+            corr_filter(&p->v, NULL, y);
+            ranks_of(y, c->n_corr, y, &p->ws);
+        }
+        c->ry = y;
+        if (c->n_in >= 16) {
+            rough_filter(&p->v, 1, key, NULL);
+            peat_sample_argsort(key, c->n_in, c->perm_in, p->ws.sort);
+        }
+    } else if (c->n_x >= 16) {
+        rough_filter(&p->v, 0, key, NULL);
+        peat_sample_argsort(key, c->n_x, c->perm_x, p->ws.sort);
+    }
+}
+
+/* Each side's statistics from the shared orders. */
+static void phase_finish(pair_ctx *c, int k)
+{
+    pair_side *p = &c->side[k];
+    size_t m = p->v.n;
+    double *rx = p->ws.col, *r = rx + 2 * m, *w = r + m;
+    if (c->n_corr >= 16) p->s->corr_err_input = pearson(rx, c->ry, c->n_corr);
+    double r1 = NAN, c1 = NAN, r2 = NAN, c2 = NAN, spread = NAN;
+    size_t spread_n = 0;
+    if (c->n_x >= 16) {
+        rough_filter(&p->v, 0, NULL, r);
+        rough_finish(r, c->perm_x, c->n_x, w, &p->ws, &spread, &spread_n, &r1, &c1);
+    }
+    if (c->n_in >= 16) {
+        if (c->n_in != c->n_x) rough_filter(&p->v, 1, NULL, r);
+        rough_finish(r, c->perm_in, c->n_in, w, &p->ws, &spread, &spread_n, &r2, &c2);
+    }
+    smoother(p->s, r1, c1, r2, c2);
+}
+
+static peat_status pair_shared(pair_ctx *c)
+{
+    const peat_sample_cols *v = &c->side[0].v;
+    c->n_corr = corr_filter(v, NULL, NULL);
+    c->n_x = rough_filter(v, 0, NULL, NULL);
+    c->n_in = rough_filter(v, 1, NULL, NULL);
+    c->perm_x = malloc(2 * v->n * sizeof *c->perm_x + 1);
+    if (!c->perm_x) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: key orders of %zu", v->n);
+    c->perm_in = c->perm_x + v->n;
+    pair_both(c, phase_sort);
+    pair_both(c, phase_finish);
+    free(c->perm_x);
+    return PEAT_OK;
+}
+
+peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_signature *sa,
+                                         const peat_analyzer_acc_t *b, peat_signature *sb)
+{
+    pair_ctx c;
+    memset(&c, 0, sizeof c);
+    c.side[0].acc = a, c.side[0].s = sa;
+    c.side[1].acc = b, c.side[1].s = sb;
+    pair_both(&c, phase_take);
+    peat_status st = PEAT_OK;
+    for (int k = 0; k < 2 && st == PEAT_OK; k++)
+        if (c.side[k].st != PEAT_OK) st = PEAT_ERROR(c.side[k].st, "%s", c.side[k].why);
+    if (st == PEAT_OK && pair_same(&c))
+        st = pair_shared(&c);
+    else if (st == PEAT_OK)
+        pair_both(&c, phase_alone);
+    free(c.side[0].ws.cols), free(c.side[1].ws.cols);
+    return st;
 }

@@ -1014,3 +1014,62 @@ Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
         }
     }
 }
+
+static char *json_sig(const peat_signature *s)
+{
+    int len = peat_signature_to_json(s, NULL, 0) + 1;
+    char *js = malloc((size_t)len);
+    cr_assert_not_null(js);
+    peat_signature_to_json(s, js, (size_t)len);
+    return js;
+}
+
+/* The pair of signatures is bit for bit the two signatures taken alone (compared through the
+ * JSON, %.17g): with samples of the same elements (a candidate whose values are all finite: the
+ * shared sorts), and with samples that differ (a candidate with NaN and Inf where the golden's
+ * values are finite: each side alone), below and above the sample's size, with an input key and
+ * without one. */
+Test(analyzer, signature_pair_equals_two_signatures)
+{
+    static const int64_t sizes[] = {1000, 300000};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        for (int shared = 0; shared < 2; shared++) {
+            for (int with_input = 0; with_input < 2; with_input++) {
+                int64_t n = sizes[z];
+                pair a = pair_new(n);
+                peat_tensor *in, *gold;
+                cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &in), PEAT_OK);
+                cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &gold), PEAT_OK);
+                varied_pair(&a, in, 77 + z);
+                for (int64_t i = 0; i < n; i++) {
+                    double x = peat_f64(a.x)[i];
+                    peat_f32(gold)[i] = (float)x;
+                    if (shared && !isfinite(peat_f32(a.t)[i])) peat_f32(a.t)[i] = (float)x;
+                }
+                peat_analyzer_acc_t *c = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+                peat_analyzer_acc_t *g = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+                cr_assert(c && g);
+                for (int rep = 0; rep < 2; rep++)
+                    cr_assert_eq(peat_analyzer_acc_add_pair(c, a.t, g, gold, a.x, NULL, 32, 8, 1, n,
+                                                            with_input ? in : NULL),
+                                 PEAT_OK, "%s", peat_error_last());
+                peat_signature sc, sg;
+                cr_assert_eq(peat_analyzer_signature_pair(c, &sc, g, &sg), PEAT_OK, "%s",
+                             peat_error_last());
+                cr_assert(!isnan(sc.err_roughness) && !isnan(sg.corr_err_input),
+                          "the rank statistics were computed");
+                char *p1 = json_sig(&sc), *p2 = json_sig(&sg), *j1 = json_of(c), *j2 = json_of(g);
+                cr_assert_str_eq(p1, j1, "candidate, n %lld, shared %d, input %d", (long long)n,
+                                 shared, with_input);
+                cr_assert_str_eq(p2, j2, "golden, n %lld, shared %d, input %d", (long long)n,
+                                 shared, with_input);
+                free(p1), free(p2), free(j1), free(j2);
+                peat_analyzer_acc_free(c), peat_analyzer_acc_free(g);
+                peat_tensor_free(in), peat_tensor_free(gold);
+                pair_free(&a);
+            }
+        }
+    }
+    peat_signature s;
+    cr_assert_neq(peat_analyzer_signature_pair(NULL, &s, NULL, &s), PEAT_OK);
+}
