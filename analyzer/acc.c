@@ -43,7 +43,8 @@ static int default_threads(void)
 
 peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op)
 {
-    peat_analyzer_acc_t *acc = calloc(1, sizeof *acc);
+    /* written after every isolated call: kept out of the forks, as the sample is (mem.c) */
+    peat_analyzer_acc_t *acc = peat_big_alloc(sizeof *acc);
     if (!acc) return NULL;
     snprintf(acc->kernel, sizeof acc->kernel, "%s", kernel ? kernel : "");
     acc->op = op;
@@ -53,7 +54,7 @@ peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op
     acc->threads = default_threads();
     peat_sample_set_init(&acc->smp, PEAT_SAMPLE_K);
     if (pthread_mutex_init(&acc->smp_lock, NULL) != 0) {
-        free(acc);
+        peat_big_free(acc, sizeof *acc);
         return NULL;
     }
     return acc;
@@ -66,11 +67,11 @@ void peat_analyzer_acc_free(peat_analyzer_acc_t *acc)
         if (!acc->w[t]) continue;
         peat_sketch_free(&acc->w[t]->norm);
         peat_sketch_free(&acc->w[t]->rel);
-        free(acc->w[t]);
+        peat_big_free(acc->w[t], sizeof *acc->w[t]);
     }
     peat_sample_set_free(&acc->smp);
     pthread_mutex_destroy(&acc->smp_lock);
-    free(acc);
+    peat_big_free(acc, sizeof *acc);
 }
 
 void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n)
@@ -85,13 +86,13 @@ void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n)
 static peat_status worker_get(peat_analyzer_acc_t *acc, int t, peat_worker **out)
 {
     if (!acc->w[t]) {
-        peat_worker *w = calloc(1, sizeof *w);
+        peat_worker *w = peat_big_alloc(sizeof *w);
         if (!w) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: worker state");
         peat_status st = peat_sketch_init(&w->norm);
         if (st == PEAT_OK) st = peat_sketch_init(&w->rel);
         if (st != PEAT_OK) {
             peat_sketch_free(&w->norm);
-            free(w);
+            peat_big_free(w, sizeof *w);
             return st;
         }
         w->acc = acc;

@@ -86,12 +86,15 @@ typedef struct peat_sample {
     double d;      /* signed error test - exact */
 } peat_sample;
 
-/* Memory for the analyzer's large buffers (the sample, a signature's scratch). From 2 MiB up it is
- * 2 MiB-aligned and advised for transparent huge pages where the system has them: a fresh 4 KiB
- * page costs about 2 us to fault in on a virtual machine, more than the analysis of the 100
- * elements it holds, while a huge page faults in 512 of them at once. NULL when it cannot be
- * had; freed with free(). */
+/* Memory for the analyzer's large buffers (mem.c: the sample, the sketches, a signature's
+ * scratch), zeroed, mapped apart from the heap and advised MADV_DONTFORK: the isolation forks once
+ * per candidate call, and a fork write-protects every private page the parent has, so the
+ * analysis's next write to each of them faulted (about 2 us each on a virtual machine). From
+ * 2 MiB up it is also 2 MiB-aligned and advised for transparent huge pages, which fault in 512
+ * pages at once. NULL when it cannot be had. Freed with peat_big_free and the same size. Under
+ * AddressSanitizer, calloc and free serve instead. */
 void *peat_big_alloc(size_t bytes);
+void peat_big_free(void *p, size_t bytes);
 
 /* A sampled element's values without its priority: the set keeps priorities in an array of their
  * own, so that a cut reads 8 bytes per entry and moves only the entries it drops. */

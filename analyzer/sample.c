@@ -1,13 +1,11 @@
 /* sample.c: bottom-k uniform sample of elements (mergeable) and the radix sorts rank statistics
  * use.
  */
-#define _DEFAULT_SOURCE /* madvise */
 #include "analyzer/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
 {
@@ -19,8 +17,8 @@ peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
 
 void peat_sample_set_free(peat_sample_set *ss)
 {
-    free(ss->prio);
-    free(ss->v);
+    peat_big_free(ss->prio, (size_t)ss->cap * sizeof *ss->prio);
+    peat_big_free(ss->v, (size_t)ss->cap * sizeof *ss->v);
     free(ss->key);
     memset(ss, 0, sizeof *ss);
 }
@@ -76,41 +74,19 @@ static void cut(peat_sample_set *ss)
     ss->thresh = th;
 }
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-void *peat_big_alloc(size_t bytes)
-{
-    if (bytes < HUGE_PAGE) return malloc(bytes ? bytes : 1);
-    size_t round = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    void *m = NULL;
-    if (posix_memalign(&m, HUGE_PAGE, round) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(m, round, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages serve */
-#endif
-    return m;
-}
-
-/* p (of keep bytes in use) moved to bytes from peat_big_alloc, or grown in place; NULL when it
- * cannot be had (p stays). */
-static void *grow(void *p, size_t keep, size_t bytes)
-{
-    if (bytes < HUGE_PAGE) return realloc(p, bytes);
-    void *q = peat_big_alloc(bytes);
-    if (q && keep) memcpy(q, p, keep);
-    if (q) free(p);
-    return q;
-}
-
 /* Room for cap entries; 0 when it cannot be had (the set stays as it is). */
 static int set_grow(peat_sample_set *ss, int64_t cap)
 {
-    size_t n = (size_t)ss->n;
-    uint64_t *p = grow(ss->prio, n * sizeof *p, (size_t)cap * sizeof *p);
-    if (!p) return 0;
-    ss->prio = p;
-    peat_sample_val *v = grow(ss->v, n * sizeof *v, (size_t)cap * sizeof *v);
-    if (!v) return 0; /* prio has room for cap, which is harmless */
-    ss->v = v;
+    size_t n = (size_t)ss->n, old = (size_t)ss->cap, want = (size_t)cap;
+    uint64_t *p = peat_big_alloc(want * sizeof *p);
+    peat_sample_val *v = peat_big_alloc(want * sizeof *v);
+    if (!p || !v) {
+        peat_big_free(p, want * sizeof *p), peat_big_free(v, want * sizeof *v);
+        return 0;
+    }
+    if (n) memcpy(p, ss->prio, n * sizeof *p), memcpy(v, ss->v, n * sizeof *v);
+    peat_big_free(ss->prio, old * sizeof *p), peat_big_free(ss->v, old * sizeof *v);
+    ss->prio = p, ss->v = v;
     ss->cap = cap;
     return 1;
 }

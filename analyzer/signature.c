@@ -83,12 +83,14 @@ typedef struct rank_ws {
     uint64_t *sort; /* max(3 n, 4 m): the sample's sort, then an argsort's keys and radix scratch,
                        or a median's keys */
     uint32_t *perm; /* n */
+    size_t bytes;   /* of the one allocation */
 } rank_ws;
 
 static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
 {
     size_t sort = 3 * n > 4 * m ? 3 * n : 4 * m;
-    ws->cols = peat_big_alloc((9 * m + sort) * sizeof(double) + n * sizeof *ws->perm);
+    ws->bytes = (9 * m + sort) * sizeof(double) + n * sizeof *ws->perm;
+    ws->cols = peat_big_alloc(ws->bytes);
     if (!ws->cols) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: rank statistics of %zu", n);
     ws->col = ws->cols + 5 * m;
     ws->sort = (uint64_t *)(ws->col + 4 * m);
@@ -370,7 +372,7 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
     PEAT_TRY(sample_take(acc, &ws, &v));
     input_correlation(&v, &ws, s);
     smoothness(&v, &ws, s);
-    free(ws.cols);
+    peat_big_free(ws.cols, ws.bytes);
     return PEAT_OK;
 }
 
@@ -530,6 +532,7 @@ peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_sign
         st = pair_shared(&c);
     else if (st == PEAT_OK)
         pair_both(&c, phase_alone);
-    free(c.side[0].ws.cols), free(c.side[1].ws.cols);
+    peat_big_free(c.side[0].ws.cols, c.side[0].ws.bytes);
+    peat_big_free(c.side[1].ws.cols, c.side[1].ws.bytes);
     return st;
 }

@@ -9,14 +9,14 @@ peat_status peat_sketch_init(peat_sketch *s)
 {
     memset(s, 0, sizeof *s);
     s->min_pos = INFINITY;
-    s->count = calloc(SKETCH_SLOTS, sizeof *s->count);
+    s->count = peat_big_alloc(SKETCH_SLOTS * sizeof *s->count); /* zeroed */
     if (!s->count) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: quantile sketch");
     return PEAT_OK;
 }
 
 void peat_sketch_free(peat_sketch *s)
 {
-    free(s->count);
+    peat_big_free(s->count, SKETCH_SLOTS * sizeof *s->count);
     s->count = NULL;
 }
 
