@@ -2,6 +2,7 @@
 #ifndef PEAT_ANALYZER_H
 #define PEAT_ANALYZER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "peat/peat.h"
@@ -114,6 +115,10 @@ typedef struct peat_signature {
 typedef struct peat_analyzer_acc peat_analyzer_acc_t;
 peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op);
 void peat_analyzer_acc_free(peat_analyzer_acc_t *acc);
+/* Bytes the analyzer's accumulators and signatures have mapped where a fork does not copy them
+ * (MADV_DONTFORK; 0 where the heap serves them, as under AddressSanitizer): the resident size a
+ * fork copies is the process's less these, at most. */
+size_t peat_analyzer_unforked_bytes(void);
 /* Threads an add may use (default, and n <= 0: the online CPUs, at most 64). The signature is
  * bit-identical for any number. */
 void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n);

@@ -21,6 +21,14 @@
 #define BIG_HEAP 1
 #endif
 
+/* Bytes mapped by peat_big_alloc and not yet freed (all threads). */
+static size_t big_total;
+
+size_t peat_analyzer_unforked_bytes(void)
+{
+    return __atomic_load_n(&big_total, __ATOMIC_RELAXED);
+}
+
 #define HUGE_PAGE ((size_t)2 << 20)
 #define PAGE      ((size_t)4096)
 
@@ -36,10 +44,14 @@ void *peat_big_alloc(size_t bytes)
 #ifdef BIG_HEAP
     return calloc(1, bytes ? bytes : 1);
 #else
+    __atomic_add_fetch(&big_total, big_len(bytes), __ATOMIC_RELAXED);
     size_t len = big_len(bytes), align = len >= HUGE_PAGE ? HUGE_PAGE : PAGE;
     size_t span = len + align - PAGE;
     char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
+    if (m == MAP_FAILED) {
+        __atomic_sub_fetch(&big_total, len, __ATOMIC_RELAXED);
+        return NULL;
+    }
     char *p = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
     if (p > m) munmap(m, (size_t)(p - m));
     if (m + span > p + len) munmap(p + len, (size_t)(m + span - (p + len)));
@@ -64,5 +76,6 @@ void peat_big_free(void *p, size_t bytes)
     free(p);
 #else
     munmap(p, big_len(bytes));
+    __atomic_sub_fetch(&big_total, big_len(bytes), __ATOMIC_RELAXED);
 #endif
 }

@@ -169,11 +169,12 @@ static peat_status cal_record(double *x, double *t, int *n)
 
 /* Analysis: candidate and golden outputs of N elements added against exact (add_s), then the
  * two signatures (sig_s); *held_b: the resident bytes the process grew by while the accumulators
- * filled (what a campaign holds beside its records, which its forks copy). */
+ * filled (what a campaign holds beside its records), less what the analyzer mapped out of forks:
+ * what its forks copy. */
 static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, double *held_b)
 {
     const int64_t cols = 64, per = 4096;
-    double rss0 = peat_latency_rss_bytes();
+    double rss0 = peat_latency_rss_bytes(), out0 = (double)peat_analyzer_unforked_bytes();
     peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
     peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
     peat_tensor *test = NULL, *exact = NULL;
@@ -204,7 +205,7 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, dou
             st = peat_analyzer_acc_add_terms(b, test, exact, mag, 64, 64, per / cols, cols, NULL);
     }
     *add_s = peat_latency_thread_cpu_s() - t0;
-    *held_b = peat_latency_rss_bytes() - rss0;
+    *held_b = peat_latency_rss_bytes() - rss0 - ((double)peat_analyzer_unforked_bytes() - out0);
     if (*held_b < 0) *held_b = 0;
     peat_signature sa, sb;
     if (st == PEAT_OK) st = peat_analyzer_signature(a, &sa);
