@@ -29,6 +29,7 @@ size_t peat_analyzer_unforked_bytes(void)
     return __atomic_load_n(&big_total, __ATOMIC_RELAXED);
 }
 
+#ifndef BIG_HEAP
 #define HUGE_PAGE ((size_t)2 << 20)
 #define PAGE      ((size_t)4096)
 
@@ -38,6 +39,7 @@ static size_t big_len(size_t bytes)
     size_t unit = bytes >= HUGE_PAGE ? HUGE_PAGE : PAGE;
     return ((bytes ? bytes : 1) + unit - 1) & ~(unit - 1);
 }
+#endif
 
 void *peat_big_alloc(size_t bytes)
 {
