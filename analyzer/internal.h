@@ -147,8 +147,8 @@ void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint32_t *pe
  * 4 n words. */
 void peat_sample_argsort(const double *v, size_t n, uint32_t *perm, uint64_t *scratch);
 /* The median of v[0..n) (the middle value, or the mean of the two middle ones; NaN for n = 0),
- * by a histogram of the values' top differing bits and a quickselect inside the bins that hold
- * the middle: three reads of v. v is not changed; scratch holds n words. */
+ * by the histogram select the sample's cut also uses (order_stats in sample.c) on the values'
+ * order-preserving images. v is not changed; scratch holds n words. */
 double peat_sample_median(const double *v, size_t n, uint64_t *scratch);
 
 /* ---- streaming element pass (scan.c) -----------------------------------------------------------

@@ -27,32 +27,50 @@ void peat_sample_set_free(peat_sample_set *ss)
  * exists for the quickselect). Reorders v. */
 PEAT_ANALYZER_DEFINE_SELECT(select_u64, uint64_t)
 
-/* Bins of the cut's histogram: the k-th smallest priority is found in two reads of the
- * priorities instead of a quickselect's dozen (priorities are uniform hashes, so each bin holds
- * about n / 2^11 of them; any distribution gives the right answer, only slower). */
-#define CUT_BITS 11
+/* The order statistics lo <= hi (0-based) of key[0..n) (n > hi), in *klo and *khi: a histogram
+ * of 11 bits from the highest bit in which the keys differ (their common prefix says nothing about
+ * their order) names the bins that hold them, the keys of those bins are gathered in place (no
+ * branch to mispredict) and a quickselect among them finds the two. Two reads of the keys and a
+ * write instead of a quickselect's dozen passes; any distribution gives the right answer, only
+ * slower where one bin holds most keys. Reorders key. */
+static void order_stats(uint64_t *key, size_t n, size_t lo, size_t hi, uint64_t *klo, uint64_t *khi)
+{
+    uint64_t any = 0, all = ~0ull;
+    for (size_t i = 0; i < n; i++) any |= key[i], all &= key[i];
+    if (any == all) {
+        *klo = *khi = key[0];
+        return;
+    }
+    int top = 63 - __builtin_clzll(any ^ all), shift = top > 10 ? top - 10 : 0;
+    size_t cnt[2048];
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++) cnt[(key[i] >> shift) & 0x7ff]++;
+    size_t below = 0, b0 = 0;
+    while (below + cnt[b0] <= lo) below += cnt[b0++];
+    size_t b1 = b0, upto = below + cnt[b0];
+    while (upto <= hi) upto += cnt[++b1];
+    size_t m = 0; /* the keys of bins b0..b1, in place (m <= i) */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = key[i];
+        key[m] = k;
+        m += (((k >> shift) & 0x7ff) - b0) <= b1 - b0;
+    }
+    select_u64(key, (int64_t)m, (int64_t)(hi - below));
+    *khi = key[hi - below];
+    uint64_t l = *khi; /* the largest below it, when lo < hi */
+    if (lo < hi) l = key[0];
+    for (size_t i = 1; i < hi - below; i++) l = key[i] > l ? key[i] : l;
+    *klo = l;
+}
 
-/* The k-th smallest (1-based, k <= n) of the set's priorities: a histogram of their top bits
- * names the bin that holds it, and a quickselect among that bin's priorities (copied to the
- * set's scratch) finds it. Returns 0 and leaves thresh alone when the scratch cannot be had. */
+/* The k-th smallest (1-based, k <= n) of the set's priorities, found in a copy of them in the
+ * set's scratch. Returns 0 and leaves thresh alone when the scratch cannot be had. */
 static int kth_priority(peat_sample_set *ss, int64_t k, uint64_t *th)
 {
-    uint64_t top = 0;
-    for (int64_t i = 0; i < ss->n; i++) top |= ss->prio[i];
-    int used = top ? 64 - __builtin_clzll(top) : 1;
-    int shift = used > CUT_BITS ? used - CUT_BITS : 0;
-    int64_t cnt[1 << CUT_BITS];
-    memset(cnt, 0, sizeof cnt);
-    for (int64_t i = 0; i < ss->n; i++) cnt[ss->prio[i] >> shift]++;
-    int64_t below = 0, bin = 0;
-    while (below + cnt[bin] < k) below += cnt[bin++];
     if (!ss->key) ss->key = malloc((size_t)ss->cap * sizeof *ss->key);
     if (!ss->key) return 0;
-    int64_t m = 0;
-    for (int64_t i = 0; i < ss->n; i++)
-        if ((ss->prio[i] >> shift) == (uint64_t)bin) ss->key[m++] = ss->prio[i];
-    select_u64(ss->key, m, k - below - 1);
-    *th = ss->key[k - below - 1];
+    memcpy(ss->key, ss->prio, (size_t)ss->n * sizeof *ss->key);
+    order_stats(ss->key, (size_t)ss->n, (size_t)k - 1, (size_t)k - 1, th, th);
     return 1;
 }
 
@@ -233,30 +251,9 @@ static double undkey(uint64_t u)
 double peat_sample_median(const double *v, size_t n, uint64_t *scratch)
 {
     if (n == 0) return NAN;
-    uint64_t *key = scratch, any = 0, all = ~0ull;
-    for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]), any |= key[i], all &= key[i];
-    if (any == all) return v[0];
-    /* 11 bits from the highest bit in which the keys differ: the keys' common prefix above it
-     * says nothing about their order */
-    int top = 63 - __builtin_clzll(any ^ all), shift = top > 10 ? top - 10 : 0;
-    size_t cnt[2048];
-    memset(cnt, 0, sizeof cnt);
-    for (size_t i = 0; i < n; i++) cnt[(key[i] >> shift) & 0x7ff]++;
+    for (size_t i = 0; i < n; i++) scratch[i] = dkey(v[i]);
     size_t hi = n / 2, lo = n % 2 ? hi : hi - 1; /* the middle order statistics (0-based) */
-    size_t below = 0, b0 = 0;
-    while (below + cnt[b0] <= lo) below += cnt[b0++];
-    size_t b1 = b0, upto = below + cnt[b0];
-    while (upto <= hi) upto += cnt[++b1];
-    size_t m = 0; /* the keys of bins b0..b1, in place (m <= i), without a branch to mispredict */
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = key[i];
-        key[m] = k;
-        m += (((k >> shift) & 0x7ff) - b0) <= b1 - b0;
-    }
-    select_u64(key, (int64_t)m, (int64_t)(hi - below));
-    double h = undkey(key[hi - below]);
-    if (n % 2) return h;
-    uint64_t l = key[0];
-    for (size_t i = 1; i < hi - below; i++) l = key[i] > l ? key[i] : l;
-    return 0.5 * (undkey(l) + h);
+    uint64_t l, h;
+    order_stats(scratch, n, lo, hi, &l, &h);
+    return n % 2 ? undkey(h) : 0.5 * (undkey(l) + undkey(h));
 }

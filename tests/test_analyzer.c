@@ -688,15 +688,20 @@ Test(analyzer, same_signature_for_any_number_of_threads)
 }
 
 /* The JSON of acc's signature into js (freed by the caller). */
+static char *json_sig(const peat_signature *s)
+{
+    int len = peat_signature_to_json(s, NULL, 0) + 1;
+    char *js = malloc((size_t)len);
+    cr_assert_not_null(js);
+    peat_signature_to_json(s, js, (size_t)len);
+    return js;
+}
+
 static char *json_of(const peat_analyzer_acc_t *acc)
 {
     peat_signature s;
     cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK, "%s", peat_error_last());
-    int len = peat_signature_to_json(&s, NULL, 0) + 1;
-    char *js = malloc((size_t)len);
-    cr_assert_not_null(js);
-    peat_signature_to_json(&s, js, (size_t)len);
-    return js;
+    return json_sig(&s);
 }
 
 Test(analyzer, pair_add_equals_two_adds)
@@ -1013,15 +1018,6 @@ Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
             free(v), free(w), free(scratch);
         }
     }
-}
-
-static char *json_sig(const peat_signature *s)
-{
-    int len = peat_signature_to_json(s, NULL, 0) + 1;
-    char *js = malloc((size_t)len);
-    cr_assert_not_null(js);
-    peat_signature_to_json(s, js, (size_t)len);
-    return js;
 }
 
 /* The pair of signatures is bit for bit the two signatures taken alone (compared through the
