@@ -358,7 +358,7 @@ static peat_status signature_head(const peat_analyzer_acc_t *acc, peat_signature
  * accumulator stays open for more adds). */
 static peat_status sample_take(const peat_analyzer_acc_t *acc, rank_ws *ws, peat_sample_cols *v)
 {
-    size_t n = (size_t)acc->smp.n, m = n < PEAT_SAMPLE_K ? n : PEAT_SAMPLE_K;
+    size_t n = (size_t)acc->smp.n, k = (size_t)acc->smp.k, m = n < k ? n : k;
     PEAT_TRY(rank_ws_alloc(ws, n, m));
     peat_sample_cols_take(&acc->smp, ws->cols, ws->perm, ws->sort, v);
     return PEAT_OK;

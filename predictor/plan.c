@@ -13,10 +13,8 @@ const char *peat_predictor_stage_name(peat_pred_stage s)
 
 int64_t peat_predictor_runtime_evals(int64_t iters)
 {
-    if (iters < 1) return 0;
     /* as harness/runtime.c schedules them: every iters/10 iterations, and the last */
-    int64_t every = iters >= 10 ? iters / 10 : 1;
-    return iters / every + (iters % every != 0);
+    return peat_predictor_evals_every(iters, iters >= 10 ? iters / 10 : 1);
 }
 
 double peat_predictor_isolate_s(const peat_pred_costs *c, int64_t calls)

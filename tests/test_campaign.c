@@ -174,16 +174,23 @@ static int run_killed(const char *dir, int64_t kill)
     return st;
 }
 
+/* The uninterrupted reference campaign (the flags options, into "ref"), run in-process: the
+ * store write steps a whole campaign takes. */
+static int64_t reference_steps(peat_campaign_opts *o, char *ref, size_t cap)
+{
+    flags_opts(o, "ref", ref, cap);
+    peat_campaign_result res;
+    int64_t s0 = peat_store_step_count();
+    cr_assert_eq(peat_campaign_run(o, &res), PEAT_OK, "%s", peat_error_last());
+    return peat_store_step_count() - s0;
+}
+
 Test(campaign, killed_runs_resume_without_loss_or_duplicates)
 {
     /* reference run, in-process, to learn how many store write steps a whole campaign takes */
     peat_campaign_opts o;
     char ref[300];
-    flags_opts(&o, "ref", ref, sizeof ref);
-    peat_campaign_result res;
-    int64_t s0 = peat_store_step_count();
-    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s", peat_error_last());
-    int64_t steps = peat_store_step_count() - s0;
+    int64_t steps = reference_steps(&o, ref, sizeof ref);
     cr_assert(steps > 20, "a campaign should take many store steps, saw %lld", (long long)steps);
     peat_store_t *r = open_store("ref", "campaign.h5");
 
@@ -245,11 +252,7 @@ Test(campaign, resume_rewrites_a_damaged_record_from_its_regeneration)
     /* before: resume kept the damaged tensor (1.48e22 where the run had 0.54) and finished */
     peat_campaign_opts o;
     char ref[300];
-    flags_opts(&o, "ref", ref, sizeof ref);
-    peat_campaign_result res;
-    int64_t s0 = peat_store_step_count();
-    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s", peat_error_last());
-    int64_t steps = peat_store_step_count() - s0;
+    int64_t steps = reference_steps(&o, ref, sizeof ref);
     int st = run_killed("d", steps * 6 / 10);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the run was not killed (status %d)", st);
     /* damage input 0 of a record in the middle of what the killed run kept */
