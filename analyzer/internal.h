@@ -129,23 +129,28 @@ static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
     return z;
 }
 void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
-/* The set's k smallest priorities in ascending order (a canonical order, whatever the order of
- * pushes), copied column by column into contiguous arrays (one gather pass; the statistics then
- * stream them); ss is not changed, so it stays open for pushes. */
+/* The set's k entries of smallest priority, in the set's own order, copied column by column
+ * into contiguous arrays (one sequential pass; the statistics then stream them); ss is not
+ * changed, so it stays open for pushes. The set's order depends on how the pushes were split
+ * among threads, so no statistic may depend on it: ranks and medians do not, Spearman's sums of
+ * half-integer ranks are exact, and the sorts along a key order equal keys by priority. */
 typedef struct peat_sample_cols {
     size_t n;
     /* a = |err| / s_i and b = |exact| / s_i (NaN when s_i < FLT_MIN), then the peat_sample
      * fields key, x, d; n each (one allocation) */
     double *a, *b, *key, *x, *d;
+    uint64_t *prio; /* the entries' priorities (unique: the order of equal keys) */
 } peat_sample_cols;
-/* cols holds 5 min(n, k) doubles for c's columns, perm n 32-bit words and scratch 3 n 64-bit
- * words of sort scratch, for a set of n entries. */
-void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint32_t *perm,
+/* cols holds 5 min(n, k) doubles for c's columns, prio min(n, k) words and scratch n words, for
+ * a set of n entries. */
+void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
                            uint64_t *scratch, peat_sample_cols *c);
-/* perm = the order of v[0..n) ascending (stable, NaN never passed in; n < 2^32); LSD radix sort
- * on the order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds
- * 4 n words. */
-void peat_sample_argsort(const double *v, size_t n, uint32_t *perm, uint64_t *scratch);
+/* perm = the order of v[0..n) ascending (NaN never passed in; n < 2^32), equal values in the
+ * order of tie (unique values) or, when tie is NULL, of their index; LSD radix sort on the
+ * order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds 4 n
+ * words. */
+void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
+                         uint64_t *scratch);
 /* The median of v[0..n) (the middle value, or the mean of the two middle ones; NaN for n = 0),
  * by the histogram select the sample's cut also uses (order_stats in sample.c) on the values'
  * order-preserving images. v is not changed; scratch holds n words. */

@@ -194,11 +194,46 @@ static void run_fix(const uint64_t *key, uint64_t *p, size_t len, uint64_t *t)
     for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)q[i];
 }
 
-/* perm = the stable ascending order of the 64-bit keys key[0..n) (n < 2^32): a radix sort of
- * their high halves, then each run of equal high halves ordered by the low halves. That is the
- * same permutation as a stable sort on the whole keys, for about half the passes and bytes. p is
- * scratch of 3 n words. */
-static void sort_u64(const uint64_t *key, size_t n, uint32_t *perm, uint64_t *p)
+/* Orders a run of p (words high 32 bits = a key's high half, low 32 = its index) whose keys are
+ * all equal by tie[index] (unique values): a radix sort of the ties' high halves, then an
+ * insertion sort on the whole ties, which only moves the rare pairs whose high halves are equal
+ * (ties are hashes, so no input makes that quadratic). t is scratch of 2 len words. */
+static void tie_fix(const uint64_t *tie, uint64_t *p, size_t len, uint64_t *t)
+{
+    uint64_t hi = p[0] & 0xffffffff00000000ull;
+    if (len > 32) {
+        for (size_t i = 0; i < len; i++) t[i] = (tie[(uint32_t)p[i]] & 0xffffffff00000000ull) | (uint32_t)p[i];
+        radix_hi32(t, t + len, len);
+        for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)t[i];
+    }
+    for (size_t i = 1; i < len; i++) {
+        uint64_t w = p[i], tw = tie[(uint32_t)w];
+        size_t j = i;
+        for (; j > 0 && tie[(uint32_t)p[j - 1]] > tw; j--) p[j] = p[j - 1];
+        p[j] = w;
+    }
+}
+
+/* Within a run of p with equal high halves, already ordered by the whole keys: each run of equal
+ * keys ordered by tie. t is scratch of 2 len words. */
+static void ties_order(const uint64_t *key, const uint64_t *tie, uint64_t *p, size_t len,
+                       uint64_t *t)
+{
+    for (size_t i = 0; i < len;) {
+        size_t j = i + 1;
+        uint64_t k = key[(uint32_t)p[i]];
+        while (j < len && key[(uint32_t)p[j]] == k) j++;
+        if (j - i > 1) tie_fix(tie, p + i, j - i, t);
+        i = j;
+    }
+}
+
+/* perm = the ascending order of the 64-bit keys key[0..n) (n < 2^32), equal keys in the order of
+ * tie (or of their index when tie is NULL): a radix sort of their high halves, then each run of
+ * equal high halves ordered by the low halves. That is the same permutation as a stable sort on
+ * the whole keys, for about half the passes and bytes. p is scratch of 3 n words. */
+static void sort_u64(const uint64_t *key, const uint64_t *tie, size_t n, uint32_t *perm,
+                     uint64_t *p)
 {
     if (n < 2) {
         if (n == 1) perm[0] = 0;
@@ -209,34 +244,44 @@ static void sort_u64(const uint64_t *key, size_t n, uint32_t *perm, uint64_t *p)
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && (p[j] >> 32) == (p[i] >> 32)) j++;
-        if (j - i > 1) run_fix(key, p + i, j - i, p + n);
+        if (j - i > 1) {
+            run_fix(key, p + i, j - i, p + n);
+            if (tie) ties_order(key, tie, p + i, j - i, p + n);
+        }
         i = j;
     }
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)p[i];
 }
 
-void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint32_t *perm,
+void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
                            uint64_t *scratch, peat_sample_cols *c)
 {
     size_t n = (size_t)ss->n, m = (size_t)(ss->n < ss->k ? ss->n : ss->k);
-    sort_u64(ss->prio, n, perm, scratch);
+    uint64_t th = UINT64_MAX; /* the m-th smallest priority: every entry up to it is taken */
+    if (n > m) {
+        memcpy(scratch, ss->prio, n * sizeof *scratch);
+        order_stats(scratch, n, m - 1, m - 1, &th, &th);
+    }
     c->n = m;
     c->a = cols, c->b = cols + m, c->key = cols + 2 * m, c->x = cols + 3 * m, c->d = cols + 4 * m;
-    for (size_t i = 0; i < m; i++) {
-        if (i + 16 < m) __builtin_prefetch(&ss->v[perm[i + 16]]);
-        const peat_sample_val *e = &ss->v[perm[i]];
+    c->prio = prio;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (ss->prio[i] > th) continue;
+        const peat_sample_val *e = &ss->v[i];
         int sok = e->inv_s > 0.0;
-        c->a[i] = sok ? fabs(e->d) * e->inv_s : NAN;
-        c->b[i] = sok ? fabs(e->x) * e->inv_s : NAN;
-        c->key[i] = e->key, c->x[i] = e->x, c->d[i] = e->d;
+        c->a[j] = sok ? fabs(e->d) * e->inv_s : NAN;
+        c->b[j] = sok ? fabs(e->x) * e->inv_s : NAN;
+        c->key[j] = e->key, c->x[j] = e->x, c->d[j] = e->d;
+        c->prio[j++] = ss->prio[i];
     }
 }
 
-void peat_sample_argsort(const double *v, size_t n, uint32_t *perm, uint64_t *scratch)
+void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
+                         uint64_t *scratch)
 {
     uint64_t *key = scratch;
     for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]);
-    sort_u64(key, n, perm, scratch + n);
+    sort_u64(key, tie, n, perm, scratch + n);
 }
 
 /* The double whose dkey is u. */

@@ -76,23 +76,28 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
 
 /* Scratch of the rank statistics for a sample of m of a set of n entries (n >= m), allocated once
  * per signature (one allocation, so its pages fault in once and huge pages can serve it): the
- * sample's columns, three more, a permutation and the sorts' words. */
+ * sample's columns and priorities, four more columns, a permutation and the sorts' words. */
 typedef struct rank_ws {
     double *cols;   /* 5 m: the sample's columns */
-    double *col;    /* 4 m */
-    uint64_t *sort; /* max(3 n, 4 m): the sample's sort, then an argsort's keys and radix scratch,
-                       or a median's keys */
-    uint32_t *perm; /* n */
+    uint64_t *prio; /* m: their priorities */
+    double *col;    /* 4 m: filtered columns, ranks, steps */
+    uint64_t *tie;  /* the last m of col, while a key is sorted: its elements' priorities */
+    uint64_t *sort; /* max(n, 4 m): the take's copy of the priorities, then an argsort's keys and
+                       radix scratch, or a median's keys */
+    uint32_t *perm; /* m */
     size_t bytes;   /* of the one allocation */
 } rank_ws;
 
 static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
 {
-    size_t sort = 3 * n > 4 * m ? 3 * n : 4 * m;
-    ws->bytes = (9 * m + sort) * sizeof(double) + n * sizeof *ws->perm;
-    ws->cols = peat_big_alloc(ws->bytes);
-    if (!ws->cols) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: rank statistics of %zu", n);
-    ws->col = ws->cols + 5 * m;
+    size_t sort = n > 4 * m ? n : 4 * m;
+    ws->bytes = (10 * m + sort) * sizeof(double) + m * sizeof *ws->perm;
+    void *mem = peat_big_alloc(ws->bytes);
+    if (!mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: rank statistics of %zu", n);
+    ws->cols = mem;
+    ws->prio = (uint64_t *)(ws->cols + 5 * m);
+    ws->col = (double *)(ws->prio + m);
+    ws->tie = (uint64_t *)(ws->col + 3 * m);
     ws->sort = (uint64_t *)(ws->col + 4 * m);
     ws->perm = (uint32_t *)(ws->sort + sort);
     return PEAT_OK;
@@ -104,7 +109,7 @@ static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
 static void ranks_of(const double *v, size_t n, double *rank, rank_ws *ws)
 {
     uint32_t *perm = ws->perm;
-    peat_sample_argsort(v, n, perm, ws->sort);
+    peat_sample_argsort(v, NULL, n, perm, ws->sort);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && v[perm[j]] == v[perm[i]]) j++;
@@ -178,16 +183,18 @@ static double spread_of(const double *r, size_t n, double *w, rank_ws *ws)
 }
 
 /* The elements a roughness uses along one key (exact != 0, and an input for the input key): the
- * key into key and r = err / exact into r (either may be NULL); returns their number. The input
- * key keeps a subset of the exact key's elements, in the same order, so the same count means the
- * same r. */
-static size_t rough_filter(const peat_sample_cols *v, int use_input, double *key, double *r)
+ * key into key, r = err / exact into r and the priority into tie (any may be NULL); returns their
+ * number. The input key keeps a subset of the exact key's elements, in the same order, so the
+ * same count means the same r. */
+static size_t rough_filter(const peat_sample_cols *v, int use_input, double *key, double *r,
+                           uint64_t *tie)
 {
     size_t n = 0;
     for (size_t i = 0; i < v->n; i++) {
         if (v->x[i] == 0.0 || (use_input && isnan(v->key[i]))) continue;
         if (key) key[n] = use_input ? v->key[i] : v->x[i];
         if (r) r[n] = v->d[i] / v->x[i];
+        if (tie) tie[n] = v->prio[i];
         n++;
     }
     return n;
@@ -218,9 +225,9 @@ static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *w
 {
     *rough = *changes = NAN;
     double *key = ws->col, *r = key + v->n, *w = r + v->n;
-    size_t n = rough_filter(v, use_input, key, r);
+    size_t n = rough_filter(v, use_input, key, r, ws->tie);
     if (n < 16) return;
-    peat_sample_argsort(key, n, ws->perm, ws->sort);
+    peat_sample_argsort(key, ws->tie, n, ws->perm, ws->sort);
     rough_finish(r, ws->perm, n, w, ws, spread, spread_n, rough, changes);
 }
 
@@ -354,13 +361,13 @@ static peat_status signature_head(const peat_analyzer_acc_t *acc, peat_signature
     return distribution(acc, s);
 }
 
-/* The sample's k smallest priorities, in priority order, copied into columns in ws (the
- * accumulator stays open for more adds). */
+/* The sample's k entries of smallest priority copied into columns in ws (the accumulator stays
+ * open for more adds). */
 static peat_status sample_take(const peat_analyzer_acc_t *acc, rank_ws *ws, peat_sample_cols *v)
 {
     size_t n = (size_t)acc->smp.n, k = (size_t)acc->smp.k, m = n < k ? n : k;
     PEAT_TRY(rank_ws_alloc(ws, n, m));
-    peat_sample_cols_take(&acc->smp, ws->cols, ws->perm, ws->sort, v);
+    peat_sample_cols_take(&acc->smp, ws->cols, ws->prio, ws->sort, v);
     return PEAT_OK;
 }
 
@@ -445,9 +452,8 @@ static int pair_same(const pair_ctx *c)
     const pair_side *p = &c->side[0], *q = &c->side[1];
     size_t m = p->v.n;
     if (q->v.n != m) return 0;
-    for (size_t i = 0; i < m; i++)
-        if (p->acc->smp.prio[p->ws.perm[i]] != q->acc->smp.prio[q->ws.perm[i]]) return 0;
-    if (memcmp(p->v.b, q->v.b, m * sizeof *p->v.b) || memcmp(p->v.x, q->v.x, m * sizeof *p->v.x) ||
+    if (memcmp(p->v.prio, q->v.prio, m * sizeof *p->v.prio) ||
+        memcmp(p->v.b, q->v.b, m * sizeof *p->v.b) || memcmp(p->v.x, q->v.x, m * sizeof *p->v.x) ||
         memcmp(p->v.key, q->v.key, m * sizeof *p->v.key))
         return 0;
     for (size_t i = 0; i < m; i++)
@@ -473,12 +479,12 @@ static void phase_sort(pair_ctx *c, int k)
         }
         c->ry = y;
         if (c->n_in >= 16) {
-            rough_filter(&p->v, 1, key, NULL);
-            peat_sample_argsort(key, c->n_in, c->perm_in, p->ws.sort);
+            rough_filter(&p->v, 1, key, NULL, p->ws.tie);
+            peat_sample_argsort(key, p->ws.tie, c->n_in, c->perm_in, p->ws.sort);
         }
     } else if (c->n_x >= 16) {
-        rough_filter(&p->v, 0, key, NULL);
-        peat_sample_argsort(key, c->n_x, c->perm_x, p->ws.sort);
+        rough_filter(&p->v, 0, key, NULL, p->ws.tie);
+        peat_sample_argsort(key, p->ws.tie, c->n_x, c->perm_x, p->ws.sort);
     }
 }
 
@@ -492,11 +498,11 @@ static void phase_finish(pair_ctx *c, int k)
     double r1 = NAN, c1 = NAN, r2 = NAN, c2 = NAN, spread = NAN;
     size_t spread_n = 0;
     if (c->n_x >= 16) {
-        rough_filter(&p->v, 0, NULL, r);
+        rough_filter(&p->v, 0, NULL, r, NULL);
         rough_finish(r, c->perm_x, c->n_x, w, &p->ws, &spread, &spread_n, &r1, &c1);
     }
     if (c->n_in >= 16) {
-        if (c->n_in != c->n_x) rough_filter(&p->v, 1, NULL, r);
+        if (c->n_in != c->n_x) rough_filter(&p->v, 1, NULL, r, NULL);
         rough_finish(r, c->perm_in, c->n_in, w, &p->ws, &spread, &spread_n, &r2, &c2);
     }
     smoother(p->s, r1, c1, r2, c2);
@@ -506,8 +512,8 @@ static peat_status pair_shared(pair_ctx *c)
 {
     const peat_sample_cols *v = &c->side[0].v;
     c->n_corr = corr_filter(v, NULL, NULL);
-    c->n_x = rough_filter(v, 0, NULL, NULL);
-    c->n_in = rough_filter(v, 1, NULL, NULL);
+    c->n_x = rough_filter(v, 0, NULL, NULL, NULL);
+    c->n_in = rough_filter(v, 1, NULL, NULL, NULL);
     c->perm_x = malloc(2 * v->n * sizeof *c->perm_x + 1);
     if (!c->perm_x) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: key orders of %zu", v->n);
     c->perm_in = c->perm_x + v->n;

@@ -653,6 +653,18 @@ static void varied_pair(pair *p, peat_tensor *in, uint64_t seed)
     peat_rng_free(g);
 }
 
+/* Every 1013th element of p becomes 0.75 exactly, with its input 0.25 and a test value a few
+ * ulps off that differs from element to element: equal keys with different errors, whose order
+ * along a key must not depend on the order the threads sampled them in. */
+static void tied_keys(pair *p, peat_tensor *in)
+{
+    for (int64_t i = 4; i < p->n; i += 1013) {
+        peat_f64(p->x)[i] = 0.75;
+        peat_f32(p->t)[i] = 0.75f + (float)(i % 7 - 3) * 0x1p-23f;
+        peat_f32(in)[i] = 0.25f;
+    }
+}
+
 Test(analyzer, same_signature_for_any_number_of_threads)
 {
     /* 5 units and a partial one per tensor, two tensors; 1, 2, 3 and 8 threads must give the
@@ -664,6 +676,7 @@ Test(analyzer, same_signature_for_any_number_of_threads)
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &ib), PEAT_OK);
     varied_pair(&a, ia, 11);
     varied_pair(&b, ib, 12);
+    tied_keys(&a, ia), tied_keys(&b, ib);
     static char ref[16384], got[16384];
     static const int threads[] = {1, 2, 3, 8};
     for (int k = 0; k < 4; k++) {
@@ -930,11 +943,13 @@ Test(analyzer, sample_set_keeps_the_k_smallest_priorities)
     }
 }
 
-/* The radix argsort is the stable order of the values, on values with many exact ties, +-0,
- * long runs of equal high halves (over 32, so the run's own radix sort is used), negative
- * numbers and subnormals; checked against insertion of (value, index) pairs by qsort. */
+/* The radix argsort is the order of the values, equal values in index order (stable) or in the
+ * order of a tie-break word, on values with many exact ties, +-0, long runs of equal high halves
+ * (over 32, so the run's own radix sort is used), negative numbers and subnormals; checked
+ * against qsort of (value, tie-break, index) triples. */
 typedef struct vi {
     double v;
+    uint64_t t; /* tie-break: the index, or the tie word */
     uint32_t i;
 } vi;
 static int cmp_vi(const void *a, const void *b)
@@ -943,17 +958,20 @@ static int cmp_vi(const void *a, const void *b)
     if (x->v < y->v) return -1;
     if (x->v > y->v) return 1;
     if (x->v == 0.0 && signbit(x->v) != signbit(y->v)) return signbit(x->v) ? -1 : 1;
-    return (x->i > y->i) - (x->i < y->i);
+    return (x->t > y->t) - (x->t < y->t);
 }
 
-Test(analyzer, radix_argsort_is_the_stable_order)
+/* The argsort of n such values, with tie words (unique hashes, as the sample's priorities) or
+ * without (NULL: stable). */
+static void argsort_check(int with_tie)
 {
     const size_t n = 20001;
     double *v = malloc(n * sizeof *v);
     uint32_t *perm = malloc(n * sizeof *perm);
     uint64_t *scratch = malloc(4 * n * sizeof *scratch), s = 3;
+    uint64_t *tie = malloc(n * sizeof *tie);
     vi *ref = malloc(n * sizeof *ref);
-    cr_assert(v && perm && scratch && ref);
+    cr_assert(v && perm && scratch && tie && ref);
     for (size_t i = 0; i < n; i++) {
         uint64_t r = lcg(&s);
         switch (r % 6) {
@@ -975,14 +993,25 @@ Test(analyzer, radix_argsort_is_the_stable_order)
         default:
             v[i] = -ldexp((double)(r >> 11) * 0x1p-53, (int)((r >> 3) % 60) - 30);
         }
-        ref[i] = (vi){v[i], (uint32_t)i};
+        tie[i] = peat_sample_prio(7, (int64_t)i);
+        ref[i] = (vi){v[i], with_tie ? tie[i] : i, (uint32_t)i};
     }
-    peat_sample_argsort(v, n, perm, scratch);
+    peat_sample_argsort(v, with_tie ? tie : NULL, n, perm, scratch);
     qsort(ref, n, sizeof *ref, cmp_vi);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(perm[i], ref[i].i, "position %zu: index %u, want %u (%g)", i, perm[i],
                      ref[i].i, ref[i].v);
-    free(v), free(perm), free(scratch), free(ref);
+    free(v), free(perm), free(scratch), free(tie), free(ref);
+}
+
+Test(analyzer, radix_argsort_is_the_stable_order)
+{
+    argsort_check(0);
+}
+
+Test(analyzer, radix_argsort_orders_equal_values_by_tie)
+{
+    argsort_check(1);
 }
 
 static int cmp_f64(const void *a, const void *b)
@@ -1024,7 +1053,7 @@ Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
  * JSON, %.17g): with samples of the same elements (a candidate whose values are all finite: the
  * shared sorts), and with samples that differ (a candidate with NaN and Inf where the golden's
  * values are finite: each side alone), below and above the sample's size, with an input key and
- * without one. */
+ * without one, with keys that tie. */
 Test(analyzer, signature_pair_equals_two_signatures)
 {
     static const int64_t sizes[] = {1000, 300000};
@@ -1037,6 +1066,7 @@ Test(analyzer, signature_pair_equals_two_signatures)
                 cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &in), PEAT_OK);
                 cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &gold), PEAT_OK);
                 varied_pair(&a, in, 77 + z);
+                tied_keys(&a, in);
                 for (int64_t i = 0; i < n; i++) {
                     double x = peat_f64(a.x)[i];
                     peat_f32(gold)[i] = (float)x;
