@@ -151,6 +151,11 @@ void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *pr
  * words. */
 void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
                          uint64_t *scratch);
+/* rank[i] = the rank of v[i] among v[0..n) (1-based; equal values get their mean rank; NaN never
+ * passed in; n < 2^32), from the same radix sort, without a permutation: equal values are found
+ * from the sorted words' high halves, and whole keys are read only where those are equal. rank
+ * may be v. scratch holds 4 n words. */
+void peat_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch);
 /* The median of v[0..n) (the middle value, or the mean of the two middle ones; NaN for n = 0),
  * by the histogram select the sample's cut also uses (order_stats in sample.c) on the values'
  * order-preserving images. v is not changed; scratch holds n words. */

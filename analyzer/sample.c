@@ -202,7 +202,8 @@ static void tie_fix(const uint64_t *tie, uint64_t *p, size_t len, uint64_t *t)
 {
     uint64_t hi = p[0] & 0xffffffff00000000ull;
     if (len > 32) {
-        for (size_t i = 0; i < len; i++) t[i] = (tie[(uint32_t)p[i]] & 0xffffffff00000000ull) | (uint32_t)p[i];
+        for (size_t i = 0; i < len; i++)
+            t[i] = (tie[(uint32_t)p[i]] & 0xffffffff00000000ull) | (uint32_t)p[i];
         radix_hi32(t, t + len, len);
         for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)t[i];
     }
@@ -228,28 +229,33 @@ static void ties_order(const uint64_t *key, const uint64_t *tie, uint64_t *p, si
     }
 }
 
-/* perm = the ascending order of the 64-bit keys key[0..n) (n < 2^32), equal keys in the order of
- * tie (or of their index when tie is NULL): a radix sort of their high halves, then each run of
- * equal high halves ordered by the low halves. That is the same permutation as a stable sort on
- * the whole keys, for about half the passes and bytes. p is scratch of 3 n words. */
-static void sort_u64(const uint64_t *key, const uint64_t *tie, size_t n, uint32_t *perm,
-                     uint64_t *p)
+/* Sorts p[0..n) (words: a key's high half above its index) into the ascending order of the
+ * 64-bit keys key[index], equal keys in the order of tie[index] (or of their index when tie is
+ * NULL): a radix sort of the high halves, then each run of equal high halves ordered by the low
+ * halves. That is the same permutation as a stable sort on the whole keys, for about half the
+ * passes and bytes. t is scratch of 2 n words. */
+static void sort_words(const uint64_t *key, const uint64_t *tie, uint64_t *p, size_t n, uint64_t *t)
 {
-    if (n < 2) {
-        if (n == 1) perm[0] = 0;
-        return;
-    }
-    for (size_t i = 0; i < n; i++) p[i] = (key[i] & 0xffffffff00000000ull) | i;
-    radix_hi32(p, p + n, n);
+    if (n < 2) return;
+    radix_hi32(p, t, n);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && (p[j] >> 32) == (p[i] >> 32)) j++;
         if (j - i > 1) {
-            run_fix(key, p + i, j - i, p + n);
-            if (tie) ties_order(key, tie, p + i, j - i, p + n);
+            run_fix(key, p + i, j - i, t);
+            if (tie) ties_order(key, tie, p + i, j - i, t);
         }
         i = j;
     }
+}
+
+/* perm = the ascending order of the 64-bit keys key[0..n) (n < 2^32), equal keys in the order of
+ * tie (or of their index when tie is NULL). p is scratch of 3 n words. */
+static void sort_u64(const uint64_t *key, const uint64_t *tie, size_t n, uint32_t *perm,
+                     uint64_t *p)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (key[i] & 0xffffffff00000000ull) | i;
+    sort_words(key, tie, p, n, p + n);
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)p[i];
 }
 
@@ -282,6 +288,25 @@ void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_
     uint64_t *key = scratch;
     for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]);
     sort_u64(key, tie, n, perm, scratch + n);
+}
+
+void peat_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch)
+{
+    uint64_t *key = scratch, *p = scratch + n;
+    for (size_t i = 0; i < n; i++) {
+        key[i] = dkey(v[i] == 0.0 ? 0.0 : v[i]); /* -0 ties with +0, as == says */
+        p[i] = (key[i] & 0xffffffff00000000ull) | i;
+    }
+    sort_words(key, NULL, p, n, p + n);
+    /* equal keys are adjacent, and only keys with equal high halves need a look at the whole */
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && (p[j] >> 32) == (p[i] >> 32) && key[(uint32_t)p[j]] == key[(uint32_t)p[i]])
+            j++;
+        double r = 0.5 * (double)(i + j + 1); /* mean of ranks i+1 .. j */
+        for (size_t t = i; t < j; t++) rank[(uint32_t)p[t]] = r;
+        i = j;
+    }
 }
 
 /* The double whose dkey is u. */

@@ -103,20 +103,10 @@ static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
     return PEAT_OK;
 }
 
-/* Ranks of v[0..n) (1-based, ties get their mean rank); ws's permutation and sort words are
- * scratch. rank may be v itself: each group of ties is read before any of its ranks is written,
- * and every later group reads other elements. */
+/* Ranks of v[0..n) (1-based, ties get their mean rank) into rank (which may be v). */
 static void ranks_of(const double *v, size_t n, double *rank, rank_ws *ws)
 {
-    uint32_t *perm = ws->perm;
-    peat_sample_argsort(v, NULL, n, perm, ws->sort);
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && v[perm[j]] == v[perm[i]]) j++;
-        double r = 0.5 * (double)(i + j + 1); /* mean of ranks i+1 .. j */
-        for (size_t t = i; t < j; t++) rank[perm[t]] = r;
-        i = j;
-    }
+    peat_sample_ranks(v, n, rank, ws->sort);
 }
 
 /* Pearson correlation of x and y (two passes); NaN when either is constant. */

@@ -1014,6 +1014,45 @@ Test(analyzer, radix_argsort_orders_equal_values_by_tie)
     argsort_check(1);
 }
 
+/* The radix ranks are the mean ranks of a comparison sort, on values with many exact ties, +-0
+ * (equal, as == says), long runs of equal high halves and different exponents. */
+Test(analyzer, radix_ranks_are_mean_ranks)
+{
+    const size_t n = 30011;
+    double *v = malloc(n * sizeof *v), *rank = malloc(n * sizeof *rank);
+    uint64_t *scratch = malloc(4 * n * sizeof *scratch), s = 5;
+    vi *ref = malloc(n * sizeof *ref);
+    cr_assert(v && rank && scratch && ref);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = lcg(&s);
+        switch (r % 4) {
+        case 0:
+            v[i] = (double)((r >> 8) % 50);
+            break; /* exact ties */
+        case 1:
+            v[i] = (r >> 9) & 1 ? -0.0 : 0.0;
+            break; /* +-0: one group */
+        case 2:
+            v[i] = 2.0 + (double)((r >> 8) & 0xff) * 0x1p-50;
+            break; /* equal high halves */
+        default:
+            v[i] = ldexp((double)(r >> 11) * 0x1p-53, (int)((r >> 3) % 40) - 20);
+        }
+        ref[i] = (vi){v[i] == 0.0 ? 0.0 : v[i], i, (uint32_t)i};
+    }
+    peat_sample_ranks(v, n, rank, scratch);
+    qsort(ref, n, sizeof *ref, cmp_vi);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && ref[j].v == ref[i].v) j++;
+        for (size_t t = i; t < j; t++)
+            cr_assert_eq(rank[ref[t].i], 0.5 * (double)(i + j + 1), "value %g: rank %g, want %g",
+                         ref[t].v, rank[ref[t].i], 0.5 * (double)(i + j + 1));
+        i = j;
+    }
+    free(v), free(rank), free(scratch), free(ref);
+}
+
 static int cmp_f64(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
