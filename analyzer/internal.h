@@ -142,19 +142,20 @@ typedef struct peat_sample_cols {
     uint64_t *prio; /* the entries' priorities (unique: the order of equal keys) */
 } peat_sample_cols;
 /* cols holds 5 min(n, k) doubles for c's columns, prio min(n, k) words and scratch n words, for
- * a set of n entries. */
+ * a set of n entries. Lean (prio NULL): only a and d are taken (cols holds 2 min(n, k)); b, key,
+ * x and prio are NULL, for a caller that has them from a set of the same entries. */
 void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
                            uint64_t *scratch, peat_sample_cols *c);
-/* perm = the order of v[0..n) ascending (NaN never passed in; n < 2^32), equal values in the
- * order of tie (unique values) or, when tie is NULL, of their index; LSD radix sort on the
- * order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds 4 n
- * words. */
+/* perm = the order of v[0..n) ascending (NaN never passed in, -0 before +0; n < 2^32), equal
+ * values in the order of tie (unique values) or, when tie is NULL, of their index; LSD radix sort
+ * on the order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds
+ * 2 n words. */
 void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
                          uint64_t *scratch);
-/* rank[i] = the rank of v[i] among v[0..n) (1-based; equal values get their mean rank; NaN never
- * passed in; n < 2^32), from the same radix sort, without a permutation: equal values are found
- * from the sorted words' high halves, and whole keys are read only where those are equal. rank
- * may be v. scratch holds 4 n words. */
+/* rank[i] = the rank of v[i] among v[0..n) (1-based; equal values, -0 and +0 too, get their mean
+ * rank; NaN never passed in; n < 2^32), from the same radix sort, without a permutation: equal
+ * values are found from the sorted words' high halves, and whole keys are read only where those
+ * are equal. rank may be v. scratch holds 2 n words. */
 void peat_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch);
 /* The median of v[0..n) (the middle value, or the mean of the two middle ones; NaN for n = 0),
  * by the histogram select the sample's cut also uses (order_stats in sample.c) on the values'

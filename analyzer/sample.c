@@ -173,39 +173,47 @@ static void radix_hi32(uint64_t *p, uint64_t *t, size_t n)
     if (a != p) memcpy(p, a, n * sizeof *p);
 }
 
-/* Orders a run of p (words high 32 bits = a key's high half, low 32 = its index) whose high
- * halves are equal by the keys' low halves, stably: insertion sort for short runs, a radix sort
- * of the low halves for long ones (so that no input, however many near-equal keys it has, costs
- * quadratic time). t is scratch of 2 len words. */
-static void run_fix(const uint64_t *key, uint64_t *p, size_t len, uint64_t *t)
+/* The sort key of v[i]: its order-preserving image; where zeros are equal (zeq, as == says for
+ * ranks), -0 is taken as +0. */
+static inline uint64_t vkey(const double *v, uint32_t i, int zeq)
+{
+    double x = v[i];
+    return dkey(zeq && x == 0.0 ? 0.0 : x);
+}
+
+/* Orders a run of p (words: a key's high half above its index) whose high halves are equal by the
+ * keys' low halves, stably: insertion sort for short runs, a radix sort of the low halves, in
+ * place, for long ones (so that no input, however many near-equal keys it has, costs quadratic
+ * time). t is scratch of len words. */
+static void run_fix(const double *v, int zeq, uint64_t *p, size_t len, uint64_t *t)
 {
     if (len <= 32) {
         for (size_t i = 1; i < len; i++) {
-            uint64_t w = p[i], kw = key[(uint32_t)w];
+            uint64_t w = p[i], kw = vkey(v, (uint32_t)w, zeq);
             size_t j = i;
-            for (; j > 0 && key[(uint32_t)p[j - 1]] > kw; j--) p[j] = p[j - 1];
+            for (; j > 0 && vkey(v, (uint32_t)p[j - 1], zeq) > kw; j--) p[j] = p[j - 1];
             p[j] = w;
         }
         return;
     }
-    uint64_t *q = t, hi = p[0] & 0xffffffff00000000ull;
-    for (size_t i = 0; i < len; i++) q[i] = key[(uint32_t)p[i]] << 32 | (uint32_t)p[i];
-    radix_hi32(q, t + len, len);
-    for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)q[i];
+    uint64_t hi = p[0] & 0xffffffff00000000ull;
+    for (size_t i = 0; i < len; i++) p[i] = vkey(v, (uint32_t)p[i], zeq) << 32 | (uint32_t)p[i];
+    radix_hi32(p, t, len);
+    for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)p[i];
 }
 
-/* Orders a run of p (words high 32 bits = a key's high half, low 32 = its index) whose keys are
- * all equal by tie[index] (unique values): a radix sort of the ties' high halves, then an
- * insertion sort on the whole ties, which only moves the rare pairs whose high halves are equal
- * (ties are hashes, so no input makes that quadratic). t is scratch of 2 len words. */
+/* Orders a run of p whose keys are all equal by tie[index] (unique values): a radix sort of the
+ * ties' high halves, in place, then an insertion sort on the whole ties, which only moves the
+ * rare pairs whose high halves are equal (ties are hashes, so no input makes that quadratic). t is
+ * scratch of len words. */
 static void tie_fix(const uint64_t *tie, uint64_t *p, size_t len, uint64_t *t)
 {
     uint64_t hi = p[0] & 0xffffffff00000000ull;
     if (len > 32) {
         for (size_t i = 0; i < len; i++)
-            t[i] = (tie[(uint32_t)p[i]] & 0xffffffff00000000ull) | (uint32_t)p[i];
-        radix_hi32(t, t + len, len);
-        for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)t[i];
+            p[i] = (tie[(uint32_t)p[i]] & 0xffffffff00000000ull) | (uint32_t)p[i];
+        radix_hi32(p, t, len);
+        for (size_t i = 0; i < len; i++) p[i] = hi | (uint32_t)p[i];
     }
     for (size_t i = 1; i < len; i++) {
         uint64_t w = p[i], tw = tie[(uint32_t)w];
@@ -216,25 +224,25 @@ static void tie_fix(const uint64_t *tie, uint64_t *p, size_t len, uint64_t *t)
 }
 
 /* Within a run of p with equal high halves, already ordered by the whole keys: each run of equal
- * keys ordered by tie. t is scratch of 2 len words. */
-static void ties_order(const uint64_t *key, const uint64_t *tie, uint64_t *p, size_t len,
-                       uint64_t *t)
+ * keys ordered by tie. t is scratch of len words. */
+static void ties_order(const double *v, const uint64_t *tie, uint64_t *p, size_t len, uint64_t *t)
 {
     for (size_t i = 0; i < len;) {
         size_t j = i + 1;
-        uint64_t k = key[(uint32_t)p[i]];
-        while (j < len && key[(uint32_t)p[j]] == k) j++;
+        uint64_t k = vkey(v, (uint32_t)p[i], 0);
+        while (j < len && vkey(v, (uint32_t)p[j], 0) == k) j++;
         if (j - i > 1) tie_fix(tie, p + i, j - i, t);
         i = j;
     }
 }
 
-/* Sorts p[0..n) (words: a key's high half above its index) into the ascending order of the
- * 64-bit keys key[index], equal keys in the order of tie[index] (or of their index when tie is
- * NULL): a radix sort of the high halves, then each run of equal high halves ordered by the low
- * halves. That is the same permutation as a stable sort on the whole keys, for about half the
- * passes and bytes. t is scratch of 2 n words. */
-static void sort_words(const uint64_t *key, const uint64_t *tie, uint64_t *p, size_t n, uint64_t *t)
+/* Sorts p[0..n) (words: the high half of v[index]'s key above its index) into the ascending order
+ * of the keys, equal keys in the order of tie[index] (or of their index when tie is NULL; tie is
+ * only given where zeros differ): a radix sort of the high halves, then each run of equal high
+ * halves ordered by the low halves. That is the same permutation as a stable sort on the whole
+ * keys, for about half the passes and bytes. t is scratch of n words. */
+static void sort_words(const double *v, int zeq, const uint64_t *tie, uint64_t *p, size_t n,
+                       uint64_t *t)
 {
     if (n < 2) return;
     radix_hi32(p, t, n);
@@ -242,21 +250,11 @@ static void sort_words(const uint64_t *key, const uint64_t *tie, uint64_t *p, si
         size_t j = i + 1;
         while (j < n && (p[j] >> 32) == (p[i] >> 32)) j++;
         if (j - i > 1) {
-            run_fix(key, p + i, j - i, t);
-            if (tie) ties_order(key, tie, p + i, j - i, t);
+            run_fix(v, zeq, p + i, j - i, t);
+            if (tie) ties_order(v, tie, p + i, j - i, t);
         }
         i = j;
     }
-}
-
-/* perm = the ascending order of the 64-bit keys key[0..n) (n < 2^32), equal keys in the order of
- * tie (or of their index when tie is NULL). p is scratch of 3 n words. */
-static void sort_u64(const uint64_t *key, const uint64_t *tie, size_t n, uint32_t *perm,
-                     uint64_t *p)
-{
-    for (size_t i = 0; i < n; i++) p[i] = (key[i] & 0xffffffff00000000ull) | i;
-    sort_words(key, tie, p, n, p + n);
-    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)p[i];
 }
 
 void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
@@ -269,8 +267,18 @@ void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *pr
         order_stats(scratch, n, m - 1, m - 1, &th, &th);
     }
     c->n = m;
-    c->a = cols, c->b = cols + m, c->key = cols + 2 * m, c->x = cols + 3 * m, c->d = cols + 4 * m;
-    c->prio = prio;
+    c->a = cols, c->d = cols + (prio ? 4 : 1) * m;
+    c->b = c->key = c->x = NULL, c->prio = prio;
+    if (!prio) { /* lean: a and d */
+        for (size_t i = 0, j = 0; i < n; i++) {
+            if (ss->prio[i] > th) continue;
+            const peat_sample_val *e = &ss->v[i];
+            c->a[j] = e->inv_s > 0.0 ? fabs(e->d) * e->inv_s : NAN;
+            c->d[j++] = e->d;
+        }
+        return;
+    }
+    c->b = cols + m, c->key = cols + 2 * m, c->x = cols + 3 * m;
     for (size_t i = 0, j = 0; i < n; i++) {
         if (ss->prio[i] > th) continue;
         const peat_sample_val *e = &ss->v[i];
@@ -285,23 +293,24 @@ void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *pr
 void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
                          uint64_t *scratch)
 {
-    uint64_t *key = scratch;
-    for (size_t i = 0; i < n; i++) key[i] = dkey(v[i]);
-    sort_u64(key, tie, n, perm, scratch + n);
+    uint64_t *p = scratch;
+    for (size_t i = 0; i < n; i++) p[i] = (dkey(v[i]) & 0xffffffff00000000ull) | i;
+    sort_words(v, 0, tie, p, n, p + n);
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)p[i];
 }
 
 void peat_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch)
 {
-    uint64_t *key = scratch, *p = scratch + n;
-    for (size_t i = 0; i < n; i++) {
-        key[i] = dkey(v[i] == 0.0 ? 0.0 : v[i]); /* -0 ties with +0, as == says */
-        p[i] = (key[i] & 0xffffffff00000000ull) | i;
-    }
-    sort_words(key, NULL, p, n, p + n);
-    /* equal keys are adjacent, and only keys with equal high halves need a look at the whole */
+    uint64_t *p = scratch;
+    for (size_t i = 0; i < n; i++) p[i] = (vkey(v, (uint32_t)i, 1) & 0xffffffff00000000ull) | i;
+    sort_words(v, 1, NULL, p, n, p + n);
+    /* equal keys are adjacent, and only keys with equal high halves need a look at the whole;
+     * the values of a group are read before its ranks are written (rank may be v), and later
+     * groups are other elements */
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
-        while (j < n && (p[j] >> 32) == (p[i] >> 32) && key[(uint32_t)p[j]] == key[(uint32_t)p[i]])
+        while (j < n && (p[j] >> 32) == (p[i] >> 32) &&
+               vkey(v, (uint32_t)p[j], 1) == vkey(v, (uint32_t)p[i], 1))
             j++;
         double r = 0.5 * (double)(i + j + 1); /* mean of ranks i+1 .. j */
         for (size_t t = i; t < j; t++) rank[(uint32_t)p[t]] = r;

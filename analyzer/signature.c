@@ -76,37 +76,41 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
 
 /* Scratch of the rank statistics for a sample of m of a set of n entries (n >= m), allocated once
  * per signature (one allocation, so its pages fault in once and huge pages can serve it): the
- * sample's columns and priorities, four more columns, a permutation and the sorts' words. */
+ * sample's columns and priorities (only a and d in a lean take, whose other columns are the
+ * other side's of a pair), two more columns, a permutation and the sorts' words. Every byte is
+ * written before it is read, and on a virtual machine a first write to fresh memory costs about as
+ * much as the work on it, so it is kept small: ranks overwrite their columns, and a key's copy and
+ * priorities give way to r and the steps once the key's order is known. */
 typedef struct rank_ws {
-    double *cols;   /* 5 m: the sample's columns */
-    uint64_t *prio; /* m: their priorities */
-    double *col;    /* 4 m: filtered columns, ranks, steps */
-    uint64_t *tie;  /* the last m of col, while a key is sorted: its elements' priorities */
-    uint64_t *sort; /* max(n, 4 m): the take's copy of the priorities, then an argsort's keys and
+    double *cols;   /* 5 m (2 m lean): the sample's columns */
+    uint64_t *prio; /* m (none lean): their priorities */
+    double *col;    /* 2 m: a key's filtered copy, then r, and the steps */
+    uint64_t *tie;  /* the second m of col, while a key is sorted: its elements' priorities */
+    uint64_t *sort; /* max(n, 2 m): the take's copy of the priorities, then a sort's words and
                        radix scratch, or a median's keys */
     uint32_t *perm; /* m */
     size_t bytes;   /* of the one allocation */
 } rank_ws;
 
-static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m)
+static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m, int lean)
 {
-    size_t sort = n > 4 * m ? n : 4 * m;
-    ws->bytes = (10 * m + sort) * sizeof(double) + m * sizeof *ws->perm;
+    size_t sort = n > 2 * m ? n : 2 * m, cols = lean ? 2 * m : 6 * m;
+    ws->bytes = (cols + 2 * m + sort) * sizeof(double) + m * sizeof *ws->perm;
     void *mem = peat_big_alloc(ws->bytes);
     if (!mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: rank statistics of %zu", n);
     ws->cols = mem;
-    ws->prio = (uint64_t *)(ws->cols + 5 * m);
-    ws->col = (double *)(ws->prio + m);
-    ws->tie = (uint64_t *)(ws->col + 3 * m);
-    ws->sort = (uint64_t *)(ws->col + 4 * m);
+    ws->prio = lean ? NULL : (uint64_t *)(ws->cols + 5 * m);
+    ws->col = ws->cols + cols;
+    ws->tie = (uint64_t *)(ws->col + m);
+    ws->sort = (uint64_t *)(ws->col + 2 * m);
     ws->perm = (uint32_t *)(ws->sort + sort);
     return PEAT_OK;
 }
 
-/* Ranks of v[0..n) (1-based, ties get their mean rank) into rank (which may be v). */
-static void ranks_of(const double *v, size_t n, double *rank, rank_ws *ws)
+/* Ranks of v[0..n) (1-based, ties get their mean rank), in place. */
+static void ranks_in_place(double *v, size_t n, rank_ws *ws)
 {
-    peat_sample_ranks(v, n, rank, ws->sort);
+    peat_sample_ranks(v, n, v, ws->sort);
 }
 
 /* Pearson correlation of x and y (two passes); NaN when either is constant. */
@@ -122,31 +126,31 @@ static double pearson(const double *x, const double *y, size_t n)
     return sxx > 0.0 && syy > 0.0 ? sxy / sqrt(sxx * syy) : NAN;
 }
 
-/* The elements the input correlation uses (a and b both defined): their a into x and b into y
- * (either may be NULL); returns their number. */
-static size_t corr_filter(const peat_sample_cols *v, double *x, double *y)
+/* The elements the input correlation uses are those whose a and b are defined, and a and b are
+ * undefined together (NaN where the element's scale is below FLT_MIN; peat_sample_cols_take):
+ * keeps a column's defined values, in order, in place; returns their number. */
+static size_t corr_compact(double *col, size_t m)
 {
     size_t n = 0;
-    for (size_t i = 0; i < v->n; i++) {
-        if (isnan(v->a[i]) || isnan(v->b[i])) continue;
-        if (x) x[n] = v->a[i];
-        if (y) y[n] = v->b[i];
-        n++;
+    for (size_t i = 0; i < m; i++) {
+        col[n] = col[i];
+        n += !isnan(col[i]);
     }
     return n;
 }
 
 /* Spearman rho of |err|/s against |exact|/s: near 0 when the error does not scale with the value
- * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs). */
-static void input_correlation(const peat_sample_cols *v, rank_ws *ws, peat_signature *s)
+ * (errors of rounded inputs), clearly positive when it does (relative noise, rounded outputs).
+ * The columns a and b are replaced by their ranks. */
+static void input_correlation(peat_sample_cols *v, rank_ws *ws, peat_signature *s)
 {
     s->corr_err_input = NAN;
-    double *x = ws->col, *y = x + v->n;
-    size_t n = corr_filter(v, x, y);
+    size_t n = corr_compact(v->a, v->n);
+    corr_compact(v->b, v->n);
     if (n < 16) return;
-    ranks_of(x, n, x, ws);
-    ranks_of(y, n, y, ws);
-    s->corr_err_input = pearson(x, y, n);
+    ranks_in_place(v->a, n, ws);
+    ranks_in_place(v->b, n, ws);
+    s->corr_err_input = pearson(v->a, v->b, n);
 }
 
 /* Median successive difference of r taken in key order (perm), and the sign changes per step;
@@ -214,10 +218,11 @@ static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *w
                             size_t *spread_n, double *rough, double *changes)
 {
     *rough = *changes = NAN;
-    double *key = ws->col, *r = key + v->n, *w = r + v->n;
-    size_t n = rough_filter(v, use_input, key, r, ws->tie);
+    double *key = ws->col, *r = key, *w = key + v->n; /* r and the steps once the order is known */
+    size_t n = rough_filter(v, use_input, key, NULL, ws->tie);
     if (n < 16) return;
     peat_sample_argsort(key, ws->tie, n, ws->perm, ws->sort);
+    rough_filter(v, use_input, NULL, r, NULL);
     rough_finish(r, ws->perm, n, w, ws, spread, spread_n, rough, changes);
 }
 
@@ -352,11 +357,12 @@ static peat_status signature_head(const peat_analyzer_acc_t *acc, peat_signature
 }
 
 /* The sample's k entries of smallest priority copied into columns in ws (the accumulator stays
- * open for more adds). */
-static peat_status sample_take(const peat_analyzer_acc_t *acc, rank_ws *ws, peat_sample_cols *v)
+ * open for more adds); lean: only a and d. */
+static peat_status sample_take(const peat_analyzer_acc_t *acc, rank_ws *ws, peat_sample_cols *v,
+                               int lean)
 {
     size_t n = (size_t)acc->smp.n, k = (size_t)acc->smp.k, m = n < k ? n : k;
-    PEAT_TRY(rank_ws_alloc(ws, n, m));
+    PEAT_TRY(rank_ws_alloc(ws, n, m, lean));
     peat_sample_cols_take(&acc->smp, ws->cols, ws->prio, ws->sort, v);
     return PEAT_OK;
 }
@@ -366,7 +372,7 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
     PEAT_TRY(signature_head(acc, s));
     rank_ws ws = {0};
     peat_sample_cols v;
-    PEAT_TRY(sample_take(acc, &ws, &v));
+    PEAT_TRY(sample_take(acc, &ws, &v, 0));
     input_correlation(&v, &ws, s);
     smoothness(&v, &ws, s);
     peat_big_free(ws.cols, ws.bytes);
@@ -385,12 +391,12 @@ typedef struct pair_side {
     char why[256]; /* the error message, which is per thread */
 } pair_side;
 
-/* What the two sides share when their samples hold the same elements: the ranks of |exact|/s
- * (in side 0's scratch) and the orders of the exact and input keys. */
+/* What the two sides share when their samples hold the same elements (same): side 0's columns
+ * but a and d, the ranks of |exact|/s (side 0's b) and the orders of the exact and input keys. */
 typedef struct pair_ctx {
     pair_side side[2];
+    int same;
     size_t n_corr, n_x, n_in;
-    const double *ry;
     uint32_t *perm_x, *perm_in;
 } pair_ctx;
 
@@ -420,11 +426,27 @@ static void pair_both(pair_ctx *c, void (*fn)(pair_ctx *, int))
         fn(c, 1);
 }
 
+/* The two sets hold the same entries in the same order with the same priorities, scales, inputs
+ * and exact values (only the errors differ): then their samples are the same elements, and every
+ * column but a and d is the same. */
+static int sets_same(const peat_sample_set *x, const peat_sample_set *y)
+{
+    size_t n = (size_t)x->n;
+    if (y->n != x->n || y->k != x->k || memcmp(x->prio, y->prio, n * sizeof *x->prio)) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&x->v[i], &y->v[i], offsetof(peat_sample_val, d))) return 0;
+    return 1;
+}
+
+/* Each side's head and take; side 1 takes only a and d where the sets are the same (it borrows
+ * side 0's other columns after the take). */
 static void phase_take(pair_ctx *c, int k)
 {
     pair_side *p = &c->side[k];
     p->st = signature_head(p->acc, p->s);
-    if (p->st == PEAT_OK) p->st = sample_take(p->acc, &p->ws, &p->v);
+    if (k == 1 && p->st == PEAT_OK && c->side[0].acc)
+        c->same = sets_same(&c->side[0].acc->smp, &p->acc->smp);
+    if (p->st == PEAT_OK) p->st = sample_take(p->acc, &p->ws, &p->v, k == 1 && c->same);
     if (p->st != PEAT_OK) snprintf(p->why, sizeof p->why, "%s", peat_error_last());
 }
 
@@ -435,39 +457,22 @@ static void phase_alone(pair_ctx *c, int k)
     smoothness(&p->v, &p->ws, p->s);
 }
 
-/* The same elements in the same order on both sides: equal priorities (so equal exact values,
- * inputs and scales), checked on the columns every shared order depends on. */
-static int pair_same(const pair_ctx *c)
-{
-    const pair_side *p = &c->side[0], *q = &c->side[1];
-    size_t m = p->v.n;
-    if (q->v.n != m) return 0;
-    if (memcmp(p->v.prio, q->v.prio, m * sizeof *p->v.prio) ||
-        memcmp(p->v.b, q->v.b, m * sizeof *p->v.b) || memcmp(p->v.x, q->v.x, m * sizeof *p->v.x) ||
-        memcmp(p->v.key, q->v.key, m * sizeof *p->v.key))
-        return 0;
-    for (size_t i = 0; i < m; i++)
-        if (isnan(p->v.a[i]) != isnan(q->v.a[i])) return 0;
-    return 1;
-}
-
 /* The sorts: each side ranks its own |err|/s; side 0 also ranks |exact|/s and orders the input
- * key, side 1 orders the exact key (three and two sorts). */
+ * key, side 1 orders the exact key (three and two sorts). Ranks replace their columns. */
 static void phase_sort(pair_ctx *c, int k)
 {
     pair_side *p = &c->side[k];
     size_t m = p->v.n;
-    double *x = p->ws.col, *y = x + m, *key = y + m;
+    double *key = p->ws.col;
     if (c->n_corr >= 16) {
-        corr_filter(&p->v, x, NULL);
-        ranks_of(x, c->n_corr, x, &p->ws);
+        corr_compact(p->v.a, m);
+        ranks_in_place(p->v.a, c->n_corr, &p->ws);
     }
     if (k == 0) {
         if (c->n_corr >= 16) {
-            corr_filter(&p->v, NULL, y);
-            ranks_of(y, c->n_corr, y, &p->ws);
+            corr_compact(p->v.b, m);
+            ranks_in_place(p->v.b, c->n_corr, &p->ws);
         }
-        c->ry = y;
         if (c->n_in >= 16) {
             rough_filter(&p->v, 1, key, NULL, p->ws.tie);
             peat_sample_argsort(key, p->ws.tie, c->n_in, c->perm_in, p->ws.sort);
@@ -483,8 +488,8 @@ static void phase_finish(pair_ctx *c, int k)
 {
     pair_side *p = &c->side[k];
     size_t m = p->v.n;
-    double *rx = p->ws.col, *r = rx + 2 * m, *w = r + m;
-    if (c->n_corr >= 16) p->s->corr_err_input = pearson(rx, c->ry, c->n_corr);
+    double *r = p->ws.col, *w = r + m;
+    if (c->n_corr >= 16) p->s->corr_err_input = pearson(p->v.a, c->side[0].v.b, c->n_corr);
     double r1 = NAN, c1 = NAN, r2 = NAN, c2 = NAN, spread = NAN;
     size_t spread_n = 0;
     if (c->n_x >= 16) {
@@ -498,10 +503,19 @@ static void phase_finish(pair_ctx *c, int k)
     smoother(p->s, r1, c1, r2, c2);
 }
 
+/* The defined a of a sample (peat_sample_cols_take: NaN where the scale is undefined). */
+static size_t corr_count(const peat_sample_cols *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->n; i++) n += !isnan(v->a[i]);
+    return n;
+}
+
 static peat_status pair_shared(pair_ctx *c)
 {
-    const peat_sample_cols *v = &c->side[0].v;
-    c->n_corr = corr_filter(v, NULL, NULL);
+    peat_sample_cols *v = &c->side[0].v, *w = &c->side[1].v;
+    w->b = v->b, w->key = v->key, w->x = v->x, w->prio = v->prio; /* side 1's lean take */
+    c->n_corr = corr_count(v);
     c->n_x = rough_filter(v, 0, NULL, NULL, NULL);
     c->n_in = rough_filter(v, 1, NULL, NULL, NULL);
     c->perm_x = malloc(2 * v->n * sizeof *c->perm_x + 1);
@@ -524,7 +538,7 @@ peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_sign
     peat_status st = PEAT_OK;
     for (int k = 0; k < 2 && st == PEAT_OK; k++)
         if (c.side[k].st != PEAT_OK) st = PEAT_ERROR(c.side[k].st, "%s", c.side[k].why);
-    if (st == PEAT_OK && pair_same(&c))
+    if (st == PEAT_OK && c.same)
         st = pair_shared(&c);
     else if (st == PEAT_OK)
         pair_both(&c, phase_alone);

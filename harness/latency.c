@@ -35,11 +35,21 @@ static void warm_call(void *user)
     w->calls++;
 }
 
-double peat_latency_thread_cpu_s(void)
+static double cpu_clock_s(clockid_t c)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(c, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double peat_latency_thread_cpu_s(void)
+{
+    return cpu_clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
+
+double peat_latency_process_cpu_s(void)
+{
+    return cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 /* Cores the process gets with every CPU busy: the warm-up work on one thread a CPU for ~0.1 s,

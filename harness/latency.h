@@ -15,6 +15,9 @@
 /* CPU seconds of the calling thread (kernels and harness work are timed on it: the wall clock of
  * a shared machine also counts other jobs' time slices). */
 double peat_latency_thread_cpu_s(void);
+/* CPU seconds of every thread of this process (work that runs on helper threads of its own, such
+ * as the two signatures of a pair). */
+double peat_latency_process_cpu_s(void);
 
 /* Resident bytes of this process (0 where /proc is missing). */
 double peat_latency_rss_bytes(void);

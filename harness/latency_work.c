@@ -167,10 +167,11 @@ static peat_status cal_record(double *x, double *t, int *n)
     return st;
 }
 
-/* Analysis: candidate and golden outputs of N elements added against exact (add_s), then the
- * two signatures (sig_s); *held_b: the resident bytes the process grew by while the accumulators
- * filled (what a campaign holds beside its records), less what the analyzer mapped out of forks:
- * what its forks copy. */
+/* Analysis as the campaign runs it: candidate and golden outputs of N elements added against
+ * exact in one pass (add_s, as playback adds each call), then the two signatures as one pair
+ * (sig_s: CPU seconds of both its threads, as the analyze stage reports); *held_b: the resident
+ * bytes the process grew by while the accumulators filled (what a campaign holds beside its
+ * records), less what the analyzer mapped out of forks: what its forks copy. */
 static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, double *held_b)
 {
     const int64_t cols = 64, per = 4096;
@@ -200,17 +201,16 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, dou
     }
     double t0 = peat_latency_thread_cpu_s();
     for (int64_t done = 0; st == PEAT_OK && done < elems; done += per) {
-        st = peat_analyzer_acc_add_terms(a, test, exact, mag, 64, 64, per / cols, cols, NULL);
-        if (st == PEAT_OK)
-            st = peat_analyzer_acc_add_terms(b, test, exact, mag, 64, 64, per / cols, cols, NULL);
+        st = peat_analyzer_acc_add_pair(a, test, b, test, exact, mag, 64, 64, per / cols, cols,
+                                        NULL);
     }
     *add_s = peat_latency_thread_cpu_s() - t0;
     *held_b = peat_latency_rss_bytes() - rss0 - ((double)peat_analyzer_unforked_bytes() - out0);
     if (*held_b < 0) *held_b = 0;
     peat_signature sa, sb;
-    if (st == PEAT_OK) st = peat_analyzer_signature(a, &sa);
-    if (st == PEAT_OK) st = peat_analyzer_signature(b, &sb);
-    *sig_s = peat_latency_thread_cpu_s() - t0 - *add_s;
+    double c0 = peat_latency_process_cpu_s();
+    if (st == PEAT_OK) st = peat_analyzer_signature_pair(a, &sa, b, &sb);
+    *sig_s = peat_latency_process_cpu_s() - c0;
     peat_analyzer_acc_free(a), peat_analyzer_acc_free(b);
     peat_tensor_free(test), peat_tensor_free(exact);
     peat_rng_free(rng);

@@ -968,7 +968,7 @@ static void argsort_check(int with_tie)
     const size_t n = 20001;
     double *v = malloc(n * sizeof *v);
     uint32_t *perm = malloc(n * sizeof *perm);
-    uint64_t *scratch = malloc(4 * n * sizeof *scratch), s = 3;
+    uint64_t *scratch = malloc(2 * n * sizeof *scratch), s = 3;
     uint64_t *tie = malloc(n * sizeof *tie);
     vi *ref = malloc(n * sizeof *ref);
     cr_assert(v && perm && scratch && tie && ref);
@@ -1020,7 +1020,7 @@ Test(analyzer, radix_ranks_are_mean_ranks)
 {
     const size_t n = 30011;
     double *v = malloc(n * sizeof *v), *rank = malloc(n * sizeof *rank);
-    uint64_t *scratch = malloc(4 * n * sizeof *scratch), s = 5;
+    uint64_t *scratch = malloc(2 * n * sizeof *scratch), s = 5;
     vi *ref = malloc(n * sizeof *ref);
     cr_assert(v && rank && scratch && ref);
     for (size_t i = 0; i < n; i++) {
