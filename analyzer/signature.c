@@ -432,7 +432,9 @@ static void pair_both(pair_ctx *c, void (*fn)(pair_ctx *, int))
 static int sets_same(const peat_sample_set *x, const peat_sample_set *y)
 {
     size_t n = (size_t)x->n;
-    if (y->n != x->n || y->k != x->k || memcmp(x->prio, y->prio, n * sizeof *x->prio)) return 0;
+    if (y->n != x->n || y->k != x->k) return 0;
+    if (n == 0) return 1; /* two empty sets (their arrays may be NULL) */
+    if (memcmp(x->prio, y->prio, n * sizeof *x->prio)) return 0;
     for (size_t i = 0; i < n; i++)
         if (memcmp(&x->v[i], &y->v[i], offsetof(peat_sample_val, d))) return 0;
     return 1;

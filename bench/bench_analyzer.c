@@ -123,8 +123,7 @@ static int time_analyzer(const triple *t, int threads, int reps, int warm, int p
         if (r < reps - 1 && warm) continue;
         peat_signature sc, sg;
         t0 = now();
-        if (r == reps - 1 && (peat_analyzer_signature(c, &sc) || peat_analyzer_signature(g, &sg)))
-            return fail("signature");
+        if (r == reps - 1 && peat_analyzer_signature_pair(c, &sc, g, &sg)) return fail("signature");
         *sig = now() - t0;
         peat_analyzer_acc_free(c);
         peat_analyzer_acc_free(g);
@@ -152,7 +151,8 @@ static int throughput_table(int64_t max_bytes, int cores)
            "already hold 2^21 elements, as in a campaign under way; pair: candidate and golden in "
            "one pass "
            "(peat_analyzer_acc_add_pair, as playback does); two adds: one add each; signatures: "
-           "wall ms for both of the last run, %d cores)\n\n",
+           "wall ms of the last run's pair (peat_analyzer_signature_pair, as the analyze stage), "
+           "%d cores)\n\n",
            cores, cores);
     printf("| triple bytes | elements | memcpy GB/s | 1 core GB/s (fresh, pair) | ratio | 1 core "
            "GB/s (warm, pair) | ratio | 1 core GB/s (warm, two adds) | ratio | %d cores GB/s "

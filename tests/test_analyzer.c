@@ -1088,6 +1088,25 @@ Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
     }
 }
 
+/* Two accumulators that were never fed (every call of the kernel crashed): the pair gives two
+ * empty signatures, as the single call does, and touches no array of the empty samples. */
+Test(analyzer, signature_pair_of_empty_accumulators)
+{
+    peat_analyzer_acc_t *c = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *g = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+    cr_assert(c && g);
+    peat_signature sc, sg, s1;
+    cr_assert_eq(peat_analyzer_signature_pair(c, &sc, g, &sg), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_analyzer_signature(c, &s1), PEAT_OK);
+    cr_assert_eq(sc.n_elems, 0);
+    cr_assert_eq(sg.n_elems, 0);
+    cr_assert(isnan(sc.corr_err_input) && isnan(sg.err_roughness));
+    char *a = json_sig(&sc), *b = json_sig(&s1);
+    cr_assert_str_eq(a, b);
+    free(a), free(b);
+    peat_analyzer_acc_free(c), peat_analyzer_acc_free(g);
+}
+
 /* The pair of signatures is bit for bit the two signatures taken alone (compared through the
  * JSON, %.17g): with samples of the same elements (a candidate whose values are all finite: the
  * shared sorts), and with samples that differ (a candidate with NaN and Inf where the golden's
