@@ -17,8 +17,7 @@ peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
 
 void peat_sample_set_free(peat_sample_set *ss)
 {
-    peat_big_free(ss->prio, (size_t)ss->cap * sizeof *ss->prio);
-    peat_big_free(ss->v, (size_t)ss->cap * sizeof *ss->v);
+    peat_big_free(ss->prio, (size_t)ss->cap * (sizeof *ss->prio + sizeof *ss->v));
     free(ss->key);
     memset(ss, 0, sizeof *ss);
 }
@@ -92,18 +91,17 @@ static void cut(peat_sample_set *ss)
     ss->thresh = th;
 }
 
-/* Room for cap entries; 0 when it cannot be had (the set stays as it is). */
+/* Room for cap entries; 0 when it cannot be had (the set stays as it is). The priorities and the
+ * values share one allocation, so that a full set's (7.5 MiB) is served by huge pages whole (the
+ * priorities alone, 1.5 MiB, were below the huge page and faulted in 4 KiB at a time). */
 static int set_grow(peat_sample_set *ss, int64_t cap)
 {
     size_t n = (size_t)ss->n, old = (size_t)ss->cap, want = (size_t)cap;
-    uint64_t *p = peat_big_alloc(want * sizeof *p);
-    peat_sample_val *v = peat_big_alloc(want * sizeof *v);
-    if (!p || !v) {
-        peat_big_free(p, want * sizeof *p), peat_big_free(v, want * sizeof *v);
-        return 0;
-    }
+    uint64_t *p = peat_big_alloc(want * (sizeof *p + sizeof(peat_sample_val)));
+    if (!p) return 0;
+    peat_sample_val *v = (peat_sample_val *)(p + want);
     if (n) memcpy(p, ss->prio, n * sizeof *p), memcpy(v, ss->v, n * sizeof *v);
-    peat_big_free(ss->prio, old * sizeof *p), peat_big_free(ss->v, old * sizeof *v);
+    peat_big_free(ss->prio, old * (sizeof *p + sizeof *v));
     ss->prio = p, ss->v = v;
     ss->cap = cap;
     return 1;
