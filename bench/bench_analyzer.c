@@ -192,7 +192,7 @@ static int throughput_table(int64_t max_bytes, int cores)
 
 /* Runs of each flow in the stage table: the one with the median analysis share is printed,
  * with the range of the shares beside it (run-to-run spread on a shared VM is large). */
-#define STAGE_RUNS 3
+#define STAGE_RUNS 5
 
 /* One default `peat run --kernel gemm_new --flow F --no-runtime` into out; *cpu its CPU seconds
  * (all processes). */
