@@ -397,7 +397,7 @@ typedef struct pair_ctx {
     pair_side side[2];
     int same;
     size_t n_corr, n_x, n_in;
-    uint32_t *perm_x, *perm_in;
+    uint32_t *perm_x, *perm_in; /* side 1's and side 0's own permutations, which sort them */
 } pair_ctx;
 
 /* Runs fn for side 0 on the calling thread and for side 1 on another (or after it, if no thread
@@ -513,20 +513,16 @@ static size_t corr_count(const peat_sample_cols *v)
     return n;
 }
 
-static peat_status pair_shared(pair_ctx *c)
+static void pair_shared(pair_ctx *c)
 {
     peat_sample_cols *v = &c->side[0].v, *w = &c->side[1].v;
     w->b = v->b, w->key = v->key, w->x = v->x, w->prio = v->prio; /* side 1's lean take */
     c->n_corr = corr_count(v);
     c->n_x = rough_filter(v, 0, NULL, NULL, NULL);
     c->n_in = rough_filter(v, 1, NULL, NULL, NULL);
-    c->perm_x = malloc(2 * v->n * sizeof *c->perm_x + 1);
-    if (!c->perm_x) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: key orders of %zu", v->n);
-    c->perm_in = c->perm_x + v->n;
+    c->perm_x = c->side[1].ws.perm, c->perm_in = c->side[0].ws.perm;
     pair_both(c, phase_sort);
     pair_both(c, phase_finish);
-    free(c->perm_x);
-    return PEAT_OK;
 }
 
 peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_signature *sa,
@@ -541,7 +537,7 @@ peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_sign
     for (int k = 0; k < 2 && st == PEAT_OK; k++)
         if (c.side[k].st != PEAT_OK) st = PEAT_ERROR(c.side[k].st, "%s", c.side[k].why);
     if (st == PEAT_OK && c.same)
-        st = pair_shared(&c);
+        pair_shared(&c);
     else if (st == PEAT_OK)
         pair_both(&c, phase_alone);
     peat_big_free(c.side[0].ws.cols, c.side[0].ws.bytes);
