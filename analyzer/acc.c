@@ -270,6 +270,7 @@ static peat_scan_in scan_in_of(const peat_analyzer_acc_t *acc, const peat_tensor
 {
     peat_scan_in in = {.t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test) : NULL,
                        .x = exact->dtype == PEAT_DTYPE_F64 ? peat_f64(exact) : NULL,
+                       .in = input && input->dtype == PEAT_DTYPE_F32 ? peat_f32(input) : NULL,
                        .test_t = test,
                        .exact_t = exact,
                        .input = input,

@@ -214,6 +214,7 @@ void peat_worker_flush(peat_worker *w);
 typedef struct peat_scan_in {
     const float *t;  /* test values (F32) or NULL: then test_t is read element by element */
     const double *x; /* exact values (F64) or NULL: then exact_t */
+    const float *in; /* input values (F32) or NULL: then input, where there is one */
     const peat_tensor *test_t, *exact_t, *input;
     const double *mag; /* NULL = |exact| */
     int64_t depth, cols, call;

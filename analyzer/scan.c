@@ -526,10 +526,7 @@ static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const 
                         peat_worker *w)
 {
     double x = b->x[j], err = b->err[j], inv_s = (b->xc[j] & X_SOK) ? b->inv[j] : 0.0;
-    const peat_tensor *inp = in->input;
-    double key = !inp                           ? NAN
-                 : inp->dtype == PEAT_DTYPE_F32 ? (double)peat_f32(inp)[i] /* the common case */
-                                                : peat_tensor_get(inp, i);
+    double key = in->in ? (double)in->in[i] : in->input ? peat_tensor_get(in->input, i) : NAN;
     peat_sample smp = {.prio = prio, .inv_s = inv_s, .d = err, .x = x, .key = key};
     w->stage[w->n_stage++] = smp;
     if (w->n_stage == PEAT_WORKER_STAGE) peat_worker_flush(w);
