@@ -567,16 +567,23 @@ static peat_pred_costs steer_costs(void)
     return c;
 }
 
+/* The steering state of those 12 iterations, done in elapsed_s, with room for 10 to 120. */
+static peat_pred_steer steer_state(double elapsed_s)
+{
+    peat_pred_steer s = {.done = 12,
+                         .every = 6,
+                         .elapsed_s = elapsed_s,
+                         .left_s = 5.02,
+                         .min_iters = 10,
+                         .max_iters = 120};
+    return s;
+}
+
 Test(steer, runtime_twice_as_slow_cuts_by_hand)
 {
     peat_pred_costs c = steer_costs();
     /* predicted for the 12 done: 1.2 + 0.4 = 1.6 s; they took 3.2 s: pace 2 */
-    peat_pred_steer s = {.done = 12,
-                         .every = 6,
-                         .elapsed_s = 3.2,
-                         .left_s = 5.02,
-                         .min_iters = 10,
-                         .max_iters = 120};
+    peat_pred_steer s = steer_state(3.2);
     cr_assert_float_eq(peat_predictor_steer_pace(&c, &s), 2.0, 1e-12);
     /* n = 30: 2 x (18 x 0.1 + 3 x 0.2) = 4.8 s fits; n = 31 adds its own evaluation: 2 x (1.9 +
      * 4 x 0.2) = 5.4 s; every n above costs more */
@@ -591,12 +598,7 @@ Test(steer, runtime_ahead_extends_by_hand)
     peat_pred_costs c = steer_costs();
     /* twice as fast: 0.5 x ((n - 12) 0.1 + (evals(n) - 2) 0.2) <= 5.02: n = 86 costs 0.5 x (7.4 +
      * 13 x 0.2) = 5.0 s, n = 87 0.5 x (7.5 + 2.6) = 5.05 s: the run grows from 60 to 86 */
-    peat_pred_steer s = {.done = 12,
-                         .every = 6,
-                         .elapsed_s = 0.8,
-                         .left_s = 5.02,
-                         .min_iters = 10,
-                         .max_iters = 120};
+    peat_pred_steer s = steer_state(0.8);
     cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 86);
     s.max_iters = 70;
     cr_assert_eq(peat_predictor_runtime_steer(&c, &s), 70, "never above the room it has");
@@ -611,14 +613,8 @@ Test(steer, runtime_ahead_extends_by_hand)
 Test(steer, runtime_window_follows_a_change_of_load)
 {
     peat_pred_costs c = steer_costs();
-    peat_pred_steer s = {.done = 12,
-                         .every = 6,
-                         .elapsed_s = 3.2,
-                         .window_n = 6,
-                         .window_s = 2.4,
-                         .left_s = 5.02,
-                         .min_iters = 10,
-                         .max_iters = 120};
+    peat_pred_steer s = steer_state(3.2);
+    s.window_n = 6, s.window_s = 2.4;
     cr_assert_float_eq(peat_predictor_steer_pace(&c, &s), 3.0, 1e-12);
     /* 3 x (0.1 (n - 12) + 0.2 (evals(n) - 2)) <= 5.02: n = 24 costs 3 x 1.6 = 4.8 s, n = 25 3 x
      * (1.3 + 0.4) = 5.1 s, n = 26..29 more */
