@@ -8,6 +8,7 @@
 #include "golden/golden.h"
 #include "harness/campaign.h"
 #include "harness/harness.h"
+#include "harness/latency.h"
 #include "store/store.h"
 
 #include <math.h>
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define FI_TABLE "/fi/trials"
@@ -340,13 +340,6 @@ static peat_status signature_write(fi_run *F, const peat_inject_model_t *m, int6
 
 /* ---- the campaign ---- */
 
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static peat_status models_parse(const char *list, peat_inject_model_t **m, peat_fi_result *res)
 {
     char buf[2048];
@@ -434,10 +427,10 @@ static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--trials must be in 1..1e8 (or --margin in (0,1))");
     if (!o->quiet) plan_print(F, n);
     PEAT_TRY(peat_store_table_open(F->store, FI_TABLE, cols, NCOL, &F->tab));
-    double t0 = peat_now(), c0 = cpu_now();
+    double t0 = peat_now(), c0 = peat_latency_process_cpu_s();
     for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(series_run(F, m[i], n));
     F->res->t_run = peat_now() - t0;
-    F->res->t_cpu = cpu_now() - c0;
+    F->res->t_cpu = peat_latency_process_cpu_s() - c0;
     F->res->trials_per_s = F->res->t_run > 0 ? (double)F->res->n_run / F->res->t_run : 0;
     for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(signature_write(F, m[i], n));
     return trials_collect(F);
