@@ -50,6 +50,13 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
             "calibrated %d kernels and harness steps, reused %d from the cache; calibration cost "
             "%.2f s (%.2f s with device description and warm-up)\n",
             c.n_calibrated, c.n_reused, c.cost_s, peat_predictor_now() - t0);
+    long timings, quiet;
+    peat_predictor_gate_stats(&timings, &quiet);
+    if (timings > quiet)
+        fprintf(out,
+                "quiet gate: %ld of %ld kernel timings left out, taken while the core ran slow "
+                "(probe over %.2fx its best)\n",
+                timings - quiet, timings, PEAT_PRED_QUIET);
     peat_predictor_table_free(&t);
     return PEAT_OK;
 }

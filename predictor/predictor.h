@@ -168,6 +168,26 @@ void peat_predictor_call_free(peat_pred_call *c);
  * kernels on the thread's CPU clock, device kernels on the wall clock. */
 peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call *c, double min_s,
                                      int max_reps, double *median_s);
+/* The quiet gate (calib.c): a CPU timing counts only when the probes around it, a fixed
+ * L1-resident loop on the thread's CPU clock, ran within PEAT_PRED_QUIET of the fastest probe the
+ * process has seen: a core slowed by its neighbours (a busy sibling thread, a host's clock
+ * dropping under load) for seconds at a time is waited out, not averaged in. */
+#define PEAT_PRED_QUIET 1.15
+/* One probe: thread CPU seconds (the fastest of 3 runs of ~3 us); updates the process's best. */
+double peat_predictor_probe(void);
+/* The fastest probe this process has seen (0 before the first). */
+double peat_predictor_probe_best(void);
+/* Whether a probe of probe_s seconds is within PEAT_PRED_QUIET of the best (0: an ungated
+ * timing, a device kernel's, counts as quiet). */
+int peat_predictor_probe_quiet(double probe_s);
+/* The median of the quiet ones (probe 0 or <= PEAT_PRED_QUIET x best) among n timings t with
+ * their probes, or of all n when fewer than need are quiet; returns how many were quiet. n is at
+ * most PEAT_PRED_GATE_MAX. */
+#define PEAT_PRED_GATE_MAX 60
+/* Gated timings this process has taken, and how many of them were quiet when taken. */
+void peat_predictor_gate_stats(long *timings, long *quiet);
+int peat_predictor_quiet_median(const double *t, const double *probe, int n, double best, int need,
+                                double *med);
 /* The calibration sizes of an op (ascending), returns how many. */
 int peat_predictor_sizes(peat_op_kind op, int odd, int *sizes, int max);
 /* Model variable of a call: wave work (compute) or bytes (memory). */
@@ -175,7 +195,8 @@ double peat_predictor_x(const peat_kernel *k, const peat_pred_device *d, peat_pr
                         const peat_op_params *p);
 /* Median over passes of the call time of k at each size of its op's calibration family (and,
  * when odd is not NULL, of the held-out family, timed in the same sweeps): fills the sizes and
- * times of each. */
+ * times of each. CPU timings are gated (quiet ones only; sweeps go on, up to 3x passes, until
+ * every size has passes quiet ones; the median of all where fewer than 3 are). */
 peat_status peat_predictor_time_families(const peat_kernel *k, int passes, double min_s, int *n_cal,
                                          int *cal, double *t_cal, int *n_odd, int *odd,
                                          double *t_odd);

@@ -797,6 +797,46 @@ Test(plan, refuses_with_the_minimum_it_needs)
     cr_assert_eq(p.iters, l.max.iters, "an ample budget runs the largest campaign");
 }
 
+/* ---- the quiet gate: timings taken while the core ran slow are left out ---- */
+
+Test(gate, median_of_the_quiet_timings_by_hand)
+{
+    /* seven timings, three of them taken while a neighbour slowed the core 1.7x (their probes
+     * 1.4x the best): the median of the four quiet ones, 1.05 and 1.1 averaged */
+    const double t[7] = {1.0, 1.7, 1.1, 1.75, 1.2, 1.05, 1.8};
+    const double p[7] = {2.0, 2.8, 2.1, 2.8, 2.2, 2.0, 2.9};
+    double med = 0;
+    cr_assert_eq(peat_predictor_quiet_median(t, p, 7, 2.0, 3, &med), 4);
+    cr_assert_float_eq(med, 1.075, 1e-15, "the four quiet ones' median, got %g", med);
+    /* a probe exactly at the threshold is quiet, one just above is not */
+    const double p2[7] = {2.0, 2.5, 2.0 * PEAT_PRED_QUIET, 2.4, 2.0 * PEAT_PRED_QUIET * 1.001,
+                          2.0, 3.0};
+    cr_assert_eq(peat_predictor_quiet_median(t, p2, 7, 2.0, 3, &med), 3);
+    cr_assert_float_eq(med, 1.05, 1e-15, "1.0, 1.05 and 1.1: got %g", med);
+    /* fewer quiet than needed: the median of all seven */
+    cr_assert_eq(peat_predictor_quiet_median(t, p, 7, 2.0, 5, &med), 4);
+    cr_assert_float_eq(med, 1.2, 1e-15, "the median of all seven, got %g", med);
+    /* ungated timings (device kernels, probe 0) count as quiet */
+    const double p0[3] = {0, 0, 0};
+    cr_assert_eq(peat_predictor_quiet_median(t, p0, 3, 2.0, 3, &med), 3);
+    cr_assert_float_eq(med, 1.1, 1e-15);
+    cr_assert_eq(peat_predictor_quiet_median(t, p0, PEAT_PRED_GATE_MAX + 1, 2.0, 3, &med), 0,
+                 "more timings than the gate holds are refused");
+}
+
+Test(gate, probe_sets_the_best_and_judges_by_it)
+{
+    double first = peat_predictor_probe();
+    cr_assert(first > 0 && first < 0.01, "a probe is a few microseconds, got %g s", first);
+    for (int i = 0; i < 20; i++) peat_predictor_probe();
+    double best = peat_predictor_probe_best();
+    cr_assert(best > 0 && best <= first, "the best is the fastest probe seen");
+    cr_assert(peat_predictor_probe_quiet(best));
+    cr_assert(peat_predictor_probe_quiet(best * PEAT_PRED_QUIET));
+    cr_assert(!peat_predictor_probe_quiet(best * PEAT_PRED_QUIET * 1.01));
+    cr_assert(peat_predictor_probe_quiet(0), "an ungated timing counts as quiet");
+}
+
 /* ---- the model on real kernels: a calibration table predicts its own points ---- */
 
 Test(calibrate, table_reproduces_its_points_and_classes)
