@@ -2,6 +2,7 @@
  * on held-out shapes never used in calibration, per kernel, beside a roofline and a
  * NeuSight-style tile/wave baseline with one fitted utilisation; then predicted vs actual time
  * per campaign stage. Usage: bench_predictor [--backend B] [--repeats R] [--kernels a,b] */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,17 +159,20 @@ static peat_status run_campaign(const char *flow, const char *backend, const cha
     return st;
 }
 
-/* The default campaign of a flow (`peat run --kernel gemm_new --flow F`): predicted per stage
- * (from the same run options) against the median of `repeats` runs. Returns the predicted
- * total; *ok cleared when a stage of over 0.5 s misses 15%. */
-static double default_stages(const char *flow, const char *backend, int repeats, double *min_s,
-                             int *ok)
+/* The default campaign of a flow (`peat run --kernel gemm_new --flow F`), predicted per stage
+ * (from the same run options) just before each of `repeats` runs, as `peat predict` then `peat
+ * run` would: a shared core's speed changes over seconds, and the prediction reads it at its
+ * warm-up. Prints the medians of predictions and of actual times and judges the median of the
+ * runs' errors. Returns the median predicted total; *ok cleared when a stage of over 0.5 s misses
+ * 15%. */
+static peat_status predict_default(const char *flow, const char *backend, double pred[ST_N],
+                                   double pcpu[ST_N], double *min_s)
 {
     peat_latency_opts lo = {.kernel = "gemm_new", .flow = flow, .backend = backend};
     lo.flow_cfg.seed = 1, lo.flow_cfg.weight_decay = -1.0;
     peat_latency_model m;
     peat_pred_plan p;
-    if (peat_latency_model_open(&lo, &m) != PEAT_OK) return 0;
+    PEAT_TRY(peat_latency_model_open(&lo, &m));
     peat_status st = peat_latency_plan_for(&m, peat_campaign_default_iters(flow),
                                            PEAT_CAMPAIGN_DEFAULT_CALLS, &p);
     peat_pred_limits l;
@@ -177,59 +181,155 @@ static double default_stages(const char *flow, const char *backend, int repeats,
                                  PEAT_CAMPAIGN_DEFAULT_CALLS, &l);
     if (st == PEAT_OK) peat_predictor_plan_cost(&m.costs, &l.min), *min_s = l.min.total_s;
     peat_latency_model_close(&m);
-    if (st != PEAT_OK) return 0;
+    PEAT_TRY(st);
     static const peat_pred_stage of[ST_TOTAL] = {PEAT_STAGE_PROFILE, PEAT_STAGE_PLAYBACK,
                                                  PEAT_STAGE_PROBES,  PEAT_STAGE_ANALYZE,
                                                  PEAT_STAGE_RUNTIME, PEAT_STAGE_OTHER};
-    double pred[ST_N], pcpu[ST_N];
     for (int s = 0; s < ST_TOTAL; s++) pred[s] = p.stage_s[of[s]], pcpu[s] = p.stage_cpu_s[of[s]];
     pred[ST_TOTAL] = p.total_s, pcpu[ST_TOTAL] = p.total_cpu_s;
-    double act[ST_N][15], acpu[ST_N][15];
-    for (int rep = 0; rep < repeats; rep++) {
-        peat_campaign_result r;
-        double total = 0, a[ST_N], b[ST_N];
-        if (run_campaign(flow, backend, NULL, &r, &total) != PEAT_OK) return 0;
-        actual_stages(&r, total, a);
-        actual_cpu(&r, b);
-        for (int s = 0; s < ST_N; s++) act[s][rep] = a[s], acpu[s][rep] = b[s];
+    return PEAT_OK;
+}
+
+/* Each prediction and run is made in a fresh process (this program again, `--child`), as `peat
+ * run --budget` plans and runs in one: a process that has already run campaigns holds more
+ * memory, and every isolation fork copies its page tables (gpt's playback ran 0.70 s here in the
+ * fourth campaign of one process against 0.41-0.48 s in fresh ones). */
+static char self_exe[4096];
+
+static FILE *child(const char *args)
+{
+    char cmd[sizeof self_exe + 512];
+    snprintf(cmd, sizeof cmd, "'%s' --child %.500s", self_exe, args);
+    fflush(stdout);
+    return popen(cmd, "r");
+}
+
+/* The child's one result line, after the tag, into buf; 0 when there is none. */
+static int child_line(FILE *f, const char *tag, char *buf, size_t n)
+{
+    char line[4096];
+    int found = 0;
+    size_t tl = strlen(tag);
+    while (fgets(line, sizeof line, f))
+        if (!found && !strncmp(line, tag, tl)) {
+            size_t m = strlen(line + tl);
+            if (m >= n) m = n - 1;
+            memcpy(buf, line + tl, m);
+            buf[m] = 0;
+            found = 1;
+        }
+    return pclose(f) == 0 && found;
+}
+
+/* --child default FLOW BACKEND: one prediction and one run, printed on one line. */
+static int child_default(const char *flow, const char *backend)
+{
+    double pw[ST_N], pc[ST_N], a[ST_N], b[ST_N], total = 0, mins = 0;
+    peat_campaign_result r;
+    if (predict_default(flow, backend, pw, pc, &mins) != PEAT_OK ||
+        run_campaign(flow, backend, NULL, &r, &total) != PEAT_OK) {
+        printf("ERROR %s\n", peat_error_last());
+        return 1;
     }
+    actual_stages(&r, total, a);
+    actual_cpu(&r, b);
+    printf("DEFAULT %.6g", mins);
+    for (int s = 0; s < ST_N; s++) printf(" %.6g %.6g %.6g %.6g", pw[s], pc[s], a[s], b[s]);
+    printf("\n");
+    return 0;
+}
+
+static double default_stages(const char *flow, const char *backend, int repeats, double *min_s,
+                             int *ok)
+{
+    enum { R = 15 };
+    double pred[ST_N][R], pcpu[ST_N][R], act[ST_N][R], acpu[ST_N][R], err[ST_N][R], errc[ST_N][R];
+    if (repeats > R) repeats = R;
+    for (int rep = 0; rep < repeats; rep++) {
+        char args[256], line[4096];
+        snprintf(args, sizeof args, "default '%s' '%s'", flow, backend);
+        FILE *f = child(args);
+        if (!f || !child_line(f, "DEFAULT ", line, sizeof line)) {
+            printf("%-11s child run failed\n", flow);
+            return 0;
+        }
+        char *q = line;
+        double mins = strtod(q, &q);
+        if (rep == 0) *min_s = mins;
+        for (int s = 0; s < ST_N; s++) {
+            pred[s][rep] = strtod(q, &q), pcpu[s][rep] = strtod(q, &q);
+            act[s][rep] = strtod(q, &q), acpu[s][rep] = strtod(q, &q);
+            double a = act[s][rep], b = acpu[s][rep];
+            err[s][rep] = a > 0 ? 100 * (pred[s][rep] - a) / a : 0;
+            errc[s][rep] = b > 0 ? 100 * (pcpu[s][rep] - b) / b : 0;
+        }
+    }
+    double total_pred = 0;
     for (int s = 0; s < ST_N; s++) {
-        double a = median(act[s], repeats), e = a > 0 ? 100 * (pred[s] - a) / a : 0;
-        double b = median(acpu[s], repeats), ec = b > 0 ? 100 * (pcpu[s] - b) / b : 0;
+        double pw = median(pred[s], repeats), a = median(act[s], repeats);
+        double pc = median(pcpu[s], repeats), b = median(acpu[s], repeats);
+        double e = median(err[s], repeats), ec = median(errc[s], repeats);
         int judged = a >= 0.5 || s == ST_TOTAL;
         if (judged && fabs(e) > 15) *ok = 0;
         printf("%-11s %-9s %9.2fs %9.2fs %+7.0f%%   %9.2fs %9.2fs %+7.0f%%%s\n", flow, st_names[s],
-               pred[s], a, e, pcpu[s], b, ec,
-               judged ? (fabs(e) <= 15 ? "" : "  MISSED") : "  (< 0.5 s)");
+               pw, a, e, pc, b, ec, judged ? (fabs(e) <= 15 ? "" : "  MISSED") : "  (< 0.5 s)");
+        if (s == ST_TOTAL) total_pred = pw;
     }
-    return p.total_s;
+    return total_pred;
 }
 
 /* `peat run --budget B`: the whole run's wall time against B, and its own predicted vs actual
  * per stage. *ok cleared when the run ends outside B +- 15%. */
-static void budget_run(const char *flow, const char *backend, double budget, int *ok)
+/* --child budget FLOW BACKEND B: one budgeted run, printed on one line. */
+static int child_budget(const char *flow, const char *backend, const char *b)
 {
-    char b[32];
-    snprintf(b, sizeof b, "%.1fs", budget);
     peat_campaign_result r;
     double total = 0, a[ST_N];
     if (run_campaign(flow, backend, b, &r, &total) != PEAT_OK) {
-        printf("%-11s %7s  refused: %s\n", flow, b, peat_error_last());
+        printf("RESULT REFUSED %s\n", peat_error_last());
+        return 0;
+    }
+    actual_stages(&r, total, a);
+    printf("RESULT BUDGET %lld %lld %lld %.6g %.6g %.6g %.6g %.6g %.6g", (long long)r.plan_iters,
+           (long long)r.plan_calls, (long long)r.n_budget_skipped, total, r.pred_profile,
+           r.pred_playback, r.pred_probe, r.pred_analyze, r.pred_runtime);
+    for (int s = 0; s < 5; s++) printf(" %.6g", a[s]);
+    printf("\n");
+    return 0;
+}
+
+static void budget_run(const char *flow, const char *backend, double budget, int *ok)
+{
+    char b[32], args[256], line[4096];
+    snprintf(b, sizeof b, "%.1fs", budget);
+    snprintf(args, sizeof args, "budget '%s' '%s' %s", flow, backend, b);
+    FILE *f = child(args);
+    if (!f || !child_line(f, "RESULT ", line, sizeof line) ||
+        (strncmp(line, "BUDGET ", 7) && strncmp(line, "REFUSED ", 8))) {
+        printf("%-11s %7s  child run failed\n", flow, b);
+        *ok = 0;
+        return;
+    }
+    if (!strncmp(line, "REFUSED ", 8)) {
+        printf("%-11s %7s  refused: %s", flow, b, line + 8);
         /* as a user would: again at 1.1x the minimum the refusal states (the run's own
          * prediction of the smallest campaign, made at its own warm-up, can differ from this
          * process's by the load of the moment) */
-        const char *q = strstr(peat_error_last(), "needs ");
+        const char *q = strstr(line, "needs ");
         double need = q ? strtod(q + 6, NULL) : 0;
         if (need > budget) budget_run(flow, backend, 1.1 * need, ok);
         return;
     }
-    actual_stages(&r, total, a);
+    char *q = line + 7;
+    long long iters = strtoll(q, &q, 10), calls = strtoll(q, &q, 10), cut = strtoll(q, &q, 10);
+    double total = strtod(q, &q), pred[5], a[5];
+    for (int s = 0; s < 5; s++) pred[s] = strtod(q, &q);
+    for (int s = 0; s < 5; s++) a[s] = strtod(q, &q);
     double e = 100 * (total - budget) / budget;
     int in = fabs(e) <= 15;
     *ok &= in;
-    printf("%-11s %7s %6lld %6lld %6lld %8.2fs %+6.0f%%  %-6s", flow, b, (long long)r.plan_iters,
-           (long long)r.plan_calls, (long long)r.n_budget_skipped, total, e, in ? "ok" : "MISSED");
-    double pred[] = {r.pred_profile, r.pred_playback, r.pred_probe, r.pred_analyze, r.pred_runtime};
+    printf("%-11s %7s %6lld %6lld %6lld %8.2fs %+6.0f%%  %-6s", flow, b, iters, calls, cut, total,
+           e, in ? "ok" : "MISSED");
     for (int s = 0; s < 5; s++) printf(" %5.2f/%-5.2f", pred[s], a[s]);
     printf("\n");
 }
@@ -243,7 +343,8 @@ static int bench_stages(const char *backend, int repeats)
     double pred_total[16] = {0}, min_total[16] = {0};
     int ok = 1, n = 0;
     printf("\nper-stage time of the default campaign (`peat run --kernel gemm_new --flow F`; wall "
-           "seconds, actual = median of %d runs; stages under 0.5 s are shown, not judged):\n",
+           "seconds; predicted just before each of %d runs: medians of the predictions, of the "
+           "actual times and of the runs' errors; stages under 0.5 s are shown, not judged):\n",
            repeats);
     printf("(cpu: this process and its children; the wall prediction is the cpu one over the core "
            "share and cores measured at warm-up, the load of a shared machine moves it)\n");
@@ -338,6 +439,16 @@ int main(int argc, char **argv)
     if (repeats < 1 || repeats > 15) repeats = 5;
     if (stage_repeats < 1 || stage_repeats > 15) stage_repeats = 3;
     if (peat_builtin_init() != PEAT_OK) return 2;
+    if (argc == 5 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "default"))
+        return child_default(argv[3], argv[4]);
+    if (argc == 6 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "budget"))
+        return child_budget(argv[3], argv[4], argv[5]);
+    ssize_t len = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "bench_predictor: cannot find its own program: %s\n", strerror(errno));
+        return 2;
+    }
+    self_exe[len] = 0;
     peat_pred_device d;
     peat_pred_clock clk;
     if (peat_latency_device(backend, &d, &clk) != PEAT_OK) {

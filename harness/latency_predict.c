@@ -471,13 +471,36 @@ static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_en
     return PEAT_OK;
 }
 
+static int cmp_elems(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* The isolation curve at this process's level: a fork costs more from a process that has built
  * and trained a flow (its heap, its mappings) than from the calibrating one at the same resident
- * size; the curve is shifted to the fork measured here (at c->base_bytes) and keeps its slope. */
-static peat_status isolation(const peat_pred_ktable *iso, peat_pred_costs *c)
+ * size, and a replayed call's fork more than the calibration's one-element call (the parent's
+ * copy-on-write faults on the exact kernel's buffers after it, the child's work on real ones);
+ * the curve is shifted to what isolation measured here adds to three of the flow's own calls
+ * of the op (the smallest, median and largest output; at c->base_bytes) and keeps its slope. */
+static peat_status isolation(const peat_pred_ktable *iso, const peat_kernel *k,
+                             const peat_latency_flow *fl, peat_pred_costs *c)
 {
+    /* (output elements, call index) of the op's calls, sorted by elements */
+    double *ord = malloc((size_t)(fl->n_step > 0 ? fl->n_step : 1) * 2 * sizeof *ord);
+    if (!ord) return PEAT_ERROR(PEAT_ERR_NOMEM, "isolation calls");
+    int64_t m = 0;
+    for (int64_t i = 0; i < fl->n_step; i++)
+        if (fl->calls[i].op == k->op)
+            ord[2 * m] = out_elems(k->op, &fl->calls[i].p), ord[2 * m + 1] = (double)i, m++;
+    qsort(ord, (size_t)m, 2 * sizeof *ord, cmp_elems);
+    peat_op_params p[3];
+    int n = 0;
+    for (int q = 0; q < 3 && m > 0; q++)
+        p[n++] = fl->calls[(int64_t)ord[2 * (q * (m - 1) / 2) + 1]].p;
+    free(ord);
     double now = 0;
-    PEAT_TRY(peat_latency_isolate_now(&now));
+    PEAT_TRY(peat_latency_isolate_now(k, p, n, &now));
     c->isolate = *iso;
     double at = peat_predictor_ktable_eval(iso, c->base_bytes), shift = now - at;
     if (shift < -0.5 * at) shift = -0.5 * at; /* a lucky measurement halves it at most */
@@ -514,7 +537,7 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     /* the accumulators at a default campaign's elements (bounded: flat once full) */
     c->held_bytes = peat_latency_work_s(t, PEAT_WORK_HELD,
                                         (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->elems_per_call);
-    if (iso && o->isolate && strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, c));
+    if (iso && o->isolate && strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, k, fl, c));
     /* the commit stage rewrites the campaign file's signatures (a file of the default's size) */
     c->analyze_fixed_s =
         work_s(t, env, PEAT_WORK_COMMIT, (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->bytes_per_call);
@@ -600,11 +623,11 @@ void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel 
             "\nper unit (CPU): golden iteration %.2f ms measured (its ops %.2f ms from the kernel "
             "tables), evaluation %.2f ms measured, probe %.3f ms, runtime-FI lockstep iteration "
             "%.2f ms (%d runs, their swapped kernels timed at the flow's shapes; x %.2f side by "
-            "side), FI trial %.3f ms; isolation forks at %.1f MB resident (%.1f MB the analyzer "
-            "holds)\n",
+            "side), FI trial %.3f ms; isolation %.2f ms a call, forking at %.1f MB resident (%.1f "
+            "MB the analyzer holds)\n",
             1e3 * fl->step_s, 1e3 * ops, 1e3 * fl->eval_s, 1e3 * c->probe_s,
             1e3 * c->runtime_iter_s, plan->runtime_runs, c->contention > 1 ? c->contention : 1.0,
-            1e3 * c->trial_s,
+            1e3 * c->trial_s, 1e3 * peat_predictor_isolate_s(c, plan->calls),
             (c->base_bytes + c->held_bytes + (double)plan->calls * c->bytes_per_call) / 1e6,
             c->held_bytes / 1e6);
     fprintf(f,
