@@ -69,12 +69,14 @@ typedef enum peat_latency_work {
 const peat_kernel *peat_latency_work_kernel(peat_latency_work w);
 /* Times harness work w on synthetic calls (a few sizes) into kt. */
 peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *kt);
-/* What isolation adds to a replayed call of k from this process as it is now: the candidate
- * forked and the exact reference after it, against both unforked (median of 5 each), averaged
- * over the n params p (the flow's own calls): the isolation curve's level where a campaign will
- * fork (its slope over resident bytes is the calibrated one). */
-peat_status peat_latency_isolate_now(const peat_kernel *k, const peat_op_params *p, int n,
-                                     double *cpu_s);
+/* A replayed call of k from this process as it is now, measured on the n params p (the flow's
+ * own calls; mean of each one's median of 5): *isolate_s (0 unless fork) what forking adds to it
+ * (the candidate forked and the exact reference after it, against both unforked): the isolation
+ * curve's level where a campaign will fork (its slope over resident bytes is the calibrated one);
+ * *guard_s what playback's guards add with or without a fork (guarded outputs, input copies, the
+ * checks for stray writes), against the two calls alone. */
+peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *p, int n, int fork,
+                                    double *isolate_s, double *guard_s);
 /* Predicted seconds of harness work w at x. */
 double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x);
 /* A band rerun of runtime FI as a pseudo-kernel: band member r (1 .. PEAT_RUNTIME_MAX_BAND - 1)

@@ -477,13 +477,15 @@ static int cmp_elems(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The isolation curve at this process's level: a fork costs more from a process that has built
- * and trained a flow (its heap, its mappings) than from the calibrating one at the same resident
- * size, and a replayed call's fork more than the calibration's one-element call (the parent's
- * copy-on-write faults on the exact kernel's buffers after it, the child's work on real ones);
- * the curve is shifted to what isolation measured here adds to three of the flow's own calls
- * of the op (the smallest, median and largest output; at c->base_bytes) and keeps its slope. */
-static peat_status isolation(const peat_pred_ktable *iso, const peat_kernel *k,
+/* Playback's guards and isolation at this process's level, measured on three of the flow's own
+ * calls of the op (the smallest, median and largest output): every replayed call pays the guards
+ * (guarded outputs, input copies, the checks for stray writes), forked or not. A fork costs more
+ * from a process that has built and trained a flow (its heap, its mappings) than from the
+ * calibrating one at the same resident size, and a replayed call's fork more than the
+ * calibration's one-element call (the parent's copy-on-write faults on the exact kernel's
+ * buffers after it, the child's work on real ones): the isolation curve is shifted to what
+ * forking measured here adds (at c->base_bytes) and keeps its slope. */
+static peat_status isolation(const peat_pred_ktable *iso, int isolate, const peat_kernel *k,
                              const peat_latency_flow *fl, peat_pred_costs *c)
 {
     /* (output elements, call index) of the op's calls, sorted by elements */
@@ -499,8 +501,11 @@ static peat_status isolation(const peat_pred_ktable *iso, const peat_kernel *k,
     for (int q = 0; q < 3 && m > 0; q++)
         p[n++] = fl->calls[(int64_t)ord[2 * (q * (m - 1) / 2) + 1]].p;
     free(ord);
-    double now = 0;
-    PEAT_TRY(peat_latency_isolate_now(k, p, n, &now));
+    double now = 0, guard = 0;
+    PEAT_TRY(peat_latency_replay_now(k, p, n, isolate, &now, &guard));
+    /* every replayed call (and its repeat) goes through the guards, forked or not */
+    c->replay_s += guard, c->repeat_s += guard;
+    if (!isolate) return PEAT_OK;
     c->isolate = *iso;
     double at = peat_predictor_ktable_eval(iso, c->base_bytes), shift = now - at;
     if (shift < -0.5 * at) shift = -0.5 * at; /* a lucky measurement halves it at most */
@@ -537,7 +542,7 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     /* the accumulators at a default campaign's elements (bounded: flat once full) */
     c->held_bytes = peat_latency_work_s(t, PEAT_WORK_HELD,
                                         (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->elems_per_call);
-    if (iso && o->isolate && strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, k, fl, c));
+    if (strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, iso && o->isolate, k, fl, c));
     /* the commit stage rewrites the campaign file's signatures (a file of the default's size) */
     c->analyze_fixed_s =
         work_s(t, env, PEAT_WORK_COMMIT, (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->bytes_per_call);

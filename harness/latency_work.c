@@ -295,56 +295,62 @@ static peat_status isolate_once(const peat_kernel *k, const peat_pred_call *c, d
     return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
 }
 
-/* One replayed call's isolation cost: the candidate through playback's isolation (outputs
- * guarded, fork, the child runs it) then the exact reference, as playback runs them, against the
- * same two calls without isolation. The difference holds what the one-element calibration call
- * cannot: the child's work on real buffers and, after every fork, a copy-on-write fault on each
- * page the parent writes (the exact kernel's outputs and packing buffers; 1.4 us a page on this
- * project's VM: gpt's 98 forks cost 22.7k faults). CPU seconds of process and children. */
-static peat_status isolate_call_once(const peat_kernel *k, const peat_kernel *ex,
-                                     const peat_pred_call *c, const peat_pred_call *e, double *sec)
+/* One replayed call as playback makes it: guarded outputs, the candidate through
+ * peat_isolate_call (input copies, the checks for stray writes) forked or not, then the exact
+ * reference; and the two calls alone. CPU seconds of process and children: sec[0] forked, sec[1]
+ * unforked, sec[2] the calls alone. Forked holds what the one-element calibration call cannot:
+ * the child's work on real buffers and, after every fork, a copy-on-write fault on each page the
+ * parent writes (the exact kernel's outputs and packing buffers; 1.4 us a page on this project's
+ * VM, where gpt's 98 forks cost 22.7k faults). */
+static peat_status replay_once(const peat_kernel *k, const peat_kernel *ex, const peat_pred_call *c,
+                               const peat_pred_call *e, int fork, double sec[3])
 {
     char why[256];
+    sec[0] = 0;
+    for (int isolate = fork ? 1 : 0; isolate >= 0; isolate--) {
+        double t0 = peat_campaign_cpu_s();
+        peat_args a = c->a;
+        a.n_out = 0;
+        PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
+        peat_status st = peat_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
+        peat_isolate_outputs_free(&a);
+        if (st == PEAT_OK && ex) st = peat_kernel_run(ex, &e->a);
+        sec[1 - isolate] = peat_campaign_cpu_s() - t0;
+        if (st == PEAT_ERR_KERNEL) return PEAT_ERROR(PEAT_ERR_INTERNAL, "replay: %s", why);
+        PEAT_TRY(st);
+    }
     double t0 = peat_campaign_cpu_s();
-    peat_args a = c->a;
-    a.n_out = 0;
-    PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
-    peat_status st = peat_isolate_run(k, &a, 1, 30.0, why, sizeof why);
-    peat_isolate_outputs_free(&a);
-    if (st == PEAT_OK && ex) st = peat_kernel_run(ex, &e->a);
-    double iso = peat_campaign_cpu_s() - t0;
-    if (st == PEAT_ERR_KERNEL) return PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why);
-    PEAT_TRY(st);
-    t0 = peat_campaign_cpu_s();
     PEAT_TRY(peat_kernel_run(k, &c->a));
     if (ex) PEAT_TRY(peat_kernel_run(ex, &e->a));
-    *sec = iso - (peat_campaign_cpu_s() - t0);
+    sec[2] = peat_campaign_cpu_s() - t0;
     return PEAT_OK;
 }
 
-peat_status peat_latency_isolate_now(const peat_kernel *k, const peat_op_params *p, int n,
-                                     double *cpu_s)
+peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *p, int n, int fork,
+                                    double *isolate_s, double *guard_s)
 {
     const peat_kernel *ex = peat_registry_role(k->op, PEAT_ROLE_EXACT, "cpu");
-    double sum = 0;
-    *cpu_s = 0;
+    double iso = 0, guard = 0;
+    *isolate_s = *guard_s = 0;
     for (int i = 0; i < n; i++) {
         peat_pred_call c, e;
         memset(&e, 0, sizeof e); /* freeing a call that failed or was never made is a no-op */
         PEAT_TRY(peat_predictor_call_alloc(k, &p[i], 7, &c));
         peat_status st = ex ? peat_predictor_call_alloc(ex, &p[i], 7, &e) : PEAT_OK;
-        double r[5];
-        /* the first call of each kind untimed (first touch of its buffers and code) */
-        if (st == PEAT_OK) st = isolate_call_once(k, ex, &c, &e, &r[0]);
-        for (int rep = 0; st == PEAT_OK && rep < 5; rep++)
-            st = isolate_call_once(k, ex, &c, &e, &r[rep]);
+        double r[3], fork_d[5], guard_d[5];
+        /* the first round untimed (first touch of its buffers and code) */
+        if (st == PEAT_OK) st = replay_once(k, ex, &c, &e, fork, r);
+        for (int rep = 0; st == PEAT_OK && rep < 5; rep++) {
+            st = replay_once(k, ex, &c, &e, fork, r);
+            fork_d[rep] = r[0] - r[1], guard_d[rep] = r[1] - r[2];
+        }
         peat_predictor_call_free(&e);
         peat_predictor_call_free(&c);
         PEAT_TRY(st);
-        double m = median(r, 5);
-        sum += m > 0 ? m : 0;
+        double f = median(fork_d, 5), g = median(guard_d, 5);
+        iso += f > 0 ? f : 0, guard += g > 0 ? g : 0;
     }
-    *cpu_s = n > 0 ? sum / n : 0;
+    if (n > 0) *isolate_s = iso / n, *guard_s = guard / n;
     return PEAT_OK;
 }
 
