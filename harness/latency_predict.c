@@ -503,8 +503,11 @@ static peat_status isolation(const peat_pred_ktable *iso, int isolate, const pea
     free(ord);
     double now = 0, guard = 0;
     PEAT_TRY(peat_latency_replay_now(k, p, n, isolate, &now, &guard));
-    /* every replayed call (and its repeat) goes through the guards, forked or not */
+    /* every replayed call (and its repeat) goes through the guards, forked or not, and so does
+     * every probe's candidate call (the arithmetic-property probe's two) */
     c->replay_s += guard, c->repeat_s += guard;
+    c->probe_s += fl->probes.n > 0 ? guard : 0.0;
+    c->probe_fixed_s += (double)c->probe_fixed_forks * guard;
     if (!isolate) return PEAT_OK;
     c->isolate = *iso;
     double at = peat_predictor_ktable_eval(iso, c->base_bytes), shift = now - at;
