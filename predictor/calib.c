@@ -3,6 +3,7 @@
 #include "predictor/predictor.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,12 @@ static peat_status alloc_calls(const peat_kernel *k, int odd, peat_pred_call *c,
  * both speeds is wrong between its points. Each timing is therefore bracketed by a probe, a
  * fixed L1-resident loop on the thread's CPU clock, and kept only when both probes ran within
  * PEAT_PRED_QUIET of the fastest probe this process has seen. */
-static double probe_best = INFINITY;
-static long gate_timings, gate_quiet;
+static _Atomic double probe_best = INFINITY; /* atomics: any thread may time kernels */
+static atomic_long gate_timings, gate_quiet;
 
 void peat_predictor_gate_stats(long *timings, long *quiet)
 {
-    *timings = gate_timings, *quiet = gate_quiet;
+    *timings = atomic_load(&gate_timings), *quiet = atomic_load(&gate_quiet);
 }
 
 double peat_predictor_probe(void)
@@ -98,18 +99,21 @@ double peat_predictor_probe(void)
         (void)sink;
         if (t < best) best = t;
     }
-    if (best > 0 && best < probe_best) probe_best = best;
+    double seen = atomic_load(&probe_best);
+    while (best > 0 && best < seen && !atomic_compare_exchange_weak(&probe_best, &seen, best)) {
+    }
     return best;
 }
 
 double peat_predictor_probe_best(void)
 {
-    return probe_best < INFINITY ? probe_best : 0.0;
+    double b = atomic_load(&probe_best);
+    return b < INFINITY ? b : 0.0;
 }
 
 int peat_predictor_probe_quiet(double probe_s)
 {
-    return probe_s == 0 || probe_s <= PEAT_PRED_QUIET * probe_best;
+    return probe_s == 0 || probe_s <= PEAT_PRED_QUIET * atomic_load(&probe_best);
 }
 
 /* One gated timing: the call's median time (time_call) and the slower of the probes around it
@@ -122,8 +126,8 @@ static peat_status time_gated(const peat_kernel *k, const peat_pred_call *c, dou
     PEAT_TRY(peat_predictor_time_call(k, c, min_s, 64, t));
     double p1 = cpu ? peat_predictor_probe() : 0;
     *probe = p0 > p1 ? p0 : p1;
-    gate_timings++;
-    gate_quiet += peat_predictor_probe_quiet(*probe);
+    atomic_fetch_add(&gate_timings, 1);
+    atomic_fetch_add(&gate_quiet, peat_predictor_probe_quiet(*probe));
     return PEAT_OK;
 }
 
@@ -182,7 +186,8 @@ peat_status peat_predictor_time_families(const peat_kernel *k, int passes, doubl
     }
     for (int i = 0; i < nc + no; i++) {
         if (st == PEAT_OK)
-            peat_predictor_quiet_median(r[i], pr[i], sweeps, probe_best, passes < 3 ? passes : 3,
+            peat_predictor_quiet_median(r[i], pr[i], sweeps, atomic_load(&probe_best),
+                                        passes < 3 ? passes : 3,
                                         i < nc ? &t_cal[i] : &t_odd[i - nc]);
         peat_predictor_call_free(&c[i]);
     }
@@ -206,7 +211,7 @@ static peat_status time_one(const peat_kernel *k, int size, double min_s, double
         quiet += peat_predictor_probe_quiet(pr[n]);
     }
     peat_predictor_call_free(&c);
-    if (st == PEAT_OK) peat_predictor_quiet_median(r, pr, n, probe_best, 3, t);
+    if (st == PEAT_OK) peat_predictor_quiet_median(r, pr, n, atomic_load(&probe_best), 3, t);
     return st;
 }
 
