@@ -364,28 +364,28 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 
 /* What the child's end says about the kernel: rep holds what it returned (or one of the above)
  * and its error message. */
-static peat_call_outcome child_verdict(const peat_kernel *k, int wst, const call_report *rep,
-                                       char *why, size_t nwhy)
+static peat_call_outcome child_verdict(const char *name, int wst, const call_report *rep, char *why,
+                                       size_t nwhy)
 {
     int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
     if (WIFSIGNALED(wst)) {
-        snprintf(why, nwhy, "kernel '%s' crashed with signal %d (%s)", k->name, WTERMSIG(wst),
+        snprintf(why, nwhy, "kernel '%s' crashed with signal %d (%s)", name, WTERMSIG(wst),
                  strsignal(WTERMSIG(wst)));
         return PEAT_CALL_FAILED;
     }
     if (rep->status == CHILD_NEVER_RETURNED && code != 0) {
         /* no exit() (its handlers never ran): a sanitizer or _exit turned a fault into a code */
-        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", k->name, code);
+        snprintf(why, nwhy, "kernel '%s' crashed (exit code %d before returning)", name, code);
         return PEAT_CALL_FAILED;
     }
     if (rep->status == CHILD_NEVER_RETURNED || rep->status == CHILD_CALLED_EXIT) {
         snprintf(why, nwhy,
-                 "kernel '%s' ended its process (exit code %d) without completing the call",
-                 k->name, code);
+                 "kernel '%s' ended its process (exit code %d) without completing the call", name,
+                 code);
         return PEAT_CALL_DUE;
     }
     if (rep->status != PEAT_OK) {
-        snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, rep->msg);
+        snprintf(why, nwhy, "kernel '%s' failed: %s", name, rep->msg);
         return PEAT_CALL_FAILED;
     }
     return PEAT_CALL_DONE;
@@ -400,8 +400,9 @@ static void child_atexit(void)
         child_report_at->status = CHILD_CALLED_EXIT;
 }
 
-static void child_run(const peat_kernel *k, const peat_args *a, call_report *rep, pid_t parent,
-                      int done_fd)
+typedef peat_status (*child_fn)(void *arg);
+
+static void child_run(child_fn fn, void *arg, call_report *rep, pid_t parent, int done_fd)
 {
     close(done_fd); /* the read end: the parent's */
     child_report_at = rep;
@@ -409,14 +410,29 @@ static void child_run(const peat_kernel *k, const peat_args *a, call_report *rep
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no orphan left spinning */
     if (getppid() != parent) _exit(1);
-    faults_arm(a, rep); /* a fault outside the guarded buffers kills the child: a crash */
-    peat_status st = peat_kernel_run(k, a);
+    peat_status st = fn(arg);
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
     _exit(0);
 }
 
-static peat_status run_child(const peat_kernel *k, const peat_args *a, call_report *rep,
+/* One kernel call in the child: a fault outside the guarded buffers kills it (a crash). */
+typedef struct kernel_job {
+    const peat_kernel *k;
+    const peat_args *a;
+    call_report *rep;
+} kernel_job;
+
+static peat_status kernel_job_run(void *arg)
+{
+    kernel_job *j = arg;
+    faults_arm(j->a, j->rep);
+    return peat_kernel_run(j->k, j->a);
+}
+
+/* Runs fn(arg) in a forked child (its own process group, killed with peat) until timeout_s;
+ * *out says how it ended, why (naming `name`) when not DONE. */
+static peat_status run_child(const char *name, child_fn fn, void *arg, call_report *rep,
                              double timeout_s, peat_call_outcome *out, char *why, size_t nwhy)
 {
     rep->status = CHILD_NEVER_RETURNED;
@@ -431,7 +447,7 @@ static peat_status run_child(const peat_kernel *k, const peat_args *a, call_repo
     sigaction(SIGINT, &sa, &old_int);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
-    if (pid == 0) child_run(k, a, rep, parent, fds[0]);
+    if (pid == 0) child_run(fn, arg, rep, parent, fds[0]);
     close(fds[1]);
     peat_status st = PEAT_OK;
     if (pid < 0)
@@ -442,12 +458,12 @@ static peat_status run_child(const peat_kernel *k, const peat_args *a, call_repo
         int wst = 0, ended = wait_deadline(pid, fds[0], timeout_s, &wst);
         child_pid = 0;
         if (ended == 0) {
-            snprintf(why, nwhy, "kernel '%s' hung: killed after %g s", k->name, timeout_s);
+            snprintf(why, nwhy, "kernel '%s' hung: killed after %g s", name, timeout_s);
             *out = PEAT_CALL_HUNG;
         } else if (ended < 0)
             st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
         else
-            *out = child_verdict(k, wst, rep, why, nwhy);
+            *out = child_verdict(name, wst, rep, why, nwhy);
     }
     close(fds[0]);
     sigaction(SIGTERM, &old_term, NULL);
@@ -511,7 +527,8 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
     peat_args run;
     peat_status st = inputs_copy(a, &run);
     if (st == PEAT_OK)
-        st = isolate ? run_child(k, &run, rep, timeout_s, out, why, nwhy)
+        st = isolate ? run_child(k->name, kernel_job_run, &(kernel_job){k, &run, rep}, rep,
+                                 timeout_s, out, why, nwhy)
                      : run_here(k, &run, rep, out, why, nwhy);
     if (st == PEAT_OK && *out == PEAT_CALL_DONE) check_writes(k, a, &run, rep, out, why, nwhy);
     inputs_free(&run);
@@ -524,5 +541,29 @@ peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isola
 {
     peat_call_outcome out;
     PEAT_TRY(peat_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
+    return out == PEAT_CALL_DONE ? PEAT_OK : PEAT_ERR_KERNEL;
+}
+
+void *peat_isolate_shared(size_t n)
+{
+    return shared_alloc(n);
+}
+
+void peat_isolate_shared_free(void *p, size_t n)
+{
+    if (p) munmap(p, n ? n : 1);
+}
+
+peat_status peat_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
+                              double timeout_s, char *why, size_t nwhy)
+{
+    why[0] = 0;
+    call_report *rep = shared_alloc(sizeof *rep);
+    if (!rep) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared work report");
+    memset(rep, 0, sizeof *rep);
+    peat_call_outcome out = PEAT_CALL_FAILED;
+    peat_status st = run_child(name, fn, arg, rep, timeout_s, &out, why, nwhy);
+    munmap(rep, sizeof *rep);
+    PEAT_TRY(st);
     return out == PEAT_CALL_DONE ? PEAT_OK : PEAT_ERR_KERNEL;
 }

@@ -41,4 +41,16 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
 peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
                              double timeout_s, char *why, size_t nwhy);
 
+/* Untrusted work other than one call (timing a candidate kernel for the latency model): runs
+ * fn(arg) in a forked child with a deadline of timeout_s, as an isolated call runs. fn's results
+ * must go to memory from peat_isolate_shared. PEAT_OK when fn returned PEAT_OK and the child
+ * exited; PEAT_ERR_KERNEL with a one-line reason naming `name` in why when fn failed, crashed,
+ * ended the process or hung; any other status is the runner's own failure (fork, memory). Not for
+ * device backends (a GPU runtime does not survive fork). */
+peat_status peat_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
+                              double timeout_s, char *why, size_t nwhy);
+/* n bytes shared with children (zeroed), and their release. */
+void *peat_isolate_shared(size_t n);
+void peat_isolate_shared_free(void *p, size_t n);
+
 #endif

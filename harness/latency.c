@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "harness/isolate.h"
 #include "harness/runtime.h"
 #include "peat/backend.h"
 #include "store/store_latency.h"
@@ -274,6 +275,49 @@ peat_status peat_latency_cache_load(const char *path, const peat_pred_device *d,
 
 /* ---- calibration ---- */
 
+/* A candidate is code under test: on the CPU it is timed in a forked child (harness/isolate.c),
+ * so that one that crashes, ends its process or spins costs its own row, not the calibration
+ * (in-process, a kernel that called exit() ended `peat run --budget` silently). */
+typedef struct cal_job {
+    const peat_kernel *k;
+    peat_pred_device dev;
+    peat_pred_ktable kt; /* the child's result */
+    long timings, quiet; /* what its quiet gate saw */
+    double best;
+} cal_job;
+
+static peat_status cal_job_run(void *arg)
+{
+    cal_job *j = arg;
+    long t0, q0;
+    peat_predictor_gate_stats(&t0, &q0);
+    PEAT_TRY(peat_predictor_calibrate_kernel(j->k, &j->dev, 0.0005, 3, &j->kt));
+    peat_predictor_gate_stats(&j->timings, &j->quiet);
+    j->timings -= t0, j->quiet -= q0;
+    j->best = peat_predictor_probe_best();
+    return PEAT_OK;
+}
+
+/* Longest a candidate's calibration may take (a normal one takes well under a second). */
+#define CAL_TIMEOUT_S 10.0
+
+static peat_status calibrate_candidate(const peat_kernel *k, const peat_latency_env *env,
+                                       peat_pred_ktable *kt)
+{
+    cal_job *j = peat_isolate_shared(sizeof *j);
+    if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "calibration job");
+    j->k = k, j->dev = env->dev;
+    char why[256];
+    peat_status st = peat_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
+    if (st == PEAT_OK) {
+        *kt = j->kt;
+        peat_predictor_gate_merge(j->timings, j->quiet, j->best);
+    } else if (st == PEAT_ERR_KERNEL)
+        st = PEAT_ERROR(PEAT_ERR_KERNEL, "%s", why);
+    peat_isolate_shared_free(j, sizeof *j);
+    return st;
+}
+
 /* The cached row of k when its descriptor is unchanged, else a fresh measurement. */
 static peat_status kernel_row(const peat_pred_table *cached, const peat_kernel *k, int force,
                               const peat_latency_env *env, int w, peat_pred_ktable *kt,
@@ -286,12 +330,15 @@ static peat_status kernel_row(const peat_pred_table *cached, const peat_kernel *
         return PEAT_OK;
     }
     if (w >= 0) return peat_latency_work_calibrate((peat_latency_work)w, kt);
+    if (k->role == PEAT_ROLE_CANDIDATE && strcmp(k->backend, "cpu") == 0)
+        return calibrate_candidate(k, env, kt);
     /* 3 passes of >= 0.5 ms a size: the whole CPU table in a few seconds */
     return peat_predictor_calibrate_kernel(k, &env->dev, 0.0005, 3, kt);
 }
 
 peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cache_dir, int force,
-                                   peat_pred_table *t, peat_latency_calib *out, FILE *log)
+                                   const peat_kernel *only, peat_pred_table *t,
+                                   peat_latency_calib *out, FILE *log)
 {
     memset(out, 0, sizeof *out);
     memset(t, 0, sizeof *t);
@@ -315,7 +362,23 @@ peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cach
         if (w < 0 && strcmp(k->backend, env->dev.backend) != 0) continue;
         peat_pred_ktable kt;
         int measured = 0;
+        if (w < 0 && only && k != only && k->role == PEAT_ROLE_CANDIDATE) {
+            const peat_pred_ktable *c = force ? NULL : peat_predictor_table_find(&cached, k);
+            if (c) st = peat_predictor_table_add(t, c), out->n_reused++;
+            continue;
+        }
         st = kernel_row(&cached, k, force, env, w, &kt, &measured);
+        if (st == PEAT_ERR_KERNEL) {
+            /* a candidate that cannot be timed: predictions use its op's golden kernel */
+            if (log)
+                fprintf(log,
+                        "latency calibration: %s; left out (predictions cost it as its "
+                        "op's golden kernel)\n",
+                        peat_error_last());
+            out->n_failed++;
+            st = PEAT_OK;
+            continue;
+        }
         if (st == PEAT_OK) st = peat_predictor_table_add(t, &kt);
         out->n_calibrated += measured;
         out->n_reused += !measured;

@@ -88,15 +88,20 @@ const peat_kernel *peat_latency_band_kernel(peat_op_kind op, int r);
 typedef struct peat_latency_calib {
     char cache_path[512];
     int n_reused, n_calibrated;
+    int n_failed;  /* candidates that crashed, exited or hung while timed: left out */
     double cost_s; /* of this calibration (0 when all came from the cache) */
 } peat_latency_calib;
 
 /* The calibration table of every registered kernel of the env's backend and of the harness work,
  * taken from the cache where the device and the kernel's descriptor are unchanged, measured (and
- * the cache rewritten) otherwise. force: measure all. cache_dir NULL: $PEAT_CACHE_DIR, else
- * $XDG_CACHE_HOME/peat, else ~/.cache/peat. */
+ * the cache rewritten) otherwise. force: measure all. only: when not NULL, the one candidate
+ * measured (other candidates keep their cached rows, if any: a campaign plans for one, and
+ * another plugin kernel that hangs must not cost it). Candidates are timed in a forked child;
+ * one that crashes, exits or hangs there is left out and counted in out->n_failed. cache_dir
+ * NULL: $PEAT_CACHE_DIR, else $XDG_CACHE_HOME/peat, else ~/.cache/peat. */
 peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cache_dir, int force,
-                                   peat_pred_table *t, peat_latency_calib *out, FILE *log);
+                                   const peat_kernel *only, peat_pred_table *t,
+                                   peat_latency_calib *out, FILE *log);
 /* Calibrates the band reruns (1 .. runs - 1) of runtime FI on op that t lacks, adds them to t
  * and rewrites the cache (counted in calib). */
 peat_status peat_latency_calibrate_band(const peat_latency_env *env, peat_op_kind op, int runs,

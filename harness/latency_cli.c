@@ -27,7 +27,7 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
     PEAT_TRY(peat_latency_env_open(backend, &env));
     peat_pred_table t;
     peat_latency_calib c;
-    PEAT_TRY(peat_latency_calibrate(&env, cache_dir, force, &t, &c, out));
+    PEAT_TRY(peat_latency_calibrate(&env, cache_dir, force, NULL, &t, &c, out));
     fprintf(out, "device: %s (%d units, SIMD %d, %.2f GFLOP/s a unit, %.1f GB/s)\n", env.dev.name,
             env.dev.units, env.dev.simd_width, env.dev.peak_flops / 1e9, env.dev.bandwidth / 1e9);
     print_clock(out, &env);
@@ -50,6 +50,9 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
             "calibrated %d kernels and harness steps, reused %d from the cache; calibration cost "
             "%.2f s (%.2f s with device description and warm-up)\n",
             c.n_calibrated, c.n_reused, c.cost_s, peat_predictor_now() - t0);
+    if (c.n_failed)
+        fprintf(out, "%d candidate kernel(s) could not be timed (above): left out of the table\n",
+                c.n_failed);
     long timings, quiet;
     peat_predictor_gate_stats(&timings, &quiet);
     if (timings > quiet)
@@ -97,7 +100,7 @@ peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_mod
         o->backend && strcmp(o->backend, "auto") != 0 ? o->backend : m->kernel->backend;
     PEAT_TRY(peat_latency_env_open(be, &m->env));
     peat_latency_calib c;
-    PEAT_TRY(peat_latency_calibrate(&m->env, o->cache_dir, 0, &m->table, &c, o->log));
+    PEAT_TRY(peat_latency_calibrate(&m->env, o->cache_dir, 0, m->kernel, &m->table, &c, o->log));
     int band = m->run.runtime_band > 0 ? m->run.runtime_band : PEAT_RUNTIME_DEFAULT_BAND;
     peat_status st = m->run.no_runtime
                          ? PEAT_OK

@@ -4,6 +4,8 @@
  */
 #include "harness/latency.h"
 
+#include "harness/isolate.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,7 +191,14 @@ static peat_status kernel_s(const peat_pred_table *t, const peat_latency_env *en
     *s = 0;
     if (!k) return PEAT_OK;
     /* CPU seconds at this machine's speed now; the plan turns them into wall seconds */
-    PEAT_TRY(peat_predictor_call(t, k, p, env->clock.mhz, s));
+    peat_status st = peat_predictor_call(t, k, p, env->clock.mhz, s);
+    if (st == PEAT_ERR_NOTFOUND && k->role == PEAT_ROLE_CANDIDATE) {
+        /* a candidate that could not be timed (it crashed, exited or hung in calibration):
+         * its op's golden kernel stands in */
+        const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, k->backend);
+        if (g) st = peat_predictor_call(t, g, p, env->clock.mhz, s);
+    }
+    PEAT_TRY(st);
     *s *= env->slowdown > 0 ? env->slowdown : 1.0;
     return PEAT_OK;
 }
@@ -256,10 +265,43 @@ peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_
 #define SHAPE_MEMO 96
 typedef struct shape_memo {
     int n;
+    const peat_kernel *failed; /* a candidate that failed to be timed: not tried again */
     const peat_kernel *k[SHAPE_MEMO];
     peat_op_params p[SHAPE_MEMO];
     double s[SHAPE_MEMO];
 } shape_memo;
+
+typedef struct shape_job {
+    const peat_kernel *k;
+    peat_op_params p;
+    double s; /* the child's result */
+} shape_job;
+
+static peat_status shape_job_run(void *arg)
+{
+    shape_job *j = arg;
+    peat_pred_call c;
+    PEAT_TRY(peat_predictor_call_alloc(j->k, &j->p, 0x5eed, &c));
+    peat_status st = peat_predictor_time_call(j->k, &c, 0, 5, &j->s);
+    peat_predictor_call_free(&c);
+    return st;
+}
+
+static peat_status shape_candidate_s(const peat_pred_table *t, const peat_latency_env *env,
+                                     const peat_kernel *k, const peat_op_params *p, double *s,
+                                     int *failed)
+{
+    shape_job *j = peat_isolate_shared(sizeof *j);
+    if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "timing job");
+    j->k = k, j->p = *p;
+    char why[256];
+    /* six calls of a training step's size: seconds mean it hangs */
+    peat_status st = peat_isolate_work(k->name, shape_job_run, j, 2.0, why, sizeof why);
+    *s = j->s;
+    peat_isolate_shared_free(j, sizeof *j);
+    *failed = st == PEAT_ERR_KERNEL;
+    return *failed ? kernel_s(t, env, k, p, s) : st;
+}
 
 /* CPU seconds of one call of k at p, timed now (median of 5 after a first call), from the memo
  * when timed already; from the table (kernel_s) once the memo is full or off the CPU. */
@@ -269,11 +311,20 @@ static peat_status shape_s(shape_memo *m, const peat_pred_table *t, const peat_l
     for (int i = 0; i < m->n; i++)
         if (m->k[i] == k && !memcmp(&m->p[i], p, sizeof *p)) return *s = m->s[i], PEAT_OK;
     if (m->n == SHAPE_MEMO || strcmp(k->backend, "cpu") != 0) return kernel_s(t, env, k, p, s);
-    peat_pred_call c;
-    PEAT_TRY(peat_predictor_call_alloc(k, p, 0x5eed, &c));
-    peat_status st = peat_predictor_time_call(k, &c, 0, 5, s);
-    peat_predictor_call_free(&c);
-    PEAT_TRY(st);
+    if (k->role == PEAT_ROLE_CANDIDATE) {
+        /* code under test is timed in a forked child; one that fails there is costed from the
+         * table (its op's golden kernel when it has no row), and not timed again */
+        if (m->failed == k) return kernel_s(t, env, k, p, s);
+        int failed = 0;
+        PEAT_TRY(shape_candidate_s(t, env, k, p, s, &failed));
+        if (failed) m->failed = k;
+    } else {
+        peat_pred_call c;
+        PEAT_TRY(peat_predictor_call_alloc(k, p, 0x5eed, &c));
+        peat_status st = peat_predictor_time_call(k, &c, 0, 5, s);
+        peat_predictor_call_free(&c);
+        PEAT_TRY(st);
+    }
     m->k[m->n] = k, m->p[m->n] = *p, m->s[m->n++] = *s;
     return PEAT_OK;
 }
@@ -501,8 +552,12 @@ static peat_status isolation(const peat_pred_ktable *iso, int isolate, const pea
     for (int q = 0; q < 3 && m > 0; q++)
         p[n++] = fl->calls[(int64_t)ord[2 * (q * (m - 1) / 2) + 1]].p;
     free(ord);
+    /* timed with the op's golden kernel in the candidate's place: what is measured is the
+     * harness's work around the call (its own cost is taken out), and a candidate is not run
+     * in this process (it may crash or end it) */
+    const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu");
     double now = 0, guard = 0;
-    PEAT_TRY(peat_latency_replay_now(k, p, n, isolate, &now, &guard));
+    if (g) PEAT_TRY(peat_latency_replay_now(g, p, n, isolate, &now, &guard));
     /* every replayed call (and its repeat) goes through the guards, forked or not, and so does
      * every probe's candidate call (the arithmetic-property probe's two) */
     c->replay_s += guard, c->repeat_s += guard;

@@ -221,6 +221,9 @@ static int cmd_calibrate_latency(int argc, char **argv, const char *cmdline)
 {
     peat_cli_latency_opts o = latency_defaults;
     peat_status st = peat_cli_parse(&peat_cli_calibrate_latency, argc, argv, &o);
+    if (st == PEAT_OK) st = peat_builtin_init();
+    for (int i = 0; st == PEAT_OK && i < o.n_plugins; i++)
+        st = peat_plugin_load(o.plugins[i], NULL);
     if (st == PEAT_OK) st = peat_latency_cli_calibrate(o.backend, o.cache_dir, o.force, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
 }
@@ -245,6 +248,8 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     const peat_kernel *k = NULL;
     const char *flow = NULL;
     st = peat_builtin_init();
+    for (int i = 0; st == PEAT_OK && i < o.n_plugins; i++)
+        st = peat_plugin_load(o.plugins[i], NULL);
     if (st == PEAT_OK && !(k = peat_registry_find(o.kernel)))
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s' (see `peat list`)", o.kernel);
     if (st == PEAT_OK) st = peat_latency_flow_for(k, o.flow, &flow);

@@ -192,6 +192,8 @@ const peat_cli_cmd peat_cli_calibrate = {
 static const peat_cli_opt calibrate_latency_opts[] = {
     {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "cpu|cuda|hip|opencl", NULL, "cpu",
      "the device whose kernels are timed", NULL},
+    {"plugin", "PATH", PEAT_CLI_MULTI, LAT(plugins), LAT(n_plugins), 0, PEAT_MAX_PLUGINS, NULL,
+     NULL, NULL, "also time the kernels of a plugin library (each in a forked child)", NULL},
     {"force", NULL, PEAT_CLI_FLAG, LAT(force), 0, 1, 0, NULL, NULL, NULL,
      "time every kernel again, even those the cache holds", NULL},
     {"cache-dir", "DIR", PEAT_CLI_STR, LAT(cache_dir), 0, 0, 0, NULL, NULL,
@@ -201,7 +203,7 @@ static const peat_cli_opt calibrate_latency_opts[] = {
 const peat_cli_cmd peat_cli_calibrate_latency = {
     "calibrate-latency",
     "time every kernel at a few shapes for the latency predictor",
-    "peat calibrate-latency [--backend B] [--force]",
+    "peat calibrate-latency [--backend B] [--plugin PATH]... [--force]",
     "Warms the device up, times every registered kernel of the backend (and the harness's own\n"
     "per-call work) at a small set of shapes spanning waves and sizes, and keeps the table in\n"
     "an HDF5 cache per device, reused until a kernel's descriptor or the device changes. Says\n"
@@ -214,6 +216,8 @@ const peat_cli_cmd peat_cli_calibrate_latency = {
 static const peat_cli_opt predict_opts[] = {
     {"kernel", "NAME", PEAT_CLI_STR, LAT(kernel), 0, 0, 0, NULL, NULL, NULL,
      "candidate kernel; required", NULL},
+    {"plugin", "PATH", PEAT_CLI_MULTI, LAT(plugins), LAT(n_plugins), 0, PEAT_MAX_PLUGINS, NULL,
+     NULL, NULL, "load kernels from a plugin library", NULL},
     {"flow", "NAME", PEAT_CLI_STR, LAT(flow), 0, 0, 0, NULL, NULL,
      "the first flow that calls the kernel's op", "training flow", NULL},
     {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "auto|cpu|cuda|hip|opencl", NULL,
@@ -240,7 +244,7 @@ static const peat_cli_opt predict_opts[] = {
 const peat_cli_cmd peat_cli_predict = {
     "predict",
     "what a campaign will cost:  peat predict --kernel gemm_new --flow gpt",
-    "peat predict --kernel NAME [--flow F] [options]",
+    "peat predict --kernel NAME [--plugin PATH]... [--flow F] [options]",
     "Predicts, from the latency calibration (made first if missing), the time of each op call of\n"
     "the kernel's op in one training iteration (golden, candidate, exact, recorded, replayed),\n"
     "of an iteration, and of each stage of the campaign `peat run` runs with the same options\n"

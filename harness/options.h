@@ -74,6 +74,8 @@ typedef struct peat_cli_latency_opts {
     /* predict: the run options that choose stages (as `peat run` takes them) */
     int no_probes, no_runtime, no_isolate, runtime_band;
     const char *runtime_freq;
+    const char *plugins[PEAT_MAX_PLUGINS]; /* kernels of plugin libraries, as `peat run` loads */
+    int n_plugins;
 } peat_cli_latency_opts;
 
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect,

@@ -33,7 +33,9 @@ peat_status peat_stage_plan(peat_campaign *c)
                             .backend = c->backend_name,
                             .cache_dir = o->cache_dir,
                             .flow_cfg = peat_campaign_flow_config(o),
-                            .run = o};
+                            .run = o,
+                            /* calibration's one-line notes (a candidate that could not be timed) */
+                            .log = o->quiet ? NULL : stderr};
     peat_latency_model m;
     PEAT_TRY(peat_latency_model_open(&lo, &m));
     peat_campaign_result *res = c->res;

@@ -85,6 +85,15 @@ void peat_predictor_gate_stats(long *timings, long *quiet)
     *timings = atomic_load(&gate_timings), *quiet = atomic_load(&gate_quiet);
 }
 
+void peat_predictor_gate_merge(long timings, long quiet, double best)
+{
+    atomic_fetch_add(&gate_timings, timings);
+    atomic_fetch_add(&gate_quiet, quiet);
+    double seen = atomic_load(&probe_best);
+    while (best > 0 && best < seen && !atomic_compare_exchange_weak(&probe_best, &seen, best)) {
+    }
+}
+
 double peat_predictor_probe(void)
 {
     static const double c[4] = {1.0000001, 0.9999999, 1.0000002, 0.9999998};

@@ -186,6 +186,8 @@ int peat_predictor_probe_quiet(double probe_s);
 #define PEAT_PRED_GATE_MAX 60
 /* Gated timings this process has taken, and how many of them were quiet when taken. */
 void peat_predictor_gate_stats(long *timings, long *quiet);
+/* Adds what a child process timed (its timings, quiet ones, best probe) to this process's. */
+void peat_predictor_gate_merge(long timings, long quiet, double best);
 int peat_predictor_quiet_median(const double *t, const double *probe, int n, double best, int need,
                                 double *med);
 /* The calibration sizes of an op (ascending), returns how many. */

@@ -72,6 +72,32 @@ Test(robust, early_exit_is_due)
     }
 }
 
+Test(robust, planning_survives_candidates_that_end_or_crash, .timeout = 900)
+{
+    /* before: `peat run --budget` timed the candidate in-process while planning, and a kernel
+     * that called exit(3) ended peat with status 0 and no output */
+    int rc = peat("calibrate-latency --cache-dir %s/cache", tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s%s", rc, out_buf, err_buf);
+    rc = peat("run --kernel test_gemm_exit3 --plugin %s --budget 12s --cache-dir %s/cache --out "
+              "%s/b",
+              HOSTILE, tmpdir, tmpdir);
+    cr_assert_not_null(strstr(err_buf, "latency calibration: kernel 'test_gemm_exit3' ended its "
+                                       "process (exit code 3)"),
+                       "rc %d\n%s", rc, err_buf);
+    /* a FAIL verdict, or (a slow build) the budget refused with the minimum: never silence */
+    cr_assert(rc == 1 ? strstr(out_buf, "verdict: FAIL") != NULL
+                      : rc == 2 && strstr(err_buf, "is too small") != NULL,
+              "rc %d\n%s%s", rc, out_buf, err_buf);
+    /* predict: a crashing candidate is left out of the table and costed as the golden GEMM */
+    rc = peat("predict --kernel test_gemm_write_far_after --plugin %s --flow mlp --cache-dir "
+              "%s/cache",
+              HOSTILE, tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_not_null(strstr(err_buf, "kernel 'test_gemm_write_far_after' crashed with signal"),
+                       "%s", err_buf);
+    cr_assert_not_null(strstr(out_buf, "  total "), "%s", out_buf);
+}
+
 Test(robust, early_exit_in_process_is_one_line)
 {
     /* before: peat exited 0 with no output, leaving only campaign.h5.partial */
