@@ -384,14 +384,22 @@ static void bench_kernels(const peat_pred_device *d, int repeats, const char *on
         const peat_kernel *k = peat_registry_at(i);
         if (strcmp(k->backend, d->backend) != 0 || !selected(only, k->name)) continue;
         errs e;
-        long all1, quiet1, all2, quiet2;
-        peat_predictor_gate_stats(&all1, &quiet1);
-        peat_status st = bench_kernel(k, d, repeats, &e);
-        peat_predictor_gate_stats(&all2, &quiet2);
-        /* timings the quiet gate left out (the core ran slow; docs/predictor.md) */
-        double slow =
-            all2 > all1 ? 100.0 * (double)(all2 - all1 - (quiet2 - quiet1)) / (double)(all2 - all1)
-                        : 0.0;
+        peat_status st = PEAT_OK;
+        double slow = 0;
+        /* a kernel timed mostly while the core ran slow (its sweeps ran out before a quiet phase
+         * came; docs/predictor.md) is timed again after a pause, twice at most */
+        for (int attempt = 0; attempt < 3; attempt++) {
+            if (attempt) sleep(1);
+            long all1, quiet1, all2, quiet2;
+            peat_predictor_gate_stats(&all1, &quiet1);
+            st = bench_kernel(k, d, repeats, &e);
+            peat_predictor_gate_stats(&all2, &quiet2);
+            /* timings the quiet gate left out */
+            slow = all2 > all1
+                       ? 100.0 * (double)(all2 - all1 - (quiet2 - quiet1)) / (double)(all2 - all1)
+                       : 0.0;
+            if (st != PEAT_OK || slow <= 50) break;
+        }
         if (st != PEAT_OK || e.n == 0) {
             printf("%-26s failed: %s\n", k->name, peat_error_last());
             continue;
