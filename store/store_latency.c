@@ -51,7 +51,9 @@ static herr_t attr_str(hid_t loc, const char *name, const char *v, size_t cap, i
     if (t < 0 || H5Tset_size(t, cap) < 0) return -1;
     herr_t e;
     if (write) {
-        char buf[256];
+        /* all cap bytes go to the file: the tail past the string zeroed, not stack garbage */
+        char buf[256] = {0};
+        if (cap > sizeof buf) return H5Tclose(t), -1;
         snprintf(buf, sizeof buf, "%s", v);
         e = attr_write(loc, name, t, buf);
     } else {
