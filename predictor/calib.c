@@ -15,6 +15,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0..n) (n >= 1; v is sorted in place). */
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* A CPU kernel is timed on its thread's CPU clock: on a shared machine the wall clock also
  * counts the time slices other processes took, which says nothing about the kernel. Device
  * kernels are timed on the wall clock (the host waits for the device). */
@@ -47,8 +54,7 @@ peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call 
         t[n++] = (kernel_clock(cpu) - t0) / batch;
         spent = peat_predictor_now() - start;
     }
-    qsort(t, (size_t)n, sizeof t[0], cmp_double);
-    *median_s = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    *median_s = median_of(t, n);
     return PEAT_OK;
 }
 
@@ -85,13 +91,25 @@ void peat_predictor_gate_stats(long *timings, long *quiet)
     *timings = atomic_load(&gate_timings), *quiet = atomic_load(&gate_quiet);
 }
 
+/* Lowers the process's best probe to best when it is faster. */
+static void best_note(double best)
+{
+    double seen = atomic_load(&probe_best);
+    while (best > 0 && best < seen && !atomic_compare_exchange_weak(&probe_best, &seen, best)) {
+    }
+}
+
+/* Whether a probe of probe_s is quiet against best (0: an ungated timing). */
+static int quiet_at(double probe_s, double best)
+{
+    return probe_s == 0 || probe_s <= PEAT_PRED_QUIET * best;
+}
+
 void peat_predictor_gate_merge(long timings, long quiet, double best)
 {
     atomic_fetch_add(&gate_timings, timings);
     atomic_fetch_add(&gate_quiet, quiet);
-    double seen = atomic_load(&probe_best);
-    while (best > 0 && best < seen && !atomic_compare_exchange_weak(&probe_best, &seen, best)) {
-    }
+    best_note(best);
 }
 
 double peat_predictor_probe(void)
@@ -108,9 +126,7 @@ double peat_predictor_probe(void)
         (void)sink;
         if (t < best) best = t;
     }
-    double seen = atomic_load(&probe_best);
-    while (best > 0 && best < seen && !atomic_compare_exchange_weak(&probe_best, &seen, best)) {
-    }
+    best_note(best);
     return best;
 }
 
@@ -122,7 +138,7 @@ double peat_predictor_probe_best(void)
 
 int peat_predictor_probe_quiet(double probe_s)
 {
-    return probe_s == 0 || probe_s <= PEAT_PRED_QUIET * atomic_load(&probe_best);
+    return quiet_at(probe_s, atomic_load(&probe_best));
 }
 
 /* One gated timing: the call's median time (time_call) and the slower of the probes around it
@@ -147,14 +163,13 @@ int peat_predictor_quiet_median(const double *t, const double *probe, int n, dou
     if (n < 1 || n > PEAT_PRED_GATE_MAX) return *med = 0, 0;
     int m = 0;
     for (int i = 0; i < n; i++)
-        if (probe[i] == 0 || probe[i] <= PEAT_PRED_QUIET * best) q[m++] = t[i];
+        if (quiet_at(probe[i], best)) q[m++] = t[i];
     int quiet = m;
     if (m < need) {
         memcpy(q, t, (size_t)n * sizeof *t);
         m = n;
     }
-    qsort(q, (size_t)m, sizeof q[0], cmp_double);
-    *med = m % 2 ? q[m / 2] : 0.5 * (q[m / 2 - 1] + q[m / 2]);
+    *med = median_of(q, m);
     return quiet;
 }
 

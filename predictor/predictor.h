@@ -184,12 +184,12 @@ int peat_predictor_probe_quiet(double probe_s);
  * their probes, or of all n when fewer than need are quiet; returns how many were quiet. n is at
  * most PEAT_PRED_GATE_MAX. */
 #define PEAT_PRED_GATE_MAX 60
+int peat_predictor_quiet_median(const double *t, const double *probe, int n, double best, int need,
+                                double *med);
 /* Gated timings this process has taken, and how many of them were quiet when taken. */
 void peat_predictor_gate_stats(long *timings, long *quiet);
 /* Adds what a child process timed (its timings, quiet ones, best probe) to this process's. */
 void peat_predictor_gate_merge(long timings, long quiet, double best);
-int peat_predictor_quiet_median(const double *t, const double *probe, int n, double best, int need,
-                                double *med);
 /* The calibration sizes of an op (ascending), returns how many. */
 int peat_predictor_sizes(peat_op_kind op, int odd, int *sizes, int max);
 /* Model variable of a call: wave work (compute) or bytes (memory). */
