@@ -368,6 +368,15 @@ static int bench_stages(const char *backend, int repeats)
     return ok;
 }
 
+/* Percent of the gated timings taken since (all0, quiet0) that the quiet gate left out. */
+static double slow_since(long all0, long quiet0)
+{
+    long all, quiet;
+    peat_predictor_gate_stats(&all, &quiet);
+    return all > all0 ? 100.0 * (double)(all - all0 - (quiet - quiet0)) / (double)(all - all0)
+                      : 0.0;
+}
+
 /* Every kernel of the device's backend: model MAPE on held-out shapes beside both baselines. */
 static void bench_kernels(const peat_pred_device *d, int repeats, const char *only, int *n_ok,
                           int *n_all)
@@ -390,14 +399,10 @@ static void bench_kernels(const peat_pred_device *d, int repeats, const char *on
          * came; docs/predictor.md) is timed again after a pause, twice at most */
         for (int attempt = 0; attempt < 3; attempt++) {
             if (attempt) sleep(1);
-            long all1, quiet1, all2, quiet2;
+            long all1, quiet1;
             peat_predictor_gate_stats(&all1, &quiet1);
             st = bench_kernel(k, d, repeats, &e);
-            peat_predictor_gate_stats(&all2, &quiet2);
-            /* timings the quiet gate left out */
-            slow = all2 > all1
-                       ? 100.0 * (double)(all2 - all1 - (quiet2 - quiet1)) / (double)(all2 - all1)
-                       : 0.0;
+            slow = slow_since(all1, quiet1);
             if (st != PEAT_OK || slow <= 50) break;
         }
         if (st != PEAT_OK || e.n == 0) {
@@ -421,9 +426,7 @@ static void bench_kernels(const peat_pred_device *d, int repeats, const char *on
     printf("\n%d/%d kernels within 10%% MAPE and better than both baselines; mean MAPE %.1f%%; "
            "%.1f s; %.0f%% of %ld timings left out as slow (quiet gate)\n",
            *n_ok, *n_all, *n_all ? sum / *n_all : 0.0, peat_predictor_now() - t0,
-           all > all0 ? 100.0 * (double)(all - all0 - (quiet - quiet0)) / (double)(all - all0)
-                      : 0.0,
-           all - all0);
+           slow_since(all0, quiet0), all - all0);
 }
 
 int main(int argc, char **argv)
