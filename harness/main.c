@@ -38,14 +38,20 @@ static int die_status(peat_status st)
     return die("%s", m[0] ? m : peat_status_str(st));
 }
 
+/* Registers the kernels of the plugin libraries named by --plugin. */
+static peat_status load_plugins(const char *const *paths, int n)
+{
+    for (int i = 0; i < n; i++) PEAT_TRY(peat_plugin_load(paths[i], NULL));
+    return PEAT_OK;
+}
+
 static int cmd_list(int argc, char **argv, const char *cmdline)
 {
     peat_cli_list_opts o;
     memset(&o, 0, sizeof o);
     peat_status st = peat_cli_parse(&peat_cli_list, argc, argv, &o);
     if (st == PEAT_OK) st = peat_builtin_init();
-    for (int i = 0; st == PEAT_OK && i < o.n_plugins; i++)
-        st = peat_plugin_load(o.plugins[i], NULL);
+    if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st != PEAT_OK) return die_status(st);
     printf("kernels (by op):\n");
     for (int op = 0; op < PEAT_OP_COUNT; op++) {
@@ -222,8 +228,7 @@ static int cmd_calibrate_latency(int argc, char **argv, const char *cmdline)
     peat_cli_latency_opts o = latency_defaults;
     peat_status st = peat_cli_parse(&peat_cli_calibrate_latency, argc, argv, &o);
     if (st == PEAT_OK) st = peat_builtin_init();
-    for (int i = 0; st == PEAT_OK && i < o.n_plugins; i++)
-        st = peat_plugin_load(o.plugins[i], NULL);
+    if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st == PEAT_OK) st = peat_latency_cli_calibrate(o.backend, o.cache_dir, o.force, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
 }
@@ -248,8 +253,7 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     const peat_kernel *k = NULL;
     const char *flow = NULL;
     st = peat_builtin_init();
-    for (int i = 0; st == PEAT_OK && i < o.n_plugins; i++)
-        st = peat_plugin_load(o.plugins[i], NULL);
+    if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st == PEAT_OK && !(k = peat_registry_find(o.kernel)))
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s' (see `peat list`)", o.kernel);
     if (st == PEAT_OK) st = peat_latency_flow_for(k, o.flow, &flow);
