@@ -277,20 +277,19 @@ static peat_status relu_call(const peat_kernel **k, peat_pred_call *c)
     return peat_predictor_call_alloc(*k, &p, 1, c);
 }
 
-/* Isolation: one call through the playback's own isolation (harness/isolate.c: shared outputs,
- * fork, the child runs the kernel, the parent waits for its end) with a one-element kernel: CPU
- * seconds of parent and child (the wall clock of a shared machine would count other jobs). The
- * fork copies the page tables of everything the process holds, so it is timed at three resident
- * sizes (x = the process's resident bytes: nothing extra, 16 and 64 MiB more). */
-static peat_status isolate_once(const peat_kernel *k, const peat_pred_call *c, double *sec)
+/* A call of k through playback's guards (guarded outputs; peat_isolate_call: input copies, the
+ * checks for stray writes), forked when isolate: *run_s the CPU seconds of the call through
+ * peat_isolate_run, of process and children (not the outputs' allocation). */
+static peat_status guarded_run(const peat_kernel *k, const peat_pred_call *c, int isolate,
+                               double *run_s)
 {
     peat_args a = c->a;
     a.n_out = 0;
     PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
     char why[256];
     double t0 = peat_campaign_cpu_s();
-    peat_status st = peat_isolate_run(k, &a, 1, 30.0, why, sizeof why);
-    *sec = peat_campaign_cpu_s() - t0;
+    peat_status st = peat_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
+    *run_s = peat_campaign_cpu_s() - t0;
     peat_isolate_outputs_free(&a);
     return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
 }
@@ -305,19 +304,12 @@ static peat_status isolate_once(const peat_kernel *k, const peat_pred_call *c, d
 static peat_status replay_once(const peat_kernel *k, const peat_kernel *ex, const peat_pred_call *c,
                                const peat_pred_call *e, int fork, double sec[3])
 {
-    char why[256];
     sec[0] = 0;
     for (int isolate = fork ? 1 : 0; isolate >= 0; isolate--) {
-        double t0 = peat_campaign_cpu_s();
-        peat_args a = c->a;
-        a.n_out = 0;
-        PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
-        peat_status st = peat_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
-        peat_isolate_outputs_free(&a);
-        if (st == PEAT_OK && ex) st = peat_kernel_run(ex, &e->a);
-        sec[1 - isolate] = peat_campaign_cpu_s() - t0;
-        if (st == PEAT_ERR_KERNEL) return PEAT_ERROR(PEAT_ERR_INTERNAL, "replay: %s", why);
-        PEAT_TRY(st);
+        double t0 = peat_campaign_cpu_s(), run_s;
+        PEAT_TRY(guarded_run(k, c, isolate, &run_s));
+        if (ex) PEAT_TRY(peat_kernel_run(ex, &e->a));
+        sec[1 - isolate] = peat_campaign_cpu_s() - t0; /* guarded outputs and all */
     }
     double t0 = peat_campaign_cpu_s();
     PEAT_TRY(peat_kernel_run(k, &c->a));
@@ -354,6 +346,11 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
     return PEAT_OK;
 }
 
+/* Isolation: one call through the playback's own isolation (harness/isolate.c: shared outputs,
+ * fork, the child runs the kernel, the parent waits for its end) with a one-element kernel: CPU
+ * seconds of parent and child (the wall clock of a shared machine would count other jobs). The
+ * fork copies the page tables of everything the process holds, so it is timed at three resident
+ * sizes (x = the process's resident bytes: nothing extra, 16 and 64 MiB more). */
 static peat_status cal_isolate(double *x, double *t, int *n)
 {
     static const size_t extra[] = {0, (size_t)16 << 20, (size_t)64 << 20};
@@ -374,7 +371,7 @@ static peat_status cal_isolate(double *x, double *t, int *n)
             memset(mem, 1, extra[i]);
         }
         double r[7];
-        for (int rep = 0; st == PEAT_OK && rep < 7; rep++) st = isolate_once(k, &c, &r[rep]);
+        for (int rep = 0; st == PEAT_OK && rep < 7; rep++) st = guarded_run(k, &c, 1, &r[rep]);
         x[*n] = peat_latency_rss_bytes();
         if (mem && mem != MAP_FAILED) munmap(mem, extra[i]);
         if (st == PEAT_OK) t[(*n)++] = median(r, 7);
