@@ -275,6 +275,14 @@ peat_status peat_latency_cache_load(const char *path, const peat_pred_device *d,
 
 /* ---- calibration ---- */
 
+/* Every kernel's calibration: 3 passes of >= 0.5 ms a size (the whole CPU table in a few
+ * seconds). */
+static peat_status calibrate_kernel(const peat_kernel *k, const peat_pred_device *d,
+                                    peat_pred_ktable *kt)
+{
+    return peat_predictor_calibrate_kernel(k, d, 0.0005, 3, kt);
+}
+
 /* A candidate is code under test: on the CPU it is timed in a forked child (harness/isolate.c),
  * so that one that crashes, ends its process or spins costs its own row, not the calibration
  * (in-process, a kernel that called exit() ended `peat run --budget` silently). */
@@ -291,7 +299,7 @@ static peat_status cal_job_run(void *arg)
     cal_job *j = arg;
     long t0, q0;
     peat_predictor_gate_stats(&t0, &q0);
-    PEAT_TRY(peat_predictor_calibrate_kernel(j->k, &j->dev, 0.0005, 3, &j->kt));
+    PEAT_TRY(calibrate_kernel(j->k, &j->dev, &j->kt));
     peat_predictor_gate_stats(&j->timings, &j->quiet);
     j->timings -= t0, j->quiet -= q0;
     j->best = peat_predictor_probe_best();
@@ -332,8 +340,7 @@ static peat_status kernel_row(const peat_pred_table *cached, const peat_kernel *
     if (w >= 0) return peat_latency_work_calibrate((peat_latency_work)w, kt);
     if (k->role == PEAT_ROLE_CANDIDATE && strcmp(k->backend, "cpu") == 0)
         return calibrate_candidate(k, env, kt);
-    /* 3 passes of >= 0.5 ms a size: the whole CPU table in a few seconds */
-    return peat_predictor_calibrate_kernel(k, &env->dev, 0.0005, 3, kt);
+    return calibrate_kernel(k, &env->dev, kt);
 }
 
 peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cache_dir, int force,
@@ -408,7 +415,7 @@ peat_status peat_latency_calibrate_band(const peat_latency_env *env, peat_op_kin
         const peat_kernel *b = peat_latency_band_kernel(op, r);
         if (!b || peat_predictor_table_find(t, b)) continue;
         peat_pred_ktable kt;
-        PEAT_TRY(peat_predictor_calibrate_kernel(b, &env->dev, 0.0005, 3, &kt));
+        PEAT_TRY(calibrate_kernel(b, &env->dev, &kt));
         PEAT_TRY(peat_predictor_table_add(t, &kt));
         measured++;
     }
