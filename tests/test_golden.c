@@ -811,34 +811,44 @@ static void ref_gemm(const peat_op_params *p, peat_tensor *const *in, int ab, do
 
 Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
 {
-    /* N = 300 spans two column blocks (256 + 44); every transpose and beta 0 / 1.5, batch 2 */
+    /* N = 300 spans two column blocks (256 + 44); N = 301, 303, 5 and 2 end off the kernels'
+     * vector width (4, zero-padded columns), K = 33..36 and 1 on every remainder of the four-step
+     * k unroll; every transpose and beta 0 / 1.5, batch 2 */
     peat_rng_t *r = peat_rng_alloc(5);
-    int64_t M = 7, N = 300, K = 33, B = 2;
-    peat_tensor *in[3] = {rnd(r, B * M * K, 0, 1), rnd(r, B * K * N, 0.5, 1),
-                          rnd(r, B * M * N, 0, 1)};
-    double *d64 = malloc(sizeof(double) * B * M * N), *mag = malloc(sizeof(double) * B * M * N);
-    float *d32 = malloc(sizeof(float) * B * M * N);
-    cr_assert(d64 && mag && d32);
-    for (int c = 0; c < 8; c++) {
-        peat_op_params p = {.i = {c & 1, c >> 1 & 1, M, N, K, B}, .f = {-0.75, c >> 2 ? 1.5 : 0.0}};
-        peat_args ex = run_k("gemm_exact", PEAT_OP_GEMM, &p, 3, in);
-        peat_args go = run_k("gemm_golden", PEAT_OP_GEMM, &p, 3, in);
-        cr_assert_eq(peat_golden_magnitude(&ex, 0, NULL, mag), PEAT_OK, "%s", peat_error_last());
-        for (int ab = 0; ab < 2; ab++) {
-            ref_gemm(&p, in, ab, d64, d32);
-            for (int64_t i = 0; i < B * M * N; i++) {
-                double got = ab ? mag[i] : peat_f64(ex.out[0])[i];
-                cr_assert(got == d64[i], "case %d %s [%lld]: %a, plain loop %a", c,
-                          ab ? "magnitude" : "exact", (long long)i, got, d64[i]);
-                if (!ab)
-                    cr_assert(peat_f32(go.out[0])[i] == d32[i], "case %d golden [%lld]: %a vs %a",
-                              c, (long long)i, peat_f32(go.out[0])[i], d32[i]);
+    static const int64_t shapes[][2] = {{300, 33}, {301, 34}, {303, 35}, {5, 36}, {2, 1}};
+    int64_t M = 7, B = 2;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t N = shapes[s][0], K = shapes[s][1];
+        peat_tensor *in[3] = {rnd(r, B * M * K, 0, 1), rnd(r, B * K * N, 0.5, 1),
+                              rnd(r, B * M * N, 0, 1)};
+        double *d64 = malloc(sizeof(double) * B * M * N), *mag = malloc(sizeof(double) * B * M * N);
+        float *d32 = malloc(sizeof(float) * B * M * N);
+        cr_assert(d64 && mag && d32);
+        for (int c = 0; c < 8; c++) {
+            peat_op_params p = {.i = {c & 1, c >> 1 & 1, M, N, K, B},
+                                .f = {-0.75, c >> 2 ? 1.5 : 0.0}};
+            peat_args ex = run_k("gemm_exact", PEAT_OP_GEMM, &p, 3, in);
+            peat_args go = run_k("gemm_golden", PEAT_OP_GEMM, &p, 3, in);
+            cr_assert_eq(peat_golden_magnitude(&ex, 0, NULL, mag), PEAT_OK, "%s",
+                         peat_error_last());
+            for (int ab = 0; ab < 2; ab++) {
+                ref_gemm(&p, in, ab, d64, d32);
+                for (int64_t i = 0; i < B * M * N; i++) {
+                    double got = ab ? mag[i] : peat_f64(ex.out[0])[i];
+                    cr_assert(got == d64[i], "N %lld K %lld case %d %s [%lld]: %a, plain loop %a",
+                              (long long)N, (long long)K, c, ab ? "magnitude" : "exact",
+                              (long long)i, got, d64[i]);
+                    if (!ab)
+                        cr_assert(peat_f32(go.out[0])[i] == d32[i],
+                                  "N %lld K %lld case %d golden [%lld]: %a vs %a", (long long)N,
+                                  (long long)K, c, (long long)i, peat_f32(go.out[0])[i], d32[i]);
+                }
             }
+            peat_args_free_outputs(&ex);
+            peat_args_free_outputs(&go);
         }
-        peat_args_free_outputs(&ex);
-        peat_args_free_outputs(&go);
+        free(d64), free(mag), free(d32);
+        free_all(3, in);
     }
-    free(d64), free(mag), free(d32);
-    free_all(3, in);
     peat_rng_free(r);
 }
