@@ -2,6 +2,7 @@
  * op's input shapes, and inputs filled with valid random values. */
 #include "predictor/predictor.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* Calibration sizes span tiny calls (overhead-dominated) to calls of a few milliseconds; the
@@ -218,9 +219,19 @@ peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params
     peat_rng_t *r = peat_rng_alloc(seed);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "rng");
     peat_status st = PEAT_OK;
+    double bytes = 0;
     for (int i = 0; st == PEAT_OK && i < n_in; i++) {
         st = peat_tensor_alloc(dt[i], nd[i], s[i], &c->in[i]);
         if (st == PEAT_OK) fill(r, k->op, p, i, c->in[i]);
+        if (st == PEAT_OK) bytes += (double)peat_tensor_nbytes(c->in[i]);
+    }
+    /* further input sets for CPU kernels (device kernels stage their inputs per call) */
+    c->n_sets = 1;
+    if (st == PEAT_OK && bytes > 0 && (!k->backend || strcmp(k->backend, "cpu") == 0))
+        c->n_sets = (int)fmin(PEAT_PRED_SETS, ceil(PEAT_PRED_VARY_BYTES / bytes));
+    for (int i = 0; st == PEAT_OK && c->n_sets > 1 && i < n_in; i++) {
+        st = peat_tensor_alloc1(dt[i], (c->n_sets - 1) * peat_tensor_numel(c->in[i]), &c->pool[i]);
+        if (st == PEAT_OK) fill(r, k->op, p, i, c->pool[i]);
     }
     peat_rng_free(r);
     c->a = peat_args_make(k->op, p, n_in, (const peat_tensor *const *)c->in, 0, NULL);
@@ -232,6 +243,6 @@ peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params
 void peat_predictor_call_free(peat_pred_call *c)
 {
     peat_args_free_outputs(&c->a);
-    for (int i = 0; i < PEAT_MAX_IO; i++) peat_tensor_free(c->in[i]);
+    for (int i = 0; i < PEAT_MAX_IO; i++) peat_tensor_free(c->in[i]), peat_tensor_free(c->pool[i]);
     memset(c, 0, sizeof *c);
 }
