@@ -225,7 +225,7 @@ peat_status peat_latency_cache_save(const char *path, const peat_pred_table *t)
              (unsigned long long)peat_predictor_device_hash(&t->dev));
     snprintf(m.device, sizeof m.device, "%s (%d units, SIMD %d)", t->dev.name, t->dev.units,
              t->dev.simd_width);
-    snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_VERSION_STRING);
+    snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_LATENCY_TABLE_VERSION);
     m.cost_s = t->cost_s;
     peat_store_latency_row *rows = calloc((size_t)t->n + 1, sizeof *rows);
     if (!rows) return PEAT_ERROR(PEAT_ERR_NOMEM, "latency cache rows");
@@ -253,8 +253,9 @@ peat_status peat_latency_cache_load(const char *path, const peat_pred_device *d,
     char key[32];
     snprintf(key, sizeof key, "%016llx", (unsigned long long)peat_predictor_device_hash(d));
     peat_status st = PEAT_OK;
-    if (strcmp(m.key, key) != 0 || strcmp(m.peat_version, PEAT_VERSION_STRING) != 0)
-        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds another device or PEAT version", path);
+    if (strcmp(m.key, key) != 0 || strcmp(m.peat_version, PEAT_LATENCY_TABLE_VERSION) != 0)
+        st = PEAT_ERROR(PEAT_ERR_NOTFOUND,
+                        "%s holds another device, PEAT version or calibration method", path);
     for (int i = 0; st == PEAT_OK && i < n; i++) {
         peat_pred_row r;
         memset(&r, 0, sizeof r);
@@ -350,7 +351,7 @@ peat_status peat_latency_calibrate(const peat_latency_env *env, const char *cach
     memset(out, 0, sizeof *out);
     memset(t, 0, sizeof *t);
     t->dev = env->dev;
-    snprintf(t->version, sizeof t->version, "%s", PEAT_VERSION_STRING);
+    snprintf(t->version, sizeof t->version, "%s", PEAT_LATENCY_TABLE_VERSION);
     PEAT_TRY(
         peat_latency_cache_path(cache_dir, &env->dev, out->cache_path, sizeof out->cache_path));
     peat_pred_table cached;
