@@ -466,8 +466,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_predictor: %s\n", peat_error_last());
         return 2;
     }
-    printf("device: %s, %d units, SIMD %d, peak %.2f GFLOP/s/unit, bandwidth %.1f GB/s, clock %s\n",
-           d.name, d.units, d.simd_width, d.peak_flops / 1e9, d.bandwidth / 1e9,
+    char bw[32] = "unknown";
+    if (d.bandwidth > 0) snprintf(bw, sizeof bw, "%.1f GB/s", d.bandwidth / 1e9);
+    printf("device: %s, %d units, SIMD %d, peak %.2f GFLOP/s/unit, bandwidth %s, clock %s\n",
+           d.name, d.units, d.simd_width, d.peak_flops / 1e9, bw,
            clk.mhz > 0 ? clk.source : "unknown (no cpufreq/NVML/ROCm SMI here)");
     int n_ok = 0, n_all = 0;
     if (!stages_only) bench_kernels(&d, repeats, only, &n_ok, &n_all);

@@ -165,9 +165,10 @@ peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
         peat_status st = peat_backend_device_info(b, &info);
         peat_backend_close(b);
         PEAT_TRY(st);
-        /* bandwidth is not in the backend's device info yet: 0 classes every tiled op compute */
+        /* bandwidth from the runtime (0 where it does not say: OpenCL; the roofline baseline
+         * then classes every tiled op compute, the table's own class is from its points) */
         peat_predictor_device_gpu(&env->dev, backend, info.name, info.compute_units, info.clock_mhz,
-                                  0.0, strcmp(backend, "hip") == 0 ? 64 : 32);
+                                  info.mem_bandwidth, strcmp(backend, "hip") == 0 ? 64 : 32);
     }
     return warm_up(backend, env);
 }

@@ -28,8 +28,10 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
     peat_pred_table t;
     peat_latency_calib c;
     PEAT_TRY(peat_latency_calibrate(&env, cache_dir, force, NULL, &t, &c, out));
-    fprintf(out, "device: %s (%d units, SIMD %d, %.2f GFLOP/s a unit, %.1f GB/s)\n", env.dev.name,
-            env.dev.units, env.dev.simd_width, env.dev.peak_flops / 1e9, env.dev.bandwidth / 1e9);
+    char bw[32] = "bandwidth unknown";
+    if (env.dev.bandwidth > 0) snprintf(bw, sizeof bw, "%.1f GB/s", env.dev.bandwidth / 1e9);
+    fprintf(out, "device: %s (%d units, SIMD %d, %.2f GFLOP/s a unit, %s)\n", env.dev.name,
+            env.dev.units, env.dev.simd_width, env.dev.peak_flops / 1e9, bw);
     print_clock(out, &env);
     fprintf(out, "%-26s %-8s %6s %12s %12s\n", "kernel", "class", "points", "overhead us",
             "largest ms");

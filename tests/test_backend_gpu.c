@@ -31,6 +31,10 @@ Test(gpu, backend_buffers_round_trip)
     peat_device_info info;
     cr_assert_eq(peat_backend_device_info(b, &info), PEAT_OK);
     cr_assert(info.mem_bytes > 0 && info.compute_units > 0);
+    /* from the memory clock and bus width: any GPU of the last decade moves over 100 GB/s, and
+     * none over 100 TB/s */
+    cr_assert(info.mem_bandwidth > 1e11 && info.mem_bandwidth < 1e14, "%s: bandwidth %g B/s",
+              info.name, info.mem_bandwidth);
     float src[1000], dst[1000];
     for (int i = 0; i < 1000; i++) src[i] = (float)i * 0.5f;
     void *d;

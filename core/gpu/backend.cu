@@ -95,6 +95,13 @@ static peat_status gpu_device_info(peat_backend_t b, peat_device_info *out)
     out->mem_bytes = p.totalGlobalMem;
     out->compute_units = p.multiProcessorCount;
     out->clock_mhz = 0.0; /* sampled through NVML / ROCm SMI by the predictor */
+    /* the attributes, not cudaDeviceProp's memory fields (gone from CUDA 13's struct) */
+    int khz = 0, bits = 0;
+    out->mem_bandwidth = 0.0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, b->device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, b->device) == cudaSuccess &&
+        khz > 0 && bits > 0)
+        out->mem_bandwidth = 2.0 * (double)khz * 1e3 * (double)bits / 8.0;
     return PEAT_OK;
 }
 

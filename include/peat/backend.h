@@ -17,6 +17,10 @@ typedef struct peat_device_info {
     size_t mem_bytes;  /* device memory (host RAM for the CPU backend) */
     int compute_units; /* cores or SMs/CUs */
     double clock_mhz;  /* nominal or sampled clock, 0 if unknown */
+    /* peak memory bandwidth in bytes/s from the runtime's memory clock and bus width (CUDA,
+     * HIP: 2 x clock x width, as NVIDIA's bandwidthTest reports it); 0 where the runtime does
+     * not say (CPU: the predictor measures it; OpenCL has no such query) */
+    double mem_bandwidth;
 } peat_device_info;
 
 /* Opens backend "cpu", "cuda", "hip", "opencl" or "auto" (first with a device, CPU last). A backend
