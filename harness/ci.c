@@ -155,6 +155,7 @@ static void item_args(const peat_ci_opts *o, const peat_ci_result *res, peat_ci_
     arg(a, "--backend"), arg(a, "%s", it->backend);
     if (sk->iters) arg(a, "--iters"), arg(a, "%lld", (long long)sk->iters);
     if (sk->calls) arg(a, "--calls"), arg(a, "%lld", (long long)sk->calls);
+    if (it->plan_s > 0) arg(a, "--budget"), arg(a, "%.2fs", it->plan_s);
     arg(a, "--seed"), arg(a, "%llu", (unsigned long long)s->seed);
     for (int i = 0; i < s->n_plugins; i++) arg(a, "--plugin"), arg(a, "%s", s->plugins[i]);
     arg(a, "--out"), arg(a, "%s/%s", res->out_dir, it->dir);
@@ -242,12 +243,19 @@ static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *i
     double t0 = now_s();
     pid_t pid;
     int timed_out = 0, st = -1;
-    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK)
-        st = wait_deadline(pid, it->budget_s, &timed_out);
+    /* a planned run keeps to its plan within a few percent (docs/predictor.md): one far past
+     * it is stuck, and is stopped before it spends the items' after it */
+    double limit = it->budget_s;
+    if (it->plan_s > 0 && (!(limit > 0) || limit > 1.5 * it->plan_s + 10))
+        limit = 1.5 * it->plan_s + 10;
+    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) st = wait_deadline(pid, limit, &timed_out);
     it->seconds = now_s() - t0;
     it->exit_code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     snprintf(it->status, sizeof it->status, "ERROR");
-    if (timed_out)
+    if (timed_out && limit < it->budget_s)
+        snprintf(it->error, sizeof it->error, "over its plan of %.1f s by far (%.0f s): killed",
+                 it->plan_s, limit);
+    else if (timed_out)
         snprintf(it->error, sizeof it->error, "over its budget of %g s: killed", it->budget_s);
     else if (st == -1)
         snprintf(it->error, sizeof it->error, "%s", peat_error_last());
@@ -355,19 +363,40 @@ static const peat_suite_kernel *suite_kernel_of(const peat_suite *s, const char 
     return &s->kernels[0];
 }
 
+/* Under peat ci --budget, what item i may plan to: the suite's time left over the items left to
+ * run (a fixed item, whose iters or calls the suite sets, runs as set and is not planned). 0:
+ * not planned; < 0: the time is spent. */
+static double item_plan(const peat_ci_result *res, int i, double t0)
+{
+    const peat_suite_kernel *sk = suite_kernel_of(&res->suite, res->items[i].kernel);
+    if (!(res->budget_s > 0) || sk->iters || sk->calls) return 0;
+    int left = 0;
+    for (int j = i; j < res->n_items; j++) left += strcmp(res->items[j].status, "SKIP") != 0;
+    double share = (res->budget_s - (now_s() - t0)) / (left > 0 ? left : 1);
+    return share > 0 ? share : -1;
+}
+
 static void run_items(const peat_ci_opts *o, peat_ci_result *res)
 {
     peat_progress pr;
     peat_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
+    double t0 = now_s();
     for (int i = 0; i < res->n_items; i++) {
         peat_ci_item *it = &res->items[i];
-        if (strcmp(it->status, "SKIP"))
+        it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
+        if (it->plan_s < 0) {
+            it->plan_s = 0;
+            snprintf(it->status, sizeof it->status, "ERROR");
+            snprintf(it->error, sizeof it->error,
+                     "not run: the suite's --budget of %g s was spent before it", res->budget_s);
+        } else if (strcmp(it->status, "SKIP"))
             item_run(o, res, it, suite_kernel_of(&res->suite, it->kernel));
         res->counts[status_rank(it->status)]++;
-        char note[400];
-        snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s)", i + 1, res->n_items,
+        char note[400], planned[48] = "";
+        if (it->plan_s > 0) snprintf(planned, sizeof planned, " of %.1f s planned", it->plan_s);
+        snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s%s)", i + 1, res->n_items,
                  it->kernel, it->flow, it->backend, it->status, it->error[0] ? ": " : "", it->error,
-                 it->seconds);
+                 it->seconds, planned);
         peat_progress_step(&pr, i + 1, note);
     }
     peat_progress_end(&pr);
@@ -392,6 +421,10 @@ peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res)
     double t0 = now_s();
     if (o->update_baseline && !o->baseline)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--update-baseline needs --baseline DIR");
+    if (o->budget &&
+        (peat_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",
+                          o->budget);
     PEAT_TRY(plan(o, res));
     PEAT_TRY(out_dir_prepare(o, res));
     peat_ci_opts oo = *o;

@@ -24,6 +24,7 @@ typedef struct peat_ci_item {
     char command[1024];
     int exit_code; /* of `peat run` (-1: killed) */
     double seconds, budget_s;
+    double plan_s; /* the --budget its `peat run` planned to (peat ci --budget); 0: not planned */
     double max_norm, eff_bits, rms_ratio; /* candidate's headline numbers (NaN if none) */
     int n_findings;
     peat_ci_finding findings[PEAT_CI_MAX_FINDINGS];
@@ -39,6 +40,7 @@ typedef struct peat_ci_opts {
     int quiet;          /* no progress lines */
     int json;           /* only the verdict, as JSON, on stdout */
     const char *self;   /* the peat executable items run with (NULL: /proc/self/exe) */
+    const char *budget; /* the whole suite's time (docs/nightly-ci.md); NULL: none */
 } peat_ci_opts;
 
 typedef struct peat_ci_result {
@@ -51,6 +53,7 @@ typedef struct peat_ci_result {
     peat_diff diff;        /* against the baseline */
     int exit_code;         /* 0 pass, 1 a failure or regression, 2 an item reached no verdict */
     double seconds;
+    double budget_s; /* peat ci --budget, 0: none */
 } peat_ci_result;
 
 /* Runs the suite. PEAT_OK when every item was attempted (read res->exit_code); another status

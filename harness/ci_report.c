@@ -67,7 +67,9 @@ static void ci_json_item(FILE *f, const peat_ci_item *it, int last)
     json_kv(f, "dir", it->dir, ", ");
     json_kv(f, "error", it->error, ", ");
     json_kv(f, "command", it->command, ", ");
-    fprintf(f, "\"exit\": %d, \"seconds\": %.3f, \"max_norm\": ", it->exit_code, it->seconds);
+    fprintf(f, "\"exit\": %d, \"seconds\": %.3f, \"planned_s\": ", it->exit_code, it->seconds);
+    json_num(f, it->plan_s > 0 ? it->plan_s : NAN);
+    fputs(", \"max_norm\": ", f);
     json_num(f, it->max_norm);
     fputs(", \"eff_bits\": ", f);
     json_num(f, it->eff_bits);
@@ -109,7 +111,9 @@ static peat_status write_json(const peat_ci_result *r)
     json_kv(f, "suite_file", r->suite.path, ",\n  ");
     json_kv(f, "verdict", suite_verdict(r), ",\n  ");
     json_kv(f, "fail_on", r->suite.policy.fail_on == PEAT_ACCEPT_WARN ? "warn" : "fail", ",\n  ");
-    fprintf(f, "\"exit\": %d,\n  \"seconds\": %.3f,\n  \"counts\": {", r->exit_code, r->seconds);
+    fprintf(f, "\"exit\": %d,\n  \"seconds\": %.3f,\n  \"budget_s\": ", r->exit_code, r->seconds);
+    json_num(f, r->budget_s > 0 ? r->budget_s : NAN);
+    fputs(",\n  \"counts\": {", f);
     for (int s = 0; s < 5; s++)
         fprintf(f, "%s\"%s\": %d", s ? ", " : "", status_names[s], r->counts[s]);
     fputs("},\n", f);
@@ -344,9 +348,11 @@ void peat_ci_print(FILE *f, const peat_ci_result *r)
         fputc('\n', f);
         peat_diff_print(f, &r->diff);
     }
-    fprintf(f, "\nsuite %s: %s (%d pass, %d warn, %d fail, %d error, %d skipped; %.0f s)\n",
+    char budget[48] = "";
+    if (r->budget_s > 0) snprintf(budget, sizeof budget, " of a %.0f s budget", r->budget_s);
+    fprintf(f, "\nsuite %s: %s (%d pass, %d warn, %d fail, %d error, %d skipped; %.0f s%s)\n",
             r->suite.name, suite_verdict(r), r->counts[0], r->counts[1], r->counts[2], r->counts[3],
-            r->counts[4], r->seconds);
+            r->counts[4], r->seconds, budget);
     fprintf(f, "report: %s/{report.html,summary.md,junit.xml,ci.json}\n", r->out_dir);
 }
 

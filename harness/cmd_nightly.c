@@ -25,6 +25,10 @@ static const peat_cli_opt ci_opts[] = {
      "no progress, only the verdict line", NULL},
     {"json", NULL, PEAT_CLI_FLAG, CI(json), 0, 1, 0, NULL, NULL, NULL,
      "only {verdict, exit, items, counts, regressions, report} as JSON on stdout", NULL},
+    {"budget", "TIME", PEAT_CLI_STR, CI(budget), 0, 0, 0, NULL, NULL, NULL,
+     "fit the suite in TIME (90s, 20m, 1h): each item not fixed by iters or calls runs `peat "
+     "run --budget` with the time left over the items left",
+     NULL},
 };
 
 const peat_cli_cmd peat_cli_ci = {

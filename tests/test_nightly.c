@@ -403,6 +403,59 @@ Test(nightly, ci_failing_and_broken_items_never_stop_the_others)
     cr_assert_eq(sh("%s ci %s --out %s/w2 --quiet", PEAT_TEST_BIN, p, tmpdir), 0, "%s", out_buf);
 }
 
+/* peat ci --budget: an item the suite does not fix (iters, calls) runs `peat run --budget` with
+ * the time left over the items left; a fixed item runs as set; a share too small for a campaign
+ * is that item's ERROR, and the others still run. */
+Test(nightly, ci_budget_plans_the_items_it_may)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/budget.suite", tmpdir);
+    spit(p, "[suite]\nname = budget\nkernels = gemm_new, softmax_online\nflows = auto\n"
+            "[kernel softmax_online]\niters = 4\ncalls = 4\n");
+    /* the latency table calibrated first, in a cache of the test's own: a cold cache's
+     * calibration (~4 s) is part of the first planned item's planning, whatever ran before */
+    cr_assert_eq(sh("PEAT_CACHE_DIR=%s/cache %s calibrate-latency", tmpdir, PEAT_TEST_BIN), 0, "%s",
+                 err_buf);
+    int rc = sh("PEAT_CACHE_DIR=%s/cache %s ci %s --out %s/b --budget 6s", tmpdir, PEAT_TEST_BIN, p,
+                tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s\n%s", rc, out_buf, err_buf);
+    cr_assert(strstr(out_buf, "of a 6 s budget"), "%s", out_buf);
+    peat_json ci;
+    load_ci("b", &ci);
+    cr_assert_float_eq(peat_json_num(&ci, "budget_s"), 6.0, 1e-9);
+    const peat_json *items = peat_json_get(&ci, "items");
+    cr_assert_eq(items->n, 2);
+    const peat_json *g = &items->items[0], *s = &items->items[1];
+    cr_assert_str_eq(peat_json_str(g, "kernel", ""), "gemm_new");
+    /* the first of two items: 6 s, less the moments before it started, over 2 */
+    double plan = peat_json_num(g, "planned_s");
+    cr_assert(plan > 2.5 && plan <= 3.0, "planned %g s", plan);
+    cr_assert(strstr(peat_json_str(g, "command", ""), "--budget "), "%s",
+              peat_json_str(g, "command", ""));
+    cr_assert_str_eq(peat_json_str(g, "status", ""), "PASS");
+    cr_assert(isnan(peat_json_num(s, "planned_s")), "a fixed item is not planned");
+    cr_assert_null(strstr(peat_json_str(s, "command", ""), "--budget"));
+    cr_assert(strstr(peat_json_str(s, "command", ""), "--iters 4"));
+    cr_assert_str_eq(peat_json_str(s, "status", ""), "PASS");
+    peat_json_free(&ci);
+    /* too small a share: the planned item reaches no verdict and says why, the fixed one runs */
+    rc = sh("PEAT_CACHE_DIR=%s/cache %s ci %s --out %s/s --budget 0.4s --quiet", tmpdir,
+            PEAT_TEST_BIN, p, tmpdir);
+    cr_assert_eq(rc, 2, "rc %d\n%s\n%s", rc, out_buf, err_buf);
+    load_ci("s", &ci);
+    items = peat_json_get(&ci, "items");
+    cr_assert_str_eq(peat_json_str(&items->items[0], "status", ""), "ERROR");
+    cr_assert(strstr(peat_json_str(&items->items[0], "error", ""), "too small"), "%s",
+              peat_json_str(&items->items[0], "error", ""));
+    peat_json_free(&ci);
+    /* a bad time is refused before anything runs */
+    rc = sh("%s ci %s --out %s/x --budget soon", PEAT_TEST_BIN, p, tmpdir);
+    cr_assert_eq(rc, 2);
+    cr_assert(strstr(err_buf, "--budget 'soon'"), "%s", err_buf);
+    snprintf(p, sizeof p, "%s/x/ci.json", tmpdir);
+    cr_assert_neq(access(p, F_OK), 0, "nothing ran");
+}
+
 Test(nightly, ci_baseline_names_tonights_regression)
 {
     char p[400];
