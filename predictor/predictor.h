@@ -154,9 +154,10 @@ peat_status peat_predictor_row_to(const peat_pred_row *r, peat_pred_ktable *kt);
 /* ---- calibration --------------------------------------------------------------------------- */
 
 /* A synthetic call of an op at size n: params plus inputs filled with valid random values.
- * A CPU call's inputs come in further sets of other random values, PEAT_PRED_VARY_BYTES in all
- * (at most PEAT_PRED_SETS sets), and timing takes them in turn: a branch predictor that sees the
- * same data call after call learns its data-dependent branches (this project's AMD EPYC learns
+ * A CPU call's inputs come in sets of other random values, PEAT_PRED_VARY_BYTES in all (at most
+ * PEAT_PRED_SETS sets), and timing copies them in turn into the inputs before each call (the
+ * copies timed alone and taken off): a branch predictor that sees the same data call after call
+ * learns its data-dependent branches (this project's AMD EPYC learns
  * the ~45k branches of a ReLU over 45k elements: 0.8 ns an element on a repeated input, 4.6 ns
  * on fresh ones), while each of a flow's calls sees new data (docs/predictor.md). */
 #define PEAT_PRED_SETS       4096
@@ -164,8 +165,8 @@ peat_status peat_predictor_row_to(const peat_pred_row *r, peat_pred_ktable *kt);
 typedef struct peat_pred_call {
     peat_args a;
     peat_tensor *in[PEAT_MAX_IO];
-    peat_tensor *pool[PEAT_MAX_IO]; /* input i's further sets, back to back */
-    int n_sets;                     /* 1 + the further sets */
+    peat_tensor *pool[PEAT_MAX_IO]; /* input i's sets, back to back (set 0: in[i]'s values) */
+    int n_sets;                     /* 1: no pool */
 } peat_pred_call;
 /* Params of op at size n; odd = 1 gives the held-out family (dimensions off the calibration
  * grid, never multiples of tiles). */

@@ -230,8 +230,10 @@ peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params
     if (st == PEAT_OK && bytes > 0 && (!k->backend || strcmp(k->backend, "cpu") == 0))
         c->n_sets = (int)fmin(PEAT_PRED_SETS, ceil(PEAT_PRED_VARY_BYTES / bytes));
     for (int i = 0; st == PEAT_OK && c->n_sets > 1 && i < n_in; i++) {
-        st = peat_tensor_alloc1(dt[i], (c->n_sets - 1) * peat_tensor_numel(c->in[i]), &c->pool[i]);
+        st = peat_tensor_alloc1(dt[i], c->n_sets * peat_tensor_numel(c->in[i]), &c->pool[i]);
         if (st == PEAT_OK) fill(r, k->op, p, i, c->pool[i]);
+        /* set 0: the values the call was made with */
+        if (st == PEAT_OK) memcpy(c->pool[i]->data, c->in[i]->data, peat_tensor_nbytes(c->in[i]));
     }
     peat_rng_free(r);
     c->a = peat_args_make(k->op, p, n_in, (const peat_tensor *const *)c->in, 0, NULL);
