@@ -61,6 +61,7 @@ peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call 
     double start = peat_predictor_now(), spent = 0;
     int n = 0;
     while (n < max_reps && (n < 5 || spent < min_s)) {
+        int v0 = v;
         t0 = kernel_clock(cpu);
         for (int b = 0; b < batch; b++, v = v + 1 < sets ? v + 1 : 0) {
             if (sets > 1) load_set(c, v);
@@ -69,7 +70,7 @@ peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call 
         double both = kernel_clock(cpu) - t0, copies = 0;
         if (sets > 1) { /* the same copies alone, taken off */
             t0 = kernel_clock(cpu);
-            for (int b = 0; b < batch; b++, v = v + 1 < sets ? v + 1 : 0) load_set(c, v);
+            for (int b = 0, w = v0; b < batch; b++, w = w + 1 < sets ? w + 1 : 0) load_set(c, w);
             copies = kernel_clock(cpu) - t0;
         }
         t[n++] = (both > copies ? both - copies : 0) / batch;
