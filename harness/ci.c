@@ -252,7 +252,7 @@ static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *i
     it->seconds = now_s() - t0;
     it->exit_code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     snprintf(it->status, sizeof it->status, "ERROR");
-    if (timed_out && limit < it->budget_s)
+    if (timed_out && limit != it->budget_s) /* the plan's limit, not the suite's budget */
         snprintf(it->error, sizeof it->error, "over its plan of %.1f s by far (%.0f s): killed",
                  it->plan_s, limit);
     else if (timed_out)
