@@ -157,9 +157,9 @@ peat_status peat_predictor_row_to(const peat_pred_row *r, peat_pred_ktable *kt);
  * A CPU call's inputs come in sets of other random values, PEAT_PRED_VARY_BYTES in all (at most
  * PEAT_PRED_SETS sets), and timing copies them in turn into the inputs before each call (the
  * copies timed alone and taken off): a branch predictor that sees the same data call after call
- * learns its data-dependent branches (this project's AMD EPYC learns
- * the ~45k branches of a ReLU over 45k elements: 0.8 ns an element on a repeated input, 4.6 ns
- * on fresh ones), while each of a flow's calls sees new data (docs/predictor.md). */
+ * learns its data-dependent branches (this project's AMD EPYC learns the ~45k branches of a ReLU
+ * over 45k elements: 0.8 ns an element on a repeated input, 4.6 ns on fresh ones), while each of
+ * a flow's calls sees new data (docs/predictor.md). */
 #define PEAT_PRED_SETS       4096
 #define PEAT_PRED_VARY_BYTES (1 << 20)
 typedef struct peat_pred_call {
