@@ -141,6 +141,8 @@ typedef struct peat_latency_flow {
     double state_bytes;    /* a checkpoint: weights and optimizer state */
     double side_factor;    /* CPU seconds of a step with runs side by side (runtime FI) per
                               CPU second of a step alone (>= 1 where they contend) */
+    double distance_s;     /* runtime FI's weight distance of one run from the golden run's,
+                              after each iteration (peat_runtime_distance_s) */
     peat_record_list op;   /* the step's calls of the captured op, recorded as profile does */
     peat_probe_set probes; /* the probe stage's calls, made from those records as it does */
 } peat_latency_flow;

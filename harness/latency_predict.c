@@ -78,23 +78,35 @@ static peat_status time_more(peat_flow_t *f, int eval, double *s)
 /* Runtime FI trains its runs side by side: a step there shares the CPUs (hyperthreads, caches,
  * memory bandwidth) with the other threads' steps and, on each thread, the caches with the
  * run stepped before it. Measured: two flows on each of T threads (T = min(CPUs, 2)), stepping
- * alternately, all threads at once; CPU seconds of a step against step_s alone. */
+ * alternately, all threads at once from a common start until the first has stepped for
+ * SIDE_MIN_S (at least 3 pairs each); CPU seconds of a step against step_s alone. Before
+ * December 1st each thread stepped 3 pairs from its own start: mlp's 0.12 ms steps were over
+ * before the second thread ran, the factor read 1.0 and its runtime FI ran 1.2x the prediction. */
+#define SIDE_MIN_S 0.02
 typedef struct side_flow {
     peat_exec_t *ex[2];
     peat_flow_t *f[2];
     double cpu;
     int steps;
     peat_status st;
+    pthread_barrier_t *start;
+    volatile int *stop;
 } side_flow;
 
 static void *side_run(void *arg)
 {
     side_flow *s = arg;
     peat_flow_metrics m;
-    double t0 = peat_latency_thread_cpu_s();
-    for (int i = 0; i < 3 && s->st == PEAT_OK; i++)
+    pthread_barrier_wait(s->start);
+    double t0 = peat_latency_thread_cpu_s(), w0 = peat_now();
+    for (int i = 0; s->st == PEAT_OK && (i < 3 || !__atomic_load_n(s->stop, __ATOMIC_RELAXED));
+         i++) {
         for (int j = 0; j < 2 && s->st == PEAT_OK; j++)
             s->st = peat_flow_step(s->f[j], &m), s->steps++;
+        /* the first to have stepped long enough stops both: they overlap to the end */
+        if (i >= 2 && (peat_now() - w0 >= SIDE_MIN_S || i >= 10000))
+            __atomic_store_n(s->stop, 1, __ATOMIC_RELAXED);
+    }
     s->cpu = peat_latency_thread_cpu_s() - t0;
     return NULL;
 }
@@ -106,6 +118,8 @@ static peat_status side_by_side(const char *flow, const peat_flow_config *cfg, d
     int T = cpus >= 2 ? 2 : 1;
     side_flow s[2];
     memset(s, 0, sizeof s);
+    volatile int stop = 0;
+    pthread_barrier_t start;
     peat_status st = PEAT_OK;
     peat_flow_metrics m;
     for (int t = 0; t < T; t++)
@@ -115,14 +129,27 @@ static peat_status side_by_side(const char *flow, const peat_flow_config *cfg, d
             if (st == PEAT_OK) st = peat_flow_step(s[t].f[j], &m); /* first touch */
         }
     pthread_t th;
-    int started = st == PEAT_OK && T > 1 && pthread_create(&th, NULL, side_run, &s[1]) == 0;
+    int started = 0;
+    if (st == PEAT_OK && T > 1 && pthread_barrier_init(&start, NULL, 2) == 0) {
+        for (int t = 0; t < T; t++) s[t].start = &start, s[t].stop = &stop;
+        started = pthread_create(&th, NULL, side_run, &s[1]) == 0;
+        if (!started) pthread_barrier_destroy(&start);
+    }
+    if (st == PEAT_OK && !started) {
+        /* one thread (one CPU, or no second thread): the two flows alternating on it */
+        T = 1;
+        if (pthread_barrier_init(&start, NULL, 1) != 0)
+            st = PEAT_ERROR(PEAT_ERR_INTERNAL, "side-by-side timing: barrier");
+        s[0].start = &start, s[0].stop = &stop;
+    }
     if (st == PEAT_OK) side_run(&s[0]);
     if (started) pthread_join(th, NULL);
+    if (st == PEAT_OK) pthread_barrier_destroy(&start);
     double cpu = 0;
     int steps = 0;
-    for (int t = 0; t < T; t++) {
-        if (st == PEAT_OK) st = s[t].st;
-        cpu += s[t].cpu, steps += s[t].steps;
+    for (int t = 0; t < 2; t++) {
+        if (st == PEAT_OK && t < T) st = s[t].st;
+        if (t < T) cpu += s[t].cpu, steps += s[t].steps;
         for (int j = 0; j < 2; j++) peat_flow_free(s[t].f[j]), peat_exec_free(s[t].ex[j]);
     }
     *factor = st == PEAT_OK && steps > 0 && alone > 0 ? cpu / steps / alone : 1.0;
@@ -156,6 +183,7 @@ static peat_status capture_run(const char *flow, const peat_flow_config *cfg, pe
     if (st == PEAT_OK) st = time_more(f, 0, &c->f->step_s);
     if (st == PEAT_OK) st = time_more(f, 1, &c->f->eval_s);
     if (st == PEAT_OK) c->f->state_bytes = flow_state_bytes(f);
+    if (st == PEAT_OK) c->f->distance_s = peat_runtime_distance_s(f);
     peat_flow_free(f);
     if (st == PEAT_OK) st = side_by_side(flow, cfg, c->f->step_s, &c->f->side_factor);
     peat_exec_free(ex);
@@ -515,6 +543,11 @@ static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_en
                         &c->runtime_eval_s);
     free(memo);
     PEAT_TRY(st);
+    /* after each iteration one thread measures every run's weights against the golden run's
+     * while the others wait (harness/runtime.c): on the busiest thread's path (mlp: 75 us an
+     * iteration, a sixth of its lockstep) */
+    c->runtime_iter_crit_s += (double)rr.n * fl->distance_s;
+    c->runtime_iter_s += (double)rr.n * fl->distance_s;
     /* every run's flow is created on one thread; each faulty run's last checkpoint is stored */
     c->runtime_fixed_s =
         (double)rr.n * fl->create_s +

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Band reruns: honest orders any valid kernel could use (inject's `reorder`, GEMM: pairwise,
@@ -128,6 +129,12 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
     return peat_exec_set_swap(m->ex, &s);
 }
 
+/* A state tensor that is a weight (optimizer moments are not). */
+static int is_weight(const char *name)
+{
+    return strncmp(name, "adam.", 5) && strncmp(name, "sgd.", 4);
+}
+
 /* Weight tensors: the state entries that are not optimizer slots. */
 static peat_status weights_find(lockstep *L)
 {
@@ -138,7 +145,7 @@ static peat_status weights_find(lockstep *L)
     for (int i = 0; i < n; i++) {
         const char *name;
         peat_flow_state(f, i, &name);
-        if (strncmp(name, "adam.", 5) && strncmp(name, "sgd.", 4)) L->w_idx[L->n_w++] = i;
+        if (is_weight(name)) L->w_idx[L->n_w++] = i;
     }
     return PEAT_OK;
 }
@@ -225,6 +232,28 @@ static double rel_l2(const peat_tensor *w, const peat_tensor *g, int64_t *nonfin
     }
     if (*nonfinite) return INFINITY;
     return s > 0.0 ? sqrt(d / s) : sqrt(d);
+}
+
+double peat_runtime_distance_s(peat_flow_t *f)
+{
+    int n = peat_flow_state_count(f), reps = 0;
+    double spent = 0;
+    volatile double sink = 0; /* read by nothing: the passes are not elided */
+    /* repeated to a millisecond at least: one pass over a small model's weights is microseconds */
+    while (spent < 1e-3 && reps < 1000) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        for (int i = 0; i < n; i++) {
+            const char *name = NULL;
+            const peat_tensor *w = peat_flow_state(f, i, &name);
+            int64_t nf = 0;
+            if (name && is_weight(name)) sink += rel_l2(w, w, &nf);
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        spent += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        reps++;
+    }
+    return spent / reps;
 }
 
 /* After iteration t: each member's distance from the golden run, tensor by tensor. */

@@ -70,6 +70,10 @@ peat_status peat_runtime_freqs_check(const char *list);
  * curves, verdicts and checkpoints when o->store is set. */
 peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
 void peat_runtime_result_free(peat_runtime_result *res);
+/* CPU seconds of what the lockstep does for one run after each iteration, on one thread while
+ * the others wait: the distance of its weights from the golden run's, tensor by tensor (here f's
+ * weights against themselves: the same passes). The planner adds it to every iteration. */
+double peat_runtime_distance_s(peat_flow_t *f);
 /* Terminal lines: one per frequency, verdict with its numbers. */
 void peat_runtime_print(FILE *f, const peat_runtime_result *r);
 
