@@ -75,13 +75,25 @@ const peat_kernel *peat_latency_work_kernel(peat_latency_work w);
 /* Times harness work w on synthetic calls (a few sizes) into kt. */
 peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *kt);
 /* A replayed call of k from this process as it is now, measured on the n params p (the flow's
- * own calls; mean of each one's median of 5): *isolate_s (0 unless fork) what forking adds to it
+ * own calls; mean of each one's median of 5): isolate_s (0 unless fork) what forking adds to it
  * (the candidate forked and the exact reference after it, against both unforked): the isolation
  * curve's level where a campaign will fork (its slope over resident bytes is the calibrated one);
- * *guard_s what playback's guards add with or without a fork (guarded outputs, input copies, the
- * checks for stray writes), against the two calls alone. */
+ * guard_s what playback's guards add with or without a fork (guarded outputs, input copies, the
+ * checks for stray writes), against the two calls alone; analysis_t[i] what playback's analysis
+ * of call i's analysis_x[i] output elements takes after the call, as the campaign makes it, into
+ * accumulators that start empty
+ * (stage_playback.c's peat_playback_accumulate: magnitudes, both accumulators, plots), for each of
+ * the n calls in turn (at most PEAT_LATENCY_REPLAY_MAX): the mean of 5, not their median, as the
+ * campaign pays every add and some adds cost more by their nature (a sample set that grows or is
+ * cut: mlp's 2048-element call took 0.18 ms and 0.38-0.61 ms every other add) */
+#define PEAT_LATENCY_REPLAY_MAX 4
+typedef struct peat_latency_replay {
+    double isolate_s, guard_s; /* per call */
+    double analysis_x[PEAT_LATENCY_REPLAY_MAX], analysis_t[PEAT_LATENCY_REPLAY_MAX];
+    int n_analysis;
+} peat_latency_replay;
 peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *p, int n, int fork,
-                                    double *isolate_s, double *guard_s);
+                                    peat_latency_replay *r);
 /* Predicted seconds of harness work w at x. */
 double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x);
 /* A band rerun of runtime FI as a pseudo-kernel: band member r (1 .. PEAT_RUNTIME_MAX_BAND - 1)

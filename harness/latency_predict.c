@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness/runtime.h"
+#include "harness/stages.h"
 #include "inject/inject.h"
 
 typedef struct capture {
@@ -416,12 +417,14 @@ static peat_status playback_costs(const peat_pred_table *t, const peat_latency_e
         elems += cc.elems, bytes += cc.bytes;
         c->record_s += cc.record_s;
         c->replay_s += cc.replay_s;
+        c->replay_analysis_s += cc.exact_s + analyze_s(t, env, cc.elems);
         c->repeat_s += cc.candidate_s;
         c->trial_s += analyze_s(t, env, cc.elems) + work_s(t, env, PEAT_WORK_DISPATCH, 1);
     }
     if (n_op == 0)
         return PEAT_ERROR(PEAT_ERR_INVAL, "the flow never calls %s", peat_op_name(k->op));
     c->record_s /= (double)n_op, c->replay_s /= (double)n_op;
+    c->replay_analysis_s /= (double)n_op;
     c->repeat_s /= (double)n_op, c->trial_s /= (double)n_op;
     c->elems_per_call = elems / (double)n_op;
     /* what the process holds per recorded call: its inputs and golden outputs (f32) and exact
@@ -569,7 +572,8 @@ static int cmp_elems(const void *a, const void *b)
  * calibration's one-element call (the parent's copy-on-write faults on the exact kernel's
  * buffers after it, the child's work on real ones): the isolation curve is shifted to what
  * forking measured here adds (at c->base_bytes) and keeps its slope. */
-static peat_status isolation(const peat_pred_ktable *iso, int isolate, const peat_kernel *k,
+static peat_status isolation(const peat_pred_table *t, const peat_latency_env *env,
+                             const peat_pred_ktable *iso, int isolate, const peat_kernel *k,
                              const peat_latency_flow *fl, peat_pred_costs *c)
 {
     /* (output elements, call index) of the op's calls, sorted by elements */
@@ -589,8 +593,34 @@ static peat_status isolation(const peat_pred_ktable *iso, int isolate, const pea
      * harness's work around the call (its own cost is taken out), and a candidate is not run
      * in this process (it may crash or end it) */
     const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu");
-    double now = 0, guard = 0;
-    if (g) PEAT_TRY(peat_latency_replay_now(g, p, n, isolate, &now, &guard));
+    peat_latency_replay rn;
+    memset(&rn, 0, sizeof rn);
+    if (g) PEAT_TRY(peat_latency_replay_now(g, p, n, isolate, &rn));
+    double now = rn.isolate_s, guard = rn.guard_s;
+    /* playback's analysis of a call (magnitudes, both accumulators, plots), measured on the
+     * flow's own calls after each as the campaign makes it, interpolated over output elements
+     * for every call of the step: it replaces the tables' (the calibration's adds, back to back,
+     * of 4096 synthetic elements: a small call pays more per element, and after the call and its
+     * fork the accumulators are out of the caches and their heap pages fault on the first
+     * write; mlp's calls took 2-3x the tables) */
+    if (rn.n_analysis > 0) {
+        peat_pred_ktable live;
+        memset(&live, 0, sizeof live);
+        PEAT_TRY(
+            peat_predictor_ktable_build(&live, rn.n_analysis, rn.analysis_x, rn.analysis_t, 0.0));
+        double sum = 0, tab = 0;
+        int64_t m = 0;
+        for (int64_t i = 0; i < fl->n_step; i++) {
+            if (fl->calls[i].op != k->op) continue;
+            sum += peat_predictor_ktable_eval(&live, out_elems(k->op, &fl->calls[i].p)), m++;
+        }
+        if (m > 0) {
+            tab = c->replay_analysis_s;
+            c->replay_analysis_s = sum / (double)m;
+            c->replay_s += c->replay_analysis_s - tab;
+            c->analysis_level = tab > 0 ? c->replay_analysis_s / tab : 0;
+        }
+    }
     /* every replayed call (and its repeat) goes through the guards, forked or not, and so does
      * every probe's candidate call (the arithmetic-property probe's two) */
     c->replay_s += guard, c->repeat_s += guard;
@@ -602,6 +632,84 @@ static peat_status isolation(const peat_pred_ktable *iso, int isolate, const pea
     if (shift < -0.5 * at) shift = -0.5 * at; /* a lucky measurement halves it at most */
     c->isolate.overhead_s += shift;
     for (int i = 0; i < c->isolate.n; i++) c->isolate.t[i] += shift;
+    return PEAT_OK;
+}
+
+/* The probe stage at this process's level: three probes of the flow's set (the smallest, median
+ * and largest output) and GEMM's arithmetic-property call, run by stage_probe.c's own code with
+ * the op's golden kernel in the candidate's place, forked as the campaign forks them (mean of 2
+ * after a first run). A probe's harness work (fresh accumulators, its signatures and detector,
+ * the edge region, guards, fork) is interpolated over output elements for every probe of the set
+ * and replaces the tables' sum of it, which left out what a probe's small adds and fresh
+ * accumulators pay in a process that has just forked (mlp's probes ran 1.25x it); the
+ * candidate's own time is added from the tables, and the fork's growth with the records resident
+ * stays the isolation curve's (plan.c adds it per probe: taken out here). */
+static peat_status probes_now(const peat_pred_table *t, const peat_latency_env *env,
+                              const peat_kernel *k, const peat_latency_flow *fl,
+                              const peat_campaign_opts *o, peat_pred_costs *c)
+{
+    const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu");
+    int n = fl->probes.n;
+    if (!g || n == 0 || o->no_probes) return PEAT_OK;
+    peat_campaign_opts po = *o;
+    peat_detector_ctx ctx = peat_detector_ctx_from_kernel(g);
+    double *ord = malloc(sizeof *ord * 2 * (size_t)n);
+    if (!ord) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe timing");
+    for (int i = 0; i < n; i++)
+        ord[2 * i] = out_elems(k->op, &fl->probes.p[i].args.p), ord[2 * i + 1] = i;
+    qsort(ord, (size_t)n, 2 * sizeof *ord, cmp_elems);
+    double x[3], tm[3];
+    int m = 0;
+    peat_probe_outcome out;
+    peat_status st = PEAT_OK;
+    for (int q = 0; q < 3 && st == PEAT_OK; q++) {
+        const peat_probe *pr = &fl->probes.p[(int)ord[2 * (q * (n - 1) / 2) + 1]];
+        double r[3];
+        for (int rep = 0; rep < 3 && st == PEAT_OK; rep++) {
+            double t0 = peat_campaign_cpu_s();
+            memset(&out, 0, sizeof out);
+            st = peat_stage_probe_one(&po, g, pr, &ctx, &out);
+            r[rep] = peat_campaign_cpu_s() - t0;
+        }
+        if (st == PEAT_OK) x[m] = out_elems(k->op, &pr->args.p), tm[m++] = 0.5 * (r[1] + r[2]);
+    }
+    peat_pred_ktable live;
+    memset(&live, 0, sizeof live);
+    if (st == PEAT_OK) st = peat_predictor_ktable_build(&live, m, x, tm, 0.0);
+    double sum = 0;
+    for (int i = 0; i < n && st == PEAT_OK; i++) {
+        const peat_args *a = &fl->probes.p[(int)ord[2 * i + 1]].args;
+        double cand = 0, gold = 0;
+        st = kernel_s(t, env, k, &a->p, &cand);
+        if (st == PEAT_OK) st = kernel_s(t, env, g, &a->p, &gold);
+        sum += peat_predictor_ktable_eval(&live, ord[2 * i]) + (cand - gold);
+    }
+    free(ord);
+    PEAT_TRY(st);
+    double fork = o->isolate ? peat_predictor_isolate_s(c, 0) : 0.0;
+    c->probe_s = sum / n - fork;
+    if (c->probe_s < 0) c->probe_s = 0;
+    if (k->op != PEAT_OP_GEMM) return PEAT_OK;
+    peat_campaign_result *res = calloc(1, sizeof *res);
+    if (!res) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe timing");
+    double r[2];
+    for (int rep = 0; rep < 2 && st == PEAT_OK; rep++) {
+        double t0 = peat_campaign_cpu_s();
+        st = peat_stage_probe_props(&po, g, res);
+        r[rep] = peat_campaign_cpu_s() - t0;
+    }
+    free(res);
+    PEAT_TRY(st);
+    /* the candidate runs twice there */
+    peat_args in;
+    PEAT_TRY(peat_gemm_props_call(&in));
+    double cand = 0, gold = 0;
+    st = kernel_s(t, env, k, &in.p, &cand);
+    if (st == PEAT_OK) st = kernel_s(t, env, g, &in.p, &gold);
+    for (int i = 0; i < in.n_in; i++) peat_tensor_free((peat_tensor *)in.in[i]);
+    PEAT_TRY(st);
+    c->probe_fixed_s = r[1] + 2 * (cand - gold) - c->probe_fixed_forks * fork;
+    if (c->probe_fixed_s < 0) c->probe_fixed_s = 0;
     return PEAT_OK;
 }
 
@@ -633,7 +741,10 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     /* the accumulators at a default campaign's elements (bounded: flat once full) */
     c->held_bytes = peat_latency_work_s(t, PEAT_WORK_HELD,
                                         (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->elems_per_call);
-    if (strcmp(k->backend, "cpu") == 0) PEAT_TRY(isolation(iso, iso && o->isolate, k, fl, c));
+    if (strcmp(k->backend, "cpu") == 0) {
+        PEAT_TRY(isolation(t, env, iso, iso && o->isolate, k, fl, c));
+        PEAT_TRY(probes_now(t, env, k, fl, o, c));
+    }
     /* the commit stage rewrites the campaign file's signatures (a file of the default's size) */
     c->analyze_fixed_s =
         work_s(t, env, PEAT_WORK_COMMIT, (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->bytes_per_call);
@@ -717,13 +828,16 @@ void peat_latency_print(FILE *f, const peat_latency_env *env, const peat_kernel 
     calls_s(t, env, fl, 0, fl->n_step, NULL, NULL, &ops, &none);
     fprintf(f,
             "\nper unit (CPU): golden iteration %.2f ms measured (its ops %.2f ms from the kernel "
-            "tables), evaluation %.2f ms measured, probe %.3f ms, runtime-FI lockstep iteration "
-            "%.2f ms (%d runs, their swapped kernels timed at the flow's shapes; x %.2f side by "
-            "side), FI trial %.3f ms; isolation %.2f ms a call, forking at %.1f MB resident (%.1f "
-            "MB the analyzer holds)\n",
-            1e3 * fl->step_s, 1e3 * ops, 1e3 * fl->eval_s, 1e3 * c->probe_s,
-            1e3 * c->runtime_iter_s, plan->runtime_runs, c->contention > 1 ? c->contention : 1.0,
-            1e3 * c->trial_s, 1e3 * peat_predictor_isolate_s(c, plan->calls),
+            "tables), evaluation %.2f ms measured, replayed call %.3f ms (its analysis %.3f ms, "
+            "%.2fx the tables, measured on the flow's calls), probe %.3f ms, runtime-FI lockstep "
+            "iteration %.2f ms (%d runs, their swapped kernels timed at the flow's shapes; x %.2f "
+            "side by side), FI trial %.3f ms; isolation %.2f ms a call, forking at %.1f MB "
+            "resident (%.1f MB the analyzer holds)\n",
+            1e3 * fl->step_s, 1e3 * ops, 1e3 * fl->eval_s, 1e3 * c->replay_s,
+            1e3 * c->replay_analysis_s, c->analysis_level > 0 ? c->analysis_level : 1.0,
+            1e3 * c->probe_s, 1e3 * c->runtime_iter_s, plan->runtime_runs,
+            c->contention > 1 ? c->contention : 1.0, 1e3 * c->trial_s,
+            1e3 * peat_predictor_isolate_s(c, plan->calls),
             (c->base_bytes + c->held_bytes + (double)plan->calls * c->bytes_per_call) / 1e6,
             c->held_bytes / 1e6);
     fprintf(f,

@@ -16,6 +16,7 @@
 #include "detector/detector.h"
 #include "harness/isolate.h"
 #include "harness/runtime.h"
+#include "harness/stages.h"
 #include "inject/inject.h"
 #include "store/store.h"
 
@@ -167,6 +168,59 @@ static peat_status cal_record(double *x, double *t, int *n)
     return st;
 }
 
+/* Synthetic outputs of 4096 elements (64 columns) as an honest fp32 kernel's: the exact value
+ * rounded, then 0, 1, 2, ... units in the last place off (about 38% / 30% / 18% / ...; gemm_new
+ * shows 29 / 36 / 14), so the sorts of the analysis meet the ties and spreads of real outputs. */
+typedef struct synth_out {
+    peat_tensor *test, *exact;
+    double *mag;
+} synth_out;
+enum { SYNTH_N = 4096, SYNTH_COLS = 64 };
+
+static void synth_free(synth_out *o)
+{
+    peat_tensor_free(o->test), peat_tensor_free(o->exact);
+    free(o->mag);
+    memset(o, 0, sizeof *o);
+}
+
+static peat_status synth_make(synth_out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mag = malloc(sizeof *o->mag * SYNTH_N);
+    peat_rng_t *rng = peat_rng_alloc(7);
+    peat_status st = o->mag && rng ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analysis");
+    if (st == PEAT_OK)
+        st = peat_tensor_alloc2(PEAT_DTYPE_F32, SYNTH_N / SYNTH_COLS, SYNTH_COLS, &o->test);
+    if (st == PEAT_OK)
+        st = peat_tensor_alloc2(PEAT_DTYPE_F64, SYNTH_N / SYNTH_COLS, SYNTH_COLS, &o->exact);
+    if (st == PEAT_OK) {
+        peat_rng_fill_uniform(rng, o->exact, -1, 1);
+        for (int64_t i = 0; i < SYNTH_N; i++) {
+            double e = peat_f64(o->exact)[i];
+            float v = (float)e;
+            int ulps = (int)floor(fabs(peat_rng_gaussian(rng, 2.0)));
+            float dir = peat_rng_uniform(rng) < 0.5 ? -INFINITY : INFINITY;
+            for (int u = 0; u < ulps; u++) v = nextafterf(v, dir);
+            peat_f32(o->test)[i] = v;
+            o->mag[i] = fabs(e) + 1.0;
+        }
+    }
+    peat_rng_free(rng);
+    if (st != PEAT_OK) synth_free(o);
+    return st;
+}
+
+/* At least elems synthetic output elements added to both accumulators, as playback adds a call. */
+static peat_status synth_adds(const synth_out *o, peat_analyzer_acc_t *a, peat_analyzer_acc_t *b,
+                              int64_t elems)
+{
+    for (int64_t done = 0; done < elems; done += SYNTH_N)
+        PEAT_TRY(peat_analyzer_acc_add_pair(a, o->test, b, o->test, o->exact, o->mag, 64, 64,
+                                            SYNTH_N / SYNTH_COLS, SYNTH_COLS, NULL));
+    return PEAT_OK;
+}
+
 /* Analysis as the campaign runs it: candidate and golden outputs of N elements added against
  * exact in one pass (add_s, as playback adds each call), then the two signatures as one pair
  * (sig_s: CPU seconds of both its threads, as the analyze stage reports); *held_b: the resident
@@ -174,36 +228,14 @@ static peat_status cal_record(double *x, double *t, int *n)
  * records), less what the analyzer mapped out of forks: what its forks copy. */
 static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, double *held_b)
 {
-    const int64_t cols = 64, per = 4096;
     double rss0 = peat_latency_rss_bytes(), out0 = (double)peat_analyzer_unforked_bytes();
     peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
     peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
-    peat_tensor *test = NULL, *exact = NULL;
-    double *mag = malloc(sizeof *mag * (size_t)per);
-    peat_rng_t *rng = peat_rng_alloc(7);
-    peat_status st = a && b && mag && rng ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analysis");
-    if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F32, per / cols, cols, &test);
-    if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F64, per / cols, cols, &exact);
-    if (st == PEAT_OK) {
-        peat_rng_fill_uniform(rng, exact, -1, 1);
-        /* errors as an honest fp32 kernel makes them: the exact value rounded, then 0, 1, 2, ...
-         * units in the last place off (about 38% / 30% / 18% / ...; gemm_new shows 29 / 36 / 14),
-         * so the sorts of the analysis meet the ties and spreads of real outputs */
-        for (int64_t i = 0; i < per; i++) {
-            double e = peat_f64(exact)[i];
-            float v = (float)e;
-            int ulps = (int)floor(fabs(peat_rng_gaussian(rng, 2.0)));
-            float dir = peat_rng_uniform(rng) < 0.5 ? -INFINITY : INFINITY;
-            for (int u = 0; u < ulps; u++) v = nextafterf(v, dir);
-            peat_f32(test)[i] = v;
-            mag[i] = fabs(e) + 1.0;
-        }
-    }
+    synth_out o;
+    peat_status st = a && b ? synth_make(&o) : PEAT_ERROR(PEAT_ERR_NOMEM, "analysis");
+    int made = st == PEAT_OK;
     double t0 = peat_latency_thread_cpu_s();
-    for (int64_t done = 0; st == PEAT_OK && done < elems; done += per) {
-        st = peat_analyzer_acc_add_pair(a, test, b, test, exact, mag, 64, 64, per / cols, cols,
-                                        NULL);
-    }
+    if (st == PEAT_OK) st = synth_adds(&o, a, b, elems);
     *add_s = peat_latency_thread_cpu_s() - t0;
     *held_b = peat_latency_rss_bytes() - rss0 - ((double)peat_analyzer_unforked_bytes() - out0);
     if (*held_b < 0) *held_b = 0;
@@ -212,9 +244,7 @@ static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, dou
     if (st == PEAT_OK) st = peat_analyzer_signature_pair(a, &sa, b, &sb);
     *sig_s = peat_latency_process_cpu_s() - c0;
     peat_analyzer_acc_free(a), peat_analyzer_acc_free(b);
-    peat_tensor_free(test), peat_tensor_free(exact);
-    peat_rng_free(rng);
-    free(mag);
+    if (made) synth_free(&o);
     return st;
 }
 
@@ -296,20 +326,31 @@ static peat_status guarded_run(const peat_kernel *k, const peat_pred_call *c, in
 
 /* One replayed call as playback makes it: guarded outputs, the candidate through
  * peat_isolate_call (input copies, the checks for stray writes) forked or not, then the exact
- * reference; and the two calls alone. CPU seconds of process and children: sec[0] forked, sec[1]
- * unforked, sec[2] the calls alone. Forked holds what the one-element calibration call cannot:
- * the child's work on real buffers and, after every fork, a copy-on-write fault on each page the
- * parent writes (the exact kernel's outputs and packing buffers; 1.4 us a page on this project's
- * VM, where gpt's 98 forks cost 22.7k faults). */
+ * reference and, after the call as the campaign makes it (forked when fork), playback's analysis
+ * of its outputs (magnitudes, both accumulators, plots: stage_playback.c's own code, into ac, ag
+ * and pl); and the two calls alone. CPU seconds of process and children: sec[0] forked, sec[1]
+ * unforked, sec[2] the calls alone, sec[3] the analysis. Forked holds what the one-element
+ * calibration call cannot: the child's work on real buffers and, after every fork, a
+ * copy-on-write fault on each page the parent writes (the exact kernel's outputs and packing
+ * buffers; 1.4 us a page on this project's VM, where gpt's 98 forks cost 22.7k faults). */
 static peat_status replay_once(const peat_kernel *k, const peat_kernel *ex, const peat_pred_call *c,
-                               const peat_pred_call *e, int fork, double sec[3])
+                               const peat_pred_call *e, int fork, peat_analyzer_acc_t *const an[2],
+                               peat_plot_data *pl, double sec[4])
 {
-    sec[0] = 0;
+    sec[0] = sec[3] = 0;
     for (int isolate = fork ? 1 : 0; isolate >= 0; isolate--) {
         double t0 = peat_campaign_cpu_s(), run_s;
         PEAT_TRY(guarded_run(k, c, isolate, &run_s));
         if (ex) PEAT_TRY(peat_kernel_run(ex, &e->a));
         sec[1 - isolate] = peat_campaign_cpu_s() - t0; /* guarded outputs and all */
+        if (isolate != (fork ? 1 : 0) || !ex) continue;
+        /* the golden's outputs (c->a.out, from the calls alone) as both candidate and golden */
+        double tr = 0, ta = 0;
+        t0 = peat_campaign_cpu_s();
+        for (int o = 0; o < c->a.n_out && o < e->a.n_out; o++)
+            PEAT_TRY(peat_playback_accumulate(an[0], an[1], pl, 0, &c->a, o, c->a.out[o],
+                                              c->a.out[o], e->a.out[o], &tr, &ta));
+        sec[3] = peat_campaign_cpu_s() - t0;
     }
     double t0 = peat_campaign_cpu_s();
     PEAT_TRY(peat_kernel_run(k, &c->a));
@@ -318,31 +359,58 @@ static peat_status replay_once(const peat_kernel *k, const peat_kernel *ex, cons
     return PEAT_OK;
 }
 
+static double out_elems_of(const peat_args *a)
+{
+    double n = 0;
+    for (int o = 0; o < a->n_out; o++) n += (double)peat_tensor_numel(a->out[o]);
+    return n;
+}
+
 peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *p, int n, int fork,
-                                    double *isolate_s, double *guard_s)
+                                    peat_latency_replay *r)
 {
     const peat_kernel *ex = peat_registry_role(k->op, PEAT_ROLE_EXACT, "cpu");
     double iso = 0, guard = 0;
-    *isolate_s = *guard_s = 0;
-    for (int i = 0; i < n; i++) {
+    memset(r, 0, sizeof *r);
+    /* one pair of accumulators for all the adds, from empty, as a campaign's playback begins:
+     * their growth (the sample's buffer, 7.9 MB at full capacity) is paid in these adds too */
+    peat_analyzer_acc_t *an[2] = {peat_analyzer_acc_alloc("c", k->op),
+                                  peat_analyzer_acc_alloc("g", k->op)};
+    peat_plot_data *pl = calloc(1, sizeof *pl);
+    peat_status st = an[0] && an[1] && pl ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "replay analysis");
+    for (int i = 0; i < n && st == PEAT_OK; i++) {
         peat_pred_call c, e;
         memset(&e, 0, sizeof e); /* freeing a call that failed or was never made is a no-op */
-        PEAT_TRY(peat_predictor_call_alloc(k, &p[i], 7, &c));
-        peat_status st = ex ? peat_predictor_call_alloc(ex, &p[i], 7, &e) : PEAT_OK;
-        double r[3], fork_d[5], guard_d[5];
-        /* the first round untimed (first touch of its buffers and code) */
-        if (st == PEAT_OK) st = replay_once(k, ex, &c, &e, fork, r);
-        for (int rep = 0; st == PEAT_OK && rep < 5; rep++) {
-            st = replay_once(k, ex, &c, &e, fork, r);
-            fork_d[rep] = r[0] - r[1], guard_d[rep] = r[1] - r[2];
+        st = peat_predictor_call_alloc(k, &p[i], 7, &c);
+        if (st != PEAT_OK) break;
+        if (ex) st = peat_predictor_call_alloc(ex, &p[i], 7, &e);
+        /* outputs to analyse from the first round on */
+        if (st == PEAT_OK) st = peat_kernel_run(k, &c.a);
+        if (st == PEAT_OK && ex) st = peat_kernel_run(ex, &e.a);
+        double sec[4], fork_d[5], guard_d[5], an_d[5];
+        /* the first round untimed (first touch of the buffers and code, the accumulators'
+         * first growth) */
+        for (int rep = 0; st == PEAT_OK && rep < 6; rep++) {
+            st = replay_once(k, ex, &c, &e, fork, an, pl, sec);
+            if (rep > 0)
+                fork_d[rep - 1] = sec[0] - sec[1], guard_d[rep - 1] = sec[1] - sec[2],
+                             an_d[rep - 1] = sec[3];
         }
+        if (st == PEAT_OK && ex && r->n_analysis < PEAT_LATENCY_REPLAY_MAX)
+            r->analysis_x[r->n_analysis] = out_elems_of(&e.a),
+            r->analysis_t[r->n_analysis++] =
+                (an_d[0] + an_d[1] + an_d[2] + an_d[3] + an_d[4]) / 5.0;
         peat_predictor_call_free(&e);
         peat_predictor_call_free(&c);
-        PEAT_TRY(st);
+        if (st != PEAT_OK) break;
         double f = median(fork_d, 5), g = median(guard_d, 5);
         iso += f > 0 ? f : 0, guard += g > 0 ? g : 0;
     }
-    if (n > 0) *isolate_s = iso / n, *guard_s = guard / n;
+    peat_analyzer_acc_free(an[0]);
+    peat_analyzer_acc_free(an[1]);
+    free(pl);
+    PEAT_TRY(st);
+    if (n > 0) r->isolate_s = iso / n, r->guard_s = guard / n;
     return PEAT_OK;
 }
 

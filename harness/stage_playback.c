@@ -10,11 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Adds output o of a call to both accumulators (candidate's and golden's outputs against the
- * exact one), with the output's magnitude (computed once), depth, terms and 2-D view. */
-static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *in, int o,
-                              const peat_tensor *test, const peat_tensor *golden,
-                              const peat_tensor *exact)
+peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
+                                     peat_plot_data *plots, int64_t call, const peat_args *in,
+                                     int o, const peat_tensor *test, const peat_tensor *golden,
+                                     const peat_tensor *exact, double *t_ref, double *t_an)
 {
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
@@ -22,24 +21,34 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
     double t0 = peat_now();
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
     double t1 = peat_now();
-    c->res->t_reference += t1 - t0;
+    *t_ref += t1 - t0;
     int64_t cols = exact->shape[exact->ndim - 1], depth = peat_op_info_get(in->op)->depth(&in->p);
     int64_t terms = peat_golden_terms(in, o);
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
     /* one pass over the exact values for both */
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_pair(c->acc_cand, test, c->acc_gold, golden, exact, mag, depth,
-                                        terms, n / cols, cols, x);
+        st = peat_analyzer_acc_add_pair(ac, test, ag, golden, exact, mag, depth, terms, n / cols,
+                                        cols, x);
     /* the report's error histograms, the worst call's error map and the coverage table */
     if (st == PEAT_OK && test->dtype == PEAT_DTYPE_F32 && golden->dtype == PEAT_DTYPE_F32) {
         const double *ex = (const double *)exact->data;
-        peat_plot_add(&c->res->plots, 0, peat_f32(test), ex, mag, depth, n / cols, cols, call);
-        peat_plot_add(&c->res->plots, 1, peat_f32(golden), ex, mag, depth, n / cols, cols, call);
+        peat_plot_add(plots, 0, peat_f32(test), ex, mag, depth, n / cols, cols, call);
+        peat_plot_add(plots, 1, peat_f32(golden), ex, mag, depth, n / cols, cols, call);
     }
-    c->res->t_analyzer += peat_now() - t1;
+    *t_an += peat_now() - t1;
     free(mag);
     return st;
+}
+
+/* Adds output o of a call to both accumulators (candidate's and golden's outputs against the
+ * exact one), with the output's magnitude (computed once), depth, terms and 2-D view. */
+static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *in, int o,
+                              const peat_tensor *test, const peat_tensor *golden,
+                              const peat_tensor *exact)
+{
+    return peat_playback_accumulate(c->acc_cand, c->acc_gold, &c->res->plots, call, in, o, test,
+                                    golden, exact, &c->res->t_reference, &c->res->t_analyzer);
 }
 
 /* Counts a misbehaving call in *n and describes the first one in first. */

@@ -111,8 +111,9 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
     return st;
 }
 
-static peat_status run_probe(const peat_campaign_opts *o, const peat_kernel *k, const peat_probe *p,
-                             const peat_detector_ctx *ctx, peat_probe_outcome *po)
+peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
+                                 const peat_probe *p, const peat_detector_ctx *ctx,
+                                 peat_probe_outcome *po)
 {
     snprintf(po->label, sizeof po->label, "%s", p->label);
     po->kind = p->kind, po->tag = p->tag;
@@ -136,9 +137,8 @@ static peat_status run_probe(const peat_campaign_opts *o, const peat_kernel *k, 
     return st;
 }
 
-/* The property call through golden and candidate; res->have_props when both ran. */
-static peat_status gemm_props(const peat_campaign_opts *o, const peat_kernel *k,
-                              peat_campaign_result *res)
+peat_status peat_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
+                                   peat_campaign_result *res)
 {
     peat_args in, e, g;
     PEAT_TRY(peat_gemm_props_call(&in));
@@ -205,10 +205,10 @@ peat_status peat_stage_probe(peat_campaign *c)
     PEAT_TRY(peat_probe_set_make(&c->recs, c->o->seed, &set));
     peat_status st = PEAT_OK;
     for (int i = 0; i < set.n && st == PEAT_OK && res->n_probes < PEAT_CAMPAIGN_MAX_PROBES; i++) {
-        st = run_probe(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
+        st = peat_stage_probe_one(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
         declared_format_explains(&dctx, &res->probes[res->n_probes++]);
     }
     peat_probe_set_free(&set);
-    if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM) st = gemm_props(&po, c->k, res);
+    if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM) st = peat_stage_probe_props(&po, c->k, res);
     return st;
 }

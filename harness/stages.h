@@ -110,6 +110,25 @@ void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why);
  * (at most max filled). */
 int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max);
 
+/* Playback's analysis of output o of one replayed call (stage_playback.c): its magnitudes, the
+ * candidate's (test) and golden's errors against exact added to ac and ag in one pass, and the
+ * report's plots; seconds added to *t_ref (magnitudes) and *t_an (the rest). The planner times it
+ * on a flow's own calls (peat_latency_replay_now). */
+peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
+                                     peat_plot_data *plots, int64_t call, const peat_args *in,
+                                     int o, const peat_tensor *test, const peat_tensor *golden,
+                                     const peat_tensor *exact, double *t_ref, double *t_an);
+
+/* One probe as the probe stage runs it (stage_probe.c): exact and golden references, candidate k
+ * (forked when o->isolate), its judgement into po; and GEMM's arithmetic-property call through
+ * golden and candidate (res->have_props when both ran). The planner times both with the golden
+ * in the candidate's place (harness/latency_predict.c). */
+peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
+                                 const peat_probe *p, const peat_detector_ctx *ctx,
+                                 peat_probe_outcome *po);
+peat_status peat_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
+                                   peat_campaign_result *res);
+
 /* Whether playback should stop before replaying call number `replayed` (1-based) to end within
  * the budget (stage_plan.c; always 0 without one). */
 int peat_stage_plan_stop(peat_campaign *c, int64_t replayed);

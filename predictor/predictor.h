@@ -259,13 +259,16 @@ typedef struct peat_pred_costs {
     double iter_s;     /* one recorded golden training iteration (metrics row included) */
     double record_s;   /* one recorded call: clone, exact outputs, store */
     double replay_s;   /* one record replayed: candidate (+ repeat) + exact + errors accumulated */
-    double repeat_s;   /* the determinism repeat of one of the first `repeats` calls */
-    double setup_s;    /* profile stage's own set-up: counting step, flow, checkpoint, eval */
-    double probe_s;    /* one probe call: references, isolated candidate, its own signatures */
-    double probe_fixed_s;       /* the probe stage's fixed part (GEMM's arithmetic-property call) */
-    int probe_fixed_forks;      /* isolated candidate calls of that part */
-    double trial_s;             /* one FI trial */
-    double runtime_iter_s;      /* one lockstep iteration of every runtime-FI run, all threads */
+    double replay_analysis_s; /* of replay_s: the magnitudes and errors accumulated, plots */
+    double analysis_level;    /* that analysis measured in this process on the flow's own calls,
+                                 per second the tables predict of the same adds (0: not measured) */
+    double repeat_s;          /* the determinism repeat of one of the first `repeats` calls */
+    double setup_s;        /* profile stage's own set-up: counting step, flow, checkpoint, eval */
+    double probe_s;        /* one probe call: references, isolated candidate, its own signatures */
+    double probe_fixed_s;  /* the probe stage's fixed part (GEMM's arithmetic-property call) */
+    int probe_fixed_forks; /* isolated candidate calls of that part */
+    double trial_s;        /* one FI trial */
+    double runtime_iter_s; /* one lockstep iteration of every runtime-FI run, all threads */
     double runtime_iter_crit_s; /* of it, on the busiest thread */
     double runtime_eval_s;      /* one held-out evaluation of every runtime-FI run */
     double runtime_eval_crit_s; /* of it, on the busiest thread */
