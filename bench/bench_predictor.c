@@ -168,8 +168,13 @@ static peat_status run_campaign(const char *flow, const char *backend, const cha
 static peat_status predict_default(const char *flow, const char *backend, double pred[ST_N],
                                    double pcpu[ST_N], double *min_s)
 {
-    peat_latency_opts lo = {.kernel = "gemm_new", .flow = flow, .backend = backend};
-    lo.flow_cfg.seed = 1, lo.flow_cfg.weight_decay = -1.0;
+    /* the options and flow of `peat run --kernel gemm_new --flow F`, as its plan stage reads them
+     */
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new", o.flow = flow, o.backend = backend;
+    peat_latency_opts lo = {.kernel = "gemm_new", .flow = flow, .backend = backend, .run = &o};
+    lo.flow_cfg = peat_campaign_flow_config(&o);
     peat_latency_model m;
     peat_pred_plan p;
     PEAT_TRY(peat_latency_model_open(&lo, &m));
@@ -180,6 +185,8 @@ static peat_status predict_default(const char *flow, const char *backend, double
         st = peat_latency_limits(&m.calls, &m.run, peat_campaign_default_iters(flow),
                                  PEAT_CAMPAIGN_DEFAULT_CALLS, &l);
     if (st == PEAT_OK) peat_predictor_plan_cost(&m.costs, &l.min), *min_s = l.min.total_s;
+    if (st == PEAT_OK && getenv("PEAT_BENCH_VERBOSE"))
+        peat_latency_print(stderr, &m.env, m.kernel, m.flow, &m.table, &m.calls, &m.costs, &p);
     peat_latency_model_close(&m);
     PEAT_TRY(st);
     static const peat_pred_stage of[ST_TOTAL] = {PEAT_STAGE_PROFILE, PEAT_STAGE_PLAYBACK,
