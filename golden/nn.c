@@ -373,8 +373,12 @@ static peat_status embedding_golden(const peat_args *a, const peat_kernel *self)
     const int32_t *idx = peat_i32(a->in[1]);
     const float *tab = peat_f32(a->in[0]);
     float *y = peat_f32(a->out[0]);
+    /* a row is copied whole: the same bits as an element loop, but without its exit branch, which
+     * this project's CPU mispredicts on rows of 20 elements or more (the loop ran 0.26 ns an
+     * element at D = 19 and 0.58 ns at D = 20, a step no size model can place; memcpy goes smoothly
+     * from 0.57 ns at D = 5 to 0.05 ns at D = 52) */
     for (int64_t n = 0; n < N; n++)
-        for (int64_t d = 0; d < D; d++) y[n * D + d] = tab[(int64_t)idx[n] * D + d];
+        memcpy(y + n * D, tab + (int64_t)idx[n] * D, (size_t)D * sizeof *y);
     return PEAT_OK;
 }
 
