@@ -14,8 +14,9 @@
 
 /* The version a latency cache's tables are kept under: PEAT's, and the calibration method's,
  * raised when the way kernels are timed changes or a built-in kernel's code does (cal2: CPU calls
- * on fresh input sets; cal3: the golden embedding copies whole rows, 2-8x faster), so that tables
- * timed another way, or on other code, are timed again rather than mixed with new ones. */
+ * on fresh input sets; cal3: the golden embedding copies whole rows and the reductions sum four
+ * rows side by side, 2-8x faster), so that tables timed another way, or on other code, are timed
+ * again rather than mixed with new ones. */
 #define PEAT_LATENCY_TABLE_VERSION PEAT_VERSION_STRING "+cal3"
 
 /* CPU seconds of the calling thread (kernels and harness work are timed on it: the wall clock of

@@ -809,6 +809,42 @@ static void ref_gemm(const peat_op_params *p, peat_tensor *const *in, int ab, do
             }
 }
 
+/* The reductions sum four rows side by side: each row must still equal the plain loop over its
+ * terms in index order, bit for bit, for R on every remainder of four and C from 1 up, sum and
+ * mean, golden (float) and exact (double). */
+Test(golden, row_sums_equal_the_plain_loop_bit_for_bit)
+{
+    peat_rng_t *r = peat_rng_alloc(9);
+    static const int64_t Rs[] = {1, 2, 3, 4, 5, 7, 8, 9}, Cs[] = {1, 3, 20, 71};
+    for (size_t a = 0; a < sizeof Rs / sizeof Rs[0]; a++)
+        for (size_t b = 0; b < sizeof Cs / sizeof Cs[0]; b++)
+            for (int mean = 0; mean < 2; mean++) {
+                int64_t R = Rs[a], C = Cs[b];
+                peat_op_params p = {.i = {R, C, mean}};
+                peat_tensor *in[1] = {rnd(r, R * C, 0.5, 1e3)};
+                peat_args go = run_k("reduce_golden", PEAT_OP_REDUCE, &p, 1, in);
+                peat_args ex = run_exact64("reduce_exact", PEAT_OP_REDUCE, &p, 1, in);
+                for (int64_t i = 0; i < R; i++) {
+                    float f = 0.0f;
+                    double d = 0.0;
+                    for (int64_t j = 0; j < C; j++)
+                        f += peat_f32(in[0])[i * C + j], d += peat_f32(in[0])[i * C + j];
+                    if (mean) f /= (float)C, d /= (double)C;
+                    cr_assert(peat_f32(go.out[0])[i] == f,
+                              "R %lld C %lld mean %d golden [%lld]: %a, plain loop %a",
+                              (long long)R, (long long)C, mean, (long long)i,
+                              peat_f32(go.out[0])[i], f);
+                    cr_assert(peat_f64(ex.out[0])[i] == d,
+                              "R %lld C %lld mean %d exact [%lld]: %a, plain loop %a", (long long)R,
+                              (long long)C, mean, (long long)i, peat_f64(ex.out[0])[i], d);
+                }
+                peat_args_free_outputs(&go);
+                peat_args_free_outputs(&ex);
+                free_all(1, in);
+            }
+    peat_rng_free(r);
+}
+
 Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
 {
     /* N = 300 spans two column blocks (256 + 44); N = 301, 303, 5 and 2 end off the kernels'
