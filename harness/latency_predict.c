@@ -564,6 +564,16 @@ static int cmp_elems(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* ord holds m (output elements, index) pairs: sorts them by elements and writes the indices of
+ * the smallest, the median and the largest into pick; returns how many (0 when m is 0). */
+static int pick_three(double *ord, int64_t m, int64_t pick[3])
+{
+    qsort(ord, (size_t)m, 2 * sizeof *ord, cmp_elems);
+    int n = 0;
+    for (int q = 0; q < 3 && m > 0; q++) pick[n++] = (int64_t)ord[2 * (q * (m - 1) / 2) + 1];
+    return n;
+}
+
 /* Playback's guards and isolation at this process's level, measured on three of the flow's own
  * calls of the op (the smallest, median and largest output): every replayed call pays the guards
  * (guarded outputs, input copies, the checks for stray writes), forked or not. A fork costs more
@@ -583,12 +593,11 @@ static peat_status isolation(const peat_pred_table *t, const peat_latency_env *e
     for (int64_t i = 0; i < fl->n_step; i++)
         if (fl->calls[i].op == k->op)
             ord[2 * m] = out_elems(k->op, &fl->calls[i].p), ord[2 * m + 1] = (double)i, m++;
-    qsort(ord, (size_t)m, 2 * sizeof *ord, cmp_elems);
-    peat_op_params p[3];
-    int n = 0;
-    for (int q = 0; q < 3 && m > 0; q++)
-        p[n++] = fl->calls[(int64_t)ord[2 * (q * (m - 1) / 2) + 1]].p;
+    int64_t pick[3];
+    int n = pick_three(ord, m, pick);
     free(ord);
+    peat_op_params p[3];
+    for (int q = 0; q < n; q++) p[q] = fl->calls[pick[q]].p;
     /* timed with the op's golden kernel in the candidate's place: what is measured is the
      * harness's work around the call (its own cost is taken out), and a candidate is not run
      * in this process (it may crash or end it) */
@@ -637,13 +646,14 @@ static peat_status isolation(const peat_pred_table *t, const peat_latency_env *e
 
 /* The probe stage at this process's level: three probes of the flow's set (the smallest, median
  * and largest output) and GEMM's arithmetic-property call, run by stage_probe.c's own code with
- * the op's golden kernel in the candidate's place, forked as the campaign forks them (mean of 2
- * after a first run). A probe's harness work (fresh accumulators, its signatures and detector,
- * the edge region, guards, fork) is interpolated over output elements for every probe of the set
- * and replaces the tables' sum of it, which left out what a probe's small adds and fresh
- * accumulators pay in a process that has just forked (mlp's probes ran 1.25x it); the
- * candidate's own time is added from the tables, and the fork's growth with the records resident
- * stays the isolation curve's (plan.c adds it per probe: taken out here). */
+ * the op's golden kernel in the candidate's place, forked as the campaign forks them (a probe:
+ * the mean of 2 runs after a first; the property call: 1 run after a first). A probe's harness work
+ * (fresh accumulators, its signatures and detector, the edge region, guards, fork) is interpolated
+ * over output elements for every probe of the set and replaces the tables' sum of it, which left
+ * out what a probe's small adds and fresh accumulators pay in a process that has just forked (mlp's
+ * probes ran 1.25x it); the candidate's own time is added from the tables, and the fork's growth
+ * with the records resident stays the isolation curve's (plan.c adds it per probe: taken out here).
+ */
 static peat_status probes_now(const peat_pred_table *t, const peat_latency_env *env,
                               const peat_kernel *k, const peat_latency_flow *fl,
                               const peat_campaign_opts *o, peat_pred_costs *c)
@@ -657,13 +667,14 @@ static peat_status probes_now(const peat_pred_table *t, const peat_latency_env *
     if (!ord) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe timing");
     for (int i = 0; i < n; i++)
         ord[2 * i] = out_elems(k->op, &fl->probes.p[i].args.p), ord[2 * i + 1] = i;
-    qsort(ord, (size_t)n, 2 * sizeof *ord, cmp_elems);
+    int64_t pick[3];
+    int n_pick = pick_three(ord, n, pick);
     double x[3], tm[3];
     int m = 0;
     peat_probe_outcome out;
     peat_status st = PEAT_OK;
-    for (int q = 0; q < 3 && st == PEAT_OK; q++) {
-        const peat_probe *pr = &fl->probes.p[(int)ord[2 * (q * (n - 1) / 2) + 1]];
+    for (int q = 0; q < n_pick && st == PEAT_OK; q++) {
+        const peat_probe *pr = &fl->probes.p[pick[q]];
         double r[3];
         for (int rep = 0; rep < 3 && st == PEAT_OK; rep++) {
             double t0 = peat_campaign_cpu_s();
