@@ -15,9 +15,10 @@
 /* The version a latency cache's tables are kept under: PEAT's, and the calibration method's,
  * raised when the way kernels are timed changes or a built-in kernel's code does (cal2: CPU calls
  * on fresh input sets; cal3: the golden embedding copies whole rows and the reductions sum four
- * rows side by side, 2-8x faster), so that tables timed another way, or on other code, are timed
+ * rows side by side, 2-8x faster; cal4: a size timed until its median's standard error is within
+ * 1%), so that tables timed another way, or on other code, are timed
  * again rather than mixed with new ones. */
-#define PEAT_LATENCY_TABLE_VERSION PEAT_VERSION_STRING "+cal3"
+#define PEAT_LATENCY_TABLE_VERSION PEAT_VERSION_STRING "+cal4"
 
 /* CPU seconds of the calling thread (kernels and harness work are timed on it: the wall clock of
  * a shared machine also counts other jobs' time slices). */

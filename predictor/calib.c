@@ -195,6 +195,45 @@ int peat_predictor_quiet_median(const double *t, const double *probe, int n, dou
     return quiet;
 }
 
+double peat_predictor_median_se(const double *t, int n)
+{
+    double v[PEAT_PRED_GATE_MAX], d[PEAT_PRED_GATE_MAX];
+    if (n < 2 || n > PEAT_PRED_GATE_MAX) return INFINITY;
+    memcpy(v, t, (size_t)n * sizeof *t);
+    double med = median_of(v, n);
+    if (!(med > 0)) return INFINITY;
+    for (int i = 0; i < n; i++) d[i] = fabs(t[i] - med);
+    /* 1.4826 MAD estimates a normal spread's sigma; the median's standard error is
+     * sqrt(pi / 2) sigma / sqrt(n) */
+    return 1.2533 * 1.4826 * median_of(d, n) / sqrt((double)n) / med;
+}
+
+/* The quiet timings of one size (all of them when fewer than 3 are quiet), for the stop rule. */
+static int quiet_of(const double *t, const double *probe, int n, double *q)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (peat_predictor_probe_quiet(probe[i])) q[m++] = t[i];
+    if (m >= 3) return m;
+    memcpy(q, t, (size_t)n * sizeof *t);
+    return n;
+}
+
+/* Whether size i needs another timing after n of them: fewer than passes, fewer than passes
+ * quiet ones (up to 3x passes), or a median not yet known to PEAT_PRED_SE (up to
+ * PEAT_PRED_SE_PASSES x passes). */
+static int wants_more(const double *t, const double *probe, int n, int passes, int max_n)
+{
+    if (n < passes) return 1;
+    if (n >= max_n) return 0;
+    int quiet = 0;
+    for (int s = 0; s < n; s++) quiet += peat_predictor_probe_quiet(probe[s]);
+    if (quiet < passes && n < 3 * passes) return 1;
+    double q[PEAT_PRED_GATE_MAX];
+    int m = quiet_of(t, probe, n, q);
+    return peat_predictor_median_se(q, m) > PEAT_PRED_SE;
+}
+
 peat_status peat_predictor_time_families(const peat_kernel *k, int passes, double min_s, int *n_cal,
                                          int *cal, double *t_cal, int *n_odd, int *odd,
                                          double *t_odd)
@@ -202,6 +241,7 @@ peat_status peat_predictor_time_families(const peat_kernel *k, int passes, doubl
     enum { MAXP = 15, MAXS = PEAT_PRED_GATE_MAX, MAXC = 2 * PEAT_PRED_MAX_POINTS };
     peat_pred_call c[MAXC];
     double r[MAXC][MAXS], pr[MAXC][MAXS];
+    int cnt[MAXC] = {0};
     if (passes < 1 || passes > MAXP) passes = 3;
     int nc = 0, no = 0;
     PEAT_TRY(alloc_calls(k, 0, c, cal, &nc));
@@ -213,26 +253,27 @@ peat_status peat_predictor_time_families(const peat_kernel *k, int passes, doubl
         }
     }
     peat_status st = PEAT_OK;
-    /* sweeps go over all sizes in turn, so a burst of load from elsewhere hits one sweep of
-     * several sizes instead of every sweep of one size; the median over sweeps drops it. Sweeps
-     * go on (up to 3x passes) until every size has passes quiet timings: a short phase of a
-     * slowed core is waited out rather than averaged in; a long one costs 3x and its timings
-     * are used (all slow alike, so the kernel's points stay consistent with each other) */
-    int sweeps = 0, max_sweeps = 3 * passes < MAXS ? 3 * passes : MAXS;
-    for (; st == PEAT_OK && sweeps < max_sweeps; sweeps++) {
-        int short_of = 0;
-        for (int i = 0; sweeps >= passes && i < nc + no; i++) {
-            int q = 0;
-            for (int s = 0; s < sweeps; s++) q += peat_predictor_probe_quiet(pr[i][s]);
-            short_of += q < passes;
+    /* sweeps go over the sizes in turn, so a burst of load from elsewhere hits one sweep of
+     * several sizes instead of every sweep of one size; the median over sweeps drops it. A size
+     * is timed again in later sweeps until it has passes quiet timings (up to 3x passes: a
+     * short phase of a slowed core is waited out rather than averaged in; a long one costs 3x
+     * and its timings are used, all slow alike) and its median's standard error, from the
+     * timings' own spread, is within PEAT_PRED_SE: a kernel whose time wanders from one timing
+     * to the next (conv2d here: 10-25% between the 10th and 90th percentiles, with an L1 loop
+     * beside it steady to 4%) gets the timings that pin its median down, a steady one stops at
+     * passes */
+    int max_n = PEAT_PRED_SE_PASSES * passes < MAXS ? PEAT_PRED_SE_PASSES * passes : MAXS;
+    for (int more = 1; st == PEAT_OK && more;) {
+        more = 0;
+        for (int i = 0; st == PEAT_OK && i < nc + no; i++) {
+            if (!wants_more(r[i], pr[i], cnt[i], passes, max_n)) continue;
+            st = time_gated(k, &c[i], min_s, &r[i][cnt[i]], &pr[i][cnt[i]]);
+            cnt[i]++, more = 1;
         }
-        if (sweeps >= passes && !short_of) break;
-        for (int i = 0; st == PEAT_OK && i < nc + no; i++)
-            st = time_gated(k, &c[i], min_s, &r[i][sweeps], &pr[i][sweeps]);
     }
     for (int i = 0; i < nc + no; i++) {
         if (st == PEAT_OK)
-            peat_predictor_quiet_median(r[i], pr[i], sweeps, atomic_load(&probe_best),
+            peat_predictor_quiet_median(r[i], pr[i], cnt[i], atomic_load(&probe_best),
                                         passes < 3 ? passes : 3,
                                         i < nc ? &t_cal[i] : &t_odd[i - nc]);
         peat_predictor_call_free(&c[i]);

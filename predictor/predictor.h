@@ -196,6 +196,13 @@ int peat_predictor_probe_quiet(double probe_s);
 #define PEAT_PRED_GATE_MAX 60
 int peat_predictor_quiet_median(const double *t, const double *probe, int n, double best, int need,
                                 double *med);
+/* The relative standard error of the median of t[0..n) (2 <= n <= PEAT_PRED_GATE_MAX; INFINITY
+ * otherwise), from the timings' median absolute deviation: sqrt(pi/2) 1.4826 MAD / sqrt(n) /
+ * median. Calibration times a size again until its median's is within PEAT_PRED_SE, up to
+ * PEAT_PRED_SE_PASSES x the passes asked for. */
+double peat_predictor_median_se(const double *t, int n);
+#define PEAT_PRED_SE        0.01
+#define PEAT_PRED_SE_PASSES 4
 /* Gated timings this process has taken, and how many of them were quiet when taken. */
 void peat_predictor_gate_stats(long *timings, long *quiet);
 /* Adds what a child process timed (its timings, quiet ones, best probe) to this process's. */

@@ -824,6 +824,23 @@ Test(gate, median_of_the_quiet_timings_by_hand)
                  "more timings than the gate holds are refused");
 }
 
+Test(gate, median_standard_error_by_hand)
+{
+    /* 1..5: median 3, absolute deviations 2 1 0 1 2, MAD 1: 1.2533 x 1.4826 / sqrt(5) / 3 */
+    const double t[5] = {4, 1, 5, 3, 2};
+    cr_assert_float_eq(peat_predictor_median_se(t, 5), 1.2533 * 1.4826 / sqrt(5.0) / 3.0, 1e-12);
+    /* one far outlier does not move it: MAD of {1, 1.01, 1.02, 1.03, 9} is 0.01 around 1.02 */
+    const double o[5] = {1.0, 1.01, 1.02, 1.03, 9.0};
+    cr_assert_float_eq(peat_predictor_median_se(o, 5), 1.2533 * 1.4826 * 0.01 / sqrt(5.0) / 1.02,
+                       1e-9);
+    const double same[4] = {2, 2, 2, 2};
+    cr_assert_float_eq(peat_predictor_median_se(same, 4), 0.0, 1e-15, "no spread, no error");
+    cr_assert(isinf(peat_predictor_median_se(t, 1)), "one timing says nothing of its spread");
+    cr_assert(isinf(peat_predictor_median_se(t, PEAT_PRED_GATE_MAX + 1)));
+    const double zero[3] = {0, 0, 0};
+    cr_assert(isinf(peat_predictor_median_se(zero, 3)), "a zero median has no relative error");
+}
+
 Test(gate, probe_sets_the_best_and_judges_by_it)
 {
     double first = peat_predictor_probe();
