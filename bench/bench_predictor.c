@@ -422,8 +422,10 @@ static void bench_kernels(const peat_pred_device *d, int repeats, const char *on
         int base = d->peak_flops > 0 && d->bandwidth > 0;
         int ok = m <= 10.0 && (!base || (m < r && m < ns));
         char rb[16] = "n/a", nb[16] = "n/a";
-        if (base) snprintf(rb, sizeof rb, "%.1f%%", r), snprintf(nb, sizeof nb, "%.1f%%", ns);
-        printf("%-26s %-8s %7.1f%% %9s %9s %6.0f%%  %s\n", k->name,
+        /* two decimals: near-proportional kernels put the model and the fitted baseline a few
+         * hundredths of a point apart */
+        if (base) snprintf(rb, sizeof rb, "%.2f%%", r), snprintf(nb, sizeof nb, "%.2f%%", ns);
+        printf("%-26s %-8s %7.2f%% %9s %9s %6.0f%%  %s\n", k->name,
                e.cls == PEAT_PRED_COMPUTE ? "compute" : "memory", m, rb, nb, slow,
                ok ? "ok" : "MISSED");
         *n_ok += ok, (*n_all)++, sum += m;
