@@ -220,15 +220,14 @@ static int quiet_of(const double *t, const double *probe, int n, double *q)
 }
 
 /* Whether size i needs another timing after n of them: fewer than passes, fewer than passes
- * quiet ones (up to 3x passes), or a median not yet known to PEAT_PRED_SE (up to
- * PEAT_PRED_SE_PASSES x passes). */
+ * quiet ones (up to 3x passes), or a median not yet known to PEAT_PRED_SE (up to max_n). */
 static int wants_more(const double *t, const double *probe, int n, int passes, int max_n)
 {
     if (n < passes) return 1;
-    if (n >= max_n) return 0;
     int quiet = 0;
     for (int s = 0; s < n; s++) quiet += peat_predictor_probe_quiet(probe[s]);
     if (quiet < passes && n < 3 * passes) return 1;
+    if (n >= max_n) return 0;
     double q[PEAT_PRED_GATE_MAX];
     int m = quiet_of(t, probe, n, q);
     return peat_predictor_median_se(q, m) > PEAT_PRED_SE;
@@ -263,10 +262,14 @@ peat_status peat_predictor_time_families(const peat_kernel *k, int passes, doubl
      * beside it steady to 4%) gets the timings that pin its median down, a steady one stops at
      * passes */
     int max_n = PEAT_PRED_SE_PASSES * passes < MAXS ? PEAT_PRED_SE_PASSES * passes : MAXS;
+    double start = peat_predictor_now();
     for (int more = 1; st == PEAT_OK && more;) {
         more = 0;
+        /* a slow kernel (a candidate's calibration runs under a hang timeout) gets no timings
+         * for its standard error past PEAT_PRED_SE_SPEND_S */
+        int se_n = peat_predictor_now() - start < PEAT_PRED_SE_SPEND_S ? max_n : 0;
         for (int i = 0; st == PEAT_OK && i < nc + no; i++) {
-            if (!wants_more(r[i], pr[i], cnt[i], passes, max_n)) continue;
+            if (!wants_more(r[i], pr[i], cnt[i], passes, se_n)) continue;
             st = time_gated(k, &c[i], min_s, &r[i][cnt[i]], &pr[i][cnt[i]]);
             cnt[i]++, more = 1;
         }

@@ -199,10 +199,13 @@ int peat_predictor_quiet_median(const double *t, const double *probe, int n, dou
 /* The relative standard error of the median of t[0..n) (2 <= n <= PEAT_PRED_GATE_MAX; INFINITY
  * otherwise), from the timings' median absolute deviation: sqrt(pi/2) 1.4826 MAD / sqrt(n) /
  * median. Calibration times a size again until its median's is within PEAT_PRED_SE, up to
- * PEAT_PRED_SE_PASSES x the passes asked for. */
+ * PEAT_PRED_SE_PASSES x the passes asked for, while the kernel has been timed for less than
+ * PEAT_PRED_SE_SPEND_S. */
 double peat_predictor_median_se(const double *t, int n);
 #define PEAT_PRED_SE        0.01
 #define PEAT_PRED_SE_PASSES 4
+/* ... and while the kernel's timing has taken less than this (seconds) */
+#define PEAT_PRED_SE_SPEND_S 1.0
 /* Gated timings this process has taken, and how many of them were quiet when taken. */
 void peat_predictor_gate_stats(long *timings, long *quiet);
 /* Adds what a child process timed (its timings, quiet ones, best probe) to this process's. */
