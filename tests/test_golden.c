@@ -845,6 +845,114 @@ Test(golden, row_sums_equal_the_plain_loop_bit_for_bit)
     peat_rng_free(r);
 }
 
+/* The conv loops visit only the taps inside the image: each output must equal the loop that
+ * tests every tap (the kernels' former code), in the same order, bit for bit. The plain loops,
+ * in T, over dims d = N C H W O KH KW s p OH OW: */
+#define REF_CONV(T, dir, d, A, B, out)                                                             \
+    do {                                                                                           \
+        int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], KH = d[5], KW = d[6], S = d[7],  \
+                P = d[8], OH = d[9], OW = d[10];                                                   \
+        if (dir == 0) /* Y[n,o,oh,ow] = sum_c,kh,kw X[n,c,ih,iw] W[o,c,kh,kw] */                   \
+            for (int64_t n = 0; n < N; n++)                                                        \
+                for (int64_t o = 0; o < O; o++)                                                    \
+                    for (int64_t oh = 0; oh < OH; oh++)                                            \
+                        for (int64_t ow = 0; ow < OW; ow++) {                                      \
+                            T acc = 0;                                                             \
+                            for (int64_t c = 0; c < C; c++)                                        \
+                                for (int64_t kh = 0; kh < KH; kh++)                                \
+                                    for (int64_t kw = 0; kw < KW; kw++) {                          \
+                                        int64_t ih = oh * S - P + kh, iw = ow * S - P + kw;        \
+                                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;      \
+                                        acc += (T)A[((n * C + c) * H + ih) * W + iw] *             \
+                                               (T)B[((o * C + c) * KH + kh) * KW + kw];            \
+                                    }                                                              \
+                            out[((n * O + o) * OH + oh) * OW + ow] = acc;                          \
+                        }                                                                          \
+        if (dir == 1) /* dX[n,c,h,w] = sum_o,kh,kw dY[n,o,oh,ow] W[o,c,kh,kw] */                   \
+            for (int64_t n = 0; n < N; n++)                                                        \
+                for (int64_t c = 0; c < C; c++)                                                    \
+                    for (int64_t h = 0; h < H; h++)                                                \
+                        for (int64_t x = 0; x < W; x++) {                                          \
+                            T acc = 0;                                                             \
+                            for (int64_t o = 0; o < O; o++)                                        \
+                                for (int64_t kh = 0; kh < KH; kh++)                                \
+                                    for (int64_t kw = 0; kw < KW; kw++) {                          \
+                                        int64_t th = h + P - kh, tw = x + P - kw;                  \
+                                        if (th < 0 || tw < 0 || th % S || tw % S) continue;        \
+                                        if (th / S >= OH || tw / S >= OW) continue;                \
+                                        acc += (T)A[((n * O + o) * OH + th / S) * OW + tw / S] *   \
+                                               (T)B[((o * C + c) * KH + kh) * KW + kw];            \
+                                    }                                                              \
+                            out[((n * C + c) * H + h) * W + x] = acc;                              \
+                        }                                                                          \
+        if (dir == 2) /* dW[o,c,kh,kw] = sum_n,oh,ow X[n,c,ih,iw] dY[n,o,oh,ow] */                 \
+            for (int64_t o = 0; o < O; o++)                                                        \
+                for (int64_t c = 0; c < C; c++)                                                    \
+                    for (int64_t kh = 0; kh < KH; kh++)                                            \
+                        for (int64_t kw = 0; kw < KW; kw++) {                                      \
+                            T acc = 0;                                                             \
+                            for (int64_t n = 0; n < N; n++)                                        \
+                                for (int64_t oh = 0; oh < OH; oh++)                                \
+                                    for (int64_t ow = 0; ow < OW; ow++) {                          \
+                                        int64_t ih = oh * S - P + kh, iw = ow * S - P + kw;        \
+                                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;      \
+                                        acc += (T)A[((n * C + c) * H + ih) * W + iw] *             \
+                                               (T)B[((n * O + o) * OH + oh) * OW + ow];            \
+                                    }                                                              \
+                            out[((o * C + c) * KH + kh) * KW + kw] = acc;                          \
+                        }                                                                          \
+    } while (0)
+
+Test(golden, conv_loops_equal_the_tap_testing_loop_bit_for_bit)
+{
+    /* N C H W O KH KW stride pad: stride 1-3, pad 0 to kernel - 1 (edge outputs with most taps
+     * outside), H != W, KH != KW, 1x1, an input row no window reaches, a 5x5 on a 4x4 image */
+    static const int64_t cfg[][9] = {{2, 3, 7, 6, 4, 3, 3, 1, 1}, {1, 2, 9, 8, 3, 3, 2, 2, 1},
+                                     {2, 2, 6, 6, 2, 3, 3, 2, 0}, {1, 3, 10, 7, 2, 5, 3, 3, 2},
+                                     {1, 2, 5, 5, 3, 1, 1, 1, 0}, {1, 1, 4, 4, 2, 5, 5, 1, 2},
+                                     {1, 2, 6, 5, 2, 3, 3, 2, 2}, {3, 1, 3, 8, 1, 3, 2, 1, 1}};
+    static const char *const names[3][2] = {
+        {"conv2d_golden", "conv2d_exact"},
+        {"conv2d_bwd_data_golden", "conv2d_bwd_data_exact"},
+        {"conv2d_bwd_filter_golden", "conv2d_bwd_filter_exact"}};
+    static const peat_op_kind ops[3] = {PEAT_OP_CONV2D, PEAT_OP_CONV2D_BWD_DATA,
+                                        PEAT_OP_CONV2D_BWD_FILTER};
+    peat_rng_t *r = peat_rng_alloc(21);
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        const int64_t *i = cfg[c];
+        int64_t OH = (i[2] + 2 * i[8] - i[5]) / i[7] + 1, OW = (i[3] + 2 * i[8] - i[6]) / i[7] + 1;
+        int64_t d[11] = {i[0], i[1], i[2], i[3], i[4], i[5], i[6], i[7], i[8], OH, OW};
+        int64_t nx = i[0] * i[1] * i[2] * i[3], nw = i[4] * i[1] * i[5] * i[6],
+                ny = i[0] * i[4] * OH * OW;
+        peat_op_params p;
+        memset(&p, 0, sizeof p);
+        memcpy(p.i, i, sizeof cfg[c]);
+        peat_tensor *x = rnd(r, nx, 0, 1), *w = rnd(r, nw, 0, 1), *dy = rnd(r, ny, 0, 1);
+        peat_tensor *ins[3][2] = {{x, w}, {dy, w}, {x, dy}};
+        int64_t n_out[3] = {ny, nx, nw};
+        for (int dir = 0; dir < 3; dir++) {
+            const float *A = peat_f32(ins[dir][0]), *B = peat_f32(ins[dir][1]);
+            float *rf = malloc(sizeof(float) * n_out[dir]);
+            double *rd = malloc(sizeof(double) * n_out[dir]);
+            cr_assert(rf && rd);
+            REF_CONV(float, dir, d, A, B, rf);
+            REF_CONV(double, dir, d, A, B, rd);
+            peat_args go = run_k(names[dir][0], ops[dir], &p, 2, ins[dir]);
+            peat_args ex = run_exact64(names[dir][1], ops[dir], &p, 2, ins[dir]);
+            for (int64_t k = 0; k < n_out[dir]; k++) {
+                cr_assert(peat_f32(go.out[0])[k] == rf[k], "%s case %zu [%lld]: %a, plain loop %a",
+                          names[dir][0], c, (long long)k, peat_f32(go.out[0])[k], rf[k]);
+                cr_assert(peat_f64(ex.out[0])[k] == rd[k], "%s case %zu [%lld]: %a, plain loop %a",
+                          names[dir][1], c, (long long)k, peat_f64(ex.out[0])[k], rd[k]);
+            }
+            peat_args_free_outputs(&go), peat_args_free_outputs(&ex);
+            free(rf), free(rd);
+        }
+        peat_tensor_free(x), peat_tensor_free(w), peat_tensor_free(dy);
+    }
+    peat_rng_free(r);
+}
+
 Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
 {
     /* N = 300 spans two column blocks (256 + 44); N = 301, 303, 5 and 2 end off the kernels'
