@@ -417,7 +417,7 @@ static void bench_kernels(const peat_pred_device *d, int repeats, const char *on
             continue;
         }
         double m = 100 * e.model / e.n, r = 100 * e.roof / e.n, ns = 100 * e.neu / e.n;
-        /* a device without a measured bandwidth (GPU backends report none yet) has no
+        /* a device without a bandwidth or a peak (OpenCL reports neither) has no
          * baselines: the model is judged against the 10% goal alone */
         int base = d->peak_flops > 0 && d->bandwidth > 0;
         int ok = m <= 10.0 && (!base || (m < r && m < ns));

@@ -168,7 +168,8 @@ peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
         /* bandwidth from the runtime (0 where it does not say: OpenCL; the roofline baseline
          * then classes every tiled op compute, the table's own class is from its points) */
         peat_predictor_device_gpu(&env->dev, backend, info.name, info.compute_units, info.clock_mhz,
-                                  info.mem_bandwidth, strcmp(backend, "hip") == 0 ? 64 : 32);
+                                  info.mem_bandwidth, strcmp(backend, "hip") == 0 ? 64 : 32,
+                                  info.fp32_lanes);
     }
     return warm_up(backend, env);
 }

@@ -143,7 +143,8 @@ peat_status peat_predictor_device_cpu(peat_pred_device *d)
 }
 
 void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name,
-                               int units, double clock_mhz, double bandwidth, int warp)
+                               int units, double clock_mhz, double bandwidth, int warp,
+                               int fp32_lanes)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "%s", backend);
@@ -152,7 +153,9 @@ void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const c
     d->simd_width = warp > 0 ? warp : 32;
     d->edge_tiles_padded = 1;
     d->clock_mhz = clock_mhz;
-    /* 64 fp32 FMA lanes per SM/CU per clock: the common figure of recent NVIDIA and AMD parts */
-    d->peak_flops = clock_mhz > 0 ? 2.0 * 64.0 * clock_mhz * 1e6 : 0.0;
+    /* one SM/CU: an FMA (2 flops) per FP32 lane per clock; 64 lanes where the backend does not
+     * say (the common figure of NVIDIA's and AMD's data-centre parts before Ampere's GA10x) */
+    d->peak_flops =
+        clock_mhz > 0 ? 2.0 * (fp32_lanes > 0 ? fp32_lanes : 64) * clock_mhz * 1e6 : 0.0;
     d->bandwidth = bandwidth;
 }

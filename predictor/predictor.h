@@ -24,10 +24,12 @@ typedef struct peat_pred_device {
 /* Describes the CPU this process runs on: cores, SIMD width and caches from the OS, one-unit peak
  * and memory bandwidth measured (~30 ms). */
 peat_status peat_predictor_device_cpu(peat_pred_device *d);
-/* Fills the GPU fields from what a backend reports (units, clock); bandwidth and peak given by
- * the caller from runtime queries (core/gpu). */
+/* Fills the GPU fields from what a backend reports (units, peak clock, FP32 lanes per unit: 0 =
+ * 64) and the bandwidth from its runtime queries (core/gpu); peak FLOP/s of one unit = 2 x lanes
+ * x clock (0 when the clock is unknown: no baselines then). */
 void peat_predictor_device_gpu(peat_pred_device *d, const char *backend, const char *name,
-                               int units, double clock_mhz, double bandwidth, int warp);
+                               int units, double clock_mhz, double bandwidth, int warp,
+                               int fp32_lanes);
 /* Hash of what identifies the device (backend, name, units, SIMD, caches): measured numbers are
  * left out so that noise does not invalidate a cache. */
 uint64_t peat_predictor_device_hash(const peat_pred_device *d);

@@ -35,6 +35,11 @@ Test(gpu, backend_buffers_round_trip)
      * none over 100 TB/s */
     cr_assert(info.mem_bandwidth > 1e11 && info.mem_bandwidth < 1e14, "%s: bandwidth %g B/s",
               info.name, info.mem_bandwidth);
+    /* the runtime's peak clock, and lanes from the architecture: 64 or 128 per SM/CU */
+    cr_assert(info.clock_mhz > 300 && info.clock_mhz < 5000, "%s: clock %g MHz", info.name,
+              info.clock_mhz);
+    cr_assert(info.fp32_lanes == 64 || info.fp32_lanes == 128, "%s: %d FP32 lanes", info.name,
+              info.fp32_lanes);
     float src[1000], dst[1000];
     for (int i = 0; i < 1000; i++) src[i] = (float)i * 0.5f;
     void *d;

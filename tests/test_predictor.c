@@ -21,8 +21,23 @@
 static peat_pred_device gpu_dev(int units)
 {
     peat_pred_device d;
-    peat_predictor_device_gpu(&d, "cuda", "test gpu", units, 1500, 3e12, 32);
+    peat_predictor_device_gpu(&d, "cuda", "test gpu", units, 1500, 3e12, 32, 64);
     return d;
+}
+
+Test(device, gpu_peak_is_an_fma_per_lane_per_clock)
+{
+    peat_pred_device d;
+    /* an H100/H200 SM: 128 FP32 lanes at 1980 MHz */
+    peat_predictor_device_gpu(&d, "cuda", "sm90", 132, 1980, 4.8e12, 32, 128);
+    cr_assert_float_eq(d.peak_flops, 2.0 * 128 * 1980e6, 1.0, "got %g", d.peak_flops);
+    cr_assert_eq(d.units, 132);
+    cr_assert(d.edge_tiles_padded, "a GPU block keeps its whole tile busy");
+    /* lanes unknown: 64; clock unknown: no peak */
+    peat_predictor_device_gpu(&d, "opencl", "dev", 8, 1000, 0, 32, 0);
+    cr_assert_float_eq(d.peak_flops, 2.0 * 64 * 1000e6, 1.0);
+    peat_predictor_device_gpu(&d, "cuda", "dev", 8, 0, 1e12, 32, 128);
+    cr_assert_float_eq(d.peak_flops, 0.0, 1e-12);
 }
 
 static peat_pred_device cpu_dev(int units)

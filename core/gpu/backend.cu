@@ -86,6 +86,25 @@ static void gpu_release(peat_backend_t b)
     b->context = NULL;
 }
 
+/* FP32 lanes per SM from the compute capability (NVIDIA's CUDA C Programming Guide, "Arithmetic
+ * Instructions" throughput table: 64 on 6.0, 7.x and 8.0; 128 on 5.x, 6.1/6.2 and 8.6 onward);
+ * AMD's CUs have 64 (four SIMD16, or two SIMD32). 0 when the runtime does not say. */
+static int gpu_fp32_lanes(int device)
+{
+#ifdef __HIP_PLATFORM_AMD__
+    (void)device;
+    return 64;
+#else
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+        return 0;
+    if (major == 6) return minor == 0 ? 64 : 128;
+    if (major == 7 || (major == 8 && minor == 0)) return 64;
+    return major >= 5 ? 128 : 0;
+#endif
+}
+
 static peat_status gpu_device_info(peat_backend_t b, peat_device_info *out)
 {
     cudaDeviceProp p;
@@ -94,7 +113,14 @@ static peat_status gpu_device_info(peat_backend_t b, peat_device_info *out)
     out->index = b->device;
     out->mem_bytes = p.totalGlobalMem;
     out->compute_units = p.multiProcessorCount;
-    out->clock_mhz = 0.0; /* sampled through NVML / ROCm SMI by the predictor */
+    /* the peak (boost) clock the runtime reports; the clock under load is sampled through NVML /
+     * ROCm SMI by the predictor */
+    int clock_khz = 0;
+    out->clock_mhz = 0.0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, b->device) == cudaSuccess &&
+        clock_khz > 0)
+        out->clock_mhz = clock_khz / 1000.0;
+    out->fp32_lanes = gpu_fp32_lanes(b->device);
     /* the attributes, not cudaDeviceProp's memory fields (gone from CUDA 13's struct) */
     int khz = 0, bits = 0;
     out->mem_bandwidth = 0.0;

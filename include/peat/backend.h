@@ -21,6 +21,9 @@ typedef struct peat_device_info {
      * HIP: 2 x clock x width, as NVIDIA's bandwidthTest reports it); 0 where the runtime does
      * not say (CPU: the predictor measures it; OpenCL has no such query) */
     double mem_bandwidth;
+    /* FP32 FMA lanes of one compute unit per clock, from the architecture (CUDA: the compute
+     * capability's CUDA cores per SM; HIP: 64 per CU); 0 where not known (CPU, OpenCL) */
+    int fp32_lanes;
 } peat_device_info;
 
 /* Opens backend "cpu", "cuda", "hip", "opencl" or "auto" (first with a device, CPU last). A backend

@@ -25,6 +25,7 @@
 #define cudaDeviceGetAttribute          hipDeviceGetAttribute
 #define cudaDevAttrMemoryClockRate      hipDeviceAttributeMemoryClockRate
 #define cudaDevAttrGlobalMemoryBusWidth hipDeviceAttributeMemoryBusWidth
+#define cudaDevAttrClockRate            hipDeviceAttributeClockRate
 #define cudaSetDevice                   hipSetDevice
 #define cudaMalloc                      hipMalloc
 #define cudaFree                        hipFree
