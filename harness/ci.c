@@ -392,7 +392,9 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
         } else if (strcmp(it->status, "SKIP"))
             item_run(o, res, it, suite_kernel_of(&res->suite, it->kernel));
         res->counts[status_rank(it->status)]++;
-        char note[400], planned[48] = "";
+        char planned[48] = "";
+        char note[sizeof it->kernel + sizeof it->flow + sizeof it->backend + sizeof it->status +
+                  sizeof it->error + sizeof planned + 64];
         if (it->plan_s > 0) snprintf(planned, sizeof planned, " of %.1f s planned", it->plan_s);
         snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s%s)", i + 1, res->n_items,
                  it->kernel, it->flow, it->backend, it->status, it->error[0] ? ": " : "", it->error,
