@@ -258,9 +258,9 @@ peat_status peat_predictor_time_families(const peat_kernel *k, int passes, doubl
      * short phase of a slowed core is waited out rather than averaged in; a long one costs 3x
      * and its timings are used, all slow alike) and its median's standard error, from the
      * timings' own spread, is within PEAT_PRED_SE: a kernel whose time wanders from one timing
-     * to the next (conv2d here: 10-25% between the 10th and 90th percentiles, with an L1 loop
-     * beside it steady to 4%) gets the timings that pin its median down, a steady one stops at
-     * passes */
+     * to the next (the former conv2d loops here, branching on every tap: 10-25% between the
+     * 10th and 90th percentiles, with an L1 loop beside it steady to 4%) gets the timings that
+     * pin its median down, a steady one stops at passes */
     int max_n = PEAT_PRED_SE_PASSES * passes < MAXS ? PEAT_PRED_SE_PASSES * passes : MAXS;
     double start = peat_predictor_now();
     for (int more = 1; st == PEAT_OK && more;) {

@@ -125,8 +125,13 @@ typedef struct peat_pred_table {
 } peat_pred_table;
 
 /* Hash of everything in a kernel descriptor that can change its speed (name, op, backend,
- * dtypes, config, description). */
+ * dtypes, config, description) and of the code it runs (peat_predictor_module_hash of its
+ * function). */
 uint64_t peat_predictor_kernel_hash(const peat_kernel *k);
+/* Hash of the contents of the executable or shared object that code lies in, read once per
+ * process (module.c); 0 for NULL or where it cannot be read. A plugin rebuilt with the same
+ * descriptor is thereby another kernel to the latency cache, as is a rebuilt peat. */
+uint64_t peat_predictor_module_hash(const void *code);
 /* The cache key of a table: device hash, peat version and the hash of every kernel's descriptor
  * hash in order, as a 16-hex-digit string; a change to any of them gives another key. */
 void peat_predictor_table_key(const peat_pred_table *t, char key[17]);

@@ -43,7 +43,10 @@ uint64_t peat_predictor_kernel_hash(const peat_kernel *k)
                          k->cfg.vec_width,
                          k->cfg.split_k};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = fnv_i64(h, f[i]);
-    return h;
+    /* and the code it runs: the contents of the executable or plugin its function lives in */
+    void *code = NULL;
+    memcpy(&code, &k->fn, sizeof code < sizeof k->fn ? sizeof code : sizeof k->fn);
+    return fnv_i64(h, (int64_t)peat_predictor_module_hash(code));
 }
 
 uint64_t peat_predictor_device_hash(const peat_pred_device *d)

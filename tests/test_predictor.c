@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <criterion/criterion.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -378,6 +379,61 @@ Test(cache, hdf5_file_round_trip_and_invalidation, .init = mktmp)
 }
 
 /* ---- clocks ---- */
+
+/* Copies file src to dst, then appends extra bytes of 'x' (0: a verbatim copy). */
+static void copy_file(const char *src, const char *dst, int extra)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    cr_assert(in && out, "copy %s -> %s", src, dst);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(fwrite(buf, 1, n, out), n);
+    for (int i = 0; i < extra; i++) fputc('x', out);
+    fclose(in);
+    cr_assert_eq(fclose(out), 0);
+}
+
+/* A plugin rebuilt under the same descriptor is another kernel to the cache: copies of one plugin
+ * loaded side by side, one of them a byte longer (the same code, another file); the hash follows
+ * the contents, not the path. */
+Test(cache, rebuilt_code_is_another_kernel, .init = mktmp)
+{
+    char a[128], b[128], c[128];
+    snprintf(a, sizeof a, "%s/copy_a.so", tmpdir);
+    snprintf(b, sizeof b, "%s/copy_b.so", tmpdir);
+    snprintf(c, sizeof c, "%s/copy_c.so", tmpdir);
+    copy_file(PEAT_TEST_PLUGIN_DIR "/libplugin_test_gemms.so", a, 0);
+    copy_file(PEAT_TEST_PLUGIN_DIR "/libplugin_test_gemms.so", b, 1);
+    copy_file(PEAT_TEST_PLUGIN_DIR "/libplugin_test_gemms.so", c, 0);
+    void *ha = dlopen(a, RTLD_NOW | RTLD_LOCAL), *hb = dlopen(b, RTLD_NOW | RTLD_LOCAL),
+         *hc = dlopen(c, RTLD_NOW | RTLD_LOCAL);
+    cr_assert(ha && hb && hc, "%s", dlerror());
+    void *fa = dlsym(ha, "peat_plugin_register"), *fb = dlsym(hb, "peat_plugin_register"),
+         *fc = dlsym(hc, "peat_plugin_register");
+    cr_assert(fa && fb && fc && fa != fb && fa != fc);
+    uint64_t ma = peat_predictor_module_hash(fa), mb = peat_predictor_module_hash(fb);
+    cr_assert(ma != 0 && mb != 0, "both files read");
+    cr_assert_neq(ma, mb, "another file's contents, another hash");
+    cr_assert_eq(peat_predictor_module_hash(fc), ma, "the same contents at another path");
+    cr_assert_eq(peat_predictor_module_hash(fa), ma, "the same module, the same hash");
+    peat_kernel ka = {.name = "k", .op = PEAT_OP_GEMM, .backend = "cpu", .desc = "d"}, kb = ka;
+    memcpy(&ka.fn, &fa, sizeof fa);
+    memcpy(&kb.fn, &fb, sizeof fb);
+    cr_assert_neq(peat_predictor_kernel_hash(&ka), peat_predictor_kernel_hash(&kb),
+                  "one descriptor, two builds: two rows");
+    /* built-in kernels: this executable, one hash for all of them */
+    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    const peat_kernel *g = peat_registry_find("gemm_golden"), *x = peat_registry_find("relu_exact");
+    cr_assert(g && x);
+    void *fg, *fx;
+    memcpy(&fg, &g->fn, sizeof fg);
+    memcpy(&fx, &x->fn, sizeof fx);
+    uint64_t mg = peat_predictor_module_hash(fg);
+    cr_assert(mg != 0 && mg != ma && mg == peat_predictor_module_hash(fx));
+    cr_assert_eq(peat_predictor_module_hash(NULL), 0);
+    dlclose(ha), dlclose(hb), dlclose(hc);
+    unlink(a), unlink(b), unlink(c), rmdir(tmpdir);
+}
 
 Test(clock, missing_sources_read_unknown, .init = mktmp)
 {
