@@ -31,44 +31,41 @@ static uint64_t hash_file(const char *path)
     return bad ? 0 : (h ? h : 1);
 }
 
-/* One hash per loaded module, computed on first use (the file may be replaced on disk while the
- * process runs; the code mapped is the one read first). */
-enum { MAX_MODULES = 64 };
-static struct {
-    const void *base;
+/* Hashes remembered by key: one per loaded module (by its base address), computed on first use
+ * (the file may be replaced on disk while the process runs; the code mapped is the one read
+ * first), and the module's hash of each kernel function asked about (dladdr looks up the nearest
+ * symbol: 15 us in libc, and a campaign's prediction asks for every call). */
+typedef struct memo {
+    const void *key;
     uint64_t hash;
-} seen[MAX_MODULES];
-static int n_seen;
-static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+} memo;
+enum { MAX_MODULES = 64, MAX_CODES = 256 };
+static memo modules[MAX_MODULES], codes[MAX_CODES];
+static int n_modules, n_codes;
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* ... and the module of each kernel function asked about (dladdr looks up the nearest symbol:
- * 15 us in libc, and a campaign's prediction asks for every call) */
-enum { MAX_CODES = 256 };
-static struct {
-    const void *code;
-    uint64_t hash;
-} codes[MAX_CODES];
-static int n_codes;
-
-static uint64_t code_seen(const void *code)
+static uint64_t memo_get(const memo *m, const int *n, const void *key)
 {
     uint64_t h = 0;
-    pthread_mutex_lock(&seen_lock);
-    for (int i = 0; i < n_codes && !h; i++)
-        if (codes[i].code == code) h = codes[i].hash;
-    pthread_mutex_unlock(&seen_lock);
+    pthread_mutex_lock(&memo_lock);
+    for (int i = 0; i < *n && !h; i++)
+        if (m[i].key == key) h = m[i].hash;
+    pthread_mutex_unlock(&memo_lock);
     return h;
+}
+
+static void memo_put(memo *m, int *n, int cap, const void *key, uint64_t h)
+{
+    pthread_mutex_lock(&memo_lock);
+    if (h && *n < cap) m[*n].key = key, m[*n].hash = h, ++*n;
+    pthread_mutex_unlock(&memo_lock);
 }
 
 static uint64_t module_hash(const void *code)
 {
     Dl_info in, self;
     if (!dladdr(code, &in) || !in.dli_fbase) return 0;
-    uint64_t h = 0;
-    pthread_mutex_lock(&seen_lock);
-    for (int i = 0; i < n_seen && !h; i++)
-        if (seen[i].base == in.dli_fbase) h = seen[i].hash;
-    pthread_mutex_unlock(&seen_lock);
+    uint64_t h = memo_get(modules, &n_modules, in.dli_fbase);
     if (h) return h;
     /* the main program's dli_fname is whatever it was started as (maybe relative to another
      * directory): it is read through /proc; a shared object by the path it was loaded from */
@@ -76,21 +73,16 @@ static uint64_t module_hash(const void *code)
     int main_prog = dladdr(here, &self) && self.dli_fbase == in.dli_fbase &&
                     !(in.dli_fname && strstr(in.dli_fname, ".so"));
     h = hash_file(main_prog ? "/proc/self/exe" : in.dli_fname);
-    if (!h) return 0;
-    pthread_mutex_lock(&seen_lock);
-    if (n_seen < MAX_MODULES) seen[n_seen].base = in.dli_fbase, seen[n_seen++].hash = h;
-    pthread_mutex_unlock(&seen_lock);
+    memo_put(modules, &n_modules, MAX_MODULES, in.dli_fbase, h);
     return h;
 }
 
 uint64_t peat_predictor_module_hash(const void *code)
 {
     if (!code) return 0;
-    uint64_t h = code_seen(code);
+    uint64_t h = memo_get(codes, &n_codes, code);
     if (h) return h;
     h = module_hash(code);
-    pthread_mutex_lock(&seen_lock);
-    if (h && n_codes < MAX_CODES) codes[n_codes].code = code, codes[n_codes++].hash = h;
-    pthread_mutex_unlock(&seen_lock);
+    memo_put(codes, &n_codes, MAX_CODES, code, h);
     return h;
 }
