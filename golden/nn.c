@@ -551,9 +551,9 @@ static conv_dims conv_dims_of(const peat_op_params *p)
 
 /* Output row o and kernel row k read input row o*s - p + k. Each loop below visits only the
  * terms whose input lies inside the image, in the natural order, so the sums are the ones a loop
- * testing every term adds, bit for bit (tests/test_golden.c), without a test per term: the
- * tests' branches ran the same call at two or three speeds 10-30% apart from one timing to the
- * next, a conv2d_golden call 0.25-0.36 ms. */
+ * checking every term adds, bit for bit (tests/test_golden.c), without a branch per term: those
+ * branches ran the same call at two or three speeds 10-30% apart from one timing to the next
+ * (a conv2d_golden call 0.25-0.36 ms). */
 
 static int64_t floor_div(int64_t a, int64_t b)
 {

@@ -208,28 +208,19 @@ double peat_predictor_median_se(const double *t, int n)
     return 1.2533 * 1.4826 * median_of(d, n) / sqrt((double)n) / med;
 }
 
-/* The quiet timings of one size (all of them when fewer than 3 are quiet), for the stop rule. */
-static int quiet_of(const double *t, const double *probe, int n, double *q)
-{
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (peat_predictor_probe_quiet(probe[i])) q[m++] = t[i];
-    if (m >= 3) return m;
-    memcpy(q, t, (size_t)n * sizeof *t);
-    return n;
-}
-
 /* Whether size i needs another timing after n of them: fewer than passes, fewer than passes
- * quiet ones (up to 3x passes), or a median not yet known to PEAT_PRED_SE (up to max_n). */
+ * quiet ones (up to 3x passes), or a median not yet known to PEAT_PRED_SE (up to max_n; from the
+ * quiet timings, from all of them when fewer than 3 are quiet). */
 static int wants_more(const double *t, const double *probe, int n, int passes, int max_n)
 {
     if (n < passes) return 1;
-    int quiet = 0;
-    for (int s = 0; s < n; s++) quiet += peat_predictor_probe_quiet(probe[s]);
-    if (quiet < passes && n < 3 * passes) return 1;
-    if (n >= max_n) return 0;
     double q[PEAT_PRED_GATE_MAX];
-    int m = quiet_of(t, probe, n, q);
+    int m = 0;
+    for (int s = 0; s < n; s++)
+        if (peat_predictor_probe_quiet(probe[s])) q[m++] = t[s];
+    if (m < passes && n < 3 * passes) return 1;
+    if (n >= max_n) return 0;
+    if (m < 3) memcpy(q, t, (size_t)n * sizeof *t), m = n;
     return peat_predictor_median_se(q, m) > PEAT_PRED_SE;
 }
 
