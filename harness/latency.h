@@ -13,11 +13,12 @@
 #include "predictor/predictor.h"
 
 /* The version a latency cache's tables are kept under: PEAT's, and the calibration method's,
- * raised when the way kernels are timed changes or a built-in kernel's code does (cal2: CPU calls
- * on fresh input sets; cal3: the golden embedding copies whole rows and the reductions sum four
- * rows side by side, 2-8x faster; cal4: a size timed until its median's standard error is within
- * 1%; cal5: the conv loops visit only the taps inside the image, 1.2-2.5x faster), so that tables
- * timed another way, or on other code, are timed again rather than mixed with new ones. */
+ * raised when the way kernels are timed changes (cal2: CPU calls on fresh input sets; cal4: a size
+ * timed until its median's standard error is within 1%), so that tables timed another way are
+ * timed again rather than mixed with new ones. cal3 and cal5 marked built-in kernels' code
+ * changes (the golden embedding's row copies and four-row reductions; the branch-free conv
+ * loops); a row's key now covers the code itself (peat_predictor_module_hash), so a code change
+ * needs no raise. */
 #define PEAT_LATENCY_TABLE_VERSION PEAT_VERSION_STRING "+cal5"
 
 /* CPU seconds of the calling thread (kernels and harness work are timed on it: the wall clock of
