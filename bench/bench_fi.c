@@ -2,9 +2,9 @@
  * overhead), playback FI trials per second per op and model with one trial's cost over one
  * golden call of the same records, and the speed-up of trials from 1 to 2 threads. */
 #define _DEFAULT_SOURCE
-#include "harness/campaign.h"
-#include "harness/fi.h"
-#include "harness/harness.h"
+#include "campaign/campaign.h"
+#include "run/fi.h"
+#include "campaign/harness.h"
 #include "inject/inject.h"
 #include "models/models.h"
 #include "store/store.h"

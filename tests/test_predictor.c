@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/harness.h"
-#include "harness/latency.h"
+#include "campaign/harness.h"
+#include "latency/latency.h"
 #include "predictor/predictor.h"
 #include "store/store_latency.h"
 

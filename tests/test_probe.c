@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "analyzer/probe.h"
-#include "harness/campaign.h"
-#include "harness/harness.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
 
 static void setup(void)
 {
