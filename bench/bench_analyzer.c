@@ -1,6 +1,7 @@
 /* bench_analyzer.c: analyzer throughput against memcpy (1 core, all cores), and where a default
  * campaign's time goes, stage by stage, for every flow (tables). */
 #include "analyzer/analyzer.h"
+#include "run/run.h"
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 

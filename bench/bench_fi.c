@@ -3,6 +3,7 @@
  * golden call of the same records, and the speed-up of trials from 1 to 2 threads. */
 #define _DEFAULT_SOURCE
 #include "campaign/campaign.h"
+#include "run/run.h"
 #include "run/fi.h"
 #include "campaign/harness.h"
 #include "inject/inject.h"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "campaign/harness.h"
+#include "run/run.h"
 #include "campaign/campaign.h"
 #include "latency/latency.h"
 #include "latency/latency_cli.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/record.h"
+#include "run/run.h"
 #include "campaign/harness.h"
 #include "store/store.h"
 #include "campaign/campaign.h"

@@ -1,4 +1,5 @@
-/* campaign.c: runs one validation campaign as the list of its stages (harness/stages.h). */
+/* campaign.c: one validation campaign's state, and the loop that runs a list of its stages on it
+ * (stages.h; the list of `peat run` is run/pipeline.c). */
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
 
@@ -63,28 +64,6 @@ void peat_campaign_free(peat_campaign *c)
     c->lock_fd = -1;
 }
 
-/* The pipeline of `peat run`, in order (docs/architecture.md; how to add one: stages.h). */
-static const struct {
-    const char *name;
-    peat_status (*run)(peat_campaign *c);
-    peat_campaign_clock clock;
-    const char *writes; /* the tables of the campaign file it writes (the manifest lists them) */
-} stages[] = {
-    {"resolve", peat_stage_resolve, PEAT_CLOCK_NONE, NULL},
-    {"plan", peat_stage_plan, PEAT_CLOCK_NONE, NULL},
-    {"open", peat_stage_open, PEAT_CLOCK_NONE, NULL},
-    {"profile", peat_stage_profile, PEAT_CLOCK_PROFILE,
-     "/tensors/index /calls/index /states/index /metrics/index"},
-    {"playback", peat_stage_playback, PEAT_CLOCK_PLAYBACK, NULL},
-    {"probe", peat_stage_probe, PEAT_CLOCK_PROBE, NULL},
-    {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE, NULL},
-    {"detect", peat_stage_detect, PEAT_CLOCK_ANALYZE, NULL},
-    {"runtime", peat_stage_runtime, PEAT_CLOCK_RUNTIME,
-     "/runtime/curves /runtime/weight_distance /runtime/verdicts"},
-    {"commit", peat_stage_commit, PEAT_CLOCK_ANALYZE, "/signatures/index"},
-    {"report", peat_stage_report, PEAT_CLOCK_NONE, NULL},
-};
-
 void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why)
 {
     int cap = (int)(sizeof c->skipped / sizeof c->skipped[0]);
@@ -96,7 +75,8 @@ void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why)
 
 int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max)
 {
-    int n = (int)(sizeof stages / sizeof stages[0]);
+    int n = c->n_stages;
+    const peat_campaign_stage *stages = c->stages;
     for (int i = 0; i < n && i < max; i++) {
         out[i].name = stages[i].name;
         out[i].objects = stages[i].writes;
@@ -128,12 +108,14 @@ static void clock_add(peat_campaign_result *res, peat_campaign_clock clock, doub
     *c[clock] += dc;
 }
 
-peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res)
+peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
+                                     const peat_campaign_opts *o, peat_campaign_result *res)
 {
     peat_campaign c;
     peat_campaign_init(&c, o, res);
+    c.stages = stages, c.n_stages = n;
     peat_status st = PEAT_OK;
-    for (size_t i = 0; st == PEAT_OK && i < sizeof stages / sizeof stages[0]; i++) {
+    for (int i = 0; st == PEAT_OK && i < n; i++) {
         double t0 = peat_now(), c0 = peat_campaign_cpu_s();
         /* the total a stage reports is the time of every stage before it */
         res->t_total = t0 - c.t_start;

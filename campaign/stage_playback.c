@@ -155,7 +155,7 @@ peat_status peat_stage_playback(peat_campaign *c)
     for (int64_t i = 0; i < c->recs.n; i++) {
         int hung = 0;
         peat_progress_step(&pr, i, NULL);
-        if (peat_stage_plan_stop(c, i + 1)) {
+        if (c->playback_stop && c->playback_stop(c, i + 1)) {
             c->res->n_budget_skipped = c->recs.n - i;
             break;
         }

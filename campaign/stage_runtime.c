@@ -59,11 +59,11 @@ peat_status peat_stage_runtime(peat_campaign *c)
     memset(&ro, 0, sizeof ro);
     ro.flow = c->flow;
     ro.cfg = peat_campaign_flow_config(o);
-    ro.iters = peat_stage_plan_runtime_iters(c);
+    ro.iters = c->runtime_iters ? c->runtime_iters(c) : c->iters;
     c->res->runtime_iters = ro.iters;
     if (c->planned) {
         /* under a budget the runs' length follows the deadline while they train */
-        ro.steer = peat_stage_plan_runtime_steer;
+        ro.steer = c->runtime_steer;
         ro.steer_user = c;
         ro.max_iters = c->max_iters;
     }

@@ -11,18 +11,21 @@
 /*
  * How `peat run` is built
  * -----------------------
- * peat_campaign_run (campaign.c) is the list of stages below, run in order on one
- * peat_campaign; the first stage that fails ends the campaign with its status, and
- * peat_campaign_free releases whatever the stages left in the struct.
+ * peat_campaign_run (run/pipeline.c) is the list of stages below, run in order on one
+ * peat_campaign by peat_campaign_stages_run; the first stage that fails ends the campaign with
+ * its status, and peat_campaign_free releases whatever the stages left in the struct. Two stages
+ * live on the floors above this one: "plan" (latency/stage_plan.c: it times these stages' work)
+ * and "report" (report/). The plan stage hands playback and runtime FI their stop and steering
+ * rules through the fields below; no stage here calls up into the planner.
  *
  * Adding a stage (plan, probe, runtime FI, FI trials, ...):
- *   1. write harness/stage_<name>.c with one entry point
+ *   1. write campaign/stage_<name>.c with one entry point
  *        peat_status peat_stage_<name>(peat_campaign *c);
  *      that reads what earlier stages left in *c and writes its own part of it (add the
  *      fields it needs to peat_campaign below, under a comment naming the stage, and release
  *      them in peat_campaign_free);
  *   2. declare it at the end of this file;
- *   3. add one line to the stage table in campaign.c, where it belongs in the pipeline, with
+ *   3. add one line to the stage table in run/pipeline.c, where it belongs in the pipeline, with
  *      the clock its time counts towards.
  * A stage must not reach back into the internals of another: it reads the fields documented
  * here. Stages that add to the campaign file do it before "commit", which closes the file and
@@ -39,8 +42,20 @@ typedef enum {
     PEAT_CLOCK_RUNTIME,
 } peat_campaign_clock;
 
+struct peat_campaign;
+/* One stage of the pipeline: its name, entry point, the clock its time counts towards, and the
+ * tables of the campaign file it writes (the manifest lists them). */
+typedef struct peat_campaign_stage {
+    const char *name;
+    peat_status (*run)(struct peat_campaign *c);
+    peat_campaign_clock clock;
+    const char *writes;
+} peat_campaign_stage;
+
 typedef struct peat_campaign {
     const peat_campaign_opts *o; /* the options, as parsed (never modified) */
+    const peat_campaign_stage *stages; /* the pipeline this campaign runs (the manifest's list) */
+    int n_stages;
     peat_campaign_result *res;   /* what the report shows; filled stage by stage */
     double t_start;              /* peat_now() when the campaign began */
 
@@ -61,6 +76,12 @@ typedef struct peat_campaign {
     int64_t max_iters; /* runtime FI grows to at most these when the run is ahead of its plan */
     double steer_s[PEAT_PRED_STEER_WINDOW]; /* runtime FI's last iterations: when each ended */
     double t_playback, slow, later_slow;
+    /* the plan's rules for the stages after it (NULL without a plan): whether playback stops
+     * before replayed call number `replayed` (1-based), runtime FI's iterations when it starts,
+     * and its steering while the runs train (runtime.c: user is the campaign) */
+    int (*playback_stop)(struct peat_campaign *c, int64_t replayed);
+    int64_t (*runtime_iters)(struct peat_campaign *c);
+    int64_t (*runtime_steer)(void *user, int64_t done, int64_t every, double loop_s);
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
     char policy[256];
@@ -90,9 +111,12 @@ void peat_campaign_init(peat_campaign *c, const peat_campaign_opts *o, peat_camp
 /* Releases what the stages left in c (records, accumulators, an open store). */
 void peat_campaign_free(peat_campaign *c);
 
-/* The stages, in pipeline order. */
+/* Runs the n stages in order on a campaign for o into res (each stage's time to its clock). */
+peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
+                                     const peat_campaign_opts *o, peat_campaign_result *res);
+
+/* The stages of this floor, in pipeline order (plan: latency/; report: report/). */
 peat_status peat_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
-peat_status peat_stage_plan(peat_campaign *c);     /* stage_plan.c */
 peat_status peat_stage_open(peat_campaign *c);     /* stage_resolve.c */
 peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
 peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
@@ -101,11 +125,10 @@ peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
 peat_status peat_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
-peat_status peat_stage_report(peat_campaign *c);   /* report.c */
 
 /* Records that stage did not run in this campaign, and why (the manifest says so). */
 void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why);
-/* The pipeline as the manifest records it: each stage of campaign.c's table, the tables it
+/* The pipeline as the manifest records it: each stage of c->stages, the tables it
  * writes into the campaign file, and its skip reason in this campaign. Returns the count
  * (at most max filled). */
 int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max);
@@ -128,15 +151,6 @@ peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel 
                                  peat_probe_outcome *po);
 peat_status peat_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
                                    peat_campaign_result *res);
-
-/* Whether playback should stop before replaying call number `replayed` (1-based) to end within
- * the budget (stage_plan.c; always 0 without one). */
-int peat_stage_plan_stop(peat_campaign *c, int64_t replayed);
-/* The iterations runtime FI trains under a plan (c->iters without one; stage_plan.c). */
-int64_t peat_stage_plan_runtime_iters(peat_campaign *c);
-/* runtime.c's steering under a plan (user: the campaign): the runs' new total of iterations
- * after `done` of them took loop_s (peat_predictor_runtime_steer against the deadline). */
-int64_t peat_stage_plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */

@@ -1,6 +1,8 @@
 /* cmd_nightly.c: the `peat ci` and `peat diff` commands: their option tables, what is printed
  * and the exit status (0 pass, 1 failure or regression, 2 usage/input error or no verdict). */
 #include "nightly/ci.h"
+#include "report/report.h"
+#include "cli/cmd_nightly.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -48,4 +48,9 @@ peat_status peat_latency_cli_predict(const peat_latency_opts *o, int64_t iters, 
 /* "90s", "90", "5m", "1h" -> seconds */
 peat_status peat_latency_duration_parse(const char *s, double *seconds);
 
+/* The plan stage of `peat run --budget` (stage_plan.c): sizes the campaign to the budget and
+ * hands playback and runtime FI its stop and steering rules (campaign/stages.h). */
+struct peat_campaign;
+peat_status peat_stage_plan(struct peat_campaign *c);
+
 #endif

@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+static int plan_stop(peat_campaign *c, int64_t replayed);
+static int64_t plan_runtime_iters(peat_campaign *c);
+static int64_t plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s);
+
 /* The run's predicted time per reported clock, from the plan. */
 static void predicted_clocks(peat_campaign_result *res, const peat_pred_plan *p)
 {
@@ -69,6 +73,10 @@ peat_status peat_stage_plan(peat_campaign *c)
         c->costs = m.costs;
         c->plan = p;
         predicted_clocks(res, &p);
+        /* the rules the stages after this one follow (stages.h) */
+        c->playback_stop = plan_stop;
+        c->runtime_iters = plan_runtime_iters;
+        c->runtime_steer = plan_runtime_steer;
         res->plan_iters = p.iters, res->plan_calls = p.calls;
         snprintf(res->plan_note, sizeof res->plan_note,
                  "planned %lld iterations, %lld calls; clock %s; core share %.2f%s",
@@ -87,7 +95,7 @@ peat_status peat_stage_plan(peat_campaign *c)
  * probes at the same pace (forks too), the other stages after playback at the pace the profile
  * stage went against its prediction (CPU-bound in this process; playback's pace is no measure of
  * them: the parent sleeps while a child runs the candidate). */
-int peat_stage_plan_stop(peat_campaign *c, int64_t replayed)
+static int plan_stop(peat_campaign *c, int64_t replayed)
 {
     if (!c->planned) return 0;
     const peat_pred_costs *k = &c->costs;
@@ -124,16 +132,18 @@ static double after_runtime_s(const peat_campaign *c)
 
 /* Runtime FI's iterations when it starts under a plan: the planned ones, or as many as its own
  * prediction still fits before the deadline (never below the smallest campaign's). They are
- * steered while the runs train (peat_stage_plan_runtime_steer), at the pace they go: the stages
+ * steered while the runs train (plan_runtime_steer), at the pace they go: the stages
  * before, other work, say little about it. */
-int64_t peat_stage_plan_runtime_iters(peat_campaign *c)
+static int64_t plan_runtime_iters(peat_campaign *c)
 {
     if (!c->planned || c->plan.runtime_iters <= 0) return c->iters;
     double left = c->deadline - peat_now() - after_runtime_s(c);
     return peat_predictor_runtime_fit(&c->costs, &c->plan, c->min_iters, 1.0, left);
 }
 
-int64_t peat_stage_plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s)
+/* runtime.c's steering under a plan (user: the campaign): the runs' new total of iterations
+ * after `done` of them took loop_s (peat_predictor_runtime_steer against the deadline). */
+static int64_t plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s)
 {
     peat_campaign *c = user;
     /* a ring of when the last iterations ended: the window's pace */

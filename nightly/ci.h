@@ -4,7 +4,7 @@
 #define PEAT_CI_H
 
 #include "nightly/diff.h"
-#include "cli/options.h"
+#include "campaign/campaign.h"
 #include "nightly/suite.h"
 
 #define PEAT_CI_MAX_ITEMS    256
@@ -68,11 +68,5 @@ peat_status peat_ci_report_write(const peat_ci_result *res);
 peat_status peat_ci_baseline_update(const char *baseline, const peat_ci_result *res);
 /* The terminal table (a row per item) and the baseline's regressions. */
 void peat_ci_print(FILE *f, const peat_ci_result *res);
-
-/* The commands (cmd_nightly.c): their option tables, and their entry points given the arguments
- * after the command's name; they return the exit status. */
-extern const peat_cli_cmd peat_cli_ci, peat_cli_diff;
-int peat_ci_main(int argc, char **argv, const char *cmdline);
-int peat_diff_main(int argc, char **argv, const char *cmdline);
 
 #endif

@@ -3,6 +3,7 @@
  * terminal table, and the baseline copy. */
 #define _DEFAULT_SOURCE
 #include "campaign/campaign.h"
+#include "report/report.h"
 #include "nightly/ci.h"
 
 #include <errno.h>

@@ -3,6 +3,7 @@
  * heatmap and region map, golden training loss) and the command that reproduces the run; no
  * script, no network. */
 #include "campaign/campaign.h"
+#include "report/report.h"
 #include "campaign/runtime.h"
 #include "store/store.h"
 #include "analyzer/analyzer.h"

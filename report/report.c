@@ -1,5 +1,6 @@
 /* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
 #include "campaign/runtime.h"
+#include "report/report.h"
 #include "campaign/stages.h"
 
 #include <errno.h>

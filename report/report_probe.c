@@ -1,6 +1,7 @@
 /* report_probe.c: the coverage table (strata seen vs recorded), the probe table and the GEMM
  * property table, for the terminal and summary.md. */
 #include "campaign/campaign.h"
+#include "report/report.h"
 
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* runtime_report.c: the runtime FI verdicts in the terminal and summary.md, and report.html's
  * loss and weight-distance curves of each faulty run over the golden band (inline SVG). */
 #include "campaign/campaign.h"
+#include "report/report.h"
 #include "campaign/runtime.h"
 
 #include <math.h>

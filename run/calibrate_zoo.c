@@ -2,6 +2,7 @@
  * sit inside their arithmetic: each zoo kernel through a full `peat run`, its primary finding and
  * verdict scored against the manifest (which only this scoring reads). */
 #include "run/calibrate.h"
+#include "run/run.h"
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 

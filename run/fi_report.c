@@ -1,6 +1,7 @@
 /* fi_report.c: outcome tables of a playback FI campaign: terminal, markdown, HTML (stacked
  * outcome bars per model, per-bit SDC curve with its Wilson band, inline SVG). */
 #include "run/fi.h"
+#include "report/report.h"
 
 #include "campaign/campaign.h"
 

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 
 #include "core/backend_impl.h"
+#include "run/run.h"
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 #include "campaign/isolate.h"

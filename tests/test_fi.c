@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 
 #include "analyzer/analyzer.h"
+#include "run/run.h"
 #include "detector/detector.h"
 #include "golden/golden.h"
 #include "campaign/campaign.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "analyzer/probe.h"
+#include "run/run.h"
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 
