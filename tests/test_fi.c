@@ -715,7 +715,7 @@ Test(fi, inject_command_line)
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peat inject failed");
     snprintf(cmd, sizeof cmd,
-             "grep -q 'by bit' %s/out && test -s %s/fi-summary.md && test -s "
+             "grep -q 'propagated view' %s/out && test -s %s/fi-summary.md && test -s "
              "%s/fi-report.html",
              tmpdir, dir, dir);
     cr_assert_eq(system(cmd), 0, "tables and reports written");
