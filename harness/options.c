@@ -29,6 +29,14 @@ static peat_status check_duration(const char *v)
     return peat_latency_duration_parse(v, &s);
 }
 
+static peat_status check_model(const char *v)
+{
+    peat_inject_model_t *m = NULL;
+    peat_status st = peat_inject_model_parse(v, &m);
+    peat_inject_model_free(m);
+    return st;
+}
+
 static peat_status check_compress(const char *v)
 {
     int level, saving;
@@ -123,6 +131,10 @@ static const peat_cli_opt run_opts[] = {
      "frequencies of the candidate in the training loop: 1 (every call), 1/K (every K-th), "
      "p=P (each call with probability P); up to 4, comma-separated",
      "runtime fault injection (docs/fault-injection.md)"},
+    {"runtime-model", "SPEC", PEAT_CLI_SPEC, RUN(runtime_model), 0, 0, 0, NULL, check_model, NULL,
+     "an error model (the `peat inject --model` language, e.g. 'bitflip(bit=30)') on the kernel "
+     "in the loop at --runtime-freq; with --kernel gemm_golden: the model on the golden kernel",
+     NULL},
     {"no-runtime", NULL, PEAT_CLI_FLAG, RUN(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "skip the runtime FI stage (no training-impact verdict)", NULL},
     {"runtime-band", "R", PEAT_CLI_INT, RUN(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,

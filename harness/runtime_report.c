@@ -25,12 +25,17 @@ void peat_runtime_table(FILE *f, const peat_campaign_result *r, int md)
         char band[40], iter[24];
         snprintf(band, sizeof band, "%.4g..%.4g", v->band_lo, v->band_hi);
         snprintf(iter, sizeof iter, v->iter >= 0 ? "%lld" : "-", (long long)v->iter);
-        double exc = isfinite(v->loss_excess) ? 100 * fmax(v->loss_excess, 0) : NAN;
+        /* a diverged run has no finite excess or distance to show: "-", not "+nan%" or "0x";
+         * a loss below the band's top shows its sign */
+        char exc[24] = "-", wd[24] = "-";
+        if (isfinite(v->loss_excess)) snprintf(exc, sizeof exc, "%+.1f%%", 100 * v->loss_excess);
+        if (isfinite(v->wdist_ratio) && (v->cls != PEAT_RUNTIME_DIVERGES || v->wdist_ratio > 0))
+            snprintf(wd, sizeof wd, v->wdist_ratio < 1e4 ? "%.3gx" : "%.2gx", v->wdist_ratio);
         fprintf(f,
-                md ? "| %s | %lld | %s | %s | %.4g | %s | %+.1f%% | %.3gx |\n"
-                   : "%-30.30s %8lld  %-19s %5s %10.4g %17s %+8.1f%% %9.3gx\n",
+                md ? "| %s | %lld | %s | %s | %.4g | %s | %s | %s |\n"
+                   : "%-30.30s %8lld  %-19s %5s %10.4g %17s %9s %10s\n",
                 r->runtime_run[j], (long long)r->runtime_swapped[j],
-                peat_runtime_class_name(v->cls), iter, v->final_loss, band, exc, v->wdist_ratio);
+                peat_runtime_class_name(v->cls), iter, v->final_loss, band, exc, wd);
     }
 }
 

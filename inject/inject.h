@@ -199,6 +199,7 @@ void peat_inject_table_free(peat_inject_table *tab);
 typedef struct peat_inject_swap {
     const peat_inject_model_t *m;
     uint64_t seed;
+    const peat_kernel *kernel; /* the kernel the model runs on; NULL: the active (golden) one */
 } peat_inject_swap;
 /* A peat_swap_fn: runs the call through the active (golden) kernel with the model applied. */
 peat_status peat_inject_swap_run(void *user, const peat_kernel *active, const peat_args *a,
