@@ -56,6 +56,8 @@ typedef struct peat_campaign_opts {
     int no_runtime;           /* skip the runtime stage */
     const char *runtime_freq; /* frequencies ("1" default; "1,1/10,p=0.01") */
     int runtime_band;         /* band runs R, golden included (0 = 3) */
+    const char *runtime_model; /* an error model on the kernel in the loop instead of the kernel
+                                  alone (`bitflip(bit=30)`; docs/fault-injection.md) */
 } peat_campaign_opts;
 
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",

@@ -123,6 +123,7 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
         PEAT_TRY(peat_inject_model_parse(spec, &m->m));
         m->sw.m = m->m;
         m->sw.seed = o->model_seed;
+        if (freq) m->sw.kernel = o->model_kernel; /* band reruns reorder the golden */
         s.fn = peat_inject_swap_run;
         s.user = &m->sw;
     }

@@ -19,6 +19,7 @@ typedef struct peat_runtime_opts {
     peat_op_kind op;
     const peat_kernel *candidate; /* the faulty computation: a kernel ... */
     const char *model;            /* ... or a pseudo-error model spec on the golden kernel */
+    const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
     uint64_t model_seed;
     const char *freqs;        /* comma list of frequencies ("1", "1/10", "p=0.01"); NULL = "1" */
     int band_runs;            /* R, golden run included (0 = PEAT_RUNTIME_DEFAULT_BAND) */

@@ -54,7 +54,9 @@ peat_status peat_stage_runtime(peat_campaign *c)
         return PEAT_OK;
     }
     if (!o->quiet)
-        fprintf(stdout, "peat: runtime FI: golden band + %s in the loop ...\n", c->k->name);
+        fprintf(stdout, "peat: runtime FI: golden band + %s%s%s in the loop ...\n",
+                o->runtime_model ? o->runtime_model : "", o->runtime_model ? " on " : "",
+                c->k->name);
     peat_runtime_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.flow = c->flow;
@@ -69,6 +71,13 @@ peat_status peat_stage_runtime(peat_campaign *c)
     }
     ro.op = c->k->op;
     ro.candidate = c->k;
+    if (o->runtime_model) {
+        /* the model on the kernel under test (the golden kernel itself: plain runtime FI) */
+        ro.candidate = NULL;
+        ro.model = o->runtime_model;
+        ro.model_kernel = c->k;
+        ro.model_seed = peat_seed_derive(o->seed, "runtime-model");
+    }
     ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
     ro.band_runs = o->runtime_band;
     ro.checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";

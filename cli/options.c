@@ -29,6 +29,14 @@ static peat_status check_duration(const char *v)
     return peat_latency_duration_parse(v, &s);
 }
 
+static peat_status check_model(const char *v)
+{
+    peat_inject_model_t *m = NULL;
+    peat_status st = peat_inject_model_parse(v, &m);
+    peat_inject_model_free(m);
+    return st;
+}
+
 static peat_status check_compress(const char *v)
 {
     int level, saving;
@@ -123,6 +131,10 @@ static const peat_cli_opt run_opts[] = {
      "frequencies of the candidate in the training loop: 1 (every call), 1/K (every K-th), "
      "p=P (each call with probability P); up to 4, comma-separated",
      "runtime fault injection (docs/fault-injection.md)"},
+    {"runtime-model", "SPEC", PEAT_CLI_SPEC, RUN(runtime_model), 0, 0, 0, NULL, check_model, NULL,
+     "an error model (the `peat inject --model` language, e.g. 'bitflip(bit=30)') on the kernel "
+     "in the loop at --runtime-freq; with --kernel gemm_golden: the model on the golden kernel",
+     NULL},
     {"no-runtime", NULL, PEAT_CLI_FLAG, RUN(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "skip the runtime FI stage (no training-impact verdict)", NULL},
     {"runtime-band", "R", PEAT_CLI_INT, RUN(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
@@ -274,6 +286,18 @@ static const peat_cli_opt inject_opts[] = {
      "recorded ops to inject into, e.g. gemm,softmax", NULL},
     {"site", "SITE", PEAT_CLI_SPEC, FI(site), 0, 0, 0, NULL, check_site, NULL,
      "where the fault lands: output, input (a copy of one input), acc (a GEMM running sum)", NULL},
+    {"layer", "LIST", PEAT_CLI_STR, FI(layers), 0, 0, 0, NULL, NULL, "every recorded layer",
+     "recorded layers to inject into, e.g. fc1 or fc1,h0.* (a trailing * is a prefix)", NULL},
+    {"phase", "LIST", PEAT_CLI_SPEC, FI(phases), 0, 0, 0, NULL, check_phases, "all",
+     "phases to inject into: fwd,bwd,opt", NULL},
+    {"iters", "LO:HI", PEAT_CLI_SPAN, FI(iter_lo), FI(iter_hi), 0, 0, NULL, NULL, NULL,
+     "records of iterations LO <= it < HI only", NULL},
+    {"local-only", NULL, PEAT_CLI_FLAG, FI(local_only), 0, 1, 0, NULL, NULL, NULL,
+     "judge each trial on its op's output only (default: also follow it to the end of its "
+     "training step: the propagated view)",
+     NULL},
+    {"show", NULL, PEAT_CLI_FLAG, FI(show), 0, 1, 0, NULL, NULL, NULL,
+     "run nothing: print every series the campaign file holds", NULL},
     {"margin", "E", PEAT_CLI_REAL, FI(margin), 0, 0, 0.5, NULL, NULL, NULL,
      "half-width wanted for the rates (prints the trials it needs)", NULL},
     {"confidence", "C", PEAT_CLI_REAL, FI(confidence), 0, 0, 1, NULL, NULL, NULL,
@@ -291,10 +315,14 @@ const peat_cli_cmd peat_cli_inject = {
     "playback fault injection:  peat inject --campaign DIR --model 'bitflip(bit=-1)'",
     "peat inject --campaign DIR --model SPEC[;SPEC...] [options]",
     "Runs seeded fault-injection trials of each model on the campaign's recorded calls and\n"
-    "classifies each: MASKED (bit-identical to golden), TOLERABLE (within the rounding bound),\n"
-    "SDC (finite, beyond it), DUE (failure, or NaN/Inf where golden is finite). Prints rates per\n"
-    "model x op, layer, phase and bit with 95% Wilson intervals. Trials go into the campaign\n"
-    "file as they finish: the same command resumes a killed campaign, nothing redone or doubled.",
+    "classifies each in two views. Local (the op's output): MASKED (bit-identical to golden),\n"
+    "TOLERABLE (within the rounding bound), SDC (finite, beyond it), DUE (failure, or NaN/Inf\n"
+    "where golden is finite). Propagated (the rest of the training step replayed with the\n"
+    "faulted output): MASKED (loss, predictions, update bit-identical), TOLERABLE (within the\n"
+    "step's band of honest reorderings), SDC (beyond it; prediction changes counted apart), DUE\n"
+    "(non-finite or failed). Prints rates per series (model, site, selection) by op, layer,\n"
+    "phase and bit with 95% Wilson intervals. Trials go into the campaign file as they finish:\n"
+    "the same command resumes a killed campaign, nothing redone or doubled.",
     inject_opts,
     (int)(sizeof inject_opts / sizeof inject_opts[0]),
     "Writes /fi/trials and the reference signatures fi:<spec>@<site> into DIR/campaign.h5, and\n"

@@ -26,12 +26,17 @@ void peat_runtime_table(FILE *f, const peat_campaign_result *r, int md)
         char band[40], iter[24];
         snprintf(band, sizeof band, "%.4g..%.4g", v->band_lo, v->band_hi);
         snprintf(iter, sizeof iter, v->iter >= 0 ? "%lld" : "-", (long long)v->iter);
-        double exc = isfinite(v->loss_excess) ? 100 * fmax(v->loss_excess, 0) : NAN;
+        /* a diverged run has no finite excess or distance to show: "-", not "+nan%" or "0x";
+         * a loss below the band's top shows its sign */
+        char exc[24] = "-", wd[24] = "-";
+        if (isfinite(v->loss_excess)) snprintf(exc, sizeof exc, "%+.1f%%", 100 * v->loss_excess);
+        if (isfinite(v->wdist_ratio) && (v->cls != PEAT_RUNTIME_DIVERGES || v->wdist_ratio > 0))
+            snprintf(wd, sizeof wd, v->wdist_ratio < 1e4 ? "%.3gx" : "%.2gx", v->wdist_ratio);
         fprintf(f,
-                md ? "| %s | %lld | %s | %s | %.4g | %s | %+.1f%% | %.3gx |\n"
-                   : "%-30.30s %8lld  %-19s %5s %10.4g %17s %+8.1f%% %9.3gx\n",
+                md ? "| %s | %lld | %s | %s | %.4g | %s | %s | %s |\n"
+                   : "%-30.30s %8lld  %-19s %5s %10.4g %17s %9s %10s\n",
                 r->runtime_run[j], (long long)r->runtime_swapped[j],
-                peat_runtime_class_name(v->cls), iter, v->final_loss, band, exc, v->wdist_ratio);
+                peat_runtime_class_name(v->cls), iter, v->final_loss, band, exc, wd);
     }
 }
 
@@ -79,10 +84,13 @@ static void polyline(FILE *f, const plot *p, const double *y, const char *colour
     fputs("\"/>", f);
 }
 
-/* The band as a shaded polygon between lo and hi. */
+/* The band as a shaded polygon between lo and hi; outlined, so that a band thinner than a pixel
+ * (honest reruns that agree to the last digits) still shows as a line. */
 static void band_area(FILE *f, const plot *p, const double *lo, const double *hi)
 {
-    fputs("<polygon fill=\"#ddd\" stroke=\"none\" points=\"", f);
+    fputs("<polygon fill=\"#c8d3e0\" stroke=\"#9aabc0\" stroke-width=\"2\" "
+          "stroke-linejoin=\"round\" points=\"",
+          f);
     for (int64_t i = 0; i < p->n; i++) fprintf(f, "%.1f,%.1f ", px(p, i), py(p, hi[i]));
     for (int64_t i = p->n - 1; i >= 0; i--) fprintf(f, "%.1f,%.1f ", px(p, i), py(p, lo[i]));
     fputs("\"/>", f);
@@ -109,15 +117,28 @@ static void frame(FILE *f, const plot *p, const char *title, const peat_runtime_
         peat_report_escape(f, rt->faulty[j].label);
         fputs("</text>", f);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#999\" font-size=\"11\">&#9632; golden band</text>",
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" fill=\"#9aabc0\" font-size=\"11\">&#9632; golden band</text>",
             p->W - 110, p->T + 2);
+    /* the iteration axis: five ticks from the first to the last iteration */
+    for (int k = 0; k <= 4; k++) {
+        int64_t it = (p->n - 1) * k / 4;
+        double x = px(p, it);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"ax\"/><text "
+                "x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%lld</text>",
+                x, p->H - p->B, x, p->H - p->B + 4, x, p->H - p->B + 14, (long long)it);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">iteration</text>",
+            p->W - 10, p->H - p->B + 26);
 }
 
 void peat_runtime_html(FILE *f, const peat_runtime_result *rt)
 {
     if (!rt || rt->n < 1) return;
-    fputs("<h2>Runtime FI: training with the candidate in the loop</h2><p>Grey: the golden band "
-          "widened by its margin (docs/fault-injection.md); lines: the faulty runs.</p>\n",
+    fputs("<h2>Runtime FI: training with the candidate in the loop</h2><p>Blue-grey area: the "
+          "golden band widened by its margin (docs/fault-injection.md), over the training "
+          "iterations; grey line: the golden run; coloured lines: the faulty runs.</p>\n",
           f);
     int64_t n = rt->n;
     double *lo = malloc((size_t)n * sizeof *lo), *hi = malloc((size_t)n * sizeof *hi);
@@ -128,7 +149,7 @@ void peat_runtime_html(FILE *f, const peat_runtime_result *rt)
         const double *y[PEAT_RUNTIME_MAX_FREQS + 2] = {pass ? whi : lo, pass ? whi : hi};
         for (int j = 0; j < rt->n_faulty; j++)
             y[2 + j] = pass ? rt->faulty[j].wdist : rt->faulty[j].loss;
-        plot p = {760, 240, 60, 36, 26, n, 0, 0, pass};
+        plot p = {760, 250, 60, 46, 26, n, 0, 0, pass};
         range_of(y, 2 + rt->n_faulty, n, pass, &p.lo, &p.hi);
         if (pass) p.lo = fmax(p.lo, p.hi - 8); /* eight decades are enough to read */
         frame(f, &p,

@@ -9,6 +9,7 @@
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 #include "latency/latency.h"
+#include "run/fi_propagate.h"
 #include "store/store.h"
 
 #include <math.h>
@@ -47,6 +48,9 @@ typedef struct fi_run {
     uint64_t seed;
     peat_inject_site site;
     int64_t rows_written;
+    peat_fi_prop_t *prop;          /* NULL: --local-only */
+    peat_fi_prop_worker_t *pw[64]; /* one flow per worker thread */
+    peat_store_meta meta;
 } fi_run;
 
 /* ---- records ---- */
@@ -85,11 +89,53 @@ static void prepared_free(prepared *p, int64_t n)
     free(p);
 }
 
-/* Records of the chosen ops with golden outputs, in file order. */
+/* Whether layer is in a comma list of names ("fc1,h0.*": a trailing * is a prefix). */
+static int layer_listed(const char *list, const char *layer)
+{
+    if (!list || !*list) return 1;
+    for (const char *s = list; *s;) {
+        size_t n = strcspn(s, ",");
+        if (n > 0 && s[n - 1] == '*' ? strncmp(s, layer, n - 1) == 0
+                                     : strlen(layer) == n && strncmp(s, layer, n) == 0)
+            return 1;
+        s += n + (s[n] == ',');
+    }
+    return 0;
+}
+
+/* The records a series draws from, as a string: part of the series' name. */
+static peat_status select_string(const peat_fi_opts *o, char *buf, size_t n)
+{
+    char it[48] = "";
+    if (o->iter_lo > 0 || o->iter_hi > 0)
+        snprintf(it, sizeof it, "iters=%lld:%lld", (long long)o->iter_lo, (long long)o->iter_hi);
+    const char *part[4] = {o->ops, o->layers, o->phases, it[0] ? it : NULL};
+    const char *key[4] = {"ops=", "layer=", "phase=", ""};
+    buf[0] = 0;
+    for (int k = 0; k < 4; k++) {
+        if (!part[k] || !*part[k]) continue;
+        size_t l = strlen(buf);
+        if (snprintf(buf + l, n - l, "%s%s%s", l ? " " : "", key[k], part[k]) >= (int)(n - l))
+            return PEAT_ERROR(PEAT_ERR_INVAL, "--ops, --layer, --phase: lists too long");
+    }
+    return PEAT_OK;
+}
+
+static int record_selected(const peat_fi_opts *o, uint32_t mask, int ph[3], const peat_record *h)
+{
+    if (mask && !(mask & (1u << h->op))) return 0;
+    if (o->phases && !ph[h->phase]) return 0;
+    if (h->iter < o->iter_lo || (o->iter_hi > 0 && h->iter >= o->iter_hi)) return 0;
+    return layer_listed(o->layers, h->layer);
+}
+
+/* Records of the chosen ops, layers, phases and iterations with golden outputs, in file order. */
 static peat_status records_load(fi_run *F)
 {
     uint32_t mask = 0;
+    int ph[3] = {1, 1, 1};
     if (F->o->ops) PEAT_TRY(peat_op_mask_parse(F->o->ops, &mask));
+    if (F->o->phases) PEAT_TRY(peat_phase_parse(F->o->phases, &ph[0], &ph[1], &ph[2]));
     int64_t n = peat_store_call_count(F->store);
     F->p = calloc((size_t)n + 1, sizeof *F->p);
     if (!F->p) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: record list");
@@ -97,7 +143,7 @@ static peat_status records_load(fi_run *F)
         peat_record h;
         memset(&h, 0, sizeof h);
         PEAT_TRY(peat_store_call_header(F->store, i, &h));
-        if (mask && !(mask & (1u << h.op))) continue;
+        if (!record_selected(F->o, mask, ph, &h)) continue;
         peat_record *r = NULL;
         PEAT_TRY(peat_store_call_read(F->store, i, &r));
         if (r->n_out < 1 || !r->golden[0]) {
@@ -109,8 +155,8 @@ static peat_status records_load(fi_run *F)
         PEAT_TRY(st);
     }
     if (F->n_p == 0)
-        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no recorded calls of %s to inject into",
-                          F->res->dir, F->o->ops ? F->o->ops : "any op");
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no recorded calls to inject into (%s)",
+                          F->res->dir, F->res->select[0] ? F->res->select : "none recorded");
     return PEAT_OK;
 }
 
@@ -126,7 +172,9 @@ static const peat_store_col cols[] = {
     {"target", PEAT_STORE_COL_I64, 0},      {"outcome", PEAT_STORE_COL_STR, 12},
     {"n_diff", PEAT_STORE_COL_I64, 0},      {"n_over", PEAT_STORE_COL_I64, 0},
     {"n_nonfinite", PEAT_STORE_COL_I64, 0}, {"max_norm", PEAT_STORE_COL_F64, 0},
-    {"why", PEAT_STORE_COL_STR, 96}};
+    {"why", PEAT_STORE_COL_STR, 96},        {"select", PEAT_STORE_COL_STR, 96},
+    {"prop", PEAT_STORE_COL_STR, 12},       {"pred_changed", PEAT_STORE_COL_I64, 0},
+    {"d_loss", PEAT_STORE_COL_F64, 0},      {"d_weights", PEAT_STORE_COL_F64, 0}};
 #define NCOL ((int)(sizeof cols / sizeof cols[0]))
 
 static void trial_to_row(const peat_inject_trial *t, peat_store_value *v)
@@ -137,6 +185,18 @@ static void trial_to_row(const peat_inject_trial *t, peat_store_value *v)
     v[9].i = t->phase, v[10].i = t->iter, v[11].i = t->bit, v[12].i = t->target;
     v[13].s = peat_inject_outcome_name(t->outcome), v[14].i = t->n_diff, v[15].i = t->n_over;
     v[16].i = t->n_nonfinite, v[17].d = t->max_norm, v[18].s = t->why;
+    v[19].s = t->select;
+    v[20].s =
+        (unsigned)t->prop < PEAT_INJECT_OUTCOME_COUNT ? peat_inject_outcome_name(t->prop) : "-";
+    v[21].i = t->pred_changed, v[22].d = t->d_loss, v[23].d = t->d_w;
+}
+
+static peat_inject_outcome outcome_parse(const char *s)
+{
+    for (int k = 0; k < PEAT_INJECT_OUTCOME_COUNT; k++)
+        if (!strcmp(s, peat_inject_outcome_name((peat_inject_outcome)k)))
+            return (peat_inject_outcome)k;
+    return PEAT_INJECT_OUTCOME_COUNT;
 }
 
 static peat_status trial_from_row(const peat_store_table_t *tab, int64_t row, peat_inject_trial *t)
@@ -153,24 +213,28 @@ static peat_status trial_from_row(const peat_store_table_t *tab, int64_t row, pe
     snprintf(t->layer, sizeof t->layer, "%s", v[8].s);
     t->phase = (peat_phase)v[9].i, t->iter = v[10].i, t->bit = (int)v[11].i;
     t->target = (int)v[12].i;
-    t->outcome = PEAT_INJECT_OUTCOME_COUNT;
-    for (int k = 0; k < PEAT_INJECT_OUTCOME_COUNT; k++)
-        if (!strcmp(v[13].s, peat_inject_outcome_name((peat_inject_outcome)k)))
-            t->outcome = (peat_inject_outcome)k;
+    t->outcome = outcome_parse(v[13].s);
     t->n_diff = v[14].i, t->n_over = v[15].i, t->n_nonfinite = v[16].i, t->max_norm = v[17].d;
     snprintf(t->why, sizeof t->why, "%s", v[18].s);
+    snprintf(t->select, sizeof t->select, "%s", v[19].s);
+    t->prop = outcome_parse(v[20].s);
+    t->pred_changed = v[21].i, t->d_loss = v[22].d, t->d_w = v[23].d;
     return PEAT_OK;
 }
 
-/* Trials of (model, site) the file already holds: done[index] = 1. */
+/* Trials of the series (model, site, selection) the file already holds, in the view asked for
+ * (a local-only trial is redone when propagation is asked): done[index] = 1. */
 static peat_status done_marks(const fi_run *F, const char *model, int64_t n, unsigned char *done)
 {
-    peat_store_value m, s, i;
+    peat_store_value m, s, i, sel, prop;
     for (int64_t r = 0; r < peat_store_table_rows(F->tab); r++) {
         PEAT_TRY(peat_store_table_get(F->tab, r, 0, &m));
         PEAT_TRY(peat_store_table_get(F->tab, r, 2, &s));
         PEAT_TRY(peat_store_table_get(F->tab, r, 3, &i));
-        if (!strcmp(m.s, model) && !strcmp(s.s, peat_inject_site_name(F->site)) && i.i >= 0 &&
+        PEAT_TRY(peat_store_table_get(F->tab, r, 19, &sel));
+        PEAT_TRY(peat_store_table_get(F->tab, r, 20, &prop));
+        if (!strcmp(m.s, model) && !strcmp(s.s, peat_inject_site_name(F->site)) &&
+            !strcmp(sel.s, F->res->select) && (!F->prop || strcmp(prop.s, "-") != 0) && i.i >= 0 &&
             i.i < n)
             done[i.i] = 1;
     }
@@ -210,15 +274,36 @@ static peat_status trial_one(fi_run *F, const peat_inject_model_t *m, peat_injec
     return st;
 }
 
+/* A trial in both views: the local one on its op's output, then (unless --local-only) the same
+ * faulted outputs through the rest of their training step on worker w's flow. */
+static peat_status trial_full(fi_run *F, int w, const peat_inject_model_t *m, peat_inject_trial *t)
+{
+    snprintf(t->select, sizeof t->select, "%s", F->res->select);
+    if (!F->prop) return trial_one(F, m, t, NULL);
+    peat_args a;
+    PEAT_TRY(trial_one(F, m, t, &a));
+    /* a computation that failed (the why column) left no outputs to follow: a DUE */
+    const peat_args *faulty = t->why[0] ? NULL : &a;
+    peat_status st = peat_fi_prop_trial(F->pw[w], F->p[t->record].r, faulty, t);
+    peat_args_free_outputs(&a);
+    return st;
+}
+
+typedef struct worker_arg {
+    batch *b;
+    int id;
+} worker_arg;
+
 static void *worker(void *arg)
 {
-    batch *b = arg;
+    batch *b = ((worker_arg *)arg)->b;
+    int id = ((worker_arg *)arg)->id;
     for (;;) {
         pthread_mutex_lock(&b->mu);
         int64_t i = b->st == PEAT_OK ? b->next++ : b->n;
         pthread_mutex_unlock(&b->mu);
         if (i >= b->n) return NULL;
-        peat_status st = trial_one(b->F, b->m, &b->t[i], NULL);
+        peat_status st = trial_full(b->F, id, b->m, &b->t[i]);
         if (st != PEAT_OK) {
             pthread_mutex_lock(&b->mu);
             if (b->st == PEAT_OK) {
@@ -237,10 +322,12 @@ static peat_status batch_run(fi_run *F, const peat_inject_model_t *m, peat_injec
     pthread_mutex_init(&b.mu, NULL);
     int T = F->res->threads;
     pthread_t th[64];
+    worker_arg wa[64];
+    for (int i = 0; i < 64; i++) wa[i].b = &b, wa[i].id = i;
     int started = 0;
-    for (; started < T - 1 && started < 64; started++)
-        if (pthread_create(&th[started], NULL, worker, &b) != 0) break;
-    worker(&b); /* the calling thread is a worker too */
+    for (; started < T - 1 && started < 63; started++)
+        if (pthread_create(&th[started], NULL, worker, &wa[started + 1]) != 0) break;
+    worker(&wa[0]); /* the calling thread is a worker too */
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     pthread_mutex_destroy(&b.mu);
     if (b.st != PEAT_OK) return PEAT_ERROR(b.st, "%s", b.msg);
@@ -310,9 +397,12 @@ static peat_status signature_add(fi_run *F, peat_analyzer_acc_t *acc, peat_injec
 
 static peat_status signature_write(fi_run *F, const peat_inject_model_t *m, int64_t n)
 {
-    char name[300];
-    snprintf(name, sizeof name, "fi:%s@%s", peat_inject_model_spec(m),
-             peat_inject_site_name(F->site));
+    char name[64];
+    /* names hold 63 characters: a long selection is cut (the series' rows keep it whole) */
+    if (snprintf(name, sizeof name, "fi:%s@%s%s%s", peat_inject_model_spec(m),
+                 peat_inject_site_name(F->site), F->res->select[0] ? " " : "",
+                 F->res->select) >= (int)sizeof name)
+        name[sizeof name - 1] = 0;
     peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc(name, F->p[0].r->op);
     if (!acc) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: analyzer");
     int64_t k = F->o->signature_trials > 0 ? F->o->signature_trials : 32;
@@ -332,7 +422,11 @@ static peat_status signature_write(fi_run *F, const peat_inject_model_t *m, int6
     if (st == PEAT_OK && !(js = malloc((size_t)len))) st = PEAT_ERROR(PEAT_ERR_NOMEM, "json");
     if (st == PEAT_OK) {
         peat_signature_to_json(&sig, js, (size_t)len);
-        st = peat_store_signature_write(F->store, name, js);
+        /* a rerun of the series derives the same signature: written once */
+        char *old = NULL;
+        int same = peat_store_signature_read(F->store, name, &old) == PEAT_OK && !strcmp(old, js);
+        free(old);
+        if (!same) st = peat_store_signature_write(F->store, name, js);
     }
     free(js);
     return st;
@@ -359,13 +453,53 @@ static peat_status models_parse(const char *list, peat_inject_model_t **m, peat_
 }
 
 /* Every trial in the file (this run's and resumed ones), for the rate tables. */
+static int trial_key_cmp(const void *a, const void *b)
+{
+    const peat_inject_trial *x = a, *y = b;
+    int c = strcmp(x->model, y->model);
+    if (!c) c = (int)x->site - (int)y->site;
+    if (!c) c = strcmp(x->select, y->select);
+    if (!c) c = (x->index > y->index) - (x->index < y->index);
+    /* the later row (a propagated rerun of a local-only trial) first */
+    if (!c) c = (x->record_id < y->record_id) - (x->record_id > y->record_id);
+    return c;
+}
+
+/* One row per (model, site, selection, trial): a trial rerun to follow it supersedes its
+ * local-only row. Rows keep the file's order otherwise irrelevant to the tables. */
+static void trials_dedupe(peat_fi_result *res)
+{
+    for (int64_t i = 0; i < res->n_trials; i++) res->trials[i].record_id = (uint64_t)i;
+    qsort(res->trials, (size_t)res->n_trials, sizeof *res->trials, trial_key_cmp);
+    int64_t k = 0;
+    for (int64_t i = 0; i < res->n_trials; i++) {
+        const peat_inject_trial *p = k ? &res->trials[k - 1] : NULL;
+        if (p && !strcmp(p->model, res->trials[i].model) && p->site == res->trials[i].site &&
+            !strcmp(p->select, res->trials[i].select) && p->index == res->trials[i].index)
+            continue;
+        res->trials[k++] = res->trials[i];
+    }
+    res->n_trials = k;
+}
+
 static peat_status trials_collect(fi_run *F)
 {
     int64_t n = peat_store_table_rows(F->tab);
     F->res->trials = malloc((size_t)(n + 1) * sizeof *F->res->trials);
     if (!F->res->trials) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi trials");
-    for (int64_t r = 0; r < n; r++)
-        PEAT_TRY(trial_from_row(F->tab, r, &F->res->trials[F->res->n_trials++]));
+    uint64_t *ids = malloc((size_t)(n + 1) * sizeof *ids);
+    if (!ids) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi trials");
+    peat_status st = PEAT_OK;
+    for (int64_t r = 0; r < n && st == PEAT_OK; r++) {
+        st = trial_from_row(F->tab, r, &F->res->trials[F->res->n_trials]);
+        ids[F->res->n_trials++] = F->res->trials[r].record_id;
+    }
+    /* the sort key borrows record_id for the row number; the ids are put back by row */
+    if (st == PEAT_OK) trials_dedupe(F->res);
+    for (int64_t i = 0; st == PEAT_OK && i < F->res->n_trials; i++)
+        F->res->trials[i].record_id = ids[F->res->trials[i].record_id];
+    free(ids);
+    PEAT_TRY(st);
     for (int g = 0; g < PEAT_INJECT_GROUP_COUNT; g++)
         PEAT_TRY(peat_inject_table_build(F->res->trials, F->res->n_trials, (peat_inject_group)g,
                                          &F->res->tab[g]));
@@ -393,11 +527,63 @@ static peat_status campaign_open(fi_run *F)
     if (stat(path, &sb) != 0)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no finished campaign (run `peat run` first)",
                           path);
-    PEAT_TRY(peat_store_open(path, 1, &F->store));
-    peat_store_meta meta;
-    PEAT_TRY(peat_store_meta_get(F->store, &meta));
-    F->seed = meta.seed;
+    PEAT_TRY(peat_store_open(path, !o->show, &F->store));
+    PEAT_TRY(peat_store_meta_get(F->store, &F->meta));
+    F->seed = F->meta.seed;
+    peat_fi_result *r = F->res;
+    r->seed = F->meta.seed;
+    snprintf(r->kernel, sizeof r->kernel, "%s", F->meta.kernel);
+    snprintf(r->flow, sizeof r->flow, "%s", F->meta.flow);
+    snprintf(r->argv, sizeof r->argv, "%s", F->meta.argv);
     return PEAT_OK;
+}
+
+/* The trials table; one of an older layout is named rather than overwritten. */
+static peat_status table_open(fi_run *F)
+{
+    if (F->o->show && !peat_store_table_exists(F->store, FI_TABLE))
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no fault-injection trials (run `peat inject`)",
+                          F->res->dir);
+    peat_status st = peat_store_table_open(F->store, FI_TABLE, cols, NCOL, &F->tab);
+    if (st == PEAT_ERR_FORMAT)
+        return PEAT_ERROR(st,
+                          "%s: " FI_TABLE " has another layout (written by an older peat): "
+                          "inject into a fresh copy of the campaign",
+                          F->res->dir);
+    return st;
+}
+
+/* The replay of the recorded iterations and one flow per worker (not with --local-only). */
+static peat_status prop_start(fi_run *F)
+{
+    if (F->o->local_only) return PEAT_OK;
+    int64_t *it = malloc((size_t)(F->n_p + 1) * sizeof *it);
+    if (!it) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: iterations");
+    for (int64_t i = 0; i < F->n_p; i++) it[i] = F->p[i].r->iter;
+    peat_status st = peat_fi_prop_alloc(&F->meta, it, F->n_p, &F->prop);
+    free(it);
+    for (int w = 0; st == PEAT_OK && w < F->res->threads; w++)
+        st = peat_fi_prop_worker_alloc(F->prop, &F->pw[w]);
+    F->res->propagated = st == PEAT_OK;
+    F->res->prop_steps = peat_fi_prop_steps(F->prop);
+    return st;
+}
+
+/* Expected trials in the smallest row of the finest table printed: per bit (1/32 of a series
+ * drawing its bit) or per layer (each layer's share of the records). */
+static double finest_row(const fi_run *F, int64_t n, const char **what)
+{
+    double least = (double)n;
+    *what = "series";
+    for (int64_t i = 0; i < F->n_p; i++) {
+        int64_t same = 0;
+        for (int64_t j = 0; j < F->n_p; j++) same += !strcmp(F->p[j].r->layer, F->p[i].r->layer);
+        if ((double)n * same / F->n_p < least) least = (double)n * same / F->n_p, *what = "layer";
+    }
+    for (int i = 0; i < F->res->n_models; i++)
+        if (strstr(F->res->models[i], "bit=-1") && n / 32.0 < least)
+            least = n / 32.0, *what = "bit";
+    return least;
 }
 
 static void plan_print(const fi_run *F, int64_t n)
@@ -405,13 +591,25 @@ static void plan_print(const fi_run *F, int64_t n)
     const peat_fi_opts *o = F->o;
     int64_t need = peat_inject_trials_for_margin(o->margin, o->confidence, 0);
     double z = peat_inject_z(o->confidence);
+    const char *what;
+    double row = finest_row(F, n, &what);
     fprintf(stdout,
-            "peat inject: %d model(s) x %lld trials at site %s on %lld recorded calls, %d "
-            "thread(s)\n  trials for +-%.1f%% at %.0f%%: %lld per rate; %lld give +-%.1f%% "
-            "(worst case p = 1/2)\n",
+            "peat inject: %d model(s) x %lld trials at site %s on %lld recorded calls%s%s, %d "
+            "thread(s), %s\n  trials for +-%.1f%% at %.0f%%: %lld per rate; a series of %lld "
+            "gives +-%.1f%%, its smallest %s row (~%.0f trials) +-%.1f%% (worst case p = 1/2)\n",
             F->res->n_models, (long long)n, peat_inject_site_name(F->site), (long long)F->n_p,
-            F->res->threads, 100 * o->margin, 100 * o->confidence, (long long)need, (long long)n,
-            100 * z * 0.5 / sqrt((double)n));
+            F->res->select[0] ? " selected by " : "", F->res->select, F->res->threads,
+            o->local_only ? "local view only" : "local and propagated views", 100 * o->margin,
+            100 * o->confidence, (long long)need, (long long)n, 100 * z * 0.5 / sqrt((double)n),
+            what, row, 100 * z * 0.5 / sqrt(row > 1 ? row : 1));
+}
+
+/* Shows the series the file holds (--show): nothing run, nothing written. */
+static peat_status fi_show(fi_run *F)
+{
+    PEAT_TRY(campaign_open(F));
+    PEAT_TRY(table_open(F));
+    return trials_collect(F);
 }
 
 static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
@@ -419,15 +617,19 @@ static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
     const peat_fi_opts *o = F->o;
     PEAT_TRY(campaign_open(F));
     PEAT_TRY(peat_inject_site_parse(o->site ? o->site : "output", &F->site));
-    PEAT_TRY(records_load(F));
-    F->res->n_records = F->n_p;
+    snprintf(F->res->site, sizeof F->res->site, "%s", peat_inject_site_name(F->site));
+    PEAT_TRY(select_string(o, F->res->select, sizeof F->res->select));
     int64_t n =
         o->trials > 0 ? o->trials : peat_inject_trials_for_margin(o->margin, o->confidence, 0);
     if (n < 1 || n > 100000000)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--trials must be in 1..1e8 (or --margin in (0,1))");
-    if (!o->quiet) plan_print(F, n);
-    PEAT_TRY(peat_store_table_open(F->store, FI_TABLE, cols, NCOL, &F->tab));
+    PEAT_TRY(table_open(F));
+    /* the whole trial is timed: loading and preparing records and the replay included */
     double t0 = peat_now(), c0 = peat_latency_process_cpu_s();
+    PEAT_TRY(records_load(F));
+    F->res->n_records = F->n_p;
+    if (!o->quiet) plan_print(F, n);
+    PEAT_TRY(prop_start(F));
     for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(series_run(F, m[i], n));
     F->res->t_run = peat_now() - t0;
     F->res->t_cpu = peat_latency_process_cpu_s() - c0;
@@ -462,15 +664,18 @@ peat_status peat_fi_run(const peat_fi_opts *o, peat_fi_result *res)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     res->threads = o->threads > 0 ? o->threads : (int)(cpus > 0 ? (cpus < 64 ? cpus : 64) : 1);
     fi_run F = {.o = o, .res = res};
+    res->show_all = o->show;
     peat_inject_model_t *m[PEAT_FI_MAX_MODELS] = {0};
-    peat_status st = models_parse(o->models, m, res);
-    if (st == PEAT_OK) st = fi_campaign(&F, m);
+    peat_status st = o->show ? PEAT_OK : models_parse(o->models, m, res);
+    if (st == PEAT_OK) st = o->show ? fi_show(&F) : fi_campaign(&F, m);
     for (int i = 0; i < PEAT_FI_MAX_MODELS; i++) peat_inject_model_free(m[i]);
+    for (int w = 0; w < 64; w++) peat_fi_prop_worker_free(F.pw[w]);
+    peat_fi_prop_free(F.prop);
     peat_store_table_close(F.tab);
     peat_status cst = peat_store_close(F.store);
     prepared_free(F.p, F.n_p);
     if (st == PEAT_OK) st = cst;
-    if (st == PEAT_OK) st = reports_write(res);
+    if (st == PEAT_OK && !o->show) st = reports_write(res);
     return st;
 }
 
