@@ -367,38 +367,58 @@ static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in
     return PEAT_OK;
 }
 
-/* ---- optimizers (depth 1: mag is the whole error / u) ---- */
+/* ---- optimizers (depth 1: mag is the whole error / u) ----
+ * The rule is the union over the orders frameworks ship (docs/bounds.md): the golden's
+ * p - lr (mhat / (sqrt(vhat) + eps) + wd p); PyTorch's single-tensor and foreach orders (decay
+ * p (1 - lr wd) first, m.lerp_(g, 1 - b1), v b2 + (1 - b2) g g, sqrt(v) / sqrt(bc2) + eps,
+ * p + (-lr / bc1) m / denom); its fused kernel (p -= lr wd p, m = b1 m + (1 - b1) g). Each
+ * intermediate is charged the largest rounding count any of them gives it, and a scalar formed
+ * per call (lr / bc1, sqrt(bc2), 1 - lr wd) up to 3 roundings. */
+
+#define R_SCALAR 3.0
+
+/* m' = b1 m + c1 g (fused) or m + c1 (g - m) (lerp: the difference, the weight's rounding, the
+ * product, the add): the larger error / u. */
+static double adamw_em(double b1, double c1, double m, double g, double m1)
+{
+    double fused = 2.0 * fabs(b1 * m) + 2.0 * fabs(c1 * g) + fabs(m1);
+    double lerp = 3.0 * fabs(c1 * (g - m)) + fabs(m1);
+    return fused > lerp ? fused : lerp;
+}
+
+/* The error / u of p' given the moments m1, v1 and their errors em, ev. */
+static double adamw_ep(const peat_args *a, double p, double m1, double v1, double em, double ev)
+{
+    int64_t t = a->p.i[1];
+    double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
+    double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    /* sq = sqrt(v1 / bc2), either as sqrt(v / bc2) or sqrt(v) / sqrt(bc2): v's error halved, the
+     * divide, sqrt and the rounded scalar */
+    double sq = sqrt(v1 / bc2), den = sq + eps;
+    double esq = (v1 > 0.0 ? 0.5 * ev / sqrt(v1 * bc2) : 0.0) + (2.0 + R_SCALAR) * sq;
+    double eden = esq + fabs(eps) + den; /* eps's rounding and the add */
+    /* U = (lr / bc1) m / den in any grouping: m's error, den's, the scalars and two operations */
+    double step = fabs(lr / bc1), U = step * m1 / den;
+    double eU = step * em / den + fabs(U) * (eden / den + 2.0 + 2.0 * R_SCALAR);
+    /* decay: golden lr (q + wd p) (wd p rounded twice, the inner add, the lr product), or
+     * p (1 - lr wd) / p - (lr wd) p first (the scalar and the product at |p|) */
+    double pd = p * (1.0 - lr * wd), inner = fabs(U / lr + wd * p);
+    double edec = 2.0 * fabs(pd) + fabs(lr * wd * p) * (2.0 + R_SCALAR) + 2.0 * fabs(lr) * inner;
+    return edec + eU + fabs(pd - U);
+}
 
 static void mag_adamw(const peat_args *a, int o, const mag_in *in, double *mag)
 {
-    int64_t n = a->p.i[0], t = a->p.i[1];
-    double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
-    double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    int64_t n = a->p.i[0];
+    double b1 = a->p.f[1], b2 = a->p.f[2];
     double c1 = 1.0 - b1, c2 = 1.0 - b2;
     for (int64_t i = 0; i < n; i++) {
         double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i], v = in->x[3][i];
-        /* m' = b1 m + c1 g: each coefficient rounded and multiplied, then the add; v' alike with
-         * c2 g g one product longer. e* are error bounds in units of u. */
+        /* v' = b2 v + c2 g g (every order: the two coefficients, the products, the add) */
         double m1 = b1 * m + c1 * g, v1 = b2 * v + c2 * g * g;
-        double em = 2.0 * fabs(b1 * m) + 2.0 * fabs(c1 * g) + fabs(m1);
+        double em = adamw_em(b1, c1, m, g, m1);
         double ev = 2.0 * fabs(b2 * v) + 3.0 * fabs(c2 * g * g) + fabs(v1);
-        if (o == 1) {
-            mag[i] = em;
-            continue;
-        }
-        if (o == 2) {
-            mag[i] = ev;
-            continue;
-        }
-        /* p' = p - lr (mhat / (sqrt(vhat) + eps) + wd p), each step's error propagated */
-        double mh = m1 / bc1, vh = v1 / bc2, sq = sqrt(vh), den = sq + eps, qt = mh / den;
-        double emh = (em + 2.0 * fabs(m1)) / fabs(bc1), evh = (ev + 2.0 * fabs(v1)) / fabs(bc2);
-        double esq = (sq > 0.0 ? 0.5 * evh / sq : 0.0) + sq;
-        double eden = esq + eps + den;
-        double eq = emh / den + fabs(qt) * eden / den + fabs(qt);
-        double inner = qt + wd * p, ein = eq + 2.0 * fabs(wd * p) + fabs(inner);
-        double eupd = fabs(lr) * ein + 2.0 * fabs(lr * inner);
-        mag[i] = eupd + fabs(p - lr * inner);
+        mag[i] = o == 1 ? em : o == 2 ? ev : adamw_ep(a, p, m1, v1, em, ev);
     }
 }
 
@@ -408,9 +428,11 @@ static void mag_sgd(const peat_args *a, int o, const mag_in *in, double *mag)
     double lr = a->p.f[0], mu = a->p.f[1], wd = a->p.f[2];
     for (int64_t i = 0; i < n; i++) {
         double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i];
-        /* mom' = (mu m + g) + wd p: mu and wd rounded and multiplied, two adds */
+        /* mom' = mu m + g + wd p in either grouping: golden (mu m + g) + wd p, PyTorch
+         * mu m + (g + wd p): mu and wd rounded and multiplied, both partial sums, the last add */
         double m1 = mu * m + g + wd * p;
-        double em = 2.0 * fabs(mu * m) + fabs(mu * m + g) + 2.0 * fabs(wd * p) + fabs(m1);
+        double em = 2.0 * fabs(mu * m) + fabs(mu * m + g) + fabs(g + wd * p) + 2.0 * fabs(wd * p) +
+                    fabs(m1);
         /* p' = p - lr mom': mom's error scaled, lr's rounding and product, the subtraction */
         mag[i] = o == 1 ? em : fabs(lr) * em + 2.0 * fabs(lr * m1) + fabs(p - lr * m1);
     }
