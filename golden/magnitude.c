@@ -122,9 +122,10 @@ static peat_status mag_softmax(const peat_args *a, const mag_in *in, double *mag
         const double *x = in->x[0] + r * C;
         double *p = mag + r * C, mx, lnS, lam;
         row_softmax(x, C, p, &mx, &lnS, &lam);
-        /* y_j = e_j / S: e_j's own error, S's (lam + C-1 adds) and the division */
+        /* y_j = e_j / S or e_j * (1 / S) (PyTorch): e_j's own error, S's (lam + C-1 adds) and
+         * the division, or the reciprocal and the product (one rounding more) */
         for (int64_t j = 0; j < C; j++)
-            p[j] = p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) / (double)C;
+            p[j] = p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C + 1.0) / (double)C;
     }
     return PEAT_OK;
 }
@@ -154,19 +155,23 @@ static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int b
         double mx, lnS, lam;
         row_softmax(x, C, p, &mx, &lnS, &lam);
         if (!bwd) {
-            /* loss = (log S + max) - x_t: S's error (lam + C-1), log, and two adds */
+            /* loss = (log S + max) - x_t (golden) or -((x_t - max) - log S) (log_softmax then
+             * nll): S's error (lam + C-1), log, the two adds of either grouping */
             double loss = lnS + mx - x[tgt[r]];
-            mag[r] =
-                (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(loss)) / (double)C;
+            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) +
+                      fabs(x[tgt[r]] - mx) + fabs(loss)) /
+                     (double)C;
             continue;
         }
         double dl = fabs(in->x[2][r]);
-        /* dlogits = dloss (e_j/S - onehot): p_j's error as in softmax, the subtraction, dloss */
+        /* dlogits = dloss (p_j - onehot), p_j either e_j / S (golden: p_j's error as in
+         * softmax) or exp(logp_j), logp_j = (x_j - max) - log S (PyTorch's log_softmax
+         * backward: the shift, log S's error and its rounding, the second subtraction, all
+         * amplified by exp); then the subtraction and the dloss product */
         for (int64_t j = 0; j < C; j++) {
-            double oh = j == tgt[r] ? 1.0 : 0.0;
-            mag[r * C + j] =
-                dl * (p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) + 2.0 * fabs(p[j] - oh)) /
-                (double)C;
+            double oh = j == tgt[r] ? 1.0 : 0.0, d = fabs(x[j] - mx);
+            double rel = 2.0 * d + R_EXP + lam + (double)C + (R_LOG + 1.0) * lnS + 1.0;
+            mag[r * C + j] = dl * (p[j] * rel + 2.0 * fabs(p[j] - oh)) / (double)C;
         }
     }
     free(p);

@@ -81,5 +81,6 @@ int zoo_register_softmax(const peat_plugin_host *host);
 int zoo_register_layernorm(const peat_plugin_host *host);
 int zoo_register_attention(const peat_plugin_host *host);
 int zoo_register_honest_optim(const peat_plugin_host *host);
+int zoo_register_honest_nn(const peat_plugin_host *host);
 
 #endif
