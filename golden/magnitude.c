@@ -111,7 +111,9 @@ static void row_softmax(const double *x, int64_t C, double *p, double *mx, doubl
     double m = x[0], s = 0.0, l = 0.0;
     for (int64_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
     for (int64_t j = 0; j < C; j++) s += p[j] = exp(x[j] - m);
-    for (int64_t j = 0; j < C; j++) p[j] /= s, l += p[j] * (fabs(x[j] - m) + R_EXP);
+    /* a masked (-inf) entry has p = 0 and contributes nothing (not 0 * inf) */
+    for (int64_t j = 0; j < C; j++)
+        p[j] /= s, l += p[j] > 0.0 ? p[j] * (fabs(x[j] - m) + R_EXP) : 0.0;
     *mx = m, *lnS = log(s), *lam = l;
 }
 
@@ -125,7 +127,8 @@ static peat_status mag_softmax(const peat_args *a, const mag_in *in, double *mag
         /* y_j = e_j / S or e_j * (1 / S) (PyTorch): e_j's own error, S's (lam + C-1 adds) and
          * the division, or the reciprocal and the product (one rounding more) */
         for (int64_t j = 0; j < C; j++)
-            p[j] = p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C + 1.0) / (double)C;
+            p[j] = p[j] > 0.0 ? p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C + 1.0) / (double)C
+                              : 0.0;
     }
     return PEAT_OK;
 }
@@ -158,8 +161,8 @@ static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int b
             /* loss = (log S + max) - x_t (golden) or -((x_t - max) - log S) (log_softmax then
              * nll): S's error (lam + C-1), log, the two adds of either grouping */
             double loss = lnS + mx - x[tgt[r]];
-            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) +
-                      fabs(x[tgt[r]] - mx) + fabs(loss)) /
+            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(x[tgt[r]] - mx) +
+                      fabs(loss)) /
                      (double)C;
             continue;
         }
