@@ -82,5 +82,6 @@ int zoo_register_layernorm(const peat_plugin_host *host);
 int zoo_register_attention(const peat_plugin_host *host);
 int zoo_register_honest_optim(const peat_plugin_host *host);
 int zoo_register_honest_nn(const peat_plugin_host *host);
+int zoo_register_latent(const peat_plugin_host *host);
 
 #endif
