@@ -62,7 +62,21 @@ static peat_status logit_values(peat_probe_set *s, const peat_record *rec)
 {
     double sc = 100.0 / maxabs(rec->in[0]);
     PEAT_TRY(scaled(s, rec, PEAT_PROBE_TAG_OVERFLOW, "value logits spread to +-100", 0, sc, 0.0));
-    return scaled(s, rec, PEAT_PROBE_TAG_OVERFLOW, "value logits shifted by 1e4", 0, 1.0, 1e4);
+    PEAT_TRY(scaled(s, rec, PEAT_PROBE_TAG_OVERFLOW, "value logits shifted by 1e4", 0, 1.0, 1e4));
+    /* a confidently wrong prediction: the target's logit 120 below the row's max (its
+     * probability underflows fp32, its log does not) */
+    PEAT_TRY(scaled(s, rec, PEAT_PROBE_TAG_OVERFLOW,
+                    "value target logit 120 below the row max (confidently wrong)", 0, sc, 0.0));
+    peat_probe *p = &s->p[s->n - 1];
+    int64_t R = rec->p.i[0], C = rec->p.i[1];
+    const int32_t *t = rec->in[1]->data;
+    float *x = data_of(p, 0);
+    for (int64_t r = 0; r < R; r++) {
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < C; j++) mx = x[r * C + j] > mx ? x[r * C + j] : mx;
+        if (C > 1) x[r * C + t[r]] = mx - 120.0f;
+    }
+    return PEAT_OK;
 }
 
 /* row r sees columns 0..r mod C, the rest -inf (a causal mask, at least one finite entry) */

@@ -183,3 +183,93 @@ Test(probe, combination, .init = setup)
     n = peat_detector_combine(&rec, 1, NULL, 0, NULL, 0, out, 8);
     cr_expect(n == 1 && out[0].cls == PEAT_FIND_WITHIN_BOUND);
 }
+
+/* One campaign without the runtime stage (the verdict of the recorded calls and probes). */
+static peat_campaign_result *run_opt(const char *kernel, const char *flow, int probes,
+                                     const char *optimizer)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    char out[256];
+    snprintf(out, sizeof out, "test-out/probe-%s-%s", kernel, flow);
+    o.kernel = kernel, o.flow = flow, o.out_dir = out, o.force = 1, o.quiet = 1;
+    o.no_probes = !probes, o.no_runtime = 1, o.iters = 20, o.calls = 24;
+    if (optimizer) o.optimizer = optimizer;
+    peat_campaign_result *r = malloc(sizeof *r);
+    cr_assert_eq(peat_campaign_run(&o, r), PEAT_OK, "%s", peat_error_last());
+    return r;
+}
+
+/* The orders PyTorch ships and other honest formulations (tests/zoo/zoo_honest_*.c) pass on
+ * their flow, probes included: the bounds come from the op, not from the golden's order. */
+Test(probe, honest_framework_orders_pass, .init = setup)
+{
+    static const char *k[][3] = {
+        {"zoo_adamw_torch_single", "mlp", NULL},
+        {"zoo_adamw_torch_foreach", "mlp", NULL},
+        {"zoo_adamw_torch_fused", "mlp", NULL},
+        {"zoo_sgd_torch", "mlp", "sgd"},
+        {"zoo_softmax_torch", "gpt_unfused", NULL},
+        {"zoo_layernorm_welford", "gpt", NULL},
+        {"zoo_gelu_erfc", "gpt", NULL},
+        {"zoo_gelu_x_xerf", "gpt", NULL},
+        {"zoo_xent_logsoftmax_nll", "mlp", NULL},
+        {"zoo_xent_bwd_torch", "mlp", NULL},
+        {"zoo_attention_sdpa_math", "gpt", NULL},
+        {"zoo_conv_direct_taps", "cnn", NULL},
+        {"zoo_reduce_pairwise", "mlp", NULL},
+        {"zoo_reduce_blocked", "gpt", NULL},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, k[i][2]);
+        cr_expect_eq(r->verdict, PEAT_ACCEPT_PASS, "%s on %s: verdict %s, primary %s %s", k[i][0],
+                     k[i][1], peat_acceptance_name(r->verdict),
+                     peat_finding_name(r->findings[0].cls), r->findings[0].params);
+        free(r);
+    }
+}
+
+/* Latent range bugs: the flows' logits and activations stay small, so without probes these
+ * pass; the value probes push an intermediate out of fp32's range and the detector names it. */
+Test(probe, latent_range_defects_only_probes_catch, .init = setup)
+{
+    static const char *k[][2] = {{"zoo_xent_no_max", "mlp"},
+                                 {"zoo_xent_bwd_no_max", "mlp"},
+                                 {"zoo_xent_log_of_softmax", "mlp"},
+                                 {"zoo_gelu_tanh_exp", "gpt"}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, NULL);
+        cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL, "%s: verdict %s with probes", k[i][0],
+                     peat_acceptance_name(r->verdict));
+        cr_expect_eq(r->findings[0].cls, PEAT_FIND_RANGE, "%s: primary %s (%s), expected RANGE",
+                     k[i][0], peat_finding_name(r->findings[0].cls), r->findings[0].params);
+        free(r);
+        r = run_opt(k[i][0], k[i][1], 0, NULL);
+        cr_expect_neq(r->verdict, PEAT_ACCEPT_FAIL, "%s fails without probes: not latent", k[i][0]);
+        free(r);
+    }
+}
+
+/* Every op kind the flows record gets probes (the coverage table of docs/detector.md). */
+Test(probe, every_op_kind_gets_probes, .init = setup)
+{
+    static const char *k[][2] = {
+        {"zoo_xent_logsoftmax_nll", "mlp"}, {"zoo_xent_bwd_torch", "mlp"},
+        {"zoo_gelu_erfc", "gpt"},           {"zoo_adamw_torch_single", "mlp"},
+        {"zoo_conv_direct_taps", "cnn"},    {"zoo_reduce_pairwise", "mlp"},
+        {"zoo_attention_sdpa_math", "gpt"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, NULL);
+        int shape = 0, value = 0;
+        for (int j = 0; j < r->n_probes; j++)
+            shape += r->probes[j].kind == PEAT_PROBE_SHAPE,
+                value += r->probes[j].kind == PEAT_PROBE_VALUE;
+        cr_expect_gt(shape + value, 1, "%s: %d probes", k[i][0], r->n_probes);
+        if (strstr(k[i][0], "conv") || strstr(k[i][0], "reduce") || strstr(k[i][0], "attention"))
+            cr_expect_geq(shape, 4, "%s: %d shape probes", k[i][0], shape);
+        if (!strstr(k[i][0], "conv") && !strstr(k[i][0], "attention_sdpa"))
+            cr_expect_geq(value, 1, "%s: %d value probes", k[i][0], value);
+        free(r);
+    }
+}
