@@ -174,6 +174,21 @@ static peat_status values(peat_probe_set *s, const peat_record *rec)
     case PEAT_OP_LAYERNORM:
         return scaled(s, rec, PEAT_PROBE_TAG_CANCEL,
                       "value huge mean over tiny spread (1e4 + 0.01 x)", 0, 0.01, 1e4);
+    case PEAT_OP_LAYERNORM_BWD: {
+        /* rows shifted by 100 x their spread, the saved mean with them (rstd unchanged) */
+        peat_probe *p = peat_analyzer_probe_clone(s, rec, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_CANCEL,
+                                                  "value mean 100 x the spread (x + 100 / rstd)");
+        if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "layernorm_bwd probe");
+        int64_t R = rec->p.i[0], C = rec->p.i[1];
+        float *x = data_of(p, 0), *mean = data_of(p, 2);
+        const float *rstd = data_of(p, 3);
+        for (int64_t r = 0; r < R; r++) {
+            float sh = 100.0f / rstd[r];
+            mean[r] += sh;
+            for (int64_t j = 0; j < C; j++) x[r * C + j] += sh;
+        }
+        return PEAT_OK;
+    }
     case PEAT_OP_GELU:
     case PEAT_OP_GELU_BWD:
         return gelu_values(s, rec);

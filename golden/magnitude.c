@@ -215,6 +215,35 @@ static peat_status mag_layernorm(const peat_args *a, int o, const mag_in *in, do
     return PEAT_OK;
 }
 
+/* Layer norm backward in PyTorch's CPU order, from raw sums: ds = sum g x, db = sum g (g = dY
+ * gamma), b = (db mean - ds) rstd^3 / C, c = -b mean - db rstd / C, dX = rstd g + b x + c. With
+ * a mean large against the spread, b x and c cancel: the error is |x| times b's, not the
+ * centred form's (docs/bounds.md). eb, ec: errors / u of b and c. */
+typedef struct ln_bwd_row {
+    double db, ds, adb, ads; /* the sums and their sums of |terms| */
+    double m, rs, b, c, eb, ec;
+} ln_bwd_row;
+
+static void ln_bwd_raw_init(ln_bwd_row *w, double m, double rs, double Cd)
+{
+    double dm = w->db * m, diff = dm - w->ds, r3 = rs * rs * rs;
+    w->m = m, w->rs = rs;
+    w->b = diff * r3 / Cd, w->c = -w->b * m - w->db * rs / Cd;
+    /* ds: products and C-1 adds ((C+1) sum |g x|); db m: db's C roundings at |m|, the product;
+     * the subtraction, rstd^3 (three products) and 1/C (two) */
+    double ediff = (Cd + 1.0) * w->ads + fabs(m) * Cd * w->adb + fabs(dm) + fabs(diff);
+    w->eb = r3 / Cd * (ediff + 5.0 * fabs(diff));
+    /* c: b's error at |m|, its product, db's error and two products at |db rstd / C|, the add */
+    w->ec =
+        fabs(m) * w->eb + fabs(w->b * m) + rs * w->adb + 3.0 * fabs(w->db * rs / Cd) + fabs(w->c);
+}
+
+static double ln_bwd_raw_err(const ln_bwd_row *w, double x, double g)
+{
+    double bx = w->b * x, t = w->rs * g;
+    return 2.0 * fabs(t) + fabs(x) * w->eb + fabs(bx) + fabs(t + bx) + w->ec + fabs(t + bx + w->c);
+}
+
 static peat_status mag_layernorm_bwd(const peat_args *a, int o, const mag_in *in, double *mag)
 {
     int64_t R = a->p.i[0], C = a->p.i[1];
@@ -235,18 +264,22 @@ static peat_status mag_layernorm_bwd(const peat_args *a, int o, const mag_in *in
     for (int64_t r = 0; r < R; r++) {
         const double *x = X + r * C, *dy = dY + r * C;
         double sg = 0.0, sgx = 0.0, S1 = 0.0, S2 = 0.0, rs = rstd[r];
+        ln_bwd_row raw = {0};
         for (int64_t j = 0; j < C; j++) {
             double xh = (x[j] - mean[r]) * rs, g = dy[j] * gam[j];
             sg += g, sgx += g * xh, S1 += fabs(g), S2 += fabs(g * xh);
+            raw.db += g, raw.ds += g * x[j], raw.adb += fabs(g), raw.ads += fabs(g * x[j]);
         }
         sg /= Cd, sgx /= Cd, S1 /= Cd, S2 /= Cd;
+        ln_bwd_raw_init(&raw, mean[r], rs, Cd);
         /* dX = rstd ((g - sg) - xhat sgx): g (1 rounding), sg's terms (C+1), sgx's terms (C+4),
          * xhat (2) and its product (1), the two subtractions and the rstd product */
         for (int64_t j = 0; j < C; j++) {
             double xh = (x[j] - mean[r]) * rs, g = dy[j] * gam[j];
             double t = fabs(g) + (Cd + 1.0) * S1 + fabs(g - sg) + fabs(xh) * (Cd + 4.0) * S2 +
                        3.0 * fabs(xh * sgx) + 2.0 * fabs(g - sg - xh * sgx);
-            mag[r * C + j] = fabs(rs) * t / K;
+            double e = fabs(rs) * t, e_raw = ln_bwd_raw_err(&raw, x[j], g);
+            mag[r * C + j] = (e > e_raw ? e : e_raw) / K;
         }
     }
     return PEAT_OK;

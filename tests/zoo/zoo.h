@@ -83,5 +83,6 @@ int zoo_register_attention(const peat_plugin_host *host);
 int zoo_register_honest_optim(const peat_plugin_host *host);
 int zoo_register_honest_nn(const peat_plugin_host *host);
 int zoo_register_latent(const peat_plugin_host *host);
+int zoo_register_honest_bwd(const peat_plugin_host *host);
 
 #endif
