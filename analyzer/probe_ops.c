@@ -232,22 +232,24 @@ static peat_status fresh(peat_probe_set *s, const peat_record *rec, peat_rng_t *
     return PEAT_OK;
 }
 
-/* conv: strides 1-3, pads, odd sizes, 1x1, a kernel as large as the (padded) input, batch 1 */
+/* conv: strides 1-3, pads, odd sizes, 1x1, a kernel as large as the (padded) input, batch 1.
+ * Batches above 1 grow until the output holds 256 elements, enough for the statistical rules. */
 static peat_status conv_shapes(peat_probe_set *s, const peat_record *rec, peat_rng_t *r)
 {
     static const int64_t cf[][7] = {/* N H W KH KW stride pad */
                                     {1, 7, 9, 3, 3, 1, 1},   {2, 9, 7, 3, 3, 2, 1},
-                                    {1, 11, 13, 5, 5, 3, 2}, {2, 8, 8, 1, 1, 1, 0},
-                                    {1, 5, 5, 5, 5, 1, 0},   {1, 6, 5, 2, 3, 2, 1},
-                                    {3, 4, 4, 3, 3, 3, 2}};
+                                    {2, 11, 13, 5, 5, 3, 2}, {2, 8, 8, 1, 1, 1, 0},
+                                    {1, 5, 5, 5, 5, 1, 0},   {2, 6, 5, 2, 3, 2, 1},
+                                    {2, 4, 4, 3, 3, 3, 2}};
     int64_t C = rec->p.i[1], O = rec->p.i[4];
     char label[96];
     for (size_t i = 0; i < sizeof cf / sizeof cf[0]; i++) {
         peat_op_params q = rec->p;
         int64_t N = cf[i][0], H = cf[i][1], W = cf[i][2], KH = cf[i][3], KW = cf[i][4];
         int64_t st = cf[i][5], pd = cf[i][6];
-        q.i[0] = N, q.i[2] = H, q.i[3] = W, q.i[5] = KH, q.i[6] = KW, q.i[7] = st, q.i[8] = pd;
         int64_t OH = (H + 2 * pd - KH) / st + 1, OW = (W + 2 * pd - KW) / st + 1;
+        while (N > 1 && N < 64 && N * O * OH * OW < 256) N *= 2;
+        q.i[0] = N, q.i[2] = H, q.i[3] = W, q.i[5] = KH, q.i[6] = KW, q.i[7] = st, q.i[8] = pd;
         int64_t nx = N * C * H * W, nw = O * C * KH * KW, ny = N * O * OH * OW;
         int64_t sz[2] = {nx, nw};
         if (rec->op == PEAT_OP_CONV2D_BWD_DATA) sz[0] = ny;
