@@ -53,6 +53,7 @@ class _Stratum:
         self.targets = Counter()
         self.pick = set()      # occurrence indices recorded in the current iteration
         self.why = None        # the mapping's reason when the call cannot be mapped
+        self.cost = 1          # PEAT calls one recorded call gives (conv backward: 2)
 
 
 class capture:
@@ -171,9 +172,9 @@ class capture:
         while left > 0 and live:
             grew = False
             for s in live:
-                if left > 0 and s.quota < cap[id(s)]:
+                if left >= s.cost and s.quota < cap[id(s)]:
                     s.quota += 1
-                    left -= 1
+                    left -= s.cost
                     grew = True
             if not grew:
                 break
@@ -202,9 +203,31 @@ class capture:
             return out
         if name in ("_log_softmax", "nll_loss_backward"):
             return out  # consumed by the cross entropy they are part of
+        if name in INPLACE:
+            return self._dispatch_params(name, args, kwargs, out, pre, phase)
         key = (name, layer, phase, tuple(tuple(a.shape) for a in args
                                           if isinstance(a, torch.Tensor)),
                str(next((a.dtype for a in args if isinstance(a, torch.Tensor)), "")))
+        s, due = self._due(name, key)
+        if due:
+            self._record(name, args, kwargs, out, pre, [s], phase, layer)
+        return out
+
+    def _dispatch_params(self, name, args, kwargs, out, pre, phase):
+        """A fused optimizer step updates every parameter in one aten call: each parameter is
+        its own stratum (its name is the layer), so the budget is spent on a spread of them."""
+        due = {}
+        for k, p in enumerate(args[0]):
+            key = (name, self.tracker.param_name(p), phase, tuple(p.shape), str(p.dtype))
+            s, d = self._due(name, key)
+            if d:
+                due[k] = s
+        if due:
+            self._record(name, args, kwargs, out, pre, due, phase, "optimizer")
+        return out
+
+    def _due(self, name, key):
+        """The call's stratum, and whether this call of it is recorded."""
         s = self.strata.get(key)
         first = s is None
         if first:
@@ -215,11 +238,8 @@ class capture:
             s.per_iter += 1
         if s.why is not None:
             self._unmapped(name, s.why)
-            return out
-        due = (first and self.n_records < self.calls) or (self.planned and occ in s.pick)
-        if due:
-            self._record(name, args, kwargs, out, pre, s, phase, layer)
-        return out
+            return s, False
+        return s, (first and self.n_records < self.calls) or (self.planned and occ in s.pick)
 
     def _remember(self, name, args, out):
         st = self.state
@@ -233,22 +253,33 @@ class capture:
         elif name == "native_layer_norm":
             st.ln_eps[out[1].data_ptr()] = (args[4], out[1])
 
-    def _record(self, name, args, kwargs, out, pre, s, phase, layer):
+    def _record(self, name, args, kwargs, out, pre, strata, phase, layer):
+        """Maps the call and writes its PEAT calls; strata: [stratum], or {param index:
+        stratum} for a fused optimizer step (only those parameters are written)."""
         try:
             maps = map_call(name, args, kwargs, out, self.state, pre)
         except UnmappedThisCall as e:
             self._unmapped(name + " (some calls)", str(e))
             return
         except Unmapped as e:
-            s.why = str(e)
-            self._unmapped(name, s.why)
+            for s in (strata.values() if isinstance(strata, dict) else strata):
+                s.why = str(e)
+            self._unmapped(name, str(e))
             return
-        for m in maps or []:
+        if isinstance(strata, dict):
+            pairs = [(maps[k], s) for k, s in strata.items()]
+        else:
+            pairs = [(m, strata[0]) for m in maps or []]
+        written = {}
+        for m, s in pairs:
             if not _wanted(self.sel, m.op):
                 continue
             lay = self.tracker.param_name(m.param) if hasattr(m, "param") else layer
             self._write(m, name, phase, lay)
-        s.recorded += 1
+            written[id(s)] = written.get(id(s), 0) + 1
+        for s in {id(s): s for _, s in pairs}.values():
+            s.recorded += 1
+            s.cost = max(s.cost, written.get(id(s), 0))
 
     def _write(self, m, name, phase, layer):
         L = _lib.lib()
