@@ -112,6 +112,17 @@ def check(status, what):
 
 
 _ops = {}
+_plugins = set()
+
+
+def plugin_load(path):
+    """Loads a kernel plugin into libpeat once per process (a second load would clash)."""
+    key = os.path.realpath(path)
+    if key in _plugins:
+        return
+    n = ctypes.c_int()
+    check(lib().peat_plugin_load(path.encode(), ctypes.byref(n)), "plugin " + path)
+    _plugins.add(key)
 
 
 def op_id(name):

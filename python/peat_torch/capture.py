@@ -191,6 +191,7 @@ class capture:
         peat_ops = PEAT_OPS.get(name)
         wanted = peat_ops is not None and any(_wanted(self.sel, p) for p in peat_ops)
         phase, layer = self.tracker.where()
+        layer = layer or self.tracker.model_name
         pre = pre_inplace(name, args) if wanted and name in INPLACE else None
         out = func(*args, **(kwargs or {}))
         if peat_ops is None:

@@ -30,8 +30,7 @@ class swap(TorchDispatchMode):
         super().__init__()
         L = _lib.lib()
         if plugin:
-            n = ctypes.c_int()
-            _lib.check(L.peat_plugin_load(plugin.encode(), ctypes.byref(n)), "plugin " + plugin)
+            _lib.plugin_load(plugin)
         if (kernel is None) == (model is None):
             raise _lib.PeatError("swap: give kernel= or model=, one of them")
         self.kernel, self.model, self.op, self.seed = kernel, model, op, seed
@@ -74,6 +73,8 @@ class swap(TorchDispatchMode):
             return out
         if self.aten is not None and name not in self.aten:
             return out
+        if self.module is not None and layer is None:
+            return out  # not a call of the module's layers
         if not self._due():
             return out
         try:
@@ -177,7 +178,6 @@ def band(train, kernel=None, model=None, plugin=None, freq="1/10", op="gemm", ru
         v["run"] = "%s @ %s" % (kernel or model, fq)
         v["swapped"] = sw.swapped
         verdicts.append(v)
-        plugin = None  # loaded once
     return BandResult(members, verdicts)
 
 

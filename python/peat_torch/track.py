@@ -45,10 +45,13 @@ class Tracker:
         return n if n else self.model_name
 
     def _pre(self, m, args):
-        self.stack.append(self._name(m))
+        # with a model, only its modules are layers (a module outside it is no layer of it)
+        self.stack.append(None if self.names and m not in self.names else self._name(m))
 
     def _post(self, m, args, out):
-        name = self.stack.pop() if self.stack else self._name(m)
+        name = self.stack.pop() if self.stack else None
+        if name is None:
+            return
         # label the autograd nodes this module created (inner modules labelled theirs first)
         todo = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
         seen = 0
@@ -67,8 +70,8 @@ class Tracker:
         self.in_opt -= 1
 
     def where(self):
-        """(phase, layer) of the call being made; advances the iteration when a forward op
-        follows an optimizer step."""
+        """(phase, layer) of the call being made (layer None outside the model's modules);
+        advances the iteration when a forward op follows an optimizer step."""
         if self.in_opt:
             phase = "opt"
         elif torch._C._current_graph_task_id() != -1:
@@ -82,11 +85,10 @@ class Tracker:
         self.last_phase = phase
         if phase == "bwd":
             node = torch._C._current_autograd_node()
-            layer = node.metadata.get(META) if node is not None else None
-            return phase, layer or self.model_name
+            return phase, node.metadata.get(META) if node is not None else None
         if phase == "opt":
             return phase, "optimizer"
-        return phase, self.stack[-1] if self.stack else self.model_name
+        return phase, next((n for n in reversed(self.stack) if n), None)
 
     def param_name(self, p):
         return self.params.get(id(p), "param%d" % (id(p) % 10000))

@@ -221,6 +221,24 @@ class Swap(unittest.TestCase):
                 lin(x)
         self.assertEqual((sw.eligible, sw.swapped), (4, 2), "every 2nd call")
 
+    def test_swap_limited_to_a_module(self):
+        net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        x = torch.randn(4, 8)
+        with peat_torch.swap(net[2], kernel="gemm_new", freq="1") as sw:
+            net(x)
+        self.assertEqual((sw.eligible, sw.swapped), (1, 1), "only the GEMM of net[2]")
+
+    def test_swap_a_plugin_kernel(self):
+        lin = nn.Linear(40, 40)
+        x = torch.randn(40, 40)
+        with peat_torch.swap(lin, kernel="zoo_gemm_edge_tile", plugin=ZOO, freq="1") as sw:
+            y = lin(x)
+        self.assertEqual(sw.swapped, 1)
+        self.assertFalse(torch.allclose(y, lin(x), atol=1e-3),
+                         "the edge-tile defect shows in the layer's output")
+        with peat_torch.swap(lin, kernel="zoo_gemm_edge_tile", plugin=ZOO, freq="1"):
+            lin(x)   # a second swap with the same plugin: loaded once
+
     def test_band_verdicts(self):
         r = peat_torch.band(self.train, kernel="gemm_new", freq="1")
         self.assertEqual(r.verdict, "TRAINING_EQUIVALENT", str(r))
