@@ -46,6 +46,9 @@ def playback(args, out):
 
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    # one intra-op thread: on a shared 2-core machine torch's OpenMP threads spin against the
+    # load (a CNN step took 0.41 s with 2 threads at load 17, 0.023 s with 1)
+    torch.set_num_threads(int(os.environ.get("PEAT_BENCH_TORCH_THREADS", "1")))
     tmp = tempfile.mkdtemp()
     print("| model | plain step | captured step | x slower |")
     print("|---|---|---|---|")

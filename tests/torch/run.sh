@@ -9,6 +9,8 @@ if [ ! -x "$py" ] || ! "$py" -c 'import torch, numpy, h5py' 2>/dev/null; then
   echo "skipped: torch not installed (run scripts/torch-venv.sh; venv $venv)"
   exit 77
 fi
+# one intra-op thread: torch's OpenMP threads spin on a loaded machine (20x slower steps)
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 export PEAT_LIB="$build/libpeat.so" PEAT_BIN="$build/peat" PEAT_ZOO="$build/tests/zoo/libpeat_zoo.so"
 export PYTHONPATH="$src/python:$src/examples/torch${PYTHONPATH:+:$PYTHONPATH}"
 cd "$build" && exec "$py" "$src/tests/torch/test_peat_torch.py" -v 2>&1
