@@ -49,6 +49,7 @@ typedef struct peat_campaign_opts {
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
     double lr;                    /* learning rate (0 = the flow's default) */
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
+    const char *capture; /* calls captured from PyTorch (python/peat_torch) replace the flow */
     /* "90s", "5m", "1h": plan iterations and calls to fit (stage_plan.c); NULL = no plan */
     const char *budget;
     const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */

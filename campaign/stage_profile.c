@@ -211,6 +211,7 @@ static void nondeterminism_say(const profile_sink *ps)
 peat_status peat_stage_profile(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
+    if (o->capture) return peat_capture_import(c);
     peat_flow_config cfg = peat_campaign_flow_config(o);
     peat_profile_policy pol;
     PEAT_TRY(record_policy(c, &cfg, &pol));

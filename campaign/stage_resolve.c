@@ -127,6 +127,7 @@ static peat_status resolve_flow(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
     const peat_kernel *k = c->k;
+    if (o->capture) return peat_capture_resolve(c);
     const char *const *names = peat_flow_names();
     /* the op mask follows the optimizer: an SGD kernel needs --optimizer sgd */
     peat_flow_config fc;

@@ -48,6 +48,13 @@ peat_status peat_stage_runtime(peat_campaign *c)
                     (long long)unsafe);
         return PEAT_OK;
     }
+    if (o->capture) {
+        peat_campaign_skip(c, "runtime", "captured calls: runtime FI runs in PyTorch");
+        if (!o->quiet)
+            fprintf(stdout, "peat: runtime FI skipped: the calls were captured from PyTorch; "
+                            "peat_torch.band runs it in your training loop (docs/pytorch.md)\n");
+        return PEAT_OK;
+    }
     if (o->finetune_from) {
         peat_campaign_skip(c, "runtime", "not with --finetune-from");
         if (!o->quiet) fprintf(stdout, "peat: runtime FI skipped (not with --finetune-from)\n");

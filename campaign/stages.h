@@ -65,6 +65,7 @@ typedef struct peat_campaign {
     peat_device_info dev;
     char backend_name[16];
     int64_t iters, calls;
+    char capture_flow[32]; /* --capture: the captured model's flow name ("torch:<model>") */
     /* plan (--budget): the model's unit costs, and the deadline that steers playback (the pace
      * of the replayed calls, the core share the process gets: stage_plan.c) */
     int planned;
@@ -125,6 +126,10 @@ peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
 peat_status peat_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
 peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
+/* --capture (stage_capture.c): resolve's flow and size from the captured file, and profile's
+ * work done by importing the captured calls instead of training a flow. */
+peat_status peat_capture_resolve(peat_campaign *c);
+peat_status peat_capture_import(peat_campaign *c);
 
 /* Records that stage did not run in this campaign, and why (the manifest says so). */
 void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why);

@@ -118,6 +118,10 @@ static const peat_cli_opt run_opts[] = {
      "0 pretraining task, 1 shifted task (for finetuning)", NULL},
     {"finetune-from", "FILE", PEAT_CLI_STR, RUN(finetune_from), 0, 0, 0, NULL, NULL, NULL,
      "start from the last checkpoint in FILE (a campaign.h5)", NULL},
+    {"capture", "FILE", PEAT_CLI_STR, RUN(capture), 0, 0, 0, NULL, NULL, NULL,
+     "replay the calls captured from PyTorch in FILE (peat_torch.capture) instead of a built-in "
+     "flow: no profile stage, no runtime FI (docs/pytorch.md)",
+     NULL},
     {"batch", "N", PEAT_CLI_INT, RUN(batch), 0, 1, 4096, NULL, NULL, "the flow's (docs/flows.md)",
      "batch size", NULL},
     {"width", "N", PEAT_CLI_INT, RUN(width), 0, 1, 4096, NULL, NULL, "the flow's",

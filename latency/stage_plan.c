@@ -29,6 +29,8 @@ peat_status peat_stage_plan(peat_campaign *c)
     double budget = 0;
     PEAT_TRY(peat_latency_duration_parse(o->budget, &budget));
     if (o->resume) return PEAT_ERROR(PEAT_ERR_INVAL, "--budget plans a new campaign, not --resume");
+    if (o->capture)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--budget plans a built-in flow's run, not --capture");
     if (o->iters || o->calls)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget chooses --iters and --calls: give one or the "
                                           "other");

@@ -267,8 +267,12 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     fprintf(f, "  \"candidate\": %s,\n  \"golden\": %s,\n", sc, sg);
     free(sc), free(sg);
     write_probes_json(f, r);
-    fprintf(f, "  \"training\": {\"loss_first\": %.9g, \"loss_last\": %.9g, \"eval_loss\": ",
-            r->loss_first, r->loss_last);
+    /* a capture without cap.log() has no loss curve: null, as JSON has no NaN */
+    fputs("  \"training\": {\"loss_first\": ", f);
+    json_num(f, r->loss_first);
+    fputs(", \"loss_last\": ", f);
+    json_num(f, r->loss_last);
+    fputs(", \"eval_loss\": ", f);
     json_num(f, r->eval_loss);
     fputs(", \"eval_accuracy\": ", f);
     json_num(f, r->eval_accuracy);
