@@ -137,13 +137,25 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate, int *hung)
     return st;
 }
 
+/* Whose outputs the stored goldens are: the golden kernel's, or for calls captured from PyTorch
+ * torch's own (the records name the aten op and dtype: "torch:aten.mm[f32]"; "torch" when they
+ * differ). */
+static const char *stored_golden_name(const peat_campaign *c, const peat_kernel *gold)
+{
+    if (!c->o->capture || c->recs.n == 0) return gold->name;
+    const char *first = c->recs.items[0]->golden_kernel;
+    for (int64_t i = 1; i < c->recs.n; i++)
+        if (strcmp(c->recs.items[i]->golden_kernel, first) != 0) return "torch";
+    return first;
+}
+
 peat_status peat_stage_playback(peat_campaign *c)
 {
     const peat_kernel *gold = peat_registry_role(c->k->op, PEAT_ROLE_GOLDEN, c->k->backend);
     if (!gold)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden CPU kernel for %s", peat_op_name(c->k->op));
     c->acc_cand = peat_analyzer_acc_alloc(c->k->name, c->k->op);
-    c->acc_gold = peat_analyzer_acc_alloc(gold->name, c->k->op);
+    c->acc_gold = peat_analyzer_acc_alloc(stored_golden_name(c, gold), c->k->op);
     if (!c->acc_cand || !c->acc_gold) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer");
     /* a GPU runtime initialised in this process does not survive fork: GPU kernels run
      * in-process */

@@ -124,6 +124,7 @@ static void html_banner(FILE *f, const peat_campaign_opts *o, const peat_campaig
             (long long)r->n_records, r->cand.op, (long long)r->n_kernel_failures);
     peat_report_escape(f, r->golden.kernel);
     fprintf(f, "</code>; seed %llu.</p>\n", (unsigned long long)o->seed);
+    peat_report_capture_note(f, o, r, 1);
 }
 
 static void html_findings(FILE *f, const peat_campaign_result *r)

@@ -299,6 +299,22 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     return PEAT_OK;
 }
 
+void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
+                              int html)
+{
+    if (!o->capture) return;
+    const char *model = strncmp(r->flow, "torch:", 6) ? r->flow : r->flow + 6;
+    fputs(html ? "<p>" : "", f);
+    fputs("States from PyTorch: the calls were captured from the training of model ", f);
+    peat_report_escape(f, model);
+    fputs(" (", f);
+    peat_report_escape(f, o->capture);
+    fputs(", peat_torch.capture); layers are its module paths, golden outputs are torch's own; no "
+          "profile stage, and runtime FI runs in the user's loop (peat_torch.band).",
+          f);
+    fputs(html ? "</p>\n" : "\n\n", f);
+}
+
 /* summary.md: the verdict, the signatures side by side and the findings, for people. */
 static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
                                     const peat_campaign_result *r)
@@ -306,6 +322,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
     const peat_signature *c = &r->cand, *g = &r->golden;
     fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow, r->backend,
             verdict_word(r->verdict));
+    peat_report_capture_note(f, o, r, 0);
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
     fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)c->n_calls,
             (long long)c->n_elems, (long long)g->n_calls, (long long)g->n_elems);

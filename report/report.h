@@ -28,6 +28,10 @@ void peat_report_escape(FILE *f, const char *s);
 
 /* Writes report.html (findings, signature table, inline SVG plots) to f. */
 peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+/* For a --capture run, one paragraph saying where the calls came from (PyTorch, the model, the
+ * file; layers are module paths; goldens are torch's outputs); nothing otherwise. html: as <p>. */
+void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
+                              int html);
 
 /* Writes s as a JSON string (quoted, escaped). */
 void peat_report_json_str(FILE *f, const char *s);

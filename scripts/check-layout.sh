@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 max=${1:-20}
 rooms="core store golden kernels inject analyzer detector predictor models campaign latency report
-run nightly cli"
+run nightly cli pyapi"
 fail=0
 
 sources() { find "$@" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort; }

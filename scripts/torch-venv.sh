@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # torch-venv.sh: creates (or reuses) the Python virtual environment that the PyTorch bridge
 # (python/peat_torch) and its tests run in, with torch, numpy and h5py from PyPI. Idempotent: a
-# venv that already imports all three is left as it is, so a second call takes about a second.
+# venv that already imports all three is left as it is (a second call only imports torch: seconds).
 # The first call downloads torch (the default PyPI wheel pulls 3-5 GB of CUDA libraries; about
 # 5-15 minutes on a fresh machine). Prints the venv's python path last.
 #   PEAT_TORCH_VENV  where the venv lives (default ~/.cache/peat/venv)

@@ -119,6 +119,10 @@ Test(capture, replay_judges_captured_calls)
     cr_assert_eq(peat(args), 0, "%s", out_buf);
     cr_assert_not_null(strstr(out_buf, "flow torch:FakeNet"), "%s", out_buf);
     cr_assert_not_null(strstr(out_buf, "runtime (skipped: captured calls"), "%s", out_buf);
+    char md[400];
+    snprintf(md, sizeof md, "grep -q \"States from PyTorch: .* model FakeNet\" %s/new/summary.md",
+             dir);
+    cr_assert_eq(system(md), 0, "summary.md says where the calls came from");
 }
 
 /* The class tests/zoo/manifest.tsv gives a zoo kernel on the built-in flows. */
