@@ -34,8 +34,10 @@ PEAT_API const char *peat_backend_name(peat_backend_t b);
 PEAT_API peat_status peat_backend_device_info(peat_backend_t b, peat_device_info *out);
 PEAT_API peat_status peat_backend_alloc(peat_backend_t b, size_t nbytes, void **out);
 PEAT_API void peat_backend_free(peat_backend_t b, void *ptr);
-PEAT_API peat_status peat_backend_copy_h2d(peat_backend_t b, void *dst, const void *src, size_t nbytes);
-PEAT_API peat_status peat_backend_copy_d2h(peat_backend_t b, void *dst, const void *src, size_t nbytes);
+PEAT_API peat_status peat_backend_copy_h2d(peat_backend_t b, void *dst, const void *src,
+                                           size_t nbytes);
+PEAT_API peat_status peat_backend_copy_d2h(peat_backend_t b, void *dst, const void *src,
+                                           size_t nbytes);
 PEAT_API peat_status peat_backend_synchronize(peat_backend_t b);
 PEAT_API double peat_backend_timer_now(peat_backend_t b);
 /* The process-wide handle of a backend's device 0 (opened on first use, closed at exit): device

@@ -19,7 +19,8 @@ PEAT_API const char *peat_status_str(peat_status s);
 
 /* The single place errors are reported: records "file:line: message" as the last error of this
  * thread and returns code. Put a breakpoint here to catch every failure. */
-PEAT_API peat_status peat_error_set(peat_status code, const char *file, int line, const char *fmt, ...)
+PEAT_API peat_status peat_error_set(peat_status code, const char *file, int line, const char *fmt,
+                                    ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -82,10 +83,11 @@ PEAT_API int peat_dtype_mantissa_bits(peat_dtype t);
 
 /* Allocates a zero-filled tensor; absurd shapes (negative, overflow, > 2^34 elements) are refused.
  */
-PEAT_API peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape, peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape,
+                                       peat_tensor **out);
 /* Wraps caller memory (not freed by peat_tensor_free). */
 PEAT_API peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data,
-                             peat_tensor **out);
+                                      peat_tensor **out);
 PEAT_API peat_status peat_tensor_clone(const peat_tensor *src, peat_tensor **out);
 PEAT_API void peat_tensor_free(peat_tensor *t);
 PEAT_API int64_t peat_tensor_numel(const peat_tensor *t);
@@ -93,9 +95,10 @@ PEAT_API size_t peat_tensor_nbytes(const peat_tensor *t);
 /* Shape helpers for call sites: peat_tensor_alloc2(F32, rows, cols, &t). */
 PEAT_API peat_status peat_tensor_alloc1(peat_dtype t, int64_t n0, peat_tensor **out);
 PEAT_API peat_status peat_tensor_alloc2(peat_dtype t, int64_t n0, int64_t n1, peat_tensor **out);
-PEAT_API peat_status peat_tensor_alloc3(peat_dtype t, int64_t n0, int64_t n1, int64_t n2, peat_tensor **out);
-PEAT_API peat_status peat_tensor_alloc4(peat_dtype t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-                               peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc3(peat_dtype t, int64_t n0, int64_t n1, int64_t n2,
+                                        peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc4(peat_dtype t, int64_t n0, int64_t n1, int64_t n2,
+                                        int64_t n3, peat_tensor **out);
 static inline float *peat_f32(const peat_tensor *t)
 {
     return (float *)t->data;
@@ -168,7 +171,8 @@ PEAT_API peat_status peat_registry_add(const peat_kernel *k);
 PEAT_API const peat_kernel *peat_registry_find(const char *name);
 /* The kernel of that name on that backend (NULL or "auto": peat_registry_find). */
 PEAT_API const peat_kernel *peat_registry_find_on(const char *name, const char *backend);
-PEAT_API const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role, const char *backend);
+PEAT_API const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role,
+                                               const char *backend);
 PEAT_API int peat_registry_count(void);
 PEAT_API const peat_kernel *peat_registry_at(int i);
 /* Runs kernel k on host tensors a: validates the call first, then calls the kernel (a device
@@ -214,7 +218,8 @@ PEAT_API int64_t peat_exec_iter(const peat_exec_t *ex);
 PEAT_API uint64_t peat_exec_seed(const peat_exec_t *ex);
 PEAT_API int64_t peat_exec_calls(const peat_exec_t *ex);
 /* Runs one op call through the active kernel, with hooks. */
-PEAT_API peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase, peat_args *a);
+PEAT_API peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase,
+                                  peat_args *a);
 
 /* Runtime fault injection: the swap hook replaces the active kernel of one op by a faulty one on
  * a schedule, inside the flow, so that the weights evolve with the faults (persistent). The
@@ -248,7 +253,7 @@ PEAT_API int64_t peat_exec_swapped(const peat_exec_t *ex);
 
 /* Convenience for call sites: fills a peat_args. */
 PEAT_API peat_args peat_args_make(peat_op_kind op, const peat_op_params *p, int n_in,
-                         const peat_tensor *const *in, int n_out, peat_tensor *const *out);
+                                  const peat_tensor *const *in, int n_out, peat_tensor *const *out);
 
 /* Host side: loads a plugin and registers its kernels; returns the number registered. The plugin
  * is first loaded and registered in a child process, so that one that crashes or exits there is

@@ -32,8 +32,8 @@ extern "C" {
 /* PEAT's version: defined here only (CMakeLists.txt reads its project version from this line). */
 #define PEAT_VERSION_STRING "0.1.0"
 
-/* Marks the host API (the headers of include/peat): PEAT builds with -fvisibility=hidden, and the peat
- * executable (and a shared libpeat) export these declarations alone. A plugin built with
+/* Marks the host API (the headers of include/peat): PEAT builds with -fvisibility=hidden, and the
+ * peat executable (and a shared libpeat) export these declarations alone. A plugin built with
  * -fvisibility=hidden marks its two entry points PEAT_API too (they are declared below). */
 #if defined(__GNUC__) || defined(__clang__)
 #define PEAT_API __attribute__((visibility("default")))
