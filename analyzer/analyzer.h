@@ -175,5 +175,8 @@ void peat_analyzer_bound_coeffs(int64_t depth, double *gamma, double *eta);
 
 /* JSON object for one signature (fixed key order) into buf; returns bytes needed like snprintf. */
 int peat_signature_to_json(const peat_signature *s, char *buf, size_t n);
+/* s escaped as the inside of a JSON string (quote, backslash, control characters) into buf;
+ * returns the length needed like snprintf. The one JSON string escaper (reports use it too). */
+size_t peat_analyzer_json_escape(char *buf, size_t n, const char *s);
 
 #endif

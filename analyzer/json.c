@@ -49,9 +49,8 @@ static void arr(jbuf *j, const char *key, const double *v, int n)
 
 /* Kernel and op names come from the registry (identifiers); quotes and control characters are
  * escaped anyway so that a plugin's odd name cannot break the file. */
-static void str(jbuf *j, const char *key, const char *v)
+static void escaped(jbuf *j, const char *v)
 {
-    put(j, ",\"%s\":\"", key);
     for (const char *p = v; *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c == '"' || c == '\\')
@@ -61,7 +60,21 @@ static void str(jbuf *j, const char *key, const char *v)
         else
             put(j, "%c", c);
     }
+}
+
+static void str(jbuf *j, const char *key, const char *v)
+{
+    put(j, ",\"%s\":\"", key);
+    escaped(j, v);
     put(j, "\"");
+}
+
+size_t peat_analyzer_json_escape(char *buf, size_t n, const char *s)
+{
+    jbuf j = {buf, n, 0};
+    if (n > 0) buf[0] = '\0';
+    escaped(&j, s);
+    return j.len;
 }
 
 int peat_signature_to_json(const peat_signature *s, char *buf, size_t n)

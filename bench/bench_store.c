@@ -15,7 +15,7 @@
 #include "campaign/campaign.h"
 #include "models/models.h"
 
-/* The default campaign of `peat run` (harness/campaign.c): record CALLS calls of the
+/* The default campaign of `peat run` (campaign/campaign.c): record CALLS calls of the
  * candidate's op spread over the default iterations, metrics every iteration, a checkpoint at
  * the last one. Each flow is measured with the op its default candidate validates. */
 #define CALLS PEAT_CAMPAIGN_DEFAULT_CALLS

@@ -1,5 +1,5 @@
 /* campaign.h: the `peat run` pipeline (resolve -> plan -> open -> profile -> playback -> analyze
- * -> detect -> commit -> report; harness/stages.h): its options, result and report writers. */
+ * -> detect -> commit -> report; campaign/stages.h): its options, result and report writers. */
 #ifndef PEAT_CAMPAIGN_H
 #define PEAT_CAMPAIGN_H
 
@@ -34,6 +34,8 @@ typedef struct peat_campaign_opts {
     int no_probes;           /* skip the probe stage (--no-probes) */
     int quiet;
     int json;         /* print only the verdict as JSON (implies quiet) */
+    FILE *table;      /* where the report stage prints the verdict table (the JSON verdict with
+                         json); NULL: nowhere (tests, calibration, benchmarks) */
     const char *argv; /* command line, recorded in the campaign file */
     /* recording policy (docs/cli.md) */
     const char *record_ops;                 /* "gemm,softmax" or "all"; NULL = the kernel's op */
@@ -96,7 +98,7 @@ typedef struct peat_campaign_result {
     int64_t n_records;
     int64_t n_kernel_failures; /* calls on which the candidate crashed, hung or failed */
     char kernel_failure[256];  /* first such failure */
-    /* calls the runner saw misbehave (harness/isolate.c); the first of each described */
+    /* calls the runner saw misbehave (campaign/isolate.c); the first of each described */
     int64_t n_due;             /* ended the process without completing (in n_kernel_failures) */
     int64_t n_hang_skipped;    /* not run after the kernel hung (in n_kernel_failures) */
     int64_t n_oob_writes;      /* wrote outside an output buffer */

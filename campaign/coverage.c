@@ -1,4 +1,4 @@
-/* coverage.c: stratified recording of a flow's op calls (harness/coverage.h). */
+/* coverage.c: stratified recording of a flow's op calls (campaign/coverage.h). */
 #include "campaign/coverage.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* harness.h: the top floor's entry points that other programs (tests, benchmarks) call. */
+/* harness.h: the built-in kernels registered (builtin.c): every program calls it before it looks
+ * a kernel up (the campaign stages, the CLI, tests, benchmarks). */
 #ifndef PEAT_HARNESS_H
 #define PEAT_HARNESS_H
 

@@ -1,5 +1,5 @@
 /* stage_playback.c: the playback stage: every recorded call replayed through the candidate
- * (isolated, harness/isolate.c), its outputs and the golden's measured against the exact ones;
+ * (isolated, campaign/isolate.c), its outputs and the golden's measured against the exact ones;
  * calls that crash, hang, exit or write where they must not are counted for the detect stage. */
 #include "golden/golden.h"
 #include "campaign/isolate.h"
@@ -151,6 +151,7 @@ static const char *stored_golden_name(const peat_campaign *c, const peat_kernel 
 
 peat_status peat_stage_playback(peat_campaign *c)
 {
+    PEAT_ASSERT(c->k && c->flow, "playback runs after resolve (stage order: run/pipeline.c)");
     const peat_kernel *gold = peat_registry_role(c->k->op, PEAT_ROLE_GOLDEN, c->k->backend);
     if (!gold)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden CPU kernel for %s", peat_op_name(c->k->op));

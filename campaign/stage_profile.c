@@ -72,7 +72,7 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
 }
 
 /* Which calls are recorded: the ops, phases and window asked for; every k-th call with
- * --record-every, otherwise --calls spread over the strata of the run (harness/coverage.h). */
+ * --record-every, otherwise --calls spread over the strata of the run (campaign/coverage.h). */
 static peat_status record_policy(const peat_campaign *c, const peat_flow_config *cfg,
                                  peat_profile_policy *pol)
 {
@@ -86,7 +86,7 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
     if (o->record_every > 0) {
         pol->every_k = o->record_every;
     } else {
-        /* stratified (harness/coverage.h): each (op, layer, phase, shapes, dtype) its share */
+        /* stratified (campaign/coverage.h): each (op, layer, phase, shapes, dtype) its share */
         PEAT_TRY(peat_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
         pol->call_filter = peat_coverage_filter;
         pol->call_filter_user = &c->res->coverage;
@@ -210,6 +210,7 @@ static void nondeterminism_say(const profile_sink *ps)
 
 peat_status peat_stage_profile(peat_campaign *c)
 {
+    PEAT_ASSERT(c->k && c->flow, "profile runs after resolve (stage order: run/pipeline.c)");
     const peat_campaign_opts *o = c->o;
     if (o->capture) return peat_capture_import(c);
     peat_flow_config cfg = peat_campaign_flow_config(o);

@@ -3,6 +3,7 @@
 #define PEAT_HARNESS_STAGES_H
 
 #include "analyzer/analyzer.h"
+#include "core/check.h"
 #include "campaign/campaign.h"
 #include "peat/backend.h"
 #include "predictor/predictor.h"
@@ -53,11 +54,11 @@ typedef struct peat_campaign_stage {
 } peat_campaign_stage;
 
 typedef struct peat_campaign {
-    const peat_campaign_opts *o; /* the options, as parsed (never modified) */
+    const peat_campaign_opts *o;       /* the options, as parsed (never modified) */
     const peat_campaign_stage *stages; /* the pipeline this campaign runs (the manifest's list) */
     int n_stages;
-    peat_campaign_result *res;   /* what the report shows; filled stage by stage */
-    double t_start;              /* peat_now() when the campaign began */
+    peat_campaign_result *res; /* what the report shows; filled stage by stage */
+    double t_start;            /* peat_now() when the campaign began */
 
     /* resolve: the kernel, its backend and device, the flow and the run's size */
     const peat_kernel *k;
@@ -118,7 +119,7 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
 
 /* The stages of this floor, in pipeline order (plan: latency/; report: report/). */
 peat_status peat_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
-peat_status peat_stage_open(peat_campaign *c);     /* stage_resolve.c */
+peat_status peat_stage_open(peat_campaign *c);     /* stage_open.c */
 peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
 peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
 peat_status peat_stage_probe(peat_campaign *c);    /* stage_probe.c */
@@ -150,7 +151,7 @@ peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_
 /* One probe as the probe stage runs it (stage_probe.c): exact and golden references, candidate k
  * (forked when o->isolate), its judgement into po; and GEMM's arithmetic-property call through
  * golden and candidate (res->have_props when both ran). The planner times both with the golden
- * in the candidate's place (harness/latency_predict.c). */
+ * in the candidate's place (latency/latency_predict.c). */
 peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
                                  const peat_probe *p, const peat_detector_ctx *ctx,
                                  peat_probe_outcome *po);

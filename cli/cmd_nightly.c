@@ -74,22 +74,7 @@ const peat_cli_cmd peat_cli_diff = {
     "Exit status: 1 on a regression, 0 otherwise, 2 on bad input.",
 };
 
-static int die(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
-
-static int die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("peat: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 2;
-}
+#define die peat_cli_die /* cli/options.c: one line on stderr, exit status 2 */
 
 /* The positional arguments (want of them) and the options of a command, parsed into opts. */
 static int parse(const peat_cli_cmd *cmd, int argc, char **argv, char **pos, int want, void *opts)

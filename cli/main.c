@@ -1,5 +1,5 @@
 /* main.c: the `peat` command line: run, ci, diff, list, inspect, calibrate, calibrate-latency,
- * predict, inject, help. Argument handling only: the options are tables (harness/options.c); the
+ * predict, inject, help. Argument handling only: the options are tables (cli/options.c); the
  * work is the library's. Exit 0 pass, 1 fail, 2 usage/input. */
 #include "run/calibrate.h"
 #include "nightly/ci.h"
@@ -24,16 +24,7 @@
 
 enum { EXIT_PASS = 0, EXIT_KERNEL_FAIL = 1, EXIT_USAGE = 2 };
 
-static int die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("peat: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return EXIT_USAGE;
-}
+#define die peat_cli_die /* cli/options.c: one line on stderr, exit status 2 (EXIT_USAGE) */
 
 static int die_status(peat_status st)
 {
@@ -111,20 +102,6 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
     return -1;
 }
 
-/* The verdict as one JSON object (for scripts: `peat run ... --json | jq .verdict`). */
-static void print_verdict_json(const peat_campaign_result *r)
-{
-    printf("{\"verdict\": \"%s\", \"kernel\": ", peat_acceptance_name(r->verdict));
-    peat_report_json_str(stdout, r->cand.kernel);
-    printf(", \"flow\": \"%s\", \"findings\": [", r->flow);
-    for (int i = 0; i < r->n_findings; i++)
-        printf("%s{\"class\": \"%s\", \"acceptance\": \"%s\"}", i ? ", " : "",
-               peat_finding_name(r->findings[i].cls), peat_acceptance_name(r->findings[i].accept));
-    printf("], \"records\": %lld, \"out\": ", (long long)r->n_records);
-    peat_report_json_str(stdout, r->out_dir);
-    printf("}\n");
-}
-
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
     int rc = resume_expand(&argc, &argv, &cmdline);
@@ -143,13 +120,10 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
         printf("peat: validating %s ...\n", o.kernel);
         fflush(stdout);
     }
+    o.table = stdout; /* the report stage prints the verdict there */
     peat_campaign_result r;
     st = peat_campaign_run(&o, &r);
     if (st != PEAT_OK) return die_status(st);
-    if (o.json)
-        print_verdict_json(&r);
-    else
-        peat_campaign_print(stdout, &o, &r);
     return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
 }
 

@@ -5,6 +5,8 @@
 #include "campaign/runtime.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -709,4 +711,15 @@ void peat_cli_help(FILE *f, const peat_cli_cmd *cmd, const void *defaults)
         help_line(f, &cmd->opts[i], defaults);
     }
     if (cmd->epilog) fprintf(f, "\n%s\n", cmd->epilog);
+}
+
+int peat_cli_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("peat: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
 }

@@ -80,7 +80,7 @@ typedef struct peat_cli_latency_opts {
 
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect,
     peat_cli_calibrate_latency, peat_cli_predict,
-    peat_cli_inject; /* inject fills peat_fi_opts (harness/fi.h) */
+    peat_cli_inject; /* inject fills peat_fi_opts (run/fi.h) */
 
 /* The row of option argument arg ("--name", "--name=VALUE") in cmd's table, or NULL. */
 const peat_cli_opt *peat_cli_find(const peat_cli_cmd *cmd, const char *arg);
@@ -100,5 +100,13 @@ peat_status peat_cli_parse(const peat_cli_cmd *cmd, int argc, char **argv, void 
 /* Writes `peat help <command>`: usage, about, then each option with its range or choices and
  * its default (from defaults, the command's options struct as the parser starts from it). */
 void peat_cli_help(FILE *f, const peat_cli_cmd *cmd, const void *defaults);
+
+/* The one way a command fails on bad input: "peat: error: <message>" on stderr; returns 2, the
+ * usage/input exit status. */
+int peat_cli_die(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 #endif

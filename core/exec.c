@@ -1,5 +1,6 @@
 /* exec.c: the execution context every flow runs its ops through (kernel choice, hooks, provenance).
  */
+#include "core/exec_swap.h"
 #include "peat/peat.h"
 
 #include <stdlib.h>

@@ -161,19 +161,9 @@ static peat_status profiler_hook(void *user, const peat_kernel *k, const peat_ar
     r->n_out = a->n_out;
     for (int o = 0; o < a->n_out && st == PEAT_OK; o++)
         st = peat_tensor_clone(a->out[o], &r->golden[o]);
-    if (st == PEAT_OK) {
-        /* exact outputs are computed into a separate slot set; n_out is restored after */
-        peat_args ea = peat_record_args(r);
-        st = peat_op_alloc_outputs(&ea, PEAT_DTYPE_F64);
-        const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, "cpu");
-        if (st == PEAT_OK && !ek)
-            st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "no exact kernel for %s", peat_op_name(r->op));
-        if (st == PEAT_OK) st = peat_kernel_run(ek, &ea);
-        if (st == PEAT_OK)
-            for (int o = 0; o < ea.n_out; o++) r->exact[o] = ea.out[o];
-        else
-            peat_args_free_outputs(&ea);
-    }
+    /* the exact outputs, by the one function that computes them (playback and FI call it too,
+     * and find them here): the store keeps them only where its policy says */
+    if (st == PEAT_OK) st = peat_record_compute_exact(r);
     if (st != PEAT_OK) {
         peat_record_free(r);
         pr->status = st;

@@ -1,11 +1,13 @@
 /* status.c: the one error path: status names and the thread's last error message; GSL's errors
  * are routed into it. */
+#include "core/check.h"
 #include "peat/peat.h"
 
 #include <gsl/gsl_errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char last_msg[512];
@@ -79,4 +81,15 @@ static void core_init_once(void)
 void peat_core_init(void)
 {
     pthread_once(&core_once, core_init_once);
+}
+
+void peat_assert_fail(const char *cond, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "peat: assertion failed: %s at %s:%d: ", cond, file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
 }

@@ -1,4 +1,5 @@
 /* tensor.c: host tensors (row-major, contiguous) with checked allocation. */
+#include "core/check.h"
 #include "peat/peat.h"
 
 #include <stdlib.h>
@@ -109,6 +110,8 @@ size_t peat_tensor_nbytes(const peat_tensor *t)
 
 double peat_tensor_get(const peat_tensor *t, int64_t i)
 {
+    PEAT_ASSERT(i >= 0 && i < peat_tensor_numel(t), "element %lld of a tensor of %lld",
+                (long long)i, (long long)peat_tensor_numel(t));
     switch (t->dtype) {
     case PEAT_DTYPE_F64:
         return ((const double *)t->data)[i];
@@ -127,6 +130,8 @@ double peat_tensor_get(const peat_tensor *t, int64_t i)
 
 void peat_tensor_set(peat_tensor *t, int64_t i, double v)
 {
+    PEAT_ASSERT(i >= 0 && i < peat_tensor_numel(t), "element %lld of a tensor of %lld",
+                (long long)i, (long long)peat_tensor_numel(t));
     switch (t->dtype) {
     case PEAT_DTYPE_F64:
         ((double *)t->data)[i] = v;

@@ -25,7 +25,7 @@ typedef enum peat_finding_class {
     PEAT_FIND_TRAINING_EQUIVALENT,
     PEAT_FIND_DEGRADES,
     PEAT_FIND_DIVERGES,
-    /* found by the runner, not from the signature (harness/isolate.c) */
+    /* found by the runner, not from the signature (campaign/isolate.c) */
     PEAT_FIND_DUE,                 /* the call ended the process without completing */
     PEAT_FIND_OUT_OF_BOUNDS_WRITE, /* a write before or after an output buffer */
     PEAT_FIND_INPUT_MUTATION,      /* a write into an input buffer */

@@ -2,6 +2,7 @@
 #ifndef PEAT_INJECT_H
 #define PEAT_INJECT_H
 
+#include "core/exec_swap.h"
 #include "peat/peat.h"
 
 typedef struct peat_inject_model peat_inject_model_t;

@@ -22,7 +22,7 @@
         k, 'e', d, 0, 0, c, h                                                                      \
     }
 
-/* The catalogue (DESIGN.md): each model mimics one known error mechanism. */
+/* The catalogue (docs/fault-injection.md): each model mimics one known error mechanism. */
 static const peat_inject_def defs[PEAT_INJ_COUNT] = {
     {PEAT_INJ_REORDER,
      "reorder",

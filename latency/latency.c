@@ -286,7 +286,7 @@ static peat_status calibrate_kernel(const peat_kernel *k, const peat_pred_device
     return peat_predictor_calibrate_kernel(k, d, 0.0005, 3, kt);
 }
 
-/* A candidate is code under test: on the CPU it is timed in a forked child (harness/isolate.c),
+/* A candidate is code under test: on the CPU it is timed in a forked child (campaign/isolate.c),
  * so that one that crashes, ends its process or spins costs its own row, not the calibration
  * (in-process, a kernel that called exit() ended `peat run --budget` silently). */
 typedef struct cal_job {

@@ -474,7 +474,7 @@ static peat_status probe_costs(const peat_pred_table *t, const peat_latency_env 
 
 /* ---- runtime FI ---- */
 
-/* The runs runtime FI trains in lockstep, as harness/runtime.c sets them up from options o: the
+/* The runs runtime FI trains in lockstep, as campaign/runtime.c sets them up from options o: the
  * golden run, R - 1 band reruns (their `reorder` model on every call of the op), one run a
  * frequency with the candidate on that share of the calls. */
 typedef struct runtime_runs {
@@ -547,7 +547,7 @@ static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_en
     free(memo);
     PEAT_TRY(st);
     /* after each iteration one thread measures every run's weights against the golden run's
-     * while the others wait (harness/runtime.c): on the busiest thread's path (mlp: 75 us an
+     * while the others wait (campaign/runtime.c): on the busiest thread's path (mlp: 75 us an
      * iteration, a sixth of its lockstep) */
     c->runtime_iter_crit_s += (double)rr.n * fl->distance_s;
     c->runtime_iter_s += (double)rr.n * fl->distance_s;

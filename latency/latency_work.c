@@ -410,7 +410,7 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
     return PEAT_OK;
 }
 
-/* Isolation: one call through the playback's own isolation (harness/isolate.c: shared outputs,
+/* Isolation: one call through the playback's own isolation (campaign/isolate.c: shared outputs,
  * fork, the child runs the kernel, the parent waits for its end) with a one-element kernel: CPU
  * seconds of parent and child (the wall clock of a shared machine would count other jobs). The
  * fork copies the page tables of everything the process holds, so it is timed at three resident

@@ -13,7 +13,7 @@ const char *peat_predictor_stage_name(peat_pred_stage s)
 
 int64_t peat_predictor_runtime_evals(int64_t iters)
 {
-    /* as harness/runtime.c schedules them: every iters/10 iterations, and the last */
+    /* as campaign/runtime.c schedules them: every iters/10 iterations, and the last */
     return peat_predictor_evals_every(iters, iters >= 10 ? iters / 10 : 1);
 }
 

@@ -113,17 +113,12 @@ void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
 
 void peat_report_json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
+    char small[512];
+    size_t need = peat_analyzer_json_escape(small, sizeof small, s);
+    char *buf = need < sizeof small ? small : malloc(need + 1);
+    if (buf != small && buf) peat_analyzer_json_escape(buf, need + 1, s);
+    fprintf(f, "\"%s\"", buf ? buf : "");
+    if (buf != small) free(buf);
 }
 
 void peat_report_escape(FILE *f, const char *s)
@@ -455,9 +450,4 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
     PEAT_TRY(write_atomic(r->out_dir, "summary.md", write_summary_md, o, r));
     PEAT_TRY(write_atomic(r->out_dir, "junit.xml", write_junit_xml, o, r));
     return write_atomic(r->out_dir, "report.html", peat_report_html, o, r);
-}
-
-peat_status peat_stage_report(peat_campaign *c)
-{
-    return peat_report_write(c->o, c->res);
 }

@@ -40,7 +40,8 @@ void peat_report_json_str(FILE *f, const char *s);
 FILE *peat_report_open_tmp(const char *dir, const char *name, char *tmp, size_t n);
 peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const char *tmp);
 
-/* The report stage, the pipeline's last (report.c): the files above. */
+/* The report stage, the pipeline's last (stage_report.c): the files above, then the verdict
+ * table (or the JSON verdict) on o->table when set. */
 peat_status peat_stage_report(peat_campaign *c);
 
 #endif

@@ -17,7 +17,7 @@ peat_finding_class peat_calibrate_case_expect(int i);
 peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log);
 void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials);
 
-/* ---- the defect zoo (harness/calibrate_zoo.c) ---- */
+/* ---- the defect zoo (run/calibrate_zoo.c) ---- */
 typedef struct peat_zoo_entry {
     char kernel[64], flow[32];
     int honest;                /* an honest kernel: must PASS */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test-slow.sh [CTEST ARGS]: the slow lanes CI runs after scripts/test.sh (times on 2 cores):
-#   CUDA and HIP builds, where nvcc or hipcc is installed (compile and link only, ~3-5 min each);
+#   CUDA and HIP builds, where nvcc or hipcc is installed (compile and link only);
 #   the whole suite again under ASan+UBSan (Debug; ~20 min);
 #   one campaign under valgrind (~1 min);
 #   the libFuzzer targets, built with clang into build/fuzz and run from their seed corpora

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh [--slow] [CTEST ARGS]: installs missing dependencies (the test tooling too), builds, and
 # runs the whole Release suite (ctest; gpu tests skip themselves where no device is present):
-# about 5 minutes on 2 cores, a failing test shows its assertion's message. --slow then runs the
+# a few minutes on 2 cores, a failing test shows its assertion's message. --slow then runs the
 # slow lanes (scripts/test-slow.sh: ASan+UBSan suite, valgrind, fuzz, CUDA/HIP builds), as CI does.
 set -euo pipefail
 cd "$(dirname "$0")/.."

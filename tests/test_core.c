@@ -4,12 +4,14 @@
 
 #include "golden/golden.h"
 #include "campaign/harness.h"
+#include "core/check.h"
 #include "core/record.h"
 #include "peat/backend.h"
 #include "peat/plugin.h"
 
 #include <gsl/gsl_rng.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -104,6 +106,27 @@ Test(tensor, absurd_shapes_refused)
     cr_assert_eq(peat_tensor_nbytes(t), 60);
     peat_tensor_free(t);
 }
+
+#ifndef NDEBUG
+/* Debug and sanitizer builds: a broken precondition (an element outside the tensor) aborts with
+ * its message instead of reading past the buffer. */
+Test(check, broken_precondition_aborts, .signal = SIGABRT)
+{
+    peat_tensor *t;
+    cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, 4, &t), PEAT_OK);
+    peat_tensor_get(t, 4);
+    cr_assert_fail("peat_tensor_get(t, 4) of a 4-element tensor returned");
+}
+#else
+/* Release builds (NDEBUG): PEAT_ASSERT costs nothing and stops nothing. */
+Test(check, compiled_out_in_release)
+{
+    int reached = 0;
+    PEAT_ASSERT(reached == 1, "a Release build does not check this");
+    reached = 1;
+    cr_assert_eq(reached, 1, "a false PEAT_ASSERT stopped a Release build");
+}
+#endif
 
 Test(rng, seeded_and_derived)
 {

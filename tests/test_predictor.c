@@ -792,7 +792,7 @@ Test(plan, analyze_signatures_on_two_threads)
     cr_assert_float_eq(p.stage_s[PEAT_STAGE_ANALYZE], 0.1 / 0.5 + sig / 0.8, 1e-12);
 }
 
-/* The runtime stage's evaluations as harness/runtime.c schedules them. */
+/* The runtime stage's evaluations as campaign/runtime.c schedules them. */
 Test(plan, runtime_evaluations_by_hand)
 {
     int64_t iters[] = {0, 1, 9, 10, 19, 20, 60, 61, 200};

@@ -28,26 +28,28 @@ typedef struct peat_device_info {
 
 /* Opens backend "cpu", "cuda", "hip", "opencl" or "auto" (first with a device, CPU last). A backend
  * that is built but sees no device is PEAT_ERR_UNSUPPORTED; one not built in is too. */
-peat_status peat_backend_open(const char *name, int device, peat_backend_t *out);
-void peat_backend_close(peat_backend_t b);
-const char *peat_backend_name(peat_backend_t b);
-peat_status peat_backend_device_info(peat_backend_t b, peat_device_info *out);
-peat_status peat_backend_alloc(peat_backend_t b, size_t nbytes, void **out);
-void peat_backend_free(peat_backend_t b, void *ptr);
-peat_status peat_backend_copy_h2d(peat_backend_t b, void *dst, const void *src, size_t nbytes);
-peat_status peat_backend_copy_d2h(peat_backend_t b, void *dst, const void *src, size_t nbytes);
-peat_status peat_backend_synchronize(peat_backend_t b);
-double peat_backend_timer_now(peat_backend_t b);
+PEAT_API peat_status peat_backend_open(const char *name, int device, peat_backend_t *out);
+PEAT_API void peat_backend_close(peat_backend_t b);
+PEAT_API const char *peat_backend_name(peat_backend_t b);
+PEAT_API peat_status peat_backend_device_info(peat_backend_t b, peat_device_info *out);
+PEAT_API peat_status peat_backend_alloc(peat_backend_t b, size_t nbytes, void **out);
+PEAT_API void peat_backend_free(peat_backend_t b, void *ptr);
+PEAT_API peat_status peat_backend_copy_h2d(peat_backend_t b, void *dst, const void *src,
+                                           size_t nbytes);
+PEAT_API peat_status peat_backend_copy_d2h(peat_backend_t b, void *dst, const void *src,
+                                           size_t nbytes);
+PEAT_API peat_status peat_backend_synchronize(peat_backend_t b);
+PEAT_API double peat_backend_timer_now(peat_backend_t b);
 /* The process-wide handle of a backend's device 0 (opened on first use, closed at exit): device
  * kernels are staged through it. */
-peat_status peat_backend_get(const char *name, peat_backend_t *out);
+PEAT_API peat_status peat_backend_get(const char *name, peat_backend_t *out);
 /* Device-event timing of what is enqueued between begin and end (wall clock on the CPU). */
-peat_status peat_backend_time_begin(peat_backend_t b);
-peat_status peat_backend_time_end(peat_backend_t b, double *seconds);
+PEAT_API peat_status peat_backend_time_begin(peat_backend_t b);
+PEAT_API peat_status peat_backend_time_end(peat_backend_t b, double *seconds);
 /* Names of backends compiled in, e.g. "cpu" or "cpu,cuda". */
-const char *peat_backend_list(void);
+PEAT_API const char *peat_backend_list(void);
 /* Whether a backend is compiled in and sees at least one device. */
-int peat_backend_available(const char *name);
+PEAT_API int peat_backend_available(const char *name);
 
 #ifdef __cplusplus
 }

@@ -15,26 +15,27 @@ extern "C" {
 
 /* ---- status: one enum, one error path ------------------------------------------------------ */
 
-const char *peat_status_str(peat_status s);
+PEAT_API const char *peat_status_str(peat_status s);
 
 /* The single place errors are reported: records "file:line: message" as the last error of this
  * thread and returns code. Put a breakpoint here to catch every failure. */
-peat_status peat_error_set(peat_status code, const char *file, int line, const char *fmt, ...)
+PEAT_API peat_status peat_error_set(peat_status code, const char *file, int line, const char *fmt,
+                                    ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
 #define PEAT_ERROR(code, ...) peat_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
 /* The message of the last error (without location), "" if none. */
-const char *peat_error_last(void);
+PEAT_API const char *peat_error_last(void);
 /* "file:line" where the last error was raised. */
-const char *peat_error_where(void);
-void peat_error_clear(void);
+PEAT_API const char *peat_error_where(void);
+PEAT_API void peat_error_clear(void);
 
 /* Sets up the core once (thread-safe, idempotent): GSL errors then go through peat_error_set
  * instead of GSL's default handler, which aborts the process. The registry and the rng call it;
  * a program that calls GSL before either may call it first. */
-void peat_core_init(void);
+PEAT_API void peat_core_init(void);
 
 #define PEAT_TRY(expr)                                                                             \
     do {                                                                                           \
@@ -44,10 +45,10 @@ void peat_core_init(void);
 
 /* ---- dtypes ---------------------------------------------------------------------------------- */
 
-size_t peat_dtype_size(peat_dtype t);
-const char *peat_dtype_name(peat_dtype t);
+PEAT_API size_t peat_dtype_size(peat_dtype t);
+PEAT_API const char *peat_dtype_name(peat_dtype t);
 /* Parses "f64", "fp32", "bf16", "f16"/"fp16", "i32"; PEAT_ERR_NOTFOUND otherwise. */
-peat_status peat_dtype_parse(const char *s, peat_dtype *out);
+PEAT_API peat_status peat_dtype_parse(const char *s, peat_dtype *out);
 
 /* The bits of a float and back (memcpy: no aliasing games). */
 static inline uint32_t peat_f32_bits(float x)
@@ -64,38 +65,40 @@ static inline float peat_f32_from_bits(uint32_t u)
 }
 
 /* Round-to-nearest-even conversions with IEEE NaN/Inf/subnormal handling. */
-uint16_t peat_f32_to_bf16(float x);
-float peat_bf16_to_f32(uint16_t h);
-uint16_t peat_f32_to_f16(float x);
-float peat_f16_to_f32(uint16_t h);
+PEAT_API uint16_t peat_f32_to_bf16(float x);
+PEAT_API float peat_bf16_to_f32(uint16_t h);
+PEAT_API uint16_t peat_f32_to_f16(float x);
+PEAT_API float peat_f16_to_f32(uint16_t h);
 /* x rounded to the format and back: the value a kernel storing in that format sees. */
-float peat_round_bf16(float x);
-float peat_round_f16(float x);
+PEAT_API float peat_round_bf16(float x);
+PEAT_API float peat_round_f16(float x);
 /* Round-toward-zero variants (truncation). */
-uint16_t peat_f32_to_bf16_rtz(float x);
+PEAT_API uint16_t peat_f32_to_bf16_rtz(float x);
 /* Unit roundoff u of a format (2^-p for p significand bits including the implicit one). */
-double peat_dtype_unit_roundoff(peat_dtype t);
+PEAT_API double peat_dtype_unit_roundoff(peat_dtype t);
 /* Significand bits including the implicit bit (53, 24, 8, 11). */
-int peat_dtype_mantissa_bits(peat_dtype t);
+PEAT_API int peat_dtype_mantissa_bits(peat_dtype t);
 
 /* ---- tensors: host memory, row-major, contiguous --------------------------------------------- */
 
 /* Allocates a zero-filled tensor; absurd shapes (negative, overflow, > 2^34 elements) are refused.
  */
-peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape, peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *shape,
+                                       peat_tensor **out);
 /* Wraps caller memory (not freed by peat_tensor_free). */
-peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data,
-                             peat_tensor **out);
-peat_status peat_tensor_clone(const peat_tensor *src, peat_tensor **out);
-void peat_tensor_free(peat_tensor *t);
-int64_t peat_tensor_numel(const peat_tensor *t);
-size_t peat_tensor_nbytes(const peat_tensor *t);
+PEAT_API peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data,
+                                      peat_tensor **out);
+PEAT_API peat_status peat_tensor_clone(const peat_tensor *src, peat_tensor **out);
+PEAT_API void peat_tensor_free(peat_tensor *t);
+PEAT_API int64_t peat_tensor_numel(const peat_tensor *t);
+PEAT_API size_t peat_tensor_nbytes(const peat_tensor *t);
 /* Shape helpers for call sites: peat_tensor_alloc2(F32, rows, cols, &t). */
-peat_status peat_tensor_alloc1(peat_dtype t, int64_t n0, peat_tensor **out);
-peat_status peat_tensor_alloc2(peat_dtype t, int64_t n0, int64_t n1, peat_tensor **out);
-peat_status peat_tensor_alloc3(peat_dtype t, int64_t n0, int64_t n1, int64_t n2, peat_tensor **out);
-peat_status peat_tensor_alloc4(peat_dtype t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-                               peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc1(peat_dtype t, int64_t n0, peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc2(peat_dtype t, int64_t n0, int64_t n1, peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc3(peat_dtype t, int64_t n0, int64_t n1, int64_t n2,
+                                        peat_tensor **out);
+PEAT_API peat_status peat_tensor_alloc4(peat_dtype t, int64_t n0, int64_t n1, int64_t n2,
+                                        int64_t n3, peat_tensor **out);
 static inline float *peat_f32(const peat_tensor *t)
 {
     return (float *)t->data;
@@ -109,23 +112,23 @@ static inline int32_t *peat_i32(const peat_tensor *t)
     return (int32_t *)t->data;
 }
 /* Element i as double, whatever the dtype. */
-double peat_tensor_get(const peat_tensor *t, int64_t i);
-void peat_tensor_set(peat_tensor *t, int64_t i, double v);
+PEAT_API double peat_tensor_get(const peat_tensor *t, int64_t i);
+PEAT_API void peat_tensor_set(peat_tensor *t, int64_t i, double v);
 
 /* ---- rng: seeded (xoshiro256** as a GSL generator); seeds are explicit and recorded -----------
  */
 
 typedef struct peat_rng peat_rng_t;
-peat_rng_t *peat_rng_alloc(uint64_t seed);
-void peat_rng_free(peat_rng_t *r);
-uint64_t peat_rng_seed(const peat_rng_t *r);
-double peat_rng_uniform(peat_rng_t *r);                /* [0,1) */
-double peat_rng_gaussian(peat_rng_t *r, double sigma); /* N(0, sigma^2) */
-uint64_t peat_rng_int(peat_rng_t *r, uint64_t n);      /* [0,n) */
-void peat_rng_fill_uniform(peat_rng_t *r, peat_tensor *t, double lo, double hi);
-void peat_rng_fill_gaussian(peat_rng_t *r, peat_tensor *t, double sigma);
+PEAT_API peat_rng_t *peat_rng_alloc(uint64_t seed);
+PEAT_API void peat_rng_free(peat_rng_t *r);
+PEAT_API uint64_t peat_rng_seed(const peat_rng_t *r);
+PEAT_API double peat_rng_uniform(peat_rng_t *r);                /* [0,1) */
+PEAT_API double peat_rng_gaussian(peat_rng_t *r, double sigma); /* N(0, sigma^2) */
+PEAT_API uint64_t peat_rng_int(peat_rng_t *r, uint64_t n);      /* [0,n) */
+PEAT_API void peat_rng_fill_uniform(peat_rng_t *r, peat_tensor *t, double lo, double hi);
+PEAT_API void peat_rng_fill_gaussian(peat_rng_t *r, peat_tensor *t, double sigma);
 /* Derives an independent seed for a named sub-stream (flows, data, injectors). */
-uint64_t peat_seed_derive(uint64_t seed, const char *stream);
+PEAT_API uint64_t peat_seed_derive(uint64_t seed, const char *stream);
 
 /* ---- ops ------------------------------------------------------------------------------------- */
 
@@ -146,37 +149,38 @@ typedef struct peat_op_info {
     double (*flops)(const peat_op_params *p);
 } peat_op_info;
 
-const peat_op_info *peat_op_info_get(peat_op_kind op);
-peat_status peat_op_parse(const char *name, peat_op_kind *out);
-const char *peat_op_name(peat_op_kind op);
+PEAT_API const peat_op_info *peat_op_info_get(peat_op_kind op);
+PEAT_API peat_status peat_op_parse(const char *name, peat_op_kind *out);
+PEAT_API const char *peat_op_name(peat_op_kind op);
 /* Validates a call against its op (count, dtypes, shapes). */
-peat_status peat_op_check(const peat_args *a);
+PEAT_API peat_status peat_op_check(const peat_args *a);
 /* Allocates outputs of the right shape with the given float dtype (F32 for golden/candidate,
  * F64 for exact). */
-peat_status peat_op_alloc_outputs(peat_args *a, peat_dtype out_dtype);
-void peat_args_free_outputs(peat_args *a);
+PEAT_API peat_status peat_op_alloc_outputs(peat_args *a, peat_dtype out_dtype);
+PEAT_API void peat_args_free_outputs(peat_args *a);
 
 /* ---- kernels and the registry ---------------------------------------------------------------- */
 
-const char *peat_role_name(peat_kernel_role r);
+PEAT_API const char *peat_role_name(peat_kernel_role r);
 
 /* Registers a kernel (the descriptor is copied; strings must outlive the registry). A name may
  * exist once per backend (gemm_new on cpu and on opencl); a (name, backend) pair registered twice
  * is refused. */
-peat_status peat_registry_add(const peat_kernel *k);
+PEAT_API peat_status peat_registry_add(const peat_kernel *k);
 /* The first kernel of that name (built-in CPU kernels register first). */
-const peat_kernel *peat_registry_find(const char *name);
+PEAT_API const peat_kernel *peat_registry_find(const char *name);
 /* The kernel of that name on that backend (NULL or "auto": peat_registry_find). */
-const peat_kernel *peat_registry_find_on(const char *name, const char *backend);
-const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role, const char *backend);
-int peat_registry_count(void);
-const peat_kernel *peat_registry_at(int i);
+PEAT_API const peat_kernel *peat_registry_find_on(const char *name, const char *backend);
+PEAT_API const peat_kernel *peat_registry_role(peat_op_kind op, peat_kernel_role role,
+                                               const char *backend);
+PEAT_API int peat_registry_count(void);
+PEAT_API const peat_kernel *peat_registry_at(int i);
 /* Runs kernel k on host tensors a: validates the call first, then calls the kernel (a device
  * kernel through its backend: inputs staged to the device, outputs read back). */
-peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a);
+PEAT_API peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a);
 /* Seconds the last device kernel run by this thread through peat_kernel_run took, measured with
  * the backend's events (the kernel alone: not the staging copies); 0 before any. */
-double peat_kernel_last_device_seconds(void);
+PEAT_API double peat_kernel_last_device_seconds(void);
 
 /* ---- execution context: flows run every op through it ---------------------------------------- */
 
@@ -199,61 +203,32 @@ typedef struct peat_exec peat_exec_t;
 typedef peat_status (*peat_hook_fn)(void *user, const peat_kernel *k, const peat_args *a,
                                     const peat_call_info *info, int after);
 
-peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t **out);
-void peat_exec_free(peat_exec_t *ex);
+PEAT_API peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t **out);
+PEAT_API void peat_exec_free(peat_exec_t *ex);
 /* Runs every op whose kernel is not set through the golden kernel of `backend` ("cpu" by
  * default; "opencl", "cuda", "hip": the whole flow on that device, tensors staged per call).
  * Refused unless the backend has a golden for every op kind. */
-peat_status peat_exec_set_backend(peat_exec_t *ex, const char *backend);
+PEAT_API peat_status peat_exec_set_backend(peat_exec_t *ex, const char *backend);
 /* Replaces the kernel used for op (default: golden). NULL restores golden. */
-peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_kernel *k);
-const peat_kernel *peat_exec_kernel(const peat_exec_t *ex, peat_op_kind op);
-peat_status peat_exec_add_hook(peat_exec_t *ex, peat_hook_fn fn, void *user);
-void peat_exec_set_iter(peat_exec_t *ex, int64_t iter);
-int64_t peat_exec_iter(const peat_exec_t *ex);
-uint64_t peat_exec_seed(const peat_exec_t *ex);
-int64_t peat_exec_calls(const peat_exec_t *ex);
+PEAT_API peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_kernel *k);
+PEAT_API const peat_kernel *peat_exec_kernel(const peat_exec_t *ex, peat_op_kind op);
+PEAT_API peat_status peat_exec_add_hook(peat_exec_t *ex, peat_hook_fn fn, void *user);
+PEAT_API void peat_exec_set_iter(peat_exec_t *ex, int64_t iter);
+PEAT_API int64_t peat_exec_iter(const peat_exec_t *ex);
+PEAT_API uint64_t peat_exec_seed(const peat_exec_t *ex);
+PEAT_API int64_t peat_exec_calls(const peat_exec_t *ex);
 /* Runs one op call through the active kernel, with hooks. */
-peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase, peat_args *a);
-
-/* Runtime fault injection: the swap hook replaces the active kernel of one op by a faulty one on
- * a schedule, inside the flow, so that the weights evolve with the faults (persistent). The
- * faulty computation is a kernel (e.g. the candidate) or a function (e.g. a pseudo-error model
- * applied to the golden kernel, inject/). A call is eligible when it is of op `op`, its
- * iteration is in [iter_lo, iter_hi), its phase bit is in `phases` and its layer is listed; the
- * n-th eligible call (0-based) is swapped when n % every == 0 (every >= 1), or, with prob > 0,
- * when a uniform draw keyed by (seed, n) is below prob. every == 0 and prob == 0: the hook is
- * idle (eligible calls are counted, nothing is replaced). */
-typedef peat_status (*peat_swap_fn)(void *user, const peat_kernel *active, const peat_args *a,
-                                    const peat_call_info *info);
-typedef struct peat_exec_swap {
-    peat_op_kind op;
-    const peat_kernel *kernel; /* the faulty kernel, or NULL: then fn */
-    peat_swap_fn fn;           /* runs the call in place of the active kernel */
-    void *user;
-    int64_t every;            /* every k-th eligible call (1 = all); 0 = by prob or idle */
-    double prob;              /* probability per eligible call when > 0 (every ignored) */
-    uint64_t seed;            /* draws of the probabilistic schedule */
-    int64_t iter_lo, iter_hi; /* iterations [lo, hi); hi 0 = to the end */
-    uint32_t phases;          /* bit (1u << peat_phase); 0 = every phase */
-    const char *layers;       /* comma-separated layer names ("fc1,fc2"; "h0.*" is a prefix);
-                                 NULL or "" = every layer; the string must outlive the swap */
-} peat_exec_swap;
-
-/* Installs the swap (copied) or removes it (NULL); resets its counters. */
-peat_status peat_exec_set_swap(peat_exec_t *ex, const peat_exec_swap *s);
-/* Eligible calls seen and calls swapped since the swap was set. */
-int64_t peat_exec_swap_eligible(const peat_exec_t *ex);
-int64_t peat_exec_swapped(const peat_exec_t *ex);
+PEAT_API peat_status peat_exec_op(peat_exec_t *ex, const char *layer, peat_phase phase,
+                                  peat_args *a);
 
 /* Convenience for call sites: fills a peat_args. */
-peat_args peat_args_make(peat_op_kind op, const peat_op_params *p, int n_in,
-                         const peat_tensor *const *in, int n_out, peat_tensor *const *out);
+PEAT_API peat_args peat_args_make(peat_op_kind op, const peat_op_params *p, int n_in,
+                                  const peat_tensor *const *in, int n_out, peat_tensor *const *out);
 
 /* Host side: loads a plugin and registers its kernels; returns the number registered. The plugin
  * is first loaded and registered in a child process, so that one that crashes or exits there is
  * an error (PEAT_ERR_ABI) instead of the end of the caller. */
-peat_status peat_plugin_load(const char *path, int *n_registered);
+PEAT_API peat_status peat_plugin_load(const char *path, int *n_registered);
 
 #ifdef __cplusplus
 }

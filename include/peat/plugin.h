@@ -29,7 +29,17 @@
 extern "C" {
 #endif
 
+/* PEAT's version: defined here only (CMakeLists.txt reads its project version from this line). */
 #define PEAT_VERSION_STRING "0.1.0"
+
+/* Marks the host API (the headers of include/peat): PEAT builds with -fvisibility=hidden, and the
+ * peat executable (and a shared libpeat) export these declarations alone. A plugin built with
+ * -fvisibility=hidden marks its two entry points PEAT_API too (they are declared below). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PEAT_API __attribute__((visibility("default")))
+#else
+#define PEAT_API
+#endif
 
 typedef enum peat_status {
     PEAT_OK = 0,
@@ -212,6 +222,9 @@ typedef struct peat_plugin_host {
 
 typedef int (*peat_plugin_abi_version_fn)(void);
 typedef int (*peat_plugin_register_fn)(const peat_plugin_host *host);
+/* The plugin's two entry points (defined by the plugin; declared so that they are exported). */
+PEAT_API int peat_plugin_abi_version(void);
+PEAT_API int peat_plugin_register(const peat_plugin_host *host);
 
 #ifdef __cplusplus
 }

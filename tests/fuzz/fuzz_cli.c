@@ -1,4 +1,4 @@
-/* fuzz_cli.c: libFuzzer target for the option-table parser of every command (harness/options.c):
+/* fuzz_cli.c: libFuzzer target for the option-table parser of every command (cli/options.c):
  * the input's first byte picks the command, the rest is its arguments, one per line. */
 #include "fuzz_util.h"
 #include "nightly/ci.h"

@@ -1,4 +1,4 @@
-/* fuzz_config.c: libFuzzer target for --config files (harness/options.c) as `peat run` reads
+/* fuzz_config.c: libFuzzer target for --config files (cli/options.c) as `peat run` reads
  * them. */
 #include "fuzz_util.h"
 #include "cli/options.h"

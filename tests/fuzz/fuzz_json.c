@@ -1,5 +1,5 @@
 /* fuzz_json.c: libFuzzer target for the JSON reader `peat diff` and `peat ci` use on
- * signature.json and ci.json files (harness/jsonread.c). */
+ * signature.json and ci.json files (nightly/jsonread.c). */
 #include "fuzz_util.h"
 #include "nightly/jsonread.h"
 

@@ -1,4 +1,4 @@
-/* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (harness/suite.c): the
+/* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (nightly/suite.c): the
  * same bytes read as both. */
 #include "fuzz_util.h"
 #include "nightly/suite.h"

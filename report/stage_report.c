@@ -1,0 +1,30 @@
+/* stage_report.c: the report stage, the pipeline's last: the files of the output directory
+ * (signature.json, summary.md, junit.xml, report.html), then the verdict table on the terminal
+ * (or, with --json, the verdict as one JSON object). */
+#include "report/report.h"
+
+#include <stdio.h>
+
+/* The verdict as one JSON object (for scripts: `peat run ... --json | jq .verdict`). */
+static void print_verdict_json(FILE *f, const peat_campaign_result *r)
+{
+    fprintf(f, "{\"verdict\": \"%s\", \"kernel\": ", peat_acceptance_name(r->verdict));
+    peat_report_json_str(f, r->cand.kernel);
+    fprintf(f, ", \"flow\": \"%s\", \"findings\": [", r->flow);
+    for (int i = 0; i < r->n_findings; i++)
+        fprintf(f, "%s{\"class\": \"%s\", \"acceptance\": \"%s\"}", i ? ", " : "",
+                peat_finding_name(r->findings[i].cls), peat_acceptance_name(r->findings[i].accept));
+    fprintf(f, "], \"records\": %lld, \"out\": ", (long long)r->n_records);
+    peat_report_json_str(f, r->out_dir);
+    fprintf(f, "}\n");
+}
+
+peat_status peat_stage_report(peat_campaign *c)
+{
+    PEAT_TRY(peat_report_write(c->o, c->res));
+    if (c->o->table && c->o->json)
+        print_verdict_json(c->o->table, c->res);
+    else if (c->o->table)
+        peat_campaign_print(c->o->table, c->o, c->res);
+    return PEAT_OK;
+}
