@@ -1071,3 +1071,70 @@ Test(golden, reduce_mean_depth_admits_reciprocal)
     p.i[2] = 0;
     cr_assert_eq(peat_op_info_get(PEAT_OP_REDUCE)->depth(&p), 7, "sum depth");
 }
+
+Test(golden, cross_entropy_bounds_by_hand)
+{
+    /* one row x = (0, 0), target 0: p = (1/2, 1/2), max 0, S = 2, lam = sum p (|x - m| + 2) = 2,
+     * loss = ln 2. Forward: (lam + C - 1 + 2 ln S + |ln S + m| + |x_t - m| + |loss|) / C
+     * = (2 + 1 + 2 ln2 + ln2 + 0 + ln2) / 2 = 1.5 + 2 ln2. Backward with dloss = 1: each p_j
+     * (2 |x_j - m| + 2 + lam + C + 3 ln S + 1) + 2 |p_j - onehot_j| over C
+     * = (0.5 (7 + 3 ln2) + 1) / 2 = 2.25 + 0.75 ln2 */
+    peat_op_params p = {.i = {1, 2}};
+    peat_tensor *in[3] = {tf(2, (float[]){0, 0}), ti(1, (int32_t[]){0}), tf(1, (float[]){1})};
+    double mag[2], ln2 = log(2.0);
+    mag1(PEAT_OP_CROSS_ENTROPY, &p, 2, in, 0, 1, mag);
+    cr_assert(fabs(mag[0] - (1.5 + 2 * ln2)) < 1e-12, "loss magnitude %.17g, hand %.17g", mag[0],
+              1.5 + 2 * ln2);
+    mag1(PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, in, 0, 2, mag);
+    for (int j = 0; j < 2; j++)
+        cr_assert(fabs(mag[j] - (2.25 + 0.75 * ln2)) < 1e-12,
+                  "dlogits[%d] magnitude %.17g, hand %.17g", j, mag[j], 2.25 + 0.75 * ln2);
+    free_all(3, in);
+}
+
+Test(golden, softmax_bound_with_masked_entries_by_hand)
+{
+    /* x = (0, -inf): p = (1, 0), lam = 1 (0 + 2) = 2; y_0: 1 (0 + 2 + 2 + 2 + 1) / 2 = 3.5, the
+     * masked y_1 = 0 exactly: magnitude 0, not 0 * inf */
+    peat_op_params p = {.i = {1, 2}};
+    peat_tensor *in[1] = {tf(2, (float[]){0, -INFINITY})};
+    double mag[2];
+    mag1(PEAT_OP_SOFTMAX, &p, 1, in, 0, 2, mag);
+    cr_assert(fabs(mag[0] - 3.5) < 1e-12, "y_0 magnitude %.17g, hand 3.5", mag[0]);
+    cr_assert_eq(mag[1], 0.0, "masked y_1 magnitude %g, want 0", mag[1]);
+    free_all(1, in);
+}
+
+/* PyTorch's cross-entropy gradient (log_softmax backward: exp(logp) - onehot) on rows with a
+ * wide spread of logits stays within the bound, and reaches a fair share of it. */
+Test(golden, cross_entropy_bwd_bound_admits_log_softmax_order)
+{
+    enum { R = 256, C = 10 };
+    peat_rng_t *r = peat_rng_alloc(77);
+    peat_op_params p = {.i = {R, C}};
+    int32_t tg[R];
+    for (int i = 0; i < R; i++) tg[i] = i % C;
+    peat_tensor *in[3] = {rnd(r, R * C, 0.0, 6.0), ti(R, tg), rnd(r, R, 0.0, 1.0)};
+    double *mag = malloc(R * C * sizeof *mag), worst = 0.0;
+    mag1(PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, in, 0, R * C, mag);
+    const float *x = in[0]->data, *dl = in[2]->data;
+    for (int i = 0; i < R; i++) {
+        const float *xr = x + i * C;
+        float mx = -INFINITY, s = 0.0f;
+        double md = -INFINITY, sd = 0.0;
+        for (int j = 0; j < C; j++) mx = fmaxf(mx, xr[j]), md = fmax(md, xr[j]);
+        for (int j = 0; j < C; j++) s += expf(xr[j] - mx), sd += exp(xr[j] - md);
+        float lse = logf(s);
+        for (int j = 0; j < C; j++) {
+            float oh = j == tg[i] ? 1.0f : 0.0f;
+            float got = -dl[i] * oh - expf((xr[j] - mx) - lse) * -dl[i];
+            double want = (double)dl[i] * (exp(xr[j] - md) / sd - oh);
+            worst = fmax(worst, fabs(got - want) / (gamma_k(C) * mag[i * C + j]));
+        }
+    }
+    cr_assert_leq(worst, 1.0, "log_softmax-order gradient reaches %.3f x the bound", worst);
+    cr_assert_geq(worst, 0.05, "bound vacuous: the gradient reaches only %.3f x it", worst);
+    free(mag);
+    free_all(3, in);
+    peat_rng_free(r);
+}

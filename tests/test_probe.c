@@ -365,6 +365,20 @@ static peat_status adamw_no_eps(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* embedding gather that clamps indices to V-2 (an off-by-one bound): the last row is never read */
+static peat_status embedding_clamp(const peat_args *a, const peat_kernel *self)
+{
+    int64_t N = a->p.i[0], V = a->p.i[1], D = a->p.i[2];
+    const float *tab = a->in[0]->data;
+    const int32_t *idx = a->in[1]->data;
+    float *y = a->out[0]->data;
+    for (int64_t n = 0; n < N; n++) {
+        int64_t r = idx[n] < V - 1 ? idx[n] : V - 2;
+        memcpy(y + n * D, tab + r * D, (size_t)D * sizeof *y);
+    }
+    return PEAT_OK;
+}
+
 #define TEST_KERNEL(nm, opk, f)                                                                    \
     {                                                                                              \
         .name = nm, .op = opk, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",                      \
@@ -396,6 +410,7 @@ Test(probe, new_probes_catch_constructed_defects, .init = setup)
         TEST_KERNEL("t_softmax_mean_shift", PEAT_OP_SOFTMAX, softmax_mean_shift),
         TEST_KERNEL("t_gelu_ftz", PEAT_OP_GELU, gelu_ftz),
         TEST_KERNEL("t_adamw_no_eps", PEAT_OP_ADAMW, adamw_no_eps),
+        TEST_KERNEL("t_embedding_clamp", PEAT_OP_EMBEDDING, embedding_clamp),
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (!peat_registry_find(ks[i].name))
@@ -414,5 +429,8 @@ Test(probe, new_probes_catch_constructed_defects, .init = setup)
     free(r);
     r = run_opt("t_adamw_no_eps", "mlp", 1, NULL);
     expect_probe(r, "t_adamw_no_eps", "zero gradient and moments", PEAT_FIND_NAN);
+    free(r);
+    r = run_opt("t_embedding_clamp", "gpt", 1, NULL);
+    expect_probe(r, "t_embedding_clamp", "last index", PEAT_FIND_WRONG_RESULT);
     free(r);
 }
