@@ -177,6 +177,10 @@ void peat_fi_print(FILE *f, const peat_fi_result *r)
             (unsigned long long)r->seed);
     tables(f, r, 0, 0);
     if (r->show_all) return;
+    if (r->n_run == 0) {
+        fprintf(f, "\nnothing to run: all %lld trials were in the file\n", (long long)r->n_resumed);
+        return;
+    }
     fprintf(f,
             "\n%lld trials run now on %d thread(s), %lld resumed from the file, on %lld records; "
             "%.0f trials/s (wall clock, whole trial: records loaded and prepared%s)\n"
