@@ -304,6 +304,10 @@ static const peat_cli_opt inject_opts[] = {
      NULL},
     {"show", NULL, PEAT_CLI_FLAG, FI(show), 0, 1, 0, NULL, NULL, NULL,
      "run nothing: print every series the campaign file holds", NULL},
+    {"pool", NULL, PEAT_CLI_FLAG, FI(pool), 0, 1, 0, NULL, NULL, NULL,
+     "also print tables pooled over every series of the file (headed POOLED; default: every "
+     "table is one series)",
+     NULL},
     {"margin", "E", PEAT_CLI_REAL, FI(margin), 0, 0, 0.5, NULL, NULL, NULL,
      "half-width wanted for the rates (prints the trials it needs)", NULL},
     {"confidence", "C", PEAT_CLI_REAL, FI(confidence), 0, 0, 1, NULL, NULL, NULL,

@@ -665,6 +665,7 @@ peat_status peat_fi_run(const peat_fi_opts *o, peat_fi_result *res)
     res->threads = o->threads > 0 ? o->threads : (int)(cpus > 0 ? (cpus < 64 ? cpus : 64) : 1);
     fi_run F = {.o = o, .res = res};
     res->show_all = o->show;
+    res->pool = o->pool;
     peat_inject_model_t *m[PEAT_FI_MAX_MODELS] = {0};
     peat_status st = o->show ? PEAT_OK : models_parse(o->models, m, res);
     if (st == PEAT_OK) st = o->show ? fi_show(&F) : fi_campaign(&F, m);

@@ -18,13 +18,14 @@ typedef struct peat_fi_opts {
     const char *layers;   /* recorded layers to inject into ("fc1,h0.*"; NULL = all) */
     const char *phases;   /* "fwd,bwd,opt" subset (NULL = all) */
     int64_t iter_lo, iter_hi; /* records of iterations [lo, hi) only (hi 0 = to the end) */
-    int local_only;       /* judge each trial on its op's output only (no propagation) */
-    int show;             /* run nothing: print the series the file holds */
-    double margin;        /* half-width wanted for rates (default 0.03) ... */
-    double confidence;    /* ... at this confidence (default 0.95) */
-    int threads;          /* workers (0 = online CPUs) */
-    int64_t batch;        /* trials per durable write (0 = 128 per worker) */
-    int signature_trials; /* trials per model replayed into its reference signature (0 = 32) */
+    int local_only;           /* judge each trial on its op's output only (no propagation) */
+    int show;                 /* run nothing: print the series the file holds */
+    int pool;                 /* also print tables pooled over every series (said so) */
+    double margin;            /* half-width wanted for rates (default 0.03) ... */
+    double confidence;        /* ... at this confidence (default 0.95) */
+    int threads;              /* workers (0 = online CPUs) */
+    int64_t batch;            /* trials per durable write (0 = 128 per worker) */
+    int signature_trials;     /* trials per model replayed into its reference signature (0 = 32) */
     int quiet;
     int64_t debug_kill_after; /* test only: SIGKILL this process after writing this many rows */
 } peat_fi_opts;
@@ -40,17 +41,18 @@ typedef struct peat_fi_result {
     int64_t n_run, n_resumed; /* run now, found in the file */
     int64_t n_records;
     int threads;
-    char select[96];      /* this run's record selection ("ops=gemm layer=fc1"; "" = all) */
+    char select[96]; /* this run's record selection ("ops=gemm layer=fc1"; "" = all) */
     char kernel[64], flow[32], argv[512];
     uint64_t seed;
-    int show_all;         /* --show: every series of the file is printed */
-    char site[8];         /* this run's site */
-    int propagated;       /* trials of this run were followed to the end of their step */
-    int64_t prop_steps;   /* training steps the replay and the bands took */
+    int show_all;       /* --show: every series of the file is printed */
+    int pool;           /* --pool: tables over every series together follow */
+    char site[8];       /* this run's site */
+    int propagated;     /* trials of this run were followed to the end of their step */
+    int64_t prop_steps; /* training steps the replay and the bands took */
     /* wall time of the trials from loading the records (replay and bands included), and trials
      * per wall second of it */
     double t_run, trials_per_s;
-    double t_cpu;               /* CPU time of the trials, all threads */
+    double t_cpu; /* CPU time of the trials, all threads */
     peat_inject_table tab[PEAT_INJECT_GROUP_COUNT];
 } peat_fi_result;
 

@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The kept states (two per recorded iteration) may take this much memory; beyond it the command
+ * says so and how to narrow it, instead of swapping the machine to death on a large flow. */
+#define PROP_MAX_BYTES (4.0 * 1024 * 1024 * 1024)
+
 /* One recorded iteration: where its step starts and how the golden step ends. */
 typedef struct prop_iter {
     int64_t iter, call_base; /* call_base: exec calls before the step, in the golden run */
@@ -353,8 +357,17 @@ static peat_status prop_build(peat_fi_prop_t *p, const peat_store_meta *meta, co
     if (st == PEAT_OK) {
         p->n_state = peat_flow_state_count(g.f);
         p->n_weights = p->n_state / (p->cfg.optimizer == PEAT_OPTIM_SGD ? 2 : 3);
-        st = replay(p, &g, band);
+        double bytes = 0;
+        for (int i = 0; i < p->n_state; i++)
+            bytes += 2.0 * (double)peat_tensor_nbytes(peat_flow_state(g.f, i, NULL));
+        if (bytes * (double)p->n_it > PROP_MAX_BYTES)
+            st = PEAT_ERROR(PEAT_ERR_NOMEM,
+                            "fi: following trials to the end of their step keeps %.1f GiB of "
+                            "states (%lld recorded iterations): narrow them with --iters LO:HI, "
+                            "or use --local-only",
+                            bytes * (double)p->n_it / (1024.0 * 1024 * 1024), (long long)p->n_it);
     }
+    if (st == PEAT_OK) st = replay(p, &g, band);
     prop_flow_free(&g);
     for (int r = 0; r < PEAT_FI_PROP_BAND_RERUNS; r++) prop_flow_free(&band[r]);
     if (st == PEAT_OK) st = replay_check(p);

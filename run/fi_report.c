@@ -125,12 +125,21 @@ static const peat_inject_group groups[4] = {PEAT_INJECT_BY_OP, PEAT_INJECT_BY_LA
 static void series_tables(FILE *f, const peat_fi_result *r, const char *key,
                           const peat_inject_trial *t, int64_t n, int md)
 {
-    fprintf(f,
-            md ? "\n## Series %s\n\n%lld trials. Reproduce: `"
-               : "\nseries %s: %lld trials\n  reproduce: ",
-            key, (long long)n);
-    series_command(f, r, t, n);
-    fputs(md ? "`\n" : "\n", f);
+    if (!key) { /* --pool: every series together, as asked */
+        fprintf(f,
+                md ? "\n## POOLED over every series of the file (--pool)\n\n%lld trials of %d "
+                     "series: models, sites and selections mixed.\n"
+                   : "\nPOOLED over every series of the file (--pool): %lld trials of %d series, "
+                     "models, sites and selections mixed\n",
+                (long long)n, r->tab[PEAT_INJECT_BY_MODEL].n);
+    } else {
+        fprintf(f,
+                md ? "\n## Series %s\n\n%lld trials. Reproduce: `"
+                   : "\nseries %s: %lld trials\n  reproduce: ",
+                key, (long long)n);
+        series_command(f, r, t, n);
+        fputs(md ? "`\n" : "\n", f);
+    }
     for (int view = 0; view < 2; view++) {
         peat_inject_table all;
         if (peat_inject_table_build(t, n, PEAT_INJECT_BY_MODEL, &all) != PEAT_OK) return;
@@ -170,6 +179,7 @@ static void tables(FILE *f, const peat_fi_result *r, int md, int all)
         series_tables(f, r, models->rows[i].key, sub, n, md);
     }
     free(sub);
+    if (r->pool && r->n_trials) series_tables(f, r, NULL, r->trials, r->n_trials, md);
 }
 
 void peat_fi_print(FILE *f, const peat_fi_result *r)
@@ -178,6 +188,10 @@ void peat_fi_print(FILE *f, const peat_fi_result *r)
             (unsigned long long)r->seed);
     tables(f, r, 0, 0);
     if (r->show_all) return;
+    if (r->n_run == 0) {
+        fprintf(f, "\nnothing to run: all %lld trials were in the file\n", (long long)r->n_resumed);
+        return;
+    }
     fprintf(f,
             "\n%lld trials run now on %d thread(s), %lld resumed from the file, on %lld records; "
             "%.0f trials/s (wall clock, whole trial: records loaded and prepared%s)\n"

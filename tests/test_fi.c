@@ -640,6 +640,12 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
             cr_assert_eq(r.trials[j].outcome, c.trials[i].outcome);
             cr_assert_eq(r.trials[j].seed, c.trials[i].seed);
             cr_assert_eq(r.trials[j].n_diff, c.trials[i].n_diff);
+            cr_assert_eq(r.trials[j].prop, c.trials[i].prop, "%s #%lld: propagated %s vs %s",
+                         c.trials[i].model, (long long)c.trials[i].index,
+                         peat_inject_outcome_name(r.trials[j].prop),
+                         peat_inject_outcome_name(c.trials[i].prop));
+            cr_assert(r.trials[j].prop < PEAT_INJECT_OUTCOME_COUNT, "every trial was followed");
+            cr_assert_eq(r.trials[j].d_loss, c.trials[i].d_loss);
         }
         cr_assert_eq(found, 1, "%s #%lld found %d times", c.trials[i].model,
                      (long long)c.trials[i].index, found);
@@ -874,4 +880,53 @@ Test(fi, runtime_model_on_the_golden_kernel_from_the_command_line)
              PEAT_TEST_BIN, tmpdir);
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad model: exit 2");
+}
+
+/* --layer and --phase choose the records, the selection names the series (its own resume), and
+ * a rerun adds no signature row. */
+Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
+{
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    make_campaign(dir);
+    snprintf(path, sizeof path, "%s/campaign.h5", dir);
+    peat_fi_opts o;
+    peat_fi_opts_default(&o);
+    o.campaign = dir;
+    o.models = "bitflip(bit=-1)";
+    o.trials = 40;
+    o.threads = 1;
+    o.quiet = 1;
+    o.layers = "fc1";
+    o.phases = "fwd";
+    peat_fi_result r;
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(r.n_trials, 40);
+    for (int64_t i = 0; i < r.n_trials; i++) {
+        cr_assert_str_eq(r.trials[i].layer, "fc1", "trial %lld hit layer %s", (long long)i,
+                         r.trials[i].layer);
+        cr_assert_eq(r.trials[i].phase, PEAT_PHASE_FWD);
+        cr_assert_str_eq(r.trials[i].select, "layer=fc1 phase=fwd");
+    }
+    peat_fi_result_free(&r);
+    peat_store_t *s;
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    int64_t sigs = peat_store_signature_count(s);
+    peat_store_close(s);
+    /* the same command again: nothing run, no signature row added */
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(r.n_run, 0, "a rerun resumes everything");
+    peat_fi_result_free(&r);
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    cr_assert_eq(peat_store_signature_count(s), sigs, "no duplicate fi: signature rows");
+    peat_store_close(s);
+    /* the same model over every record is another series */
+    o.layers = NULL, o.phases = NULL;
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(r.n_run, 40, "a new series, not a resume of the fc1 one");
+    cr_assert_eq(r.tab[PEAT_INJECT_BY_MODEL].n, 2, "two series in the file");
+    peat_fi_result_free(&r);
+    /* a layer no record has is refused with a message */
+    o.layers = "nope";
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_ERR_NOTFOUND);
 }
