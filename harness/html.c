@@ -104,7 +104,8 @@ static void html_head(FILE *f, const peat_campaign_result *r)
           "text-align:right}td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}"
           ".l{font-size:10px;text-anchor:middle}.y{font-size:10px}.ax{stroke:#888}"
           ".s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;font-size:11px}"
-          ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}.plot{display:block;"
+          ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}.note{background:#fff8e0;"
+          "padding:6px 10px;border-left:4px solid #d90}.plot{display:block;"
           "margin:12px 0}pre{background:#f4f4f4;padding:8px;white-space:pre-wrap}"
           "</style></head><body>\n",
           f);
@@ -161,6 +162,8 @@ static void html_signature(FILE *f, const peat_campaign_result *r)
     row(f, "elements over bound (%)", "%.3g", 100 * c->frac_over_bound, 100 * g->frac_over_bound);
     row(f, "max abs error", "%.3g", c->max_abs, g->max_abs);
     row(f, "rms abs error", "%.3g", c->rms_abs, g->rms_abs);
+    row(f, "rms error / magnitude (rms vs golden: the ratio)", "%.3g", c->rms_rel_mag,
+        g->rms_rel_mag);
     row(f, "max relative error", "%.3g", c->max_rel, g->max_rel);
     row(f, "max ULP", "%.0f", c->max_ulp, g->max_ulp);
     row(f, "effective bits", "%.1f", c->eff_bits, g->eff_bits);
@@ -370,12 +373,16 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     html_head(f, r);
     html_banner(f, o, r);
     html_findings(f, r);
+    peat_report_html_runtime_table(f, r);
     peat_runtime_html(f, r->rt);
     html_signature(f, r);
+    peat_report_html_read_note(f, r);
     fputs("<h2>Errors</h2>\n", f);
     html_histograms(f, r);
     html_heatmaps(f, r);
+    peat_report_html_probes(f, r);
     html_coverage(f, r);
+    peat_report_html_strata(f, r);
     html_loss(f, r);
     html_timing(f, r);
     fputs("<h2>Reproduce</h2><pre id=\"command\">", f);

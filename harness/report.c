@@ -28,7 +28,7 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
         if (i == 0)
             fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s %s\n", c->kernel,
                     (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
-                    c->max_norm, ratio(c->rms_abs, g->rms_abs), c->eff_bits,
+                    c->max_norm, ratio(c->rms_rel_mag, g->rms_rel_mag), c->eff_bits,
                     peat_finding_name(fd->cls), verdict_word(fd->accept));
         else
             fprintf(f, "%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "", "", "", "", "", "",
@@ -309,6 +309,8 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             100 * g->frac_over_bound);
     fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", c->max_abs, c->rms_abs,
             g->max_abs, g->rms_abs);
+    fprintf(f, "| rms error / magnitude (rms vs golden %.3gx) | %.3g | %.3g |\n",
+            ratio(c->rms_rel_mag, g->rms_rel_mag), c->rms_rel_mag, g->rms_rel_mag);
     fprintf(f, "| max ULP | %.0f | %.0f |\n", c->max_ulp, g->max_ulp);
     fprintf(f, "| effective bits | %.1f | %.1f |\n", c->eff_bits, g->eff_bits);
     fprintf(f, "| NaN / Inf introduced | %lld / %lld | %lld / %lld |\n\n", (long long)c->n_nan,
