@@ -87,6 +87,10 @@ static const peat_cli_opt run_opts[] = {
     {"record-ops", "LIST", PEAT_CLI_SPEC, RUN(record_ops), 0, 0, 0, NULL, check_op_list,
      "the kernel's op", "ops to record: all, or e.g. gemm,softmax (the kernel's op always)",
      "recording policy (what the profiler stores in campaign.h5)"},
+    {"record-exact", NULL, PEAT_CLI_FLAG, RUN(record_exact), 0, 1, 0, NULL, NULL, NULL,
+     "also store every recorded call's fp64 exact outputs (default: recomputed on read; about "
+     "twice the golden outputs' size), for readers such as h5py that cannot recompute them",
+     NULL},
     {"record-every", "K", PEAT_CLI_I64, RUN(record_every), 0, 1, PEAT_CLI_NO_MAX, NULL, NULL,
      "spread --calls over the run", "every k-th call of each op", NULL},
     {"record-iters", "LO:HI", PEAT_CLI_SPAN, RUN(record_iter_lo), RUN(record_iter_hi), 0, 0, NULL,

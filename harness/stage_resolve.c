@@ -309,6 +309,7 @@ static peat_status store_create(peat_campaign *c)
                  strcmp(c->backend_name, "cpu") ? "device max" : "cpu0", c->dev.clock_mhz);
     gethostname(m.host, sizeof m.host - 1);
     PEAT_TRY(peat_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
+    m.exact_max_bytes = o->record_exact ? -1 : 0; /* < 0: every call's exact outputs */
     return peat_store_create(c->partial, &m, &c->store);
 }
 

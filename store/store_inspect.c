@@ -175,7 +175,8 @@ static void print_header(const peat_store_t *s, const peat_store_stats *st,
     const peat_store_meta *m = &s->meta;
     fprintf(out, "PEAT campaign %s\n", path);
     fprintf(out, "  schema       %s v%d, HDF5 %s, written by peat %s\n", PEAT_STORE_FORMAT,
-            PEAT_STORE_SCHEMA_VERSION, m->hdf5_version, m->peat_version);
+            s->schema_version ? s->schema_version : PEAT_STORE_SCHEMA_VERSION, m->hdf5_version,
+            m->peat_version);
     print_status(st, chk, verify, out);
     fprintf(out, "  campaign     flow %s, kernel %s, backend %s, seed %llu, %lld iterations\n",
             m->flow, m->kernel, m->backend, (unsigned long long)m->seed, (long long)m->iters);
