@@ -87,6 +87,7 @@ typedef struct peat_campaign_result {
     char out_dir[512];
     char flow[32];
     char backend[16];
+    char device[128]; /* the backend's device ("opencl: Portable Computing Language: ...") */
     peat_signature cand, golden;
     peat_finding findings[8];
     int n_findings;

@@ -117,7 +117,9 @@ static void html_banner(FILE *f, const peat_campaign_opts *o, const peat_campaig
     const char *v = verdict_word(r->verdict);
     fprintf(f, "<div id=\"verdict\" class=\"%s\">", v);
     peat_report_escape(f, r->cand.kernel);
-    fprintf(f, " on %s (%s): <b>%s</b></div>\n", r->flow, r->backend, v);
+    fprintf(f, " on %s (", r->flow);
+    peat_report_escape(f, r->device[0] ? r->device : r->backend);
+    fprintf(f, "): <b>%s</b></div>\n", v);
     fprintf(f,
             "<p>%lld recorded %s calls replayed (%lld failed); errors against the fp64-exact "
             "output, normalised by the fp32 rounding bound; golden <code>",

@@ -53,7 +53,7 @@ static const peat_cli_opt run_opts[] = {
     {"seed", "S", PEAT_CLI_U64, RUN(seed), 0, 0, PEAT_CLI_NO_MAX, NULL, NULL, NULL,
      "seed of everything random", NULL},
     {"out", "DIR", PEAT_CLI_STR, RUN(out_dir), 0, 0, 0, NULL, NULL,
-     "peat-out/<kernel>-<flow>-<UTC time>", "output directory", NULL},
+     "peat-out/<kernel>-<flow>-<backend>-<UTC time>", "output directory", NULL},
     {"plugin", "PATH", PEAT_CLI_MULTI, RUN(plugins), RUN(n_plugins), 0, PEAT_MAX_PLUGINS, NULL,
      NULL, NULL, "load kernels from a plugin library", NULL},
     {"resume", NULL, PEAT_CLI_FLAG, RUN(resume), 0, 1, 0, NULL, NULL, NULL,

@@ -49,10 +49,10 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
     }
     peat_runtime_table(f, r, 0);
     fprintf(f,
-            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, probes "
-            "%.1f s, runtime FI %.1f s, total %.1f s)\n",
-            verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
-            r->t_playback, r->t_probe, r->t_runtime, r->t_total);
+            "\nverdict: %s   (flow %s on %s; loss %.4g -> %.4g; profile %.1f s, playback %.1f s, "
+            "probes %.1f s, runtime FI %.1f s, total %.1f s)\n",
+            verdict_word(r->verdict), r->flow, r->device[0] ? r->device : r->backend, r->loss_first,
+            r->loss_last, r->t_profile, r->t_playback, r->t_probe, r->t_runtime, r->t_total);
     peat_report_timing(f, r, 0);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
@@ -255,6 +255,8 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     peat_report_json_str(f, r->flow);
     fputs(",\n  \"backend\": ", f);
     peat_report_json_str(f, r->backend);
+    fputs(",\n  \"device\": ", f);
+    peat_report_json_str(f, r->device);
     fputs(",\n  \"command\": ", f);
     peat_report_json_str(f, o->argv ? o->argv : "");
     fprintf(f, ",\n  \"seed\": %llu,\n  \"records\": %lld,\n  \"kernel_failures\": %lld,\n",
@@ -299,11 +301,13 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
                                     const peat_campaign_result *r)
 {
     const peat_signature *c = &r->cand, *g = &r->golden;
-    fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow, r->backend,
-            verdict_word(r->verdict));
+    fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow,
+            r->device[0] ? r->device : r->backend, verdict_word(r->verdict));
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
-    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)c->n_calls,
-            (long long)c->n_elems, (long long)g->n_calls, (long long)g->n_elems);
+    /* calls as the terminal counts them (a signature's n_calls counts output tensors) */
+    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n",
+            (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
+            (long long)r->n_records, (long long)g->n_elems);
     fprintf(f, "| max error / fp32 bound | %.3g | %.3g |\n", c->max_norm, g->max_norm);
     fprintf(f, "| elements over bound | %.3g%% | %.3g%% |\n", 100 * c->frac_over_bound,
             100 * g->frac_over_bound);
