@@ -32,8 +32,11 @@ static void svg_bars(FILE *f, const char *id, const char *title, int n, const ch
     if (top <= 0) top = 1;
     double bw = (double)(W - L - 10) / n;
     svg_open(f, id, W, H, title, L);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B, W - 10,
-            H - B);
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/><line x1=\"%d\" "
+            "y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/><text x=\"2\" y=\"%d\" "
+            "class=\"y\">%.3g</text><text x=\"2\" y=\"%d\" class=\"y\">%s</text>",
+            L, H - B, W - 10, H - B, L, T, L, H - B, T + 4, top, H - B, log_scale ? "1e-6" : "0");
     for (int i = 0; i < n; i++) {
         const double v[2] = {a[i], b[i]};
         for (int s = 0; s < 2; s++) {
@@ -75,8 +78,11 @@ static void svg_curve(FILE *f, const char *id, const char *title, int64_t n, con
         if (isfinite(y[i]))
             fprintf(f, "%.1f,%.1f ", L + (double)i / (double)(n > 1 ? n - 1 : 1) * (W - L - 10),
                     H - B - (y[i] - lo) / (hi - lo) * (H - B - T));
-    fprintf(f, "\"/><text x=\"%d\" y=\"%d\" class=\"y\">iteration 0 .. %lld</text></svg>\n", L,
-            H - 8, (long long)(n > 0 ? n - 1 : 0));
+    fprintf(f,
+            "\"/><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/><text x=\"%d\" "
+            "y=\"%d\" class=\"y\">iteration 0 .. %lld</text><text x=\"%d\" y=\"%d\" "
+            "class=\"k0\">&#8212; golden run's loss</text></svg>\n",
+            L, T, L, H - B, L, H - 8, (long long)(n > 0 ? n - 1 : 0), W - 160, H - 8);
 }
 
 static const char *verdict_word(peat_acceptance a)
@@ -272,6 +278,21 @@ static void svg_grid(FILE *f, const char *id, const char *title, const peat_plot
         grid_path(f, p, 0, 1, L, T, cw, ch);
     } else
         for (int b = 0; b < HEAT_BUCKETS; b++) grid_path(f, p, b, 0, L, T, cw, ch);
+    if (!region) /* the colour key: error / bound at the buckets' edges */
+        for (int b = 0; b < HEAT_BUCKETS; b += 4) {
+            char col[16];
+            heat_colour(b, col, sizeof col);
+            fprintf(f,
+                    "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\" "
+                    "stroke=\"#999\"/><text x=\"%d\" y=\"%d\" class=\"y\">%s</text>",
+                    W - 260 + 52 * (b / 4), H - 16, col, W - 247 + 52 * (b / 4), H - 7,
+                    b == 0    ? "NaN/Inf"
+                    : b == 4  ? "1e-3"
+                    : b == 8  ? "0.04"
+                    : b == 12 ? "1 (bound)"
+                    : b == 16 ? "20"
+                              : "1e3");
+        }
     fprintf(f,
             "<text x=\"%d\" y=\"%d\" class=\"y\">%lld x %lld output, %d x %d cells (each the "
             "largest error it covers)%s</text></svg>\n",
