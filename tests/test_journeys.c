@@ -326,3 +326,25 @@ Test(journeys, record_options_and_h5py)
     cr_assert(strstr(out_buf, "fi\nruntime\n"), "/fi and /runtime describe themselves: %s",
               out_buf);
 }
+
+/* docs/hdf5-schema.md's op-code table is the enumeration the store writes. */
+Test(journeys, hdf5_schema_doc_lists_every_op_code)
+{
+    slurp(PEAT_TEST_SOURCE_DIR "/docs/hdf5-schema.md", text, sizeof text);
+    const char *t = strstr(text, "| code | op | code | op |");
+    cr_assert_not_null(t, "docs/hdf5-schema.md has no op-code table");
+    int seen[PEAT_OP_COUNT] = {0}, n = 0;
+    for (const char *l = strchr(t, '\n') + 1; *l == '|'; l = strchr(l, '\n') + 1) {
+        const char *c = l;
+        int code, used;
+        char name[40];
+        while (sscanf(c, "| %d | `%39[^`]` %n", &code, name, &used) == 2) {
+            cr_assert(code >= 0 && code < PEAT_OP_COUNT, "op code %d out of range", code);
+            cr_assert_str_eq(name, peat_op_name((peat_op_kind)code), "op code %d is %s, not %s",
+                             code, peat_op_name((peat_op_kind)code), name);
+            n += !seen[code]++;
+            c += used;
+        }
+    }
+    cr_assert_eq(n, PEAT_OP_COUNT, "the table lists %d of %d op codes", n, PEAT_OP_COUNT);
+}
