@@ -45,6 +45,7 @@ typedef struct peat_campaign_opts {
     const char *checkpoint_iters;           /* "last" (default), "none", "every:N", "0,10,59" */
     const char *activation_iters; /* NULL/"none", or as above: outputs of every forward op */
     const char *compress;         /* "auto" (default), "all", "none" or a percent (docs/cli.md) */
+    int record_exact;             /* store the fp64 exact outputs too (default: recomputed) */
     /* training */
     const char *optimizer;        /* "adamw" (default) or "sgd" */
     int task;                     /* 0 pretraining task, 1 shifted task */
@@ -91,6 +92,7 @@ typedef struct peat_campaign_result {
     char out_dir[512];
     char flow[32];
     char backend[16];
+    char device[128]; /* the backend's device ("opencl: Portable Computing Language: ...") */
     peat_signature cand, golden;
     peat_finding findings[8];
     int n_findings;

@@ -67,16 +67,37 @@ static peat_status plan_hook(void *user, const peat_kernel *k, const peat_args *
     return PEAT_OK;
 }
 
-/* Shares calls out over the strata: an equal share each (the remainder one more to the first
- * strata), never more than a stratum has, at least one. */
+/* The length of a stratum label's op name (its first word). */
+static size_t op_len(const char *label)
+{
+    return strcspn(label, " ");
+}
+
+static int same_op(const char *a, const char *b)
+{
+    return op_len(a) == op_len(b) && !strncmp(a, b, op_len(a));
+}
+
+/* Shares calls out over the strata of each op (--calls is per op: recording more ops never
+ * takes calls from the kernel's): an equal share each (the remainder one more to the first
+ * strata), never more than a stratum has, at least one. The cap is calls per recorded op. */
 static void assign_quotas(peat_coverage *cov, int64_t calls)
 {
-    int64_t share = cov->n > 0 ? calls / cov->n : 0, extra = cov->n > 0 ? calls % cov->n : 0;
+    int64_t n_ops = 0;
     for (int i = 0; i < cov->n; i++) {
+        int64_t n = 0, rank = 0, first = 1;
+        for (int k = 0; k < cov->n; k++)
+            if (same_op(cov->s[i].label, cov->s[k].label)) {
+                n++;
+                if (k < i) rank++, first = 0;
+            }
+        n_ops += first;
+        int64_t share = calls / n, extra = calls % n;
         int64_t have = cov->s[i].per_step * cov->window;
-        int64_t q = share + (i < extra) < 1 ? 1 : share + (i < extra);
+        int64_t q = share + (rank < extra) < 1 ? 1 : share + (rank < extra);
         cov->s[i].quota = q < have ? q : have;
     }
+    if (n_ops > 1) cov->cap = calls * n_ops;
 }
 
 peat_status peat_coverage_plan(const char *flow, const peat_flow_config *cfg,

@@ -20,7 +20,7 @@ typedef struct peat_coverage {
     peat_stratum s[PEAT_COVERAGE_MAX];
     int n;
     int64_t window; /* iterations in the recording window */
-    int64_t cap;    /* records in total at most (--calls) */
+    int64_t cap;    /* records in total at most (--calls per recorded op) */
     int64_t n_recorded;
 } peat_coverage;
 

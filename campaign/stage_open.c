@@ -91,8 +91,8 @@ static peat_status resolve_out_dir(peat_campaign *c)
     else {
         char stamp[32];
         utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
-        snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s", c->k->name, c->flow,
-                 stamp);
+        snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s-%s", c->k->name, c->flow,
+                 c->backend_name, stamp);
     }
     PEAT_TRY(peat_mkdir_p(res->out_dir));
     PEAT_TRY(lock_out_dir(c));
@@ -205,6 +205,7 @@ static peat_status store_create(peat_campaign *c)
                  strcmp(c->backend_name, "cpu") ? "device max" : "cpu0", c->dev.clock_mhz);
     gethostname(m.host, sizeof m.host - 1);
     PEAT_TRY(peat_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
+    m.exact_max_bytes = o->record_exact ? -1 : 0; /* < 0: every call's exact outputs */
     return peat_store_create(c->partial, &m, &c->store);
 }
 

@@ -88,6 +88,7 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
     } else {
         /* stratified (campaign/coverage.h): each (op, layer, phase, shapes, dtype) its share */
         PEAT_TRY(peat_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
+        pol->max_calls = c->res->coverage.cap; /* --calls per recorded op */
         pol->call_filter = peat_coverage_filter;
         pol->call_filter_user = &c->res->coverage;
     }

@@ -13,6 +13,31 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Each candidate once, with the backends it has: "gemm_new (cpu, opencl), ...". */
+static void candidate_list(char *names, size_t n)
+{
+    /* each candidate once, with the backends it has: "gemm_new (cpu, opencl)" */
+    names[0] = 0;
+    for (int i = 0; i < peat_registry_count(); i++) {
+        const peat_kernel *k = peat_registry_at(i);
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = peat_registry_at(j)->role == PEAT_ROLE_CANDIDATE &&
+                   !strcmp(peat_registry_at(j)->name, k->name);
+        if (k->role != PEAT_ROLE_CANDIDATE || seen) continue;
+        char one[160], be[64] = "";
+        for (int j = i; j < peat_registry_count(); j++) {
+            const peat_kernel *q = peat_registry_at(j);
+            if (q->role == PEAT_ROLE_CANDIDATE && !strcmp(q->name, k->name) &&
+                strlen(be) + strlen(q->backend) + 3 < sizeof be)
+                snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", be[0] ? ", " : "",
+                         q->backend);
+        }
+        snprintf(one, sizeof one, "%s%s (%s)", names[0] ? ", " : "", k->name, be);
+        if (strlen(names) + strlen(one) < n) strcat(names, one);
+    }
+}
+
 /* Registers the built-ins and the plugins, and finds the candidate (not the exact reference). */
 static peat_status resolve_kernel(peat_campaign *c)
 {
@@ -31,15 +56,8 @@ static peat_status resolve_kernel(peat_campaign *c)
         return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "kernel '%s' has no implementation on backend '%s'",
                           o->kernel, o->backend);
     if (!c->k) {
-        char names[1024] = "";
-        for (int i = 0; i < peat_registry_count(); i++) {
-            const peat_kernel *k = peat_registry_at(i);
-            if (k->role != PEAT_ROLE_CANDIDATE) continue;
-            if (strlen(names) + strlen(k->name) + 3 < sizeof names) {
-                if (names[0]) strcat(names, ", ");
-                strcat(names, k->name);
-            }
-        }
+        char names[1536];
+        candidate_list(names, sizeof names);
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s'; available candidates: %s",
                           o->kernel, names);
     }
@@ -61,6 +79,7 @@ static peat_status resolve_backend(peat_campaign *c)
     peat_status st = peat_backend_device_info(be, &c->dev);
     snprintf(c->backend_name, sizeof c->backend_name, "%s", peat_backend_name(be));
     snprintf(c->res->backend, sizeof c->res->backend, "%s", c->backend_name);
+    snprintf(c->res->device, sizeof c->res->device, "%s", c->dev.name);
     peat_backend_close(be);
     if (st != PEAT_OK) return st;
     if (strcmp(c->backend_name, k->backend) != 0)

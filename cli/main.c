@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { EXIT_PASS = 0, EXIT_KERNEL_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -55,7 +56,7 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
             if ((int)k->op != op) continue;
             if (!any) printf("  %s\n", peat_op_name((peat_op_kind)op));
             any = 1;
-            printf("    %-26s %-9s %-4s in %-4s acc %-4s out %-4s  %s\n", k->name,
+            printf("    %-26s %-9s %-6s in %-4s acc %-4s out %-4s  %s\n", k->name,
                    peat_role_name(k->role), k->backend, peat_dtype_name(k->in_dtype),
                    peat_dtype_name(k->acc_dtype), peat_dtype_name(k->out_dtype), k->desc);
         }
@@ -127,6 +128,22 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
 }
 
+/* A campaign directory stands for its campaign.h5, or the campaign.h5.partial of an
+ * unfinished run (as `peat inject --campaign DIR` takes it). */
+static int inspect_path(const char *arg, char *path, size_t n)
+{
+    struct stat sb;
+    if (stat(arg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(path, n, "%s", arg);
+        return 0;
+    }
+    snprintf(path, n, "%s/campaign.h5", arg);
+    if (stat(path, &sb) == 0) return 0;
+    snprintf(path, n, "%s/campaign.h5.partial", arg);
+    if (stat(path, &sb) == 0) return 0;
+    return die("%s holds no campaign (no campaign.h5 or campaign.h5.partial)", arg);
+}
+
 static int cmd_inspect(int argc, char **argv, const char *cmdline)
 {
     char *pos[1], *rest[64];
@@ -138,7 +155,10 @@ static int cmd_inspect(int argc, char **argv, const char *cmdline)
     memset(&o, 0, sizeof o);
     if (peat_cli_parse(&peat_cli_inspect, n, rest, &o) != PEAT_OK)
         return die("%s", peat_error_last());
-    peat_status st = peat_store_inspect(pos[0], o.verify, stdout);
+    char path[4200];
+    int rc = inspect_path(pos[0], path, sizeof path);
+    if (rc != 0) return rc;
+    peat_status st = peat_store_inspect(path, o.verify, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
 }
 
@@ -283,9 +303,9 @@ static void usage_main(FILE *f)
 {
     fprintf(f, "usage: peat <command> [options]\n\n%s\ncommands:\n", about);
     for (int i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-10s%s\n", commands[i].cli->name, commands[i].cli->summary);
-    fputs("  help      help on a command:  peat help run\n"
-          "  version   print the version\n"
+        fprintf(f, "  %-19s %s\n", commands[i].cli->name, commands[i].cli->summary);
+    fputs("  help                help on a command:  peat help run\n"
+          "  version             print the version\n"
           "\nexit status: 0 the kernel passes (or warnings only), 1 the kernel fails, 2 usage or "
           "input error\n",
           f);

@@ -284,6 +284,23 @@ static void structural_region(peat_finding *primary, const peat_probe_outcome *p
              : "");
 }
 
+/* A recorded-call finding of a class a property test already found: one finding, the
+ * property's parameters (exact tests) with the recorded calls' evidence after its own, and the
+ * worse acceptance of the two. */
+static void merge_into(peat_finding *into, const peat_finding *from)
+{
+    if (from->accept > into->accept) into->accept = from->accept;
+    if (from->confidence > into->confidence) into->confidence = from->confidence;
+    for (int e = 0; e < from->n_evidence && into->n_evidence < PEAT_MAX_EVIDENCE; e++) {
+        char *d = into->evidence[into->n_evidence++];
+        if (e == 0 && from->params[0])
+            snprintf(d, sizeof into->evidence[0], "on the recorded calls (%.30s): %.190s",
+                     from->params, from->evidence[e]);
+        else
+            snprintf(d, sizeof into->evidence[0], "%s", from->evidence[e]);
+    }
+}
+
 int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_outcome *pr,
                           int n_pr, const peat_finding *props, int n_props, peat_finding *out,
                           int max)
@@ -320,8 +337,15 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
     }
     for (int i = 0; i < n_props && n < max; i++)
         if (!has_class(out, n, props[i].cls)) out[n++] = props[i];
-    for (int i = 0; i < n_rec && n < max; i++)
-        if (!has_class(out, n, rec[i].cls) || !best) out[n++] = rec[i];
+    for (int i = 0; i < n_rec && n < max; i++) {
+        peat_finding *same = NULL;
+        for (int k = 0; k < n && !same; k++)
+            if (out[k].cls == rec[i].cls) same = &out[k];
+        if (!same)
+            out[n++] = rec[i];
+        else if (!best)
+            merge_into(same, &rec[i]);
+    }
     for (int i = 0; i < n_pr && n < max; i++) {
         mapped = probe_finding(&pr[i]);
         /* the range a narrower format loses is said by its precision finding already */

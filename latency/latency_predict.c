@@ -793,12 +793,54 @@ peat_status peat_latency_limits(const peat_latency_flow *fl, const peat_campaign
     return peat_latency_plan_counts(fl, o, 20 * default_iters, 40 * default_calls, &l->max);
 }
 
+/* The integer params of each op kind, as include/peat/plugin.h lists them: the header of the
+ * params column. */
+static const char *const param_names[PEAT_OP_COUNT] = {
+    [PEAT_OP_GEMM] = "transA,transB,M,N,K,batch",
+    [PEAT_OP_CONV2D] = "N,C,H,W,O,KH,KW,stride,pad",
+    [PEAT_OP_CONV2D_BWD_DATA] = "N,C,H,W,O,KH,KW,stride,pad",
+    [PEAT_OP_CONV2D_BWD_FILTER] = "N,C,H,W,O,KH,KW,stride,pad",
+    [PEAT_OP_BIAS_ADD] = "R,C,S",
+    [PEAT_OP_BIAS_ADD_BWD] = "R,C,S",
+    [PEAT_OP_RELU] = "n",
+    [PEAT_OP_RELU_BWD] = "n",
+    [PEAT_OP_GELU] = "n",
+    [PEAT_OP_GELU_BWD] = "n",
+    [PEAT_OP_SOFTMAX] = "R,C",
+    [PEAT_OP_SOFTMAX_BWD] = "R,C",
+    [PEAT_OP_LAYERNORM] = "R,C",
+    [PEAT_OP_LAYERNORM_BWD] = "R,C",
+    [PEAT_OP_ATTENTION] = "B,H,T,D,causal",
+    [PEAT_OP_ATTENTION_BWD] = "B,H,T,D,causal",
+    [PEAT_OP_EMBEDDING] = "N,V,D",
+    [PEAT_OP_EMBEDDING_BWD] = "N,V,D",
+    [PEAT_OP_CROSS_ENTROPY] = "R,C",
+    [PEAT_OP_CROSS_ENTROPY_BWD] = "R,C",
+    [PEAT_OP_ADAMW] = "n,step",
+    [PEAT_OP_SGD] = "n",
+    [PEAT_OP_REDUCE] = "R,C,mode",
+};
+
+/* A call's named integer params, comma-separated (as many as the op names). */
+static void params_text(peat_op_kind op, const peat_op_params *p, char *buf, size_t n)
+{
+    const char *names = param_names[op] ? param_names[op] : "";
+    int count = names[0] ? 1 : 0;
+    for (const char *c = names; *c; c++) count += *c == ',';
+    buf[0] = 0;
+    for (int i = 0; i < count && i < PEAT_PARAM_I; i++) {
+        size_t w = strlen(buf);
+        snprintf(buf + w, n - w, "%s%lld", i ? "," : "", (long long)p->i[i]);
+    }
+}
+
 static void print_calls(FILE *f, const peat_latency_env *env, const peat_kernel *k,
                         const peat_pred_table *t, const peat_latency_flow *fl)
 {
     fprintf(f, "per op call (%s calls of one iteration; ms):\n", peat_op_name(k->op));
-    fprintf(f, "  %-5s %-28s %9s %9s %9s %9s %9s\n", "phase", "params", "golden", "candidate",
-            "exact", "record", "replay");
+    fprintf(f, "  %-5s %-28s %9s %9s %9s %9s %9s\n", "phase",
+            param_names[k->op] ? param_names[k->op] : "params", "golden", "candidate", "exact",
+            "record", "replay");
     static const char *ph[] = {"fwd", "bwd", "opt"};
     for (int64_t i = 0; i < fl->n_step; i++) {
         const peat_latency_call *c = &fl->calls[i];
@@ -806,9 +848,7 @@ static void print_calls(FILE *f, const peat_latency_env *env, const peat_kernel 
         peat_latency_callcost cc;
         if (peat_latency_call_cost(t, env, k, c, &cc) != PEAT_OK) continue;
         char params[64];
-        snprintf(params, sizeof params, "%lld,%lld,%lld,%lld,%lld,%lld", (long long)c->p.i[0],
-                 (long long)c->p.i[1], (long long)c->p.i[2], (long long)c->p.i[3],
-                 (long long)c->p.i[4], (long long)c->p.i[5]);
+        params_text(k->op, &c->p, params, sizeof params);
         fprintf(f, "  %-5s %-28s %9.4f %9.4f %9.4f %9.4f %9.4f\n", ph[c->phase], params,
                 1e3 * cc.golden_s, 1e3 * cc.candidate_s, 1e3 * cc.exact_s, 1e3 * cc.record_s,
                 1e3 * cc.replay_s);

@@ -289,7 +289,12 @@ static void copy_finding(const peat_policy *pol, const char *kernel, const peat_
     out->evidence[0] = 0;
     for (int e = 0; ev && ev->kind == PEAT_JSON_ARRAY && e < ev->n; e++)
         if (ev->items[e].kind == PEAT_JSON_STRING) {
-            size_t len = strlen(out->evidence);
+            /* whole sentences only: one that does not fit is left out, and "..." says so */
+            size_t len = strlen(out->evidence), add = strlen(ev->items[e].str) + 2;
+            if (len + add + 5 >= sizeof out->evidence) {
+                snprintf(out->evidence + len, sizeof out->evidence - len, "%s...", len ? "; " : "");
+                break;
+            }
             snprintf(out->evidence + len, sizeof out->evidence - len, "%s%s", len ? "; " : "",
                      ev->items[e].str);
         }
@@ -312,8 +317,8 @@ static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir)
     snprintf(it->verdict, sizeof it->verdict, "%s", peat_json_str(&sig, "verdict", "?"));
     it->max_norm = peat_json_num(&sig, "candidate.max_norm");
     it->eff_bits = peat_json_num(&sig, "candidate.eff_bits");
-    double gr = peat_json_num(&sig, "golden.rms_abs");
-    it->rms_ratio = gr > 0 ? peat_json_num(&sig, "candidate.rms_abs") / gr : NAN;
+    double gr = peat_json_num(&sig, "golden.rms_rel_mag");
+    it->rms_ratio = gr > 0 ? peat_json_num(&sig, "candidate.rms_rel_mag") / gr : NAN;
     const peat_json *fs = peat_json_get(&sig, "findings");
     int worst = ST_PASS;
     for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++) {

@@ -11,8 +11,9 @@
 #define PEAT_CI_MAX_FINDINGS 8
 
 typedef struct peat_ci_finding {
-    char cls[24], params[128], acceptance[8], evidence[256];
-    int allowed; /* accepted by a suite allowance */
+    char cls[24], params[128], acceptance[8];
+    char evidence[1024]; /* the run's evidence sentences joined by "; ", whole sentences only */
+    int allowed;         /* accepted by a suite allowance */
 } peat_ci_finding;
 
 typedef struct peat_ci_item {

@@ -19,12 +19,18 @@ static const char *suite_verdict(const peat_ci_result *r)
     return r->exit_code == 2 ? "ERROR" : r->exit_code == 1 ? "FAIL" : "PASS";
 }
 
-/* The finding that decided the item's status (the first not allowed at its level), or NULL. */
+/* The finding that decided the item's status (the first not allowed at its level); for a PASS
+ * the first allowed finding (what an allowance let through is what the numbers show); or NULL. */
 static const peat_ci_finding *headline(const peat_ci_item *it)
 {
-    for (int i = 0; i < it->n_findings; i++)
+    int pass = !strcmp(it->status, "PASS");
+    for (int i = 0; i < it->n_findings && !pass; i++)
         if (!it->findings[i].allowed && !strcmp(it->findings[i].acceptance, it->status))
             return &it->findings[i];
+    for (int i = 0; i < it->n_findings; i++)
+        if (it->findings[i].allowed) return &it->findings[i];
+    for (int i = 0; i < it->n_findings; i++)
+        if (!strcmp(it->findings[i].acceptance, it->status)) return &it->findings[i];
     return it->n_findings ? &it->findings[0] : NULL;
 }
 

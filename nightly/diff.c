@@ -40,6 +40,9 @@ static peat_status add(peat_diff *d, const char *item, int regression, const cha
     return PEAT_OK;
 }
 
+static peat_status diff_two_campaigns(const peat_json *o, const peat_json *n,
+                                      const peat_thresholds *th, peat_diff *d);
+
 /* PASS < WARN < FAIL < anything else (ERROR: no verdict reached). */
 static int verdict_rank(const char *v)
 {
@@ -290,15 +293,32 @@ peat_status peat_diff_paths(const char *old_path, const char *new_path, const pe
                         new_path);
     else if (os)
         st = diff_suites(&o, obase, &n, nbase, th, d);
-    else {
-        char key[128];
-        snprintf(key, sizeof key, "%s/%s/%s", peat_json_str(&n, "kernel", "?"),
-                 peat_json_str(&n, "flow", "?"), peat_json_str(&n, "backend", "?"));
-        st = peat_diff_campaigns(key, &o, &n, th, d);
-    }
+    else
+        st = diff_two_campaigns(&o, &n, th, d);
     peat_json_free(&o);
     peat_json_free(&n);
     return st;
+}
+
+/* Two single campaigns; when they ran different kernels, flows or backends every line names
+ * both ("gemm_bf16/mlp/cpu -> gemm_new/mlp/cpu") and a note says what differs. */
+static peat_status diff_two_campaigns(const peat_json *o, const peat_json *n,
+                                      const peat_thresholds *th, peat_diff *d)
+{
+    char ok[128], nk[128], key[260];
+    snprintf(ok, sizeof ok, "%s/%s/%s", peat_json_str(o, "kernel", "?"),
+             peat_json_str(o, "flow", "?"), peat_json_str(o, "backend", "?"));
+    snprintf(nk, sizeof nk, "%s/%s/%s", peat_json_str(n, "kernel", "?"),
+             peat_json_str(n, "flow", "?"), peat_json_str(n, "backend", "?"));
+    if (!strcmp(ok, nk)) return peat_diff_campaigns(nk, o, n, th, d);
+    snprintf(key, sizeof key, "%s -> %s", ok, nk);
+    static const char *const parts[] = {"kernel", "flow", "backend"};
+    for (int i = 0; i < 3; i++) {
+        const char *a = peat_json_str(o, parts[i], "?"), *b = peat_json_str(n, parts[i], "?");
+        if (strcmp(a, b))
+            PEAT_TRY(add(d, key, 0, "note: different %ss compared (%s, %s)", parts[i], a, b));
+    }
+    return peat_diff_campaigns(key, o, n, th, d);
 }
 
 void peat_diff_print(FILE *f, const peat_diff *d)

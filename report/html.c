@@ -33,8 +33,11 @@ static void svg_bars(FILE *f, const char *id, const char *title, int n, const ch
     if (top <= 0) top = 1;
     double bw = (double)(W - L - 10) / n;
     svg_open(f, id, W, H, title, L);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", L, H - B, W - 10,
-            H - B);
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/><line x1=\"%d\" "
+            "y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/><text x=\"2\" y=\"%d\" "
+            "class=\"y\">%.3g</text><text x=\"2\" y=\"%d\" class=\"y\">%s</text>",
+            L, H - B, W - 10, H - B, L, T, L, H - B, T + 4, top, H - B, log_scale ? "1e-6" : "0");
     for (int i = 0; i < n; i++) {
         const double v[2] = {a[i], b[i]};
         for (int s = 0; s < 2; s++) {
@@ -76,8 +79,11 @@ static void svg_curve(FILE *f, const char *id, const char *title, int64_t n, con
         if (isfinite(y[i]))
             fprintf(f, "%.1f,%.1f ", L + (double)i / (double)(n > 1 ? n - 1 : 1) * (W - L - 10),
                     H - B - (y[i] - lo) / (hi - lo) * (H - B - T));
-    fprintf(f, "\"/><text x=\"%d\" y=\"%d\" class=\"y\">iteration 0 .. %lld</text></svg>\n", L,
-            H - 8, (long long)(n > 0 ? n - 1 : 0));
+    fprintf(f,
+            "\"/><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/><text x=\"%d\" "
+            "y=\"%d\" class=\"y\">iteration 0 .. %lld</text><text x=\"%d\" y=\"%d\" "
+            "class=\"k0\">&#8212; golden run's loss</text></svg>\n",
+            L, T, L, H - B, L, H - 8, (long long)(n > 0 ? n - 1 : 0), W - 160, H - 8);
 }
 
 static const char *verdict_word(peat_acceptance a)
@@ -105,7 +111,8 @@ static void html_head(FILE *f, const peat_campaign_result *r)
           "text-align:right}td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}"
           ".l{font-size:10px;text-anchor:middle}.y{font-size:10px}.ax{stroke:#888}"
           ".s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;font-size:11px}"
-          ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}.plot{display:block;"
+          ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}.note{background:#fff8e0;"
+          "padding:6px 10px;border-left:4px solid #d90}.plot{display:block;"
           "margin:12px 0}pre{background:#f4f4f4;padding:8px;white-space:pre-wrap}"
           "</style></head><body>\n",
           f);
@@ -117,7 +124,9 @@ static void html_banner(FILE *f, const peat_campaign_opts *o, const peat_campaig
     const char *v = verdict_word(r->verdict);
     fprintf(f, "<div id=\"verdict\" class=\"%s\">", v);
     peat_report_escape(f, r->cand.kernel);
-    fprintf(f, " on %s (%s): <b>%s</b></div>\n", r->flow, r->backend, v);
+    fprintf(f, " on %s (", r->flow);
+    peat_report_escape(f, r->device[0] ? r->device : r->backend);
+    fprintf(f, "): <b>%s</b></div>\n", v);
     fprintf(f,
             "<p>%lld recorded %s calls replayed (%lld failed); errors against the fp64-exact "
             "output, normalised by the fp32 rounding bound; golden <code>",
@@ -163,6 +172,8 @@ static void html_signature(FILE *f, const peat_campaign_result *r)
     row(f, "elements over bound (%)", "%.3g", 100 * c->frac_over_bound, 100 * g->frac_over_bound);
     row(f, "max abs error", "%.3g", c->max_abs, g->max_abs);
     row(f, "rms abs error", "%.3g", c->rms_abs, g->rms_abs);
+    row(f, "rms error / magnitude (rms vs golden: the ratio)", "%.3g", c->rms_rel_mag,
+        g->rms_rel_mag);
     row(f, "max relative error", "%.3g", c->max_rel, g->max_rel);
     row(f, "max ULP", "%.0f", c->max_ulp, g->max_ulp);
     row(f, "effective bits", "%.1f", c->eff_bits, g->eff_bits);
@@ -269,6 +280,21 @@ static void svg_grid(FILE *f, const char *id, const char *title, const peat_plot
         grid_path(f, p, 0, 1, L, T, cw, ch);
     } else
         for (int b = 0; b < HEAT_BUCKETS; b++) grid_path(f, p, b, 0, L, T, cw, ch);
+    if (!region) /* the colour key: error / bound at the buckets' edges */
+        for (int b = 0; b < HEAT_BUCKETS; b += 4) {
+            char col[16];
+            heat_colour(b, col, sizeof col);
+            fprintf(f,
+                    "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\" "
+                    "stroke=\"#999\"/><text x=\"%d\" y=\"%d\" class=\"y\">%s</text>",
+                    W - 260 + 52 * (b / 4), H - 16, col, W - 247 + 52 * (b / 4), H - 7,
+                    b == 0    ? "NaN/Inf"
+                    : b == 4  ? "1e-3"
+                    : b == 8  ? "0.04"
+                    : b == 12 ? "1 (bound)"
+                    : b == 16 ? "20"
+                              : "1e3");
+        }
     fprintf(f,
             "<text x=\"%d\" y=\"%d\" class=\"y\">%lld x %lld output, %d x %d cells (each the "
             "largest error it covers)%s</text></svg>\n",
@@ -372,12 +398,16 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     html_head(f, r);
     html_banner(f, o, r);
     html_findings(f, r);
+    peat_report_html_runtime_table(f, r);
     peat_runtime_html(f, r->rt);
     html_signature(f, r);
+    peat_report_html_read_note(f, r);
     fputs("<h2>Errors</h2>\n", f);
     html_histograms(f, r);
     html_heatmaps(f, r);
+    peat_report_html_probes(f, r);
     html_coverage(f, r);
+    peat_report_html_strata(f, r);
     html_loss(f, r);
     html_timing(f, r);
     fputs("<h2>Reproduce</h2><pre id=\"command\">", f);

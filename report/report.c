@@ -29,7 +29,7 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
         if (i == 0)
             fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s %s\n", c->kernel,
                     (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
-                    c->max_norm, ratio(c->rms_abs, g->rms_abs), c->eff_bits,
+                    c->max_norm, ratio(c->rms_rel_mag, g->rms_rel_mag), c->eff_bits,
                     peat_finding_name(fd->cls), verdict_word(fd->accept));
         else
             fprintf(f, "%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "", "", "", "", "", "",
@@ -50,10 +50,10 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
     }
     peat_runtime_table(f, r, 0);
     fprintf(f,
-            "\nverdict: %s   (flow %s: loss %.4g -> %.4g; profile %.1f s, playback %.1f s, probes "
-            "%.1f s, runtime FI %.1f s, total %.1f s)\n",
-            verdict_word(r->verdict), r->flow, r->loss_first, r->loss_last, r->t_profile,
-            r->t_playback, r->t_probe, r->t_runtime, r->t_total);
+            "\nverdict: %s   (flow %s on %s; loss %.4g -> %.4g; profile %.1f s, playback %.1f s, "
+            "probes %.1f s, runtime FI %.1f s, total %.1f s)\n",
+            verdict_word(r->verdict), r->flow, r->device[0] ? r->device : r->backend, r->loss_first,
+            r->loss_last, r->t_profile, r->t_playback, r->t_probe, r->t_runtime, r->t_total);
     peat_report_timing(f, r, 0);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
@@ -251,6 +251,8 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     peat_report_json_str(f, r->flow);
     fputs(",\n  \"backend\": ", f);
     peat_report_json_str(f, r->backend);
+    fputs(",\n  \"device\": ", f);
+    peat_report_json_str(f, r->device);
     fputs(",\n  \"command\": ", f);
     peat_report_json_str(f, o->argv ? o->argv : "");
     fprintf(f, ",\n  \"seed\": %llu,\n  \"records\": %lld,\n  \"kernel_failures\": %lld,\n",
@@ -315,17 +317,21 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
                                     const peat_campaign_result *r)
 {
     const peat_signature *c = &r->cand, *g = &r->golden;
-    fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow, r->backend,
-            verdict_word(r->verdict));
+    fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow,
+            r->device[0] ? r->device : r->backend, verdict_word(r->verdict));
     peat_report_capture_note(f, o, r, 0);
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
-    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)c->n_calls,
-            (long long)c->n_elems, (long long)g->n_calls, (long long)g->n_elems);
+    /* calls as the terminal counts them (a signature's n_calls counts output tensors) */
+    fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n",
+            (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
+            (long long)r->n_records, (long long)g->n_elems);
     fprintf(f, "| max error / fp32 bound | %.3g | %.3g |\n", c->max_norm, g->max_norm);
     fprintf(f, "| elements over bound | %.3g%% | %.3g%% |\n", 100 * c->frac_over_bound,
             100 * g->frac_over_bound);
     fprintf(f, "| max / rms abs error | %.3g / %.3g | %.3g / %.3g |\n", c->max_abs, c->rms_abs,
             g->max_abs, g->rms_abs);
+    fprintf(f, "| rms error / magnitude (rms vs golden %.3gx) | %.3g | %.3g |\n",
+            ratio(c->rms_rel_mag, g->rms_rel_mag), c->rms_rel_mag, g->rms_rel_mag);
     fprintf(f, "| max ULP | %.0f | %.0f |\n", c->max_ulp, g->max_ulp);
     fprintf(f, "| effective bits | %.1f | %.1f |\n", c->eff_bits, g->eff_bits);
     fprintf(f, "| NaN / Inf introduced | %lld / %lld | %lld / %lld |\n\n", (long long)c->n_nan,

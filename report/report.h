@@ -28,6 +28,12 @@ void peat_report_escape(FILE *f, const char *s);
 
 /* Writes report.html (findings, signature table, inline SVG plots) to f. */
 peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+/* report.html's copies of the terminal's tables (probes and GEMM properties, coverage strata,
+ * runtime FI runs) and the "how to read this" note beside the signature table. */
+void peat_report_html_probes(FILE *f, const peat_campaign_result *r);
+void peat_report_html_strata(FILE *f, const peat_campaign_result *r);
+void peat_report_html_runtime_table(FILE *f, const peat_campaign_result *r);
+void peat_report_html_read_note(FILE *f, const peat_campaign_result *r);
 /* For a --capture run, one paragraph saying where the calls came from (PyTorch, the model, the
  * file; layers are module paths; goldens are torch's outputs); nothing otherwise. html: as <p>. */
 void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,

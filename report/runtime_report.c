@@ -84,16 +84,43 @@ static void polyline(FILE *f, const plot *p, const double *y, const char *colour
     fputs("\"/>", f);
 }
 
-/* The band as a shaded polygon between lo and hi; outlined, so that a band thinner than a pixel
- * (honest reruns that agree to the last digits) still shows as a line. */
+/* The band as a shaded polygon between lo and hi, at least BAND_MIN_PX tall so that a band
+ * far narrower than the curve's range (honest reorderings move the loss by 1e-5) stays visible. */
+enum { BAND_MIN_PX = 5 };
+
 static void band_area(FILE *f, const plot *p, const double *lo, const double *hi)
 {
-    fputs("<polygon fill=\"#c8d3e0\" stroke=\"#9aabc0\" stroke-width=\"2\" "
-          "stroke-linejoin=\"round\" points=\"",
+    fputs("<polygon class=\"band\" fill=\"#bbb\" fill-opacity=\"0.7\" stroke=\"#888\" "
+          "stroke-width=\"0.5\" points=\"",
           f);
-    for (int64_t i = 0; i < p->n; i++) fprintf(f, "%.1f,%.1f ", px(p, i), py(p, hi[i]));
-    for (int64_t i = p->n - 1; i >= 0; i--) fprintf(f, "%.1f,%.1f ", px(p, i), py(p, lo[i]));
+    for (int64_t i = 0; i < p->n; i++) {
+        double a = py(p, hi[i]), b = py(p, lo[i]), pad = fmax(0, (BAND_MIN_PX - (b - a)) / 2);
+        fprintf(f, "%.1f,%.1f ", px(p, i), a - pad);
+    }
+    for (int64_t i = p->n - 1; i >= 0; i--) {
+        double a = py(p, hi[i]), b = py(p, lo[i]), pad = fmax(0, (BAND_MIN_PX - (b - a)) / 2);
+        fprintf(f, "%.1f,%.1f ", px(p, i), b + pad);
+    }
     fputs("\"/>", f);
+}
+
+/* The iteration axis: ticks at about six round iteration numbers, and its name. */
+static void x_axis(FILE *f, const plot *p)
+{
+    static const int mant[3] = {1, 2, 5};
+    int64_t last = p->n > 1 ? p->n - 1 : 1, step = 1, decade = 1;
+    for (int k = 0; last / step > 6; step = mant[k] * decade)
+        if (++k == 3) k = 0, decade *= 10;
+    for (int64_t i = 0; i <= last; i += step)
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"ax\"/><text "
+                "x=\"%.1f\" y=\"%d\" class=\"l\">%lld</text>",
+                px(p, i), p->H - p->B, px(p, i), p->H - p->B + 4, px(p, i), p->H - p->B + 14,
+                (long long)i);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"xlabel\" font-size=\"11\">iteration</text>",
+            p->W - 60, p->H - p->B + 14);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"ax\"/>", p->L, p->T, p->L,
+            p->H - p->B);
 }
 
 static const char *const run_colours[4] = {"#c33", "#36c", "#d90", "#2a7"};
@@ -111,6 +138,7 @@ static void frame(FILE *f, const plot *p, const char *title, const peat_runtime_
             "class=\"y\">%.3g</text>",
             p->T + 4, p->log_scale ? pow(10, p->hi) : p->hi, p->H - p->B,
             p->log_scale ? pow(10, p->lo) : p->lo);
+    x_axis(f, p);
     for (int j = 0; j < rt->n_faulty && j < 4; j++) {
         fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\" font-size=\"11\">&#9632; ", p->L + 190 * j,
                 p->H - 6, run_colours[j]);
@@ -118,27 +146,23 @@ static void frame(FILE *f, const plot *p, const char *title, const peat_runtime_
         fputs("</text>", f);
     }
     fprintf(f,
-            "<text x=\"%d\" y=\"%d\" fill=\"#9aabc0\" font-size=\"11\">&#9632; golden band</text>",
-            p->W - 110, p->T + 2);
-    /* the iteration axis: five ticks from the first to the last iteration */
-    for (int k = 0; k <= 4; k++) {
-        int64_t it = (p->n - 1) * k / 4;
-        double x = px(p, it);
+            "<text x=\"%d\" y=\"%d\" fill=\"#888\" font-size=\"11\">&#9632; golden band "
+            "(at least %d px)</text>",
+            p->W - 190, p->T + 2, BAND_MIN_PX);
+    if (!p->log_scale)
         fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"ax\"/><text "
-                "x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%lld</text>",
-                x, p->H - p->B, x, p->H - p->B + 4, x, p->H - p->B + 14, (long long)it);
-    }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">iteration</text>",
-            p->W - 10, p->H - p->B + 26);
+                "<text x=\"%d\" y=\"%d\" fill=\"#777\" font-size=\"11\">&#8212; golden "
+                "run</text>",
+                p->W - 190, p->T + 16);
 }
 
 void peat_runtime_html(FILE *f, const peat_runtime_result *rt)
 {
     if (!rt || rt->n < 1) return;
-    fputs("<h2>Runtime FI: training with the candidate in the loop</h2><p>Blue-grey area: the "
-          "golden band widened by its margin (docs/fault-injection.md), over the training "
-          "iterations; grey line: the golden run; coloured lines: the faulty runs.</p>\n",
+    fputs("<h2>Runtime FI: training with the candidate in the loop</h2><p>Grey: the golden band "
+          "widened by its margin (docs/fault-injection.md), drawn at least a few pixels tall "
+          "where it is narrower (honest reorderings move the loss very little); lines: the "
+          "faulty runs; x axis: training iteration.</p>\n",
           f);
     int64_t n = rt->n;
     double *lo = malloc((size_t)n * sizeof *lo), *hi = malloc((size_t)n * sizeof *hi);

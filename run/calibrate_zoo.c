@@ -72,12 +72,48 @@ peat_status peat_calibrate_zoo(const char *lib, const char *manifest, const char
     return PEAT_OK;
 }
 
+/* Four-letter column heads, one per class (the names' first letters collide: OUT_OF_BOUND and
+ * OUT_OF_BOUNDS_WRITE); the legend under the matrix spells them out. */
+static const char *const col_head[PEAT_FIND_COUNT] = {
+    [PEAT_FIND_BIT_EXACT] = "BITX",
+    [PEAT_FIND_WITHIN_BOUND] = "WITH",
+    [PEAT_FIND_REDUCED_PRECISION] = "REDU",
+    [PEAT_FIND_TRUNCATION] = "TRUN",
+    [PEAT_FIND_FTZ] = "FTZ",
+    [PEAT_FIND_RANGE] = "RANG",
+    [PEAT_FIND_BITFLIP] = "BITF",
+    [PEAT_FIND_STUCK_BIT] = "STUC",
+    [PEAT_FIND_TILE] = "STRU",
+    [PEAT_FIND_NAN] = "NAN",
+    [PEAT_FIND_NOISE] = "NOIS",
+    [PEAT_FIND_APPROX] = "APPR",
+    [PEAT_FIND_NONDETERMINISTIC] = "NOND",
+    [PEAT_FIND_WRONG_RESULT] = "WRON",
+    [PEAT_FIND_OUT_OF_BOUND] = "OOB",
+    [PEAT_FIND_UNKNOWN] = "UNKN",
+    [PEAT_FIND_TRAINING_EQUIVALENT] = "TEQ",
+    [PEAT_FIND_DEGRADES] = "DEGR",
+    [PEAT_FIND_DIVERGES] = "DIVG",
+    [PEAT_FIND_DUE] = "DUE",
+    [PEAT_FIND_OUT_OF_BOUNDS_WRITE] = "OOBW",
+    [PEAT_FIND_INPUT_MUTATION] = "INMU",
+};
+
+static void print_legend(FILE *f)
+{
+    fputs("columns:", f);
+    for (int k = 0; k < PEAT_FIND_COUNT; k++)
+        fprintf(f, "%s %s = %s", k ? "," : "", col_head[k] ? col_head[k] : "?",
+                peat_finding_name((peat_finding_class)k));
+    fputc('\n', f);
+}
+
 peat_zoo_score peat_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n)
 {
     peat_zoo_score s = {0};
     /* rows: expected class (honest kernels as "honest"); columns: primary finding */
     fprintf(f, "\nzoo: expected \\ found (primary finding)\n%-18s", "");
-    for (int k = 0; k < PEAT_FIND_COUNT; k++) fprintf(f, " %4.4s", peat_finding_name(k));
+    for (int k = 0; k < PEAT_FIND_COUNT; k++) fprintf(f, " %4s", col_head[k] ? col_head[k] : "?");
     fputc('\n', f);
     for (int row = 0; row <= PEAT_FIND_COUNT; row++) {
         int cnt[PEAT_FIND_COUNT] = {0}, any = 0;
@@ -90,6 +126,7 @@ peat_zoo_score peat_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n)
         for (int k = 0; k < PEAT_FIND_COUNT; k++) fprintf(f, " %4d", cnt[k]);
         fputc('\n', f);
     }
+    print_legend(f);
     for (int i = 0; i < n; i++) {
         if (e[i].honest) {
             s.honest++;

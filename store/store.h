@@ -7,7 +7,9 @@
 
 #include "core/record.h"
 
-#define PEAT_STORE_SCHEMA_VERSION 3
+#define PEAT_STORE_SCHEMA_VERSION 4
+/* the oldest version this build reads (not appends to): 3 stored the coded columns as integers */
+#define PEAT_STORE_SCHEMA_VERSION_READ 3
 /* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
 #define PEAT_STORE_FORMAT "peat-campaign"
 /* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the

@@ -114,6 +114,7 @@ struct peat_store {
     hid_t d_table[STORE_T_COUNT];
     hid_t d_pool[PEAT_DTYPE_COUNT]; /* compressed pools (shuffle + deflate) */
     hid_t d_raw[PEAT_DTYPE_COUNT];  /* uncompressed pools */
+    int schema_version;             /* the file's (a reader takes older ones too) */
     hid_t d_text;
     hid_t mt[STORE_T_COUNT]; /* memory compound types of the rows */
     int writable;
@@ -189,7 +190,10 @@ const char *store_h5_msg(void);
 /* Counts a step of the write path; calls the test hook if one is set. */
 void store_step(peat_store_t *s);
 
-/* store_types.c: compound types of the rows (memory layout; file layout is little-endian). */
+/* store_types.c: compound types of the rows (memory layout; file layout is little-endian). The
+ * coded columns (op, phase, dtype, pool) are HDF5 enumerations in both since schema version 4;
+ * STORE_LAYOUT_PLAIN reads them as the plain integers a schema-3 file holds. */
+enum { STORE_LAYOUT_MEMORY = 0, STORE_LAYOUT_FILE = 1, STORE_LAYOUT_PLAIN = 2 };
 hid_t store_row_type(int table, int file_layout);
 const char *store_table_path(int table);
 const char *store_pool_path(peat_dtype t);

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "store/store_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,11 +125,13 @@ static void print_metrics(const peat_store_t *s, FILE *out)
     int64_t n = s->rows[STORE_T_METRIC].n;
     const store_metric_row *m0 = STORE_ROW(s, STORE_T_METRIC, store_metric_row, 0);
     const store_metric_row *m1 = STORE_ROW(s, STORE_T_METRIC, store_metric_row, n - 1);
-    fprintf(
-        out,
-        "\nmetrics: %lld rows, iterations %lld..%lld, loss %.6g -> %.6g, accuracy %.4g -> %.4g\n",
-        (long long)n, (long long)m0->iter, (long long)m1->iter, m0->loss, m1->loss, m0->accuracy,
-        m1->accuracy);
+    fprintf(out, "\nmetrics: %lld rows, iterations %lld..%lld, loss %.6g -> %.6g", (long long)n,
+            (long long)m0->iter, (long long)m1->iter, m0->loss, m1->loss);
+    /* the flows measure accuracy on held-out data after training, not per iteration */
+    if (isnan(m0->accuracy) && isnan(m1->accuracy))
+        fputs(", accuracy not measured per iteration\n", out);
+    else
+        fprintf(out, ", accuracy %.4g -> %.4g\n", m0->accuracy, m1->accuracy);
 }
 
 static void print_sigs(const peat_store_t *s, FILE *out)
@@ -175,7 +178,8 @@ static void print_header(const peat_store_t *s, const peat_store_stats *st,
     const peat_store_meta *m = &s->meta;
     fprintf(out, "PEAT campaign %s\n", path);
     fprintf(out, "  schema       %s v%d, HDF5 %s, written by peat %s\n", PEAT_STORE_FORMAT,
-            PEAT_STORE_SCHEMA_VERSION, m->hdf5_version, m->peat_version);
+            s->schema_version ? s->schema_version : PEAT_STORE_SCHEMA_VERSION, m->hdf5_version,
+            m->peat_version);
     print_status(st, chk, verify, out);
     fprintf(out, "  campaign     flow %s, kernel %s, backend %s, seed %llu, %lld iterations\n",
             m->flow, m->kernel, m->backend, (unsigned long long)m->seed, (long long)m->iters);

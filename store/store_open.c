@@ -249,9 +249,22 @@ static peat_status identity_check(peat_store_t *s)
     if (store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver) != 1)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the peat_schema_version attribute is missing",
                           s->path);
-    if (ver != PEAT_STORE_SCHEMA_VERSION)
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s has schema version %d; this build reads version %d",
+    if (ver < PEAT_STORE_SCHEMA_VERSION_READ || ver > PEAT_STORE_SCHEMA_VERSION)
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "%s has schema version %d; this build reads versions %d to %d", s->path,
+                          (int)ver, PEAT_STORE_SCHEMA_VERSION_READ, PEAT_STORE_SCHEMA_VERSION);
+    if (ver < PEAT_STORE_SCHEMA_VERSION && s->writable)
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "%s has schema version %d; it can be read but not appended to (this "
+                          "build writes version %d)",
                           s->path, (int)ver, PEAT_STORE_SCHEMA_VERSION);
+    s->schema_version = ver;
+    /* version 3 stored op, phase, dtype and pool as plain integers */
+    for (int t = 0; ver == 3 && t < STORE_T_COUNT; t++) {
+        H5Tclose(s->mt[t]);
+        if ((s->mt[t] = store_row_type(t, STORE_LAYOUT_PLAIN)) < 0)
+            return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: row type: %s", s->path, store_h5_msg());
+    }
     return PEAT_OK;
 }
 

@@ -78,6 +78,33 @@ static peat_status cols_set(peat_store_table_t *t, const peat_store_col *cols, i
     return PEAT_OK;
 }
 
+/* Groups that later stages' tables create, with the description attribute every group of the
+ * layout carries (docs/hdf5-schema.md). */
+static const char *const stage_groups[][2] = {
+    {"/fi", "playback fault injection (peat inject): /fi/trials, one row per trial with its "
+            "model, site, outcome and error; docs/fault-injection.md"},
+    {"/runtime", "runtime fault injection: the candidate in the training loop; per-iteration "
+                 "loss and weight distance of every run (curves, weight_distance) and one "
+                 "verdict per run (verdicts); docs/fault-injection.md"},
+};
+
+/* Gives the group holding a new table its description, once. */
+static peat_status group_describe(peat_store_table_t *t, const char *path)
+{
+    for (size_t g = 0; g < sizeof stage_groups / sizeof stage_groups[0]; g++) {
+        size_t n = strlen(stage_groups[g][0]);
+        if (strncmp(path, stage_groups[g][0], n) != 0 || path[n] != '/') continue;
+        hid_t gid = H5Gopen2(t->s->file, stage_groups[g][0], H5P_DEFAULT);
+        int has = gid >= 0 ? H5Aexists(gid, "description") : -1;
+        int bad = has < 0 || (!has && store_attr_str(gid, "description", stage_groups[g][1]) < 0);
+        if (gid >= 0) H5Gclose(gid);
+        if (bad)
+            return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot describe %s: %s", t->s->path,
+                              stage_groups[g][0], store_h5_msg());
+    }
+    return PEAT_OK;
+}
+
 static peat_status table_create(peat_store_table_t *t, const char *path)
 {
     hsize_t zero = 0, unlim = H5S_UNLIMITED, chunk = TABLE_CHUNK_ROWS;
@@ -92,6 +119,7 @@ static peat_status table_create(peat_store_table_t *t, const char *path)
     if (bad || t->d < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot create table %s: %s", t->s->path, path,
                           store_h5_msg());
+    PEAT_TRY(group_describe(t, path));
     if (H5Fflush(t->s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, store_h5_msg());
     return PEAT_OK;

@@ -2,6 +2,7 @@
 #include "store/store_impl.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* Rows must have no padding: the checksum covers every byte but the last field. */
 _Static_assert(offsetof(store_tensor_row, check) == sizeof(store_tensor_row) - 8,
@@ -71,6 +72,7 @@ typedef struct {
     hid_t t;
     int file;
     int bad;
+    int plain; /* coded columns as plain integers (memory layout of a schema-3 file) */
 } builder;
 
 static void add(builder *b, const char *name, size_t off, hid_t native, hid_t le)
@@ -93,6 +95,49 @@ static void add_i16(builder *b, const char *n, size_t off)
 {
     add(b, n, off, H5T_NATIVE_INT16, H5T_STD_I16LE);
 }
+/* The coded columns (op, phase, dtype, pool) as HDF5 enumerations, so that h5dump and h5py
+ * show their names; the values are the C enums' (docs/hdf5-schema.md lists them). */
+static hid_t coded_type(const char *col, hid_t base)
+{
+    static const char *const phases[] = {"fwd", "bwd", "opt"};
+    static const char *const pools[] = {"deflate", "raw"};
+    hid_t t = H5Tenum_create(base);
+    int bad = t < 0, n = !strcmp(col, "op")      ? PEAT_OP_COUNT
+                         : !strcmp(col, "dtype") ? PEAT_DTYPE_COUNT
+                                                 : 2 + !strcmp(col, "phase");
+    for (int v = 0; !bad && v < n; v++) {
+        const char *name = !strcmp(col, "op")      ? peat_op_name((peat_op_kind)v)
+                           : !strcmp(col, "dtype") ? peat_dtype_name((peat_dtype)v)
+                           : !strcmp(col, "phase") ? phases[v]
+                                                   : pools[v];
+        /* the value in the base type's own byte order and size */
+        int32_t v32 = v;
+        int16_t v16 = (int16_t)v;
+        hid_t native = H5Tget_size(base) == 2 ? H5T_NATIVE_INT16 : H5T_NATIVE_INT32;
+        unsigned char val[8];
+        memcpy(val, H5Tget_size(base) == 2 ? (void *)&v16 : (void *)&v32, H5Tget_size(base));
+        bad = H5Tconvert(native, base, 1, val, NULL, H5P_DEFAULT) < 0 ||
+              H5Tenum_insert(t, name, val) < 0;
+    }
+    if (bad && t >= 0) H5Tclose(t);
+    return bad ? -1 : t;
+}
+
+/* A coded column: an enumeration in files and in memory (HDF5 converts enumerations by name
+ * only); plain integers in memory for files of schema version 3, which stored integers. */
+static void add_coded(builder *b, const char *n, size_t off, int bits)
+{
+    hid_t native = bits == 16 ? H5T_NATIVE_INT16 : H5T_NATIVE_INT32;
+    hid_t le = bits == 16 ? H5T_STD_I16LE : H5T_STD_I32LE;
+    if (b->plain) {
+        add(b, n, off, native, le);
+        return;
+    }
+    hid_t e = coded_type(n, b->file ? le : native);
+    if (e < 0 || H5Tinsert(b->t, n, off, e) < 0) b->bad = 1;
+    if (e >= 0) H5Tclose(e);
+}
+
 static void add_f64(builder *b, const char *n, size_t off)
 {
     add(b, n, off, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE);
@@ -122,7 +167,8 @@ static void add_str(builder *b, const char *name, size_t off, size_t n)
 
 hid_t store_row_type(int table, int file_layout)
 {
-    builder b = {H5Tcreate(H5T_COMPOUND, store_row_size(table)), file_layout, 0};
+    builder b = {H5Tcreate(H5T_COMPOUND, store_row_size(table)), file_layout == STORE_LAYOUT_FILE,
+                 0, file_layout == STORE_LAYOUT_PLAIN};
     if (b.t < 0) return -1;
     switch (table) {
     case STORE_T_TENSOR:
@@ -131,9 +177,9 @@ hid_t store_row_type(int table, int file_layout)
         add_arr(&b, "shape", OFF(store_tensor_row, shape), H5T_NATIVE_INT64, H5T_STD_I64LE,
                 PEAT_MAX_DIMS);
         add_u64(&b, "hash", OFF(store_tensor_row, hash));
-        add_i32(&b, "dtype", OFF(store_tensor_row, dtype));
+        add_coded(&b, "dtype", OFF(store_tensor_row, dtype), 32);
         add_i16(&b, "ndim", OFF(store_tensor_row, ndim));
-        add_i16(&b, "pool", OFF(store_tensor_row, pool));
+        add_coded(&b, "pool", OFF(store_tensor_row, pool), 16);
         add_u64(&b, "check", OFF(store_tensor_row, check));
         break;
     case STORE_T_CALL:
@@ -153,8 +199,8 @@ hid_t store_row_type(int table, int file_layout)
                 PEAT_MAX_IO);
         add_arr(&b, "exact", OFF(store_call_row, t_exact), H5T_NATIVE_INT64, H5T_STD_I64LE,
                 PEAT_MAX_IO);
-        add_i32(&b, "op", OFF(store_call_row, op));
-        add_i32(&b, "phase", OFF(store_call_row, phase));
+        add_coded(&b, "op", OFF(store_call_row, op), 32);
+        add_coded(&b, "phase", OFF(store_call_row, phase), 32);
         add_i32(&b, "n_in", OFF(store_call_row, n_in));
         add_i32(&b, "n_out", OFF(store_call_row, n_out));
         add_str(&b, "flow", OFF(store_call_row, flow), 32);

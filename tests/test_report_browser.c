@@ -1,6 +1,7 @@
 /* test_report_browser.c: report.html of a campaign with findings, opened in headless Chromium:
  * it loads with no console message, the verdict banner, findings and plots are in the rendered
- * DOM, and a screenshot is kept in the build folder (report-browser/report.png). Skips (never
+ * DOM, the runtime plots have an iteration axis and a band, and screenshots of a FAIL and a PASS
+ * report are kept in the build folder (report-browser/report.png, report-pass.png). Skips (never
  * passes) where Chromium is missing or cannot start: exit 77, which ctest reports as skipped. */
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
@@ -121,6 +122,67 @@ Test(browser, console_check_sees_a_script_error)
     cr_assert(strstr(log_buf, "undefinedFunction"), "%s", log_buf);
 }
 
+/* The rendered runtime plots (loss and weight distance): each has tick labels on an iteration
+ * axis and a band polygon (the golden band, drawn at least 5 px tall). */
+static void runtime_plots_in_dom(const char *what)
+{
+    const char *rt = strstr(dom, "<h2>Runtime FI");
+    cr_assert_not_null(rt, "%s report: no runtime FI section in the rendered page", what);
+    int plots = 0;
+    for (const char *s = strstr(rt, "<svg "); s; s = strstr(s + 1, "<svg ")) {
+        const char *end = strstr(s, "</svg>"), *band = strstr(s, "class=\"band\"");
+        if (!end || !band || band > end) break;
+        const char *x = strstr(s, "class=\"xlabel\"");
+        cr_assert(x && x < end && strstr(x, ">iteration<") < end,
+                  "%s report: runtime plot %d has no iteration axis", what, plots + 1);
+        const char *tick = strstr(s, "class=\"l\">0</text>");
+        cr_assert(tick && tick < end, "%s report: runtime plot %d has no tick labels", what,
+                  plots + 1);
+        plots++;
+    }
+    cr_assert_eq(plots, 2, "%s report: loss and weight-distance plots with their bands (%d)", what,
+                 plots);
+}
+
+/* A screenshot of url into ARTIFACTS/name, checked to be a non-blank PNG. */
+static void screenshot(const char *url, const char *name)
+{
+    char png[400];
+    sh("mkdir -p %s", ARTIFACTS);
+    snprintf(png, sizeof png, "%s/%s", ARTIFACTS, name);
+    remove(png);
+    cr_assert_eq(chromium(url, png), 0, "screenshot failed:\n%s", log_buf);
+    cr_assert_eq(console_lines(), 0, "%s", log_buf);
+    unsigned char sig[8] = {0};
+    FILE *f = fopen(png, "rb");
+    cr_assert_not_null(f, "no screenshot at %s", png);
+    cr_assert_eq(fread(sig, 1, 8, f), 8u);
+    fclose(f);
+    cr_assert_eq(memcmp(sig, "\x89PNG\r\n\x1a\n", 8), 0, "%s is not a PNG", png);
+    struct stat st;
+    stat(png, &st);
+    cr_assert(st.st_size > 20000, "a %lld-byte screenshot is blank", (long long)st.st_size);
+}
+
+/* A PASS report of a default-sized campaign: the runtime plots show the iteration axis and the
+ * band; kept as report-browser/report-pass.png beside the FAIL one (report.png). */
+Test(browser, pass_report_shows_iteration_axis_and_band)
+{
+    need_chromium();
+    cr_assert_eq(sh("%s run --kernel gemm_new --iters 60 --calls 24 --quiet --out %s/p "
+                    ">%s/run.log 2>&1",
+                    PEAT_TEST_BIN, tmpdir, tmpdir),
+                 0, "gemm_new passes");
+    char url[320];
+    snprintf(url, sizeof url, "file://%s/p/report.html", tmpdir);
+    cr_assert_eq(chromium(url, NULL), 0, "chromium failed on report.html:\n%s", log_buf);
+    cr_assert(strstr(dom, "<div id=\"verdict\" class=\"PASS\">"), "no PASS banner");
+    runtime_plots_in_dom("PASS");
+    cr_assert(strstr(dom, "<table id=\"probes\">") && strstr(dom, "<table id=\"properties\">"),
+              "the probe and property tables render");
+    screenshot(url, "report-pass.png");
+}
+
 Test(browser, report_html_renders_with_verdict_and_plots)
 {
     need_chromium();
@@ -128,7 +190,7 @@ Test(browser, report_html_renders_with_verdict_and_plots)
                     "--quiet --out %s/c >%s/run.log 2>&1",
                     PEAT_TEST_BIN, tmpdir, tmpdir),
                  1, "a corrupting kernel fails");
-    char html[300], url[320], png[400];
+    char html[300], url[320];
     snprintf(html, sizeof html, "%s/c/report.html", tmpdir);
     snprintf(url, sizeof url, "file://%s", html);
     static char src[1 << 20];
@@ -163,20 +225,8 @@ Test(browser, report_html_renders_with_verdict_and_plots)
     cr_assert(strstr(dom, "<table id=\"coverage\">") && strstr(dom, "<td>fc1</td><td>fwd</td>"),
               "the coverage table");
 
-    sh("mkdir -p %s", ARTIFACTS);
-    snprintf(png, sizeof png, "%s/report.png", ARTIFACTS);
-    remove(png);
-    cr_assert_eq(chromium(url, png), 0, "screenshot failed:\n%s", log_buf);
-    cr_assert_eq(console_lines(), 0, "%s", log_buf);
-    unsigned char sig[8] = {0};
-    FILE *f = fopen(png, "rb");
-    cr_assert_not_null(f, "no screenshot at %s", png);
-    cr_assert_eq(fread(sig, 1, 8, f), 8u);
-    fclose(f);
-    cr_assert_eq(memcmp(sig, "\x89PNG\r\n\x1a\n", 8), 0, "%s is not a PNG", png);
-    struct stat st;
-    stat(png, &st);
-    cr_assert(st.st_size > 20000, "a %lld-byte screenshot is blank", (long long)st.st_size);
+    runtime_plots_in_dom("FAIL");
+    screenshot(url, "report.png");
     sh("cp %s %s/report.html", html, ARTIFACTS);
 }
 

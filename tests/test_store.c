@@ -797,7 +797,7 @@ Test(store, wrong_schema_version_is_refused)
     cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &v) >= 0);
     H5Aclose(a);
     H5Fclose(f);
-    expect_format_error(p, "has schema version 2; this build reads version 3");
+    expect_format_error(p, "has schema version 2; this build reads versions 3 to 4");
 }
 
 Test(store, foreign_hdf5_and_missing_datasets_are_refused)
@@ -1536,4 +1536,103 @@ Test(store, same_seed_gives_bit_identical_records, .timeout = 120)
     cr_assert_gt(n, 5, "only %lld records", (long long)n);
     cr_assert(!same_records(a, c, &n),
               "seeds 7 and 8 recorded identical tensors: the comparison sees nothing");
+}
+
+/* Runs a Python script with the system interpreter (where python3-h5py lives); its stdout goes
+ * to out (a short text). Skips the test where h5py is missing. */
+static void h5py_run(const char *name, const char *script, char *out, size_t n)
+{
+    if (system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0)
+        cr_skip_test("h5py is not installed");
+    char sp[600], op[600], cmd[1400];
+    snprintf(sp, sizeof sp, "%s/%s.py", dir, name);
+    snprintf(op, sizeof op, "%s/%s.out", dir, name);
+    FILE *f = fopen(sp, "w");
+    cr_assert_not_null(f);
+    fputs(script, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s > %s 2>&1", sp, op);
+    int rc = system(cmd);
+    f = fopen(op, "r");
+    cr_assert_not_null(f);
+    size_t k = fread(out, 1, n - 1, f);
+    out[k] = 0;
+    fclose(f);
+    cr_assert_eq(rc, 0, "the h5py script %s failed:\n%s", sp, out);
+}
+
+/* h5py shows the names of op, phase, dtype and pool (HDF5 enumerations) without the docs. */
+Test(store, h5py_shows_the_names_of_coded_columns)
+{
+    const char *p = small_campaign("enum.h5", 2);
+    char script[1500], out[4096];
+    snprintf(
+        script, sizeof script,
+        "import h5py\n"
+        "f = h5py.File('%s', 'r')\n"
+        "C, T = f['/calls/index'], f['/tensors/index']\n"
+        "names = lambda d, col: {v: k for k, v in h5py.check_enum_dtype(d.dtype[col]).items()}\n"
+        "c, t = C[0], T[C[0]['in'][0]]\n"
+        "print('op', names(C, 'op')[c['op']])\n"
+        "print('phase', names(C, 'phase')[c['phase']])\n"
+        "print('dtype', names(T, 'dtype')[t['dtype']])\n"
+        "print('pool', names(T, 'pool')[t['pool']])\n"
+        "print('phases', ','.join(sorted(h5py.check_enum_dtype(C.dtype['phase']))))\n"
+        "print('ops', len(h5py.check_enum_dtype(C.dtype['op'])))\n",
+        p);
+    h5py_run("h5py_names", script, out, sizeof out);
+    peat_store_t *s = reopen(p, 0);
+    peat_record h;
+    cr_assert_eq(peat_store_call_header(s, 0, &h), PEAT_OK, "%s", peat_error_last());
+    peat_store_close(s);
+    char want[200];
+    snprintf(want, sizeof want, "op %s\nphase %s\n", peat_op_name(h.op),
+             h.phase == PEAT_PHASE_FWD   ? "fwd"
+             : h.phase == PEAT_PHASE_BWD ? "bwd"
+                                         : "opt");
+    cr_assert(strstr(out, want), "h5py does not name the op and phase the store reads (%s):\n%s",
+              want, out);
+    cr_assert(strstr(out, "dtype f32\n"), "the gemm input's dtype is not named f32:\n%s", out);
+    cr_assert(strstr(out, "pool deflate\n") || strstr(out, "pool raw\n"), "pool unnamed:\n%s", out);
+    cr_assert(strstr(out, "phases bwd,fwd,opt\n"), "%s", out);
+    snprintf(want, sizeof want, "ops %d\n", PEAT_OP_COUNT);
+    cr_assert(strstr(out, want), "every op kind is a name of the op enumeration:\n%s", out);
+}
+
+/* A schema-3 file (op, phase, dtype, pool as plain integers) is still read, and refused for
+ * appending with one line. */
+Test(store, schema_3_files_are_read_not_appended)
+{
+    const char *p = small_campaign("v3.h5", 2);
+    char script[1500], out[4096];
+    snprintf(script, sizeof script,
+             "import h5py, numpy as np\n"
+             "f = h5py.File('%s', 'r+')\n"
+             "for path in ['/tensors/index', '/calls/index']:\n"
+             "    d = f[path]; a = d[...]; attrs = dict(d.attrs); ch = d.chunks\n"
+             "    dt = np.dtype([(n, np.dtype(d.dtype[n].str) if d.dtype[n].shape == () else "
+             "d.dtype[n]) for n in d.dtype.names])\n"
+             "    del f[path]\n"
+             "    n = f.create_dataset(path, data=a.astype(dt), maxshape=(None,), chunks=ch)\n"
+             "    for k, v in attrs.items(): n.attrs[k] = v\n"
+             "    print(path, h5py.check_enum_dtype(n.dtype['op' if 'op' in dt.names else "
+             "'dtype']))\n"
+             "f.attrs['peat_schema_version'] = np.int32(3)\n",
+             p);
+    h5py_run("h5py_v3", script, out, sizeof out);
+    cr_assert(strstr(out, "/calls/index None"), "the rewrite left an enumeration:\n%s", out);
+    peat_store_t *s = reopen(p, 0);
+    cr_assert_eq(peat_store_call_count(s), 2);
+    peat_record *r = NULL;
+    cr_assert_eq(peat_store_call_read(s, 1, &r), PEAT_OK, "a schema-3 record: %s",
+                 peat_error_last());
+    cr_assert_eq(r->op, PEAT_OP_GEMM, "op read back as %d", (int)r->op);
+    cr_assert_eq(r->in[0]->dtype, PEAT_DTYPE_F32);
+    peat_record_free(r);
+    peat_store_close(s);
+    s = NULL;
+    peat_status st = peat_store_open(p, 1, &s);
+    cr_assert_eq(st, PEAT_ERR_FORMAT, "appending to a schema-3 file: %s", peat_error_last());
+    cr_assert(strstr(peat_error_last(), "can be read but not appended to"), "%s",
+              peat_error_last());
 }

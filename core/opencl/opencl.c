@@ -123,7 +123,14 @@ static peat_status ocl_device_info(peat_backend_t b, peat_device_info *out)
     ocl *c = ctx_of(b);
     cl_ulong mem = 0;
     cl_uint cu = 0, mhz = 0;
-    CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_NAME, sizeof out->name, out->name, NULL));
+    /* "opencl: <platform>: <device>" (e.g. Portable Computing Language, PoCL): says which
+     * OpenCL implementation ran, not only the device behind it */
+    cl_platform_id plat;
+    char pname[64] = "", dname[96] = "";
+    CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL));
+    CL_CHECK(clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL));
+    CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_NAME, sizeof dname - 1, dname, NULL));
+    snprintf(out->name, sizeof out->name, "opencl: %s: %s", pname, dname);
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL));
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL));
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL));
