@@ -3,6 +3,7 @@
  * signature table. */
 #include "campaign/campaign.h"
 #include "campaign/runtime.h"
+#include "report/report.h"
 
 #include <math.h>
 
