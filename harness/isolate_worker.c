@@ -185,17 +185,24 @@ static void child_atexit(void)
         child_ctl->rep.status = PEAT_ISOLATE_CALLED_EXIT;
 }
 
+/* The child's mappings of the tensors, kept from call to call while the layout stays the same
+ * (a mapping costs more than a small call). */
 typedef struct {
     void *map[PEAT_MAX_IO * 2];
     size_t len[PEAT_MAX_IO * 2];
-    int n;
+    int n, valid;
+    char *data[PEAT_MAX_IO * 2];
+    char *guard_lo[PEAT_MAX_IO], *guard_hi[PEAT_MAX_IO];
+    size_t guard_len[PEAT_MAX_IO];
+    int n_in, n_out;
+    slot in[PEAT_MAX_IO], out[PEAT_MAX_IO];
     peat_tensor t[PEAT_MAX_IO * 2];
 } views;
 
 static void views_unmap(views *v)
 {
     for (int i = 0; i < v->n; i++) munmap(v->map[i], v->len[i]);
-    v->n = 0;
+    v->n = 0, v->valid = 0;
 }
 
 static void *view_add(views *v, void *p, size_t len)
@@ -205,56 +212,77 @@ static void *view_add(views *v, void *p, size_t len)
     return p;
 }
 
-/* The child's mappings of the request's tensors: inputs read-only, outputs between guard
- * regions (fresh each call: a guard page a stray write made writable goes with them). */
+/* Maps slot s (input or output o): an input read-only, an output between guard regions. */
+static char *view_map(views *v, const slot *s, int fd, int o)
+{
+    if (o < 0)
+        return view_add(
+            v, mmap(NULL, s->len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)s->off), s->len);
+    size_t pg = pg_size(), data_len, guard;
+    peat_isolate_guard_geometry(s->nb, &data_len, &guard);
+    size_t len = 2 * guard + pg + data_len;
+    char *base = view_add(
+        v, mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), len);
+    if (!base) return NULL;
+    char *mid = mmap(base + guard, pg + data_len, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, (off_t)s->off);
+    if (mid == MAP_FAILED) return NULL;
+    v->guard_lo[o] = base, v->guard_hi[o] = mid + pg + data_len, v->guard_len[o] = guard;
+    return mid + pg;
+}
+
+static int views_same(const views *v, const ctl_block *c)
+{
+    return v->valid && v->n_in == c->n_in && v->n_out == c->n_out &&
+           memcmp(v->in, c->in, sizeof v->in) == 0 && memcmp(v->out, c->out, sizeof v->out) == 0;
+}
+
+/* The request's tensors in the child: the mappings of the last call when the layout is the
+ * same (its guard regions made inaccessible again: a page the fault handler opened closes),
+ * new ones otherwise; run gets the request's params and tensors. */
 static int views_map(const ctl_block *c, int fd, views *v, peat_args *run)
 {
-    size_t pg = pg_size();
+    if (views_same(v, c)) {
+        for (int o = 0; o < c->n_out; o++)
+            if (c->out[o].present && (mprotect(v->guard_lo[o], v->guard_len[o], PROT_NONE) != 0 ||
+                                      mprotect(v->guard_hi[o], v->guard_len[o], PROT_NONE) != 0))
+                return 0;
+    } else {
+        views_unmap(v);
+        for (int i = 0; i < c->n_in + c->n_out; i++) {
+            const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
+            if (s->present && !(v->data[i] = view_map(v, s, fd, i < c->n_in ? -1 : i - c->n_in)))
+                return 0;
+        }
+        v->n_in = c->n_in, v->n_out = c->n_out, v->valid = 1;
+        memcpy(v->in, c->in, sizeof v->in);
+        memcpy(v->out, c->out, sizeof v->out);
+    }
     memset(run, 0, sizeof *run);
     run->op = (peat_op_kind)c->op, run->p = c->p, run->n_in = c->n_in, run->n_out = c->n_out;
-    v->n = 0;
+    peat_tensor *t = v->t;
     for (int i = 0; i < c->n_in + c->n_out; i++) {
         const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
         if (!s->present) continue;
-        char *data;
-        if (i < c->n_in) {
-            data = view_add(
-                v, mmap(NULL, s->len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)s->off),
-                s->len);
-        } else {
-            size_t data_len, guard;
-            peat_isolate_guard_geometry(s->nb, &data_len, &guard);
-            size_t len = 2 * guard + pg + data_len;
-            char *base = view_add(
-                v, mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
-                len);
-            if (!base) return 0;
-            char *mid = mmap(base + guard, pg + data_len, PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, (off_t)s->off);
-            data = mid == MAP_FAILED ? NULL : mid + pg;
-        }
-        if (!data) return 0;
-        peat_tensor *t = &v->t[i];
-        *t = (peat_tensor){.dtype = (peat_dtype)s->dtype, .ndim = s->ndim, .data = data};
-        memcpy(t->shape, s->shape, sizeof t->shape);
+        t[i] = (peat_tensor){.dtype = (peat_dtype)s->dtype, .ndim = s->ndim, .data = v->data[i]};
+        memcpy(t[i].shape, s->shape, sizeof t[i].shape);
         if (i < c->n_in)
-            run->in[i] = t;
+            run->in[i] = &t[i];
         else
-            run->out[i - c->n_in] = t;
+            run->out[i - c->n_in] = &t[i];
     }
     return 1;
 }
 
 /* One request: the kernel on the views, its status and stray writes in the report. */
-static void child_call(const peat_kernel *k, ctl_block *c, int fd, const module_state *ms)
+static void child_call(const peat_kernel *k, ctl_block *c, int fd, views *v, const module_state *ms)
 {
-    views v;
     peat_args run;
     peat_isolate_report *rep = &c->rep;
-    if (!views_map(c, fd, &v, &run)) {
-        views_unmap(&v);
+    if (!views_map(c, fd, v, &run)) {
         snprintf(rep->msg, sizeof rep->msg, "isolation worker: mapping the call's buffers: %s",
                  strerror(errno));
+        views_unmap(v);
         rep->status = PEAT_ERR_NOMEM;
         return;
     }
@@ -263,7 +291,6 @@ static void child_call(const peat_kernel *k, ctl_block *c, int fd, const module_
     peat_isolate_faults_disarm();
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
-    views_unmap(&v);
     c->state_changed = ms && state_changed(ms);
 }
 
@@ -282,6 +309,8 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     memset(&none, 0, sizeof none);
     peat_isolate_faults_arm(&none, &w->ctl->rep);
     peat_isolate_faults_disarm();
+    views *v = calloc(1, sizeof *v); /* on the heap: the state compared is the module's */
+    if (!v) _exit(1);
     module_state ms;
     int watch = !w->keep_state && state_snapshot(&ms, (const void *)(uintptr_t)w->k->fn);
     for (;;) {
@@ -289,7 +318,7 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
         ssize_t r = read(sock, &b, 1);
         if (r < 0 && errno == EINTR) continue;
         if (r != 1) _exit(0); /* peat closed its end: done */
-        child_call(w->k, w->ctl, w->mem_fd, watch ? &ms : NULL);
+        child_call(w->k, w->ctl, w->mem_fd, v, watch ? &ms : NULL);
         if (send(sock, &b, 1, MSG_NOSIGNAL) != 1) _exit(0);
     }
 }
