@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -305,21 +307,23 @@ void peat_isolate_faults_disarm(void)
     memset(&fault_prev, 0, sizeof fault_prev);
 }
 
-/* ---- in-process calls: a crash or an exit during the call ends peat with one line ---- */
+/* ---- in-process calls: a crash, an exit or a hang during the call ends peat with one line ---- */
 
 static char inproc_crash_msg[320], inproc_exit_msg[320];
-static volatile sig_atomic_t inproc_in_call;
+static _Atomic int inproc_calls; /* calls in flight (runtime FI runs them on several threads) */
+static pthread_mutex_t inproc_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void inproc_crash(int sig)
 {
-    if (write(2, inproc_crash_msg, strlen(inproc_crash_msg)) < 0) _exit(1);
-    signal(sig, SIG_DFL);
-    _exit(1);
+    if (inproc_calls > 0 && write(2, inproc_crash_msg, strlen(inproc_crash_msg)) >= 0) _exit(1);
+    if (inproc_calls > 0) _exit(1);
+    signal(sig, SIG_DFL); /* not in a call: peat's own crash, as without the handler */
+    raise(sig);
 }
 
 static void inproc_atexit(void)
 {
-    if (!inproc_in_call) return;
+    if (inproc_calls <= 0) return;
     if (write(2, inproc_exit_msg, strlen(inproc_exit_msg)) < 0) _exit(1);
     _exit(1); /* an exit inside the kernel is a DUE: never the status the kernel chose */
 }
@@ -327,10 +331,11 @@ static void inproc_atexit(void)
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 enum { N_CRASH = sizeof crash_signals / sizeof crash_signals[0] };
 
-static peat_status run_here(const peat_kernel *k, const peat_args *a, call_report *rep,
-                            peat_call_outcome *out, char *why, size_t nwhy)
+/* The lines a crash and an exit of k print; the exit handler, once. */
+static void inproc_prepare(const peat_kernel *k)
 {
     static int atexit_done;
+    pthread_mutex_lock(&inproc_mu);
     if (!atexit_done) atexit_done = atexit(inproc_atexit) == 0;
     snprintf(inproc_crash_msg, sizeof inproc_crash_msg,
              "peat: error: kernel '%s' crashed in-process (--no-isolate): DUE; run isolated to "
@@ -339,14 +344,82 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, call_repor
     snprintf(inproc_exit_msg, sizeof inproc_exit_msg,
              "peat: error: kernel '%s' ended the process during a call (--no-isolate): DUE\n",
              k->name);
+    pthread_mutex_unlock(&inproc_mu);
+}
+
+/* The watchdog of in-process calls: a call past its deadline ends peat with one line (a hung
+ * call cannot be taken back from its thread). One thread, started with the first call. */
+enum { WATCH_SLOTS = 64 };
+static struct {
+    double deadline, timeout; /* deadline 0: free */
+    char name[64];
+} watch[WATCH_SLOTS];
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double now = peat_now();
+        pthread_mutex_lock(&inproc_mu);
+        for (int i = 0; i < WATCH_SLOTS; i++) {
+            if (watch[i].deadline <= 0.0 || now < watch[i].deadline) continue;
+            char line[256];
+            int n = snprintf(line, sizeof line,
+                             "peat: error: kernel '%s' hung in-process (--no-isolate): no return "
+                             "within %g s (--timeout): DUE\n",
+                             watch[i].name, watch[i].timeout);
+            if (write(2, line, (size_t)n) < 0) _exit(1);
+            _exit(1);
+        }
+        pthread_mutex_unlock(&inproc_mu);
+    }
+    return NULL;
+}
+
+static int watch_arm(const peat_kernel *k, double timeout_s)
+{
+    static int started;
+    int slot = -1;
+    pthread_mutex_lock(&inproc_mu);
+    pthread_t th;
+    if (!started && pthread_create(&th, NULL, watchdog, NULL) == 0) {
+        pthread_detach(th);
+        started = 1;
+    }
+    for (int i = 0; i < WATCH_SLOTS && slot < 0 && timeout_s > 0.0; i++)
+        if (watch[i].deadline <= 0.0) {
+            slot = i;
+            watch[i].deadline = peat_now() + timeout_s, watch[i].timeout = timeout_s;
+            snprintf(watch[i].name, sizeof watch[i].name, "%s", k->name);
+        }
+    pthread_mutex_unlock(&inproc_mu);
+    return slot;
+}
+
+static void watch_disarm(int slot)
+{
+    if (slot < 0) return;
+    pthread_mutex_lock(&inproc_mu);
+    watch[slot].deadline = 0.0;
+    pthread_mutex_unlock(&inproc_mu);
+}
+
+static peat_status run_here(const peat_kernel *k, const peat_args *a, double timeout_s,
+                            call_report *rep, peat_call_outcome *out, char *why, size_t nwhy)
+{
+    inproc_prepare(k);
     struct sigaction sa, old[N_CRASH];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
     peat_isolate_faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
-    inproc_in_call = 1;
+    int slot = watch_arm(k, timeout_s);
+    inproc_calls++;
     peat_status st = peat_kernel_run(k, a);
-    inproc_in_call = 0;
+    inproc_calls--;
+    watch_disarm(slot);
     peat_isolate_faults_disarm();
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
     *out = PEAT_CALL_DONE;
@@ -354,6 +427,28 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, call_repor
     snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, peat_error_last());
     *out = PEAT_CALL_FAILED;
     return PEAT_OK;
+}
+
+static void inproc_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = inproc_crash;
+    for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, NULL);
+}
+
+peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    inproc_prepare(k);
+    /* several threads call at once: the handlers stay (outside a call they step aside) */
+    pthread_once(&once, inproc_install);
+    int slot = watch_arm(k, timeout_s);
+    inproc_calls++;
+    peat_status st = peat_kernel_run(k, a);
+    inproc_calls--;
+    watch_disarm(slot);
+    return st;
 }
 
 /* ---- isolated calls ---- */
@@ -561,7 +656,7 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
     if (st == PEAT_OK)
         st = isolate ? run_child(k->name, kernel_job_run, &(kernel_job){k, &run, rep}, rep,
                                  timeout_s, out, why, nwhy)
-                     : run_here(k, &run, rep, out, why, nwhy);
+                     : run_here(k, &run, timeout_s, rep, out, why, nwhy);
     if (st == PEAT_OK && *out == PEAT_CALL_DONE)
         peat_isolate_writes_check(k, a, &run, rep, out, why, nwhy);
     inputs_free(&run);

@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE /* usleep */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -239,6 +240,131 @@ Test(robust, sigterm_leaves_no_orphan_and_resumes)
     cr_assert_eq(rc, 1, "rc %d\n%s%s", rc, out_buf, err_buf);
     cr_assert(file_exists(out, "campaign.h5"));
     cr_assert_not_null(strstr(out_buf, "3 later calls skipped"), "%s", out_buf);
+}
+
+/* ---- the runtime stage: the candidate trains inside the isolated worker ---- */
+
+/* A kernel that misbehaves only after 40 calls (playback starts every call from its first
+ * state; a training run keeps it): the runtime run ends with one finding, the campaign is kept,
+ * the verdict is FAIL. */
+Test(robust, late_misbehaviour_in_the_runtime_stage_is_one_finding)
+{
+    static const struct {
+        const char *kernel, *says;
+    } cases[] = {
+        {"test_gemm_late_crash", "crashed"},
+        {"test_gemm_late_spin", "hung: killed after 10 s"},
+        {"test_gemm_late_exit0", "ended its process (exit code 0) without completing the call"},
+        {"test_gemm_late_heap", "wrote outside output 0"},
+    };
+    for (int i = 0; i < 4; i++) {
+        int rc = peat("run --kernel %s --plugin %s " SMALL " --timeout 10 --out %s/r%d",
+                      cases[i].kernel, HOSTILE, tmpdir, i);
+        cr_assert_eq(rc, 1, "%s: rc %d\n%s%s", cases[i].kernel, rc, out_buf, err_buf);
+        /* playback saw none of it: the late calls happen in training only */
+        cr_assert_null(strstr(out_buf, "later calls skipped"), "%s", out_buf);
+        char line[400];
+        snprintf(line, sizeof line, "- runtime FI, %s @ 1 (41 calls swapped): kernel '%s' %s",
+                 cases[i].kernel, cases[i].kernel, cases[i].says);
+        cr_assert_not_null(strstr(out_buf, line), "%s: no \"%s\" in\n%s", cases[i].kernel, line,
+                           out_buf);
+        cr_assert_not_null(strstr(out_buf, "DUE iter=0 metric=call"), "%s", out_buf);
+        cr_assert_not_null(strstr(out_buf, "verdict: FAIL"), "%s", out_buf);
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/r%d", tmpdir, i);
+        cr_assert(file_exists(dir, "campaign.h5") && file_exists(dir, "report.html"),
+                  "%s: the campaign was not kept", cases[i].kernel);
+        cr_assert_eq(count_lines(err_buf), 0, "%s: %s", cases[i].kernel, err_buf);
+    }
+}
+
+Test(robust, late_closed_stdout_in_the_runtime_stage_keeps_the_verdict)
+{
+    /* before: the kernel closed peat's own stdout and the verdict was lost with exit 0 */
+    int rc =
+        peat("run --kernel test_gemm_late_close --plugin %s " SMALL " --out %s/a", HOSTILE, tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_not_null(strstr(out_buf, "test_gemm_late_close @ 1"), "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "verdict: PASS"), "%s", out_buf);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/a", tmpdir);
+    cr_assert(file_exists(dir, "campaign.h5"));
+}
+
+Test(robust, late_hang_in_process_meets_the_watchdog)
+{
+    /* before: --no-isolate had no deadline at all */
+    int rc = peat("run --kernel test_gemm_late_spin --plugin %s " SMALL
+                  " --no-isolate --timeout 10 --out %s/a",
+                  HOSTILE, tmpdir);
+    cr_assert_eq(rc, 1, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "kernel 'test_gemm_late_spin' hung in-process "
+                                       "(--no-isolate): no return within 10 s (--timeout): DUE"),
+                       "%s", err_buf);
+}
+
+/* Every descendant of pid (its threads' children, theirs, ...): up to max, their count. */
+static int descendants(pid_t pid, pid_t *out, int max)
+{
+    int n = 0;
+    pid_t todo[64];
+    int nt = 0;
+    todo[nt++] = pid;
+    while (nt > 0 && n < max) {
+        pid_t p = todo[--nt];
+        char path[400], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/task", (int)p);
+        DIR *d = opendir(path);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(path, sizeof path, "/proc/%d/task/%s/children", (int)p, e->d_name);
+            slurp(path, buf, sizeof buf);
+            for (char *t = strtok(buf, " \n"); t && n < max; t = strtok(NULL, " \n")) {
+                out[n++] = (pid_t)atoi(t);
+                if (nt < 64) todo[nt++] = (pid_t)atoi(t);
+            }
+        }
+        if (d) closedir(d);
+    }
+    return n;
+}
+
+Test(robust, sigkill_leaves_no_process_behind, .timeout = 600)
+{
+    /* the runtime stage's worker spins (--timeout 600): peat is killed outright meanwhile */
+    char out[300], log[300];
+    snprintf(out, sizeof out, "%s/a", tmpdir);
+    snprintf(log, sizeof log, "%s/log", tmpdir);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1), dup2(fd, 2);
+        execl(PEAT_TEST_BIN, "peat", "run", "--kernel", "test_gemm_late_spin", "--plugin", HOSTILE,
+              "--iters", "12", "--calls", "6", "--timeout", "600", "--out", out, (char *)NULL);
+        _exit(127);
+    }
+    pid_t kids[32];
+    int n = 0;
+    for (int i = 0; i < 30000 && n < 1; i++) { /* the runtime stage's worker */
+        static char text[1 << 14];
+        slurp(log, text, sizeof text);
+        n = strstr(text, "runtime FI:") ? descendants(pid, kids, 32) : 0;
+        if (n < 1) usleep(10000);
+    }
+    cr_assert_geq(n, 1, "no runtime worker appeared");
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int wst;
+    cr_assert_eq(waitpid(pid, &wst, 0), pid);
+    for (int k = 0; k < n; k++) {
+        int dead = 0;
+        for (int i = 0; i < 3000 && !dead; i++) {
+            dead = gone(kids[k]);
+            if (!dead) usleep(10000);
+        }
+        cr_assert(dead, "process %d outlived peat", (int)kids[k]);
+    }
 }
 
 /* ---- guard regions and input protection ---- */
