@@ -1,5 +1,6 @@
 /* campaign.c: runs one validation campaign as the list of its stages (harness/stages.h). */
 #include "harness/runtime.h"
+#include "harness/isolate.h"
 #include "harness/stages.h"
 
 #include <math.h>
@@ -138,6 +139,9 @@ peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result 
         /* the total a stage reports is the time of every stage before it */
         res->t_total = t0 - c.t_start;
         st = stages[i].run(&c);
+        /* the stage's isolated workers end with it: their CPU is counted (a child's is once it
+         * is reaped) and nothing of theirs, a lock on the output directory, outlives the run */
+        peat_isolate_workers_close();
         clock_add(res, stages[i].clock, peat_now() - t0, peat_campaign_cpu_s() - c0);
     }
     peat_campaign_free(&c);

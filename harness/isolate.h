@@ -42,6 +42,10 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
  * peat with one line naming the kernel and exit status 1 (DUE); the kernel's status otherwise. */
 peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s);
 
+/* Ends the calling thread's isolated worker (peat_isolate_call starts one per kernel and thread,
+ * kept between calls): a stage that is done with its candidate calls this. */
+void peat_isolate_workers_close(void);
+
 /* peat_isolate_call for callers that need only pass or fail: PEAT_OK when the call completed
  * cleanly, PEAT_ERR_KERNEL with a one-line reason in why otherwise; any other status is the
  * runner's own failure. */

@@ -71,11 +71,10 @@ void peat_isolate_worker_free(peat_isolate_worker *w);
 /* Children (re)started by this worker so far (a test's and a benchmark's view). */
 int peat_isolate_worker_spawns(const peat_isolate_worker *w);
 /* peat_isolate_call's isolated path: the calling thread's worker for k (a new one when k
- * changes); and ending the calling thread's worker. */
+ * changes). */
 peat_status peat_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
                                             double timeout_s, peat_call_outcome *out, char *why,
                                             size_t nwhy);
-void peat_isolate_workers_close(void);
 /* 1 when PEAT_ISOLATE=fork asks for a fork per call (the former runner, kept for comparison). */
 int peat_isolate_fork_per_call(void);
 

@@ -147,6 +147,44 @@ Test(robust, plugin_register_exit_or_crash_is_one_line)
     }
 }
 
+Test(robust, plugin_that_hangs_while_loading_times_out_in_one_line, .timeout = 120)
+{
+    /* before: a spinning constructor or a FIFO as --plugin hung peat for good */
+    int rc = sh("PEAT_PLUGIN_TIMEOUT=2 %s list --plugin %s/libplugin_ctor_spin.so", PEAT_TEST_BIN,
+                PEAT_TEST_PLUGIN_DIR);
+    cr_assert_eq(rc, 2, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "libplugin_ctor_spin.so did not finish loading within 2 s"),
+                       "%s", err_buf);
+    rc = sh("mkfifo %s/fifo.so", tmpdir);
+    cr_assert_eq(rc, 0);
+    rc = peat("list --plugin %s/fifo.so", tmpdir);
+    cr_assert_eq(rc, 2, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "fifo.so: not a regular file"), "%s", err_buf);
+}
+
+Test(robust, plugin_that_crashes_only_in_peat_is_one_line)
+{
+    int rc = peat("list --plugin %s/libplugin_ctor_real_crash.so", PEAT_TEST_PLUGIN_DIR);
+    cr_assert_eq(rc, 2, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "crashed while loading in peat"), "%s", err_buf);
+}
+
+Test(robust, plugin_output_stays_out_of_json_and_bare_names_load)
+{
+    /* a bare file name in the current directory is that file (dlopen alone would search the
+     * library path); what the plugin prints goes to stderr, not into the JSON */
+    int rc = sh("cd %s && %s run --kernel test_gemm_printing --plugin libplugin_ctor_print.so "
+                "--json " SMALL " --out %s/a",
+                PEAT_TEST_PLUGIN_DIR, PEAT_TEST_BIN, tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_eq(out_buf[0], '{', "stdout is not one JSON object:\n%s", out_buf);
+    cr_assert_null(strstr(out_buf, "noise"), "plugin output inside the JSON:\n%s", out_buf);
+    cr_assert_not_null(strstr(err_buf, "noise from a plugin constructor"), "%s", err_buf);
+}
+
 Test(robust, plugin_refusal_keeps_its_reason)
 {
     /* before: "failed to register (code 1): plugin x.so failed to register (code 1): " */
