@@ -35,7 +35,7 @@ static void teardown(void)
 
 static int file_exists(const char *dir, const char *name)
 {
-    char p[512];
+    static char p[21000];
     struct stat st;
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return stat(p, &st) == 0;
@@ -680,4 +680,126 @@ Test(robust, inspect_verify_names_the_damaged_record)
     cr_assert_not_null(line, "%s", out_buf);
     cr_assert_not_null(strstr(out_buf, want), "%s", out_buf);
     cr_assert_not_null(strstr(line, "input 0 (tensor "), "%s", line);
+}
+
+/* ---- nothing lost without a word ---- */
+
+Test(robust, a_closed_or_full_stdout_is_never_exit_0)
+{
+    /* before: exit 0 and no word, the verdict lost */
+    int rc = sh("sh -c 'exec 1>&-; %s list'", PEAT_TEST_BIN);
+    cr_assert_eq(rc, 2, "closed stdout: rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "stdout is closed"), "%s", err_buf);
+    rc = sh("sh -c 'exec 1>/dev/full; %s list'", PEAT_TEST_BIN);
+    cr_assert_eq(rc, 2, "/dev/full: rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "writing stdout failed: No space left on device"), "%s",
+                       err_buf);
+}
+
+Test(robust, inputs_refused_in_one_line)
+{
+    /* a finished campaign to misuse */
+    int rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --out %s/done", tmpdir);
+    cr_assert_eq(rc, 0, "%s%s", out_buf, err_buf);
+    cr_assert_eq(sh("mkdir -p %s/part %s/dir/campaign.h5 && cp %s/done/campaign.h5 "
+                    "%s/part/campaign.h5.partial && touch %s/file",
+                    tmpdir, tmpdir, tmpdir, tmpdir, tmpdir),
+                 0);
+    static const struct {
+        const char *cmd, *says;
+    } cases[] = {
+        /* before: ran on the unfinished file */
+        {"inject --campaign %s/part/campaign.h5.partial --model bitflip --trials 2",
+         "campaign.h5.partial is an unfinished campaign"},
+        /* before: the baseline was ignored and ci exited 0 */
+        {"ci " PEAT_TEST_SOURCE_DIR "/examples/nightly.suite --baseline %s/file",
+         "/file is not a directory"},
+        /* before: "already holds a finished campaign" */
+        {"run --kernel gemm_new " SMALL " --out %s/dir", "is not a file (a directory?)"},
+        /* before: a 15-line HDF5 error stack */
+        {"calibrate-latency --cache-dir %s/file", "Not a directory"},
+        {"run --kernel gemm_new --seed 18446744073709551616 --out %s/s", "--seed"},
+        {"run --kernel gemm_new --seed -1 --out %s/s", "--seed"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, cases[i].cmd, tmpdir);
+        rc = peat("%s", cmd);
+        cr_assert_eq(rc, 2, "%s: rc %d\n%s", cmd, rc, err_buf);
+        cr_assert_eq(count_lines(err_buf), 1, "%s: %s", cmd, err_buf);
+        cr_assert_not_null(strstr(err_buf, cases[i].says), "%s: %s", cmd, err_buf);
+    }
+    /* before: refused, though a valid 64-bit seed */
+    rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --seed "
+              "18446744073709551615 --out %s/max",
+              tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s", rc, err_buf);
+}
+
+/* A path of exactly n bytes under tmpdir: directories of at most 200 characters (NAME_MAX) whose
+ * names say where they are, so a cut path could never name the same place. */
+static void long_path(char *p, size_t n)
+{
+    size_t len = (size_t)snprintf(p, n + 1, "%s", tmpdir);
+    for (int seg = 0; len < n; seg++) {
+        p[len++] = '/';
+        for (int k = 0; k < 200 && len < n; k++) p[len++] = (char)('a' + (seg + k) % 26);
+    }
+    if (p[n - 1] == '/') p[n - 1] = 'z';
+    p[n] = 0;
+}
+
+Test(robust, paths_and_config_lines_of_any_length, .timeout = 900)
+{
+    /* before: --out over 512 bytes was cut and the files went elsewhere; a config line longer
+     * than 512 bytes was split and its tail read as a second setting */
+    static const size_t lens[] = {300, 511, 512, 513, 700, 1023, 1024, 4095, 4096, 8000, 9000};
+    static char path[20000], cfg[400];
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        long_path(path, lens[i]);
+        for (int via_config = 0; via_config < 2; via_config++) {
+            int rc;
+            if (via_config) {
+                snprintf(cfg, sizeof cfg, "%s/c.ini", tmpdir);
+                FILE *f = fopen(cfg, "w");
+                cr_assert_not_null(f);
+                fprintf(f, "# one setting on one line, however long\nout = %s\nforce = true\n",
+                        path);
+                fclose(f);
+                rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --config %s",
+                          cfg);
+            } else
+                rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --force "
+                          "--out %s",
+                          path);
+            char want[120];
+            snprintf(want, sizeof want, "--out is %zu bytes long: at most 511 are supported",
+                     lens[i]);
+            int fits = lens[i] <= 511, too_big_for_config = via_config && lens[i] > 8000;
+            if (fits) {
+                cr_assert_eq(rc, 0, "%zu bytes (config %d): rc %d\n%s", lens[i], via_config, rc,
+                             err_buf);
+                cr_assert(file_exists(path, "campaign.h5"), "%zu bytes: not where it was asked",
+                          lens[i]);
+            } else {
+                cr_assert_eq(rc, 2, "%zu bytes (config %d): rc %d", lens[i], via_config, rc);
+                cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+                cr_assert_not_null(strstr(err_buf, too_big_for_config
+                                                       ? "exceed what a config file may hold"
+                                                       : want),
+                                   "%zu bytes (config %d): %s", lens[i], via_config, err_buf);
+            }
+        }
+    }
+    /* a config file naming another is refused, not ignored */
+    FILE *f = fopen(cfg, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "config = %s/other.ini\n", tmpdir);
+    fclose(f);
+    int rc = peat("run --kernel gemm_new " SMALL " --config %s --out %s/c", cfg, tmpdir);
+    cr_assert_eq(rc, 2, "rc %d", rc);
+    cr_assert_not_null(strstr(err_buf, "`config` inside a config file is not followed"), "%s",
+                       err_buf);
 }
