@@ -20,6 +20,8 @@
 #include "cli_run.h"
 #include "store/store.h"
 
+#include <hdf5.h>
+
 #define HOSTILE PEAT_TEST_PLUGIN_DIR "/libplugin_hostile.so"
 #define SMALL   "--iters 12 --calls 6"
 
@@ -802,4 +804,42 @@ Test(robust, paths_and_config_lines_of_any_length, .timeout = 900)
     cr_assert_eq(rc, 2, "rc %d", rc);
     cr_assert_not_null(strstr(err_buf, "`config` inside a config file is not followed"), "%s",
                        err_buf);
+}
+
+Test(robust, edited_meta_or_deleted_manifest_is_damaged)
+{
+    /* before: an edited seed passed `inspect --verify`; a deleted /manifest gave exit 0 */
+    int rc =
+        peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --quiet --out %s/a", tmpdir);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+    char h5[400];
+    snprintf(h5, sizeof h5, "%s/a/campaign.h5", tmpdir);
+    rc = peat("inspect --verify %s", h5);
+    cr_assert_eq(rc, 0, "untouched: rc %d\n%s%s", rc, out_buf, err_buf);
+    hid_t f = H5Fopen(h5, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert_geq(f, 0);
+    /* the seed replaced (deleted and written anew: HDF5 1.10 cannot rewrite it in place) */
+    cr_assert_geq(H5Adelete_by_name(f, "/meta", "seed", H5P_DEFAULT), 0);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, "/meta", "seed", H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT);
+    cr_assert_geq(a, 0);
+    uint64_t seed = 12345;
+    cr_assert_geq(H5Awrite(a, H5T_NATIVE_UINT64, &seed), 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+    rc = peat("inspect --verify %s", h5);
+    cr_assert_neq(rc, 0, "edited seed passed:\n%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "DAMAGED"), "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "/meta: the campaign's attributes"), "%s", out_buf);
+    f = H5Fopen(h5, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert_geq(f, 0);
+    cr_assert_geq(H5Ldelete(f, "/manifest", H5P_DEFAULT), 0);
+    H5Fclose(f);
+    rc = peat("inspect %s", h5);
+    cr_assert_neq(rc, 0, "deleted manifest passed:\n%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "/manifest is missing, though the file is named as a "
+                                       "finished campaign"),
+                       "%s", out_buf);
 }
