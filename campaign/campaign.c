@@ -1,5 +1,6 @@
 /* campaign.c: one validation campaign's state, and the loop that runs a list of its stages on it
  * (stages.h; the list of `peat run` is run/pipeline.c). */
+#include "campaign/isolate.h"
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
 
@@ -120,6 +121,9 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
         /* the total a stage reports is the time of every stage before it */
         res->t_total = t0 - c.t_start;
         st = stages[i].run(&c);
+        /* the stage's isolated workers end with it: their CPU is counted (a child's is once it
+         * is reaped) and nothing of theirs, a lock on the output directory, outlives the run */
+        peat_isolate_workers_close();
         clock_add(res, stages[i].clock, peat_now() - t0, peat_campaign_cpu_s() - c0);
     }
     peat_campaign_free(&c);

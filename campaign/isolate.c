@@ -4,9 +4,12 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, strsignal, REG_ERR */
 #include "campaign/isolate.h"
 #include "campaign/campaign.h"
+#include "campaign/isolate_impl.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,14 +35,11 @@ static void *shared_alloc(size_t n)
  * reported as OUT_OF_BOUNDS_WRITE with the offset, not as a crash. The guard regions cost
  * address space only. */
 
-enum { SENTINEL = 0xA5, TAIL_MIN = 64 };
+enum { SENTINEL = PEAT_ISOLATE_SENTINEL, TAIL_MIN = PEAT_ISOLATE_TAIL_MIN };
 #define GUARD_MIN ((size_t)16 << 20)
 static const uint64_t GUARD_MAGIC = 0x5045415447554152ull; /* "PEATGUAR" */
 
-typedef struct {
-    uint64_t magic;
-    size_t nbytes, map_len, guard;
-} guard_head;
+typedef peat_isolate_guard_head guard_head;
 
 static size_t page_size(void)
 {
@@ -51,10 +51,27 @@ static guard_head *head_of(const peat_tensor *t)
     return (guard_head *)((char *)t->data - page_size());
 }
 
+void peat_isolate_guard_geometry(size_t nb, size_t *data_len, size_t *guard)
+{
+    size_t pg = page_size();
+    *data_len = (nb + TAIL_MIN + pg - 1) / pg * pg;
+    *guard = 4 * *data_len > GUARD_MIN ? 4 * *data_len : GUARD_MIN;
+}
+
+void peat_isolate_guard_head_init(void *mid, size_t nb)
+{
+    size_t pg = page_size(), data_len, guard;
+    peat_isolate_guard_geometry(nb, &data_len, &guard);
+    memset(mid, SENTINEL, pg + data_len);
+    guard_head *h = (guard_head *)mid;
+    h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = 2 * guard + pg + data_len,
+    h->guard = guard;
+}
+
 static void *guarded_alloc(size_t nb)
 {
-    size_t pg = page_size(), data_len = (nb + TAIL_MIN + pg - 1) / pg * pg;
-    size_t guard = 4 * data_len > GUARD_MIN ? 4 * data_len : GUARD_MIN;
+    size_t pg = page_size(), data_len, guard;
+    peat_isolate_guard_geometry(nb, &data_len, &guard);
     size_t len = 2 * guard + pg + data_len;
     /* the whole range reserved inaccessible, then the head and data mapped shared inside it */
     char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -65,30 +82,43 @@ static void *guarded_alloc(size_t nb)
         munmap(base, len);
         return NULL;
     }
-    memset(mid, SENTINEL, pg + data_len);
-    guard_head *h = (guard_head *)mid;
-    h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = len, h->guard = guard;
+    peat_isolate_guard_head_init(mid, nb);
     return mid + pg;
 }
 
-static void guarded_free(void *data)
+/* The head an output of nb bytes starts with (what a stray write into it is measured against). */
+static guard_head head_expected(size_t nb)
 {
-    guard_head *h = (guard_head *)((char *)data - page_size());
-    munmap((char *)h - h->guard, h->map_len);
+    size_t data_len, guard;
+    peat_isolate_guard_geometry(nb, &data_len, &guard);
+    guard_head h = {GUARD_MAGIC, nb, 2 * guard + page_size() + data_len, guard};
+    return h;
 }
 
-/* The first byte outside t's data that is no longer the sentinel, as an offset from the data's
- * start (negative: before it); 0 with *hit 0 when none changed. */
+/* The mapping's geometry comes from the size, not from the head a kernel may have written. */
+static void guarded_free(void *data, size_t nb)
+{
+    guard_head h = head_expected(nb);
+    munmap((char *)data - page_size() - h.guard, h.map_len);
+}
+
+/* The first byte of t's page before its data (head included) or of its tail that no longer holds
+ * what was put there, as an offset from the data's start (negative: before it); 0 with *hit 0
+ * when none changed. */
 static long long sentinel_check(const peat_tensor *t, int *hit)
 {
-    const guard_head *h = head_of(t);
-    const unsigned char *data = t->data, *before = (const unsigned char *)(h + 1);
-    size_t pg = page_size(), tail = h->map_len - 2 * h->guard - pg - h->nbytes;
+    size_t nb = (size_t)peat_tensor_numel(t) * sizeof(float);
+    guard_head want = head_expected(nb);
+    const unsigned char *data = t->data, *hb = (const unsigned char *)head_of(t),
+                        *wb = (const unsigned char *)&want;
+    size_t pg = page_size(), tail = want.map_len - 2 * want.guard - pg - nb;
     *hit = 1;
-    for (const unsigned char *p = before; p < data; p++)
+    for (size_t i = 0; i < sizeof want; i++)
+        if (hb[i] != wb[i]) return (long long)(hb + i - data);
+    for (const unsigned char *p = hb + sizeof want; p < data; p++)
         if (*p != SENTINEL) return (long long)(p - data);
     for (size_t i = 0; i < tail; i++)
-        if (data[h->nbytes + i] != SENTINEL) return (long long)(h->nbytes + i);
+        if (data[nb + i] != SENTINEL) return (long long)(nb + i);
     *hit = 0;
     return 0;
 }
@@ -106,7 +136,7 @@ peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, i
             break;
         }
         st = peat_tensor_wrap(PEAT_DTYPE_F32, tmpl[o]->ndim, tmpl[o]->shape, mem, &a->out[o]);
-        if (st != PEAT_OK) guarded_free(mem);
+        if (st != PEAT_OK) guarded_free(mem, nb);
     }
     /* a later buffer failed: the earlier ones must not outlive the call */
     if (st != PEAT_OK) peat_isolate_outputs_free(a);
@@ -117,7 +147,7 @@ void peat_isolate_outputs_free(peat_args *a)
 {
     for (int o = 0; o < a->n_out; o++) {
         if (!a->out[o]) continue;
-        guarded_free(a->out[o]->data);
+        guarded_free(a->out[o]->data, (size_t)peat_tensor_numel(a->out[o]) * sizeof(float));
         peat_tensor_free(a->out[o]);
         a->out[o] = NULL;
     }
@@ -183,20 +213,14 @@ static int inputs_changed(const peat_args *a, const peat_args *run, int *which, 
  * itself, which the parent compares afterwards), so the kernel goes on and the call completes.
  * Any other SIGSEGV goes to the handler that was there before (a crash, as before). */
 
-typedef struct {
-    int hit, index;
-    long long offset; /* bytes from the start of the buffer (negative: before it) */
-} fault_note;
-
-/* What a call reports in shared memory: the isolated child writes it, the parent reads it. */
-typedef struct {
-    int status; /* the kernel's status, or CHILD_NEVER_RETURNED / CHILD_CALLED_EXIT */
-    char msg[256];
-    fault_note oob, input;
-} call_report;
+typedef peat_isolate_fault_note fault_note;
+typedef peat_isolate_report call_report;
 
 /* What the report says when the kernel never returned. */
-enum { CHILD_NEVER_RETURNED = -1, CHILD_CALLED_EXIT = -2 };
+enum {
+    CHILD_NEVER_RETURNED = PEAT_ISOLATE_NEVER_RETURNED,
+    CHILD_CALLED_EXIT = PEAT_ISOLATE_CALLED_EXIT
+};
 
 enum { REGION_OUTPUT, REGION_INPUT };
 typedef struct {
@@ -245,16 +269,17 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 
 /* Lists run's output guard regions and its input copies (made read-only) and installs
  * on_fault, which notes into rep. */
-static void faults_arm(const peat_args *run, call_report *rep)
+void peat_isolate_faults_arm(const peat_args *run, call_report *rep)
 {
     fault_pg = (uintptr_t)page_size();
     int n = 0;
     for (int o = 0; o < run->n_out; o++) {
         const guard_head *h = head_of(run->out[o]);
-        uintptr_t data = (uintptr_t)run->out[o]->data, start = (uintptr_t)h - h->guard,
-                  end = start + h->map_len;
+        guard_head g = head_expected((size_t)peat_tensor_numel(run->out[o]) * sizeof(float));
+        uintptr_t data = (uintptr_t)run->out[o]->data, start = (uintptr_t)h - g.guard,
+                  end = start + g.map_len;
         fault_regions[n++] = (fault_region){start, (uintptr_t)h, data, REGION_OUTPUT, o};
-        fault_regions[n++] = (fault_region){end - h->guard, end, data, REGION_OUTPUT, o};
+        fault_regions[n++] = (fault_region){end - g.guard, end, data, REGION_OUTPUT, o};
     }
     for (int i = 0; i < run->n_in; i++) {
         if (!run->in[i]) continue;
@@ -273,27 +298,32 @@ static void faults_arm(const peat_args *run, call_report *rep)
     sigaction(SIGSEGV, &sa, &fault_prev);
 }
 
-static void faults_disarm(void)
+void peat_isolate_faults_disarm(void)
 {
     fault_n = 0;
+    /* nothing of one call's layout stays behind (the worker compares these statics too) */
+    memset(fault_regions, 0, sizeof fault_regions);
     sigaction(SIGSEGV, &fault_prev, NULL);
+    memset(&fault_prev, 0, sizeof fault_prev);
 }
 
-/* ---- in-process calls: a crash or an exit during the call ends peat with one line ---- */
+/* ---- in-process calls: a crash, an exit or a hang during the call ends peat with one line ---- */
 
 static char inproc_crash_msg[320], inproc_exit_msg[320];
-static volatile sig_atomic_t inproc_in_call;
+static _Atomic int inproc_calls; /* calls in flight (runtime FI runs them on several threads) */
+static pthread_mutex_t inproc_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void inproc_crash(int sig)
 {
-    if (write(2, inproc_crash_msg, strlen(inproc_crash_msg)) < 0) _exit(1);
-    signal(sig, SIG_DFL);
-    _exit(1);
+    if (inproc_calls > 0 && write(2, inproc_crash_msg, strlen(inproc_crash_msg)) >= 0) _exit(1);
+    if (inproc_calls > 0) _exit(1);
+    signal(sig, SIG_DFL); /* not in a call: peat's own crash, as without the handler */
+    raise(sig);
 }
 
 static void inproc_atexit(void)
 {
-    if (!inproc_in_call) return;
+    if (inproc_calls <= 0) return;
     if (write(2, inproc_exit_msg, strlen(inproc_exit_msg)) < 0) _exit(1);
     _exit(1); /* an exit inside the kernel is a DUE: never the status the kernel chose */
 }
@@ -301,10 +331,11 @@ static void inproc_atexit(void)
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 enum { N_CRASH = sizeof crash_signals / sizeof crash_signals[0] };
 
-static peat_status run_here(const peat_kernel *k, const peat_args *a, call_report *rep,
-                            peat_call_outcome *out, char *why, size_t nwhy)
+/* The lines a crash and an exit of k print; the exit handler, once. */
+static void inproc_prepare(const peat_kernel *k)
 {
     static int atexit_done;
+    pthread_mutex_lock(&inproc_mu);
     if (!atexit_done) atexit_done = atexit(inproc_atexit) == 0;
     snprintf(inproc_crash_msg, sizeof inproc_crash_msg,
              "peat: error: kernel '%s' crashed in-process (--no-isolate): DUE; run isolated to "
@@ -313,21 +344,111 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, call_repor
     snprintf(inproc_exit_msg, sizeof inproc_exit_msg,
              "peat: error: kernel '%s' ended the process during a call (--no-isolate): DUE\n",
              k->name);
+    pthread_mutex_unlock(&inproc_mu);
+}
+
+/* The watchdog of in-process calls: a call past its deadline ends peat with one line (a hung
+ * call cannot be taken back from its thread). One thread, started with the first call. */
+enum { WATCH_SLOTS = 64 };
+static struct {
+    double deadline, timeout; /* deadline 0: free */
+    char name[64];
+} watch[WATCH_SLOTS];
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double now = peat_now();
+        pthread_mutex_lock(&inproc_mu);
+        for (int i = 0; i < WATCH_SLOTS; i++) {
+            if (watch[i].deadline <= 0.0 || now < watch[i].deadline) continue;
+            char line[256];
+            int n = snprintf(line, sizeof line,
+                             "peat: error: kernel '%s' hung in-process (--no-isolate): no return "
+                             "within %g s (--timeout): DUE\n",
+                             watch[i].name, watch[i].timeout);
+            if (write(2, line, (size_t)n) < 0) _exit(1);
+            _exit(1);
+        }
+        pthread_mutex_unlock(&inproc_mu);
+    }
+    return NULL;
+}
+
+static int watch_arm(const peat_kernel *k, double timeout_s)
+{
+    static int started;
+    int slot = -1;
+    pthread_mutex_lock(&inproc_mu);
+    pthread_t th;
+    if (!started && pthread_create(&th, NULL, watchdog, NULL) == 0) {
+        pthread_detach(th);
+        started = 1;
+    }
+    for (int i = 0; i < WATCH_SLOTS && slot < 0 && timeout_s > 0.0; i++)
+        if (watch[i].deadline <= 0.0) {
+            slot = i;
+            watch[i].deadline = peat_now() + timeout_s, watch[i].timeout = timeout_s;
+            snprintf(watch[i].name, sizeof watch[i].name, "%s", k->name);
+        }
+    pthread_mutex_unlock(&inproc_mu);
+    return slot;
+}
+
+static void watch_disarm(int slot)
+{
+    if (slot < 0) return;
+    pthread_mutex_lock(&inproc_mu);
+    watch[slot].deadline = 0.0;
+    pthread_mutex_unlock(&inproc_mu);
+}
+
+static peat_status run_here(const peat_kernel *k, const peat_args *a, double timeout_s,
+                            call_report *rep, peat_call_outcome *out, char *why, size_t nwhy)
+{
+    inproc_prepare(k);
     struct sigaction sa, old[N_CRASH];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
-    faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
-    inproc_in_call = 1;
+    peat_isolate_faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
+    int slot = watch_arm(k, timeout_s);
+    inproc_calls++;
     peat_status st = peat_kernel_run(k, a);
-    inproc_in_call = 0;
-    faults_disarm();
+    inproc_calls--;
+    watch_disarm(slot);
+    peat_isolate_faults_disarm();
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
     *out = PEAT_CALL_DONE;
     if (st == PEAT_OK) return PEAT_OK;
     snprintf(why, nwhy, "kernel '%s' failed: %s", k->name, peat_error_last());
     *out = PEAT_CALL_FAILED;
     return PEAT_OK;
+}
+
+static void inproc_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = inproc_crash;
+    for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, NULL);
+}
+
+peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    inproc_prepare(k);
+    /* several threads call at once: the handlers stay (outside a call they step aside) */
+    pthread_once(&once, inproc_install);
+    int slot = watch_arm(k, timeout_s);
+    inproc_calls++;
+    peat_status st = peat_kernel_run(k, a);
+    inproc_calls--;
+    watch_disarm(slot);
+    return st;
 }
 
 /* ---- isolated calls ---- */
@@ -356,16 +477,18 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
             return 0;
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1);
+        /* slices of at most 0.2 s: a descendant holding the pipe cannot hide the child's end */
+        int r = poll(&p, 1, left > 0.2 ? 200 : (int)(left * 1e3) + 1);
         if (r > 0 || (r < 0 && errno != EINTR)) break; /* closed (or poll failed): reap it */
+        if (waitpid(pid, wst, WNOHANG) == pid) return 1;
     }
     return waitpid(pid, wst, 0) < 0 ? -1 : 1;
 }
 
 /* What the child's end says about the kernel: rep holds what it returned (or one of the above)
  * and its error message. */
-static peat_call_outcome child_verdict(const char *name, int wst, const call_report *rep, char *why,
-                                       size_t nwhy)
+peat_call_outcome peat_isolate_child_verdict(const char *name, int wst, const call_report *rep,
+                                             char *why, size_t nwhy)
 {
     int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
     if (WIFSIGNALED(wst)) {
@@ -426,7 +549,7 @@ typedef struct kernel_job {
 static peat_status kernel_job_run(void *arg)
 {
     kernel_job *j = arg;
-    faults_arm(j->a, j->rep);
+    peat_isolate_faults_arm(j->a, j->rep);
     return peat_kernel_run(j->k, j->a);
 }
 
@@ -456,6 +579,7 @@ static peat_status run_child(const char *name, child_fn fn, void *arg, call_repo
         setpgid(pid, pid); /* whichever of parent and child gets there first */
         child_pid = pid;
         int wst = 0, ended = wait_deadline(pid, fds[0], timeout_s, &wst);
+        kill(-pid, SIGKILL); /* what the kernel started in the call's group ends with it */
         child_pid = 0;
         if (ended == 0) {
             snprintf(why, nwhy, "kernel '%s' hung: killed after %g s", name, timeout_s);
@@ -463,7 +587,7 @@ static peat_status run_child(const char *name, child_fn fn, void *arg, call_repo
         } else if (ended < 0)
             st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
         else
-            *out = child_verdict(name, wst, rep, why, nwhy);
+            *out = peat_isolate_child_verdict(name, wst, rep, why, nwhy);
     }
     close(fds[0]);
     sigaction(SIGTERM, &old_term, NULL);
@@ -485,8 +609,9 @@ static void oob_why(const peat_kernel *k, const peat_tensor *t, int o, long long
 /* After a completed call: writes outside the outputs (sentinels just around them, the guard
  * regions further out), then into the inputs (the read-only copies' faults, or a difference
  * from the originals). */
-static void check_writes(const peat_kernel *k, const peat_args *a, const peat_args *run,
-                         const call_report *rep, peat_call_outcome *out, char *why, size_t nwhy)
+void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a, const peat_args *run,
+                               const call_report *rep, peat_call_outcome *out, char *why,
+                               size_t nwhy)
 {
     for (int o = 0; o < run->n_out; o++) {
         int hit;
@@ -521,6 +646,8 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
+    if (isolate && !peat_isolate_fork_per_call())
+        return peat_isolate_worker_shared_call(k, a, timeout_s, out, why, nwhy);
     call_report *rep = shared_alloc(sizeof *rep);
     if (!rep) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared call report");
     memset(rep, 0, sizeof *rep);
@@ -529,8 +656,9 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
     if (st == PEAT_OK)
         st = isolate ? run_child(k->name, kernel_job_run, &(kernel_job){k, &run, rep}, rep,
                                  timeout_s, out, why, nwhy)
-                     : run_here(k, &run, rep, out, why, nwhy);
-    if (st == PEAT_OK && *out == PEAT_CALL_DONE) check_writes(k, a, &run, rep, out, why, nwhy);
+                     : run_here(k, &run, timeout_s, rep, out, why, nwhy);
+    if (st == PEAT_OK && *out == PEAT_CALL_DONE)
+        peat_isolate_writes_check(k, a, &run, rep, out, why, nwhy);
     inputs_free(&run);
     munmap(rep, sizeof *rep);
     return st;

@@ -1,5 +1,5 @@
-/* isolate.h: running a candidate kernel in a forked child with a deadline, its outputs in guarded
- * shared memory and its inputs in copies, so that whatever the kernel does is reported
+/* isolate.h: running a candidate kernel in an isolated child with a deadline, its outputs in
+ * guarded shared memory and its inputs in copies, so that whatever the kernel does is reported
  * (harness-internal; playback and later stages that run candidates use it). */
 #ifndef PEAT_HARNESS_ISOLATE_H
 #define PEAT_HARNESS_ISOLATE_H
@@ -27,13 +27,24 @@ typedef enum {
 
 /* Runs k on a, whose outputs come from peat_isolate_outputs_alloc. The kernel gets copies of the
  * inputs (a's own are never written, so references computed from them stay clean), compared with
- * them afterwards; the outputs' sentinels are checked. Isolated: in a forked child (own process
- * group, killed with peat) with a deadline of timeout_s; in-process, a crash or exit during the
- * call ends peat with one line. *out says what the call did, why (one line) why when it is not
- * DONE. Returns PEAT_OK whatever the kernel did; any other status is the runner's own failure
- * (fork, memory). */
+ * them afterwards; the outputs' sentinels are checked. Isolated: in the calling thread's
+ * persistent worker for k (harness/isolate_worker.c; a forked child per call with
+ * PEAT_ISOLATE=fork), its own process group, killed with peat, with a deadline of timeout_s;
+ * every call starts from the kernel's state at the worker's start. In-process, a crash, an exit
+ * or a call past timeout_s ends peat with one line. *out says what the call did, why (one line) why
+ * when it is not DONE. Returns PEAT_OK whatever the kernel did; any other status is the runner's
+ * own failure (fork, memory). */
 peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
                               double timeout_s, peat_call_outcome *out, char *why, size_t nwhy);
+
+/* k on a in this process (no copies, no guards) for callers that cannot isolate (runtime FI with
+ * --no-isolate): a crash, an exit or a call still running after timeout_s (0: no deadline) ends
+ * peat with one line naming the kernel and exit status 1 (DUE); the kernel's status otherwise. */
+peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s);
+
+/* Ends the calling thread's isolated worker (peat_isolate_call starts one per kernel and thread,
+ * kept between calls): a stage that is done with its candidate calls this. */
+void peat_isolate_workers_close(void);
 
 /* peat_isolate_call for callers that need only pass or fail: PEAT_OK when the call completed
  * cleanly, PEAT_ERR_KERNEL with a one-line reason in why otherwise; any other status is the

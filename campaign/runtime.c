@@ -3,6 +3,7 @@
 #include "campaign/runtime.h"
 
 #include "campaign/campaign.h"
+#include "campaign/runtime_call.h"
 #include "inject/inject.h"
 
 #include <math.h>
@@ -26,7 +27,8 @@ typedef struct member {
     peat_inject_model_t *m;
     peat_inject_swap sw;
     peat_runtime_run *run;
-    double *tdist; /* per iteration x weight tensor distances (not for the golden run) */
+    double *tdist;           /* per iteration x weight tensor distances (not for the golden run) */
+    peat_runtime_call *call; /* how the candidate is called (faulty runs of a kernel) */
 } member;
 
 typedef struct lockstep {
@@ -76,6 +78,7 @@ static peat_status run_alloc(peat_runtime_run *r, int64_t n, int64_t ne, const c
     r->nonfinite = calloc((size_t)n + 1, sizeof *r->nonfinite);
     r->eval_acc = calloc((size_t)ne + 1, sizeof *r->eval_acc);
     r->first_nonfinite = -1;
+    r->ended_iter = -1;
     if (!r->loss || !r->wdist || !r->nonfinite || !r->eval_acc)
         return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime curves of %lld iterations", (long long)n);
     return PEAT_OK;
@@ -118,7 +121,8 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
         s.layers = o->layers;
     }
     if (freq && o->candidate) {
-        s.kernel = o->candidate;
+        PEAT_TRY(
+            peat_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &s, &m->call));
     } else {
         PEAT_TRY(peat_inject_model_parse(spec, &m->m));
         m->sw.m = m->m;
@@ -212,6 +216,7 @@ static void lockstep_free(lockstep *L)
         peat_flow_free(L->mem[i].f);
         peat_exec_free(L->mem[i].ex);
         peat_inject_model_free(L->mem[i].m);
+        peat_runtime_call_free(L->mem[i].call);
         free(L->mem[i].tdist);
     }
     free(L->w_idx);
@@ -352,6 +357,22 @@ static void steer(lockstep *L, int64_t done, double loop_s)
     if (n != L->iters) iters_set(L, n);
 }
 
+/* One iteration (eval 0) or held-out evaluation (eval 1) of member m; a run whose candidate
+ * crashed, hung, exited or wrote astray stops there (its loss and accuracy NaN from then on),
+ * the others go on. */
+static peat_status member_step(member *m, int64_t t, peat_flow_metrics *fm, int eval)
+{
+    fm->loss = fm->accuracy = NAN;
+    if (m->run->ended_iter >= 0) return PEAT_OK;
+    peat_status st = eval ? peat_flow_eval(m->f, fm) : peat_flow_step(m->f, fm);
+    if (st != PEAT_OK && peat_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
+        m->run->ended_iter = t;
+        fm->loss = fm->accuracy = NAN;
+        return PEAT_OK;
+    }
+    return st;
+}
+
 static void *lock_worker(void *arg)
 {
     lock_thread *w = arg;
@@ -365,7 +386,7 @@ static void *lock_worker(void *arg)
     for (int64_t t = 0; t < L->iters; t++) {
         for (int i = w->tid; i < L->n && ok(w); i += T) {
             peat_flow_metrics fm;
-            peat_status st = peat_flow_step(L->mem[i].f, &fm);
+            peat_status st = member_step(&L->mem[i], t, &fm, 0);
             if (st != PEAT_OK) fail(w, st);
             L->mem[i].run->loss[t] = fm.loss;
         }
@@ -377,7 +398,7 @@ static void *lock_worker(void *arg)
         int eval = e < L->res->n_eval && L->res->eval_iter[e] == t;
         for (int i = w->tid; eval && i < L->n && ok(w); i += T) {
             peat_flow_metrics fm;
-            peat_status st = peat_flow_eval(L->mem[i].f, &fm);
+            peat_status st = member_step(&L->mem[i], t, &fm, 1);
             if (st != PEAT_OK) fail(w, st);
             L->mem[i].run->eval_acc[e] = fm.accuracy;
         }
@@ -435,6 +456,13 @@ static peat_status judge(peat_runtime_result *res)
     for (int j = 0; j < res->n_faulty; j++) {
         peat_runtime_curve c = curve_of(res, &res->faulty[j]);
         PEAT_TRY(peat_detector_runtime_judge(&res->b, &c, &res->verdict[j]));
+        const peat_runtime_run *r = &res->faulty[j];
+        if (r->ended_iter < 0) continue;
+        /* the run never finished: what its call did is the verdict, not its curves */
+        peat_runtime_verdict *v = &res->verdict[j];
+        v->cls = PEAT_RUNTIME_DUE, v->iter = r->ended_iter;
+        snprintf(v->metric, sizeof v->metric, "call");
+        snprintf(v->evidence, sizeof v->evidence, "%s", r->ended);
     }
     return PEAT_OK;
 }

@@ -18,6 +18,8 @@ typedef struct peat_runtime_opts {
     int64_t iters;
     peat_op_kind op;
     const peat_kernel *candidate; /* the faulty computation: a kernel ... */
+    int isolate;                  /* ... called through the isolated worker (else in-process) */
+    double kernel_timeout_s;      /* per candidate call (0 = none) */
     const char *model;            /* ... or a pseudo-error model spec on the golden kernel */
     const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
     uint64_t model_seed;
@@ -46,6 +48,9 @@ typedef struct peat_runtime_run {
     int64_t *nonfinite;
     int64_t first_nonfinite; /* -1 if none */
     int64_t swapped;         /* calls the faulty computation ran */
+    int64_t ended_iter;      /* the candidate crashed, hung, exited or wrote astray here: the
+                                run stopped (verdict DUE); -1 if not */
+    char ended[256];         /* why, one line */
 } peat_runtime_run;
 
 typedef struct peat_runtime_result {

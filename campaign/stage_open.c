@@ -86,6 +86,11 @@ static peat_status resolve_out_dir(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
     peat_campaign_result *res = c->res;
+    /* the campaign's paths are built in fixed buffers: a longer --out is refused, never cut */
+    size_t room = sizeof res->out_dir - 1; /* h5 and partial have room for it and the names */
+    if (o->out_dir && strlen(o->out_dir) > room)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--out is %zu bytes long: at most %zu are supported",
+                          strlen(o->out_dir), room);
     if (o->out_dir)
         snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
     else {
@@ -98,6 +103,13 @@ static peat_status resolve_out_dir(peat_campaign *c)
     PEAT_TRY(lock_out_dir(c));
     snprintf(c->h5, sizeof c->h5, "%s/campaign.h5", res->out_dir);
     snprintf(c->partial, sizeof c->partial, "%s.partial", c->h5);
+    struct stat sb;
+    if ((stat(c->h5, &sb) == 0 && !S_ISREG(sb.st_mode)) ||
+        (stat(c->partial, &sb) == 0 && !S_ISREG(sb.st_mode)))
+        return PEAT_ERROR(PEAT_ERR_IO,
+                          "%s/campaign.h5 or .partial is not a file (a directory?): "
+                          "use another --out",
+                          res->out_dir);
     if (file_exists(c->h5) && !o->force)
         return PEAT_ERROR(PEAT_ERR_IO,
                           "%s already holds a finished campaign (use another --out or --force)",

@@ -85,6 +85,9 @@ peat_status peat_stage_runtime(peat_campaign *c)
         ro.model_kernel = c->k;
         ro.model_seed = peat_seed_derive(o->seed, "runtime-model");
     }
+    /* the candidate trains inside a worker of its own: what it does cannot take peat down */
+    ro.isolate = o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    ro.kernel_timeout_s = o->kernel_timeout_s;
     ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
     ro.band_runs = o->runtime_band;
     ro.checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";

@@ -17,11 +17,15 @@
 #include "peat/plugin.h"
 #include "store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { EXIT_PASS = 0, EXIT_KERNEL_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -344,7 +348,45 @@ static int cmd_help(int argc, char **argv)
                c);
 }
 
+/* An exit with no verdict is never 0: a closed stdout or stderr is refused before anything runs
+ * (a file opened later would take its descriptor and receive the report), and a failure to
+ * write either (a full disk, /dev/full) ends in one line and exit 2. */
+static int streams_closed(void)
+{
+    int err_ok = fcntl(2, F_GETFD) != -1, out_ok = fcntl(1, F_GETFD) != -1;
+    if (out_ok && err_ok) return 0;
+    int null = open("/dev/null", O_RDWR); /* keeps 1 and 2 from being taken by a file */
+    if (null >= 0 && !out_ok) dup2(null, 1);
+    if (null >= 0 && !err_ok) dup2(null, 2);
+    if (err_ok)
+        fprintf(stderr, "peat: error: stdout is closed: the verdict could not be written\n");
+    return 1;
+}
+
+static int streams_flushed(int rc)
+{
+    errno = 0;
+    int out_bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (!out_bad && fflush(stderr) == 0 && !ferror(stderr)) return rc;
+    if (out_bad)
+        fprintf(stderr, "peat: error: writing stdout failed: %s (exit %d withheld)\n",
+                e ? strerror(e) : "write error", rc);
+    return EXIT_USAGE;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    /* a file size limit (ulimit -f) is then a write error (EFBIG) that is reported, not a
+     * signal that ends peat without a word */
+    signal(SIGXFSZ, SIG_IGN);
+    if (streams_closed()) return EXIT_USAGE;
+    return streams_flushed(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage_main(stderr);

@@ -80,7 +80,8 @@ static const peat_cli_opt run_opts[] = {
     {"no-probes", NULL, PEAT_CLI_FLAG, RUN(no_probes), 0, 1, 0, NULL, NULL, NULL,
      "skip the probe stage (shapes and values beyond the training data, GEMM properties)", NULL},
     {"timeout", "SEC", PEAT_CLI_REAL, RUN(kernel_timeout_s), 0, 0, 86400, NULL, NULL, NULL,
-     "per-call deadline in seconds for an isolated candidate", NULL},
+     "per-call deadline in seconds for a candidate (with --no-isolate: a watchdog ends peat)",
+     NULL},
     {"hang-policy", "P", PEAT_CLI_CHOICE, RUN(hang_policy), 0, 0, 0, "skip|wait", NULL, NULL,
      "after a call hangs past --timeout: skip the remaining calls (counted), or wait for each",
      NULL},
@@ -455,12 +456,19 @@ static peat_status set_integer(const peat_cli_opt *opt, const char *v, char *dst
 {
     char *end;
     errno = 0;
+    if (opt->kind == PEAT_CLI_U64) { /* the whole unsigned range (a seed is any 64-bit value) */
+        unsigned long long u = strtoull(v, &end, 10);
+        if (!*v || *v == '-' || errno || *end || (double)u < opt->lo ||
+            (opt->hi < PEAT_CLI_NO_MAX && (double)u > opt->hi))
+            return bad_value(opt, v);
+        *(uint64_t *)dst = (uint64_t)u;
+        return PEAT_OK;
+    }
     long long x = strtoll(v, &end, 10);
     if (!*v || errno || *end || (double)x < opt->lo || (double)x > opt->hi)
         return bad_value(opt, v);
     if (opt->kind == PEAT_CLI_INT) *(int *)dst = (int)x;
     if (opt->kind == PEAT_CLI_I64) *(int64_t *)dst = (int64_t)x;
-    if (opt->kind == PEAT_CLI_U64) *(uint64_t *)dst = (uint64_t)x;
     return PEAT_OK;
 }
 
@@ -562,12 +570,12 @@ static peat_status config_args(const char *path, char **args, int max, int *n, c
         return PEAT_ERROR(PEAT_ERR_INVAL, "--config %s is not a regular file", path);
     FILE *f = fopen(path, "r");
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot read config %s: %s", path, strerror(errno));
-    char line[512];
-    size_t used = 0;
+    char *line = NULL; /* any length: a long line is one setting, never split */
+    size_t line_cap = 0, used = 0;
     int lineno = 0;
     peat_status st = PEAT_OK;
     *n = 0;
-    while (st == PEAT_OK && fgets(line, sizeof line, f)) {
+    while (st == PEAT_OK && getline(&line, &line_cap, f) >= 0) {
         lineno++;
         char *c = line + strspn(line, " \t");
         c[strcspn(c, "#\r\n")] = 0;
@@ -582,8 +590,18 @@ static peat_status config_args(const char *path, char **args, int max, int *n, c
         for (char *e = key + strlen(key); e > key && (e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
         for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
         int flag = !strcmp(val, "true");
+        if (!strcmp(key, "config")) { /* one file: a second would be read by nobody */
+            st = PEAT_ERROR(PEAT_ERR_INVAL,
+                            "%s:%d: `config` inside a config file is not followed (give one "
+                            "--config)",
+                            path, lineno);
+            break;
+        }
         if (*n + 2 > max || used + strlen(key) + strlen(val) + 4 > cap) {
-            st = PEAT_ERROR(PEAT_ERR_INVAL, "%s: too many settings", path);
+            st = PEAT_ERROR(PEAT_ERR_INVAL,
+                            "%s:%d: the settings exceed what a config file may hold (%d settings, "
+                            "%zu bytes)",
+                            path, lineno, max / 2, cap);
             break;
         }
         args[(*n)++] = store + used;
@@ -592,6 +610,7 @@ static peat_status config_args(const char *path, char **args, int max, int *n, c
         args[(*n)++] = store + used;
         used += (size_t)sprintf(store + used, "%s", val) + 1;
     }
+    free(line);
     fclose(f);
     return st;
 }
@@ -661,8 +680,10 @@ static void default_words(const peat_cli_opt *opt, const char *base, char *buf, 
         return;
     if (opt->kind == PEAT_CLI_INT && *(const int *)p)
         snprintf(buf, n, "%d", *(const int *)p);
-    else if ((opt->kind == PEAT_CLI_I64 || opt->kind == PEAT_CLI_U64) && *(const int64_t *)p)
+    else if (opt->kind == PEAT_CLI_I64 && *(const int64_t *)p)
         snprintf(buf, n, "%lld", (long long)*(const int64_t *)p);
+    else if (opt->kind == PEAT_CLI_U64 && *(const uint64_t *)p)
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p);
     else if (opt->kind == PEAT_CLI_REAL && *(const double *)p != 0)
         snprintf(buf, n, "%g", *(const double *)p);
     else if ((opt->kind == PEAT_CLI_STR || opt->kind == PEAT_CLI_CHOICE ||

@@ -1,6 +1,7 @@
 /* plugin.c: loads external kernel libraries through the versioned plugin ABI (plugin.h), each
- * first in a child process so that a plugin that crashes or exits while loading is reported. */
-#define _DEFAULT_SOURCE /* strsignal */
+ * first in a child process with a deadline, so that a plugin that crashes, exits or hangs while
+ * loading is reported. */
+#define _GNU_SOURCE /* strsignal */
 #include "peat/peat.h"
 
 #include <dlfcn.h>
@@ -10,9 +11,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Seconds the child that loads a plugin first may take (PEAT_PLUGIN_TIMEOUT overrides). */
+#define PLUGIN_TIMEOUT_S 30.0
 
 static int plugin_count;
 
@@ -39,7 +47,6 @@ static peat_status host_error(peat_status code, const char *file, int line, cons
 
 static peat_status plugin_load_here(const char *path, int *n_registered)
 {
-    /* dlopen searches the library path for names without '/': make "./x.so" explicit */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return PEAT_ERROR(PEAT_ERR_IO, "cannot load plugin %s: %s", path, dlerror());
     peat_plugin_abi_version_fn ver;
@@ -94,37 +101,79 @@ static void probe_atexit(void)
     if (probe_fd >= 0 && write(probe_fd, &r, sizeof r) < 0) probe_fd = -1;
 }
 
-/* Loads and registers the plugin in a child first: one that crashes, exits or hangs there ends
- * only the child, and the parent reports it in one line. */
+static double plugin_timeout_s(void)
+{
+    const char *e = getenv("PEAT_PLUGIN_TIMEOUT");
+    double t = e ? strtod(e, NULL) : 0.0;
+    return t > 0.0 ? t : PLUGIN_TIMEOUT_S;
+}
+
+/* Reads the child's report until the deadline: bytes read, or -2 when the deadline passed. */
+static ssize_t probe_read(int fd, probe_report *r, double timeout_s)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double left =
+            timeout_s - ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec));
+        if (left <= 0.0) return -2;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n = poll(&p, 1, left > 1.0 ? 1000 : (int)(left * 1e3) + 1);
+        if (n > 0) return read(fd, r, sizeof *r);
+        if (n < 0 && errno != EINTR) return -1;
+    }
+}
+
+static void probe_child(const char *path, int fd, pid_t parent)
+{
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: the child goes too */
+    if (getppid() != parent) _exit(1);
+    probe_fd = fd;
+    atexit(probe_atexit);
+    /* quiet: what the plugin prints shows when the parent loads it; a sanitizer's report of
+     * a crash here would be a second line beside peat's one */
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1), dup2(null, 2);
+    probe_report r = {0, ""};
+    r.status = (int)plugin_load_here(path, NULL);
+    snprintf(r.msg, sizeof r.msg, "%s", r.status ? peat_error_last() : "");
+    _exit(write(fd, &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
+}
+
+/* Loads and registers the plugin in a child first (its own process group, a deadline, killed
+ * with peat): one that crashes, exits or hangs there ends only the child, and the parent
+ * reports it in one line. */
 static peat_status plugin_probe(const char *path)
 {
     int fd[2];
     if (pipe(fd) != 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "pipe: %s", strerror(errno));
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         close(fd[0]), close(fd[1]);
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
         close(fd[0]);
-        probe_fd = fd[1];
-        atexit(probe_atexit);
-        /* quiet: what the plugin prints shows when the parent loads it; a sanitizer's report of
-         * a crash here would be a second line beside peat's one */
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, 1), dup2(null, 2);
-        probe_report r = {0, ""};
-        r.status = (int)plugin_load_here(path, NULL);
-        snprintf(r.msg, sizeof r.msg, "%s", r.status ? peat_error_last() : "");
-        _exit(write(fd[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
+        probe_child(path, fd[1], parent);
     }
+    setpgid(pid, pid);
     close(fd[1]);
     probe_report r;
-    ssize_t got = read(fd[0], &r, sizeof r);
+    double timeout_s = plugin_timeout_s();
+    ssize_t got = probe_read(fd[0], &r, timeout_s);
     close(fd[0]);
+    if (got == -2) kill(-pid, SIGKILL); /* past the deadline */
     int wst = 0;
     while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) continue;
+    kill(-pid, SIGKILL); /* nothing the plugin started stays behind */
+    if (got == -2)
+        return PEAT_ERROR(PEAT_ERR_ABI,
+                          "plugin %s did not finish loading within %g s (a constructor or "
+                          "peat_plugin_register that hangs; PEAT_PLUGIN_TIMEOUT sets the limit)",
+                          path, timeout_s);
     int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
     if (got == (ssize_t)sizeof r && r.status == PROBE_CALLED_EXIT)
         return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s ended the process while loading (exit code %d)",
@@ -140,10 +189,76 @@ static peat_status plugin_probe(const char *path)
     return PEAT_ERROR(PEAT_ERR_ABI, "plugin %s crashed while loading (exit code %d)", path, code);
 }
 
+/* ---- the load in peat itself, after the child's went well ---- */
+
+static const char *loading_path; /* set while peat loads a plugin itself */
+
+static void load_crash(int sig)
+{
+    char line[600];
+    int n = snprintf(line, sizeof line,
+                     "peat: error: plugin %s crashed while loading in peat (signal %d), though it "
+                     "loaded cleanly in a child\n",
+                     loading_path, sig);
+    if (write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) _exit(2);
+    _exit(2);
+}
+
+static void load_atexit(void)
+{
+    if (!loading_path) return;
+    char line[600];
+    int n = snprintf(line, sizeof line,
+                     "peat: error: plugin %s ended the process while loading in peat, though it "
+                     "loaded cleanly in a child\n",
+                     loading_path);
+    if (write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) _exit(2);
+    _exit(2); /* never the status the plugin chose */
+}
+
+/* Loads in this process with what the plugin prints sent to stderr (stdout is peat's: --json),
+ * and a crash or exit during the load ends peat with one line. */
+static peat_status plugin_load_guarded(const char *path, int *n_registered)
+{
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    static int atexit_done;
+    if (!atexit_done) atexit_done = atexit(load_atexit) == 0;
+    struct sigaction sa, old[5];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = load_crash;
+    for (int i = 0; i < 5; i++) sigaction(sigs[i], &sa, &old[i]);
+    fflush(stdout);
+    int saved = dup(1);
+    if (saved >= 0) dup2(2, 1);
+    loading_path = path;
+    peat_status st = plugin_load_here(path, n_registered);
+    loading_path = NULL;
+    fflush(stdout);
+    if (saved >= 0) dup2(saved, 1), close(saved);
+    for (int i = 0; i < 5; i++) sigaction(sigs[i], &old[i], NULL);
+    return st;
+}
+
 peat_status peat_plugin_load(const char *path, int *n_registered)
 {
     if (n_registered) *n_registered = 0;
     if (!path || !*path) return PEAT_ERROR(PEAT_ERR_INVAL, "empty plugin path");
+    struct stat sb;
+    int here = stat(path, &sb) == 0;
+    if (!here && strchr(path, '/'))
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot load plugin %s: %s", path, strerror(errno));
+    /* a FIFO or a device would block the load: only files */
+    if (here && !S_ISREG(sb.st_mode))
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot load plugin %s: not a regular file", path);
+    /* dlopen searches the library path for a name without '/': a file of that name here is
+     * meant (one that is not here is still looked up on the library path) */
+    char local[4096];
+    if (here && !strchr(path, '/')) {
+        if (snprintf(local, sizeof local, "./%s", path) >= (int)sizeof local)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "plugin path longer than %zu bytes",
+                              sizeof local - 3);
+        path = local;
+    }
     PEAT_TRY(plugin_probe(path));
-    return plugin_load_here(path, n_registered);
+    return plugin_load_guarded(path, n_registered);
 }

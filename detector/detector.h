@@ -111,6 +111,8 @@ typedef enum peat_runtime_class {
     PEAT_RUNTIME_EQUIVALENT = 0, /* TRAINING_EQUIVALENT: inside the widened band throughout */
     PEAT_RUNTIME_DEGRADES,       /* leaves the band (from an iteration, by an amount) */
     PEAT_RUNTIME_DIVERGES,       /* non-finite values or a loss explosion */
+    PEAT_RUNTIME_DUE,            /* a call crashed, hung, ended the process or wrote astray:
+                                    the run stopped there */
     PEAT_RUNTIME_CLASS_COUNT
 } peat_runtime_class;
 
@@ -159,7 +161,7 @@ typedef struct peat_runtime_verdict {
 peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,
                                         peat_runtime_verdict *v);
 const char *peat_runtime_class_name(peat_runtime_class c);
-/* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES -> FAIL. */
+/* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES and DUE -> FAIL. */
 peat_acceptance peat_runtime_acceptance(peat_runtime_class c);
 /* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */
 peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped);

@@ -22,8 +22,8 @@
 
 const char *peat_runtime_class_name(peat_runtime_class c)
 {
-    static const char *n[PEAT_RUNTIME_CLASS_COUNT] = {"TRAINING_EQUIVALENT", "DEGRADES",
-                                                      "DIVERGES"};
+    static const char *n[PEAT_RUNTIME_CLASS_COUNT] = {"TRAINING_EQUIVALENT", "DEGRADES", "DIVERGES",
+                                                      "DUE"};
     return (unsigned)c < PEAT_RUNTIME_CLASS_COUNT ? n[c] : "?";
 }
 
@@ -239,6 +239,7 @@ peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run
     memset(&f, 0, sizeof f);
     f.cls = v->cls == PEAT_RUNTIME_EQUIVALENT ? PEAT_FIND_TRAINING_EQUIVALENT
             : v->cls == PEAT_RUNTIME_DEGRADES ? PEAT_FIND_DEGRADES
+            : v->cls == PEAT_RUNTIME_DUE      ? PEAT_FIND_DUE
                                               : PEAT_FIND_DIVERGES;
     f.confidence = 1.0;
     f.accept = peat_runtime_acceptance(v->cls);

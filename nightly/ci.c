@@ -428,6 +428,10 @@ peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res)
     double t0 = now_s();
     if (o->update_baseline && !o->baseline)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--update-baseline needs --baseline DIR");
+    struct stat sb;
+    /* a baseline is a directory (a first run may create it); a file there would be ignored */
+    if (o->baseline && stat(o->baseline, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline %s is not a directory", o->baseline);
     if (o->budget &&
         (peat_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",

@@ -524,9 +524,15 @@ static peat_status campaign_open(fi_run *F)
         else
             snprintf(F->res->dir, sizeof F->res->dir, ".");
     }
+    size_t len = strlen(path);
+    if (len > 8 && strcmp(path + len - 8, ".partial") == 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "%s is an unfinished campaign: finish it first (`peat run --resume DIR`)",
+                          path);
     if (stat(path, &sb) != 0)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no finished campaign (run `peat run` first)",
                           path);
+    if (!S_ISREG(sb.st_mode)) return PEAT_ERROR(PEAT_ERR_INVAL, "%s is not a campaign file", path);
     PEAT_TRY(peat_store_open(path, !o->show, &F->store));
     PEAT_TRY(peat_store_meta_get(F->store, &F->meta));
     F->seed = F->meta.seed;

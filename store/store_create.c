@@ -127,6 +127,7 @@ peat_status store_file_create(peat_store_t *s, const char *path)
     if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
     /* in SWMR write mode from the start (ordered metadata flushes): the layout is built before
      * any reader can see the file (callers give it its name only when complete) */
+    store_h5_quiet();
     s->file = H5Fcreate(path, H5F_ACC_EXCL | H5F_ACC_SWMR_WRITE, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (s->file < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, store_h5_msg());

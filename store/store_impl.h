@@ -187,6 +187,9 @@ peat_status store_str_field(char *dst, size_t n, const char *src, const char *wh
 /* The innermost message of HDF5's error stack (for one-line errors), "" if none. Call it right
  * after the failing HDF5 call: the next call clears the stack. */
 const char *store_h5_msg(void);
+/* Turns HDF5's own printing of error stacks off for the calling thread: every error reaches the
+ * user as one line (store_h5_msg gives the innermost cause). Called before each file is opened. */
+void store_h5_quiet(void);
 /* Counts a step of the write path; calls the test hook if one is set. */
 void store_step(peat_store_t *s);
 

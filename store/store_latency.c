@@ -2,10 +2,12 @@
  * dataset "rows" and string/double attributes on the root. */
 #include "store/store_latency.h"
 
+#include <errno.h>
 #include <hdf5.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The row's compound type (native layout; HDF5 converts on other machines). */
 static hid_t row_type(void)
@@ -90,12 +92,19 @@ peat_status peat_store_latency_write(const char *path, const peat_store_latency_
 {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors reach the user as one line */
+    errno = 0;
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create latency cache %s", tmp);
+    if (f < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot create latency cache %s: %s", tmp,
+                          errno ? strerror(errno) : "HDF5 refused it");
     herr_t e = write_file(f, m, rows, n);
+    int err = errno;
     if (H5Fclose(f) < 0 || e < 0) {
+        if (!err) err = errno;
         remove(tmp);
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write latency cache %s", tmp);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write latency cache %s: %s", tmp,
+                          err ? strerror(err) : "HDF5 write failed");
     }
     if (rename(tmp, path) != 0) {
         remove(tmp);
@@ -140,6 +149,7 @@ peat_status peat_store_latency_read(const char *path, peat_store_latency_meta *m
     hid_t f = -1;
     H5E_BEGIN_TRY
     {
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors reach the user as one line */
         f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     }
     H5E_END_TRY;

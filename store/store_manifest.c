@@ -7,7 +7,9 @@
 #include <string.h>
 
 #define MANIFEST_PATH "/manifest"
-#define MANIFEST_MAX  128 /* rows: stages x the tables each writes */
+#define MANIFEST_MAX  128    /* rows: stages x the tables each writes */
+#define META_STAGE    "meta" /* the row that covers /meta's attributes */
+#define META_OBJECT   "/meta"
 
 enum { M_STAGE, M_STATE, M_OBJECT, M_ROWS, M_DIGEST, M_NOTE, M_ENTRIES, M_NCOLS };
 static const peat_store_col manifest_cols[M_NCOLS] = {
@@ -19,10 +21,29 @@ static const peat_store_col manifest_cols[M_NCOLS] = {
     {"entries", PEAT_STORE_COL_I64, 0}, /* rows of the manifest: a torn one is told apart */
 };
 
-/* Rows of object that pass their checks (-1: no such object) and the digest of the first upto. */
+/* The /meta attributes that say what the campaign is (kernel, flow, seed, command line, policy,
+ * ...), field by field; hdf5_version is left out: the store fills it in on reading. */
+static uint64_t meta_digest(const peat_store_meta *m)
+{
+    const char *strs[] = {m->flow, m->kernel, m->backend, m->device, m->peat_version, m->created,
+                          m->argv, m->host,   m->clocks,  m->dtypes, m->build,        m->policy};
+    uint64_t h = 0;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        h = store_hash64(strs[i], strlen(strs[i]) + 1, h);
+    int64_t nums[] = {(int64_t)m->seed, m->iters, m->exact_max_bytes, m->deflate_level,
+                      m->min_saving_pct};
+    return store_hash64(nums, sizeof nums, h);
+}
+
+/* Rows of object that pass their checks (-1: no such object) and the digest of the first upto;
+ * "/meta" is one row, its attributes' digest. */
 static peat_status object_rows(peat_store_t *s, const char *object, int64_t upto, int64_t *rows,
                                uint64_t *digest)
 {
+    if (!strcmp(object, META_OBJECT)) {
+        *rows = 1, *digest = meta_digest(&s->meta);
+        return PEAT_OK;
+    }
     for (int t = 0; t < STORE_T_COUNT; t++) {
         if (strcmp(object, store_table_path(t)) != 0) continue;
         const store_vec *v = &s->rows[t];
@@ -87,6 +108,9 @@ static peat_status manifest_write_impl(peat_store_t *s, const peat_store_stage *
     v = calloc((size_t)MANIFEST_MAX * M_NCOLS, sizeof *v);
     if (!r || !v) st = PEAT_ERROR(PEAT_ERR_NOMEM, "manifest");
     for (int i = 0; i < n && st == PEAT_OK; i++) st = stage_rows(s, &stages[i], r, &m);
+    /* the campaign's identity: an edited kernel, seed or command line is damage too */
+    static const peat_store_stage meta = {META_STAGE, META_OBJECT, NULL};
+    if (st == PEAT_OK) st = stage_rows(s, &meta, r, &m);
     for (int i = 0; i < m && st == PEAT_OK; i++) {
         peat_store_value *x = v + (size_t)i * M_NCOLS;
         x[M_STAGE].s = r[i].stage, x[M_STATE].s = r[i].state, x[M_OBJECT].s = r[i].object;
@@ -131,7 +155,7 @@ static peat_status row_check(peat_store_t *s, const peat_store_table_t *t, int64
     peat_store_value v[M_NCOLS];
     for (int c = 0; c < M_NCOLS; c++) PEAT_TRY(peat_store_table_get(t, i, c, &v[c]));
     if (strcmp(v[M_STATE].s, "done") != 0 || !v[M_OBJECT].s[0] || v[M_ROWS].i <= 0) return PEAT_OK;
-    out->tables++;
+    out->tables += strcmp(v[M_OBJECT].s, META_OBJECT) != 0; /* tables: /meta is attributes */
     int64_t have = -1;
     uint64_t digest = 0;
     peat_status st = object_rows(s, v[M_OBJECT].s, v[M_ROWS].i, &have, &digest);
@@ -145,6 +169,10 @@ static peat_status row_check(peat_store_t *s, const peat_store_table_t *t, int64
     else if (have < v[M_ROWS].i)
         store_report(fn, user, out, "stage %s: %s holds %lld of the %lld rows its manifest lists",
                      v[M_STAGE].s, v[M_OBJECT].s, (long long)have, (long long)v[M_ROWS].i);
+    else if (digest != (uint64_t)v[M_DIGEST].i && !strcmp(v[M_OBJECT].s, META_OBJECT))
+        store_report(fn, user, out,
+                     "/meta: the campaign's attributes (kernel, flow, seed, command line, ...) "
+                     "differ from its manifest (edited)");
     else if (digest != (uint64_t)v[M_DIGEST].i)
         store_report(fn, user, out, "stage %s: the rows of %s differ from its manifest (digest)",
                      v[M_STAGE].s, v[M_OBJECT].s);
@@ -163,6 +191,7 @@ static void stages_count(const peat_store_table_t *t, peat_store_check *out)
             return;
         if (i > 0 && peat_store_table_get(t, i - 1, M_STAGE, &b) == PEAT_OK && !strcmp(a.s, b.s))
             continue;
+        if (!strcmp(a.s, META_STAGE)) continue; /* not a stage: the attributes' row */
         out->stages++;
         int skipped = !strcmp(state.s, "skipped");
         out->skipped += skipped;
@@ -176,7 +205,15 @@ static void stages_count(const peat_store_table_t *t, peat_store_check *out)
 static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *user,
                               peat_store_check *out)
 {
-    if (!peat_store_table_exists(s, MANIFEST_PATH)) return PEAT_OK;
+    if (!peat_store_table_exists(s, MANIFEST_PATH)) {
+        /* PEAT names a campaign file campaign.h5 only once its commit wrote the manifest */
+        const char *base = strrchr(s->path, '/');
+        if (!s->crashed && !strcmp(base ? base + 1 : s->path, "campaign.h5"))
+            store_report(fn, user, out,
+                         "/manifest is missing, though the file is named as a finished campaign "
+                         "(campaign.h5): deleted, or damaged");
+        return PEAT_OK;
+    }
     out->has_manifest = 1;
     peat_store_table_t *t = NULL;
     peat_status st = peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t);

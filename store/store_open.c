@@ -218,6 +218,7 @@ static peat_status path_check(const char *path, int writable)
 static peat_status file_open(peat_store_t *s)
 {
     unsigned attempts = !s->writable && store_lock_held(s->path) ? STORE_READ_ATTEMPTS_LIVE : 1;
+    store_h5_quiet();
     hid_t fapl = store_fapl(attempts);
     if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
     s->file =

@@ -115,6 +115,11 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *user)
     return 0;
 }
 
+void store_h5_quiet(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
 const char *store_h5_msg(void)
 {
     static _Thread_local char buf[256];

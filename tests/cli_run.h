@@ -45,7 +45,8 @@ static inline void slurp(const char *path, char *buf, size_t n)
  * out_buf and err_buf, returns its exit status. */
 static inline int sh_v(const char *fmt, va_list ap)
 {
-    char cmd[3000], full[3700], p[300];
+    static char cmd[40000], full[41000]; /* room for paths of any length the tests try */
+    char p[300];
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     snprintf(full, sizeof full, "%s >%s/stdout 2>%s/stderr", cmd, tmpdir, tmpdir);
     int rc = system(full);
@@ -69,7 +70,7 @@ static inline int sh(const char *fmt, ...)
 /* Runs `peat ARGS` (the binary under test), captured as sh does. */
 static inline int peat(const char *fmt, ...)
 {
-    char args[2048];
+    static char args[36000];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);

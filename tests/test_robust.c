@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE /* usleep */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +19,8 @@
 
 #include "cli_run.h"
 #include "store/store.h"
+
+#include <hdf5.h>
 
 #define HOSTILE PEAT_TEST_PLUGIN_DIR "/libplugin_hostile.so"
 #define SMALL   "--iters 12 --calls 6"
@@ -34,7 +37,7 @@ static void teardown(void)
 
 static int file_exists(const char *dir, const char *name)
 {
-    char p[512];
+    static char p[21000];
     struct stat st;
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return stat(p, &st) == 0;
@@ -146,6 +149,44 @@ Test(robust, plugin_register_exit_or_crash_is_one_line)
     }
 }
 
+Test(robust, plugin_that_hangs_while_loading_times_out_in_one_line, .timeout = 120)
+{
+    /* before: a spinning constructor or a FIFO as --plugin hung peat for good */
+    int rc = sh("PEAT_PLUGIN_TIMEOUT=2 %s list --plugin %s/libplugin_ctor_spin.so", PEAT_TEST_BIN,
+                PEAT_TEST_PLUGIN_DIR);
+    cr_assert_eq(rc, 2, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "libplugin_ctor_spin.so did not finish loading within 2 s"),
+                       "%s", err_buf);
+    rc = sh("mkfifo %s/fifo.so", tmpdir);
+    cr_assert_eq(rc, 0);
+    rc = peat("list --plugin %s/fifo.so", tmpdir);
+    cr_assert_eq(rc, 2, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "fifo.so: not a regular file"), "%s", err_buf);
+}
+
+Test(robust, plugin_that_crashes_only_in_peat_is_one_line)
+{
+    int rc = peat("list --plugin %s/libplugin_ctor_real_crash.so", PEAT_TEST_PLUGIN_DIR);
+    cr_assert_eq(rc, 2, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "crashed while loading in peat"), "%s", err_buf);
+}
+
+Test(robust, plugin_output_stays_out_of_json_and_bare_names_load)
+{
+    /* a bare file name in the current directory is that file (dlopen alone would search the
+     * library path); what the plugin prints goes to stderr, not into the JSON */
+    int rc = sh("cd %s && %s run --kernel test_gemm_printing --plugin libplugin_ctor_print.so "
+                "--json " SMALL " --out %s/a",
+                PEAT_TEST_PLUGIN_DIR, PEAT_TEST_BIN, tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_eq(out_buf[0], '{', "stdout is not one JSON object:\n%s", out_buf);
+    cr_assert_null(strstr(out_buf, "noise"), "plugin output inside the JSON:\n%s", out_buf);
+    cr_assert_not_null(strstr(err_buf, "noise from a plugin constructor"), "%s", err_buf);
+}
+
 Test(robust, plugin_refusal_keeps_its_reason)
 {
     /* before: "failed to register (code 1): plugin x.so failed to register (code 1): " */
@@ -239,6 +280,131 @@ Test(robust, sigterm_leaves_no_orphan_and_resumes)
     cr_assert_eq(rc, 1, "rc %d\n%s%s", rc, out_buf, err_buf);
     cr_assert(file_exists(out, "campaign.h5"));
     cr_assert_not_null(strstr(out_buf, "3 later calls skipped"), "%s", out_buf);
+}
+
+/* ---- the runtime stage: the candidate trains inside the isolated worker ---- */
+
+/* A kernel that misbehaves only after 40 calls (playback starts every call from its first
+ * state; a training run keeps it): the runtime run ends with one finding, the campaign is kept,
+ * the verdict is FAIL. */
+Test(robust, late_misbehaviour_in_the_runtime_stage_is_one_finding)
+{
+    static const struct {
+        const char *kernel, *says;
+    } cases[] = {
+        {"test_gemm_late_crash", "crashed"},
+        {"test_gemm_late_spin", "hung: killed after 10 s"},
+        {"test_gemm_late_exit0", "ended its process (exit code 0) without completing the call"},
+        {"test_gemm_late_heap", "wrote outside output 0"},
+    };
+    for (int i = 0; i < 4; i++) {
+        int rc = peat("run --kernel %s --plugin %s " SMALL " --timeout 10 --out %s/r%d",
+                      cases[i].kernel, HOSTILE, tmpdir, i);
+        cr_assert_eq(rc, 1, "%s: rc %d\n%s%s", cases[i].kernel, rc, out_buf, err_buf);
+        /* playback saw none of it: the late calls happen in training only */
+        cr_assert_null(strstr(out_buf, "later calls skipped"), "%s", out_buf);
+        char line[400];
+        snprintf(line, sizeof line, "- runtime FI, %s @ 1 (41 calls swapped): kernel '%s' %s",
+                 cases[i].kernel, cases[i].kernel, cases[i].says);
+        cr_assert_not_null(strstr(out_buf, line), "%s: no \"%s\" in\n%s", cases[i].kernel, line,
+                           out_buf);
+        cr_assert_not_null(strstr(out_buf, "DUE iter=0 metric=call"), "%s", out_buf);
+        cr_assert_not_null(strstr(out_buf, "verdict: FAIL"), "%s", out_buf);
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/r%d", tmpdir, i);
+        cr_assert(file_exists(dir, "campaign.h5") && file_exists(dir, "report.html"),
+                  "%s: the campaign was not kept", cases[i].kernel);
+        cr_assert_eq(count_lines(err_buf), 0, "%s: %s", cases[i].kernel, err_buf);
+    }
+}
+
+Test(robust, late_closed_stdout_in_the_runtime_stage_keeps_the_verdict)
+{
+    /* before: the kernel closed peat's own stdout and the verdict was lost with exit 0 */
+    int rc =
+        peat("run --kernel test_gemm_late_close --plugin %s " SMALL " --out %s/a", HOSTILE, tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s%s", rc, out_buf, err_buf);
+    cr_assert_not_null(strstr(out_buf, "test_gemm_late_close @ 1"), "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "verdict: PASS"), "%s", out_buf);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/a", tmpdir);
+    cr_assert(file_exists(dir, "campaign.h5"));
+}
+
+Test(robust, late_hang_in_process_meets_the_watchdog)
+{
+    /* before: --no-isolate had no deadline at all */
+    int rc = peat("run --kernel test_gemm_late_spin --plugin %s " SMALL
+                  " --no-isolate --timeout 10 --out %s/a",
+                  HOSTILE, tmpdir);
+    cr_assert_eq(rc, 1, "rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "kernel 'test_gemm_late_spin' hung in-process "
+                                       "(--no-isolate): no return within 10 s (--timeout): DUE"),
+                       "%s", err_buf);
+}
+
+/* Every descendant of pid (its threads' children, theirs, ...): up to max, their count. */
+static int descendants(pid_t pid, pid_t *out, int max)
+{
+    int n = 0;
+    pid_t todo[64];
+    int nt = 0;
+    todo[nt++] = pid;
+    while (nt > 0 && n < max) {
+        pid_t p = todo[--nt];
+        char path[400], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/task", (int)p);
+        DIR *d = opendir(path);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(path, sizeof path, "/proc/%d/task/%s/children", (int)p, e->d_name);
+            slurp(path, buf, sizeof buf);
+            for (char *t = strtok(buf, " \n"); t && n < max; t = strtok(NULL, " \n")) {
+                out[n++] = (pid_t)atoi(t);
+                if (nt < 64) todo[nt++] = (pid_t)atoi(t);
+            }
+        }
+        if (d) closedir(d);
+    }
+    return n;
+}
+
+Test(robust, sigkill_leaves_no_process_behind, .timeout = 600)
+{
+    /* the runtime stage's worker spins (--timeout 600): peat is killed outright meanwhile */
+    char out[300], log[300];
+    snprintf(out, sizeof out, "%s/a", tmpdir);
+    snprintf(log, sizeof log, "%s/log", tmpdir);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1), dup2(fd, 2);
+        execl(PEAT_TEST_BIN, "peat", "run", "--kernel", "test_gemm_late_spin", "--plugin", HOSTILE,
+              "--iters", "12", "--calls", "6", "--timeout", "600", "--out", out, (char *)NULL);
+        _exit(127);
+    }
+    pid_t kids[32];
+    int n = 0;
+    for (int i = 0; i < 30000 && n < 1; i++) { /* the runtime stage's worker */
+        static char text[1 << 14];
+        slurp(log, text, sizeof text);
+        n = strstr(text, "runtime FI:") ? descendants(pid, kids, 32) : 0;
+        if (n < 1) usleep(10000);
+    }
+    cr_assert_geq(n, 1, "no runtime worker appeared");
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int wst;
+    cr_assert_eq(waitpid(pid, &wst, 0), pid);
+    for (int k = 0; k < n; k++) {
+        int dead = 0;
+        for (int i = 0; i < 3000 && !dead; i++) {
+            dead = gone(kids[k]);
+            if (!dead) usleep(10000);
+        }
+        cr_assert(dead, "process %d outlived peat", (int)kids[k]);
+    }
 }
 
 /* ---- guard regions and input protection ---- */
@@ -516,4 +682,164 @@ Test(robust, inspect_verify_names_the_damaged_record)
     cr_assert_not_null(line, "%s", out_buf);
     cr_assert_not_null(strstr(out_buf, want), "%s", out_buf);
     cr_assert_not_null(strstr(line, "input 0 (tensor "), "%s", line);
+}
+
+/* ---- nothing lost without a word ---- */
+
+Test(robust, a_closed_or_full_stdout_is_never_exit_0)
+{
+    /* before: exit 0 and no word, the verdict lost */
+    int rc = sh("sh -c 'exec 1>&-; %s list'", PEAT_TEST_BIN);
+    cr_assert_eq(rc, 2, "closed stdout: rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "stdout is closed"), "%s", err_buf);
+    rc = sh("sh -c 'exec 1>/dev/full; %s list'", PEAT_TEST_BIN);
+    cr_assert_eq(rc, 2, "/dev/full: rc %d\n%s", rc, err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+    cr_assert_not_null(strstr(err_buf, "writing stdout failed: No space left on device"), "%s",
+                       err_buf);
+}
+
+Test(robust, inputs_refused_in_one_line)
+{
+    /* a finished campaign to misuse */
+    int rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --out %s/done", tmpdir);
+    cr_assert_eq(rc, 0, "%s%s", out_buf, err_buf);
+    cr_assert_eq(sh("mkdir -p %s/part %s/dir/campaign.h5 && cp %s/done/campaign.h5 "
+                    "%s/part/campaign.h5.partial && touch %s/file",
+                    tmpdir, tmpdir, tmpdir, tmpdir, tmpdir),
+                 0);
+    static const struct {
+        const char *cmd, *says;
+    } cases[] = {
+        /* before: ran on the unfinished file */
+        {"inject --campaign %s/part/campaign.h5.partial --model bitflip --trials 2",
+         "campaign.h5.partial is an unfinished campaign"},
+        /* before: the baseline was ignored and ci exited 0 */
+        {"ci " PEAT_TEST_SOURCE_DIR "/examples/nightly.suite --baseline %s/file",
+         "/file is not a directory"},
+        /* before: "already holds a finished campaign" */
+        {"run --kernel gemm_new " SMALL " --out %s/dir", "is not a file (a directory?)"},
+        /* before: a 15-line HDF5 error stack */
+        {"calibrate-latency --cache-dir %s/file", "Not a directory"},
+        {"run --kernel gemm_new --seed 18446744073709551616 --out %s/s", "--seed"},
+        {"run --kernel gemm_new --seed -1 --out %s/s", "--seed"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, cases[i].cmd, tmpdir);
+        rc = peat("%s", cmd);
+        cr_assert_eq(rc, 2, "%s: rc %d\n%s", cmd, rc, err_buf);
+        cr_assert_eq(count_lines(err_buf), 1, "%s: %s", cmd, err_buf);
+        cr_assert_not_null(strstr(err_buf, cases[i].says), "%s: %s", cmd, err_buf);
+    }
+    /* before: refused, though a valid 64-bit seed */
+    rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --seed "
+              "18446744073709551615 --out %s/max",
+              tmpdir);
+    cr_assert_eq(rc, 0, "rc %d\n%s", rc, err_buf);
+}
+
+/* A path of exactly n bytes under tmpdir: directories of at most 200 characters (NAME_MAX) whose
+ * names say where they are, so a cut path could never name the same place. */
+static void long_path(char *p, size_t n)
+{
+    size_t len = (size_t)snprintf(p, n + 1, "%s", tmpdir);
+    for (int seg = 0; len < n; seg++) {
+        p[len++] = '/';
+        for (int k = 0; k < 200 && len < n; k++) p[len++] = (char)('a' + (seg + k) % 26);
+    }
+    if (p[n - 1] == '/') p[n - 1] = 'z';
+    p[n] = 0;
+}
+
+Test(robust, paths_and_config_lines_of_any_length, .timeout = 900)
+{
+    /* before: --out over 512 bytes was cut and the files went elsewhere; a config line longer
+     * than 512 bytes was split and its tail read as a second setting */
+    static const size_t lens[] = {300, 511, 512, 513, 700, 1023, 1024, 4095, 4096, 8000, 9000};
+    static char path[20000], cfg[400];
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        long_path(path, lens[i]);
+        for (int via_config = 0; via_config < 2; via_config++) {
+            int rc;
+            if (via_config) {
+                snprintf(cfg, sizeof cfg, "%s/c.ini", tmpdir);
+                FILE *f = fopen(cfg, "w");
+                cr_assert_not_null(f);
+                fprintf(f, "# one setting on one line, however long\nout = %s\nforce = true\n",
+                        path);
+                fclose(f);
+                rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --config %s",
+                          cfg);
+            } else
+                rc = peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --force "
+                          "--out %s",
+                          path);
+            char want[120];
+            snprintf(want, sizeof want, "--out is %zu bytes long: at most 511 are supported",
+                     lens[i]);
+            int fits = lens[i] <= 511, too_big_for_config = via_config && lens[i] > 8000;
+            if (fits) {
+                cr_assert_eq(rc, 0, "%zu bytes (config %d): rc %d\n%s", lens[i], via_config, rc,
+                             err_buf);
+                cr_assert(file_exists(path, "campaign.h5"), "%zu bytes: not where it was asked",
+                          lens[i]);
+            } else {
+                cr_assert_eq(rc, 2, "%zu bytes (config %d): rc %d", lens[i], via_config, rc);
+                cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
+                cr_assert_not_null(strstr(err_buf, too_big_for_config
+                                                       ? "exceed what a config file may hold"
+                                                       : want),
+                                   "%zu bytes (config %d): %s", lens[i], via_config, err_buf);
+            }
+        }
+    }
+    /* a config file naming another is refused, not ignored */
+    FILE *f = fopen(cfg, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "config = %s/other.ini\n", tmpdir);
+    fclose(f);
+    int rc = peat("run --kernel gemm_new " SMALL " --config %s --out %s/c", cfg, tmpdir);
+    cr_assert_eq(rc, 2, "rc %d", rc);
+    cr_assert_not_null(strstr(err_buf, "`config` inside a config file is not followed"), "%s",
+                       err_buf);
+}
+
+Test(robust, edited_meta_or_deleted_manifest_is_damaged)
+{
+    /* before: an edited seed passed `inspect --verify`; a deleted /manifest gave exit 0 */
+    int rc =
+        peat("run --kernel gemm_new " SMALL " --no-probes --no-runtime --quiet --out %s/a", tmpdir);
+    cr_assert_eq(rc, 0, "%s", err_buf);
+    char h5[400];
+    snprintf(h5, sizeof h5, "%s/a/campaign.h5", tmpdir);
+    rc = peat("inspect --verify %s", h5);
+    cr_assert_eq(rc, 0, "untouched: rc %d\n%s%s", rc, out_buf, err_buf);
+    hid_t f = H5Fopen(h5, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert_geq(f, 0);
+    /* the seed replaced (deleted and written anew: HDF5 1.10 cannot rewrite it in place) */
+    cr_assert_geq(H5Adelete_by_name(f, "/meta", "seed", H5P_DEFAULT), 0);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, "/meta", "seed", H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT);
+    cr_assert_geq(a, 0);
+    uint64_t seed = 12345;
+    cr_assert_geq(H5Awrite(a, H5T_NATIVE_UINT64, &seed), 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+    rc = peat("inspect --verify %s", h5);
+    cr_assert_neq(rc, 0, "edited seed passed:\n%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "DAMAGED"), "%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "/meta: the campaign's attributes"), "%s", out_buf);
+    f = H5Fopen(h5, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert_geq(f, 0);
+    cr_assert_geq(H5Ldelete(f, "/manifest", H5P_DEFAULT), 0);
+    H5Fclose(f);
+    rc = peat("inspect %s", h5);
+    cr_assert_neq(rc, 0, "deleted manifest passed:\n%s", out_buf);
+    cr_assert_not_null(strstr(out_buf, "/manifest is missing, though the file is named as a "
+                                       "finished campaign"),
+                       "%s", out_buf);
 }

@@ -1,9 +1,10 @@
 /* plugin_hostile.c: test plugin with GEMMs that attack the runner: exit mid-call, write outside
  * their output (next to it or 1 MiB away), overwrite their inputs (for good, or as scratch they
- * restore), spin forever (tests/test_robust.c). */
+ * restore), spin forever, or do one of these only after 40 calls (tests/test_robust.c). */
 #include "peat/plugin.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static void gemm_ref(const peat_args *a)
 {
@@ -102,6 +103,49 @@ static peat_status gemm_spin(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* Late misbehaviour: right for LATE calls of a process, then the attack. Playback starts every
+ * call from the plugin's first state (never late); runtime FI keeps the state through a
+ * training run, as a real process would, and reaches it. */
+enum { LATE = 40 };
+static int late_calls;
+
+static peat_status gemm_late_crash(const peat_args *a, const peat_kernel *self)
+{
+    if (++late_calls > LATE) *(volatile float *)a->out[0]->data = *(volatile float *)NULL;
+    gemm_ref(a);
+    return PEAT_OK;
+}
+
+static peat_status gemm_late_spin(const peat_args *a, const peat_kernel *self)
+{
+    if (++late_calls > LATE) gemm_spin(a, self);
+    gemm_ref(a);
+    return PEAT_OK;
+}
+
+static peat_status gemm_late_exit0(const peat_args *a, const peat_kernel *self)
+{
+    if (++late_calls > LATE) exit(0);
+    gemm_ref(a);
+    return PEAT_OK;
+}
+
+/* After LATE calls, one float 64 KiB past the output (in-process: someone else's heap). */
+static peat_status gemm_late_heap(const peat_args *a, const peat_kernel *self)
+{
+    gemm_ref(a);
+    if (++late_calls > LATE) ((float *)a->out[0]->data)[out_numel(a) + (1 << 14)] = 1.0f;
+    return PEAT_OK;
+}
+
+/* After LATE calls, closes stdout and stderr (the process's, whichever process it is). */
+static peat_status gemm_late_close(const peat_args *a, const peat_kernel *self)
+{
+    if (++late_calls == LATE + 1) close(1), close(2);
+    gemm_ref(a);
+    return PEAT_OK;
+}
+
 int peat_plugin_abi_version(void)
 {
     return PEAT_PLUGIN_ABI_VERSION;
@@ -128,6 +172,12 @@ int peat_plugin_register(const peat_plugin_host *host)
         GEMM("test_gemm_scratch_input", gemm_scratch_input,
              "test: writes input A[7] and restores it"),
         GEMM("test_gemm_spin", gemm_spin, "test: spins forever"),
+        GEMM("test_gemm_late_crash", gemm_late_crash, "test: crashes after 40 calls"),
+        GEMM("test_gemm_late_spin", gemm_late_spin, "test: spins after 40 calls"),
+        GEMM("test_gemm_late_exit0", gemm_late_exit0, "test: exit(0) after 40 calls"),
+        GEMM("test_gemm_late_heap", gemm_late_heap, "test: writes 64 KiB past out after 40 calls"),
+        GEMM("test_gemm_late_close", gemm_late_close,
+             "test: closes stdout and stderr after 40 calls"),
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (host->register_kernel(&ks[i]) != PEAT_OK) return 1;
