@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness/isolate.h"
-#include "harness/isolate_impl.h"
+#include "campaign/isolate.h"
+#include "campaign/isolate_impl.h"
 
 static double now(void)
 {

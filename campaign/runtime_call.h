@@ -4,6 +4,7 @@
 #ifndef PEAT_HARNESS_RUNTIME_CALL_H
 #define PEAT_HARNESS_RUNTIME_CALL_H
 
+#include "core/exec_swap.h"
 #include "peat/peat.h"
 
 #include <stddef.h>

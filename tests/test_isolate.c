@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/isolate.h"
-#include "harness/isolate_impl.h"
+#include "campaign/isolate.h"
+#include "campaign/isolate_impl.h"
 
 enum { R = 4, C = 8 };
 
