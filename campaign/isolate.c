@@ -7,6 +7,7 @@
 #include "campaign/isolate_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <time.h>
@@ -132,7 +133,10 @@ peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, i
         size_t nb = (size_t)peat_tensor_numel(tmpl[o]) * sizeof(float);
         void *mem = guarded_alloc(nb);
         if (!mem) {
-            st = PEAT_ERROR(PEAT_ERR_NOMEM, "shared output buffer of %zu bytes", nb);
+            st = PEAT_ERROR(PEAT_ERR_NOMEM,
+                            "out of memory: a guarded output buffer of %zu bytes (and its guard "
+                            "regions of address space): %s",
+                            nb, strerror(errno));
             break;
         }
         st = peat_tensor_wrap(PEAT_DTYPE_F32, tmpl[o]->ndim, tmpl[o]->shape, mem, &a->out[o]);
@@ -406,6 +410,21 @@ static void watch_disarm(int slot)
     pthread_mutex_unlock(&inproc_mu);
 }
 
+/* The working directory around an in-process call: a kernel that changes it must not move
+ * peat's relative paths (--out). */
+static int cwd_save(void)
+{
+    return open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+static void cwd_restore(int fd)
+{
+    if (fd < 0) return;
+    int r = fchdir(fd); /* the directory is held open: only an I/O error can fail it */
+    (void)r;
+    close(fd);
+}
+
 static peat_status run_here(const peat_kernel *k, const peat_args *a, double timeout_s,
                             call_report *rep, peat_call_outcome *out, char *why, size_t nwhy)
 {
@@ -415,10 +434,11 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, double tim
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
     peat_isolate_faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
-    int slot = watch_arm(k, timeout_s);
+    int slot = watch_arm(k, timeout_s), cwd = cwd_save();
     inproc_calls++;
     peat_status st = peat_kernel_run(k, a);
     inproc_calls--;
+    cwd_restore(cwd);
     watch_disarm(slot);
     peat_isolate_faults_disarm();
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
@@ -443,10 +463,11 @@ peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, d
     inproc_prepare(k);
     /* several threads call at once: the handlers stay (outside a call they step aside) */
     pthread_once(&once, inproc_install);
-    int slot = watch_arm(k, timeout_s);
+    int slot = watch_arm(k, timeout_s), cwd = cwd_save();
     inproc_calls++;
     peat_status st = peat_kernel_run(k, a);
     inproc_calls--;
+    cwd_restore(cwd);
     watch_disarm(slot);
     return st;
 }

@@ -339,7 +339,8 @@ peat_status peat_isolate_worker_create(const peat_kernel *k, int keep_state,
         if (w->ctl != MAP_FAILED) munmap(w->ctl, sizeof *w->ctl);
         if (w->mem_fd >= 0) close(w->mem_fd);
         free(w);
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "isolation worker's shared memory: %s", strerror(e));
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "out of memory: the isolation worker's shared memory: %s",
+                          strerror(e));
     }
     *out = w;
     return PEAT_OK;
@@ -401,11 +402,13 @@ static peat_status arena_reserve(peat_isolate_worker *w, size_t n)
     if (n <= w->arena_len) return PEAT_OK;
     size_t len = n > 2 * w->arena_len ? n : 2 * w->arena_len;
     if (ftruncate(w->mem_fd, (off_t)len) != 0)
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "isolation worker: shared memory of %zu bytes: %s", len,
-                          strerror(errno));
+        return PEAT_ERROR(PEAT_ERR_NOMEM,
+                          "out of memory: the isolation worker's shared memory of %zu bytes: %s",
+                          len, strerror(errno));
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, w->mem_fd, 0);
     if (p == MAP_FAILED)
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "isolation worker: mapping %zu bytes: %s", len,
+        return PEAT_ERROR(PEAT_ERR_NOMEM,
+                          "out of memory: mapping the isolation worker's %zu bytes: %s", len,
                           strerror(errno));
     if (w->arena) munmap(w->arena, w->arena_len);
     w->arena = p, w->arena_len = len;

@@ -843,3 +843,17 @@ Test(robust, edited_meta_or_deleted_manifest_is_damaged)
                                        "finished campaign"),
                        "%s", out_buf);
 }
+
+Test(robust, a_kernel_that_changes_directory_moves_nothing)
+{
+    /* before: runtime FI ran the kernel in peat, and the reports went under / */
+    for (int iso = 0; iso < 2; iso++) {
+        int rc = sh("cd %s && %s run --kernel test_gemm_chdir --plugin %s " SMALL " %s --out rel%d",
+                    tmpdir, PEAT_TEST_BIN, HOSTILE, iso ? "" : "--no-isolate", iso);
+        cr_assert_eq(rc, 0, "isolate %d: rc %d\n%s%s", iso, rc, out_buf, err_buf);
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/rel%d", tmpdir, iso);
+        cr_assert(file_exists(dir, "campaign.h5") && file_exists(dir, "report.html"),
+                  "isolate %d: the campaign is not under %s", iso, dir);
+    }
+}

@@ -146,6 +146,14 @@ static peat_status gemm_late_close(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* Correct output, after changing the process's working directory. */
+static peat_status gemm_chdir(const peat_args *a, const peat_kernel *self)
+{
+    if (chdir("/") != 0) return PEAT_ERR_KERNEL;
+    gemm_ref(a);
+    return PEAT_OK;
+}
+
 int peat_plugin_abi_version(void)
 {
     return PEAT_PLUGIN_ABI_VERSION;
@@ -172,6 +180,7 @@ int peat_plugin_register(const peat_plugin_host *host)
         GEMM("test_gemm_scratch_input", gemm_scratch_input,
              "test: writes input A[7] and restores it"),
         GEMM("test_gemm_spin", gemm_spin, "test: spins forever"),
+        GEMM("test_gemm_chdir", gemm_chdir, "test: changes the working directory"),
         GEMM("test_gemm_late_crash", gemm_late_crash, "test: crashes after 40 calls"),
         GEMM("test_gemm_late_spin", gemm_late_spin, "test: spins after 40 calls"),
         GEMM("test_gemm_late_exit0", gemm_late_exit0, "test: exit(0) after 40 calls"),
