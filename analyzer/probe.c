@@ -1,6 +1,6 @@
 /* probe.c: probe calls beyond the training data, and the GEMM arithmetic-property call
  * (analyzer/probe.h). */
-#include "analyzer/probe.h"
+#include "analyzer/probe_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -22,8 +22,8 @@ void peat_probe_set_free(peat_probe_set *s)
     memset(s, 0, sizeof *s);
 }
 
-static peat_probe *probe_add(peat_probe_set *s, peat_probe_kind kind, peat_probe_tag tag,
-                             const char *label)
+peat_probe *peat_analyzer_probe_add(peat_probe_set *s, peat_probe_kind kind, peat_probe_tag tag,
+                                    const char *label)
 {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 32;
@@ -80,7 +80,7 @@ static peat_status gemm_probe(peat_probe_set *s, peat_rng_t *r, peat_probe_kind 
                               peat_probe_tag tag, const char *label, gemm_shape g, double sa,
                               double sb)
 {
-    peat_probe *p = probe_add(s, kind, tag, label);
+    peat_probe *p = peat_analyzer_probe_add(s, kind, tag, label);
     if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe list");
     peat_op_params *q = &p->args.p;
     p->args.op = PEAT_OP_GEMM;
@@ -184,7 +184,7 @@ static peat_status gemm_values(peat_probe_set *s, peat_rng_t *r)
 static peat_status from_record(peat_probe_set *s, const peat_record *rec, peat_probe_tag tag,
                                const char *label, int which, double scale, double shift, int which2)
 {
-    peat_probe *p = probe_add(s, PEAT_PROBE_VALUE, tag, label);
+    peat_probe *p = peat_analyzer_probe_add(s, PEAT_PROBE_VALUE, tag, label);
     if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe list");
     p->args.op = rec->op, p->args.p = rec->p;
     for (int k = 0; k < rec->n_in; k++) {
@@ -232,7 +232,7 @@ static peat_status rows_probe(peat_probe_set *s, const peat_record *rec, int64_t
     snprintf(label, sizeof label,
              attn ? "shape T=%lld (recorded %lld)" : "shape rows=%lld (recorded %lld)",
              (long long)n, (long long)m);
-    peat_probe *p = probe_add(s, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label);
+    peat_probe *p = peat_analyzer_probe_add(s, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label);
     if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe list");
     p->args.op = rec->op, p->args.p = rec->p;
     p->args.p.i[attn ? 2 : 0] = n;
@@ -301,6 +301,7 @@ peat_status peat_probe_set_make(const peat_record_list *recs, uint64_t seed, pea
     } else {
         st = other_shapes(out, recs->items[0]);
         if (st == PEAT_OK) st = other_values(out, recs->items[0]);
+        if (st == PEAT_OK) st = peat_analyzer_probe_ops(out, recs->items[0], seed);
     }
     if (st != PEAT_OK) peat_probe_set_free(out);
     return st;

@@ -1,8 +1,9 @@
 /* bench_analyzer.c: analyzer throughput against memcpy (1 core, all cores), and where a default
  * campaign's time goes, stage by stage, for every flow (tables). */
 #include "analyzer/analyzer.h"
-#include "harness/campaign.h"
-#include "harness/harness.h"
+#include "run/run.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* bench_device.c: what a device call costs, side by side in one run: the CPU golden, the device
  * golden and candidate timed by the backend's events (kernel alone), and the whole staged call
  * (copies in and out included), per op, on each device backend present. Prints a table. */
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "peat/backend.h"
 
 #include <stdio.h>

@@ -2,9 +2,10 @@
  * overhead), playback FI trials per second per op and model with one trial's cost over one
  * golden call of the same records, and the speed-up of trials from 1 to 2 threads. */
 #define _DEFAULT_SOURCE
-#include "harness/campaign.h"
-#include "harness/fi.h"
-#include "harness/harness.h"
+#include "campaign/campaign.h"
+#include "run/run.h"
+#include "run/fi.h"
+#include "campaign/harness.h"
 #include "inject/inject.h"
 #include "models/models.h"
 #include "store/store.h"
@@ -110,8 +111,9 @@ static void copy_campaign(const char *from, const char *to)
 
 /* One FI campaign on a fresh copy of the campaign; trials/s (CPU-bound, one thread: the thread's
  * CPU time equals its wall time on an idle core; reported from the run's own clock). */
-static peat_fi_result fi_once(const char *base, const char *work, const char *model,
-                              const char *ops, const char *site, int64_t trials, int threads)
+static peat_fi_result fi_run_opts(const char *base, const char *work, const char *model,
+                                  const char *ops, const char *site, int64_t trials, int threads,
+                                  const char *layers, int local_only)
 {
     copy_campaign(base, work);
     peat_fi_opts o;
@@ -124,12 +126,125 @@ static peat_fi_result fi_once(const char *base, const char *work, const char *mo
     o.threads = threads;
     o.quiet = 1;
     o.signature_trials = 1;
+    o.layers = layers;
+    o.local_only = local_only;
     peat_fi_result r;
     if (peat_fi_run(&o, &r) != PEAT_OK) {
         fprintf(stderr, "bench_fi: %s\n", peat_error_last());
         exit(1);
     }
     return r;
+}
+
+/* The local view alone (the op-level cost the tables below measure). */
+static peat_fi_result fi_once(const char *base, const char *work, const char *model,
+                              const char *ops, const char *site, int64_t trials, int threads)
+{
+    return fi_run_opts(base, work, model, ops, site, trials, threads, NULL, 1);
+}
+
+/* CPU seconds of one golden training step of the flow (default config), over n steps. */
+static double step_time(const char *flow, int n)
+{
+    peat_flow_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.seed = 1;
+    cfg.weight_decay = -1;
+    peat_exec_t *ex;
+    peat_flow_t *f;
+    if (peat_exec_create(flow, 1, &ex) != PEAT_OK ||
+        peat_flow_create(flow, &cfg, ex, &f) != PEAT_OK)
+        exit(1);
+    double t0 = cpu_now();
+    for (int i = 0; i < n; i++) {
+        peat_flow_metrics m;
+        if (peat_flow_step(f, &m) != PEAT_OK) exit(1);
+    }
+    double t = (cpu_now() - t0) / n;
+    peat_flow_free(f);
+    peat_exec_free(ex);
+    return t;
+}
+
+/* A default campaign of `peat run --kernel gemm_new --flow F` into dir. */
+static void default_campaign(const char *flow, const char *dir)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    o.kernel = "gemm_new";
+    o.flow = flow;
+    o.out_dir = dir;
+    o.quiet = 1;
+    o.isolate = 0;
+    o.no_runtime = 1;
+    o.no_probes = 1;
+    peat_campaign_result cr;
+    if (peat_campaign_run(&o, &cr) != PEAT_OK) {
+        fprintf(stderr, "bench_fi: campaign: %s\n", peat_error_last());
+        exit(1);
+    }
+}
+
+/* Local-only against propagated trials, wall clock of the whole trial (records loaded and
+ * prepared, and for the propagated view the replay and the step bands), one thread. */
+static void bench_views(const char *base)
+{
+    static const struct {
+        const char *flow;
+        int64_t trials;
+    } flows[] = {{"mlp", 3000}, {"gpt", 300}};
+    printf("## local-only vs propagated trials (default campaign of gemm_new, bitflip(bit=-1) "
+           "on gemm outputs, 1 thread; trials/s by the wall clock of the whole trial: records "
+           "loaded and prepared, replay and step bands; the cost ratio in CPU time, which a "
+           "shared machine does not inflate)\n\n");
+    printf("| flow | trials | local-only trials/s | propagated trials/s | training step ms CPU | "
+           "propagated trial ms CPU | propagated trial / step |\n"
+           "|---|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < sizeof flows / sizeof flows[0]; i++) {
+        char dir[400], work[420];
+        snprintf(dir, sizeof dir, "%s/%s", base, flows[i].flow);
+        snprintf(work, sizeof work, "%s/%s-work", base, flows[i].flow);
+        default_campaign(flows[i].flow, dir);
+        double step = step_time(flows[i].flow, 20);
+        peat_fi_result l = fi_run_opts(dir, work, "bitflip(bit=-1)", "gemm", "output",
+                                       flows[i].trials, 1, NULL, 1);
+        peat_fi_result p = fi_run_opts(dir, work, "bitflip(bit=-1)", "gemm", "output",
+                                       flows[i].trials, 1, NULL, 0);
+        double pt = p.n_run ? p.t_cpu / (double)p.n_run : 0;
+        printf("| %s | %lld | %.0f | %.0f | %.2f | %.2f | %.2f |\n", flows[i].flow,
+               (long long)p.n_run, l.trials_per_s, p.trials_per_s, 1e3 * step, 1e3 * pt,
+               step > 0 ? pt / step : 0);
+        peat_fi_result_free(&l);
+        peat_fi_result_free(&p);
+    }
+    printf("\n");
+}
+
+static void rate_cell(const peat_inject_tally *t, int64_t k, int64_t n)
+{
+    peat_inject_rate w = peat_inject_wilson(k, n, 1.959964);
+    printf(" %.1f%% [%.1f, %.1f] |", 100 * w.p, 100 * w.lo, 100 * w.hi);
+    (void)t;
+}
+
+/* `peat inject --model 'bitflip(bit=-1)' --trials 3000 --layer fc1` on the default mlp
+ * campaign: both views side by side. */
+static void bench_fc1(const char *base)
+{
+    char dir[400], work[420];
+    snprintf(dir, sizeof dir, "%s/mlp", base);
+    snprintf(work, sizeof work, "%s/mlp-work", base);
+    peat_fi_result r = fi_run_opts(dir, work, "bitflip(bit=-1)", NULL, "output", 3000, 1, "fc1", 0);
+    const peat_inject_tally *t = &r.tab[PEAT_INJECT_BY_MODEL].rows[0].t;
+    printf("## bitflip(bit=-1) on fc1's outputs, default mlp campaign, 3000 trials: both views "
+           "(rate [95%% Wilson interval])\n\n| view | MASKED | TOLERABLE | SDC | DUE | "
+           "prediction changed |\n|---|---:|---:|---:|---:|---:|\n| propagated |");
+    for (int o = 0; o < PEAT_INJECT_OUTCOME_COUNT; o++) rate_cell(t, t->prop[o], t->prop_total);
+    rate_cell(t, t->pred_changed, t->prop_total);
+    printf("\n| local |");
+    for (int o = 0; o < PEAT_INJECT_OUTCOME_COUNT; o++) rate_cell(t, t->n[o], t->total);
+    printf(" - |\n\n");
+    peat_fi_result_free(&r);
 }
 
 static void bench_trials(const char *base, const char *work)
@@ -149,8 +264,8 @@ static void bench_trials(const char *base, const char *work)
         {"relu", "bitflip(bit=-1)", "input"},
         {"bias_add_bwd", "bitflip(bit=-1)", "output"},
     };
-    printf("## playback FI trials (mlp records, 1 thread; cost includes classification and the "
-           "durable batch writes; CPU time)\n\n");
+    printf("## playback FI trials, local view (mlp records, 1 thread; cost includes "
+           "classification and the durable batch writes; CPU time)\n\n");
     printf("| op | model | site | records | trials | trials/s | golden call us | trial us | "
            "trial / golden call |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -212,6 +327,8 @@ int main(void)
     }
     bench_trials(dir, work);
     bench_threads(dir, work);
+    bench_views(base);
+    bench_fc1(base);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     return system(cmd) == 0 ? 0 : 1;

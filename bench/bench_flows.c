@@ -1,6 +1,6 @@
 /* bench_flows.c: training speed of each flow's default config, and time per op kind (table). */
 #include "models/models.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,10 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/harness.h"
-#include "harness/campaign.h"
-#include "harness/latency.h"
-#include "harness/latency_cli.h"
+#include "campaign/harness.h"
+#include "run/run.h"
+#include "campaign/campaign.h"
+#include "latency/latency.h"
+#include "latency/latency_cli.h"
 #include "predictor/predictor.h"
 
 #define MIN_S 0.002 /* per timing: at least 3 calls and 2 ms */

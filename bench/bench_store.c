@@ -9,9 +9,10 @@
 #include <unistd.h>
 
 #include "core/record.h"
-#include "harness/harness.h"
+#include "run/run.h"
+#include "campaign/harness.h"
 #include "store/store.h"
-#include "harness/campaign.h"
+#include "campaign/campaign.h"
 #include "models/models.h"
 
 /* The default campaign of `peat run` (harness/campaign.c): record CALLS calls of the

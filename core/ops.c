@@ -226,6 +226,11 @@ static int64_t row_depth(const peat_op_params *p)
 {
     return p->i[1];
 }
+/* a mean is C-1 adds and a divide, or the sum times a rounded 1/C: one rounding more */
+static int64_t reduce_depth(const peat_op_params *p)
+{
+    return p->i[1] + (p->i[2] == 1);
+}
 static double row_flops(const peat_op_params *p)
 {
     return 5.0 * p->i[0] * p->i[1];
@@ -439,7 +444,7 @@ static const peat_op_info op_table[PEAT_OP_COUNT] = {
        row_depth, row_flops),
     OP(PEAT_OP_ADAMW, "adamw", 4, 4, 3, 0, optim_check, optim_shapes, one_depth, optim_flops),
     OP(PEAT_OP_SGD, "sgd", 3, 3, 2, 0, optim_check, optim_shapes, one_depth, optim_flops),
-    OP(PEAT_OP_REDUCE, "reduce", 1, 1, 1, 0, reduce_check, rows_shapes, row_depth, row_flops),
+    OP(PEAT_OP_REDUCE, "reduce", 1, 1, 1, 0, reduce_check, rows_shapes, reduce_depth, row_flops),
 };
 
 const peat_op_info *peat_op_info_get(peat_op_kind op)

@@ -101,6 +101,18 @@ void peat_detector_band_widened(const peat_runtime_band *b, int64_t t, double *l
     *wdist_hi = WDIST_FACTOR * b->wdist_hi[t] + WDIST_FLOOR;
 }
 
+/* A ratio for people: 2.5x, 340x, 2.3e+36x (not 36 digits). */
+static void ratio_format(char *buf, size_t n, double x)
+{
+    snprintf(buf, n, !isfinite(x) ? "%g" : fabs(x) < 1e4 ? "%.1fx" : "%.2gx", x);
+}
+
+/* The loss against the band's top: "+4.8% over" or "2.1% below" (never "+0.0%" for below). */
+static void excess_format(char *buf, size_t n, double e)
+{
+    snprintf(buf, n, e >= 0.0 ? "%+.1f%% over" : "%.1f%% below", 100.0 * fabs(e));
+}
+
 /* DIVERGES: the first iteration with a non-finite loss or weight, or a loss above
  * EXPLODE_FACTOR x the band's highest loss up to then. */
 static int judge_diverges(const peat_runtime_band *b, const peat_runtime_curve *c,
@@ -115,10 +127,12 @@ static int judge_diverges(const peat_runtime_band *b, const peat_runtime_curve *
         v->cls = PEAT_RUNTIME_DIVERGES;
         v->iter = t;
         snprintf(v->metric, sizeof v->metric, "%s", explode ? "loss" : "nonfinite");
+        char ratio[32];
+        ratio_format(ratio, sizeof ratio, c->loss[t] / top);
         if (explode)
             snprintf(v->evidence, sizeof v->evidence,
-                     "loss exploded at iteration %lld: %.4g, %.1fx the band's highest loss %.4g",
-                     (long long)t, c->loss[t], c->loss[t] / top, top);
+                     "loss exploded at iteration %lld: %.4g, %s the band's highest loss %.4g",
+                     (long long)t, c->loss[t], ratio, top);
         else
             snprintf(v->evidence, sizeof v->evidence,
                      "first non-finite value at iteration %lld (loss %g, %lld non-finite weights)",
@@ -185,11 +199,13 @@ static int judge_degrades(const peat_runtime_band *b, const peat_runtime_curve *
              loss_first ? "loss"
              : tw >= 0  ? "weights"
                         : "accuracy");
+    char exc[40], wr[32];
+    excess_format(exc, sizeof exc, v->loss_excess);
+    ratio_format(wr, sizeof wr, v->wdist_ratio);
     snprintf(v->evidence, sizeof v->evidence,
-             "leaves the golden band from iteration %lld (%s): loss up to %+.1f%% over its top, "
-             "weight distance up to %.3gx its width, accuracy up to %.3g below it",
-             (long long)v->iter, v->metric, 100.0 * fmax(v->loss_excess, 0.0), v->wdist_ratio,
-             fmax(v->acc_drop, 0.0));
+             "leaves the golden band from iteration %lld (%s): loss at most %s its top, "
+             "weight distance up to %s its width, accuracy up to %.3g below it",
+             (long long)v->iter, v->metric, exc, wr, fmax(v->acc_drop, 0.0));
     return 1;
 }
 

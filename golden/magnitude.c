@@ -111,7 +111,9 @@ static void row_softmax(const double *x, int64_t C, double *p, double *mx, doubl
     double m = x[0], s = 0.0, l = 0.0;
     for (int64_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
     for (int64_t j = 0; j < C; j++) s += p[j] = exp(x[j] - m);
-    for (int64_t j = 0; j < C; j++) p[j] /= s, l += p[j] * (fabs(x[j] - m) + R_EXP);
+    /* a masked (-inf) entry has p = 0 and contributes nothing (not 0 * inf) */
+    for (int64_t j = 0; j < C; j++)
+        p[j] /= s, l += p[j] > 0.0 ? p[j] * (fabs(x[j] - m) + R_EXP) : 0.0;
     *mx = m, *lnS = log(s), *lam = l;
 }
 
@@ -122,9 +124,11 @@ static peat_status mag_softmax(const peat_args *a, const mag_in *in, double *mag
         const double *x = in->x[0] + r * C;
         double *p = mag + r * C, mx, lnS, lam;
         row_softmax(x, C, p, &mx, &lnS, &lam);
-        /* y_j = e_j / S: e_j's own error, S's (lam + C-1 adds) and the division */
+        /* y_j = e_j / S or e_j * (1 / S) (PyTorch): e_j's own error, S's (lam + C-1 adds) and
+         * the division, or the reciprocal and the product (one rounding more) */
         for (int64_t j = 0; j < C; j++)
-            p[j] = p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) / (double)C;
+            p[j] = p[j] > 0.0 ? p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C + 1.0) / (double)C
+                              : 0.0;
     }
     return PEAT_OK;
 }
@@ -154,19 +158,23 @@ static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int b
         double mx, lnS, lam;
         row_softmax(x, C, p, &mx, &lnS, &lam);
         if (!bwd) {
-            /* loss = (log S + max) - x_t: S's error (lam + C-1), log, and two adds */
+            /* loss = (log S + max) - x_t (golden) or -((x_t - max) - log S) (log_softmax then
+             * nll): S's error (lam + C-1), log, the two adds of either grouping */
             double loss = lnS + mx - x[tgt[r]];
-            mag[r] =
-                (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(loss)) / (double)C;
+            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(x[tgt[r]] - mx) +
+                      fabs(loss)) /
+                     (double)C;
             continue;
         }
         double dl = fabs(in->x[2][r]);
-        /* dlogits = dloss (e_j/S - onehot): p_j's error as in softmax, the subtraction, dloss */
+        /* dlogits = dloss (p_j - onehot), p_j either e_j / S (golden: p_j's error as in
+         * softmax) or exp(logp_j), logp_j = (x_j - max) - log S (PyTorch's log_softmax
+         * backward: the shift, log S's error and its rounding, the second subtraction, all
+         * amplified by exp); then the subtraction and the dloss product */
         for (int64_t j = 0; j < C; j++) {
-            double oh = j == tgt[r] ? 1.0 : 0.0;
-            mag[r * C + j] =
-                dl * (p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C) + 2.0 * fabs(p[j] - oh)) /
-                (double)C;
+            double oh = j == tgt[r] ? 1.0 : 0.0, d = fabs(x[j] - mx);
+            double rel = 2.0 * d + R_EXP + lam + (double)C + (R_LOG + 1.0) * lnS + 1.0;
+            mag[r * C + j] = dl * (p[j] * rel + 2.0 * fabs(p[j] - oh)) / (double)C;
         }
     }
     free(p);
@@ -207,6 +215,35 @@ static peat_status mag_layernorm(const peat_args *a, int o, const mag_in *in, do
     return PEAT_OK;
 }
 
+/* Layer norm backward in PyTorch's CPU order, from raw sums: ds = sum g x, db = sum g (g = dY
+ * gamma), b = (db mean - ds) rstd^3 / C, c = -b mean - db rstd / C, dX = rstd g + b x + c. With
+ * a mean large against the spread, b x and c cancel: the error is |x| times b's, not the
+ * centred form's (docs/bounds.md). eb, ec: errors / u of b and c. */
+typedef struct ln_bwd_row {
+    double db, ds, adb, ads; /* the sums and their sums of |terms| */
+    double m, rs, b, c, eb, ec;
+} ln_bwd_row;
+
+static void ln_bwd_raw_init(ln_bwd_row *w, double m, double rs, double Cd)
+{
+    double dm = w->db * m, diff = dm - w->ds, r3 = rs * rs * rs;
+    w->m = m, w->rs = rs;
+    w->b = diff * r3 / Cd, w->c = -w->b * m - w->db * rs / Cd;
+    /* ds: products and C-1 adds ((C+1) sum |g x|); db m: db's C roundings at |m|, the product;
+     * the subtraction, rstd^3 (three products) and 1/C (two) */
+    double ediff = (Cd + 1.0) * w->ads + fabs(m) * Cd * w->adb + fabs(dm) + fabs(diff);
+    w->eb = r3 / Cd * (ediff + 5.0 * fabs(diff));
+    /* c: b's error at |m|, its product, db's error and two products at |db rstd / C|, the add */
+    w->ec =
+        fabs(m) * w->eb + fabs(w->b * m) + rs * w->adb + 3.0 * fabs(w->db * rs / Cd) + fabs(w->c);
+}
+
+static double ln_bwd_raw_err(const ln_bwd_row *w, double x, double g)
+{
+    double bx = w->b * x, t = w->rs * g;
+    return 2.0 * fabs(t) + fabs(x) * w->eb + fabs(bx) + fabs(t + bx) + w->ec + fabs(t + bx + w->c);
+}
+
 static peat_status mag_layernorm_bwd(const peat_args *a, int o, const mag_in *in, double *mag)
 {
     int64_t R = a->p.i[0], C = a->p.i[1];
@@ -227,18 +264,22 @@ static peat_status mag_layernorm_bwd(const peat_args *a, int o, const mag_in *in
     for (int64_t r = 0; r < R; r++) {
         const double *x = X + r * C, *dy = dY + r * C;
         double sg = 0.0, sgx = 0.0, S1 = 0.0, S2 = 0.0, rs = rstd[r];
+        ln_bwd_row raw = {0};
         for (int64_t j = 0; j < C; j++) {
             double xh = (x[j] - mean[r]) * rs, g = dy[j] * gam[j];
             sg += g, sgx += g * xh, S1 += fabs(g), S2 += fabs(g * xh);
+            raw.db += g, raw.ds += g * x[j], raw.adb += fabs(g), raw.ads += fabs(g * x[j]);
         }
         sg /= Cd, sgx /= Cd, S1 /= Cd, S2 /= Cd;
+        ln_bwd_raw_init(&raw, mean[r], rs, Cd);
         /* dX = rstd ((g - sg) - xhat sgx): g (1 rounding), sg's terms (C+1), sgx's terms (C+4),
          * xhat (2) and its product (1), the two subtractions and the rstd product */
         for (int64_t j = 0; j < C; j++) {
             double xh = (x[j] - mean[r]) * rs, g = dy[j] * gam[j];
             double t = fabs(g) + (Cd + 1.0) * S1 + fabs(g - sg) + fabs(xh) * (Cd + 4.0) * S2 +
                        3.0 * fabs(xh * sgx) + 2.0 * fabs(g - sg - xh * sgx);
-            mag[r * C + j] = fabs(rs) * t / K;
+            double e = fabs(rs) * t, e_raw = ln_bwd_raw_err(&raw, x[j], g);
+            mag[r * C + j] = (e > e_raw ? e : e_raw) / K;
         }
     }
     return PEAT_OK;
@@ -367,38 +408,58 @@ static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in
     return PEAT_OK;
 }
 
-/* ---- optimizers (depth 1: mag is the whole error / u) ---- */
+/* ---- optimizers (depth 1: mag is the whole error / u) ----
+ * The rule is the union over the orders frameworks ship (docs/bounds.md): the golden's
+ * p - lr (mhat / (sqrt(vhat) + eps) + wd p); PyTorch's single-tensor and foreach orders (decay
+ * p (1 - lr wd) first, m.lerp_(g, 1 - b1), v b2 + (1 - b2) g g, sqrt(v) / sqrt(bc2) + eps,
+ * p + (-lr / bc1) m / denom); its fused kernel (p -= lr wd p, m = b1 m + (1 - b1) g). Each
+ * intermediate is charged the largest rounding count any of them gives it, and a scalar formed
+ * per call (lr / bc1, sqrt(bc2), 1 - lr wd) up to 3 roundings. */
+
+#define R_SCALAR 3.0
+
+/* m' = b1 m + c1 g (fused) or m + c1 (g - m) (lerp: the difference, the weight's rounding, the
+ * product, the add): the larger error / u. */
+static double adamw_em(double b1, double c1, double m, double g, double m1)
+{
+    double fused = 2.0 * fabs(b1 * m) + 2.0 * fabs(c1 * g) + fabs(m1);
+    double lerp = 3.0 * fabs(c1 * (g - m)) + fabs(m1);
+    return fused > lerp ? fused : lerp;
+}
+
+/* The error / u of p' given the moments m1, v1 and their errors em, ev. */
+static double adamw_ep(const peat_args *a, double p, double m1, double v1, double em, double ev)
+{
+    int64_t t = a->p.i[1];
+    double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
+    double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    /* sq = sqrt(v1 / bc2), either as sqrt(v / bc2) or sqrt(v) / sqrt(bc2): v's error halved, the
+     * divide, sqrt and the rounded scalar */
+    double sq = sqrt(v1 / bc2), den = sq + eps;
+    double esq = (v1 > 0.0 ? 0.5 * ev / sqrt(v1 * bc2) : 0.0) + (2.0 + R_SCALAR) * sq;
+    double eden = esq + fabs(eps) + den; /* eps's rounding and the add */
+    /* U = (lr / bc1) m / den in any grouping: m's error, den's, the scalars and two operations */
+    double step = fabs(lr / bc1), U = step * m1 / den;
+    double eU = step * em / den + fabs(U) * (eden / den + 2.0 + 2.0 * R_SCALAR);
+    /* decay: golden lr (q + wd p) (wd p rounded twice, the inner add, the lr product), or
+     * p (1 - lr wd) / p - (lr wd) p first (the scalar and the product at |p|) */
+    double pd = p * (1.0 - lr * wd), inner = fabs(U / lr + wd * p);
+    double edec = 2.0 * fabs(pd) + fabs(lr * wd * p) * (2.0 + R_SCALAR) + 2.0 * fabs(lr) * inner;
+    return edec + eU + fabs(pd - U);
+}
 
 static void mag_adamw(const peat_args *a, int o, const mag_in *in, double *mag)
 {
-    int64_t n = a->p.i[0], t = a->p.i[1];
-    double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
-    double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    int64_t n = a->p.i[0];
+    double b1 = a->p.f[1], b2 = a->p.f[2];
     double c1 = 1.0 - b1, c2 = 1.0 - b2;
     for (int64_t i = 0; i < n; i++) {
         double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i], v = in->x[3][i];
-        /* m' = b1 m + c1 g: each coefficient rounded and multiplied, then the add; v' alike with
-         * c2 g g one product longer. e* are error bounds in units of u. */
+        /* v' = b2 v + c2 g g (every order: the two coefficients, the products, the add) */
         double m1 = b1 * m + c1 * g, v1 = b2 * v + c2 * g * g;
-        double em = 2.0 * fabs(b1 * m) + 2.0 * fabs(c1 * g) + fabs(m1);
+        double em = adamw_em(b1, c1, m, g, m1);
         double ev = 2.0 * fabs(b2 * v) + 3.0 * fabs(c2 * g * g) + fabs(v1);
-        if (o == 1) {
-            mag[i] = em;
-            continue;
-        }
-        if (o == 2) {
-            mag[i] = ev;
-            continue;
-        }
-        /* p' = p - lr (mhat / (sqrt(vhat) + eps) + wd p), each step's error propagated */
-        double mh = m1 / bc1, vh = v1 / bc2, sq = sqrt(vh), den = sq + eps, qt = mh / den;
-        double emh = (em + 2.0 * fabs(m1)) / fabs(bc1), evh = (ev + 2.0 * fabs(v1)) / fabs(bc2);
-        double esq = (sq > 0.0 ? 0.5 * evh / sq : 0.0) + sq;
-        double eden = esq + eps + den;
-        double eq = emh / den + fabs(qt) * eden / den + fabs(qt);
-        double inner = qt + wd * p, ein = eq + 2.0 * fabs(wd * p) + fabs(inner);
-        double eupd = fabs(lr) * ein + 2.0 * fabs(lr * inner);
-        mag[i] = eupd + fabs(p - lr * inner);
+        mag[i] = o == 1 ? em : o == 2 ? ev : adamw_ep(a, p, m1, v1, em, ev);
     }
 }
 
@@ -408,9 +469,11 @@ static void mag_sgd(const peat_args *a, int o, const mag_in *in, double *mag)
     double lr = a->p.f[0], mu = a->p.f[1], wd = a->p.f[2];
     for (int64_t i = 0; i < n; i++) {
         double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i];
-        /* mom' = (mu m + g) + wd p: mu and wd rounded and multiplied, two adds */
+        /* mom' = mu m + g + wd p in either grouping: golden (mu m + g) + wd p, PyTorch
+         * mu m + (g + wd p): mu and wd rounded and multiplied, both partial sums, the last add */
         double m1 = mu * m + g + wd * p;
-        double em = 2.0 * fabs(mu * m) + fabs(mu * m + g) + 2.0 * fabs(wd * p) + fabs(m1);
+        double em = 2.0 * fabs(mu * m) + fabs(mu * m + g) + fabs(g + wd * p) + 2.0 * fabs(wd * p) +
+                    fabs(m1);
         /* p' = p - lr mom': mom's error scaled, lr's rounding and product, the subtraction */
         mag[i] = o == 1 ? em : fabs(lr) * em + 2.0 * fabs(lr * m1) + fabs(p - lr * m1);
     }

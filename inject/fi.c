@@ -52,6 +52,7 @@ peat_status peat_inject_trial_plan(const peat_inject_model_t *m, peat_inject_sit
     t->site = site;
     t->target = -1;
     t->bit = -1;
+    t->prop = PEAT_INJECT_OUTCOME_COUNT; /* not followed (yet) */
     peat_rng_t *r = peat_rng_alloc(peat_seed_derive(t->seed, "plan"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi plan: rng");
     t->record = (int64_t)peat_rng_int(r, (uint64_t)n_records);

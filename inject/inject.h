@@ -79,6 +79,13 @@ typedef struct peat_inject_trial {
     int64_t n_nonfinite; /* NaN/Inf where golden is finite */
     double max_norm;     /* largest |y - exact| / bound over finite elements (0 if none differ) */
     char why[96];        /* DUE by failure: the reason */
+    /* propagated view: the same fault followed to the end of its training step (harness/); prop
+     * is PEAT_INJECT_OUTCOME_COUNT when the trial was not followed (--local-only) */
+    peat_inject_outcome prop;
+    int64_t pred_changed; /* rows of the step whose predicted class differs from the golden step */
+    double d_loss;        /* |loss - golden step's loss| */
+    double d_w;           /* largest relative L2 distance of a weight tensor from the golden step */
+    char select[96];      /* the series' target selection ("layer=fc1 phase=fwd"; "" = all) */
 } peat_inject_trial;
 
 /* What a trial's outputs are judged against. The bound comes from the caller (golden/'s
@@ -91,7 +98,9 @@ typedef struct peat_inject_ref {
 } peat_inject_ref;
 
 /* Trial `index` of the series (m, site) in a campaign seeded `seed` over n_records records:
- * draws the trial seed, the record and, when m has bit=-1, the bit. Deterministic. */
+ * draws the trial seed, the record and, when m has bit=-1, the bit. Deterministic. A series
+ * over a selection of the records (t->select, set by the caller before or after) draws from its
+ * own n_records. */
 peat_status peat_inject_trial_plan(const peat_inject_model_t *m, peat_inject_site site,
                                    uint64_t seed, int64_t index, int64_t n_records,
                                    peat_inject_trial *t);
@@ -106,12 +115,42 @@ peat_status peat_inject_trial_run(const peat_inject_model_t *m, const peat_kerne
 peat_inject_outcome peat_inject_classify(const peat_args *a, const peat_inject_ref *ref,
                                          peat_inject_trial *t);
 
+/* ---- propagated outcomes (docs/fault-injection.md, "Propagated outcomes") ---- */
+
+/* A faulted training step measured against the unfaulted one from the same state. */
+typedef struct peat_inject_step {
+    int failed;           /* the faulted computation or the step failed */
+    int nonfinite;        /* non-finite loss, or a non-finite weight or optimizer value */
+    int identical;        /* loss, every prediction and every state tensor bit-identical */
+    int64_t pred_changed; /* rows whose predicted class changed */
+    double d_loss;        /* |loss - golden loss| */
+    double d_w;           /* largest ||w - w_golden|| / ||w_golden|| over the weight tensors */
+} peat_inject_step;
+/* The golden noise band of that step: the largest deviations of R - 1 reruns of it with honest
+ * reorderings (`reorder` on every GEMM) from the golden step. */
+typedef struct peat_inject_step_band {
+    double loss, w;
+    int64_t pred;
+} peat_inject_step_band;
+/* A deviation is inside the band when at most this many times the largest honest one: a third
+ * honest order exceeds the larger of two with probability 1/3; honest deviations of one step
+ * stay within 2x of each other (measured, docs/fault-injection.md). */
+#define PEAT_INJECT_STEP_BAND_FACTOR 2.0
+/* DUE (failed or non-finite), MASKED (bit-identical), TOLERABLE (loss, weight distance and
+ * changed predictions within the band), SDC (beyond it). */
+peat_inject_outcome peat_inject_step_classify(const peat_inject_step *s,
+                                              const peat_inject_step_band *b);
+
 /* ---- rates ---- */
 
 /* Outcome counts of a group of trials. */
 typedef struct peat_inject_tally {
     int64_t n[PEAT_INJECT_OUTCOME_COUNT];
     int64_t total;
+    /* the propagated view: outcome counts of the followed trials, and how many changed a
+     * prediction */
+    int64_t prop[PEAT_INJECT_OUTCOME_COUNT];
+    int64_t prop_total, pred_changed;
 } peat_inject_tally;
 
 /* A proportion k/n with its Wilson score interval at normal quantile z (1.959964 for 95%). */
@@ -160,6 +199,7 @@ void peat_inject_table_free(peat_inject_table *tab);
 typedef struct peat_inject_swap {
     const peat_inject_model_t *m;
     uint64_t seed;
+    const peat_kernel *kernel; /* the kernel the model runs on; NULL: the active (golden) one */
 } peat_inject_swap;
 /* A peat_swap_fn: runs the call through the active (golden) kernel with the model applied. */
 peat_status peat_inject_swap_run(void *user, const peat_kernel *active, const peat_args *a,

@@ -56,7 +56,9 @@ static const char *key_of(const peat_inject_trial *t, peat_inject_group g, char 
 {
     switch (g) {
     case PEAT_INJECT_BY_MODEL:
-        snprintf(buf, n, "%s @%s", t->model, peat_inject_site_name(t->site));
+        /* a series: model, site and the records it was drawn from */
+        snprintf(buf, n, "%s @%s%s%s", t->model, peat_inject_site_name(t->site),
+                 t->select[0] ? " " : "", t->select);
         return buf;
     case PEAT_INJECT_BY_OP:
         return peat_op_name(t->op);
@@ -115,8 +117,14 @@ peat_status peat_inject_table_build(const peat_inject_trial *t, int64_t n, peat_
             if (r == out->n) st = row_add(out, &cap, key);
         }
         if (st != PEAT_OK || (unsigned)t[i].outcome >= PEAT_INJECT_OUTCOME_COUNT) continue;
-        out->rows[r].t.n[t[i].outcome]++;
-        out->rows[r].t.total++;
+        peat_inject_tally *ty = &out->rows[r].t;
+        ty->n[t[i].outcome]++;
+        ty->total++;
+        if ((unsigned)t[i].prop < PEAT_INJECT_OUTCOME_COUNT) {
+            ty->prop[t[i].prop]++;
+            ty->prop_total++;
+            ty->pred_changed += t[i].pred_changed > 0;
+        }
     }
     if (st == PEAT_OK && g == PEAT_INJECT_BY_BIT && !any) out->n = 0;
     if (st != PEAT_OK) peat_inject_table_free(out);

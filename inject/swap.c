@@ -16,7 +16,7 @@ peat_status peat_inject_swap_run(void *user, const peat_kernel *active, const pe
     uint64_t seed = peat_inject_model_transient(s->m)
                         ? s->seed ^ (uint64_t)info->call_index * 0x9E3779B97F4A7C15ull
                         : s->seed;
-    return peat_inject_run(s->m, active, a, seed);
+    return peat_inject_run(s->m, s->kernel ? s->kernel : active, a, seed);
 }
 
 peat_status peat_inject_freq_parse(const char *s, int64_t *every, double *prob)

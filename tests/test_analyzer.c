@@ -3,7 +3,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/internal.h" /* the sample's size, for the bound's rescue */
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "golden/golden.h"
 #include "peat/peat.h"
 

@@ -7,7 +7,7 @@
 #include "gpu_skip.h"
 
 #include "golden_cases.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "peat/backend.h"
 
 #include <math.h>

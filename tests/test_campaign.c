@@ -4,10 +4,11 @@
 #include <criterion/criterion.h>
 
 #include "core/backend_impl.h"
-#include "harness/campaign.h"
-#include "harness/harness.h"
-#include "harness/isolate.h"
-#include "harness/jsonread.h"
+#include "run/run.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
+#include "campaign/isolate.h"
+#include "nightly/jsonread.h"
 #include "store/store.h"
 
 #include <signal.h>

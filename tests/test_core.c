@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 
 #include "golden/golden.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "core/record.h"
 #include "peat/backend.h"
 #include "peat/plugin.h"

@@ -5,9 +5,9 @@
 #include <criterion/logging.h>
 
 #include "analyzer/analyzer.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "detector/detector.h"
-#include "harness/calibrate.h"
+#include "run/calibrate.h"
 #include "golden/golden.h"
 #include "inject/inject.h"
 #include "peat/peat.h"

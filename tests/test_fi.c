@@ -5,12 +5,14 @@
 #include <criterion/criterion.h>
 
 #include "analyzer/analyzer.h"
+#include "run/run.h"
 #include "detector/detector.h"
 #include "golden/golden.h"
-#include "harness/campaign.h"
-#include "harness/fi.h"
-#include "harness/harness.h"
-#include "harness/runtime.h"
+#include "campaign/campaign.h"
+#include "run/fi.h"
+#include "campaign/harness.h"
+#include "campaign/runtime.h"
+#include "run/fi_propagate.h"
 #include "inject/inject.h"
 #include "models/models.h"
 #include "store/store.h"
@@ -715,7 +717,7 @@ Test(fi, inject_command_line)
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peat inject failed");
     snprintf(cmd, sizeof cmd,
-             "grep -q 'by bit' %s/out && test -s %s/fi-summary.md && test -s "
+             "grep -q 'propagated view' %s/out && test -s %s/fi-summary.md && test -s "
              "%s/fi-report.html",
              tmpdir, dir, dir);
     cr_assert_eq(system(cmd), 0, "tables and reports written");
@@ -734,4 +736,142 @@ Test(fi, inject_command_line)
         st = system(cmd);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s': exit 2 expected", args);
     }
+}
+
+/* ---- propagated outcomes of constructed faults with known effects ---- */
+
+/* The first record of (layer, phase) in a campaign's file, with its index. */
+static peat_record *record_of(peat_store_t *s, const char *layer, peat_phase ph)
+{
+    for (int64_t i = 0; i < peat_store_call_count(s); i++) {
+        peat_record *r = NULL;
+        cr_assert_eq(peat_store_call_read(s, i, &r), PEAT_OK, "%s", peat_error_last());
+        if (r->op == PEAT_OP_GEMM && !strcmp(r->layer, layer) && r->phase == ph) return r;
+        peat_record_free(r);
+    }
+    cr_assert_fail("no %s gemm record of layer %s", ph == PEAT_PHASE_FWD ? "fwd" : "bwd", layer);
+    return NULL;
+}
+
+/* Faulty outputs: a copy of the record's golden outputs, element e of output 0 set to v. */
+static void faulty_make(const peat_record *r, int64_t e, float v, peat_args *a)
+{
+    *a = peat_record_args(r);
+    cr_assert_eq(peat_op_alloc_outputs(a, PEAT_DTYPE_F32), PEAT_OK);
+    for (int o = 0; o < a->n_out; o++)
+        memcpy(a->out[o]->data, r->golden[o]->data, peat_tensor_nbytes(r->golden[o]));
+    peat_f32(a->out[0])[e] = v;
+}
+
+Test(fi, propagated_class_of_faults_with_known_effects)
+{
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    make_campaign(dir);
+    snprintf(path, sizeof path, "%s/campaign.h5", dir);
+    peat_store_t *s;
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
+    peat_store_meta meta;
+    cr_assert_eq(peat_store_meta_get(s, &meta), PEAT_OK);
+    peat_record *fc1 = record_of(s, "fc1", PEAT_PHASE_FWD),
+                *fc3 = record_of(s, "fc3", PEAT_PHASE_FWD);
+    int64_t iters[2] = {fc1->iter, fc3->iter};
+    peat_fi_prop_t *p;
+    cr_assert_eq(peat_fi_prop_alloc(&meta, iters, 2, &p), PEAT_OK, "%s", peat_error_last());
+    peat_fi_prop_worker_t *w;
+    cr_assert_eq(peat_fi_prop_worker_alloc(p, &w), PEAT_OK, "%s", peat_error_last());
+    const peat_inject_step_band *band = peat_fi_prop_band(p, fc3->iter);
+    cr_assert(band && band->loss > 0 && band->w > 0, "honest reorderings move loss and weights");
+
+    /* fc1's pre-activation: an element far below zero (the bias is near 0 this early) with its
+     * lowest mantissa bit flipped stays negative: the ReLU zeroes it, the backward pass only
+     * reads its sign: loss, predictions and update bit-identical */
+    const float *g = peat_f32(fc1->golden[0]);
+    int64_t e = 0;
+    while (e < peat_tensor_numel(fc1->golden[0]) && !(g[e] < -0.5f)) e++;
+    cr_assert_lt(e, peat_tensor_numel(fc1->golden[0]), "a negative pre-activation");
+    peat_args a;
+    faulty_make(fc1, e, peat_f32_from_bits(peat_f32_bits(g[e]) ^ 1u), &a);
+    peat_inject_trial t;
+    memset(&t, 0, sizeof t);
+    cr_assert_eq(peat_fi_prop_trial(w, fc1, &a, &t), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(t.prop, PEAT_INJECT_MASKED, "a flip the ReLU zeroes is MASKED, got %s",
+                 peat_inject_outcome_name(t.prop));
+    peat_args_free_outputs(&a);
+
+    /* the same element made positive and large: the step changes (not MASKED) */
+    faulty_make(fc1, e, 64.0f, &a);
+    cr_assert_eq(peat_fi_prop_trial(w, fc1, &a, &t), PEAT_OK);
+    cr_assert_neq(t.prop, PEAT_INJECT_MASKED, "a value through the ReLU is not masked");
+    peat_args_free_outputs(&a);
+
+    /* a NaN in the logits: the loss is NaN: DUE */
+    faulty_make(fc3, 0, NAN, &a);
+    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(t.prop, PEAT_INJECT_DUE, "a NaN logit is DUE, got %s",
+                 peat_inject_outcome_name(t.prop));
+    peat_args_free_outputs(&a);
+
+    /* a large logit of the wrong sign: row 0's largest logit product (its class; the bias is
+     * near 0 this early) replaced by -100, as a sign flip of a large logit would: that row's
+     * class changes: SDC with the prediction changed */
+    const float *z = peat_f32(fc3->golden[0]);
+    int64_t C = fc3->golden[0]->shape[1], best = 0;
+    for (int64_t c = 1; c < C; c++)
+        if (z[c] > z[best]) best = c;
+    faulty_make(fc3, best, -100.0f, &a);
+    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(t.prop, PEAT_INJECT_SDC, "got %s", peat_inject_outcome_name(t.prop));
+    cr_assert_geq(t.pred_changed, 1, "row 0's predicted class changes");
+    peat_args_free_outputs(&a);
+
+    /* an honest reordering of the faulted call is within the step's band: never SDC */
+    peat_inject_model_t *m;
+    cr_assert_eq(peat_inject_model_parse("reorder(order=split,split=16)", &m), PEAT_OK);
+    a = peat_record_args(fc3);
+    cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
+    cr_assert_eq(
+        peat_inject_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"), &a, 1),
+        PEAT_OK);
+    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert(t.prop == PEAT_INJECT_MASKED || t.prop == PEAT_INJECT_TOLERABLE,
+              "an honest order is MASKED or TOLERABLE, got %s (d_loss %g band %g, d_w %g band %g)",
+              peat_inject_outcome_name(t.prop), t.d_loss, band->loss, t.d_w, band->w);
+    peat_args_free_outputs(&a);
+    peat_inject_model_free(m);
+
+    peat_fi_prop_worker_free(w);
+    peat_fi_prop_free(p);
+    peat_record_free(fc1);
+    peat_record_free(fc3);
+    peat_store_close(s);
+}
+
+/* `peat run --runtime-model`: an exponent flip every 10th call of the golden GEMM diverges
+ * training (exit 1), a flip of the mantissa's last bit stays in the band (exit 0). */
+Test(fi, runtime_model_on_the_golden_kernel_from_the_command_line)
+{
+    const char *bits[2] = {"30", "0"};
+    const char *want[2] = {"DIVERGES", "TRAINING_EQUIVALENT"};
+    for (int k = 0; k < 2; k++) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd,
+                 "%s run --kernel gemm_golden --runtime-model 'bitflip(bit=%s)' --runtime-freq "
+                 "1/10 --no-probes --no-isolate --out %s/rm%s >%s/rm.out 2>&1",
+                 PEAT_TEST_BIN, bits[k], tmpdir, bits[k], tmpdir);
+        int st = system(cmd);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == (k == 0 ? 1 : 0),
+                  "bit %s: exit %d, expected %d", bits[k], WEXITSTATUS(st), k == 0 ? 1 : 0);
+        snprintf(cmd, sizeof cmd, "grep -q 'bitflip(bit=%s) @ 1/10 .*%s' %s/rm.out", bits[k],
+                 want[k], tmpdir);
+        cr_assert_eq(system(cmd), 0, "bit %s: no %s row in the runtime table", bits[k], want[k]);
+    }
+    /* a malformed model is refused before anything runs */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "%s run --kernel gemm_golden --runtime-model 'bitflip(bit=99)' --out %s/bad "
+             ">/dev/null 2>&1",
+             PEAT_TEST_BIN, tmpdir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad model: exit 2");
 }

@@ -996,3 +996,78 @@ Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
     }
     peat_rng_free(r);
 }
+
+/* ---- bounds that admit every honest order (docs/bounds.md) ---- */
+
+static double mag1(peat_op_kind op, const peat_op_params *p, int n_in, peat_tensor *const *in,
+                   int o, int64_t n, double *mag)
+{
+    peat_args a = peat_args_make(op, p, n_in, (const peat_tensor *const *)in, 0, NULL);
+    cr_assert_eq(peat_golden_magnitude(&a, o, NULL, mag), PEAT_OK, "%s", peat_error_last());
+    return n > 0 ? mag[0] : 0.0;
+}
+
+Test(golden, adamw_bound_decay_first_by_hand)
+{
+    /* g = m = v = 0, p = 1, lr = wd = 0.5: the update is the decay alone. PyTorch's order forms
+     * 1 - lr wd (one rounding) and multiplies (one rounding at |pd| = 0.75); the golden's
+     * lr (wd p) rounds wd p twice (2 x 0.25, with R_SCALAR 3 more for the per-call scalar) and
+     * lr times the inner sum 0.5 once more; then the final subtraction at |p'| = 0.75:
+     * 2 x 0.75 + 0.25 x (2 + 3) + 2 x 0.5 x 0.5 + 0.75 = 4.0 */
+    peat_op_params p = {.i = {1, 1}, .f = {0.5, 0.9, 0.999, 1e-8, 0.5}};
+    peat_tensor *in[4] = {tf(1, (float[]){1}), tf(1, (float[]){0}), tf(1, (float[]){0}),
+                          tf(1, (float[]){0})};
+    double mag[1];
+    double got = mag1(PEAT_OP_ADAMW, &p, 4, in, 0, 1, mag);
+    cr_assert(fabs(got - 4.0) < 1e-12, "adamw p' magnitude %.17g, hand value 4", got);
+    cr_assert_eq(mag1(PEAT_OP_ADAMW, &p, 4, in, 1, 1, mag), 0.0, "m' of zeros has no error");
+    free_all(4, in);
+}
+
+/* PyTorch's _single_tensor_adamw order in fp32 (tests/zoo/zoo_honest_optim.c has the kernel):
+ * within gamma_1 * mag on every element, and reaching a fair share of it (not vacuous). The
+ * golden-order rule this replaced gave 2.2x on the mlp flow. */
+Test(golden, adamw_bound_admits_pytorch_order)
+{
+    enum { N = 4096 };
+    peat_op_params p = {.i = {N, 3}, .f = {3e-3, 0.9, 0.999, 1e-8, 0.01}};
+    peat_tensor *in[4] = {NULL};
+    for (int k = 0; k < 4; k++) cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, 1, N, &in[k]), 0);
+    float *P = in[0]->data, *G = in[1]->data, *M = in[2]->data, *V = in[3]->data;
+    uint64_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double r = (double)(s >> 11) * 0x1p-53;
+        P[i] = (float)(0.5 + r), G[i] = (float)(1e-3 * (r - 0.4)), M[i] = (float)(1e-4 * r);
+        V[i] = (float)(1e-7 * (1.0 + r));
+    }
+    double *mag = malloc(N * sizeof *mag);
+    mag1(PEAT_OP_ADAMW, &p, 4, in, 0, N, mag);
+    double lr = p.f[0], b1 = p.f[1], b2 = p.f[2], bc1 = 1 - pow(b1, 3), bc2 = 1 - pow(b2, 3);
+    float decay = (float)(1 - lr * p.f[4]), c1 = (float)(1 - b1), c2 = (float)(1 - b2);
+    float step = (float)(lr / bc1), bc2s = (float)sqrt(bc2), eps = (float)p.f[3];
+    double worst = 0.0, u = 0x1p-24, g1 = u / (1 - u);
+    for (int i = 0; i < N; i++) {
+        float pf = P[i] * decay, m = M[i] + c1 * (G[i] - M[i]), v = V[i] * (float)b2;
+        v = v + c2 * G[i] * G[i];
+        pf = pf + -step * m / (sqrtf(v) / bc2s + eps);
+        double md = b1 * M[i] + (1 - b1) * G[i], vd = b2 * V[i] + (1 - b2) * G[i] * G[i];
+        double pe = P[i] - lr * ((md / bc1) / (sqrt(vd / bc2) + p.f[3]) + p.f[4] * P[i]);
+        double ratio = fabs(pf - pe) / (g1 * mag[i]);
+        worst = ratio > worst ? ratio : worst;
+    }
+    cr_assert_leq(worst, 1.0, "PyTorch-order AdamW reaches %.3f x the bound", worst);
+    cr_assert_geq(worst, 0.2, "bound vacuous: PyTorch-order AdamW reaches only %.3f x it", worst);
+    free(mag);
+    free_all(4, in);
+}
+
+Test(golden, reduce_mean_depth_admits_reciprocal)
+{
+    /* a mean as sum * (1/C) rounds 1/C and the product: C roundings, one more than C-1 adds and
+     * a divide share; sum keeps depth C */
+    peat_op_params p = {.i = {2, 7, 1}};
+    cr_assert_eq(peat_op_info_get(PEAT_OP_REDUCE)->depth(&p), 8, "mean depth");
+    p.i[2] = 0;
+    cr_assert_eq(peat_op_info_get(PEAT_OP_REDUCE)->depth(&p), 7, "sum depth");
+}

@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 
 #include "inject/inject.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "peat/peat.h"
 
 #include <float.h>

@@ -4,7 +4,7 @@
 #include <criterion/logging.h>
 
 #include "golden/golden.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "peat/peat.h"
 
 #include <math.h>

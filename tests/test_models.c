@@ -4,7 +4,7 @@
 
 #include "models/flow_impl.h" /* internal: the gradient check calls a flow's train directly */
 #include "models/models.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,13 +4,13 @@
  * junit.xml against tests/junit.xsd). */
 #include <criterion/criterion.h>
 
-#include "harness/ci.h"
-#include "harness/cmdline.h"
-#include "harness/diff.h"
-#include "harness/jsonread.h"
-#include "harness/plots.h"
+#include "nightly/ci.h"
+#include "cli/cmdline.h"
+#include "nightly/diff.h"
+#include "nightly/jsonread.h"
+#include "campaign/plots.h"
 #include "analyzer/analyzer.h"
-#include "harness/suite.h"
+#include "nightly/suite.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,11 +1,13 @@
 /* test_probe.c: probes, arithmetic properties, stratified coverage and the zoo kernels through
  * `peat run` (known answers: the kernels are built to differ in one property each). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "analyzer/probe.h"
-#include "harness/campaign.h"
-#include "harness/harness.h"
+#include "run/run.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
 
 static void setup(void)
 {
@@ -182,4 +184,235 @@ Test(probe, combination, .init = setup)
     /* nothing fails: the recorded finding stays primary */
     n = peat_detector_combine(&rec, 1, NULL, 0, NULL, 0, out, 8);
     cr_expect(n == 1 && out[0].cls == PEAT_FIND_WITHIN_BOUND);
+}
+
+/* One campaign without the runtime stage (the verdict of the recorded calls and probes). */
+static peat_campaign_result *run_opt(const char *kernel, const char *flow, int probes,
+                                     const char *optimizer)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    char out[256];
+    snprintf(out, sizeof out, "test-out/probe-%s-%s", kernel, flow);
+    o.kernel = kernel, o.flow = flow, o.out_dir = out, o.force = 1, o.quiet = 1;
+    o.no_probes = !probes, o.no_runtime = 1, o.iters = 20, o.calls = 24;
+    if (optimizer) o.optimizer = optimizer;
+    peat_campaign_result *r = malloc(sizeof *r);
+    cr_assert_eq(peat_campaign_run(&o, r), PEAT_OK, "%s", peat_error_last());
+    return r;
+}
+
+/* The orders PyTorch ships and other honest formulations (tests/zoo/zoo_honest_*.c) pass on
+ * their flow, probes included: the bounds come from the op, not from the golden's order. */
+Test(probe, honest_framework_orders_pass, .init = setup)
+{
+    static const char *k[][3] = {
+        {"zoo_adamw_torch_single", "mlp", NULL},
+        {"zoo_adamw_torch_foreach", "mlp", NULL},
+        {"zoo_adamw_torch_fused", "mlp", NULL},
+        {"zoo_sgd_torch", "mlp", "sgd"},
+        {"zoo_softmax_torch", "gpt_unfused", NULL},
+        {"zoo_layernorm_welford", "gpt", NULL},
+        {"zoo_gelu_erfc", "gpt", NULL},
+        {"zoo_gelu_x_xerf", "gpt", NULL},
+        {"zoo_xent_logsoftmax_nll", "mlp", NULL},
+        {"zoo_xent_bwd_torch", "mlp", NULL},
+        {"zoo_attention_sdpa_math", "gpt", NULL},
+        {"zoo_conv_direct_taps", "cnn", NULL},
+        {"zoo_reduce_pairwise", "mlp", NULL},
+        {"zoo_reduce_blocked", "gpt", NULL},
+        {"zoo_layernorm_torch", "gpt", NULL},
+        {"zoo_layernorm_bwd_torch", "gpt", NULL},
+        {"zoo_softmax_bwd_torch", "gpt_unfused", NULL},
+        {"zoo_gelu_bwd_torch", "gpt", NULL},
+        {"zoo_attention_bwd_math", "gpt", NULL},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, k[i][2]);
+        cr_expect_eq(r->verdict, PEAT_ACCEPT_PASS, "%s on %s: verdict %s, primary %s %s", k[i][0],
+                     k[i][1], peat_acceptance_name(r->verdict),
+                     peat_finding_name(r->findings[0].cls), r->findings[0].params);
+        free(r);
+    }
+}
+
+/* Latent range bugs: the flows' logits and activations stay small, so without probes these
+ * pass; the value probes push an intermediate out of fp32's range and the detector names it. */
+Test(probe, latent_range_defects_only_probes_catch, .init = setup)
+{
+    static const char *k[][2] = {{"zoo_xent_no_max", "mlp"},
+                                 {"zoo_xent_bwd_no_max", "mlp"},
+                                 {"zoo_xent_log_of_softmax", "mlp"},
+                                 {"zoo_gelu_tanh_exp", "gpt"}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, NULL);
+        cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL, "%s: verdict %s with probes", k[i][0],
+                     peat_acceptance_name(r->verdict));
+        cr_expect_eq(r->findings[0].cls, PEAT_FIND_RANGE, "%s: primary %s (%s), expected RANGE",
+                     k[i][0], peat_finding_name(r->findings[0].cls), r->findings[0].params);
+        free(r);
+        r = run_opt(k[i][0], k[i][1], 0, NULL);
+        cr_expect_neq(r->verdict, PEAT_ACCEPT_FAIL, "%s fails without probes: not latent", k[i][0]);
+        free(r);
+    }
+}
+
+/* Every op kind the flows record gets probes (the coverage table of docs/detector.md). */
+Test(probe, every_op_kind_gets_probes, .init = setup)
+{
+    static const char *k[][2] = {
+        {"zoo_xent_logsoftmax_nll", "mlp"}, {"zoo_xent_bwd_torch", "mlp"},
+        {"zoo_gelu_erfc", "gpt"},           {"zoo_adamw_torch_single", "mlp"},
+        {"zoo_conv_direct_taps", "cnn"},    {"zoo_reduce_pairwise", "mlp"},
+        {"zoo_attention_sdpa_math", "gpt"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, NULL);
+        int shape = 0, value = 0;
+        for (int j = 0; j < r->n_probes; j++)
+            shape += r->probes[j].kind == PEAT_PROBE_SHAPE,
+                value += r->probes[j].kind == PEAT_PROBE_VALUE;
+        cr_expect_gt(shape + value, 1, "%s: %d probes", k[i][0], r->n_probes);
+        if (strstr(k[i][0], "conv") || strstr(k[i][0], "reduce") || strstr(k[i][0], "attention"))
+            cr_expect_geq(shape, 4, "%s: %d shape probes", k[i][0], shape);
+        if (!strstr(k[i][0], "conv") && !strstr(k[i][0], "attention_sdpa"))
+            cr_expect_geq(value, 1, "%s: %d value probes", k[i][0], value);
+        free(r);
+    }
+}
+
+/* ---- constructed defects that one new probe each must catch ---- */
+
+/* direct conv whose input row/column ignores the stride (oh + kh - pad) */
+static peat_status conv_no_stride(const peat_args *a, const peat_kernel *self)
+{
+    const int64_t *p = a->p.i;
+    int64_t N = p[0], C = p[1], H = p[2], W = p[3], O = p[4], KH = p[5], KW = p[6], pd = p[8];
+    int64_t OH = (H + 2 * pd - KH) / p[7] + 1, OW = (W + 2 * pd - KW) / p[7] + 1;
+    const float *X = a->in[0]->data, *Wt = a->in[1]->data;
+    float *Y = a->out[0]->data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t y = 0; y < OH; y++)
+                for (int64_t x = 0; x < OW; x++) {
+                    float acc = 0.0f;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t ih = y + kh - pd, iw = x + kw - pd;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                acc += X[((n * C + c) * H + ih) * W + iw] *
+                                       Wt[((o * C + c) * KH + kh) * KW + kw];
+                            }
+                    Y[((n * O + o) * OH + y) * OW + x] = acc;
+                }
+    return PEAT_OK;
+}
+
+/* row sums in blocks of 16; a partial last block is dropped */
+static peat_status reduce_drop_tail(const peat_args *a, const peat_kernel *self)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *x = a->in[0]->data;
+    float *y = a->out[0]->data;
+    for (int64_t r = 0; r < R; r++) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < (C / 16) * 16; j++) s += x[r * C + j];
+        y[r] = a->p.i[2] ? s / (float)C : s;
+    }
+    return PEAT_OK;
+}
+
+/* softmax shifted by the row mean instead of the max: -inf entries make the mean -inf */
+static peat_status softmax_mean_shift(const peat_args *a, const peat_kernel *self)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *x = a->in[0]->data;
+    float *y = a->out[0]->data;
+    for (int64_t r = 0; r < R; r++) {
+        float m = 0.0f, s = 0.0f;
+        for (int64_t j = 0; j < C; j++) m += x[r * C + j] / (float)C;
+        for (int64_t j = 0; j < C; j++) s += y[r * C + j] = expf(x[r * C + j] - m);
+        for (int64_t j = 0; j < C; j++) y[r * C + j] /= s;
+    }
+    return PEAT_OK;
+}
+
+/* GELU that flushes subnormal inputs to zero */
+static peat_status gelu_ftz(const peat_args *a, const peat_kernel *self)
+{
+    const float *x = a->in[0]->data;
+    float *y = a->out[0]->data;
+    for (int64_t i = 0; i < a->p.i[0]; i++)
+        y[i] = fabsf(x[i]) < 0x1p-126f ? 0.0f : 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678f));
+    return PEAT_OK;
+}
+
+/* AdamW whose update is mhat * (1 / sqrt(vhat)), eps forgotten: 0 * Inf on a zero state */
+static peat_status adamw_no_eps(const peat_args *a, const peat_kernel *self)
+{
+    double b1 = a->p.f[1], b2 = a->p.f[2], t = (double)a->p.i[1];
+    float lr = (float)a->p.f[0], wd = (float)a->p.f[4], fb1 = (float)b1, fb2 = (float)b2;
+    float c1 = (float)(1 - b1), c2 = (float)(1 - b2);
+    float bc1 = (float)(1 - pow(b1, t)), bc2 = (float)(1 - pow(b2, t));
+    const float *P = a->in[0]->data, *G = a->in[1]->data, *M = a->in[2]->data, *V = a->in[3]->data;
+    float *po = a->out[0]->data, *mo = a->out[1]->data, *vo = a->out[2]->data;
+    for (int64_t i = 0; i < a->p.i[0]; i++) {
+        float p = P[i], g = G[i], m = fb1 * M[i] + c1 * g, v = fb2 * V[i] + c2 * g * g;
+        float upd = (m / bc1) * (1.0f / sqrtf(v / bc2));
+        po[i] = p - lr * (upd + wd * p), mo[i] = m, vo[i] = v;
+    }
+    return PEAT_OK;
+}
+
+#define TEST_KERNEL(nm, opk, f)                                                                    \
+    {                                                                                              \
+        .name = nm, .op = opk, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",                      \
+        .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,      \
+        .fn = f, .desc = "constructed defect (tests/test_probe.c)"                                 \
+    }
+
+/* The first probe whose label contains `what`, FAILed with class c. */
+static void expect_probe(const peat_campaign_result *r, const char *k, const char *what,
+                         peat_finding_class c)
+{
+    int seen = 0, caught = 0;
+    for (int j = 0; j < r->n_probes; j++) {
+        const peat_probe_outcome *p = &r->probes[j];
+        if (!strstr(p->label, what)) continue;
+        seen++;
+        caught += p->f.accept == PEAT_ACCEPT_FAIL && p->f.cls == c;
+    }
+    cr_expect_gt(seen, 0, "%s: no probe \"%s\" ran", k, what);
+    cr_expect_gt(caught, 0, "%s: no probe \"%s\" failed it as %s (%d ran)", k, what,
+                 peat_finding_name(c), seen);
+}
+
+Test(probe, new_probes_catch_constructed_defects, .init = setup)
+{
+    static const peat_kernel ks[] = {
+        TEST_KERNEL("t_conv_no_stride", PEAT_OP_CONV2D, conv_no_stride),
+        TEST_KERNEL("t_reduce_drop_tail", PEAT_OP_REDUCE, reduce_drop_tail),
+        TEST_KERNEL("t_softmax_mean_shift", PEAT_OP_SOFTMAX, softmax_mean_shift),
+        TEST_KERNEL("t_gelu_ftz", PEAT_OP_GELU, gelu_ftz),
+        TEST_KERNEL("t_adamw_no_eps", PEAT_OP_ADAMW, adamw_no_eps),
+    };
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        if (!peat_registry_find(ks[i].name))
+            cr_assert_eq(peat_registry_add(&ks[i]), PEAT_OK, "%s", peat_error_last());
+    peat_campaign_result *r = run_opt("t_conv_no_stride", "cnn", 1, NULL);
+    expect_probe(r, "t_conv_no_stride", "stride 3", PEAT_FIND_WRONG_RESULT);
+    free(r);
+    r = run_opt("t_reduce_drop_tail", "mlp", 1, NULL);
+    expect_probe(r, "t_reduce_drop_tail", "row length 17", PEAT_FIND_WRONG_RESULT);
+    free(r);
+    r = run_opt("t_softmax_mean_shift", "gpt_unfused", 1, NULL);
+    expect_probe(r, "t_softmax_mean_shift", "-inf causal mask", PEAT_FIND_NAN);
+    free(r);
+    r = run_opt("t_gelu_ftz", "gpt", 1, NULL);
+    expect_probe(r, "t_gelu_ftz", "subnormal x", PEAT_FIND_FTZ);
+    free(r);
+    r = run_opt("t_adamw_no_eps", "mlp", 1, NULL);
+    expect_probe(r, "t_adamw_no_eps", "zero gradient and moments", PEAT_FIND_NAN);
+    free(r);
 }

@@ -230,6 +230,36 @@ Test(browser, report_html_renders_with_verdict_and_plots)
     sh("cp %s %s/report.html", html, ARTIFACTS);
 }
 
+/* fi-report.html: a campaign, an FI series in both views: real tables that sort on a click,
+ * outcome bars and per-bit curves, no console message. */
+Test(browser, fi_report_html_renders_with_tables_and_plots)
+{
+    need_chromium();
+    cr_assert_eq(sh("%s run --kernel gemm_new --iters 8 --calls 8 --no-runtime --no-probes "
+                    "--quiet --out %s/f >%s/run.log 2>&1",
+                    PEAT_TEST_BIN, tmpdir, tmpdir),
+                 0, "the campaign passes");
+    cr_assert_eq(sh("%s inject --campaign %s/f --model 'bitflip(bit=-1)' --trials 64 --threads 1 "
+                    "--layer fc1 --quiet >%s/fi.log 2>&1",
+                    PEAT_TEST_BIN, tmpdir, tmpdir),
+                 0, "peat inject runs");
+    char html[300], url[320];
+    snprintf(html, sizeof html, "%s/f/fi-report.html", tmpdir);
+    snprintf(url, sizeof url, "file://%s", html);
+    static char src[1 << 21];
+    slurp(html, src, sizeof src);
+    cr_assert_eq(count_of(src, "src="), 0, "self-contained: no external resources");
+    cr_assert_eq(count_of(src, "<pre"), 0, "tables, not a text dump");
+    cr_assert_eq(chromium(url, NULL), 0, "chromium failed on fi-report.html:\n%s", log_buf);
+    cr_assert_eq(console_lines(), 0, "fi-report.html logged to the console:\n%s", log_buf);
+    cr_assert(strstr(dom, "<table class=\"sortable\">"), "no sortable table in the DOM");
+    cr_assert(strstr(dom, "<td>kernel</td><td>gemm_new</td>"), "the kernel is named");
+    cr_assert(strstr(dom, "--layer 'fc1'"), "the command reproducing the series");
+    cr_assert(strstr(dom, "propagated view") && strstr(dom, "local view"), "both views");
+    cr_assert(count_of(dom, "rates per bit</title>") >= 2, "per-bit curves of both views");
+    cr_assert(strstr(dom, "outcomes, both views"), "outcome bars");
+}
+
 /* ctest shows a skipped test as skipped only from its exit status (SKIP_RETURN_CODE 77 in
  * CMakeLists.txt); Criterion itself exits 0 when tests skip. */
 static size_t n_skipped;

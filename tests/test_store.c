@@ -14,7 +14,7 @@
 #include <zlib.h>
 
 #include "core/record.h"
-#include "harness/harness.h"
+#include "campaign/harness.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 #include "models/models.h"

@@ -1,8 +1,8 @@
 /* fuzz_cli.c: libFuzzer target for the option-table parser of every command (harness/options.c):
  * the input's first byte picks the command, the rest is its arguments, one per line. */
 #include "fuzz_util.h"
-#include "harness/ci.h"
-#include "harness/options.h"
+#include "nightly/ci.h"
+#include "cli/options.h"
 
 #include <stdalign.h>
 

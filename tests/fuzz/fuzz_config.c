@@ -1,7 +1,7 @@
 /* fuzz_config.c: libFuzzer target for --config files (harness/options.c) as `peat run` reads
  * them. */
 #include "fuzz_util.h"
-#include "harness/options.h"
+#include "cli/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,7 +1,7 @@
 /* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (harness/suite.c): the
  * same bytes read as both. */
 #include "fuzz_util.h"
-#include "harness/suite.h"
+#include "nightly/suite.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -80,5 +80,9 @@ int zoo_register_conv(const peat_plugin_host *host);
 int zoo_register_softmax(const peat_plugin_host *host);
 int zoo_register_layernorm(const peat_plugin_host *host);
 int zoo_register_attention(const peat_plugin_host *host);
+int zoo_register_honest_optim(const peat_plugin_host *host);
+int zoo_register_honest_nn(const peat_plugin_host *host);
+int zoo_register_latent(const peat_plugin_host *host);
+int zoo_register_honest_bwd(const peat_plugin_host *host);
 
 #endif

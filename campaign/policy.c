@@ -1,0 +1,127 @@
+/* policy.c: the recording-policy specs of `peat run` (iteration lists, op lists, --compress,
+ * phases): parsed here once, for the CLI's checks and the stages that apply them. */
+#include "campaign/campaign.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+peat_status peat_iter_spec_check(const char *spec)
+{
+    if (!spec || !strcmp(spec, "last") || !strcmp(spec, "none")) return PEAT_OK;
+    if (!strncmp(spec, "every:", 6)) {
+        char *end;
+        long long n = strtoll(spec + 6, &end, 10);
+        if (*end || n < 1)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "bad iteration list '%s' (every:N needs N >= 1)",
+                              spec);
+        return PEAT_OK;
+    }
+    const char *c = spec;
+    while (*c) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (end == c || v < 0 || (*end && *end != ','))
+            return PEAT_ERROR(PEAT_ERR_INVAL,
+                              "bad iteration list '%s' (last, none, every:N or 0,10,20)", spec);
+        c = *end ? end + 1 : end;
+    }
+    return PEAT_OK;
+}
+
+peat_status peat_iter_spec_check_range(const char *spec, int64_t iters, const char *option)
+{
+    if (!spec || !strcmp(spec, "last") || !strcmp(spec, "none")) return PEAT_OK;
+    if (!strncmp(spec, "every:", 6)) return PEAT_OK; /* always includes the last iteration */
+    for (const char *c = spec; *c;) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (v >= iters)
+            return PEAT_ERROR(PEAT_ERR_INVAL,
+                              "--%s: iteration %lld is past the run's last (%lld of --iters %lld)",
+                              option, v, (long long)iters - 1, (long long)iters);
+        c = *end ? end + 1 : end;
+    }
+    return PEAT_OK;
+}
+
+int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters)
+{
+    if (!spec || !strcmp(spec, "none")) return 0;
+    if (!strcmp(spec, "last")) return it == iters - 1;
+    if (!strncmp(spec, "every:", 6)) {
+        long long n = atoll(spec + 6);
+        return n > 0 && (it % n == n - 1 || it == iters - 1);
+    }
+    for (const char *c = spec; *c;) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (v == it) return 1;
+        c = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+peat_status peat_op_mask_parse(const char *list, uint32_t *mask)
+{
+    *mask = 0;
+    if (!list || !strcmp(list, "all")) {
+        *mask = (PEAT_OP_COUNT >= 32) ? 0xffffffffu : ((1u << PEAT_OP_COUNT) - 1u);
+        return PEAT_OK;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        peat_op_kind op;
+        if (peat_op_parse(t, &op) != PEAT_OK)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "unknown op '%s' in op list '%s' (see `peat list`)",
+                              t, list);
+        *mask |= 1u << op;
+    }
+    if (!*mask) return PEAT_ERROR(PEAT_ERR_INVAL, "empty op list");
+    return PEAT_OK;
+}
+
+peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct)
+{
+    *deflate_level = 0;
+    *min_saving_pct = 0;
+    if (!spec || !strcmp(spec, "auto")) return PEAT_OK;
+    if (!strcmp(spec, "all")) {
+        *min_saving_pct = -1;
+        return PEAT_OK;
+    }
+    if (!strcmp(spec, "none")) {
+        *deflate_level = -1;
+        return PEAT_OK;
+    }
+    char *end = NULL;
+    long pct = strtol(spec, &end, 10);
+    if (end != spec && (*end == 0 || (*end == '%' && end[1] == 0)) && pct >= 1 && pct <= 100) {
+        *min_saving_pct = (int)pct;
+        return PEAT_OK;
+    }
+    return PEAT_ERROR(PEAT_ERR_INVAL,
+                      "compress mode '%s' is not auto, all, none or a percent 1..100", spec);
+}
+
+peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
+{
+    *fwd = *bwd = *opt = 0;
+    if (!list) return PEAT_OK;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "fwd"))
+            *fwd = 1;
+        else if (!strcmp(t, "bwd"))
+            *bwd = 1;
+        else if (!strcmp(t, "opt"))
+            *opt = 1;
+        else
+            return PEAT_ERROR(PEAT_ERR_INVAL, "unknown phase '%s' (fwd, bwd, opt)", t);
+    }
+    if (!*fwd && !*bwd && !*opt) return PEAT_ERROR(PEAT_ERR_INVAL, "empty phase list");
+    return PEAT_OK;
+}

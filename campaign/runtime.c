@@ -1,0 +1,581 @@
+/* runtime.c: runtime fault injection: the golden run, the band reruns and the faulty runs train
+ * in lockstep; curves, band, verdicts, and what goes into the campaign file. */
+#include "campaign/runtime.h"
+
+#include "campaign/campaign.h"
+#include "inject/inject.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Band reruns: honest orders any valid kernel could use (inject's `reorder`, GEMM: pairwise,
+ * split-K, reversed; other ops: the exact result rounded to fp32). */
+static const char *const band_specs[PEAT_RUNTIME_MAX_BAND - 1] = {
+    "reorder(order=pairwise)", "reorder(order=split,split=4)", "reorder(order=split,split=16)",
+    "reorder(order=reverse)", "reorder(order=split,split=2)"};
+
+/* One training run of the lockstep. */
+typedef struct member {
+    peat_exec_t *ex;
+    peat_flow_t *f;
+    peat_inject_model_t *m;
+    peat_inject_swap sw;
+    peat_runtime_run *run;
+    double *tdist; /* per iteration x weight tensor distances (not for the golden run) */
+} member;
+
+typedef struct lockstep {
+    const peat_runtime_opts *o;
+    peat_runtime_result *res;
+    member mem[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
+    int n;
+    int n_w;                   /* weight tensors (the first n_w state tensors) */
+    int *w_idx;                /* their state indices */
+    int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
+} lockstep;
+
+const char *peat_runtime_band_spec(int r)
+{
+    return r >= 1 && r < PEAT_RUNTIME_MAX_BAND ? band_specs[r - 1] : NULL;
+}
+
+int peat_runtime_freqs_count(const char *list)
+{
+    int n = 1;
+    for (const char *s = list ? list : PEAT_RUNTIME_DEFAULT_FREQS; *s; s++) n += *s == ',';
+    return n;
+}
+
+peat_status peat_runtime_freqs_check(const char *list)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list ? list : PEAT_RUNTIME_DEFAULT_FREQS);
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
+        int64_t every;
+        double p;
+        PEAT_TRY(peat_inject_freq_parse(t, &every, &p));
+    }
+    if (n < 1 || n > PEAT_RUNTIME_MAX_FREQS)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--runtime-freq: 1 to %d frequencies, got %d",
+                          PEAT_RUNTIME_MAX_FREQS, n);
+    return PEAT_OK;
+}
+
+static peat_status run_alloc(peat_runtime_run *r, int64_t n, int64_t ne, const char *label)
+{
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->loss = calloc((size_t)n + 1, sizeof *r->loss);
+    r->wdist = calloc((size_t)n + 1, sizeof *r->wdist);
+    r->nonfinite = calloc((size_t)n + 1, sizeof *r->nonfinite);
+    r->eval_acc = calloc((size_t)ne + 1, sizeof *r->eval_acc);
+    r->first_nonfinite = -1;
+    if (!r->loss || !r->wdist || !r->nonfinite || !r->eval_acc)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime curves of %lld iterations", (long long)n);
+    return PEAT_OK;
+}
+
+static void run_free(peat_runtime_run *r)
+{
+    free(r->loss);
+    free(r->wdist);
+    free(r->nonfinite);
+    free(r->eval_acc);
+    memset(r, 0, sizeof *r);
+}
+
+void peat_runtime_result_free(peat_runtime_result *res)
+{
+    for (int i = 0; i < PEAT_RUNTIME_MAX_BAND; i++) run_free(&res->band[i]);
+    for (int i = 0; i < PEAT_RUNTIME_MAX_FREQS; i++) run_free(&res->faulty[i]);
+    free(res->eval_iter);
+    peat_detector_band_free(&res->b);
+    memset(res, 0, sizeof *res);
+}
+
+/* A member: its own exec and flow (same seed: same init and batches), its swap if any. */
+static peat_status member_setup(lockstep *L, member *m, const char *spec, const char *freq)
+{
+    const peat_runtime_opts *o = L->o;
+    PEAT_TRY(peat_exec_create(o->flow, o->cfg.seed, &m->ex));
+    PEAT_TRY(peat_flow_create(o->flow, &o->cfg, m->ex, &m->f));
+    if (!spec && !freq) return PEAT_OK; /* the golden run */
+    peat_exec_swap s;
+    memset(&s, 0, sizeof s);
+    s.op = o->op;
+    s.every = 1;
+    if (freq) { /* a faulty run: the window, layers and phases of the options */
+        PEAT_TRY(peat_inject_freq_parse(freq, &s.every, &s.prob));
+        s.seed = peat_seed_derive(o->cfg.seed, freq);
+        s.iter_lo = o->iter_lo, s.iter_hi = o->iter_hi;
+        s.phases = o->phases;
+        s.layers = o->layers;
+    }
+    if (freq && o->candidate) {
+        s.kernel = o->candidate;
+    } else {
+        PEAT_TRY(peat_inject_model_parse(spec, &m->m));
+        m->sw.m = m->m;
+        m->sw.seed = o->model_seed;
+        if (freq) m->sw.kernel = o->model_kernel; /* band reruns reorder the golden */
+        s.fn = peat_inject_swap_run;
+        s.user = &m->sw;
+    }
+    return peat_exec_set_swap(m->ex, &s);
+}
+
+/* A state tensor that is a weight (optimizer moments are not). */
+static int is_weight(const char *name)
+{
+    return strncmp(name, "adam.", 5) && strncmp(name, "sgd.", 4);
+}
+
+/* Weight tensors: the state entries that are not optimizer slots. */
+static peat_status weights_find(lockstep *L)
+{
+    peat_flow_t *f = L->mem[0].f;
+    int n = peat_flow_state_count(f);
+    L->w_idx = malloc((size_t)n * sizeof *L->w_idx);
+    if (!L->w_idx) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight list");
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        peat_flow_state(f, i, &name);
+        if (is_weight(name)) L->w_idx[L->n_w++] = i;
+    }
+    return PEAT_OK;
+}
+
+/* The iterations to train, and the evaluations that go with them: every L->every-th and the
+ * last; those already past keep their place (a new total is never below done + 1). */
+static void iters_set(lockstep *L, int64_t iters)
+{
+    peat_runtime_result *res = L->res;
+    L->iters = res->n = iters;
+    res->n_eval = 0;
+    for (int64_t t = 0; t < iters; t++)
+        if ((t + 1) % L->every == 0 || t == iters - 1) res->eval_iter[res->n_eval++] = t;
+}
+
+static peat_status lockstep_setup(lockstep *L)
+{
+    const peat_runtime_opts *o = L->o;
+    peat_runtime_result *res = L->res;
+    int R = o->band_runs > 0 ? o->band_runs : PEAT_RUNTIME_DEFAULT_BAND;
+    if (R < 2 || R > PEAT_RUNTIME_MAX_BAND)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "runtime band: %d runs (2..%d)", R,
+                          PEAT_RUNTIME_MAX_BAND);
+    if (!o->candidate && !o->model)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
+    PEAT_TRY(peat_runtime_freqs_check(o->freqs));
+    L->every = o->eval_every > 0 ? o->eval_every : (o->iters >= 10 ? o->iters / 10 : 1);
+    L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
+    res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
+    if (!res->eval_iter) return PEAT_ERROR(PEAT_ERR_NOMEM, "eval list");
+    iters_set(L, o->iters);
+    int64_t cap_eval = L->cap / L->every + 1;
+    for (int r = 0; r < R; r++, res->n_band++) {
+        member *m = &L->mem[L->n++];
+        m->run = &res->band[r];
+        PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, r ? band_specs[r - 1] : "golden"));
+        PEAT_TRY(member_setup(L, m, r ? band_specs[r - 1] : NULL, NULL));
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", o->freqs ? o->freqs : PEAT_RUNTIME_DEFAULT_FREQS);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        member *m = &L->mem[L->n++];
+        m->run = &res->faulty[res->n_faulty++];
+        char label[64];
+        snprintf(label, sizeof label, "%.40s @ %s", o->candidate ? o->candidate->name : o->model,
+                 t);
+        PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, label));
+        snprintf(m->run->freq, sizeof m->run->freq, "%s", t);
+        PEAT_TRY(member_setup(L, m, o->model, t));
+    }
+    PEAT_TRY(weights_find(L));
+    for (int i = 1; i < L->n; i++) {
+        L->mem[i].tdist = calloc((size_t)(L->cap * L->n_w) + 1, sizeof(double));
+        if (!L->mem[i].tdist) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight distances");
+    }
+    return PEAT_OK;
+}
+
+static void lockstep_free(lockstep *L)
+{
+    for (int i = 0; i < L->n; i++) {
+        peat_flow_free(L->mem[i].f);
+        peat_exec_free(L->mem[i].ex);
+        peat_inject_model_free(L->mem[i].m);
+        free(L->mem[i].tdist);
+    }
+    free(L->w_idx);
+}
+
+/* ||w - g|| / ||g|| (or ||w|| when g is 0), and the non-finite values of w. */
+static double rel_l2(const peat_tensor *w, const peat_tensor *g, int64_t *nonfinite)
+{
+    const float *x = peat_f32(w), *y = peat_f32(g);
+    double d = 0.0, s = 0.0;
+    for (int64_t i = 0; i < peat_tensor_numel(w); i++) {
+        if (!isfinite(x[i])) {
+            (*nonfinite)++;
+            continue;
+        }
+        double e = (double)x[i] - (double)y[i];
+        d += e * e;
+        s += (double)y[i] * y[i];
+    }
+    if (*nonfinite) return INFINITY;
+    return s > 0.0 ? sqrt(d / s) : sqrt(d);
+}
+
+double peat_runtime_distance_s(peat_flow_t *f)
+{
+    int n = peat_flow_state_count(f), reps = 0;
+    double spent = 0;
+    volatile double sink = 0; /* read by nothing: the passes are not elided */
+    /* repeated to a millisecond at least: one pass over a small model's weights is microseconds */
+    while (spent < 1e-3 && reps < 1000) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        for (int i = 0; i < n; i++) {
+            const char *name = NULL;
+            const peat_tensor *w = peat_flow_state(f, i, &name);
+            int64_t nf = 0;
+            if (name && is_weight(name)) sink += rel_l2(w, w, &nf);
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        spent += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        reps++;
+    }
+    return spent / reps;
+}
+
+/* After iteration t: each member's distance from the golden run, tensor by tensor. */
+static void measure(lockstep *L, int64_t t)
+{
+    for (int i = 0; i < L->n; i++) {
+        member *m = &L->mem[i];
+        double worst = 0.0;
+        int64_t nf = 0;
+        for (int k = 0; k < L->n_w; k++) {
+            const peat_tensor *w = peat_flow_state(m->f, L->w_idx[k], NULL);
+            const peat_tensor *g = peat_flow_state(L->mem[0].f, L->w_idx[k], NULL);
+            int64_t nfk = 0;
+            double d = rel_l2(w, g, &nfk);
+            nf += nfk;
+            if (m->tdist) m->tdist[t * L->n_w + k] = d;
+            if (d > worst || isnan(d)) worst = d;
+        }
+        m->run->wdist[t] = worst;
+        m->run->nonfinite[t] = nf;
+        if ((nf || !isfinite(m->run->loss[t])) && m->run->first_nonfinite < 0)
+            m->run->first_nonfinite = t;
+    }
+}
+
+static peat_status checkpoint(lockstep *L, member *m, int64_t t)
+{
+    int n = peat_flow_state_count(m->f);
+    const peat_tensor **ts = malloc((size_t)n * sizeof *ts);
+    const char **names = malloc((size_t)n * sizeof *names);
+    char tag[32];
+    snprintf(tag, sizeof tag, "runtime %.23s", m->run->freq);
+    peat_status st = ts && names ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint list");
+    for (int i = 0; st == PEAT_OK && i < n; i++) ts[i] = peat_flow_state(m->f, i, &names[i]);
+    if (st == PEAT_OK && !peat_store_state_has(L->o->store, t, tag))
+        st = peat_store_state_write(L->o->store, t, tag, n, ts, names);
+    free(ts);
+    free(names);
+    return st;
+}
+
+/* The members train on up to `threads` threads, in lockstep: every iteration all step (in
+ * parallel), then one thread measures distances and writes checkpoints, then evaluations run (in
+ * parallel). Each member's own computation stays sequential, so the results do not depend on the
+ * thread count. */
+typedef struct lock_shared {
+    pthread_barrier_t bar;
+    pthread_mutex_t mu;
+    pthread_cond_t go;
+    int open; /* the barrier is set up for the threads that started */
+    int T;
+    peat_status st; /* first error */
+} lock_shared;
+
+typedef struct lock_thread {
+    lockstep *L;
+    int tid;
+    lock_shared *sh;
+} lock_thread;
+
+static void fail(lock_thread *w, peat_status st)
+{
+    pthread_mutex_lock(&w->sh->mu);
+    if (w->sh->st == PEAT_OK) w->sh->st = st;
+    pthread_mutex_unlock(&w->sh->mu);
+}
+
+static int ok(lock_thread *w)
+{
+    pthread_mutex_lock(&w->sh->mu);
+    int r = w->sh->st == PEAT_OK;
+    pthread_mutex_unlock(&w->sh->mu);
+    return r;
+}
+
+/* Serial part of iteration t (thread 0): distances, non-finite counts, checkpoints. */
+static peat_status after_step(lockstep *L, int64_t t)
+{
+    const peat_runtime_opts *o = L->o;
+    measure(L, t);
+    for (int i = L->res->n_band; o->store && o->checkpoint_iters && i < L->n; i++)
+        if (peat_iter_spec_match(o->checkpoint_iters, t, L->iters))
+            PEAT_TRY(checkpoint(L, &L->mem[i], t));
+    return PEAT_OK;
+}
+
+/* Steering after `done` iterations: the total the caller's deadline allows, within done + 1
+ * (the next iteration is the last) .. the room the curves have. */
+static void steer(lockstep *L, int64_t done, double loop_s)
+{
+    if (done >= L->iters) return;
+    int64_t n = L->o->steer(L->o->steer_user, done, L->every, loop_s);
+    if (n < done + 1) n = done + 1;
+    if (n > L->cap) n = L->cap;
+    if (n != L->iters) iters_set(L, n);
+}
+
+static void *lock_worker(void *arg)
+{
+    lock_thread *w = arg;
+    lockstep *L = w->L;
+    pthread_mutex_lock(&w->sh->mu);
+    while (!w->sh->open) pthread_cond_wait(&w->sh->go, &w->sh->mu);
+    int T = w->sh->T;
+    pthread_mutex_unlock(&w->sh->mu);
+    int64_t e = 0;
+    double t0 = peat_now();
+    for (int64_t t = 0; t < L->iters; t++) {
+        for (int i = w->tid; i < L->n && ok(w); i += T) {
+            peat_flow_metrics fm;
+            peat_status st = peat_flow_step(L->mem[i].f, &fm);
+            if (st != PEAT_OK) fail(w, st);
+            L->mem[i].run->loss[t] = fm.loss;
+        }
+        pthread_barrier_wait(&w->sh->bar);
+        if (w->tid == 0 && ok(w)) {
+            peat_status st = after_step(L, t);
+            if (st != PEAT_OK) fail(w, st);
+        }
+        int eval = e < L->res->n_eval && L->res->eval_iter[e] == t;
+        for (int i = w->tid; eval && i < L->n && ok(w); i += T) {
+            peat_flow_metrics fm;
+            peat_status st = peat_flow_eval(L->mem[i].f, &fm);
+            if (st != PEAT_OK) fail(w, st);
+            L->mem[i].run->eval_acc[e] = fm.accuracy;
+        }
+        e += eval;
+        pthread_barrier_wait(&w->sh->bar);
+        if (L->o->steer) {
+            /* one thread moves the total while the others wait: all read it after the barrier */
+            if (w->tid == 0) steer(L, t + 1, peat_now() - t0);
+            pthread_barrier_wait(&w->sh->bar);
+        }
+    }
+    return NULL;
+}
+
+static peat_status lockstep_run(lockstep *L)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int T = L->o->threads > 0 ? L->o->threads : (int)(cpus > 1 ? cpus : 1);
+    if (T > L->n) T = L->n;
+    lock_shared sh = {.st = PEAT_OK};
+    pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.go, NULL);
+    lock_thread w[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
+    pthread_t th[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
+    int started = 1; /* this thread is worker 0; the barrier counts those that started */
+    for (int i = 0; i < T; i++) w[i] = (lock_thread){L, i, &sh};
+    while (started < T && pthread_create(&th[started], NULL, lock_worker, &w[started]) == 0)
+        started++;
+    pthread_barrier_init(&sh.bar, NULL, (unsigned)started);
+    pthread_mutex_lock(&sh.mu);
+    sh.T = started;
+    sh.open = 1;
+    pthread_cond_broadcast(&sh.go);
+    pthread_mutex_unlock(&sh.mu);
+    lock_worker(&w[0]);
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&sh.bar);
+    pthread_cond_destroy(&sh.go);
+    pthread_mutex_destroy(&sh.mu);
+    for (int i = 0; i < L->n; i++) L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
+    return sh.st;
+}
+
+static peat_runtime_curve curve_of(const peat_runtime_result *res, const peat_runtime_run *r)
+{
+    peat_runtime_curve c = {res->n, r->loss, r->wdist, r->nonfinite, res->n_eval, r->eval_acc};
+    return c;
+}
+
+static peat_status judge(peat_runtime_result *res)
+{
+    peat_runtime_curve m[PEAT_RUNTIME_MAX_BAND];
+    for (int r = 0; r < res->n_band; r++) m[r] = curve_of(res, &res->band[r]);
+    PEAT_TRY(peat_detector_band_build(m, res->n_band, &res->b));
+    for (int j = 0; j < res->n_faulty; j++) {
+        peat_runtime_curve c = curve_of(res, &res->faulty[j]);
+        PEAT_TRY(peat_detector_runtime_judge(&res->b, &c, &res->verdict[j]));
+    }
+    return PEAT_OK;
+}
+
+/* ---- the campaign file: /runtime/curves, /runtime/weight_distance, /runtime/verdicts ---- */
+
+static const peat_store_col curve_cols[] = {{"run", PEAT_STORE_COL_STR, 64},
+                                            {"kind", PEAT_STORE_COL_STR, 8},
+                                            {"iter", PEAT_STORE_COL_I64, 0},
+                                            {"loss", PEAT_STORE_COL_F64, 0},
+                                            {"weight_distance", PEAT_STORE_COL_F64, 0},
+                                            {"nonfinite", PEAT_STORE_COL_I64, 0},
+                                            {"eval_accuracy", PEAT_STORE_COL_F64, 0}};
+static const peat_store_col dist_cols[] = {{"run", PEAT_STORE_COL_STR, 64},
+                                           {"iter", PEAT_STORE_COL_I64, 0},
+                                           {"tensor", PEAT_STORE_COL_STR, 64},
+                                           {"distance", PEAT_STORE_COL_F64, 0}};
+static const peat_store_col verdict_cols[] = {
+    {"run", PEAT_STORE_COL_STR, 64},        {"freq", PEAT_STORE_COL_STR, 32},
+    {"verdict", PEAT_STORE_COL_STR, 24},    {"iter", PEAT_STORE_COL_I64, 0},
+    {"metric", PEAT_STORE_COL_STR, 16},     {"loss_excess", PEAT_STORE_COL_F64, 0},
+    {"wdist_ratio", PEAT_STORE_COL_F64, 0}, {"acc_drop", PEAT_STORE_COL_F64, 0},
+    {"final_loss", PEAT_STORE_COL_F64, 0},  {"band_lo", PEAT_STORE_COL_F64, 0},
+    {"band_hi", PEAT_STORE_COL_F64, 0},     {"swapped", PEAT_STORE_COL_I64, 0},
+    {"evidence", PEAT_STORE_COL_STR, 256}};
+#define NCOLS(c) ((int)(sizeof c / sizeof c[0]))
+
+/* Whether a (resumed) table already holds rows of this run. */
+static int has_run(const peat_store_table_t *t, const char *label)
+{
+    peat_store_value v;
+    for (int64_t i = 0; i < peat_store_table_rows(t); i++)
+        if (peat_store_table_get(t, i, 0, &v) == PEAT_OK && !strcmp(v.s, label)) return 1;
+    return 0;
+}
+
+static peat_status store_curve(peat_store_table_t *t, const peat_runtime_result *res,
+                               const peat_runtime_run *r, const char *kind)
+{
+    if (has_run(t, r->label)) return PEAT_OK;
+    peat_store_value *v = calloc((size_t)res->n * NCOLS(curve_cols), sizeof *v);
+    if (!v) return PEAT_ERROR(PEAT_ERR_NOMEM, "curve rows");
+    for (int64_t i = 0, e = 0; i < res->n; i++) {
+        peat_store_value *row = v + i * NCOLS(curve_cols);
+        int at_eval = e < res->n_eval && res->eval_iter[e] == i;
+        row[0].s = r->label, row[1].s = kind, row[2].i = i, row[3].d = r->loss[i];
+        row[4].d = r->wdist[i], row[5].i = r->nonfinite[i];
+        row[6].d = at_eval ? r->eval_acc[e++] : NAN;
+    }
+    peat_status st = peat_store_table_append(t, v, res->n);
+    free(v);
+    return st;
+}
+
+static peat_status store_dists(peat_store_table_t *t, const lockstep *L, const member *m)
+{
+    if (has_run(t, m->run->label)) return PEAT_OK;
+    int64_t n = L->res->n * L->n_w;
+    peat_store_value *v = calloc((size_t)n * NCOLS(dist_cols) + 1, sizeof *v);
+    if (!v) return PEAT_ERROR(PEAT_ERR_NOMEM, "distance rows");
+    for (int64_t i = 0; i < n; i++) {
+        peat_store_value *row = v + i * NCOLS(dist_cols);
+        const char *name;
+        peat_flow_state(L->mem[0].f, L->w_idx[i % L->n_w], &name);
+        row[0].s = m->run->label, row[1].i = i / L->n_w, row[2].s = name, row[3].d = m->tdist[i];
+    }
+    peat_status st = peat_store_table_append(t, v, n);
+    free(v);
+    return st;
+}
+
+static peat_status store_verdicts(peat_store_table_t *t, const peat_runtime_result *res)
+{
+    for (int j = 0; j < res->n_faulty; j++) {
+        const peat_runtime_run *r = &res->faulty[j];
+        const peat_runtime_verdict *vd = &res->verdict[j];
+        if (has_run(t, r->label)) continue;
+        peat_store_value v[NCOLS(verdict_cols)] = {
+            {.s = r->label},        {.s = r->freq},      {.s = peat_runtime_class_name(vd->cls)},
+            {.i = vd->iter},        {.s = vd->metric},   {.d = vd->loss_excess},
+            {.d = vd->wdist_ratio}, {.d = vd->acc_drop}, {.d = vd->final_loss},
+            {.d = vd->band_lo},     {.d = vd->band_hi},  {.i = r->swapped},
+            {.s = vd->evidence}};
+        PEAT_TRY(peat_store_table_append(t, v, 1));
+    }
+    return PEAT_OK;
+}
+
+static peat_status store_all(const lockstep *L)
+{
+    peat_store_t *s = L->o->store;
+    const peat_runtime_result *res = L->res;
+    peat_store_table_t *tc = NULL, *td = NULL, *tv = NULL;
+    peat_status st =
+        peat_store_table_open(s, "/runtime/curves", curve_cols, NCOLS(curve_cols), &tc);
+    if (st == PEAT_OK)
+        st = peat_store_table_open(s, "/runtime/weight_distance", dist_cols, NCOLS(dist_cols), &td);
+    if (st == PEAT_OK)
+        st = peat_store_table_open(s, "/runtime/verdicts", verdict_cols, NCOLS(verdict_cols), &tv);
+    for (int i = 0; st == PEAT_OK && i < L->n; i++) {
+        const member *m = &L->mem[i];
+        st = store_curve(tc, res, m->run, i == 0 ? "golden" : i < res->n_band ? "band" : "faulty");
+        if (st == PEAT_OK && m->tdist) st = store_dists(td, L, m);
+    }
+    if (st == PEAT_OK) st = store_verdicts(tv, res);
+    peat_store_table_close(tc);
+    peat_store_table_close(td);
+    peat_store_table_close(tv);
+    return st;
+}
+
+peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = peat_now();
+    lockstep L;
+    memset(&L, 0, sizeof L);
+    L.o = o;
+    L.res = res;
+    peat_status st = lockstep_setup(&L);
+    if (st == PEAT_OK) st = lockstep_run(&L);
+    if (st == PEAT_OK) st = judge(res);
+    if (st == PEAT_OK && o->store) st = store_all(&L);
+    lockstep_free(&L);
+    res->t_total = peat_now() - t0;
+    return st;
+}
+
+void peat_runtime_print(FILE *f, const peat_runtime_result *r)
+{
+    fprintf(f, "\nruntime FI (%lld iterations, band of %d runs: golden + reorder):\n",
+            (long long)r->n, r->n_band);
+    fprintf(f, "%-32s %8s %-20s %6s %10s %12s %9s\n", "run", "swapped", "verdict", "iter",
+            "final loss", "band", "wdist/bnd");
+    for (int j = 0; j < r->n_faulty; j++) {
+        const peat_runtime_verdict *v = &r->verdict[j];
+        char band[32];
+        snprintf(band, sizeof band, "%.4g..%.4g", v->band_lo, v->band_hi);
+        fprintf(f, "%-32s %8lld %-20s %6lld %10.4g %12s %9.3g\n", r->faulty[j].label,
+                (long long)r->faulty[j].swapped, peat_runtime_class_name(v->cls),
+                (long long)v->iter, v->final_loss, band, v->wdist_ratio);
+        fprintf(f, "  - %s\n", v->evidence);
+    }
+}

@@ -1,0 +1,87 @@
+/* runtime.h: runtime fault injection: training with a faulty kernel in the loop, judged against
+ * the golden noise band (docs/fault-injection.md). */
+#ifndef PEAT_HARNESS_RUNTIME_H
+#define PEAT_HARNESS_RUNTIME_H
+
+#include "detector/detector.h"
+#include "models/models.h"
+#include "store/store.h"
+
+#define PEAT_RUNTIME_MAX_FREQS     4
+#define PEAT_RUNTIME_MAX_BAND      6
+#define PEAT_RUNTIME_DEFAULT_BAND  3
+#define PEAT_RUNTIME_DEFAULT_FREQS "1" /* the candidate in place of the golden on every call */
+
+typedef struct peat_runtime_opts {
+    const char *flow;
+    peat_flow_config cfg; /* the profiled flow's config (seed, sizes, optimizer) */
+    int64_t iters;
+    peat_op_kind op;
+    const peat_kernel *candidate; /* the faulty computation: a kernel ... */
+    const char *model;            /* ... or a pseudo-error model spec on the golden kernel */
+    const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
+    uint64_t model_seed;
+    const char *freqs;        /* comma list of frequencies ("1", "1/10", "p=0.01"); NULL = "1" */
+    int band_runs;            /* R, golden run included (0 = PEAT_RUNTIME_DEFAULT_BAND) */
+    int64_t eval_every;       /* held-out evaluation interval (0 = iters / 10) */
+    int64_t iter_lo, iter_hi; /* swap window (hi 0 = to the end) */
+    uint32_t phases;          /* swap phases (0 = all) */
+    const char *layers;       /* swap layers (NULL = all) */
+    const char *checkpoint_iters; /* faulty runs' checkpoints in the store ("last", "none", ...) */
+    peat_store_t *store;          /* NULL = nothing stored */
+    int threads;                  /* runs trained side by side (0 = online CPUs) */
+    /* steering (`peat run --budget`): after each iteration, the runs' new total of iterations
+     * from the iterations done and the wall seconds they took (evaluations every `every`);
+     * clamped to done + 1 .. max_iters. NULL: o->iters, fixed */
+    int64_t (*steer)(void *user, int64_t done, int64_t every, double loop_s);
+    void *steer_user;
+    int64_t max_iters; /* what steering may grow to (0 = iters) */
+} peat_runtime_opts;
+
+/* One run's curves. */
+typedef struct peat_runtime_run {
+    char label[64]; /* "golden", "reorder(order=pairwise,split=4)", "gemm_new @ 1/10" */
+    char freq[32];  /* faulty runs: the frequency */
+    double *loss, *wdist, *eval_acc;
+    int64_t *nonfinite;
+    int64_t first_nonfinite; /* -1 if none */
+    int64_t swapped;         /* calls the faulty computation ran */
+} peat_runtime_run;
+
+typedef struct peat_runtime_result {
+    int64_t n, n_eval; /* iterations trained (o->iters, or what steering made of them) */
+    int64_t *eval_iter;
+    int n_band, n_faulty;
+    peat_runtime_run band[PEAT_RUNTIME_MAX_BAND];
+    peat_runtime_run faulty[PEAT_RUNTIME_MAX_FREQS];
+    peat_runtime_band b;
+    peat_runtime_verdict verdict[PEAT_RUNTIME_MAX_FREQS];
+    double t_total;
+} peat_runtime_result;
+
+/* The inject model of band rerun r (1 .. PEAT_RUNTIME_MAX_BAND - 1; run 0 is the golden run). */
+const char *peat_runtime_band_spec(int r);
+/* How many frequencies a checked list holds. */
+int peat_runtime_freqs_count(const char *list);
+/* Checks a frequency list ("1,1/10,p=0.01"; at most PEAT_RUNTIME_MAX_FREQS). */
+peat_status peat_runtime_freqs_check(const char *list);
+/* Trains the golden run, R - 1 band reruns (`reorder` variants on every call of the op) and one
+ * faulty run per frequency in lockstep, measures loss, held-out accuracy, weight distance from
+ * the golden run and non-finite values, builds the band and judges each faulty run. Stores the
+ * curves, verdicts and checkpoints when o->store is set. */
+peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
+void peat_runtime_result_free(peat_runtime_result *res);
+/* CPU seconds of what the lockstep does for one run after each iteration, on one thread while
+ * the others wait: the distance of its weights from the golden run's, tensor by tensor (here f's
+ * weights against themselves: the same passes). The planner adds it to every iteration. */
+double peat_runtime_distance_s(peat_flow_t *f);
+/* Terminal lines: one per frequency, verdict with its numbers. */
+void peat_runtime_print(FILE *f, const peat_runtime_result *r);
+
+struct peat_campaign_result;
+/* The runtime verdicts of a campaign as a terminal (md 0) or markdown table (md 1). */
+void peat_runtime_table(FILE *f, const struct peat_campaign_result *r, int md);
+/* report.html's runtime section: loss and weight distance of each faulty run over the band. */
+void peat_runtime_html(FILE *f, const peat_runtime_result *rt);
+
+#endif

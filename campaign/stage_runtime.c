@@ -1,0 +1,102 @@
+/* stage_runtime.c: the runtime FI stage: the candidate trains in the loop at each --runtime-freq
+ * over the profiled iterations, judged against the golden noise band; its verdicts join the
+ * findings and the acceptance (docs/fault-injection.md). */
+#include "campaign/runtime.h"
+#include "campaign/stages.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends the finding of each faulty run (the last slot is the runtime's when the signature
+ * rules filled the list) and recomputes the verdict. */
+static void findings_add(peat_campaign_result *res, const peat_runtime_result *rt)
+{
+    int cap = (int)(sizeof res->findings / sizeof res->findings[0]);
+    res->n_runtime = rt->n_faulty;
+    res->runtime_band = rt->n_band;
+    for (int j = 0; j < rt->n_faulty; j++) {
+        snprintf(res->runtime_run[j], sizeof res->runtime_run[j], "%s", rt->faulty[j].label);
+        res->runtime[j] = rt->verdict[j];
+        res->runtime_swapped[j] = rt->faulty[j].swapped;
+        peat_finding f =
+            peat_runtime_finding(&rt->verdict[j], rt->faulty[j].label, rt->faulty[j].swapped);
+        res->findings[res->n_findings < cap ? res->n_findings++ : cap - 1] = f;
+    }
+    res->verdict = peat_detector_verdict(res->findings, res->n_findings);
+}
+
+peat_status peat_stage_runtime(peat_campaign *c)
+{
+    const peat_campaign_opts *o = c->o;
+    /* a finetuned flow starts from another campaign's checkpoint, which the reruns would need
+     * too: not supported yet, said rather than silently skipped */
+    if (o->no_runtime) {
+        peat_campaign_skip(c, "runtime", "--no-runtime");
+        return PEAT_OK;
+    }
+    /* the loop runs the candidate in this process, on unguarded buffers: one that crashed, hung,
+     * failed or wrote outside its outputs on a recorded call (already a FAIL finding) would take
+     * the campaign down with it */
+    int64_t unsafe = c->res->n_kernel_failures + c->res->n_oob_writes;
+    if (unsafe > 0) {
+        peat_campaign_skip(c, "runtime", "the kernel failed or wrote outside its outputs");
+        if (!o->quiet)
+            fprintf(stdout,
+                    "peat: runtime FI skipped: the kernel failed or wrote outside its outputs on "
+                    "%lld recorded calls\n",
+                    (long long)unsafe);
+        return PEAT_OK;
+    }
+    if (o->capture) {
+        peat_campaign_skip(c, "runtime", "captured calls: runtime FI runs in PyTorch");
+        if (!o->quiet)
+            fprintf(stdout, "peat: runtime FI skipped: the calls were captured from PyTorch; "
+                            "peat_torch.band runs it in your training loop (docs/pytorch.md)\n");
+        return PEAT_OK;
+    }
+    if (o->finetune_from) {
+        peat_campaign_skip(c, "runtime", "not with --finetune-from");
+        if (!o->quiet) fprintf(stdout, "peat: runtime FI skipped (not with --finetune-from)\n");
+        return PEAT_OK;
+    }
+    if (!o->quiet)
+        fprintf(stdout, "peat: runtime FI: golden band + %s%s%s in the loop ...\n",
+                o->runtime_model ? o->runtime_model : "", o->runtime_model ? " on " : "",
+                c->k->name);
+    peat_runtime_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.flow = c->flow;
+    ro.cfg = peat_campaign_flow_config(o);
+    ro.iters = c->runtime_iters ? c->runtime_iters(c) : c->iters;
+    c->res->runtime_iters = ro.iters;
+    if (c->planned) {
+        /* under a budget the runs' length follows the deadline while they train */
+        ro.steer = c->runtime_steer;
+        ro.steer_user = c;
+        ro.max_iters = c->max_iters;
+    }
+    ro.op = c->k->op;
+    ro.candidate = c->k;
+    if (o->runtime_model) {
+        /* the model on the kernel under test (the golden kernel itself: plain runtime FI) */
+        ro.candidate = NULL;
+        ro.model = o->runtime_model;
+        ro.model_kernel = c->k;
+        ro.model_seed = peat_seed_derive(o->seed, "runtime-model");
+    }
+    ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
+    ro.band_runs = o->runtime_band;
+    ro.checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
+    c->rt = calloc(1, sizeof *c->rt);
+    if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
+    PEAT_TRY(peat_store_open(c->partial, 1, &ro.store));
+    peat_status st = peat_runtime_run_all(&ro, c->rt);
+    peat_status cst = peat_store_close(ro.store);
+    PEAT_TRY(st);
+    PEAT_TRY(cst);
+    c->res->runtime_iters = c->rt->n;
+    findings_add(c->res, c->rt);
+    c->res->rt = c->rt;
+    return PEAT_OK;
+}

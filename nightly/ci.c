@@ -1,0 +1,462 @@
+/* ci.c: `peat ci SUITE`: expands the suite into kernel x flow x backend items, runs each as its
+ * own `peat run` process (a crash, hang or error of one never stops the others), reads back each
+ * item's signature.json, applies the suite's allowances, diffs against a baseline. */
+#define _DEFAULT_SOURCE
+#include "nightly/ci.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
+#include "campaign/progress.h"
+
+#include "models/models.h"
+#include "peat/backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { ST_PASS, ST_WARN, ST_FAIL, ST_ERROR, ST_SKIP };
+static const char *const status_names[] = {"PASS", "WARN", "FAIL", "ERROR", "SKIP"};
+
+/* ---- plan: the suite's items ---- */
+
+static peat_status item_add(peat_ci_result *res, const peat_kernel *k, const char *flow,
+                            const char *backend, const peat_suite_kernel *sk)
+{
+    if (res->n_items == PEAT_CI_MAX_ITEMS)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s: more than %d items", res->suite.path,
+                          PEAT_CI_MAX_ITEMS);
+    peat_ci_item *it = &res->items[res->n_items++];
+    memset(it, 0, sizeof *it);
+    snprintf(it->kernel, sizeof it->kernel, "%s", k->name);
+    snprintf(it->flow, sizeof it->flow, "%s", flow);
+    snprintf(it->backend, sizeof it->backend, "%s", backend);
+    snprintf(it->op, sizeof it->op, "%s", peat_op_name(k->op));
+    snprintf(it->dir, sizeof it->dir, "items/%s-%s-%s", k->name, flow, backend);
+    it->budget_s = sk->budget_s;
+    it->max_norm = it->eff_bits = it->rms_ratio = NAN;
+    return PEAT_OK;
+}
+
+/* The flows of a suite kernel that call its op ("auto": the first built-in flow that does). */
+static peat_status kernel_flows(const peat_suite *s, const peat_suite_kernel *sk,
+                                const peat_kernel *k, const char *out[], int *n)
+{
+    const char *const *names = peat_flow_names();
+    *n = 0;
+    int any = sk->n_flows == 0 || (sk->n_flows == 1 && !strcmp(sk->flows[0], "auto"));
+    for (int i = 0; names[i] && (!any || *n == 0); i++) {
+        int listed = any;
+        for (int j = 0; j < sk->n_flows && !listed; j++) listed = !strcmp(sk->flows[j], names[i]);
+        if (listed && (peat_flow_op_mask(names[i]) & (1u << k->op))) out[(*n)++] = names[i];
+    }
+    for (int j = 0; j < sk->n_flows && !any; j++) {
+        int known = 0;
+        for (int i = 0; names[i]; i++) known |= !strcmp(names[i], sk->flows[j]);
+        if (!known)
+            return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s:%d: unknown flow '%s' (see `peat list`)",
+                              s->path, sk->line, sk->flows[j]);
+    }
+    if (*n == 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s:%d: no listed flow calls %s, the op of kernel '%s'",
+                          s->path, sk->line, peat_op_name(k->op), k->name);
+    return PEAT_OK;
+}
+
+/* Items of one suite kernel: its flows x the listed backends it runs on ("auto": its own). */
+static peat_status expand_kernel(peat_ci_result *res, const peat_suite_kernel *sk)
+{
+    const peat_suite *s = &res->suite;
+    const peat_kernel *k = peat_registry_find(sk->name);
+    if (!k || k->role == PEAT_ROLE_EXACT)
+        return PEAT_ERROR(PEAT_ERR_NOTFOUND,
+                          "%s:%d: '%s' is no kernel to validate (see `peat list`)", s->path,
+                          sk->line, sk->name);
+    const char *flows[16];
+    int nf;
+    PEAT_TRY(kernel_flows(s, sk, k, flows, &nf));
+    int nb = sk->n_backends ? sk->n_backends : 1;
+    for (int b = 0; b < nb; b++) {
+        const char *be = sk->n_backends ? sk->backends[b] : "auto";
+        if (strcmp(be, "auto") && strcmp(be, "cpu") && strcmp(be, "cuda") && strcmp(be, "hip"))
+            return PEAT_ERROR(PEAT_ERR_INVAL, "%s:%d: unknown backend '%s' (auto, cpu, cuda, hip)",
+                              s->path, sk->line, be);
+        if (strcmp(be, "auto") && strcmp(be, k->backend)) continue; /* runs on its own only */
+        for (int f = 0; f < nf; f++) PEAT_TRY(item_add(res, k, flows[f], k->backend, sk));
+    }
+    return PEAT_OK;
+}
+
+static peat_status plan(const peat_ci_opts *o, peat_ci_result *res)
+{
+    peat_suite *s = &res->suite;
+    PEAT_TRY(peat_suite_load(o->suite, s));
+    if (o->policy) PEAT_TRY(peat_policy_load(o->policy, &s->policy));
+    PEAT_TRY(peat_builtin_init());
+    for (int i = 0; i < s->n_plugins; i++) PEAT_TRY(peat_plugin_load(s->plugins[i], NULL));
+    for (int i = 0; i < s->n_kernels; i++) PEAT_TRY(expand_kernel(res, &s->kernels[i]));
+    for (int i = 0; i < res->n_items; i++) {
+        peat_ci_item *it = &res->items[i];
+        if (peat_backend_available(it->backend)) continue;
+        char be[sizeof it->backend];
+        memcpy(be, it->backend, sizeof be);
+        snprintf(it->status, sizeof it->status, "SKIP");
+        snprintf(it->error, sizeof it->error, "backend %s has no device here", be);
+    }
+    return PEAT_OK;
+}
+
+/* ---- run one item as `peat run` ---- */
+
+typedef struct argbuf {
+    char *argv[48];
+    char store[4096];
+    int n;
+    size_t used;
+} argbuf;
+
+static void arg(argbuf *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void arg(argbuf *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = sizeof a->store - a->used;
+    int w = vsnprintf(a->store + a->used, room, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= room || a->n + 2 > (int)(sizeof a->argv / sizeof a->argv[0])) return;
+    a->argv[a->n++] = a->store + a->used;
+    a->argv[a->n] = NULL;
+    a->used += (size_t)w + 1;
+}
+
+static void item_args(const peat_ci_opts *o, const peat_ci_result *res, peat_ci_item *it,
+                      const peat_suite_kernel *sk, argbuf *a)
+{
+    const peat_suite *s = &res->suite;
+    arg(a, "peat");
+    arg(a, "run");
+    arg(a, "--kernel"), arg(a, "%s", it->kernel);
+    arg(a, "--flow"), arg(a, "%s", it->flow);
+    arg(a, "--backend"), arg(a, "%s", it->backend);
+    if (sk->iters) arg(a, "--iters"), arg(a, "%lld", (long long)sk->iters);
+    if (sk->calls) arg(a, "--calls"), arg(a, "%lld", (long long)sk->calls);
+    if (it->plan_s > 0) arg(a, "--budget"), arg(a, "%.2fs", it->plan_s);
+    arg(a, "--seed"), arg(a, "%llu", (unsigned long long)s->seed);
+    for (int i = 0; i < s->n_plugins; i++) arg(a, "--plugin"), arg(a, "%s", s->plugins[i]);
+    arg(a, "--out"), arg(a, "%s/%s", res->out_dir, it->dir);
+    if (o->force) arg(a, "--force");
+    arg(a, "--quiet");
+    /* the command a person reruns: the same, with the output folder left to them */
+    size_t len = 0;
+    for (int i = 0; i < a->n && len < sizeof it->command; i++) {
+        if (!strcmp(a->argv[i], "--out") || (i > 0 && !strcmp(a->argv[i - 1], "--out")) ||
+            !strcmp(a->argv[i], "--quiet") || !strcmp(a->argv[i], "--force"))
+            continue;
+        len += (size_t)snprintf(it->command + len, sizeof it->command - len, "%s%s", len ? " " : "",
+                                a->argv[i]);
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for pid until the deadline (0: none); past it the child's process group is killed. */
+static int wait_deadline(pid_t pid, double budget_s, int *timed_out)
+{
+    int st = 0;
+    double t0 = now_s();
+    *timed_out = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, budget_s > 0 ? WNOHANG : 0);
+        if (r == pid) return st;
+        if (r < 0 && errno != EINTR) return -1;
+        if (budget_s > 0 && now_s() - t0 > budget_s) {
+            kill(-pid, SIGKILL); /* the run and its per-call children */
+            waitpid(pid, &st, 0);
+            *timed_out = 1;
+            return st;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The last "peat: error: ..." line of an item's log (what it could not do). */
+static void log_error(const char *log, char *out, size_t n)
+{
+    FILE *f = fopen(log, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "peat: error: ", 13)) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(out, n, "%.250s", line + 13);
+        }
+    if (f) fclose(f);
+}
+
+static peat_status spawn_item(const char *self, argbuf *a, const char *log, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
+    int e = posix_spawn(pid, self, &fa, &at, a->argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (e) return PEAT_ERROR(PEAT_ERR_IO, "cannot start %s: %s", self, strerror(e));
+    return PEAT_OK;
+}
+
+static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir);
+
+static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *it,
+                     const peat_suite_kernel *sk)
+{
+    argbuf a = {0};
+    item_args(o, res, it, sk, &a);
+    char dir[800], log[840];
+    snprintf(dir, sizeof dir, "%s/%s", res->out_dir, it->dir);
+    snprintf(log, sizeof log, "%s.log", dir);
+    double t0 = now_s();
+    pid_t pid;
+    int timed_out = 0, st = -1;
+    /* a planned run keeps to its plan within a few percent (docs/predictor.md): one far past
+     * it is stuck, and is stopped before it spends the items' after it */
+    double limit = it->budget_s;
+    if (it->plan_s > 0 && (!(limit > 0) || limit > 1.5 * it->plan_s + 10))
+        limit = 1.5 * it->plan_s + 10;
+    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) st = wait_deadline(pid, limit, &timed_out);
+    it->seconds = now_s() - t0;
+    it->exit_code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(it->status, sizeof it->status, "ERROR");
+    if (timed_out && limit != it->budget_s) /* the plan's limit, not the suite's budget */
+        snprintf(it->error, sizeof it->error, "over its plan of %.1f s by far (%.0f s): killed",
+                 it->plan_s, limit);
+    else if (timed_out)
+        snprintf(it->error, sizeof it->error, "over its budget of %g s: killed", it->budget_s);
+    else if (st == -1)
+        snprintf(it->error, sizeof it->error, "%s", peat_error_last());
+    else if (WIFSIGNALED(st))
+        snprintf(it->error, sizeof it->error, "peat run killed by signal %d", WTERMSIG(st));
+    else if (it->exit_code == 0 || it->exit_code == 1)
+        item_read(&res->suite.policy, it, dir);
+    else
+        log_error(log, it->error, sizeof it->error);
+    if (!strcmp(it->status, "ERROR") && !it->error[0])
+        snprintf(it->error, sizeof it->error, "peat run exited %d (log: %s.log)", it->exit_code,
+                 it->dir);
+}
+
+/* ---- read back an item's verdict ---- */
+
+static int status_rank(const char *s)
+{
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(s, status_names[i])) return i;
+    return ST_ERROR;
+}
+
+static void copy_finding(const peat_policy *pol, const char *kernel, const peat_json *f,
+                         peat_ci_finding *out)
+{
+    snprintf(out->cls, sizeof out->cls, "%s", peat_json_str(f, "class", "?"));
+    snprintf(out->params, sizeof out->params, "%s", peat_json_str(f, "params", ""));
+    snprintf(out->acceptance, sizeof out->acceptance, "%s", peat_json_str(f, "acceptance", "?"));
+    const peat_json *ev = peat_json_get(f, "evidence");
+    out->evidence[0] = 0;
+    for (int e = 0; ev && ev->kind == PEAT_JSON_ARRAY && e < ev->n; e++)
+        if (ev->items[e].kind == PEAT_JSON_STRING) {
+            /* whole sentences only: one that does not fit is left out, and "..." says so */
+            size_t len = strlen(out->evidence), add = strlen(ev->items[e].str) + 2;
+            if (len + add + 5 >= sizeof out->evidence) {
+                snprintf(out->evidence + len, sizeof out->evidence - len, "%s...", len ? "; " : "");
+                break;
+            }
+            snprintf(out->evidence + len, sizeof out->evidence - len, "%s%s", len ? "; " : "",
+                     ev->items[e].str);
+        }
+    peat_finding_class cls;
+    out->allowed = peat_finding_class_parse(out->cls, &cls) == PEAT_OK &&
+                   peat_policy_allows(pol, kernel, cls, out->params);
+    peat_error_clear();
+}
+
+/* Status = the worst acceptance over the findings, an allowed finding counting as PASS. */
+static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir)
+{
+    char path[900];
+    snprintf(path, sizeof path, "%s/signature.json", dir);
+    peat_json sig;
+    if (peat_json_load(path, &sig) != PEAT_OK) {
+        snprintf(it->error, sizeof it->error, "%s", peat_error_last());
+        return;
+    }
+    snprintf(it->verdict, sizeof it->verdict, "%s", peat_json_str(&sig, "verdict", "?"));
+    it->max_norm = peat_json_num(&sig, "candidate.max_norm");
+    it->eff_bits = peat_json_num(&sig, "candidate.eff_bits");
+    double gr = peat_json_num(&sig, "golden.rms_rel_mag");
+    it->rms_ratio = gr > 0 ? peat_json_num(&sig, "candidate.rms_rel_mag") / gr : NAN;
+    const peat_json *fs = peat_json_get(&sig, "findings");
+    int worst = ST_PASS;
+    for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++) {
+        if (it->n_findings == PEAT_CI_MAX_FINDINGS) break;
+        peat_ci_finding *f = &it->findings[it->n_findings++];
+        copy_finding(pol, it->kernel, &fs->items[i], f);
+        int r = f->allowed ? ST_PASS : status_rank(f->acceptance);
+        worst = r > worst ? r : worst;
+    }
+    if (it->n_findings == 0) worst = status_rank(it->verdict);
+    snprintf(it->status, sizeof it->status, "%s", status_names[worst]);
+    peat_json_free(&sig);
+}
+
+/* ---- the suite ---- */
+
+static void utc_stamp(char *buf, size_t n, const char *fmt)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, fmt, &tm);
+}
+
+static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
+{
+    char stamp[32];
+    utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
+    if (o->out_dir)
+        snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
+    else
+        snprintf(res->out_dir, sizeof res->out_dir, "peat-ci/%s-%s", res->suite.name, stamp);
+    char items[600], ci[600];
+    snprintf(items, sizeof items, "%s/items", res->out_dir);
+    snprintf(ci, sizeof ci, "%s/ci.json", res->out_dir);
+    if (access(ci, F_OK) == 0 && !o->force)
+        return PEAT_ERROR(PEAT_ERR_IO,
+                          "%s already holds a suite result (use another --out or --force)",
+                          res->out_dir);
+    return peat_mkdir_p(items);
+}
+
+static const peat_suite_kernel *suite_kernel_of(const peat_suite *s, const char *name)
+{
+    for (int i = 0; i < s->n_kernels; i++)
+        if (!strcmp(s->kernels[i].name, name)) return &s->kernels[i];
+    return &s->kernels[0];
+}
+
+/* Under peat ci --budget, what item i may plan to: the suite's time left over the items left to
+ * run (a fixed item, whose iters or calls the suite sets, runs as set and is not planned). 0:
+ * not planned; < 0: the time is spent. */
+static double item_plan(const peat_ci_result *res, int i, double t0)
+{
+    const peat_suite_kernel *sk = suite_kernel_of(&res->suite, res->items[i].kernel);
+    if (!(res->budget_s > 0) || sk->iters || sk->calls) return 0;
+    int left = 0;
+    for (int j = i; j < res->n_items; j++) left += strcmp(res->items[j].status, "SKIP") != 0;
+    double share = (res->budget_s - (now_s() - t0)) / (left > 0 ? left : 1);
+    return share > 0 ? share : -1;
+}
+
+static void run_items(const peat_ci_opts *o, peat_ci_result *res)
+{
+    peat_progress pr;
+    peat_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
+    double t0 = now_s();
+    for (int i = 0; i < res->n_items; i++) {
+        peat_ci_item *it = &res->items[i];
+        it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
+        if (it->plan_s < 0) {
+            it->plan_s = 0;
+            snprintf(it->status, sizeof it->status, "ERROR");
+            snprintf(it->error, sizeof it->error,
+                     "not run: the suite's --budget of %g s was spent before it", res->budget_s);
+        } else if (strcmp(it->status, "SKIP"))
+            item_run(o, res, it, suite_kernel_of(&res->suite, it->kernel));
+        res->counts[status_rank(it->status)]++;
+        char planned[48] = "";
+        char note[sizeof it->kernel + sizeof it->flow + sizeof it->backend + sizeof it->status +
+                  sizeof it->error + sizeof planned + 64];
+        if (it->plan_s > 0) snprintf(planned, sizeof planned, " of %.1f s planned", it->plan_s);
+        snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s%s)", i + 1, res->n_items,
+                 it->kernel, it->flow, it->backend, it->status, it->error[0] ? ": " : "", it->error,
+                 it->seconds, planned);
+        peat_progress_step(&pr, i + 1, note);
+    }
+    peat_progress_end(&pr);
+}
+
+/* Compares with the baseline's last result (if any), then replaces it when asked to. */
+static peat_status baseline(const peat_ci_opts *o, peat_ci_result *res)
+{
+    if (!o->baseline) return PEAT_OK;
+    char prev[600];
+    snprintf(prev, sizeof prev, "%s/ci.json", o->baseline);
+    if (access(prev, F_OK) == 0) {
+        PEAT_TRY(peat_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
+        res->baseline_compared = 1;
+    }
+    return PEAT_OK;
+}
+
+peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = now_s();
+    if (o->update_baseline && !o->baseline)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--update-baseline needs --baseline DIR");
+    if (o->budget &&
+        (peat_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",
+                          o->budget);
+    PEAT_TRY(plan(o, res));
+    PEAT_TRY(out_dir_prepare(o, res));
+    peat_ci_opts oo = *o;
+    char self[1024];
+    if (!oo.self) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0)
+            return PEAT_ERROR(PEAT_ERR_IO, "cannot find the peat executable (/proc/self/exe)");
+        self[n] = 0;
+        oo.self = self;
+    }
+    run_items(&oo, res);
+    res->seconds = now_s() - t0;
+    /* ci.json first: the baseline diff reads it like any other suite result */
+    PEAT_TRY(peat_ci_report_write(res));
+    PEAT_TRY(baseline(o, res));
+    peat_acceptance fail_on = res->suite.policy.fail_on;
+    int failed = res->counts[ST_FAIL] + (fail_on == PEAT_ACCEPT_WARN ? res->counts[ST_WARN] : 0);
+    res->exit_code = res->counts[ST_ERROR] ? 2 : failed || res->diff.n_regressions ? 1 : 0;
+    PEAT_TRY(peat_ci_report_write(res));
+    if (o->update_baseline) PEAT_TRY(peat_ci_baseline_update(o->baseline, res));
+    return PEAT_OK;
+}
+
+void peat_ci_result_free(peat_ci_result *res)
+{
+    peat_diff_free(&res->diff);
+}

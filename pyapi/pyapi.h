@@ -1,0 +1,93 @@
+/* pyapi.h: the entry points libpeat.so adds to the host API for the PyTorch bridge
+ * (python/peat_torch): write captured calls through the store, run a kernel or an error model on
+ * caller buffers, and judge a training run with the detector's runtime rules. docs/pytorch.md. */
+#ifndef PEAT_PYAPI_H
+#define PEAT_PYAPI_H
+
+#include "peat/peat.h"
+
+#if defined(__GNUC__)
+#define PEAT_PYAPI_EXPORT __attribute__((visibility("default")))
+#else
+#define PEAT_PYAPI_EXPORT
+#endif
+
+/* One op call as the bridge maps it: the fields of a campaign record (docs/hdf5-schema.md,
+ * /calls/index) without its tensors. A flat struct so that ctypes mirrors it field for field. */
+typedef struct peat_pyapi_call {
+    uint64_t id;
+    int32_t op;    /* peat_op_kind */
+    int32_t phase; /* peat_phase: 0 fwd, 1 bwd, 2 opt */
+    int64_t i[PEAT_PARAM_I];
+    double f[PEAT_PARAM_F];
+    int32_t n_in, n_out;
+    int64_t iter, call_index, op_call_index;
+    uint64_t seed;
+    char flow[32], layer[64], golden_kernel[64];
+} peat_pyapi_call;
+
+/* Registers the built-in kernels (idempotent). */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_init(void);
+/* sizeof(peat_pyapi_call), sizeof(peat_tensor), sizeof(peat_runtime_verdict): the bridge checks
+ * its mirrors against them (which = 0, 1, 2; -1 otherwise). */
+PEAT_PYAPI_EXPORT int64_t peat_pyapi_struct_size(int which);
+
+/* ---- capture: a campaign file written by the store (the schema is the store's) ---- */
+
+/* Creates the campaign file at path (refused when it exists) with its metadata: flow (e.g.
+ * "torch:TinyResNet"), argv and policy as recorded, dtypes as text. *out: the store handle. */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_store_create(const char *path, const char *flow,
+                                                      uint64_t seed, int64_t iters,
+                                                      const char *argv, const char *policy,
+                                                      const char *dtypes, void **out);
+/* Validates the call (op table: arity, shapes, params; bf16/f16 tensors as their f32 values)
+ * and writes it as one durable record: inputs in[0..n_in), golden outputs golden[0..n_out),
+ * each in its own dtype (f32, bf16, f16, i32). The tensors are copied. */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_call_write(void *store, const peat_pyapi_call *c,
+                                                    const peat_tensor *const *in,
+                                                    const peat_tensor *const *golden);
+/* Validates the call alone (what call_write checks first). */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_call_check(const peat_pyapi_call *c,
+                                                    const peat_tensor *const *in);
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_metrics_append(void *store, int64_t iter, double loss,
+                                                        double accuracy);
+/* Writes the table /capture/unmapped (docs/pytorch.md): one row per aten op the capture could
+ * not map to a PEAT op (op, calls, why), so that nothing is dropped silently. */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_unmapped_write(void *store, int n, const char *const *ops,
+                                                        const int64_t *calls,
+                                                        const char *const *why);
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_store_close(void *store);
+
+/* ---- swap: PEAT computations on the caller's f32 buffers ---- */
+
+/* Runs kernel `name` (built-in or from a loaded plugin; its op must be c->op) on in, writing
+ * out (allocated by the caller, shapes of the op's outputs). */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_kernel_run(const char *name, const peat_pyapi_call *c,
+                                                    const peat_tensor *const *in,
+                                                    peat_tensor *const *out);
+/* The golden CPU kernel of c->op with the pseudo-error model `spec` applied (inject/), seeded. */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_model_run(const char *spec, uint64_t seed,
+                                                   const peat_pyapi_call *c,
+                                                   const peat_tensor *const *in,
+                                                   peat_tensor *const *out);
+/* Parses a runtime frequency ("1", "1/10", "p=0.01"): every k-th call or a probability. */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_freq_parse(const char *s, int64_t *every, double *prob);
+
+/* ---- band: the runtime stage's rules on the user's own runs ---- */
+
+/* The model of band rerun r (1..5; run 0 is the golden run): the same honest reorderings
+ * `peat run`'s runtime stage uses. NULL out of range. */
+PEAT_PYAPI_EXPORT const char *peat_pyapi_band_spec(int r);
+/* Builds the band of R member runs (member 0 golden; loss and wdist R x n row-major, acc
+ * R x n_eval) and judges one run (loss, wdist, nonfinite per iteration, acc per evaluation)
+ * with the detector's runtime rules; *v as peat_detector_runtime_judge fills it (detector.h). */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
+                                                       const double *band_wdist, int64_t n_eval,
+                                                       const double *band_acc, const double *loss,
+                                                       const double *wdist,
+                                                       const int64_t *nonfinite, const double *acc,
+                                                       void *v);
+/* "TRAINING_EQUIVALENT", "DEGRADES", "DIVERGES". */
+PEAT_PYAPI_EXPORT const char *peat_pyapi_runtime_class_name(int cls);
+
+#endif

@@ -1,0 +1,380 @@
+"""mapping.py: the op-mapping table: one aten call (arguments and torch's outputs) -> the PEAT op
+calls it is (op kind, params in PEAT's slots, inputs and golden outputs in PEAT's layout), or the
+reason it is not one. include/peat/plugin.h documents each op's slots; docs/pytorch.md the table."""
+import math
+
+import torch
+
+DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+          torch.int32: "i32", torch.int64: "i32"}
+
+
+class Mapped:
+    """One PEAT call: op name, params i and f, inputs and golden outputs (contiguous tensors)."""
+
+    def __init__(self, op, i, f, ins, outs):
+        self.op, self.i, self.f, self.ins, self.outs = op, list(i), list(f), ins, outs
+
+    @property
+    def dtype(self):
+        return DTYPES.get(self.ins[0].dtype, str(self.ins[0].dtype))
+
+    def key(self):
+        return (self.op, tuple(tuple(t.shape) for t in self.ins), self.dtype)
+
+
+class Unmapped(Exception):
+    """An aten call of a listed kind that PEAT's op cannot express (the reason is the message)."""
+
+
+class UnmappedThisCall(Unmapped):
+    """This call cannot be mapped, later calls of the same kind may be (SGD's first step)."""
+
+
+def _c(t):
+    if t.dtype == torch.int64:
+        if t.numel() and (t.max() >= 2**31 or t.min() < -2**31):
+            raise Unmapped("indices beyond int32")
+        t = t.to(torch.int32)
+    if t.dtype not in DTYPES:
+        raise Unmapped("dtype %s" % t.dtype)
+    return t.detach().contiguous()
+
+
+def _operand(x):
+    """A GEMM operand as PEAT stores it: (buffer, trans) with trans = 1 when x is the transpose
+    of a contiguous matrix (per batch): then the buffer is that matrix, as the caller holds it."""
+    if x.is_contiguous():
+        return _c(x), 0
+    if x.transpose(-1, -2).is_contiguous():
+        return _c(x.transpose(-1, -2)), 1
+    return _c(x), 0
+
+
+def _gemm(A, B, C, alpha, beta, out, batched):
+    if not batched and (A.dim() != 2 or B.dim() != 2):
+        raise Unmapped("mm of %d-D x %d-D" % (A.dim(), B.dim()))
+    if batched and (A.dim() != 3 or B.dim() != 3):
+        raise Unmapped("bmm of %d-D x %d-D" % (A.dim(), B.dim()))
+    batch = A.shape[0] if batched else 1
+    M, K = A.shape[-2], A.shape[-1]
+    N = B.shape[-1]
+    a, ta = _operand(A)
+    b, tb = _operand(B)
+    ins = [a, b]
+    if beta != 0:
+        shape = (batch, M, N) if batched else (M, N)
+        ins.append(_c(C.expand(shape)))
+    return [Mapped("gemm", [ta, tb, M, N, K, batch], [alpha, beta], ins, [_c(out)])]
+
+
+def _scalar(x):
+    return float(x.item()) if isinstance(x, torch.Tensor) else float(x)
+
+
+def map_mm(args, kw, out, st):
+    return _gemm(args[0], args[1], None, 1.0, 0.0, out, False)
+
+
+def map_addmm(args, kw, out, st):
+    beta, alpha = _scalar(kw.get("beta", 1)), _scalar(kw.get("alpha", 1))
+    return _gemm(args[1], args[2], args[0], alpha, beta, out, False)
+
+
+def map_bmm(args, kw, out, st):
+    return _gemm(args[0], args[1], None, 1.0, 0.0, out, True)
+
+
+def map_baddbmm(args, kw, out, st):
+    beta, alpha = _scalar(kw.get("beta", 1)), _scalar(kw.get("alpha", 1))
+    return _gemm(args[1], args[2], args[0], alpha, beta, out, True)
+
+
+def _conv_params(x, w, stride, padding, dilation, transposed, groups):
+    if x.dim() != 4 or transposed or groups != 1 or any(d != 1 for d in dilation):
+        raise Unmapped("conv: only 2-D, groups 1, dilation 1, not transposed")
+    if len(set(stride)) != 1 or len(set(padding)) != 1:
+        raise Unmapped("conv: stride %s / padding %s differ per axis" % (stride, padding))
+    N, C, H, W = x.shape
+    O, _, KH, KW = w.shape
+    return [N, C, H, W, O, KH, KW, stride[0], padding[0]]
+
+
+def map_convolution(args, kw, out, st):
+    x, w, bias, stride, padding, dilation, transposed, _, groups = args[:9]
+    p = _conv_params(x, w, stride, padding, dilation, transposed, groups)
+    if bias is not None:
+        # PEAT's conv2d has no bias: the golden is torch's own convolution without it
+        out = torch.ops.aten.convolution.default(x, w, None, stride, padding, dilation,
+                                                 transposed, args[7], groups)
+    return [Mapped("conv2d", p, [], [_c(x), _c(w)], [_c(out)])]
+
+
+def map_convolution_backward(args, kw, out, st):
+    dy, x, w, _, stride, padding, dilation, transposed, _, groups, mask = args[:11]
+    p = _conv_params(x, w, stride, padding, dilation, transposed, groups)
+    res = []
+    if mask[0]:
+        res.append(Mapped("conv2d_bwd_data", p, [], [_c(dy), _c(w)], [_c(out[0])]))
+    if mask[1]:
+        res.append(Mapped("conv2d_bwd_filter", p, [], [_c(x), _c(dy)], [_c(out[1])]))
+    return res
+
+
+def map_relu(args, kw, out, st):
+    return [Mapped("relu", [args[0].numel()], [], [_c(args[0])], [_c(out)])]
+
+
+def map_threshold_backward(args, kw, out, st):
+    if _scalar(args[2]) != 0:
+        raise Unmapped("threshold_backward with threshold %g" % _scalar(args[2]))
+    return [Mapped("relu_bwd", [out.numel()], [], [_c(args[1]), _c(args[0])], [_c(out)])]
+
+
+def _approx(args, kw, k):
+    a = kw.get("approximate", args[k] if len(args) > k else "none")
+    if a != "none":
+        raise Unmapped("gelu(approximate='%s'): PEAT's gelu is the exact erf form" % a)
+
+
+def map_gelu(args, kw, out, st):
+    _approx(args, kw, 1)
+    return [Mapped("gelu", [out.numel()], [], [_c(args[0])], [_c(out)])]
+
+
+def map_gelu_backward(args, kw, out, st):
+    _approx(args, kw, 2)
+    return [Mapped("gelu_bwd", [out.numel()], [], [_c(args[1]), _c(args[0])], [_c(out)])]
+
+
+def _rows(x, dim):
+    if dim % x.dim() != x.dim() - 1:
+        raise Unmapped("softmax over dim %d, not the last" % dim)
+    C = x.shape[-1]
+    return x.numel() // C, C
+
+
+def map_softmax(args, kw, out, st):
+    R, C = _rows(args[0], args[1])
+    return [Mapped("softmax", [R, C], [], [_c(args[0]).reshape(R, C)], [_c(out).reshape(R, C)])]
+
+
+def map_softmax_backward(args, kw, out, st):
+    R, C = _rows(args[1], args[2])
+    return [Mapped("softmax_bwd", [R, C], [], [_c(args[1]).reshape(R, C),
+                                                _c(args[0]).reshape(R, C)],
+                   [_c(out).reshape(R, C)])]
+
+
+def map_log_softmax(args, kw, out, st):
+    # PEAT has no log_softmax op: kept for the cross entropy it starts (nll_loss_forward next)
+    _rows(args[0], args[1])
+    st.logsm[out.data_ptr()] = (args[0], out)
+    return None
+
+
+def map_nll_loss_forward(args, kw, out, st):
+    logsm, target, weight, reduction, ignore = args[:5]
+    src = st.logsm.get(logsm.data_ptr())
+    if src is None or src[1] is not logsm and not torch.equal(src[1], logsm):
+        raise Unmapped("nll_loss not on a log_softmax's output")
+    if weight is not None or logsm.dim() != 2 or bool((target == ignore).any()):
+        raise Unmapped("nll_loss with class weights or ignored targets")
+    R, C = logsm.shape
+    st.logsm_used += 1
+    loss = -logsm.gather(1, target.reshape(R, 1)).reshape(R)
+    return [Mapped("cross_entropy", [R, C], [], [_c(src[0]), _c(target)], [_c(loss)])]
+
+
+def map_nll_loss_backward(args, kw, out, st):
+    g, logsm, target, weight, reduction = args[:5]
+    st.nll_bwd[out.data_ptr()] = (g, target, reduction, out)
+    return None
+
+
+def map_log_softmax_backward(args, kw, out, st):
+    grad, logsm, dim = args[:3]
+    nb = st.nll_bwd.get(grad.data_ptr())
+    src = st.logsm.get(logsm.data_ptr())
+    if nb is None or src is None or logsm.dim() != 2:
+        raise Unmapped("log_softmax backward not of a cross entropy")
+    g, target, reduction, _ = nb
+    R, C = logsm.shape
+    scale = 1.0 / R if reduction == 1 else 1.0
+    if reduction not in (1, 2) and reduction != 0:
+        raise Unmapped("nll_loss reduction %s" % reduction)
+    if reduction == 0:
+        dloss = g.reshape(R).float()
+    else:
+        dloss = torch.full((R,), float(g.item()) * scale, dtype=torch.float32)
+    return [Mapped("cross_entropy_bwd", [R, C], [], [_c(src[0]), _c(target), _c(dloss)],
+                   [_c(out)])]
+
+
+def map_layer_norm(args, kw, out, st):
+    x, shape, w, b, eps = args[:5]
+    C = math.prod(shape)
+    R = x.numel() // C
+    w = w if w is not None else torch.ones(C, dtype=x.dtype)
+    b = b if b is not None else torch.zeros(C, dtype=x.dtype)
+    st.ln_eps[out[1].data_ptr()] = (eps, out[1])
+    return [Mapped("layernorm", [R, C], [eps], [_c(x).reshape(R, C), _c(w).reshape(C),
+                                               _c(b).reshape(C)],
+                   [_c(out[0]).reshape(R, C), _c(out[1]).reshape(R), _c(out[2]).reshape(R)])]
+
+
+def map_layer_norm_backward(args, kw, out, st):
+    dy, x, shape, mean, rstd, w, b, mask = args[:8]
+    if w is None or not all(mask):
+        raise Unmapped("layer_norm backward without weight or with an output masked")
+    C = math.prod(shape)
+    R = x.numel() // C
+    eps = st.ln_eps.get(mean.data_ptr(), (1e-5, None))[0]
+    ins = [_c(x).reshape(R, C), _c(w).reshape(C), _c(mean).reshape(R), _c(rstd).reshape(R),
+           _c(dy).reshape(R, C)]
+    return [Mapped("layernorm_bwd", [R, C], [eps], ins,
+                   [_c(out[0]).reshape(R, C), _c(out[1]).reshape(C), _c(out[2]).reshape(C)])]
+
+
+def map_embedding(args, kw, out, st):
+    table, idx = args[0], args[1]
+    V, D = table.shape
+    N = idx.numel()
+    return [Mapped("embedding", [N, V, D], [], [_c(table), _c(idx).reshape(N)],
+                   [_c(out).reshape(N, D)])]
+
+
+def map_embedding_backward(args, kw, out, st):
+    dy, idx, V, padding_idx, by_freq = args[:5]
+    if padding_idx != -1 or by_freq:
+        raise Unmapped("embedding backward with padding_idx or scale_grad_by_freq")
+    N, D = idx.numel(), out.shape[1]
+    return [Mapped("embedding_bwd", [N, V, D], [], [_c(idx).reshape(N), _c(dy).reshape(N, D)],
+                   [_c(out)])]
+
+
+def _attn(q, k, v, dropout, causal, kw):
+    if kw.get("attn_mask") is not None or dropout != 0:
+        raise Unmapped("attention with a mask or dropout")
+    if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise Unmapped("attention of shapes %s %s %s" % (tuple(q.shape), tuple(k.shape),
+                                                          tuple(v.shape)))
+    B, H, T, D = q.shape
+    scale = kw.get("scale")
+    return [B, H, T, D, int(bool(causal))], [scale if scale is not None else 1 / math.sqrt(D)]
+
+
+def map_attention(args, kw, out, st):
+    q, k, v = args[:3]
+    dropout = args[3] if len(args) > 3 else kw.get("dropout_p", 0.0)
+    causal = args[4] if len(args) > 4 else kw.get("is_causal", False)
+    i, f = _attn(q, k, v, dropout, causal, kw)
+    return [Mapped("attention", i, f, [_c(q), _c(k), _c(v)], [_c(out[0]), _c(out[1])])]
+
+
+def map_attention_backward(args, kw, out, st):
+    do, q, k, v, o, lse, dropout, causal = args[:8]
+    i, f = _attn(q, k, v, dropout, causal, kw)
+    return [Mapped("attention_bwd", i, f, [_c(q), _c(k), _c(v), _c(o), _c(lse), _c(do)],
+                   [_c(out[0]), _c(out[1]), _c(out[2])])]
+
+
+def map_fused_adamw(args, kw, out, st, pre):
+    if kw.get("amsgrad") or kw.get("maximize") or kw.get("grad_scale") is not None:
+        raise Unmapped("fused adamw with amsgrad, maximize or a grad scaler")
+    params, grads, m, v, _, steps = args[:6]
+    f = [_scalar(kw["lr"]), kw["beta1"], kw["beta2"], kw["eps"], kw["weight_decay"]]
+    res = []
+    for k, p in enumerate(params):
+        t = int(_scalar(steps[k]))
+        pb, mb, vb = pre[0][k], pre[1][k], pre[2][k]
+        mp = Mapped("adamw", [p.numel(), t], f, [_c(pb), _c(grads[k]), _c(mb), _c(vb)],
+                    [_c(p), _c(m[k]), _c(v[k])])
+        mp.param = p
+        res.append(mp)
+    return res
+
+
+def map_fused_sgd(args, kw, out, st, pre):
+    if kw.get("nesterov") or kw.get("maximize") or kw.get("dampening", 0) != 0 or \
+            kw.get("momentum", 0) == 0:
+        raise Unmapped("fused sgd: only momentum > 0 without dampening or nesterov")
+    if kw.get("is_first_step"):
+        raise UnmappedThisCall("fused sgd's first step (the momentum buffer starts as the "
+                               "gradient, not PEAT's sgd)")
+    params, grads, mom = args[:3]
+    f = [_scalar(kw["lr"]), kw["momentum"], kw["weight_decay"]]
+    res = []
+    for k, p in enumerate(params):
+        mp = Mapped("sgd", [p.numel()], f, [_c(pre[0][k]), _c(grads[k]), _c(pre[2][k])],
+                    [_c(p), _c(mom[k])])
+        mp.param = p
+        res.append(mp)
+    return res
+
+
+TABLE = {
+    "mm": map_mm, "addmm": map_addmm, "bmm": map_bmm, "baddbmm": map_baddbmm,
+    "convolution": map_convolution, "convolution_backward": map_convolution_backward,
+    "relu": map_relu, "threshold_backward": map_threshold_backward,
+    "gelu": map_gelu, "gelu_backward": map_gelu_backward,
+    "_softmax": map_softmax, "_softmax_backward_data": map_softmax_backward,
+    "_log_softmax": map_log_softmax, "nll_loss_forward": map_nll_loss_forward,
+    "nll_loss_backward": map_nll_loss_backward,
+    "_log_softmax_backward_data": map_log_softmax_backward,
+    "native_layer_norm": map_layer_norm, "native_layer_norm_backward": map_layer_norm_backward,
+    "embedding": map_embedding, "embedding_dense_backward": map_embedding_backward,
+    "_scaled_dot_product_flash_attention_for_cpu": map_attention,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": map_attention_backward,
+}
+# in-place optimizer steps: their inputs are copied before the call (pre)
+INPLACE = {"_fused_adamw_": map_fused_adamw, "_fused_sgd_": map_fused_sgd}
+# the PEAT ops each aten op maps to (for choosing what to capture or swap)
+PEAT_OPS = {
+    "mm": ["gemm"], "addmm": ["gemm"], "bmm": ["gemm"], "baddbmm": ["gemm"],
+    "convolution": ["conv2d"], "convolution_backward": ["conv2d_bwd_data", "conv2d_bwd_filter"],
+    "relu": ["relu"], "threshold_backward": ["relu_bwd"], "gelu": ["gelu"],
+    "gelu_backward": ["gelu_bwd"], "_softmax": ["softmax"], "_softmax_backward_data":
+    ["softmax_bwd"], "_log_softmax": ["cross_entropy"], "nll_loss_forward": ["cross_entropy"],
+    "nll_loss_backward": ["cross_entropy_bwd"], "_log_softmax_backward_data":
+    ["cross_entropy_bwd"], "native_layer_norm": ["layernorm"], "native_layer_norm_backward":
+    ["layernorm_bwd"], "embedding": ["embedding"], "embedding_dense_backward": ["embedding_bwd"],
+    "_scaled_dot_product_flash_attention_for_cpu": ["attention"],
+    "_scaled_dot_product_flash_attention_for_cpu_backward": ["attention_bwd"],
+    "_fused_adamw_": ["adamw"], "_fused_sgd_": ["sgd"],
+}
+
+
+class State:
+    """What the stateful mappings remember within one iteration (cross entropy's pair of ops,
+    layer norm's eps for its backward)."""
+
+    def __init__(self):
+        self.clear()
+        self.logsm_used = 0
+
+    def clear(self):
+        self.logsm, self.nll_bwd, self.ln_eps = {}, {}, {}
+
+
+def pre_inplace(name, args):
+    """Copies of the state an in-place optimizer step overwrites (params, and m/v or momentum)."""
+    if name == "_fused_adamw_":
+        return [[t.detach().clone() for t in args[k]] for k in (0, 2, 3)]
+    if name == "_fused_sgd_":
+        return [[t.detach().clone() for t in args[0]], None,
+                [t.detach().clone() for t in args[2]]]
+    return None
+
+
+def map_call(name, args, kwargs, out, state, pre=None):
+    """The PEAT calls of one aten call (name: the overload packet's name): a list of Mapped,
+    None when the op is consumed by a later one (log_softmax, nll_loss backward), or raises
+    Unmapped with the reason; KeyError-free: unknown names raise Unmapped too."""
+    kwargs = kwargs or {}
+    if name in INPLACE:
+        return INPLACE[name](args, kwargs, out, state, pre)
+    fn = TABLE.get(name)
+    if fn is None:
+        raise Unmapped("no PEAT op")
+    return fn(args, kwargs, out, state)

@@ -1,0 +1,53 @@
+/* report.h: what a campaign's reports say: the terminal table, signature.json, summary.md,
+ * junit.xml and report.html (report.c, report_probe.c, runtime_report.c, html.c), the report
+ * stage, and the writers other reports share (escaping, atomic files). */
+#ifndef PEAT_REPORT_REPORT_H
+#define PEAT_REPORT_REPORT_H
+
+#include "campaign/stages.h"
+
+#include <stdio.h>
+
+/* Writes predicted and actual time per stage of a --budget run (nothing otherwise), as text or
+ * as a markdown table. */
+void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown);
+
+/* Writes the terminal verdict table. */
+void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically).
+ */
+peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Coverage, probe and arithmetic-property tables (md: markdown for summary.md). */
+void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md);
+void peat_report_probes(FILE *f, const peat_campaign_result *r, int md);
+
+/* report.html's copies of the terminal's tables (probes and GEMM properties, coverage strata,
+ * runtime FI runs) and the "how to read this" note beside the signature table. */
+void peat_report_html_probes(FILE *f, const peat_campaign_result *r);
+void peat_report_html_strata(FILE *f, const peat_campaign_result *r);
+void peat_report_html_runtime_table(FILE *f, const peat_campaign_result *r);
+void peat_report_html_read_note(FILE *f, const peat_campaign_result *r);
+
+/* Writes s with <, >, & and " escaped for XML and HTML. */
+void peat_report_escape(FILE *f, const char *s);
+
+/* Writes report.html (findings, signature table, inline SVG plots) to f. */
+peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+/* For a --capture run, one paragraph saying where the calls came from (PyTorch, the model, the
+ * file; layers are module paths; goldens are torch's outputs); nothing otherwise. html: as <p>. */
+void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
+                              int html);
+
+/* Writes s as a JSON string (quoted, escaped). */
+void peat_report_json_str(FILE *f, const char *s);
+/* Opens dir/name.tmp for writing (tmp receives its path); peat_report_commit closes it and
+ * renames it to dir/name, so a reader never sees a half-written report. */
+FILE *peat_report_open_tmp(const char *dir, const char *name, char *tmp, size_t n);
+peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const char *tmp);
+
+/* The report stage, the pipeline's last (report.c): the files above. */
+peat_status peat_stage_report(peat_campaign *c);
+
+#endif

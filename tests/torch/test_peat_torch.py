@@ -1,0 +1,250 @@
+"""test_peat_torch.py: the PyTorch bridge: the op-mapping table on constructed calls, captured
+tensors against torch's own (bit for bit) and PEAT's golden (within the bound), the example's
+campaign (every op kind, every phase) replayed by `peat run --capture`, swap and band."""
+import ctypes
+import json
+import math
+import os
+import subprocess
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import peat_torch
+from peat_torch import _lib
+from peat_torch.mapping import map_call, State
+
+BIN = os.environ.get("PEAT_BIN", "build/peat")
+ZOO = os.environ.get("PEAT_ZOO", "build/tests/zoo/libpeat_zoo.so")
+
+
+def tensor(f, row):
+    T = f["/tensors/index"][row]
+    dt = ["f64", "f32", "bf16", "f16", "i32"][T["dtype"]]
+    pool = f["/tensors/" + dt + ("_raw" if T["pool"] == 1 else "")]
+    return pool[T["offset"]:T["offset"] + T["numel"]].reshape(T["shape"][:T["ndim"]])
+
+
+class Mapping(unittest.TestCase):
+    def test_mm_of_a_linear_layer_is_transB(self):
+        x, w = torch.randn(5, 7), torch.randn(3, 7)
+        m = map_call("mm", (x, w.t()), {}, x @ w.t(), State())[0]
+        self.assertEqual((m.op, m.i[:6], m.f), ("gemm", [0, 1, 5, 3, 7, 1], [1.0, 0.0]),
+                         "mm(x, W^T): transB with M, N, K of the layer")
+        self.assertTrue(torch.equal(m.ins[1], w), "B stored as the weight as the layer holds it")
+
+    def test_bmm_transposed_A_and_batch(self):
+        a, b = torch.randn(4, 6, 5), torch.randn(4, 6, 2)   # A^T per batch: [4,5,6]
+        m = map_call("bmm", (a.transpose(1, 2), b), {}, torch.bmm(a.transpose(1, 2), b),
+                     State())[0]
+        self.assertEqual(m.i[:6], [1, 0, 5, 2, 6, 4], "transA, M=5 N=2 K=6, batch 4")
+        self.assertTrue(torch.equal(m.ins[0], a), "A stored untransposed")
+
+    def test_addmm_alpha_beta_and_bias_expanded(self):
+        c, a, b = torch.randn(3), torch.randn(2, 4), torch.randn(4, 3)
+        out = torch.addmm(c, a, b, beta=0.5, alpha=2.0)
+        m = map_call("addmm", (c, a, b), {"beta": 0.5, "alpha": 2.0}, out, State())[0]
+        self.assertEqual((m.i[:6], m.f), ([0, 0, 2, 3, 4, 1], [2.0, 0.5]))
+        self.assertEqual(tuple(m.ins[2].shape), (2, 3), "C broadcast to [M, N]")
+
+    def test_conv_and_softmax_params(self):
+        x, w = torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3)
+        y = F.conv2d(x, w, stride=2, padding=1)
+        m = map_call("convolution", (x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 1), {},
+                     y, State())[0]
+        self.assertEqual(m.i[:9], [2, 3, 9, 9, 4, 3, 3, 2, 1])
+        s = torch.randn(2, 3, 5)
+        m = map_call("_softmax", (s, -1, False), {}, torch.softmax(s, -1), State())[0]
+        self.assertEqual((m.op, m.i[:2]), ("softmax", [6, 5]), "rows = all but the last dim")
+        with self.assertRaises(peat_torch.mapping.Unmapped):
+            map_call("convolution", (x, w, None, [1, 1], [0, 0], [2, 2], False, [0, 0], 1), {},
+                     y, State())
+
+    def test_the_library_checks_mapped_calls(self):
+        x, w = torch.randn(5, 7), torch.randn(3, 7)
+        m = map_call("mm", (x, w.t()), {}, x @ w.t(), State())[0]
+        c = _lib.Call()
+        c.op = _lib.op_id("gemm")
+        for k, v in enumerate(m.i):
+            c.i[k] = v
+        c.n_in, c.n_out = 2, 1
+        arrs = [t.numpy() for t in m.ins]
+        ts = [_lib.tensor_of(a, "f32") for a in arrs]
+        L = _lib.lib()
+        self.assertEqual(L.peat_pyapi_call_check(ctypes.byref(c), _lib.ptr_array(ts)), 0,
+                         "PEAT's op table accepts the mapped call")
+        c.i[4] = 8  # K off by one
+        self.assertNotEqual(L.peat_pyapi_call_check(ctypes.byref(c), _lib.ptr_array(ts)), 0,
+                            "a wrong K is refused")
+
+
+class Capture(unittest.TestCase):
+    def test_tensors_are_torchs_and_golden_within_bound(self):
+        torch.manual_seed(3)
+        lin = nn.Linear(33, 17)
+        seen = []
+        lin.register_forward_hook(lambda m, a, o: seen.append((a[0].detach().clone(),
+                                                               o.detach().clone())))
+        opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "cap.h5")
+            with peat_torch.capture(path, ops=["gemm"], calls=8, iters=3, model=lin, quiet=True):
+                for _ in range(3):
+                    loss = lin(torch.randn(9, 33)).square().mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            f = h5py.File(path, "r")
+            calls = f["/calls/index"][:]
+            fwd = [c for c in calls if c["phase"] == 0 and c["iter"] == 0][0]
+            A, W, C = (tensor(f, fwd["in"][k]) for k in range(3))
+            D = tensor(f, fwd["golden"][0])
+            x, y = seen[0]
+            self.assertTrue(np.array_equal(A.view(np.uint32), x.numpy().view(np.uint32)),
+                            "input A is torch's x bit for bit")
+            self.assertEqual(int(fwd["param_i"][1]), 1, "the weight enters as B^T (transB)")
+            self.assertTrue(np.array_equal(D.view(np.uint32), y.numpy().view(np.uint32)),
+                            "golden output is torch's output bit for bit")
+            # PEAT's golden on the stored inputs lies within the fp32 bound of torch's output
+            c = _lib.Call()
+            c.op = _lib.op_id("gemm")
+            for k in range(6):
+                c.i[k] = int(fwd["param_i"][k])
+            c.f[0], c.f[1] = fwd["param_f"][0], fwd["param_f"][1]
+            c.n_in, c.n_out = 3, 1
+            ins = [np.ascontiguousarray(t) for t in (A, W, C)]
+            out = np.zeros_like(D)
+            L = _lib.lib()
+            tin = [_lib.tensor_of(a, "f32") for a in ins]
+            tout = [_lib.tensor_of(out, "f32")]
+            st = L.peat_pyapi_kernel_run(b"gemm_golden", ctypes.byref(c), _lib.ptr_array(tin),
+                                         _lib.ptr_array(tout))
+            self.assertEqual(st, 0, "golden ran: " + L.peat_error_last().decode())
+            K = 33
+            u = 2.0 ** -24
+            gamma = (K + 1) * u / (1 - (K + 1) * u)
+            terms = np.abs(A.astype(np.float64)) @ np.abs(W.astype(np.float64)).T + np.abs(C)
+            err = np.abs(out.astype(np.float64) - D.astype(np.float64))
+            self.assertTrue(np.all(err <= 2 * gamma * terms),
+                            "PEAT golden vs torch: max err/bound %g" % (err / (2 * gamma * terms)).max())
+
+    def test_bf16_kept(self):
+        lin = nn.Linear(8, 4).to(torch.bfloat16)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "cap.h5")
+            with peat_torch.capture(path, ops=["gemm"], calls=4, model=lin, quiet=True):
+                lin(torch.randn(3, 8, dtype=torch.bfloat16)).float().sum().backward()
+            f = h5py.File(path, "r")
+            row = f["/calls/index"][0]["in"][0]
+            self.assertEqual(f["/tensors/index"][row]["dtype"], 2, "stored as bf16")
+
+
+class Example(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        import capture_example
+        import sys
+        argv = sys.argv
+        sys.argv = ["capture_example.py", cls.dir, "4"]
+        try:
+            capture_example.main()
+        finally:
+            sys.argv = argv
+
+    def test_every_op_kind_and_phase(self):
+        kinds = set()
+        for name in ("cnn", "gpt"):
+            f = h5py.File(os.path.join(self.dir, name + ".h5"), "r")
+            for c in f["/calls/index"][:]:
+                kinds.add((_lib.op_name(int(c["op"])), int(c["phase"])))
+        want = [("gemm", 0), ("gemm", 1), ("conv2d", 0), ("conv2d_bwd_data", 1),
+                ("conv2d_bwd_filter", 1), ("softmax", 0), ("softmax_bwd", 1), ("layernorm", 0),
+                ("layernorm_bwd", 1), ("gelu", 0), ("gelu_bwd", 1), ("embedding", 0),
+                ("embedding_bwd", 1), ("attention", 0), ("attention_bwd", 1),
+                ("cross_entropy", 0), ("cross_entropy_bwd", 1), ("adamw", 2), ("sgd", 2)]
+        missing = [w for w in want if w not in kinds]
+        self.assertEqual(missing, [], "op kinds (op, phase) missing from the example's capture")
+
+    def run_peat(self, kernel, cap, *extra):
+        out = tempfile.mkdtemp()
+        p = subprocess.run([BIN, "run", "--kernel", kernel, "--capture", cap, "--out",
+                            os.path.join(out, "r"), "--json", *extra],
+                           capture_output=True, text=True)
+        return json.loads(p.stdout)
+
+    def test_replay_verdicts(self):
+        cap = os.path.join(self.dir, "gpt.h5")
+        self.assertEqual(self.run_peat("gemm_new", cap)["verdict"], "PASS")
+        v = self.run_peat("gemm_bf16", cap)
+        self.assertIn("REDUCED_PRECISION", json.dumps(v), "gemm_bf16's finding")
+        v = self.run_peat("zoo_gemm_edge_tile", cap, "--plugin", ZOO)
+        self.assertIn("STRUCTURAL", json.dumps(v), "the zoo's edge-tile GEMM: its class")
+
+    def test_inspect_reads_it(self):
+        p = subprocess.run([BIN, "inspect", os.path.join(self.dir, "cnn.h5")],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("conv2d_bwd_filter", p.stdout)
+
+
+class Swap(unittest.TestCase):
+    @staticmethod
+    def train(rec):
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(0)
+        m = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        x = torch.randn(64, 16, generator=g)
+        y = (x[:, :4].argmax(1))
+        for _ in range(12):
+            loss = F.cross_entropy(m(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step(m, loss.item())
+
+    def test_swap_routes_calls(self):
+        lin = nn.Linear(8, 8)
+        x = torch.randn(4, 8)
+        with peat_torch.swap(lin, model="bitflip(bit=30)", freq="1") as sw:
+            y = lin(x)
+        self.assertEqual(sw.swapped, 1, "the layer's one GEMM was swapped")
+        self.assertFalse(torch.equal(y, lin(x)), "a bit-30 flip changed the output")
+        with peat_torch.swap(lin, kernel="gemm_new", freq="1/2") as sw:
+            for _ in range(4):
+                lin(x)
+        self.assertEqual((sw.eligible, sw.swapped), (4, 2), "every 2nd call")
+
+    def test_swap_limited_to_a_module(self):
+        net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        x = torch.randn(4, 8)
+        with peat_torch.swap(net[2], kernel="gemm_new", freq="1") as sw:
+            net(x)
+        self.assertEqual((sw.eligible, sw.swapped), (1, 1), "only the GEMM of net[2]")
+
+    def test_swap_a_plugin_kernel(self):
+        lin = nn.Linear(40, 40)
+        x = torch.randn(40, 40)
+        with peat_torch.swap(lin, kernel="zoo_gemm_edge_tile", plugin=ZOO, freq="1") as sw:
+            y = lin(x)
+        self.assertEqual(sw.swapped, 1)
+        self.assertFalse(torch.allclose(y, lin(x), atol=1e-3),
+                         "the edge-tile defect shows in the layer's output")
+        with peat_torch.swap(lin, kernel="zoo_gemm_edge_tile", plugin=ZOO, freq="1"):
+            lin(x)   # a second swap with the same plugin: loaded once
+
+    def test_band_verdicts(self):
+        r = peat_torch.band(self.train, kernel="gemm_new", freq="1")
+        self.assertEqual(r.verdict, "TRAINING_EQUIVALENT", str(r))
+        r = peat_torch.band(self.train, model="bitflip(bit=30)", freq="1")
+        self.assertEqual(r.verdict, "DIVERGES", str(r))
+
+
+if __name__ == "__main__":
+    unittest.main()
