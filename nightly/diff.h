@@ -11,7 +11,7 @@
 typedef struct peat_diff_entry {
     char item[128]; /* kernel/flow/backend */
     int regression; /* 1: regression, 0: a change worth knowing (improvement, new/gone item) */
-    char what[320]; /* "effective bits 22.6 -> 10.1 (lost 12.5, threshold 1)" */
+    char what[640]; /* "effective bits 22.6 -> 10.1 (lost 12.5, threshold 1)" */
 } peat_diff_entry;
 
 typedef struct peat_diff {

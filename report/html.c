@@ -272,7 +272,8 @@ static void svg_grid(FILE *f, const char *id, const char *title, const peat_plot
 {
     const int W = 640, L = 10, T = 24;
     double cw = (double)(W - 2 * L) / p->grid_cols, ch = fmin(cw, 360.0 / p->grid_rows);
-    int H = T + (int)ceil(ch * p->grid_rows) + 22;
+    /* below the map: the caption, and (error map) a line for the colour key */
+    int H = T + (int)ceil(ch * p->grid_rows) + 22 + (region ? 0 : 18);
     svg_open(f, id, W, H, title, L);
     if (region) {
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%.1f\" fill=\"#eee\"/>", L, T,
@@ -280,14 +281,14 @@ static void svg_grid(FILE *f, const char *id, const char *title, const peat_plot
         grid_path(f, p, 0, 1, L, T, cw, ch);
     } else
         for (int b = 0; b < HEAT_BUCKETS; b++) grid_path(f, p, b, 0, L, T, cw, ch);
-    if (!region) /* the colour key: error / bound at the buckets' edges */
+    if (!region) /* the colour key: error / bound at some buckets' middles */
         for (int b = 0; b < HEAT_BUCKETS; b += 4) {
             char col[16];
             heat_colour(b, col, sizeof col);
             fprintf(f,
                     "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\" "
                     "stroke=\"#999\"/><text x=\"%d\" y=\"%d\" class=\"y\">%s</text>",
-                    W - 260 + 52 * (b / 4), H - 16, col, W - 247 + 52 * (b / 4), H - 7,
+                    L + 70 * (b / 4), H - 34, col, L + 13 + 70 * (b / 4), H - 25,
                     b == 0    ? "NaN/Inf"
                     : b == 4  ? "1e-3"
                     : b == 8  ? "0.04"

@@ -23,6 +23,13 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
 void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md);
 void peat_report_probes(FILE *f, const peat_campaign_result *r, int md);
 
+/* report.html's copies of the terminal's tables (probes and GEMM properties, coverage strata,
+ * runtime FI runs) and the "how to read this" note beside the signature table. */
+void peat_report_html_probes(FILE *f, const peat_campaign_result *r);
+void peat_report_html_strata(FILE *f, const peat_campaign_result *r);
+void peat_report_html_runtime_table(FILE *f, const peat_campaign_result *r);
+void peat_report_html_read_note(FILE *f, const peat_campaign_result *r);
+
 /* Writes s with <, >, & and " escaped for XML and HTML. */
 void peat_report_escape(FILE *f, const char *s);
 
