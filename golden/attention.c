@@ -104,6 +104,45 @@ static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* One head of the backward pass in precision REAL (EXPF: its exponential): dQ, dK, dV from Q,
+ * K, V, O, the row logsumexp L and dO, through the head's T x T probabilities P and their
+ * gradient dS (scratch). The exact (double) and golden (float) kernels are this one loop nest, each type's
+ * operations in the same order. */
+#define ATTN_BWD_HEAD(REAL, EXPF)                                                                  \
+    static void attn_bwd_head_##REAL(const attn_dims *d, REAL scale, const REAL *q, const REAL *k, \
+                                     const REAL *v, const REAL *o, const REAL *l, const REAL *dO,  \
+                                     REAL *dq, REAL *dk, REAL *dv, REAL *P, REAL *dS)              \
+    {                                                                                              \
+        for (int64_t i = 0; i < d->T; i++) {                                                       \
+            REAL Dl = (REAL)0;                                                                     \
+            for (int64_t e = 0; e < d->D; e++) Dl += dO[i * d->D + e] * o[i * d->D + e];           \
+            for (int64_t j = 0; j < d->T; j++) {                                                   \
+                if (j >= attn_jend(d, i)) {                                                        \
+                    P[i * d->T + j] = (REAL)0, dS[i * d->T + j] = (REAL)0;                         \
+                    continue;                                                                      \
+                }                                                                                  \
+                REAL dot = (REAL)0, dp = (REAL)0;                                                  \
+                for (int64_t e = 0; e < d->D; e++) dot += q[i * d->D + e] * k[j * d->D + e];       \
+                for (int64_t e = 0; e < d->D; e++) dp += dO[i * d->D + e] * v[j * d->D + e];       \
+                REAL p = EXPF(scale * dot - l[i]);                                                 \
+                P[i * d->T + j] = p, dS[i * d->T + j] = p * (dp - Dl);                             \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t t = 0; t < d->T; t++)                                                         \
+            for (int64_t e = 0; e < d->D; e++) {                                                   \
+                REAL aq = (REAL)0, ak = (REAL)0, av = (REAL)0;                                     \
+                for (int64_t u = 0; u < d->T; u++) {                                               \
+                    aq += dS[t * d->T + u] * k[u * d->D + e];                                      \
+                    ak += dS[u * d->T + t] * q[u * d->D + e];                                      \
+                    av += P[u * d->T + t] * dO[u * d->D + e];                                      \
+                }                                                                                  \
+                dq[t * d->D + e] = scale * aq, dk[t * d->D + e] = scale * ak;                      \
+                dv[t * d->D + e] = av;                                                             \
+            }                                                                                      \
+    }
+ATTN_BWD_HEAD(double, exp)
+ATTN_BWD_HEAD(float, expf)
+
 /* The backward kernels hold one head's T x T probabilities and their gradient at a time. */
 static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *self)
 {
@@ -125,36 +164,10 @@ static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *se
     }
     double *dQ = peat_f64(a->out[0]), *dK = peat_f64(a->out[1]), *dV = peat_f64(a->out[2]);
     int64_t TD = d.T * d.D;
-    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
-        const double *q = in[0] + bh * TD, *k = in[1] + bh * TD, *v = in[2] + bh * TD;
-        const double *o = in[3] + bh * TD, *l = in[4] + bh * d.T, *dO = in[5] + bh * TD;
-        double *dq = dQ + bh * TD, *dk = dK + bh * TD, *dv = dV + bh * TD;
-        for (int64_t i = 0; i < d.T; i++) {
-            double Dl = 0.0;
-            for (int64_t e = 0; e < d.D; e++) Dl += dO[i * d.D + e] * o[i * d.D + e];
-            for (int64_t j = 0; j < d.T; j++) {
-                if (j >= attn_jend(&d, i)) {
-                    P[i * d.T + j] = 0.0, dS[i * d.T + j] = 0.0;
-                    continue;
-                }
-                double dot = 0.0, dp = 0.0;
-                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
-                for (int64_t e = 0; e < d.D; e++) dp += dO[i * d.D + e] * v[j * d.D + e];
-                double p = exp(scale * dot - l[i]);
-                P[i * d.T + j] = p, dS[i * d.T + j] = p * (dp - Dl);
-            }
-        }
-        for (int64_t t = 0; t < d.T; t++)
-            for (int64_t e = 0; e < d.D; e++) {
-                double aq = 0.0, ak = 0.0, av = 0.0;
-                for (int64_t u = 0; u < d.T; u++) {
-                    aq += dS[t * d.T + u] * k[u * d.D + e];
-                    ak += dS[u * d.T + t] * q[u * d.D + e];
-                    av += P[u * d.T + t] * dO[u * d.D + e];
-                }
-                dq[t * d.D + e] = scale * aq, dk[t * d.D + e] = scale * ak, dv[t * d.D + e] = av;
-            }
-    }
+    for (int64_t bh = 0; bh < d.B * d.H; bh++)
+        attn_bwd_head_double(&d, scale, in[0] + bh * TD, in[1] + bh * TD, in[2] + bh * TD,
+                             in[3] + bh * TD, in[4] + bh * d.T, in[5] + bh * TD, dQ + bh * TD,
+                             dK + bh * TD, dV + bh * TD, P, dS);
     peat_golden_free_n(6, in);
     free(P), free(dS);
     return PEAT_OK;
@@ -172,38 +185,12 @@ static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *s
         return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_golden: %lld^2 scratch", (long long)d.T);
     }
     int64_t TD = d.T * d.D;
-    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
-        const float *q = peat_f32(a->in[0]) + bh * TD, *k = peat_f32(a->in[1]) + bh * TD;
-        const float *v = peat_f32(a->in[2]) + bh * TD, *o = peat_f32(a->in[3]) + bh * TD;
-        const float *l = peat_f32(a->in[4]) + bh * d.T, *dO = peat_f32(a->in[5]) + bh * TD;
-        float *dq = peat_f32(a->out[0]) + bh * TD, *dk = peat_f32(a->out[1]) + bh * TD;
-        float *dv = peat_f32(a->out[2]) + bh * TD;
-        for (int64_t i = 0; i < d.T; i++) {
-            float Dl = 0.0f;
-            for (int64_t e = 0; e < d.D; e++) Dl += dO[i * d.D + e] * o[i * d.D + e];
-            for (int64_t j = 0; j < d.T; j++) {
-                if (j >= attn_jend(&d, i)) {
-                    P[i * d.T + j] = 0.0f, dS[i * d.T + j] = 0.0f;
-                    continue;
-                }
-                float dot = 0.0f, dp = 0.0f;
-                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
-                for (int64_t e = 0; e < d.D; e++) dp += dO[i * d.D + e] * v[j * d.D + e];
-                float p = expf(scale * dot - l[i]);
-                P[i * d.T + j] = p, dS[i * d.T + j] = p * (dp - Dl);
-            }
-        }
-        for (int64_t t = 0; t < d.T; t++)
-            for (int64_t e = 0; e < d.D; e++) {
-                float aq = 0.0f, ak = 0.0f, av = 0.0f;
-                for (int64_t u = 0; u < d.T; u++) {
-                    aq += dS[t * d.T + u] * k[u * d.D + e];
-                    ak += dS[u * d.T + t] * q[u * d.D + e];
-                    av += P[u * d.T + t] * dO[u * d.D + e];
-                }
-                dq[t * d.D + e] = scale * aq, dk[t * d.D + e] = scale * ak, dv[t * d.D + e] = av;
-            }
-    }
+    for (int64_t bh = 0; bh < d.B * d.H; bh++)
+        attn_bwd_head_float(&d, scale, peat_f32(a->in[0]) + bh * TD, peat_f32(a->in[1]) + bh * TD,
+                            peat_f32(a->in[2]) + bh * TD, peat_f32(a->in[3]) + bh * TD,
+                            peat_f32(a->in[4]) + bh * d.T, peat_f32(a->in[5]) + bh * TD,
+                            peat_f32(a->out[0]) + bh * TD, peat_f32(a->out[1]) + bh * TD,
+                            peat_f32(a->out[2]) + bh * TD, P, dS);
     free(P), free(dS);
     return PEAT_OK;
 }
