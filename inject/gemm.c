@@ -20,24 +20,77 @@ typedef struct rowsum {
     float **scratch; /* pairwise: one row per recursion level */
 } rowsum;
 
+/* s_j += x b_j over a k step of the plain (no narrow running sum) fp32 sum, four steps a pass in
+ * the same per-element order as four passes: the runtime band's reruns train with these, so a
+ * pass per k made them the slowest run of the lockstep (bit for bit the same sums either way). */
+static void acc4(float *restrict s, int64_t N, const float *x, const float *restrict b0,
+                 const float *restrict b1, const float *restrict b2, const float *restrict b3)
+{
+    for (int64_t j = 0; j < N; j++)
+        s[j] = (((s[j] + x[0] * b0[j]) + x[1] * b1[j]) + x[2] * b2[j]) + x[3] * b3[j];
+}
+
+static void acc1(float *restrict s, int64_t N, float x, const float *restrict b)
+{
+    for (int64_t j = 0; j < N; j++) s[j] += x * b[j];
+}
+
 /* s = sum over k in [lo, hi) in increasing k (or decreasing when rev). */
 static void sum_range(const rowsum *R, int64_t lo, int64_t hi, int rev, float *s)
 {
     for (int64_t j = 0; j < R->N; j++) s[j] = 0.0f;
-    for (int64_t t = lo; t < hi; t++) {
-        int64_t k = rev ? hi - 1 - (t - lo) : t;
-        float x = R->a[k];
-        const float *b = R->Bt + k * R->N;
-        if (R->v->round_acc)
-            for (int64_t j = 0; j < R->N; j++) s[j] = add(R->v, s[j], x * b[j]);
-        else
-            for (int64_t j = 0; j < R->N; j++) s[j] += x * b[j];
+    if (R->v->round_acc) {
+        for (int64_t t = lo; t < hi; t++) {
+            int64_t k = rev ? hi - 1 - (t - lo) : t;
+            const float *b = R->Bt + k * R->N;
+            for (int64_t j = 0; j < R->N; j++) s[j] = add(R->v, s[j], R->a[k] * b[j]);
+        }
+        return;
     }
+    int64_t t = lo, N = R->N;
+    for (; t + 4 <= hi; t += 4) {
+        int64_t k[4];
+        float x[4];
+        for (int q = 0; q < 4; q++) {
+            k[q] = rev ? hi - 1 - (t + q - lo) : t + q;
+            x[q] = R->a[k[q]];
+        }
+        acc4(s, N, x, R->Bt + k[0] * N, R->Bt + k[1] * N, R->Bt + k[2] * N, R->Bt + k[3] * N);
+    }
+    for (; t < hi; t++) {
+        int64_t k = rev ? hi - 1 - (t - lo) : t;
+        acc1(s, N, R->a[k], R->Bt + k * N);
+    }
+}
+
+/* A pairwise tree's node of 1-4 terms in one pass, the tree's own order: (0 + p0), (0 + p0) + p1,
+ * (0 + p0) + ((0 + p1) + p2), ((0 + p0) + p1) + ((0 + p2) + p3). */
+static void pair_leaf(const rowsum *R, int64_t lo, int64_t n, float *restrict out)
+{
+    int64_t N = R->N;
+    const float *a = R->a + lo, *restrict b0 = R->Bt + lo * N; /* rows past n: never read */
+    const float *restrict b1 = n > 1 ? b0 + N : b0, *restrict b2 = n > 2 ? b1 + N : b1;
+    const float *restrict b3 = n > 3 ? b2 + N : b2;
+    if (n == 1)
+        for (int64_t j = 0; j < N; j++) out[j] = 0.0f + a[0] * b0[j];
+    else if (n == 2)
+        for (int64_t j = 0; j < N; j++) out[j] = (0.0f + a[0] * b0[j]) + a[1] * b1[j];
+    else if (n == 3)
+        for (int64_t j = 0; j < N; j++)
+            out[j] = (0.0f + a[0] * b0[j]) + ((0.0f + a[1] * b1[j]) + a[2] * b2[j]);
+    else
+        for (int64_t j = 0; j < N; j++)
+            out[j] =
+                ((0.0f + a[0] * b0[j]) + a[1] * b1[j]) + ((0.0f + a[2] * b2[j]) + a[3] * b3[j]);
 }
 
 /* Pairwise (cascade) summation: halves summed separately then added, error ~ log2(K) u. */
 static void sum_pairwise(const rowsum *R, int64_t lo, int64_t hi, float *out, int depth)
 {
+    if (hi - lo <= 4 && !R->v->round_acc) {
+        pair_leaf(R, lo, hi - lo, out);
+        return;
+    }
     if (hi - lo <= 2) {
         sum_range(R, lo, hi, 0, out);
         return;

@@ -331,6 +331,60 @@ Test(inject, same_order_and_identity_rounding_reproduce_golden_bit_for_bit)
         peat_tensor_free(D2);
 }
 
+/* Element (i, j) of g summed over k in [lo, hi) by the per-element definition of each order. */
+static float ref_range(const gemm *g, int i, int j, int lo, int hi, int rev)
+{
+    float s = 0.0f;
+    for (int t = lo; t < hi; t++) {
+        int k = rev ? hi - 1 - (t - lo) : t;
+        s += peat_f32(g->A)[i * g->K + k] * peat_f32(g->B)[k * g->N + j];
+    }
+    return s;
+}
+
+static float ref_pairwise(const gemm *g, int i, int j, int lo, int hi)
+{
+    if (hi - lo <= 2) return ref_range(g, i, j, lo, hi, 0);
+    int mid = lo + (hi - lo) / 2;
+    float l = ref_pairwise(g, i, j, lo, mid);
+    return l + ref_pairwise(g, i, j, mid, hi);
+}
+
+static float ref_split(const gemm *g, int i, int j, int S)
+{
+    S = S < g->K ? S : g->K;
+    float s = 0.0f;
+    for (int c = 0; c < S; c++) s += ref_range(g, i, j, g->K * c / S, g->K * (c + 1) / S, 0);
+    return s;
+}
+
+Test(inject, reorders_sum_each_element_in_their_defined_order_bit_for_bit)
+{
+    /* the row-at-a-time loops (several k a pass, pairwise nodes of up to four terms in one) must
+     * add each element's terms exactly as the per-element definition does, for every K
+     * remainder and tree shape */
+    static const int Ks[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 31, 64, 67};
+    for (size_t q = 0; q < sizeof Ks / sizeof Ks[0]; q++) {
+        gemm g = gemm_new(3, 37, Ks[q], 80 + q, 1.0, 1.0);
+        static const char *specs[] = {"reorder(order=forward)", "reorder(order=reverse)",
+                                      "reorder(order=pairwise)", "reorder(order=split,split=4)"};
+        for (int s = 0; s < 4; s++) {
+            inject(&g, specs[s], 1);
+            for (int i = 0; i < g.M; i++)
+                for (int j = 0; j < g.N; j++) {
+                    float want = s == 0   ? ref_range(&g, i, j, 0, g.K, 0)
+                                 : s == 1 ? ref_range(&g, i, j, 0, g.K, 1)
+                                 : s == 2 ? ref_pairwise(&g, i, j, 0, g.K)
+                                          : ref_split(&g, i, j, 4);
+                    float got = peat_f32(g.D)[i * g.N + j];
+                    cr_assert(same_bits(got, want), "%s K=%d (%d,%d): %a, definition %a", specs[s],
+                              g.K, i, j, (double)got, (double)want);
+                }
+        }
+        gemm_free(&g);
+    }
+}
+
 Test(inject, reorders_stay_within_the_fp32_bound)
 {
     static const char *specs[] = {"reorder", "reorder(order=pairwise)",
