@@ -110,6 +110,11 @@ static const peat_cli_opt run_opts[] = {
      "0 pretraining task, 1 shifted task (for finetuning)", NULL},
     {"finetune-from", "FILE", PEAT_CLI_STR, RUN(finetune_from), 0, 0, 0, NULL, NULL, NULL,
      "start from the last checkpoint in FILE (a campaign.h5)", NULL},
+    {"size", "S", PEAT_CLI_CHOICE, RUN(size), 0, 0, 0, "tiny|small|base", NULL, "tiny",
+     "size preset of the flow (docs/flows.md: base is gpt d=256 x 4 layers, vocabulary 1024; "
+     "cnn 32x32x3 images, 32-64-128 channels; mlp 512 wide); --batch, --width, --depth and "
+     "--seq override its sizes",
+     NULL},
     {"batch", "N", PEAT_CLI_INT, RUN(batch), 0, 1, 4096, NULL, NULL, "the flow's (docs/flows.md)",
      "batch size", NULL},
     {"width", "N", PEAT_CLI_INT, RUN(width), 0, 1, 4096, NULL, NULL, "the flow's",

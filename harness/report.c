@@ -301,6 +301,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
     const peat_signature *c = &r->cand, *g = &r->golden;
     fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow, r->backend,
             verdict_word(r->verdict));
+    if (r->blas[0]) fprintf(f, "Golden GEMM: %s.\n\n", r->blas);
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
     fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n", (long long)c->n_calls,
             (long long)c->n_elems, (long long)g->n_calls, (long long)g->n_elems);

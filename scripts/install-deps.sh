@@ -2,6 +2,8 @@
 # install-deps.sh: installs the Debian packages PEAT builds with, only those missing (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools zlib1g-dev libgsl-dev libcriterion-dev)
+# OpenBLAS: the golden GEMM on the CPU (golden/gemm_blas.c)
+pkgs+=(libopenblas-dev)
 # the tests of the published formats and of report.html: xmllint (junit.xml against tests/junit.xsd),
 # python3-jsonschema (signature.json against docs/signature.schema.json), python3-h5py (campaign.h5
 # as h5py reads it), headless Chromium

@@ -66,7 +66,7 @@ static peat_tensor *golden_out(const gemm *g)
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, g->M, g->N, &D), PEAT_OK);
     peat_args a = g->a;
     a.out[0] = D;
-    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &a), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(kern("gemm_plain"), &a), PEAT_OK, "%s", peat_error_last());
     return D;
 }
 
@@ -86,7 +86,7 @@ static void inject(gemm *g, const char *spec, uint64_t seed)
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "parse %s: %s", spec,
                  peat_error_last());
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g->a, seed), PEAT_OK, "run %s: %s", spec,
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &g->a, seed), PEAT_OK, "run %s: %s", spec,
                  peat_error_last());
     peat_inject_model_free(m);
 }
@@ -320,10 +320,10 @@ Test(inject, same_order_and_identity_rounding_reproduce_golden_bit_for_bit)
     peat_tensor *o1[1] = {D1}, *o2[1] = {D2};
     peat_args a1 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o1),
               a2 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o2);
-    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &a1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(kern("gemm_plain"), &a1), PEAT_OK, "%s", peat_error_last());
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse("reorder(order=forward)", &m), PEAT_OK);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &a2, 1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &a2, 1), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(memcmp(D1->data, D2->data, peat_tensor_nbytes(D1)), 0,
                  "batched transposed GEMM with beta");
     peat_inject_model_free(m);
@@ -609,7 +609,7 @@ Test(inject, approx_tanh_is_the_tanh_gelu_and_smooth_is_bounded)
     }
     /* tanh is a GELU approximation: refused for other ops */
     gemm g = gemm_new(4, 4, 4, 17, 1.0, 1.0);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g.a, 1), PEAT_ERR_UNSUPPORTED);
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &g.a, 1), PEAT_ERR_UNSUPPORTED);
     peat_inject_model_free(m);
     /* smooth: |y' - y| <= amp * rms(y) */
     peat_tensor *G = golden_out(&g);
@@ -635,7 +635,7 @@ Test(inject, refuses_exact_kernels_and_missing_outputs)
     gemm g = gemm_new(4, 4, 4, 18, 1.0, 1.0);
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse("bitflip(out=1)", &m), PEAT_OK);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g.a, 1), PEAT_ERR_INVAL,
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &g.a, 1), PEAT_ERR_INVAL,
                  "gemm has one output");
     cr_assert(strstr(peat_error_last(), "out=1") != NULL, "%s", peat_error_last());
     cr_assert_eq(peat_inject_run(m, kern("gemm_exact"), &g.a, 1), PEAT_ERR_INVAL,
