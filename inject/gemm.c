@@ -21,8 +21,8 @@ typedef struct rowsum {
 } rowsum;
 
 /* s_j += x b_j over a k step of the plain (no narrow running sum) fp32 sum, four steps a pass in
- * the same per-element order as four passes: the runtime band's reruns train with these, so a
- * pass per k made them the slowest run of the lockstep (bit for bit the same sums either way). */
+ * the same per-element order as four passes (the split-K with atomics' order runs here; the
+ * other plain orders run four rows at a time in gemm_rows.c). */
 static void acc4(float *restrict s, int64_t N, const float *x, const float *restrict b0,
                  const float *restrict b1, const float *restrict b2, const float *restrict b3)
 {
@@ -63,34 +63,9 @@ static void sum_range(const rowsum *R, int64_t lo, int64_t hi, int rev, float *s
     }
 }
 
-/* A pairwise tree's node of 1-4 terms in one pass, the tree's own order: (0 + p0), (0 + p0) + p1,
- * (0 + p0) + ((0 + p1) + p2), ((0 + p0) + p1) + ((0 + p2) + p3). */
-static void pair_leaf(const rowsum *R, int64_t lo, int64_t n, float *restrict out)
-{
-    int64_t N = R->N;
-    const float *a = R->a + lo, *restrict b0 = R->Bt + lo * N; /* rows past n: never read */
-    const float *restrict b1 = n > 1 ? b0 + N : b0, *restrict b2 = n > 2 ? b1 + N : b1;
-    const float *restrict b3 = n > 3 ? b2 + N : b2;
-    if (n == 1)
-        for (int64_t j = 0; j < N; j++) out[j] = 0.0f + a[0] * b0[j];
-    else if (n == 2)
-        for (int64_t j = 0; j < N; j++) out[j] = (0.0f + a[0] * b0[j]) + a[1] * b1[j];
-    else if (n == 3)
-        for (int64_t j = 0; j < N; j++)
-            out[j] = (0.0f + a[0] * b0[j]) + ((0.0f + a[1] * b1[j]) + a[2] * b2[j]);
-    else
-        for (int64_t j = 0; j < N; j++)
-            out[j] =
-                ((0.0f + a[0] * b0[j]) + a[1] * b1[j]) + ((0.0f + a[2] * b2[j]) + a[3] * b3[j]);
-}
-
 /* Pairwise (cascade) summation: halves summed separately then added, error ~ log2(K) u. */
 static void sum_pairwise(const rowsum *R, int64_t lo, int64_t hi, float *out, int depth)
 {
-    if (hi - lo <= 4 && !R->v->round_acc) {
-        pair_leaf(R, lo, hi - lo, out);
-        return;
-    }
     if (hi - lo <= 2) {
         sum_range(R, lo, hi, 0, out);
         return;
@@ -176,6 +151,7 @@ peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant 
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    if (!v->round_acc && v->order != PEAT_ORDER_SPLIT_RANDOM) return peat_inject_gemm_rows(a, v);
     int S = v->split > 1 ? v->split : 1;
     gemm_ws w;
     PEAT_TRY(ws_alloc(&w, N, K, S));

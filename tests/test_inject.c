@@ -360,12 +360,12 @@ static float ref_split(const gemm *g, int i, int j, int S)
 
 Test(inject, reorders_sum_each_element_in_their_defined_order_bit_for_bit)
 {
-    /* the row-at-a-time loops (several k a pass, pairwise nodes of up to four terms in one) must
-     * add each element's terms exactly as the per-element definition does, for every K
+    /* the four-rows-a-tile loops (several k a pass, pairwise nodes of up to four terms in one)
+     * must add each element's terms exactly as the per-element definition does, for every K
      * remainder and tree shape */
     static const int Ks[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 31, 64, 67};
     for (size_t q = 0; q < sizeof Ks / sizeof Ks[0]; q++) {
-        gemm g = gemm_new(3, 37, Ks[q], 80 + q, 1.0, 1.0);
+        gemm g = gemm_new(q % 2 ? 3 : 9, 37, Ks[q], 80 + q, 1.0, 1.0); /* whole and part tiles */
         static const char *specs[] = {"reorder(order=forward)", "reorder(order=reverse)",
                                       "reorder(order=pairwise)", "reorder(order=split,split=4)"};
         for (int s = 0; s < 4; s++) {
