@@ -50,6 +50,8 @@ typedef struct call {
     peat_inject_ref ref;
 } call;
 
+/* A GEMM call with its golden (gemm_plain: the plain loop, whose order `reorder(order=forward)`
+ * repeats bit for bit), exact output and bounds. */
 static call call_new(int M, int N, int K, uint64_t seed)
 {
     call c;
@@ -70,8 +72,7 @@ static call call_new(int M, int N, int K, uint64_t seed)
     peat_tensor *g[1] = {c.G}, *e[1] = {c.E}, *d[1] = {c.D};
     peat_args ga = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, g);
     peat_args ea = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, e);
-    cr_assert_eq(peat_kernel_run(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"), &ga),
-                 PEAT_OK);
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_plain"), &ga), PEAT_OK);
     cr_assert_eq(peat_kernel_run(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_EXACT, "cpu"), &ea),
                  PEAT_OK);
     c.bound = malloc((size_t)(M * N) * sizeof *c.bound);
@@ -97,8 +98,7 @@ static peat_inject_trial trial(call *c, const char *spec, peat_inject_site site,
     cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "%s", peat_error_last());
     peat_inject_trial t;
     cr_assert_eq(peat_inject_trial_plan(m, site, 7, index, 1, &t), PEAT_OK);
-    cr_assert_eq(peat_inject_trial_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
-                                       &c->a, &c->ref, &t),
+    cr_assert_eq(peat_inject_trial_run(m, peat_registry_find("gemm_plain"), &c->a, &c->ref, &t),
                  PEAT_OK, "%s: %s", spec, peat_error_last());
     peat_inject_model_free(m);
     return t;
@@ -107,7 +107,7 @@ static peat_inject_trial trial(call *c, const char *spec, peat_inject_site site,
 Test(fi, outcome_classes_from_constructed_cases)
 {
     call c = call_new(24, 20, 64, 11);
-    /* the golden's own order: the same bits */
+    /* the (plain) golden's own order: the same bits */
     peat_inject_trial t = trial(&c, "reorder(order=forward)", PEAT_INJECT_SITE_OUTPUT, 0);
     cr_assert_eq(t.outcome, PEAT_INJECT_MASKED, "forward order: %s, %lld differ",
                  peat_inject_outcome_name(t.outcome), (long long)t.n_diff);
@@ -157,8 +157,7 @@ Test(fi, trials_reproduce_from_their_record)
             cr_assert_eq(peat_inject_model_parse(a.spec, &m), PEAT_OK);
             peat_inject_trial b = a;
             cr_assert_eq(
-                peat_inject_trial_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
-                                      &c.a, &c.ref, &b),
+                peat_inject_trial_run(m, peat_registry_find("gemm_plain"), &c.a, &c.ref, &b),
                 PEAT_OK);
             cr_assert_eq(memcmp(first, c.D->data, 16 * 16 * sizeof *first), 0,
                          "%s trial %d: outputs differ on rerun", a.spec, i);
@@ -183,9 +182,7 @@ Test(fi, output_models_from_golden_copy_equal_a_rerun)
         cr_assert_eq(peat_tensor_clone(c.D, &ref), PEAT_OK);
         peat_inject_model_t *m;
         cr_assert_eq(peat_inject_model_parse(t.spec, &m), PEAT_OK);
-        cr_assert_eq(peat_inject_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
-                                     &c.a, t.seed),
-                     PEAT_OK);
+        cr_assert_eq(peat_inject_run(m, peat_registry_find("gemm_plain"), &c.a, t.seed), PEAT_OK);
         cr_assert_eq(memcmp(ref->data, c.D->data, peat_tensor_nbytes(ref)), 0, "%s", t.spec);
         peat_inject_model_free(m);
         peat_tensor_free(ref);
