@@ -151,8 +151,10 @@ static void ranges_of(const char *flow, int size, int steps)
     peat_flow_metrics m;
     for (int s = 0; s < steps; s++)
         if (peat_flow_step(f, &m) != PEAT_OK) break;
-    printf("%-4s %-5s %10.3g %10.3g %10.3g %9.2f%%  (M x N x K forward:%s)\n", flow,
-           peat_flow_size_name(size), g.fwd_max, g.logit_max, g.bwd_max,
+    char logit[16] = "-"; /* mlp's logits are its last layer's GEMM ("fc3"), in fwd max */
+    if (g.logit_max > 0) snprintf(logit, sizeof logit, "%.3g", g.logit_max);
+    printf("%-4s %-5s %10.3g %10s %10.3g %9.2f%%  (M x N x K forward:%s)\n", flow,
+           peat_flow_size_name(size), g.fwd_max, logit, g.bwd_max,
            g.bwd_n ? 100.0 * (double)g.bwd_sub16 / (double)g.bwd_n : 0.0, g.shapes);
     peat_flow_free(f);
     peat_exec_free(ex);

@@ -4,6 +4,7 @@
 
 #include "harness/campaign.h"
 #include "inject/inject.h"
+#include "predictor/predictor.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -172,7 +173,7 @@ static peat_status lockstep_setup(lockstep *L)
     if (!o->candidate && !o->model)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
     PEAT_TRY(peat_runtime_freqs_check(o->freqs));
-    L->every = o->eval_every > 0 ? o->eval_every : (o->iters >= 10 ? o->iters / 10 : 1);
+    L->every = o->eval_every > 0 ? o->eval_every : peat_predictor_runtime_eval_every(o->iters);
     L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
     res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
     if (!res->eval_iter) return PEAT_ERROR(PEAT_ERR_NOMEM, "eval list");

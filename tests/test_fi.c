@@ -418,17 +418,18 @@ static peat_runtime_result steered(script *sc, int64_t iters, int64_t max_iters)
 }
 
 /* Steering moves the runs' length while they train: grown past the planned 20 (within the room
- * of 40), evaluations keep their every-2 schedule and the last iteration gets one; cut, the next
- * iteration is the last. The callback is asked after every iteration but the last. */
+ * of 40), evaluations keep their every-4 schedule (20 / PEAT_PRED_RUNTIME_EVALS) and the last
+ * iteration gets one; cut, the next iteration is the last. The callback is asked after every
+ * iteration but the last. */
 Test(fi, runtime_steering_grows_and_cuts_the_runs)
 {
     script sc = {.keep = 20, .grow_at = 5, .grow_to = 31, .cut_at = 1000};
     peat_runtime_result r = steered(&sc, 20, 40);
     cr_assert_eq(r.n, 31);
-    cr_assert_eq(sc.every, 2, "every 20 / 10");
-    cr_assert_eq(r.n_eval, 16, "15 every 2, and the last");
-    for (int64_t e = 0; e < 15; e++) cr_assert_eq(r.eval_iter[e], 2 * e + 1);
-    cr_assert_eq(r.eval_iter[15], 30);
+    cr_assert_eq(sc.every, 4, "every 20 / 5");
+    cr_assert_eq(r.n_eval, 8, "7 every 4, and the last");
+    for (int64_t e = 0; e < 7; e++) cr_assert_eq(r.eval_iter[e], 4 * e + 3);
+    cr_assert_eq(r.eval_iter[7], 30);
     cr_assert_eq(sc.n_seen, 30);
     for (int64_t i = 0; i < sc.n_seen; i++) cr_assert_eq(sc.seen[i], i + 1);
     for (int j = 0; j < r.n_band; j++) cr_assert(isfinite(r.band[j].loss[30]));
@@ -442,8 +443,9 @@ Test(fi, runtime_steering_grows_and_cuts_the_runs)
     script cut = {.keep = 20, .grow_at = 1000, .cut_at = 6, .cut_to = 2};
     r = steered(&cut, 20, 40);
     cr_assert_eq(r.n, 7, "cut after 6: the 7th is the last");
-    cr_assert_eq(r.n_eval, 4, "iterations 2, 4, 6 and the last");
-    cr_assert_eq(r.eval_iter[3], 6);
+    cr_assert_eq(r.n_eval, 2, "iteration 4 and the last");
+    cr_assert_eq(r.eval_iter[0], 3);
+    cr_assert_eq(r.eval_iter[1], 6);
     peat_runtime_result_free(&r);
 }
 
