@@ -82,19 +82,20 @@ static void one(const char *kernel, const char *flow, const char *size, int befo
         return;
     }
     double tot = r.wall > 0 ? r.wall : 1;
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     printf("%-4s %-5s %-6s %7.1f %7.1f %7.1f %6.1f %7.1f %5.2f %5.2f %7.1f %6.0f  "
            "%3.0f/%3.0f/%3.0f/%3.0f "
-           "%5.1f%%  %s\n",
+           "%5.1f%% %7.1f  %s\n",
            flow, size, before ? "before" : "after", r.wall, r.profile, r.playback, r.probe,
            r.runtime, r.runtime / (r.profile > 0 ? r.profile : 1),
            r.cpu_runtime / (r.cpu_profile > 0 ? r.cpu_profile : 1), mb,
            (double)ru.ru_maxrss / 1024.0, 100 * r.profile / tot, 100 * r.playback / tot,
-           100 * r.probe / tot, 100 * r.runtime / tot, 100 * r.analysis / tot,
+           100 * r.probe / tot, 100 * r.runtime / tot, 100 * r.analysis / tot, cpu,
            peat_acceptance_name((peat_acceptance)r.verdict));
 }
 
-/* ---- activation ranges and GEMM shapes of a preset's training ---------------------------------
- */
+/* ---- activation ranges and GEMM shapes of a preset's training ---- */
 
 typedef struct ranges {
     double fwd_max, bwd_max, logit_max;
@@ -211,10 +212,11 @@ int main(int argc, char **argv)
     }
     printf("# peat run --kernel %s --flow F --size S (seconds of wall time; rt/prof: runtime FI "
            "over profile, wall and CPU; shares: profile/playback/probes/runtime %% of the run; "
-           "analysis: the analyzer's pass and signatures, %% of the run)\n",
+           "analysis: the analyzer's pass and signatures, %% of the run; CPU s: the run's user + "
+           "system seconds, children included)\n",
            kernel);
     printf("flow size  golden    wall profile playbk probes runtime rt/pw rt/pc  h5 MB  RSS MB  "
-           "shares %%        analysis verdict\n");
+           "shares %%        analysis  CPU s  verdict\n");
     for (int f = 0; f < 3; f++)
         for (int s = 0; s < 3; s++) {
             if (!listed(flows, fl[f]) || !listed(sizes, sz[s])) continue;
