@@ -50,6 +50,7 @@ typedef struct peat_campaign_opts {
     const char *optimizer;        /* "adamw" (default) or "sgd" */
     int task;                     /* 0 pretraining task, 1 shifted task */
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
+    const char *size;             /* size preset: "tiny" (default, NULL), "small", "base" */
     double lr;                    /* learning rate (0 = the flow's default) */
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
     const char *capture; /* calls captured from PyTorch (python/peat_torch) replace the flow */
@@ -93,6 +94,7 @@ typedef struct peat_campaign_result {
     char flow[32];
     char backend[16];
     char device[128]; /* the backend's device ("opencl: Portable Computing Language: ...") */
+    char blas[96]; /* what the CPU's golden GEMM runs on (peat_golden_blas_describe); "" else */
     peat_signature cand, golden;
     peat_finding findings[8];
     int n_findings;

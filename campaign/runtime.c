@@ -5,6 +5,7 @@
 #include "campaign/campaign.h"
 #include "campaign/runtime_call.h"
 #include "inject/inject.h"
+#include "predictor/predictor.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -177,7 +178,7 @@ static peat_status lockstep_setup(lockstep *L)
     if (!o->candidate && !o->model)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
     PEAT_TRY(peat_runtime_freqs_check(o->freqs));
-    L->every = o->eval_every > 0 ? o->eval_every : (o->iters >= 10 ? o->iters / 10 : 1);
+    L->every = o->eval_every > 0 ? o->eval_every : peat_predictor_runtime_eval_every(o->iters);
     L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
     res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
     if (!res->eval_iter) return PEAT_ERROR(PEAT_ERR_NOMEM, "eval list");
@@ -312,6 +313,10 @@ typedef struct lock_shared {
     int open; /* the barrier is set up for the threads that started */
     int T;
     peat_status st; /* first error */
+    /* members handed out this iteration (steps, evaluations): a thread takes the next one when
+     * it is free, the slowest kind first (faulty runs, band reruns, the golden run last), so a
+     * slow candidate does not leave the other thread waiting at the barrier */
+    int next_step, next_eval;
 } lock_shared;
 
 typedef struct lock_thread {
@@ -324,6 +329,22 @@ static void fail(lock_thread *w, peat_status st)
 {
     pthread_mutex_lock(&w->sh->mu);
     if (w->sh->st == PEAT_OK) w->sh->st = st;
+    pthread_mutex_unlock(&w->sh->mu);
+}
+
+/* The next member to step (or evaluate), -1 when all are taken or a run failed. */
+static int claim(lock_thread *w, int *next)
+{
+    pthread_mutex_lock(&w->sh->mu);
+    int n = w->L->n, i = w->sh->st == PEAT_OK && *next < n ? n - 1 - (*next)++ : -1;
+    pthread_mutex_unlock(&w->sh->mu);
+    return i;
+}
+
+static void claims_reset(lock_thread *w, int *next)
+{
+    pthread_mutex_lock(&w->sh->mu);
+    *next = 0;
     pthread_mutex_unlock(&w->sh->mu);
 }
 
@@ -379,24 +400,27 @@ static void *lock_worker(void *arg)
     lockstep *L = w->L;
     pthread_mutex_lock(&w->sh->mu);
     while (!w->sh->open) pthread_cond_wait(&w->sh->go, &w->sh->mu);
-    int T = w->sh->T;
     pthread_mutex_unlock(&w->sh->mu);
     int64_t e = 0;
     double t0 = peat_now();
     for (int64_t t = 0; t < L->iters; t++) {
-        for (int i = w->tid; i < L->n && ok(w); i += T) {
+        /* evaluation claims ended at the last barrier; none start before the next one */
+        if (w->tid == 0) claims_reset(w, &w->sh->next_eval);
+        for (int i; (i = claim(w, &w->sh->next_step)) >= 0;) {
             peat_flow_metrics fm;
             peat_status st = member_step(&L->mem[i], t, &fm, 0);
             if (st != PEAT_OK) fail(w, st);
             L->mem[i].run->loss[t] = fm.loss;
         }
         pthread_barrier_wait(&w->sh->bar);
+        /* steps are claimed again only after the next barrier */
+        if (w->tid == 0) claims_reset(w, &w->sh->next_step);
         if (w->tid == 0 && ok(w)) {
             peat_status st = after_step(L, t);
             if (st != PEAT_OK) fail(w, st);
         }
         int eval = e < L->res->n_eval && L->res->eval_iter[e] == t;
-        for (int i = w->tid; eval && i < L->n && ok(w); i += T) {
+        for (int i; eval && (i = claim(w, &w->sh->next_eval)) >= 0;) {
             peat_flow_metrics fm;
             peat_status st = member_step(&L->mem[i], t, &fm, 1);
             if (st != PEAT_OK) fail(w, st);

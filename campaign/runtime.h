@@ -23,12 +23,12 @@ typedef struct peat_runtime_opts {
     const char *model;            /* ... or a pseudo-error model spec on the golden kernel */
     const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
     uint64_t model_seed;
-    const char *freqs;        /* comma list of frequencies ("1", "1/10", "p=0.01"); NULL = "1" */
-    int band_runs;            /* R, golden run included (0 = PEAT_RUNTIME_DEFAULT_BAND) */
-    int64_t eval_every;       /* held-out evaluation interval (0 = iters / 10) */
-    int64_t iter_lo, iter_hi; /* swap window (hi 0 = to the end) */
-    uint32_t phases;          /* swap phases (0 = all) */
-    const char *layers;       /* swap layers (NULL = all) */
+    const char *freqs;  /* comma list of frequencies ("1", "1/10", "p=0.01"); NULL = "1" */
+    int band_runs;      /* R, golden run included (0 = PEAT_RUNTIME_DEFAULT_BAND) */
+    int64_t eval_every; /* held-out evaluation interval (0 = iters / PEAT_PRED_RUNTIME_EVALS) */
+    int64_t iter_lo, iter_hi;     /* swap window (hi 0 = to the end) */
+    uint32_t phases;              /* swap phases (0 = all) */
+    const char *layers;           /* swap layers (NULL = all) */
     const char *checkpoint_iters; /* faulty runs' checkpoints in the store ("last", "none", ...) */
     peat_store_t *store;          /* NULL = nothing stored */
     int threads;                  /* runs trained side by side (0 = online CPUs) */

@@ -139,6 +139,10 @@ static void policy_string(peat_campaign *c)
              o->optimizer ? o->optimizer : "adamw", o->task,
              o->finetune_from ? o->finetune_from : "-", o->batch, o->width, o->depth, o->seq,
              o->lr);
+    /* the size preset, only when not the default (files of tiny runs keep their policy text) */
+    size_t n = strlen(c->policy);
+    if (o->size && strcmp(o->size, "tiny") != 0 && n + 1 < sizeof c->policy)
+        snprintf(c->policy + n, sizeof c->policy - n, " size=%s", o->size);
 }
 
 /* The interrupted campaign's file was started with these options (else PEAT_ERR_INVAL). */
@@ -212,6 +216,7 @@ static peat_status store_create(peat_campaign *c)
              peat_dtype_name(k->in_dtype), peat_dtype_name(k->acc_dtype),
              peat_dtype_name(k->out_dtype));
     snprintf(m.build, sizeof m.build, "%s, %s", PEAT_BUILD_TYPE, __VERSION__);
+    snprintf(m.blas, sizeof m.blas, "%s", c->res->blas);
     if (c->dev.clock_mhz > 0)
         snprintf(m.clocks, sizeof m.clocks, "%s %.0f MHz",
                  strcmp(c->backend_name, "cpu") ? "device max" : "cpu0", c->dev.clock_mhz);

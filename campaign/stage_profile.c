@@ -65,6 +65,8 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     cfg.weight_decay = -1.0;
     cfg.task = o->task;
     cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq;
+    /* the option table admits only the preset names: a bad one is left to the flow's check */
+    if (o->size && peat_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
     cfg.lr = o->lr;
     cfg.optimizer =
         o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;

@@ -2,6 +2,7 @@
 #define _DEFAULT_SOURCE /* gethostname */
 #include "campaign/harness.h"
 #include "campaign/stages.h"
+#include "golden/golden.h"
 #include "peat/plugin.h"
 
 #include <errno.h>
@@ -79,6 +80,8 @@ static peat_status resolve_backend(peat_campaign *c)
     peat_status st = peat_backend_device_info(be, &c->dev);
     snprintf(c->backend_name, sizeof c->backend_name, "%s", peat_backend_name(be));
     snprintf(c->res->backend, sizeof c->res->backend, "%s", c->backend_name);
+    if (strcmp(c->backend_name, "cpu") == 0)
+        snprintf(c->res->blas, sizeof c->res->blas, "%s", peat_golden_blas_describe());
     snprintf(c->res->device, sizeof c->res->device, "%s", c->dev.name);
     peat_backend_close(be);
     if (st != PEAT_OK) return st;

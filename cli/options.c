@@ -129,6 +129,11 @@ static const peat_cli_opt run_opts[] = {
      "replay the calls captured from PyTorch in FILE (peat_torch.capture) instead of a built-in "
      "flow: no profile stage, no runtime FI (docs/pytorch.md)",
      NULL},
+    {"size", "S", PEAT_CLI_CHOICE, RUN(size), 0, 0, 0, "tiny|small|base", NULL, "tiny",
+     "size preset of the flow (docs/flows.md: base is gpt d=256 x 4 layers, vocabulary 1024; "
+     "cnn 32x32x3 images, 32-64-128 channels; mlp 512 wide); --batch, --width, --depth and "
+     "--seq override its sizes",
+     NULL},
     {"batch", "N", PEAT_CLI_INT, RUN(batch), 0, 1, 4096, NULL, NULL, "the flow's (docs/flows.md)",
      "batch size", NULL},
     {"width", "N", PEAT_CLI_INT, RUN(width), 0, 1, 4096, NULL, NULL, "the flow's",

@@ -1,4 +1,5 @@
-/* gemm.c: exact (fp64 accumulation) and golden (plain sequential fp32) GEMM, and its magnitude. */
+/* gemm.c: exact (fp64 accumulation) and plain (sequential fp32) GEMM, and its magnitude; the
+ * golden GEMM (OpenBLAS) is gemm_blas.c's. */
 #include "golden/golden.h"
 
 #include <math.h>
@@ -123,9 +124,9 @@ static peat_status gemm_exact(const peat_args *a, const peat_kernel *self)
     return gemm_f64(a, 0, peat_f64(a->out[0]));
 }
 
-/* Golden: each output element summed over k in order in fp32, then scaled: the reference every
- * fp32 GEMM is compared with. */
-static peat_status gemm_golden(const peat_args *a, const peat_kernel *self)
+/* The plain golden (gemm_plain): each output element summed over k in order in fp32, then
+ * scaled; the golden itself when no BLAS was built in (gemm_blas.c). */
+peat_status peat_golden_gemm_plain_run(const peat_args *a, const peat_kernel *self)
 {
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
@@ -173,8 +174,19 @@ peat_status peat_golden_register_gemm(void)
          .out_dtype = PEAT_DTYPE_F32,
          .acc_dtype = PEAT_DTYPE_F32,
          .cfg = {.threads = 1, .vec_width = GEMM_VW},
-         .fn = gemm_golden,
-         .desc = "trusted fp32 GEMM, sequential k order"},
+         .fn = peat_golden_gemm_blas_run,
+         .desc = "trusted fp32 GEMM: OpenBLAS sgemm, one thread (the plain loop without BLAS)"},
+        /* registered after gemm_golden, which is the op's golden (the first of its role) */
+        {.name = "gemm_plain",
+         .op = PEAT_OP_GEMM,
+         .role = PEAT_ROLE_GOLDEN,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .cfg = {.threads = 1, .vec_width = GEMM_VW},
+         .fn = peat_golden_gemm_plain_run,
+         .desc = "plain fp32 GEMM, sequential k order (the golden before OpenBLAS)"},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
     return PEAT_OK;

@@ -21,6 +21,14 @@ peat_status peat_golden_magnitude(const peat_args *a, int o, const peat_tensor *
  * mag / sqrt(terms); the rigorous bound keeps the op's depth. */
 int64_t peat_golden_terms(const peat_args *a, int o);
 
+/* The golden GEMM (gemm_golden): OpenBLAS's sgemm on one thread when built with it and
+ * PEAT_BLAS is not 0, else the plain loop (gemm_plain: each element summed over k in order). */
+peat_status peat_golden_gemm_blas_run(const peat_args *a, const peat_kernel *self);
+peat_status peat_golden_gemm_plain_run(const peat_args *a, const peat_kernel *self);
+/* What the golden GEMM runs on, for the campaign's /meta and the report: "OpenBLAS 0.3.21 (core
+ * Zen, 1 thread)" or "none (plain loop)". */
+const char *peat_golden_blas_describe(void);
+
 /* Registration helpers used by each op's file. */
 peat_status peat_golden_register_gemm(void);
 peat_status peat_golden_register_nn(void); /* conv, bias, relu, gelu, softmax, layernorm,

@@ -20,18 +20,46 @@ typedef struct rowsum {
     float **scratch; /* pairwise: one row per recursion level */
 } rowsum;
 
+/* s_j += x b_j over a k step of the plain (no narrow running sum) fp32 sum, four steps a pass in
+ * the same per-element order as four passes (the split-K with atomics' order runs here; the
+ * other plain orders run four rows at a time in gemm_rows.c). */
+static void acc4(float *restrict s, int64_t N, const float *x, const float *restrict b0,
+                 const float *restrict b1, const float *restrict b2, const float *restrict b3)
+{
+    for (int64_t j = 0; j < N; j++)
+        s[j] = (((s[j] + x[0] * b0[j]) + x[1] * b1[j]) + x[2] * b2[j]) + x[3] * b3[j];
+}
+
+static void acc1(float *restrict s, int64_t N, float x, const float *restrict b)
+{
+    for (int64_t j = 0; j < N; j++) s[j] += x * b[j];
+}
+
 /* s = sum over k in [lo, hi) in increasing k (or decreasing when rev). */
 static void sum_range(const rowsum *R, int64_t lo, int64_t hi, int rev, float *s)
 {
     for (int64_t j = 0; j < R->N; j++) s[j] = 0.0f;
-    for (int64_t t = lo; t < hi; t++) {
+    if (R->v->round_acc) {
+        for (int64_t t = lo; t < hi; t++) {
+            int64_t k = rev ? hi - 1 - (t - lo) : t;
+            const float *b = R->Bt + k * R->N;
+            for (int64_t j = 0; j < R->N; j++) s[j] = add(R->v, s[j], R->a[k] * b[j]);
+        }
+        return;
+    }
+    int64_t t = lo, N = R->N;
+    for (; t + 4 <= hi; t += 4) {
+        int64_t k[4];
+        float x[4];
+        for (int q = 0; q < 4; q++) {
+            k[q] = rev ? hi - 1 - (t + q - lo) : t + q;
+            x[q] = R->a[k[q]];
+        }
+        acc4(s, N, x, R->Bt + k[0] * N, R->Bt + k[1] * N, R->Bt + k[2] * N, R->Bt + k[3] * N);
+    }
+    for (; t < hi; t++) {
         int64_t k = rev ? hi - 1 - (t - lo) : t;
-        float x = R->a[k];
-        const float *b = R->Bt + k * R->N;
-        if (R->v->round_acc)
-            for (int64_t j = 0; j < R->N; j++) s[j] = add(R->v, s[j], x * b[j]);
-        else
-            for (int64_t j = 0; j < R->N; j++) s[j] += x * b[j];
+        acc1(s, N, R->a[k], R->Bt + k * N);
     }
 }
 
@@ -123,6 +151,7 @@ peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant 
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    if (!v->round_acc && v->order != PEAT_ORDER_SPLIT_RANDOM) return peat_inject_gemm_rows(a, v);
     int S = v->split > 1 ? v->split : 1;
     gemm_ws w;
     PEAT_TRY(ws_alloc(&w, N, K, S));

@@ -97,5 +97,8 @@ typedef struct peat_inject_gemm_variant {
     peat_rng_t *rng; /* for PEAT_ORDER_SPLIT_RANDOM */
 } peat_inject_gemm_variant;
 peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant *v);
+/* The same for the plain fp32 orders (round_acc 0; forward, reverse, pairwise, split in chunk
+ * order), four rows at a time (gemm_rows.c): peat_inject_gemm hands them over. */
+peat_status peat_inject_gemm_rows(const peat_args *a, const peat_inject_gemm_variant *v);
 
 #endif

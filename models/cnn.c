@@ -8,15 +8,16 @@
 #include <string.h>
 
 enum {
-    CNN_S = 12, /* image side */
+    CNN_S = 12, /* image side at the tiny size (the preset's: 12, 16, 32) */
     CNN_CLASSES = 4,
     CNN_TRAIN = 1024,
     CNN_EVAL = 256,
-    CNN_MAX_CONV = 5 /* stride-1 convs (depth, at most 4) + the strided one */
+    CNN_MAX_CONV = 5 /* stride-1 convs (depth) + the strided ones (the preset's, 1 or 2) */
 };
 
 typedef struct cnn_impl {
-    int nc; /* conv layers: depth stride-1 ones, then one of stride 2 */
+    int nc;           /* conv layers: depth stride-1 ones, then the preset's stride-2 ones */
+    int S, ch, depth; /* image side, input channels, stride-1 convs */
     int64_t cin[CNN_MAX_CONV], cout[CNN_MAX_CONV], side[CNN_MAX_CONV + 1];
     peat_models_param *W[CNN_MAX_CONV], *b[CNN_MAX_CONV], *gamma, *beta, *Wh, *bh;
     char lname[CNN_MAX_CONV][16];
@@ -30,36 +31,43 @@ typedef struct cnn_impl {
     peat_tensor *xtr, *ytr, *xev, *yev;
 } cnn_impl;
 
-/* Draws one image of class c into img[S*S]: a square outline, a plus-shaped cross, a circle
- * ring or a diagonal stroke, with position, scale and noise jitter. Task 1 (finetuning) shifts
- * the distribution: smaller shapes, larger shifts, more noise and the other diagonal. */
-static void cnn_draw(peat_rng_t *r, int c, int task, float *img)
+/* Draws one image of class c into img[ch*S*S]: a square outline, a plus-shaped cross, a circle
+ * ring or a diagonal stroke, with position, scale and noise jitter (geometry scaled by S/12);
+ * with ch > 1 channels each channel is the shape in its own random intensity plus its own
+ * noise. Task 1 (finetuning) shifts the distribution: smaller shapes, larger shifts, more noise
+ * and the other diagonal. */
+static void cnn_draw(peat_rng_t *r, int c, int task, int S, int ch, float *img)
 {
-    double jit = task ? 3.0 : 2.0, rlo = task ? 2.0 : 2.5, rhi = task ? 3.5 : 4.5;
+    double g = S / (double)CNN_S;
+    double jit = (task ? 3.0 : 2.0) * g, rlo = (task ? 2.0 : 2.5) * g, rhi = (task ? 3.5 : 4.5) * g;
     double noise = task ? 0.35 : 0.25;
-    double cx = CNN_S / 2.0 - 0.5 + (2 * peat_rng_uniform(r) - 1) * jit;
-    double cy = CNN_S / 2.0 - 0.5 + (2 * peat_rng_uniform(r) - 1) * jit;
+    double cx = S / 2.0 - 0.5 + (2 * peat_rng_uniform(r) - 1) * jit;
+    double cy = S / 2.0 - 0.5 + (2 * peat_rng_uniform(r) - 1) * jit;
     double rad = rlo + (rhi - rlo) * peat_rng_uniform(r);
-    for (int i = 0; i < CNN_S; i++)
-        for (int j = 0; j < CNN_S; j++) {
-            double dx = j - cx, dy = i - cy, ax = fabs(dx), ay = fabs(dy);
-            int on = 0;
-            switch (c) {
-            case 0:
-                on = fabs((ax > ay ? ax : ay) - rad) <= 0.5;
-                break;
-            case 1:
-                on = (ax <= 0.5 && ay <= rad) || (ay <= 0.5 && ax <= rad);
-                break;
-            case 2:
-                on = fabs(sqrt(dx * dx + dy * dy) - rad) <= 0.6;
-                break;
-            default:
-                on = task ? fabs(dx + dy) <= 0.75 && fabs(dx - dy) <= 2 * rad
-                          : fabs(dx - dy) <= 0.75 && fabs(dx + dy) <= 2 * rad;
+    double col[8] = {1.0};
+    for (int k = 0; ch > 1 && k < ch && k < 8; k++) col[k] = 0.5 + peat_rng_uniform(r);
+    for (int k = 0; k < ch; k++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) {
+                double dx = j - cx, dy = i - cy, ax = fabs(dx), ay = fabs(dy);
+                int on = 0;
+                switch (c) {
+                case 0:
+                    on = fabs((ax > ay ? ax : ay) - rad) <= 0.5 * g;
+                    break;
+                case 1:
+                    on = (ax <= 0.5 * g && ay <= rad) || (ay <= 0.5 * g && ax <= rad);
+                    break;
+                case 2:
+                    on = fabs(sqrt(dx * dx + dy * dy) - rad) <= 0.6 * g;
+                    break;
+                default:
+                    on = task ? fabs(dx + dy) <= 0.75 * g && fabs(dx - dy) <= 2 * rad
+                              : fabs(dx - dy) <= 0.75 * g && fabs(dx + dy) <= 2 * rad;
+                }
+                img[(k * S + i) * S + j] =
+                    (float)((on ? col[k < 8 ? k : 7] : 0.0) + peat_rng_gaussian(r, noise));
             }
-            img[i * CNN_S + j] = (float)((on ? 1.0 : 0.0) + peat_rng_gaussian(r, noise));
-        }
 }
 
 static peat_status cnn_data(peat_flow_t *f, cnn_impl *m)
@@ -70,13 +78,13 @@ static peat_status cnn_data(peat_flow_t *f, cnn_impl *m)
     peat_tensor **xs[2] = {&m->xtr, &m->xev}, **ys[2] = {&m->ytr, &m->yev};
     int64_t ns[2] = {CNN_TRAIN, CNN_EVAL};
     for (int s = 0; s < 2 && st == PEAT_OK; s++) {
-        st = peat_models_tensor(xs[s], ns[s], 1, CNN_S, CNN_S);
+        st = peat_models_tensor(xs[s], ns[s], m->ch, m->S, m->S);
         if (st == PEAT_OK) st = peat_tensor_alloc1(PEAT_DTYPE_I32, ns[s], ys[s]);
         if (st != PEAT_OK) break;
         for (int64_t i = 0; i < ns[s]; i++) {
             int c = (int)peat_rng_int(r, CNN_CLASSES);
             peat_i32(*ys[s])[i] = c;
-            cnn_draw(r, c, f->cfg.task, peat_f32(*xs[s]) + i * CNN_S * CNN_S);
+            cnn_draw(r, c, f->cfg.task, m->S, m->ch, peat_f32(*xs[s]) + i * m->ch * m->S * m->S);
         }
     }
     peat_rng_free(r);
@@ -88,15 +96,18 @@ static peat_status cnn_create(peat_flow_t *f)
     cnn_impl *m = calloc(1, sizeof *m);
     if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn");
     f->impl = m;
-    if (f->cfg.depth > CNN_MAX_CONV - 1)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "cnn: depth %d > %d", f->cfg.depth, CNN_MAX_CONV - 1);
+    const peat_models_preset *ps = f->preset;
+    if (f->cfg.depth + ps->strided > CNN_MAX_CONV)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "cnn: depth %d > %d at size %s", f->cfg.depth,
+                          CNN_MAX_CONV - ps->strided, peat_flow_size_name(f->cfg.size));
     int64_t B = f->cfg.batch, C = f->cfg.width;
-    m->nc = f->cfg.depth + 1;
-    m->side[0] = CNN_S;
+    m->S = ps->image, m->ch = ps->channels, m->depth = f->cfg.depth;
+    m->nc = f->cfg.depth + ps->strided;
+    m->side[0] = m->S;
     for (int k = 0; k < m->nc; k++) {
-        int strided = k == m->nc - 1;
-        m->cin[k] = k ? C : 1;
-        m->cout[k] = strided ? 2 * C : C;
+        int strided = k >= m->depth;
+        m->cin[k] = k ? m->cout[k - 1] : m->ch;
+        m->cout[k] = strided ? C << (k - m->depth + 1) : C;
         m->side[k + 1] = strided ? (m->side[k] + 2 - 3) / 2 + 1 : m->side[k];
         snprintf(m->lname[k], sizeof m->lname[k], "conv%d", k + 1);
     }
@@ -147,7 +158,7 @@ static peat_status cnn_create(peat_flow_t *f)
     PEAT_TRY(peat_models_tensor(&m->G, B, CNN_CLASSES, 0, 0));
     PEAT_TRY(peat_models_tensor(&m->logits, B, CNN_CLASSES, 0, 0));
     PEAT_TRY(peat_models_tensor(&m->dlogits, B, CNN_CLASSES, 0, 0));
-    PEAT_TRY(peat_models_tensor(&m->xb, B, 1, CNN_S, CNN_S));
+    PEAT_TRY(peat_models_tensor(&m->xb, B, m->ch, m->S, m->S));
     PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, B, &m->yb));
     return peat_models_xent_ws_alloc(&m->xw, B);
 }
@@ -176,7 +187,7 @@ static void conv_params(const cnn_impl *m, int k, int64_t B, peat_op_params *p)
     memset(p, 0, sizeof *p);
     p->i[0] = B, p->i[1] = m->cin[k], p->i[2] = m->side[k], p->i[3] = m->side[k];
     p->i[4] = m->cout[k], p->i[5] = 3, p->i[6] = 3;
-    p->i[7] = k == m->nc - 1 ? 2 : 1, p->i[8] = 1;
+    p->i[7] = k >= m->depth ? 2 : 1, p->i[8] = 1;
 }
 
 static peat_status conv_run(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
@@ -191,7 +202,7 @@ static peat_status conv_run(peat_flow_t *f, const char *layer, peat_phase ph, pe
 static void cnn_gather(cnn_impl *m, const peat_tensor *x, const peat_tensor *y, const int64_t *idx,
                        int B)
 {
-    const size_t px = CNN_S * CNN_S;
+    const size_t px = (size_t)(m->ch * m->S * m->S);
     for (int i = 0; i < B; i++) {
         memcpy(peat_f32(m->xb) + i * px, peat_f32(x) + idx[i] * px, px * sizeof(float));
         peat_i32(m->yb)[i] = peat_i32(y)[idx[i]];

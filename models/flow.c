@@ -210,10 +210,12 @@ peat_status peat_flow_create(const char *name, const peat_flow_config *cfg, peat
     if (c.batch > 4096 || c.width > 1024 || c.depth > 16 || c.seq > 64)
         return PEAT_ERROR(PEAT_ERR_INVAL, "flow %s: config too large for a validation flow",
                           o->name);
-    if (!c.batch) c.batch = o->def_batch;
-    if (!c.width) c.width = o->def_width;
-    if (!c.depth) c.depth = o->def_depth;
-    if (!c.seq) c.seq = o->def_seq;
+    const peat_models_preset *ps = peat_models_preset_get(o->name, c.size);
+    if (!ps) return PEAT_ERROR(PEAT_ERR_INVAL, "flow %s: no size preset %d", o->name, c.size);
+    if (!c.batch) c.batch = ps->batch ? ps->batch : o->def_batch;
+    if (!c.width) c.width = ps->width ? ps->width : o->def_width;
+    if (!c.depth) c.depth = ps->depth ? ps->depth : o->def_depth;
+    if (!c.seq) c.seq = ps->seq ? ps->seq : o->def_seq;
     if (c.lr == 0) c.lr = c.optimizer == PEAT_OPTIM_SGD ? o->def_lr_sgd : o->def_lr_adamw;
     if (c.weight_decay < 0) c.weight_decay = c.optimizer == PEAT_OPTIM_SGD ? 5e-4 : 1e-2;
 
@@ -221,6 +223,7 @@ peat_status peat_flow_create(const char *name, const peat_flow_config *cfg, peat
     if (!f) return PEAT_ERROR(PEAT_ERR_NOMEM, "flow %s", o->name);
     f->ops = o;
     f->cfg = c;
+    f->preset = ps;
     f->ex = ex;
     peat_status st = o->create(f);
     if (st == PEAT_OK) st = state_build(f);

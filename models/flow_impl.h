@@ -12,6 +12,17 @@ typedef struct peat_models_param {
     int decay; /* weight decay applies (matrices, not biases or norm gains) */
 } peat_models_param;
 
+/* One flow's size preset: the sizes a config leaves 0, and per flow the shapes only a preset
+ * sets (0 where the flow has none). */
+typedef struct peat_models_preset {
+    int batch, width, depth, seq;
+    int vocab, head_dim;          /* gpt: token vocabulary (13 used), dims per attention head */
+    int image, channels, strided; /* cnn: image side, input channels, stride-2 convs (each
+                                   * doubling the channels) after the `depth` stride-1 ones */
+} peat_models_preset;
+/* The preset of a flow ("gpt_unfused" shares gpt's) at a size; NULL for an unknown pair. */
+const peat_models_preset *peat_models_preset_get(const char *flow, int size);
+
 /* What a flow implements; the common code does config, state lists and the optimizer. */
 typedef struct peat_models_flow_ops {
     const char *name;
@@ -30,7 +41,8 @@ typedef struct peat_models_flow_ops {
 
 struct peat_flow {
     const peat_models_flow_ops *ops;
-    peat_flow_config cfg; /* resolved: no 0 = default fields left */
+    peat_flow_config cfg;             /* resolved: no 0 = default fields left */
+    const peat_models_preset *preset; /* cfg.size's */
     peat_exec_t *ex;
     peat_models_param **params; /* each allocated alone: pointers to them stay valid */
     int n_params, cap_params;

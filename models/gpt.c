@@ -10,13 +10,12 @@
 /* The causal mask's score above the diagonal (finite, never -inf). */
 #define GPT_MASK (-1e9f)
 
-/* Tokens: digits 0..9, then the operators and '='; the rest of the vocabulary is unused (the
- * model must learn never to predict it). */
+/* Tokens: digits 0..9, then the operators and '='; the rest of the vocabulary (16 tokens at the
+ * tiny size, 1024 at base: the preset's) is unused (the model must learn never to predict it). */
 enum {
     TOK_PLUS = 10,
     TOK_MINUS = 11,
     TOK_EQ = 12,
-    GPT_VOCAB = 16,
     GPT_EVAL = 128,
     GPT_MAX_BLOCKS = 8,
     GPT_HOLDOUT = 8 /* 1 in 8 problems is held out */
@@ -33,7 +32,7 @@ typedef struct gpt_block {
 typedef struct gpt_impl {
     int unfused; /* attention as GEMM, mask BIAS_ADD, SOFTMAX, GEMM (flow "gpt_unfused") */
     int nd;      /* digits per operand */
-    int64_t T, D, H, Dh, Nrow, Nans, B;
+    int64_t T, D, H, Dh, Nrow, Nans, B, V; /* V: vocabulary */
     peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
     gpt_block blk[GPT_MAX_BLOCKS];
     peat_tensor *X[GPT_MAX_BLOCKS + 1], *E, *Hf, *meanf, *rstdf, *Ha, *logits, *dlogits;
@@ -120,7 +119,7 @@ static peat_status add(peat_flow_t *f, const char *nm, int64_t d0, int64_t d1, i
 static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
 {
     int64_t D = m->D, L = f->cfg.depth;
-    PEAT_TRY(add(f, "wte", GPT_VOCAB, D, 1, &m->wte));
+    PEAT_TRY(add(f, "wte", m->V, D, 1, &m->wte));
     PEAT_TRY(add(f, "wpe", m->T, D, 1, &m->wpe));
     char nm[48];
 #define ADDB(field, suffix, d0, d1, decay)                                                         \
@@ -149,7 +148,7 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
 #undef ADDB
     PEAT_TRY(add(f, "lnf.g", D, 0, 0, &m->lnfg));
     PEAT_TRY(add(f, "lnf.b", D, 0, 0, &m->lnfb));
-    PEAT_TRY(add(f, "head.w", D, GPT_VOCAB, 1, &m->wh));
+    PEAT_TRY(add(f, "head.w", D, m->V, 1, &m->wh));
 
     peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "gpt.init"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: rng");
@@ -209,8 +208,8 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
     T2(m->rstdf, N, 0);
     T2(m->Ha, m->Nans, D);
     T2(m->dHa, m->Nans, D);
-    T2(m->logits, m->Nans, GPT_VOCAB);
-    T2(m->dlogits, m->Nans, GPT_VOCAB);
+    T2(m->logits, m->Nans, m->V);
+    T2(m->dlogits, m->Nans, m->V);
     T2(m->dHf, N, D);
     T2(m->dX, N, D);
     T2(m->dXa, N, D);
@@ -260,10 +259,12 @@ static peat_status gpt_create(peat_flow_t *f)
                           f->cfg.seq, m->nd);
     m->T = 3 * m->nd + 2;
     m->D = f->cfg.width;
-    m->H = m->D >= 32 ? m->D / 16 : 1; /* heads of 16 dims */
+    int64_t hd = f->preset->head_dim; /* heads of hd dims (16 at the tiny size) */
+    m->V = f->preset->vocab;
+    m->H = m->D >= 2 * hd ? m->D / hd : 1;
     if (m->D % m->H || m->D < 4)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: width %lld does not split into heads of 16",
-                          (long long)m->D);
+        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: width %lld does not split into heads of %lld",
+                          (long long)m->D, (long long)hd);
     m->Dh = m->D / m->H;
     m->B = f->cfg.batch;
     m->Nrow = m->B * m->T;
@@ -396,7 +397,7 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
     int64_t N = m->Nrow, D = m->D, L = f->cfg.depth;
     peat_op_params p;
     memset(&p, 0, sizeof p);
-    p.i[0] = N, p.i[1] = GPT_VOCAB, p.i[2] = D;
+    p.i[0] = N, p.i[1] = m->V, p.i[2] = D;
     const peat_tensor *ein[2] = {m->wte->w, m->tok};
     peat_args a = peat_args_make(PEAT_OP_EMBEDDING, &p, 2, ein, 1, &m->E);
     PEAT_TRY(peat_exec_op(f->ex, "wte", PEAT_PHASE_FWD, &a));
@@ -435,14 +436,13 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
         for (int j = 0; j <= m->nd; j++)
             memcpy(peat_f32(m->Ha) + (i * (m->nd + 1) + j) * D,
                    peat_f32(m->Hf) + ans_row(m, i, j) * D, (size_t)D * sizeof(float));
-    return peat_models_linear_fwd(f, "head", m->Nans, D, GPT_VOCAB, m->Ha, m->wh->w, NULL,
-                                  m->logits);
+    return peat_models_linear_fwd(f, "head", m->Nans, D, m->V, m->Ha, m->wh->w, NULL, m->logits);
 }
 
 static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
 {
     int64_t N = m->Nrow, D = m->D, L = f->cfg.depth;
-    PEAT_TRY(peat_models_linear_bwd(f, "head", m->Nans, D, GPT_VOCAB, m->Ha, m->wh->w, m->dlogits,
+    PEAT_TRY(peat_models_linear_bwd(f, "head", m->Nans, D, m->V, m->Ha, m->wh->w, m->dlogits,
                                     m->wh->g, m->dHa));
     memset(m->dHf->data, 0, peat_tensor_nbytes(m->dHf));
     for (int64_t i = 0; i < m->B; i++)
@@ -487,7 +487,7 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
     /* X[0] = E + wpe: the bias gradient sums over the batch; dE is dX[0] itself */
     PEAT_TRY(peat_models_bias_bwd(f, "wpe", m->B, m->T * D, 1, m->dX, m->wpe->g));
     memset(&p, 0, sizeof p);
-    p.i[0] = N, p.i[1] = GPT_VOCAB, p.i[2] = D;
+    p.i[0] = N, p.i[1] = m->V, p.i[2] = D;
     const peat_tensor *ein[2] = {m->tok, m->dX};
     peat_args a = peat_args_make(PEAT_OP_EMBEDDING_BWD, &p, 2, ein, 1, &m->wte->g);
     return peat_exec_op(f->ex, "wte", PEAT_PHASE_BWD, &a);
@@ -502,8 +502,8 @@ static peat_status gpt_train(peat_flow_t *f, double *loss)
         gpt_fill(f, m, i, a, b);
     }
     PEAT_TRY(gpt_forward(f, m));
-    PEAT_TRY(peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, m->dlogits,
-                              loss));
+    PEAT_TRY(
+        peat_models_xent(f, "loss", m->Nans, m->V, m->logits, m->tgt, &m->xw, m->dlogits, loss));
     return gpt_backward(f, m);
 }
 
@@ -519,8 +519,7 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
         for (int i = 0; i < m->B; i++) gpt_fill(f, m, i, m->ev_a[s + i], m->ev_b[s + i]);
         PEAT_TRY(gpt_forward(f, m));
         double l = 0;
-        PEAT_TRY(
-            peat_models_xent(f, "loss", m->Nans, GPT_VOCAB, m->logits, m->tgt, &m->xw, NULL, &l));
+        PEAT_TRY(peat_models_xent(f, "loss", m->Nans, m->V, m->logits, m->tgt, &m->xw, NULL, &l));
         sum += l * (double)m->B;
         int32_t *tok = peat_i32(m->tok);
         int ok[4096];
@@ -533,8 +532,7 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
         for (int j = 0; j < na; j++) {
             if (j > 0) PEAT_TRY(gpt_forward(f, m));
             for (int i = 0; i < m->B; i++) {
-                int d =
-                    peat_models_argmax(peat_f32(m->logits) + (i * na + j) * GPT_VOCAB, GPT_VOCAB);
+                int d = peat_models_argmax(peat_f32(m->logits) + (i * na + j) * m->V, m->V);
                 ok[i] &= d == peat_i32(m->tgt)[i * na + j];
                 if (j + 1 < na) tok[ans_row(m, i, j) + 1] = d;
             }

@@ -17,7 +17,15 @@ typedef struct peat_flow_config {
     double lr;           /* 0 = flow default for the optimizer */
     double weight_decay; /* < 0 = default */
     int task;            /* 0 = pretraining task, 1 = shifted task (for finetuning) */
+    int size; /* size preset (PEAT_FLOW_TINY = 0, the defaults; docs/flows.md): fills the sizes
+               * left 0 above and the shapes only a preset sets (gpt vocabulary, cnn images) */
 } peat_flow_config;
+
+/* The size presets: tiny (the historical defaults), small, base (docs/flows.md). */
+enum { PEAT_FLOW_TINY = 0, PEAT_FLOW_SMALL, PEAT_FLOW_BASE, PEAT_FLOW_SIZES };
+const char *peat_flow_size_name(int size);
+/* "tiny", "small" or "base" into *size; anything else is PEAT_ERR_INVAL. */
+peat_status peat_flow_size_parse(const char *name, int *size);
 
 typedef struct peat_flow_metrics {
     double loss;     /* mean training loss of the last step */

@@ -11,10 +11,15 @@ const char *peat_predictor_stage_name(peat_pred_stage s)
     return s >= 0 && s < PEAT_STAGE_COUNT ? n[s] : "?";
 }
 
+int64_t peat_predictor_runtime_eval_every(int64_t iters)
+{
+    return iters >= PEAT_PRED_RUNTIME_EVALS ? iters / PEAT_PRED_RUNTIME_EVALS : 1;
+}
+
 int64_t peat_predictor_runtime_evals(int64_t iters)
 {
-    /* as campaign/runtime.c schedules them: every iters/10 iterations, and the last */
-    return peat_predictor_evals_every(iters, iters >= 10 ? iters / 10 : 1);
+    /* as campaign/runtime.c schedules them: every interval, and the last */
+    return peat_predictor_evals_every(iters, peat_predictor_runtime_eval_every(iters));
 }
 
 double peat_predictor_isolate_s(const peat_pred_costs *c, int64_t calls)
@@ -109,13 +114,15 @@ void peat_predictor_plan_cost(const peat_pred_costs *c, peat_pred_plan *p)
 }
 
 /* An upper bound of the plan's total that never decreases as its counts grow: the runtime stage's
- * evaluations (every iters/10 iterations) step down at multiples of 10 (19 at 19 iterations, 10
- * at 20), and never exceed min(iters, 19), which does not. The planner searches on it, so a larger
- * budget never gets a smaller plan; the plan's own total is at most this. */
+ * evaluations (every iters/E iterations, E = PEAT_PRED_RUNTIME_EVALS) step down at multiples of E
+ * (2E - 1 at 2E - 1 iterations, E at 2E), and never exceed min(iters, 2E - 1), which does not.
+ * The planner searches on it, so a larger budget never gets a smaller plan; the plan's own total
+ * is at most this. */
 static double total_bound(const peat_pred_costs *c, const peat_pred_plan *p)
 {
     if (p->runtime_iters <= 0) return p->total_s;
-    int64_t bound = p->runtime_iters < 19 ? p->runtime_iters : 19;
+    const int64_t most = 2 * PEAT_PRED_RUNTIME_EVALS - 1;
+    int64_t bound = p->runtime_iters < most ? p->runtime_iters : most;
     double extra = (double)(bound - peat_predictor_runtime_evals(p->runtime_iters));
     return p->total_s + extra * runtime_unit(c, 1);
 }
@@ -145,11 +152,16 @@ peat_status peat_predictor_plan_fit(const peat_pred_costs *c, const peat_pred_li
                                     double budget_s, peat_pred_plan *out)
 {
     peat_pred_plan lo = at(c, l, 0.0);
-    if (total_bound(c, &lo) > budget_s)
+    if (lo.total_s > budget_s)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "budget %.1f s is too small: the smallest useful campaign (%lld "
                           "iterations, %lld calls) needs %.1f s",
                           budget_s, (long long)lo.iters, (long long)lo.calls, lo.total_s);
+    /* the smallest campaign fits, its bound not (fewer evaluations than the bound's 2E - 1) */
+    if (total_bound(c, &lo) > budget_s) {
+        *out = lo;
+        return PEAT_OK;
+    }
     peat_pred_plan hi = at(c, l, 1.0);
     if (total_bound(c, &hi) <= budget_s) {
         *out = hi;

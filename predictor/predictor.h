@@ -318,7 +318,14 @@ typedef struct peat_pred_plan {
     double total_s, total_cpu_s;
 } peat_pred_plan;
 
-/* Held-out evaluations of a runtime-FI run of iters iterations (every iters/10, and the last). */
+/* Runtime FI evaluates the held-out set about this many times a run: every iters/5 iterations
+ * and at the last (a gpt evaluation costs about 20 forward passes, so ten a run doubled each
+ * run's cost; the points kept are a subset of the ten: an accuracy drop is still sampled at the
+ * end and at every fifth of the run). */
+#define PEAT_PRED_RUNTIME_EVALS 5
+/* The interval: iters / PEAT_PRED_RUNTIME_EVALS (at least 1). harness/runtime.c schedules by it. */
+int64_t peat_predictor_runtime_eval_every(int64_t iters);
+/* Held-out evaluations of a runtime-FI run of iters iterations (every interval, and the last). */
 int64_t peat_predictor_runtime_evals(int64_t iters);
 /* CPU seconds of one isolated call (the fork and the child) from a campaign process that holds
  * `calls` records (c->isolate at base + held + calls x bytes per call; 0 without a curve). */

@@ -132,7 +132,13 @@ static void html_banner(FILE *f, const peat_campaign_opts *o, const peat_campaig
             "output, normalised by the fp32 rounding bound; golden <code>",
             (long long)r->n_records, r->cand.op, (long long)r->n_kernel_failures);
     peat_report_escape(f, r->golden.kernel);
-    fprintf(f, "</code>; seed %llu.</p>\n", (unsigned long long)o->seed);
+    fprintf(f, "</code>; seed %llu.", (unsigned long long)o->seed);
+    if (r->blas[0]) {
+        fputs(" Golden GEMM: ", f);
+        peat_report_escape(f, r->blas);
+        fputc('.', f);
+    }
+    fputs("</p>\n", f);
     peat_report_capture_note(f, o, r, 1);
 }
 

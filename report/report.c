@@ -320,6 +320,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
     fprintf(f, "## PEAT: `%s` on %s (%s): **%s**\n\n", c->kernel, r->flow,
             r->device[0] ? r->device : r->backend, verdict_word(r->verdict));
     peat_report_capture_note(f, o, r, 0);
+    if (r->blas[0]) fprintf(f, "Golden GEMM: %s.\n\n", r->blas);
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
     /* calls as the terminal counts them (a signature's n_calls counts output tensors) */
     fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n",

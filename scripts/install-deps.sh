@@ -14,8 +14,10 @@ for a in "$@"; do
       ;;
   esac
 done
-# building and running: compiler, CMake, HDF5 (and h5dump), zlib, GSL
+# building and running: compiler, CMake, HDF5 (and h5dump), zlib, GSL, OpenBLAS
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools zlib1g-dev libgsl-dev)
+# OpenBLAS: the golden GEMM on the CPU (golden/gemm_blas.c)
+pkgs+=(libopenblas-dev)
 if [ "$test" = 1 ]; then
   # the tests: Criterion; the published formats and report.html: xmllint (junit.xml against
   # tests/junit.xsd), python3-jsonschema (signature.json against docs/signature.schema.json),

@@ -46,6 +46,8 @@ typedef struct peat_store_meta {
                                 save at least this percent of its bytes (and 4 KiB): 0 = default
                                 (25), 1..100, -1 = compress every tensor (smallest files) */
     char hdf5_version[32];   /* filled in by the store */
+    char blas[96]; /* what the golden GEMM ran on: "OpenBLAS 0.3.21 (core Zen, 1 thread)" or
+                      "none (plain loop)"; "" in files written before it was recorded */
 } peat_store_meta;
 
 typedef struct peat_store peat_store_t;

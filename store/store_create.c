@@ -50,6 +50,7 @@ static int meta_attrs_write(hid_t g, const peat_store_meta *m)
     int32_t pct = m->min_saving_pct;
     bad |= store_attr_write(g, "min_saving_pct", H5T_STD_I32LE, &pct) < 0 ? -1 : 0;
     bad |= store_attr_str(g, "hdf5_version", m->hdf5_version);
+    bad |= store_attr_str(g, "blas", m->blas);
     return bad;
 }
 

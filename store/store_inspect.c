@@ -189,6 +189,7 @@ static void print_header(const peat_store_t *s, const peat_store_stats *st,
     fprintf(out, "  environment  host %s, clocks %s, dtypes %s, build %s\n",
             m->host[0] ? m->host : "-", m->clocks[0] ? m->clocks : "-",
             m->dtypes[0] ? m->dtypes : "-", m->build[0] ? m->build : "-");
+    if (m->blas[0]) fprintf(out, "  golden GEMM  %s\n", m->blas);
     if (m->policy[0]) fprintf(out, "  policy       %s\n", m->policy);
 }
 

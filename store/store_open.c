@@ -159,6 +159,8 @@ static peat_status meta_read(peat_store_t *s)
     int32_t pct = 0;
     if (!missing && store_attr_num_read(g, "min_saving_pct", H5T_NATIVE_INT32, &pct) != 1)
         missing = "min_saving_pct";
+    /* optional: files written before the golden's BLAS was recorded have none ("") */
+    if (!missing) store_attr_str_read(g, "blas", m->blas, sizeof m->blas);
     H5Gclose(g);
     if (missing)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: attribute /meta/%s is missing or unreadable",

@@ -52,6 +52,8 @@ typedef struct call {
     peat_inject_ref ref;
 } call;
 
+/* A GEMM call with its golden (gemm_plain: the plain loop, whose order `reorder(order=forward)`
+ * repeats bit for bit), exact output and bounds. */
 static call call_new(int M, int N, int K, uint64_t seed)
 {
     call c;
@@ -72,8 +74,7 @@ static call call_new(int M, int N, int K, uint64_t seed)
     peat_tensor *g[1] = {c.G}, *e[1] = {c.E}, *d[1] = {c.D};
     peat_args ga = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, g);
     peat_args ea = peat_args_make(PEAT_OP_GEMM, &p, 2, in, 1, e);
-    cr_assert_eq(peat_kernel_run(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"), &ga),
-                 PEAT_OK);
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_plain"), &ga), PEAT_OK);
     cr_assert_eq(peat_kernel_run(peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_EXACT, "cpu"), &ea),
                  PEAT_OK);
     c.bound = malloc((size_t)(M * N) * sizeof *c.bound);
@@ -99,8 +100,7 @@ static peat_inject_trial trial(call *c, const char *spec, peat_inject_site site,
     cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "%s", peat_error_last());
     peat_inject_trial t;
     cr_assert_eq(peat_inject_trial_plan(m, site, 7, index, 1, &t), PEAT_OK);
-    cr_assert_eq(peat_inject_trial_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
-                                       &c->a, &c->ref, &t),
+    cr_assert_eq(peat_inject_trial_run(m, peat_registry_find("gemm_plain"), &c->a, &c->ref, &t),
                  PEAT_OK, "%s: %s", spec, peat_error_last());
     peat_inject_model_free(m);
     return t;
@@ -109,7 +109,7 @@ static peat_inject_trial trial(call *c, const char *spec, peat_inject_site site,
 Test(fi, outcome_classes_from_constructed_cases)
 {
     call c = call_new(24, 20, 64, 11);
-    /* the golden's own order: the same bits */
+    /* the (plain) golden's own order: the same bits */
     peat_inject_trial t = trial(&c, "reorder(order=forward)", PEAT_INJECT_SITE_OUTPUT, 0);
     cr_assert_eq(t.outcome, PEAT_INJECT_MASKED, "forward order: %s, %lld differ",
                  peat_inject_outcome_name(t.outcome), (long long)t.n_diff);
@@ -159,8 +159,7 @@ Test(fi, trials_reproduce_from_their_record)
             cr_assert_eq(peat_inject_model_parse(a.spec, &m), PEAT_OK);
             peat_inject_trial b = a;
             cr_assert_eq(
-                peat_inject_trial_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
-                                      &c.a, &c.ref, &b),
+                peat_inject_trial_run(m, peat_registry_find("gemm_plain"), &c.a, &c.ref, &b),
                 PEAT_OK);
             cr_assert_eq(memcmp(first, c.D->data, 16 * 16 * sizeof *first), 0,
                          "%s trial %d: outputs differ on rerun", a.spec, i);
@@ -185,9 +184,7 @@ Test(fi, output_models_from_golden_copy_equal_a_rerun)
         cr_assert_eq(peat_tensor_clone(c.D, &ref), PEAT_OK);
         peat_inject_model_t *m;
         cr_assert_eq(peat_inject_model_parse(t.spec, &m), PEAT_OK);
-        cr_assert_eq(peat_inject_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"),
-                                     &c.a, t.seed),
-                     PEAT_OK);
+        cr_assert_eq(peat_inject_run(m, peat_registry_find("gemm_plain"), &c.a, t.seed), PEAT_OK);
         cr_assert_eq(memcmp(ref->data, c.D->data, peat_tensor_nbytes(ref)), 0, "%s", t.spec);
         peat_inject_model_free(m);
         peat_tensor_free(ref);
@@ -423,17 +420,18 @@ static peat_runtime_result steered(script *sc, int64_t iters, int64_t max_iters)
 }
 
 /* Steering moves the runs' length while they train: grown past the planned 20 (within the room
- * of 40), evaluations keep their every-2 schedule and the last iteration gets one; cut, the next
- * iteration is the last. The callback is asked after every iteration but the last. */
+ * of 40), evaluations keep their every-4 schedule (20 / PEAT_PRED_RUNTIME_EVALS) and the last
+ * iteration gets one; cut, the next iteration is the last. The callback is asked after every
+ * iteration but the last. */
 Test(fi, runtime_steering_grows_and_cuts_the_runs)
 {
     script sc = {.keep = 20, .grow_at = 5, .grow_to = 31, .cut_at = 1000};
     peat_runtime_result r = steered(&sc, 20, 40);
     cr_assert_eq(r.n, 31);
-    cr_assert_eq(sc.every, 2, "every 20 / 10");
-    cr_assert_eq(r.n_eval, 16, "15 every 2, and the last");
-    for (int64_t e = 0; e < 15; e++) cr_assert_eq(r.eval_iter[e], 2 * e + 1);
-    cr_assert_eq(r.eval_iter[15], 30);
+    cr_assert_eq(sc.every, 4, "every 20 / 5");
+    cr_assert_eq(r.n_eval, 8, "7 every 4, and the last");
+    for (int64_t e = 0; e < 7; e++) cr_assert_eq(r.eval_iter[e], 4 * e + 3);
+    cr_assert_eq(r.eval_iter[7], 30);
     cr_assert_eq(sc.n_seen, 30);
     for (int64_t i = 0; i < sc.n_seen; i++) cr_assert_eq(sc.seen[i], i + 1);
     for (int j = 0; j < r.n_band; j++) cr_assert(isfinite(r.band[j].loss[30]));
@@ -447,8 +445,9 @@ Test(fi, runtime_steering_grows_and_cuts_the_runs)
     script cut = {.keep = 20, .grow_at = 1000, .cut_at = 6, .cut_to = 2};
     r = steered(&cut, 20, 40);
     cr_assert_eq(r.n, 7, "cut after 6: the 7th is the last");
-    cr_assert_eq(r.n_eval, 4, "iterations 2, 4, 6 and the last");
-    cr_assert_eq(r.eval_iter[3], 6);
+    cr_assert_eq(r.n_eval, 2, "iteration 4 and the last");
+    cr_assert_eq(r.eval_iter[0], 3);
+    cr_assert_eq(r.eval_iter[1], 6);
     peat_runtime_result_free(&r);
 }
 

@@ -972,7 +972,7 @@ Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
             peat_op_params p = {.i = {c & 1, c >> 1 & 1, M, N, K, B},
                                 .f = {-0.75, c >> 2 ? 1.5 : 0.0}};
             peat_args ex = run_k("gemm_exact", PEAT_OP_GEMM, &p, 3, in);
-            peat_args go = run_k("gemm_golden", PEAT_OP_GEMM, &p, 3, in);
+            peat_args go = run_k("gemm_plain", PEAT_OP_GEMM, &p, 3, in);
             cr_assert_eq(peat_golden_magnitude(&ex, 0, NULL, mag), PEAT_OK, "%s",
                          peat_error_last());
             for (int ab = 0; ab < 2; ab++) {

@@ -66,7 +66,7 @@ static peat_tensor *golden_out(const gemm *g)
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, g->M, g->N, &D), PEAT_OK);
     peat_args a = g->a;
     a.out[0] = D;
-    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &a), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(kern("gemm_plain"), &a), PEAT_OK, "%s", peat_error_last());
     return D;
 }
 
@@ -86,7 +86,7 @@ static void inject(gemm *g, const char *spec, uint64_t seed)
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "parse %s: %s", spec,
                  peat_error_last());
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g->a, seed), PEAT_OK, "run %s: %s", spec,
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &g->a, seed), PEAT_OK, "run %s: %s", spec,
                  peat_error_last());
     peat_inject_model_free(m);
 }
@@ -320,15 +320,69 @@ Test(inject, same_order_and_identity_rounding_reproduce_golden_bit_for_bit)
     peat_tensor *o1[1] = {D1}, *o2[1] = {D2};
     peat_args a1 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o1),
               a2 = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, o2);
-    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &a1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_kernel_run(kern("gemm_plain"), &a1), PEAT_OK, "%s", peat_error_last());
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse("reorder(order=forward)", &m), PEAT_OK);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &a2, 1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &a2, 1), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(memcmp(D1->data, D2->data, peat_tensor_nbytes(D1)), 0,
                  "batched transposed GEMM with beta");
     peat_inject_model_free(m);
     peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C), peat_tensor_free(D1),
         peat_tensor_free(D2);
+}
+
+/* Element (i, j) of g summed over k in [lo, hi) by the per-element definition of each order. */
+static float ref_range(const gemm *g, int i, int j, int lo, int hi, int rev)
+{
+    float s = 0.0f;
+    for (int t = lo; t < hi; t++) {
+        int k = rev ? hi - 1 - (t - lo) : t;
+        s += peat_f32(g->A)[i * g->K + k] * peat_f32(g->B)[k * g->N + j];
+    }
+    return s;
+}
+
+static float ref_pairwise(const gemm *g, int i, int j, int lo, int hi)
+{
+    if (hi - lo <= 2) return ref_range(g, i, j, lo, hi, 0);
+    int mid = lo + (hi - lo) / 2;
+    float l = ref_pairwise(g, i, j, lo, mid);
+    return l + ref_pairwise(g, i, j, mid, hi);
+}
+
+static float ref_split(const gemm *g, int i, int j, int S)
+{
+    S = S < g->K ? S : g->K;
+    float s = 0.0f;
+    for (int c = 0; c < S; c++) s += ref_range(g, i, j, g->K * c / S, g->K * (c + 1) / S, 0);
+    return s;
+}
+
+Test(inject, reorders_sum_each_element_in_their_defined_order_bit_for_bit)
+{
+    /* the four-rows-a-tile loops (several k a pass, pairwise nodes of up to four terms in one)
+     * must add each element's terms exactly as the per-element definition does, for every K
+     * remainder and tree shape */
+    static const int Ks[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 31, 64, 67};
+    for (size_t q = 0; q < sizeof Ks / sizeof Ks[0]; q++) {
+        gemm g = gemm_new(q % 2 ? 3 : 9, 37, Ks[q], 80 + q, 1.0, 1.0); /* whole and part tiles */
+        static const char *specs[] = {"reorder(order=forward)", "reorder(order=reverse)",
+                                      "reorder(order=pairwise)", "reorder(order=split,split=4)"};
+        for (int s = 0; s < 4; s++) {
+            inject(&g, specs[s], 1);
+            for (int i = 0; i < g.M; i++)
+                for (int j = 0; j < g.N; j++) {
+                    float want = s == 0   ? ref_range(&g, i, j, 0, g.K, 0)
+                                 : s == 1 ? ref_range(&g, i, j, 0, g.K, 1)
+                                 : s == 2 ? ref_pairwise(&g, i, j, 0, g.K)
+                                          : ref_split(&g, i, j, 4);
+                    float got = peat_f32(g.D)[i * g.N + j];
+                    cr_assert(same_bits(got, want), "%s K=%d (%d,%d): %a, definition %a", specs[s],
+                              g.K, i, j, (double)got, (double)want);
+                }
+        }
+        gemm_free(&g);
+    }
 }
 
 Test(inject, reorders_stay_within_the_fp32_bound)
@@ -555,7 +609,7 @@ Test(inject, approx_tanh_is_the_tanh_gelu_and_smooth_is_bounded)
     }
     /* tanh is a GELU approximation: refused for other ops */
     gemm g = gemm_new(4, 4, 4, 17, 1.0, 1.0);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g.a, 1), PEAT_ERR_UNSUPPORTED);
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &g.a, 1), PEAT_ERR_UNSUPPORTED);
     peat_inject_model_free(m);
     /* smooth: |y' - y| <= amp * rms(y) */
     peat_tensor *G = golden_out(&g);
@@ -581,7 +635,7 @@ Test(inject, refuses_exact_kernels_and_missing_outputs)
     gemm g = gemm_new(4, 4, 4, 18, 1.0, 1.0);
     peat_inject_model_t *m;
     cr_assert_eq(peat_inject_model_parse("bitflip(out=1)", &m), PEAT_OK);
-    cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &g.a, 1), PEAT_ERR_INVAL,
+    cr_assert_eq(peat_inject_run(m, kern("gemm_plain"), &g.a, 1), PEAT_ERR_INVAL,
                  "gemm has one output");
     cr_assert(strstr(peat_error_last(), "out=1") != NULL, "%s", peat_error_last());
     cr_assert_eq(peat_inject_run(m, kern("gemm_exact"), &g.a, 1), PEAT_ERR_INVAL,

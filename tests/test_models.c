@@ -5,6 +5,7 @@
 #include "models/flow_impl.h" /* internal: the gradient check calls a flow's train directly */
 #include "models/models.h"
 #include "campaign/harness.h"
+#include "golden/golden.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -554,4 +555,108 @@ Test(models, gpt_unfused_is_the_same_model_as_gpt, .init = init)
     drop(&a);
     drop(&b);
     drop(&p);
+}
+
+/* ---- size presets and the BLAS golden ------------------------------------------------------- */
+
+static const int64_t *state_shape(peat_flow_t *f, const char *name)
+{
+    for (int i = 0; i < peat_flow_state_count(f); i++) {
+        const char *nm;
+        peat_tensor *t = peat_flow_state(f, i, &nm);
+        if (strcmp(nm, name) == 0) return t->shape;
+    }
+    cr_assert_fail("no state tensor %s", name);
+    return NULL;
+}
+
+Test(models, size_presets_build_the_documented_shapes, .init = init)
+{
+    /* docs/flows.md's table: base gpt d=256 x 4 blocks with a 1024-token vocabulary, cnn on
+     * 32x32x3 images with 32-64-128 channels, mlp 512 wide; tiny is the flows' defaults */
+    peat_flow_config c = config(1);
+    c.size = PEAT_FLOW_BASE;
+    run g = make("gpt", &c), k = make("cnn", &c), m = make("mlp", &c);
+    const int64_t *wte = state_shape(g.f, "wte"), *c1 = state_shape(k.f, "conv1.w"),
+                  *c3 = state_shape(k.f, "conv3.w"), *fc = state_shape(m.f, "fc2.w");
+    cr_assert(wte[0] == 1024 && wte[1] == 256, "gpt base wte %lldx%lld", (long long)wte[0],
+              (long long)wte[1]);
+    state_shape(g.f, "h3.attn.qkv.w"); /* a fourth block */
+    cr_assert(c1[0] == 32 && c1[1] == 3, "cnn base conv1 %lld <- %lld", (long long)c1[0],
+              (long long)c1[1]);
+    cr_assert(c3[0] == 128 && c3[1] == 64, "cnn base conv3 %lld <- %lld", (long long)c3[0],
+              (long long)c3[1]);
+    cr_assert(fc[0] == 512 && fc[1] == 512, "mlp base fc2 %lldx%lld", (long long)fc[0],
+              (long long)fc[1]);
+    drop(&g), drop(&k), drop(&m);
+    int sz = -1;
+    cr_assert_eq(peat_flow_size_parse("huge", &sz), PEAT_ERR_INVAL, "unknown size refused");
+    cr_assert_eq(peat_flow_size_parse("small", &sz), PEAT_OK);
+    cr_assert_eq(sz, PEAT_FLOW_SMALL);
+    c.size = 7;
+    peat_exec_t *ex;
+    peat_flow_t *f = NULL;
+    cr_assert_eq(peat_exec_create("mlp", 1, &ex), PEAT_OK);
+    cr_assert_eq(peat_flow_create("mlp", &c, ex, &f), PEAT_ERR_INVAL, "size 7 refused");
+    peat_exec_free(ex);
+}
+
+/* After each golden GEMM call of a flow: the plain loop on the same inputs, and both against the
+ * fp64 exact output within gamma_(K+2) u sum|terms| (the scale and C add two roundings). */
+typedef struct blas_check {
+    int64_t calls, differ;
+    double worst_blas, worst_plain;
+} blas_check;
+
+static peat_status blas_hook(void *user, const peat_kernel *k, const peat_args *a,
+                             const peat_call_info *info, int after)
+{
+    blas_check *s = user;
+    if (!after || a->op != PEAT_OP_GEMM) return PEAT_OK;
+    int64_t n = peat_tensor_numel(a->out[0]), K = a->p.i[4];
+    peat_tensor *plain, *ex;
+    cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, a->out[0]->ndim, a->out[0]->shape, &plain),
+                 PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F64, a->out[0]->ndim, a->out[0]->shape, &ex),
+                 PEAT_OK);
+    peat_args ap = *a, ae = *a;
+    ap.out[0] = plain, ae.out[0] = ex;
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_plain"), &ap), PEAT_OK);
+    cr_assert_eq(peat_kernel_run(peat_registry_find("gemm_exact"), &ae), PEAT_OK);
+    double *mag = malloc((size_t)n * sizeof *mag);
+    cr_assert_eq(peat_golden_magnitude(&ae, 0, ex, mag), PEAT_OK);
+    double u = ldexp(1, -24), gk = (double)(K + 2) * u / (1 - (double)(K + 2) * u);
+    for (int64_t i = 0; i < n; i++) {
+        double e = peat_f64(ex)[i], b = peat_f32(a->out[0])[i], p = peat_f32(plain)[i];
+        double rb = fabs(b - e) / (gk * mag[i]), rp = fabs(p - e) / (gk * mag[i]);
+        if (mag[i] == 0) rb = b == e ? 0 : INFINITY, rp = p == e ? 0 : INFINITY;
+        s->worst_blas = rb > s->worst_blas ? rb : s->worst_blas;
+        s->worst_plain = rp > s->worst_plain ? rp : s->worst_plain;
+        s->differ += b != p;
+    }
+    s->calls++;
+    free(mag);
+    peat_tensor_free(plain), peat_tensor_free(ex);
+    return PEAT_OK;
+}
+
+Test(models, blas_golden_agrees_with_the_plain_golden_on_every_flow_shape, .init = init)
+{
+    /* every GEMM shape each flow calls at each size (one training step and its optimizer) */
+    for (int k = 0; k < N_FLOWS; k++)
+        for (int size = 0; size < PEAT_FLOW_SIZES; size++) {
+            peat_flow_config c = config(4);
+            c.size = size;
+            run r = make(FLOWS[k], &c);
+            cr_assert_str_eq(peat_exec_kernel(r.ex, PEAT_OP_GEMM)->name, "gemm_golden");
+            blas_check s = {0, 0, 0, 0};
+            cr_assert_eq(peat_exec_add_hook(r.ex, blas_hook, &s), PEAT_OK);
+            steps(&r, 1, NULL);
+            cr_assert_gt(s.calls, 0, "%s %s: no GEMM call", FLOWS[k], peat_flow_size_name(size));
+            cr_assert_leq(s.worst_blas, 1.0, "%s %s: golden GEMM %.3g x the fp32 bound", FLOWS[k],
+                          peat_flow_size_name(size), s.worst_blas);
+            cr_assert_leq(s.worst_plain, 1.0, "%s %s: gemm_plain %.3g x the fp32 bound", FLOWS[k],
+                          peat_flow_size_name(size), s.worst_plain);
+            drop(&r);
+        }
 }

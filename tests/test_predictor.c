@@ -543,14 +543,14 @@ Test(plan, cost_by_hand)
     cpu[PEAT_STAGE_PLAYBACK] = 50 * 0.003 + 2 * 0.001;
     cpu[PEAT_STAGE_PROBES] = 10 * 0.004 + 0.05;
     cpu[PEAT_STAGE_ANALYZE] = 0.1;
-    cpu[PEAT_STAGE_RUNTIME] = 0.3 + 30 * 0.04 + 10 * 0.02; /* 30 iterations: 10 evaluations */
+    cpu[PEAT_STAGE_RUNTIME] = 0.3 + 30 * 0.04 + 5 * 0.02; /* 30 iterations: 5 evaluations */
     cpu[PEAT_STAGE_FI] = 200 * 0.001;
     cpu[PEAT_STAGE_OTHER] = 0.05;
     double total = 0, total_cpu = 0;
     for (int s = 0; s < PEAT_STAGE_COUNT; s++) {
         double wall = s == PEAT_STAGE_RUNTIME
-                          /* 0.3 / 0.5 + 30 max(0.015 / 0.5, 0.04 / 0.8) + 10 max(.., 0.02 / 0.8) */
-                          ? 0.6 + 30 * 0.05 + 10 * 0.025
+                          /* 0.3 / 0.5 + 30 max(0.015 / 0.5, 0.04 / 0.8) + 5 max(.., 0.02 / 0.8) */
+                          ? 0.6 + 30 * 0.05 + 5 * 0.025
                           : cpu[s] / 0.5;
         cr_assert_float_eq(p.stage_cpu_s[s], cpu[s], 1e-12, "stage %d", s);
         cr_assert_float_eq(p.stage_s[s], wall, 1e-12, "stage %d", s);
@@ -584,7 +584,7 @@ Test(plan, isolation_forks_by_hand)
 }
 
 /* Runtime FI cut to the time left: 1 s fixed + 0.1 s an iteration + 0.05 s an evaluation (share
- * 1); 60 planned iterations cost 1 + 6 + 10 x 0.05 = 7.5 s. */
+ * 1); 60 planned iterations cost 1 + 6 + 5 x 0.05 = 7.25 s. */
 Test(plan, runtime_cut_to_the_time_left)
 {
     peat_pred_costs c = {.runtime_fixed_s = 1.0,
@@ -594,16 +594,16 @@ Test(plan, runtime_cut_to_the_time_left)
                          .runtime_eval_crit_s = 0.05};
     peat_pred_plan p = {.runtime_runs = 4, .runtime_freqs = 1, .runtime_iters = 60};
     cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 1.0, 7.5), 60, "it fits: all of them");
-    /* 4.9 s: 1 + 0.1 n + 0.05 evals(n) <= 4.9. n = 33 (every 3: 11 evaluations) costs 4.85 s;
-     * every n from 34 (12 evaluations: 5.0 s) to 60 costs more */
-    int64_t n = peat_predictor_runtime_fit(&c, &p, 10, 1.0, 4.9);
-    cr_assert_eq(n, 33);
+    /* 4.8 s: 1 + 0.1 n + 0.05 evals(n) <= 4.8. n = 35 (every 7: 5 evaluations) costs 4.75 s;
+     * every n from 36 (every 7 and the last: 6 evaluations, 4.9 s) to 60 costs more */
+    int64_t n = peat_predictor_runtime_fit(&c, &p, 10, 1.0, 4.8);
+    cr_assert_eq(n, 35);
     peat_pred_plan q = p;
     q.runtime_iters = n;
     peat_predictor_plan_cost(&c, &q);
-    cr_assert_float_eq(q.stage_s[PEAT_STAGE_RUNTIME], 4.85, 1e-9);
+    cr_assert_float_eq(q.stage_s[PEAT_STAGE_RUNTIME], 4.75, 1e-9);
     /* twice as slow as predicted: half the time */
-    cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 2.0, 9.8), 33);
+    cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 2.0, 9.6), 35);
     cr_assert_eq(peat_predictor_runtime_fit(&c, &p, 10, 1.0, 0.5), 10, "never below the minimum");
 }
 
@@ -621,10 +621,10 @@ Test(plan, runtime_contention_by_hand)
                          .runtime_fixed_s = 0.3};
     peat_pred_plan p = {.runtime_runs = 4, .runtime_freqs = 1, .runtime_iters = 30};
     peat_predictor_plan_cost(&c, &p);
-    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_RUNTIME], 0.3 + 1.5 * (30 * 0.04 + 10 * 0.02),
+    cr_assert_float_eq(p.stage_cpu_s[PEAT_STAGE_RUNTIME], 0.3 + 1.5 * (30 * 0.04 + 5 * 0.02),
                        1e-12);
-    /* 0.3 / 0.5 + 30 max(1.5 x 0.015 / 0.5, 1.5 x 0.04 / 0.8) + 10 max(.., 1.5 x 0.02 / 0.8) */
-    cr_assert_float_eq(p.stage_s[PEAT_STAGE_RUNTIME], 0.6 + 30 * 0.075 + 10 * 0.0375, 1e-12);
+    /* 0.3 / 0.5 + 30 max(1.5 x 0.015 / 0.5, 1.5 x 0.04 / 0.8) + 5 max(.., 1.5 x 0.02 / 0.8) */
+    cr_assert_float_eq(p.stage_s[PEAT_STAGE_RUNTIME], 0.6 + 30 * 0.075 + 5 * 0.0375, 1e-12);
 }
 
 /* Runtime FI steered while it trains, by hand: 0.1 s an iteration, 0.2 s an evaluation (share 1,
@@ -795,8 +795,9 @@ Test(plan, analyze_signatures_on_two_threads)
 /* The runtime stage's evaluations as campaign/runtime.c schedules them. */
 Test(plan, runtime_evaluations_by_hand)
 {
-    int64_t iters[] = {0, 1, 9, 10, 19, 20, 60, 61, 200};
-    int64_t evals[] = {0, 1, 9, 10, 19, 10, 10, 11, 10};
+    /* every iters/5 (at least 1) and the last: 19 -> every 3, 3..18 and 19 */
+    int64_t iters[] = {0, 1, 4, 9, 10, 19, 20, 60, 61, 200};
+    int64_t evals[] = {0, 1, 4, 9, 5, 7, 5, 5, 6, 5};
     for (size_t i = 0; i < sizeof iters / sizeof iters[0]; i++)
         cr_assert_eq(peat_predictor_runtime_evals(iters[i]), evals[i], "%lld iterations",
                      (long long)iters[i]);

@@ -198,6 +198,7 @@ static peat_store_meta test_meta(void)
     snprintf(m.dtypes, sizeof m.dtypes, "storage f32, accumulate f32, exact f64");
     snprintf(m.build, sizeof m.build, "Debug");
     snprintf(m.policy, sizeof m.policy, "every_k=3");
+    snprintf(m.blas, sizeof m.blas, "OpenBLAS 0.3.21 (core Haswell, 1 thread)");
     return m;
 }
 
@@ -583,6 +584,7 @@ Test(store, states_metrics_signatures_and_meta_round_trip)
     cr_assert_str_eq(got.argv, want.argv);
     cr_assert_str_eq(got.policy, want.policy);
     cr_assert_str_eq(got.clocks, want.clocks);
+    cr_assert_str_eq(got.blas, want.blas, "the golden GEMM's BLAS read back: '%s'", got.blas);
     cr_assert_eq(got.seed, want.seed);
     cr_assert_eq(got.iters, want.iters);
     cr_assert(strlen(got.hdf5_version) > 0, "hdf5 version not recorded");
