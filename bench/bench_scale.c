@@ -4,9 +4,10 @@
 #define _DEFAULT_SOURCE /* wait4 (a child's own peak RSS) and getloadavg */
 #include "detector/detector.h"
 #include "golden/golden.h"
-#include "harness/campaign.h"
-#include "harness/harness.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
 #include "models/models.h"
+#include "run/run.h"
 
 #include <math.h>
 #include <stdio.h>
