@@ -310,6 +310,8 @@ static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor 
         peat_partial_init(&call);
         for (int64_t u = 0; u < n_units; u++) peat_partial_merge(&call, &parts[k][u]);
         acc[k]->n_calls++;
+        acc[k]->gross_tensors += call.n_gross > 0;
+        acc[k]->gross_tensors_many += call.n_gross > peat_few_per_call(n);
         if (depth > acc[k]->depth_max) acc[k]->depth_max = depth;
         box_finish(acc[k], &call, rows, cols);
         call.box_n = 0; /* boxes are per tensor */
@@ -365,12 +367,17 @@ void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *r
         return;
     }
     double mx = acc->repeat_max_diff > 0 ? acc->repeat_max_diff : 0.0;
+    int64_t diff = 0;
     for (int64_t i = 0; i < n; i++) {
         double a = peat_tensor_get(run1, i), b = peat_tensor_get(run2, i);
         if (a == b || (isnan(a) && isnan(b))) continue;
-        acc->repeat_n_diff++;
+        diff++;
         double d = isfinite(a) && isfinite(b) ? fabs(a - b) : INFINITY;
         if (d > mx) mx = d;
     }
+    acc->repeat_n_diff += diff;
     acc->repeat_max_diff = mx;
+    acc->repeat_calls++;
+    acc->repeat_calls_diff += diff > 0;
+    acc->repeat_calls_many += diff > 2 * peat_few_per_call(n);
 }

@@ -109,7 +109,21 @@ typedef struct peat_signature {
      * negative = not measured) */
     double repeat_max_diff;
     int64_t repeat_n_diff; /* elements that differed between the runs */
+    /* per call (each output tensor, each repeated call; "few" = at most max(2, 1%) of the
+     * tensor's elements, PEAT_FEW_PER_CALL): the transient rule decides call by call */
+    int64_t gross_tensors;      /* output tensors with at least one gross error */
+    int64_t gross_tensors_many; /* ... with more than a few */
+    int64_t repeat_calls;       /* calls run twice */
+    int64_t repeat_calls_diff;  /* ... whose two runs differed */
+    int64_t repeat_calls_many;  /* ... in more than 2 x a few elements (two runs, a few each) */
 } peat_signature;
+
+/* "A few" elements of an n-element tensor: at most 2, or 1% of it. */
+static inline int64_t peat_few_per_call(int64_t n)
+{
+    int64_t f = n / 100;
+    return f > 2 ? f : 2;
+}
 
 /* Accumulates error samples of one kernel over many calls. */
 typedef struct peat_analyzer_acc peat_analyzer_acc_t;

@@ -157,6 +157,7 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
             *n_aff += aff, *n_det += aff && det, *n_other += !aff && det;
             printf("  %-34s %-10s %-20s %s\n", k, aff ? "affects" : "no effect",
                    peat_runtime_class_name(r.verdict[0].cls), r.verdict[0].drift ? "drift" : "");
+            fflush(stdout);
         }
         peat_runtime_result_free(&r);
     }

@@ -80,5 +80,8 @@ int zoo_register_conv(const peat_plugin_host *host);
 int zoo_register_softmax(const peat_plugin_host *host);
 int zoo_register_layernorm(const peat_plugin_host *host);
 int zoo_register_attention(const peat_plugin_host *host);
+int zoo_register_formula(const peat_plugin_host *host);
+int zoo_register_transient(const peat_plugin_host *host);
+int zoo_register_views(const peat_plugin_host *host);
 
 #endif
