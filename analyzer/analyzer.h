@@ -137,8 +137,10 @@ size_t peat_analyzer_unforked_bytes(void);
  * bit-identical for any number. */
 void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n);
 /* Adds one output tensor: test (F32 values, any float dtype), exact (F64), mag (per element, from
- * peat_golden_magnitude; NULL = |exact|), depth (op depth K), and the tensor's 2-D view (rows,
- * cols) for spatial structure (rows*cols == numel; pass rows=1 if not a matrix). */
+ * peat_golden_magnitude; NULL = |exact|), depth (op depth K), and the tensor's plane view (rows,
+ * cols) for spatial structure along the op's own axes: rows*cols divides numel, and a tensor of
+ * several planes (heads x [T, D] for attention, images x channels x [OH, OW] for conv) is
+ * folded onto one plane (pass rows = numel / cols for a plain matrix, rows=1 if not a matrix). */
 peat_status peat_analyzer_acc_add(peat_analyzer_acc_t *acc, const peat_tensor *test,
                                   const peat_tensor *exact, const double *mag, int64_t depth,
                                   int64_t rows, int64_t cols);

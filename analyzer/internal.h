@@ -218,6 +218,7 @@ typedef struct peat_scan_in {
     const peat_tensor *test_t, *exact_t, *input;
     const double *mag; /* NULL = |exact| */
     int64_t depth, cols, call;
+    int64_t rows; /* rows of the plane view (a tensor of several planes folds onto one) */
     double gamma, eta, inv_sqrt_k;
 } peat_scan_in;
 
