@@ -206,15 +206,18 @@ static peat_status scan_tensor(peat_analyzer_acc_t *const *acc, int sides,
     return PEAT_OK;
 }
 
-/* The gross errors' box of one tensor joins the accumulator's spatial statistics. */
-static void box_finish(peat_analyzer_acc_t *acc, const peat_partial *p, int64_t rows, int64_t cols)
+/* The gross errors' box of one tensor joins the accumulator's spatial statistics. A tensor of
+ * several planes (rows x cols each) has its planes folded onto one: the box is where the errors
+ * sit in a plane, its area counted once per plane. */
+static void box_finish(peat_analyzer_acc_t *acc, const peat_partial *p, int64_t rows, int64_t cols,
+                       int64_t planes)
 {
     if (p->box_n == 0) return;
     int64_t h = p->box_r1 - p->box_r0 + 1, w = p->box_c1 - p->box_c0 + 1;
     int bottom = p->box_r1 == rows - 1 && rows > 1, right = p->box_c1 == cols - 1 && cols > 1;
     acc->box_gross_sum += p->box_n;
-    acc->box_area_sum += h * w;
-    acc->box_numel_sum += rows * cols;
+    acc->box_area_sum += h * w * planes;
+    acc->box_numel_sum += rows * cols * planes;
     if (bottom || right) acc->gross_at_edge += p->box_n;
     if (p->box_n >= 2) {
         int64_t a = acc->gross_stride, b = p->box_g;
@@ -251,8 +254,9 @@ static peat_status check_add(const peat_analyzer_acc_t *acc, const peat_tensor *
                           (long long)peat_tensor_numel(input), (long long)n);
     if (depth <= 0)
         return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: depth %lld <= 0", (long long)depth);
-    if (rows <= 0 || cols <= 0 || rows * cols != n)
-        return PEAT_ERROR(PEAT_ERR_SHAPE, "analyzer: view %lldx%lld does not cover %lld elements",
+    if (rows <= 0 || cols <= 0 || n % (rows * cols) != 0)
+        return PEAT_ERROR(PEAT_ERR_SHAPE,
+                          "analyzer: plane view %lldx%lld does not tile %lld elements",
                           (long long)rows, (long long)cols, (long long)n);
     if (terms <= 0 || terms > depth)
         return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: terms %lld outside 1..depth %lld",
@@ -266,7 +270,7 @@ static peat_status check_add(const peat_analyzer_acc_t *acc, const peat_tensor *
 /* What a unit needs to read of one test side. */
 static peat_scan_in scan_in_of(const peat_analyzer_acc_t *acc, const peat_tensor *test,
                                const peat_tensor *exact, const double *mag, int64_t depth,
-                               int64_t terms, int64_t cols, const peat_tensor *input)
+                               int64_t terms, int64_t rows, int64_t cols, const peat_tensor *input)
 {
     peat_scan_in in = {.t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test) : NULL,
                        .x = exact->dtype == PEAT_DTYPE_F64 ? peat_f64(exact) : NULL,
@@ -277,6 +281,7 @@ static peat_scan_in scan_in_of(const peat_analyzer_acc_t *acc, const peat_tensor
                        .mag = mag,
                        .depth = depth,
                        .cols = cols,
+                       .rows = rows,
                        .call = acc->n_calls,
                        .gamma = gamma_of(depth),
                        .eta = eta_of(depth),
@@ -295,7 +300,7 @@ static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor 
     peat_scan_in in[2];
     const peat_scan_in *inp[2] = {&in[0], &in[1]};
     for (int k = 0; k < sides; k++)
-        in[k] = scan_in_of(acc[k], test[k], exact, mag, depth, terms, cols, input);
+        in[k] = scan_in_of(acc[k], test[k], exact, mag, depth, terms, rows, cols, input);
     int64_t n_units = (n + PEAT_ANALYZER_CHUNK - 1) / PEAT_ANALYZER_CHUNK;
     peat_partial one[2], *parts[2] = {one, one + 1};
     if (n_units > 1) {
@@ -310,8 +315,10 @@ static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor 
         peat_partial_init(&call);
         for (int64_t u = 0; u < n_units; u++) peat_partial_merge(&call, &parts[k][u]);
         acc[k]->n_calls++;
+        acc[k]->gross_tensors += call.n_gross > 0;
+        acc[k]->gross_tensors_many += call.n_gross > peat_few_per_call(n);
         if (depth > acc[k]->depth_max) acc[k]->depth_max = depth;
-        box_finish(acc[k], &call, rows, cols);
+        box_finish(acc[k], &call, rows, cols, n / (rows * cols));
         call.box_n = 0; /* boxes are per tensor */
         peat_partial_merge(&acc[k]->tot, &call);
     }
@@ -365,12 +372,17 @@ void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *r
         return;
     }
     double mx = acc->repeat_max_diff > 0 ? acc->repeat_max_diff : 0.0;
+    int64_t diff = 0;
     for (int64_t i = 0; i < n; i++) {
         double a = peat_tensor_get(run1, i), b = peat_tensor_get(run2, i);
         if (a == b || (isnan(a) && isnan(b))) continue;
-        acc->repeat_n_diff++;
+        diff++;
         double d = isfinite(a) && isfinite(b) ? fabs(a - b) : INFINITY;
         if (d > mx) mx = d;
     }
+    acc->repeat_n_diff += diff;
     acc->repeat_max_diff = mx;
+    acc->repeat_calls++;
+    acc->repeat_calls_diff += diff > 0;
+    acc->repeat_calls_many += diff > 2 * peat_few_per_call(n);
 }

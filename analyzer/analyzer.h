@@ -109,7 +109,21 @@ typedef struct peat_signature {
      * negative = not measured) */
     double repeat_max_diff;
     int64_t repeat_n_diff; /* elements that differed between the runs */
+    /* per call (each output tensor, each repeated call; "few" = at most max(2, 1%) of the
+     * tensor's elements, PEAT_FEW_PER_CALL): the transient rule decides call by call */
+    int64_t gross_tensors;      /* output tensors with at least one gross error */
+    int64_t gross_tensors_many; /* ... with more than a few */
+    int64_t repeat_calls;       /* calls run twice */
+    int64_t repeat_calls_diff;  /* ... whose two runs differed */
+    int64_t repeat_calls_many;  /* ... in more than 2 x a few elements (two runs, a few each) */
 } peat_signature;
+
+/* "A few" elements of an n-element tensor: at most 2, or 1% of it. */
+static inline int64_t peat_few_per_call(int64_t n)
+{
+    int64_t f = n / 100;
+    return f > 2 ? f : 2;
+}
 
 /* Accumulates error samples of one kernel over many calls. */
 typedef struct peat_analyzer_acc peat_analyzer_acc_t;
@@ -123,8 +137,10 @@ size_t peat_analyzer_unforked_bytes(void);
  * bit-identical for any number. */
 void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n);
 /* Adds one output tensor: test (F32 values, any float dtype), exact (F64), mag (per element, from
- * peat_golden_magnitude; NULL = |exact|), depth (op depth K), and the tensor's 2-D view (rows,
- * cols) for spatial structure (rows*cols == numel; pass rows=1 if not a matrix). */
+ * peat_golden_magnitude; NULL = |exact|), depth (op depth K), and the tensor's plane view (rows,
+ * cols) for spatial structure along the op's own axes: rows*cols divides numel, and a tensor of
+ * several planes (heads x [T, D] for attention, images x channels x [OH, OW] for conv) is
+ * folded onto one plane (pass rows = numel / cols for a plain matrix, rows=1 if not a matrix). */
 peat_status peat_analyzer_acc_add(peat_analyzer_acc_t *acc, const peat_tensor *test,
                                   const peat_tensor *exact, const double *mag, int64_t depth,
                                   int64_t rows, int64_t cols);

@@ -218,6 +218,7 @@ typedef struct peat_scan_in {
     const peat_tensor *test_t, *exact_t, *input;
     const double *mag; /* NULL = |exact| */
     int64_t depth, cols, call;
+    int64_t rows; /* rows of the plane view (a tensor of several planes folds onto one) */
     double gamma, eta, inv_sqrt_k;
 } peat_scan_in;
 
@@ -253,6 +254,8 @@ struct peat_analyzer_acc {
     /* repeatability */
     double repeat_max_diff;
     int64_t repeat_n_diff;
+    int64_t gross_tensors, gross_tensors_many; /* per output tensor (docs in analyzer.h) */
+    int64_t repeat_calls, repeat_calls_diff, repeat_calls_many;
     /* per-thread sketches, merged when a signature is taken; the one sample behind its lock */
     int threads;
     peat_worker *w[PEAT_ANALYZER_MAX_THREADS];

@@ -31,28 +31,29 @@ peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor
         free(rw), free(cw);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "edge region counts");
     }
-    int64_t n = 0;
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) {
-            int64_t x = i * cols + j;
-            if (!gross((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth)) continue;
-            rw[i]++, cw[j]++, n++;
-        }
+    /* a tensor of several planes (heads, images x channels) folds onto one plane */
+    int64_t n = 0, planes = peat_tensor_numel(test) / (rows * cols);
+    for (int64_t x = 0; x < planes * rows * cols; x++) {
+        if (!gross((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth)) continue;
+        rw[x / cols % rows]++, cw[x % cols]++, n++;
+    }
     out->rows = rows, out->cols = cols, out->n_gross = n;
     out->edge_rows = out->edge_cols = 0;
-    while (out->edge_rows < rows && rw[rows - 1 - out->edge_rows] >= ROW_WRONG * (double)cols)
+    while (out->edge_rows < rows &&
+           rw[rows - 1 - out->edge_rows] >= ROW_WRONG * (double)(cols * planes))
         out->edge_rows++;
-    while (out->edge_cols < cols && cw[cols - 1 - out->edge_cols] >= ROW_WRONG * (double)rows)
+    while (out->edge_cols < cols &&
+           cw[cols - 1 - out->edge_cols] >= ROW_WRONG * (double)(rows * planes))
         out->edge_cols++;
     /* every gross error inside the trailing rows or columns (second pass) */
     int64_t outside = 0, r0 = rows - out->edge_rows, c0 = cols - out->edge_cols;
-    for (int64_t i = 0; i < r0; i++)
-        for (int64_t j = 0; j < c0; j++) {
-            int64_t x = i * cols + j;
-            /* outside the region the output must be as good as any fp32 order: within the
-             * bound, or the errors are spread and the region only their worst part */
-            outside += over((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth, 1.0);
-        }
+    for (int64_t x = 0; x < planes * rows * cols; x++) {
+        int64_t i = x / cols % rows, j = x % cols;
+        if (i >= r0 || j >= c0) continue;
+        /* outside the region the output must be as good as any fp32 order: within the bound,
+         * or the errors are spread and the region only their worst part */
+        outside += over((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth, 1.0);
+    }
     /* the region is a proper part: a clean top-left block remains and something is wrong */
     out->confined = n > 0 && outside == 0 && r0 > 0 && c0 > 0 && (r0 < rows || c0 < cols);
     free(rw), free(cw);

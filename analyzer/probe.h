@@ -44,11 +44,12 @@ peat_status peat_probe_set_make(const peat_record_list *recs, uint64_t seed, pea
 void peat_probe_set_free(peat_probe_set *s);
 const char *peat_probe_kind_name(peat_probe_kind k);
 
-/* Trailing rows / columns of one output's 2-D view in which >= 90% of the elements are gross
- * errors, and whether every gross error lies in them (an edge region: an unwritten last tile,
- * a batch entry never computed). */
+/* Trailing rows / columns of one output's plane view (rows x cols; a tensor of several planes,
+ * heads or images x channels, folds onto one) in which >= 90% of the elements are gross errors,
+ * and whether every gross error lies in them (an edge region: an unwritten last tile, a batch
+ * entry never computed). */
 typedef struct peat_edge_region {
-    int64_t rows, cols; /* the view */
+    int64_t rows, cols; /* the plane */
     int64_t edge_rows, edge_cols;
     int64_t n_gross;
     int confined; /* all gross errors inside the trailing rows/columns, and they are not all */

@@ -59,7 +59,8 @@ static double nan_max(double a, double b)
 }
 
 /* A gross error: where its XOR pattern sits above the element's rounding noise and where it is. */
-static void gross_note(peat_partial *p, int64_t i, int64_t cols, float t, float xr, double bound)
+static void gross_note(peat_partial *p, int64_t i, int64_t rows, int64_t cols, float t, float xr,
+                       double bound)
 {
     p->n_gross++;
     uint32_t x = peat_f32_bits(t) ^ peat_f32_bits(xr);
@@ -80,7 +81,7 @@ static void gross_note(peat_partial *p, int64_t i, int64_t cols, float t, float 
         p->gross_bit[b]++;
         if (peat_f32_bits(t) >> b & 1u) p->n_gross_set++;
     }
-    int64_t r = i / cols, c = i % cols;
+    int64_t r = i / cols % rows, c = i % cols;
     if (p->box_n == 0) {
         p->box_first = i;
         p->box_g = 0;
@@ -551,7 +552,7 @@ static INLINE_BLOCK void block_visit(const peat_scan_in *in, const block *b, pea
         if (!(c & C_FIN)) {
             float t = (float)b->t[j];
             nonfinite_test(p, b->x[j], t);
-            gross_note(p, i, in->cols, t, (float)b->x[j], in->gamma * b->m[j] + in->eta);
+            gross_note(p, i, in->rows, in->cols, t, (float)b->x[j], in->gamma * b->m[j] + in->eta);
             continue;
         }
         /* the sketches' counts here; their n and extremes per unit (sketch_fold) */
@@ -564,7 +565,7 @@ static INLINE_BLOCK void block_visit(const peat_scan_in *in, const block *b, pea
             float t = (float)b->t[j], xr = (float)b->x[j];
             over_bound(p, b->x[j], t);
             if (b->e[j] > PEAT_GROSS_FACTOR)
-                gross_note(p, i, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
+                gross_note(p, i, in->rows, in->cols, t, xr, in->gamma * b->m[j] + in->eta);
         }
         if (b->prio[j] <= w->thresh) sample_note(in, i, b->prio[j], b, j, w);
     }

@@ -353,6 +353,11 @@ static peat_status signature_head(const peat_analyzer_acc_t *acc, peat_signature
     gross(acc, s);
     s->repeat_max_diff = acc->repeat_max_diff;
     s->repeat_n_diff = acc->repeat_n_diff;
+    s->gross_tensors = acc->gross_tensors;
+    s->gross_tensors_many = acc->gross_tensors_many;
+    s->repeat_calls = acc->repeat_calls;
+    s->repeat_calls_diff = acc->repeat_calls_diff;
+    s->repeat_calls_many = acc->repeat_calls_many;
     return distribution(acc, s);
 }
 

@@ -27,7 +27,7 @@ void peat_campaign_opts_default(peat_campaign_opts *o)
     o->isolate = 1;
     o->kernel_timeout_s = 30.0;
     o->hang_policy = "skip";
-    o->repeats = 2;
+    o->repeats = 8; /* a fault in 1 call of 3 shows in 8 repeated calls with p = 1 - (4/9)^8 */
 }
 
 /* Default training length per flow: enough iterations for the loss to move, small enough that

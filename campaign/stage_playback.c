@@ -10,6 +10,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The plane an output's structure is read in, along the op's own axes: attention [B,H,T,D]
+ * (and its logsumexp [B,H,T], its gradients) as heads of T x D; conv [N,C,H,W] outputs as
+ * images x channels of H x W; everything else as the matrix of its last axis (rows x columns
+ * for GEMM). An unwritten last query tile or output row block is then one edge of the plane. */
+void peat_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
+                         int64_t *cols)
+{
+    int64_t n = peat_tensor_numel(exact);
+    *cols = exact->shape[exact->ndim - 1];
+    *rows = n / *cols;
+    int attn = in->op == PEAT_OP_ATTENTION || in->op == PEAT_OP_ATTENTION_BWD;
+    int conv = in->op == PEAT_OP_CONV2D || in->op == PEAT_OP_CONV2D_BWD_DATA;
+    if (attn && exact->ndim == 4) *rows = exact->shape[2];
+    if (attn && exact->ndim == 3 && o == 1) *rows = exact->shape[2], *cols = 1;
+    if (conv && exact->ndim == 4) *rows = exact->shape[2];
+}
+
 peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
                                      peat_plot_data *plots, int64_t call, const peat_args *in,
                                      int o, const peat_tensor *test, const peat_tensor *golden,
@@ -22,14 +39,15 @@ peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
     double t1 = peat_now();
     *t_ref += t1 - t0;
-    int64_t cols = exact->shape[exact->ndim - 1], depth = peat_op_info_get(in->op)->depth(&in->p);
+    int64_t rows, cols, depth = peat_op_info_get(in->op)->depth(&in->p);
+    peat_playback_plane(in, o, exact, &rows, &cols);
     int64_t terms = peat_golden_terms(in, o);
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
     /* one pass over the exact values for both */
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_pair(ac, test, ag, golden, exact, mag, depth, terms, n / cols,
-                                        cols, x);
+        st = peat_analyzer_acc_add_pair(ac, test, ag, golden, exact, mag, depth, terms, rows, cols,
+                                        x);
     /* the report's error histograms, the worst call's error map and the coverage table */
     if (st == PEAT_OK && test->dtype == PEAT_DTYPE_F32 && golden->dtype == PEAT_DTYPE_F32) {
         const double *ex = (const double *)exact->data;

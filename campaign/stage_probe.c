@@ -37,16 +37,17 @@ static void outcome_failed(peat_probe_outcome *po, const char *why)
     f->n_evidence = 1;
 }
 
-/* The edge region of the candidate's first output (its 2-D view: last dimension as columns). */
+/* The edge region of the candidate's first output (in its plane along the op's axes). */
 static peat_status edge_of(const peat_args *c, const peat_args *e, peat_edge_region *r)
 {
     const peat_tensor *x = e->out[0];
-    int64_t n = peat_tensor_numel(x), cols = x->shape[x->ndim - 1];
+    int64_t n = peat_tensor_numel(x), rows, cols;
+    peat_playback_plane(c, 0, x, &rows, &cols);
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitudes");
     peat_status st = peat_golden_magnitude(c, 0, x, mag);
     int64_t depth = peat_op_info_get(c->op)->depth(&c->p);
-    if (st == PEAT_OK) st = peat_analyzer_edge_region(c->out[0], x, mag, depth, n / cols, cols, r);
+    if (st == PEAT_OK) st = peat_analyzer_edge_region(c->out[0], x, mag, depth, rows, cols, r);
     free(mag);
     return st;
 }
@@ -60,13 +61,14 @@ static peat_status feed(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag, const 
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
-    int64_t cols = exact->shape[exact->ndim - 1], depth = peat_op_info_get(in->op)->depth(&in->p);
+    int64_t rows, cols, depth = peat_op_info_get(in->op)->depth(&in->p);
+    peat_playback_plane(in, o, exact, &rows, &cols);
     int64_t terms = peat_golden_terms(in, o);
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_terms(ac, test, exact, mag, depth, terms, n / cols, cols, x);
+        st = peat_analyzer_acc_add_terms(ac, test, exact, mag, depth, terms, rows, cols, x);
     if (st == PEAT_OK)
-        st = peat_analyzer_acc_add_terms(ag, golden, exact, mag, depth, terms, n / cols, cols, x);
+        st = peat_analyzer_acc_add_terms(ag, golden, exact, mag, depth, terms, rows, cols, x);
     free(mag);
     return st;
 }

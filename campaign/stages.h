@@ -143,6 +143,10 @@ int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int 
  * candidate's (test) and golden's errors against exact added to ac and ag in one pass, and the
  * report's plots; seconds added to *t_ref (magnitudes) and *t_an (the rest). The planner times it
  * on a flow's own calls (peat_latency_replay_now). */
+/* The plane (rows x cols) output o is analysed in, along the op's logical axes (attention:
+ * heads of T x D; conv: images x channels of H x W; else the matrix of the last axis). */
+void peat_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
+                         int64_t *cols);
 peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
                                      peat_plot_data *plots, int64_t call, const peat_args *in,
                                      int o, const peat_tensor *test, const peat_tensor *golden,

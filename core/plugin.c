@@ -21,18 +21,34 @@
 
 /* Seconds the child that loads a plugin first may take (PEAT_PLUGIN_TIMEOUT overrides). */
 #define PLUGIN_TIMEOUT_S 30.0
+#include <stddef.h>
 
 static int plugin_count;
 
-static peat_status host_register(const peat_kernel *k)
+/* Registers a plugin's kernel from the first `size` bytes of its descriptor (a plugin built for
+ * an older ABI has a shorter one: the fields it lacks are 0). */
+static peat_status register_prefix(const peat_kernel *k, size_t size)
 {
     if (!k) return PEAT_ERROR(PEAT_ERR_INVAL, "plugin registered a NULL kernel");
-    peat_kernel c = *k;
+    peat_kernel c;
+    memset(&c, 0, sizeof c);
+    memcpy(&c, k, size);
     c.role = PEAT_ROLE_CANDIDATE; /* a plugin can never replace the exact or golden reference */
     if (!c.backend) c.backend = "cpu";
     peat_status st = peat_registry_add(&c);
     if (st == PEAT_OK) plugin_count++;
     return st;
+}
+
+static peat_status host_register(const peat_kernel *k)
+{
+    return register_prefix(k, sizeof *k);
+}
+
+/* ABI 2 descriptors end before `flags`. */
+static peat_status host_register_v2(const peat_kernel *k)
+{
+    return register_prefix(k, offsetof(peat_kernel, flags));
 }
 
 static peat_status host_error(peat_status code, const char *file, int line, const char *fmt, ...)
@@ -61,7 +77,7 @@ static peat_status plugin_load_here(const char *path, int *n_registered)
                           path);
     }
     int v = ver();
-    if (v != PEAT_PLUGIN_ABI_VERSION) {
+    if (v < PEAT_PLUGIN_ABI_OLDEST || v > PEAT_PLUGIN_ABI_VERSION) {
         dlclose(h);
         return PEAT_ERROR(PEAT_ERR_ABI,
                           "plugin %s was built for PEAT plugin ABI %d, this peat speaks ABI %d: "
@@ -70,9 +86,11 @@ static peat_status plugin_load_here(const char *path, int *n_registered)
     }
     static const peat_plugin_host host = {PEAT_PLUGIN_ABI_VERSION, PEAT_VERSION_STRING,
                                           host_register, peat_op_name, host_error};
+    static const peat_plugin_host host_v2 = {2, PEAT_VERSION_STRING, host_register_v2, peat_op_name,
+                                             host_error};
     int before = plugin_count;
     peat_error_clear();
-    int rc = reg(&host);
+    int rc = reg(v == 2 ? &host_v2 : &host);
     if (rc != 0) {
         /* the library stays loaded: kernels it registered before failing point into it */
         char why[400]; /* the message is about to be replaced: keep the plugin's reason */

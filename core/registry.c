@@ -10,6 +10,12 @@
 static peat_kernel table[PEAT_REGISTRY_MAX];
 static int n_kernels;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* One per registered kernel: the calls of a kernel that is not reentrant hold the lock of the
+ * first registered kernel with the same function (the state a function keeps is shared by every
+ * descriptor of it, copies included), so two never run at once; a function nobody registered
+ * holds `unlisted`. */
+static pthread_mutex_t run_lock[PEAT_REGISTRY_MAX];
+static pthread_mutex_t unlisted = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const role_names[] = {"exact", "golden", "candidate"};
 const char *peat_role_name(peat_kernel_role r)
@@ -39,6 +45,7 @@ peat_status peat_registry_add(const peat_kernel *k)
     if (st == PEAT_OK && n_kernels == PEAT_REGISTRY_MAX)
         st = PEAT_ERROR(PEAT_ERR_NOMEM, "kernel registry full (%d)", PEAT_REGISTRY_MAX);
     if (st == PEAT_OK) {
+        pthread_mutex_init(&run_lock[n_kernels], NULL);
         table[n_kernels] = *k;
         if (!table[n_kernels].backend) table[n_kernels].backend = "cpu";
         if (!table[n_kernels].desc) table[n_kernels].desc = "";
@@ -82,6 +89,14 @@ const peat_kernel *peat_registry_at(int i)
     return i >= 0 && i < n_kernels ? &table[i] : NULL;
 }
 
+static pthread_mutex_t *serial_lock(const peat_kernel *k)
+{
+    int n = n_kernels; /* entries below n are complete: the registry only grows */
+    for (int i = 0; i < n; i++)
+        if (table[i].fn == k->fn) return &run_lock[i];
+    return &unlisted;
+}
+
 peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a)
 {
     if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no kernel");
@@ -97,7 +112,10 @@ peat_status peat_kernel_run(const peat_kernel *k, const peat_args *a)
     }
     /* a device kernel gets device buffers: staged through its backend */
     int on_device = strcmp(k->backend, "cpu") != 0;
+    pthread_mutex_t *serial = k->flags & PEAT_KERNEL_REENTRANT ? NULL : serial_lock(k);
+    if (serial) pthread_mutex_lock(serial);
     peat_status st = on_device ? peat_backend_kernel_run(k, a) : k->fn(a, k);
+    if (serial) pthread_mutex_unlock(serial);
     if (st != PEAT_OK && peat_error_last()[0] == 0)
         PEAT_ERROR(st, "kernel '%s' failed: %s", k->name, peat_status_str(st));
     return st;

@@ -9,34 +9,36 @@
 
 /* Thresholds (docs/detector.md says why each has its value). They were set on paper and on the
  * design cases of docs/detector.md, never on the test cases of tests/test_detector.c. */
-#define RMS_SAME_MAX      3.0  /* candidate rms error within this factor of golden's: "as good" */
-#define RMS_WORSE_MIN     4.0  /* dense rules need at least this factor */
-#define DENSE_TOP1_MAX    0.5  /* top 1% of elements carry at most half the squared error */
-#define SINGLE_BIT_MIN    0.9  /* share of gross errors that are one flipped bit */
-#define ONE_BIT_MIN       0.9  /* share of those at the same bit position */
-#define ONE_WAY           0.98 /* share of single-bit errors that set (or clear) the bit */
-#define FEW_FRAC          0.01 /* "few elements": at most 1% of the elements ... */
-#define FEW_ABS           2    /* ... or at most 2 */
-#define STUCK_MIN_STRIDED 8    /* gross errors needed before a lane stride counts as evidence */
-#define TILE_FILL_MIN     0.75 /* gross errors fill at least 3/4 of their bounding box */
-#define TILE_SHARE_MAX    0.5  /* and the box covers at most half the tensor */
-#define TILE_MIN          4    /* a block has at least 4 elements */
-#define TOWARD_ZERO_MIN   0.75 /* truncation: >= 3/4 of the errors shrink |x| */
-#define BIAS_T_MIN        6.0  /* with a t statistic beyond 6 sigma */
-#define LOWBIT_RATIO      2.5  /* low-bit stuck: set/clear imbalance at one bit */
-#define LOWBIT_EXCESS     0.1  /* affecting >= 10% of elements more than golden */
-#define LOWBIT_Z          10.0
-#define SMOOTH_MAX        0.2  /* von Neumann ratio of a smooth error */
-#define SMOOTH_SIGN_MAX   0.05 /* sign changes per step of a smooth error */
-#define NOISE_CORR_MIN    0.5  /* relative noise: error rank-correlates with |x| */
-#define NOISE_CORR_GAIN   0.15 /* clearly more than golden's own correlation */
-#define NOISE_ROUGH_MIN   0.5  /* and random from element to element (rounded inputs are not) */
-#define STORAGE_BITS_MAX  16   /* outputs that all fit in <= 16 bits were stored narrow */
-#define PREC_SLACK_BITS   1.5  /* declared format: measured bits within 1.5 of its bits */
-#define APPROX_SMALL      1e-3 /* approx is small when max error <= 1e-3 of max |exact| */
-#define WRONG_BITS_MAX    3.0  /* fewer effective bits than fp8 e5m2 keeps: no format explains it */
-#define WRONG_GROSS_MIN   0.05 /* and gross errors in at least 5% of the elements */
-#define ZERO_SHARE        0.9  /* an unwritten region: >= 90% of the gross errors are zeros */
+#define RMS_SAME_MAX        3.0  /* candidate rms error within this factor of golden's: "as good" */
+#define RMS_WORSE_MIN       4.0  /* dense rules need at least this factor */
+#define DENSE_TOP1_MAX      0.5  /* top 1% of elements carry at most half the squared error */
+#define SINGLE_BIT_MIN      0.9  /* share of gross errors that are one flipped bit */
+#define ONE_BIT_MIN         0.9  /* share of those at the same bit position */
+#define ONE_WAY             0.98 /* share of single-bit errors that set (or clear) the bit */
+#define FEW_FRAC            0.01 /* "few elements": at most 1% of the elements ... */
+#define FEW_ABS             2    /* ... or at most 2 */
+#define STUCK_MIN_STRIDED   8    /* gross errors needed before a lane stride counts as evidence */
+#define TILE_FILL_MIN       0.75 /* gross errors fill at least 3/4 of their bounding box */
+#define TILE_SHARE_MAX      0.5  /* and the box covers at most half the tensor */
+#define TILE_MIN            4    /* a block has at least 4 elements */
+#define TOWARD_ZERO_MIN     0.75 /* truncation: >= 3/4 of the errors shrink |x| */
+#define BIAS_T_MIN          6.0  /* with a t statistic beyond 6 sigma */
+#define LOWBIT_RATIO        2.5  /* low-bit stuck: set/clear imbalance at one bit */
+#define LOWBIT_EXCESS       0.1  /* affecting >= 10% of elements more than golden */
+#define LOWBIT_Z            10.0
+#define SMOOTH_MAX          0.2  /* von Neumann ratio of a smooth error */
+#define SMOOTH_SIGN_MAX     0.05 /* sign changes per step of a smooth error */
+#define NOISE_CORR_MIN      0.5  /* relative noise: error rank-correlates with |x| */
+#define NOISE_CORR_GAIN     0.15 /* clearly more than golden's own correlation */
+#define NOISE_ROUGH_MIN     0.5  /* and random from element to element (rounded inputs are not) */
+#define STORAGE_BITS_MAX    16   /* outputs that all fit in <= 16 bits were stored narrow */
+#define PREC_SLACK_BITS     1.5  /* declared format: measured bits within 1.5 of its bits */
+#define APPROX_SMALL        1e-3 /* approx is small when max error <= 1e-3 of max |exact| */
+#define WRONG_BITS_MAX      3.0 /* fewer effective bits than fp8 e5m2 keeps: no format explains it */
+#define WRONG_GROSS_MIN     0.05 /* and gross errors in at least 5% of the elements */
+#define ZERO_SHARE          0.9  /* an unwritten region: >= 90% of the gross errors are zeros */
+#define FORMULA_GROSS_MIN   0.05 /* a formula error: gross errors in >= 5% of the elements ... */
+#define FORMULA_BEYOND_BF16 131072.0 /* ... and (biased) beyond 2^17 bounds: bf16 truncating */
 
 const char *peat_finding_name(peat_finding_class c)
 {
@@ -388,15 +390,28 @@ static int rule_nan(const facts *x, out_list *o)
     return 1;
 }
 
-/* A few gross errors that do not repeat: the same call run twice differs in a few elements only
- * (a race or an order change differs in many). A transient upset (SDC), not nondeterminism. */
+/* Whether the transient evidence holds call by call: some call run twice gave two different
+ * outputs, every such call differs in a few elements only (a race or an order change differs in
+ * many), and no output tensor holds more than a few gross errors. Decided per call, so that an
+ * op with 4-16 outputs a call (a bias gradient) is judged by its calls, not by the share of all
+ * elements one upset makes. Signatures without per-call counts: the aggregate test. */
+static int transient_evidence(const facts *x)
+{
+    const peat_signature *c = x->c;
+    /* NaN/Inf introduced: the NAN rule names them (unwritten memory), transient or not */
+    if (!(c->repeat_max_diff > 0.0) || x->gross <= 0 || x->nonfinite > 0) return 0;
+    if (c->repeat_calls > 0)
+        return c->repeat_calls_diff > 0 && c->repeat_calls_many == 0 && c->gross_tensors > 0 &&
+               c->gross_tensors_many == 0;
+    double few = FEW_FRAC * (double)c->n_elems;
+    return (double)x->gross <= few && (double)c->repeat_n_diff <= (few > FEW_ABS ? few : FEW_ABS);
+}
+
+/* A few gross errors per call that do not repeat: a transient upset (SDC), not nondeterminism. */
 static int rule_transient(const facts *x, out_list *o)
 {
     const peat_signature *c = x->c;
-    double few = FEW_FRAC * (double)c->n_elems;
-    if (!(c->repeat_max_diff > 0.0) || x->gross <= 0 || (double)x->gross > few ||
-        (double)c->repeat_n_diff > (few > FEW_ABS ? few : FEW_ABS))
-        return 0;
+    if (!transient_evidence(x)) return 0;
     double rate = (double)x->gross / (double)(c->n_calls > 0 ? c->n_calls : 1);
     /* the bit is named only where the errors are single-bit: a flip inside an accumulator is
      * spread by the terms added after it */
@@ -412,12 +427,70 @@ static int rule_transient(const facts *x, out_list *o)
        (long long)x->gross, (long long)c->n_calls,
        (double)x->gross / (double)(c->n_calls > 0 ? c->n_calls : 1), c->max_norm);
     ev(f,
-       "the same input run twice differs in only %lld elements: the error does not repeat, a "
-       "transient upset (SDC), not an order-dependent reduction",
-       (long long)c->repeat_n_diff);
+       "%lld of %lld calls run twice gave different outputs, each in a few elements only (%lld in "
+       "all): the error does not repeat, a transient upset (SDC), not an order-dependent "
+       "reduction; at most a few gross errors in each of the %lld calls that have any",
+       (long long)c->repeat_calls_diff, (long long)c->repeat_calls, (long long)c->repeat_n_diff,
+       (long long)c->gross_tensors);
     if (c->gross_single_bit > 0)
         ev(f, "%.0f%% of them differ from the rounded exact value in one bit (most often bit %d)",
            100.0 * c->gross_single_bit, x->top_bit);
+    return 1;
+}
+
+/* A formula error of any size: another function, computed the same way every time. Dense
+ * (gross errors, beyond 16 bounds, in >= 5% of the elements), reproducible (the repeats agree),
+ * not on a narrower grid (a coarser format stores fewer bits: the storage rule), and systematic:
+ * a signed bias beyond 6 sigma in an error that is not smooth and exceeds 2^17 fp32 bounds
+ * somewhere (rounding to any format and noise are unbiased; no 16-bit format, even truncating,
+ * errs that far), or a smooth deviation too large for an approximation (fast exp/tanh/erf
+ * forms keep 1e-3 of the scale; smaller smooth ones, biased as they are, are APPROX).
+ * A kernel that declares a narrower format is left to the precision rules. */
+static int formula_evidence(const facts *x, const peat_detector_ctx *ctx, int *smooth)
+{
+    const peat_signature *c = x->c;
+    int acc_narrow;
+    if (declared_bits(ctx, &acc_narrow) < 24 || x->nonfinite > 0) return 0;
+    if (c->repeat_max_diff > 0.0 || c->test_mant_bits <= STORAGE_BITS_MAX) return 0;
+    if (x->gross <= 0 || (double)x->gross < FORMULA_GROSS_MIN * (double)c->n_elems) return 0;
+    if (c->gross_single_bit >= SINGLE_BIT_MIN) return 0; /* a bit pattern: the bit rules */
+    double rel = c->max_abs_exact > 0 ? c->max_abs / c->max_abs_exact : INFINITY;
+    int is_smooth = !isnan(c->err_roughness) && c->err_roughness <= SMOOTH_MAX &&
+                    c->err_sign_changes <= SMOOTH_SIGN_MAX;
+    /* a smooth error within 1e-3 of the scale is an approximation (APPROX), biased or not */
+    *smooth = is_smooth && rel > APPROX_SMALL;
+    /* bf16 (8 bits), the coarsest 16-bit format, rounds 2^16 times coarser than fp32; toward
+     * zero, twice that: a larger error is beyond what any such format or mode explains */
+    int beyond_formats = c->max_norm > FORMULA_BEYOND_BF16;
+    return *smooth || (!is_smooth && beyond_formats && fabs(c->bias_t) >= BIAS_T_MIN);
+}
+
+static int rule_formula(const facts *x, const peat_detector_ctx *ctx, out_list *o)
+{
+    const peat_signature *c = x->c;
+    int smooth = 0;
+    if (!formula_evidence(x, ctx, &smooth)) return 0;
+    peat_finding *f = emit(o, PEAT_FIND_WRONG_RESULT, 0.8, PEAT_ACCEPT_FAIL,
+                           "formula,bits=%.1f,gross=%.3f,bias_t=%.1f", c->eff_bits,
+                           (double)x->gross / (double)c->n_elems, c->bias_t);
+    ev(f,
+       "another function, the same every time: %lld of %lld elements (%.1f%%) beyond %g bounds, "
+       "the repeated calls bit-identical, outputs on fp32's grid (%d bits, no narrower format)",
+       (long long)x->gross, (long long)c->n_elems, 100.0 * (double)x->gross / (double)c->n_elems,
+       PEAT_GROSS_FACTOR, c->test_mant_bits);
+    if (smooth)
+        ev(f,
+           "the error is a smooth function of the input (successive-difference ratio %.3f, sign "
+           "changes %.3f per step) and %.2g of the output scale: beyond what an approximation "
+           "keeps (1e-3)",
+           c->err_roughness, c->err_sign_changes, c->max_abs / c->max_abs_exact);
+    else
+        ev(f,
+           "the errors are biased (t = %.1f; rounding to any format and noise are unbiased, "
+           "|t| < 6): a systematic deviation, not precision",
+           c->bias_t);
+    ev(f, "effective precision %.1f bits (golden %.1f); max error %.3g x the bound", c->eff_bits,
+       x->g->eff_bits, c->max_norm);
     return 1;
 }
 
@@ -722,10 +795,13 @@ int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
         return o.n;
     }
     /* the first rule that fires names the primary finding; nondeterminism is reported besides */
+    /* a transient upset is decided by its repeats before the pattern rules: a flip of one
+     * exponent bit of values of one magnitude goes one way, like a stuck bit, but does not
+     * repeat */
     int fired = rule_bit_exact(&x, &o) || rule_range(&x, &o) || rule_ftz(&x, &o) ||
-                rule_stuck(&x, &o) || rule_bitflip(&x, &o) || rule_tile(&x, &o) ||
-                rule_nan(&x, &o) || rule_transient(&x, &o) || rule_wrong_result(&x, ctx, &o) ||
-                rule_stuck_lowbit(&x, &o) || rule_truncation(&x, &o) ||
+                rule_transient(&x, &o) || rule_stuck(&x, &o) || rule_bitflip(&x, &o) ||
+                rule_tile(&x, &o) || rule_nan(&x, &o) || rule_wrong_result(&x, ctx, &o) ||
+                rule_formula(&x, ctx, &o) || rule_stuck_lowbit(&x, &o) || rule_truncation(&x, &o) ||
                 rule_precision_storage(&x, ctx, &o) || rule_approx(&x, &o) || rule_noise(&x, &o) ||
                 rule_precision(&x, ctx, &o);
     int primary = o.n ? o.f[0].cls : PEAT_FIND_COUNT;

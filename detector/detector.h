@@ -127,14 +127,23 @@ typedef struct peat_runtime_curve {
     const double *eval_acc;   /* held-out accuracy at each (NaN = not measured) */
 } peat_runtime_curve;
 
-/* The golden noise band: per iteration, the range of R honest runs (the golden run and reruns
- * with the `reorder` model on every call of the op). */
+/* The golden noise band of R honest runs (the golden run and reruns with the `reorder` model on
+ * every call of the op), as a prediction test with a stated false-alarm rate
+ * (docs/fault-injection.md, "band and verdict rules"): per window of iterations the members'
+ * mean loss and its spread, per held-out evaluation the members' accuracy and its spread, and the
+ * tolerance factors of Student's t for R - 1 degrees of freedom. */
 typedef struct peat_runtime_band {
     int64_t n, n_eval;
     int members;
-    double *loss_lo, *loss_hi; /* [n] */
+    double *loss_lo, *loss_hi; /* [n] range of the members' losses (plots, explosion rule) */
     double *wdist_hi;          /* [n] largest member distance from the golden run */
     double *acc_lo, *acc_hi;   /* [n_eval] */
+    int windows;               /* loss windows: iterations [win_start[w], win_start[w + 1]) */
+    int64_t *win_start;        /* [windows + 1] */
+    double *win_mean, *win_sd; /* [windows] members' mean window loss and its sample sd */
+    double *acc_mean, *acc_sd; /* [n_eval] members' held-out accuracy: mean and sample sd */
+    double loss_k, acc_k;      /* t quantiles: the tolerance factors for R - 1 d.o.f. */
+    double alpha;              /* the per-run false-alarm rate the factors are set for */
 } peat_runtime_band;
 
 /* Builds the band of R >= 2 member curves (equal lengths; member 0 is the golden run). */
@@ -147,16 +156,25 @@ void peat_detector_band_widened(const peat_runtime_band *b, int64_t t, double *l
 
 typedef struct peat_runtime_verdict {
     peat_runtime_class cls;
-    int64_t iter;       /* DEGRADES: first iteration of the first excursion; DIVERGES: first
-                           non-finite or exploding iteration; -1 when equivalent */
-    char metric[16];    /* what left the band: "loss", "weights", "accuracy", "nonfinite" */
-    double loss_excess; /* largest loss excess over the widened band, relative to its top */
-    double wdist_ratio; /* largest distance / widened band distance (<= 1 inside) */
-    double acc_drop;    /* largest accuracy drop below the widened band (absolute) */
+    int64_t iter;       /* DEGRADES: first iteration of the first window (or evaluation) outside
+                           the test's bound; DIVERGES: first non-finite or exploding iteration;
+                           -1 when equivalent */
+    char metric[16];    /* what left the band: "loss", "accuracy", "nonfinite" */
+    double loss_excess; /* largest window-mean loss excess over the bound, relative to it */
+    double wdist_ratio; /* largest distance / (4 x honest distance + 1e-5) (<= 1 inside) */
+    double acc_drop;    /* largest accuracy drop below the bound (absolute) */
+    double loss_t;      /* largest window t statistic (x - mean) / (sd sqrt(1 + 1/R)); the test
+                           alone (no effect-size floor) alarms when it exceeds the band's loss_k */
     double final_loss, band_lo, band_hi; /* last iteration: run and band */
-    char evidence[256];                  /* one sentence with the numbers */
+    int drift;          /* a note: the weights leave the honest reruns' distance for PERSIST
+                           iterations while loss and accuracy stay inside (not a warning) */
+    int64_t drift_iter; /* first iteration of that excursion (-1 = none) */
+    char evidence[256]; /* one sentence with the numbers */
 } peat_runtime_verdict;
 
+/* Student's t quantile factor of the band test: the one-sided bound k with P(T > k) = a for T
+ * ~ t with df degrees of freedom (df >= 1, 0 < a < 1). */
+double peat_detector_band_factor(int df, double a);
 /* Judges a run against the band (same n and n_eval). */
 peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,
                                         peat_runtime_verdict *v);

@@ -2,23 +2,27 @@
  * DIVERGES rules for a run with a faulty kernel in the loop (docs/fault-injection.md). */
 #include "detector/detector.h"
 
+#include <gsl/gsl_cdf.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Margins (docs/fault-injection.md says why each has its value; none was fitted to a test).
- * A band of R = 3 runs is the range of 3 samples: a 4th honest run falls outside it with
- * probability 1/2 at any point, so the band is widened by twice its own width, plus a floor for
- * iterations where the members happen to agree. */
-#define BAND_SPREAD_K  2.0  /* widen by this many times the band's width ... */
-#define LOSS_REL_FLOOR 0.02 /* ... and at least 2% of the loss (batches differ by more) */
-#define LOSS_ABS_FLOOR 1e-3 /* and 1e-3 nats when the loss is near 0 */
-#define WDIST_FACTOR   4.0  /* honest reorderings drift apart chaotically, all at one pace */
-#define WDIST_FLOOR    1e-5 /* ~100 fp32 roundings of relative drift: under it runs are equal */
-#define ACC_ABS_FLOOR  0.02 /* two points of held-out accuracy */
-#define PERSIST        3    /* a per-iteration excursion counts when it lasts 3 iterations */
-#define EXPLODE_FACTOR 3.0  /* loss above 3x the band's highest loss so far: an explosion */
+/* The band is a prediction test (docs/fault-injection.md says why each value is what it is;
+ * none was fitted to a test or a flow). The R band members are R exchangeable honest runs; a
+ * statistic X of a candidate that is one more honest run satisfies
+ * (X - mean) / (sd sqrt(1 + 1/R)) ~ t(R - 1) when X is normal (the classic prediction interval),
+ * so a bound of mean + k sd sqrt(1 + 1/R), k the t quantile at a / m, is exceeded with
+ * probability a / m; over m tested statistics (Bonferroni) at most a. */
+#define BAND_ALPHA     0.01  /* per-run false-alarm rate: half for the loss, half for accuracy */
+#define LOSS_WINDOWS   4     /* the loss is tested as its mean over each quarter of the run */
+#define LOSS_REL_FLOOR 0.005 /* effect-size floor: a window-mean loss within 0.5% is no change */
+#define LOSS_ABS_FLOOR 1e-4  /* and within 1e-4 nats when the loss is near 0 */
+#define ACC_ABS_FLOOR  0.02  /* two points of held-out accuracy */
+#define WDIST_FACTOR   4.0   /* weight drift note: honest reorderings drift apart at one pace */
+#define WDIST_FLOOR    1e-5  /* ~100 fp32 roundings of relative drift: under it runs are equal */
+#define PERSIST        3     /* a drift counts when it lasts 3 iterations */
+#define EXPLODE_FACTOR 3.0   /* loss above 3x the band's highest loss so far: an explosion */
 
 const char *peat_runtime_class_name(peat_runtime_class c)
 {
@@ -41,6 +45,11 @@ void peat_detector_band_free(peat_runtime_band *b)
     free(b->wdist_hi);
     free(b->acc_lo);
     free(b->acc_hi);
+    free(b->win_start);
+    free(b->win_mean);
+    free(b->win_sd);
+    free(b->acc_mean);
+    free(b->acc_sd);
     memset(b, 0, sizeof *b);
 }
 
@@ -49,6 +58,71 @@ static void minmax(double *lo, double *hi, double x)
     if (isnan(x)) return;
     if (isnan(*lo) || x < *lo) *lo = x;
     if (isnan(*hi) || x > *hi) *hi = x;
+}
+
+double peat_detector_band_factor(int df, double a)
+{
+    return gsl_cdf_tdist_Qinv(a, df < 1 ? 1 : df);
+}
+
+/* Mean and sample sd of the R finite values x[0..R) (sd 0 with fewer than 2). */
+static void mean_sd(const double *x, int R, double *mean, double *sd)
+{
+    double s = 0.0, q = 0.0;
+    int k = 0;
+    for (int r = 0; r < R; r++)
+        if (isfinite(x[r])) s += x[r], k++;
+    *mean = k ? s / k : NAN;
+    for (int r = 0; r < R; r++)
+        if (isfinite(x[r])) q += (x[r] - *mean) * (x[r] - *mean);
+    *sd = k > 1 ? sqrt(q / (k - 1)) : 0.0;
+}
+
+/* The mean loss of a curve over iterations [a, b) (NaN if any is not finite). */
+static double window_mean(const double *loss, int64_t a, int64_t b)
+{
+    double s = 0.0;
+    for (int64_t t = a; t < b; t++) s += loss[t];
+    return b > a ? s / (double)(b - a) : NAN;
+}
+
+static peat_status band_alloc(peat_runtime_band *b, int64_t n, int64_t ne, int W)
+{
+    b->loss_lo = malloc((size_t)(n + 1) * sizeof(double));
+    b->loss_hi = malloc((size_t)(n + 1) * sizeof(double));
+    b->wdist_hi = malloc((size_t)(n + 1) * sizeof(double));
+    b->acc_lo = malloc((size_t)(ne + 1) * sizeof(double));
+    b->acc_hi = malloc((size_t)(ne + 1) * sizeof(double));
+    b->acc_mean = malloc((size_t)(ne + 1) * sizeof(double));
+    b->acc_sd = malloc((size_t)(ne + 1) * sizeof(double));
+    b->win_start = malloc((size_t)(W + 1) * sizeof(int64_t));
+    b->win_mean = malloc((size_t)(W + 1) * sizeof(double));
+    b->win_sd = malloc((size_t)(W + 1) * sizeof(double));
+    if (b->loss_lo && b->loss_hi && b->wdist_hi && b->acc_lo && b->acc_hi && b->acc_mean &&
+        b->acc_sd && b->win_start && b->win_mean && b->win_sd)
+        return PEAT_OK;
+    peat_detector_band_free(b);
+    return PEAT_ERROR(PEAT_ERR_NOMEM, "band of %lld iterations", (long long)n);
+}
+
+/* Per window: the members' window-mean losses, their mean and sd. */
+static void band_windows(const peat_runtime_curve *m, int R, peat_runtime_band *b)
+{
+    double x[64];
+    for (int w = 0; w <= b->windows; w++) b->win_start[w] = b->n * w / b->windows;
+    for (int w = 0; w < b->windows; w++) {
+        for (int r = 0; r < R && r < 64; r++)
+            x[r] = window_mean(m[r].loss, b->win_start[w], b->win_start[w + 1]);
+        mean_sd(x, R < 64 ? R : 64, &b->win_mean[w], &b->win_sd[w]);
+    }
+    for (int64_t e = 0; e < b->n_eval; e++) {
+        b->acc_lo[e] = b->acc_hi[e] = NAN;
+        for (int r = 0; r < R && r < 64; r++) {
+            x[r] = m[r].eval_acc[e];
+            minmax(&b->acc_lo[e], &b->acc_hi[e], x[r]);
+        }
+        mean_sd(x, R < 64 ? R : 64, &b->acc_mean[e], &b->acc_sd[e]);
+    }
 }
 
 peat_status peat_detector_band_build(const peat_runtime_curve *m, int R, peat_runtime_band *out)
@@ -60,16 +134,13 @@ peat_status peat_detector_band_build(const peat_runtime_curve *m, int R, peat_ru
         if (m[r].n != n || m[r].n_eval != ne)
             return PEAT_ERROR(PEAT_ERR_INVAL, "band: member %d has %lld iterations, member 0 %lld",
                               r, (long long)m[r].n, (long long)n);
-    out->n = n, out->n_eval = ne, out->members = R;
-    out->loss_lo = malloc((size_t)(n + 1) * sizeof(double));
-    out->loss_hi = malloc((size_t)(n + 1) * sizeof(double));
-    out->wdist_hi = malloc((size_t)(n + 1) * sizeof(double));
-    out->acc_lo = malloc((size_t)(ne + 1) * sizeof(double));
-    out->acc_hi = malloc((size_t)(ne + 1) * sizeof(double));
-    if (!out->loss_lo || !out->loss_hi || !out->wdist_hi || !out->acc_lo || !out->acc_hi) {
-        peat_detector_band_free(out);
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "band of %lld iterations", (long long)n);
-    }
+    int W = n < LOSS_WINDOWS ? (int)(n > 0 ? n : 1) : LOSS_WINDOWS;
+    PEAT_TRY(band_alloc(out, n, ne, W));
+    out->n = n, out->n_eval = ne, out->members = R, out->windows = W;
+    out->alpha = BAND_ALPHA;
+    /* half the rate for the loss windows, half for the evaluations (Bonferroni) */
+    out->loss_k = peat_detector_band_factor(R - 1, BAND_ALPHA / 2.0 / W);
+    out->acc_k = peat_detector_band_factor(R - 1, BAND_ALPHA / 2.0 / (double)(ne > 0 ? ne : 1));
     for (int64_t t = 0; t < n; t++) {
         out->loss_lo[t] = out->loss_hi[t] = NAN;
         out->wdist_hi[t] = 0.0;
@@ -78,24 +149,39 @@ peat_status peat_detector_band_build(const peat_runtime_curve *m, int R, peat_ru
             if (m[r].wdist && m[r].wdist[t] > out->wdist_hi[t]) out->wdist_hi[t] = m[r].wdist[t];
         }
     }
-    for (int64_t e = 0; e < ne; e++) {
-        out->acc_lo[e] = out->acc_hi[e] = NAN;
-        for (int r = 0; r < R; r++) minmax(&out->acc_lo[e], &out->acc_hi[e], m[r].eval_acc[e]);
-    }
+    band_windows(m, R, out);
     return PEAT_OK;
 }
 
-static double loss_margin(const peat_runtime_band *b, int64_t t)
+/* The window that holds iteration t. */
+static int window_of(const peat_runtime_band *b, int64_t t)
 {
-    double lo = b->loss_lo[t], hi = b->loss_hi[t];
-    double floor = fmax(LOSS_REL_FLOOR * fabs(0.5 * (lo + hi)), LOSS_ABS_FLOOR);
-    return fmax(BAND_SPREAD_K * (hi - lo), floor);
+    int w = 0;
+    while (w + 1 < b->windows && t >= b->win_start[w + 1]) w++;
+    return w;
+}
+
+/* The largest window-mean loss no honest run exceeds but with the band's rate: the prediction
+ * bound, or the effect-size floor above the members' mean when that is wider. */
+static double loss_bound(const peat_runtime_band *b, int w)
+{
+    double mean = b->win_mean[w];
+    double stat = b->loss_k * b->win_sd[w] * sqrt(1.0 + 1.0 / b->members);
+    double floor = fmax(LOSS_REL_FLOOR * fabs(mean), LOSS_ABS_FLOOR);
+    return mean + fmax(stat, floor);
+}
+
+static double acc_bound(const peat_runtime_band *b, int64_t e)
+{
+    double stat = b->acc_k * b->acc_sd[e] * sqrt(1.0 + 1.0 / b->members);
+    return b->acc_mean[e] - fmax(stat, ACC_ABS_FLOOR);
 }
 
 void peat_detector_band_widened(const peat_runtime_band *b, int64_t t, double *loss_lo,
                                 double *loss_hi, double *wdist_hi)
 {
-    double m = loss_margin(b, t);
+    int w = window_of(b, t);
+    double m = loss_bound(b, w) - b->win_mean[w];
     *loss_lo = b->loss_lo[t] - m;
     *loss_hi = b->loss_hi[t] + m;
     *wdist_hi = WDIST_FACTOR * b->wdist_hi[t] + WDIST_FLOOR;
@@ -142,78 +228,96 @@ static int judge_diverges(const peat_runtime_band *b, const peat_runtime_curve *
     return 0;
 }
 
-/* The first run of PERSIST consecutive iterations with excess[t] > 0; -1 if none. */
-static int64_t first_excursion(const double *excess, int64_t n)
+/* The weight-drift note: the first iteration of PERSIST consecutive iterations whose distance
+ * from the golden run is beyond WDIST_FACTOR x the honest reruns' largest (-1 if none). */
+static int64_t drift_of(const peat_runtime_band *b, const peat_runtime_curve *c,
+                        peat_runtime_verdict *v)
 {
-    int64_t run = 0;
-    for (int64_t t = 0; t < n; t++) {
-        run = excess[t] > 0.0 ? run + 1 : 0;
-        if (run == PERSIST || (run > 0 && run == n)) return t - run + 1;
+    int64_t run = 0, first = -1;
+    for (int64_t t = 0; c->wdist && t < c->n; t++) {
+        double r = c->wdist[t] / (WDIST_FACTOR * b->wdist_hi[t] + WDIST_FLOOR);
+        if (r > v->wdist_ratio) v->wdist_ratio = r;
+        run = r > 1.0 ? run + 1 : 0;
+        if (first < 0 && (run == PERSIST || (run > 0 && run == c->n))) first = t - run + 1;
     }
-    return -1;
+    return first;
 }
 
-/* Fills the per-iteration excesses (loss above the widened band, relative to its top; distance
- * over the widened distance, minus 1) and their maxima. */
-static void excesses(const peat_runtime_band *b, const peat_runtime_curve *c, double *le,
-                     double *we, peat_runtime_verdict *v)
+/* The first window whose mean loss is above its bound (-1 if none); the largest excess. */
+static int64_t loss_excursion(const peat_runtime_band *b, const peat_runtime_curve *c,
+                              peat_runtime_verdict *v)
 {
-    for (int64_t t = 0; t < c->n; t++) {
-        double lo, hi, wd;
-        peat_detector_band_widened(b, t, &lo, &hi, &wd);
-        le[t] = hi > 0.0 ? (c->loss[t] - hi) / hi : c->loss[t] - hi;
-        we[t] = c->wdist ? c->wdist[t] / wd - 1.0 : -1.0;
-        if (le[t] > v->loss_excess) v->loss_excess = le[t];
-        if (we[t] + 1.0 > v->wdist_ratio) v->wdist_ratio = we[t] + 1.0;
+    int64_t first = -1;
+    for (int w = 0; w < b->windows; w++) {
+        double hi = loss_bound(b, w);
+        double x = window_mean(c->loss, b->win_start[w], b->win_start[w + 1]);
+        double ex = hi > 0.0 ? (x - hi) / hi : x - hi;
+        if (ex > v->loss_excess) v->loss_excess = ex;
+        if (ex > 0.0 && first < 0) first = b->win_start[w];
+        double sd = b->win_sd[w] * sqrt(1.0 + 1.0 / b->members);
+        double z = sd > 0.0 ? (x - b->win_mean[w]) / sd : x > b->win_mean[w] ? INFINITY : 0.0;
+        if (z > v->loss_t || w == 0) v->loss_t = z;
     }
+    return first;
 }
 
-static int judge_degrades(const peat_runtime_band *b, const peat_runtime_curve *c,
-                          peat_runtime_verdict *v)
+/* The first held-out evaluation below its bound (-1 if none); the largest drop. */
+static int64_t acc_excursion(const peat_runtime_band *b, const peat_runtime_curve *c,
+                             peat_runtime_verdict *v)
 {
-    double *le = malloc((size_t)(c->n + 1) * sizeof *le),
-           *we = malloc((size_t)(c->n + 1) * sizeof *we);
-    if (!le || !we) {
-        free(le);
-        free(we);
-        return -1;
-    }
-    excesses(b, c, le, we, v);
-    int64_t tl = first_excursion(le, c->n), tw = first_excursion(we, c->n), ta = -1;
+    int64_t first = -1;
     for (int64_t e = 0; e < c->n_eval; e++) {
-        double floor =
-            b->acc_lo[e] - fmax(BAND_SPREAD_K * (b->acc_hi[e] - b->acc_lo[e]), ACC_ABS_FLOOR);
-        double drop = floor - c->eval_acc[e];
+        double drop = acc_bound(b, e) - c->eval_acc[e];
         if (isnan(drop)) continue;
         if (drop > v->acc_drop) v->acc_drop = drop;
-        if (drop > 0.0 && ta < 0) ta = e;
+        if (drop > 0.0 && first < 0) first = e;
     }
-    free(le);
-    free(we);
-    if (tl < 0 && tw < 0 && ta < 0) return 0;
+    return first;
+}
+
+static void evidence_equivalent(const peat_runtime_band *b, const peat_runtime_curve *c,
+                                peat_runtime_verdict *v)
+{
+    int n = snprintf(v->evidence, sizeof v->evidence,
+                     "inside the golden band over %lld iterations (false-alarm rate %.2g): final "
+                     "loss %.4g (band %.4g..%.4g)",
+                     (long long)c->n, b->alpha, v->final_loss, v->band_lo, v->band_hi);
+    if (v->drift && n > 0 && (size_t)n < sizeof v->evidence)
+        snprintf(v->evidence + n, sizeof v->evidence - (size_t)n,
+                 "; note: weight drift from iteration %lld, %.3gx the honest reruns' distance",
+                 (long long)v->drift_iter, v->wdist_ratio);
+}
+
+static void judge_degrades(const peat_runtime_band *b, const peat_runtime_curve *c,
+                           peat_runtime_verdict *v)
+{
+    int64_t tl = loss_excursion(b, c, v), ea = acc_excursion(b, c, v);
+    v->drift_iter = drift_of(b, c, v);
+    v->drift = v->drift_iter >= 0;
+    if (tl < 0 && ea < 0) {
+        v->cls = PEAT_RUNTIME_EQUIVALENT;
+        evidence_equivalent(b, c, v);
+        return;
+    }
     v->cls = PEAT_RUNTIME_DEGRADES;
-    /* the earliest per-iteration excursion names the iteration; accuracy is only sampled */
-    int loss_first = tl >= 0 && (tw < 0 || tl <= tw);
-    v->iter = loss_first ? tl : tw >= 0 ? tw : -1;
-    snprintf(v->metric, sizeof v->metric, "%s",
-             loss_first ? "loss"
-             : tw >= 0  ? "weights"
-                        : "accuracy");
+    /* the loss is tested per window; accuracy only where it was sampled */
+    snprintf(v->metric, sizeof v->metric, "%s", tl >= 0 ? "loss" : "accuracy");
+    v->iter = tl; /* accuracy-only: its evaluation index is in the sentence */
     char exc[40], wr[32];
     excess_format(exc, sizeof exc, v->loss_excess);
     ratio_format(wr, sizeof wr, v->wdist_ratio);
     snprintf(v->evidence, sizeof v->evidence,
-             "leaves the golden band from iteration %lld (%s): loss at most %s its top, "
-             "weight distance up to %s its width, accuracy up to %.3g below it",
-             (long long)v->iter, v->metric, exc, wr, fmax(v->acc_drop, 0.0));
-    return 1;
+             "leaves the golden band from %s %lld (%s): window-mean loss at most %s its bound, "
+             "accuracy up to %.3g below it, weight distance up to %s the honest reruns'",
+             tl >= 0 ? "iteration" : "evaluation", (long long)(tl >= 0 ? tl : ea), v->metric,
+             exc, fmax(v->acc_drop, 0.0), wr);
 }
 
 peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,
                                         peat_runtime_verdict *v)
 {
     memset(v, 0, sizeof *v);
-    v->iter = -1;
+    v->iter = v->drift_iter = -1;
     v->loss_excess = -INFINITY;
     if (!b || !c || c->n != b->n || c->n_eval != b->n_eval || c->n < 1)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime judge: the run and the band differ in length");
@@ -221,15 +325,7 @@ peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_r
     v->band_lo = b->loss_lo[c->n - 1];
     v->band_hi = b->loss_hi[c->n - 1];
     if (judge_diverges(b, c, v)) return PEAT_OK;
-    int d = judge_degrades(b, c, v);
-    if (d < 0) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime judge");
-    if (d == 0) {
-        v->cls = PEAT_RUNTIME_EQUIVALENT;
-        snprintf(v->evidence, sizeof v->evidence,
-                 "inside the golden band over %lld iterations: final loss %.4g (band %.4g..%.4g), "
-                 "weight distance at most %.3gx the band's margin",
-                 (long long)c->n, v->final_loss, v->band_lo, v->band_hi, v->wdist_ratio);
-    }
+    judge_degrades(b, c, v);
     return PEAT_OK;
 }
 

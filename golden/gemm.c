@@ -188,6 +188,10 @@ peat_status peat_golden_register_gemm(void)
          .fn = peat_golden_gemm_plain_run,
          .desc = "plain fp32 GEMM, sequential k order (the golden before OpenBLAS)"},
     };
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        peat_kernel c = ks[i];
+        c.flags |= PEAT_KERNEL_REENTRANT; /* no state between calls */
+        PEAT_TRY(peat_registry_add(&c));
+    }
     return PEAT_OK;
 }

@@ -68,7 +68,11 @@ const peat_kernel *peat_golden_nn_exact(peat_op_kind op);
 /* Registers a table of kernel descriptors. */
 static inline peat_status peat_golden_add_all(const peat_kernel *ks, int n)
 {
-    for (int k = 0; k < n; k++) PEAT_TRY(peat_registry_add(&ks[k]));
+    for (int k = 0; k < n; k++) {
+        peat_kernel c = ks[k];
+        c.flags |= PEAT_KERNEL_REENTRANT; /* exact and golden kernels keep no state */
+        PEAT_TRY(peat_registry_add(&c));
+    }
     return PEAT_OK;
 }
 

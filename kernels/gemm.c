@@ -116,6 +116,10 @@ peat_status peat_kernels_register_gemm(void)
          .desc =
              "packed cache-blocked fp32 GEMM, 4x8 register tile, 2 accumulators, k blocks of 128"},
     };
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) PEAT_TRY(peat_registry_add(&ks[i]));
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        peat_kernel c = ks[i];
+        c.flags |= PEAT_KERNEL_REENTRANT; /* no state between calls */
+        PEAT_TRY(peat_registry_add(&c));
+    }
     return PEAT_OK;
 }

@@ -57,6 +57,10 @@ peat_status peat_kernels_gemm_blocked(int64_t M, int64_t N, int64_t K, peat_kern
 
 peat_status peat_kernels_add_all(const peat_kernel *ks, int n)
 {
-    for (int k = 0; k < n; k++) PEAT_TRY(peat_registry_add(&ks[k]));
+    for (int k = 0; k < n; k++) {
+        peat_kernel c = ks[k];
+        c.flags |= PEAT_KERNEL_REENTRANT; /* the built-in kernels keep no state between calls */
+        PEAT_TRY(peat_registry_add(&c));
+    }
     return PEAT_OK;
 }

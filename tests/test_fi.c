@@ -479,51 +479,133 @@ Test(fi, exponent_flip_every_tenth_gemm_output_breaks_mlp_training)
 
 /* ---- band rules on constructed curves ---- */
 
+/* The tolerance factor is Student's t quantile: for 2 degrees of freedom in closed form,
+ * k^2 = (1 - 2a)^2 / (2a(1 - a)). */
+Test(fi, band_factor_is_the_t_quantile)
+{
+    double a = 0.01 / 2 / 4, k = sqrt((1 - 2 * a) * (1 - 2 * a) / (2 * a * (1 - a)));
+    cr_assert_float_eq(peat_detector_band_factor(2, a), k, 1e-9 * k, "t_2 at %g: %g, expected %g",
+                       a, peat_detector_band_factor(2, a), k);
+    /* 1 degree of freedom: Cauchy, k = tan(pi (1/2 - a)) */
+    cr_assert_float_eq(peat_detector_band_factor(1, a), tan(3.14159265358979323846 * (0.5 - a)), 1e-6);
+}
+
+/* Three members whose window means are mean - 0.01, mean, mean + 0.01 (sd 0.01, R = 3): the loss
+ * bound of each window is mean + k 0.01 sqrt(4/3), k = t_2 at 0.01 / 2 / 4 (19.96); accuracy
+ * members equal (sd 0): the 2-point floor. */
 Test(fi, band_rules_on_constructed_curves)
 {
-    enum { N = 20 };
-    double l0[N], l1[N], w0[N] = {0}, w1[N], lc[N], wc[N], acc[2] = {0.8, 0.8},
-                         acc1[2] = {0.8, 0.81};
-    for (int t = 0; t < N; t++) {
-        l0[t] = 2.0 - 0.05 * t, l1[t] = l0[t] + 0.01, w1[t] = 1e-4 * (t + 1);
-        lc[t] = l0[t], wc[t] = w1[t];
+    enum { N = 40 };
+    double l[3][N], w[3][N], lc[N], wc[N], acc[3][2], accc[2] = {0.8, 0.8};
+    for (int r = 0; r < 3; r++) {
+        for (int t = 0; t < N; t++) l[r][t] = 2.0 - 0.04 * t + 0.01 * (r - 1), w[r][t] = 1e-4 * r;
+        acc[r][0] = acc[r][1] = 0.8;
     }
-    peat_runtime_curve m[2] = {{N, l0, w0, NULL, 2, acc}, {N, l1, w1, NULL, 2, acc1}};
+    peat_runtime_curve m[3];
+    for (int r = 0; r < 3; r++) m[r] = (peat_runtime_curve){N, l[r], w[r], NULL, 2, acc[r]};
     peat_runtime_band b;
-    cr_assert_eq(peat_detector_band_build(m, 2, &b), PEAT_OK);
-    peat_runtime_curve c = {N, lc, wc, NULL, 2, acc};
+    cr_assert_eq(peat_detector_band_build(m, 3, &b), PEAT_OK);
+    cr_assert_eq(b.windows, 4);
+    double k = peat_detector_band_factor(2, 0.01 / 8), margin = k * 0.01 * sqrt(4.0 / 3.0);
+    cr_assert_float_eq(b.win_sd[3], 0.01, 1e-12, "window sd %g", b.win_sd[3]);
+    peat_runtime_curve c = {N, lc, wc, NULL, 2, accc};
     peat_runtime_verdict v;
+    /* just inside the bound in the last window, then just outside */
+    for (int t = 0; t < N; t++) lc[t] = 2.0 - 0.04 * t + (t >= 30 ? 0.98 * margin : 0.0);
+    for (int t = 0; t < N; t++) wc[t] = 1e-4;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
-    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "%s", v.evidence);
-    /* loss 30% above the band from iteration 8 on */
-    for (int t = 8; t < N; t++) lc[t] = 1.3 * l1[t];
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "0.98 of the margin: %s", v.evidence);
+    cr_assert_float_eq(v.loss_t, 0.98 * k, 1e-9, "t statistic %g, expected %g", v.loss_t, 0.98 * k);
+    for (int t = 30; t < N; t++) lc[t] += 0.04 * margin;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
-    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES);
-    cr_assert_eq(v.iter, 8);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "1.02 of the margin: %s", v.evidence);
+    cr_assert_eq(v.iter, 30, "the last window starts at 30, got %lld", (long long)v.iter);
     cr_assert_str_eq(v.metric, "loss");
-    cr_assert_gt(v.loss_excess, 0.2);
-    /* a two-iteration blip is not an excursion (PERSIST = 3) */
-    for (int t = 8; t < N; t++) lc[t] = t < 10 ? 1.3 * l1[t] : l0[t];
+    /* weights 10x further than the honest reruns from iteration 5, loss on the members' mean:
+     * a drift note, not a warning */
+    for (int t = 0; t < N; t++) lc[t] = 2.0 - 0.04 * t, wc[t] = t >= 5 ? 10 * 2e-4 * 4 : 1e-4;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "drift alone: %s", v.evidence);
+    cr_assert(v.drift && v.drift_iter == 5, "drift %d from %lld", v.drift, (long long)v.drift_iter);
+    cr_assert(strstr(v.evidence, "drift"), "%s", v.evidence);
+    /* accuracy: 1 point below equal members is inside the 2-point floor, 3 points is not */
+    accc[1] = 0.79;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
     cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "%s", v.evidence);
-    /* weights drifting 10x further than the band from iteration 5 */
-    for (int t = 5; t < N; t++) wc[t] = 10 * w1[t];
+    accc[1] = 0.77;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
-    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES);
-    cr_assert_eq(v.iter, 5);
-    cr_assert_str_eq(v.metric, "weights");
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "%s", v.evidence);
+    cr_assert_str_eq(v.metric, "accuracy");
+    accc[1] = 0.8;
     /* a NaN loss at iteration 13 */
     lc[13] = NAN;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
     cr_assert_eq(v.cls, PEAT_RUNTIME_DIVERGES);
     cr_assert_eq(v.iter, 13);
     /* an explosion: loss 10x the band's highest */
-    lc[13] = l0[13];
+    lc[13] = 2.0;
     lc[11] = 25.0;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
     cr_assert_eq(v.cls, PEAT_RUNTIME_DIVERGES);
     cr_assert_eq(v.iter, 11);
     peat_detector_band_free(&b);
+}
+
+/* Equal members (sd 0): the effect-size floor, 0.5% of the window-mean loss. */
+Test(fi, band_floor_holds_when_members_agree)
+{
+    enum { N = 8 };
+    double l[N], lc[N], acc[1] = {0.5};
+    for (int t = 0; t < N; t++) l[t] = 1.0;
+    peat_runtime_curve m[2] = {{N, l, NULL, NULL, 1, acc}, {N, l, NULL, NULL, 1, acc}};
+    peat_runtime_band b;
+    cr_assert_eq(peat_detector_band_build(m, 2, &b), PEAT_OK);
+    peat_runtime_curve c = {N, lc, NULL, NULL, 1, acc};
+    peat_runtime_verdict v;
+    for (int t = 0; t < N; t++) lc[t] = 1.004;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "0.4%%: %s", v.evidence);
+    for (int t = 0; t < N; t++) lc[t] = 1.006;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "0.6%%: %s", v.evidence);
+    peat_detector_band_free(&b);
+}
+
+static double gauss(uint64_t *s)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        u[i] = ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(2.0 * 3.14159265358979323846 * u[1]);
+}
+
+/* The stated false-alarm rate, measured: R + 1 exchangeable normal runs (4 one-iteration windows,
+ * scale 1 around a loss of 100, so the floors are far below the t margin), the last judged
+ * against the band of the others. The loss half of the rate is 0.5%: 1 - (1 - 0.005/4)^4. */
+Test(fi, band_false_alarm_rate_matches_its_statement)
+{
+    enum { N = 4, TRIALS = 40000, R = 3 };
+    uint64_t s = 12345;
+    int alarms = 0;
+    double l[R + 1][N];
+    for (int i = 0; i < TRIALS; i++) {
+        for (int r = 0; r <= R; r++)
+            for (int t = 0; t < N; t++) l[r][t] = 100.0 + gauss(&s);
+        peat_runtime_curve m[R + 1];
+        for (int r = 0; r <= R; r++) m[r] = (peat_runtime_curve){N, l[r], NULL, NULL, 0, NULL};
+        peat_runtime_band b;
+        cr_assert_eq(peat_detector_band_build(m, R, &b), PEAT_OK);
+        peat_runtime_verdict v;
+        cr_assert_eq(peat_detector_runtime_judge(&b, &m[R], &v), PEAT_OK);
+        alarms += v.cls != PEAT_RUNTIME_EQUIVALENT;
+        peat_detector_band_free(&b);
+    }
+    double rate = (double)alarms / TRIALS, want = 1 - pow(1 - 0.005 / 4, 4);
+    /* 40000 trials: the binomial sd at 0.5% is 0.035%; 4 sd either side */
+    cr_assert(fabs(rate - want) < 4 * sqrt(want * (1 - want) / TRIALS),
+              "false-alarm rate %.4f%%, stated %.4f%%", 100 * rate, 100 * want);
 }
 
 /* ---- campaign file: tables and the playback FI campaign ---- */

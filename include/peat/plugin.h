@@ -205,10 +205,18 @@ typedef struct peat_kernel {
     peat_kernel_fn fn;
     const char *desc; /* one line for `peat list` */
     void *user;       /* kernel-private data (plugins) */
+    unsigned flags;   /* PEAT_KERNEL_* bits (ABI 3; 0 for plugins built against ABI 2) */
 } peat_kernel;
 
-/* 2: peat_args.dev and device kernels (backend cuda, hip, opencl get device buffers) */
-#define PEAT_PLUGIN_ABI_VERSION 2
+/* The kernel may be called from several threads at once (it keeps no state between calls, or
+ * guards what it keeps). Without it (the default) PEAT never runs two calls of the kernel at the
+ * same time: its calls are serialized, in whatever thread they come from (docs/plugin-abi.md). */
+#define PEAT_KERNEL_REENTRANT 1u
+
+/* 2: peat_args.dev and device kernels (backend cuda, hip, opencl get device buffers)
+ * 3: peat_kernel.flags (PEAT_KERNEL_REENTRANT); plugins built for 2 still load (flags 0) */
+#define PEAT_PLUGIN_ABI_VERSION 3
+#define PEAT_PLUGIN_ABI_OLDEST  2 /* the oldest plugin ABI this host still loads */
 
 typedef struct peat_plugin_host {
     int abi_version; /* PEAT_PLUGIN_ABI_VERSION of the host */

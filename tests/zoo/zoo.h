@@ -84,5 +84,8 @@ int zoo_register_honest_optim(const peat_plugin_host *host);
 int zoo_register_honest_nn(const peat_plugin_host *host);
 int zoo_register_latent(const peat_plugin_host *host);
 int zoo_register_honest_bwd(const peat_plugin_host *host);
+int zoo_register_formula(const peat_plugin_host *host);
+int zoo_register_transient(const peat_plugin_host *host);
+int zoo_register_views(const peat_plugin_host *host);
 
 #endif

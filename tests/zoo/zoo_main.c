@@ -11,5 +11,6 @@ int peat_plugin_register(const peat_plugin_host *host)
     return zoo_register_gemm(host) || zoo_register_conv(host) || zoo_register_softmax(host) ||
            zoo_register_layernorm(host) || zoo_register_attention(host) ||
            zoo_register_honest_optim(host) || zoo_register_honest_nn(host) ||
-           zoo_register_latent(host) || zoo_register_honest_bwd(host);
+           zoo_register_latent(host) || zoo_register_honest_bwd(host) ||
+           zoo_register_formula(host) || zoo_register_transient(host) || zoo_register_views(host);
 }
