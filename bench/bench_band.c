@@ -1,9 +1,9 @@
 /* bench_band.c: the runtime band's measured false-alarm rate (honest reorder runs judged against
  * the band, one fresh training seed each) per flow, and its detection rate on the zoo's defects
  * that change training (docs/fault-injection.md, "band and verdict rules"). */
-#include "harness/campaign.h"
-#include "harness/harness.h"
-#include "harness/runtime.h"
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
+#include "campaign/runtime.h"
 #include "models/models.h"
 
 #include <math.h>

@@ -4,8 +4,8 @@
  * descriptor (docs/plugin-abi.md). */
 #include <criterion/criterion.h>
 
-#include "harness/harness.h"
-#include "harness/runtime.h"
+#include "campaign/harness.h"
+#include "campaign/runtime.h"
 #include "peat/peat.h"
 
 #include <dlfcn.h>
