@@ -293,8 +293,9 @@ Test(nightly, diff_detects_a_planted_regression_and_is_quiet_on_the_same_seed)
     cr_assert_eq(sh("%s diff %s/a %s/c --json", PEAT_TEST_BIN, tmpdir, tmpdir), 1);
     peat_json j;
     cr_assert_eq(peat_json_parse(out_buf, "stdout", &j), PEAT_OK, "%s", peat_error_last());
-    /* the five of the signature, and the runtime stage's new DEGRADES finding */
-    cr_assert_eq(peat_json_num(&j, "regressions"), 6.0, "%s", out_buf);
+    /* the five of the signature; the runtime stage's weight drift alone is a note, not a
+     * DEGRADES finding (docs/fault-injection.md, "band and verdict rules") */
+    cr_assert_eq(peat_json_num(&j, "regressions"), 5.0, "%s", out_buf);
     peat_json_free(&j);
     /* bad inputs: one line, exit 2 */
     cr_assert_eq(sh("%s diff %s/a %s/nothing", PEAT_TEST_BIN, tmpdir, tmpdir), 2);
@@ -345,9 +346,11 @@ Test(nightly, ci_over_the_example_suite)
     snprintf(p, sizeof p, "%s/ci/report.html", tmpdir);
     slurp(p, text, sizeof text);
     cr_assert_eq(count_of(text, "<tr><td><a href=\"items/"), 18, "report.html: a row per item");
-    /* 5 rows show an allowed finding: with the runtime stage, the reduced-precision kernels'
-     * rows show their (allowed) DEGRADES or REDUCED_PRECISION as the report picks (lead: check) */
-    cr_assert_eq(count_of(text, "(allowed)"), 5, "5 rows with an allowed finding");
+    /* no row shows an allowed finding: the five reduced-precision kernels' rows showed their
+     * runtime DEGRADES, which on 4 iterations was weight drift alone: a note now, with loss and
+     * accuracy inside the band's test (docs/fault-injection.md) */
+    cr_assert_eq(count_of(text, "(allowed)"), 0, "rows with an allowed finding: %d",
+                 count_of(text, "(allowed)"));
     snprintf(p, sizeof p, "%s/ci/summary.md", tmpdir);
     slurp(p, text, sizeof text);
     cr_assert_eq(count_of(text, "\n| `"), 18, "summary.md: a table row per item");
