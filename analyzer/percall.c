@@ -54,8 +54,11 @@ peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor
          * or the errors are spread and the region only their worst part */
         outside += over((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth, 1.0);
     }
-    /* the region is a proper part: a clean top-left block remains and something is wrong */
-    out->confined = n > 0 && outside == 0 && r0 > 0 && c0 > 0 && (r0 < rows || c0 < cols);
+    /* the region is a proper part: a clean top-left block of at least half the plane remains
+     * (a skipped last tile is a minority of it; wrong rows after a first right one, as a
+     * causal attention's row 0 is right whatever the scale, are not an edge) */
+    out->confined = n > 0 && outside == 0 && r0 > 0 && c0 > 0 && (r0 < rows || c0 < cols) &&
+                    2 * r0 >= rows && 2 * c0 >= cols;
     free(rw), free(cw);
     return PEAT_OK;
 }
