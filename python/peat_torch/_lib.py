@@ -30,9 +30,10 @@ class Verdict(ctypes.Structure):
     """peat_runtime_verdict (detector/detector.h)."""
     _fields_ = [("cls", ctypes.c_int), ("iter", ctypes.c_int64), ("metric", ctypes.c_char * 16),
                 ("loss_excess", ctypes.c_double), ("wdist_ratio", ctypes.c_double),
-                ("acc_drop", ctypes.c_double), ("final_loss", ctypes.c_double),
-                ("band_lo", ctypes.c_double), ("band_hi", ctypes.c_double),
-                ("evidence", ctypes.c_char * 256)]
+                ("acc_drop", ctypes.c_double), ("loss_t", ctypes.c_double),
+                ("final_loss", ctypes.c_double), ("band_lo", ctypes.c_double),
+                ("band_hi", ctypes.c_double), ("drift", ctypes.c_int),
+                ("drift_iter", ctypes.c_int64), ("evidence", ctypes.c_char * 256)]
 
 
 class PeatError(RuntimeError):
