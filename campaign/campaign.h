@@ -58,9 +58,9 @@ typedef struct peat_campaign_opts {
     const char *budget;
     const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */
     /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
-    int no_runtime;           /* skip the runtime stage */
-    const char *runtime_freq; /* frequencies ("1" default; "1,1/10,p=0.01") */
-    int runtime_band;         /* band runs R, golden included (0 = 3) */
+    int no_runtime;            /* skip the runtime stage */
+    const char *runtime_freq;  /* frequencies ("1" default; "1,1/10,p=0.01") */
+    int runtime_band;          /* band runs R, golden included (0 = 3) */
     const char *runtime_model; /* an error model on the kernel in the loop instead of the kernel
                                   alone (`bitflip(bit=30)`; docs/fault-injection.md) */
 } peat_campaign_opts;
@@ -94,7 +94,7 @@ typedef struct peat_campaign_result {
     char flow[32];
     char backend[16];
     char device[128]; /* the backend's device ("opencl: Portable Computing Language: ...") */
-    char blas[96]; /* what the CPU's golden GEMM runs on (peat_golden_blas_describe); "" else */
+    char blas[96];    /* what the CPU's golden GEMM runs on (peat_golden_blas_describe); "" else */
     peat_signature cand, golden;
     peat_finding findings[8];
     int n_findings;

@@ -17,10 +17,10 @@ typedef struct peat_runtime_opts {
     peat_flow_config cfg; /* the profiled flow's config (seed, sizes, optimizer) */
     int64_t iters;
     peat_op_kind op;
-    const peat_kernel *candidate; /* the faulty computation: a kernel ... */
-    int isolate;                  /* ... called through the isolated worker (else in-process) */
-    double kernel_timeout_s;      /* per candidate call (0 = none) */
-    const char *model;            /* ... or a pseudo-error model spec on the golden kernel */
+    const peat_kernel *candidate;    /* the faulty computation: a kernel ... */
+    int isolate;                     /* ... called through the isolated worker (else in-process) */
+    double kernel_timeout_s;         /* per candidate call (0 = none) */
+    const char *model;               /* ... or a pseudo-error model spec on the golden kernel */
     const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
     uint64_t model_seed;
     const char *freqs;  /* comma list of frequencies ("1", "1/10", "p=0.01"); NULL = "1" */

@@ -271,8 +271,7 @@ static int cmd_inject(int argc, char **argv, const char *cmdline)
     peat_status st = peat_cli_parse(&peat_cli_inject, argc, argv, &o);
     if (st != PEAT_OK) return die_status(st);
     if (!o.campaign) return die("inject needs --campaign DIR (see `peat help inject`)");
-    if (!o.models && !o.show)
-        return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
+    if (!o.models && !o.show) return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
     peat_fi_result r;
     st = peat_fi_run(&o, &r);
     if (st != PEAT_OK) return die_status(st);

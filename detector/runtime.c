@@ -309,8 +309,8 @@ static void judge_degrades(const peat_runtime_band *b, const peat_runtime_curve 
     snprintf(v->evidence, sizeof v->evidence,
              "leaves the golden band from %s %lld (%s): window-mean loss at most %s its bound, "
              "accuracy up to %.3g below it, weight distance up to %s the honest reruns'",
-             tl >= 0 ? "iteration" : "evaluation", (long long)(tl >= 0 ? tl : ea), v->metric,
-             exc, fmax(v->acc_drop, 0.0), wr);
+             tl >= 0 ? "iteration" : "evaluation", (long long)(tl >= 0 ? tl : ea), v->metric, exc,
+             fmax(v->acc_drop, 0.0), wr);
 }
 
 peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,

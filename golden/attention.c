@@ -106,8 +106,8 @@ static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
 
 /* One head of the backward pass in precision REAL (EXPF: its exponential): dQ, dK, dV from Q,
  * K, V, O, the row logsumexp L and dO, through the head's T x T probabilities P and their
- * gradient dS (scratch). The exact (double) and golden (float) kernels are this one loop nest, each type's
- * operations in the same order. */
+ * gradient dS (scratch). The exact (double) and golden (float) kernels are this one loop nest, each
+ * type's operations in the same order. */
 #define ATTN_BWD_HEAD(REAL, EXPF)                                                                  \
     static void attn_bwd_head_##REAL(const attn_dims *d, REAL scale, const REAL *q, const REAL *k, \
                                      const REAL *v, const REAL *o, const REAL *l, const REAL *dO,  \

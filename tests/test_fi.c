@@ -487,7 +487,8 @@ Test(fi, band_factor_is_the_t_quantile)
     cr_assert_float_eq(peat_detector_band_factor(2, a), k, 1e-9 * k, "t_2 at %g: %g, expected %g",
                        a, peat_detector_band_factor(2, a), k);
     /* 1 degree of freedom: Cauchy, k = tan(pi (1/2 - a)) */
-    cr_assert_float_eq(peat_detector_band_factor(1, a), tan(3.14159265358979323846 * (0.5 - a)), 1e-6);
+    cr_assert_float_eq(peat_detector_band_factor(1, a), tan(3.14159265358979323846 * (0.5 - a)),
+                       1e-6);
 }
 
 /* Three members whose window means are mean - 0.01, mean, mean + 0.01 (sd 0.01, R = 3): the loss

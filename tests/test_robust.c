@@ -309,7 +309,8 @@ Test(robust, late_misbehaviour_in_the_runtime_stage_is_one_finding)
         cr_assert_not_null(strstr(out_buf, line), "%s: no \"%s\" in\n%s", cases[i].kernel, line,
                            out_buf);
         /* the iteration of the 41st call depends on the held-out evaluation schedule (its
-         * forward passes call the kernel too); what matters is the class and that a call ended it */
+         * forward passes call the kernel too); what matters is the class and that a call ended it
+         */
         cr_assert_not_null(strstr(out_buf, "DUE iter="), "%s", out_buf);
         cr_assert_not_null(strstr(out_buf, " metric=call"), "%s", out_buf);
         cr_assert_not_null(strstr(out_buf, "verdict: FAIL"), "%s", out_buf);
