@@ -538,10 +538,21 @@ peat_call_outcome peat_isolate_child_verdict(const char *name, int wst, const ca
 static call_report *child_report_at; /* in the child: where it reports */
 
 /* Runs in the child when the kernel calls exit(): whatever the code, the call never completed. */
-static void child_atexit(void)
+static void child_atexit(int code, void *unused)
 {
+    (void)unused;
     if (child_report_at->status == CHILD_NEVER_RETURNED)
         child_report_at->status = CHILD_CALLED_EXIT;
+    /* no handler registered before the fork runs here: HDF5's would flush peat's campaign file
+     * from this copy of its state */
+    _exit(code);
+}
+
+void peat_isolate_crash_default(void)
+{
+    /* a kernel's crash ends the child by its signal, which the parent reports in one line; a
+     * sanitizer's handler (sanitizer builds) would print a page of its own first */
+    for (int i = 0; i < N_CRASH; i++) signal(crash_signals[i], SIG_DFL);
 }
 
 typedef peat_status (*child_fn)(void *arg);
@@ -550,10 +561,11 @@ static void child_run(child_fn fn, void *arg, call_report *rep, pid_t parent, in
 {
     close(done_fd); /* the read end: the parent's */
     child_report_at = rep;
-    atexit(child_atexit);
+    on_exit(child_atexit, NULL); /* glibc: sees the exit code */
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no orphan left spinning */
     if (getppid() != parent) _exit(1);
+    peat_isolate_crash_default();
     peat_status st = fn(arg);
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;

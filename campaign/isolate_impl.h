@@ -43,6 +43,8 @@ enum { PEAT_ISOLATE_NEVER_RETURNED = -1, PEAT_ISOLATE_CALLED_EXIT = -2 };
  * handler, which notes the first stray write of each kind into rep; and removes it. */
 void peat_isolate_faults_arm(const peat_args *run, peat_isolate_report *rep);
 void peat_isolate_faults_disarm(void);
+/* In a child: crash signals back to their default action (the parent reports the signal). */
+void peat_isolate_crash_default(void);
 /* What a child's end (waitpid status wst) and its report say about the call. */
 peat_call_outcome peat_isolate_child_verdict(const char *name, int wst,
                                              const peat_isolate_report *rep, char *why,

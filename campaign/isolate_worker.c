@@ -216,10 +216,14 @@ static int state_changed(const module_state *m)
 
 static ctl_block *child_ctl; /* in the child: where it reports */
 
-static void child_atexit(void)
+static void child_atexit(int code, void *unused)
 {
+    (void)unused;
     if (child_ctl->rep.status == PEAT_ISOLATE_NEVER_RETURNED)
         child_ctl->rep.status = PEAT_ISOLATE_CALLED_EXIT;
+    /* no handler registered before the fork runs here: HDF5's would flush peat's campaign file
+     * from this copy of its state */
+    _exit(code);
 }
 
 /* The child's mappings of the tensors, kept from call to call while the layout stays the same
@@ -339,8 +343,9 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
+    peat_isolate_crash_default();
     child_ctl = w->ctl;
-    atexit(child_atexit);
+    on_exit(child_atexit, NULL); /* glibc: sees the exit code */
     /* the state every call starts from: taken after the fault handler's own statics settled */
     peat_args none;
     memset(&none, 0, sizeof none);

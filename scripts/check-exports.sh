@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-exports.sh BINARY INCLUDE_DIR: the dynamic symbols BINARY defines are the host API alone:
 # each is peat_-prefixed and declared PEAT_API in a header of INCLUDE_DIR (include/peat). The
-# linker's own symbols and libc data copied into the executable (name@GLIBC...) are not ours.
+# linker's own symbols, libc data copied into the executable (name@GLIBC...) and, in a sanitizer
+# build, the sanitizer runtime's interface (__asan_*, __ubsan_*, ...) are not ours.
 set -euo pipefail
 bin=$1 inc=$2
 api=$(grep -ho 'PEAT_API [^(]*[^a-z0-9_(]\(peat_[a-z0-9_]*\)(' "$inc"/*.h |
@@ -10,6 +11,7 @@ bad=0 n=0
 while read -r sym; do
   case "$sym" in
     _start | _init | _fini | _edata | _end | __bss_start | _IO_stdin_used | data_start | __data_start | *@*) continue ;;
+    __asan_* | __ubsan_* | __lsan_* | __sanitizer_* | __sancov_*) continue ;;
   esac
   n=$((n + 1))
   if ! grep -qx "$sym" <<<"$api"; then
