@@ -82,6 +82,26 @@ static peat_status lock_out_dir(peat_campaign *c)
 
 /* The output directory, and the campaign file's paths: refuses to overwrite a finished campaign
  * or to start over an unfinished one unless told to. */
+/* A new folder peat-out/<kernel>-<flow>-<backend>-<UTC time>, made here (mkdir, atomic): two
+ * runs in the same second get -2, -3, ... instead of one finding the other's campaign. */
+static peat_status default_out_dir(peat_campaign *c)
+{
+    peat_campaign_result *res = c->res;
+    char stamp[32];
+    utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
+    PEAT_TRY(peat_mkdir_p("peat-out"));
+    for (int n = 1; n <= 1000; n++) {
+        char sfx[16] = "";
+        if (n > 1) snprintf(sfx, sizeof sfx, "-%d", n);
+        snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s-%s%s", c->k->name, c->flow,
+                 c->backend_name, stamp, sfx);
+        if (mkdir(res->out_dir, 0777) == 0) return PEAT_OK;
+        if (errno != EEXIST)
+            return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", res->out_dir, strerror(errno));
+    }
+    return PEAT_ERROR(PEAT_ERR_IO, "peat-out/ holds 1000 runs of %s from this second", c->k->name);
+}
+
 static peat_status resolve_out_dir(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
@@ -91,15 +111,12 @@ static peat_status resolve_out_dir(peat_campaign *c)
     if (o->out_dir && strlen(o->out_dir) > room)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--out is %zu bytes long: at most %zu are supported",
                           strlen(o->out_dir), room);
-    if (o->out_dir)
+    if (o->out_dir) {
         snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
-    else {
-        char stamp[32];
-        utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
-        snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s-%s", c->k->name, c->flow,
-                 c->backend_name, stamp);
+        PEAT_TRY(peat_mkdir_p(res->out_dir));
+    } else {
+        PEAT_TRY(default_out_dir(c));
     }
-    PEAT_TRY(peat_mkdir_p(res->out_dir));
     PEAT_TRY(lock_out_dir(c));
     snprintf(c->h5, sizeof c->h5, "%s/campaign.h5", res->out_dir);
     snprintf(c->partial, sizeof c->partial, "%s.partial", c->h5);

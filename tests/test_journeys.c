@@ -204,6 +204,19 @@ Test(journeys, one_rms_one_finding_per_class_and_labelled_diffs)
     cr_assert(strstr(out_buf, "different kernels compared (gemm_new, gemm_bf16)"), "%s", out_buf);
 }
 
+/* Runs started in the same second without --out get folders of their own (the second run once
+ * found the first's finished campaign and refused): three at once, all exit 0, three folders. */
+Test(journeys, default_folders_of_one_second_are_distinct)
+{
+    cr_assert_eq(sh("cd %s && mkdir same && cd same && r='%s run --kernel gemm_new --iters 4 "
+                    "--calls 4 --no-runtime --no-probes --quiet'; $r & a=$!; $r & b=$!; $r & c=$!; "
+                    "wait $a && wait $b && wait $c",
+                    tmpdir, PEAT_TEST_BIN),
+                 0, "a run failed: %s", err_buf);
+    cr_assert_eq(sh("test $(ls -d %s/same/peat-out/gemm_new-mlp-cpu-* | wc -l) = 3", tmpdir), 0,
+                 "three runs, three folders");
+}
+
 /* summary.md counts calls as the terminal does (attention has two outputs per call), and the
  * default output folder names the backend. */
 Test(journeys, summary_calls_and_default_folder)
