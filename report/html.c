@@ -200,8 +200,10 @@ static void html_histograms(FILE *f, const peat_campaign_result *r)
             snprintf(elab[b], sizeof elab[b], "<2^%d", PEAT_PLOT_ERR_LO);
         else if (b == PEAT_PLOT_ERR_BINS - 1)
             snprintf(elab[b], sizeof elab[b], "2^%d+", p);
+        else if (b % 2 && b > 1)
+            snprintf(elab[b], sizeof elab[b], "2^%d", p);
         else
-            snprintf(elab[b], sizeof elab[b], b % 2 && b > 1 ? "2^%d" : "", p);
+            elab[b][0] = '\0'; /* every other bin unlabelled */
         el[b] = elab[b];
     }
     svg_bars(f, "plot-err", "error / bound (fraction of elements, log scale; 2^0 = the bound)",

@@ -2,6 +2,7 @@
  * the input's first byte picks the command, the rest is its arguments, one per line. */
 #include "fuzz_util.h"
 #include "nightly/ci.h"
+#include "cli/cmd_nightly.h"
 #include "cli/options.h"
 
 #include <stdalign.h>
