@@ -74,7 +74,8 @@ static const peat_cli_opt run_opts[] = {
     {"force", NULL, PEAT_CLI_FLAG, RUN(force), 0, 1, 0, NULL, NULL, NULL,
      "replace a campaign already in --out DIR", NULL},
     {"no-isolate", NULL, PEAT_CLI_FLAG, RUN(isolate), 0, 0, 0, NULL, NULL, NULL,
-     "run the candidate in-process (default: a child process per call, so that a crashing or "
+     "run the candidate in-process (default: an isolated child process kept from call to call, "
+     "respawned after a fault, so that a crashing or "
      "hanging kernel is reported instead of ending the campaign)",
      NULL},
     {"no-probes", NULL, PEAT_CLI_FLAG, RUN(no_probes), 0, 1, 0, NULL, NULL, NULL,
