@@ -490,7 +490,7 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
         }
         memcpy(p, x->data, s->nb);
         t[i] = *x;
-        t[i].data = p, t[i].owns_data = 0;
+        t[i].data = p;
         if (i < a->n_in)
             run->in[i] = &t[i];
         else

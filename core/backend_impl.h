@@ -61,6 +61,10 @@ struct peat_backend_iface {
     peat_status (*gemm)(peat_backend_t b, const peat_args *a);
     /* which vendor BLAS gemm is ("cuBLAS", "CLBlast", ...) */
     const char *blas_name;
+    /* builds (once, cached by source and options) a program for the device: a cl_program on
+     * OpenCL; NULL elsewhere (peat_plugin_host.cl_program answers PEAT_ERR_UNSUPPORTED) */
+    peat_status (*program_build)(peat_backend_t b, const char *source, const char *options,
+                                 void **program);
 };
 
 struct peat_backend {
@@ -76,6 +80,29 @@ peat_status peat_backend_register(const char *name, const struct peat_backend_if
 
 /* Runs device kernel k on host tensors a (core/backend_stage.c): stage in, run, time, read back. */
 peat_status peat_backend_kernel_run(const peat_kernel *k, const peat_args *a);
+
+/* What PEAT hands a device kernel: the public peat_device first, then PEAT's own fields, which
+ * left include/peat/plugin.h with ABI 4. The layout is that of ABI 2 and 3's peat_device, so a
+ * plugin built for them finds `cl_program` where its header put it (tests/plugins/plugin_abi3.c,
+ * docs/plugin-abi.md). */
+typedef struct peat_device_host {
+    peat_device pub;
+    /* ABI 2-3's peat_device.cl_program: peat_device_cl_program on OpenCL, NULL elsewhere */
+    peat_status (*cl_program)(const peat_device *d, const char *source, const char *options,
+                              void **program);
+    peat_backend_t backend; /* ABI 2-3's peat_device.host */
+} peat_device_host;
+
+/* The backend a device kernel was handed (its peat_device is a peat_device_host). */
+static inline peat_backend_t peat_device_backend(const peat_device *d)
+{
+    return ((const peat_device_host *)d)->backend;
+}
+
+/* The program of `source` built for d's device (peat_plugin_host.cl_program; core/backend_stage.c):
+ * PEAT_ERR_UNSUPPORTED where the backend builds no programs. */
+peat_status peat_device_cl_program(const peat_device *d, const char *source, const char *options,
+                                   void **program);
 
 /* The launch of a device kernel through b's table (PEAT_ERR_UNSUPPORTED on the CPU). */
 peat_status peat_backend_launch(peat_backend_t b, const peat_launch *l);

@@ -3,6 +3,7 @@
 #include "core/backend_impl.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 static _Thread_local double last_device_seconds;
@@ -12,11 +13,37 @@ double peat_kernel_last_device_seconds(void)
     return last_device_seconds;
 }
 
+/* ABI 3's peat_device, to hold peat_device_host to its layout (plugins built for it load). */
+typedef struct {
+    const char *backend;
+    int index;
+    void *queue, *context, *device;
+    peat_status (*cl_program)(const void *d, const char *source, const char *options,
+                              void **program);
+    void *host;
+} abi3_device;
+_Static_assert(offsetof(peat_device_host, cl_program) == offsetof(abi3_device, cl_program) &&
+                   offsetof(peat_device_host, backend) == offsetof(abi3_device, host) &&
+                   sizeof(peat_device_host) == sizeof(abi3_device),
+               "peat_device_host must keep ABI 3's peat_device layout");
+
+peat_status peat_device_cl_program(const peat_device *d, const char *source, const char *options,
+                                   void **program)
+{
+    if (!d || !source || !program)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "cl_program: NULL device, source or program");
+    peat_backend_t b = peat_device_backend(d);
+    if (!b->iface->program_build)
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "cl_program: backend '%s' builds no programs",
+                          d->backend);
+    return b->iface->program_build(b, source, options ? options : "", program);
+}
+
 /* Device twins of the call's tensors: same shape and dtype, data = device buffer. */
 typedef struct {
     peat_tensor in[PEAT_MAX_IO], out[PEAT_MAX_IO];
     peat_args args;
-    peat_device dev;
+    peat_device_host dev;
 } staged;
 
 static void stage_free(peat_backend_t b, staged *s)
@@ -35,7 +62,6 @@ static peat_status stage_in(peat_backend_t b, const peat_args *a, staged *s)
         size_t n = peat_tensor_nbytes(a->in[i]);
         s->in[i] = *a->in[i];
         s->in[i].data = NULL;
-        s->in[i].owns_data = 0;
         PEAT_TRY(peat_backend_alloc(b, n, &s->in[i].data));
         PEAT_TRY(peat_backend_copy_h2d(b, s->in[i].data, a->in[i]->data, n));
         s->args.in[i] = &s->in[i];
@@ -43,13 +69,13 @@ static peat_status stage_in(peat_backend_t b, const peat_args *a, staged *s)
     for (int o = 0; o < a->n_out; o++) {
         s->out[o] = *a->out[o];
         s->out[o].data = NULL;
-        s->out[o].owns_data = 0;
         PEAT_TRY(peat_backend_alloc(b, peat_tensor_nbytes(a->out[o]), &s->out[o].data));
         s->args.out[o] = &s->out[o];
     }
-    PEAT_TRY(b->iface->device_fill(b, &s->dev));
-    s->dev.host = b;
-    s->args.dev = &s->dev;
+    PEAT_TRY(b->iface->device_fill(b, &s->dev.pub));
+    s->dev.cl_program = b->iface->program_build ? peat_device_cl_program : NULL;
+    s->dev.backend = b;
+    s->args.dev = &s->dev.pub;
     return PEAT_OK;
 }
 

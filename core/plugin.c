@@ -2,6 +2,7 @@
  * first in a child process with a deadline, so that a plugin that crashes, exits or hangs while
  * loading is reported. */
 #define _GNU_SOURCE /* strsignal */
+#include "core/backend_impl.h"
 #include "peat/peat.h"
 
 #include <dlfcn.h>
@@ -61,6 +62,21 @@ static peat_status host_error(peat_status code, const char *file, int line, cons
     return peat_error_set(code, file, line, "%s", msg);
 }
 
+/* The host table a plugin built for ABI v sees: its own version number, and what that ABI had
+ * (a plugin built for ABI 2 or 3 reads the table only up to `error`; the peat_device it is
+ * handed keeps ABI 3's layout, core/backend_impl.h). */
+static const peat_plugin_host *host_for(int v)
+{
+    static const peat_plugin_host host = {
+        PEAT_PLUGIN_ABI_VERSION, PEAT_VERSION_STRING, host_register, peat_op_name, host_error,
+        peat_device_cl_program};
+    static const peat_plugin_host host_v3 = {
+        3, PEAT_VERSION_STRING, host_register, peat_op_name, host_error, NULL};
+    static const peat_plugin_host host_v2 = {
+        2, PEAT_VERSION_STRING, host_register_v2, peat_op_name, host_error, NULL};
+    return v == 2 ? &host_v2 : v == 3 ? &host_v3 : &host;
+}
+
 static peat_status plugin_load_here(const char *path, int *n_registered)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -84,13 +100,9 @@ static peat_status plugin_load_here(const char *path, int *n_registered)
                           "rebuild it against this include/peat/plugin.h",
                           path, v, PEAT_PLUGIN_ABI_VERSION);
     }
-    static const peat_plugin_host host = {PEAT_PLUGIN_ABI_VERSION, PEAT_VERSION_STRING,
-                                          host_register, peat_op_name, host_error};
-    static const peat_plugin_host host_v2 = {2, PEAT_VERSION_STRING, host_register_v2, peat_op_name,
-                                             host_error};
     int before = plugin_count;
     peat_error_clear();
-    int rc = reg(v == 2 ? &host_v2 : &host);
+    int rc = reg(host_for(v));
     if (rc != 0) {
         /* the library stays loaded: kernels it registered before failing point into it */
         char why[400]; /* the message is about to be replaced: keep the plugin's reason */

@@ -24,13 +24,21 @@ static peat_status shape_numel(peat_dtype t, int ndim, const int64_t *shape, int
     return PEAT_OK;
 }
 
+/* A tensor of this file: the public header, then whether peat_tensor_free frees its data (a
+ * field of peat_tensor itself before plugin ABI 4, at the same offset). */
+typedef struct tensor_box {
+    peat_tensor t;
+    int owns_data;
+} tensor_box;
+
 static peat_status make(peat_dtype t, int ndim, const int64_t *shape, void *data, peat_tensor **out)
 {
     int64_t n = 0;
     *out = NULL;
     PEAT_TRY(shape_numel(t, ndim, shape, &n));
-    peat_tensor *x = calloc(1, sizeof *x);
-    if (!x) return PEAT_ERROR(PEAT_ERR_NOMEM, "tensor header");
+    tensor_box *box = calloc(1, sizeof *box);
+    if (!box) return PEAT_ERROR(PEAT_ERR_NOMEM, "tensor header");
+    peat_tensor *x = &box->t;
     x->dtype = t;
     x->ndim = ndim;
     for (int d = 0; d < ndim; d++) x->shape[d] = shape[d];
@@ -39,10 +47,10 @@ static peat_status make(peat_dtype t, int ndim, const int64_t *shape, void *data
     } else {
         x->data = calloc((size_t)n, peat_dtype_size(t));
         if (!x->data) {
-            free(x);
+            free(box);
             return PEAT_ERROR(PEAT_ERR_NOMEM, "tensor of %lld elements", (long long)n);
         }
-        x->owns_data = 1;
+        box->owns_data = 1;
     }
     *out = x;
     return PEAT_OK;
@@ -92,8 +100,9 @@ peat_status peat_tensor_clone(const peat_tensor *src, peat_tensor **out)
 void peat_tensor_free(peat_tensor *t)
 {
     if (!t) return;
-    if (t->owns_data) free(t->data);
-    free(t);
+    tensor_box *box = (tensor_box *)t; /* every tensor to free was made by make() */
+    if (box->owns_data) free(t->data);
+    free(box);
 }
 
 int64_t peat_tensor_numel(const peat_tensor *t)

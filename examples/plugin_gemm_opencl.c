@@ -57,7 +57,7 @@ static peat_status gemm_cl(const peat_args *a, const peat_kernel *self)
     const peat_device *d = a->dev;
     void *program;
     /* PEAT builds the program once per process and hands back the cached one afterwards */
-    peat_status st = d->cl_program(d, source, OPTIONS, &program);
+    peat_status st = host->cl_program(d, source, OPTIONS, &program);
     if (st != PEAT_OK) return st;
     cl_int e;
     cl_kernel k = clCreateKernel((cl_program)program, "ex_gemm", &e);

@@ -6,6 +6,7 @@
 
 #include "campaign/harness.h"
 #include "campaign/runtime.h"
+#include "peat/backend.h"
 #include "peat/peat.h"
 
 #include <dlfcn.h>
@@ -160,4 +161,40 @@ Test(plugin_threads, builtin_kernels_are_declared_reentrant)
         cr_assert_not_null(k, "%s", names[i]);
         cr_assert(k->flags & PEAT_KERNEL_REENTRANT, "%s not declared reentrant", names[i]);
     }
+}
+
+/* A plugin built for ABI 3 still loads (docs/plugin-abi.md, "Older plugins"): its GEMM reads the
+ * tensors through ABI 3's layout and computes the bits of the same loop here; on OpenCL it builds
+ * a program through ABI 3's peat_device.cl_program, which the host still fills. */
+Test(plugin_threads, an_abi3_plugin_loads_and_reads_the_abi3_layout)
+{
+    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    int n = 0;
+    cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_abi3.so", &n), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(n, 2, "%d kernels registered by the ABI 3 plugin, expected 2", n);
+    const peat_kernel *k = peat_registry_find_on("test_abi3_gemm", "cpu");
+    cr_assert_not_null(k);
+    enum { M = 3, N = 4, K = 5 };
+    peat_tensor *A, *B, *D;
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &A), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &B), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &D), PEAT_OK);
+    for (int i = 0; i < M * K; i++) peat_f32(A)[i] = 0.25f * (float)(i % 7) - 0.5f;
+    for (int i = 0; i < K * N; i++) peat_f32(B)[i] = 0.125f * (float)(i % 5) + 0.1f;
+    peat_args a = {.op = PEAT_OP_GEMM, .n_in = 2, .n_out = 1, .in = {A, B}, .out = {D}};
+    a.p.i[2] = M, a.p.i[3] = N, a.p.i[4] = K, a.p.i[5] = 1, a.p.f[0] = 1.5;
+    cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK, "%s", peat_error_last());
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int q = 0; q < K; q++) s += peat_f32(A)[i * K + q] * peat_f32(B)[q * N + j];
+            cr_assert_eq(peat_f32(D)[i * N + j], 1.5f * s, "D[%d,%d] = %g, the loop gives %g", i, j,
+                         peat_f32(D)[i * N + j], 1.5f * s);
+        }
+    const peat_kernel *kc = peat_registry_find_on("test_abi3_cl_build", "opencl");
+    cr_assert_not_null(kc);
+    if (peat_backend_available("opencl"))
+        cr_assert_eq(peat_kernel_run(kc, &a), PEAT_OK, "ABI 3 cl_program: %s", peat_error_last());
+    peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(D);
 }

@@ -17,7 +17,7 @@ enum { GROUP = 64 };
 
 static peat_backend_t dev_of(const peat_args *a)
 {
-    return (peat_backend_t)a->dev->host;
+    return peat_device_backend(a->dev);
 }
 
 /* One work-item per element of a range of n. */

@@ -198,7 +198,6 @@ static peat_status gpu_device_fill(peat_backend_t b, peat_device *d)
     d->index = b->device;
     d->queue = (void *)ctx_of(b)->stream;
     d->context = d->device = NULL;
-    d->cl_program = NULL;
     return PEAT_OK;
 }
 

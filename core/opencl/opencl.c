@@ -255,11 +255,11 @@ static peat_status program_get(ocl *c, const char *source, const char *options, 
     return PEAT_OK;
 }
 
-static peat_status cl_program_for(const peat_device *d, const char *source, const char *options,
-                                  void **program)
+static peat_status cl_program_build(peat_backend_t b, const char *source, const char *options,
+                                    void **program)
 {
     cl_program p;
-    PEAT_TRY(program_get(ctx_of((peat_backend_t)d->host), source, options, &p));
+    PEAT_TRY(program_get(ctx_of(b), source, options, &p));
     *program = p;
     return PEAT_OK;
 }
@@ -270,7 +270,6 @@ static peat_status cl_device_fill(peat_backend_t b, peat_device *d)
     d->backend = "opencl";
     d->index = b->device;
     d->queue = c->q, d->context = c->ctx, d->device = c->dev;
-    d->cl_program = cl_program_for;
     return PEAT_OK;
 }
 
@@ -347,6 +346,7 @@ static const struct peat_backend_iface opencl_iface = {
     .timer_now = cl_timer,
     .free = cl_release,
     .device_fill = cl_device_fill,
+    .program_build = cl_program_build,
     .time_begin = cl_time_begin,
     .time_end = cl_time_end,
     .launch = cl_launch,

@@ -89,6 +89,8 @@ PEAT_API peat_status peat_tensor_alloc(peat_dtype t, int ndim, const int64_t *sh
 PEAT_API peat_status peat_tensor_wrap(peat_dtype t, int ndim, const int64_t *shape, void *data,
                                       peat_tensor **out);
 PEAT_API peat_status peat_tensor_clone(const peat_tensor *src, peat_tensor **out);
+/* Frees a tensor made by peat_tensor_alloc*, _wrap or _clone (and its data unless wrapped); never
+ * one the caller laid out itself. */
 PEAT_API void peat_tensor_free(peat_tensor *t);
 PEAT_API int64_t peat_tensor_numel(const peat_tensor *t);
 PEAT_API size_t peat_tensor_nbytes(const peat_tensor *t);

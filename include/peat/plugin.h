@@ -73,8 +73,7 @@ typedef struct peat_tensor {
     peat_dtype dtype;
     int ndim;
     int64_t shape[PEAT_MAX_DIMS];
-    void *data;
-    int owns_data;
+    void *data; /* host memory, or a device buffer for a device kernel */
 } peat_tensor;
 
 /* Every op is a pure function of its inputs and params. All float tensors of a flow are F32
@@ -158,13 +157,7 @@ typedef struct peat_device {
     void *queue;         /* cudaStream_t, hipStream_t or cl_command_queue to launch on */
     void *context;       /* cl_context on OpenCL; NULL on CUDA/HIP */
     void *device;        /* cl_device_id on OpenCL; NULL on CUDA/HIP */
-    /* OpenCL only (NULL elsewhere): the cl_program built from `source` with `options` for this
-     * device, compiled once per process and cached by source text; the build log is in the
-     * error message when compilation fails. */
-    peat_status (*cl_program)(const struct peat_device *d, const char *source, const char *options,
-                              void **program);
-    void *host; /* PEAT's own handle of the backend: for PEAT, not for plugins */
-} peat_device;
+} peat_device;           /* an OpenCL kernel builds its program with peat_plugin_host.cl_program */
 
 /* One invocation: op, params, inputs, outputs (and, for device kernels, the device). */
 typedef struct peat_args {
@@ -214,8 +207,11 @@ typedef struct peat_kernel {
 #define PEAT_KERNEL_REENTRANT 1u
 
 /* 2: peat_args.dev and device kernels (backend cuda, hip, opencl get device buffers)
- * 3: peat_kernel.flags (PEAT_KERNEL_REENTRANT); plugins built for 2 still load (flags 0) */
-#define PEAT_PLUGIN_ABI_VERSION 3
+ * 3: peat_kernel.flags (PEAT_KERNEL_REENTRANT); plugins built for 2 still load (flags 0)
+ * 4: PEAT's own fields left peat_tensor (owns_data) and peat_device (cl_program, host); OpenCL
+ *    programs are built through peat_plugin_host.cl_program; plugins built for 2 and 3 still
+ *    load (docs/plugin-abi.md: what they read is where it was) */
+#define PEAT_PLUGIN_ABI_VERSION 4
 #define PEAT_PLUGIN_ABI_OLDEST  2 /* the oldest plugin ABI this host still loads */
 
 typedef struct peat_plugin_host {
@@ -226,6 +222,12 @@ typedef struct peat_plugin_host {
     /* Host helpers so that plugins need not link libpeat. */
     const char *(*op_name)(peat_op_kind op);
     peat_status (*error)(peat_status code, const char *file, int line, const char *fmt, ...);
+    /* ABI 4. OpenCL only (PEAT_ERR_UNSUPPORTED elsewhere): the cl_program built from `source`
+     * with `options` for the device a kernel was handed (peat_args.dev), compiled once per
+     * process and cached by source text; the build log is in the error message when
+     * compilation fails. The table lives as long as the process: a plugin may keep `host`. */
+    peat_status (*cl_program)(const peat_device *dev, const char *source, const char *options,
+                              void **program);
 } peat_plugin_host;
 
 typedef int (*peat_plugin_abi_version_fn)(void);

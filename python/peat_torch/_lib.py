@@ -11,8 +11,7 @@ DTYPE = {"f64": 0, "f32": 1, "bf16": 2, "f16": 3, "i32": 4}
 class Tensor(ctypes.Structure):
     """peat_tensor (include/peat/plugin.h)."""
     _fields_ = [("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("shape", ctypes.c_int64 * MAX_DIMS), ("data", ctypes.c_void_p),
-                ("owns_data", ctypes.c_int)]
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("data", ctypes.c_void_p)]
 
 
 class Call(ctypes.Structure):
@@ -150,7 +149,6 @@ def tensor_of(arr, dtype_name):
     for k, s in enumerate(shape):
         t.shape[k] = s
     t.data = arr.ctypes.data
-    t.owns_data = 0
     return t
 
 
