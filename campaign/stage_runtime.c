@@ -8,21 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Appends the finding of each faulty run (the last slot is the runtime's when the signature
- * rules filled the list) and recomputes the verdict. */
-static void findings_add(peat_campaign_result *res, const peat_runtime_result *rt)
+/* The finding of each faulty run joins the detect stage's sources; the detector assembles the
+ * list again (peat_detector_assemble) and the verdict is recomputed. */
+static void findings_add(peat_campaign *c, peat_campaign_result *res, const peat_runtime_result *rt)
 {
     int cap = (int)(sizeof res->findings / sizeof res->findings[0]);
+    enum { MAXRT = (int)(sizeof res->runtime / sizeof res->runtime[0]) };
+    peat_finding runtime[MAXRT];
     res->n_runtime = rt->n_faulty;
     res->runtime_band = rt->n_band;
     for (int j = 0; j < rt->n_faulty; j++) {
         snprintf(res->runtime_run[j], sizeof res->runtime_run[j], "%s", rt->faulty[j].label);
         res->runtime[j] = rt->verdict[j];
         res->runtime_swapped[j] = rt->faulty[j].swapped;
-        peat_finding f =
+        runtime[j] =
             peat_runtime_finding(&rt->verdict[j], rt->faulty[j].label, rt->faulty[j].swapped);
-        res->findings[res->n_findings < cap ? res->n_findings++ : cap - 1] = f;
     }
+    peat_finding_sources src = c->find;
+    src.runtime = runtime, src.n_runtime = rt->n_faulty;
+    res->n_findings = peat_detector_assemble(&src, res->findings, cap);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
 }
 
@@ -99,7 +103,7 @@ peat_status peat_stage_runtime(peat_campaign *c)
     PEAT_TRY(st);
     PEAT_TRY(cst);
     c->res->runtime_iters = c->rt->n;
-    findings_add(c->res, c->rt);
+    findings_add(c, c->res, c->rt);
     c->res->rt = c->rt;
     return PEAT_OK;
 }

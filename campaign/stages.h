@@ -97,6 +97,10 @@ typedef struct peat_campaign {
     /* playback: error accumulators (candidate's and golden's outputs against exact) */
     peat_analyzer_acc_t *acc_cand, *acc_gold;
 
+    /* detect: the sources of the findings (the runtime stage adds its own and assembles again) */
+    peat_finding_sources find;
+    peat_finding find_signature[8], find_props[8];
+
     /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
     struct peat_runtime_result *rt;
 

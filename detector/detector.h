@@ -104,6 +104,41 @@ int peat_detector_props(const peat_gemm_props *cand, const peat_gemm_props *gold
 int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_outcome *pr,
                           int n_pr, const peat_finding *props, int n_props, peat_finding *out,
                           int max);
+/* ---- a campaign's findings from every source, in one order (detector/findings.c) ---------- */
+
+/* What the runner measured on the recorded calls (campaign/isolate.c): how many calls failed in
+ * each way, and the first message of each (NULL or "" when none). */
+typedef struct peat_runner_counts {
+    int64_t n_records;
+    int64_t n_failures;     /* crashed, hung or failed (DUE and hang-skipped calls included) */
+    int64_t n_due;          /* ended the process without completing the call */
+    int64_t n_hang_skipped; /* not run after the kernel hung */
+    int64_t n_oob_writes, n_input_mutations;
+    const char *failure, *due, *oob_write, *input_mutation;
+} peat_runner_counts;
+
+/* Every source of a campaign's findings (a source with n 0 has none). */
+typedef struct peat_finding_sources {
+    peat_runner_counts runner;
+    const peat_finding *signature; /* peat_detector_run on the recorded calls */
+    int n_signature;
+    const peat_finding *props; /* peat_detector_props */
+    int n_props;
+    const peat_probe_outcome *probes;
+    int n_probes;
+    const peat_finding
+        *runtime; /* peat_runtime_finding of each faulty run, in --runtime-freq order */
+    int n_runtime;
+} peat_finding_sources;
+
+/* The campaign's findings, at most max, in the order of docs/detector.md ("Order of findings"):
+ * the runner's (certain, and the numeric findings of such a kernel are its consequences:
+ * OUT_OF_BOUND for crashes, hangs and errors, DUE, OUT_OF_BOUNDS_WRITE, INPUT_MUTATION), then the
+ * numeric ones (signature, properties and probes through peat_detector_combine: the primary
+ * first), then the training impact of each runtime run. A full list keeps every runtime finding
+ * (up to max - 1): they displace numeric findings from its end, never its first. */
+int peat_detector_assemble(const peat_finding_sources *s, peat_finding *out, int max);
+
 /* ---- training impact: runtime fault injection judged against the golden noise band ---------
  * docs/fault-injection.md ("band and verdict rules") says why each margin has its value. */
 

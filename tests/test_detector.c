@@ -485,3 +485,70 @@ Test(detector, names_verdict_and_empty_signatures)
     cr_assert_eq(out[0].cls, PEAT_FIND_UNKNOWN);
     cr_assert_eq(peat_detector_run(&empty, &empty, NULL, out, 0), 0, "no room: nothing written");
 }
+
+/* ---- one list from every source (peat_detector_assemble, docs/detector.md "Order of findings") */
+
+static peat_finding made(peat_finding_class cls, peat_acceptance acc, const char *params)
+{
+    peat_finding f;
+    memset(&f, 0, sizeof f);
+    f.cls = cls, f.accept = acc;
+    snprintf(f.params, sizeof f.params, "%s", params);
+    return f;
+}
+
+/* Runner findings first (crash, early exit, stray write, input write), then the signature's in
+ * their order, then the runtime runs': whatever order the sources were handed in. */
+Test(detector, assemble_orders_runner_then_numeric_then_runtime)
+{
+    peat_finding sig[2] = {made(PEAT_FIND_WRONG_RESULT, PEAT_ACCEPT_FAIL, "bits=0.5"),
+                           made(PEAT_FIND_NONDETERMINISTIC, PEAT_ACCEPT_FAIL, "repeats=2")};
+    peat_finding rt[1] = {made(PEAT_FIND_DIVERGES, PEAT_ACCEPT_FAIL, "freq=1")};
+    peat_finding_sources s;
+    memset(&s, 0, sizeof s);
+    s.runner = (peat_runner_counts){.n_records = 24,
+                                    .n_failures = 5,
+                                    .n_due = 2,
+                                    .n_oob_writes = 1,
+                                    .failure = "SIGSEGV",
+                                    .due = "exit(3)",
+                                    .oob_write = "after out[0]"};
+    s.signature = sig, s.n_signature = 2, s.runtime = rt, s.n_runtime = 1;
+    peat_finding out[8];
+    int n = peat_detector_assemble(&s, out, 8);
+    const peat_finding_class want[] = {PEAT_FIND_OUT_OF_BOUND,        PEAT_FIND_DUE,
+                                       PEAT_FIND_OUT_OF_BOUNDS_WRITE, PEAT_FIND_WRONG_RESULT,
+                                       PEAT_FIND_NONDETERMINISTIC,    PEAT_FIND_DIVERGES};
+    cr_assert_eq(n, 6, "%d findings, expected 6", n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(out[i].cls, want[i], "finding %d is %s, expected %s", i,
+                     peat_finding_name(out[i].cls), peat_finding_name(want[i]));
+    cr_assert_str_eq(out[0].params, "calls=3", "crashes = failures - early exits: %s",
+                     out[0].params);
+    cr_assert(strstr(out[1].evidence[0], "exit(3)"), "DUE evidence: %s", out[1].evidence[0]);
+    cr_assert_eq(peat_detector_verdict(out, n), PEAT_ACCEPT_FAIL);
+}
+
+/* A full list keeps every runtime finding (they displace numeric findings from the end) and its
+ * first finding; a list of one keeps only the first. */
+Test(detector, assemble_keeps_runtime_findings_and_the_first_when_full)
+{
+    peat_finding sig[8];
+    for (int i = 0; i < 8; i++) sig[i] = made(PEAT_FIND_UNKNOWN, PEAT_ACCEPT_WARN, "");
+    sig[0] = made(PEAT_FIND_STUCK_BIT, PEAT_ACCEPT_FAIL, "bit=3");
+    peat_finding rt[2] = {made(PEAT_FIND_DEGRADES, PEAT_ACCEPT_WARN, "freq=1"),
+                          made(PEAT_FIND_TRAINING_EQUIVALENT, PEAT_ACCEPT_PASS, "freq=1/10")};
+    peat_finding_sources s;
+    memset(&s, 0, sizeof s);
+    s.signature = sig, s.n_signature = 8, s.runtime = rt, s.n_runtime = 2;
+    peat_finding out[8];
+    int n = peat_detector_assemble(&s, out, 8);
+    cr_assert_eq(n, 8, "%d findings in a list of 8", n);
+    cr_assert_eq(out[0].cls, PEAT_FIND_STUCK_BIT, "first: %s", peat_finding_name(out[0].cls));
+    cr_assert_eq(out[6].cls, PEAT_FIND_DEGRADES, "slot 6: %s", peat_finding_name(out[6].cls));
+    cr_assert_eq(out[7].cls, PEAT_FIND_TRAINING_EQUIVALENT, "slot 7: %s",
+                 peat_finding_name(out[7].cls));
+    n = peat_detector_assemble(&s, out, 1);
+    cr_assert_eq(n, 1, "%d findings in a list of 1", n);
+    cr_assert_eq(out[0].cls, PEAT_FIND_STUCK_BIT, "first of 1: %s", peat_finding_name(out[0].cls));
+}
