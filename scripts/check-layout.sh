@@ -4,7 +4,8 @@
 #   2. every folder of code is a module of CMakeLists.txt (peat_module: its own static library
 #      and its <lib>_links_alone target, which links it with its declared dependencies alone);
 #   3. no include circle crosses folders: the graph "folder A includes a header of folder B" has
-#      no cycle (a circle of files inside one folder is that folder's business).
+#      no cycle (a circle of files inside one folder is that folder's business);
+#   4. docs/architecture.md maps every source file of the rooms and include/ (a "- `path`:" line).
 # Exits 1 with what broke the rule; run by ctest (test layout) and so by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +64,15 @@ if ! tsort "$edges" >/dev/null 2>"$edges.err"; then
   fail=1
 fi
 
+# 4. every file mapped in docs/architecture.md
+while read -r f; do
+  if ! grep -q "^- \`$f\`:" docs/architecture.md; then
+    echo "check-layout: $f is not mapped in docs/architecture.md (a line \"- \`$f\`: what it holds\")" >&2
+    fail=1
+  fi
+done < <(sources $rooms include; find $rooms include -type f -name '*.cl' | sort)
+
 if [ "$fail" = 0 ]; then
-  echo "check-layout: $(echo $rooms | wc -w) folders, none over ${max}% of $total lines, no include circle across folders"
+  echo "check-layout: $(echo $rooms | wc -w) folders, none over ${max}% of $total lines, no include circle across folders, every file mapped in docs/architecture.md"
 fi
 exit "$fail"
