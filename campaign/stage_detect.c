@@ -16,7 +16,7 @@ static peat_runner_counts runner_counts(const peat_campaign_result *res)
     return r;
 }
 
-peat_status peat_stage_detect(peat_campaign *c)
+peat_status peat_campaign_stage_detect(peat_campaign *c)
 {
     peat_campaign_result *res = c->res;
     peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);
