@@ -6,12 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const peat_store_col amp_cols[] = {
-    {"iter", PEAT_STORE_COL_I64, 0},
-    {"loss_scale", PEAT_STORE_COL_F64, 0},
-    {"skipped", PEAT_STORE_COL_I64, 0},
-};
-#define N_AMP_COLS ((int)(sizeof amp_cols / sizeof amp_cols[0]))
+#define N_AMP_COLS 3 /* peat_store_amp_cols: iter, loss_scale, skipped */
 
 peat_status peat_campaign_amp_begin(peat_campaign *c, const peat_flow_config *cfg,
                                     peat_campaign_amp_log *log)
@@ -20,8 +15,10 @@ peat_status peat_campaign_amp_begin(peat_campaign *c, const peat_flow_config *cf
     log->precision = cfg->precision;
     log->last_iter = -1;
     if (cfg->precision == PEAT_PRECISION_FP32 || !c->store) return PEAT_OK;
-    PEAT_TRY(
-        peat_store_table_open(c->store, PEAT_CAMPAIGN_AMP_TABLE, amp_cols, N_AMP_COLS, &log->t));
+    int nc;
+    const peat_store_col *cols = peat_store_amp_cols(&nc);
+    PEAT_ASSERT(nc == N_AMP_COLS, "the amp table's columns");
+    PEAT_TRY(peat_store_table_open(c->store, PEAT_STORE_AMP_TABLE, cols, nc, &log->t));
     /* rows are appended in iteration order: a resumed run skips those up to the last one */
     int64_t n = peat_store_table_rows(log->t);
     peat_store_value v;

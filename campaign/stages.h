@@ -165,8 +165,7 @@ peat_status peat_stage_probe_props(const peat_campaign_opts *o, const peat_kerne
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */
 /* Mixed-precision record of the profile's training (precision.c): per iteration the loss scale
- * and skipped steps into PEAT_CAMPAIGN_AMP_TABLE (not at fp32), counts into the result. */
-#define PEAT_CAMPAIGN_AMP_TABLE "/metrics/amp"
+ * and skipped steps into PEAT_STORE_AMP_TABLE (not at fp32), counts into the result. */
 typedef struct peat_campaign_amp_log {
     int precision;
     peat_store_table_t *t; /* NULL at fp32 */

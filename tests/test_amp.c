@@ -418,11 +418,10 @@ Test(amp, gemm_fp16_in_gpt_is_judged_in_its_regime, .init = init, .timeout = 300
     snprintf(path, sizeof path, "%s/campaign.h5", d16);
     peat_store_t *s;
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK, "%s", peat_error_last());
-    static const peat_store_col cols[] = {{"iter", PEAT_STORE_COL_I64, 0},
-                                          {"loss_scale", PEAT_STORE_COL_F64, 0},
-                                          {"skipped", PEAT_STORE_COL_I64, 0}};
+    int nc;
+    const peat_store_col *cols = peat_store_amp_cols(&nc);
     peat_store_table_t *t;
-    cr_assert_eq(peat_store_table_open(s, "/metrics/amp", cols, 3, &t), PEAT_OK, "%s",
+    cr_assert_eq(peat_store_table_open(s, "/metrics/amp", cols, nc, &t), PEAT_OK, "%s",
                  peat_error_last());
     cr_assert_eq(peat_store_table_rows(t), r16->plan_iters > 0 ? r16->plan_iters : 60,
                  "one row per iteration");
