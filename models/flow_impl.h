@@ -42,10 +42,12 @@ typedef struct peat_models_flow_ops {
 /* Mixed precision (models/amp.c): GradScaler's state and the scratch tensors that hold the
  * rounded copies of a GEMM-shaped op's inputs. */
 typedef struct peat_models_amp {
-    double scale;    /* the loss scale the next backward runs under */
-    int64_t tracker; /* successful steps since the last growth or backoff */
-    int64_t skipped; /* optimizer steps skipped so far */
-    peat_tensor *cast[PEAT_MAX_IO];
+    double scale;                  /* the loss scale the next backward runs under */
+    int64_t tracker;               /* successful steps since the last growth or backoff */
+    int64_t skipped;               /* optimizer steps skipped so far */
+    peat_tensor cast[PEAT_MAX_IO]; /* views of the buffers below, shaped per call */
+    float *buf[PEAT_MAX_IO];
+    int64_t cap[PEAT_MAX_IO]; /* floats each buffer holds (grown, never shrunk) */
 } peat_models_amp;
 
 struct peat_flow {

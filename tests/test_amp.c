@@ -125,6 +125,38 @@ Test(amp, bf16_rounding_ties_subnormals_overflow, .init = init)
     check_rounding(PEAT_PRECISION_FP32, id, 1);
 }
 
+/* The flow's rounding is core's peat_round_f16 / peat_round_bf16 on every 4093rd fp32 bit
+ * pattern (both signs, every exponent, NaN and inf included) and on the patterns around each
+ * fp16 rounding tie of the normal range. */
+Test(amp, flow_rounding_is_cores_conversion, .init = init)
+{
+    peat_flow_config c16 = config(PEAT_PRECISION_AMP_FP16), cb = config(PEAT_PRECISION_BF16);
+    run a = make("mlp", &c16), b = make("mlp", &cb);
+    int64_t bad = 0;
+    for (uint64_t u = 0; u < (1ull << 32); u += 4093) {
+        float x;
+        uint32_t v = (uint32_t)u;
+        memcpy(&x, &v, sizeof x);
+        float want = peat_round_f16(x), got = peat_models_amp_round(a.f, x);
+        bad += !same_bits(want, got) && !(isnan(want) && isnan(got));
+        want = peat_round_bf16(x), got = peat_models_amp_round(b.f, x);
+        bad += !same_bits(want, got) && !(isnan(want) && isnan(got));
+    }
+    for (uint32_t h = 0x0400; h < 0x7c00; h++) { /* fp16 normals: the tie above each */
+        float lo = peat_f16_to_f32((uint16_t)h);
+        uint32_t v;
+        memcpy(&v, &lo, sizeof v);
+        for (int64_t d = -2; d <= 2; d++) {
+            uint32_t w = v + 0x1000u + (uint32_t)d;
+            float x;
+            memcpy(&x, &w, sizeof x);
+            bad += !same_bits(peat_round_f16(x), peat_models_amp_round(a.f, x));
+        }
+    }
+    cr_assert_eq(bad, 0, "%lld patterns round otherwise than core's conversion", (long long)bad);
+    drop(&a), drop(&b);
+}
+
 Test(amp, precision_names_and_refusals, .init = init)
 {
     int p = -1;
