@@ -473,3 +473,24 @@ Test(amp, gemm_fp16_in_gpt_is_judged_in_its_regime, .init = init, .timeout = 300
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", d32, d16);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* Scaler options without the scaler, and --precision on a capture, are refused by name before
+ * anything is written. */
+Test(amp, scaler_options_without_amp_fp16_are_refused, .init = init)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/peat_test_amp_refused_%d", (int)getpid());
+    const char *precisions[] = {NULL, "fp32", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        peat_campaign_opts o;
+        peat_campaign_opts_default(&o);
+        o.kernel = "gemm_new", o.flow = "mlp", o.precision = precisions[i], o.quiet = 1;
+        o.loss_scale_init = 1024, o.out_dir = dir;
+        peat_campaign_result *res = calloc(1, sizeof *res);
+        cr_assert_eq(peat_campaign_run(&o, res), PEAT_ERR_INVAL, "precision %s",
+                     precisions[i] ? precisions[i] : "(default)");
+        cr_assert(strstr(peat_error_last(), "--loss-scale-init"), "message: %s", peat_error_last());
+        free(res);
+        cr_assert_neq(access(dir, F_OK), 0, "nothing written for a refused run");
+    }
+}
