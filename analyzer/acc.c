@@ -41,20 +41,20 @@ static int default_threads(void)
     return n < 1 ? 1 : n > PEAT_ANALYZER_MAX_THREADS ? PEAT_ANALYZER_MAX_THREADS : (int)n;
 }
 
-peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op)
+peat_analyzer_acc_t *peat_analyzer_acc_new(const char *kernel, peat_op_kind op)
 {
     /* written after every isolated call: kept out of the forks, as the sample is (mem.c) */
-    peat_analyzer_acc_t *acc = peat_big_alloc(sizeof *acc);
+    peat_analyzer_acc_t *acc = peat_analyzer_big_new(sizeof *acc);
     if (!acc) return NULL;
     snprintf(acc->kernel, sizeof acc->kernel, "%s", kernel ? kernel : "");
     acc->op = op;
-    peat_partial_init(&acc->tot);
+    peat_analyzer_partial_init(&acc->tot);
     acc->tot.hash = 1469598103934665603ull;
     acc->repeat_max_diff = -1.0;
     acc->threads = default_threads();
-    peat_sample_set_init(&acc->smp, PEAT_SAMPLE_K);
+    peat_analyzer_sample_set_init(&acc->smp, PEAT_SAMPLE_K);
     if (pthread_mutex_init(&acc->smp_lock, NULL) != 0) {
-        peat_big_free(acc, sizeof *acc);
+        peat_analyzer_big_free(acc, sizeof *acc);
         return NULL;
     }
     return acc;
@@ -65,13 +65,13 @@ void peat_analyzer_acc_free(peat_analyzer_acc_t *acc)
     if (!acc) return;
     for (int t = 0; t < PEAT_ANALYZER_MAX_THREADS; t++) {
         if (!acc->w[t]) continue;
-        peat_sketch_free(&acc->w[t]->norm);
-        peat_sketch_free(&acc->w[t]->rel);
-        peat_big_free(acc->w[t], sizeof *acc->w[t]);
+        peat_analyzer_sketch_free(&acc->w[t]->norm);
+        peat_analyzer_sketch_free(&acc->w[t]->rel);
+        peat_analyzer_big_free(acc->w[t], sizeof *acc->w[t]);
     }
-    peat_sample_set_free(&acc->smp);
+    peat_analyzer_sample_set_free(&acc->smp);
     pthread_mutex_destroy(&acc->smp_lock);
-    peat_big_free(acc, sizeof *acc);
+    peat_analyzer_big_free(acc, sizeof *acc);
 }
 
 void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n)
@@ -86,13 +86,13 @@ void peat_analyzer_acc_set_threads(peat_analyzer_acc_t *acc, int n)
 static peat_status worker_get(peat_analyzer_acc_t *acc, int t, peat_worker **out)
 {
     if (!acc->w[t]) {
-        peat_worker *w = peat_big_alloc(sizeof *w);
+        peat_worker *w = peat_analyzer_big_new(sizeof *w);
         if (!w) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: worker state");
-        peat_status st = peat_sketch_init(&w->norm);
-        if (st == PEAT_OK) st = peat_sketch_init(&w->rel);
+        peat_status st = peat_analyzer_sketch_init(&w->norm);
+        if (st == PEAT_OK) st = peat_analyzer_sketch_init(&w->rel);
         if (st != PEAT_OK) {
-            peat_sketch_free(&w->norm);
-            peat_big_free(w, sizeof *w);
+            peat_analyzer_sketch_free(&w->norm);
+            peat_analyzer_big_free(w, sizeof *w);
             return st;
         }
         w->acc = acc;
@@ -103,11 +103,11 @@ static peat_status worker_get(peat_analyzer_acc_t *acc, int t, peat_worker **out
     return PEAT_OK;
 }
 
-void peat_worker_flush(peat_worker *w)
+void peat_analyzer_worker_flush(peat_worker *w)
 {
     peat_analyzer_acc_t *acc = w->acc;
     pthread_mutex_lock(&acc->smp_lock);
-    for (int i = 0; i < w->n_stage; i++) peat_sample_set_push(&acc->smp, &w->stage[i]);
+    for (int i = 0; i < w->n_stage; i++) peat_analyzer_sample_set_push(&acc->smp, &w->stage[i]);
     w->thresh = acc->smp.thresh < w->add_thresh ? acc->smp.thresh : w->add_thresh;
     pthread_mutex_unlock(&acc->smp_lock);
     w->n_stage = 0;
@@ -139,13 +139,13 @@ static void *scan_main(void *arg)
         int64_t lo = u * PEAT_ANALYZER_CHUNK, hi = lo + PEAT_ANALYZER_CHUNK;
         hi = hi < job->n ? hi : job->n;
         peat_partial *p[2] = {&job->parts[0][u], job->sides > 1 ? &job->parts[1][u] : NULL};
-        for (int k = 0; k < job->sides; k++) peat_partial_init(p[k]);
+        for (int k = 0; k < job->sides; k++) peat_analyzer_partial_init(p[k]);
         if (job->sides == 1)
-            peat_scan_unit(job->in[0], lo, hi, p[0], th->w[0]);
+            peat_analyzer_scan_unit(job->in[0], lo, hi, p[0], th->w[0]);
         else
-            peat_scan_pair(job->in, lo, hi, p, th->w);
+            peat_analyzer_scan_pair(job->in, lo, hi, p, th->w);
     }
-    for (int k = 0; k < job->sides; k++) peat_worker_flush(th->w[k]);
+    for (int k = 0; k < job->sides; k++) peat_analyzer_worker_flush(th->w[k]);
     return NULL;
 }
 
@@ -173,8 +173,8 @@ static void sample_rescue(peat_analyzer_acc_t *acc, const peat_scan_in *in, int6
     peat_worker *w = th[0].w[side];
     w->add_thresh = UINT64_MAX;
     w->thresh = acc->smp.thresh;
-    peat_scan_sample_above(in, 0, n, bound, w);
-    peat_worker_flush(w);
+    peat_analyzer_scan_sample_above(in, 0, n, bound, w);
+    peat_analyzer_worker_flush(w);
 }
 
 /* Streams all units of one tensor (one test side per accumulator) on up to acc[0]->threads
@@ -312,15 +312,15 @@ static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor 
     peat_status st = n_units > 0 ? scan_tensor(acc, sides, inp, n, parts, n_units) : PEAT_OK;
     for (int k = 0; st == PEAT_OK && k < sides; k++) {
         peat_partial call;
-        peat_partial_init(&call);
-        for (int64_t u = 0; u < n_units; u++) peat_partial_merge(&call, &parts[k][u]);
+        peat_analyzer_partial_init(&call);
+        for (int64_t u = 0; u < n_units; u++) peat_analyzer_partial_merge(&call, &parts[k][u]);
         acc[k]->n_calls++;
         acc[k]->gross_tensors += call.n_gross > 0;
         acc[k]->gross_tensors_many += call.n_gross > peat_few_per_call(n);
         if (depth > acc[k]->depth_max) acc[k]->depth_max = depth;
         box_finish(acc[k], &call, rows, cols, n / (rows * cols));
         call.box_n = 0; /* boxes are per tensor */
-        peat_partial_merge(&acc[k]->tot, &call);
+        peat_analyzer_partial_merge(&acc[k]->tot, &call);
     }
     if (n_units > 1) free(parts[0]);
     return st;

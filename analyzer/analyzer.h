@@ -127,7 +127,7 @@ static inline int64_t peat_few_per_call(int64_t n)
 
 /* Accumulates error samples of one kernel over many calls. */
 typedef struct peat_analyzer_acc peat_analyzer_acc_t;
-peat_analyzer_acc_t *peat_analyzer_acc_alloc(const char *kernel, peat_op_kind op);
+peat_analyzer_acc_t *peat_analyzer_acc_new(const char *kernel, peat_op_kind op);
 void peat_analyzer_acc_free(peat_analyzer_acc_t *acc);
 /* Bytes the analyzer's accumulators and signatures have mapped where a fork does not copy them
  * (MADV_DONTFORK; 0 where the heap serves them, as under AddressSanitizer): the resident size a
@@ -190,7 +190,7 @@ double peat_analyzer_bound(double mag, int64_t depth);
 void peat_analyzer_bound_coeffs(int64_t depth, double *gamma, double *eta);
 
 /* JSON object for one signature (fixed key order) into buf; returns bytes needed like snprintf. */
-int peat_signature_to_json(const peat_signature *s, char *buf, size_t n);
+int peat_analyzer_signature_to_json(const peat_signature *s, char *buf, size_t n);
 /* s escaped as the inside of a JSON string (quote, backslash, control characters) into buf;
  * returns the length needed like snprintf. The one JSON string escaper (reports use it too). */
 size_t peat_analyzer_json_escape(char *buf, size_t n, const char *s);

@@ -32,7 +32,7 @@ static const int ROUND_BITS[3] = {24, 11, 8};
 /* rounding tests: sign, fraction of an ulp added */
 static const double ROUND_T[5][2] = {{1, 0.25}, {1, 0.75}, {-1, 0.25}, {-1, 0.75}, {1, 0.5}};
 
-peat_status peat_gemm_props_call(peat_args *a)
+peat_status peat_analyzer_gemm_props_call(peat_args *a)
 {
     _Static_assert(R_END <= P_ROWS, "property rows fit");
     peat_tensor *A = NULL, *B = NULL;
@@ -137,7 +137,7 @@ static void props_read_col(const peat_tensor *D, peat_gemm_props *p)
     }
 }
 
-void peat_gemm_props_read(const peat_tensor *D, peat_gemm_props *p)
+void peat_analyzer_gemm_props_read(const peat_tensor *D, peat_gemm_props *p)
 {
     /* every test is read from two columns; a kernel that corrupts one of them (or any element
      * the tests use) shows two answers, and then it has no properties to report */
@@ -150,7 +150,7 @@ void peat_gemm_props_read(const peat_tensor *D, peat_gemm_props *p)
     p->consistent = !memcmp(p, &q, sizeof q);
 }
 
-int peat_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val, size_t n)
+int peat_analyzer_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val, size_t n)
 {
     switch (i) {
     case 0:

@@ -32,8 +32,8 @@ typedef struct peat_sketch {
     int64_t *count;      /* SKETCH_SLOTS counters */
 } peat_sketch;
 
-peat_status peat_sketch_init(peat_sketch *s);
-void peat_sketch_free(peat_sketch *s);
+peat_status peat_analyzer_sketch_init(peat_sketch *s);
+void peat_analyzer_sketch_free(peat_sketch *s);
 /* Bucket of a positive finite double: its biased exponent and top SKETCH_SUB_BITS fraction bits,
  * shifted so that 2^SKETCH_EXP_MIN is bucket 0. */
 #define SKETCH_BIAS ((int64_t)(SKETCH_EXP_MIN + 1023) << SKETCH_SUB_BITS)
@@ -63,12 +63,12 @@ static inline void peat_sketch_add(peat_sketch *s, double v)
 }
 
 /* dst += src (counts add; exact extremes combine). */
-void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src);
+void peat_analyzer_sketch_merge(peat_sketch *dst, const peat_sketch *src);
 /* The q-quantile with the interpolation of gsl_stats_quantile_from_sorted_data (rank q (n-1),
  * linear between neighbours); NaN when empty. Within 2^-7 relative of the exact quantile. */
-double peat_sketch_quantile(const peat_sketch *s, double q);
+double peat_analyzer_sketch_quantile(const peat_sketch *s, double q);
 /* Sum of v^2 over the largest `top` values (bucket midpoints; "high" values exactly). */
-double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top);
+double peat_analyzer_sketch_top_sumsq(const peat_sketch *s, int64_t top);
 
 /* ---- bounded uniform sample (sample.c) ---------------------------------------------------------
  * Bottom-k sampling: every element gets a pseudo-random priority from a bijective hash of its
@@ -91,10 +91,10 @@ typedef struct peat_sample {
  * per candidate call, and a fork write-protects every private page the parent has, so the
  * analysis's next write to each of them faulted (about 2 us each on a virtual machine). From
  * 2 MiB up it is also 2 MiB-aligned and advised for transparent huge pages, which fault in 512
- * pages at once. NULL when it cannot be had. Freed with peat_big_free and the same size. Under
+ * pages at once. NULL when it cannot be had. Freed with peat_analyzer_big_free and the same size. Under
  * AddressSanitizer, calloc and free serve instead. */
-void *peat_big_alloc(size_t bytes);
-void peat_big_free(void *p, size_t bytes);
+void *peat_analyzer_big_new(size_t bytes);
+void peat_analyzer_big_free(void *p, size_t bytes);
 
 /* A sampled element's values without its priority: the set keeps priorities in an array of their
  * own, so that a cut reads 8 bytes per entry and moves only the entries it drops. */
@@ -111,8 +111,8 @@ typedef struct peat_sample_set {
     uint64_t *key;   /* the cut's scratch for one histogram bin's priorities, kept between cuts */
 } peat_sample_set;
 
-peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k);
-void peat_sample_set_free(peat_sample_set *ss);
+peat_status peat_analyzer_sample_set_init(peat_sample_set *ss, int64_t k);
+void peat_analyzer_sample_set_free(peat_sample_set *ss);
 /* Priority of element i of the call with number call: splitmix64's finaliser (a bijection with
  * full avalanche) of the id (call, i) packed into one word, unique for i < 2^40 and call < 2^24,
  * so priorities never tie and the k smallest are one well-defined set. The id is
@@ -128,7 +128,7 @@ static inline uint64_t peat_sample_prio(int64_t call, int64_t i)
     PEAT_SAMPLE_MIX(z);
     return z;
 }
-void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x);
+void peat_analyzer_sample_set_push(peat_sample_set *ss, const peat_sample *x);
 /* The set's k entries of smallest priority, in the set's own order, copied column by column
  * into contiguous arrays (one sequential pass; the statistics then stream them); ss is not
  * changed, so it stays open for pushes. The set's order depends on how the pushes were split
@@ -144,23 +144,23 @@ typedef struct peat_sample_cols {
 /* cols holds 5 min(n, k) doubles for c's columns, prio min(n, k) words and scratch n words, for
  * a set of n entries. Lean (prio NULL): only a and d are taken (cols holds 2 min(n, k)); b, key,
  * x and prio are NULL, for a caller that has them from a set of the same entries. */
-void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
+void peat_analyzer_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
                            uint64_t *scratch, peat_sample_cols *c);
 /* perm = the order of v[0..n) ascending (NaN never passed in, -0 before +0; n < 2^32), equal
  * values in the order of tie (unique values) or, when tie is NULL, of their index; LSD radix sort
  * on the order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds
  * 2 n words. */
-void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
+void peat_analyzer_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
                          uint64_t *scratch);
 /* rank[i] = the rank of v[i] among v[0..n) (1-based; equal values, -0 and +0 too, get their mean
  * rank; NaN never passed in; n < 2^32), from the same radix sort, without a permutation: equal
  * values are found from the sorted words' high halves, and whole keys are read only where those
  * are equal. rank may be v. scratch holds 2 n words. */
-void peat_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch);
+void peat_analyzer_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch);
 /* The median of v[0..n) (the middle value, or the mean of the two middle ones; NaN for n = 0),
  * by the histogram select the sample's cut also uses (order_stats in sample.c) on the values'
  * order-preserving images. v is not changed; scratch holds n words. */
-double peat_sample_median(const double *v, size_t n, uint64_t *scratch);
+double peat_analyzer_sample_median(const double *v, size_t n, uint64_t *scratch);
 
 /* ---- streaming element pass (scan.c) -----------------------------------------------------------
  */
@@ -208,7 +208,7 @@ typedef struct peat_worker {
 } peat_worker;
 
 /* Moves the staged samples into the accumulator's sample (locks it). */
-void peat_worker_flush(peat_worker *w);
+void peat_analyzer_worker_flush(peat_worker *w);
 
 /* One output tensor being added: everything a unit needs to read. */
 typedef struct peat_scan_in {
@@ -222,19 +222,19 @@ typedef struct peat_scan_in {
     double gamma, eta, inv_sqrt_k;
 } peat_scan_in;
 
-void peat_partial_init(peat_partial *p);
+void peat_analyzer_partial_init(peat_partial *p);
 /* Adds src to dst (src's units follow dst's). */
-void peat_partial_merge(peat_partial *dst, const peat_partial *src);
+void peat_analyzer_partial_merge(peat_partial *dst, const peat_partial *src);
 /* Streams elements [lo, hi) of one tensor into p and w. */
-void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
+void peat_analyzer_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
                     peat_worker *w);
 /* The same for two test tensors against one exact tensor (in[0] and in[1] share exact, mag,
- * depth, terms and cols), read once: each side's results equal those of peat_scan_unit. */
-void peat_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
+ * depth, terms and cols), read once: each side's results equal those of peat_analyzer_scan_unit. */
+void peat_analyzer_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
                     peat_partial *const p[2], peat_worker *const w[2]);
 /* Stages into w the sample entries of elements [lo, hi) whose priority is above `above` (and
  * below the sample's threshold): the rare second look of an add whose bound proved too low. */
-void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
+void peat_analyzer_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
                             peat_worker *w);
 
 /* ---- the accumulator (acc.c) -------------------------------------------------------------------

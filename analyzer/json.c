@@ -77,7 +77,7 @@ size_t peat_analyzer_json_escape(char *buf, size_t n, const char *s)
     return j.len;
 }
 
-int peat_signature_to_json(const peat_signature *s, char *buf, size_t n)
+int peat_analyzer_signature_to_json(const peat_signature *s, char *buf, size_t n)
 {
     jbuf j = {buf, n, 0};
     if (n > 0) buf[0] = '\0';

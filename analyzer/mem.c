@@ -21,7 +21,7 @@
 #define BIG_HEAP 1
 #endif
 
-/* Bytes mapped by peat_big_alloc and not yet freed (all threads). */
+/* Bytes mapped by peat_analyzer_big_new and not yet freed (all threads). */
 static size_t big_total;
 
 size_t peat_analyzer_unforked_bytes(void)
@@ -41,7 +41,7 @@ static size_t big_len(size_t bytes)
 }
 #endif
 
-void *peat_big_alloc(size_t bytes)
+void *peat_analyzer_big_new(size_t bytes)
 {
 #ifdef BIG_HEAP
     return calloc(1, bytes ? bytes : 1);
@@ -70,7 +70,7 @@ void *peat_big_alloc(size_t bytes)
 #endif
 }
 
-void peat_big_free(void *p, size_t bytes)
+void peat_analyzer_big_free(void *p, size_t bytes)
 {
     if (!p) return;
 #ifdef BIG_HEAP

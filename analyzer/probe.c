@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *peat_probe_kind_name(peat_probe_kind k)
+const char *peat_analyzer_probe_kind_name(peat_probe_kind k)
 {
     return k == PEAT_PROBE_SHAPE ? "shape" : "value";
 }
 
-void peat_probe_set_free(peat_probe_set *s)
+void peat_analyzer_probe_set_free(peat_probe_set *s)
 {
     for (int i = 0; i < s->n; i++)
         for (int k = 0; k < s->p[i].args.n_in; k++)
@@ -286,13 +286,13 @@ static peat_status other_values(peat_probe_set *s, const peat_record *rec)
     }
 }
 
-peat_status peat_probe_set_make(const peat_record_list *recs, uint64_t seed, peat_probe_set *out)
+peat_status peat_analyzer_probe_set_make(const peat_record_list *recs, uint64_t seed, peat_probe_set *out)
 {
     memset(out, 0, sizeof *out);
     if (!recs || recs->n == 0) return PEAT_OK;
     peat_status st = PEAT_OK;
     if (recs->items[0]->op == PEAT_OP_GEMM) {
-        peat_rng_t *r = peat_rng_alloc(seed ^ 0x70726f6265ull);
+        peat_rng_t *r = peat_rng_new(seed ^ 0x70726f6265ull);
         if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe rng");
         gemm_scale sc = gemm_scale_of(recs);
         st = gemm_shapes(out, r, &sc);
@@ -303,6 +303,6 @@ peat_status peat_probe_set_make(const peat_record_list *recs, uint64_t seed, pea
         if (st == PEAT_OK) st = other_values(out, recs->items[0]);
         if (st == PEAT_OK) st = peat_analyzer_probe_ops(out, recs->items[0], seed);
     }
-    if (st != PEAT_OK) peat_probe_set_free(out);
+    if (st != PEAT_OK) peat_analyzer_probe_set_free(out);
     return st;
 }

@@ -40,9 +40,9 @@ typedef struct peat_probe_set {
  * probes; softmax, layernorm, attention and conv get value probes built from a recorded call
  * (large logits, large mean over small spread, large scores, subnormal and large inputs).
  * Inputs are drawn with the recorded calls' input scale. */
-peat_status peat_probe_set_make(const peat_record_list *recs, uint64_t seed, peat_probe_set *out);
-void peat_probe_set_free(peat_probe_set *s);
-const char *peat_probe_kind_name(peat_probe_kind k);
+peat_status peat_analyzer_probe_set_make(const peat_record_list *recs, uint64_t seed, peat_probe_set *out);
+void peat_analyzer_probe_set_free(peat_probe_set *s);
+const char *peat_analyzer_probe_kind_name(peat_probe_kind k);
 
 /* Trailing rows / columns of one output's plane view (rows x cols; a tensor of several planes,
  * heads or images x channels, folds onto one) in which >= 90% of the elements are gross errors,
@@ -77,10 +77,10 @@ typedef struct peat_gemm_props {
 
 /* The crafted call: A [rows x K] each row one test, B [K x 32] with column 0 all ones and
  * column 1 all 2^-70; the rest ones. */
-peat_status peat_gemm_props_call(peat_args *a);
+peat_status peat_analyzer_gemm_props_call(peat_args *a);
 /* Reads the properties from the output D of that call. */
-void peat_gemm_props_read(const peat_tensor *D, peat_gemm_props *p);
+void peat_analyzer_gemm_props_read(const peat_tensor *D, peat_gemm_props *p);
 /* One line per property, "name|value" into buf (for the report's table). */
-int peat_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val, size_t n);
+int peat_analyzer_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val, size_t n);
 
 #endif

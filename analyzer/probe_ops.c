@@ -334,7 +334,7 @@ static peat_status shapes(peat_probe_set *s, const peat_record *rec, peat_rng_t 
 
 peat_status peat_analyzer_probe_ops(peat_probe_set *s, const peat_record *rec, uint64_t seed)
 {
-    peat_rng_t *r = peat_rng_alloc(seed ^ 0x6f70732070726fbull);
+    peat_rng_t *r = peat_rng_new(seed ^ 0x6f70732070726fbull);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe rng");
     peat_status st = shapes(s, rec, r);
     if (st == PEAT_OK) st = values(s, rec);

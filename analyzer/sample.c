@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
+peat_status peat_analyzer_sample_set_init(peat_sample_set *ss, int64_t k)
 {
     memset(ss, 0, sizeof *ss);
     ss->k = k;
@@ -15,9 +15,9 @@ peat_status peat_sample_set_init(peat_sample_set *ss, int64_t k)
     return PEAT_OK;
 }
 
-void peat_sample_set_free(peat_sample_set *ss)
+void peat_analyzer_sample_set_free(peat_sample_set *ss)
 {
-    peat_big_free(ss->prio, (size_t)ss->cap * (sizeof *ss->prio + sizeof *ss->v));
+    peat_analyzer_big_free(ss->prio, (size_t)ss->cap * (sizeof *ss->prio + sizeof *ss->v));
     free(ss->key);
     memset(ss, 0, sizeof *ss);
 }
@@ -97,17 +97,17 @@ static void cut(peat_sample_set *ss)
 static int set_grow(peat_sample_set *ss, int64_t cap)
 {
     size_t n = (size_t)ss->n, old = (size_t)ss->cap, want = (size_t)cap;
-    uint64_t *p = peat_big_alloc(want * (sizeof *p + sizeof(peat_sample_val)));
+    uint64_t *p = peat_analyzer_big_new(want * (sizeof *p + sizeof(peat_sample_val)));
     if (!p) return 0;
     peat_sample_val *v = (peat_sample_val *)(p + want);
     if (n) memcpy(p, ss->prio, n * sizeof *p), memcpy(v, ss->v, n * sizeof *v);
-    peat_big_free(ss->prio, old * (sizeof *p + sizeof *v));
+    peat_analyzer_big_free(ss->prio, old * (sizeof *p + sizeof *v));
     ss->prio = p, ss->v = v;
     ss->cap = cap;
     return 1;
 }
 
-void peat_sample_set_push(peat_sample_set *ss, const peat_sample *x)
+void peat_analyzer_sample_set_push(peat_sample_set *ss, const peat_sample *x)
 {
     if (x->prio > ss->thresh) return;
     if (ss->n == ss->cap) {
@@ -255,7 +255,7 @@ static void sort_words(const double *v, int zeq, const uint64_t *tie, uint64_t *
     }
 }
 
-void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
+void peat_analyzer_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
                            uint64_t *scratch, peat_sample_cols *c)
 {
     size_t n = (size_t)ss->n, m = (size_t)(ss->n < ss->k ? ss->n : ss->k);
@@ -288,7 +288,7 @@ void peat_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *pr
     }
 }
 
-void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
+void peat_analyzer_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
                          uint64_t *scratch)
 {
     uint64_t *p = scratch;
@@ -297,7 +297,7 @@ void peat_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)p[i];
 }
 
-void peat_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch)
+void peat_analyzer_sample_ranks(const double *v, size_t n, double *rank, uint64_t *scratch)
 {
     uint64_t *p = scratch;
     for (size_t i = 0; i < n; i++) p[i] = (vkey(v, (uint32_t)i, 1) & 0xffffffff00000000ull) | i;
@@ -325,7 +325,7 @@ static double undkey(uint64_t u)
     return v;
 }
 
-double peat_sample_median(const double *v, size_t n, uint64_t *scratch)
+double peat_analyzer_sample_median(const double *v, size_t n, uint64_t *scratch)
 {
     if (n == 0) return NAN;
     for (size_t i = 0; i < n; i++) scratch[i] = dkey(v[i]);

@@ -13,7 +13,7 @@ static uint64_t rotl64(uint64_t x, int r)
     return (x << r) | (x >> (64 - r));
 }
 
-void peat_partial_init(peat_partial *p)
+void peat_analyzer_partial_init(peat_partial *p)
 {
     memset(p, 0, sizeof *p);
     p->min_exact_at_inf = NAN;
@@ -97,7 +97,7 @@ static void gross_note(peat_partial *p, int64_t i, int64_t rows, int64_t cols, f
     p->box_n++;
 }
 
-/* The block steps are inlined into each clone of peat_scan_unit so that they are compiled for its
+/* The block steps are inlined into each clone of peat_analyzer_scan_unit so that they are compiled for its
  * target (a call would run the baseline code). */
 #if defined(__GNUC__)
 #define INLINE_BLOCK inline __attribute__((always_inline))
@@ -153,7 +153,7 @@ enum { C_FIN = 1, C_REL = 2, C_SCALE = 4, C_BIAS = 8, C_ERR = 16, C_TOWARD = 32 
 enum { X_FIN = 1, X_NZ = 2, X_SOK = 4 }; /* exact finite, non-zero, scale >= FLT_MIN */
 typedef struct block {
     int64_t lo, n, nv; /* first element, elements, elements rounded up to LANES (padding) */
-    /* the exact side, shared by the test values of a pair (peat_scan_pair) */
+    /* the exact side, shared by the test values of a pair (peat_analyzer_scan_pair) */
     double x[BLK], m[BLK], ax[BLK], bnd[BLK], inv[BLK]; /* inv: 1 / scale (1 if X_SOK unset) */
     int64_t xc[BLK];                                    /* X_* flags of the exact value */
     /* one test value's side */
@@ -530,7 +530,7 @@ static void sample_note(const peat_scan_in *in, int64_t i, uint64_t prio, const 
     double key = in->in ? (double)in->in[i] : in->input ? peat_tensor_get(in->input, i) : NAN;
     peat_sample smp = {.prio = prio, .inv_s = inv_s, .d = err, .x = x, .key = key};
     w->stage[w->n_stage++] = smp;
-    if (w->n_stage == PEAT_WORKER_STAGE) peat_worker_flush(w);
+    if (w->n_stage == PEAT_WORKER_STAGE) peat_analyzer_worker_flush(w);
 }
 
 /* What needs one element at a time: bit and ULP patterns of differing elements, the sketch
@@ -580,11 +580,11 @@ static void bias_fold(const hot *h, peat_partial *p)
     double s1 = lanes_sum(h->b_s1), s2 = lanes_sum(h->b_s2);
     double n = (double)nb, mean = s1 / n, m2 = s2 - s1 * mean;
     peat_partial u;
-    peat_partial_init(&u);
+    peat_analyzer_partial_init(&u);
     u.n_bias = nb;
     u.bias_mean = mean;
     u.bias_m2 = m2 > 0.0 ? m2 : 0.0;
-    peat_partial_merge(p, &u);
+    peat_analyzer_partial_merge(p, &u);
 }
 
 /* Folds a unit's locals into its partial. */
@@ -696,19 +696,19 @@ static INLINE_BLOCK void scan_sides(const peat_scan_in *const *in, int n_sides, 
 }
 
 SCAN_CLONES
-void peat_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
+void peat_analyzer_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
 {
     scan_sides(&in, 1, lo, hi, &p, &w);
 }
 
 SCAN_CLONES
-void peat_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
+void peat_analyzer_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
                     peat_partial *const p[2], peat_worker *const w[2])
 {
     scan_sides(in, 2, lo, hi, p, w);
 }
 
-void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
+void peat_analyzer_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
                             peat_worker *w)
 {
     block b;
@@ -725,7 +725,7 @@ void peat_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint
     }
 }
 
-void peat_partial_merge(peat_partial *d, const peat_partial *s)
+void peat_analyzer_partial_merge(peat_partial *d, const peat_partial *s)
 {
     /* counts */
     d->n_elems += s->n_elems, d->n_exact_zero += s->n_exact_zero, d->n_nan += s->n_nan;

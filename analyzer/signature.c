@@ -43,12 +43,12 @@ static peat_status sketches_merge(const peat_analyzer_acc_t *acc, sketches *m)
         m->norm = &acc->w[last]->norm, m->rel = &acc->w[last]->rel;
         return PEAT_OK;
     }
-    PEAT_TRY(peat_sketch_init(&m->merged_norm));
-    peat_status st = peat_sketch_init(&m->merged_rel);
+    PEAT_TRY(peat_analyzer_sketch_init(&m->merged_norm));
+    peat_status st = peat_analyzer_sketch_init(&m->merged_rel);
     for (int t = 0; st == PEAT_OK && t < PEAT_ANALYZER_MAX_THREADS; t++) {
         if (!acc->w[t]) continue;
-        peat_sketch_merge(&m->merged_norm, &acc->w[t]->norm);
-        peat_sketch_merge(&m->merged_rel, &acc->w[t]->rel);
+        peat_analyzer_sketch_merge(&m->merged_norm, &acc->w[t]->norm);
+        peat_analyzer_sketch_merge(&m->merged_rel, &acc->w[t]->rel);
     }
     m->norm = &m->merged_norm, m->rel = &m->merged_rel;
     return st;
@@ -56,8 +56,8 @@ static peat_status sketches_merge(const peat_analyzer_acc_t *acc, sketches *m)
 
 static void sketches_free(sketches *m)
 {
-    peat_sketch_free(&m->merged_norm);
-    peat_sketch_free(&m->merged_rel);
+    peat_analyzer_sketch_free(&m->merged_norm);
+    peat_analyzer_sketch_free(&m->merged_rel);
 }
 
 /* Quantiles from the sketches: within 2^-7 relative of the exact ones over all elements. */
@@ -65,13 +65,13 @@ static void quantiles(const peat_analyzer_acc_t *acc, const sketches *m, peat_si
 {
     const peat_sketch *q = m->norm;
     if (q->n > 0) {
-        s->p50_norm = peat_sketch_quantile(q, 0.5);
-        s->p99_norm = peat_sketch_quantile(q, 0.99);
+        s->p50_norm = peat_analyzer_sketch_quantile(q, 0.5);
+        s->p99_norm = peat_analyzer_sketch_quantile(q, 0.99);
         /* top 1% (at least one element) of the squared normalised errors */
-        double tot = acc->tot.sumsq_norm, hi = peat_sketch_top_sumsq(q, (q->n + 99) / 100);
+        double tot = acc->tot.sumsq_norm, hi = peat_analyzer_sketch_top_sumsq(q, (q->n + 99) / 100);
         s->top1pct_share = tot > 0.0 ? (hi < tot ? hi / tot : 1.0) : 0.0;
     }
-    if (m->rel->n > 0) s->median_rel = peat_sketch_quantile(m->rel, 0.5);
+    if (m->rel->n > 0) s->median_rel = peat_analyzer_sketch_quantile(m->rel, 0.5);
 }
 
 /* Scratch of the rank statistics for a sample of m of a set of n entries (n >= m), allocated once
@@ -96,7 +96,7 @@ static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m, int lean)
 {
     size_t sort = n > 2 * m ? n : 2 * m, cols = lean ? 2 * m : 6 * m;
     ws->bytes = (cols + 2 * m + sort) * sizeof(double) + m * sizeof *ws->perm;
-    void *mem = peat_big_alloc(ws->bytes);
+    void *mem = peat_analyzer_big_new(ws->bytes);
     if (!mem) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: rank statistics of %zu", n);
     ws->cols = mem;
     ws->prio = lean ? NULL : (uint64_t *)(ws->cols + 5 * m);
@@ -110,7 +110,7 @@ static peat_status rank_ws_alloc(rank_ws *ws, size_t n, size_t m, int lean)
 /* Ranks of v[0..n) (1-based, ties get their mean rank), in place. */
 static void ranks_in_place(double *v, size_t n, rank_ws *ws)
 {
-    peat_sample_ranks(v, n, v, ws->sort);
+    peat_analyzer_sample_ranks(v, n, v, ws->sort);
 }
 
 /* Pearson correlation of x and y (two passes); NaN when either is constant. */
@@ -127,7 +127,7 @@ static double pearson(const double *x, const double *y, size_t n)
 }
 
 /* The elements the input correlation uses are those whose a and b are defined, and a and b are
- * undefined together (NaN where the element's scale is below FLT_MIN; peat_sample_cols_take):
+ * undefined together (NaN where the element's scale is below FLT_MIN; peat_analyzer_sample_cols_take):
  * keeps a column's defined values, in order, in place; returns their number. */
 static size_t corr_compact(double *col, size_t m)
 {
@@ -164,16 +164,16 @@ static void steps_of(const double *r, const uint32_t *perm, size_t n, double *w,
         w[i] = fabs(b - a);
         if ((a < 0.0 && b > 0.0) || (a > 0.0 && b < 0.0)) flips++;
     }
-    *mdiff = peat_sample_median(w, n - 1, ws->sort);
+    *mdiff = peat_analyzer_sample_median(w, n - 1, ws->sort);
     *changes = (double)flips / (double)(n - 1);
 }
 
 /* The spread sqrt(2) MAD(r) a roughness is measured against (w is scratch of n). */
 static double spread_of(const double *r, size_t n, double *w, rank_ws *ws)
 {
-    double med = peat_sample_median(r, n, ws->sort);
+    double med = peat_analyzer_sample_median(r, n, ws->sort);
     for (size_t i = 0; i < n; i++) w[i] = fabs(r[i] - med);
-    return sqrt(2.0) * peat_sample_median(w, n, ws->sort);
+    return sqrt(2.0) * peat_analyzer_sample_median(w, n, ws->sort);
 }
 
 /* The elements a roughness uses along one key (exact != 0, and an input for the input key): the
@@ -221,7 +221,7 @@ static void roughness_along(const peat_sample_cols *v, int use_input, rank_ws *w
     double *key = ws->col, *r = key, *w = key + v->n; /* r and the steps once the order is known */
     size_t n = rough_filter(v, use_input, key, NULL, ws->tie);
     if (n < 16) return;
-    peat_sample_argsort(key, ws->tie, n, ws->perm, ws->sort);
+    peat_analyzer_sample_argsort(key, ws->tie, n, ws->perm, ws->sort);
     rough_filter(v, use_input, NULL, r, NULL);
     rough_finish(r, ws->perm, n, w, ws, spread, spread_n, rough, changes);
 }
@@ -368,7 +368,7 @@ static peat_status sample_take(const peat_analyzer_acc_t *acc, rank_ws *ws, peat
 {
     size_t n = (size_t)acc->smp.n, k = (size_t)acc->smp.k, m = n < k ? n : k;
     PEAT_TRY(rank_ws_alloc(ws, n, m, lean));
-    peat_sample_cols_take(&acc->smp, ws->cols, ws->prio, ws->sort, v);
+    peat_analyzer_sample_cols_take(&acc->smp, ws->cols, ws->prio, ws->sort, v);
     return PEAT_OK;
 }
 
@@ -380,7 +380,7 @@ peat_status peat_analyzer_signature(const peat_analyzer_acc_t *acc, peat_signatu
     PEAT_TRY(sample_take(acc, &ws, &v, 0));
     input_correlation(&v, &ws, s);
     smoothness(&v, &ws, s);
-    peat_big_free(ws.cols, ws.bytes);
+    peat_analyzer_big_free(ws.cols, ws.bytes);
     return PEAT_OK;
 }
 
@@ -482,11 +482,11 @@ static void phase_sort(pair_ctx *c, int k)
         }
         if (c->n_in >= 16) {
             rough_filter(&p->v, 1, key, NULL, p->ws.tie);
-            peat_sample_argsort(key, p->ws.tie, c->n_in, c->perm_in, p->ws.sort);
+            peat_analyzer_sample_argsort(key, p->ws.tie, c->n_in, c->perm_in, p->ws.sort);
         }
     } else if (c->n_x >= 16) {
         rough_filter(&p->v, 0, key, NULL, p->ws.tie);
-        peat_sample_argsort(key, p->ws.tie, c->n_x, c->perm_x, p->ws.sort);
+        peat_analyzer_sample_argsort(key, p->ws.tie, c->n_x, c->perm_x, p->ws.sort);
     }
 }
 
@@ -510,7 +510,7 @@ static void phase_finish(pair_ctx *c, int k)
     smoother(p->s, r1, c1, r2, c2);
 }
 
-/* The defined a of a sample (peat_sample_cols_take: NaN where the scale is undefined). */
+/* The defined a of a sample (peat_analyzer_sample_cols_take: NaN where the scale is undefined). */
 static size_t corr_count(const peat_sample_cols *v)
 {
     size_t n = 0;
@@ -545,7 +545,7 @@ peat_status peat_analyzer_signature_pair(const peat_analyzer_acc_t *a, peat_sign
         pair_shared(&c);
     else if (st == PEAT_OK)
         pair_both(&c, phase_alone);
-    peat_big_free(c.side[0].ws.cols, c.side[0].ws.bytes);
-    peat_big_free(c.side[1].ws.cols, c.side[1].ws.bytes);
+    peat_analyzer_big_free(c.side[0].ws.cols, c.side[0].ws.bytes);
+    peat_analyzer_big_free(c.side[1].ws.cols, c.side[1].ws.bytes);
     return st;
 }

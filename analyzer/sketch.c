@@ -5,18 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-peat_status peat_sketch_init(peat_sketch *s)
+peat_status peat_analyzer_sketch_init(peat_sketch *s)
 {
     memset(s, 0, sizeof *s);
     s->min_pos = INFINITY;
-    s->count = peat_big_alloc(SKETCH_SLOTS * sizeof *s->count); /* zeroed */
+    s->count = peat_analyzer_big_new(SKETCH_SLOTS * sizeof *s->count); /* zeroed */
     if (!s->count) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer: quantile sketch");
     return PEAT_OK;
 }
 
-void peat_sketch_free(peat_sketch *s)
+void peat_analyzer_sketch_free(peat_sketch *s)
 {
-    peat_big_free(s->count, SKETCH_SLOTS * sizeof *s->count);
+    peat_analyzer_big_free(s->count, SKETCH_SLOTS * sizeof *s->count);
     s->count = NULL;
 }
 
@@ -33,7 +33,7 @@ static void bucket_range(const peat_sketch *s, int64_t *lo, int64_t *hi)
     *hi = b == SKETCH_SLOT_LOW ? -1 : b >= SKETCH_BUCKETS ? SKETCH_BUCKETS - 1 : b;
 }
 
-void peat_sketch_merge(peat_sketch *dst, const peat_sketch *src)
+void peat_analyzer_sketch_merge(peat_sketch *dst, const peat_sketch *src)
 {
     dst->n += src->n;
     /* sums of squares of "high" values are Inf or beyond 2^256: order cannot change them */
@@ -74,7 +74,7 @@ static double value_at(const peat_sketch *s, int64_t r)
     return s->max;
 }
 
-double peat_sketch_quantile(const peat_sketch *s, double q)
+double peat_analyzer_sketch_quantile(const peat_sketch *s, double q)
 {
     if (s->n == 0) return NAN;
     double pos = q * (double)(s->n - 1);
@@ -84,7 +84,7 @@ double peat_sketch_quantile(const peat_sketch *s, double q)
     return v;
 }
 
-double peat_sketch_top_sumsq(const peat_sketch *s, int64_t top)
+double peat_analyzer_sketch_top_sumsq(const peat_sketch *s, int64_t top)
 {
     int64_t n_high = s->count[SKETCH_SLOT_HIGH];
     int64_t take = top < n_high ? top : n_high;

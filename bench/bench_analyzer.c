@@ -110,8 +110,8 @@ static int time_analyzer(const triple *t, int threads, int reps, int warm, int p
     peat_analyzer_acc_t *c = NULL, *g = NULL;
     for (int r = 0; r < reps; r++) {
         if (!c) {
-            c = peat_analyzer_acc_alloc("cand", PEAT_OP_GEMM);
-            g = peat_analyzer_acc_alloc("gold", PEAT_OP_GEMM);
+            c = peat_analyzer_acc_new("cand", PEAT_OP_GEMM);
+            g = peat_analyzer_acc_new("gold", PEAT_OP_GEMM);
             if (!c || !g) return fail("acc");
             peat_analyzer_acc_set_threads(c, threads);
             peat_analyzer_acc_set_threads(g, threads);
@@ -209,7 +209,7 @@ static int stage_run(const char *flow, const char *out, peat_campaign_result *r,
     o.no_runtime = 1;
     memset(r, 0, sizeof *r);
     double c0 = peat_campaign_cpu_s();
-    if (peat_campaign_run(&o, r) != PEAT_OK) return fail(flow);
+    if (peat_run_campaign(&o, r) != PEAT_OK) return fail(flow);
     *cpu = peat_campaign_cpu_s() - c0;
     return 0;
 }
@@ -272,7 +272,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_analyzer [MAX_MIB (1..4096, default 256)] [--no-flows]\n");
         return 2;
     }
-    if (peat_builtin_init() != PEAT_OK) return fail("init");
+    if (peat_campaign_builtin_init() != PEAT_OK) return fail("init");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     printf("# bench_analyzer: %ld online cores\n\n", cores);
     if (throughput_table(max_mib << 20, (int)cores)) return 1;

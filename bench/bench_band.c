@@ -95,10 +95,10 @@ static int honest_flow(const bench_opts *b, const char *flow)
         o.model = honest_specs[s % 3];
         o.model_seed = (uint64_t)s;
         peat_runtime_result r;
-        peat_status st = peat_runtime_run_all(&o, &r);
+        peat_status st = peat_campaign_runtime_run_all(&o, &r);
         if (st != PEAT_OK) {
             fprintf(stderr, "bench_band: %s seed %d: %s\n", flow, s, peat_error_last());
-            peat_runtime_result_free(&r);
+            peat_campaign_runtime_result_free(&r);
             return -1;
         }
         const peat_runtime_verdict *v = &r.verdict[0];
@@ -107,7 +107,7 @@ static int honest_flow(const bench_opts *b, const char *flow)
         stat += v->loss_t > r.b.loss_k;
         if (v->loss_excess > worst) worst = v->loss_excess;
         done++;
-        peat_runtime_result_free(&r);
+        peat_campaign_runtime_result_free(&r);
     }
     double lo, hi;
     wilson(alarms, done, &lo, &hi);
@@ -152,14 +152,14 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
         o.candidate = kern;
         o.op = kern->op;
         peat_runtime_result r;
-        if (peat_runtime_run_all(&o, &r) == PEAT_OK) {
+        if (peat_campaign_runtime_run_all(&o, &r) == PEAT_OK) {
             int aff = affects_training(&r), det = r.verdict[0].cls != PEAT_RUNTIME_EQUIVALENT;
             *n_aff += aff, *n_det += aff && det, *n_other += !aff && det;
             printf("  %-34s %-10s %-20s %s\n", k, aff ? "affects" : "no effect",
-                   peat_runtime_class_name(r.verdict[0].cls), r.verdict[0].drift ? "drift" : "");
+                   peat_detector_runtime_class_name(r.verdict[0].cls), r.verdict[0].drift ? "drift" : "");
             fflush(stdout);
         }
-        peat_runtime_result_free(&r);
+        peat_campaign_runtime_result_free(&r);
     }
     fclose(f);
     return 0;
@@ -169,7 +169,7 @@ int main(int argc, char **argv)
 {
     bench_opts b;
     if (parse(argc, argv, &b)) return 2;
-    if (peat_builtin_init() != PEAT_OK) return 1;
+    if (peat_campaign_builtin_init() != PEAT_OK) return 1;
     if (b.zoo && peat_plugin_load(b.zoo, NULL) != PEAT_OK)
         return fprintf(stderr, "bench_band: %s\n", peat_error_last()), 1;
     printf("## runtime band: false alarms on honest runs (R = %d, alpha = 1%% per run)\n\n",

@@ -82,7 +82,7 @@ static void bench_backend(const char *be)
         memcpy(p.i, bc->i, sizeof bc->i);
         p.f[0] = bc->f[0], p.f[1] = bc->f[1];
         peat_tensor *in[3] = {NULL, NULL, NULL};
-        peat_rng_t *r = peat_rng_alloc(11 + c);
+        peat_rng_t *r = peat_rng_new(11 + c);
         for (int j = 0; j < bc->n_in; j++) {
             peat_tensor_alloc1(PEAT_DTYPE_F32, bc->in_numel[j], &in[j]);
             peat_rng_fill_gaussian(r, in[j], 1.0);
@@ -107,7 +107,7 @@ static void bench_backend(const char *be)
 
 int main(void)
 {
-    if (peat_builtin_init() != PEAT_OK) {
+    if (peat_campaign_builtin_init() != PEAT_OK) {
         fprintf(stderr, "bench_device: %s\n", peat_error_last());
         return 2;
     }

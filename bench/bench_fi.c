@@ -34,26 +34,26 @@ static double train(int swap, int n, double *loss, uint64_t *hash)
     cfg.weight_decay = -1;
     peat_exec_t *ex;
     peat_flow_t *f;
-    if (peat_exec_create("mlp", 1, &ex) != PEAT_OK) exit(1);
+    if (peat_exec_alloc("mlp", 1, &ex) != PEAT_OK) exit(1);
     peat_exec_swap s = {.op = PEAT_OP_GEMM, .kernel = peat_registry_find("gemm_new"), .every = 0};
     if (swap && peat_exec_set_swap(ex, &s) != PEAT_OK) exit(1);
-    if (peat_flow_create("mlp", &cfg, ex, &f) != PEAT_OK) exit(1);
+    if (peat_models_flow_alloc("mlp", &cfg, ex, &f) != PEAT_OK) exit(1);
     double t0 = cpu_now();
     for (int i = 0; i < n; i++) {
         peat_flow_metrics m;
-        if (peat_flow_step(f, &m) != PEAT_OK) exit(1);
+        if (peat_models_flow_step(f, &m) != PEAT_OK) exit(1);
         *loss = m.loss;
     }
     double t = cpu_now() - t0;
     /* FNV-1a over every state tensor: equal hashes = bit-identical training */
     uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < peat_flow_state_count(f); i++) {
-        const peat_tensor *w = peat_flow_state(f, i, NULL);
+    for (int i = 0; i < peat_models_flow_state_count(f); i++) {
+        const peat_tensor *w = peat_models_flow_state(f, i, NULL);
         const unsigned char *b = w->data;
         for (size_t k = 0; k < peat_tensor_nbytes(w); k++) h = (h ^ b[k]) * 0x100000001b3ull;
     }
     *hash = h;
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     return t;
 }
@@ -117,7 +117,7 @@ static peat_fi_result fi_run_opts(const char *base, const char *work, const char
 {
     copy_campaign(base, work);
     peat_fi_opts o;
-    peat_fi_opts_default(&o);
+    peat_run_fi_opts_default(&o);
     o.campaign = work;
     o.models = model;
     o.ops = ops;
@@ -129,7 +129,7 @@ static peat_fi_result fi_run_opts(const char *base, const char *work, const char
     o.layers = layers;
     o.local_only = local_only;
     peat_fi_result r;
-    if (peat_fi_run(&o, &r) != PEAT_OK) {
+    if (peat_run_fi(&o, &r) != PEAT_OK) {
         fprintf(stderr, "bench_fi: %s\n", peat_error_last());
         exit(1);
     }
@@ -152,16 +152,16 @@ static double step_time(const char *flow, int n)
     cfg.weight_decay = -1;
     peat_exec_t *ex;
     peat_flow_t *f;
-    if (peat_exec_create(flow, 1, &ex) != PEAT_OK ||
-        peat_flow_create(flow, &cfg, ex, &f) != PEAT_OK)
+    if (peat_exec_alloc(flow, 1, &ex) != PEAT_OK ||
+        peat_models_flow_alloc(flow, &cfg, ex, &f) != PEAT_OK)
         exit(1);
     double t0 = cpu_now();
     for (int i = 0; i < n; i++) {
         peat_flow_metrics m;
-        if (peat_flow_step(f, &m) != PEAT_OK) exit(1);
+        if (peat_models_flow_step(f, &m) != PEAT_OK) exit(1);
     }
     double t = (cpu_now() - t0) / n;
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     return t;
 }
@@ -179,7 +179,7 @@ static void default_campaign(const char *flow, const char *dir)
     o.no_runtime = 1;
     o.no_probes = 1;
     peat_campaign_result cr;
-    if (peat_campaign_run(&o, &cr) != PEAT_OK) {
+    if (peat_run_campaign(&o, &cr) != PEAT_OK) {
         fprintf(stderr, "bench_fi: campaign: %s\n", peat_error_last());
         exit(1);
     }
@@ -214,8 +214,8 @@ static void bench_views(const char *base)
         printf("| %s | %lld | %.0f | %.0f | %.2f | %.2f | %.2f |\n", flows[i].flow,
                (long long)p.n_run, l.trials_per_s, p.trials_per_s, 1e3 * step, 1e3 * pt,
                step > 0 ? pt / step : 0);
-        peat_fi_result_free(&l);
-        peat_fi_result_free(&p);
+        peat_run_fi_result_free(&l);
+        peat_run_fi_result_free(&p);
     }
     printf("\n");
 }
@@ -244,7 +244,7 @@ static void bench_fc1(const char *base)
     printf("\n| local |");
     for (int o = 0; o < PEAT_INJECT_OUTCOME_COUNT; o++) rate_cell(t, t->n[o], t->total);
     printf(" - |\n\n");
-    peat_fi_result_free(&r);
+    peat_run_fi_result_free(&r);
 }
 
 static void bench_trials(const char *base, const char *work)
@@ -278,7 +278,7 @@ static void bench_trials(const char *base, const char *work)
         printf("| %s | %s | %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f |\n", cases[i].op,
                cases[i].model, cases[i].site, (long long)nrec, (long long)r.n_run,
                trial > 0 ? 1 / trial : 0, 1e6 * g, 1e6 * trial, g > 0 ? trial / g : 0);
-        peat_fi_result_free(&r);
+        peat_run_fi_result_free(&r);
     }
     printf("\n");
 }
@@ -294,14 +294,14 @@ static void bench_threads(const char *base, const char *work)
         if (th == 1) t1 = r.t_run;
         printf("| %d | %lld | %.3f | %.0f | %.2f |\n", th, (long long)r.n_run, r.t_run,
                r.trials_per_s, r.t_run > 0 ? t1 / r.t_run : 0);
-        peat_fi_result_free(&r);
+        peat_run_fi_result_free(&r);
     }
     printf("\n(%ld online CPUs; a speed-up under 2 on a shared machine is other load)\n", cpus);
 }
 
 int main(void)
 {
-    if (peat_builtin_init() != PEAT_OK) return 1;
+    if (peat_campaign_builtin_init() != PEAT_OK) return 1;
     printf("# bench_fi: fault-injection costs, build %s\n\n", "Release");
     bench_idle_hook();
     char base[] = "/tmp/peat-bench-fi-XXXXXX";
@@ -321,7 +321,7 @@ int main(void)
     o.isolate = 0;
     o.no_runtime = 1;
     peat_campaign_result cr;
-    if (peat_campaign_run(&o, &cr) != PEAT_OK) {
+    if (peat_run_campaign(&o, &cr) != PEAT_OK) {
         fprintf(stderr, "bench_fi: campaign: %s\n", peat_error_last());
         return 1;
     }

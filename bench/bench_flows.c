@@ -63,19 +63,19 @@ static int run_flow(const char *name, int n, op_time *t, double *sec, peat_flow_
     memset(&c, 0, sizeof c);
     c.seed = 1;
     c.weight_decay = -1;
-    if (peat_exec_create(name, c.seed, &ex) != PEAT_OK) return fail("exec");
-    if (peat_flow_create(name, &c, ex, &f) != PEAT_OK) {
+    if (peat_exec_alloc(name, c.seed, &ex) != PEAT_OK) return fail("exec");
+    if (peat_models_flow_alloc(name, &c, ex, &f) != PEAT_OK) {
         peat_exec_free(ex);
         return fail(name);
     }
     int rc = 0;
-    for (int s = 0; s < 2 && !rc; s++) rc = peat_flow_step(f, m) != PEAT_OK;
+    for (int s = 0; s < 2 && !rc; s++) rc = peat_models_flow_step(f, m) != PEAT_OK;
     if (!rc && t) rc = peat_exec_add_hook(ex, time_hook, t) != PEAT_OK;
     double t0 = now();
-    for (int s = 0; s < n && !rc; s++) rc = peat_flow_step(f, m) != PEAT_OK;
+    for (int s = 0; s < n && !rc; s++) rc = peat_models_flow_step(f, m) != PEAT_OK;
     *sec = now() - t0;
     if (rc) fail(name);
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     return rc;
 }
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
     /* steps timed per flow; the default keeps the whole table under ~10 s in Release */
     int n = argc > 1 ? atoi(argv[1]) : 30;
     if (n < 1) n = 1;
-    if (peat_builtin_init() != PEAT_OK) return fail("registry");
+    if (peat_campaign_builtin_init() != PEAT_OK) return fail("registry");
 #ifdef NDEBUG
     const char *build = "Release";
 #else
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
            "|\n");
     printf("|------|--------:|--------:|-------------------------:|------------------:|----------:|"
            "\n");
-    const char *const *names = peat_flow_names();
+    const char *const *names = peat_models_flow_names();
     op_time tt[8];
     memset(tt, 0, sizeof tt);
     double hooked[8] = {0};

@@ -152,7 +152,7 @@ static peat_status run_campaign(const char *flow, const char *backend, const cha
     snprintf(dir, sizeof dir, "/tmp/peat-bench-pred-%d-%s", (int)getpid(), flow);
     o.out_dir = dir;
     double t0 = peat_predictor_now();
-    peat_status st = peat_campaign_run(&o, r);
+    peat_status st = peat_run_campaign(&o, r);
     *total = peat_predictor_now() - t0;
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -178,7 +178,7 @@ static peat_status predict_default(const char *flow, const char *backend, double
     lo.flow_cfg = peat_campaign_flow_config(&o);
     peat_latency_model m;
     peat_pred_plan p;
-    PEAT_TRY(peat_latency_model_open(&lo, &m));
+    PEAT_TRY(peat_latency_model_init(&lo, &m));
     peat_status st = peat_latency_plan_for(&m, peat_campaign_default_iters(flow),
                                            PEAT_CAMPAIGN_DEFAULT_CALLS, &p);
     peat_pred_limits l;
@@ -347,7 +347,7 @@ static void budget_run(const char *flow, const char *backend, double budget, int
  * planning) and a large one (1.5x the default's). */
 static int bench_stages(const char *backend, int repeats)
 {
-    const char *const *flows = peat_flow_names();
+    const char *const *flows = peat_models_flow_names();
     double pred_total[16] = {0}, min_total[16] = {0};
     int ok = 1, n = 0;
     printf("\nper-stage time of the default campaign (`peat run --kernel gemm_new --flow F`; wall "
@@ -459,7 +459,7 @@ int main(int argc, char **argv)
     }
     if (repeats < 1 || repeats > 15) repeats = 5;
     if (stage_repeats < 1 || stage_repeats > 15) stage_repeats = 3;
-    if (peat_builtin_init() != PEAT_OK) return 2;
+    if (peat_campaign_builtin_init() != PEAT_OK) return 2;
     if (argc == 5 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "default"))
         return child_default(argv[3], argv[4]);
     if (argc == 6 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "budget"))

@@ -37,7 +37,7 @@ static void child_run(const char *kernel, const char *flow, const char *size, in
     o.kernel = kernel, o.flow = flow, o.size = size, o.out_dir = out, o.force = 1, o.quiet = 1;
     o.iters = iters;
     peat_campaign_result *res = calloc(1, sizeof *res);
-    if (res && peat_builtin_init() == PEAT_OK && peat_campaign_run(&o, res) == PEAT_OK) {
+    if (res && peat_campaign_builtin_init() == PEAT_OK && peat_run_campaign(&o, res) == PEAT_OK) {
         r.ok = 1, r.verdict = (int)res->verdict;
         r.wall = res->t_total, r.profile = res->t_profile, r.playback = res->t_playback;
         r.probe = res->t_probe, r.runtime = res->t_runtime;
@@ -93,7 +93,7 @@ static void one(const char *kernel, const char *flow, const char *size, int befo
            r.cpu_runtime / (r.cpu_profile > 0 ? r.cpu_profile : 1), mb,
            (double)ru.ru_maxrss / 1024.0, 100 * r.profile / tot, 100 * r.playback / tot,
            100 * r.probe / tot, 100 * r.runtime / tot, 100 * r.analysis / tot, cpu,
-           peat_acceptance_name((peat_acceptance)r.verdict));
+           peat_detector_acceptance_name((peat_acceptance)r.verdict));
 }
 
 /* ---- activation ranges and GEMM shapes of a preset's training ---- */
@@ -143,22 +143,22 @@ static void ranges_of(const char *flow, int size, int steps)
     peat_flow_t *f = NULL;
     ranges g;
     memset(&g, 0, sizeof g);
-    if (peat_exec_create(flow, 1, &ex) != PEAT_OK ||
-        peat_flow_create(flow, &c, ex, &f) != PEAT_OK ||
+    if (peat_exec_alloc(flow, 1, &ex) != PEAT_OK ||
+        peat_models_flow_alloc(flow, &c, ex, &f) != PEAT_OK ||
         peat_exec_add_hook(ex, range_hook, &g) != PEAT_OK) {
-        printf("%-4s %-5s failed: %s\n", flow, peat_flow_size_name(size), peat_error_last());
-        peat_flow_free(f), peat_exec_free(ex);
+        printf("%-4s %-5s failed: %s\n", flow, peat_models_flow_size_name(size), peat_error_last());
+        peat_models_flow_free(f), peat_exec_free(ex);
         return;
     }
     peat_flow_metrics m;
     for (int s = 0; s < steps; s++)
-        if (peat_flow_step(f, &m) != PEAT_OK) break;
+        if (peat_models_flow_step(f, &m) != PEAT_OK) break;
     char logit[16] = "-"; /* mlp's logits are its last layer's GEMM ("fc3"), in fwd max */
     if (g.logit_max > 0) snprintf(logit, sizeof logit, "%.3g", g.logit_max);
     printf("%-4s %-5s %10.3g %10s %10.3g %9.2f%%  (M x N x K forward:%s)\n", flow,
-           peat_flow_size_name(size), g.fwd_max, logit, g.bwd_max,
+           peat_models_flow_size_name(size), g.fwd_max, logit, g.bwd_max,
            g.bwd_n ? 100.0 * (double)g.bwd_sub16 / (double)g.bwd_n : 0.0, g.shapes);
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
 }
 
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
     printf("# bench_scale: %ld online CPUs, load average %.1f %.1f %.1f at the start\n",
            sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
     if (ranges_only) {
-        if (peat_builtin_init() != PEAT_OK) return 1;
+        if (peat_campaign_builtin_init() != PEAT_OK) return 1;
         printf("# activation ranges over 20 golden training steps: largest |forward GEMM output|, "
                "|logit|, |backward GEMM output|, share of backward outputs below fp16's normal "
                "range (2^-14)\nflow size   fwd max   logit max    bwd max  bwd<2^-14\n");

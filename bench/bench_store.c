@@ -91,10 +91,10 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
     peat_flow_metrics m;
-    if (peat_exec_create(c->flow, seed, &ex) || peat_exec_add_hook(ex, count_hook, &one) ||
-        peat_flow_create(c->flow, &cfg, ex, &f) || peat_flow_step(f, &m))
+    if (peat_exec_alloc(c->flow, seed, &ex) || peat_exec_add_hook(ex, count_hook, &one) ||
+        peat_models_flow_alloc(c->flow, &cfg, ex, &f) || peat_models_flow_step(f, &m))
         return fail("counting step");
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     p->iters = peat_campaign_default_iters(c->flow);
     if (p->iters > 1024) return fail("default iterations exceed the bench's metric buffer");
@@ -106,26 +106,26 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
     pol.max_calls = CALLS;
     p->all = (naive_count){c->op, 0, 0};
     p->every_op = (naive_count){PEAT_OP_COUNT, 0, 0};
-    peat_profiler_t *prof = peat_profiler_alloc(&pol, peat_record_list_sink, &p->recs);
-    if (!prof || peat_exec_create(c->flow, seed, &ex) || peat_profiler_attach(prof, ex) ||
+    peat_profiler_t *prof = peat_profiler_new(&pol, peat_record_list_sink, &p->recs);
+    if (!prof || peat_exec_alloc(c->flow, seed, &ex) || peat_profiler_attach(prof, ex) ||
         peat_exec_add_hook(ex, count_hook, &p->all) ||
-        peat_exec_add_hook(ex, count_hook, &p->every_op) || peat_flow_create(c->flow, &cfg, ex, &f))
+        peat_exec_add_hook(ex, count_hook, &p->every_op) || peat_models_flow_alloc(c->flow, &cfg, ex, &f))
         return fail("profile setup");
     for (int64_t it = 0; it < p->iters; it++) {
-        if (peat_flow_step(f, &m)) return fail("profile step");
+        if (peat_models_flow_step(f, &m)) return fail("profile step");
         p->loss[it] = m.loss;
         p->acc[it] = m.accuracy;
     }
     if (peat_profiler_status(prof)) return fail("profiler");
-    p->n_state = peat_flow_state_count(f);
+    p->n_state = peat_models_flow_state_count(f);
     if (p->n_state > 128) p->n_state = 128;
     for (int i = 0; i < p->n_state; i++) {
         const char *name;
-        peat_tensor *t = peat_flow_state(f, i, &name);
+        peat_tensor *t = peat_models_flow_state(f, i, &name);
         if (peat_tensor_clone(t, &p->state[i])) return fail("state clone");
         p->state_name[i] = strdup(name);
     }
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     peat_profiler_free(prof);
     return 0;
@@ -251,7 +251,7 @@ static int share_run(const char *flow, const char *dir, double *t_run, double *t
     o.out_dir = out;
     peat_campaign_result res;
     double s0 = peat_store_busy_seconds(), t0 = now();
-    if (peat_campaign_run(&o, &res) != PEAT_OK) return fail("default run");
+    if (peat_run_campaign(&o, &res) != PEAT_OK) return fail("default run");
     *t_run = now() - t0;
     *t_store = peat_store_busy_seconds() - s0;
     snprintf(h5, sizeof h5, "%s/campaign.h5", out);
@@ -279,7 +279,7 @@ static int share_table(const char *dir)
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
-    if (peat_builtin_init()) return fail("registry");
+    if (peat_campaign_builtin_init()) return fail("registry");
     if (getenv("PEAT_BENCH_MIN_SAVING")) /* the default configuration's threshold, to explore */
         cfgs[0].min_saving_pct = atoi(getenv("PEAT_BENCH_MIN_SAVING"));
     enum { NC = sizeof campaigns / sizeof campaigns[0] };

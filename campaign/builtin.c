@@ -32,7 +32,7 @@ static void init_once(void)
     if (init_status != PEAT_OK) snprintf(init_msg, sizeof init_msg, "%s", peat_error_last());
 }
 
-peat_status peat_builtin_init(void)
+peat_status peat_campaign_builtin_init(void)
 {
     pthread_once(&once, init_once);
     if (init_status != PEAT_OK)

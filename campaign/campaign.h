@@ -70,17 +70,17 @@ typedef struct peat_campaign_opts {
 
 /* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
  * "every:N", "a,b,c"). */
-peat_status peat_iter_spec_check(const char *spec);
+peat_status peat_campaign_iter_spec_check(const char *spec);
 /* Refuses a valid spec that names an iteration a run of iters never reaches (option: its name). */
-peat_status peat_iter_spec_check_range(const char *spec, int64_t iters, const char *option);
+peat_status peat_campaign_iter_spec_check_range(const char *spec, int64_t iters, const char *option);
 /* Whether iteration it (of iters) is selected by spec. */
-int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters);
+int peat_campaign_iter_spec_match(const char *spec, int64_t it, int64_t iters);
 /* Parses an op list ("all" or comma-separated op names) into a mask. */
-peat_status peat_op_mask_parse(const char *list, uint32_t *mask);
+peat_status peat_campaign_op_mask_parse(const char *list, uint32_t *mask);
 /* Parses --compress ("auto", "all", "none", or a percent 1..100) into store settings. */
-peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct);
+peat_status peat_campaign_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct);
 /* Parses a phase list ("fwd,bwd,opt"). */
-peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
+peat_status peat_campaign_phase_parse(const char *list, int *fwd, int *bwd, int *opt);
 
 void peat_campaign_opts_default(peat_campaign_opts *o);
 /* CPU seconds of this process's threads and its reaped children (the isolated calls). */
@@ -155,9 +155,9 @@ typedef struct peat_campaign_result {
 } peat_campaign_result;
 
 /* Creates a directory and its parents; refuses a path that is not a writable directory. */
-peat_status peat_mkdir_p(const char *path);
+peat_status peat_campaign_mkdir_p(const char *path);
 
 /* Monotonic seconds. */
-double peat_now(void);
+double peat_campaign_now(void);
 
 #endif

@@ -8,11 +8,11 @@
 /* Saves the flow's weights and optimizer state as the "checkpoint" snapshot of iteration it. */
 peat_status peat_campaign_checkpoint_save(peat_store_t *store, int64_t it, peat_flow_t *f)
 {
-    int n = peat_flow_state_count(f);
+    int n = peat_models_flow_state_count(f);
     const peat_tensor **t = malloc((size_t)n * sizeof *t);
     const char **names = malloc((size_t)n * sizeof *names);
     peat_status st = t && names ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint list");
-    for (int i = 0; st == PEAT_OK && i < n; i++) t[i] = peat_flow_state(f, i, &names[i]);
+    for (int i = 0; st == PEAT_OK && i < n; i++) t[i] = peat_models_flow_state(f, i, &names[i]);
     if (st == PEAT_OK) st = peat_store_state_write(store, it, "checkpoint", n, t, names);
     free(t);
     free(names);
@@ -37,9 +37,9 @@ peat_status peat_campaign_checkpoint_load(const char *path, peat_flow_t *f)
     if (best < 0)
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no checkpoint to finetune from", path);
     if (st == PEAT_OK) st = peat_store_state_read(src, best, "checkpoint", &cp);
-    for (int i = 0; st == PEAT_OK && i < peat_flow_state_count(f); i++) {
+    for (int i = 0; st == PEAT_OK && i < peat_models_flow_state_count(f); i++) {
         const char *name;
-        peat_tensor *dst = peat_flow_state(f, i, &name);
+        peat_tensor *dst = peat_models_flow_state(f, i, &name);
         int j = 0;
         while (j < cp->n && strcmp(cp->names[j], name)) j++;
         if (j == cp->n)
@@ -52,7 +52,7 @@ peat_status peat_campaign_checkpoint_load(const char *path, peat_flow_t *f)
         else
             memcpy(dst->data, cp->t[j]->data, peat_tensor_nbytes(dst));
     }
-    if (st == PEAT_OK) peat_flow_set_step(f, best + 1);
+    if (st == PEAT_OK) peat_models_flow_set_step(f, best + 1);
     peat_store_state_free(cp);
     peat_store_close(src);
     return st;

@@ -100,7 +100,7 @@ static void assign_quotas(peat_coverage *cov, int64_t calls)
     if (n_ops > 1) cov->cap = calls * n_ops;
 }
 
-peat_status peat_coverage_plan(const char *flow, const peat_flow_config *cfg,
+peat_status peat_campaign_coverage_plan(const char *flow, const peat_flow_config *cfg,
                                const peat_profile_policy *pol, int64_t window, int64_t calls,
                                peat_coverage *cov)
 {
@@ -111,17 +111,17 @@ peat_status peat_coverage_plan(const char *flow, const peat_flow_config *cfg,
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
     peat_flow_metrics m;
-    PEAT_TRY(peat_exec_create(flow, cfg->seed, &ex));
+    PEAT_TRY(peat_exec_alloc(flow, cfg->seed, &ex));
     peat_status st = peat_exec_add_hook(ex, plan_hook, &ps);
-    if (st == PEAT_OK) st = peat_flow_create(flow, cfg, ex, &f);
-    if (st == PEAT_OK) st = peat_flow_step(f, &m);
-    peat_flow_free(f);
+    if (st == PEAT_OK) st = peat_models_flow_alloc(flow, cfg, ex, &f);
+    if (st == PEAT_OK) st = peat_models_flow_step(f, &m);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     assign_quotas(cov, calls);
     return st;
 }
 
-int peat_coverage_filter(void *user, const peat_args *a, const peat_call_info *info)
+int peat_campaign_coverage_filter(void *user, const peat_args *a, const peat_call_info *info)
 {
     peat_coverage *cov = user;
     char label[112];
@@ -143,14 +143,14 @@ int peat_coverage_filter(void *user, const peat_args *a, const peat_call_info *i
     return 1;
 }
 
-int64_t peat_coverage_total(const peat_coverage *cov)
+int64_t peat_campaign_coverage_total(const peat_coverage *cov)
 {
     int64_t t = 0;
     for (int i = 0; i < cov->n; i++) t += cov->s[i].quota;
     return t;
 }
 
-int peat_coverage_missed(const peat_coverage *cov)
+int peat_campaign_coverage_missed(const peat_coverage *cov)
 {
     int n = 0;
     for (int i = 0; i < cov->n; i++) n += cov->s[i].seen > 0 && cov->s[i].recorded == 0;

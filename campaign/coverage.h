@@ -27,15 +27,15 @@ typedef struct peat_coverage {
 /* Runs one training step of flow on a throwaway instance to find the strata of the ops in mask,
  * then gives each stratum max(1, calls / strata) records (at most its calls in the window).
  * Only calls pol records count: its op mask and phases. */
-peat_status peat_coverage_plan(const char *flow, const peat_flow_config *cfg,
+peat_status peat_campaign_coverage_plan(const char *flow, const peat_flow_config *cfg,
                                const peat_profile_policy *pol, int64_t window, int64_t calls,
                                peat_coverage *cov);
 /* A profile policy call_filter: records the calls of each stratum at evenly spaced positions
  * of its own call sequence (so no step period can alias them). user is the peat_coverage. */
-int peat_coverage_filter(void *user, const peat_args *a, const peat_call_info *info);
+int peat_campaign_coverage_filter(void *user, const peat_args *a, const peat_call_info *info);
 /* Total quota over all strata. */
-int64_t peat_coverage_total(const peat_coverage *cov);
+int64_t peat_campaign_coverage_total(const peat_coverage *cov);
 /* Strata of op kind op (by label prefix) that were seen but never recorded. */
-int peat_coverage_missed(const peat_coverage *cov);
+int peat_campaign_coverage_missed(const peat_coverage *cov);
 
 #endif

@@ -7,6 +7,6 @@
 
 /* Registers every built-in kernel (exact, golden, candidates; device ones where built) once;
  * idempotent and thread-safe. */
-peat_status peat_builtin_init(void);
+peat_status peat_campaign_builtin_init(void);
 
 #endif

@@ -52,17 +52,17 @@ static guard_head *head_of(const peat_tensor *t)
     return (guard_head *)((char *)t->data - page_size());
 }
 
-void peat_isolate_guard_geometry(size_t nb, size_t *data_len, size_t *guard)
+void peat_campaign_isolate_guard_geometry(size_t nb, size_t *data_len, size_t *guard)
 {
     size_t pg = page_size();
     *data_len = (nb + TAIL_MIN + pg - 1) / pg * pg;
     *guard = 4 * *data_len > GUARD_MIN ? 4 * *data_len : GUARD_MIN;
 }
 
-void peat_isolate_guard_head_init(void *mid, size_t nb)
+void peat_campaign_isolate_guard_head_init(void *mid, size_t nb)
 {
     size_t pg = page_size(), data_len, guard;
-    peat_isolate_guard_geometry(nb, &data_len, &guard);
+    peat_campaign_isolate_guard_geometry(nb, &data_len, &guard);
     memset(mid, SENTINEL, pg + data_len);
     guard_head *h = (guard_head *)mid;
     h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = 2 * guard + pg + data_len,
@@ -72,7 +72,7 @@ void peat_isolate_guard_head_init(void *mid, size_t nb)
 static void *guarded_alloc(size_t nb)
 {
     size_t pg = page_size(), data_len, guard;
-    peat_isolate_guard_geometry(nb, &data_len, &guard);
+    peat_campaign_isolate_guard_geometry(nb, &data_len, &guard);
     size_t len = 2 * guard + pg + data_len;
     /* the whole range reserved inaccessible, then the head and data mapped shared inside it */
     char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -83,7 +83,7 @@ static void *guarded_alloc(size_t nb)
         munmap(base, len);
         return NULL;
     }
-    peat_isolate_guard_head_init(mid, nb);
+    peat_campaign_isolate_guard_head_init(mid, nb);
     return mid + pg;
 }
 
@@ -91,7 +91,7 @@ static void *guarded_alloc(size_t nb)
 static guard_head head_expected(size_t nb)
 {
     size_t data_len, guard;
-    peat_isolate_guard_geometry(nb, &data_len, &guard);
+    peat_campaign_isolate_guard_geometry(nb, &data_len, &guard);
     guard_head h = {GUARD_MAGIC, nb, 2 * guard + page_size() + data_len, guard};
     return h;
 }
@@ -124,7 +124,7 @@ static long long sentinel_check(const peat_tensor *t, int *hit)
     return 0;
 }
 
-peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, int n)
+peat_status peat_campaign_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, int n)
 {
     for (int o = 0; o < PEAT_MAX_IO; o++) a->out[o] = NULL;
     a->n_out = n;
@@ -143,11 +143,11 @@ peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, i
         if (st != PEAT_OK) guarded_free(mem, nb);
     }
     /* a later buffer failed: the earlier ones must not outlive the call */
-    if (st != PEAT_OK) peat_isolate_outputs_free(a);
+    if (st != PEAT_OK) peat_campaign_isolate_outputs_free(a);
     return st;
 }
 
-void peat_isolate_outputs_free(peat_args *a)
+void peat_campaign_isolate_outputs_free(peat_args *a)
 {
     for (int o = 0; o < a->n_out; o++) {
         if (!a->out[o]) continue;
@@ -273,7 +273,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 
 /* Lists run's output guard regions and its input copies (made read-only) and installs
  * on_fault, which notes into rep. */
-void peat_isolate_faults_arm(const peat_args *run, call_report *rep)
+void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
 {
     fault_pg = (uintptr_t)page_size();
     int n = 0;
@@ -302,7 +302,7 @@ void peat_isolate_faults_arm(const peat_args *run, call_report *rep)
     sigaction(SIGSEGV, &sa, &fault_prev);
 }
 
-void peat_isolate_faults_disarm(void)
+void peat_campaign_isolate_faults_disarm(void)
 {
     fault_n = 0;
     /* nothing of one call's layout stays behind (the worker compares these statics too) */
@@ -365,7 +365,7 @@ static void *watchdog(void *arg)
     for (;;) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        double now = peat_now();
+        double now = peat_campaign_now();
         pthread_mutex_lock(&inproc_mu);
         for (int i = 0; i < WATCH_SLOTS; i++) {
             if (watch[i].deadline <= 0.0 || now < watch[i].deadline) continue;
@@ -395,7 +395,7 @@ static int watch_arm(const peat_kernel *k, double timeout_s)
     for (int i = 0; i < WATCH_SLOTS && slot < 0 && timeout_s > 0.0; i++)
         if (watch[i].deadline <= 0.0) {
             slot = i;
-            watch[i].deadline = peat_now() + timeout_s, watch[i].timeout = timeout_s;
+            watch[i].deadline = peat_campaign_now() + timeout_s, watch[i].timeout = timeout_s;
             snprintf(watch[i].name, sizeof watch[i].name, "%s", k->name);
         }
     pthread_mutex_unlock(&inproc_mu);
@@ -433,14 +433,14 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, double tim
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
-    peat_isolate_faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
+    peat_campaign_isolate_faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
     int slot = watch_arm(k, timeout_s), cwd = cwd_save();
     inproc_calls++;
     peat_status st = peat_kernel_run(k, a);
     inproc_calls--;
     cwd_restore(cwd);
     watch_disarm(slot);
-    peat_isolate_faults_disarm();
+    peat_campaign_isolate_faults_disarm();
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
     *out = PEAT_CALL_DONE;
     if (st == PEAT_OK) return PEAT_OK;
@@ -457,7 +457,7 @@ static void inproc_install(void)
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, NULL);
 }
 
-peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s)
+peat_status peat_campaign_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     inproc_prepare(k);
@@ -488,9 +488,9 @@ static void on_terminate(int sig)
  * Returns 1 when the child ended (wst set), 0 when it was killed, -1 when waitpid failed. */
 static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 {
-    double t0 = peat_now();
+    double t0 = peat_campaign_now();
     for (;;) {
-        double left = timeout_s - (peat_now() - t0);
+        double left = timeout_s - (peat_campaign_now() - t0);
         if (left <= 0.0) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
@@ -508,7 +508,7 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 
 /* What the child's end says about the kernel: rep holds what it returned (or one of the above)
  * and its error message. */
-peat_call_outcome peat_isolate_child_verdict(const char *name, int wst, const call_report *rep,
+peat_call_outcome peat_campaign_isolate_child_verdict(const char *name, int wst, const call_report *rep,
                                              char *why, size_t nwhy)
 {
     int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
@@ -548,7 +548,7 @@ static void child_atexit(int code, void *unused)
     _exit(code);
 }
 
-void peat_isolate_crash_default(void)
+void peat_campaign_isolate_crash_default(void)
 {
     /* a kernel's crash ends the child by its signal, which the parent reports in one line; a
      * sanitizer's handler (sanitizer builds) would print a page of its own first */
@@ -565,7 +565,7 @@ static void child_run(child_fn fn, void *arg, call_report *rep, pid_t parent, in
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no orphan left spinning */
     if (getppid() != parent) _exit(1);
-    peat_isolate_crash_default();
+    peat_campaign_isolate_crash_default();
     peat_status st = fn(arg);
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
@@ -582,7 +582,7 @@ typedef struct kernel_job {
 static peat_status kernel_job_run(void *arg)
 {
     kernel_job *j = arg;
-    peat_isolate_faults_arm(j->a, j->rep);
+    peat_campaign_isolate_faults_arm(j->a, j->rep);
     return peat_kernel_run(j->k, j->a);
 }
 
@@ -620,7 +620,7 @@ static peat_status run_child(const char *name, child_fn fn, void *arg, call_repo
         } else if (ended < 0)
             st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
         else
-            *out = peat_isolate_child_verdict(name, wst, rep, why, nwhy);
+            *out = peat_campaign_isolate_child_verdict(name, wst, rep, why, nwhy);
     }
     close(fds[0]);
     sigaction(SIGTERM, &old_term, NULL);
@@ -642,7 +642,7 @@ static void oob_why(const peat_kernel *k, const peat_tensor *t, int o, long long
 /* After a completed call: writes outside the outputs (sentinels just around them, the guard
  * regions further out), then into the inputs (the read-only copies' faults, or a difference
  * from the originals). */
-void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a, const peat_args *run,
+void peat_campaign_isolate_writes_check(const peat_kernel *k, const peat_args *a, const peat_args *run,
                                const call_report *rep, peat_call_outcome *out, char *why,
                                size_t nwhy)
 {
@@ -674,13 +674,13 @@ void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a, const p
     }
 }
 
-peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
+peat_status peat_campaign_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
                               double timeout_s, peat_call_outcome *out, char *why, size_t nwhy)
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
-    if (isolate && !peat_isolate_fork_per_call())
-        return peat_isolate_worker_shared_call(k, a, timeout_s, out, why, nwhy);
+    if (isolate && !peat_campaign_isolate_fork_per_call())
+        return peat_campaign_isolate_worker_shared_call(k, a, timeout_s, out, why, nwhy);
     call_report *rep = shared_alloc(sizeof *rep);
     if (!rep) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared call report");
     memset(rep, 0, sizeof *rep);
@@ -691,31 +691,31 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
                                  timeout_s, out, why, nwhy)
                      : run_here(k, &run, timeout_s, rep, out, why, nwhy);
     if (st == PEAT_OK && *out == PEAT_CALL_DONE)
-        peat_isolate_writes_check(k, a, &run, rep, out, why, nwhy);
+        peat_campaign_isolate_writes_check(k, a, &run, rep, out, why, nwhy);
     inputs_free(&run);
     munmap(rep, sizeof *rep);
     return st;
 }
 
-peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
+peat_status peat_campaign_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
                              double timeout_s, char *why, size_t nwhy)
 {
     peat_call_outcome out;
-    PEAT_TRY(peat_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
+    PEAT_TRY(peat_campaign_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
     return out == PEAT_CALL_DONE ? PEAT_OK : PEAT_ERR_KERNEL;
 }
 
-void *peat_isolate_shared(size_t n)
+void *peat_campaign_isolate_shared(size_t n)
 {
     return shared_alloc(n);
 }
 
-void peat_isolate_shared_free(void *p, size_t n)
+void peat_campaign_isolate_shared_free(void *p, size_t n)
 {
     if (p) munmap(p, n ? n : 1);
 }
 
-peat_status peat_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
+peat_status peat_campaign_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
                               double timeout_s, char *why, size_t nwhy)
 {
     why[0] = 0;

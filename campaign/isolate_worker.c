@@ -260,7 +260,7 @@ static char *view_map(views *v, const slot *s, int fd, int o)
         return view_add(
             v, mmap(NULL, s->len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)s->off), s->len);
     size_t pg = pg_size(), data_len, guard;
-    peat_isolate_guard_geometry(s->nb, &data_len, &guard);
+    peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
     size_t len = 2 * guard + pg + data_len;
     char *base = view_add(
         v, mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), len);
@@ -327,9 +327,9 @@ static void child_call(const peat_kernel *k, ctl_block *c, int fd, views *v, con
         rep->status = PEAT_ERR_NOMEM;
         return;
     }
-    peat_isolate_faults_arm(&run, rep);
+    peat_campaign_isolate_faults_arm(&run, rep);
     peat_status st = peat_kernel_run(k, &run);
-    peat_isolate_faults_disarm();
+    peat_campaign_isolate_faults_disarm();
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
     c->state_changed = ms && state_changed(ms);
@@ -343,14 +343,14 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    peat_isolate_crash_default();
+    peat_campaign_isolate_crash_default();
     child_ctl = w->ctl;
     on_exit(child_atexit, NULL); /* glibc: sees the exit code */
     /* the state every call starts from: taken after the fault handler's own statics settled */
     peat_args none;
     memset(&none, 0, sizeof none);
-    peat_isolate_faults_arm(&none, &w->ctl->rep);
-    peat_isolate_faults_disarm();
+    peat_campaign_isolate_faults_arm(&none, &w->ctl->rep);
+    peat_campaign_isolate_faults_disarm();
     views *v = calloc(1, sizeof *v); /* on the heap: the state compared is the module's */
     if (!v) _exit(1);
     module_state ms;
@@ -367,7 +367,7 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
 
 /* ---- the parent ---- */
 
-peat_status peat_isolate_worker_create(const peat_kernel *k, int keep_state,
+peat_status peat_campaign_isolate_worker_create(const peat_kernel *k, int keep_state,
                                        peat_isolate_worker **out)
 {
     *out = NULL;
@@ -401,7 +401,7 @@ static void worker_stop(peat_isolate_worker *w)
     w->pid = 0, w->sock = -1;
 }
 
-void peat_isolate_worker_free(peat_isolate_worker *w)
+void peat_campaign_isolate_worker_free(peat_isolate_worker *w)
 {
     if (!w) return;
     worker_stop(w);
@@ -411,7 +411,7 @@ void peat_isolate_worker_free(peat_isolate_worker *w)
     free(w);
 }
 
-int peat_isolate_worker_spawns(const peat_isolate_worker *w)
+int peat_campaign_isolate_worker_spawns(const peat_isolate_worker *w)
 {
     return w ? w->spawns : 0;
 }
@@ -473,7 +473,7 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
         s->dtype = (int)x->dtype, s->ndim = x->ndim, s->nb = peat_tensor_nbytes(x), s->off = off;
         memcpy(s->shape, x->shape, sizeof s->shape);
         size_t data_len, guard;
-        peat_isolate_guard_geometry(s->nb, &data_len, &guard);
+        peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
         s->len = i < a->n_in ? round_pg(s->nb ? s->nb : 1) : pg + data_len;
         off += s->len;
     }
@@ -485,7 +485,7 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
         if (!x) continue;
         char *p = w->arena + s->off;
         if (i >= a->n_in) {
-            peat_isolate_guard_head_init(p, s->nb);
+            peat_campaign_isolate_guard_head_init(p, s->nb);
             p += pg;
         }
         memcpy(p, x->data, s->nb);
@@ -504,10 +504,10 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
 static int request_wait(peat_isolate_worker *w, double timeout_s, int *wst)
 {
     char b = 1;
-    double t0 = peat_now();
+    double t0 = peat_campaign_now();
     if (send(w->sock, &b, 1, MSG_NOSIGNAL) == 1) {
         for (;;) {
-            double left = timeout_s - (peat_now() - t0);
+            double left = timeout_s - (peat_campaign_now() - t0);
             if (left <= 0.0) {
                 kill(-w->pid, SIGKILL);
                 kill(w->pid, SIGKILL);
@@ -536,7 +536,7 @@ static void call_outcome(peat_isolate_worker *w, int ended, int wst, double time
         snprintf(why, nwhy, "kernel '%s' hung: killed after %g s", w->k->name, timeout_s);
         *out = PEAT_CALL_HUNG;
     } else if (ended == 1) {
-        *out = peat_isolate_child_verdict(w->k->name, wst, rep, why, nwhy);
+        *out = peat_campaign_isolate_child_verdict(w->k->name, wst, rep, why, nwhy);
     } else if (rep->status != PEAT_OK) {
         snprintf(why, nwhy, "kernel '%s' failed: %s", w->k->name, rep->msg);
         *out = PEAT_CALL_FAILED;
@@ -545,7 +545,7 @@ static void call_outcome(peat_isolate_worker *w, int ended, int wst, double time
     }
 }
 
-peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a, double timeout_s,
+peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat_args *a, double timeout_s,
                                      peat_call_outcome *out, char *why, size_t nwhy)
 {
     why[0] = 0;
@@ -566,7 +566,7 @@ peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
         w->pid = 0;
         worker_stop(w);
     }
-    if (*out == PEAT_CALL_DONE) peat_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
+    if (*out == PEAT_CALL_DONE) peat_campaign_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
     for (int o = 0; o < a->n_out; o++)
         if (a->out[o]) memcpy(a->out[o]->data, run.out[o]->data, w->ctl->out[o].nb);
     /* a stray write may have damaged the child's own memory, and a call that changed the
@@ -577,14 +577,14 @@ peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
     return PEAT_OK;
 }
 
-/* ---- one worker per thread for peat_isolate_call ---- */
+/* ---- one worker per thread for peat_campaign_isolate_call ---- */
 
 static pthread_key_t tl_key;
 static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
 
 static void tl_free(void *w)
 {
-    peat_isolate_worker_free(w);
+    peat_campaign_isolate_worker_free(w);
 }
 
 static void tl_init(void)
@@ -592,32 +592,32 @@ static void tl_init(void)
     pthread_key_create(&tl_key, tl_free);
 }
 
-peat_status peat_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
+peat_status peat_campaign_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
                                             double timeout_s, peat_call_outcome *out, char *why,
                                             size_t nwhy)
 {
     pthread_once(&tl_once, tl_init);
     peat_isolate_worker *w = pthread_getspecific(tl_key);
     if (w && w->k != k) {
-        peat_isolate_worker_free(w);
+        peat_campaign_isolate_worker_free(w);
         w = NULL;
         pthread_setspecific(tl_key, NULL);
     }
     if (!w) {
-        PEAT_TRY(peat_isolate_worker_create(k, 0, &w));
+        PEAT_TRY(peat_campaign_isolate_worker_create(k, 0, &w));
         pthread_setspecific(tl_key, w);
     }
-    return peat_isolate_worker_call(w, a, timeout_s, out, why, nwhy);
+    return peat_campaign_isolate_worker_call(w, a, timeout_s, out, why, nwhy);
 }
 
-void peat_isolate_workers_close(void)
+void peat_campaign_isolate_workers_close(void)
 {
     pthread_once(&tl_once, tl_init);
-    peat_isolate_worker_free(pthread_getspecific(tl_key));
+    peat_campaign_isolate_worker_free(pthread_getspecific(tl_key));
     pthread_setspecific(tl_key, NULL);
 }
 
-int peat_isolate_fork_per_call(void)
+int peat_campaign_isolate_fork_per_call(void)
 {
     const char *e = getenv("PEAT_ISOLATE");
     return e && strcmp(e, "fork") == 0;

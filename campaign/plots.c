@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int peat_plot_err_bin(double e)
+int peat_campaign_plot_err_bin(double e)
 {
     if (!(e == e) || isinf(e)) return PEAT_PLOT_ERR_BINS - 1;
     if (e < ldexp(1.0, PEAT_PLOT_ERR_LO)) return 0;
@@ -47,14 +47,14 @@ static void take_worst(peat_plot_data *p, const float *test, const double *exact
         }
 }
 
-void peat_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
+void peat_campaign_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
                    const double *mag, int64_t depth, int64_t rows, int64_t cols, int64_t call)
 {
     double worst = 0, gamma, eta;
     peat_analyzer_bound_coeffs(depth, &gamma, &eta);
     for (int64_t i = 0; i < rows * cols; i++) {
         double e = norm_err(test, exact, mag, gamma, eta, i);
-        p->err_hist[which][peat_plot_err_bin(e)] += 1;
+        p->err_hist[which][peat_campaign_plot_err_bin(e)] += 1;
         if (e > worst || e != e) worst = e != e ? INFINITY : e;
     }
     p->n[which] += rows * cols;
@@ -66,7 +66,7 @@ void peat_plot_add(peat_plot_data *p, int which, const float *test, const double
     take_worst(p, test, exact, mag, gamma, eta, rows, cols);
 }
 
-void peat_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
+void peat_campaign_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
                         int64_t cols, int64_t iter)
 {
     peat_plot_coverage *c = NULL;
@@ -92,7 +92,7 @@ void peat_plot_call_end(peat_plot_data *p, const char *layer, const char *phase,
     p->call_worst[0] = p->call_worst[1] = 0;
 }
 
-void peat_plot_finish(peat_plot_data *p)
+void peat_campaign_plot_finish(peat_plot_data *p)
 {
     for (int w = 0; w < 2; w++)
         for (int b = 0; b < PEAT_PLOT_ERR_BINS && p->n[w] > 0; b++)

@@ -38,21 +38,21 @@ typedef struct peat_plot_data {
     int n_coverage;
     int64_t coverage_other_calls;
     peat_plot_coverage coverage[PEAT_PLOT_COVERAGE_ROWS];
-    double call_worst[2]; /* of the call being added (peat_plot_call_end files it) */
+    double call_worst[2]; /* of the call being added (peat_campaign_plot_call_end files it) */
 } peat_plot_data;
 
 /* Adds one output tensor (rows x cols view) of call `call`: test values, exact values, and the
  * per-element rounding bounds' magnitudes and depth (peat_analyzer_bound). which: 0 candidate,
  * 1 golden; only the candidate's calls compete for the heatmap. */
-void peat_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
+void peat_campaign_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
                    const double *mag, int64_t depth, int64_t rows, int64_t cols, int64_t call);
 /* Files the call whose outputs were just added under its coverage group (layer, phase name,
  * first output's rows x cols view, training iteration), then starts the next call. */
-void peat_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
+void peat_campaign_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
                         int64_t cols, int64_t iter);
 /* Turns the bin counts into fractions (once, after the last add). */
-void peat_plot_finish(peat_plot_data *p);
+void peat_campaign_plot_finish(peat_plot_data *p);
 /* The bin of a bound-normalised error. */
-int peat_plot_err_bin(double e);
+int peat_campaign_plot_err_bin(double e);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-peat_status peat_iter_spec_check(const char *spec)
+peat_status peat_campaign_iter_spec_check(const char *spec)
 {
     if (!spec || !strcmp(spec, "last") || !strcmp(spec, "none")) return PEAT_OK;
     if (!strncmp(spec, "every:", 6)) {
@@ -28,7 +28,7 @@ peat_status peat_iter_spec_check(const char *spec)
     return PEAT_OK;
 }
 
-peat_status peat_iter_spec_check_range(const char *spec, int64_t iters, const char *option)
+peat_status peat_campaign_iter_spec_check_range(const char *spec, int64_t iters, const char *option)
 {
     if (!spec || !strcmp(spec, "last") || !strcmp(spec, "none")) return PEAT_OK;
     if (!strncmp(spec, "every:", 6)) return PEAT_OK; /* always includes the last iteration */
@@ -44,7 +44,7 @@ peat_status peat_iter_spec_check_range(const char *spec, int64_t iters, const ch
     return PEAT_OK;
 }
 
-int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters)
+int peat_campaign_iter_spec_match(const char *spec, int64_t it, int64_t iters)
 {
     if (!spec || !strcmp(spec, "none")) return 0;
     if (!strcmp(spec, "last")) return it == iters - 1;
@@ -61,7 +61,7 @@ int peat_iter_spec_match(const char *spec, int64_t it, int64_t iters)
     return 0;
 }
 
-peat_status peat_op_mask_parse(const char *list, uint32_t *mask)
+peat_status peat_campaign_op_mask_parse(const char *list, uint32_t *mask)
 {
     *mask = 0;
     if (!list || !strcmp(list, "all")) {
@@ -82,7 +82,7 @@ peat_status peat_op_mask_parse(const char *list, uint32_t *mask)
     return PEAT_OK;
 }
 
-peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct)
+peat_status peat_campaign_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct)
 {
     *deflate_level = 0;
     *min_saving_pct = 0;
@@ -105,7 +105,7 @@ peat_status peat_compress_parse(const char *spec, int *deflate_level, int *min_s
                       "compress mode '%s' is not auto, all, none or a percent 1..100", spec);
 }
 
-peat_status peat_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
+peat_status peat_campaign_phase_parse(const char *list, int *fwd, int *bwd, int *opt)
 {
     *fwd = *bwd = *opt = 0;
     if (!list) return PEAT_OK;

@@ -15,7 +15,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void peat_progress_format_time(double s, char *buf, size_t n)
+void peat_campaign_progress_format_time(double s, char *buf, size_t n)
 {
     if (!(s >= 0)) s = 0;
     if (s < 10)
@@ -26,7 +26,7 @@ void peat_progress_format_time(double s, char *buf, size_t n)
         snprintf(buf, n, "%d:%02d", (int)(s / 60), (int)s % 60);
 }
 
-void peat_progress_begin(peat_progress *p, FILE *f, int quiet, const char *label, int64_t total)
+void peat_campaign_progress_begin(peat_progress *p, FILE *f, int quiet, const char *label, int64_t total)
 {
     memset(p, 0, sizeof *p);
     p->f = quiet ? NULL : f;
@@ -48,7 +48,7 @@ static void draw(peat_progress *p)
     for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '#' : '.';
     bar[BAR_WIDTH] = 0;
     if (p->done > 0)
-        peat_progress_format_time(el / (double)p->done * (double)(p->total - p->done), eta,
+        peat_campaign_progress_format_time(el / (double)p->done * (double)(p->total - p->done), eta,
                                   sizeof eta);
     /* \033[K clears what a longer previous line left */
     fprintf(p->f, "\r%s [%s] %lld/%lld  ETA %s\033[K", p->label, bar, (long long)p->done,
@@ -57,7 +57,7 @@ static void draw(peat_progress *p)
     p->t_drawn = now_s();
 }
 
-void peat_progress_step(peat_progress *p, int64_t done, const char *note)
+void peat_campaign_progress_step(peat_progress *p, int64_t done, const char *note)
 {
     if (!p->f) return;
     p->done = done > p->total ? p->total : done;
@@ -75,11 +75,11 @@ void peat_progress_step(peat_progress *p, int64_t done, const char *note)
     fflush(p->f);
 }
 
-void peat_progress_end(peat_progress *p)
+void peat_campaign_progress_end(peat_progress *p)
 {
     if (!p->f) return;
     char el[16];
-    peat_progress_format_time(now_s() - p->t0, el, sizeof el);
+    peat_campaign_progress_format_time(now_s() - p->t0, el, sizeof el);
     fprintf(p->f, "%s%s: %lld/%lld done in %s%s\n", p->tty ? "\r" : "", p->label,
             (long long)p->done, (long long)p->total, el, p->tty ? "\033[K" : "");
     fflush(p->f);

@@ -42,19 +42,19 @@ typedef struct lockstep {
     int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
 } lockstep;
 
-const char *peat_runtime_band_spec(int r)
+const char *peat_campaign_runtime_band_spec(int r)
 {
     return r >= 1 && r < PEAT_RUNTIME_MAX_BAND ? band_specs[r - 1] : NULL;
 }
 
-int peat_runtime_freqs_count(const char *list)
+int peat_campaign_runtime_freqs_count(const char *list)
 {
     int n = 1;
     for (const char *s = list ? list : PEAT_RUNTIME_DEFAULT_FREQS; *s; s++) n += *s == ',';
     return n;
 }
 
-peat_status peat_runtime_freqs_check(const char *list)
+peat_status peat_campaign_runtime_freqs_check(const char *list)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list ? list : PEAT_RUNTIME_DEFAULT_FREQS);
@@ -94,7 +94,7 @@ static void run_free(peat_runtime_run *r)
     memset(r, 0, sizeof *r);
 }
 
-void peat_runtime_result_free(peat_runtime_result *res)
+void peat_campaign_runtime_result_free(peat_runtime_result *res)
 {
     for (int i = 0; i < PEAT_RUNTIME_MAX_BAND; i++) run_free(&res->band[i]);
     for (int i = 0; i < PEAT_RUNTIME_MAX_FREQS; i++) run_free(&res->faulty[i]);
@@ -107,8 +107,8 @@ void peat_runtime_result_free(peat_runtime_result *res)
 static peat_status member_setup(lockstep *L, member *m, const char *spec, const char *freq)
 {
     const peat_runtime_opts *o = L->o;
-    PEAT_TRY(peat_exec_create(o->flow, o->cfg.seed, &m->ex));
-    PEAT_TRY(peat_flow_create(o->flow, &o->cfg, m->ex, &m->f));
+    PEAT_TRY(peat_exec_alloc(o->flow, o->cfg.seed, &m->ex));
+    PEAT_TRY(peat_models_flow_alloc(o->flow, &o->cfg, m->ex, &m->f));
     if (!spec && !freq) return PEAT_OK; /* the golden run */
     peat_exec_swap s;
     memset(&s, 0, sizeof s);
@@ -123,7 +123,7 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
     }
     if (freq && o->candidate) {
         PEAT_TRY(
-            peat_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &s, &m->call));
+            peat_campaign_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &s, &m->call));
     } else {
         PEAT_TRY(peat_inject_model_parse(spec, &m->m));
         m->sw.m = m->m;
@@ -145,12 +145,12 @@ static int is_weight(const char *name)
 static peat_status weights_find(lockstep *L)
 {
     peat_flow_t *f = L->mem[0].f;
-    int n = peat_flow_state_count(f);
+    int n = peat_models_flow_state_count(f);
     L->w_idx = malloc((size_t)n * sizeof *L->w_idx);
     if (!L->w_idx) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight list");
     for (int i = 0; i < n; i++) {
         const char *name;
-        peat_flow_state(f, i, &name);
+        peat_models_flow_state(f, i, &name);
         if (is_weight(name)) L->w_idx[L->n_w++] = i;
     }
     return PEAT_OK;
@@ -177,7 +177,7 @@ static peat_status lockstep_setup(lockstep *L)
                           PEAT_RUNTIME_MAX_BAND);
     if (!o->candidate && !o->model)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
-    PEAT_TRY(peat_runtime_freqs_check(o->freqs));
+    PEAT_TRY(peat_campaign_runtime_freqs_check(o->freqs));
     L->every = o->eval_every > 0 ? o->eval_every : peat_predictor_runtime_eval_every(o->iters);
     L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
     res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
@@ -214,10 +214,10 @@ static peat_status lockstep_setup(lockstep *L)
 static void lockstep_free(lockstep *L)
 {
     for (int i = 0; i < L->n; i++) {
-        peat_flow_free(L->mem[i].f);
+        peat_models_flow_free(L->mem[i].f);
         peat_exec_free(L->mem[i].ex);
         peat_inject_model_free(L->mem[i].m);
-        peat_runtime_call_free(L->mem[i].call);
+        peat_campaign_runtime_call_free(L->mem[i].call);
         free(L->mem[i].tdist);
     }
     free(L->w_idx);
@@ -241,9 +241,9 @@ static double rel_l2(const peat_tensor *w, const peat_tensor *g, int64_t *nonfin
     return s > 0.0 ? sqrt(d / s) : sqrt(d);
 }
 
-double peat_runtime_distance_s(peat_flow_t *f)
+double peat_campaign_runtime_distance_s(peat_flow_t *f)
 {
-    int n = peat_flow_state_count(f), reps = 0;
+    int n = peat_models_flow_state_count(f), reps = 0;
     double spent = 0;
     volatile double sink = 0; /* read by nothing: the passes are not elided */
     /* repeated to a millisecond at least: one pass over a small model's weights is microseconds */
@@ -252,7 +252,7 @@ double peat_runtime_distance_s(peat_flow_t *f)
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
         for (int i = 0; i < n; i++) {
             const char *name = NULL;
-            const peat_tensor *w = peat_flow_state(f, i, &name);
+            const peat_tensor *w = peat_models_flow_state(f, i, &name);
             int64_t nf = 0;
             if (name && is_weight(name)) sink += rel_l2(w, w, &nf);
         }
@@ -271,8 +271,8 @@ static void measure(lockstep *L, int64_t t)
         double worst = 0.0;
         int64_t nf = 0;
         for (int k = 0; k < L->n_w; k++) {
-            const peat_tensor *w = peat_flow_state(m->f, L->w_idx[k], NULL);
-            const peat_tensor *g = peat_flow_state(L->mem[0].f, L->w_idx[k], NULL);
+            const peat_tensor *w = peat_models_flow_state(m->f, L->w_idx[k], NULL);
+            const peat_tensor *g = peat_models_flow_state(L->mem[0].f, L->w_idx[k], NULL);
             int64_t nfk = 0;
             double d = rel_l2(w, g, &nfk);
             nf += nfk;
@@ -288,13 +288,13 @@ static void measure(lockstep *L, int64_t t)
 
 static peat_status checkpoint(lockstep *L, member *m, int64_t t)
 {
-    int n = peat_flow_state_count(m->f);
+    int n = peat_models_flow_state_count(m->f);
     const peat_tensor **ts = malloc((size_t)n * sizeof *ts);
     const char **names = malloc((size_t)n * sizeof *names);
     char tag[32];
     snprintf(tag, sizeof tag, "runtime %.23s", m->run->freq);
     peat_status st = ts && names ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint list");
-    for (int i = 0; st == PEAT_OK && i < n; i++) ts[i] = peat_flow_state(m->f, i, &names[i]);
+    for (int i = 0; st == PEAT_OK && i < n; i++) ts[i] = peat_models_flow_state(m->f, i, &names[i]);
     if (st == PEAT_OK && !peat_store_state_has(L->o->store, t, tag))
         st = peat_store_state_write(L->o->store, t, tag, n, ts, names);
     free(ts);
@@ -362,7 +362,7 @@ static peat_status after_step(lockstep *L, int64_t t)
     const peat_runtime_opts *o = L->o;
     measure(L, t);
     for (int i = L->res->n_band; o->store && o->checkpoint_iters && i < L->n; i++)
-        if (peat_iter_spec_match(o->checkpoint_iters, t, L->iters))
+        if (peat_campaign_iter_spec_match(o->checkpoint_iters, t, L->iters))
             PEAT_TRY(checkpoint(L, &L->mem[i], t));
     return PEAT_OK;
 }
@@ -385,8 +385,8 @@ static peat_status member_step(member *m, int64_t t, peat_flow_metrics *fm, int 
 {
     fm->loss = fm->accuracy = NAN;
     if (m->run->ended_iter >= 0) return PEAT_OK;
-    peat_status st = eval ? peat_flow_eval(m->f, fm) : peat_flow_step(m->f, fm);
-    if (st != PEAT_OK && peat_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
+    peat_status st = eval ? peat_models_flow_eval(m->f, fm) : peat_models_flow_step(m->f, fm);
+    if (st != PEAT_OK && peat_campaign_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
         m->run->ended_iter = t;
         fm->loss = fm->accuracy = NAN;
         return PEAT_OK;
@@ -402,7 +402,7 @@ static void *lock_worker(void *arg)
     while (!w->sh->open) pthread_cond_wait(&w->sh->go, &w->sh->mu);
     pthread_mutex_unlock(&w->sh->mu);
     int64_t e = 0;
-    double t0 = peat_now();
+    double t0 = peat_campaign_now();
     for (int64_t t = 0; t < L->iters; t++) {
         /* evaluation claims ended at the last barrier; none start before the next one */
         if (w->tid == 0) claims_reset(w, &w->sh->next_eval);
@@ -430,7 +430,7 @@ static void *lock_worker(void *arg)
         pthread_barrier_wait(&w->sh->bar);
         if (L->o->steer) {
             /* one thread moves the total while the others wait: all read it after the barrier */
-            if (w->tid == 0) steer(L, t + 1, peat_now() - t0);
+            if (w->tid == 0) steer(L, t + 1, peat_campaign_now() - t0);
             pthread_barrier_wait(&w->sh->bar);
         }
     }
@@ -550,7 +550,7 @@ static peat_status store_dists(peat_store_table_t *t, const lockstep *L, const m
     for (int64_t i = 0; i < n; i++) {
         peat_store_value *row = v + i * NCOLS(dist_cols);
         const char *name;
-        peat_flow_state(L->mem[0].f, L->w_idx[i % L->n_w], &name);
+        peat_models_flow_state(L->mem[0].f, L->w_idx[i % L->n_w], &name);
         row[0].s = m->run->label, row[1].i = i / L->n_w, row[2].s = name, row[3].d = m->tdist[i];
     }
     peat_status st = peat_store_table_append(t, v, n);
@@ -565,7 +565,7 @@ static peat_status store_verdicts(peat_store_table_t *t, const peat_runtime_resu
         const peat_runtime_verdict *vd = &res->verdict[j];
         if (has_run(t, r->label)) continue;
         peat_store_value v[NCOLS(verdict_cols)] = {
-            {.s = r->label},        {.s = r->freq},      {.s = peat_runtime_class_name(vd->cls)},
+            {.s = r->label},        {.s = r->freq},      {.s = peat_detector_runtime_class_name(vd->cls)},
             {.i = vd->iter},        {.s = vd->metric},   {.d = vd->loss_excess},
             {.d = vd->wdist_ratio}, {.d = vd->acc_drop}, {.d = vd->final_loss},
             {.d = vd->band_lo},     {.d = vd->band_hi},  {.i = r->swapped},
@@ -598,10 +598,10 @@ static peat_status store_all(const lockstep *L)
     return st;
 }
 
-peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res)
+peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);
-    double t0 = peat_now();
+    double t0 = peat_campaign_now();
     lockstep L;
     memset(&L, 0, sizeof L);
     L.o = o;
@@ -611,11 +611,11 @@ peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result
     if (st == PEAT_OK) st = judge(res);
     if (st == PEAT_OK && o->store) st = store_all(&L);
     lockstep_free(&L);
-    res->t_total = peat_now() - t0;
+    res->t_total = peat_campaign_now() - t0;
     return st;
 }
 
-void peat_runtime_print(FILE *f, const peat_runtime_result *r)
+void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r)
 {
     fprintf(f, "\nruntime FI (%lld iterations, band of %d runs: golden + reorder):\n",
             (long long)r->n, r->n_band);
@@ -626,7 +626,7 @@ void peat_runtime_print(FILE *f, const peat_runtime_result *r)
         char band[32];
         snprintf(band, sizeof band, "%.4g..%.4g", v->band_lo, v->band_hi);
         fprintf(f, "%-32s %8lld %-20s %6lld %10.4g %12s %9.3g\n", r->faulty[j].label,
-                (long long)r->faulty[j].swapped, peat_runtime_class_name(v->cls),
+                (long long)r->faulty[j].swapped, peat_detector_runtime_class_name(v->cls),
                 (long long)v->iter, v->final_loss, band, v->wdist_ratio);
         fprintf(f, "  - %s\n", v->evidence);
     }

@@ -65,28 +65,28 @@ typedef struct peat_runtime_result {
 } peat_runtime_result;
 
 /* The inject model of band rerun r (1 .. PEAT_RUNTIME_MAX_BAND - 1; run 0 is the golden run). */
-const char *peat_runtime_band_spec(int r);
+const char *peat_campaign_runtime_band_spec(int r);
 /* How many frequencies a checked list holds. */
-int peat_runtime_freqs_count(const char *list);
+int peat_campaign_runtime_freqs_count(const char *list);
 /* Checks a frequency list ("1,1/10,p=0.01"; at most PEAT_RUNTIME_MAX_FREQS). */
-peat_status peat_runtime_freqs_check(const char *list);
+peat_status peat_campaign_runtime_freqs_check(const char *list);
 /* Trains the golden run, R - 1 band reruns (`reorder` variants on every call of the op) and one
  * faulty run per frequency in lockstep, measures loss, held-out accuracy, weight distance from
  * the golden run and non-finite values, builds the band and judges each faulty run. Stores the
  * curves, verdicts and checkpoints when o->store is set. */
-peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
-void peat_runtime_result_free(peat_runtime_result *res);
+peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
+void peat_campaign_runtime_result_free(peat_runtime_result *res);
 /* CPU seconds of what the lockstep does for one run after each iteration, on one thread while
  * the others wait: the distance of its weights from the golden run's, tensor by tensor (here f's
  * weights against themselves: the same passes). The planner adds it to every iteration. */
-double peat_runtime_distance_s(peat_flow_t *f);
+double peat_campaign_runtime_distance_s(peat_flow_t *f);
 /* Terminal lines: one per frequency, verdict with its numbers. */
-void peat_runtime_print(FILE *f, const peat_runtime_result *r);
+void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r);
 
 struct peat_campaign_result;
 /* The runtime verdicts of a campaign as a terminal (md 0) or markdown table (md 1). */
-void peat_runtime_table(FILE *f, const struct peat_campaign_result *r, int md);
+void peat_report_runtime_table(FILE *f, const struct peat_campaign_result *r, int md);
 /* report.html's runtime section: loss and weight distance of each faulty run over the band. */
-void peat_runtime_html(FILE *f, const peat_runtime_result *rt);
+void peat_report_runtime_html(FILE *f, const peat_runtime_result *rt);
 
 #endif

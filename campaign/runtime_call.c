@@ -24,7 +24,7 @@ static peat_status isolated_swap(void *user, const peat_kernel *active, const pe
     if (c->ended) return PEAT_ERROR(PEAT_ERR_KERNEL, "%s", c->why);
     peat_call_outcome out;
     char why[200];
-    PEAT_TRY(peat_isolate_worker_call(c->w, a, c->timeout_s, &out, why, sizeof why));
+    PEAT_TRY(peat_campaign_isolate_worker_call(c->w, a, c->timeout_s, &out, why, sizeof why));
     if (out == PEAT_CALL_DONE) return PEAT_OK;
     c->ended = 1;
     snprintf(c->why, sizeof c->why, "%s (iteration %lld, call %lld of the op)", why,
@@ -38,10 +38,10 @@ static peat_status watched_swap(void *user, const peat_kernel *active, const pea
     (void)active;
     (void)info;
     peat_runtime_call *c = user;
-    return peat_isolate_watched_run(c->k, a, c->timeout_s);
+    return peat_campaign_isolate_watched_run(c->k, a, c->timeout_s);
 }
 
-peat_status peat_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
+peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
                                     peat_exec_swap *s, peat_runtime_call **out)
 {
     peat_runtime_call *c = calloc(1, sizeof *c);
@@ -49,7 +49,7 @@ peat_status peat_runtime_call_setup(const peat_kernel *k, int isolate, double ti
     c->k = k, c->timeout_s = timeout_s;
     if (isolate) {
         /* the kernel's state carries from call to call within the run, as in training */
-        peat_status st = peat_isolate_worker_create(k, 1, &c->w);
+        peat_status st = peat_campaign_isolate_worker_create(k, 1, &c->w);
         if (st != PEAT_OK) {
             free(c);
             return st;
@@ -62,16 +62,16 @@ peat_status peat_runtime_call_setup(const peat_kernel *k, int isolate, double ti
     return PEAT_OK;
 }
 
-int peat_runtime_call_ended(const peat_runtime_call *c, char *why, size_t nwhy)
+int peat_campaign_runtime_call_ended(const peat_runtime_call *c, char *why, size_t nwhy)
 {
     if (!c || !c->ended) return 0;
     snprintf(why, nwhy, "%s", c->why);
     return 1;
 }
 
-void peat_runtime_call_free(peat_runtime_call *c)
+void peat_campaign_runtime_call_free(peat_runtime_call *c)
 {
     if (!c) return;
-    peat_isolate_worker_free(c->w);
+    peat_campaign_isolate_worker_free(c->w);
     free(c);
 }

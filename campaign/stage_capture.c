@@ -20,7 +20,7 @@ static peat_status capture_count(peat_store_t *s, peat_op_kind op, int64_t *n, i
     return PEAT_OK;
 }
 
-peat_status peat_capture_resolve(peat_campaign *c)
+peat_status peat_campaign_capture_resolve(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
     if (o->flow)
@@ -105,7 +105,7 @@ static peat_status import_metrics(peat_campaign *c, peat_store_t *src)
     return PEAT_OK;
 }
 
-peat_status peat_capture_import(peat_campaign *c)
+peat_status peat_campaign_capture_import(peat_campaign *c)
 {
     peat_store_t *src = NULL;
     PEAT_TRY(peat_store_open(c->o->capture, 0, &src));

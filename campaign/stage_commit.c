@@ -16,12 +16,12 @@ static peat_status store_signatures(const peat_campaign *c)
     const peat_signature *sig[2] = {&res->cand, &res->golden};
     peat_status st = PEAT_OK;
     for (int i = 0; i < 2 && st == PEAT_OK; i++) {
-        int n = peat_signature_to_json(sig[i], NULL, 0) + 1;
+        int n = peat_analyzer_signature_to_json(sig[i], NULL, 0) + 1;
         char *js = malloc((size_t)n);
         if (!js)
             st = PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
         else {
-            peat_signature_to_json(sig[i], js, (size_t)n);
+            peat_analyzer_signature_to_json(sig[i], js, (size_t)n);
             st = peat_store_signature_write(s, sig[i]->kernel, js);
             free(js);
         }
@@ -33,7 +33,7 @@ static peat_status store_signatures(const peat_campaign *c)
     return st != PEAT_OK ? st : cst;
 }
 
-peat_status peat_stage_commit(peat_campaign *c)
+peat_status peat_campaign_stage_commit(peat_campaign *c)
 {
     /* the file is named complete only once every stage's output is in it */
     PEAT_TRY(store_signatures(c));

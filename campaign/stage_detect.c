@@ -60,7 +60,7 @@ static void combine_probe_findings(peat_campaign_result *res, const peat_detecto
                                             n_props, res->findings, MAXF);
 }
 
-peat_status peat_stage_detect(peat_campaign *c)
+peat_status peat_campaign_stage_detect(peat_campaign *c)
 {
     peat_campaign_result *res = c->res;
     peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);

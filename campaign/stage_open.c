@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-peat_status peat_mkdir_p(const char *path)
+peat_status peat_campaign_mkdir_p(const char *path)
 {
     char buf[512];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
@@ -89,7 +89,7 @@ static peat_status default_out_dir(peat_campaign *c)
     peat_campaign_result *res = c->res;
     char stamp[32];
     utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
-    PEAT_TRY(peat_mkdir_p("peat-out"));
+    PEAT_TRY(peat_campaign_mkdir_p("peat-out"));
     for (int n = 1; n <= 1000; n++) {
         char sfx[16] = "";
         if (n > 1) snprintf(sfx, sizeof sfx, "-%d", n);
@@ -113,7 +113,7 @@ static peat_status resolve_out_dir(peat_campaign *c)
                           strlen(o->out_dir), room);
     if (o->out_dir) {
         snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
-        PEAT_TRY(peat_mkdir_p(res->out_dir));
+        PEAT_TRY(peat_campaign_mkdir_p(res->out_dir));
     } else {
         PEAT_TRY(default_out_dir(c));
     }
@@ -238,13 +238,13 @@ static peat_status store_create(peat_campaign *c)
         snprintf(m.clocks, sizeof m.clocks, "%s %.0f MHz",
                  strcmp(c->backend_name, "cpu") ? "device max" : "cpu0", c->dev.clock_mhz);
     gethostname(m.host, sizeof m.host - 1);
-    PEAT_TRY(peat_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
+    PEAT_TRY(peat_campaign_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
     m.exact_max_bytes = o->record_exact ? -1 : 0; /* < 0: every call's exact outputs */
     return peat_store_create(c->partial, &m, &c->store);
 }
 
 /* After plan (which may size the run): the output directory and the campaign file. */
-peat_status peat_stage_open(peat_campaign *c)
+peat_status peat_campaign_stage_open(peat_campaign *c)
 {
     PEAT_ASSERT(c->k && c->flow, "open runs after resolve (stage order: run/pipeline.c)");
     PEAT_TRY(resolve_out_dir(c));

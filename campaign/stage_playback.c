@@ -14,7 +14,7 @@
  * (and its logsumexp [B,H,T], its gradients) as heads of T x D; conv [N,C,H,W] outputs as
  * images x channels of H x W; everything else as the matrix of its last axis (rows x columns
  * for GEMM). An unwritten last query tile or output row block is then one edge of the plane. */
-void peat_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
+void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
                          int64_t *cols)
 {
     int64_t n = peat_tensor_numel(exact);
@@ -27,7 +27,7 @@ void peat_playback_plane(const peat_args *in, int o, const peat_tensor *exact, i
     if (conv && exact->ndim == 4) *rows = exact->shape[2];
 }
 
-peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
+peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
                                      peat_plot_data *plots, int64_t call, const peat_args *in,
                                      int o, const peat_tensor *test, const peat_tensor *golden,
                                      const peat_tensor *exact, double *t_ref, double *t_an)
@@ -35,12 +35,12 @@ peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
-    double t0 = peat_now();
+    double t0 = peat_campaign_now();
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
-    double t1 = peat_now();
+    double t1 = peat_campaign_now();
     *t_ref += t1 - t0;
     int64_t rows, cols, depth = peat_op_info_get(in->op)->depth(&in->p);
-    peat_playback_plane(in, o, exact, &rows, &cols);
+    peat_campaign_playback_plane(in, o, exact, &rows, &cols);
     int64_t terms = peat_golden_terms(in, o);
     /* an input of the output's size lets the analyzer see input-dependent (smooth) errors */
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
@@ -51,10 +51,10 @@ peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_
     /* the report's error histograms, the worst call's error map and the coverage table */
     if (st == PEAT_OK && test->dtype == PEAT_DTYPE_F32 && golden->dtype == PEAT_DTYPE_F32) {
         const double *ex = (const double *)exact->data;
-        peat_plot_add(plots, 0, peat_f32(test), ex, mag, depth, n / cols, cols, call);
-        peat_plot_add(plots, 1, peat_f32(golden), ex, mag, depth, n / cols, cols, call);
+        peat_campaign_plot_add(plots, 0, peat_f32(test), ex, mag, depth, n / cols, cols, call);
+        peat_campaign_plot_add(plots, 1, peat_f32(golden), ex, mag, depth, n / cols, cols, call);
     }
-    *t_an += peat_now() - t1;
+    *t_an += peat_campaign_now() - t1;
     free(mag);
     return st;
 }
@@ -65,7 +65,7 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
                               const peat_tensor *test, const peat_tensor *golden,
                               const peat_tensor *exact)
 {
-    return peat_playback_accumulate(c->acc_cand, c->acc_gold, &c->res->plots, call, in, o, test,
+    return peat_campaign_playback_accumulate(c->acc_cand, c->acc_gold, &c->res->plots, call, in, o, test,
                                     golden, exact, &c->res->t_reference, &c->res->t_analyzer);
 }
 
@@ -107,14 +107,14 @@ static peat_status repeat_call(peat_campaign *c, const peat_record *r, int isola
 {
     char why[256];
     peat_args b = peat_record_args(r);
-    PEAT_TRY(peat_isolate_outputs_alloc(&b, r->golden, r->n_out));
+    PEAT_TRY(peat_campaign_isolate_outputs_alloc(&b, r->golden, r->n_out));
     peat_call_outcome out;
     peat_status st =
-        peat_isolate_call(c->k, &b, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
+        peat_campaign_isolate_call(c->k, &b, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
     if (st == PEAT_OK && out == PEAT_CALL_DONE)
         for (int o = 0; o < r->n_out; o++)
             peat_analyzer_acc_add_repeat(c->acc_cand, first->out[o], b.out[o]);
-    peat_isolate_outputs_free(&b);
+    peat_campaign_isolate_outputs_free(&b);
     return st;
 }
 
@@ -124,7 +124,7 @@ static void plot_call_end(peat_campaign *c, const peat_record *r)
     static const char *const phases[] = {"fwd", "bwd", "opt"};
     const peat_tensor *o0 = r->golden[0];
     int64_t cols = o0->shape[o0->ndim - 1];
-    peat_plot_call_end(&c->res->plots, r->layer, phases[r->phase % 3], peat_tensor_numel(o0) / cols,
+    peat_campaign_plot_call_end(&c->res->plots, r->layer, phases[r->phase % 3], peat_tensor_numel(o0) / cols,
                        cols, r->iter);
 }
 
@@ -133,15 +133,15 @@ static void plot_call_end(peat_campaign *c, const peat_record *r)
 static peat_status replay(peat_campaign *c, int64_t i, int isolate, int *hung)
 {
     peat_record *r = c->recs.items[i];
-    double t0 = peat_now();
+    double t0 = peat_campaign_now();
     PEAT_TRY(peat_record_compute_exact(r));
-    c->res->t_reference += peat_now() - t0;
+    c->res->t_reference += peat_campaign_now() - t0;
     peat_args a = peat_record_args(r);
-    PEAT_TRY(peat_isolate_outputs_alloc(&a, r->golden, r->n_out));
+    PEAT_TRY(peat_campaign_isolate_outputs_alloc(&a, r->golden, r->n_out));
     char why[256];
     peat_call_outcome out;
     peat_status st =
-        peat_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
+        peat_campaign_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
     if (st == PEAT_OK && (out == PEAT_CALL_FAILED || out == PEAT_CALL_HUNG || out == PEAT_CALL_DUE))
         *hung = note_failure(c->res, r, out, why);
     else if (st == PEAT_OK) {
@@ -151,7 +151,7 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate, int *hung)
         if (st == PEAT_OK) plot_call_end(c, r);
         if (st == PEAT_OK && i < c->o->repeats) st = repeat_call(c, r, isolate, &a);
     }
-    peat_isolate_outputs_free(&a);
+    peat_campaign_isolate_outputs_free(&a);
     return st;
 }
 
@@ -167,25 +167,25 @@ static const char *stored_golden_name(const peat_campaign *c, const peat_kernel 
     return first;
 }
 
-peat_status peat_stage_playback(peat_campaign *c)
+peat_status peat_campaign_stage_playback(peat_campaign *c)
 {
     PEAT_ASSERT(c->k && c->flow, "playback runs after resolve (stage order: run/pipeline.c)");
     const peat_kernel *gold = peat_registry_role(c->k->op, PEAT_ROLE_GOLDEN, c->k->backend);
     if (!gold)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden CPU kernel for %s", peat_op_name(c->k->op));
-    c->acc_cand = peat_analyzer_acc_alloc(c->k->name, c->k->op);
-    c->acc_gold = peat_analyzer_acc_alloc(stored_golden_name(c, gold), c->k->op);
+    c->acc_cand = peat_analyzer_acc_new(c->k->name, c->k->op);
+    c->acc_gold = peat_analyzer_acc_new(stored_golden_name(c, gold), c->k->op);
     if (!c->acc_cand || !c->acc_gold) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer");
     /* a GPU runtime initialised in this process does not survive fork: GPU kernels run
      * in-process */
     int isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
     peat_progress pr;
-    peat_progress_begin(&pr, stdout, c->o->quiet, "playback", c->recs.n);
+    peat_campaign_progress_begin(&pr, stdout, c->o->quiet, "playback", c->recs.n);
     /* a kernel that hung once is declared hung: its other calls would each cost the deadline */
     int skip_after_hang = !c->o->hang_policy || strcmp(c->o->hang_policy, "wait") != 0;
     for (int64_t i = 0; i < c->recs.n; i++) {
         int hung = 0;
-        peat_progress_step(&pr, i, NULL);
+        peat_campaign_progress_step(&pr, i, NULL);
         if (c->playback_stop && c->playback_stop(c, i + 1)) {
             c->res->n_budget_skipped = c->recs.n - i;
             break;
@@ -197,8 +197,8 @@ peat_status peat_stage_playback(peat_campaign *c)
             break;
         }
     }
-    peat_progress_step(&pr, c->recs.n, NULL);
-    peat_progress_end(&pr);
-    peat_plot_finish(&c->res->plots);
+    peat_campaign_progress_step(&pr, c->recs.n, NULL);
+    peat_campaign_progress_end(&pr);
+    peat_campaign_plot_finish(&c->res->plots);
     return PEAT_OK;
 }

@@ -42,7 +42,7 @@ static peat_status edge_of(const peat_args *c, const peat_args *e, peat_edge_reg
 {
     const peat_tensor *x = e->out[0];
     int64_t n = peat_tensor_numel(x), rows, cols;
-    peat_playback_plane(c, 0, x, &rows, &cols);
+    peat_campaign_playback_plane(c, 0, x, &rows, &cols);
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitudes");
     peat_status st = peat_golden_magnitude(c, 0, x, mag);
@@ -62,7 +62,7 @@ static peat_status feed(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag, const 
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
     int64_t rows, cols, depth = peat_op_info_get(in->op)->depth(&in->p);
-    peat_playback_plane(in, o, exact, &rows, &cols);
+    peat_campaign_playback_plane(in, o, exact, &rows, &cols);
     int64_t terms = peat_golden_terms(in, o);
     const peat_tensor *x = in->n_in > 0 && peat_tensor_numel(in->in[0]) == n ? in->in[0] : NULL;
     if (st == PEAT_OK)
@@ -79,8 +79,8 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
                          const peat_args *e, const peat_detector_ctx *ctx, peat_probe_outcome *po)
 {
     const peat_kernel *gk = peat_registry_role(c->op, PEAT_ROLE_GOLDEN, "cpu");
-    peat_analyzer_acc_t *ac = peat_analyzer_acc_alloc(k->name, c->op);
-    peat_analyzer_acc_t *ag = peat_analyzer_acc_alloc(gk->name, c->op);
+    peat_analyzer_acc_t *ac = peat_analyzer_acc_new(k->name, c->op);
+    peat_analyzer_acc_t *ag = peat_analyzer_acc_new(gk->name, c->op);
     peat_status st = ac && ag ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "probe analyzer");
     for (int o = 0; o < c->n_out && st == PEAT_OK; o++)
         st = feed(ac, ag, c, o, c->out[o], g->out[o], e->out[o]);
@@ -113,7 +113,7 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
     return st;
 }
 
-peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
+peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
                                  const peat_probe *p, const peat_detector_ctx *ctx,
                                  peat_probe_outcome *po)
 {
@@ -122,10 +122,10 @@ peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel 
     peat_args e, g, c = p->args;
     c.n_out = 0;
     peat_status st = reference_outputs(&p->args, &e, &g);
-    if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
+    if (st == PEAT_OK) st = peat_campaign_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     if (st == PEAT_OK) {
-        peat_status rs = peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
+        peat_status rs = peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
         if (rs == PEAT_ERR_KERNEL)
             outcome_failed(po, why);
         else if (rs != PEAT_OK)
@@ -133,35 +133,35 @@ peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel 
         else
             st = judge(k, &c, &g, &e, ctx, po);
     }
-    peat_isolate_outputs_free(&c);
+    peat_campaign_isolate_outputs_free(&c);
     peat_args_free_outputs(&e);
     peat_args_free_outputs(&g);
     return st;
 }
 
-peat_status peat_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
+peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
                                    peat_campaign_result *res)
 {
     peat_args in, e, g;
-    PEAT_TRY(peat_gemm_props_call(&in));
+    PEAT_TRY(peat_analyzer_gemm_props_call(&in));
     peat_args c = in;
     c.n_out = 0;
     peat_status st = reference_outputs(&in, &e, &g);
-    if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
+    if (st == PEAT_OK) st = peat_campaign_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     peat_gemm_props again;
     if (st == PEAT_OK &&
-        peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK) {
-        peat_gemm_props_read(g.out[0], &res->props_gold);
-        peat_gemm_props_read(c.out[0], &res->props_cand);
+        peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK) {
+        peat_analyzer_gemm_props_read(g.out[0], &res->props_gold);
+        peat_analyzer_gemm_props_read(c.out[0], &res->props_cand);
         /* a kernel whose answers change from run to run has no properties to read: run twice */
         res->have_props =
-            peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK;
-        if (res->have_props) peat_gemm_props_read(c.out[0], &again);
+            peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK;
+        if (res->have_props) peat_analyzer_gemm_props_read(c.out[0], &again);
         res->have_props = res->have_props && !memcmp(&again, &res->props_cand, sizeof again) &&
                           res->props_cand.consistent && res->props_gold.consistent;
     }
-    peat_isolate_outputs_free(&c);
+    peat_campaign_isolate_outputs_free(&c);
     peat_args_free_outputs(&e);
     peat_args_free_outputs(&g);
     for (int i = 0; i < in.n_in; i++) peat_tensor_free((peat_tensor *)in.in[i]);
@@ -189,7 +189,7 @@ static void declared_format_explains(const peat_detector_ctx *ctx, peat_probe_ou
                  "deviation (WARN)");
 }
 
-peat_status peat_stage_probe(peat_campaign *c)
+peat_status peat_campaign_stage_probe(peat_campaign *c)
 {
     peat_campaign_result *res = c->res;
     if (c->o->no_probes || res->n_kernel_failures >= res->n_records) {
@@ -204,13 +204,13 @@ peat_status peat_stage_probe(peat_campaign *c)
     peat_campaign_opts po = *c->o;
     po.isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
     peat_probe_set set;
-    PEAT_TRY(peat_probe_set_make(&c->recs, c->o->seed, &set));
+    PEAT_TRY(peat_analyzer_probe_set_make(&c->recs, c->o->seed, &set));
     peat_status st = PEAT_OK;
     for (int i = 0; i < set.n && st == PEAT_OK && res->n_probes < PEAT_CAMPAIGN_MAX_PROBES; i++) {
-        st = peat_stage_probe_one(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
+        st = peat_campaign_stage_probe_one(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
         declared_format_explains(&dctx, &res->probes[res->n_probes++]);
     }
-    peat_probe_set_free(&set);
-    if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM) st = peat_stage_probe_props(&po, c->k, res);
+    peat_analyzer_probe_set_free(&set);
+    if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM) st = peat_campaign_stage_probe_props(&po, c->k, res);
     return st;
 }

@@ -53,7 +53,7 @@ typedef struct {
 static int iter_selected(void *user, int64_t it)
 {
     iter_sel *s = user;
-    return peat_iter_spec_match(s->spec, it, s->iters);
+    return peat_campaign_iter_spec_match(s->spec, it, s->iters);
 }
 
 /* The flow's configuration from the training options. */
@@ -66,7 +66,7 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     cfg.task = o->task;
     cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq;
     /* the option table admits only the preset names: a bad one is left to the flow's check */
-    if (o->size && peat_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
+    if (o->size && peat_models_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
     if (o->precision && peat_flow_precision_parse(o->precision, &cfg.precision) != PEAT_OK)
         cfg.precision = -1;
     cfg.loss_scale_init = o->loss_scale_init;
@@ -84,18 +84,18 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
 {
     const peat_campaign_opts *o = c->o;
     memset(pol, 0, sizeof *pol);
-    if (o->record_ops) PEAT_TRY(peat_op_mask_parse(o->record_ops, &pol->op_mask));
+    if (o->record_ops) PEAT_TRY(peat_campaign_op_mask_parse(o->record_ops, &pol->op_mask));
     pol->op_mask |= 1u << c->k->op; /* the candidate's op is always recorded: playback needs it */
-    PEAT_TRY(peat_phase_parse(o->record_phase, &pol->fwd, &pol->bwd, &pol->opt));
+    PEAT_TRY(peat_campaign_phase_parse(o->record_phase, &pol->fwd, &pol->bwd, &pol->opt));
     int64_t window = (o->record_iter_hi > 0 ? o->record_iter_hi : c->iters) - o->record_iter_lo;
     pol->max_calls = c->calls;
     if (o->record_every > 0) {
         pol->every_k = o->record_every;
     } else {
         /* stratified (campaign/coverage.h): each (op, layer, phase, shapes, dtype) its share */
-        PEAT_TRY(peat_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
+        PEAT_TRY(peat_campaign_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
         pol->max_calls = c->res->coverage.cap; /* --calls per recorded op */
-        pol->call_filter = peat_coverage_filter;
+        pol->call_filter = peat_campaign_coverage_filter;
         pol->call_filter_user = &c->res->coverage;
     }
     pol->iter_lo = o->record_iter_lo;
@@ -124,11 +124,11 @@ static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_confi
     peat_campaign_amp_log amp;
     peat_status st = peat_campaign_amp_begin(c, cfg, &amp);
     peat_progress pr;
-    peat_progress_begin(&pr, stdout, c->o->quiet, "profile", c->iters);
+    peat_campaign_progress_begin(&pr, stdout, c->o->quiet, "profile", c->iters);
     for (int64_t it = 0; st == PEAT_OK && it < c->iters; it++) {
-        peat_progress_step(&pr, it, NULL);
+        peat_campaign_progress_step(&pr, it, NULL);
         peat_flow_metrics m;
-        st = peat_flow_step(f, &m);
+        st = peat_models_flow_step(f, &m);
         /* amp-fp16: an overflow the scaler skipped is its business, not divergence */
         if (st == PEAT_OK && !isfinite(m.loss) && !m.skipped)
             st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld",
@@ -138,7 +138,7 @@ static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_confi
         if (st == PEAT_OK && !peat_store_metrics_has(c->store, it))
             st = peat_store_metrics_append(c->store, it, m.loss, m.accuracy);
         if (st == PEAT_OK) st = peat_campaign_amp_step(&amp, it, &m);
-        if (st == PEAT_OK && peat_iter_spec_match(ckpt, it, c->iters)) {
+        if (st == PEAT_OK && peat_campaign_iter_spec_match(ckpt, it, c->iters)) {
             if (!peat_store_state_has(c->store, it, "checkpoint"))
                 st = peat_campaign_checkpoint_save(c->store, it, f);
             res->n_checkpoints++;
@@ -146,10 +146,10 @@ static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_confi
     }
     peat_campaign_amp_end(c, &amp);
     if (st != PEAT_OK) return st;
-    peat_progress_step(&pr, c->iters, NULL);
-    peat_progress_end(&pr);
+    peat_campaign_progress_step(&pr, c->iters, NULL);
+    peat_campaign_progress_end(&pr);
     peat_flow_metrics m;
-    st = peat_flow_eval(f, &m);
+    st = peat_models_flow_eval(f, &m);
     res->eval_loss = m.loss;
     res->eval_accuracy = m.accuracy;
     return st;
@@ -192,16 +192,16 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
 {
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
-    peat_status st = peat_exec_create(c->flow, c->o->seed, &ex);
+    peat_status st = peat_exec_alloc(c->flow, c->o->seed, &ex);
     /* a device kernel is validated inside a flow that runs on its device (device goldens) */
     if (st == PEAT_OK) st = peat_exec_set_backend(ex, c->k->backend);
     if (st == PEAT_OK) st = peat_profiler_attach(prof, ex);
     if (st == PEAT_OK && aprof) st = peat_profiler_attach(aprof, ex);
-    if (st == PEAT_OK) st = peat_flow_create(c->flow, cfg, ex, &f);
+    if (st == PEAT_OK) st = peat_models_flow_alloc(c->flow, cfg, ex, &f);
     if (st == PEAT_OK && c->o->finetune_from)
         st = peat_campaign_checkpoint_load(c->o->finetune_from, f);
     if (st == PEAT_OK) st = train(c, f, cfg);
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     return st;
 }
@@ -219,11 +219,11 @@ static void nondeterminism_say(const profile_sink *ps)
             (unsigned long long)ps->differ_id, ps->differ_what);
 }
 
-peat_status peat_stage_profile(peat_campaign *c)
+peat_status peat_campaign_stage_profile(peat_campaign *c)
 {
     PEAT_ASSERT(c->k && c->flow, "profile runs after resolve (stage order: run/pipeline.c)");
     const peat_campaign_opts *o = c->o;
-    if (o->capture) return peat_capture_import(c);
+    if (o->capture) return peat_campaign_capture_import(c);
     peat_flow_config cfg = peat_campaign_flow_config(o);
     peat_profile_policy pol;
     PEAT_TRY(record_policy(c, &cfg, &pol));
@@ -233,8 +233,8 @@ peat_status peat_stage_profile(peat_campaign *c)
     /* activations are stored, not replayed */
     profile_sink ps = {&c->recs, c->store, c->k->op, 0, 0, 0, 0, ""},
                  acts = {NULL, c->store, 0, 0, 0, 0, 0, ""};
-    peat_profiler_t *prof = peat_profiler_alloc(&pol, sink_both, &ps);
-    peat_profiler_t *aprof = want_acts ? peat_profiler_alloc(&apol, sink_both, &acts) : NULL;
+    peat_profiler_t *prof = peat_profiler_new(&pol, sink_both, &ps);
+    peat_profiler_t *aprof = want_acts ? peat_profiler_new(&apol, sink_both, &acts) : NULL;
     peat_status st = PEAT_OK;
     if (!prof || (want_acts && !aprof)) st = PEAT_ERROR(PEAT_ERR_NOMEM, "profiler");
     if (st == PEAT_OK) st = record_run(c, prof, aprof, &cfg);

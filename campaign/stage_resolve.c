@@ -43,7 +43,7 @@ static void candidate_list(char *names, size_t n)
 static peat_status resolve_kernel(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     for (int i = 0; i < o->n_plugins; i++) PEAT_TRY(peat_plugin_load(o->plugins[i], NULL));
     if (!o->kernel || !o->kernel[0]) return PEAT_ERROR(PEAT_ERR_INVAL, "--kernel NAME is required");
     /* a named backend must be built and see a device before anything else is said about it */
@@ -76,7 +76,7 @@ static peat_status resolve_backend(peat_campaign *c)
     const char *want =
         !c->o->backend || strcmp(c->o->backend, "auto") == 0 ? k->backend : c->o->backend;
     peat_backend_t be = NULL;
-    PEAT_TRY(peat_backend_open(want, 0, &be));
+    PEAT_TRY(peat_backend_create(want, 0, &be));
     peat_status st = peat_backend_device_info(be, &c->dev);
     snprintf(c->backend_name, sizeof c->backend_name, "%s", peat_backend_name(be));
     snprintf(c->res->backend, sizeof c->res->backend, "%s", c->backend_name);
@@ -106,8 +106,8 @@ static peat_status check_flow_options(const peat_campaign *c)
                           "--seq applies to the gpt flows only (flow '%s' has no "
                           "sequence)",
                           c->flow);
-    PEAT_TRY(peat_iter_spec_check_range(o->checkpoint_iters, c->iters, "checkpoints"));
-    return peat_iter_spec_check_range(o->activation_iters, c->iters, "activations");
+    PEAT_TRY(peat_campaign_iter_spec_check_range(o->checkpoint_iters, c->iters, "checkpoints"));
+    return peat_campaign_iter_spec_check_range(o->activation_iters, c->iters, "activations");
 }
 
 /* The flow named by --flow (it must call the kernel's op), or the first flow that calls it. */
@@ -115,8 +115,8 @@ static peat_status resolve_flow(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
     const peat_kernel *k = c->k;
-    if (o->capture) return peat_capture_resolve(c);
-    const char *const *names = peat_flow_names();
+    if (o->capture) return peat_campaign_capture_resolve(c);
+    const char *const *names = peat_models_flow_names();
     /* the op mask follows the optimizer: an SGD kernel needs --optimizer sgd */
     peat_flow_config fc;
     memset(&fc, 0, sizeof fc);
@@ -126,13 +126,13 @@ static peat_status resolve_flow(peat_campaign *c)
         for (int i = 0; names[i]; i++) known |= strcmp(names[i], o->flow) == 0;
         if (!known)
             return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s' (see `peat list`)", o->flow);
-        if (!(peat_flow_op_mask_for(o->flow, &fc) & (1u << k->op)))
+        if (!(peat_models_flow_op_mask_for(o->flow, &fc) & (1u << k->op)))
             return PEAT_ERROR(PEAT_ERR_INVAL, "flow '%s' never calls %s, the op of kernel '%s'",
                               o->flow, peat_op_name(k->op), k->name);
         c->flow = o->flow;
     }
     for (int i = 0; !c->flow && names[i]; i++)
-        if (peat_flow_op_mask_for(names[i], &fc) & (1u << k->op)) c->flow = names[i];
+        if (peat_models_flow_op_mask_for(names[i], &fc) & (1u << k->op)) c->flow = names[i];
     if (!c->flow)
         return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s (kernel '%s')%s",
                           peat_op_name(k->op), k->name,
@@ -144,7 +144,7 @@ static peat_status resolve_flow(peat_campaign *c)
     return check_flow_options(c);
 }
 
-peat_status peat_stage_resolve(peat_campaign *c)
+peat_status peat_campaign_stage_resolve(peat_campaign *c)
 {
     PEAT_TRY(resolve_kernel(c));
     PEAT_TRY(resolve_backend(c));

@@ -20,13 +20,13 @@ static void findings_add(peat_campaign_result *res, const peat_runtime_result *r
         res->runtime[j] = rt->verdict[j];
         res->runtime_swapped[j] = rt->faulty[j].swapped;
         peat_finding f =
-            peat_runtime_finding(&rt->verdict[j], rt->faulty[j].label, rt->faulty[j].swapped);
+            peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label, rt->faulty[j].swapped);
         res->findings[res->n_findings < cap ? res->n_findings++ : cap - 1] = f;
     }
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
 }
 
-peat_status peat_stage_runtime(peat_campaign *c)
+peat_status peat_campaign_stage_runtime(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
     /* a finetuned flow starts from another campaign's checkpoint, which the reruns would need
@@ -94,7 +94,7 @@ peat_status peat_stage_runtime(peat_campaign *c)
     c->rt = calloc(1, sizeof *c->rt);
     if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
     PEAT_TRY(peat_store_open(c->partial, 1, &ro.store));
-    peat_status st = peat_runtime_run_all(&ro, c->rt);
+    peat_status st = peat_campaign_runtime_run_all(&ro, c->rt);
     peat_status cst = peat_store_close(ro.store);
     PEAT_TRY(st);
     PEAT_TRY(cst);

@@ -12,7 +12,7 @@
 /*
  * How `peat run` is built
  * -----------------------
- * peat_campaign_run (run/pipeline.c) is the list of stages below, run in order on one
+ * peat_run_campaign (run/pipeline.c) is the list of stages below, run in order on one
  * peat_campaign by peat_campaign_stages_run; the first stage that fails ends the campaign with
  * its status, and peat_campaign_free releases whatever the stages left in the struct. Two stages
  * live on the floors above this one: "plan" (latency/stage_plan.c: it times these stages' work)
@@ -58,7 +58,7 @@ typedef struct peat_campaign {
     const peat_campaign_stage *stages; /* the pipeline this campaign runs (the manifest's list) */
     int n_stages;
     peat_campaign_result *res; /* what the report shows; filled stage by stage */
-    double t_start;            /* peat_now() when the campaign began */
+    double t_start;            /* peat_campaign_now() when the campaign began */
 
     /* resolve: the kernel, its backend and device, the flow and the run's size */
     const peat_kernel *k;
@@ -118,19 +118,19 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
                                      const peat_campaign_opts *o, peat_campaign_result *res);
 
 /* The stages of this floor, in pipeline order (plan: latency/; report: report/). */
-peat_status peat_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
-peat_status peat_stage_open(peat_campaign *c);     /* stage_open.c */
-peat_status peat_stage_profile(peat_campaign *c);  /* stage_profile.c */
-peat_status peat_stage_playback(peat_campaign *c); /* stage_playback.c */
-peat_status peat_stage_probe(peat_campaign *c);    /* stage_probe.c */
-peat_status peat_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
-peat_status peat_stage_detect(peat_campaign *c);   /* stage_detect.c */
-peat_status peat_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
-peat_status peat_stage_commit(peat_campaign *c);   /* stage_commit.c */
+peat_status peat_campaign_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
+peat_status peat_campaign_stage_open(peat_campaign *c);     /* stage_open.c */
+peat_status peat_campaign_stage_profile(peat_campaign *c);  /* stage_profile.c */
+peat_status peat_campaign_stage_playback(peat_campaign *c); /* stage_playback.c */
+peat_status peat_campaign_stage_probe(peat_campaign *c);    /* stage_probe.c */
+peat_status peat_campaign_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
+peat_status peat_campaign_stage_detect(peat_campaign *c);   /* stage_detect.c */
+peat_status peat_campaign_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
+peat_status peat_campaign_stage_commit(peat_campaign *c);   /* stage_commit.c */
 /* --capture (stage_capture.c): resolve's flow and size from the captured file, and profile's
  * work done by importing the captured calls instead of training a flow. */
-peat_status peat_capture_resolve(peat_campaign *c);
-peat_status peat_capture_import(peat_campaign *c);
+peat_status peat_campaign_capture_resolve(peat_campaign *c);
+peat_status peat_campaign_capture_import(peat_campaign *c);
 
 /* Records that stage did not run in this campaign, and why (the manifest says so). */
 void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why);
@@ -145,9 +145,9 @@ int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int 
  * on a flow's own calls (peat_latency_replay_now). */
 /* The plane (rows x cols) output o is analysed in, along the op's logical axes (attention:
  * heads of T x D; conv: images x channels of H x W; else the matrix of the last axis). */
-void peat_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
+void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
                          int64_t *cols);
-peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
+peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
                                      peat_plot_data *plots, int64_t call, const peat_args *in,
                                      int o, const peat_tensor *test, const peat_tensor *golden,
                                      const peat_tensor *exact, double *t_ref, double *t_an);
@@ -156,10 +156,10 @@ peat_status peat_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_
  * (forked when o->isolate), its judgement into po; and GEMM's arithmetic-property call through
  * golden and candidate (res->have_props when both ran). The planner times both with the golden
  * in the candidate's place (latency/latency_predict.c). */
-peat_status peat_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
+peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
                                  const peat_probe *p, const peat_detector_ctx *ctx,
                                  peat_probe_outcome *po);
-peat_status peat_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
+peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
                                    peat_campaign_result *res);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later

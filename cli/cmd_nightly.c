@@ -107,7 +107,7 @@ static void print_ci_json(const peat_ci_result *r)
     printf("}\n");
 }
 
-int peat_ci_main(int argc, char **argv, const char *cmdline)
+int peat_cli_ci_main(int argc, char **argv, const char *cmdline)
 {
     peat_ci_opts o;
     memset(&o, 0, sizeof o);
@@ -118,15 +118,15 @@ int peat_ci_main(int argc, char **argv, const char *cmdline)
     o.quiet |= o.json;
     peat_ci_result *r = malloc(sizeof *r);
     if (!r) return die("out of memory");
-    peat_status st = peat_ci_run(&o, r);
+    peat_status st = peat_nightly_ci_run(&o, r);
     rc = st == PEAT_OK ? r->exit_code : die("%s", peat_error_last());
     if (st == PEAT_OK && o.json)
         print_ci_json(r);
     else if (st == PEAT_OK && !o.quiet)
-        peat_ci_print(stdout, r);
+        peat_nightly_ci_print(stdout, r);
     else if (st == PEAT_OK)
         printf("suite %s: %s\n", r->suite.name, rc == 2 ? "ERROR" : rc ? "FAIL" : "PASS");
-    peat_ci_result_free(r);
+    peat_nightly_ci_result_free(r);
     free(r);
     return rc;
 }
@@ -145,27 +145,27 @@ static void print_diff_json(const peat_diff *d)
     printf("]}\n");
 }
 
-int peat_diff_main(int argc, char **argv, const char *cmdline)
+int peat_cli_diff_main(int argc, char **argv, const char *cmdline)
 {
     diff_opts o = {NULL, 0, 0};
     char *paths[2];
     int rc = parse(&peat_cli_diff, argc, argv, paths, 2, &o);
     if (rc >= 0) return rc;
     peat_policy pol;
-    peat_policy_default(&pol);
-    if (o.policy && peat_policy_load(o.policy, &pol) != PEAT_OK)
+    peat_nightly_policy_default(&pol);
+    if (o.policy && peat_nightly_policy_load(o.policy, &pol) != PEAT_OK)
         return die("%s", peat_error_last());
     peat_diff d;
     memset(&d, 0, sizeof d);
-    if (peat_diff_paths(paths[0], paths[1], &pol.th, &d) != PEAT_OK) {
-        peat_diff_free(&d);
+    if (peat_nightly_diff_paths(paths[0], paths[1], &pol.th, &d) != PEAT_OK) {
+        peat_nightly_diff_free(&d);
         return die("%s", peat_error_last());
     }
     if (o.json)
         print_diff_json(&d);
     else if (!o.quiet || d.n_regressions)
-        peat_diff_print(stdout, &d);
+        peat_nightly_diff_print(stdout, &d);
     rc = d.n_regressions ? 1 : 0;
-    peat_diff_free(&d);
+    peat_nightly_diff_free(&d);
     return rc;
 }

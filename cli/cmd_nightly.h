@@ -7,7 +7,7 @@
 /* The commands (cmd_nightly.c): their option tables, and their entry points given the arguments
  * after the command's name; they return the exit status. */
 extern const peat_cli_cmd peat_cli_ci, peat_cli_diff;
-int peat_ci_main(int argc, char **argv, const char *cmdline);
-int peat_diff_main(int argc, char **argv, const char *cmdline);
+int peat_cli_ci_main(int argc, char **argv, const char *cmdline);
+int peat_cli_diff_main(int argc, char **argv, const char *cmdline);
 
 #endif

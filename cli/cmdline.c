@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-peat_status peat_cmdline_join(int argc, char *const *argv, char *buf, size_t n)
+peat_status peat_cli_cmdline_join(int argc, char *const *argv, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = 0;
@@ -32,7 +32,7 @@ peat_status peat_cmdline_join(int argc, char *const *argv, char *buf, size_t n)
     return PEAT_OK;
 }
 
-peat_status peat_cmdline_split(const char *line, char **words, int max, int *n, char *store,
+peat_status peat_cli_cmdline_split(const char *line, char **words, int max, int *n, char *store,
                                size_t cap)
 {
     size_t used = 0;
@@ -143,14 +143,14 @@ static int keep_recorded(int nw, char **w, char **out, int max)
     return k;
 }
 
-peat_status peat_cmdline_resume(const char *dir, int argc, char **argv, int *out_argc,
+peat_status peat_cli_cmdline_resume(const char *dir, int argc, char **argv, int *out_argc,
                                 char **out_argv, int max, char *store, size_t cap, char *recorded,
                                 size_t recorded_n)
 {
     char *w[PEAT_CMDLINE_MAX_ARGS];
     int nw;
     PEAT_TRY(recorded_line(dir, recorded, recorded_n));
-    PEAT_TRY(peat_cmdline_split(recorded, w, PEAT_CMDLINE_MAX_ARGS, &nw, store, cap));
+    PEAT_TRY(peat_cli_cmdline_split(recorded, w, PEAT_CMDLINE_MAX_ARGS, &nw, store, cap));
     for (int i = 0; i < argc; i++) {
         char nm[64];
         const char *v, *rv = NULL;

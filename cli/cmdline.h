@@ -9,11 +9,11 @@
 
 /* Joins argv into buf, single-quoting words a shell would split or expand; returns
  * PEAT_ERR_INVAL when it does not fit (buf then holds a truncated line). */
-peat_status peat_cmdline_join(int argc, char *const *argv, char *buf, size_t n);
+peat_status peat_cli_cmdline_join(int argc, char *const *argv, char *buf, size_t n);
 
-/* Splits a joined line back into words (single quotes, as peat_cmdline_join writes them).
+/* Splits a joined line back into words (single quotes, as peat_cli_cmdline_join writes them).
  * Words point into store (cap bytes); at most max words. */
-peat_status peat_cmdline_split(const char *line, char **words, int max, int *n, char *store,
+peat_status peat_cli_cmdline_split(const char *line, char **words, int max, int *n, char *store,
                                size_t cap);
 
 /* `peat run --resume DIR [OPTIONS]`: builds the argument list of the interrupted run (the
@@ -21,7 +21,7 @@ peat_status peat_cmdline_split(const char *line, char **words, int max, int *n, 
  * by `--resume --out DIR` and the options given beside it. An option given beside it that
  * changes what the campaign records is refused with one line naming it; only --quiet, --json,
  * --timeout and --no-isolate may differ. *recorded receives the original command line. */
-peat_status peat_cmdline_resume(const char *dir, int argc, char **argv, int *out_argc,
+peat_status peat_cli_cmdline_resume(const char *dir, int argc, char **argv, int *out_argc,
                                 char **out_argv, int max, char *store, size_t cap, char *recorded,
                                 size_t recorded_n);
 

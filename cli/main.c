@@ -49,7 +49,7 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
     peat_cli_list_opts o;
     memset(&o, 0, sizeof o);
     peat_status st = peat_cli_parse(&peat_cli_list, argc, argv, &o);
-    if (st == PEAT_OK) st = peat_builtin_init();
+    if (st == PEAT_OK) st = peat_campaign_builtin_init();
     if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st != PEAT_OK) return die_status(st);
     printf("kernels (by op):\n");
@@ -66,10 +66,10 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
         }
     }
     printf("\nflows:\n");
-    const char *const *fl = peat_flow_names();
+    const char *const *fl = peat_models_flow_names();
     for (int i = 0; fl[i]; i++) {
-        printf("  %-12s %s\n               ops:", fl[i], peat_flow_describe(fl[i]));
-        uint32_t m = peat_flow_op_mask(fl[i]);
+        printf("  %-12s %s\n               ops:", fl[i], peat_models_flow_describe(fl[i]));
+        uint32_t m = peat_models_flow_op_mask(fl[i]);
         for (int op = 0; op < PEAT_OP_COUNT; op++)
             if (m & (1u << op)) printf(" %s", peat_op_name((peat_op_kind)op));
         printf("\n");
@@ -98,7 +98,7 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
     }
     if (!dir) return -1;
     int m = 0;
-    if (peat_cmdline_resume(dir, n, rest, &m, merged, 256, words, sizeof words, recorded,
+    if (peat_cli_cmdline_resume(dir, n, rest, &m, merged, 256, words, sizeof words, recorded,
                             sizeof recorded) != PEAT_OK)
         return die("%s", peat_error_last());
     *argc = m;
@@ -127,7 +127,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     }
     o.table = stdout; /* the report stage prints the verdict there */
     peat_campaign_result r;
-    st = peat_campaign_run(&o, &r);
+    st = peat_run_campaign(&o, &r);
     if (st != PEAT_OK) return die_status(st);
     return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
 }
@@ -182,12 +182,12 @@ static int calibrate_zoo(const char *lib, const char *manifest, uint64_t seed)
     if (!e) return die("out of memory");
     int n = 0;
     peat_status st =
-        peat_calibrate_zoo(lib, manifest, "peat-out/calibrate-zoo", seed, e, &n, stdout);
+        peat_run_calibrate_zoo(lib, manifest, "peat-out/calibrate-zoo", seed, e, &n, stdout);
     if (st != PEAT_OK) {
         free(e);
         return die_status(st);
     }
-    peat_zoo_score s = peat_calibrate_zoo_print(stdout, e, n);
+    peat_zoo_score s = peat_run_calibrate_zoo_print(stdout, e, n);
     free(e);
     return s.caught == s.defects && s.false_alarms == 0 && s.right * 10 >= 9 * s.defects
                ? EXIT_PASS
@@ -199,19 +199,19 @@ static int cmd_calibrate(int argc, char **argv, const char *cmdline)
     peat_cli_calibrate_opts o = calibrate_defaults;
     peat_status st = peat_cli_parse(&peat_cli_calibrate, argc, argv, &o);
     if (st != PEAT_OK) return die_status(st);
-    int(*counts)[PEAT_FIND_COUNT] = calloc((size_t)peat_calibrate_cases(), sizeof *counts);
+    int(*counts)[PEAT_FIND_COUNT] = calloc((size_t)peat_run_calibrate_cases(), sizeof *counts);
     if (!counts) return die("out of memory");
-    st = peat_calibrate_run(o.seed, (int)o.trials, counts, stdout);
+    st = peat_run_calibrate(o.seed, (int)o.trials, counts, stdout);
     if (st != PEAT_OK) {
         free(counts);
         return die_status(st);
     }
-    peat_calibrate_print(stdout, counts, (int)o.trials);
+    peat_run_calibrate_print(stdout, counts, (int)o.trials);
     int diag = 0;
-    for (int e = 0; e < peat_calibrate_cases(); e++)
-        diag += counts[e][peat_calibrate_case_expect(e)];
+    for (int e = 0; e < peat_run_calibrate_cases(); e++)
+        diag += counts[e][peat_run_calibrate_case_expect(e)];
     free(counts);
-    int ok = diag * 100 >= 95 * (int)o.trials * peat_calibrate_cases();
+    int ok = diag * 100 >= 95 * (int)o.trials * peat_run_calibrate_cases();
     if (o.zoo) {
         int zr = calibrate_zoo(o.zoo, o.manifest, o.seed);
         if (zr != EXIT_PASS && zr != EXIT_KERNEL_FAIL) return zr;
@@ -228,7 +228,7 @@ static int cmd_calibrate_latency(int argc, char **argv, const char *cmdline)
 {
     peat_cli_latency_opts o = latency_defaults;
     peat_status st = peat_cli_parse(&peat_cli_calibrate_latency, argc, argv, &o);
-    if (st == PEAT_OK) st = peat_builtin_init();
+    if (st == PEAT_OK) st = peat_campaign_builtin_init();
     if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st == PEAT_OK) st = peat_latency_cli_calibrate(o.backend, o.cache_dir, o.force, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
@@ -253,7 +253,7 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     lo.flow_cfg = peat_campaign_flow_config(&run);
     const peat_kernel *k = NULL;
     const char *flow = NULL;
-    st = peat_builtin_init();
+    st = peat_campaign_builtin_init();
     if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st == PEAT_OK && !(k = peat_registry_find(o.kernel)))
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s' (see `peat list`)", o.kernel);
@@ -267,16 +267,16 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
 static int cmd_inject(int argc, char **argv, const char *cmdline)
 {
     peat_fi_opts o;
-    peat_fi_opts_default(&o);
+    peat_run_fi_opts_default(&o);
     peat_status st = peat_cli_parse(&peat_cli_inject, argc, argv, &o);
     if (st != PEAT_OK) return die_status(st);
     if (!o.campaign) return die("inject needs --campaign DIR (see `peat help inject`)");
     if (!o.models && !o.show) return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
     peat_fi_result r;
-    st = peat_fi_run(&o, &r);
+    st = peat_run_fi(&o, &r);
     if (st != PEAT_OK) return die_status(st);
-    peat_fi_print(stdout, &r);
-    peat_fi_result_free(&r);
+    peat_run_fi_print(stdout, &r);
+    peat_run_fi_result_free(&r);
     return EXIT_PASS;
 }
 
@@ -286,8 +286,8 @@ static const struct {
     int (*run)(int argc, char **argv, const char *cmdline);
 } commands[] = {
     {&peat_cli_run, cmd_run},
-    {&peat_cli_ci, peat_ci_main},
-    {&peat_cli_diff, peat_diff_main},
+    {&peat_cli_ci, peat_cli_ci_main},
+    {&peat_cli_diff, peat_cli_diff_main},
     {&peat_cli_list, cmd_list},
     {&peat_cli_inspect, cmd_inspect},
     {&peat_cli_calibrate, cmd_calibrate},
@@ -320,7 +320,7 @@ static void help_command(const peat_cli_cmd *cli)
     peat_campaign_opts run;
     peat_campaign_opts_default(&run);
     peat_fi_opts inject;
-    peat_fi_opts_default(&inject);
+    peat_run_fi_opts_default(&inject);
     const void *defaults = cli == &peat_cli_run                 ? (const void *)&run
                            : cli == &peat_cli_calibrate         ? (const void *)&calibrate_defaults
                            : cli == &peat_cli_calibrate_latency ? (const void *)&latency_defaults
@@ -396,7 +396,7 @@ static int dispatch(int argc, char **argv)
     char *words[PEAT_CMDLINE_MAX_ARGS];
     int nw = argc < PEAT_CMDLINE_MAX_ARGS ? argc : PEAT_CMDLINE_MAX_ARGS;
     for (int i = 0; i < nw; i++) words[i] = i ? argv[i] : "peat";
-    if (peat_cmdline_join(nw, words, cmdline, sizeof cmdline) != PEAT_OK) cmdline[0] = 0;
+    if (peat_cli_cmdline_join(nw, words, cmdline, sizeof cmdline) != PEAT_OK) cmdline[0] = 0;
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return cmd_help(0, NULL);
     if (strcmp(cmd, "help") == 0) return cmd_help(argc - 2, argv + 2);

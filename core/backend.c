@@ -47,7 +47,7 @@ int peat_backend_available(const char *name)
     return 0;
 }
 
-peat_status peat_backend_open(const char *name, int device, peat_backend_t *out)
+peat_status peat_backend_create(const char *name, int device, peat_backend_t *out)
 {
     *out = NULL;
     const struct peat_backend_iface *iface = NULL;
@@ -112,7 +112,7 @@ peat_status peat_backend_get(const char *name, peat_backend_t *out)
     while (i < MAX_BACKENDS && shared[i].b && strcmp(shared[i].name, name) != 0) i++;
     if (i == MAX_BACKENDS)
         st = PEAT_ERROR(PEAT_ERR_INTERNAL, "backend table full");
-    else if (!shared[i].b && (st = peat_backend_open(name, 0, &shared[i].b)) == PEAT_OK) {
+    else if (!shared[i].b && (st = peat_backend_create(name, 0, &shared[i].b)) == PEAT_OK) {
         shared[i].name = peat_backend_name(shared[i].b);
         if (!atexit_done) atexit(shared_close_all), atexit_done = 1;
     }

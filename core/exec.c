@@ -27,7 +27,7 @@ struct peat_exec {
     int64_t swap_eligible, swap_done;
 };
 
-peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t **out)
+peat_status peat_exec_alloc(const char *flow_name, uint64_t seed, peat_exec_t **out)
 {
     peat_exec_t *ex = calloc(1, sizeof *ex);
     if (!ex) return PEAT_ERROR(PEAT_ERR_NOMEM, "exec context");

@@ -61,7 +61,7 @@ struct peat_profiler {
     peat_exec_t *ex;
 };
 
-peat_profiler_t *peat_profiler_alloc(const peat_profile_policy *pol, peat_record_sink sink,
+peat_profiler_t *peat_profiler_new(const peat_profile_policy *pol, peat_record_sink sink,
                                      void *user)
 {
     peat_profiler_t *pr = calloc(1, sizeof *pr);

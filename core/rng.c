@@ -51,7 +51,7 @@ static void xoshiro_seed(xoshiro_state *st, uint64_t seed)
     for (int i = 0; i < 4; i++) st->s[i] = splitmix64(&seed);
 }
 
-/* GSL's seeding hook takes an unsigned long (32 bits on some ABIs): peat_rng_alloc seeds the
+/* GSL's seeding hook takes an unsigned long (32 bits on some ABIs): peat_rng_new seeds the
  * state itself with all 64 bits; this serves gsl_rng_set callers. */
 static void gsl_xoshiro_set(void *state, unsigned long seed)
 {
@@ -80,7 +80,7 @@ struct peat_rng {
     uint64_t seed;
 };
 
-peat_rng_t *peat_rng_alloc(uint64_t seed)
+peat_rng_t *peat_rng_new(uint64_t seed)
 {
     peat_core_init();
     peat_rng_t *p = malloc(sizeof *p);

@@ -40,7 +40,7 @@
 #define FORMULA_GROSS_MIN   0.05 /* a formula error: gross errors in >= 5% of the elements ... */
 #define FORMULA_BEYOND_BF16 131072.0 /* ... and (biased) beyond 2^17 bounds: bf16 truncating */
 
-const char *peat_finding_name(peat_finding_class c)
+const char *peat_detector_finding_name(peat_finding_class c)
 {
     static const char *names[PEAT_FIND_COUNT] = {"BIT_EXACT",
                                                  "WITHIN_BOUND",
@@ -67,15 +67,15 @@ const char *peat_finding_name(peat_finding_class c)
     return (unsigned)c < PEAT_FIND_COUNT ? names[c] : "?";
 }
 
-peat_finding_class peat_finding_parse(const char *name)
+peat_finding_class peat_detector_finding_parse(const char *name)
 {
     for (int c = 0; c < PEAT_FIND_COUNT; c++)
-        if (!strcmp(peat_finding_name((peat_finding_class)c), name)) return (peat_finding_class)c;
+        if (!strcmp(peat_detector_finding_name((peat_finding_class)c), name)) return (peat_finding_class)c;
     if (!strcmp(name, "TILE")) return PEAT_FIND_TILE; /* the name STRUCTURAL had before */
     return PEAT_FIND_COUNT;
 }
 
-const char *peat_acceptance_name(peat_acceptance a)
+const char *peat_detector_acceptance_name(peat_acceptance a)
 {
     switch (a) {
     case PEAT_ACCEPT_PASS:

@@ -73,10 +73,10 @@ peat_detector_ctx peat_detector_ctx_from_kernel(const peat_kernel *k);
  * same calls. Writes at most max findings, returns how many (>= 1: UNKNOWN if nothing fires). */
 int peat_detector_run(const peat_signature *cand, const peat_signature *golden,
                       const peat_detector_ctx *ctx, peat_finding *out, int max);
-const char *peat_finding_name(peat_finding_class c);
-/* The class of a name as peat_finding_name spells it (PEAT_FIND_COUNT if none). */
-peat_finding_class peat_finding_parse(const char *name);
-const char *peat_acceptance_name(peat_acceptance a);
+const char *peat_detector_finding_name(peat_finding_class c);
+/* The class of a name as peat_detector_finding_name spells it (PEAT_FIND_COUNT if none). */
+peat_finding_class peat_detector_finding_parse(const char *name);
+const char *peat_detector_acceptance_name(peat_acceptance a);
 /* The worst acceptance over the findings. */
 peat_acceptance peat_detector_verdict(const peat_finding *f, int n);
 
@@ -178,10 +178,10 @@ double peat_detector_band_factor(int df, double a);
 /* Judges a run against the band (same n and n_eval). */
 peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,
                                         peat_runtime_verdict *v);
-const char *peat_runtime_class_name(peat_runtime_class c);
+const char *peat_detector_runtime_class_name(peat_runtime_class c);
 /* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES and DUE -> FAIL. */
-peat_acceptance peat_runtime_acceptance(peat_runtime_class c);
+peat_acceptance peat_detector_runtime_acceptance(peat_runtime_class c);
 /* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */
-peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped);
+peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped);
 
 #endif

@@ -24,14 +24,14 @@
 #define PERSIST        3     /* a drift counts when it lasts 3 iterations */
 #define EXPLODE_FACTOR 3.0   /* loss above 3x the band's highest loss so far: an explosion */
 
-const char *peat_runtime_class_name(peat_runtime_class c)
+const char *peat_detector_runtime_class_name(peat_runtime_class c)
 {
     static const char *n[PEAT_RUNTIME_CLASS_COUNT] = {"TRAINING_EQUIVALENT", "DEGRADES", "DIVERGES",
                                                       "DUE"};
     return (unsigned)c < PEAT_RUNTIME_CLASS_COUNT ? n[c] : "?";
 }
 
-peat_acceptance peat_runtime_acceptance(peat_runtime_class c)
+peat_acceptance peat_detector_runtime_acceptance(peat_runtime_class c)
 {
     return c == PEAT_RUNTIME_EQUIVALENT ? PEAT_ACCEPT_PASS
            : c == PEAT_RUNTIME_DEGRADES ? PEAT_ACCEPT_WARN
@@ -329,7 +329,7 @@ peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_r
     return PEAT_OK;
 }
 
-peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped)
+peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped)
 {
     peat_finding f;
     memset(&f, 0, sizeof f);
@@ -338,7 +338,7 @@ peat_finding peat_runtime_finding(const peat_runtime_verdict *v, const char *run
             : v->cls == PEAT_RUNTIME_DUE      ? PEAT_FIND_DUE
                                               : PEAT_FIND_DIVERGES;
     f.confidence = 1.0;
-    f.accept = peat_runtime_acceptance(v->cls);
+    f.accept = peat_detector_runtime_acceptance(v->cls);
     if (v->iter >= 0)
         snprintf(f.params, sizeof f.params, "iter=%lld metric=%s", (long long)v->iter, v->metric);
     snprintf(f.evidence[0], sizeof f.evidence[0], "runtime FI, %.40s (%lld calls swapped): %.160s",

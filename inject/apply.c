@@ -461,7 +461,7 @@ peat_status peat_inject_run(const peat_inject_model_t *m, const peat_kernel *k, 
                               "inject %s: output %d must be an allocated F32 tensor", m->spec, o);
     PEAT_TRY(peat_op_check(a));
     /* one independent stream per model name: the same seed gives the same faults */
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, m->def->name));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(seed, m->def->name));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: rng");
     peat_args b = *a;
     inputs w = {{0}};
@@ -537,7 +537,7 @@ peat_status peat_inject_corrupt_tensor(const peat_inject_model_t *m, peat_op_kin
     a.op = op;
     a.n_out = 1;
     a.out[0] = t;
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, m->def->name));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(seed, m->def->name));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: rng");
     peat_status st = corrupt(m, &a, r);
     peat_rng_free(r);
@@ -546,7 +546,7 @@ peat_status peat_inject_corrupt_tensor(const peat_inject_model_t *m, peat_op_kin
 
 peat_status peat_inject_outputs(const peat_inject_model_t *m, const peat_args *a, uint64_t seed)
 {
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, m->def->name));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(seed, m->def->name));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "inject: rng");
     peat_status st = corrupt(m, a, r);
     peat_rng_free(r);

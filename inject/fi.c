@@ -53,7 +53,7 @@ peat_status peat_inject_trial_plan(const peat_inject_model_t *m, peat_inject_sit
     t->target = -1;
     t->bit = -1;
     t->prop = PEAT_INJECT_OUTCOME_COUNT; /* not followed (yet) */
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(t->seed, "plan"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(t->seed, "plan"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi plan: rng");
     t->record = (int64_t)peat_rng_int(r, (uint64_t)n_records);
     if (has_bit(m)) {
@@ -146,7 +146,7 @@ static peat_status site_input(const peat_inject_model_t *m, const peat_kernel *k
     if (total == 0)
         return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "fi: %s has no F32 input to corrupt",
                           peat_op_name(a->op));
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(t->seed, "target"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(t->seed, "target"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: rng");
     int64_t w = (int64_t)peat_rng_int(r, (uint64_t)total);
     peat_rng_free(r);
@@ -186,7 +186,7 @@ static peat_status site_acc(const peat_inject_model_t *m, const peat_args *a,
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], nb = a->p.i[5];
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
     int64_t count = (int64_t)peat_inject_param_get(m, "count");
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(t->seed, m->def->name));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(t->seed, m->def->name));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: rng");
     for (int64_t c = 0; c < count; c++) {
         int64_t e = (int64_t)peat_rng_int(r, (uint64_t)(nb * M * N)), step = 0;

@@ -152,7 +152,7 @@ double peat_latency_rss_bytes(void)
     return ok ? (double)resident * (double)sysconf(_SC_PAGESIZE) : 0;
 }
 
-peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
+peat_status peat_latency_env_init(const char *backend, peat_latency_env *env)
 {
     memset(env, 0, sizeof *env);
     if (!backend || strcmp(backend, "auto") == 0) backend = "cpu";
@@ -160,7 +160,7 @@ peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
         PEAT_TRY(peat_predictor_device_cpu(&env->dev));
     } else {
         peat_backend_t b = NULL;
-        PEAT_TRY(peat_backend_open(backend, 0, &b));
+        PEAT_TRY(peat_backend_create(backend, 0, &b));
         peat_device_info info;
         peat_status st = peat_backend_device_info(b, &info);
         peat_backend_close(b);
@@ -177,7 +177,7 @@ peat_status peat_latency_env_open(const char *backend, peat_latency_env *env)
 peat_status peat_latency_device(const char *backend, peat_pred_device *d, peat_pred_clock *clk)
 {
     peat_latency_env env;
-    PEAT_TRY(peat_latency_env_open(backend, &env));
+    PEAT_TRY(peat_latency_env_init(backend, &env));
     *d = env.dev;
     *clk = env.clock;
     return PEAT_OK;
@@ -315,17 +315,17 @@ static peat_status cal_job_run(void *arg)
 static peat_status calibrate_candidate(const peat_kernel *k, const peat_latency_env *env,
                                        peat_pred_ktable *kt)
 {
-    cal_job *j = peat_isolate_shared(sizeof *j);
+    cal_job *j = peat_campaign_isolate_shared(sizeof *j);
     if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "calibration job");
     j->k = k, j->dev = env->dev;
     char why[256];
-    peat_status st = peat_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
+    peat_status st = peat_campaign_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
     if (st == PEAT_OK) {
         *kt = j->kt;
         peat_predictor_gate_merge(j->timings, j->quiet, j->best);
     } else if (st == PEAT_ERR_KERNEL)
         st = PEAT_ERROR(PEAT_ERR_KERNEL, "%s", why);
-    peat_isolate_shared_free(j, sizeof *j);
+    peat_campaign_isolate_shared_free(j, sizeof *j);
     return st;
 }
 

@@ -48,7 +48,7 @@ typedef struct peat_latency_env {
 } peat_latency_env;
 
 /* Describes the device of a backend ("cpu", "cuda", "hip"; "auto" = cpu) and warms it up. */
-peat_status peat_latency_env_open(const char *backend, peat_latency_env *env);
+peat_status peat_latency_env_init(const char *backend, peat_latency_env *env);
 /* Sets env->slowdown from the reference call and table t: kernel and harness-work predictions
  * from the table are multiplied by it (clamped to 0.5 .. 3). */
 void peat_latency_env_speed(peat_latency_env *env, const peat_pred_table *t);
@@ -86,7 +86,7 @@ peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *k
  * checks for stray writes), against the two calls alone; analysis_t[i] what playback's analysis
  * of call i's analysis_x[i] output elements takes after the call, as the campaign makes it, into
  * accumulators that start empty
- * (stage_playback.c's peat_playback_accumulate: magnitudes, both accumulators, plots), for each of
+ * (stage_playback.c's peat_campaign_playback_accumulate: magnitudes, both accumulators, plots), for each of
  * the n calls in turn (at most PEAT_LATENCY_REPLAY_MAX): the mean of 5, not their median, as the
  * campaign pays every add and some adds cost more by their nature (a sample set that grows or is
  * cut: mlp's 2048-element call took 0.18 ms and 0.38-0.61 ms every other add) */
@@ -158,7 +158,7 @@ typedef struct peat_latency_flow {
     double side_factor;    /* CPU seconds of a step with runs side by side (runtime FI) per
                               CPU second of a step alone (>= 1 where they contend) */
     double distance_s;     /* runtime FI's weight distance of one run from the golden run's,
-                              after each iteration (peat_runtime_distance_s) */
+                              after each iteration (peat_campaign_runtime_distance_s) */
     peat_record_list op;   /* the step's calls of the captured op, recorded as profile does */
     peat_probe_set probes; /* the probe stage's calls, made from those records as it does */
 } peat_latency_flow;

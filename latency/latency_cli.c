@@ -21,10 +21,10 @@ static void print_clock(FILE *f, const peat_latency_env *env)
 peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_dir, int force,
                                        FILE *out)
 {
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     double t0 = peat_predictor_now();
     peat_latency_env env;
-    PEAT_TRY(peat_latency_env_open(backend, &env));
+    PEAT_TRY(peat_latency_env_init(backend, &env));
     peat_pred_table t;
     peat_latency_calib c;
     PEAT_TRY(peat_latency_calibrate(&env, cache_dir, force, NULL, &t, &c, out));
@@ -69,27 +69,27 @@ peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_di
 peat_status peat_latency_flow_for(const peat_kernel *k, const char *flow, const char **out)
 {
     if (flow) {
-        if (!peat_flow_describe(flow))
+        if (!peat_models_flow_describe(flow))
             return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s'", flow);
-        if (!(peat_flow_op_mask(flow) & (1u << k->op)))
+        if (!(peat_models_flow_op_mask(flow) & (1u << k->op)))
             return PEAT_ERROR(PEAT_ERR_INVAL, "flow '%s' never calls %s", flow,
                               peat_op_name(k->op));
         *out = flow;
         return PEAT_OK;
     }
-    const char *const *names = peat_flow_names();
+    const char *const *names = peat_models_flow_names();
     for (int i = 0; names[i]; i++)
-        if (peat_flow_op_mask(names[i]) & (1u << k->op)) {
+        if (peat_models_flow_op_mask(names[i]) & (1u << k->op)) {
             *out = names[i];
             return PEAT_OK;
         }
     return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s", peat_op_name(k->op));
 }
 
-peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_model *m)
+peat_status peat_latency_model_init(const peat_latency_opts *o, peat_latency_model *m)
 {
     memset(m, 0, sizeof *m);
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     if (o->run)
         m->run = *o->run;
     else
@@ -100,7 +100,7 @@ peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_mod
     PEAT_TRY(peat_latency_flow_for(m->kernel, o->flow, &m->flow));
     const char *be =
         o->backend && strcmp(o->backend, "auto") != 0 ? o->backend : m->kernel->backend;
-    PEAT_TRY(peat_latency_env_open(be, &m->env));
+    PEAT_TRY(peat_latency_env_init(be, &m->env));
     peat_latency_calib c;
     PEAT_TRY(peat_latency_calibrate(&m->env, o->cache_dir, 0, m->kernel, &m->table, &c, o->log));
     int band = m->run.runtime_band > 0 ? m->run.runtime_band : PEAT_RUNTIME_DEFAULT_BAND;
@@ -135,7 +135,7 @@ peat_status peat_latency_cli_predict(const peat_latency_opts *o, int64_t iters, 
                                      FILE *out)
 {
     peat_latency_model m;
-    PEAT_TRY(peat_latency_model_open(o, &m));
+    PEAT_TRY(peat_latency_model_init(o, &m));
     peat_pred_plan p;
     peat_status st = peat_latency_plan_for(&m, iters, calls, &p);
     if (st == PEAT_OK)

@@ -28,7 +28,7 @@ typedef struct peat_latency_model {
     double calib_s;         /* calibration it needed (0: all from the cache) */
 } peat_latency_model;
 
-peat_status peat_latency_model_open(const peat_latency_opts *o, peat_latency_model *m);
+peat_status peat_latency_model_init(const peat_latency_opts *o, peat_latency_model *m);
 void peat_latency_model_close(peat_latency_model *m);
 /* The flow a kernel is validated on: flow if given (checked), else the first that calls its op. */
 peat_status peat_latency_flow_for(const peat_kernel *k, const char *flow, const char **out);
@@ -51,6 +51,6 @@ peat_status peat_latency_duration_parse(const char *s, double *seconds);
 /* The plan stage of `peat run --budget` (stage_plan.c): sizes the campaign to the budget and
  * hands playback and runtime FI its stop and steering rules (campaign/stages.h). */
 struct peat_campaign;
-peat_status peat_stage_plan(struct peat_campaign *c);
+peat_status peat_latency_stage_plan(struct peat_campaign *c);
 
 #endif

@@ -53,8 +53,8 @@ static peat_status capture_sink(void *user, peat_record *r)
 static double flow_state_bytes(peat_flow_t *f)
 {
     double b = 0;
-    for (int i = 0; i < peat_flow_state_count(f); i++) {
-        const peat_tensor *t = peat_flow_state(f, i, NULL);
+    for (int i = 0; i < peat_models_flow_state_count(f); i++) {
+        const peat_tensor *t = peat_models_flow_state(f, i, NULL);
         b += (double)peat_tensor_numel(t) * (double)peat_dtype_size(t->dtype);
     }
     return b;
@@ -68,7 +68,7 @@ static peat_status time_more(peat_flow_t *f, int eval, double *s)
     for (int i = 0; i < 3; i++) {
         peat_flow_metrics m;
         double t0 = peat_latency_thread_cpu_s();
-        PEAT_TRY(eval ? peat_flow_eval(f, &m) : peat_flow_step(f, &m));
+        PEAT_TRY(eval ? peat_models_flow_eval(f, &m) : peat_models_flow_step(f, &m));
         t[i] = peat_latency_thread_cpu_s() - t0;
     }
     double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
@@ -99,13 +99,13 @@ static void *side_run(void *arg)
     side_flow *s = arg;
     peat_flow_metrics m;
     pthread_barrier_wait(s->start);
-    double t0 = peat_latency_thread_cpu_s(), w0 = peat_now();
+    double t0 = peat_latency_thread_cpu_s(), w0 = peat_campaign_now();
     for (int i = 0; s->st == PEAT_OK && (i < 3 || !__atomic_load_n(s->stop, __ATOMIC_RELAXED));
          i++) {
         for (int j = 0; j < 2 && s->st == PEAT_OK; j++)
-            s->st = peat_flow_step(s->f[j], &m), s->steps++;
+            s->st = peat_models_flow_step(s->f[j], &m), s->steps++;
         /* the first to have stepped long enough stops both: they overlap to the end */
-        if (i >= 2 && (peat_now() - w0 >= SIDE_MIN_S || i >= 10000))
+        if (i >= 2 && (peat_campaign_now() - w0 >= SIDE_MIN_S || i >= 10000))
             __atomic_store_n(s->stop, 1, __ATOMIC_RELAXED);
     }
     s->cpu = peat_latency_thread_cpu_s() - t0;
@@ -125,9 +125,9 @@ static peat_status side_by_side(const char *flow, const peat_flow_config *cfg, d
     peat_flow_metrics m;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < 2 && st == PEAT_OK; j++) {
-            st = peat_exec_create(flow, cfg->seed, &s[t].ex[j]);
-            if (st == PEAT_OK) st = peat_flow_create(flow, cfg, s[t].ex[j], &s[t].f[j]);
-            if (st == PEAT_OK) st = peat_flow_step(s[t].f[j], &m); /* first touch */
+            st = peat_exec_alloc(flow, cfg->seed, &s[t].ex[j]);
+            if (st == PEAT_OK) st = peat_models_flow_alloc(flow, cfg, s[t].ex[j], &s[t].f[j]);
+            if (st == PEAT_OK) st = peat_models_flow_step(s[t].f[j], &m); /* first touch */
         }
     pthread_t th;
     int started = 0;
@@ -151,7 +151,7 @@ static peat_status side_by_side(const char *flow, const peat_flow_config *cfg, d
     for (int t = 0; t < 2; t++) {
         if (st == PEAT_OK && t < T) st = s[t].st;
         if (t < T) cpu += s[t].cpu, steps += s[t].steps;
-        for (int j = 0; j < 2; j++) peat_flow_free(s[t].f[j]), peat_exec_free(s[t].ex[j]);
+        for (int j = 0; j < 2; j++) peat_models_flow_free(s[t].f[j]), peat_exec_free(s[t].ex[j]);
     }
     *factor = st == PEAT_OK && steps > 0 && alone > 0 ? cpu / steps / alone : 1.0;
     return st;
@@ -169,23 +169,23 @@ static peat_status capture_run(const char *flow, const peat_flow_config *cfg, pe
     memset(&pol, 0, sizeof pol);
     /* the first step only: the timed steps after it must not pay for recording */
     pol.op_mask = 1u << op, pol.every_k = 1, pol.iter_lo = 0, pol.iter_hi = 1;
-    peat_profiler_t *prof = op < PEAT_OP_COUNT ? peat_profiler_alloc(&pol, capture_sink, c) : NULL;
-    PEAT_TRY(peat_exec_create(flow, cfg->seed, &ex));
+    peat_profiler_t *prof = op < PEAT_OP_COUNT ? peat_profiler_new(&pol, capture_sink, c) : NULL;
+    PEAT_TRY(peat_exec_alloc(flow, cfg->seed, &ex));
     peat_status st = peat_exec_add_hook(ex, capture_hook, c);
     if (st == PEAT_OK && prof) st = peat_profiler_attach(prof, ex);
     double t0 = peat_latency_thread_cpu_s();
-    if (st == PEAT_OK) st = peat_flow_create(flow, cfg, ex, &f);
+    if (st == PEAT_OK) st = peat_models_flow_alloc(flow, cfg, ex, &f);
     c->f->create_s = peat_latency_thread_cpu_s() - t0;
-    if (st == PEAT_OK) st = peat_flow_step(f, &m);
+    if (st == PEAT_OK) st = peat_models_flow_step(f, &m);
     c->f->n_step = c->f->n;
     c->recording = 0;
-    if (st == PEAT_OK) st = peat_flow_eval(f, &m);
+    if (st == PEAT_OK) st = peat_models_flow_eval(f, &m);
     c->counting = 0;
     if (st == PEAT_OK) st = time_more(f, 0, &c->f->step_s);
     if (st == PEAT_OK) st = time_more(f, 1, &c->f->eval_s);
     if (st == PEAT_OK) c->f->state_bytes = flow_state_bytes(f);
-    if (st == PEAT_OK) c->f->distance_s = peat_runtime_distance_s(f);
-    peat_flow_free(f);
+    if (st == PEAT_OK) c->f->distance_s = peat_campaign_runtime_distance_s(f);
+    peat_models_flow_free(f);
     if (st == PEAT_OK) st = side_by_side(flow, cfg, c->f->step_s, &c->f->side_factor);
     peat_exec_free(ex);
     peat_profiler_free(prof);
@@ -200,7 +200,7 @@ peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *
     peat_status st = capture_run(flow, cfg, op, &c);
     if (st == PEAT_OK) st = c.st;
     /* the probe stage makes its calls from the recorded ones (shapes beyond them, their scale) */
-    if (st == PEAT_OK && out->op.n > 0) st = peat_probe_set_make(&out->op, cfg->seed, &out->probes);
+    if (st == PEAT_OK && out->op.n > 0) st = peat_analyzer_probe_set_make(&out->op, cfg->seed, &out->probes);
     if (st != PEAT_OK) peat_latency_flow_free(out);
     return st;
 }
@@ -209,7 +209,7 @@ void peat_latency_flow_free(peat_latency_flow *f)
 {
     free(f->calls);
     peat_record_list_clear(&f->op);
-    peat_probe_set_free(&f->probes);
+    peat_analyzer_probe_set_free(&f->probes);
     memset(f, 0, sizeof *f);
 }
 
@@ -320,14 +320,14 @@ static peat_status shape_candidate_s(const peat_pred_table *t, const peat_latenc
                                      const peat_kernel *k, const peat_op_params *p, double *s,
                                      int *failed)
 {
-    shape_job *j = peat_isolate_shared(sizeof *j);
+    shape_job *j = peat_campaign_isolate_shared(sizeof *j);
     if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "timing job");
     j->k = k, j->p = *p;
     char why[256];
     /* six calls of a training step's size: seconds mean it hangs */
-    peat_status st = peat_isolate_work(k->name, shape_job_run, j, 2.0, why, sizeof why);
+    peat_status st = peat_campaign_isolate_work(k->name, shape_job_run, j, 2.0, why, sizeof why);
     *s = j->s;
-    peat_isolate_shared_free(j, sizeof *j);
+    peat_campaign_isolate_shared_free(j, sizeof *j);
     *failed = st == PEAT_ERR_KERNEL;
     return *failed ? kernel_s(t, env, k, p, s) : st;
 }
@@ -462,7 +462,7 @@ static peat_status probe_costs(const peat_pred_table *t, const peat_latency_env 
     if (k->op != PEAT_OP_GEMM) return PEAT_OK;
     /* GEMM's arithmetic-property call: references once, the candidate twice (each forked) */
     peat_args in;
-    PEAT_TRY(peat_gemm_props_call(&in));
+    PEAT_TRY(peat_analyzer_gemm_props_call(&in));
     double s = 0, cand = 0;
     peat_status st = probe_s(t, env, k, &in, 0, &s);
     if (st == PEAT_OK) st = kernel_s(t, env, k, &in.p, &cand);
@@ -493,7 +493,7 @@ static peat_status runtime_runs_of(const peat_kernel *k, const peat_campaign_opt
         rr->share[rr->n] = r ? 1.0 : 0.0;
     }
     const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    PEAT_TRY(peat_runtime_freqs_check(freqs));
+    PEAT_TRY(peat_campaign_runtime_freqs_check(freqs));
     char buf[256], *save = NULL;
     snprintf(buf, sizeof buf, "%s", freqs);
     for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save), rr->n++) {
@@ -679,7 +679,7 @@ static peat_status probes_now(const peat_pred_table *t, const peat_latency_env *
         for (int rep = 0; rep < 3 && st == PEAT_OK; rep++) {
             double t0 = peat_campaign_cpu_s();
             memset(&out, 0, sizeof out);
-            st = peat_stage_probe_one(&po, g, pr, &ctx, &out);
+            st = peat_campaign_stage_probe_one(&po, g, pr, &ctx, &out);
             r[rep] = peat_campaign_cpu_s() - t0;
         }
         if (st == PEAT_OK) x[m] = out_elems(k->op, &pr->args.p), tm[m++] = 0.5 * (r[1] + r[2]);
@@ -706,14 +706,14 @@ static peat_status probes_now(const peat_pred_table *t, const peat_latency_env *
     double r[2];
     for (int rep = 0; rep < 2 && st == PEAT_OK; rep++) {
         double t0 = peat_campaign_cpu_s();
-        st = peat_stage_probe_props(&po, g, res);
+        st = peat_campaign_stage_probe_props(&po, g, res);
         r[rep] = peat_campaign_cpu_s() - t0;
     }
     free(res);
     PEAT_TRY(st);
     /* the candidate runs twice there */
     peat_args in;
-    PEAT_TRY(peat_gemm_props_call(&in));
+    PEAT_TRY(peat_analyzer_gemm_props_call(&in));
     double cand = 0, gold = 0;
     st = kernel_s(t, env, k, &in.p, &cand);
     if (st == PEAT_OK) st = kernel_s(t, env, g, &in.p, &gold);
@@ -774,8 +774,8 @@ peat_status peat_latency_plan_counts(const peat_latency_flow *fl, const peat_cam
     p->probes = o->no_probes ? 0 : fl->probes.n;
     if (o->no_runtime || o->finetune_from) return PEAT_OK;
     const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    PEAT_TRY(peat_runtime_freqs_check(freqs));
-    p->runtime_freqs = peat_runtime_freqs_count(freqs);
+    PEAT_TRY(peat_campaign_runtime_freqs_check(freqs));
+    p->runtime_freqs = peat_campaign_runtime_freqs_count(freqs);
     p->runtime_runs =
         (o->runtime_band > 0 ? o->runtime_band : PEAT_RUNTIME_DEFAULT_BAND) + p->runtime_freqs;
     /* the runs train as long as the profiled one */

@@ -184,7 +184,7 @@ static peat_status synth_make(synth_out *o)
 {
     memset(o, 0, sizeof *o);
     o->mag = malloc(sizeof *o->mag * SYNTH_N);
-    peat_rng_t *rng = peat_rng_alloc(7);
+    peat_rng_t *rng = peat_rng_new(7);
     peat_status st = o->mag && rng ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "analysis");
     if (st == PEAT_OK)
         st = peat_tensor_alloc2(PEAT_DTYPE_F32, SYNTH_N / SYNTH_COLS, SYNTH_COLS, &o->test);
@@ -225,8 +225,8 @@ static peat_status synth_adds(const synth_out *o, peat_analyzer_acc_t *a, peat_a
 static peat_status analyze_once(int64_t elems, double *add_s, double *sig_s, double *held_b)
 {
     double rss0 = peat_latency_rss_bytes(), out0 = (double)peat_analyzer_unforked_bytes();
-    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
-    peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *a = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *b = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
     synth_out o;
     peat_status st = a && b ? synth_make(&o) : PEAT_ERROR(PEAT_ERR_NOMEM, "analysis");
     int made = st == PEAT_OK;
@@ -303,25 +303,25 @@ static peat_status relu_call(const peat_kernel **k, peat_pred_call *c)
     return peat_predictor_call_alloc(*k, &p, 1, c);
 }
 
-/* A call of k through playback's guards (guarded outputs; peat_isolate_call: input copies, the
+/* A call of k through playback's guards (guarded outputs; peat_campaign_isolate_call: input copies, the
  * checks for stray writes), forked when isolate: *run_s the CPU seconds of the call through
- * peat_isolate_run, of process and children (not the outputs' allocation). */
+ * peat_campaign_isolate_run, of process and children (not the outputs' allocation). */
 static peat_status guarded_run(const peat_kernel *k, const peat_pred_call *c, int isolate,
                                double *run_s)
 {
     peat_args a = c->a;
     a.n_out = 0;
-    PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
+    PEAT_TRY(peat_campaign_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
     char why[256];
     double t0 = peat_campaign_cpu_s();
-    peat_status st = peat_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
+    peat_status st = peat_campaign_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
     *run_s = peat_campaign_cpu_s() - t0;
-    peat_isolate_outputs_free(&a);
+    peat_campaign_isolate_outputs_free(&a);
     return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
 }
 
 /* One replayed call as playback makes it: guarded outputs, the candidate through
- * peat_isolate_call (input copies, the checks for stray writes) forked or not, then the exact
+ * peat_campaign_isolate_call (input copies, the checks for stray writes) forked or not, then the exact
  * reference and, after the call as the campaign makes it (forked when fork), playback's analysis
  * of its outputs (magnitudes, both accumulators, plots: stage_playback.c's own code, into ac, ag
  * and pl); and the two calls alone. CPU seconds of process and children: sec[0] forked, sec[1]
@@ -344,7 +344,7 @@ static peat_status replay_once(const peat_kernel *k, const peat_kernel *ex, cons
         double tr = 0, ta = 0;
         t0 = peat_campaign_cpu_s();
         for (int o = 0; o < c->a.n_out && o < e->a.n_out; o++)
-            PEAT_TRY(peat_playback_accumulate(an[0], an[1], pl, 0, &c->a, o, c->a.out[o],
+            PEAT_TRY(peat_campaign_playback_accumulate(an[0], an[1], pl, 0, &c->a, o, c->a.out[o],
                                               c->a.out[o], e->a.out[o], &tr, &ta));
         sec[3] = peat_campaign_cpu_s() - t0;
     }
@@ -370,8 +370,8 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
     memset(r, 0, sizeof *r);
     /* one pair of accumulators for all the adds, from empty, as a campaign's playback begins:
      * their growth (the sample's buffer, 7.9 MB at full capacity) is paid in these adds too */
-    peat_analyzer_acc_t *an[2] = {peat_analyzer_acc_alloc("c", k->op),
-                                  peat_analyzer_acc_alloc("g", k->op)};
+    peat_analyzer_acc_t *an[2] = {peat_analyzer_acc_new("c", k->op),
+                                  peat_analyzer_acc_new("g", k->op)};
     peat_plot_data *pl = calloc(1, sizeof *pl);
     peat_status st = an[0] && an[1] && pl ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "replay analysis");
     for (int i = 0; i < n && st == PEAT_OK; i++) {
@@ -455,7 +455,7 @@ static peat_status noop_hook(void *user, const peat_kernel *k, const peat_args *
 static peat_status cal_dispatch(double *x, double *t, int *n)
 {
     peat_exec_t *ex = NULL;
-    PEAT_TRY(peat_exec_create("calibration", 1, &ex));
+    PEAT_TRY(peat_exec_alloc("calibration", 1, &ex));
     peat_tensor *in = NULL, *out = NULL;
     peat_status st = peat_exec_add_hook(ex, noop_hook, NULL);
     if (st == PEAT_OK) st = peat_tensor_alloc1(PEAT_DTYPE_F32, 1, &in);
@@ -528,8 +528,8 @@ static peat_status judge_once(int64_t n, const peat_tensor *test, const peat_ten
 {
     const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
     double t0 = peat_latency_thread_cpu_s();
-    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
-    peat_analyzer_acc_t *b = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *a = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *b = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
     peat_status st = a && b && g ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "judge");
     if (st == PEAT_OK)
         st = peat_analyzer_acc_add_terms(a, test, exact, mag, 64, 64, n / 16, 16, NULL);
@@ -552,7 +552,7 @@ static peat_status cal_judge(double *x, double *t, int *n)
     static const int64_t sizes[] = {16, 256, 4096};
     peat_tensor *test = NULL, *exact = NULL;
     double *mag = malloc(sizeof *mag * 4096);
-    peat_rng_t *rng = peat_rng_alloc(3);
+    peat_rng_t *rng = peat_rng_new(3);
     peat_status st = mag && rng ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "judge calibration");
     *n = 0;
     for (size_t i = 0; st == PEAT_OK && i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -579,7 +579,7 @@ static peat_status cal_judge(double *x, double *t, int *n)
 /* The signatures of a small campaign, as JSON (what commit writes). */
 static peat_status signature_json(char **js)
 {
-    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *a = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
     peat_tensor *test = NULL, *exact = NULL;
     peat_status st = a ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "signature");
     if (st == PEAT_OK) st = peat_tensor_alloc2(PEAT_DTYPE_F32, 16, 16, &test);
@@ -594,10 +594,10 @@ static peat_status signature_json(char **js)
     peat_signature s;
     if (st == PEAT_OK) st = peat_analyzer_signature(a, &s);
     if (st == PEAT_OK) {
-        int len = peat_signature_to_json(&s, NULL, 0) + 1;
+        int len = peat_analyzer_signature_to_json(&s, NULL, 0) + 1;
         *js = malloc((size_t)len);
         if (!*js) st = PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
-        if (*js) peat_signature_to_json(&s, *js, (size_t)len);
+        if (*js) peat_analyzer_signature_to_json(&s, *js, (size_t)len);
     }
     peat_analyzer_acc_free(a);
     peat_tensor_free(test), peat_tensor_free(exact);
@@ -691,10 +691,10 @@ static void band_init(void)
         for (int r = 1; r < PEAT_RUNTIME_MAX_BAND; r++) {
             band_slot *b = &band_slots[op][r];
             b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
-            if (!b->golden || peat_inject_model_parse(peat_runtime_band_spec(r), &b->m) != PEAT_OK)
+            if (!b->golden || peat_inject_model_parse(peat_campaign_runtime_band_spec(r), &b->m) != PEAT_OK)
                 continue;
             snprintf(b->name, sizeof b->name, "runtime.band%d.%s", r, peat_op_name(op));
-            snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_runtime_band_spec(r),
+            snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_campaign_runtime_band_spec(r),
                      b->golden->name, id);
             b->k = *b->golden;
             b->k.name = b->name, b->k.desc = b->desc, b->k.fn = band_run, b->k.user = b;

@@ -72,7 +72,7 @@ static void cnn_draw(peat_rng_t *r, int c, int task, int S, int ch, float *img)
 
 static peat_status cnn_data(peat_flow_t *f, cnn_impl *m)
 {
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "cnn.data"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "cnn.data"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn: rng");
     peat_status st = PEAT_OK;
     peat_tensor **xs[2] = {&m->xtr, &m->xev}, **ys[2] = {&m->ytr, &m->yev};
@@ -99,7 +99,7 @@ static peat_status cnn_create(peat_flow_t *f)
     const peat_models_preset *ps = f->preset;
     if (f->cfg.depth + ps->strided > CNN_MAX_CONV)
         return PEAT_ERROR(PEAT_ERR_INVAL, "cnn: depth %d > %d at size %s", f->cfg.depth,
-                          CNN_MAX_CONV - ps->strided, peat_flow_size_name(f->cfg.size));
+                          CNN_MAX_CONV - ps->strided, peat_models_flow_size_name(f->cfg.size));
     int64_t B = f->cfg.batch, C = f->cfg.width;
     m->S = ps->image, m->ch = ps->channels, m->depth = f->cfg.depth;
     m->nc = f->cfg.depth + ps->strided;
@@ -115,7 +115,7 @@ static peat_status cnn_create(peat_flow_t *f)
     m->feat = m->cout[last] * m->side[m->nc] * m->side[m->nc];
     PEAT_TRY(cnn_data(f, m));
 
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "cnn.init"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "cnn.init"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn: rng");
     peat_status st = PEAT_OK;
     char nm[48];

@@ -22,7 +22,7 @@ static const peat_models_flow_ops *flow_find(const char *name)
     return NULL;
 }
 
-const char *const *peat_flow_names(void)
+const char *const *peat_models_flow_names(void)
 {
     static const char *names[N_FLOWS + 1];
     for (int k = 0; k < N_FLOWS; k++) names[k] = flow_table[k]->name;
@@ -30,13 +30,13 @@ const char *const *peat_flow_names(void)
     return names;
 }
 
-const char *peat_flow_describe(const char *name)
+const char *peat_models_flow_describe(const char *name)
 {
     const peat_models_flow_ops *o = flow_find(name);
     return o ? o->desc : NULL;
 }
 
-uint32_t peat_flow_op_mask_for(const char *name, const peat_flow_config *cfg)
+uint32_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg)
 {
     const peat_models_flow_ops *o = flow_find(name);
     if (!o) return 0;
@@ -44,9 +44,9 @@ uint32_t peat_flow_op_mask_for(const char *name, const peat_flow_config *cfg)
     return o->ops | (1u << (opt == PEAT_OPTIM_SGD ? PEAT_OP_SGD : PEAT_OP_ADAMW));
 }
 
-uint32_t peat_flow_op_mask(const char *name)
+uint32_t peat_models_flow_op_mask(const char *name)
 {
-    return peat_flow_op_mask_for(name, NULL);
+    return peat_models_flow_op_mask_for(name, NULL);
 }
 
 /* ---- parameters ------------------------------------------------------------------------- */
@@ -136,12 +136,12 @@ static peat_status state_build(peat_flow_t *f)
     return PEAT_OK;
 }
 
-int peat_flow_state_count(const peat_flow_t *f)
+int peat_models_flow_state_count(const peat_flow_t *f)
 {
     return f ? f->n_state : 0;
 }
 
-peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name)
+peat_tensor *peat_models_flow_state(peat_flow_t *f, int i, const char **name)
 {
     if (!f || i < 0 || i >= f->n_state) {
         if (name) *name = NULL;
@@ -151,17 +151,17 @@ peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name)
     return f->state[i];
 }
 
-int64_t peat_flow_step_count(const peat_flow_t *f)
+int64_t peat_models_flow_step_count(const peat_flow_t *f)
 {
     return f ? f->step : 0;
 }
 
-void peat_flow_set_step(peat_flow_t *f, int64_t step)
+void peat_models_flow_set_step(peat_flow_t *f, int64_t step)
 {
     if (f && step >= 0) f->step = step;
 }
 
-peat_status peat_flow_state_copy(const peat_flow_t *from, peat_flow_t *to)
+peat_status peat_models_flow_state_copy(const peat_flow_t *from, peat_flow_t *to)
 {
     if (!from || !to) return PEAT_ERROR(PEAT_ERR_INVAL, "state copy: NULL flow");
     if (from->ops != to->ops)
@@ -188,7 +188,7 @@ peat_status peat_flow_state_copy(const peat_flow_t *from, peat_flow_t *to)
 
 /* ---- create / free ---------------------------------------------------------------------- */
 
-peat_status peat_flow_create(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
+peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
                              peat_flow_t **out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "flow create: out is NULL");
@@ -237,14 +237,14 @@ peat_status peat_flow_create(const char *name, const peat_flow_config *cfg, peat
     peat_status st = o->create(f);
     if (st == PEAT_OK) st = state_build(f);
     if (st != PEAT_OK) {
-        peat_flow_free(f);
+        peat_models_flow_free(f);
         return st;
     }
     *out = f;
     return PEAT_OK;
 }
 
-void peat_flow_free(peat_flow_t *f)
+void peat_models_flow_free(peat_flow_t *f)
 {
     if (!f) return;
     if (f->ops->destroy) f->ops->destroy(f);
@@ -292,7 +292,7 @@ static peat_status optimizer_update(peat_flow_t *f)
     return PEAT_OK;
 }
 
-peat_status peat_flow_step(peat_flow_t *f, peat_flow_metrics *m)
+peat_status peat_models_flow_step(peat_flow_t *f, peat_flow_metrics *m)
 {
     if (!f) return PEAT_ERROR(PEAT_ERR_INVAL, "flow step: NULL flow");
     peat_exec_set_iter(f->ex, f->step);
@@ -314,7 +314,7 @@ peat_status peat_flow_step(peat_flow_t *f, peat_flow_metrics *m)
     return PEAT_OK;
 }
 
-peat_status peat_flow_eval(peat_flow_t *f, peat_flow_metrics *m)
+peat_status peat_models_flow_eval(peat_flow_t *f, peat_flow_metrics *m)
 {
     if (!f) return PEAT_ERROR(PEAT_ERR_INVAL, "flow eval: NULL flow");
     double loss = NAN, acc = NAN;

@@ -150,7 +150,7 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
     PEAT_TRY(add(f, "lnf.b", D, 0, 0, &m->lnfb));
     PEAT_TRY(add(f, "head.w", D, m->V, 1, &m->wh));
 
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "gpt.init"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "gpt.init"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: rng");
     /* residual-branch outputs are scaled down by sqrt(2 L) so the stream's variance does not
      * grow with depth (GPT-2's init) */
@@ -275,7 +275,7 @@ static peat_status gpt_create(peat_flow_t *f)
     m->ev_a = calloc(GPT_EVAL, sizeof *m->ev_a);
     m->ev_b = calloc(GPT_EVAL, sizeof *m->ev_b);
     if (!m->ev_a || !m->ev_b) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: held-out set");
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "gpt.eval"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "gpt.eval"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: rng");
     int64_t lim = ipow10(m->nd);
     for (int i = 0; i < GPT_EVAL;) {

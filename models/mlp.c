@@ -39,7 +39,7 @@ typedef struct mlp_impl {
 
 static peat_status mlp_data(peat_flow_t *f, mlp_impl *m)
 {
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "mlp.data"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "mlp.data"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "mlp: rng");
     double ctr[MLP_CLUSTERS][MLP_IN];
     for (int k = 0; k < MLP_CLUSTERS; k++)
@@ -80,7 +80,7 @@ static peat_status mlp_create(peat_flow_t *f)
     m->dim[m->L] = MLP_CLASSES;
     PEAT_TRY(mlp_data(f, m));
 
-    peat_rng_t *r = peat_rng_alloc(peat_seed_derive(f->cfg.seed, "mlp.init"));
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "mlp.init"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "mlp: rng");
     peat_status st = PEAT_OK;
     for (int l = 0; l < m->L && st == PEAT_OK; l++) {

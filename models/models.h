@@ -40,9 +40,9 @@ peat_status peat_flow_precision_parse(const char *name, int *precision);
 
 /* The size presets: tiny (the historical defaults), small, base (docs/flows.md). */
 enum { PEAT_FLOW_TINY = 0, PEAT_FLOW_SMALL, PEAT_FLOW_BASE, PEAT_FLOW_SIZES };
-const char *peat_flow_size_name(int size);
+const char *peat_models_flow_size_name(int size);
 /* "tiny", "small" or "base" into *size; anything else is PEAT_ERR_INVAL. */
-peat_status peat_flow_size_parse(const char *name, int *size);
+peat_status peat_models_flow_size_parse(const char *name, int *size);
 
 typedef struct peat_flow_metrics {
     double loss;     /* mean training loss of the last step */
@@ -55,27 +55,27 @@ typedef struct peat_flow_metrics {
 typedef struct peat_flow peat_flow_t;
 
 /* Names of the built-in flows ("mlp", "cnn", "gpt"), NULL-terminated. */
-const char *const *peat_flow_names(void);
-const char *peat_flow_describe(const char *name);
+const char *const *peat_models_flow_names(void);
+const char *peat_models_flow_describe(const char *name);
 /* Op kinds a flow calls (bit (1u<<op)). */
-uint32_t peat_flow_op_mask(const char *name);
-/* The same for a given config: the optimizer bit follows cfg->optimizer (peat_flow_op_mask is
+uint32_t peat_models_flow_op_mask(const char *name);
+/* The same for a given config: the optimizer bit follows cfg->optimizer (peat_models_flow_op_mask is
  * the default config, AdamW). cfg may be NULL. */
-uint32_t peat_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
-peat_status peat_flow_create(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
+uint32_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
+peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
                              peat_flow_t **out);
-void peat_flow_free(peat_flow_t *f);
+void peat_models_flow_free(peat_flow_t *f);
 /* One training iteration (forward, backward, optimizer update); sets the exec's iter. */
-peat_status peat_flow_step(peat_flow_t *f, peat_flow_metrics *m);
+peat_status peat_models_flow_step(peat_flow_t *f, peat_flow_metrics *m);
 /* Loss and accuracy on the held-out set (forward only, through the same exec). */
-peat_status peat_flow_eval(peat_flow_t *f, peat_flow_metrics *m);
+peat_status peat_models_flow_eval(peat_flow_t *f, peat_flow_metrics *m);
 /* State tensors (weights then optimizer state), each with a stable name like "fc1.w",
  * "adam.m.fc1.w". */
-int peat_flow_state_count(const peat_flow_t *f);
-peat_tensor *peat_flow_state(peat_flow_t *f, int i, const char **name);
-int64_t peat_flow_step_count(const peat_flow_t *f);
+int peat_models_flow_state_count(const peat_flow_t *f);
+peat_tensor *peat_models_flow_state(peat_flow_t *f, int i, const char **name);
+int64_t peat_models_flow_step_count(const peat_flow_t *f);
 /* After loading a checkpoint into the state tensors, tell the flow which step it is at. */
-void peat_flow_set_step(peat_flow_t *f, int64_t step);
+void peat_models_flow_set_step(peat_flow_t *f, int64_t step);
 /* amp-fp16's scaler: the loss scale the next step uses, and the optimizer steps skipped so far
  * (1 and 0 for the other precisions). */
 double peat_flow_loss_scale(const peat_flow_t *f);
@@ -83,6 +83,6 @@ int64_t peat_flow_skipped_steps(const peat_flow_t *f);
 /* Copies every state tensor and the step count of `from` into `to` (same flow and optimizer,
  * any task): the in-memory checkpoint used for finetuning. Checks names and sizes first and
  * leaves `to` untouched when they differ. */
-peat_status peat_flow_state_copy(const peat_flow_t *from, peat_flow_t *to);
+peat_status peat_models_flow_state_copy(const peat_flow_t *from, peat_flow_t *to);
 
 #endif

@@ -25,12 +25,12 @@ static const struct {
       {.batch = 32, .width = 256, .depth = 4, .seq = 14, .vocab = 1024, .head_dim = 64}}},
 };
 
-const char *peat_flow_size_name(int size)
+const char *peat_models_flow_size_name(int size)
 {
     return size >= 0 && size < PEAT_FLOW_SIZES ? size_names[size] : "?";
 }
 
-peat_status peat_flow_size_parse(const char *name, int *size)
+peat_status peat_models_flow_size_parse(const char *name, int *size)
 {
     for (int s = 0; s < PEAT_FLOW_SIZES; s++)
         if (name && strcmp(name, size_names[s]) == 0) {

@@ -52,13 +52,13 @@ static peat_status item_add(peat_ci_result *res, const peat_kernel *k, const cha
 static peat_status kernel_flows(const peat_suite *s, const peat_suite_kernel *sk,
                                 const peat_kernel *k, const char *out[], int *n)
 {
-    const char *const *names = peat_flow_names();
+    const char *const *names = peat_models_flow_names();
     *n = 0;
     int any = sk->n_flows == 0 || (sk->n_flows == 1 && !strcmp(sk->flows[0], "auto"));
     for (int i = 0; names[i] && (!any || *n == 0); i++) {
         int listed = any;
         for (int j = 0; j < sk->n_flows && !listed; j++) listed = !strcmp(sk->flows[j], names[i]);
-        if (listed && (peat_flow_op_mask(names[i]) & (1u << k->op))) out[(*n)++] = names[i];
+        if (listed && (peat_models_flow_op_mask(names[i]) & (1u << k->op))) out[(*n)++] = names[i];
     }
     for (int j = 0; j < sk->n_flows && !any; j++) {
         int known = 0;
@@ -100,9 +100,9 @@ static peat_status expand_kernel(peat_ci_result *res, const peat_suite_kernel *s
 static peat_status plan(const peat_ci_opts *o, peat_ci_result *res)
 {
     peat_suite *s = &res->suite;
-    PEAT_TRY(peat_suite_load(o->suite, s));
-    if (o->policy) PEAT_TRY(peat_policy_load(o->policy, &s->policy));
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_nightly_suite_load(o->suite, s));
+    if (o->policy) PEAT_TRY(peat_nightly_policy_load(o->policy, &s->policy));
+    PEAT_TRY(peat_campaign_builtin_init());
     for (int i = 0; i < s->n_plugins; i++) PEAT_TRY(peat_plugin_load(s->plugins[i], NULL));
     for (int i = 0; i < s->n_kernels; i++) PEAT_TRY(expand_kernel(res, &s->kernels[i]));
     for (int i = 0; i < res->n_items; i++) {
@@ -282,10 +282,10 @@ static int status_rank(const char *s)
 static void copy_finding(const peat_policy *pol, const char *kernel, const peat_json *f,
                          peat_ci_finding *out)
 {
-    snprintf(out->cls, sizeof out->cls, "%s", peat_json_str(f, "class", "?"));
-    snprintf(out->params, sizeof out->params, "%s", peat_json_str(f, "params", ""));
-    snprintf(out->acceptance, sizeof out->acceptance, "%s", peat_json_str(f, "acceptance", "?"));
-    const peat_json *ev = peat_json_get(f, "evidence");
+    snprintf(out->cls, sizeof out->cls, "%s", peat_nightly_json_str(f, "class", "?"));
+    snprintf(out->params, sizeof out->params, "%s", peat_nightly_json_str(f, "params", ""));
+    snprintf(out->acceptance, sizeof out->acceptance, "%s", peat_nightly_json_str(f, "acceptance", "?"));
+    const peat_json *ev = peat_nightly_json_get(f, "evidence");
     out->evidence[0] = 0;
     for (int e = 0; ev && ev->kind == PEAT_JSON_ARRAY && e < ev->n; e++)
         if (ev->items[e].kind == PEAT_JSON_STRING) {
@@ -299,8 +299,8 @@ static void copy_finding(const peat_policy *pol, const char *kernel, const peat_
                      ev->items[e].str);
         }
     peat_finding_class cls;
-    out->allowed = peat_finding_class_parse(out->cls, &cls) == PEAT_OK &&
-                   peat_policy_allows(pol, kernel, cls, out->params);
+    out->allowed = peat_nightly_finding_class_parse(out->cls, &cls) == PEAT_OK &&
+                   peat_nightly_policy_allows(pol, kernel, cls, out->params);
     peat_error_clear();
 }
 
@@ -310,16 +310,16 @@ static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir)
     char path[900];
     snprintf(path, sizeof path, "%s/signature.json", dir);
     peat_json sig;
-    if (peat_json_load(path, &sig) != PEAT_OK) {
+    if (peat_nightly_json_load(path, &sig) != PEAT_OK) {
         snprintf(it->error, sizeof it->error, "%s", peat_error_last());
         return;
     }
-    snprintf(it->verdict, sizeof it->verdict, "%s", peat_json_str(&sig, "verdict", "?"));
-    it->max_norm = peat_json_num(&sig, "candidate.max_norm");
-    it->eff_bits = peat_json_num(&sig, "candidate.eff_bits");
-    double gr = peat_json_num(&sig, "golden.rms_rel_mag");
-    it->rms_ratio = gr > 0 ? peat_json_num(&sig, "candidate.rms_rel_mag") / gr : NAN;
-    const peat_json *fs = peat_json_get(&sig, "findings");
+    snprintf(it->verdict, sizeof it->verdict, "%s", peat_nightly_json_str(&sig, "verdict", "?"));
+    it->max_norm = peat_nightly_json_num(&sig, "candidate.max_norm");
+    it->eff_bits = peat_nightly_json_num(&sig, "candidate.eff_bits");
+    double gr = peat_nightly_json_num(&sig, "golden.rms_rel_mag");
+    it->rms_ratio = gr > 0 ? peat_nightly_json_num(&sig, "candidate.rms_rel_mag") / gr : NAN;
+    const peat_json *fs = peat_nightly_json_get(&sig, "findings");
     int worst = ST_PASS;
     for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++) {
         if (it->n_findings == PEAT_CI_MAX_FINDINGS) break;
@@ -330,7 +330,7 @@ static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir)
     }
     if (it->n_findings == 0) worst = status_rank(it->verdict);
     snprintf(it->status, sizeof it->status, "%s", status_names[worst]);
-    peat_json_free(&sig);
+    peat_nightly_json_free(&sig);
 }
 
 /* ---- the suite ---- */
@@ -358,7 +358,7 @@ static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
         return PEAT_ERROR(PEAT_ERR_IO,
                           "%s already holds a suite result (use another --out or --force)",
                           res->out_dir);
-    return peat_mkdir_p(items);
+    return peat_campaign_mkdir_p(items);
 }
 
 static const peat_suite_kernel *suite_kernel_of(const peat_suite *s, const char *name)
@@ -384,7 +384,7 @@ static double item_plan(const peat_ci_result *res, int i, double t0)
 static void run_items(const peat_ci_opts *o, peat_ci_result *res)
 {
     peat_progress pr;
-    peat_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
+    peat_campaign_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
     double t0 = now_s();
     for (int i = 0; i < res->n_items; i++) {
         peat_ci_item *it = &res->items[i];
@@ -404,9 +404,9 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
         snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s%s)", i + 1, res->n_items,
                  it->kernel, it->flow, it->backend, it->status, it->error[0] ? ": " : "", it->error,
                  it->seconds, planned);
-        peat_progress_step(&pr, i + 1, note);
+        peat_campaign_progress_step(&pr, i + 1, note);
     }
-    peat_progress_end(&pr);
+    peat_campaign_progress_end(&pr);
 }
 
 /* Compares with the baseline's last result (if any), then replaces it when asked to. */
@@ -416,13 +416,13 @@ static peat_status baseline(const peat_ci_opts *o, peat_ci_result *res)
     char prev[600];
     snprintf(prev, sizeof prev, "%s/ci.json", o->baseline);
     if (access(prev, F_OK) == 0) {
-        PEAT_TRY(peat_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
+        PEAT_TRY(peat_nightly_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
         res->baseline_compared = 1;
     }
     return PEAT_OK;
 }
 
-peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res)
+peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
 {
     memset(res, 0, sizeof *res);
     double t0 = now_s();
@@ -433,7 +433,7 @@ peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res)
     if (o->baseline && stat(o->baseline, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline %s is not a directory", o->baseline);
     if (o->budget &&
-        (peat_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
+        (peat_nightly_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",
                           o->budget);
     PEAT_TRY(plan(o, res));
@@ -450,17 +450,17 @@ peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res)
     run_items(&oo, res);
     res->seconds = now_s() - t0;
     /* ci.json first: the baseline diff reads it like any other suite result */
-    PEAT_TRY(peat_ci_report_write(res));
+    PEAT_TRY(peat_nightly_ci_report_write(res));
     PEAT_TRY(baseline(o, res));
     peat_acceptance fail_on = res->suite.policy.fail_on;
     int failed = res->counts[ST_FAIL] + (fail_on == PEAT_ACCEPT_WARN ? res->counts[ST_WARN] : 0);
     res->exit_code = res->counts[ST_ERROR] ? 2 : failed || res->diff.n_regressions ? 1 : 0;
-    PEAT_TRY(peat_ci_report_write(res));
-    if (o->update_baseline) PEAT_TRY(peat_ci_baseline_update(o->baseline, res));
+    PEAT_TRY(peat_nightly_ci_report_write(res));
+    if (o->update_baseline) PEAT_TRY(peat_nightly_ci_baseline_update(o->baseline, res));
     return PEAT_OK;
 }
 
-void peat_ci_result_free(peat_ci_result *res)
+void peat_nightly_ci_result_free(peat_ci_result *res)
 {
-    peat_diff_free(&res->diff);
+    peat_nightly_diff_free(&res->diff);
 }

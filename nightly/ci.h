@@ -59,15 +59,15 @@ typedef struct peat_ci_result {
 
 /* Runs the suite. PEAT_OK when every item was attempted (read res->exit_code); another status
  * is a usage or input error before anything ran (bad suite, unknown kernel, unwritable out). */
-peat_status peat_ci_run(const peat_ci_opts *o, peat_ci_result *res);
-void peat_ci_result_free(peat_ci_result *res);
+peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res);
+void peat_nightly_ci_result_free(peat_ci_result *res);
 
 /* Writes ci.json, summary.md, junit.xml and report.html into res->out_dir. */
-peat_status peat_ci_report_write(const peat_ci_result *res);
+peat_status peat_nightly_ci_report_write(const peat_ci_result *res);
 /* Copies the result's ci.json and each item's signature.json into baseline (created if
  * missing), replacing what it held: the next `peat ci --baseline` compares with this run. */
-peat_status peat_ci_baseline_update(const char *baseline, const peat_ci_result *res);
+peat_status peat_nightly_ci_baseline_update(const char *baseline, const peat_ci_result *res);
 /* The terminal table (a row per item) and the baseline's regressions. */
-void peat_ci_print(FILE *f, const peat_ci_result *res);
+void peat_nightly_ci_print(FILE *f, const peat_ci_result *res);
 
 #endif

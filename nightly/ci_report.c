@@ -330,7 +330,7 @@ static peat_status write_html(const peat_ci_result *r)
     return peat_report_commit(f, r->out_dir, "report.html", tmp);
 }
 
-peat_status peat_ci_report_write(const peat_ci_result *r)
+peat_status peat_nightly_ci_report_write(const peat_ci_result *r)
 {
     PEAT_TRY(write_json(r));
     PEAT_TRY(write_md(r));
@@ -338,7 +338,7 @@ peat_status peat_ci_report_write(const peat_ci_result *r)
     return write_html(r);
 }
 
-void peat_ci_print(FILE *f, const peat_ci_result *r)
+void peat_nightly_ci_print(FILE *f, const peat_ci_result *r)
 {
     fprintf(f, "\n%-22s %-12s %-8s %-6s %-26s %11s %8s\n", "kernel", "flow", "backend", "status",
             "finding", "max err/bnd", "eff bits");
@@ -353,7 +353,7 @@ void peat_ci_print(FILE *f, const peat_ci_result *r)
     }
     if (r->baseline_compared) {
         fputc('\n', f);
-        peat_diff_print(f, &r->diff);
+        peat_nightly_diff_print(f, &r->diff);
     }
     char budget[48] = "";
     if (r->budget_s > 0) snprintf(budget, sizeof budget, " of a %.0f s budget", r->budget_s);
@@ -387,19 +387,19 @@ static peat_status copy_file(const char *from, const char *to)
     return PEAT_OK;
 }
 
-peat_status peat_ci_baseline_update(const char *baseline, const peat_ci_result *r)
+peat_status peat_nightly_ci_baseline_update(const char *baseline, const peat_ci_result *r)
 {
     char from[1100], to[1100];
     for (int i = 0; i < r->n_items; i++) {
         const peat_ci_item *it = &r->items[i];
         if (!it->verdict[0]) continue; /* no verdict: nothing to compare with later */
         snprintf(to, sizeof to, "%s/%s", baseline, it->dir);
-        PEAT_TRY(peat_mkdir_p(to));
+        PEAT_TRY(peat_campaign_mkdir_p(to));
         snprintf(from, sizeof from, "%s/%s/signature.json", r->out_dir, it->dir);
         snprintf(to, sizeof to, "%s/%s/signature.json", baseline, it->dir);
         PEAT_TRY(copy_file(from, to));
     }
-    PEAT_TRY(peat_mkdir_p(baseline));
+    PEAT_TRY(peat_campaign_mkdir_p(baseline));
     snprintf(from, sizeof from, "%s/ci.json", r->out_dir);
     snprintf(to, sizeof to, "%s/ci.json", baseline);
     return copy_file(from, to); /* last: a baseline with ci.json is complete */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void peat_diff_free(peat_diff *d)
+void peat_nightly_diff_free(peat_diff *d)
 {
     free(d->e);
     memset(d, 0, sizeof *d);
@@ -55,15 +55,15 @@ static int verdict_rank(const char *v)
 /* The finding of class cls in a signature.json's findings array (NULL if none). */
 static const peat_json *finding_of(const peat_json *sig, const char *cls)
 {
-    const peat_json *fs = peat_json_get(sig, "findings");
+    const peat_json *fs = peat_nightly_json_get(sig, "findings");
     for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++)
-        if (!strcmp(peat_json_str(&fs->items[i], "class", ""), cls)) return &fs->items[i];
+        if (!strcmp(peat_nightly_json_str(&fs->items[i], "class", ""), cls)) return &fs->items[i];
     return NULL;
 }
 
 static const char *first_evidence(const peat_json *f)
 {
-    const peat_json *ev = peat_json_get(f, "evidence");
+    const peat_json *ev = peat_nightly_json_get(f, "evidence");
     return ev && ev->kind == PEAT_JSON_ARRAY && ev->n > 0 && ev->items[0].kind == PEAT_JSON_STRING
                ? ev->items[0].str
                : "";
@@ -73,19 +73,19 @@ static const char *first_evidence(const peat_json *f)
 static peat_status diff_findings(const char *item, const peat_json *o, const peat_json *n,
                                  peat_diff *d)
 {
-    const peat_json *fs = peat_json_get(n, "findings");
+    const peat_json *fs = peat_nightly_json_get(n, "findings");
     for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++) {
         const peat_json *f = &fs->items[i];
-        const char *cls = peat_json_str(f, "class", "?"),
-                   *acc = peat_json_str(f, "acceptance", "?");
+        const char *cls = peat_nightly_json_str(f, "class", "?"),
+                   *acc = peat_nightly_json_str(f, "acceptance", "?");
         if (finding_of(o, cls) || verdict_rank(acc) == 0) continue;
-        PEAT_TRY(add(d, item, 1, "new finding %s %s (%s): %s", cls, peat_json_str(f, "params", ""),
+        PEAT_TRY(add(d, item, 1, "new finding %s %s (%s): %s", cls, peat_nightly_json_str(f, "params", ""),
                      acc, first_evidence(f)));
     }
-    fs = peat_json_get(o, "findings");
+    fs = peat_nightly_json_get(o, "findings");
     for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++) {
-        const char *cls = peat_json_str(&fs->items[i], "class", "?");
-        if (!finding_of(n, cls) && verdict_rank(peat_json_str(&fs->items[i], "acceptance", "")) > 0)
+        const char *cls = peat_nightly_json_str(&fs->items[i], "class", "?");
+        if (!finding_of(n, cls) && verdict_rank(peat_nightly_json_str(&fs->items[i], "acceptance", "")) > 0)
             PEAT_TRY(add(d, item, 0, "finding %s is gone", cls));
     }
     return PEAT_OK;
@@ -95,26 +95,26 @@ static peat_status diff_findings(const char *item, const peat_json *o, const pea
 static peat_status diff_signature(const char *item, const peat_json *o, const peat_json *n,
                                   const peat_thresholds *th, peat_diff *d)
 {
-    double ob = peat_json_num(o, "candidate.eff_bits"), nb = peat_json_num(n, "candidate.eff_bits");
+    double ob = peat_nightly_json_num(o, "candidate.eff_bits"), nb = peat_nightly_json_num(n, "candidate.eff_bits");
     if (ob - nb > th->eff_bits_drop)
         PEAT_TRY(add(d, item, 1, "effective bits %.1f -> %.1f (lost %.1f; threshold %g)", ob, nb,
                      ob - nb, th->eff_bits_drop));
     else if (nb - ob > th->eff_bits_drop)
         PEAT_TRY(add(d, item, 0, "effective bits %.1f -> %.1f (better)", ob, nb));
-    double om = peat_json_num(o, "candidate.max_norm"), nm = peat_json_num(n, "candidate.max_norm");
+    double om = peat_nightly_json_num(o, "candidate.max_norm"), nm = peat_nightly_json_num(n, "candidate.max_norm");
     if (nm > th->max_norm_floor && nm > om * th->max_norm_ratio)
         PEAT_TRY(add(d, item, 1, "max error/bound %.3g -> %.3g (x%.3g; threshold x%g above %g)", om,
                      nm, om > 0 ? nm / om : INFINITY, th->max_norm_ratio, th->max_norm_floor));
-    double of = peat_json_num(o, "candidate.frac_over_bound"),
-           nf = peat_json_num(n, "candidate.frac_over_bound");
+    double of = peat_nightly_json_num(o, "candidate.frac_over_bound"),
+           nf = peat_nightly_json_num(n, "candidate.frac_over_bound");
     if (nf - of > th->over_bound_increase)
         PEAT_TRY(add(d, item, 1, "elements over the bound %.3g%% -> %.3g%% (threshold +%g%%)",
                      100 * of, 100 * nf, 100 * th->over_bound_increase));
-    double onf = peat_json_num(o, "candidate.n_nan") + peat_json_num(o, "candidate.n_inf");
-    double nnf = peat_json_num(n, "candidate.n_nan") + peat_json_num(n, "candidate.n_inf");
+    double onf = peat_nightly_json_num(o, "candidate.n_nan") + peat_nightly_json_num(o, "candidate.n_inf");
+    double nnf = peat_nightly_json_num(n, "candidate.n_nan") + peat_nightly_json_num(n, "candidate.n_inf");
     if (nnf > 0 && !(onf > 0))
         PEAT_TRY(add(d, item, 1, "NaN/Inf introduced: 0 -> %.0f elements", nnf));
-    double ok = peat_json_num(o, "kernel_failures"), nk = peat_json_num(n, "kernel_failures");
+    double ok = peat_nightly_json_num(o, "kernel_failures"), nk = peat_nightly_json_num(n, "kernel_failures");
     if (nk > 0 && !(ok > 0))
         PEAT_TRY(add(d, item, 1, "the kernel failed (crash, hang or error) on %.0f calls, before 0",
                      nk));
@@ -125,7 +125,7 @@ static peat_status diff_signature(const char *item, const peat_json *o, const pe
 static peat_status diff_cost(const char *item, const peat_json *o, const peat_json *n,
                              const peat_thresholds *th, peat_diff *d)
 {
-    double ot = peat_json_num(o, "timing_s.total"), nt = peat_json_num(n, "timing_s.total");
+    double ot = peat_nightly_json_num(o, "timing_s.total"), nt = peat_nightly_json_num(n, "timing_s.total");
     if (nt > ot * th->time_ratio && nt - ot >= th->time_min_s)
         PEAT_TRY(add(d, item, 1,
                      "cost: total time %.1f s -> %.1f s (x%.2g; threshold x%g and +%g s)", ot, nt,
@@ -139,29 +139,29 @@ static peat_status diff_cost(const char *item, const peat_json *o, const peat_js
 static peat_status diff_training_cost(const char *item, const peat_json *o, const peat_json *n,
                                       const peat_thresholds *th, peat_diff *d)
 {
-    if (peat_json_num(o, "seed") != peat_json_num(n, "seed")) return diff_cost(item, o, n, th, d);
-    double ol = peat_json_num(o, "training.eval_loss"), nl = peat_json_num(n, "training.eval_loss");
+    if (peat_nightly_json_num(o, "seed") != peat_nightly_json_num(n, "seed")) return diff_cost(item, o, n, th, d);
+    double ol = peat_nightly_json_num(o, "training.eval_loss"), nl = peat_nightly_json_num(n, "training.eval_loss");
     if (ol > 0 && nl > ol * (1 + th->loss_increase))
         PEAT_TRY(add(d, item, 1, "held-out loss %.4g -> %.4g (+%.1f%%; threshold +%g%%)", ol, nl,
                      100 * (nl / ol - 1), 100 * th->loss_increase));
-    double oa = peat_json_num(o, "training.eval_accuracy"),
-           na = peat_json_num(n, "training.eval_accuracy");
+    double oa = peat_nightly_json_num(o, "training.eval_accuracy"),
+           na = peat_nightly_json_num(n, "training.eval_accuracy");
     if (oa - na > th->accuracy_drop)
         PEAT_TRY(add(d, item, 1, "held-out accuracy %.4g -> %.4g (threshold -%g)", oa, na,
                      th->accuracy_drop));
     return diff_cost(item, o, n, th, d);
 }
 
-peat_status peat_diff_campaigns(const char *item, const peat_json *o, const peat_json *n,
+peat_status peat_nightly_diff_campaigns(const char *item, const peat_json *o, const peat_json *n,
                                 const peat_thresholds *th, peat_diff *d)
 {
     d->n_compared++;
-    const char *ov = peat_json_str(o, "verdict", "?"), *nv = peat_json_str(n, "verdict", "?");
+    const char *ov = peat_nightly_json_str(o, "verdict", "?"), *nv = peat_nightly_json_str(n, "verdict", "?");
     if (verdict_rank(nv) > verdict_rank(ov))
         PEAT_TRY(add(d, item, 1, "verdict %s -> %s", ov, nv));
     else if (verdict_rank(nv) < verdict_rank(ov))
         PEAT_TRY(add(d, item, 0, "verdict %s -> %s (better)", ov, nv));
-    double os = peat_json_num(o, "seed"), ns = peat_json_num(n, "seed");
+    double os = peat_nightly_json_num(o, "seed"), ns = peat_nightly_json_num(n, "seed");
     if (os != ns) PEAT_TRY(add(d, item, 0, "note: seeds differ (%.0f, %.0f)", os, ns));
     PEAT_TRY(diff_findings(item, o, n, d));
     PEAT_TRY(diff_signature(item, o, n, th, d));
@@ -201,10 +201,10 @@ static peat_status load_side(const char *path, peat_json *doc, int *suite, char 
         const char *slash = strrchr(path, '/');
         snprintf(base, n, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
-    PEAT_TRY(peat_json_load(file, doc));
-    *suite = peat_json_get(doc, "items") != NULL;
-    if (!*suite && !peat_json_get(doc, "verdict")) {
-        peat_json_free(doc);
+    PEAT_TRY(peat_nightly_json_load(file, doc));
+    *suite = peat_nightly_json_get(doc, "items") != NULL;
+    if (!*suite && !peat_nightly_json_get(doc, "verdict")) {
+        peat_nightly_json_free(doc);
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is neither a PEAT suite result nor a signature.json",
                           file);
     }
@@ -213,8 +213,8 @@ static peat_status load_side(const char *path, peat_json *doc, int *suite, char 
 
 static void item_key(const peat_json *it, char *key, size_t n)
 {
-    snprintf(key, n, "%s/%s/%s", peat_json_str(it, "kernel", "?"), peat_json_str(it, "flow", "?"),
-             peat_json_str(it, "backend", "?"));
+    snprintf(key, n, "%s/%s/%s", peat_nightly_json_str(it, "kernel", "?"), peat_nightly_json_str(it, "flow", "?"),
+             peat_nightly_json_str(it, "backend", "?"));
 }
 
 static const peat_json *item_find(const peat_json *items, const char *key)
@@ -232,9 +232,9 @@ static peat_status diff_item(const char *key, const peat_json *oi, const char *o
                              const peat_json *ni, const char *nbase, const peat_thresholds *th,
                              peat_diff *d)
 {
-    const char *os = peat_json_str(oi, "status", "?"), *ns = peat_json_str(ni, "status", "?");
+    const char *os = peat_nightly_json_str(oi, "status", "?"), *ns = peat_nightly_json_str(ni, "status", "?");
     if (verdict_rank(ns) == 3 && verdict_rank(os) < 3)
-        return add(d, key, 1, "no verdict any more: %s (%s)", ns, peat_json_str(ni, "error", ""));
+        return add(d, key, 1, "no verdict any more: %s (%s)", ns, peat_nightly_json_str(ni, "error", ""));
     if (verdict_rank(ns) == 3 || verdict_rank(os) == 3) {
         if (verdict_rank(os) == 3 && verdict_rank(ns) < 3)
             return add(d, key, 0, "reaches a verdict again (was %s)", os);
@@ -242,21 +242,21 @@ static peat_status diff_item(const char *key, const peat_json *oi, const char *o
         return PEAT_OK;
     }
     char of[1200], nf[1200];
-    snprintf(of, sizeof of, "%s/%s/signature.json", obase, peat_json_str(oi, "dir", ""));
-    snprintf(nf, sizeof nf, "%s/%s/signature.json", nbase, peat_json_str(ni, "dir", ""));
+    snprintf(of, sizeof of, "%s/%s/signature.json", obase, peat_nightly_json_str(oi, "dir", ""));
+    snprintf(nf, sizeof nf, "%s/%s/signature.json", nbase, peat_nightly_json_str(ni, "dir", ""));
     peat_json o, n;
-    PEAT_TRY(peat_json_load(of, &o));
-    peat_status st = peat_json_load(nf, &n);
-    if (st == PEAT_OK) st = peat_diff_campaigns(key, &o, &n, th, d);
-    peat_json_free(&o);
-    peat_json_free(&n);
+    PEAT_TRY(peat_nightly_json_load(of, &o));
+    peat_status st = peat_nightly_json_load(nf, &n);
+    if (st == PEAT_OK) st = peat_nightly_diff_campaigns(key, &o, &n, th, d);
+    peat_nightly_json_free(&o);
+    peat_nightly_json_free(&n);
     return st;
 }
 
 static peat_status diff_suites(const peat_json *o, const char *obase, const peat_json *n,
                                const char *nbase, const peat_thresholds *th, peat_diff *d)
 {
-    const peat_json *oi = peat_json_get(o, "items"), *ni = peat_json_get(n, "items");
+    const peat_json *oi = peat_nightly_json_get(o, "items"), *ni = peat_nightly_json_get(n, "items");
     if (oi->kind != PEAT_JSON_ARRAY || ni->kind != PEAT_JSON_ARRAY)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "suite result: \"items\" is not an array");
     char key[128];
@@ -264,7 +264,7 @@ static peat_status diff_suites(const peat_json *o, const char *obase, const peat
         item_key(&ni->items[i], key, sizeof key);
         const peat_json *old = item_find(oi, key);
         if (!old)
-            PEAT_TRY(add(d, key, 0, "new item (%s)", peat_json_str(&ni->items[i], "status", "?")));
+            PEAT_TRY(add(d, key, 0, "new item (%s)", peat_nightly_json_str(&ni->items[i], "status", "?")));
         else
             PEAT_TRY(diff_item(key, old, obase, &ni->items[i], nbase, th, d));
     }
@@ -275,7 +275,7 @@ static peat_status diff_suites(const peat_json *o, const char *obase, const peat
     return PEAT_OK;
 }
 
-peat_status peat_diff_paths(const char *old_path, const char *new_path, const peat_thresholds *th,
+peat_status peat_nightly_diff_paths(const char *old_path, const char *new_path, const peat_thresholds *th,
                             peat_diff *d)
 {
     peat_json o, n;
@@ -284,7 +284,7 @@ peat_status peat_diff_paths(const char *old_path, const char *new_path, const pe
     PEAT_TRY(load_side(old_path, &o, &os, obase, sizeof obase));
     peat_status st = load_side(new_path, &n, &ns, nbase, sizeof nbase);
     if (st != PEAT_OK) {
-        peat_json_free(&o);
+        peat_nightly_json_free(&o);
         return st;
     }
     if (os != ns)
@@ -295,8 +295,8 @@ peat_status peat_diff_paths(const char *old_path, const char *new_path, const pe
         st = diff_suites(&o, obase, &n, nbase, th, d);
     else
         st = diff_two_campaigns(&o, &n, th, d);
-    peat_json_free(&o);
-    peat_json_free(&n);
+    peat_nightly_json_free(&o);
+    peat_nightly_json_free(&n);
     return st;
 }
 
@@ -306,22 +306,22 @@ static peat_status diff_two_campaigns(const peat_json *o, const peat_json *n,
                                       const peat_thresholds *th, peat_diff *d)
 {
     char ok[128], nk[128], key[260];
-    snprintf(ok, sizeof ok, "%s/%s/%s", peat_json_str(o, "kernel", "?"),
-             peat_json_str(o, "flow", "?"), peat_json_str(o, "backend", "?"));
-    snprintf(nk, sizeof nk, "%s/%s/%s", peat_json_str(n, "kernel", "?"),
-             peat_json_str(n, "flow", "?"), peat_json_str(n, "backend", "?"));
-    if (!strcmp(ok, nk)) return peat_diff_campaigns(nk, o, n, th, d);
+    snprintf(ok, sizeof ok, "%s/%s/%s", peat_nightly_json_str(o, "kernel", "?"),
+             peat_nightly_json_str(o, "flow", "?"), peat_nightly_json_str(o, "backend", "?"));
+    snprintf(nk, sizeof nk, "%s/%s/%s", peat_nightly_json_str(n, "kernel", "?"),
+             peat_nightly_json_str(n, "flow", "?"), peat_nightly_json_str(n, "backend", "?"));
+    if (!strcmp(ok, nk)) return peat_nightly_diff_campaigns(nk, o, n, th, d);
     snprintf(key, sizeof key, "%s -> %s", ok, nk);
     static const char *const parts[] = {"kernel", "flow", "backend"};
     for (int i = 0; i < 3; i++) {
-        const char *a = peat_json_str(o, parts[i], "?"), *b = peat_json_str(n, parts[i], "?");
+        const char *a = peat_nightly_json_str(o, parts[i], "?"), *b = peat_nightly_json_str(n, parts[i], "?");
         if (strcmp(a, b))
             PEAT_TRY(add(d, key, 0, "note: different %ss compared (%s, %s)", parts[i], a, b));
     }
-    return peat_diff_campaigns(key, o, n, th, d);
+    return peat_nightly_diff_campaigns(key, o, n, th, d);
 }
 
-void peat_diff_print(FILE *f, const peat_diff *d)
+void peat_nightly_diff_print(FILE *f, const peat_diff *d)
 {
     for (int i = 0; i < d->n; i++)
         fprintf(f, "%-10s %s: %s\n", d->e[i].regression ? "REGRESSION" : "changed", d->e[i].item,

@@ -21,16 +21,16 @@ typedef struct peat_diff {
     int n_compared; /* campaigns compared */
 } peat_diff;
 
-void peat_diff_free(peat_diff *d);
+void peat_nightly_diff_free(peat_diff *d);
 
 /* Compares two parsed signature.json documents of one item. */
-peat_status peat_diff_campaigns(const char *item, const peat_json *old_sig,
+peat_status peat_nightly_diff_campaigns(const char *item, const peat_json *old_sig,
                                 const peat_json *new_sig, const peat_thresholds *th, peat_diff *d);
 /* Compares two outputs: each a campaign directory (signature.json), a suite result directory
  * (ci.json), or one of those files. Both must be of the same kind. */
-peat_status peat_diff_paths(const char *old_path, const char *new_path, const peat_thresholds *th,
+peat_status peat_nightly_diff_paths(const char *old_path, const char *new_path, const peat_thresholds *th,
                             peat_diff *d);
 /* The entries as text lines ("REGRESSION item: what"), then a one-line summary. */
-void peat_diff_print(FILE *f, const peat_diff *d);
+void peat_nightly_diff_print(FILE *f, const peat_diff *d);
 
 #endif

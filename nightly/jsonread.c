@@ -229,7 +229,7 @@ static peat_status parse_value(parser *ps, peat_json *v, int depth)
     return parse_number(ps, v);
 }
 
-peat_status peat_json_parse(const char *text, const char *what, peat_json *out)
+peat_status peat_nightly_json_parse(const char *text, const char *what, peat_json *out)
 {
     parser ps = {text, text, what ? what : "JSON", 1};
     memset(out, 0, sizeof *out);
@@ -238,11 +238,11 @@ peat_status peat_json_parse(const char *text, const char *what, peat_json *out)
         skip_ws(&ps);
         if (*ps.p) st = fail(&ps, "end of input after the value");
     }
-    if (st != PEAT_OK) peat_json_free(out);
+    if (st != PEAT_OK) peat_nightly_json_free(out);
     return st;
 }
 
-peat_status peat_json_load(const char *path, peat_json *out)
+peat_status peat_nightly_json_load(const char *path, peat_json *out)
 {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
@@ -265,16 +265,16 @@ peat_status peat_json_load(const char *path, peat_json *out)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot read %s", path);
     }
     buf[n] = 0;
-    peat_status st = peat_json_parse(buf, path, out);
+    peat_status st = peat_nightly_json_parse(buf, path, out);
     free(buf);
     return st;
 }
 
-void peat_json_free(peat_json *v)
+void peat_nightly_json_free(peat_json *v)
 {
     if (!v) return;
     for (int i = 0; i < v->n; i++) {
-        peat_json_free(&v->items[i]);
+        peat_nightly_json_free(&v->items[i]);
         if (v->keys) free(v->keys[i]);
     }
     free(v->items);
@@ -283,7 +283,7 @@ void peat_json_free(peat_json *v)
     memset(v, 0, sizeof *v);
 }
 
-const peat_json *peat_json_get(const peat_json *v, const char *key)
+const peat_json *peat_nightly_json_get(const peat_json *v, const char *key)
 {
     if (!v || v->kind != PEAT_JSON_OBJECT) return NULL;
     for (int i = 0; i < v->n; i++)
@@ -291,7 +291,7 @@ const peat_json *peat_json_get(const peat_json *v, const char *key)
     return NULL;
 }
 
-const peat_json *peat_json_path(const peat_json *v, const char *path)
+const peat_json *peat_nightly_json_path(const peat_json *v, const char *path)
 {
     char key[128];
     while (v && *path) {
@@ -299,20 +299,20 @@ const peat_json *peat_json_path(const peat_json *v, const char *path)
         if (n >= sizeof key) return NULL;
         memcpy(key, path, n);
         key[n] = 0;
-        v = peat_json_get(v, key);
+        v = peat_nightly_json_get(v, key);
         path += n + (path[n] == '.');
     }
     return v;
 }
 
-double peat_json_num(const peat_json *v, const char *path)
+double peat_nightly_json_num(const peat_json *v, const char *path)
 {
-    const peat_json *x = peat_json_path(v, path);
+    const peat_json *x = peat_nightly_json_path(v, path);
     return x && x->kind == PEAT_JSON_NUMBER ? x->num : NAN;
 }
 
-const char *peat_json_str(const peat_json *v, const char *path, const char *fallback)
+const char *peat_nightly_json_str(const peat_json *v, const char *path, const char *fallback)
 {
-    const peat_json *x = peat_json_path(v, path);
+    const peat_json *x = peat_nightly_json_path(v, path);
     return x && x->kind == PEAT_JSON_STRING ? x->str : fallback;
 }

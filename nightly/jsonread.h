@@ -23,20 +23,20 @@ typedef struct peat_json {
     struct peat_json *items; /* ARRAY / OBJECT: n values */
 } peat_json;
 
-/* Parses text into *out (free with peat_json_free). A syntax error is PEAT_ERR_FORMAT naming the
+/* Parses text into *out (free with peat_nightly_json_free). A syntax error is PEAT_ERR_FORMAT naming the
  * line and what was expected; `what` names the source in that message (a path). */
-peat_status peat_json_parse(const char *text, const char *what, peat_json *out);
+peat_status peat_nightly_json_parse(const char *text, const char *what, peat_json *out);
 /* Reads and parses a file. */
-peat_status peat_json_load(const char *path, peat_json *out);
-void peat_json_free(peat_json *v);
+peat_status peat_nightly_json_load(const char *path, peat_json *out);
+void peat_nightly_json_free(peat_json *v);
 
 /* The member `key` of an object (NULL if v is not an object or has no such key). */
-const peat_json *peat_json_get(const peat_json *v, const char *key);
+const peat_json *peat_nightly_json_get(const peat_json *v, const char *key);
 /* A dotted path of object members, e.g. "candidate.eff_bits" (NULL if any step is missing). */
-const peat_json *peat_json_path(const peat_json *v, const char *path);
+const peat_json *peat_nightly_json_path(const peat_json *v, const char *path);
 /* The number at path, or NaN when missing, null or not a number. */
-double peat_json_num(const peat_json *v, const char *path);
+double peat_nightly_json_num(const peat_json *v, const char *path);
 /* The string at path, or fallback when missing or not a string. */
-const char *peat_json_str(const peat_json *v, const char *path, const char *fallback);
+const char *peat_nightly_json_str(const peat_json *v, const char *path, const char *fallback);
 
 #endif

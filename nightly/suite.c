@@ -18,7 +18,7 @@ static char *trim(char *s)
     return s;
 }
 
-peat_status peat_ini_read(const char *path, peat_ini_fn fn, void *user)
+peat_status peat_nightly_ini_read(const char *path, peat_ini_fn fn, void *user)
 {
     FILE *f = fopen(path, "r");
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
@@ -59,9 +59,9 @@ peat_status peat_ini_read(const char *path, peat_ini_fn fn, void *user)
     return st;
 }
 
-peat_status peat_finding_class_parse(const char *name, peat_finding_class *out)
+peat_status peat_nightly_finding_class_parse(const char *name, peat_finding_class *out)
 {
-    *out = peat_finding_parse(name);
+    *out = peat_detector_finding_parse(name);
     if (*out != PEAT_FIND_COUNT) return PEAT_OK;
     return PEAT_ERROR(PEAT_ERR_NOTFOUND,
                       "unknown finding '%s' (BIT_EXACT, WITHIN_BOUND, REDUCED_PRECISION, ...: "
@@ -69,7 +69,7 @@ peat_status peat_finding_class_parse(const char *name, peat_finding_class *out)
                       name);
 }
 
-peat_status peat_duration_parse(const char *s, double *seconds)
+peat_status peat_nightly_duration_parse(const char *s, double *seconds)
 {
     char *end;
     errno = 0;
@@ -125,7 +125,7 @@ static peat_status parse_list(const char *v, char *names, size_t len, int max, i
 
 /* ---- policy ---- */
 
-void peat_policy_default(peat_policy *p)
+void peat_nightly_policy_default(peat_policy *p)
 {
     memset(p, 0, sizeof *p);
     p->fail_on = PEAT_ACCEPT_FAIL;
@@ -154,7 +154,7 @@ static peat_status allowance_parse(const char *kernel, const char *v, peat_allow
     }
     if (!t) return PEAT_ERROR(PEAT_ERR_INVAL, "allow needs a finding class after the kernel");
     snprintf(a->kernel, sizeof a->kernel, "%s", kernel);
-    PEAT_TRY(peat_finding_class_parse(t, &a->cls));
+    PEAT_TRY(peat_nightly_finding_class_parse(t, &a->cls));
     char *cond = strtok_r(NULL, " \t", &save);
     if (!cond) return PEAT_OK;
     char *op = strpbrk(cond, "<>");
@@ -191,7 +191,7 @@ static int param_value(const char *params, const char *name, double *v)
     return 0;
 }
 
-int peat_policy_allows(const peat_policy *p, const char *kernel, peat_finding_class cls,
+int peat_nightly_policy_allows(const peat_policy *p, const char *kernel, peat_finding_class cls,
                        const char *params)
 {
     for (int i = 0; i < p->n_allow; i++) {
@@ -275,10 +275,10 @@ static peat_status policy_cb(void *user, const char *section, const char *key, c
     return at_line(st, c, line);
 }
 
-peat_status peat_policy_load(const char *path, peat_policy *p)
+peat_status peat_nightly_policy_load(const char *path, peat_policy *p)
 {
     ini_ctx c = {path, p, NULL};
-    return peat_ini_read(path, policy_cb, &c);
+    return peat_nightly_ini_read(path, policy_cb, &c);
 }
 
 /* ---- suite ---- */
@@ -313,7 +313,7 @@ static peat_status run_key(const char *key, const char *v, peat_suite_kernel *k,
                           &k->n_backends);
     if (!strcmp(key, "iters")) return parse_i64(v, 1, 1000000, &k->iters);
     if (!strcmp(key, "calls")) return parse_i64(v, 1, 1000000, &k->calls);
-    if (!strcmp(key, "budget")) return peat_duration_parse(v, &k->budget_s);
+    if (!strcmp(key, "budget")) return peat_nightly_duration_parse(v, &k->budget_s);
     *known = 0;
     return PEAT_OK;
 }
@@ -421,17 +421,17 @@ static void inherit(peat_suite_kernel *k, const peat_suite_kernel *d)
     if (!(k->budget_s > 0)) k->budget_s = d->budget_s;
 }
 
-peat_status peat_suite_load(const char *path, peat_suite *s)
+peat_status peat_nightly_suite_load(const char *path, peat_suite *s)
 {
     memset(s, 0, sizeof *s);
     if (strlen(path) >= sizeof s->path) return PEAT_ERROR(PEAT_ERR_INVAL, "suite path too long");
     snprintf(s->path, sizeof s->path, "%s", path);
     s->seed = 1;
-    peat_policy_default(&s->policy);
+    peat_nightly_policy_default(&s->policy);
     suite_ctx c;
     memset(&c, 0, sizeof c);
     c.ini = (ini_ctx){path, &s->policy, s};
-    PEAT_TRY(peat_ini_read(path, suite_cb, &c));
+    PEAT_TRY(peat_nightly_ini_read(path, suite_cb, &c));
     if (s->n_kernels == 0)
         return PEAT_ERROR(PEAT_ERR_INVAL, "%s: no kernels (`kernels = a, b` in [suite])", path);
     for (int i = 0; i < s->n_kernels; i++) inherit(&s->kernels[i], &c.defaults);

@@ -63,25 +63,25 @@ typedef struct peat_suite {
 } peat_suite;
 
 /* Defaults: fail on FAIL, no allowances, the documented thresholds. */
-void peat_policy_default(peat_policy *p);
+void peat_nightly_policy_default(peat_policy *p);
 /* Reads a policy file ([accept] and [thresholds] sections) over p's current values. */
-peat_status peat_policy_load(const char *path, peat_policy *p);
+peat_status peat_nightly_policy_load(const char *path, peat_policy *p);
 /* Reads a suite file. Errors are one line naming file:line and what was expected. */
-peat_status peat_suite_load(const char *path, peat_suite *s);
+peat_status peat_nightly_suite_load(const char *path, peat_suite *s);
 
 /* Whether an allowance of p covers finding f of kernel. */
-int peat_policy_allows(const peat_policy *p, const char *kernel, peat_finding_class cls,
+int peat_nightly_policy_allows(const peat_policy *p, const char *kernel, peat_finding_class cls,
                        const char *params);
 /* The finding class of a name ("REDUCED_PRECISION"); PEAT_ERR_NOTFOUND otherwise. */
-peat_status peat_finding_class_parse(const char *name, peat_finding_class *out);
+peat_status peat_nightly_finding_class_parse(const char *name, peat_finding_class *out);
 /* Parses "90", "90s", "2m", "1h" into seconds (> 0). */
-peat_status peat_duration_parse(const char *s, double *seconds);
+peat_status peat_nightly_duration_parse(const char *s, double *seconds);
 
 /* Calls fn for every `key = value` line of an INI-style file (`#` comments, `[section]`
  * headers; the section is passed as written, "" before the first). A non-zero status from fn
  * stops the walk and is returned. */
 typedef peat_status (*peat_ini_fn)(void *user, const char *section, const char *key,
                                    const char *value, int line);
-peat_status peat_ini_read(const char *path, peat_ini_fn fn, void *user);
+peat_status peat_nightly_ini_read(const char *path, peat_ini_fn fn, void *user);
 
 #endif

@@ -216,7 +216,7 @@ peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params
     int64_t s[PEAT_MAX_IO][PEAT_MAX_DIMS];
     peat_dtype dt[PEAT_MAX_IO];
     peat_predictor_inputs(k->op, p, &n_in, nd, s, dt);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "rng");
     peat_status st = PEAT_OK;
     double bytes = 0;

@@ -15,7 +15,7 @@
 
 peat_status peat_pyapi_init(void)
 {
-    return peat_builtin_init();
+    return peat_campaign_builtin_init();
 }
 
 int64_t peat_pyapi_struct_size(int which)
@@ -190,7 +190,7 @@ static peat_status args_out(const peat_pyapi_call *c, const peat_tensor *const *
 peat_status peat_pyapi_kernel_run(const char *name, const peat_pyapi_call *c,
                                   const peat_tensor *const *in, peat_tensor *const *out)
 {
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     const peat_kernel *k = peat_registry_find_on(name ? name : "", "cpu");
     if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU kernel named '%s'", name ? name : "");
     peat_args a;
@@ -204,7 +204,7 @@ peat_status peat_pyapi_kernel_run(const char *name, const peat_pyapi_call *c,
 peat_status peat_pyapi_model_run(const char *spec, uint64_t seed, const peat_pyapi_call *c,
                                  const peat_tensor *const *in, peat_tensor *const *out)
 {
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     peat_args a;
     PEAT_TRY(args_out(c, in, out, &a));
     const peat_kernel *g = peat_registry_role(a.op, PEAT_ROLE_GOLDEN, "cpu");
@@ -225,12 +225,12 @@ peat_status peat_pyapi_freq_parse(const char *s, int64_t *every, double *prob)
 
 const char *peat_pyapi_band_spec(int r)
 {
-    return peat_runtime_band_spec(r);
+    return peat_campaign_runtime_band_spec(r);
 }
 
 const char *peat_pyapi_runtime_class_name(int cls)
 {
-    return peat_runtime_class_name((peat_runtime_class)cls);
+    return peat_detector_runtime_class_name((peat_runtime_class)cls);
 }
 
 peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,

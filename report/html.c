@@ -152,7 +152,7 @@ static void html_findings(FILE *f, const peat_campaign_result *r)
     fputs("<section id=\"findings\">", f);
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
-        fprintf(f, "<h2 class=\"finding\">%s <small>", peat_finding_name(fd->cls));
+        fprintf(f, "<h2 class=\"finding\">%s <small>", peat_detector_finding_name(fd->cls));
         peat_report_escape(f, fd->params);
         fprintf(f,
                 " &middot; <span class=\"%s\">&nbsp;%s&nbsp;</span> &middot; confidence "
@@ -413,7 +413,7 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     html_banner(f, o, r);
     html_findings(f, r);
     peat_report_html_runtime_table(f, r);
-    peat_runtime_html(f, r->rt);
+    peat_report_runtime_html(f, r->rt);
     html_signature(f, r);
     peat_report_html_read_note(f, r);
     fputs("<h2>Errors</h2>\n", f);

@@ -27,13 +27,13 @@ void peat_report_html_probes(FILE *f, const peat_campaign_result *r)
         for (int i = 0; i < r->n_probes; i++) {
             const peat_probe_outcome *p = &r->probes[i];
             char fnd[160];
-            snprintf(fnd, sizeof fnd, "%s%s%s", peat_finding_name(p->f.cls),
+            snprintf(fnd, sizeof fnd, "%s%s%s", peat_detector_finding_name(p->f.cls),
                      p->f.params[0] ? " " : "", p->f.params);
             fputs("<tr>", f);
             cell(f, p->label);
             cell(f, fnd);
-            fprintf(f, "<td class=\"%s\">%s</td></tr>\n", peat_acceptance_name(p->f.accept),
-                    peat_acceptance_name(p->f.accept));
+            fprintf(f, "<td class=\"%s\">%s</td></tr>\n", peat_detector_acceptance_name(p->f.accept),
+                    peat_detector_acceptance_name(p->f.accept));
         }
         fputs("</table>\n", f);
     }
@@ -47,8 +47,8 @@ void peat_report_html_probes(FILE *f, const peat_campaign_result *r)
     fputs(" (golden)</th></tr>\n", f);
     const char *name;
     char vc[64], vg[64];
-    for (int i = 0; peat_gemm_props_row(&r->props_cand, i, &name, vc, sizeof vc); i++) {
-        peat_gemm_props_row(&r->props_gold, i, &name, vg, sizeof vg);
+    for (int i = 0; peat_analyzer_gemm_props_row(&r->props_cand, i, &name, vc, sizeof vc); i++) {
+        peat_analyzer_gemm_props_row(&r->props_gold, i, &name, vg, sizeof vg);
         fputs("<tr>", f);
         cell(f, name);
         cell(f, vc);
@@ -65,7 +65,7 @@ void peat_report_html_strata(FILE *f, const peat_campaign_result *r)
 {
     const peat_coverage *c = &r->coverage;
     if (c->n == 0) return;
-    int missed = peat_coverage_missed(c);
+    int missed = peat_campaign_coverage_missed(c);
     fprintf(f,
             "<h2>Recorded strata</h2><p id=\"strata-summary\">coverage: %d of %d strata "
             "recorded (op, layer, phase, shapes, dtype)</p><table id=\"strata\"><tr><th>stratum"
@@ -94,7 +94,7 @@ void peat_report_html_runtime_table(FILE *f, const peat_campaign_result *r)
         fputs("<tr>", f);
         cell(f, r->runtime_run[j]);
         fprintf(f, "<td>%lld</td><td>%s</td>", (long long)r->runtime_swapped[j],
-                peat_runtime_class_name(v->cls));
+                peat_detector_runtime_class_name(v->cls));
         if (v->iter >= 0)
             fprintf(f, "<td>%lld</td>", (long long)v->iter);
         else

@@ -19,7 +19,7 @@ static double ratio(double a, double b)
     return b > 0 ? a / b : (a > 0 ? INFINITY : 1.0);
 }
 
-void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
+void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
 {
     const peat_signature *c = &r->cand, *g = &r->golden;
     fprintf(f, "\n%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "kernel", "calls", "elements",
@@ -30,17 +30,17 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
             fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s %s\n", c->kernel,
                     (long long)(r->n_records - r->n_kernel_failures), (long long)c->n_elems,
                     c->max_norm, ratio(c->rms_rel_mag, g->rms_rel_mag), c->eff_bits,
-                    peat_finding_name(fd->cls), verdict_word(fd->accept));
+                    peat_detector_finding_name(fd->cls), verdict_word(fd->accept));
         else
             fprintf(f, "%-18s %6s %9s %12s %12s %9s  %-18s %s\n", "", "", "", "", "", "",
-                    peat_finding_name(fd->cls), verdict_word(fd->accept));
+                    peat_detector_finding_name(fd->cls), verdict_word(fd->accept));
     }
     fprintf(f, "%-18s %6lld %9lld %12.3g %11.3gx %9.1f  %-18s\n", g->kernel,
             (long long)r->n_records, (long long)g->n_elems, g->max_norm, 1.0, g->eff_bits,
             "(reference)");
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
-        fprintf(f, "\n%s%s%s (confidence %.2f):\n", peat_finding_name(fd->cls),
+        fprintf(f, "\n%s%s%s (confidence %.2f):\n", peat_detector_finding_name(fd->cls),
                 fd->params[0] ? " " : "", fd->params, fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "  - %s\n", fd->evidence[e]);
     }
@@ -48,7 +48,7 @@ void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campai
         peat_report_probes(f, r, 0);
         peat_report_coverage(f, r, 0);
     }
-    peat_runtime_table(f, r, 0);
+    peat_report_runtime_table(f, r, 0);
     if (r->precision[0]) fprintf(f, "\nprecision: %s\n", r->precision);
     fprintf(f,
             "\nverdict: %s   (flow %s on %s; loss %.4g -> %.4g; profile %.1f s, playback %.1f s, "
@@ -159,7 +159,7 @@ static void write_findings_json(FILE *f, const peat_campaign_result *r)
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
         fputs("    {\"class\": ", f);
-        peat_report_json_str(f, peat_finding_name(fd->cls));
+        peat_report_json_str(f, peat_detector_finding_name(fd->cls));
         fputs(", \"params\": ", f);
         peat_report_json_str(f, fd->params);
         fprintf(f, ", \"confidence\": %.3f, \"acceptance\": ", fd->confidence);
@@ -197,9 +197,9 @@ static void write_probes_json(FILE *f, const peat_campaign_result *r)
         fputs(i ? ",\n    {\"probe\": " : "\n    {\"probe\": ", f);
         peat_report_json_str(f, p->label);
         fputs(", \"kind\": ", f);
-        peat_report_json_str(f, peat_probe_kind_name(p->kind));
+        peat_report_json_str(f, peat_analyzer_probe_kind_name(p->kind));
         fputs(", \"class\": ", f);
-        peat_report_json_str(f, peat_finding_name(p->f.cls));
+        peat_report_json_str(f, peat_detector_finding_name(p->f.cls));
         fputs(", \"params\": ", f);
         peat_report_json_str(f, p->f.params);
         fputs(", \"acceptance\": ", f);
@@ -227,16 +227,16 @@ static void write_probes_json(FILE *f, const peat_campaign_result *r)
 
 static peat_status signatures_json(const peat_campaign_result *r, char **cand, char **gold)
 {
-    size_t nc = (size_t)peat_signature_to_json(&r->cand, NULL, 0) + 1;
-    size_t ng = (size_t)peat_signature_to_json(&r->golden, NULL, 0) + 1;
+    size_t nc = (size_t)peat_analyzer_signature_to_json(&r->cand, NULL, 0) + 1;
+    size_t ng = (size_t)peat_analyzer_signature_to_json(&r->golden, NULL, 0) + 1;
     *cand = malloc(nc);
     *gold = malloc(ng);
     if (!*cand || !*gold) {
         free(*cand), free(*gold);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "signature json");
     }
-    peat_signature_to_json(&r->cand, *cand, nc);
-    peat_signature_to_json(&r->golden, *gold, ng);
+    peat_analyzer_signature_to_json(&r->cand, *cand, nc);
+    peat_analyzer_signature_to_json(&r->golden, *gold, ng);
     return PEAT_OK;
 }
 
@@ -346,14 +346,14 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             (long long)c->n_inf, (long long)g->n_nan, (long long)g->n_inf);
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
-        fprintf(f, "### %s %s (%s, confidence %.2f)\n\n", peat_finding_name(fd->cls), fd->params,
+        fprintf(f, "### %s %s (%s, confidence %.2f)\n\n", peat_detector_finding_name(fd->cls), fd->params,
                 verdict_word(fd->accept), fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
     peat_report_probes(f, r, 1);
     peat_report_coverage(f, r, 1);
-    peat_runtime_table(f, r, 1);
+    peat_report_runtime_table(f, r, 1);
     fputc('\n', f);
     fprintf(f,
             "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
@@ -369,7 +369,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
 /* A finding and its evidence, one line (a junit failure message). */
 static void finding_line(FILE *f, const peat_finding *fd)
 {
-    peat_report_escape(f, peat_finding_name(fd->cls));
+    peat_report_escape(f, peat_detector_finding_name(fd->cls));
     fputs(fd->params[0] ? " " : "", f);
     peat_report_escape(f, fd->params);
     for (int e = 0; e < fd->n_evidence; e++) {
@@ -404,7 +404,7 @@ static peat_status write_junit_xml(FILE *f, const peat_campaign_opts *o,
     fprintf(f, "\" time=\"%.3f\">\n", r->t_total);
     for (int i = 0; i < r->n_findings && fails; i++) {
         if (r->findings[i].accept != PEAT_ACCEPT_FAIL) continue;
-        fprintf(f, "      <failure type=\"%s\" message=\"", peat_finding_name(r->findings[i].cls));
+        fprintf(f, "      <failure type=\"%s\" message=\"", peat_detector_finding_name(r->findings[i].cls));
         finding_line(f, &r->findings[i]);
         fputs("\"/>\n", f);
     }

@@ -13,7 +13,7 @@
 void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown);
 
 /* Writes the terminal verdict table. */
-void peat_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
 
 /* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically).
  */
@@ -55,6 +55,6 @@ peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const
 
 /* The report stage, the pipeline's last (stage_report.c): the files above, then the verdict
  * table (or the JSON verdict) on o->table when set. */
-peat_status peat_stage_report(peat_campaign *c);
+peat_status peat_report_stage(peat_campaign *c);
 
 #endif

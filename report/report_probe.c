@@ -7,14 +7,14 @@
 
 static const char *accept_word(peat_acceptance a)
 {
-    return peat_acceptance_name(a);
+    return peat_detector_acceptance_name(a);
 }
 
 void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md)
 {
     const peat_coverage *c = &r->coverage;
     if (c->n == 0) return;
-    int missed = peat_coverage_missed(c);
+    int missed = peat_campaign_coverage_missed(c);
     if (md) {
         fprintf(f, "## Coverage\n\n| stratum (op layer phase shapes dtype) | seen | recorded |\n"
                    "|---|---:|---:|\n");
@@ -42,7 +42,7 @@ void peat_report_probes(FILE *f, const peat_campaign_result *r, int md)
     for (int i = 0; i < r->n_probes; i++) {
         const peat_probe_outcome *p = &r->probes[i];
         fprintf(f, md ? "| %s | %s %s | %s |\n" : "%-58.58s %-18s %s\n", p->label,
-                peat_finding_name(p->f.cls), md ? p->f.params : accept_word(p->f.accept),
+                peat_detector_finding_name(p->f.cls), md ? p->f.params : accept_word(p->f.accept),
                 md ? accept_word(p->f.accept) : "");
     }
     if (!r->have_props) return;
@@ -51,8 +51,8 @@ void peat_report_probes(FILE *f, const peat_campaign_result *r, int md)
             r->golden.kernel);
     const char *name;
     char vc[64], vg[64];
-    for (int i = 0; peat_gemm_props_row(&r->props_cand, i, &name, vc, sizeof vc); i++) {
-        peat_gemm_props_row(&r->props_gold, i, &name, vg, sizeof vg);
+    for (int i = 0; peat_analyzer_gemm_props_row(&r->props_cand, i, &name, vc, sizeof vc); i++) {
+        peat_analyzer_gemm_props_row(&r->props_gold, i, &name, vg, sizeof vg);
         fprintf(f, md ? "| %s | %s | %s |\n" : "%-58s %-18s %s\n", name, vc, vg);
     }
     if (md) fprintf(f, "\n");

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void peat_runtime_table(FILE *f, const peat_campaign_result *r, int md)
+void peat_report_runtime_table(FILE *f, const peat_campaign_result *r, int md)
 {
     if (r->n_runtime == 0) return;
     if (md)
@@ -36,7 +36,7 @@ void peat_runtime_table(FILE *f, const peat_campaign_result *r, int md)
                 md ? "| %s | %lld | %s | %s | %.4g | %s | %s | %s |\n"
                    : "%-30.30s %8lld  %-19s %5s %10.4g %17s %9s %10s\n",
                 r->runtime_run[j], (long long)r->runtime_swapped[j],
-                peat_runtime_class_name(v->cls), iter, v->final_loss, band, exc, wd);
+                peat_detector_runtime_class_name(v->cls), iter, v->final_loss, band, exc, wd);
     }
 }
 
@@ -156,7 +156,7 @@ static void frame(FILE *f, const plot *p, const char *title, const peat_runtime_
                 p->W - 190, p->T + 16);
 }
 
-void peat_runtime_html(FILE *f, const peat_runtime_result *rt)
+void peat_report_runtime_html(FILE *f, const peat_runtime_result *rt)
 {
     if (!rt || rt->n < 1) return;
     fputs("<h2>Runtime FI: training with the candidate in the loop</h2><p>Grey: the golden band "

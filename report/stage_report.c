@@ -8,23 +8,23 @@
 /* The verdict as one JSON object (for scripts: `peat run ... --json | jq .verdict`). */
 static void print_verdict_json(FILE *f, const peat_campaign_result *r)
 {
-    fprintf(f, "{\"verdict\": \"%s\", \"kernel\": ", peat_acceptance_name(r->verdict));
+    fprintf(f, "{\"verdict\": \"%s\", \"kernel\": ", peat_detector_acceptance_name(r->verdict));
     peat_report_json_str(f, r->cand.kernel);
     fprintf(f, ", \"flow\": \"%s\", \"findings\": [", r->flow);
     for (int i = 0; i < r->n_findings; i++)
         fprintf(f, "%s{\"class\": \"%s\", \"acceptance\": \"%s\"}", i ? ", " : "",
-                peat_finding_name(r->findings[i].cls), peat_acceptance_name(r->findings[i].accept));
+                peat_detector_finding_name(r->findings[i].cls), peat_detector_acceptance_name(r->findings[i].accept));
     fprintf(f, "], \"records\": %lld, \"out\": ", (long long)r->n_records);
     peat_report_json_str(f, r->out_dir);
     fprintf(f, "}\n");
 }
 
-peat_status peat_stage_report(peat_campaign *c)
+peat_status peat_report_stage(peat_campaign *c)
 {
     PEAT_TRY(peat_report_write(c->o, c->res));
     if (c->o->table && c->o->json)
         print_verdict_json(c->o->table, c->res);
     else if (c->o->table)
-        peat_campaign_print(c->o->table, c->o, c->res);
+        peat_report_campaign_print(c->o->table, c->o, c->res);
     return PEAT_OK;
 }

@@ -39,15 +39,15 @@ static const cal_case CASES[] = {
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-int peat_calibrate_cases(void)
+int peat_run_calibrate_cases(void)
 {
     return N_CASES;
 }
-const char *peat_calibrate_case_model(int i)
+const char *peat_run_calibrate_case_model(int i)
 {
     return i >= 0 && i < N_CASES ? CASES[i].model : NULL;
 }
-peat_finding_class peat_calibrate_case_expect(int i)
+peat_finding_class peat_run_calibrate_case_expect(int i)
 {
     return CASES[i].expect;
 }
@@ -107,7 +107,7 @@ static peat_status signature_of(cal_call *c, const peat_inject_model_t *m, uint6
     PEAT_TRY(m ? peat_inject_run(m, g, &c->a, seed) : peat_kernel_run(g, &c->a));
     PEAT_TRY(m ? peat_inject_run(m, g, &c->a2, s2) : peat_kernel_run(g, &c->a2));
     peat_analyzer_acc_t *acc =
-        peat_analyzer_acc_alloc(m ? peat_inject_model_spec(m) : g->name, PEAT_OP_GEMM);
+        peat_analyzer_acc_new(m ? peat_inject_model_spec(m) : g->name, PEAT_OP_GEMM);
     if (!acc) return PEAT_ERROR(PEAT_ERR_NOMEM, "analyzer");
     peat_status st = peat_analyzer_acc_add(acc, c->D, c->E, c->mag, c->K, c->M, c->N);
     peat_analyzer_acc_add_repeat(acc, c->D, c->D2);
@@ -116,16 +116,16 @@ static peat_status signature_of(cal_call *c, const peat_inject_model_t *m, uint6
     return st;
 }
 
-peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log)
+peat_status peat_run_calibrate(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log)
 {
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     if (trials < 1 || trials > 10000)
         return PEAT_ERROR(PEAT_ERR_INVAL, "trials must be in 1..10000");
     memset(counts, 0, sizeof(int) * PEAT_FIND_COUNT * (size_t)N_CASES);
     for (int e = 0; e < N_CASES; e++) {
         peat_inject_model_t *m = NULL;
         PEAT_TRY(peat_inject_model_parse(CASES[e].spec, &m));
-        peat_rng_t *r = peat_rng_alloc(peat_seed_derive(seed, CASES[e].model));
+        peat_rng_t *r = peat_rng_new(peat_seed_derive(seed, CASES[e].model));
         peat_status st = r ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "rng");
         for (int t = 0; st == PEAT_OK && t < trials; t++) {
             cal_call c;
@@ -141,7 +141,7 @@ peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND
                 if (log && (n < 1 || f[0].cls != CASES[e].expect))
                     fprintf(log, "  miss: %s on %lldx%lldx%lld -> %s %s\n", CASES[e].spec,
                             (long long)c.M, (long long)c.N, (long long)c.K,
-                            peat_finding_name(f[0].cls), f[0].params);
+                            peat_detector_finding_name(f[0].cls), f[0].params);
             }
             call_free(&c);
         }
@@ -153,12 +153,12 @@ peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND
 }
 
 /* The columns are the signature's classes: the runner's own (DUE, ...) never come from it. */
-void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials)
+void peat_run_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials)
 {
     int diag = 0, total = 0;
     fprintf(f, "%-17s", "injected \\ found");
     for (int k = 0; k < PEAT_FIND_SIGNATURE_COUNT; k++)
-        fprintf(f, " %5.5s", peat_finding_name((peat_finding_class)k));
+        fprintf(f, " %5.5s", peat_detector_finding_name((peat_finding_class)k));
     fprintf(f, "  %s\n", "correct");
     for (int e = 0; e < N_CASES; e++) {
         fprintf(f, "%-17s", CASES[e].model);

@@ -8,14 +8,14 @@
 #include "detector/detector.h"
 
 /* Number of calibration cases (one per catalogue model) and what each expects. */
-int peat_calibrate_cases(void);
-const char *peat_calibrate_case_model(int i);
-peat_finding_class peat_calibrate_case_expect(int i);
+int peat_run_calibrate_cases(void);
+const char *peat_run_calibrate_case_model(int i);
+peat_finding_class peat_run_calibrate_case_expect(int i);
 
 /* Injects every case into the golden GEMM on `trials` random shapes (M, N in 16..128, K in
  * 16..512) and inputs derived from seed; counts[case][primary finding]. Misses are logged. */
-peat_status peat_calibrate_run(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log);
-void peat_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials);
+peat_status peat_run_calibrate(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log);
+void peat_run_calibrate_print(FILE *f, int counts[][PEAT_FIND_COUNT], int trials);
 
 /* ---- the defect zoo (run/calibrate_zoo.c) ---- */
 typedef struct peat_zoo_entry {
@@ -33,9 +33,9 @@ typedef struct peat_zoo_score {
 
 /* Loads the zoo plugin lib, reads manifest (kernel, flow, expected class, defect|honest) and
  * runs each kernel's default campaign on its flow (outputs under out_root); e holds up to 128. */
-peat_status peat_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
+peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
                                uint64_t seed, peat_zoo_entry *e, int *n, FILE *log);
 /* Prints the confusion matrix (expected class x primary finding) and returns the scores. */
-peat_zoo_score peat_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n);
+peat_zoo_score peat_run_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n);
 
 #endif

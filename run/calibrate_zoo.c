@@ -23,7 +23,7 @@ static peat_status manifest_read(const char *path, peat_zoo_entry *e, int *n)
         char expect[32], kind[16];
         if (sscanf(line, "%63s %31s %31s %15s", z->kernel, z->flow, expect, kind) != 4) continue;
         z->honest = !strcmp(kind, "honest");
-        z->expect = z->honest ? PEAT_FIND_COUNT : peat_finding_parse(expect);
+        z->expect = z->honest ? PEAT_FIND_COUNT : peat_detector_finding_parse(expect);
         if (!z->honest && z->expect == PEAT_FIND_COUNT) {
             fclose(f);
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: unknown class '%s' for %s", path, expect,
@@ -46,7 +46,7 @@ static peat_status zoo_one(peat_zoo_entry *z, const char *out_root, uint64_t see
     o.seed = seed;
     peat_campaign_result *r = malloc(sizeof *r);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "campaign result");
-    peat_status st = peat_campaign_run(&o, r);
+    peat_status st = peat_run_campaign(&o, r);
     if (st == PEAT_OK) {
         z->found = r->findings[0].cls;
         z->verdict = r->verdict;
@@ -56,18 +56,18 @@ static peat_status zoo_one(peat_zoo_entry *z, const char *out_root, uint64_t see
     return st;
 }
 
-peat_status peat_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
+peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
                                uint64_t seed, peat_zoo_entry *e, int *n, FILE *log)
 {
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     PEAT_TRY(peat_plugin_load(lib, NULL));
     PEAT_TRY(manifest_read(manifest, e, n));
     for (int i = 0; i < *n; i++) {
         PEAT_TRY(zoo_one(&e[i], out_root, seed));
         if (log)
             fprintf(log, "%-32s expect %-18s found %-18s %s %s\n", e[i].kernel,
-                    e[i].honest ? "PASS" : peat_finding_name(e[i].expect),
-                    peat_finding_name(e[i].found), peat_acceptance_name(e[i].verdict), e[i].params);
+                    e[i].honest ? "PASS" : peat_detector_finding_name(e[i].expect),
+                    peat_detector_finding_name(e[i].found), peat_detector_acceptance_name(e[i].verdict), e[i].params);
     }
     return PEAT_OK;
 }
@@ -104,11 +104,11 @@ static void print_legend(FILE *f)
     fputs("columns:", f);
     for (int k = 0; k < PEAT_FIND_COUNT; k++)
         fprintf(f, "%s %s = %s", k ? "," : "", col_head[k] ? col_head[k] : "?",
-                peat_finding_name((peat_finding_class)k));
+                peat_detector_finding_name((peat_finding_class)k));
     fputc('\n', f);
 }
 
-peat_zoo_score peat_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n)
+peat_zoo_score peat_run_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n)
 {
     peat_zoo_score s = {0};
     /* rows: expected class (honest kernels as "honest"); columns: primary finding */
@@ -122,7 +122,7 @@ peat_zoo_score peat_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n)
                 (!e[i].honest && (int)e[i].expect == row))
                 cnt[e[i].found]++, any = 1;
         if (!any) continue;
-        fprintf(f, "%-18.18s", row == PEAT_FIND_COUNT ? "honest" : peat_finding_name(row));
+        fprintf(f, "%-18.18s", row == PEAT_FIND_COUNT ? "honest" : peat_detector_finding_name(row));
         for (int k = 0; k < PEAT_FIND_COUNT; k++) fprintf(f, " %4d", cnt[k]);
         fputc('\n', f);
     }

@@ -22,7 +22,7 @@
 
 #define FI_TABLE "/fi/trials"
 
-void peat_fi_opts_default(peat_fi_opts *o)
+void peat_run_fi_opts_default(peat_fi_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->site = "output";
@@ -134,8 +134,8 @@ static peat_status records_load(fi_run *F)
 {
     uint32_t mask = 0;
     int ph[3] = {1, 1, 1};
-    if (F->o->ops) PEAT_TRY(peat_op_mask_parse(F->o->ops, &mask));
-    if (F->o->phases) PEAT_TRY(peat_phase_parse(F->o->phases, &ph[0], &ph[1], &ph[2]));
+    if (F->o->ops) PEAT_TRY(peat_campaign_op_mask_parse(F->o->ops, &mask));
+    if (F->o->phases) PEAT_TRY(peat_campaign_phase_parse(F->o->phases, &ph[0], &ph[1], &ph[2]));
     int64_t n = peat_store_call_count(F->store);
     F->p = calloc((size_t)n + 1, sizeof *F->p);
     if (!F->p) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: record list");
@@ -284,7 +284,7 @@ static peat_status trial_full(fi_run *F, int w, const peat_inject_model_t *m, pe
     PEAT_TRY(trial_one(F, m, t, &a));
     /* a computation that failed (the why column) left no outputs to follow: a DUE */
     const peat_args *faulty = t->why[0] ? NULL : &a;
-    peat_status st = peat_fi_prop_trial(F->pw[w], F->p[t->record].r, faulty, t);
+    peat_status st = peat_run_fi_prop_trial(F->pw[w], F->p[t->record].r, faulty, t);
     peat_args_free_outputs(&a);
     return st;
 }
@@ -403,7 +403,7 @@ static peat_status signature_write(fi_run *F, const peat_inject_model_t *m, int6
                  peat_inject_site_name(F->site), F->res->select[0] ? " " : "",
                  F->res->select) >= (int)sizeof name)
         name[sizeof name - 1] = 0;
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc(name, F->p[0].r->op);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new(name, F->p[0].r->op);
     if (!acc) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: analyzer");
     int64_t k = F->o->signature_trials > 0 ? F->o->signature_trials : 32;
     peat_status st = PEAT_OK;
@@ -418,10 +418,10 @@ static peat_status signature_write(fi_run *F, const peat_inject_model_t *m, int6
     if (st == PEAT_OK) st = peat_analyzer_signature(acc, &sig);
     peat_analyzer_acc_free(acc);
     char *js = NULL;
-    int len = st == PEAT_OK ? peat_signature_to_json(&sig, NULL, 0) + 1 : 0;
+    int len = st == PEAT_OK ? peat_analyzer_signature_to_json(&sig, NULL, 0) + 1 : 0;
     if (st == PEAT_OK && !(js = malloc((size_t)len))) st = PEAT_ERROR(PEAT_ERR_NOMEM, "json");
     if (st == PEAT_OK) {
-        peat_signature_to_json(&sig, js, (size_t)len);
+        peat_analyzer_signature_to_json(&sig, js, (size_t)len);
         /* a rerun of the series derives the same signature: written once */
         char *old = NULL;
         int same = peat_store_signature_read(F->store, name, &old) == PEAT_OK && !strcmp(old, js);
@@ -566,12 +566,12 @@ static peat_status prop_start(fi_run *F)
     int64_t *it = malloc((size_t)(F->n_p + 1) * sizeof *it);
     if (!it) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: iterations");
     for (int64_t i = 0; i < F->n_p; i++) it[i] = F->p[i].r->iter;
-    peat_status st = peat_fi_prop_alloc(&F->meta, it, F->n_p, &F->prop);
+    peat_status st = peat_run_fi_prop_alloc(&F->meta, it, F->n_p, &F->prop);
     free(it);
     for (int w = 0; st == PEAT_OK && w < F->res->threads; w++)
-        st = peat_fi_prop_worker_alloc(F->prop, &F->pw[w]);
+        st = peat_run_fi_prop_worker_alloc(F->prop, &F->pw[w]);
     F->res->propagated = st == PEAT_OK;
-    F->res->prop_steps = peat_fi_prop_steps(F->prop);
+    F->res->prop_steps = peat_run_fi_prop_steps(F->prop);
     return st;
 }
 
@@ -631,13 +631,13 @@ static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--trials must be in 1..1e8 (or --margin in (0,1))");
     PEAT_TRY(table_open(F));
     /* the whole trial is timed: loading and preparing records and the replay included */
-    double t0 = peat_now(), c0 = peat_latency_process_cpu_s();
+    double t0 = peat_campaign_now(), c0 = peat_latency_process_cpu_s();
     PEAT_TRY(records_load(F));
     F->res->n_records = F->n_p;
     if (!o->quiet) plan_print(F, n);
     PEAT_TRY(prop_start(F));
     for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(series_run(F, m[i], n));
-    F->res->t_run = peat_now() - t0;
+    F->res->t_run = peat_campaign_now() - t0;
     F->res->t_cpu = peat_latency_process_cpu_s() - c0;
     F->res->trials_per_s = F->res->t_run > 0 ? (double)F->res->n_run / F->res->t_run : 0;
     for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(signature_write(F, m[i], n));
@@ -654,19 +654,19 @@ static peat_status reports_write(const peat_fi_result *r)
         FILE *f = fopen(tmp, "w");
         if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", tmp);
         if (k == 0)
-            peat_fi_markdown(f, r);
+            peat_run_fi_markdown(f, r);
         else
-            peat_fi_html(f, r);
+            peat_run_fi_html(f, r);
         if (fclose(f) != 0 || rename(tmp, path) != 0)
             return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", path);
     }
     return PEAT_OK;
 }
 
-peat_status peat_fi_run(const peat_fi_opts *o, peat_fi_result *res)
+peat_status peat_run_fi(const peat_fi_opts *o, peat_fi_result *res)
 {
     memset(res, 0, sizeof *res);
-    PEAT_TRY(peat_builtin_init());
+    PEAT_TRY(peat_campaign_builtin_init());
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     res->threads = o->threads > 0 ? o->threads : (int)(cpus > 0 ? (cpus < 64 ? cpus : 64) : 1);
     fi_run F = {.o = o, .res = res};
@@ -676,8 +676,8 @@ peat_status peat_fi_run(const peat_fi_opts *o, peat_fi_result *res)
     peat_status st = o->show ? PEAT_OK : models_parse(o->models, m, res);
     if (st == PEAT_OK) st = o->show ? fi_show(&F) : fi_campaign(&F, m);
     for (int i = 0; i < PEAT_FI_MAX_MODELS; i++) peat_inject_model_free(m[i]);
-    for (int w = 0; w < 64; w++) peat_fi_prop_worker_free(F.pw[w]);
-    peat_fi_prop_free(F.prop);
+    for (int w = 0; w < 64; w++) peat_run_fi_prop_worker_free(F.pw[w]);
+    peat_run_fi_prop_free(F.prop);
     peat_store_table_close(F.tab);
     peat_status cst = peat_store_close(F.store);
     prepared_free(F.p, F.n_p);
@@ -686,7 +686,7 @@ peat_status peat_fi_run(const peat_fi_opts *o, peat_fi_result *res)
     return st;
 }
 
-void peat_fi_result_free(peat_fi_result *res)
+void peat_run_fi_result_free(peat_fi_result *res)
 {
     free(res->trials);
     for (int g = 0; g < PEAT_INJECT_GROUP_COUNT; g++) peat_inject_table_free(&res->tab[g]);

@@ -30,7 +30,7 @@ typedef struct peat_fi_opts {
     int64_t debug_kill_after; /* test only: SIGKILL this process after writing this many rows */
 } peat_fi_opts;
 
-void peat_fi_opts_default(peat_fi_opts *o);
+void peat_run_fi_opts_default(peat_fi_opts *o);
 
 typedef struct peat_fi_result {
     char dir[512];
@@ -58,12 +58,12 @@ typedef struct peat_fi_result {
 
 /* Runs (or resumes) the campaign: trials into /fi/trials, reference signatures "fi:<spec>@<site>"
  * into /signatures, fi-summary.md and fi-report.html into the directory. */
-peat_status peat_fi_run(const peat_fi_opts *o, peat_fi_result *res);
-void peat_fi_result_free(peat_fi_result *res);
+peat_status peat_run_fi(const peat_fi_opts *o, peat_fi_result *res);
+void peat_run_fi_result_free(peat_fi_result *res);
 /* Terminal tables: outcomes per model x op, per layer, phase and bit, with 95% Wilson intervals. */
-void peat_fi_print(FILE *f, const peat_fi_result *r);
+void peat_run_fi_print(FILE *f, const peat_fi_result *r);
 /* Markdown tables and HTML (stacked outcome bars per model, per-bit SDC curve). */
-void peat_fi_markdown(FILE *f, const peat_fi_result *r);
-void peat_fi_html(FILE *f, const peat_fi_result *r);
+void peat_run_fi_markdown(FILE *f, const peat_fi_result *r);
+void peat_run_fi_html(FILE *f, const peat_fi_result *r);
 
 #endif

@@ -114,7 +114,7 @@ static peat_status watch_hook(void *user, const peat_kernel *k, const peat_args 
 
 static void prop_flow_free(prop_flow *pf)
 {
-    peat_flow_free(pf->f);
+    peat_models_flow_free(pf->f);
     peat_exec_free(pf->ex);
     peat_inject_model_free(pf->m);
     free(pf->w.pred);
@@ -126,18 +126,18 @@ static peat_status prop_flow_init(const peat_fi_prop_t *p, prop_flow *pf, int ba
 {
     memset(pf, 0, sizeof *pf);
     pf->w.target = -1;
-    PEAT_TRY(peat_exec_create(p->flow, p->cfg.seed, &pf->ex));
+    PEAT_TRY(peat_exec_alloc(p->flow, p->cfg.seed, &pf->ex));
     if (p->backend[0]) PEAT_TRY(peat_exec_set_backend(pf->ex, p->backend));
     PEAT_TRY(peat_exec_add_hook(pf->ex, watch_hook, &pf->w));
     if (band > 0) {
-        PEAT_TRY(peat_inject_model_parse(peat_runtime_band_spec(band), &pf->m));
+        PEAT_TRY(peat_inject_model_parse(peat_campaign_runtime_band_spec(band), &pf->m));
         pf->sw.m = pf->m;
         pf->sw.seed = p->cfg.seed;
         peat_exec_swap s = {
             .op = PEAT_OP_GEMM, .fn = peat_inject_swap_run, .user = &pf->sw, .every = 1};
         PEAT_TRY(peat_exec_set_swap(pf->ex, &s));
     }
-    PEAT_TRY(peat_flow_create(p->flow, &p->cfg, pf->ex, &pf->f));
+    PEAT_TRY(peat_models_flow_alloc(p->flow, &p->cfg, pf->ex, &pf->f));
     if (strcmp(p->finetune, "-") != 0) PEAT_TRY(peat_campaign_checkpoint_load(p->finetune, pf->f));
     return PEAT_OK;
 }
@@ -145,12 +145,12 @@ static peat_status prop_flow_init(const peat_fi_prop_t *p, prop_flow *pf, int ba
 static peat_status state_load(prop_flow *pf, peat_tensor *const *from, int n, int64_t iter)
 {
     for (int i = 0; i < n; i++) {
-        peat_tensor *d = peat_flow_state(pf->f, i, NULL);
+        peat_tensor *d = peat_models_flow_state(pf->f, i, NULL);
         if (!d || peat_tensor_nbytes(d) != peat_tensor_nbytes(from[i]))
             return PEAT_ERROR(PEAT_ERR_INTERNAL, "fi: state tensor %d differs in size", i);
         memcpy(d->data, from[i]->data, peat_tensor_nbytes(d));
     }
-    peat_flow_set_step(pf->f, iter);
+    peat_models_flow_set_step(pf->f, iter);
     return PEAT_OK;
 }
 
@@ -159,7 +159,7 @@ static peat_status state_snapshot(prop_flow *pf, int n, peat_tensor ***out)
     *out = calloc((size_t)n, sizeof **out);
     if (!*out) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: state snapshot");
     for (int i = 0; i < n; i++)
-        PEAT_TRY(peat_tensor_clone(peat_flow_state(pf->f, i, NULL), &(*out)[i]));
+        PEAT_TRY(peat_tensor_clone(peat_models_flow_state(pf->f, i, NULL), &(*out)[i]));
     return PEAT_OK;
 }
 
@@ -169,7 +169,7 @@ static peat_status step_run(prop_flow *pf, double *loss)
     pf->w.n_pred = 0;
     pf->w.hit = pf->w.mismatch = 0;
     peat_flow_metrics m;
-    peat_status st = peat_flow_step(pf->f, &m);
+    peat_status st = peat_models_flow_step(pf->f, &m);
     *loss = st == PEAT_OK ? m.loss : NAN;
     return st;
 }
@@ -197,7 +197,7 @@ static void step_compare(const peat_fi_prop_t *p, prop_flow *pf, const prop_iter
         s->pred_changed += pf->w.pred[r] != it->pred[r];
     s->identical = s->identical && s->pred_changed == 0;
     for (int i = 0; i < p->n_state; i++) {
-        const peat_tensor *x = peat_flow_state(pf->f, i, NULL);
+        const peat_tensor *x = peat_models_flow_state(pf->f, i, NULL);
         const float *v = peat_f32(x);
         for (int64_t k = 0; k < peat_tensor_numel(x) && !s->nonfinite; k++)
             s->nonfinite = !isfinite(v[k]);
@@ -293,7 +293,7 @@ static peat_status golden_step(peat_fi_prop_t *p, prop_flow *g, prop_iter *it)
 /* The replay: golden steps from the flow's start to the last needed iteration. */
 static peat_status replay(peat_fi_prop_t *p, prop_flow *g, prop_flow *band)
 {
-    int64_t k = 0, step = peat_flow_step_count(g->f);
+    int64_t k = 0, step = peat_models_flow_step_count(g->f);
     if (p->n_it && p->it[0].iter < step)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "fi: record of iteration %lld before the flow's start %lld",
@@ -355,11 +355,11 @@ static peat_status prop_build(peat_fi_prop_t *p, const peat_store_meta *meta, co
     for (int r = 0; st == PEAT_OK && r < PEAT_FI_PROP_BAND_RERUNS; r++)
         st = prop_flow_init(p, &band[r], r + 1);
     if (st == PEAT_OK) {
-        p->n_state = peat_flow_state_count(g.f);
+        p->n_state = peat_models_flow_state_count(g.f);
         p->n_weights = p->n_state / (p->cfg.optimizer == PEAT_OPTIM_SGD ? 2 : 3);
         double bytes = 0;
         for (int i = 0; i < p->n_state; i++)
-            bytes += 2.0 * (double)peat_tensor_nbytes(peat_flow_state(g.f, i, NULL));
+            bytes += 2.0 * (double)peat_tensor_nbytes(peat_models_flow_state(g.f, i, NULL));
         if (bytes * (double)p->n_it > PROP_MAX_BYTES)
             st = PEAT_ERROR(PEAT_ERR_NOMEM,
                             "fi: following trials to the end of their step keeps %.1f GiB of "
@@ -374,14 +374,14 @@ static peat_status prop_build(peat_fi_prop_t *p, const peat_store_meta *meta, co
     return st;
 }
 
-peat_status peat_fi_prop_alloc(const peat_store_meta *meta, const int64_t *iters, int64_t n,
+peat_status peat_run_fi_prop_alloc(const peat_store_meta *meta, const int64_t *iters, int64_t n,
                                peat_fi_prop_t **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: propagation");
     peat_status st = prop_build(*out, meta, iters, n);
     if (st != PEAT_OK) {
-        peat_fi_prop_free(*out);
+        peat_run_fi_prop_free(*out);
         *out = NULL;
     }
     return st;
@@ -393,7 +393,7 @@ static void tensors_free(peat_tensor **t, int n)
     free(t);
 }
 
-void peat_fi_prop_free(peat_fi_prop_t *p)
+void peat_run_fi_prop_free(peat_fi_prop_t *p)
 {
     if (!p) return;
     for (int64_t i = 0; i < p->n_it; i++) {
@@ -405,12 +405,12 @@ void peat_fi_prop_free(peat_fi_prop_t *p)
     free(p);
 }
 
-int64_t peat_fi_prop_steps(const peat_fi_prop_t *p)
+int64_t peat_run_fi_prop_steps(const peat_fi_prop_t *p)
 {
     return p ? p->steps : 0;
 }
 
-const peat_inject_step_band *peat_fi_prop_band(const peat_fi_prop_t *p, int64_t it)
+const peat_inject_step_band *peat_run_fi_prop_band(const peat_fi_prop_t *p, int64_t it)
 {
     const prop_iter *x = p ? iter_find(p, it) : NULL;
     return x ? &x->band : NULL;
@@ -418,27 +418,27 @@ const peat_inject_step_band *peat_fi_prop_band(const peat_fi_prop_t *p, int64_t 
 
 /* ---- trials ---- */
 
-peat_status peat_fi_prop_worker_alloc(const peat_fi_prop_t *p, peat_fi_prop_worker_t **out)
+peat_status peat_run_fi_prop_worker_alloc(const peat_fi_prop_t *p, peat_fi_prop_worker_t **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: worker");
     (*out)->p = p;
     peat_status st = prop_flow_init(p, &(*out)->pf, 0);
     if (st != PEAT_OK) {
-        peat_fi_prop_worker_free(*out);
+        peat_run_fi_prop_worker_free(*out);
         *out = NULL;
     }
     return st;
 }
 
-void peat_fi_prop_worker_free(peat_fi_prop_worker_t *w)
+void peat_run_fi_prop_worker_free(peat_fi_prop_worker_t *w)
 {
     if (!w) return;
     prop_flow_free(&w->pf);
     free(w);
 }
 
-peat_status peat_fi_prop_trial(peat_fi_prop_worker_t *w, const peat_record *r,
+peat_status peat_run_fi_prop_trial(peat_fi_prop_worker_t *w, const peat_record *r,
                                const peat_args *faulty, peat_inject_trial *t)
 {
     const peat_fi_prop_t *p = w->p;

@@ -182,7 +182,7 @@ static void tables(FILE *f, const peat_fi_result *r, int md, int all)
     if (r->pool && r->n_trials) series_tables(f, r, NULL, r->trials, r->n_trials, md);
 }
 
-void peat_fi_print(FILE *f, const peat_fi_result *r)
+void peat_run_fi_print(FILE *f, const peat_fi_result *r)
 {
     fprintf(f, "\ncampaign %s: kernel %s, flow %s, seed %llu\n", r->dir, r->kernel, r->flow,
             (unsigned long long)r->seed);
@@ -201,7 +201,7 @@ void peat_fi_print(FILE *f, const peat_fi_result *r)
             r->dir);
 }
 
-void peat_fi_markdown(FILE *f, const peat_fi_result *r)
+void peat_run_fi_markdown(FILE *f, const peat_fi_result *r)
 {
     fprintf(f,
             "# PEAT playback fault injection\n\nCampaign `%s`: kernel `%s`, flow `%s`, seed %llu; "
@@ -373,7 +373,7 @@ static const char sort_js[] =
     "rows.sort(function(a,b){var x=v(a),y=v(b);return (x<y?-1:x>y?1:0)*d;});"
     "rows.forEach(function(r){tb.appendChild(r);});});});</script>\n";
 
-void peat_fi_html(FILE *f, const peat_fi_result *r)
+void peat_run_fi_html(FILE *f, const peat_fi_result *r)
 {
     fputs("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>PEAT fault "
           "injection</title><style>body{font-family:sans-serif;max-width:960px;margin:2em auto}"

@@ -6,22 +6,22 @@
 
 /* The pipeline of `peat run`, in order (docs/architecture.md; how to add one: stages.h). */
 static const peat_campaign_stage stages[] = {
-    {"resolve", peat_stage_resolve, PEAT_CLOCK_NONE, NULL},
-    {"plan", peat_stage_plan, PEAT_CLOCK_NONE, NULL},
-    {"open", peat_stage_open, PEAT_CLOCK_NONE, NULL},
-    {"profile", peat_stage_profile, PEAT_CLOCK_PROFILE,
+    {"resolve", peat_campaign_stage_resolve, PEAT_CLOCK_NONE, NULL},
+    {"plan", peat_latency_stage_plan, PEAT_CLOCK_NONE, NULL},
+    {"open", peat_campaign_stage_open, PEAT_CLOCK_NONE, NULL},
+    {"profile", peat_campaign_stage_profile, PEAT_CLOCK_PROFILE,
      "/tensors/index /calls/index /states/index /metrics/index " PEAT_STORE_AMP_TABLE},
-    {"playback", peat_stage_playback, PEAT_CLOCK_PLAYBACK, NULL},
-    {"probe", peat_stage_probe, PEAT_CLOCK_PROBE, NULL},
-    {"analyze", peat_stage_analyze, PEAT_CLOCK_ANALYZE, NULL},
-    {"detect", peat_stage_detect, PEAT_CLOCK_ANALYZE, NULL},
-    {"runtime", peat_stage_runtime, PEAT_CLOCK_RUNTIME,
+    {"playback", peat_campaign_stage_playback, PEAT_CLOCK_PLAYBACK, NULL},
+    {"probe", peat_campaign_stage_probe, PEAT_CLOCK_PROBE, NULL},
+    {"analyze", peat_campaign_stage_analyze, PEAT_CLOCK_ANALYZE, NULL},
+    {"detect", peat_campaign_stage_detect, PEAT_CLOCK_ANALYZE, NULL},
+    {"runtime", peat_campaign_stage_runtime, PEAT_CLOCK_RUNTIME,
      "/runtime/curves /runtime/weight_distance /runtime/verdicts"},
-    {"commit", peat_stage_commit, PEAT_CLOCK_ANALYZE, "/signatures/index"},
-    {"report", peat_stage_report, PEAT_CLOCK_NONE, NULL},
+    {"commit", peat_campaign_stage_commit, PEAT_CLOCK_ANALYZE, "/signatures/index"},
+    {"report", peat_report_stage, PEAT_CLOCK_NONE, NULL},
 };
 
-peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res)
+peat_status peat_run_campaign(const peat_campaign_opts *o, peat_campaign_result *res)
 {
     return peat_campaign_stages_run(stages, (int)(sizeof stages / sizeof stages[0]), o, res);
 }

@@ -6,6 +6,6 @@
 
 /* Runs the whole campaign. Returns PEAT_OK when a verdict was reached (read res->verdict);
  * any other status is a usage, input or environment error (message via peat_error_last). */
-peat_status peat_campaign_run(const peat_campaign_opts *o, peat_campaign_result *res);
+peat_status peat_run_campaign(const peat_campaign_opts *o, peat_campaign_result *res);
 
 #endif

@@ -43,7 +43,7 @@ static size_t sample_pos(size_t k, size_t n)
     return (size_t)(((uint64_t)frac * (uint64_t)(n & 0xffffffffu)) >> 32);
 }
 
-double store_deflate_estimate(const peat_tensor *t)
+double peat_store_deflate_estimate(const peat_tensor *t)
 {
     size_t es = peat_dtype_size(t->dtype), n = (size_t)peat_tensor_numel(t);
     const unsigned char *p = t->data;
@@ -93,7 +93,7 @@ static void shuffle(const unsigned char *src, size_t nelem, size_t elsize, unsig
     }
 }
 
-peat_status store_codec_buffers(store_codec *c)
+peat_status peat_store_codec_buffers(store_codec *c)
 {
     if (c->in) return PEAT_OK;
     size_t max = (size_t)STORE_CHUNK_ELEMS * 8 > STORE_TEXT_CHUNK ? (size_t)STORE_CHUNK_ELEMS * 8
@@ -108,7 +108,7 @@ peat_status store_codec_buffers(store_codec *c)
 
 static peat_status codec_ready(store_codec *c, int level)
 {
-    PEAT_TRY(store_codec_buffers(c));
+    PEAT_TRY(peat_store_codec_buffers(c));
     if (!c->ready) {
         memset(&c->z, 0, sizeof c->z);
         if (deflateInit(&c->z, level) != Z_OK)
@@ -147,7 +147,7 @@ static peat_status feed(store_codec *c, const unsigned char *p, size_t n, int le
     return PEAT_OK;
 }
 
-peat_status store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
+peat_status peat_store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
                                  size_t elsize, int level, size_t *len)
 {
     size_t bytes = nelem * elsize, valid = nvalid * elsize;
@@ -181,7 +181,7 @@ peat_status store_chunk_compress(store_codec *c, const void *src, size_t nvalid,
     return PEAT_OK;
 }
 
-void store_codec_free(store_codec *c)
+void peat_store_codec_free(store_codec *c)
 {
     if (c->ready) deflateEnd(&c->z);
     free(c->in);

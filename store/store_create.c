@@ -30,53 +30,53 @@ static hid_t make_dataset(hid_t file, const char *path, hid_t ftype, hsize_t chu
 static int meta_attrs_write(hid_t g, const peat_store_meta *m)
 {
     int bad = 0;
-    bad |= store_attr_str(g, "flow", m->flow);
-    bad |= store_attr_str(g, "kernel", m->kernel);
-    bad |= store_attr_str(g, "backend", m->backend);
-    bad |= store_attr_str(g, "device", m->device);
-    bad |= store_attr_write(g, "seed", H5T_STD_U64LE, &m->seed) < 0 ? -1 : 0;
-    bad |= store_attr_write(g, "iters", H5T_STD_I64LE, &m->iters) < 0 ? -1 : 0;
-    bad |= store_attr_str(g, "peat_version", m->peat_version);
-    bad |= store_attr_str(g, "created", m->created);
-    bad |= store_attr_str(g, "argv", m->argv);
-    bad |= store_attr_str(g, "host", m->host);
-    bad |= store_attr_str(g, "clocks", m->clocks);
-    bad |= store_attr_str(g, "dtypes", m->dtypes);
-    bad |= store_attr_str(g, "build", m->build);
-    bad |= store_attr_str(g, "policy", m->policy);
-    bad |= store_attr_write(g, "exact_max_bytes", H5T_STD_I64LE, &m->exact_max_bytes) < 0 ? -1 : 0;
+    bad |= peat_store_attr_str(g, "flow", m->flow);
+    bad |= peat_store_attr_str(g, "kernel", m->kernel);
+    bad |= peat_store_attr_str(g, "backend", m->backend);
+    bad |= peat_store_attr_str(g, "device", m->device);
+    bad |= peat_store_attr_write(g, "seed", H5T_STD_U64LE, &m->seed) < 0 ? -1 : 0;
+    bad |= peat_store_attr_write(g, "iters", H5T_STD_I64LE, &m->iters) < 0 ? -1 : 0;
+    bad |= peat_store_attr_str(g, "peat_version", m->peat_version);
+    bad |= peat_store_attr_str(g, "created", m->created);
+    bad |= peat_store_attr_str(g, "argv", m->argv);
+    bad |= peat_store_attr_str(g, "host", m->host);
+    bad |= peat_store_attr_str(g, "clocks", m->clocks);
+    bad |= peat_store_attr_str(g, "dtypes", m->dtypes);
+    bad |= peat_store_attr_str(g, "build", m->build);
+    bad |= peat_store_attr_str(g, "policy", m->policy);
+    bad |= peat_store_attr_write(g, "exact_max_bytes", H5T_STD_I64LE, &m->exact_max_bytes) < 0 ? -1 : 0;
     int32_t lvl = m->deflate_level;
-    bad |= store_attr_write(g, "deflate_level", H5T_STD_I32LE, &lvl) < 0 ? -1 : 0;
+    bad |= peat_store_attr_write(g, "deflate_level", H5T_STD_I32LE, &lvl) < 0 ? -1 : 0;
     int32_t pct = m->min_saving_pct;
-    bad |= store_attr_write(g, "min_saving_pct", H5T_STD_I32LE, &pct) < 0 ? -1 : 0;
-    bad |= store_attr_str(g, "hdf5_version", m->hdf5_version);
-    bad |= store_attr_str(g, "blas", m->blas);
+    bad |= peat_store_attr_write(g, "min_saving_pct", H5T_STD_I32LE, &pct) < 0 ? -1 : 0;
+    bad |= peat_store_attr_str(g, "hdf5_version", m->hdf5_version);
+    bad |= peat_store_attr_str(g, "blas", m->blas);
     return bad;
 }
 
 /* A pool with its dtype attribute; PEAT_ERR_IO naming it if either fails. */
 static peat_status pool_create(peat_store_t *s, peat_dtype dt, int raw, hid_t *d)
 {
-    const char *p = raw ? store_raw_path(dt) : store_pool_path(dt);
+    const char *p = raw ? peat_store_raw_path(dt) : peat_store_pool_path(dt);
     int level = raw ? -1 : s->deflate < 0 ? 0 : s->deflate;
-    hsize_t chunk = raw ? (hsize_t)store_raw_chunk_elems(dt) : STORE_CHUNK_ELEMS;
-    *d = make_dataset(s->file, p, store_pool_type(dt, 1), chunk, !raw, level);
-    if (*d < 0 || store_attr_str(*d, "dtype", peat_dtype_name(dt)) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p, store_h5_msg());
+    hsize_t chunk = raw ? (hsize_t)peat_store_raw_chunk_elems(dt) : STORE_CHUNK_ELEMS;
+    *d = make_dataset(s->file, p, peat_store_pool_type(dt, 1), chunk, !raw, level);
+    if (*d < 0 || peat_store_attr_str(*d, "dtype", peat_dtype_name(dt)) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p, peat_store_h5_msg());
     return PEAT_OK;
 }
 
 static peat_status datasets_create(peat_store_t *s)
 {
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        hid_t ft = store_row_type(t, 1);
+        hid_t ft = peat_store_row_type(t, 1);
         s->d_table[t] = ft < 0 ? -1
-                               : make_dataset(s->file, store_table_path(t), ft,
-                                              (hsize_t)store_table_chunk_rows(t), 0, -1);
+                               : make_dataset(s->file, peat_store_table_path(t), ft,
+                                              (hsize_t)peat_store_table_chunk_rows(t), 0, -1);
         if (ft >= 0) H5Tclose(ft);
         if (s->d_table[t] < 0)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path,
-                              store_table_path(t), store_h5_msg());
+                              peat_store_table_path(t), peat_store_h5_msg());
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
         PEAT_TRY(pool_create(s, (peat_dtype)d, 0, &s->d_pool[d]));
@@ -86,7 +86,7 @@ static peat_status datasets_create(peat_store_t *s)
                              s->deflate < 0 ? 0 : s->deflate);
     if (s->d_text < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: creating /signatures/text failed: %s", s->path,
-                          store_h5_msg());
+                          peat_store_h5_msg());
     return PEAT_OK;
 }
 
@@ -95,48 +95,48 @@ static peat_status datasets_create(peat_store_t *s)
 static peat_status layout_create(peat_store_t *s)
 {
     int32_t ver = PEAT_STORE_SCHEMA_VERSION;
-    if (store_attr_str(s->file, "peat_format", PEAT_STORE_FORMAT) < 0 ||
-        store_attr_write(s->file, "peat_schema_version", H5T_STD_I32LE, &ver) < 0 ||
-        store_attr_str(s->file, "peat_schema_doc", "docs/hdf5-schema.md in the PEAT sources") < 0)
+    if (peat_store_attr_str(s->file, "peat_format", PEAT_STORE_FORMAT) < 0 ||
+        peat_store_attr_write(s->file, "peat_schema_version", H5T_STD_I32LE, &ver) < 0 ||
+        peat_store_attr_str(s->file, "peat_schema_doc", "docs/hdf5-schema.md in the PEAT sources") < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: writing the schema attributes failed: %s", s->path,
-                          store_h5_msg());
+                          peat_store_h5_msg());
     /* the attributes stay in the object header (compact) up to 64: past HDF5's default of 8,
      * /meta's ~20 would move to dense storage (a fractal heap and a B-tree), slower to build */
     hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
     if (gcpl < 0 || H5Pset_attr_phase_change(gcpl, 64, 48) < 0 ||
         H5Pset_obj_track_times(gcpl, 0) < 0) {
         if (gcpl >= 0) H5Pclose(gcpl);
-        return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 group creation list: %s", store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 group creation list: %s", peat_store_h5_msg());
     }
     for (int g = 0; g < STORE_N_GROUPS; g++) {
-        hid_t gid = H5Gcreate2(s->file, store_group_paths[g], H5P_DEFAULT, gcpl, H5P_DEFAULT);
-        int bad = gid < 0 || store_attr_str(gid, "description", store_group_docs[g]) < 0;
+        hid_t gid = H5Gcreate2(s->file, peat_store_group_paths[g], H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        int bad = gid < 0 || peat_store_attr_str(gid, "description", peat_store_group_docs[g]) < 0;
         if (!bad && g == 0) bad = meta_attrs_write(gid, &s->meta) != 0;
         if (gid >= 0) H5Gclose(gid);
         if (bad) H5Pclose(gcpl);
         if (bad)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path,
-                              store_group_paths[g], store_h5_msg());
+                              peat_store_group_paths[g], peat_store_h5_msg());
     }
     H5Pclose(gcpl);
     return datasets_create(s);
 }
 
-peat_status store_file_create(peat_store_t *s, const char *path)
+peat_status peat_store_file_create(peat_store_t *s, const char *path)
 {
-    hid_t fapl = store_fapl(1);
-    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
+    hid_t fapl = peat_store_fapl(1);
+    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
     /* in SWMR write mode from the start (ordered metadata flushes): the layout is built before
      * any reader can see the file (callers give it its name only when complete) */
-    store_h5_quiet();
+    peat_store_h5_quiet();
     s->file = H5Fcreate(path, H5F_ACC_EXCL | H5F_ACC_SWMR_WRITE, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
-    if (s->file < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, store_h5_msg());
+    if (s->file < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, peat_store_h5_msg());
     PEAT_TRY(layout_create(s));
     /* the whole layout on disk before the file gets its name: a kill from then on leaves a
      * campaign file that opens (empty) */
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", path, peat_store_h5_msg());
     return PEAT_OK;
 }
 
@@ -164,16 +164,16 @@ static peat_status create_impl(const char *path, const peat_store_meta *meta, pe
         return PEAT_ERROR(PEAT_ERR_INVAL, "path too long: %s", path);
     unlink(tmp); /* a creator killed before linking its file leaves this behind */
 
-    peat_store_t *s = store_alloc(path);
+    peat_store_t *s = peat_store_new(path);
     if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
     s->meta = *meta;
     unsigned maj = 0, min = 0, rel = 0;
     H5get_libversion(&maj, &min, &rel);
     snprintf(s->meta.hdf5_version, sizeof s->meta.hdf5_version, "%u.%u.%u", maj, min, rel);
-    store_settings_from_meta(s);
+    peat_store_settings_from_meta(s);
     s->writable = 1;
-    peat_status st = store_file_create(s, tmp);
-    if (st == PEAT_OK) st = store_lock_take(tmp, &s->lock_fd);
+    peat_status st = peat_store_file_create(s, tmp);
+    if (st == PEAT_OK) st = peat_store_lock_take(tmp, &s->lock_fd);
     /* link() refuses an existing name, so a file that appeared meanwhile is not replaced */
     if (st == PEAT_OK && link(tmp, path) != 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path,

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 /* The groups of the layout (docs/hdf5-schema.md), each with a description attribute. */
-const char *const store_group_paths[STORE_N_GROUPS] = {"/meta",   "/tensors", "/calls",
+const char *const peat_store_group_paths[STORE_N_GROUPS] = {"/meta",   "/tensors", "/calls",
                                                        "/states", "/metrics", "/signatures"};
-const char *const store_group_docs[STORE_N_GROUPS] = {
+const char *const peat_store_group_docs[STORE_N_GROUPS] = {
     "campaign metadata and environment, as attributes",
     "tensor pools (one 1-D dataset per dtype) and their index: every tensor is stored once",
     "one row per recorded op call; its tensors are rows of /tensors/index",
@@ -23,7 +23,7 @@ const char *const store_group_docs[STORE_N_GROUPS] = {
 
 /* ---- small HDF5 helpers ---- */
 
-int store_attr_write(hid_t loc, const char *name, hid_t type, const void *val)
+int peat_store_attr_write(hid_t loc, const char *name, hid_t type, const void *val)
 {
     hid_t sp = H5Screate(H5S_SCALAR);
     if (sp < 0) return -1;
@@ -34,14 +34,14 @@ int store_attr_write(hid_t loc, const char *name, hid_t type, const void *val)
     return r;
 }
 
-int store_attr_str(hid_t loc, const char *name, const char *val)
+int peat_store_attr_str(hid_t loc, const char *name, const char *val)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0) return -1;
     size_t n = strlen(val) + 1;
     int r = (H5Tset_size(t, n) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0)
                 ? -1
-                : store_attr_write(loc, name, t, val);
+                : peat_store_attr_write(loc, name, t, val);
     H5Tclose(t);
     return r;
 }
@@ -57,7 +57,7 @@ static int attr_open(hid_t loc, const char *name, hid_t *a, hid_t *ft)
     return 1;
 }
 
-int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n)
+int peat_store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n)
 {
     buf[0] = 0;
     hid_t a, ft;
@@ -80,7 +80,7 @@ int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n)
     return r;
 }
 
-int store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val)
+int peat_store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val)
 {
     hid_t a, ft;
     int got = attr_open(loc, name, &a, &ft);
@@ -94,7 +94,7 @@ int store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val)
 
 /* ---- the writer lock ---- */
 
-peat_status store_lock_take(const char *path, int *fd_out)
+peat_status peat_store_lock_take(const char *path, int *fd_out)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return PEAT_ERROR(PEAT_ERR_IO, "%s: %s", path, strerror(errno));
@@ -116,7 +116,7 @@ peat_status store_lock_take(const char *path, int *fd_out)
     return PEAT_OK;
 }
 
-int store_lock_held(const char *path)
+int peat_store_lock_held(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
@@ -131,7 +131,7 @@ int store_lock_held(const char *path)
 
 /* ---- allocation and teardown ---- */
 
-peat_store_t *store_alloc(const char *path)
+peat_store_t *peat_store_new(const char *path)
 {
     peat_store_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -142,10 +142,10 @@ peat_store_t *store_alloc(const char *path)
     for (int t = 0; t < STORE_T_COUNT; t++) {
         s->d_table[t] = -1;
         s->mt[t] = -1;
-        s->rows[t].elem = store_row_size(t);
+        s->rows[t].elem = peat_store_row_size(t);
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) s->d_pool[d] = s->d_raw[d] = -1;
-    for (int t = 0; t < STORE_T_COUNT; t++) s->mt[t] = store_row_type(t, 0);
+    for (int t = 0; t < STORE_T_COUNT; t++) s->mt[t] = peat_store_row_type(t, 0);
     int ok = 1;
     for (int t = 0; t < STORE_T_COUNT; t++) ok &= s->mt[t] >= 0;
     if (!ok) {
@@ -155,7 +155,7 @@ peat_store_t *store_alloc(const char *path)
     return s;
 }
 
-int store_handles_close(peat_store_t *s)
+int peat_store_handles_close(peat_store_t *s)
 {
     if (s->d_text >= 0) H5Dclose(s->d_text);
     s->d_text = -1;
@@ -177,17 +177,17 @@ static peat_status close_impl(peat_store_t *s)
 {
     peat_status st = PEAT_OK;
     if (s->file >= 0 && s->writable && !s->failed && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, store_h5_msg());
-    if (store_handles_close(s) < 0 && st == PEAT_OK)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, store_h5_msg());
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, peat_store_h5_msg());
+    if (peat_store_handles_close(s) < 0 && st == PEAT_OK)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, peat_store_h5_msg());
     if (s->lock_fd >= 0) close(s->lock_fd); /* after HDF5 let go of the file */
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->mt[t] >= 0) H5Tclose(s->mt[t]);
-        store_vec_free(&s->rows[t]);
+        peat_store_vec_free(&s->rows[t]);
     }
-    store_map_free(&s->ids);
-    store_map_free(&s->dedup);
-    store_codec_free(&s->codec);
+    peat_store_map_free(&s->ids);
+    peat_store_map_free(&s->dedup);
+    peat_store_codec_free(&s->codec);
     free(s->staged);
     free(s);
     return st;
@@ -203,7 +203,7 @@ peat_status peat_store_close(peat_store_t *s)
 
 /* ---- writing ---- */
 
-peat_status store_check_writable(const peat_store_t *s)
+peat_status peat_store_check_writable(const peat_store_t *s)
 {
     if (!s) return PEAT_ERROR(PEAT_ERR_INVAL, "store is NULL");
     if (!s->writable) return PEAT_ERROR(PEAT_ERR_INVAL, "%s was opened read-only", s->path);
@@ -213,7 +213,7 @@ peat_status store_check_writable(const peat_store_t *s)
     return PEAT_OK;
 }
 
-int64_t store_extent(hid_t d)
+int64_t peat_store_extent(hid_t d)
 {
     hid_t sp = H5Dget_space(d);
     if (sp < 0) return -1;
@@ -237,16 +237,16 @@ static int select_range(hid_t d, int64_t at, int64_t n, hid_t *fs, hid_t *ms)
     return 0;
 }
 
-peat_status store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what)
+peat_status peat_store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what)
 {
     hsize_t ext = (hsize_t)n;
     if (H5Dset_extent(d, &ext) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: extending %s failed: %s", s->path, what,
-                          store_h5_msg());
+                          peat_store_h5_msg());
     return PEAT_OK;
 }
 
-peat_status store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+peat_status peat_store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
                            const void *buf, const char *what)
 {
     if (n <= 0) return PEAT_OK;
@@ -258,19 +258,19 @@ peat_status store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, 
         H5Sclose(fs);
     }
     if (e < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, peat_store_h5_msg());
     return PEAT_OK;
 }
 
-peat_status store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+peat_status peat_store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
                          const void *buf, const char *what)
 {
     if (n <= 0) return PEAT_OK;
-    PEAT_TRY(store_extend(s, d, at + n, what));
-    return store_write_at(s, d, memtype, at, n, buf, what);
+    PEAT_TRY(peat_store_extend(s, d, at + n, what));
+    return peat_store_write_at(s, d, memtype, at, n, buf, what);
 }
 
-peat_status store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
+peat_status peat_store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
                              void *buf, const char *what)
 {
     if (count <= 0) return PEAT_OK;
@@ -283,36 +283,36 @@ peat_status store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t of
     }
     if (e < 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s unreadable (damaged or truncated file): %s",
-                          s->path, what, store_h5_msg());
+                          s->path, what, peat_store_h5_msg());
     return PEAT_OK;
 }
 
-peat_status store_table_append(peat_store_t *s, int table, int64_t n)
+peat_status peat_store_table_rows_append(peat_store_t *s, int table, int64_t n)
 {
     if (n <= 0) return PEAT_OK;
     int64_t first = s->disk_rows[table];
     const char *rows = (const char *)s->rows[table].data + (size_t)first * s->rows[table].elem;
     PEAT_TRY(
-        store_append(s, s->d_table[table], s->mt[table], first, n, rows, store_table_path(table)));
+        peat_store_append(s, s->d_table[table], s->mt[table], first, n, rows, peat_store_table_path(table)));
     s->disk_rows[table] = first + n;
-    store_step(s);
+    peat_store_step(s);
     return PEAT_OK;
 }
 
-peat_status store_flush(peat_store_t *s)
+peat_status peat_store_flush(peat_store_t *s)
 {
     /* SWMR write mode orders the writes of a flush (raw data first, then metadata, children
      * before the parents pointing to them), so the file on disk is a consistent HDF5 file at
      * every instant; once this flush returns, the record is in the kernel's page cache and
      * survives a kill of this process */
-    store_step(s);
+    peat_store_step(s);
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, store_h5_msg());
-    store_step(s);
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, peat_store_h5_msg());
+    peat_store_step(s);
     return PEAT_OK;
 }
 
-hid_t store_fapl(unsigned read_attempts)
+hid_t peat_store_fapl(unsigned read_attempts)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     /* SWMR needs the 1.10 file format (checksummed metadata, ordered flushes) */
@@ -324,7 +324,7 @@ hid_t store_fapl(unsigned read_attempts)
     return fapl;
 }
 
-void store_settings_from_meta(peat_store_t *s)
+void peat_store_settings_from_meta(peat_store_t *s)
 {
     s->exact_max =
         s->meta.exact_max_bytes == 0 ? PEAT_STORE_EXACT_MAX_DEFAULT : s->meta.exact_max_bytes;

@@ -37,7 +37,7 @@ static inline uint64_t merge(uint64_t acc, uint64_t v)
     return acc * P1 + P4;
 }
 
-uint64_t store_hash64(const void *data, size_t n, uint64_t seed)
+uint64_t peat_store_hash64(const void *data, size_t n, uint64_t seed)
 {
     const unsigned char *p = data, *end = p + n;
     uint64_t h;
@@ -83,18 +83,18 @@ uint64_t store_hash64(const void *data, size_t n, uint64_t seed)
     return h;
 }
 
-uint64_t store_tensor_hash(const peat_tensor *t)
+uint64_t peat_store_tensor_hash(const peat_tensor *t)
 {
     /* dtype and shape are part of the identity: equal bytes under another shape are another
      * tensor (a reader must get the shape it wrote back) */
     int64_t head[2 + PEAT_MAX_DIMS] = {(int64_t)t->dtype, (int64_t)t->ndim};
     for (int d = 0; d < t->ndim && d < PEAT_MAX_DIMS; d++) head[2 + d] = t->shape[d];
-    uint64_t h = store_hash64(t->data, peat_tensor_nbytes(t), 0);
-    return store_hash64(head, sizeof head, h);
+    uint64_t h = peat_store_hash64(t->data, peat_tensor_nbytes(t), 0);
+    return peat_store_hash64(head, sizeof head, h);
 }
 
-uint64_t store_row_check(int table, const void *row, size_t size)
+uint64_t peat_store_row_check(int table, const void *row, size_t size)
 {
     /* the table number seeds the hash, so a row copied into another table does not validate */
-    return store_hash64(row, size - sizeof(uint64_t), 0x5045415400000000ULL + (uint64_t)table);
+    return peat_store_hash64(row, size - sizeof(uint64_t), 0x5045415400000000ULL + (uint64_t)table);
 }

@@ -134,7 +134,7 @@ struct peat_store {
     int64_t dropped;
     store_map ids;   /* call id -> call row */
     store_map dedup; /* tensor content hash -> tensor row */
-    /* tensors of the record being written: staged by store_tensor_put, written by commit */
+    /* tensors of the record being written: staged by peat_store_tensor_put, written by commit */
     struct store_staged {
         int64_t row;
         const peat_tensor *t;
@@ -152,21 +152,21 @@ struct peat_store {
  */
 #define STORE_GUARDED(st, expr)                                                                    \
     do {                                                                                           \
-        double store_t0_ = store_busy_begin();                                                     \
+        double store_t0_ = peat_store_busy_begin();                                                     \
         H5E_BEGIN_TRY                                                                              \
         {                                                                                          \
             (st) = (expr);                                                                         \
         }                                                                                          \
         H5E_END_TRY;                                                                               \
-        store_busy_end(store_t0_);                                                                 \
+        peat_store_busy_end(store_t0_);                                                                 \
     } while (0)
-double store_busy_begin(void);
-void store_busy_end(double t0);
+double peat_store_busy_begin(void);
+void peat_store_busy_end(double t0);
 
 /* store_hash.c */
-uint64_t store_hash64(const void *data, size_t n, uint64_t seed);
-uint64_t store_tensor_hash(const peat_tensor *t);
-uint64_t store_row_check(int table, const void *row, size_t size);
+uint64_t peat_store_hash64(const void *data, size_t n, uint64_t seed);
+uint64_t peat_store_tensor_hash(const peat_tensor *t);
+uint64_t peat_store_row_check(int table, const void *row, size_t size);
 
 /* x rounded up to a multiple of m (chunk boundaries). */
 static inline int64_t store_round_up(int64_t x, int64_t m)
@@ -175,141 +175,141 @@ static inline int64_t store_round_up(int64_t x, int64_t m)
 }
 
 /* store_util.c */
-peat_status store_vec_push(store_vec *v, const void *item);
-void store_vec_free(store_vec *v);
+peat_status peat_store_vec_push(store_vec *v, const void *item);
+void peat_store_vec_free(store_vec *v);
 #define STORE_ROW(s, table, type, i) (&((type *)(s)->rows[table].data)[i])
-peat_status store_map_put(store_map *m, uint64_t key, int64_t val);
+peat_status peat_store_map_put(store_map *m, uint64_t key, int64_t val);
 /* Iterates the values stored under key: start with *cursor = -1; returns 0 when done. */
-int store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val);
-void store_map_free(store_map *m);
+int peat_store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val);
+void peat_store_map_free(store_map *m);
 /* Copies a string into a fixed field, refusing (PEAT_ERR_INVAL) what does not fit. */
-peat_status store_str_field(char *dst, size_t n, const char *src, const char *what);
+peat_status peat_store_str_field(char *dst, size_t n, const char *src, const char *what);
 /* The innermost message of HDF5's error stack (for one-line errors), "" if none. Call it right
  * after the failing HDF5 call: the next call clears the stack. */
-const char *store_h5_msg(void);
+const char *peat_store_h5_msg(void);
 /* Turns HDF5's own printing of error stacks off for the calling thread: every error reaches the
- * user as one line (store_h5_msg gives the innermost cause). Called before each file is opened. */
-void store_h5_quiet(void);
+ * user as one line (peat_store_h5_msg gives the innermost cause). Called before each file is opened. */
+void peat_store_h5_quiet(void);
 /* Counts a step of the write path; calls the test hook if one is set. */
-void store_step(peat_store_t *s);
+void peat_store_step(peat_store_t *s);
 
 /* store_types.c: compound types of the rows (memory layout; file layout is little-endian). The
  * coded columns (op, phase, dtype, pool) are HDF5 enumerations in both since schema version 4;
  * STORE_LAYOUT_PLAIN reads them as the plain integers a schema-3 file holds. */
 enum { STORE_LAYOUT_MEMORY = 0, STORE_LAYOUT_FILE = 1, STORE_LAYOUT_PLAIN = 2 };
-hid_t store_row_type(int table, int file_layout);
-const char *store_table_path(int table);
-const char *store_pool_path(peat_dtype t);
-const char *store_raw_path(peat_dtype t);
-hid_t store_pool_type(peat_dtype t, int file_layout);
-size_t store_row_size(int table);
+hid_t peat_store_row_type(int table, int file_layout);
+const char *peat_store_table_path(int table);
+const char *peat_store_pool_path(peat_dtype t);
+const char *peat_store_raw_path(peat_dtype t);
+hid_t peat_store_pool_type(peat_dtype t, int file_layout);
+size_t peat_store_row_size(int table);
 /* Rows per chunk of an index table (STORE_TABLE_CHUNK_BYTES of rows, at least 16). */
-int64_t store_table_chunk_rows(int table);
+int64_t peat_store_table_chunk_rows(int table);
 /* Elements per chunk of the raw pool of dtype t. */
-int64_t store_raw_chunk_elems(peat_dtype t);
+int64_t peat_store_raw_chunk_elems(peat_dtype t);
 
 /* store_chunk.c: one chunk as HDF5's shuffle (elsize > 1) + deflate filters store it: the
  * nvalid elements at src, zeros up to nelem. The result is in c->out. */
-peat_status store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
+peat_status peat_store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
                                  size_t elsize, int level, size_t *len);
 /* Allocates c->in (one chunk of any pool) and the other buffers, once. */
-peat_status store_codec_buffers(store_codec *c);
-void store_codec_free(store_codec *c);
+peat_status peat_store_codec_buffers(store_codec *c);
+void peat_store_codec_free(store_codec *c);
 /* Bytes shuffle + deflate would leave of t, estimated from samples of its byte planes. */
-double store_deflate_estimate(const peat_tensor *t);
+double peat_store_deflate_estimate(const peat_tensor *t);
 
 /* store_file.c: shared by creating and opening */
 #define STORE_N_GROUPS 6
-extern const char *const store_group_paths[STORE_N_GROUPS];
-extern const char *const store_group_docs[STORE_N_GROUPS];
-int store_attr_write(hid_t loc, const char *name, hid_t type, const void *val);
-int store_attr_str(hid_t loc, const char *name, const char *val);
+extern const char *const peat_store_group_paths[STORE_N_GROUPS];
+extern const char *const peat_store_group_docs[STORE_N_GROUPS];
+int peat_store_attr_write(hid_t loc, const char *name, hid_t type, const void *val);
+int peat_store_attr_str(hid_t loc, const char *name, const char *val);
 /* 1 = read, 0 = absent, -1 = present but unreadable or of another type. */
-int store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n);
-int store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val);
+int peat_store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n);
+int peat_store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val);
 /* The writer lock: PEAT_ERR_IO if another process writes the file. */
-peat_status store_lock_take(const char *path, int *fd_out);
+peat_status peat_store_lock_take(const char *path, int *fd_out);
 /* Whether another process holds the writer lock of path (a live writer). */
-int store_lock_held(const char *path);
-peat_store_t *store_alloc(const char *path);
+int peat_store_lock_held(const char *path);
+peat_store_t *peat_store_new(const char *path);
 /* File access list: the 1.10 format (SWMR needs it), read_attempts metadata reads. */
-hid_t store_fapl(unsigned read_attempts);
-void store_settings_from_meta(peat_store_t *s);
+hid_t peat_store_fapl(unsigned read_attempts);
+void peat_store_settings_from_meta(peat_store_t *s);
 /* Sets a 1-D dataset's extent to n. */
-peat_status store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what);
+peat_status peat_store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what);
 /* Writes n elements of memtype from buf at at (within the extent). */
-peat_status store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+peat_status peat_store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
                            const void *buf, const char *what);
-/* store_extend to at + n, then store_write_at. */
-peat_status store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
+/* peat_store_extend to at + n, then peat_store_write_at. */
+peat_status peat_store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
                          const void *buf, const char *what);
 /* Reads count elements at offset of a 1-D dataset into buf. */
-peat_status store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
+peat_status peat_store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
                              void *buf, const char *what);
 /* Extent of a 1-D dataset, -1 if it is not one. */
-int64_t store_extent(hid_t d);
+int64_t peat_store_extent(hid_t d);
 /* Writes rows [disk_rows, disk_rows + n) of a table (already in s->rows) to the file. */
-peat_status store_table_append(peat_store_t *s, int table, int64_t n);
+peat_status peat_store_table_rows_append(peat_store_t *s, int table, int64_t n);
 /* Makes everything written so far durable against a kill of this process. */
-peat_status store_flush(peat_store_t *s);
+peat_status peat_store_flush(peat_store_t *s);
 /* Refuses writes on a read-only or failed store. */
-peat_status store_check_writable(const peat_store_t *s);
+peat_status peat_store_check_writable(const peat_store_t *s);
 /* Closes the datasets and the file (-1 if closing the file failed). */
-int store_handles_close(peat_store_t *s);
+int peat_store_handles_close(peat_store_t *s);
 
 /* store_create.c: a file with the whole layout, in SWMR write mode, flushed (s->meta set). */
-peat_status store_file_create(peat_store_t *s, const char *path);
+peat_status peat_store_file_create(peat_store_t *s, const char *path);
 
 /* store_open.c */
 /* Opens path; lock_fd >= 0 is a writer lock already held on it (after a rebuild); verify (a
- * writable open only): every record is checked against its hashes first (store_resume_verify). */
-peat_status store_open_impl(const char *path, int writable, int lock_fd,
+ * writable open only): every record is checked against its hashes first (peat_store_resume_verify). */
+peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
                             peat_store_resume_info *verify, peat_store_t **out);
-peat_status store_datasets_open(peat_store_t *s);
-peat_status store_tables_load(peat_store_t *s);
+peat_status peat_store_datasets_open(peat_store_t *s);
+peat_status peat_store_tables_load(peat_store_t *s);
 
 /* store_recover.c: validate rows, drop an unfinished trailing record; build the maps. */
-peat_status store_recover(peat_store_t *s);
-peat_status store_index_build(peat_store_t *s);
+peat_status peat_store_recover(peat_store_t *s);
+peat_status peat_store_index_build(peat_store_t *s);
 /* Keeps only the records with sequence numbers below seq (and the tensors they refer to), as if
  * the writer had been killed before record seq: the store is then untidy and gets rebuilt. */
-void store_truncate(peat_store_t *s, int64_t seq);
+void peat_store_truncate(peat_store_t *s, int64_t seq);
 /* The end (in elements) of the last tensor of each compressed and raw pool. */
-void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
+void peat_store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
                      int64_t raw_end[PEAT_DTYPE_COUNT]);
 /* The end of the last signature's text. */
-int64_t store_text_end(const peat_store_t *s);
+int64_t peat_store_text_end(const peat_store_t *s);
 /* Whether every table and pool ends exactly at the last complete record (a writer may append). */
-int store_tidy(const peat_store_t *s);
+int peat_store_tidy(const peat_store_t *s);
 
 /* store_table.c: rows of the table at path that pass their check (*rows), and an XXH64 chain of
  * the checks of the first upto of them (*digest): any table, its columns read from the file. */
-peat_status store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
+peat_status peat_store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
                              uint64_t *digest);
 
 /* store_manifest.c: formats one problem line for fn and counts it in out->problems. */
-void store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
+void peat_store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* store_verify.c: reads every record back against its hashes; drops the first damaged one and
- * every later one (store_truncate), saying so in info. */
-peat_status store_resume_verify(peat_store_t *s, peat_store_resume_info *info);
+ * every later one (peat_store_truncate), saying so in info. */
+peat_status peat_store_resume_verify(peat_store_t *s, peat_store_resume_info *info);
 
 /* store_rebuild.c: for writing a file whose writer was killed: its complete records copied into
  * a new file that replaces it (lock held on the new file, returned in *lock_fd). */
-peat_status store_rebuild(peat_store_t *s, int *lock_fd);
+peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd);
 
 /* store_tensor.c */
 /* Starts the tensors of a new record (aligns every pool's next data to a chunk boundary). */
-void store_tensors_begin(peat_store_t *s);
+void peat_store_tensors_begin(peat_store_t *s);
 /* Stores t (or finds an identical stored tensor): *row = tensor row. New rows are appended to
- * the in-memory table and staged; store_tensors_commit writes their data and rows. */
-peat_status store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row);
-peat_status store_tensors_commit(peat_store_t *s, int64_t t_first);
-peat_status store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out);
+ * the in-memory table and staged; peat_store_tensors_commit writes their data and rows. */
+peat_status peat_store_tensor_put(peat_store_t *s, const peat_tensor *t, int64_t *row);
+peat_status peat_store_tensors_commit(peat_store_t *s, int64_t t_first);
+peat_status peat_store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **out);
 /* Verifies a stored tensor's bytes against its hash (PEAT_ERR_FORMAT if they differ). */
-peat_status store_tensor_verify(peat_store_t *s, int64_t row);
-peat_status store_text_write(peat_store_t *s, const char *text, int64_t len, int64_t *offset);
-peat_status store_text_read(peat_store_t *s, int64_t offset, int64_t len, char **out);
+peat_status peat_store_tensor_verify(peat_store_t *s, int64_t row);
+peat_status peat_store_text_write(peat_store_t *s, const char *text, int64_t len, int64_t *offset);
+peat_status peat_store_text_read(peat_store_t *s, int64_t offset, int64_t len, char **out);
 
 #endif

@@ -29,10 +29,10 @@ static uint64_t meta_digest(const peat_store_meta *m)
                           m->argv, m->host,   m->clocks,  m->dtypes, m->build,        m->policy};
     uint64_t h = 0;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-        h = store_hash64(strs[i], strlen(strs[i]) + 1, h);
+        h = peat_store_hash64(strs[i], strlen(strs[i]) + 1, h);
     int64_t nums[] = {(int64_t)m->seed, m->iters, m->exact_max_bytes, m->deflate_level,
                       m->min_saving_pct};
-    return store_hash64(nums, sizeof nums, h);
+    return peat_store_hash64(nums, sizeof nums, h);
 }
 
 /* Rows of object that pass their checks (-1: no such object) and the digest of the first upto;
@@ -45,14 +45,14 @@ static peat_status object_rows(peat_store_t *s, const char *object, int64_t upto
         return PEAT_OK;
     }
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        if (strcmp(object, store_table_path(t)) != 0) continue;
+        if (strcmp(object, peat_store_table_path(t)) != 0) continue;
         const store_vec *v = &s->rows[t];
         *rows = v->n;
         *digest = 0;
         for (int64_t i = 0; i < v->n && i < upto; i++) {
             uint64_t c;
             memcpy(&c, (const char *)v->data + (size_t)(i + 1) * v->elem - 8, 8);
-            *digest = store_hash64(&c, 8, *digest);
+            *digest = peat_store_hash64(&c, 8, *digest);
         }
         return PEAT_OK;
     }
@@ -60,7 +60,7 @@ static peat_status object_rows(peat_store_t *s, const char *object, int64_t upto
         *rows = -1, *digest = 0;
         return PEAT_OK;
     }
-    return store_table_scan(s, object, upto, rows, digest);
+    return peat_store_table_scan(s, object, upto, rows, digest);
 }
 
 typedef struct {
@@ -96,7 +96,7 @@ static peat_status stage_rows(peat_store_t *s, const peat_store_stage *st, manif
 
 static peat_status manifest_write_impl(peat_store_t *s, const peat_store_stage *stages, int n)
 {
-    PEAT_TRY(store_check_writable(s));
+    PEAT_TRY(peat_store_check_writable(s));
     peat_store_table_t *t = NULL;
     PEAT_TRY(peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t));
     peat_status st = PEAT_OK;
@@ -137,7 +137,7 @@ peat_status peat_store_manifest_write(peat_store_t *s, const peat_store_stage *s
 
 /* ---- checking a file against its manifest ---- */
 
-void store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
+void peat_store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -161,20 +161,20 @@ static peat_status row_check(peat_store_t *s, const peat_store_table_t *t, int64
     peat_status st = object_rows(s, v[M_OBJECT].s, v[M_ROWS].i, &have, &digest);
     if (st == PEAT_ERR_NOMEM) return st;
     if (st != PEAT_OK)
-        store_report(fn, user, out, "stage %s: %s is unreadable (%s)", v[M_STAGE].s, v[M_OBJECT].s,
+        peat_store_report(fn, user, out, "stage %s: %s is unreadable (%s)", v[M_STAGE].s, v[M_OBJECT].s,
                      peat_error_last());
     else if (have < 0)
-        store_report(fn, user, out, "stage %s: %s is missing (its manifest lists %lld rows)",
+        peat_store_report(fn, user, out, "stage %s: %s is missing (its manifest lists %lld rows)",
                      v[M_STAGE].s, v[M_OBJECT].s, (long long)v[M_ROWS].i);
     else if (have < v[M_ROWS].i)
-        store_report(fn, user, out, "stage %s: %s holds %lld of the %lld rows its manifest lists",
+        peat_store_report(fn, user, out, "stage %s: %s holds %lld of the %lld rows its manifest lists",
                      v[M_STAGE].s, v[M_OBJECT].s, (long long)have, (long long)v[M_ROWS].i);
     else if (digest != (uint64_t)v[M_DIGEST].i && !strcmp(v[M_OBJECT].s, META_OBJECT))
-        store_report(fn, user, out,
+        peat_store_report(fn, user, out,
                      "/meta: the campaign's attributes (kernel, flow, seed, command line, ...) "
                      "differ from its manifest (edited)");
     else if (digest != (uint64_t)v[M_DIGEST].i)
-        store_report(fn, user, out, "stage %s: the rows of %s differ from its manifest (digest)",
+        peat_store_report(fn, user, out, "stage %s: the rows of %s differ from its manifest (digest)",
                      v[M_STAGE].s, v[M_OBJECT].s);
     return PEAT_OK;
 }
@@ -209,7 +209,7 @@ static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *us
         /* PEAT names a campaign file campaign.h5 only once its commit wrote the manifest */
         const char *base = strrchr(s->path, '/');
         if (!s->crashed && !strcmp(base ? base + 1 : s->path, "campaign.h5"))
-            store_report(fn, user, out,
+            peat_store_report(fn, user, out,
                          "/manifest is missing, though the file is named as a finished campaign "
                          "(campaign.h5): deleted, or damaged");
         return PEAT_OK;
@@ -218,22 +218,22 @@ static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *us
     peat_store_table_t *t = NULL;
     peat_status st = peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t);
     if (st != PEAT_OK) {
-        store_report(fn, user, out, "/manifest is unreadable (%s)", peat_error_last());
+        peat_store_report(fn, user, out, "/manifest is unreadable (%s)", peat_error_last());
         return st == PEAT_ERR_NOMEM ? st : PEAT_OK;
     }
     int64_t n = peat_store_table_rows(t);
     peat_store_value entries = {.i = 0};
     if (n > 0) peat_store_table_get(t, 0, M_ENTRIES, &entries);
     if (n == 0)
-        store_report(fn, user, out, "/manifest: none of its rows passes its check (damaged)");
+        peat_store_report(fn, user, out, "/manifest: none of its rows passes its check (damaged)");
     else if (entries.i != n)
-        store_report(fn, user, out, "/manifest: %lld of its %lld rows pass their checks (damaged)",
+        peat_store_report(fn, user, out, "/manifest: %lld of its %lld rows pass their checks (damaged)",
                      (long long)n, (long long)entries.i);
     stages_count(t, out);
     for (int64_t i = 0; i < n && st == PEAT_OK; i++) st = row_check(s, t, i, fn, user, out);
     /* a finished campaign's writer closed it whole: rows of a record left behind are damage */
     if (st == PEAT_OK && !s->crashed && s->dropped > 0)
-        store_report(fn, user, out,
+        peat_store_report(fn, user, out,
                      "%lld index rows after the last whole record fail their checks or their "
                      "data's hash (damaged)",
                      (long long)s->dropped);

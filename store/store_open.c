@@ -22,12 +22,12 @@ static peat_status open_required(peat_store_t *s, const char *p, hid_t dapl, hid
  * the raw one: exactly this element type. */
 static peat_status pools_open(peat_store_t *s, peat_dtype dt, hid_t cached)
 {
-    const char *paths[2] = {store_pool_path(dt), store_raw_path(dt)};
+    const char *paths[2] = {peat_store_pool_path(dt), peat_store_raw_path(dt)};
     hid_t *d[2] = {&s->d_pool[dt], &s->d_raw[dt]};
     for (int k = 0; k < 2; k++) {
         PEAT_TRY(open_required(s, paths[k], k ? H5P_DEFAULT : cached, d[k]));
         hid_t ft = H5Dget_type(*d[k]);
-        int ok = ft >= 0 && (k ? H5Tequal(ft, store_pool_type(dt, 1)) > 0
+        int ok = ft >= 0 && (k ? H5Tequal(ft, peat_store_pool_type(dt, 1)) > 0
                                : H5Tget_size(ft) == peat_dtype_size(dt));
         if (ft >= 0) H5Tclose(ft);
         if (!ok)
@@ -41,7 +41,7 @@ static peat_status pools_open(peat_store_t *s, peat_dtype dt, hid_t cached)
  * writer, which appends rows as raw bytes, exactly this build's row layout. */
 static peat_status table_check(peat_store_t *s, int t)
 {
-    const char *p = store_table_path(t);
+    const char *p = peat_store_table_path(t);
     hid_t ft = H5Dget_type(s->d_table[t]);
     int ok = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND;
     for (int m = 0, nm = H5Tget_nmembers(s->mt[t]); ok && m < nm; m++) {
@@ -51,7 +51,7 @@ static peat_status table_check(peat_store_t *s, int t)
     }
     int same = 1;
     if (ok && s->writable) {
-        hid_t mine = store_row_type(t, 1);
+        hid_t mine = peat_store_row_type(t, 1);
         same = mine >= 0 && H5Tequal(ft, mine) > 0;
         if (mine >= 0) H5Tclose(mine);
     }
@@ -90,26 +90,26 @@ static peat_status chunks_check(peat_store_t *s, hid_t d, hsize_t chunk, int shu
     return PEAT_OK;
 }
 
-peat_status store_datasets_open(peat_store_t *s)
+peat_status peat_store_datasets_open(peat_store_t *s)
 {
     for (int g = 0; g < STORE_N_GROUPS; g++)
-        if (H5Lexists(s->file, store_group_paths[g], H5P_DEFAULT) <= 0)
+        if (H5Lexists(s->file, peat_store_group_paths[g], H5P_DEFAULT) <= 0)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: required group %s is missing", s->path,
-                              store_group_paths[g]);
+                              peat_store_group_paths[g]);
     /* reads walk a compressed pool forward: 16 MiB of decoded chunks keeps a record's tensors
      * cached */
     hid_t cached = H5Pcreate(H5P_DATASET_ACCESS);
     peat_status st = PEAT_OK;
     if (cached < 0 || H5Pset_chunk_cache(cached, 1021, (size_t)16 << 20, 0.75) < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", store_h5_msg());
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 dataset access list: %s", peat_store_h5_msg());
     for (int t = 0; t < STORE_T_COUNT && st == PEAT_OK; t++) {
-        st = open_required(s, store_table_path(t), H5P_DEFAULT, &s->d_table[t]);
+        st = open_required(s, peat_store_table_path(t), H5P_DEFAULT, &s->d_table[t]);
         if (st == PEAT_OK) st = table_check(s, t);
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT && st == PEAT_OK; d++) {
         st = pools_open(s, (peat_dtype)d, cached);
         if (st == PEAT_OK && s->writable)
-            st = chunks_check(s, s->d_pool[d], STORE_CHUNK_ELEMS, 1, store_pool_path(d));
+            st = chunks_check(s, s->d_pool[d], STORE_CHUNK_ELEMS, 1, peat_store_pool_path(d));
     }
     if (st == PEAT_OK) st = open_required(s, "/signatures/text", H5P_DEFAULT, &s->d_text);
     if (st == PEAT_OK && s->writable)
@@ -144,54 +144,54 @@ static peat_status meta_read(peat_store_t *s)
     };
     const char *missing = NULL;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0] && !missing; i++)
-        if (store_attr_str_read(g, strs[i].name, strs[i].buf, strs[i].n) != 1)
+        if (peat_store_attr_str_read(g, strs[i].name, strs[i].buf, strs[i].n) != 1)
             missing = strs[i].name;
     int32_t lvl = 0;
-    if (!missing && store_attr_num_read(g, "seed", H5T_NATIVE_UINT64, &m->seed) != 1)
+    if (!missing && peat_store_attr_num_read(g, "seed", H5T_NATIVE_UINT64, &m->seed) != 1)
         missing = "seed";
-    if (!missing && store_attr_num_read(g, "iters", H5T_NATIVE_INT64, &m->iters) != 1)
+    if (!missing && peat_store_attr_num_read(g, "iters", H5T_NATIVE_INT64, &m->iters) != 1)
         missing = "iters";
     if (!missing &&
-        store_attr_num_read(g, "exact_max_bytes", H5T_NATIVE_INT64, &m->exact_max_bytes) != 1)
+        peat_store_attr_num_read(g, "exact_max_bytes", H5T_NATIVE_INT64, &m->exact_max_bytes) != 1)
         missing = "exact_max_bytes";
-    if (!missing && store_attr_num_read(g, "deflate_level", H5T_NATIVE_INT32, &lvl) != 1)
+    if (!missing && peat_store_attr_num_read(g, "deflate_level", H5T_NATIVE_INT32, &lvl) != 1)
         missing = "deflate_level";
     int32_t pct = 0;
-    if (!missing && store_attr_num_read(g, "min_saving_pct", H5T_NATIVE_INT32, &pct) != 1)
+    if (!missing && peat_store_attr_num_read(g, "min_saving_pct", H5T_NATIVE_INT32, &pct) != 1)
         missing = "min_saving_pct";
     /* optional: files written before the golden's BLAS was recorded have none ("") */
-    if (!missing) store_attr_str_read(g, "blas", m->blas, sizeof m->blas);
+    if (!missing) peat_store_attr_str_read(g, "blas", m->blas, sizeof m->blas);
     H5Gclose(g);
     if (missing)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: attribute /meta/%s is missing or unreadable",
                           s->path, missing);
     m->deflate_level = lvl;
     m->min_saving_pct = pct;
-    store_settings_from_meta(s);
+    peat_store_settings_from_meta(s);
     return PEAT_OK;
 }
 
-peat_status store_tables_load(peat_store_t *s)
+peat_status peat_store_tables_load(peat_store_t *s)
 {
     for (int t = 0; t < STORE_T_COUNT; t++) {
-        int64_t n = store_extent(s->d_table[t]);
+        int64_t n = peat_store_extent(s->d_table[t]);
         if (n < 0)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: %s is not a 1-D table", s->path,
-                              store_table_path(t));
+                              peat_store_table_path(t));
         store_vec *v = &s->rows[t];
         if (n > 0 && !(v->data = malloc((size_t)n * v->elem)))
             return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: index of %lld rows", s->path, (long long)n);
         v->cap = n;
-        PEAT_TRY(store_read_range(s, s->d_table[t], s->mt[t], 0, n, v->data, store_table_path(t)));
+        PEAT_TRY(peat_store_read_range(s, s->d_table[t], s->mt[t], 0, n, v->data, peat_store_table_path(t)));
         v->n = n;
         s->disk_rows[t] = n;
     }
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
-        if ((s->pool_len[d] = store_extent(s->d_pool[d])) < 0 ||
-            (s->raw_len[d] = store_extent(s->d_raw[d])) < 0)
+        if ((s->pool_len[d] = peat_store_extent(s->d_pool[d])) < 0 ||
+            (s->raw_len[d] = peat_store_extent(s->d_raw[d])) < 0)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the %s pools are not 1-D", s->path,
                               peat_dtype_name((peat_dtype)d));
-    if ((s->text_len = store_extent(s->d_text)) < 0)
+    if ((s->text_len = peat_store_extent(s->d_text)) < 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: /signatures/text is not 1-D", s->path);
     return PEAT_OK;
 }
@@ -219,14 +219,14 @@ static peat_status path_check(const char *path, int writable)
  * reader accepts: then it is opened that way, and marked crashed. */
 static peat_status file_open(peat_store_t *s)
 {
-    unsigned attempts = !s->writable && store_lock_held(s->path) ? STORE_READ_ATTEMPTS_LIVE : 1;
-    store_h5_quiet();
-    hid_t fapl = store_fapl(attempts);
-    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", store_h5_msg());
+    unsigned attempts = !s->writable && peat_store_lock_held(s->path) ? STORE_READ_ATTEMPTS_LIVE : 1;
+    peat_store_h5_quiet();
+    hid_t fapl = peat_store_fapl(attempts);
+    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
     s->file =
         H5Fopen(s->path, s->writable ? H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE : H5F_ACC_RDONLY, fapl);
     char first[256];
-    snprintf(first, sizeof first, "%s", s->file < 0 ? store_h5_msg() : "");
+    snprintf(first, sizeof first, "%s", s->file < 0 ? peat_store_h5_msg() : "");
     if (s->file < 0 && !strstr(first, "truncated")) {
         s->file = H5Fopen(s->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
         s->crashed = s->file >= 0;
@@ -244,12 +244,12 @@ static peat_status identity_check(peat_store_t *s)
 {
     char fmt[64];
     int32_t ver = -1;
-    if (store_attr_str_read(s->file, "peat_format", fmt, sizeof fmt) != 1 ||
+    if (peat_store_attr_str_read(s->file, "peat_format", fmt, sizeof fmt) != 1 ||
         strcmp(fmt, PEAT_STORE_FORMAT) != 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s is an HDF5 file but not a PEAT campaign (no peat_format=\"%s\")",
                           s->path, PEAT_STORE_FORMAT);
-    if (store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver) != 1)
+    if (peat_store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver) != 1)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: the peat_schema_version attribute is missing",
                           s->path);
     if (ver < PEAT_STORE_SCHEMA_VERSION_READ || ver > PEAT_STORE_SCHEMA_VERSION)
@@ -265,13 +265,13 @@ static peat_status identity_check(peat_store_t *s)
     /* version 3 stored op, phase, dtype and pool as plain integers */
     for (int t = 0; ver == 3 && t < STORE_T_COUNT; t++) {
         H5Tclose(s->mt[t]);
-        if ((s->mt[t] = store_row_type(t, STORE_LAYOUT_PLAIN)) < 0)
-            return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: row type: %s", s->path, store_h5_msg());
+        if ((s->mt[t] = peat_store_row_type(t, STORE_LAYOUT_PLAIN)) < 0)
+            return PEAT_ERROR(PEAT_ERR_INTERNAL, "%s: row type: %s", s->path, peat_store_h5_msg());
     }
     return PEAT_OK;
 }
 
-peat_status store_open_impl(const char *path, int writable, int lock_fd,
+peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
                             peat_store_resume_info *verify, peat_store_t **out)
 {
     peat_status st = path_check(path, writable);
@@ -279,31 +279,31 @@ peat_status store_open_impl(const char *path, int writable, int lock_fd,
         if (lock_fd >= 0) close(lock_fd);
         return st;
     }
-    peat_store_t *s = store_alloc(path);
+    peat_store_t *s = peat_store_new(path);
     if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
     s->writable = writable;
     s->lock_fd = lock_fd;
     /* the lock first: a live writer's file is never opened for writing */
-    if (writable && lock_fd < 0) st = store_lock_take(path, &s->lock_fd);
+    if (writable && lock_fd < 0) st = peat_store_lock_take(path, &s->lock_fd);
     if (st == PEAT_OK) st = file_open(s);
     if (st == PEAT_OK) st = identity_check(s);
-    if (st == PEAT_OK) st = store_datasets_open(s);
+    if (st == PEAT_OK) st = peat_store_datasets_open(s);
     if (st == PEAT_OK) st = meta_read(s);
-    if (st == PEAT_OK) st = store_tables_load(s);
-    if (st == PEAT_OK) st = store_recover(s);
-    if (st == PEAT_OK) st = store_index_build(s);
+    if (st == PEAT_OK) st = peat_store_tables_load(s);
+    if (st == PEAT_OK) st = peat_store_recover(s);
+    if (st == PEAT_OK) st = peat_store_index_build(s);
     /* --resume keeps only what reads back whole: a damaged record and those after it are
      * dropped here (the store is then untidy, so rebuilt without them) */
-    if (st == PEAT_OK && writable && verify) st = store_resume_verify(s, verify);
-    if (st == PEAT_OK && writable && (s->crashed || !store_tidy(s))) {
+    if (st == PEAT_OK && writable && verify) st = peat_store_resume_verify(s, verify);
+    if (st == PEAT_OK && writable && (s->crashed || !peat_store_tidy(s))) {
         /* a killed writer's file (or one a failed write left a partial record in) is read, not
          * written: its complete records go to a new file that takes its name, and that one is
          * opened for writing */
         int new_lock = -1;
-        st = store_rebuild(s, &new_lock);
+        st = peat_store_rebuild(s, &new_lock);
         s->failed = 1;
         peat_store_close(s);
-        return st == PEAT_OK ? store_open_impl(path, 1, new_lock, NULL, out) : st;
+        return st == PEAT_OK ? peat_store_open_impl(path, 1, new_lock, NULL, out) : st;
     }
     if (st != PEAT_OK) {
         s->failed = 1; /* nothing to flush: leave the file as it was */
@@ -320,6 +320,6 @@ peat_status peat_store_open(const char *path, int writable, peat_store_t **out)
     *out = NULL;
     if (!path) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_open: path is NULL");
     peat_status st;
-    STORE_GUARDED(st, store_open_impl(path, writable, -1, NULL, out));
+    STORE_GUARDED(st, peat_store_open_impl(path, writable, -1, NULL, out));
     return st;
 }

@@ -2,7 +2,7 @@
  *
  * HDF5 refuses to open a file for writing while its header says a writer has it open (what
  * a killed writer leaves); only an SWMR reader accepts it. So a resume reads the file, checks
- * it (store_recover drops the unfinished record), and copies what is complete into PATH.resume:
+ * it (peat_store_recover drops the unfinished record), and copies what is complete into PATH.resume:
  * the rows from memory, compressed chunks as they are (H5Dread_chunk / H5Dwrite_chunk, no
  * recoding), raw data in blocks. The copy is flushed, locked and renamed over PATH: a kill during
  * the copy leaves PATH as it was. The space and rows of the unfinished record are gone from the
@@ -26,7 +26,7 @@ static peat_status chunks_copy(peat_store_t *s, hid_t from, hid_t to, int64_t n,
     hsize_t ext = (hsize_t)n;
     if (n > 0 && H5Dset_extent(to, &ext) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: extending a pool of the copy failed: %s", s->path,
-                          store_h5_msg());
+                          peat_store_h5_msg());
     void *buf = NULL;
     peat_status st = PEAT_OK;
     for (int64_t k = 0; k * chunk < n && st == PEAT_OK; k++) {
@@ -37,14 +37,14 @@ static peat_status chunks_copy(peat_store_t *s, hid_t from, hid_t to, int64_t n,
                        : realloc(buf, (size_t)bytes);
         if (!nb) {
             st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: chunk %lld of a pool is missing: %s", s->path,
-                            (long long)k, store_h5_msg());
+                            (long long)k, peat_store_h5_msg());
             break;
         }
         buf = nb;
         if (H5Dread_chunk(from, H5P_DEFAULT, &off, &filters, buf) < 0 ||
             H5Dwrite_chunk(to, H5P_DEFAULT, filters, &off, (size_t)bytes, buf) < 0)
             st = PEAT_ERROR(PEAT_ERR_IO, "%s: copying chunk %lld of a pool failed: %s", s->path,
-                            (long long)k, store_h5_msg());
+                            (long long)k, peat_store_h5_msg());
     }
     free(buf);
     return st;
@@ -57,12 +57,12 @@ static peat_status raw_copy(peat_store_t *s, peat_store_t *to, peat_dtype dt, in
     int64_t block = STORE_COPY_BLOCK_BYTES / (int64_t)es;
     void *buf = malloc((size_t)(n < block ? (n > 0 ? n : 1) : block) * es);
     if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: copy buffer", s->path);
-    hid_t mt = store_pool_type(dt, 0);
+    hid_t mt = peat_store_pool_type(dt, 0);
     peat_status st = PEAT_OK;
     for (int64_t at = 0; at < n && st == PEAT_OK; at += block) {
         int64_t m = n - at < block ? n - at : block;
-        st = store_read_range(s, s->d_raw[dt], mt, at, m, buf, store_raw_path(dt));
-        if (st == PEAT_OK) st = store_append(to, to->d_raw[dt], mt, at, m, buf, store_raw_path(dt));
+        st = peat_store_read_range(s, s->d_raw[dt], mt, at, m, buf, peat_store_raw_path(dt));
+        if (st == PEAT_OK) st = peat_store_append(to, to->d_raw[dt], mt, at, m, buf, peat_store_raw_path(dt));
     }
     free(buf);
     return st;
@@ -72,15 +72,15 @@ static peat_status raw_copy(peat_store_t *s, peat_store_t *to, peat_dtype dt, in
 static peat_status contents_copy(peat_store_t *s, peat_store_t *to)
 {
     int64_t deflate_end[PEAT_DTYPE_COUNT], raw_end[PEAT_DTYPE_COUNT];
-    store_pool_ends(s, deflate_end, raw_end);
+    peat_store_pool_ends(s, deflate_end, raw_end);
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) {
         PEAT_TRY(chunks_copy(s, s->d_pool[d], to->d_pool[d], deflate_end[d], STORE_CHUNK_ELEMS));
         PEAT_TRY(raw_copy(s, to, (peat_dtype)d, raw_end[d]));
     }
-    PEAT_TRY(chunks_copy(s, s->d_text, to->d_text, store_text_end(s), STORE_TEXT_CHUNK));
+    PEAT_TRY(chunks_copy(s, s->d_text, to->d_text, peat_store_text_end(s), STORE_TEXT_CHUNK));
     for (int t = 0; t < STORE_T_COUNT; t++)
-        PEAT_TRY(store_append(to, to->d_table[t], s->mt[t], 0, s->rows[t].n, s->rows[t].data,
-                              store_table_path(t)));
+        PEAT_TRY(peat_store_append(to, to->d_table[t], s->mt[t], 0, s->rows[t].n, s->rows[t].data,
+                              peat_store_table_path(t)));
     return PEAT_OK;
 }
 
@@ -89,12 +89,12 @@ static peat_status contents_copy(peat_store_t *s, peat_store_t *to)
 static int layout_object(const char *path)
 {
     for (int g = 0; g < STORE_N_GROUPS; g++)
-        if (strcmp(path, store_group_paths[g]) == 0) return 1;
+        if (strcmp(path, peat_store_group_paths[g]) == 0) return 1;
     for (int t = 0; t < STORE_T_COUNT; t++)
-        if (strcmp(path, store_table_path(t)) == 0) return 1;
+        if (strcmp(path, peat_store_table_path(t)) == 0) return 1;
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
-        if (strcmp(path, store_pool_path((peat_dtype)d)) == 0 ||
-            strcmp(path, store_raw_path((peat_dtype)d)) == 0)
+        if (strcmp(path, peat_store_pool_path((peat_dtype)d)) == 0 ||
+            strcmp(path, peat_store_raw_path((peat_dtype)d)) == 0)
             return 1;
     return strcmp(path, "/signatures/text") == 0;
 }
@@ -169,38 +169,38 @@ static herr_t other_copy(hid_t g, const char *name, const H5L_info_t *info, void
 static peat_status others_copy(peat_store_t *s, peat_store_t *to)
 {
     for (int g = -1; g < STORE_N_GROUPS; g++) {
-        copy_ctx c = {s->file, to->file, g < 0 ? "/" : store_group_paths[g], 0};
+        copy_ctx c = {s->file, to->file, g < 0 ? "/" : peat_store_group_paths[g], 0};
         if (H5Literate_by_name(s->file, c.group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, other_copy,
                                &c, H5P_DEFAULT) < 0)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: copying the other objects of %s failed: %s",
-                              s->path, c.group, store_h5_msg());
+                              s->path, c.group, peat_store_h5_msg());
     }
     return PEAT_OK;
 }
 
-peat_status store_rebuild(peat_store_t *s, int *lock_fd)
+peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
 {
     *lock_fd = -1;
     char tmp[1100];
     if (snprintf(tmp, sizeof tmp, "%s.resume", s->path) >= (int)sizeof tmp)
         return PEAT_ERROR(PEAT_ERR_INVAL, "path too long: %s", s->path);
     unlink(tmp); /* a resume killed before its rename leaves this behind */
-    peat_store_t *to = store_alloc(tmp);
+    peat_store_t *to = peat_store_new(tmp);
     if (!to) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
     to->meta = s->meta;
-    store_settings_from_meta(to);
+    peat_store_settings_from_meta(to);
     to->writable = 1;
-    peat_status st = store_file_create(to, tmp);
+    peat_status st = peat_store_file_create(to, tmp);
     if (st == PEAT_OK) st = contents_copy(s, to);
     if (st == PEAT_OK) st = others_copy(s, to);
     if (st == PEAT_OK && H5Fflush(to->file, H5F_SCOPE_LOCAL) < 0)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", tmp, store_h5_msg());
-    if (store_handles_close(to) < 0 && st == PEAT_OK)
-        st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", tmp, store_h5_msg());
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", tmp, peat_store_h5_msg());
+    if (peat_store_handles_close(to) < 0 && st == PEAT_OK)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", tmp, peat_store_h5_msg());
     to->failed = 1;
     peat_store_close(to);
     /* locked before it takes the name: no other writer can open the new file in between */
-    if (st == PEAT_OK) st = store_lock_take(tmp, lock_fd);
+    if (st == PEAT_OK) st = peat_store_lock_take(tmp, lock_fd);
     if (st == PEAT_OK && rename(tmp, s->path) != 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "cannot replace %s: %s", s->path, strerror(errno));
     if (st != PEAT_OK) {

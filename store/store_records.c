@@ -19,8 +19,8 @@ static peat_status fail(peat_store_t *s, peat_status st)
 
 static peat_status finish_record(peat_store_t *s, int table, int64_t n_rows)
 {
-    peat_status st = store_table_append(s, table, n_rows);
-    if (st == PEAT_OK) st = store_flush(s);
+    peat_status st = peat_store_table_rows_append(s, table, n_rows);
+    if (st == PEAT_OK) st = peat_store_flush(s);
     if (st == PEAT_OK) s->seq_next++;
     return fail(s, st);
 }
@@ -52,13 +52,13 @@ static peat_status call_row_fill(const peat_store_t *s, const peat_record *r, st
     c->n_in = r->n_in;
     c->n_out = r->n_out;
     for (int k = 0; k < PEAT_MAX_IO; k++) c->t_in[k] = c->t_golden[k] = c->t_exact[k] = -1;
-    PEAT_TRY(store_str_field(c->flow, sizeof c->flow, r->flow, "flow name"));
-    PEAT_TRY(store_str_field(c->layer, sizeof c->layer, r->layer, "layer name"));
-    PEAT_TRY(store_str_field(c->golden_kernel, sizeof c->golden_kernel, r->golden_kernel,
+    PEAT_TRY(peat_store_str_field(c->flow, sizeof c->flow, r->flow, "flow name"));
+    PEAT_TRY(peat_store_str_field(c->layer, sizeof c->layer, r->layer, "layer name"));
+    PEAT_TRY(peat_store_str_field(c->golden_kernel, sizeof c->golden_kernel, r->golden_kernel,
                              "golden kernel name"));
     /* the exact kernel that made (or will recompute) the exact outputs, for provenance */
     const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, "cpu");
-    PEAT_TRY(store_str_field(c->exact_kernel, sizeof c->exact_kernel, ek ? ek->name : "",
+    PEAT_TRY(peat_store_str_field(c->exact_kernel, sizeof c->exact_kernel, ek ? ek->name : "",
                              "exact kernel name"));
     (void)s;
     return PEAT_OK;
@@ -79,7 +79,7 @@ static int exact_stored(const peat_store_t *s, const peat_record *r)
 
 static peat_status call_write_impl(peat_store_t *s, const peat_record *r)
 {
-    PEAT_TRY(store_check_writable(s));
+    PEAT_TRY(peat_store_check_writable(s));
     if (!r) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_call_write: record is NULL");
     if (peat_store_call_has(s, r->id))
         return PEAT_ERROR(PEAT_ERR_INVAL,
@@ -90,21 +90,21 @@ static peat_status call_write_impl(peat_store_t *s, const peat_record *r)
     int64_t t_first = s->rows[STORE_T_TENSOR].n;
     c.t_first = t_first;
     c.seq = s->seq_next;
-    store_tensors_begin(s);
+    peat_store_tensors_begin(s);
     peat_status st = PEAT_OK;
     for (int k = 0; k < r->n_in && st == PEAT_OK; k++)
-        st = store_tensor_put(s, r->in[k], &c.t_in[k]);
+        st = peat_store_tensor_put(s, r->in[k], &c.t_in[k]);
     for (int k = 0; k < r->n_out && st == PEAT_OK; k++)
-        if (r->golden[k]) st = store_tensor_put(s, r->golden[k], &c.t_golden[k]);
+        if (r->golden[k]) st = peat_store_tensor_put(s, r->golden[k], &c.t_golden[k]);
     if (exact_stored(s, r))
         for (int k = 0; k < r->n_out && st == PEAT_OK; k++)
-            if (r->exact[k]) st = store_tensor_put(s, r->exact[k], &c.t_exact[k]);
-    if (st == PEAT_OK) st = store_tensors_commit(s, t_first);
+            if (r->exact[k]) st = peat_store_tensor_put(s, r->exact[k], &c.t_exact[k]);
+    if (st == PEAT_OK) st = peat_store_tensors_commit(s, t_first);
     if (st != PEAT_OK) return fail(s, st);
-    c.check = store_row_check(STORE_T_CALL, &c, sizeof c);
+    c.check = peat_store_row_check(STORE_T_CALL, &c, sizeof c);
     int64_t idx = s->rows[STORE_T_CALL].n;
-    st = store_vec_push(&s->rows[STORE_T_CALL], &c);
-    if (st == PEAT_OK) st = store_map_put(&s->ids, c.id, idx);
+    st = peat_store_vec_push(&s->rows[STORE_T_CALL], &c);
+    if (st == PEAT_OK) st = peat_store_map_put(&s->ids, c.id, idx);
     if (st != PEAT_OK) return fail(s, st);
     return finish_record(s, STORE_T_CALL, 1);
 }
@@ -117,7 +117,7 @@ int64_t peat_store_call_count(const peat_store_t *s)
 peat_status peat_store_call_find(const peat_store_t *s, uint64_t id, int64_t *idx)
 {
     int64_t cur = -1, v;
-    if (s && store_map_next(&s->ids, id, &cur, &v)) {
+    if (s && peat_store_map_next(&s->ids, id, &cur, &v)) {
         if (idx) *idx = v;
         return PEAT_OK;
     }
@@ -128,7 +128,7 @@ peat_status peat_store_call_find(const peat_store_t *s, uint64_t id, int64_t *id
 int peat_store_call_has(const peat_store_t *s, uint64_t id)
 {
     int64_t cur = -1, v;
-    return s && store_map_next(&s->ids, id, &cur, &v);
+    return s && peat_store_map_next(&s->ids, id, &cur, &v);
 }
 
 static peat_status check_idx(const peat_store_t *s, int table, int64_t idx, const char *what)
@@ -180,11 +180,11 @@ static peat_status call_read_impl(peat_store_t *s, int64_t idx, peat_record **ou
     peat_status st = PEAT_OK;
     int have_exact = c->n_out > 0;
     for (int k = 0; k < c->n_in && st == PEAT_OK; k++)
-        st = store_tensor_read(s, c->t_in[k], &r->in[k]);
+        st = peat_store_tensor_read(s, c->t_in[k], &r->in[k]);
     for (int k = 0; k < c->n_out && st == PEAT_OK; k++) {
-        if (c->t_golden[k] >= 0) st = store_tensor_read(s, c->t_golden[k], &r->golden[k]);
+        if (c->t_golden[k] >= 0) st = peat_store_tensor_read(s, c->t_golden[k], &r->golden[k]);
         if (st == PEAT_OK && c->t_exact[k] >= 0)
-            st = store_tensor_read(s, c->t_exact[k], &r->exact[k]);
+            st = peat_store_tensor_read(s, c->t_exact[k], &r->exact[k]);
         have_exact &= c->t_exact[k] >= 0;
     }
     if (st == PEAT_OK && !have_exact && c->n_out > 0) {
@@ -225,7 +225,7 @@ int peat_store_state_has(const peat_store_t *s, int64_t iter, const char *tag)
 static peat_status state_write_impl(peat_store_t *s, int64_t iter, const char *tag, int n,
                                     const peat_tensor *const *t, const char *const *names)
 {
-    PEAT_TRY(store_check_writable(s));
+    PEAT_TRY(peat_store_check_writable(s));
     if (!tag || n < 1 || !t || !names)
         return PEAT_ERROR(PEAT_ERR_INVAL, "state write: tag, tensors and names are required");
     if (peat_store_state_has(s, iter, tag))
@@ -233,10 +233,10 @@ static peat_status state_write_impl(peat_store_t *s, int64_t iter, const char *t
                           tag, (long long)iter);
     store_state_row proto;
     memset(&proto, 0, sizeof proto);
-    PEAT_TRY(store_str_field(proto.tag, sizeof proto.tag, tag, "state tag"));
+    PEAT_TRY(peat_store_str_field(proto.tag, sizeof proto.tag, tag, "state tag"));
     for (int i = 0; i < n; i++) {
         char tmp[64];
-        PEAT_TRY(store_str_field(tmp, sizeof tmp, names[i], "state tensor name"));
+        PEAT_TRY(peat_store_str_field(tmp, sizeof tmp, names[i], "state tensor name"));
         for (int j = 0; j < i; j++)
             if (strcmp(names[i], names[j]) == 0)
                 return PEAT_ERROR(PEAT_ERR_INVAL, "state '%s': name '%s' given twice", tag,
@@ -247,19 +247,19 @@ static peat_status state_write_impl(peat_store_t *s, int64_t iter, const char *t
     proto.iter = iter;
     proto.count = n;
     int64_t first_row = s->rows[STORE_T_STATE].n;
-    store_tensors_begin(s);
+    peat_store_tensors_begin(s);
     peat_status st = PEAT_OK;
     for (int i = 0; i < n && st == PEAT_OK; i++) {
         store_state_row r = proto;
         r.index = i;
-        st = store_str_field(r.name, sizeof r.name, names[i], "state tensor name");
-        if (st == PEAT_OK) st = store_tensor_put(s, t[i], &r.tensor);
+        st = peat_store_str_field(r.name, sizeof r.name, names[i], "state tensor name");
+        if (st == PEAT_OK) st = peat_store_tensor_put(s, t[i], &r.tensor);
         if (st == PEAT_OK) {
-            r.check = store_row_check(STORE_T_STATE, &r, sizeof r);
-            st = store_vec_push(&s->rows[STORE_T_STATE], &r);
+            r.check = peat_store_row_check(STORE_T_STATE, &r, sizeof r);
+            st = peat_store_vec_push(&s->rows[STORE_T_STATE], &r);
         }
     }
-    if (st == PEAT_OK) st = store_tensors_commit(s, proto.t_first);
+    if (st == PEAT_OK) st = peat_store_tensors_commit(s, proto.t_first);
     if (st != PEAT_OK) return fail(s, st);
     return finish_record(s, STORE_T_STATE, s->rows[STORE_T_STATE].n - first_row);
 }
@@ -332,7 +332,7 @@ static peat_status state_read_impl(peat_store_t *s, int64_t iter, const char *ta
     peat_status e = PEAT_OK;
     for (int i = 0; i < st->n && e == PEAT_OK; i++) {
         memcpy(st->names[i], r0[i].name, sizeof st->names[i]);
-        e = store_tensor_read(s, r0[i].tensor, &st->t[i]);
+        e = peat_store_tensor_read(s, r0[i].tensor, &st->t[i]);
     }
     if (e != PEAT_OK) {
         peat_store_state_free(st);
@@ -353,7 +353,7 @@ int peat_store_metrics_has(const peat_store_t *s, int64_t iter)
 
 static peat_status metrics_append_impl(peat_store_t *s, int64_t iter, double loss, double accuracy)
 {
-    PEAT_TRY(store_check_writable(s));
+    PEAT_TRY(peat_store_check_writable(s));
     if (peat_store_metrics_has(s, iter))
         return PEAT_ERROR(PEAT_ERR_INVAL, "%s already holds metrics of iteration %lld", s->path,
                           (long long)iter);
@@ -363,8 +363,8 @@ static peat_status metrics_append_impl(peat_store_t *s, int64_t iter, double los
     r.iter = iter;
     r.loss = loss;
     r.accuracy = accuracy;
-    r.check = store_row_check(STORE_T_METRIC, &r, sizeof r);
-    PEAT_TRY(fail(s, store_vec_push(&s->rows[STORE_T_METRIC], &r)));
+    r.check = peat_store_row_check(STORE_T_METRIC, &r, sizeof r);
+    PEAT_TRY(fail(s, peat_store_vec_push(&s->rows[STORE_T_METRIC], &r)));
     return finish_record(s, STORE_T_METRIC, 1);
 }
 
@@ -388,18 +388,18 @@ peat_status peat_store_metrics_read(const peat_store_t *s, int64_t idx, int64_t 
 
 static peat_status signature_write_impl(peat_store_t *s, const char *kernel, const char *json)
 {
-    PEAT_TRY(store_check_writable(s));
+    PEAT_TRY(peat_store_check_writable(s));
     if (!kernel || !json)
         return PEAT_ERROR(PEAT_ERR_INVAL, "signature write: kernel and json are required");
     store_sig_row r;
     memset(&r, 0, sizeof r);
-    PEAT_TRY(store_str_field(r.kernel, sizeof r.kernel, kernel, "kernel name"));
+    PEAT_TRY(peat_store_str_field(r.kernel, sizeof r.kernel, kernel, "kernel name"));
     r.seq = s->seq_next;
     r.text_len = (int64_t)strlen(json);
-    r.text_hash = store_hash64(json, (size_t)r.text_len, 0);
-    PEAT_TRY(fail(s, store_text_write(s, json, r.text_len, &r.text_offset)));
-    r.check = store_row_check(STORE_T_SIG, &r, sizeof r);
-    PEAT_TRY(fail(s, store_vec_push(&s->rows[STORE_T_SIG], &r)));
+    r.text_hash = peat_store_hash64(json, (size_t)r.text_len, 0);
+    PEAT_TRY(fail(s, peat_store_text_write(s, json, r.text_len, &r.text_offset)));
+    r.check = peat_store_row_check(STORE_T_SIG, &r, sizeof r);
+    PEAT_TRY(fail(s, peat_store_vec_push(&s->rows[STORE_T_SIG], &r)));
     return finish_record(s, STORE_T_SIG, 1);
 }
 
@@ -411,8 +411,8 @@ int64_t peat_store_signature_count(const peat_store_t *s)
 static peat_status sig_text(peat_store_t *s, const store_sig_row *r, char **json)
 {
     char *text = NULL;
-    PEAT_TRY(store_text_read(s, r->text_offset, r->text_len, &text));
-    if (store_hash64(text, (size_t)r->text_len, 0) != r->text_hash) {
+    PEAT_TRY(peat_store_text_read(s, r->text_offset, r->text_len, &text));
+    if (peat_store_hash64(text, (size_t)r->text_len, 0) != r->text_hash) {
         free(text);
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s: signature of %s does not match its hash (damaged data)", s->path,
@@ -476,7 +476,7 @@ static peat_status stats_get_impl(const peat_store_t *s, peat_store_stats *out)
     /* what the chunks of the in-place datasets hold beyond their used part (a raw pool's is
      * the end of its last tensor: a reader's extent is whole chunks) */
     int64_t deflate_end[PEAT_DTYPE_COUNT], raw_end[PEAT_DTYPE_COUNT];
-    store_pool_ends(s, deflate_end, raw_end);
+    peat_store_pool_ends(s, deflate_end, raw_end);
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
         if (s->d_raw[d] >= 0) {
             int64_t alloc = (int64_t)H5Dget_storage_size(s->d_raw[d]);

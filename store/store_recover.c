@@ -10,7 +10,7 @@ static int row_good(const peat_store_t *s, int t, int64_t i)
     const char *row = (const char *)v->data + (size_t)i * v->elem;
     uint64_t chk;
     memcpy(&chk, row + v->elem - 8, 8);
-    return chk == store_row_check(t, row, v->elem);
+    return chk == peat_store_row_check(t, row, v->elem);
 }
 
 static int row_zero(const peat_store_t *s, int t, int64_t i)
@@ -98,17 +98,17 @@ static peat_status record_data_verify(peat_store_t *s, const rec_ref *rr)
         int counts[3] = {c->n_in, c->n_out, c->n_out};
         for (int l = 0; l < 3; l++)
             for (int k = 0; k < counts[l]; k++)
-                if (lists[l][k] >= c->t_first) PEAT_TRY(store_tensor_verify(s, lists[l][k]));
+                if (lists[l][k] >= c->t_first) PEAT_TRY(peat_store_tensor_verify(s, lists[l][k]));
     } else if (rr->table == STORE_T_STATE) {
         for (int64_t i = 0; i < rr->n; i++) {
             const store_state_row *r = STORE_ROW(s, STORE_T_STATE, store_state_row, rr->first + i);
-            if (r->tensor >= r->t_first) PEAT_TRY(store_tensor_verify(s, r->tensor));
+            if (r->tensor >= r->t_first) PEAT_TRY(peat_store_tensor_verify(s, r->tensor));
         }
     } else if (rr->table == STORE_T_SIG) {
         const store_sig_row *g = STORE_ROW(s, STORE_T_SIG, store_sig_row, rr->first);
         char *text = NULL;
-        PEAT_TRY(store_text_read(s, g->text_offset, g->text_len, &text));
-        int same = store_hash64(text, (size_t)g->text_len, 0) == g->text_hash;
+        PEAT_TRY(peat_store_text_read(s, g->text_offset, g->text_len, &text));
+        int same = peat_store_hash64(text, (size_t)g->text_len, 0) == g->text_hash;
         free(text);
         if (!same)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: signature text does not match its hash",
@@ -152,7 +152,7 @@ static peat_status rows_validate(const peat_store_t *s, int64_t n_ok[STORE_T_COU
         for (int64_t i = n_ok[t] + 1; i < s->rows[t].n; i++)
             if (row_good(s, t, i) && row_seq(s, t, i) != seq_max + 1)
                 return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: row %lld of %s is damaged (checksum)",
-                                  s->path, (long long)n_ok[t], store_table_path(t));
+                                  s->path, (long long)n_ok[t], peat_store_table_path(t));
     return PEAT_OK;
 }
 
@@ -237,7 +237,7 @@ static peat_status records_check(const peat_store_t *s, const rec_ref *recs, int
             return PEAT_ERROR(
                 PEAT_ERR_FORMAT,
                 "%s: record %lld (%s row %lld) refers to data that is not there: damaged file",
-                s->path, (long long)r, store_table_path(recs[r].table), (long long)recs[r].first);
+                s->path, (long long)r, peat_store_table_path(recs[r].table), (long long)recs[r].first);
         *max_ref = max_i64(*max_ref, row_max_ref(s, recs[r].table, recs[r].first, recs[r].n));
     }
     return PEAT_OK;
@@ -246,7 +246,7 @@ static peat_status records_check(const peat_store_t *s, const rec_ref *recs, int
 /* Validates every row and drops an incomplete trailing record (a killed writer's last one):
  * records are written one at a time and each ends with a flush, so only the record with the
  * highest sequence number can be incomplete. What remains must be whole and gap-free. */
-peat_status store_recover(peat_store_t *s)
+peat_status peat_store_recover(peat_store_t *s)
 {
     int64_t n_ok[STORE_T_COUNT];
     PEAT_TRY(rows_validate(s, n_ok));
@@ -273,23 +273,23 @@ peat_status store_recover(peat_store_t *s)
     return PEAT_OK;
 }
 
-peat_status store_index_build(peat_store_t *s)
+peat_status peat_store_index_build(peat_store_t *s)
 {
     for (int64_t i = 0; i < s->rows[STORE_T_CALL].n; i++) {
         uint64_t id = STORE_ROW(s, STORE_T_CALL, store_call_row, i)->id;
         int64_t cur = -1, v;
-        if (store_map_next(&s->ids, id, &cur, &v))
+        if (peat_store_map_next(&s->ids, id, &cur, &v))
             return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: record id %llu is stored twice", s->path,
                               (unsigned long long)id);
-        PEAT_TRY(store_map_put(&s->ids, id, i));
+        PEAT_TRY(peat_store_map_put(&s->ids, id, i));
     }
     for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++)
         PEAT_TRY(
-            store_map_put(&s->dedup, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->hash, i));
+            peat_store_map_put(&s->dedup, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->hash, i));
     return PEAT_OK;
 }
 
-void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
+void peat_store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
                      int64_t raw_end[PEAT_DTYPE_COUNT])
 {
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) deflate_end[d] = raw_end[d] = 0;
@@ -300,7 +300,7 @@ void store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT
     }
 }
 
-int64_t store_text_end(const peat_store_t *s)
+int64_t peat_store_text_end(const peat_store_t *s)
 {
     int64_t end = 0;
     for (int64_t i = 0; i < s->rows[STORE_T_SIG].n; i++) {
@@ -310,18 +310,18 @@ int64_t store_text_end(const peat_store_t *s)
     return end;
 }
 
-int store_tidy(const peat_store_t *s)
+int peat_store_tidy(const peat_store_t *s)
 {
     int64_t deflate_end[PEAT_DTYPE_COUNT], raw_end[PEAT_DTYPE_COUNT];
-    store_pool_ends(s, deflate_end, raw_end);
-    int tidy = s->text_len == store_text_end(s);
+    peat_store_pool_ends(s, deflate_end, raw_end);
+    int tidy = s->text_len == peat_store_text_end(s);
     for (int t = 0; t < STORE_T_COUNT; t++) tidy &= s->rows[t].n == s->disk_rows[t];
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++)
         tidy &= s->pool_len[d] == deflate_end[d] && s->raw_len[d] == raw_end[d];
     return tidy;
 }
 
-void store_truncate(peat_store_t *s, int64_t seq)
+void peat_store_truncate(peat_store_t *s, int64_t seq)
 {
     int64_t max_ref = -1;
     for (int t = STORE_T_CALL; t < STORE_T_COUNT; t++) {

@@ -96,11 +96,11 @@ static peat_status group_describe(peat_store_table_t *t, const char *path)
         if (strncmp(path, stage_groups[g][0], n) != 0 || path[n] != '/') continue;
         hid_t gid = H5Gopen2(t->s->file, stage_groups[g][0], H5P_DEFAULT);
         int has = gid >= 0 ? H5Aexists(gid, "description") : -1;
-        int bad = has < 0 || (!has && store_attr_str(gid, "description", stage_groups[g][1]) < 0);
+        int bad = has < 0 || (!has && peat_store_attr_str(gid, "description", stage_groups[g][1]) < 0);
         if (gid >= 0) H5Gclose(gid);
         if (bad)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot describe %s: %s", t->s->path,
-                              stage_groups[g][0], store_h5_msg());
+                              stage_groups[g][0], peat_store_h5_msg());
     }
     return PEAT_OK;
 }
@@ -118,10 +118,10 @@ static peat_status table_create(peat_store_table_t *t, const char *path)
     if (sp >= 0) H5Sclose(sp);
     if (bad || t->d < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot create table %s: %s", t->s->path, path,
-                          store_h5_msg());
+                          peat_store_h5_msg());
     PEAT_TRY(group_describe(t, path));
     if (H5Fflush(t->s->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, peat_store_h5_msg());
     return PEAT_OK;
 }
 
@@ -164,7 +164,7 @@ static peat_status rows_load(peat_store_table_t *t)
     if (!t->rows) return PEAT_ERROR(PEAT_ERR_NOMEM, "table of %llu rows", (unsigned long long)n);
     if (n > 0 && H5Dread(t->d, t->mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->rows) < 0)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: table rows unreadable: %s", t->s->path,
-                          store_h5_msg());
+                          peat_store_h5_msg());
     t->n = 0;
     while (t->n < (int64_t)n) {
         unsigned char *r = t->rows + (size_t)t->n * t->row_size;
@@ -177,7 +177,7 @@ static peat_status rows_load(peat_store_table_t *t)
 }
 
 /* HDF5 prints its error stack on stderr by default; a table's errors are returned as one line
- * (store_h5_msg reads the stack), so its calls run with the printing off. */
+ * (peat_store_h5_msg reads the stack), so its calls run with the printing off. */
 static int link_exists(hid_t file, const char *path)
 {
     htri_t r = -1;
@@ -231,7 +231,7 @@ static peat_status table_open(peat_store_t *s, const char *path, const peat_stor
     t->d = t->mtype = -1;
     peat_status st = cols_set(t, cols, n_cols);
     if (st == PEAT_OK && (t->mtype = row_type(t)) < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, store_h5_msg());
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, peat_store_h5_msg());
     int exists = st == PEAT_OK && peat_store_table_exists(s, path);
     if (st == PEAT_OK && !exists && !s->writable)
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no table %s", s->path, path);
@@ -289,7 +289,7 @@ static peat_status rows_write(peat_store_table_t *t, int64_t first, int64_t n)
 {
     hsize_t ext = (hsize_t)(first + n), start = (hsize_t)first, count = (hsize_t)n;
     if (H5Dset_extent(t->d, &ext) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: table extent: %s", t->s->path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: table extent: %s", t->s->path, peat_store_h5_msg());
     hid_t fs = H5Dget_space(t->d), ms = H5Screate_simple(1, &count, NULL);
     int bad =
         fs < 0 || ms < 0 ||
@@ -297,17 +297,17 @@ static peat_status rows_write(peat_store_table_t *t, int64_t first, int64_t n)
         H5Dwrite(t->d, t->mtype, ms, fs, H5P_DEFAULT, t->rows + (size_t)first * t->row_size) < 0;
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
-    if (bad) return PEAT_ERROR(PEAT_ERR_IO, "%s: table write: %s", t->s->path, store_h5_msg());
+    if (bad) return PEAT_ERROR(PEAT_ERR_IO, "%s: table write: %s", t->s->path, peat_store_h5_msg());
     /* durable against a kill of this process once the flush returns */
     if (H5Fflush(t->s->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, peat_store_h5_msg());
     return PEAT_OK;
 }
 
 peat_status peat_store_table_append(peat_store_table_t *t, const peat_store_value *v, int64_t n)
 {
     if (!t || n < 0) return PEAT_ERROR(PEAT_ERR_INVAL, "table append: bad arguments");
-    PEAT_TRY(store_check_writable(t->s));
+    PEAT_TRY(peat_store_check_writable(t->s));
     if (n == 0) return PEAT_OK;
     if (t->n + n > t->cap) {
         int64_t cap = (t->n + n) * 2;
@@ -382,7 +382,7 @@ static peat_status cols_from_file(peat_store_t *s, hid_t d, const char *path, pe
     return st;
 }
 
-peat_status store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
+peat_status peat_store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
                              uint64_t *digest)
 {
     peat_store_col cols[TABLE_MAX_COLS];
@@ -406,7 +406,7 @@ peat_status store_table_scan(peat_store_t *s, const char *path, int64_t upto, in
     for (int64_t i = 0; i < t->n && i < upto; i++) {
         uint64_t c;
         memcpy(&c, t->rows + (size_t)i * t->row_size + t->check_off, 8);
-        *digest = store_hash64(&c, 8, *digest);
+        *digest = peat_store_hash64(&c, 8, *digest);
     }
     peat_store_table_close(t);
     return PEAT_OK;

@@ -32,21 +32,21 @@ static const char *const raw_paths[PEAT_DTYPE_COUNT] = {
     [PEAT_DTYPE_I32] = "/tensors/i32_raw",
 };
 
-const char *store_raw_path(peat_dtype t)
+const char *peat_store_raw_path(peat_dtype t)
 {
     return raw_paths[t];
 }
 
-const char *store_table_path(int table)
+const char *peat_store_table_path(int table)
 {
     return table_paths[table];
 }
-const char *store_pool_path(peat_dtype t)
+const char *peat_store_pool_path(peat_dtype t)
 {
     return pool_paths[t];
 }
 
-size_t store_row_size(int table)
+size_t peat_store_row_size(int table)
 {
     static const size_t sizes[STORE_T_COUNT] = {
         sizeof(store_tensor_row), sizeof(store_call_row), sizeof(store_state_row),
@@ -55,13 +55,13 @@ size_t store_row_size(int table)
     return sizes[table];
 }
 
-int64_t store_table_chunk_rows(int table)
+int64_t peat_store_table_chunk_rows(int table)
 {
-    int64_t n = STORE_TABLE_CHUNK_BYTES / (int64_t)store_row_size(table);
+    int64_t n = STORE_TABLE_CHUNK_BYTES / (int64_t)peat_store_row_size(table);
     return n < 16 ? 16 : n;
 }
 
-int64_t store_raw_chunk_elems(peat_dtype t)
+int64_t peat_store_raw_chunk_elems(peat_dtype t)
 {
     return STORE_RAW_CHUNK_BYTES / (int64_t)peat_dtype_size(t);
 }
@@ -165,9 +165,9 @@ static void add_str(builder *b, const char *name, size_t off, size_t n)
 
 #define OFF(type, f) offsetof(type, f)
 
-hid_t store_row_type(int table, int file_layout)
+hid_t peat_store_row_type(int table, int file_layout)
 {
-    builder b = {H5Tcreate(H5T_COMPOUND, store_row_size(table)), file_layout == STORE_LAYOUT_FILE,
+    builder b = {H5Tcreate(H5T_COMPOUND, peat_store_row_size(table)), file_layout == STORE_LAYOUT_FILE,
                  0, file_layout == STORE_LAYOUT_PLAIN};
     if (b.t < 0) return -1;
     switch (table) {
@@ -245,7 +245,7 @@ hid_t store_row_type(int table, int file_layout)
     return b.t;
 }
 
-hid_t store_pool_type(peat_dtype t, int file_layout)
+hid_t peat_store_pool_type(peat_dtype t, int file_layout)
 {
     /* bf16 and f16 are kept as their 16-bit patterns (uint16): bit-exact, and every HDF5 tool
      * reads them; the dtype attribute of the pool says how to view them */

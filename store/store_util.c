@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-peat_status store_vec_push(store_vec *v, const void *item)
+peat_status peat_store_vec_push(store_vec *v, const void *item)
 {
     if (v->n == v->cap) {
         int64_t cap = v->cap ? 2 * v->cap : 64;
@@ -19,7 +19,7 @@ peat_status store_vec_push(store_vec *v, const void *item)
     return PEAT_OK;
 }
 
-void store_vec_free(store_vec *v)
+void peat_store_vec_free(store_vec *v)
 {
     free(v->data);
     v->data = NULL;
@@ -61,7 +61,7 @@ static peat_status map_grow(store_map *m)
     return PEAT_OK;
 }
 
-peat_status store_map_put(store_map *m, uint64_t key, int64_t val)
+peat_status peat_store_map_put(store_map *m, uint64_t key, int64_t val)
 {
     if (2 * (m->n + 1) > m->cap) PEAT_TRY(map_grow(m)); /* load <= 1/2 keeps probes short */
     uint64_t j = slot_of(key, m->cap);
@@ -72,7 +72,7 @@ peat_status store_map_put(store_map *m, uint64_t key, int64_t val)
     return PEAT_OK;
 }
 
-int store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val)
+int peat_store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *val)
 {
     if (!m->cap) return 0;
     uint64_t j =
@@ -87,14 +87,14 @@ int store_map_next(const store_map *m, uint64_t key, int64_t *cursor, int64_t *v
     return 0;
 }
 
-void store_map_free(store_map *m)
+void peat_store_map_free(store_map *m)
 {
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-peat_status store_str_field(char *dst, size_t n, const char *src, const char *what)
+peat_status peat_store_str_field(char *dst, size_t n, const char *src, const char *what)
 {
     if (!src) src = "";
     size_t len = strlen(src);
@@ -115,12 +115,12 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *user)
     return 0;
 }
 
-void store_h5_quiet(void)
+void peat_store_h5_quiet(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-const char *store_h5_msg(void)
+const char *peat_store_h5_msg(void)
 {
     static _Thread_local char buf[256];
     buf[0] = 0;
@@ -145,7 +145,7 @@ int64_t peat_store_step_count(void)
     return steps;
 }
 
-void store_step(peat_store_t *s)
+void peat_store_step(peat_store_t *s)
 {
     int64_t n = steps++;
     if (step_hook) step_hook(step_user, s, n);
@@ -163,7 +163,7 @@ static double clock_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-double store_busy_begin(void)
+double peat_store_busy_begin(void)
 {
     /* before HDF5's first call in this process: HDF5 then does not shut itself down at exit.
      * After a damaged file's object header failed to load it cannot (a cache entry stays
@@ -177,7 +177,7 @@ double store_busy_begin(void)
     return busy_depth++ == 0 ? clock_now() : -1.0; /* nested calls count once, at the top */
 }
 
-void store_busy_end(double t0)
+void peat_store_busy_end(double t0)
 {
     busy_depth--;
     if (t0 >= 0) busy_total += clock_now() - t0;

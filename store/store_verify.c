@@ -13,7 +13,7 @@ static peat_status tensors_read(peat_store_t *s, unsigned char *state, peat_stor
 {
     for (int64_t row = 0; row < s->rows[STORE_T_TENSOR].n; row++) {
         peat_tensor *t = NULL;
-        peat_status st = store_tensor_read(s, row, &t);
+        peat_status st = peat_store_tensor_read(s, row, &t);
         if (st == PEAT_ERR_NOMEM) return st;
         state[row] = st == PEAT_OK ? T_GOOD : T_DAMAGED;
         if (t) out->bytes += (int64_t)peat_tensor_nbytes(t);
@@ -81,9 +81,9 @@ static peat_status sig_check(peat_store_t *s, int64_t i, damage_fn fn, void *use
 {
     const store_sig_row *g = STORE_ROW(s, STORE_T_SIG, store_sig_row, i);
     char *text = NULL;
-    peat_status st = store_text_read(s, g->text_offset, g->text_len, &text);
+    peat_status st = peat_store_text_read(s, g->text_offset, g->text_len, &text);
     if (st == PEAT_ERR_NOMEM) return st;
-    if (st != PEAT_OK || store_hash64(text, (size_t)g->text_len, 0) != g->text_hash) {
+    if (st != PEAT_OK || peat_store_hash64(text, (size_t)g->text_len, 0) != g->text_hash) {
         char line[200];
         snprintf(line, sizeof line, "signature of %s: its JSON text does not match its hash",
                  g->kernel);
@@ -121,7 +121,7 @@ static void report_line(void *user, int64_t seq, int is_call, uint64_t id, const
 {
     (void)seq, (void)is_call, (void)id;
     report_ctx *r = user;
-    store_report(r->fn, r->user, r->out, "%s", line);
+    peat_store_report(r->fn, r->user, r->out, "%s", line);
 }
 
 static peat_status verify_impl(peat_store_t *s, peat_store_report_fn fn, void *user,
@@ -162,14 +162,14 @@ static void resume_damage(void *user, int64_t seq, int is_call, uint64_t id, con
     info->damaged++;
 }
 
-peat_status store_resume_verify(peat_store_t *s, peat_store_resume_info *info)
+peat_status peat_store_resume_verify(peat_store_t *s, peat_store_resume_info *info)
 {
     resume_ctx r = {info, -1};
     peat_store_check chk;
     memset(&chk, 0, sizeof chk);
     PEAT_TRY(records_verify(s, resume_damage, &r, &chk));
     int64_t before = s->seq_next;
-    if (r.first_seq >= 0) store_truncate(s, r.first_seq);
+    if (r.first_seq >= 0) peat_store_truncate(s, r.first_seq);
     info->kept = s->seq_next;
     info->dropped = before - s->seq_next;
     return PEAT_OK;
@@ -181,7 +181,7 @@ peat_status peat_store_open_resume(const char *path, peat_store_resume_info *inf
     if (!info) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_open_resume: info is NULL");
     memset(info, 0, sizeof *info);
     peat_status st;
-    STORE_GUARDED(st, store_open_impl(path, 1, -1, info, out));
+    STORE_GUARDED(st, peat_store_open_impl(path, 1, -1, info, out));
     return st;
 }
 
@@ -190,7 +190,7 @@ peat_status peat_store_open_resume(const char *path, peat_store_resume_info *inf
 static int tensor_same(const peat_store_t *s, int64_t row, const peat_tensor *t)
 {
     if (!t || row < 0) return (!t) == (row < 0);
-    return STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, row)->hash == store_tensor_hash(t);
+    return STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, row)->hash == peat_store_tensor_hash(t);
 }
 
 int peat_store_call_same(const peat_store_t *s, const peat_record *r, char *what, size_t n)

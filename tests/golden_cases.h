@@ -98,7 +98,7 @@ static peat_tensor *fwd_out(const char *name, peat_op_kind op, const peat_op_par
 static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
 {
     gcase c = {.op = op};
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     cr_assert_not_null(r, "rng");
     int64_t *i = c.p.i;
     double *f = c.p.f;

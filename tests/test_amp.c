@@ -22,7 +22,7 @@ static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
 
 static void init(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
 }
 
 static peat_flow_config config(int precision)
@@ -43,15 +43,15 @@ typedef struct run {
 static run make(const char *name, const peat_flow_config *c)
 {
     run r;
-    cr_assert_eq(peat_exec_create(name, c->seed, &r.ex), PEAT_OK);
-    cr_assert_eq(peat_flow_create(name, c, r.ex, &r.f), PEAT_OK, "create %s: %s", name,
+    cr_assert_eq(peat_exec_alloc(name, c->seed, &r.ex), PEAT_OK);
+    cr_assert_eq(peat_models_flow_alloc(name, c, r.ex, &r.f), PEAT_OK, "create %s: %s", name,
                  peat_error_last());
     return r;
 }
 
 static void drop(run *r)
 {
-    peat_flow_free(r->f);
+    peat_models_flow_free(r->f);
     peat_exec_free(r->ex);
 }
 
@@ -167,11 +167,11 @@ Test(amp, precision_names_and_refusals, .init = init)
     peat_flow_config c = config(7);
     peat_exec_t *ex;
     peat_flow_t *f = NULL;
-    cr_assert_eq(peat_exec_create("mlp", 1, &ex), PEAT_OK);
-    cr_assert_eq(peat_flow_create("mlp", &c, ex, &f), PEAT_ERR_INVAL, "precision 7 refused");
+    cr_assert_eq(peat_exec_alloc("mlp", 1, &ex), PEAT_OK);
+    cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "precision 7 refused");
     c = config(PEAT_PRECISION_AMP_FP16);
     c.loss_scale_init = -1;
-    cr_assert_eq(peat_flow_create("mlp", &c, ex, &f), PEAT_ERR_INVAL, "negative scale refused");
+    cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "negative scale refused");
     cr_assert_null(f);
     peat_exec_free(ex);
 }
@@ -218,7 +218,7 @@ Test(amp, gemm_shaped_kernels_see_format_values, .init = init)
             cr_assert_eq(peat_exec_add_hook(r.ex, seen_hook, &s), PEAT_OK);
             for (int i = 0; i < 3; i++) {
                 peat_flow_metrics m;
-                cr_assert_eq(peat_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
+                cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
                 cr_assert(isfinite(m.loss), "%s %s: loss %g", FLOWS[k], peat_flow_precision_name(p),
                           m.loss);
             }
@@ -246,7 +246,7 @@ Test(amp, flows_learn_under_every_precision, .init = init)
             double first = NAN, last = NAN;
             for (int i = 0; i < 30; i++) {
                 peat_flow_metrics m;
-                cr_assert_eq(peat_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
+                cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
                 if (i == 0) first = m.loss;
                 last = m.loss;
             }
@@ -273,15 +273,15 @@ Test(amp, fp32_is_bit_identical_to_the_default, .init = init)
         run a = make(FLOWS[k], &d), b = make(FLOWS[k], &e);
         for (int i = 0; i < 4; i++) {
             peat_flow_metrics ma, mb;
-            cr_assert_eq(peat_flow_step(a.f, &ma), PEAT_OK);
-            cr_assert_eq(peat_flow_step(b.f, &mb), PEAT_OK);
+            cr_assert_eq(peat_models_flow_step(a.f, &ma), PEAT_OK);
+            cr_assert_eq(peat_models_flow_step(b.f, &mb), PEAT_OK);
             cr_assert(same_bits((float)ma.loss, (float)mb.loss) && ma.loss == mb.loss,
                       "%s step %d: %.9g vs %.9g", FLOWS[k], i, ma.loss, mb.loss);
             cr_assert(mb.loss_scale == 1.0 && mb.skipped == 0, "%s: fp32 has no scaler", FLOWS[k]);
         }
-        for (int i = 0; i < peat_flow_state_count(a.f); i++) {
+        for (int i = 0; i < peat_models_flow_state_count(a.f); i++) {
             const char *n;
-            peat_tensor *ta = peat_flow_state(a.f, i, &n), *tb = peat_flow_state(b.f, i, NULL);
+            peat_tensor *ta = peat_models_flow_state(a.f, i, &n), *tb = peat_models_flow_state(b.f, i, NULL);
             cr_assert_eq(memcmp(ta->data, tb->data, peat_tensor_nbytes(ta)), 0,
                          "%s: state %s differs", FLOWS[k], n);
         }
@@ -298,17 +298,17 @@ typedef struct snapshot {
 
 static void snap(peat_flow_t *f, snapshot *s)
 {
-    s->n = peat_flow_state_count(f);
+    s->n = peat_models_flow_state_count(f);
     cr_assert_leq(s->n, 64);
     for (int i = 0; i < s->n; i++)
-        cr_assert_eq(peat_tensor_clone(peat_flow_state(f, i, NULL), &s->t[i]), PEAT_OK);
+        cr_assert_eq(peat_tensor_clone(peat_models_flow_state(f, i, NULL), &s->t[i]), PEAT_OK);
 }
 
 /* Whether every state tensor (weights and optimizer state) is bit for bit the snapshot's. */
 static int unchanged(peat_flow_t *f, const snapshot *s, const char **which)
 {
     for (int i = 0; i < s->n; i++) {
-        peat_tensor *t = peat_flow_state(f, i, which);
+        peat_tensor *t = peat_models_flow_state(f, i, which);
         if (memcmp(t->data, s->t[i]->data, peat_tensor_nbytes(t)) != 0) return 0;
     }
     return 1;
@@ -333,7 +333,7 @@ Test(amp, scaler_skips_overflowing_steps_and_backs_off, .init = init)
         snapshot s;
         snap(r.f, &s);
         peat_flow_metrics m;
-        cr_assert_eq(peat_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
         cr_assert_eq(m.loss_scale, scale, "step %d ran under scale %g, expected %g", i,
                      m.loss_scale, scale);
         const char *which = "";
@@ -376,7 +376,7 @@ Test(amp, a_forced_inf_gradient_skips_that_step, .init = init)
         snapshot s;
         snap(r.f, &s);
         peat_flow_metrics m;
-        cr_assert_eq(peat_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
         const char *which = "";
         int same = unchanged(r.f, &s, &which);
         snap_free(&s);
@@ -397,7 +397,7 @@ Test(amp, scaler_grows_after_the_interval, .init = init)
     run r = make("mlp", &c);
     for (int i = 0; i < 10; i++) {
         peat_flow_metrics m;
-        cr_assert_eq(peat_flow_step(r.f, &m), PEAT_OK);
+        cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK);
         cr_assert_eq(m.skipped, 0, "step %d skipped at scale %g", i, m.loss_scale);
         double want = 1024.0 * (double)(1 << (i / 3));
         cr_assert_eq(m.loss_scale, want, "step %d: scale %g, expected %g", i, m.loss_scale, want);
@@ -418,7 +418,7 @@ static peat_campaign_result *campaign(const char *kernel, const char *precision,
     o.out_dir = dir;
     peat_campaign_result *res = calloc(1, sizeof *res);
     cr_assert_not_null(res);
-    cr_assert_eq(peat_campaign_run(&o, res), PEAT_OK, "%s %s: %s", kernel, precision,
+    cr_assert_eq(peat_run_campaign(&o, res), PEAT_OK, "%s %s: %s", kernel, precision,
                  peat_error_last());
     return res;
 }
@@ -440,7 +440,7 @@ Test(amp, gemm_fp16_in_gpt_is_judged_in_its_regime, .init = init, .timeout = 300
     cr_assert_eq(r32->precision[0], '\0', "fp32 reports no precision line");
     peat_campaign_result *r16 = campaign("gemm_fp16", "amp-fp16", d16, sizeof d16);
     cr_assert(!has(r16, PEAT_FIND_RANGE), "amp-fp16: no RANGE (first finding %s %s)",
-              peat_finding_name(r16->findings[0].cls), r16->findings[0].params);
+              peat_detector_finding_name(r16->findings[0].cls), r16->findings[0].params);
     cr_assert(has(r16, PEAT_FIND_WITHIN_BOUND) || has(r16, PEAT_FIND_REDUCED_PRECISION),
               "amp-fp16: within bound or its declared precision");
     cr_assert_neq(r16->verdict, PEAT_ACCEPT_FAIL, "amp-fp16: gemm_fp16 does not fail");
@@ -487,7 +487,7 @@ Test(amp, scaler_options_without_amp_fp16_are_refused, .init = init)
         o.kernel = "gemm_new", o.flow = "mlp", o.precision = precisions[i], o.quiet = 1;
         o.loss_scale_init = 1024, o.out_dir = dir;
         peat_campaign_result *res = calloc(1, sizeof *res);
-        cr_assert_eq(peat_campaign_run(&o, res), PEAT_ERR_INVAL, "precision %s",
+        cr_assert_eq(peat_run_campaign(&o, res), PEAT_ERR_INVAL, "precision %s",
                      precisions[i] ? precisions[i] : "(default)");
         cr_assert(strstr(peat_error_last(), "--loss-scale-init"), "message: %s", peat_error_last());
         free(res);

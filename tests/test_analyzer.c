@@ -15,7 +15,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(analyzer, .init = setup);
@@ -44,7 +44,7 @@ static void pair_free(pair *p)
 static peat_signature sig_of(const pair *p, const double *mag, int64_t k, int64_t rows,
                              int64_t cols)
 {
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("t", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("t", PEAT_OP_GEMM);
     cr_assert_not_null(acc);
     cr_assert_eq(peat_analyzer_acc_add(acc, p->t, p->x, mag, k, rows, cols), PEAT_OK, "%s",
                  peat_error_last());
@@ -199,7 +199,7 @@ static double eff_bits_elementwise(int p, uint64_t seed)
 {
     int n = 4096;
     pair q = pair_new(n);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     for (int i = 0; i < n; i++) {
         double v = peat_rng_gaussian(r, 3.0);
         peat_f64(q.x)[i] = v;
@@ -231,7 +231,7 @@ static double eff_bits_gemm(int p, int K, int where, uint64_t seed)
     peat_tensor *A, *B, *Ar, *Br, *D, *E;
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &A), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &B), PEAT_OK);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     peat_rng_fill_gaussian(r, A, 1.0);
     peat_rng_fill_gaussian(r, B, 1.0);
     peat_rng_free(r);
@@ -293,7 +293,7 @@ Test(analyzer, truncation_is_a_signed_bias)
 {
     int n = 2000;
     pair t = pair_new(n), r = pair_new(n);
-    peat_rng_t *g = peat_rng_alloc(9);
+    peat_rng_t *g = peat_rng_new(9);
     for (int i = 0; i < n; i++) {
         double v = peat_rng_gaussian(g, 1.0);
         peat_f64(t.x)[i] = peat_f64(r.x)[i] = v;
@@ -369,7 +369,7 @@ Test(analyzer, smooth_error_vs_independent_noise)
     pair sm = pair_new(n), no = pair_new(n);
     peat_tensor *xin;
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &xin), PEAT_OK);
-    peat_rng_t *g = peat_rng_alloc(77);
+    peat_rng_t *g = peat_rng_new(77);
     for (int i = 0; i < n; i++) {
         double x = peat_rng_uniform(g) * 8.0 - 4.0;
         double y = 1.0 + x * x; /* exact output, never 0 */
@@ -380,11 +380,11 @@ Test(analyzer, smooth_error_vs_independent_noise)
     }
     peat_rng_free(g);
     peat_signature ss, sn;
-    peat_analyzer_acc_t *a = peat_analyzer_acc_alloc("s", PEAT_OP_GELU);
+    peat_analyzer_acc_t *a = peat_analyzer_acc_new("s", PEAT_OP_GELU);
     cr_assert_eq(peat_analyzer_acc_add_input(a, sm.t, sm.x, NULL, 1, 1, n, xin), PEAT_OK);
     cr_assert_eq(peat_analyzer_signature(a, &ss), PEAT_OK);
     peat_analyzer_acc_free(a);
-    a = peat_analyzer_acc_alloc("n", PEAT_OP_GELU);
+    a = peat_analyzer_acc_new("n", PEAT_OP_GELU);
     cr_assert_eq(peat_analyzer_acc_add_input(a, no.t, no.x, NULL, 1, 1, n, xin), PEAT_OK);
     cr_assert_eq(peat_analyzer_signature(a, &sn), PEAT_OK);
     peat_analyzer_acc_free(a);
@@ -409,7 +409,7 @@ Test(analyzer, input_correlation_of_relative_and_absolute_errors)
     pair rel = pair_new(n), add = pair_new(n);
     double *mag = malloc(sizeof(double) * n);
     cr_assert_not_null(mag);
-    peat_rng_t *g = peat_rng_alloc(123);
+    peat_rng_t *g = peat_rng_new(123);
     for (int i = 0; i < n; i++) {
         double x = peat_rng_gaussian(g, 2.0);
         mag[i] = 1.0;
@@ -435,7 +435,7 @@ Test(analyzer, quantiles_and_means_over_several_tensors)
         peat_f32(a.t)[i] = (float)(1.0 + (i + 1) * 0x1p-23);
         peat_f32(b.t)[i] = 1.0f;
     }
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("q", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("q", PEAT_OP_GEMM);
     cr_assert_eq(peat_analyzer_acc_add(acc, a.t, a.x, NULL, 1, 10, 10), PEAT_OK);
     cr_assert_eq(peat_analyzer_acc_add(acc, b.t, b.x, NULL, 1, 10, 10), PEAT_OK);
     peat_signature s;
@@ -457,7 +457,7 @@ Test(analyzer, repeatability)
     peat_tensor *r2;
     for (int i = 0; i < 10; i++) peat_f32(p.t)[i] = (float)i;
     cr_assert_eq(peat_tensor_clone(p.t, &r2), PEAT_OK);
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("r", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("r", PEAT_OP_GEMM);
     peat_analyzer_acc_add_repeat(acc, p.t, r2);
     peat_signature s;
     cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
@@ -488,7 +488,7 @@ Test(analyzer, hash_tells_identical_outputs)
 Test(analyzer, bad_arguments)
 {
     pair p = pair_new(6);
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("b", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("b", PEAT_OP_GEMM);
     cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 0, 2, 3), PEAT_ERR_INVAL, "depth 0");
     cr_assert_eq(peat_analyzer_acc_add(acc, p.t, p.x, NULL, 1, 4, 2), PEAT_ERR_SHAPE,
                  "view 4x2 != 6");
@@ -512,11 +512,11 @@ Test(analyzer, json_has_fixed_keys_and_nulls)
     pair p = pair_new(4);
     for (int i = 0; i < 4; i++) peat_f64(p.x)[i] = 1.0 + i, peat_f32(p.t)[i] = (float)(1.0 + i);
     peat_signature s = sig_of(&p, NULL, 1, 2, 2);
-    int need = peat_signature_to_json(&s, NULL, 0);
+    int need = peat_analyzer_signature_to_json(&s, NULL, 0);
     cr_assert_gt(need, 100);
     char *buf = malloc((size_t)need + 1);
     cr_assert_not_null(buf);
-    cr_assert_eq(peat_signature_to_json(&s, buf, (size_t)need + 1), need);
+    cr_assert_eq(peat_analyzer_signature_to_json(&s, buf, (size_t)need + 1), need);
     cr_assert_eq((int)strlen(buf), need);
     const char *head = "{\"version\":1,\"kernel\":\"t\",\"op\":\"gemm\",";
     cr_assert(strncmp(buf, head, strlen(head)) == 0, "starts: %.60s", buf);
@@ -533,7 +533,7 @@ Test(analyzer, json_has_fixed_keys_and_nulls)
     cr_assert(k1 && k2 && k3 && k1 < k2 && k2 < k3, "key order");
     /* a short buffer is filled as far as it goes and the needed size still returned */
     char small[16];
-    cr_assert_eq(peat_signature_to_json(&s, small, sizeof small), need);
+    cr_assert_eq(peat_analyzer_signature_to_json(&s, small, sizeof small), need);
     cr_assert_eq(strlen(small), sizeof small - 1);
     free(buf);
     pair_free(&p);
@@ -566,11 +566,11 @@ Test(analyzer, sketch_quantiles_within_the_stated_accuracy)
     int64_t n = 200000;
     double *v = malloc(sizeof(double) * n);
     cr_assert_not_null(v);
-    peat_rng_t *g = peat_rng_alloc(2024);
+    peat_rng_t *g = peat_rng_new(2024);
     static const double qs[] = {0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999};
     for (int shape = 0; shape < 3; shape++) {
         peat_sketch s;
-        cr_assert_eq(peat_sketch_init(&s), PEAT_OK);
+        cr_assert_eq(peat_analyzer_sketch_init(&s), PEAT_OK);
         for (int64_t i = 0; i < n; i++) {
             double u = peat_rng_uniform(g);
             v[i] = shape == 0   ? -log(1.0 - u)
@@ -581,12 +581,12 @@ Test(analyzer, sketch_quantiles_within_the_stated_accuracy)
         }
         qsort(v, (size_t)n, sizeof *v, cmp_double);
         for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
-            double want = exact_quantile(v, n, qs[k]), got = peat_sketch_quantile(&s, qs[k]);
+            double want = exact_quantile(v, n, qs[k]), got = peat_analyzer_sketch_quantile(&s, qs[k]);
             double err = want == 0.0 ? fabs(got) : fabs(got / want - 1.0);
             cr_assert(err <= 0x1p-7, "shape %d q %g: sketch %.10g, exact %.10g (rel %.3g)", shape,
                       qs[k], got, want, err);
         }
-        peat_sketch_free(&s);
+        peat_analyzer_sketch_free(&s);
     }
     peat_rng_free(g);
     free(v);
@@ -596,11 +596,11 @@ Test(analyzer, merged_sketches_equal_one_sketch_over_the_union)
 {
     /* three parts merged in two different orders, against one sketch that saw everything */
     peat_sketch all, part[3], m1, m2;
-    cr_assert_eq(peat_sketch_init(&all), PEAT_OK);
-    cr_assert_eq(peat_sketch_init(&m1), PEAT_OK);
-    cr_assert_eq(peat_sketch_init(&m2), PEAT_OK);
-    for (int k = 0; k < 3; k++) cr_assert_eq(peat_sketch_init(&part[k]), PEAT_OK);
-    peat_rng_t *g = peat_rng_alloc(7);
+    cr_assert_eq(peat_analyzer_sketch_init(&all), PEAT_OK);
+    cr_assert_eq(peat_analyzer_sketch_init(&m1), PEAT_OK);
+    cr_assert_eq(peat_analyzer_sketch_init(&m2), PEAT_OK);
+    for (int k = 0; k < 3; k++) cr_assert_eq(peat_analyzer_sketch_init(&part[k]), PEAT_OK);
+    peat_rng_t *g = peat_rng_new(7);
     for (int i = 0; i < 90000; i++) {
         /* zeros, tiny ("low"), ordinary and huge ("high") values all occur */
         double u = peat_rng_uniform(g);
@@ -609,10 +609,10 @@ Test(analyzer, merged_sketches_equal_one_sketch_over_the_union)
         peat_sketch_add(&part[i % 3], v);
     }
     peat_rng_free(g);
-    peat_sketch_merge(&m1, &part[0]), peat_sketch_merge(&m1, &part[1]);
-    peat_sketch_merge(&m1, &part[2]);
-    peat_sketch_merge(&m2, &part[2]), peat_sketch_merge(&m2, &part[1]);
-    peat_sketch_merge(&m2, &part[0]);
+    peat_analyzer_sketch_merge(&m1, &part[0]), peat_analyzer_sketch_merge(&m1, &part[1]);
+    peat_analyzer_sketch_merge(&m1, &part[2]);
+    peat_analyzer_sketch_merge(&m2, &part[2]), peat_analyzer_sketch_merge(&m2, &part[1]);
+    peat_analyzer_sketch_merge(&m2, &part[0]);
     const peat_sketch *m[2] = {&m1, &m2};
     for (int k = 0; k < 2; k++) {
         cr_assert_eq(m[k]->n, all.n);
@@ -625,18 +625,18 @@ Test(analyzer, merged_sketches_equal_one_sketch_over_the_union)
         cr_assert_eq(memcmp(m[k]->count, all.count, SKETCH_SLOTS * sizeof *all.count), 0,
                      "merge order %d: bucket counts differ from the single sketch", k);
         for (double q = 0.0; q <= 1.0; q += 0.125)
-            cr_assert_eq(peat_sketch_quantile(m[k], q), peat_sketch_quantile(&all, q), "q %g", q);
-        cr_assert_eq(peat_sketch_top_sumsq(m[k], 900), peat_sketch_top_sumsq(&all, 900));
+            cr_assert_eq(peat_analyzer_sketch_quantile(m[k], q), peat_analyzer_sketch_quantile(&all, q), "q %g", q);
+        cr_assert_eq(peat_analyzer_sketch_top_sumsq(m[k], 900), peat_analyzer_sketch_top_sumsq(&all, 900));
     }
-    peat_sketch_free(&all), peat_sketch_free(&m1), peat_sketch_free(&m2);
-    for (int k = 0; k < 3; k++) peat_sketch_free(&part[k]);
+    peat_analyzer_sketch_free(&all), peat_analyzer_sketch_free(&m1), peat_analyzer_sketch_free(&m2);
+    for (int k = 0; k < 3; k++) peat_analyzer_sketch_free(&part[k]);
 }
 
 /* A tensor of n elements with every kind of element the pass distinguishes: rounding noise,
  * gross single-bit errors on a stride, NaN, Inf, flushed zeros, exact zeros, non-finite exact. */
 static void varied_pair(pair *p, peat_tensor *in, uint64_t seed)
 {
-    peat_rng_t *g = peat_rng_alloc(seed);
+    peat_rng_t *g = peat_rng_new(seed);
     for (int64_t i = 0; i < p->n; i++) {
         double x = peat_rng_gaussian(g, 3.0);
         float t = (float)(x * (1.0 + 1e-6 * peat_rng_gaussian(g, 1.0)));
@@ -680,7 +680,7 @@ Test(analyzer, same_signature_for_any_number_of_threads)
     static char ref[16384], got[16384];
     static const int threads[] = {1, 2, 3, 8};
     for (int k = 0; k < 4; k++) {
-        peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("th", PEAT_OP_GEMM);
+        peat_analyzer_acc_t *acc = peat_analyzer_acc_new("th", PEAT_OP_GEMM);
         cr_assert_not_null(acc);
         peat_analyzer_acc_set_threads(acc, threads[k]);
         cr_assert_eq(peat_analyzer_acc_add_terms(acc, a.t, a.x, NULL, 64, 64, n / 128, 128, ia),
@@ -692,7 +692,7 @@ Test(analyzer, same_signature_for_any_number_of_threads)
         cr_assert_eq(s.n_elems, 2 * n);
         cr_assert(s.n_gross > 0 && s.n_nan > 0 && s.n_inf > 0 && s.n_zero_introduced > 0,
                   "the data exercise the rare paths");
-        int len = peat_signature_to_json(&s, k ? got : ref, sizeof ref);
+        int len = peat_analyzer_signature_to_json(&s, k ? got : ref, sizeof ref);
         cr_assert(len > 0 && len < (int)sizeof ref);
         if (k) cr_assert_str_eq(got, ref, "%d threads differ from 1 thread", threads[k]);
     }
@@ -703,10 +703,10 @@ Test(analyzer, same_signature_for_any_number_of_threads)
 /* The JSON of acc's signature into js (freed by the caller). */
 static char *json_sig(const peat_signature *s)
 {
-    int len = peat_signature_to_json(s, NULL, 0) + 1;
+    int len = peat_analyzer_signature_to_json(s, NULL, 0) + 1;
     char *js = malloc((size_t)len);
     cr_assert_not_null(js);
-    peat_signature_to_json(s, js, (size_t)len);
+    peat_analyzer_signature_to_json(s, js, (size_t)len);
     return js;
 }
 
@@ -738,10 +738,10 @@ Test(analyzer, pair_add_equals_two_adds)
             peat_f32(gold)[i] = (float)peat_f64(a.x)[i];
         }
         for (int threads = 1; threads <= 2; threads++) {
-            peat_analyzer_acc_t *pc = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
-            peat_analyzer_acc_t *pg = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
-            peat_analyzer_acc_t *sc = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
-            peat_analyzer_acc_t *sg = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *pc = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *pg = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *sc = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+            peat_analyzer_acc_t *sg = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
             cr_assert(pc && pg && sc && sg);
             peat_analyzer_acc_set_threads(pc, threads);
             peat_analyzer_acc_set_threads(sc, threads);
@@ -783,7 +783,7 @@ Test(analyzer, signature_quantiles_and_rank_correlation_beyond_the_sample)
     pair p = pair_new(n);
     double *mag = malloc(sizeof(double) * n), *e = malloc(sizeof(double) * n);
     cr_assert(mag && e);
-    peat_rng_t *g = peat_rng_alloc(99);
+    peat_rng_t *g = peat_rng_new(99);
     for (int64_t i = 0; i < n; i++) {
         double x = peat_rng_gaussian(g, 2.0);
         mag[i] = 1.0;
@@ -815,7 +815,7 @@ Test(analyzer, sample_bound_that_proves_too_low_is_rescued)
     pair p = pair_new(n);
     double *mag = malloc(sizeof(double) * n);
     cr_assert_not_null(mag);
-    peat_rng_t *g = peat_rng_alloc(7);
+    peat_rng_t *g = peat_rng_new(7);
     for (int64_t i = 0; i < n; i++) {
         double x = peat_rng_gaussian(g, 2.0);
         mag[i] = 1.0;
@@ -824,7 +824,7 @@ Test(analyzer, sample_bound_that_proves_too_low_is_rescued)
         peat_f32(p.t)[i] = i % 10 < 7 ? NAN : t;
     }
     peat_rng_free(g);
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("rescue", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("rescue", PEAT_OP_GEMM);
     cr_assert_not_null(acc);
     cr_assert_eq(peat_analyzer_acc_add_terms(acc, p.t, p.x, mag, 4, 4, 1, n, NULL), PEAT_OK);
     cr_assert_geq(acc->smp.n, PEAT_SAMPLE_K, "sample of %lld after the add", (long long)acc->smp.n);
@@ -857,7 +857,7 @@ static void pinned_json(int64_t n, char *js, size_t cap)
     double *mag = malloc(sizeof(double) * (size_t)n);
     cr_assert_not_null(mag);
     for (int64_t i = 0; i < n; i++) mag[i] = fabs(peat_f64(a.x)[i]) * (1.0 + (double)(i % 7));
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("pin", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("pin", PEAT_OP_GEMM);
     cr_assert_not_null(acc);
     cr_assert_eq(peat_analyzer_acc_add_terms(acc, a.t, a.x, mag, 32, 8, n / 64, 64, in), PEAT_OK,
                  "%s", peat_error_last());
@@ -865,7 +865,7 @@ static void pinned_json(int64_t n, char *js, size_t cap)
     peat_signature s;
     cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK, "%s", peat_error_last());
     peat_analyzer_acc_free(acc);
-    int len = peat_signature_to_json(&s, js, cap);
+    int len = peat_analyzer_signature_to_json(&s, js, cap);
     cr_assert(len > 0 && len < (int)cap);
     free(mag);
     peat_tensor_free(in);
@@ -913,7 +913,7 @@ Test(analyzer, sample_set_keeps_the_k_smallest_priorities)
     const int64_t k = 1000, n = 50000;
     for (int crowd = 0; crowd < 2; crowd++) {
         peat_sample_set ss;
-        peat_sample_set_init(&ss, k);
+        peat_analyzer_sample_set_init(&ss, k);
         uint64_t *pushed = malloc((size_t)n * sizeof *pushed), *all = malloc((size_t)n * 8), s = 7;
         cr_assert(pushed && all);
         for (int64_t i = 0; i < n; i++) {
@@ -922,7 +922,7 @@ Test(analyzer, sample_set_keeps_the_k_smallest_priorities)
             pushed[i] =
                 crowd ? (0x5a5a5a5a5aull << 24) | (((uint64_t)i * 40503u) & 0xffffffu) : lcg(&s);
             peat_sample x = {.prio = pushed[i], .inv_s = 1.0, .key = NAN, .x = (double)i};
-            peat_sample_set_push(&ss, &x);
+            peat_analyzer_sample_set_push(&ss, &x);
         }
         memcpy(all, pushed, (size_t)n * sizeof *all);
         qsort(all, (size_t)n, sizeof *all, cmp_u64);
@@ -939,7 +939,7 @@ Test(analyzer, sample_set_keeps_the_k_smallest_priorities)
             cr_assert_eq(ss.prio[i], pushed[(int64_t)ss.v[i].x], "crowd %d: slot %lld", crowd,
                          (long long)i);
         free(got), free(all), free(pushed);
-        peat_sample_set_free(&ss);
+        peat_analyzer_sample_set_free(&ss);
     }
 }
 
@@ -996,7 +996,7 @@ static void argsort_check(int with_tie)
         tie[i] = peat_sample_prio(7, (int64_t)i);
         ref[i] = (vi){v[i], with_tie ? tie[i] : i, (uint32_t)i};
     }
-    peat_sample_argsort(v, with_tie ? tie : NULL, n, perm, scratch);
+    peat_analyzer_sample_argsort(v, with_tie ? tie : NULL, n, perm, scratch);
     qsort(ref, n, sizeof *ref, cmp_vi);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(perm[i], ref[i].i, "position %zu: index %u, want %u (%g)", i, perm[i],
@@ -1040,7 +1040,7 @@ Test(analyzer, radix_ranks_are_mean_ranks)
         }
         ref[i] = (vi){v[i] == 0.0 ? 0.0 : v[i], i, (uint32_t)i};
     }
-    peat_sample_ranks(v, n, rank, scratch);
+    peat_analyzer_sample_ranks(v, n, rank, scratch);
     qsort(ref, n, sizeof *ref, cmp_vi);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
@@ -1081,7 +1081,7 @@ Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
             memcpy(w, v, n * sizeof *w);
             qsort(w, n, sizeof *w, cmp_f64); /* the reference: a full sort */
             double want = n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
-            double got = peat_sample_median(v, n, scratch);
+            double got = peat_analyzer_sample_median(v, n, scratch);
             cr_assert_eq(got, want, "n %zu kind %d: %.17g, want %.17g", n, kind, got, want);
             free(v), free(w), free(scratch);
         }
@@ -1092,8 +1092,8 @@ Test(analyzer, histogram_median_is_the_middle_of_the_sorted_values)
  * empty signatures, as the single call does, and touches no array of the empty samples. */
 Test(analyzer, signature_pair_of_empty_accumulators)
 {
-    peat_analyzer_acc_t *c = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
-    peat_analyzer_acc_t *g = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *c = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *g = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
     cr_assert(c && g);
     peat_signature sc, sg, s1;
     cr_assert_eq(peat_analyzer_signature_pair(c, &sc, g, &sg), PEAT_OK, "%s", peat_error_last());
@@ -1130,8 +1130,8 @@ Test(analyzer, signature_pair_equals_two_signatures)
                     peat_f32(gold)[i] = (float)x;
                     if (shared && !isfinite(peat_f32(a.t)[i])) peat_f32(a.t)[i] = (float)x;
                 }
-                peat_analyzer_acc_t *c = peat_analyzer_acc_alloc("c", PEAT_OP_GEMM);
-                peat_analyzer_acc_t *g = peat_analyzer_acc_alloc("g", PEAT_OP_GEMM);
+                peat_analyzer_acc_t *c = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+                peat_analyzer_acc_t *g = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
                 cr_assert(c && g);
                 for (int rep = 0; rep < 2; rep++)
                     cr_assert_eq(peat_analyzer_acc_add_pair(c, a.t, g, gold, a.x, NULL, 32, 8, 1, n,

@@ -15,7 +15,7 @@
 
 static const char *gpu_backend(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
     const char *names[] = {"cuda", "hip"};
     for (int i = 0; i < 2; i++)
         if (peat_backend_available(names[i])) return names[i];
@@ -27,7 +27,7 @@ Test(gpu, backend_buffers_round_trip)
     const char *name = gpu_backend();
     if (!name) cr_skip_test("no GPU backend built or no device present");
     peat_backend_t b;
-    cr_assert_eq(peat_backend_open(name, 0, &b), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_backend_create(name, 0, &b), PEAT_OK, "%s", peat_error_last());
     peat_device_info info;
     cr_assert_eq(peat_backend_device_info(b, &info), PEAT_OK);
     cr_assert(info.mem_bytes > 0 && info.compute_units > 0);
@@ -69,7 +69,7 @@ Test(gpu, gemm_kernels_within_fp32_bound)
             peat_tensor_alloc3(PEAT_DTYPE_F32, 2, M, K, &A);
             peat_tensor_alloc3(PEAT_DTYPE_F32, 2, K, N, &B);
             peat_tensor_alloc3(PEAT_DTYPE_F32, 2, M, N, &C);
-            peat_rng_t *r = peat_rng_alloc(40 + s * 4 + t);
+            peat_rng_t *r = peat_rng_new(40 + s * 4 + t);
             peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0),
                 peat_rng_fill_gaussian(r, C, 1.0);
             peat_rng_free(r);

@@ -23,7 +23,7 @@
 /* A stored record with its exact outputs (recomputed where the file does not keep them). */
 static peat_status read_call(peat_store_t *s, int64_t i, peat_record **r)
 {
-    peat_status st = peat_builtin_init();
+    peat_status st = peat_campaign_builtin_init();
     if (st == PEAT_OK) st = peat_store_call_read(s, i, r);
     if (st == PEAT_OK) st = peat_record_compute_exact(*r);
     return st;
@@ -35,7 +35,7 @@ static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-campaign-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
 }
 
 static void teardown(void)
@@ -168,7 +168,7 @@ static int run_killed(const char *dir, int64_t kill)
         kill_step = peat_store_step_count() + kill;
         peat_store_test_hook_set(kill_hook, NULL);
         peat_campaign_result res;
-        _exit(peat_campaign_run(&o, &res) == PEAT_OK ? 0 : 3);
+        _exit(peat_run_campaign(&o, &res) == PEAT_OK ? 0 : 3);
     }
     int st = 0;
     waitpid(pid, &st, 0);
@@ -182,7 +182,7 @@ static int64_t reference_steps(peat_campaign_opts *o, char *ref, size_t cap)
     flags_opts(o, "ref", ref, cap);
     peat_campaign_result res;
     int64_t s0 = peat_store_step_count();
-    cr_assert_eq(peat_campaign_run(o, &res), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_campaign(o, &res), PEAT_OK, "%s", peat_error_last());
     return peat_store_step_count() - s0;
 }
 
@@ -330,15 +330,15 @@ static void verdict_of(const char *dir, char *buf, size_t n)
     char p[400];
     snprintf(p, sizeof p, "%s/%s/signature.json", tmpdir, dir);
     peat_json j;
-    cr_assert_eq(peat_json_load(p, &j), PEAT_OK, "%s", peat_error_last());
-    size_t len = (size_t)snprintf(buf, n, "%s hash=%s", peat_json_str(&j, "verdict", "?"),
-                                  peat_json_str(&j, "candidate.test_hash", "?"));
-    const peat_json *fs = peat_json_get(&j, "findings");
+    cr_assert_eq(peat_nightly_json_load(p, &j), PEAT_OK, "%s", peat_error_last());
+    size_t len = (size_t)snprintf(buf, n, "%s hash=%s", peat_nightly_json_str(&j, "verdict", "?"),
+                                  peat_nightly_json_str(&j, "candidate.test_hash", "?"));
+    const peat_json *fs = peat_nightly_json_get(&j, "findings");
     for (int i = 0; fs && i < fs->n && len < n; i++)
         len += (size_t)snprintf(buf + len, n - len, " %s(%s)",
-                                peat_json_str(&fs->items[i], "class", "?"),
-                                peat_json_str(&fs->items[i], "params", "?"));
-    peat_json_free(&j);
+                                peat_nightly_json_str(&fs->items[i], "class", "?"),
+                                peat_nightly_json_str(&fs->items[i], "params", "?"));
+    peat_nightly_json_free(&j);
 }
 
 Test(campaign, resume_dir_alone_after_sigkill_matches_an_uninterrupted_run)
@@ -381,7 +381,7 @@ static peat_campaign_result run_inproc(const char *kernel, int64_t iters, int ta
     snprintf(out, sizeof out, "%s/%s", tmpdir, dir);
     o.out_dir = out;
     peat_campaign_result res;
-    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_OK, "%s: %s", dir, peat_error_last());
+    cr_assert_eq(peat_run_campaign(&o, &res), PEAT_OK, "%s: %s", dir, peat_error_last());
     return res;
 }
 
@@ -407,7 +407,7 @@ Test(campaign, finetune_from_checkpoint)
 /* Every candidate runs on every flow that calls its op; honest fp32 ones pass. */
 Test(campaign, every_candidate_on_every_flow)
 {
-    const char *const *flows = peat_flow_names();
+    const char *const *flows = peat_models_flow_names();
     int runs = 0;
     for (int i = 0; i < peat_registry_count(); i++) {
         const peat_kernel *k = peat_registry_at(i);
@@ -416,7 +416,7 @@ Test(campaign, every_candidate_on_every_flow)
                      strncmp(k->name, "gelu_tanh", 9);
         int any = 0;
         for (int f = 0; flows[f]; f++) {
-            if (!(peat_flow_op_mask(flows[f]) & (1u << k->op))) continue;
+            if (!(peat_models_flow_op_mask(flows[f]) & (1u << k->op))) continue;
             any = 1;
             int st = run_peat(NULL, "run --kernel %s --flow %s --iters 6 --calls 8 --out %s/%s-%s",
                               k->name, flows[f], tmpdir, k->name, flows[f]);
@@ -470,7 +470,7 @@ Test(campaign, failed_device_query_stops_the_run)
     snprintf(out, sizeof out, "%s/dev", tmpdir);
     o.out_dir = out;
     peat_campaign_result res;
-    cr_assert_eq(peat_campaign_run(&o, &res), PEAT_ERR_BACKEND, "%s", peat_error_last());
+    cr_assert_eq(peat_run_campaign(&o, &res), PEAT_ERR_BACKEND, "%s", peat_error_last());
     cr_assert(strstr(peat_error_last(), "device query failed"), "%s", peat_error_last());
     struct stat st;
     cr_assert_neq(stat(out, &st), 0, "no output directory may be made for a failed run");
@@ -504,14 +504,14 @@ Test(campaign, shared_outputs_released_when_one_fails)
     int before = shared_mappings(), before_all = mappings(1);
     peat_args a;
     memset(&a, 0, sizeof a);
-    cr_assert_eq(peat_isolate_outputs_alloc(&a, ok, 2), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_isolate_outputs_alloc(&a, ok, 2), PEAT_OK, "%s", peat_error_last());
     /* each buffer: the data between sentinels shared, inside a private inaccessible reservation
      * (the guard regions before and after it; adjacent reservations may merge into one entry) */
     cr_assert_eq(shared_mappings(), before + 2, "two buffers, two shared mappings");
-    peat_isolate_outputs_free(&a);
+    peat_campaign_isolate_outputs_free(&a);
     cr_assert_eq(shared_mappings(), before);
     cr_assert_eq(mappings(1), before_all, "guard regions left behind");
-    cr_assert_eq(peat_isolate_outputs_alloc(&a, bad, 3), PEAT_ERR_NOMEM);
+    cr_assert_eq(peat_campaign_isolate_outputs_alloc(&a, bad, 3), PEAT_ERR_NOMEM);
     cr_assert_eq(a.n_out, 0);
     cr_assert(a.out[0] == NULL && a.out[1] == NULL);
     cr_assert_eq(shared_mappings(), before, "mappings of the first two buffers leaked");

@@ -19,7 +19,7 @@ static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/peat_test_capture_XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
 }
 
 static void teardown(void)
@@ -82,7 +82,7 @@ static void write_capture(const char *path)
     m.iters = 6;
     peat_store_t *s = NULL;
     cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "%s", peat_error_last());
-    peat_rng_t *rng = peat_rng_alloc(7);
+    peat_rng_t *rng = peat_rng_new(7);
     static const int64_t shapes[4][3] = {{37, 65, 33}, {37, 33, 65}, {65, 33, 37}, {33, 37, 65}};
     static const char *const layers[4] = {"blocks.0.fc1", "blocks.0.fc2", "blocks.1.fc1", "head"};
     for (uint64_t id = 0; id < 24; id++) {
@@ -185,8 +185,8 @@ Test(capture, libpeat_exports_the_host_api_only)
                                       "peat_pyapi_call_write", "peat_pyapi_runtime_judge"};
     for (size_t i = 0; i < sizeof api / sizeof api[0]; i++)
         cr_assert_not_null(dlsym(h, api[i]), "%s is exported", api[i]);
-    static const char *const hidden[] = {"peat_store_call_write", "peat_stage_profile",
-                                         "peat_detector_band_build", "peat_builtin_init"};
+    static const char *const hidden[] = {"peat_store_call_write", "peat_campaign_stage_profile",
+                                         "peat_detector_band_build", "peat_campaign_builtin_init"};
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         cr_assert_null(dlsym(h, hidden[i]), "%s (internal) is not exported", hidden[i]);
     dlclose(h);

@@ -17,7 +17,7 @@
 
 static void init(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
 }
 
 /* ---- dtypes ---- */
@@ -130,7 +130,7 @@ Test(check, compiled_out_in_release)
 
 Test(rng, seeded_and_derived)
 {
-    peat_rng_t *a = peat_rng_alloc(7), *b = peat_rng_alloc(7), *c = peat_rng_alloc(8);
+    peat_rng_t *a = peat_rng_new(7), *b = peat_rng_new(7), *c = peat_rng_new(8);
     int same_c = 1;
     for (int i = 0; i < 100; i++) {
         double x = peat_rng_uniform(a), y = peat_rng_uniform(b), z = peat_rng_uniform(c);
@@ -146,7 +146,7 @@ Test(rng, seeded_and_derived)
 /* The first n uniform draws of the stream of seed. */
 static void draws(uint64_t seed, double *x, int n)
 {
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     cr_assert_not_null(r);
     for (int i = 0; i < n; i++) x[i] = peat_rng_uniform(r);
     peat_rng_free(r);
@@ -219,7 +219,7 @@ static gemm_case make_gemm(int tA, int tB, int64_t M, int64_t N, int64_t K, doub
     memset(&g, 0, sizeof g);
     g.p.i[0] = tA, g.p.i[1] = tB, g.p.i[2] = M, g.p.i[3] = N, g.p.i[4] = K, g.p.i[5] = 1;
     g.p.f[0] = alpha, g.p.f[1] = beta;
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     peat_tensor_alloc2(PEAT_DTYPE_F32, tA ? K : M, tA ? M : K, &g.A);
     peat_tensor_alloc2(PEAT_DTYPE_F32, tB ? N : K, tB ? K : N, &g.B);
     peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &g.C);
@@ -380,7 +380,7 @@ Test(registry, duplicates_and_roles, .init = init)
         cr_assert_not_null(peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu"),
                            "no golden kernel for %s", peat_op_name((peat_op_kind)op));
     }
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "init is idempotent");
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "init is idempotent");
 }
 
 typedef struct {
@@ -403,7 +403,7 @@ static peat_status counting_hook(void *u, const peat_kernel *k, const peat_args 
 Test(exec, hooks_and_kernel_swap, .init = init)
 {
     peat_exec_t *ex;
-    cr_assert_eq(peat_exec_create("test", 5, &ex), PEAT_OK);
+    cr_assert_eq(peat_exec_alloc("test", 5, &ex), PEAT_OK);
     hook_count h = {0, 0, -1};
     peat_exec_add_hook(ex, counting_hook, &h);
     gemm_case g = make_gemm(0, 0, 8, 8, 200, 1.0, 0.0, 3);
@@ -432,10 +432,10 @@ Test(exec, hooks_and_kernel_swap, .init = init)
 Test(profiler, sampling_policy_and_exact, .init = init)
 {
     peat_exec_t *ex;
-    peat_exec_create("test", 5, &ex);
+    peat_exec_alloc("test", 5, &ex);
     peat_record_list list = {0};
     peat_profile_policy pol = {.op_mask = 1u << PEAT_OP_GEMM, .every_k = 3, .max_calls = 4};
-    peat_profiler_t *pr = peat_profiler_alloc(&pol, peat_record_list_sink, &list);
+    peat_profiler_t *pr = peat_profiler_new(&pol, peat_record_list_sink, &list);
     peat_profiler_attach(pr, ex);
     gemm_case g = make_gemm(0, 0, 4, 6, 5, 1.0, 0.0, 3);
     const peat_tensor *in[2] = {g.A, g.B};
@@ -523,7 +523,7 @@ Test(plugin, kernel_calls_the_host_api, .init = init)
 Test(backend, cpu_interface)
 {
     peat_backend_t b;
-    cr_assert_eq(peat_backend_open("auto", 0, &b), PEAT_OK);
+    cr_assert_eq(peat_backend_create("auto", 0, &b), PEAT_OK);
     cr_assert_str_eq(peat_backend_name(b), "cpu");
     peat_device_info info;
     cr_assert_eq(peat_backend_device_info(b, &info), PEAT_OK);
@@ -540,6 +540,6 @@ Test(backend, cpu_interface)
     cr_assert(t1 >= t0);
     peat_backend_free(b, buf);
     peat_backend_close(b);
-    cr_assert_eq(peat_backend_open("vulkan", 0, &b), PEAT_ERR_NOTFOUND);
-    cr_assert_eq(peat_backend_open("cpu", 3, &b), PEAT_ERR_BACKEND);
+    cr_assert_eq(peat_backend_create("vulkan", 0, &b), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_backend_create("cpu", 3, &b), PEAT_ERR_BACKEND);
 }

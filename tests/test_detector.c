@@ -19,7 +19,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(detector, .init = setup);
@@ -61,7 +61,7 @@ static call call_new(shape s, uint64_t seed, data_kind kind)
     if (kind == DATA_SUBNORMAL) sa = 1e-19, sb = 1e-19 / sqrt((double)s.K);
     if (kind == DATA_LARGE || kind == DATA_LARGE_F16) sa = 3e4 / sqrt((double)s.K);
     if (kind == DATA_TINY_A) sa = 2e-6; /* A far below fp16's smallest normal 6.1e-5 */
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     peat_rng_fill_gaussian(r, c.A, sa);
     peat_rng_fill_gaussian(r, c.B, sb);
     peat_rng_free(r);
@@ -102,7 +102,7 @@ static void run_cand(call *c, const peat_kernel *k, const peat_inject_model_t *m
 static peat_signature cand_sig(call *c, const peat_kernel *k, const peat_inject_model_t *m,
                                uint64_t seed)
 {
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc(k->name, PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new(k->name, PEAT_OP_GEMM);
     cr_assert_not_null(acc);
     run_cand(c, k, m,
              m && peat_inject_model_transient(m) ? peat_seed_derive(seed, "repeat") : seed);
@@ -144,8 +144,8 @@ static int detect(call *c, const char *kernel, const char *spec, uint64_t seed,
 static void show(const char *what, const peat_finding *f, int n)
 {
     for (int i = 0; i < n; i++) {
-        cr_log_info("%s: %s(%s) %s", what, peat_finding_name(f[i].cls), f[i].params,
-                    peat_acceptance_name(f[i].accept));
+        cr_log_info("%s: %s(%s) %s", what, peat_detector_finding_name(f[i].cls), f[i].params,
+                    peat_detector_acceptance_name(f[i].accept));
         for (int e = 0; e < f[i].n_evidence; e++) cr_log_info("    %s", f[i].evidence[e]);
     }
 }
@@ -165,7 +165,7 @@ Test(detector, golden_against_itself_is_bit_exact)
     peat_finding f[4];
     int n = detect(&c, "gemm_golden", NULL, 1, NULL, f, 4);
     cr_assert_eq(n, 1);
-    cr_assert_eq(f[0].cls, PEAT_FIND_BIT_EXACT, "got %s", peat_finding_name(f[0].cls));
+    cr_assert_eq(f[0].cls, PEAT_FIND_BIT_EXACT, "got %s", peat_detector_finding_name(f[0].cls));
     cr_assert_eq(f[0].accept, PEAT_ACCEPT_PASS);
     call_free(&c);
 }
@@ -186,7 +186,7 @@ Test(detector, honest_reorders_and_blocking_are_within_bound)
                 cr_assert_eq(n, 1, "%s: one finding", spec ? spec : kernel);
                 cr_assert(f[0].cls == PEAT_FIND_WITHIN_BOUND || f[0].cls == PEAT_FIND_BIT_EXACT,
                           "%s on %dx%dx%d: %s", spec ? spec : kernel, c.s.M, c.s.N, c.s.K,
-                          peat_finding_name(f[0].cls));
+                          peat_detector_finding_name(f[0].cls));
                 cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_PASS);
             }
             call_free(&c);
@@ -249,7 +249,7 @@ Test(detector, each_rule_fires_on_its_model)
         int n = detect(&c, NULL, EXPECT[e].spec, 555 + (uint64_t)e, NULL, f, 4);
         if (f[0].cls != EXPECT[e].cls) show(EXPECT[e].spec, f, n);
         cr_assert_eq(f[0].cls, EXPECT[e].cls, "%s: primary finding %s, expected %s", EXPECT[e].spec,
-                     peat_finding_name(f[0].cls), peat_finding_name(EXPECT[e].cls));
+                     peat_detector_finding_name(f[0].cls), peat_detector_finding_name(EXPECT[e].cls));
         if (EXPECT[e].param)
             cr_assert(strstr(f[0].params, EXPECT[e].param) != NULL, "%s: params '%s' lack '%s'",
                       EXPECT[e].spec, f[0].params, EXPECT[e].param);
@@ -274,7 +274,7 @@ Test(detector, single_corrupted_element_is_caught)
     peat_signature g = cand_sig(&c, kern("gemm_golden"), NULL, 1);
     run_cand(&c, kern("gemm_golden"), NULL, 1);
     peat_f32(c.D)[17] = -3.0f * peat_f32(c.D)[17] + 1.0f;
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("one", PEAT_OP_GEMM);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("one", PEAT_OP_GEMM);
     cr_assert_eq(peat_analyzer_acc_add(acc, c.D, c.E, c.mag, c.s.K, c.s.M, c.s.N), PEAT_OK);
     peat_signature s;
     cr_assert_eq(peat_analyzer_signature(acc, &s), PEAT_OK);
@@ -282,7 +282,7 @@ Test(detector, single_corrupted_element_is_caught)
     peat_finding f[4];
     int n = peat_detector_run(&s, &g, NULL, f, 4);
     cr_assert(f[0].cls == PEAT_FIND_OUT_OF_BOUND || f[0].cls == PEAT_FIND_BITFLIP, "got %s",
-              peat_finding_name(f[0].cls));
+              peat_detector_finding_name(f[0].cls));
     cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL);
     cr_assert(strstr(f[0].evidence[0], "1 ") == f[0].evidence[0] ||
                   strstr(f[0].evidence[0], " 1 ") != NULL,
@@ -306,7 +306,7 @@ Test(detector, declared_reduced_precision_warns_undeclared_fails)
         peat_finding f[4], u[4];
         int n = detect(&c, lowp[i].kernel, NULL, 9, &ctx, f, 4);
         cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "%s: %s", lowp[i].kernel,
-                     peat_finding_name(f[0].cls));
+                     peat_detector_finding_name(f[0].cls));
         double bits;
         cr_assert_eq(sscanf(f[0].params, "bits=%lf", &bits), 1, "params %s", f[0].params);
         cr_assert(fabs(bits - lowp[i].bits) <= 1.0, "%s reads %.1f bits", lowp[i].kernel, bits);
@@ -372,7 +372,7 @@ Test(detector, fp16_input_underflow_is_named)
         ctx.in_frac_below_normal = frac_below_fp16_normal(&c);
         n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
         cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "in-range fp16 inputs: %s",
-                     peat_finding_name(f[0].cls));
+                     peat_detector_finding_name(f[0].cls));
         cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_WARN);
         call_free(&c);
     }
@@ -396,7 +396,7 @@ Test(detector, amp_fp16_inputs_output_overflow_is_still_range)
         int n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
         show("gemm_fp16 on fp16 inputs", f, n);
         cr_assert_eq(f[0].cls, PEAT_FIND_WITHIN_BOUND, "fp16 inputs: gemm_fp16 is honest, got %s",
-                     peat_finding_name(f[0].cls));
+                     peat_detector_finding_name(f[0].cls));
         n = detect(&c, "gemm_fp16", "range(fmt=fp16)", 5, &ctx, f, 4);
         show("gemm_fp16 + fp16 output overflow", f, n);
         cr_assert(has_class(f, n, PEAT_FIND_RANGE), "output overflow must be RANGE");
@@ -416,7 +416,7 @@ static void gelu_case(peat_op_kind op, const char *cand, uint64_t seed, double s
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &dY), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &Y), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F64, n, &E), PEAT_OK);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     peat_rng_fill_gaussian(r, X, sd);
     peat_rng_fill_gaussian(r, dY, 1.0);
     peat_rng_free(r);
@@ -440,7 +440,7 @@ static void gelu_case(peat_op_kind op, const char *cand, uint64_t seed, double s
     peat_signature *sig[2] = {&sg, &sc};
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(peat_kernel_run(ks[i], &a), PEAT_OK, "%s", peat_error_last());
-        peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc(ks[i]->name, op);
+        peat_analyzer_acc_t *acc = peat_analyzer_acc_new(ks[i]->name, op);
         /* elementwise op: the runner passes the input, the error is a function of it */
         cr_assert_eq(peat_analyzer_acc_add_input(acc, Y, E, mag, 1, 1, n, X), PEAT_OK);
         cr_assert_eq(peat_analyzer_signature(acc, sig[i]), PEAT_OK);
@@ -450,7 +450,7 @@ static void gelu_case(peat_op_kind op, const char *cand, uint64_t seed, double s
     peat_finding f[4];
     int nf = peat_detector_run(&sc, &sg, &ctx, f, 4);
     if (f[0].cls != PEAT_FIND_APPROX) show(cand, f, nf);
-    cr_assert_eq(f[0].cls, PEAT_FIND_APPROX, "%s: %s", cand, peat_finding_name(f[0].cls));
+    cr_assert_eq(f[0].cls, PEAT_FIND_APPROX, "%s: %s", cand, peat_detector_finding_name(f[0].cls));
     cr_assert_eq(peat_detector_verdict(f, nf), PEAT_ACCEPT_WARN, "%s: small approximation warns",
                  cand);
     cr_assert(strstr(f[0].evidence[0], "small smooth input-dependent deviation, not a bug") != NULL,
@@ -476,9 +476,9 @@ Test(detector, confusion_matrix_over_the_catalogue)
     for (const char *p = cat; *p;) {
         size_t len = strcspn(p, " (");
         int found = 0;
-        for (int e = 0; e < peat_calibrate_cases(); e++)
-            found |= strlen(peat_calibrate_case_model(e)) == len &&
-                     strncmp(peat_calibrate_case_model(e), p, len) == 0;
+        for (int e = 0; e < peat_run_calibrate_cases(); e++)
+            found |= strlen(peat_run_calibrate_case_model(e)) == len &&
+                     strncmp(peat_run_calibrate_case_model(e), p, len) == 0;
         cr_assert(found, "catalogue model '%.*s' has no calibration case", (int)len, p);
         p = strchr(p, '\n');
         cr_assert_not_null(p);
@@ -487,16 +487,16 @@ Test(detector, confusion_matrix_over_the_catalogue)
     /* `peat calibrate` on random shapes (M, N in 16..128, K in 16..512) and seeds */
     enum { TRIALS = 6 };
     int counts[64][PEAT_FIND_COUNT];
-    cr_assert_leq(peat_calibrate_cases(), 64);
-    cr_assert_eq(peat_calibrate_run(2718, TRIALS, counts, NULL), PEAT_OK, "%s", peat_error_last());
+    cr_assert_leq(peat_run_calibrate_cases(), 64);
+    cr_assert_eq(peat_run_calibrate(2718, TRIALS, counts, NULL), PEAT_OK, "%s", peat_error_last());
     int diag = 0;
-    for (int e = 0; e < peat_calibrate_cases(); e++) {
-        int ok = counts[e][peat_calibrate_case_expect(e)];
-        cr_assert_geq(ok, TRIALS - 1, "%s: %s in %d of %d trials", peat_calibrate_case_model(e),
-                      peat_finding_name(peat_calibrate_case_expect(e)), ok, TRIALS);
+    for (int e = 0; e < peat_run_calibrate_cases(); e++) {
+        int ok = counts[e][peat_run_calibrate_case_expect(e)];
+        cr_assert_geq(ok, TRIALS - 1, "%s: %s in %d of %d trials", peat_run_calibrate_case_model(e),
+                      peat_detector_finding_name(peat_run_calibrate_case_expect(e)), ok, TRIALS);
         diag += ok;
     }
-    cr_assert_geq(diag * 100, 95 * TRIALS * peat_calibrate_cases(), "diagonal %d", diag);
+    cr_assert_geq(diag * 100, 95 * TRIALS * peat_run_calibrate_cases(), "diagonal %d", diag);
 }
 
 /* ---- plumbing ----------------------------------------------------------------------------------
@@ -505,12 +505,12 @@ Test(detector, confusion_matrix_over_the_catalogue)
 Test(detector, names_verdict_and_empty_signatures)
 {
     for (int i = 0; i < PEAT_FIND_COUNT; i++) {
-        cr_assert_str_neq(peat_finding_name((peat_finding_class)i), "?");
+        cr_assert_str_neq(peat_detector_finding_name((peat_finding_class)i), "?");
         for (int j = 0; j < i; j++)
-            cr_assert_str_neq(peat_finding_name((peat_finding_class)i),
-                              peat_finding_name((peat_finding_class)j));
+            cr_assert_str_neq(peat_detector_finding_name((peat_finding_class)i),
+                              peat_detector_finding_name((peat_finding_class)j));
     }
-    cr_assert_str_eq(peat_acceptance_name(PEAT_ACCEPT_WARN), "WARN");
+    cr_assert_str_eq(peat_detector_acceptance_name(PEAT_ACCEPT_WARN), "WARN");
     peat_finding f[3] = {
         {.accept = PEAT_ACCEPT_PASS}, {.accept = PEAT_ACCEPT_FAIL}, {.accept = PEAT_ACCEPT_WARN}};
     cr_assert_eq(peat_detector_verdict(f, 3), PEAT_ACCEPT_FAIL);

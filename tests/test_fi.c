@@ -31,7 +31,7 @@ static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-fi-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 static void teardown(void)
@@ -63,7 +63,7 @@ static call call_new(int M, int N, int K, uint64_t seed)
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &c.G), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &c.D), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F64, M, N, &c.E), PEAT_OK);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     peat_rng_fill_gaussian(r, c.A, 1.0);
     peat_rng_fill_gaussian(r, c.B, 1.0);
     peat_rng_free(r);
@@ -300,12 +300,12 @@ static void train(const peat_exec_swap *s, int n, peat_exec_t **ex, peat_flow_t 
     memset(&cfg, 0, sizeof cfg);
     cfg.seed = 5;
     cfg.weight_decay = -1;
-    cr_assert_eq(peat_exec_create("mlp", 5, ex), PEAT_OK);
+    cr_assert_eq(peat_exec_alloc("mlp", 5, ex), PEAT_OK);
     if (s) cr_assert_eq(peat_exec_set_swap(*ex, s), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_flow_create("mlp", &cfg, *ex, f), PEAT_OK);
+    cr_assert_eq(peat_models_flow_alloc("mlp", &cfg, *ex, f), PEAT_OK);
     for (int i = 0; i < n; i++) {
         peat_flow_metrics m;
-        cr_assert_eq(peat_flow_step(*f, &m), PEAT_OK);
+        cr_assert_eq(peat_models_flow_step(*f, &m), PEAT_OK);
         loss[i] = m.loss;
     }
 }
@@ -322,12 +322,12 @@ Test(fi, idle_hook_is_bit_identical_to_plain_training)
     cr_assert_gt(peat_exec_swap_eligible(e1), 0);
     cr_assert_eq(peat_exec_swapped(e1), 0);
     cr_assert_eq(memcmp(l0, l1, sizeof l0), 0, "losses differ");
-    for (int i = 0; i < peat_flow_state_count(f0); i++) {
+    for (int i = 0; i < peat_models_flow_state_count(f0); i++) {
         const char *name;
-        peat_tensor *a = peat_flow_state(f0, i, &name), *b = peat_flow_state(f1, i, NULL);
+        peat_tensor *a = peat_models_flow_state(f0, i, &name), *b = peat_models_flow_state(f1, i, NULL);
         cr_assert_eq(memcmp(a->data, b->data, peat_tensor_nbytes(a)), 0, "%s differs", name);
     }
-    peat_flow_free(f0), peat_flow_free(f1), peat_exec_free(e0), peat_exec_free(e1);
+    peat_models_flow_free(f0), peat_models_flow_free(f1), peat_exec_free(e0), peat_exec_free(e1);
 }
 
 Test(fi, swap_schedule_every_k_probability_phase_layer_window)
@@ -339,7 +339,7 @@ Test(fi, swap_schedule_every_k_probability_phase_layer_window)
     train(&s, 10, &ex, &f, l);
     int64_t n = peat_exec_swap_eligible(ex);
     cr_assert_eq(peat_exec_swapped(ex), (n + 9) / 10, "every 10th of %lld", (long long)n);
-    peat_flow_free(f), peat_exec_free(ex);
+    peat_models_flow_free(f), peat_exec_free(ex);
     /* only backward calls from iteration 4 to 6 */
     peat_exec_swap w = s;
     w.every = 1, w.phases = 1u << PEAT_PHASE_BWD, w.iter_lo = 4, w.iter_hi = 7;
@@ -348,23 +348,23 @@ Test(fi, swap_schedule_every_k_probability_phase_layer_window)
     cr_assert_gt(per_iter, 0);
     cr_assert_eq(peat_exec_swap_eligible(ex), 3 * per_iter);
     cr_assert_eq(peat_exec_swapped(ex), peat_exec_swap_eligible(ex));
-    peat_flow_free(f), peat_exec_free(ex);
+    peat_models_flow_free(f), peat_exec_free(ex);
     /* probability: the same seed draws the same calls */
     peat_exec_swap p = s;
     p.every = 0, p.prob = 0.3, p.seed = 9;
     train(&p, 10, &ex, &f, l);
     int64_t k1 = peat_exec_swapped(ex), e1 = peat_exec_swap_eligible(ex);
-    peat_flow_free(f), peat_exec_free(ex);
+    peat_models_flow_free(f), peat_exec_free(ex);
     train(&p, 10, &ex, &f, l);
     cr_assert_eq(peat_exec_swapped(ex), k1);
     cr_assert(k1 > 0 && k1 < e1, "%lld of %lld swapped at p = 0.3", (long long)k1, (long long)e1);
-    peat_flow_free(f), peat_exec_free(ex);
+    peat_models_flow_free(f), peat_exec_free(ex);
     /* a layer list that names no layer of the flow: nothing is eligible */
     peat_exec_swap q = s;
     q.layers = "no_such_layer,nor*this";
     train(&q, 3, &ex, &f, l);
     cr_assert_eq(peat_exec_swap_eligible(ex), 0);
-    peat_flow_free(f), peat_exec_free(ex);
+    peat_models_flow_free(f), peat_exec_free(ex);
 }
 
 /* ---- runtime FI ---- */
@@ -382,7 +382,7 @@ static peat_runtime_result runtime(const char *flow, int iters, const char *mode
     o.model_seed = 3;
     o.freqs = freq;
     peat_runtime_result r;
-    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
+    cr_assert_eq(peat_campaign_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
     return r;
 }
 
@@ -415,7 +415,7 @@ static peat_runtime_result steered(script *sc, int64_t iters, int64_t max_iters)
     o.freqs = "1";
     o.steer = scripted, o.steer_user = sc, o.max_iters = max_iters;
     peat_runtime_result r;
-    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
     return r;
 }
 
@@ -435,12 +435,12 @@ Test(fi, runtime_steering_grows_and_cuts_the_runs)
     cr_assert_eq(sc.n_seen, 30);
     for (int64_t i = 0; i < sc.n_seen; i++) cr_assert_eq(sc.seen[i], i + 1);
     for (int j = 0; j < r.n_band; j++) cr_assert(isfinite(r.band[j].loss[30]));
-    peat_runtime_result_free(&r);
+    peat_campaign_runtime_result_free(&r);
 
     script grow_too_far = {.keep = 20, .grow_at = 1, .grow_to = 1000, .cut_at = 1000};
     r = steered(&grow_too_far, 20, 25);
     cr_assert_eq(r.n, 25, "never beyond max_iters");
-    peat_runtime_result_free(&r);
+    peat_campaign_runtime_result_free(&r);
 
     script cut = {.keep = 20, .grow_at = 1000, .cut_at = 6, .cut_to = 2};
     r = steered(&cut, 20, 40);
@@ -448,7 +448,7 @@ Test(fi, runtime_steering_grows_and_cuts_the_runs)
     cr_assert_eq(r.n_eval, 2, "iteration 4 and the last");
     cr_assert_eq(r.eval_iter[0], 3);
     cr_assert_eq(r.eval_iter[1], 6);
-    peat_runtime_result_free(&r);
+    peat_campaign_runtime_result_free(&r);
 }
 
 Test(fi, reorder_in_the_loop_is_training_equivalent_on_every_flow)
@@ -461,8 +461,8 @@ Test(fi, reorder_in_the_loop_is_training_equivalent_on_every_flow)
         cr_assert_eq(r.n_faulty, 1);
         cr_assert_gt(r.faulty[0].swapped, 0);
         cr_assert_eq(r.verdict[0].cls, PEAT_RUNTIME_EQUIVALENT, "%s: %s (%s)", flows[i],
-                     peat_runtime_class_name(r.verdict[0].cls), r.verdict[0].evidence);
-        peat_runtime_result_free(&r);
+                     peat_detector_runtime_class_name(r.verdict[0].cls), r.verdict[0].evidence);
+        peat_campaign_runtime_result_free(&r);
     }
 }
 
@@ -471,10 +471,10 @@ Test(fi, exponent_flip_every_tenth_gemm_output_breaks_mlp_training)
     peat_runtime_result r = runtime("mlp", 30, "bitflip(bit=30)", "1/10");
     const peat_runtime_verdict *v = &r.verdict[0];
     cr_assert(v->cls == PEAT_RUNTIME_DIVERGES || v->cls == PEAT_RUNTIME_DEGRADES, "%s",
-              peat_runtime_class_name(v->cls));
+              peat_detector_runtime_class_name(v->cls));
     cr_assert(v->iter >= 0 && v->iter < 30, "iteration %lld", (long long)v->iter);
     cr_assert_gt(r.faulty[0].swapped, 0);
-    peat_runtime_result_free(&r);
+    peat_campaign_runtime_result_free(&r);
 }
 
 /* ---- band rules on constructed curves ---- */
@@ -625,7 +625,7 @@ static void make_campaign(const char *dir)
     o.isolate = 0;
     o.no_runtime = 1;
     peat_campaign_result r;
-    cr_assert_eq(peat_campaign_run(&o, &r), PEAT_OK, "campaign: %s", peat_error_last());
+    cr_assert_eq(peat_run_campaign(&o, &r), PEAT_OK, "campaign: %s", peat_error_last());
 }
 
 Test(fi, table_rows_survive_reopen_and_columns_are_checked)
@@ -668,7 +668,7 @@ Test(fi, table_rows_survive_reopen_and_columns_are_checked)
 
 static void fi_opts(peat_fi_opts *o, const char *dir)
 {
-    peat_fi_opts_default(o);
+    peat_run_fi_opts_default(o);
     o->campaign = dir;
     o->models = "bitflip(bit=-1);nan;tile(rows=4,cols=4,kind=random)";
     o->trials = 60;
@@ -693,7 +693,7 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
         fi_opts(&o, dir);
         o.debug_kill_after = 40;
         peat_fi_result r;
-        peat_fi_run(&o, &r);
+        peat_run_fi(&o, &r);
         _exit(3); /* not reached: the kill comes first */
     }
     int ws;
@@ -702,7 +702,7 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     peat_fi_opts o;
     fi_opts(&o, dir);
     peat_fi_result r;
-    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
     cr_assert_eq(r.n_resumed, 48, "three batches of 16 were in the file");
     cr_assert_eq(r.n_run, 3 * 60 - 48);
     cr_assert_eq(r.n_trials, 3 * 60, "no trial doubled");
@@ -710,7 +710,7 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     peat_fi_result c;
     fi_opts(&o, clean);
     o.threads = 1;
-    cr_assert_eq(peat_fi_run(&o, &c), PEAT_OK, "clean: %s", peat_error_last());
+    cr_assert_eq(peat_run_fi(&o, &c), PEAT_OK, "clean: %s", peat_error_last());
     cr_assert_eq(c.n_trials, r.n_trials);
     for (int64_t i = 0; i < c.n_trials; i++) {
         int found = 0;
@@ -748,8 +748,8 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     cr_assert(strstr(js, "\"n_nan\""));
     free(js);
     peat_store_close(s);
-    peat_fi_result_free(&r);
-    peat_fi_result_free(&c);
+    peat_run_fi_result_free(&r);
+    peat_run_fi_result_free(&c);
 }
 
 /* The runtime stage inside `peat run`: a verdict per frequency joins the findings, and the
@@ -769,7 +769,7 @@ Test(fi, runtime_stage_in_a_campaign)
     o.isolate = 0;
     o.runtime_freq = "1,1/10";
     peat_campaign_result r;
-    cr_assert_eq(peat_campaign_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_campaign(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_runtime, 2);
     int found = 0;
     for (int i = 0; i < r.n_findings; i++)
@@ -865,10 +865,10 @@ Test(fi, propagated_class_of_faults_with_known_effects)
                 *fc3 = record_of(s, "fc3", PEAT_PHASE_FWD);
     int64_t iters[2] = {fc1->iter, fc3->iter};
     peat_fi_prop_t *p;
-    cr_assert_eq(peat_fi_prop_alloc(&meta, iters, 2, &p), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_fi_prop_alloc(&meta, iters, 2, &p), PEAT_OK, "%s", peat_error_last());
     peat_fi_prop_worker_t *w;
-    cr_assert_eq(peat_fi_prop_worker_alloc(p, &w), PEAT_OK, "%s", peat_error_last());
-    const peat_inject_step_band *band = peat_fi_prop_band(p, fc3->iter);
+    cr_assert_eq(peat_run_fi_prop_worker_alloc(p, &w), PEAT_OK, "%s", peat_error_last());
+    const peat_inject_step_band *band = peat_run_fi_prop_band(p, fc3->iter);
     cr_assert(band && band->loss > 0 && band->w > 0, "honest reorderings move loss and weights");
 
     /* fc1's pre-activation: an element far below zero (the bias is near 0 this early) with its
@@ -882,20 +882,20 @@ Test(fi, propagated_class_of_faults_with_known_effects)
     faulty_make(fc1, e, peat_f32_from_bits(peat_f32_bits(g[e]) ^ 1u), &a);
     peat_inject_trial t;
     memset(&t, 0, sizeof t);
-    cr_assert_eq(peat_fi_prop_trial(w, fc1, &a, &t), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_fi_prop_trial(w, fc1, &a, &t), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(t.prop, PEAT_INJECT_MASKED, "a flip the ReLU zeroes is MASKED, got %s",
                  peat_inject_outcome_name(t.prop));
     peat_args_free_outputs(&a);
 
     /* the same element made positive and large: the step changes (not MASKED) */
     faulty_make(fc1, e, 64.0f, &a);
-    cr_assert_eq(peat_fi_prop_trial(w, fc1, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_run_fi_prop_trial(w, fc1, &a, &t), PEAT_OK);
     cr_assert_neq(t.prop, PEAT_INJECT_MASKED, "a value through the ReLU is not masked");
     peat_args_free_outputs(&a);
 
     /* a NaN in the logits: the loss is NaN: DUE */
     faulty_make(fc3, 0, NAN, &a);
-    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_run_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
     cr_assert_eq(t.prop, PEAT_INJECT_DUE, "a NaN logit is DUE, got %s",
                  peat_inject_outcome_name(t.prop));
     peat_args_free_outputs(&a);
@@ -908,7 +908,7 @@ Test(fi, propagated_class_of_faults_with_known_effects)
     for (int64_t c = 1; c < C; c++)
         if (z[c] > z[best]) best = c;
     faulty_make(fc3, best, -100.0f, &a);
-    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_run_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
     cr_assert_eq(t.prop, PEAT_INJECT_SDC, "got %s", peat_inject_outcome_name(t.prop));
     cr_assert_geq(t.pred_changed, 1, "row 0's predicted class changes");
     peat_args_free_outputs(&a);
@@ -921,15 +921,15 @@ Test(fi, propagated_class_of_faults_with_known_effects)
     cr_assert_eq(
         peat_inject_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"), &a, 1),
         PEAT_OK);
-    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_run_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
     cr_assert(t.prop == PEAT_INJECT_MASKED || t.prop == PEAT_INJECT_TOLERABLE,
               "an honest order is MASKED or TOLERABLE, got %s (d_loss %g band %g, d_w %g band %g)",
               peat_inject_outcome_name(t.prop), t.d_loss, band->loss, t.d_w, band->w);
     peat_args_free_outputs(&a);
     peat_inject_model_free(m);
 
-    peat_fi_prop_worker_free(w);
-    peat_fi_prop_free(p);
+    peat_run_fi_prop_worker_free(w);
+    peat_run_fi_prop_free(p);
     peat_record_free(fc1);
     peat_record_free(fc3);
     peat_store_close(s);
@@ -973,7 +973,7 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
     make_campaign(dir);
     snprintf(path, sizeof path, "%s/campaign.h5", dir);
     peat_fi_opts o;
-    peat_fi_opts_default(&o);
+    peat_run_fi_opts_default(&o);
     o.campaign = dir;
     o.models = "bitflip(bit=-1)";
     o.trials = 40;
@@ -982,7 +982,7 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
     o.layers = "fc1";
     o.phases = "fwd";
     peat_fi_result r;
-    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_trials, 40);
     for (int64_t i = 0; i < r.n_trials; i++) {
         cr_assert_str_eq(r.trials[i].layer, "fc1", "trial %lld hit layer %s", (long long)i,
@@ -990,25 +990,25 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
         cr_assert_eq(r.trials[i].phase, PEAT_PHASE_FWD);
         cr_assert_str_eq(r.trials[i].select, "layer=fc1 phase=fwd");
     }
-    peat_fi_result_free(&r);
+    peat_run_fi_result_free(&r);
     peat_store_t *s;
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
     int64_t sigs = peat_store_signature_count(s);
     peat_store_close(s);
     /* the same command again: nothing run, no signature row added */
-    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_run, 0, "a rerun resumes everything");
-    peat_fi_result_free(&r);
+    peat_run_fi_result_free(&r);
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
     cr_assert_eq(peat_store_signature_count(s), sigs, "no duplicate fi: signature rows");
     peat_store_close(s);
     /* the same model over every record is another series */
     o.layers = NULL, o.phases = NULL;
-    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_run, 40, "a new series, not a resume of the fc1 one");
     cr_assert_eq(r.tab[PEAT_INJECT_BY_MODEL].n, 2, "two series in the file");
-    peat_fi_result_free(&r);
+    peat_run_fi_result_free(&r);
     /* a layer no record has is refused with a message */
     o.layers = "nope";
-    cr_assert_eq(peat_fi_run(&o, &r), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_ERR_NOTFOUND);
 }

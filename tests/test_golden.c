@@ -508,7 +508,7 @@ static peat_args run_exact64(const char *name, peat_op_kind op, const peat_op_pa
 
 Test(golden, fd_conv2d_bwd_data_and_filter)
 {
-    peat_rng_t *r = peat_rng_alloc(11);
+    peat_rng_t *r = peat_rng_new(11);
     /* stride 2 pad 1; stride 1 pad 0; stride 2 with an input row no window reaches (H=6, K=3) */
     int64_t cfg[3][9] = {
         {2, 2, 5, 4, 3, 3, 3, 2, 1}, {1, 2, 4, 5, 2, 2, 3, 1, 0}, {1, 1, 6, 6, 2, 3, 3, 2, 0}};
@@ -535,7 +535,7 @@ Test(golden, fd_conv2d_bwd_data_and_filter)
 
 Test(golden, fd_bias_add_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(12);
+    peat_rng_t *r = peat_rng_new(12);
     peat_op_params p = {.i = {3, 4, 5}};
     peat_tensor *in[2] = {rnd(r, 60, 0, 1), rnd(r, 4, 0, 1)};
     double *w = weights(r, 60);
@@ -548,7 +548,7 @@ Test(golden, fd_bias_add_bwd)
 
 Test(golden, fd_relu_and_gelu_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(13);
+    peat_rng_t *r = peat_rng_new(13);
     peat_op_params p = {.i = {64}};
     /* ReLU: inputs at least 0.1 away from the kink, where the central difference is exact */
     peat_tensor *x = rnd(r, 64, 0, 2);
@@ -570,7 +570,7 @@ Test(golden, fd_relu_and_gelu_bwd)
 
 Test(golden, fd_softmax_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(14);
+    peat_rng_t *r = peat_rng_new(14);
     peat_op_params p = {.i = {3, 7}};
     peat_tensor *x = rnd(r, 21, 0, 2);
     double *w = weights(r, 21);
@@ -585,7 +585,7 @@ Test(golden, fd_softmax_bwd)
 
 Test(golden, fd_layernorm_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(15);
+    peat_rng_t *r = peat_rng_new(15);
     peat_op_params p = {.i = {3, 6}, .f = {1e-5}};
     peat_tensor *in[3] = {rnd(r, 18, 0.5, 1), rnd(r, 6, 1, 0.3), rnd(r, 6, 0, 0.5)};
     double *w = weights(r, 18);
@@ -603,7 +603,7 @@ Test(golden, fd_layernorm_bwd)
 
 Test(golden, fd_attention_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(16);
+    peat_rng_t *r = peat_rng_new(16);
     for (int causal = 0; causal < 2; causal++) {
         int64_t B = 1, H = 2, T = 4, D = 3, n = B * H * T * D;
         peat_op_params p = {.i = {B, H, T, D, causal}, .f = {0.7}};
@@ -625,7 +625,7 @@ Test(golden, fd_attention_bwd)
 
 Test(golden, fd_embedding_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(17);
+    peat_rng_t *r = peat_rng_new(17);
     /* idx repeats row 3 and never uses rows 0 and 4 (their gradient must be 0) */
     peat_op_params p = {.i = {5, 5, 3}};
     peat_tensor *in[2] = {rnd(r, 15, 0, 1), ti(5, (int32_t[]){3, 1, 3, 2, 3})};
@@ -639,7 +639,7 @@ Test(golden, fd_embedding_bwd)
 
 Test(golden, fd_cross_entropy_bwd)
 {
-    peat_rng_t *r = peat_rng_alloc(18);
+    peat_rng_t *r = peat_rng_new(18);
     peat_op_params p = {.i = {4, 6}};
     peat_tensor *in[2] = {rnd(r, 24, 0, 2), ti(4, (int32_t[]){0, 5, 2, 2})};
     double *w = weights(r, 4);
@@ -814,7 +814,7 @@ static void ref_gemm(const peat_op_params *p, peat_tensor *const *in, int ab, do
  * mean, golden (float) and exact (double). */
 Test(golden, row_sums_equal_the_plain_loop_bit_for_bit)
 {
-    peat_rng_t *r = peat_rng_alloc(9);
+    peat_rng_t *r = peat_rng_new(9);
     static const int64_t Rs[] = {1, 2, 3, 4, 5, 7, 8, 9}, Cs[] = {1, 3, 20, 71};
     for (size_t a = 0; a < sizeof Rs / sizeof Rs[0]; a++)
         for (size_t b = 0; b < sizeof Cs / sizeof Cs[0]; b++)
@@ -917,7 +917,7 @@ Test(golden, conv_loops_equal_the_tap_testing_loop_bit_for_bit)
         {"conv2d_bwd_filter_golden", "conv2d_bwd_filter_exact"}};
     static const peat_op_kind ops[3] = {PEAT_OP_CONV2D, PEAT_OP_CONV2D_BWD_DATA,
                                         PEAT_OP_CONV2D_BWD_FILTER};
-    peat_rng_t *r = peat_rng_alloc(21);
+    peat_rng_t *r = peat_rng_new(21);
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         const int64_t *i = cfg[c];
         int64_t OH = (i[2] + 2 * i[8] - i[5]) / i[7] + 1, OW = (i[3] + 2 * i[8] - i[6]) / i[7] + 1;
@@ -958,7 +958,7 @@ Test(golden, blocked_gemm_equals_the_plain_loop_bit_for_bit)
     /* N = 300 spans two column blocks (256 + 44); N = 301, 303, 5 and 2 end off the kernels'
      * vector width (4, zero-padded columns), K = 33..36 and 1 on every remainder of the four-step
      * k unroll; every transpose and beta 0 / 1.5, batch 2 */
-    peat_rng_t *r = peat_rng_alloc(5);
+    peat_rng_t *r = peat_rng_new(5);
     static const int64_t shapes[][2] = {{300, 33}, {301, 34}, {303, 35}, {5, 36}, {2, 1}};
     int64_t M = 7, B = 2;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1110,7 +1110,7 @@ Test(golden, softmax_bound_with_masked_entries_by_hand)
 Test(golden, cross_entropy_bwd_bound_admits_log_softmax_order)
 {
     enum { R = 256, C = 10 };
-    peat_rng_t *r = peat_rng_alloc(77);
+    peat_rng_t *r = peat_rng_new(77);
     peat_op_params p = {.i = {R, C}};
     int32_t tg[R];
     for (int i = 0; i < R; i++) tg[i] = i % C;

@@ -14,7 +14,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(inject, .init = setup);
@@ -32,7 +32,7 @@ static gemm gemm_new(int M, int N, int K, uint64_t seed, double scale_a, double 
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &g.A), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &g.B), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &g.D), PEAT_OK);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     peat_rng_fill_gaussian(r, g.A, scale_a);
     peat_rng_fill_gaussian(r, g.B, scale_b);
     peat_rng_free(r);
@@ -308,7 +308,7 @@ Test(inject, same_order_and_identity_rounding_reproduce_golden_bit_for_bit)
     cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &C), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &D1), PEAT_OK);
     cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, 3, 5, 6, &D2), PEAT_OK);
-    peat_rng_t *r = peat_rng_alloc(61);
+    peat_rng_t *r = peat_rng_new(61);
     peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0),
         peat_rng_fill_gaussian(r, C, 1.0);
     peat_rng_free(r);

@@ -95,7 +95,7 @@ typedef struct {
     peat_args a;
 } call_case;
 
-/* X[r][c] = r + c / 8 with X[0] = cmd; the output guarded (peat_isolate_outputs_alloc). */
+/* X[r][c] = r + c / 8 with X[0] = cmd; the output guarded (peat_campaign_isolate_outputs_alloc). */
 static void case_make(call_case *cc, int cmd)
 {
     int64_t xs[2] = {R, C}, ys[1] = {R};
@@ -110,13 +110,13 @@ static void case_make(call_case *cc, int cmd)
     cc->a.in[0] = cc->x;
     peat_tensor *tmpl;
     cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, 1, ys, &tmpl), PEAT_OK);
-    cr_assert_eq(peat_isolate_outputs_alloc(&cc->a, &tmpl, 1), PEAT_OK);
+    cr_assert_eq(peat_campaign_isolate_outputs_alloc(&cc->a, &tmpl, 1), PEAT_OK);
     peat_tensor_free(tmpl);
 }
 
 static void case_free(call_case *cc)
 {
-    peat_isolate_outputs_free(&cc->a);
+    peat_campaign_isolate_outputs_free(&cc->a);
     peat_tensor_free(cc->x);
 }
 
@@ -139,7 +139,7 @@ static peat_call_outcome call_w(peat_isolate_worker *w, int cmd, double timeout_
     call_case cc;
     case_make(&cc, cmd);
     peat_call_outcome out;
-    cr_assert_eq(peat_isolate_worker_call(w, &cc.a, timeout_s, &out, why, 256), PEAT_OK,
+    cr_assert_eq(peat_campaign_isolate_worker_call(w, &cc.a, timeout_s, &out, why, 256), PEAT_OK,
                  "the runner itself failed: %s", peat_error_last());
     if (out == PEAT_CALL_DONE)
         cr_assert(sums_right(&cc, 0.0f), "cmd %d: DONE but the output is not the row sums", cmd);
@@ -150,7 +150,7 @@ static peat_call_outcome call_w(peat_isolate_worker *w, int cmd, double timeout_
 Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .timeout = 120)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
     char why[256];
     cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "%s", why);
     static const struct {
@@ -182,19 +182,19 @@ Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .time
     }
     /* the first child, and a new one after each crash, exit, hang and stray write (six); none
      * after a returned error */
-    cr_assert_eq(peat_isolate_worker_spawns(w), 7, "spawns %d", peat_isolate_worker_spawns(w));
-    peat_isolate_worker_free(w);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 7, "spawns %d", peat_campaign_isolate_worker_spawns(w));
+    peat_campaign_isolate_worker_free(w);
 }
 
 Test(isolate, clean_calls_share_one_child)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
     char why[256];
     for (int i = 0; i < 20; i++)
         cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
-    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d", peat_isolate_worker_spawns(w));
-    peat_isolate_worker_free(w);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d", peat_campaign_isolate_worker_spawns(w));
+    peat_campaign_isolate_worker_free(w);
 }
 
 /* n calls of the stateful kernel through w: how many came out right on the first try's terms. */
@@ -206,7 +206,7 @@ static int stateful_right(peat_isolate_worker *w, int n, int keep)
         case_make(&cc, CMD_SUM);
         peat_call_outcome out;
         char why[256];
-        cr_assert_eq(peat_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why), PEAT_OK);
+        cr_assert_eq(peat_campaign_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why), PEAT_OK);
         cr_assert_eq(out, PEAT_CALL_DONE, "%s", why);
         /* keep_state: call i sees the i calls before it */
         right += sums_right(&cc, keep ? (float)i : 0.0f);
@@ -218,23 +218,23 @@ static int stateful_right(peat_isolate_worker *w, int n, int keep)
 Test(isolate, static_state_never_reaches_another_call)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_isolate_worker_create(&K_STATE, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_STATE, 0, &w), PEAT_OK);
     int right = stateful_right(w, 5, 0);
     cr_assert_eq(right, 5, "%d of 5 calls started from the kernel's first state", right);
-    cr_assert_eq(peat_isolate_worker_spawns(w), 5, "a fresh child after each changed state: %d",
-                 peat_isolate_worker_spawns(w));
-    peat_isolate_worker_free(w);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 5, "a fresh child after each changed state: %d",
+                 peat_campaign_isolate_worker_spawns(w));
+    peat_campaign_isolate_worker_free(w);
     cr_assert_eq(state_calls, 0, "the kernel ran in this process");
 }
 
 Test(isolate, kept_state_carries_through_one_run)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_isolate_worker_create(&K_STATE, 1, &w), PEAT_OK);
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_STATE, 1, &w), PEAT_OK);
     int right = stateful_right(w, 5, 1);
     cr_assert_eq(right, 5, "%d of 5 calls saw the calls before them", right);
-    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d", peat_isolate_worker_spawns(w));
-    peat_isolate_worker_free(w);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d", peat_campaign_isolate_worker_spawns(w));
+    peat_campaign_isolate_worker_free(w);
 }
 
 /* The same outcomes and offsets through a fork per call and through the worker. */
@@ -251,7 +251,7 @@ Test(isolate, fork_per_call_and_worker_agree)
                 unsetenv("PEAT_ISOLATE");
             call_case cc;
             case_make(&cc, cmds[i]);
-            cr_assert_eq(peat_isolate_call(&K_CMD, &cc.a, 1, 60, &out[mode], why[mode], 256),
+            cr_assert_eq(peat_campaign_isolate_call(&K_CMD, &cc.a, 1, 60, &out[mode], why[mode], 256),
                          PEAT_OK);
             case_free(&cc);
         }
@@ -260,5 +260,5 @@ Test(isolate, fork_per_call_and_worker_agree)
                      why[0], out[1], why[1]);
         cr_assert_str_eq(why[0], why[1], "cmd %d", cmds[i]);
     }
-    peat_isolate_workers_close();
+    peat_campaign_isolate_workers_close();
 }

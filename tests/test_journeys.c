@@ -274,7 +274,7 @@ Test(journeys, zoo_matrix_heads_are_distinct)
 {
     FILE *f = tmpfile();
     cr_assert_not_null(f);
-    peat_calibrate_zoo_print(f, NULL, 0);
+    peat_run_calibrate_zoo_print(f, NULL, 0);
     rewind(f);
     size_t k = fread(text, 1, sizeof text - 1, f);
     text[k] = 0;

@@ -23,7 +23,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(kernels, .init = setup);
@@ -175,7 +175,7 @@ static call conv_call(peat_op_kind op, uint64_t seed, int64_t N, int64_t C, int6
     memcpy(c.p.i, v, sizeof v);
     int64_t OH = (H + 2 * P - KH) / S + 1, OW = (W + 2 * P - KW) / S + 1;
     int64_t nx = N * C * H * W, nw = O * C * KH * KW, ny = N * O * OH * OW;
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     if (op == PEAT_OP_CONV2D)
         c.in[0] = t_uniform(r, nx, -1, 1), c.in[1] = t_uniform(r, nw, -1, 1);
     else if (op == PEAT_OP_CONV2D_BWD_DATA)
@@ -221,7 +221,7 @@ static call softmax_call(uint64_t seed, int64_t R, int64_t C, double lo, double 
 {
     call c = {.op = PEAT_OP_SOFTMAX, .n_in = 1};
     c.p.i[0] = R, c.p.i[1] = C;
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     c.in[0] = t_uniform(r, R * C, lo, hi);
     peat_rng_free(r);
     return c;
@@ -283,7 +283,7 @@ static call softmax_bwd_call(uint64_t seed, int64_t R, int64_t C)
     peat_args ex = run_exact(&s);
     call c = {.op = PEAT_OP_SOFTMAX_BWD, .n_in = 2};
     c.p = s.p;
-    peat_rng_t *r = peat_rng_alloc(seed + 1000);
+    peat_rng_t *r = peat_rng_new(seed + 1000);
     c.in[0] = t_from(ex.out[0]);
     c.in[1] = t_gauss(r, R * C, 1.0);
     peat_rng_free(r);
@@ -308,7 +308,7 @@ static call layernorm_call(uint64_t seed, int64_t R, int64_t C, double offset, d
 {
     call c = {.op = PEAT_OP_LAYERNORM, .n_in = 3};
     c.p.i[0] = R, c.p.i[1] = C, c.p.f[0] = 1e-5;
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     c.in[0] = t_gauss(r, R * C, sigma);
     for (int64_t i = 0; i < R * C; i++) peat_f32(c.in[0])[i] += (float)offset;
     c.in[1] = t_uniform(r, C, 0.5, 1.5);
@@ -339,7 +339,7 @@ static call layernorm_bwd_call(uint64_t seed, int64_t R, int64_t C)
     peat_args ex = run_exact(&f);
     call c = {.op = PEAT_OP_LAYERNORM_BWD, .n_in = 5};
     c.p = f.p;
-    peat_rng_t *r = peat_rng_alloc(seed + 1000);
+    peat_rng_t *r = peat_rng_new(seed + 1000);
     c.in[0] = f.in[0], c.in[1] = f.in[1], f.in[0] = f.in[1] = NULL;
     c.in[2] = t_from(ex.out[1]);
     c.in[3] = t_from(ex.out[2]);
@@ -490,7 +490,7 @@ static call attention_call(uint64_t seed, int64_t B, int64_t H, int64_t T, int64
     int64_t v[5] = {B, H, T, D, causal};
     memcpy(c.p.i, v, sizeof v);
     c.p.f[0] = 1.0 / sqrt((double)D);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     for (int k = 0; k < 3; k++) c.in[k] = t_gauss(r, B * H * T * D, 1.0);
     peat_rng_free(r);
     return c;
@@ -521,7 +521,7 @@ static call attention_bwd_call(uint64_t seed, int64_t B, int64_t H, int64_t T, i
     for (int k = 0; k < 3; k++) c.in[k] = f.in[k], f.in[k] = NULL;
     c.in[3] = t_from(ex.out[0]);
     c.in[4] = t_from(ex.out[1]);
-    peat_rng_t *r = peat_rng_alloc(seed + 1000);
+    peat_rng_t *r = peat_rng_new(seed + 1000);
     c.in[5] = t_gauss(r, B * H * T * D, 1.0);
     peat_rng_free(r);
     peat_args_free_outputs(&ex);
@@ -549,7 +549,7 @@ static call adamw_call(uint64_t seed, int64_t n, int64_t t, double prange)
     c.p.i[0] = n, c.p.i[1] = t;
     double f[5] = {1e-3, 0.9, 0.999, 1e-8, 0.01};
     memcpy(c.p.f, f, sizeof f);
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     c.in[0] = t_uniform(r, n, -prange, prange);
     c.in[1] = t_gauss(r, n, 1.0);
     c.in[2] = t_gauss(r, n, 0.1);
@@ -593,7 +593,7 @@ static call gemm_call(uint64_t seed, int64_t M, int64_t N, int64_t K, int ta, in
     int64_t v[6] = {ta, tb, M, N, K, batch};
     memcpy(c.p.i, v, sizeof v);
     c.p.f[0] = alpha, c.p.f[1] = beta;
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     c.in[0] = t_uniform(r, batch * M * K, -1, 1);
     c.in[1] = t_uniform(r, batch * K * N, -1, 1);
     if (beta != 0.0) c.in[2] = t_uniform(r, batch * M * N, -1, 1);

@@ -17,7 +17,7 @@ static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
 
 static void init(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
 }
 
 static peat_flow_config config(uint64_t seed)
@@ -37,15 +37,15 @@ typedef struct run {
 static run make(const char *name, const peat_flow_config *c)
 {
     run r;
-    cr_assert_eq(peat_exec_create(name, c->seed, &r.ex), PEAT_OK);
-    cr_assert_eq(peat_flow_create(name, c, r.ex, &r.f), PEAT_OK, "create %s: %s", name,
+    cr_assert_eq(peat_exec_alloc(name, c->seed, &r.ex), PEAT_OK);
+    cr_assert_eq(peat_models_flow_alloc(name, c, r.ex, &r.f), PEAT_OK, "create %s: %s", name,
                  peat_error_last());
     return r;
 }
 
 static void drop(run *r)
 {
-    peat_flow_free(r->f);
+    peat_models_flow_free(r->f);
     peat_exec_free(r->ex);
 }
 
@@ -54,10 +54,10 @@ static void steps(run *r, int n, double *loss)
 {
     for (int s = 0; s < n; s++) {
         peat_flow_metrics m;
-        cr_assert_eq(peat_flow_step(r->f, &m), PEAT_OK, "step %d of %s: %s (%s)", s,
+        cr_assert_eq(peat_models_flow_step(r->f, &m), PEAT_OK, "step %d of %s: %s (%s)", s,
                      peat_error_where(), peat_error_last(), peat_error_where());
         cr_assert(isfinite(m.loss), "loss of step %d is %g", s, m.loss);
-        cr_assert_eq(m.step, peat_flow_step_count(r->f));
+        cr_assert_eq(m.step, peat_models_flow_step_count(r->f));
         if (loss) loss[s] = m.loss;
     }
 }
@@ -73,9 +73,9 @@ static double mean(const double *x, int n)
 static int64_t state_diff(peat_flow_t *a, peat_flow_t *b)
 {
     int64_t d = 0;
-    cr_assert_eq(peat_flow_state_count(a), peat_flow_state_count(b));
-    for (int i = 0; i < peat_flow_state_count(a); i++) {
-        peat_tensor *x = peat_flow_state(a, i, NULL), *y = peat_flow_state(b, i, NULL);
+    cr_assert_eq(peat_models_flow_state_count(a), peat_models_flow_state_count(b));
+    for (int i = 0; i < peat_models_flow_state_count(a); i++) {
+        peat_tensor *x = peat_models_flow_state(a, i, NULL), *y = peat_models_flow_state(b, i, NULL);
         cr_assert_eq(peat_tensor_numel(x), peat_tensor_numel(y));
         for (int64_t k = 0; k < peat_tensor_numel(x); k++)
             d += memcmp(peat_f32(x) + k, peat_f32(y) + k, sizeof(float)) != 0;
@@ -87,50 +87,50 @@ static int64_t state_diff(peat_flow_t *a, peat_flow_t *b)
 
 Test(models, names_masks_and_refusals, .init = init)
 {
-    const char *const *n = peat_flow_names();
+    const char *const *n = peat_models_flow_names();
     for (int k = 0; k < N_FLOWS; k++) {
         cr_assert_str_eq(n[k], FLOWS[k]);
-        cr_assert_not_null(peat_flow_describe(n[k]));
-        uint32_t m = peat_flow_op_mask(n[k]);
+        cr_assert_not_null(peat_models_flow_describe(n[k]));
+        uint32_t m = peat_models_flow_op_mask(n[k]);
         cr_assert(m & (1u << PEAT_OP_GEMM), "%s does not declare gemm", n[k]);
         cr_assert(m & (1u << PEAT_OP_CROSS_ENTROPY_BWD), "%s lacks cross_entropy_bwd", n[k]);
         cr_assert(m & (1u << PEAT_OP_ADAMW), "%s default optimizer is not adamw", n[k]);
         cr_assert_not(m & (1u << PEAT_OP_SGD), "%s declares sgd under the default config", n[k]);
         peat_flow_config c = config(1);
         c.optimizer = PEAT_OPTIM_SGD;
-        uint32_t ms = peat_flow_op_mask_for(n[k], &c);
+        uint32_t ms = peat_models_flow_op_mask_for(n[k], &c);
         cr_assert_eq(ms, (m & ~(1u << PEAT_OP_ADAMW)) | (1u << PEAT_OP_SGD), "%s sgd mask", n[k]);
     }
     cr_assert_null(n[N_FLOWS]);
-    cr_assert(peat_flow_op_mask("cnn") & (1u << PEAT_OP_CONV2D_BWD_DATA));
-    cr_assert(peat_flow_op_mask("gpt") & (1u << PEAT_OP_ATTENTION_BWD));
+    cr_assert(peat_models_flow_op_mask("cnn") & (1u << PEAT_OP_CONV2D_BWD_DATA));
+    cr_assert(peat_models_flow_op_mask("gpt") & (1u << PEAT_OP_ATTENTION_BWD));
     /* gpt_unfused: the same ops as gpt with the fused attention pair replaced by softmax and
      * its backward (the score and value products are GEMMs, the mask a BIAS_ADD) */
     uint32_t attn = (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD);
     uint32_t smax = (1u << PEAT_OP_SOFTMAX) | (1u << PEAT_OP_SOFTMAX_BWD);
-    cr_assert_eq(peat_flow_op_mask("gpt_unfused"), (peat_flow_op_mask("gpt") & ~attn) | smax,
-                 "gpt_unfused mask 0x%x", peat_flow_op_mask("gpt_unfused"));
-    cr_assert_eq(peat_flow_op_mask("nope"), 0u);
-    cr_assert_null(peat_flow_describe("nope"));
+    cr_assert_eq(peat_models_flow_op_mask("gpt_unfused"), (peat_models_flow_op_mask("gpt") & ~attn) | smax,
+                 "gpt_unfused mask 0x%x", peat_models_flow_op_mask("gpt_unfused"));
+    cr_assert_eq(peat_models_flow_op_mask("nope"), 0u);
+    cr_assert_null(peat_models_flow_describe("nope"));
 
     peat_exec_t *ex;
-    cr_assert_eq(peat_exec_create("t", 1, &ex), PEAT_OK);
+    cr_assert_eq(peat_exec_alloc("t", 1, &ex), PEAT_OK);
     peat_flow_t *f = (peat_flow_t *)1;
     peat_flow_config c = config(1);
-    cr_assert_eq(peat_flow_create("nope", &c, ex, &f), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_models_flow_alloc("nope", &c, ex, &f), PEAT_ERR_NOTFOUND);
     cr_assert_null(f, "a refused create must leave *out NULL");
-    cr_assert_eq(peat_flow_create("mlp", &c, NULL, &f), PEAT_ERR_INVAL);
+    cr_assert_eq(peat_models_flow_alloc("mlp", &c, NULL, &f), PEAT_ERR_INVAL);
     c.task = 2;
-    cr_assert_eq(peat_flow_create("mlp", &c, ex, &f), PEAT_ERR_INVAL, "task 2 accepted");
+    cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "task 2 accepted");
     c = config(1);
     c.batch = -3;
-    cr_assert_eq(peat_flow_create("cnn", &c, ex, &f), PEAT_ERR_INVAL, "negative batch accepted");
+    cr_assert_eq(peat_models_flow_alloc("cnn", &c, ex, &f), PEAT_ERR_INVAL, "negative batch accepted");
     c = config(1);
     c.seq = 4; /* too short for "a+b=" with an answer */
-    cr_assert_eq(peat_flow_create("gpt", &c, ex, &f), PEAT_ERR_INVAL, "seq 4 accepted");
+    cr_assert_eq(peat_models_flow_alloc("gpt", &c, ex, &f), PEAT_ERR_INVAL, "seq 4 accepted");
     c.seq = 5; /* one-digit operands: fine */
-    cr_assert_eq(peat_flow_create("gpt", &c, ex, &f), PEAT_OK, "%s", peat_error_last());
-    peat_flow_free(f);
+    cr_assert_eq(peat_models_flow_alloc("gpt", &c, ex, &f), PEAT_OK, "%s", peat_error_last());
+    peat_models_flow_free(f);
     peat_exec_free(ex);
 }
 
@@ -139,49 +139,49 @@ Test(models, state_names_and_checkpoint_copy, .init = init)
     peat_flow_config c = config(5);
     run a = make("mlp", &c);
     /* 3 linear layers -> 6 parameters; AdamW: weights, then m, then v */
-    cr_assert_eq(peat_flow_state_count(a.f), 18);
+    cr_assert_eq(peat_models_flow_state_count(a.f), 18);
     const char *nm;
-    peat_flow_state(a.f, 0, &nm);
+    peat_models_flow_state(a.f, 0, &nm);
     cr_assert_str_eq(nm, "fc1.w");
-    peat_flow_state(a.f, 1, &nm);
+    peat_models_flow_state(a.f, 1, &nm);
     cr_assert_str_eq(nm, "fc1.b");
-    peat_flow_state(a.f, 6, &nm);
+    peat_models_flow_state(a.f, 6, &nm);
     cr_assert_str_eq(nm, "adam.m.fc1.w");
-    peat_flow_state(a.f, 17, &nm);
+    peat_models_flow_state(a.f, 17, &nm);
     cr_assert_str_eq(nm, "adam.v.fc3.b");
-    cr_assert_null(peat_flow_state(a.f, 18, &nm));
-    cr_assert_eq(peat_tensor_numel(peat_flow_state(a.f, 0, NULL)), 16 * 64);
+    cr_assert_null(peat_models_flow_state(a.f, 18, &nm));
+    cr_assert_eq(peat_tensor_numel(peat_models_flow_state(a.f, 0, NULL)), 16 * 64);
 
     peat_flow_config cs = config(5);
     cs.optimizer = PEAT_OPTIM_SGD;
     run s = make("mlp", &cs);
-    cr_assert_eq(peat_flow_state_count(s.f), 12);
-    peat_flow_state(s.f, 11, &nm);
+    cr_assert_eq(peat_models_flow_state_count(s.f), 12);
+    peat_models_flow_state(s.f, 11, &nm);
     cr_assert_str_eq(nm, "sgd.mom.fc3.b");
-    cr_assert_eq(peat_flow_state_copy(a.f, s.f), PEAT_ERR_SHAPE, "copy across optimizers");
+    cr_assert_eq(peat_models_flow_state_copy(a.f, s.f), PEAT_ERR_SHAPE, "copy across optimizers");
     run g = make("gpt", &c), gu = make("gpt_unfused", &c);
-    cr_assert_eq(peat_flow_state_copy(a.f, g.f), PEAT_ERR_INVAL, "copy across flows");
+    cr_assert_eq(peat_models_flow_state_copy(a.f, g.f), PEAT_ERR_INVAL, "copy across flows");
     /* same parameters, but still two flows: their names line up, the copy is refused */
-    cr_assert_eq(peat_flow_state_count(g.f), peat_flow_state_count(gu.f));
-    cr_assert_eq(peat_flow_state_copy(g.f, gu.f), PEAT_ERR_INVAL, "copy gpt -> gpt_unfused");
+    cr_assert_eq(peat_models_flow_state_count(g.f), peat_models_flow_state_count(gu.f));
+    cr_assert_eq(peat_models_flow_state_copy(g.f, gu.f), PEAT_ERR_INVAL, "copy gpt -> gpt_unfused");
     drop(&s);
     drop(&g);
     drop(&gu);
 
     /* a checkpoint after 5 steps, loaded into a fresh flow, continues bit-identically; both
-     * ways of loading: peat_flow_state_copy, and copying the tensors + peat_flow_set_step */
+     * ways of loading: peat_models_flow_state_copy, and copying the tensors + peat_models_flow_set_step */
     for (int k = 0; k < N_FLOWS; k++) {
         peat_flow_config cc = config(9);
         cc.batch = 4;
         run x = make(FLOWS[k], &cc), y = make(FLOWS[k], &cc), z = make(FLOWS[k], &cc);
         steps(&x, 5, NULL);
-        cr_assert_eq(peat_flow_state_copy(x.f, y.f), PEAT_OK);
-        cr_assert_eq(peat_flow_step_count(y.f), 5);
-        for (int i = 0; i < peat_flow_state_count(x.f); i++) {
-            peat_tensor *t = peat_flow_state(x.f, i, NULL);
-            memcpy(peat_flow_state(z.f, i, NULL)->data, t->data, peat_tensor_nbytes(t));
+        cr_assert_eq(peat_models_flow_state_copy(x.f, y.f), PEAT_OK);
+        cr_assert_eq(peat_models_flow_step_count(y.f), 5);
+        for (int i = 0; i < peat_models_flow_state_count(x.f); i++) {
+            peat_tensor *t = peat_models_flow_state(x.f, i, NULL);
+            memcpy(peat_models_flow_state(z.f, i, NULL)->data, t->data, peat_tensor_nbytes(t));
         }
-        peat_flow_set_step(z.f, 5);
+        peat_models_flow_set_step(z.f, 5);
         double lx[3], ly[3], lz[3];
         steps(&x, 3, lx);
         steps(&y, 3, ly);
@@ -212,7 +212,7 @@ Test(models, same_seed_bit_identical_other_seed_differs, .init = init)
         /* an eval in between must not change training (forward only, no state written) */
         steps(&a, 2, la);
         peat_flow_metrics m;
-        cr_assert_eq(peat_flow_eval(a.f, &m), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_models_flow_eval(a.f, &m), PEAT_OK, "%s", peat_error_last());
         steps(&a, 2, la + 2);
         steps(&b, 4, lb);
         steps(&d, 4, ld);
@@ -224,7 +224,7 @@ Test(models, same_seed_bit_identical_other_seed_differs, .init = init)
         }
         cr_assert_eq(state_diff(a.f, b.f), 0, "%s: same seed, weights differ", FLOWS[k]);
         cr_assert_not(same_d, "%s: seeds 42 and 43 give the same losses", FLOWS[k]);
-        cr_assert_gt(state_diff(a.f, d.f), peat_tensor_numel(peat_flow_state(a.f, 0, NULL)) / 2,
+        cr_assert_gt(state_diff(a.f, d.f), peat_tensor_numel(peat_models_flow_state(a.f, 0, NULL)) / 2,
                      "%s: seeds 42 and 43 give nearly the same weights", FLOWS[k]);
         drop(&a);
         drop(&b);
@@ -260,15 +260,15 @@ static void finetune(const char *name, run *pre, double *ft_train, double *rnd_t
     peat_flow_config c = config(1);
     c.task = 1;
     run ft = make(name, &c), rnd = make(name, &c);
-    cr_assert_eq(peat_flow_state_copy(pre->f, ft.f), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_models_flow_state_copy(pre->f, ft.f), PEAT_OK, "%s", peat_error_last());
     double a[FT_STEPS], b[FT_STEPS];
     steps(&ft, FT_STEPS, a);
     steps(&rnd, FT_STEPS, b);
     *ft_train = mean(a, FT_STEPS);
     *rnd_train = mean(b, FT_STEPS);
     if (ft_eval) {
-        cr_assert_eq(peat_flow_eval(ft.f, ft_eval), PEAT_OK);
-        cr_assert_eq(peat_flow_eval(rnd.f, rnd_eval), PEAT_OK);
+        cr_assert_eq(peat_models_flow_eval(ft.f, ft_eval), PEAT_OK);
+        cr_assert_eq(peat_models_flow_eval(rnd.f, rnd_eval), PEAT_OK);
     }
     drop(&ft);
     drop(&rnd);
@@ -278,7 +278,7 @@ Test(models, mlp_learns_and_finetunes, .init = init)
 {
     run r = learn("mlp", PEAT_OPTIM_ADAMW, NULL);
     peat_flow_metrics m;
-    cr_assert_eq(peat_flow_eval(r.f, &m), PEAT_OK);
+    cr_assert_eq(peat_models_flow_eval(r.f, &m), PEAT_OK);
     cr_assert_gt(m.accuracy, 0.6, "mlp held-out accuracy %.3f (chance 0.25)", m.accuracy);
     cr_assert(m.accuracy <= 1.0);
     /* task 1 relabels a third of the clusters: the pretrained features carry over, so the
@@ -295,7 +295,7 @@ Test(models, mlp_learns_with_sgd, .init = init)
 {
     run r = learn("mlp", PEAT_OPTIM_SGD, NULL);
     peat_flow_metrics m;
-    cr_assert_eq(peat_flow_eval(r.f, &m), PEAT_OK);
+    cr_assert_eq(peat_models_flow_eval(r.f, &m), PEAT_OK);
     cr_assert_gt(m.accuracy, 0.6, "mlp (sgd) held-out accuracy %.3f (chance 0.25)", m.accuracy);
     drop(&r);
 }
@@ -304,7 +304,7 @@ Test(models, cnn_learns_and_finetunes, .init = init)
 {
     run r = learn("cnn", PEAT_OPTIM_ADAMW, NULL);
     peat_flow_metrics m;
-    cr_assert_eq(peat_flow_eval(r.f, &m), PEAT_OK);
+    cr_assert_eq(peat_models_flow_eval(r.f, &m), PEAT_OK);
     cr_assert_gt(m.accuracy, 0.6, "cnn held-out accuracy %.3f (chance 0.25)", m.accuracy);
     /* task 1: smaller, more shifted, noisier shapes and the other diagonal */
     double fa, fb;
@@ -325,7 +325,7 @@ Test(models, gpt_learns_and_finetunes, .init = init)
      * 600-1000 steps, see docs/flows.md): the held-out loss must have fallen with the train
      * loss, and exact match is a fraction */
     peat_flow_metrics m;
-    cr_assert_eq(peat_flow_eval(r.f, &m), PEAT_OK);
+    cr_assert_eq(peat_models_flow_eval(r.f, &m), PEAT_OK);
     cr_assert_lt(m.loss, 0.7 * first5, "gpt held-out loss %.4f vs first train steps %.4f", m.loss,
                  first5);
     cr_assert(m.accuracy >= 0.0 && m.accuracy <= 1.0, "exact match %g", m.accuracy);
@@ -383,8 +383,8 @@ Test(models, exec_sees_exactly_the_declared_ops, .init = init)
             s.iter_expected = -1;
             peat_flow_metrics m;
             /* the eval (forward only) is the same under either optimizer: checked once */
-            if (o == 0) cr_assert_eq(peat_flow_eval(r.f, &m), PEAT_OK);
-            uint32_t want = peat_flow_op_mask_for(FLOWS[k], &c);
+            if (o == 0) cr_assert_eq(peat_models_flow_eval(r.f, &m), PEAT_OK);
+            uint32_t want = peat_models_flow_op_mask_for(FLOWS[k], &c);
             cr_assert_eq(s.ops, want, "%s/%s: exec saw ops 0x%x, flow declares 0x%x", FLOWS[k],
                          o ? "sgd" : "adamw", s.ops, want);
             cr_assert_eq(s.bad_phase, 0, "%s: %d calls in the wrong phase", FLOWS[k], s.bad_phase);
@@ -430,7 +430,7 @@ Test(models, swapping_any_declared_kernel_changes_training, .init = init)
         run base = make(FLOWS[k], &c);
         double lb[2];
         steps(&base, 2, lb);
-        uint32_t mask = peat_flow_op_mask(FLOWS[k]);
+        uint32_t mask = peat_models_flow_op_mask(FLOWS[k]);
         for (int op = 0; op < PEAT_OP_COUNT; op++) {
             if (!(mask & (1u << op))) continue;
             run r = make(FLOWS[k], &c);
@@ -561,9 +561,9 @@ Test(models, gpt_unfused_is_the_same_model_as_gpt, .init = init)
 
 static const int64_t *state_shape(peat_flow_t *f, const char *name)
 {
-    for (int i = 0; i < peat_flow_state_count(f); i++) {
+    for (int i = 0; i < peat_models_flow_state_count(f); i++) {
         const char *nm;
-        peat_tensor *t = peat_flow_state(f, i, &nm);
+        peat_tensor *t = peat_models_flow_state(f, i, &nm);
         if (strcmp(nm, name) == 0) return t->shape;
     }
     cr_assert_fail("no state tensor %s", name);
@@ -590,14 +590,14 @@ Test(models, size_presets_build_the_documented_shapes, .init = init)
               (long long)fc[1]);
     drop(&g), drop(&k), drop(&m);
     int sz = -1;
-    cr_assert_eq(peat_flow_size_parse("huge", &sz), PEAT_ERR_INVAL, "unknown size refused");
-    cr_assert_eq(peat_flow_size_parse("small", &sz), PEAT_OK);
+    cr_assert_eq(peat_models_flow_size_parse("huge", &sz), PEAT_ERR_INVAL, "unknown size refused");
+    cr_assert_eq(peat_models_flow_size_parse("small", &sz), PEAT_OK);
     cr_assert_eq(sz, PEAT_FLOW_SMALL);
     c.size = 7;
     peat_exec_t *ex;
     peat_flow_t *f = NULL;
-    cr_assert_eq(peat_exec_create("mlp", 1, &ex), PEAT_OK);
-    cr_assert_eq(peat_flow_create("mlp", &c, ex, &f), PEAT_ERR_INVAL, "size 7 refused");
+    cr_assert_eq(peat_exec_alloc("mlp", 1, &ex), PEAT_OK);
+    cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "size 7 refused");
     peat_exec_free(ex);
 }
 
@@ -652,11 +652,11 @@ Test(models, blas_golden_agrees_with_the_plain_golden_on_every_flow_shape, .init
             blas_check s = {0, 0, 0, 0};
             cr_assert_eq(peat_exec_add_hook(r.ex, blas_hook, &s), PEAT_OK);
             steps(&r, 1, NULL);
-            cr_assert_gt(s.calls, 0, "%s %s: no GEMM call", FLOWS[k], peat_flow_size_name(size));
+            cr_assert_gt(s.calls, 0, "%s %s: no GEMM call", FLOWS[k], peat_models_flow_size_name(size));
             cr_assert_leq(s.worst_blas, 1.0, "%s %s: golden GEMM %.3g x the fp32 bound", FLOWS[k],
-                          peat_flow_size_name(size), s.worst_blas);
+                          peat_models_flow_size_name(size), s.worst_blas);
             cr_assert_leq(s.worst_plain, 1.0, "%s %s: gemm_plain %.3g x the fp32 bound", FLOWS[k],
-                          peat_flow_size_name(size), s.worst_plain);
+                          peat_models_flow_size_name(size), s.worst_plain);
             drop(&r);
         }
 }

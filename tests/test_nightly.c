@@ -58,7 +58,7 @@ static int count_of(const char *s, const char *needle)
 Test(nightly, example_suite_parses)
 {
     peat_suite s;
-    cr_assert_eq(peat_suite_load(PEAT_TEST_SOURCE_DIR "/examples/nightly.suite", &s), PEAT_OK, "%s",
+    cr_assert_eq(peat_nightly_suite_load(PEAT_TEST_SOURCE_DIR "/examples/nightly.suite", &s), PEAT_OK, "%s",
                  peat_error_last());
     cr_assert_str_eq(s.name, "builtin-candidates");
     cr_assert_eq(s.n_kernels, 18, "the example suite covers the 18 built-in candidates, got %d",
@@ -67,14 +67,14 @@ Test(nightly, example_suite_parses)
     cr_assert_eq(s.kernels[0].iters, 4, "[suite] iters reaches every kernel");
     cr_assert_eq(s.kernels[17].calls, 4);
     cr_assert_eq(s.kernels[0].budget_s, 120.0);
-    cr_assert(peat_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION,
+    cr_assert(peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION,
                                  "bits=7.5,storage=24"));
-    cr_assert(!peat_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION, "bits=5.2"),
+    cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION, "bits=5.2"),
               "bits>=6 must not allow 5.2 bits");
-    cr_assert(!peat_policy_allows(&s.policy, "gemm_new", PEAT_FIND_REDUCED_PRECISION, "bits=7.5"),
+    cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_new", PEAT_FIND_REDUCED_PRECISION, "bits=7.5"),
               "an allowance is for its kernel only");
-    cr_assert(!peat_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_OUT_OF_BOUND, ""));
-    cr_assert(peat_policy_allows(&s.policy, "gelu_tanh", PEAT_FIND_APPROX, ""));
+    cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_OUT_OF_BOUND, ""));
+    cr_assert(peat_nightly_policy_allows(&s.policy, "gelu_tanh", PEAT_FIND_APPROX, ""));
 }
 
 Test(nightly, suite_kernel_sections_override_and_plugins_resolve)
@@ -86,7 +86,7 @@ Test(nightly, suite_kernel_sections_override_and_plugins_resolve)
             "[kernel c]\ncalls = 3\n[accept]\nallow = * TILE rows<=2\n"
             "[thresholds]\neff-bits-drop = 0.5\n");
     peat_suite s;
-    cr_assert_eq(peat_suite_load(p, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_nightly_suite_load(p, &s), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(s.n_kernels, 3, "a, b and the section-only c");
     cr_assert_eq(s.kernels[0].iters, 5);
     cr_assert_eq(s.kernels[1].iters, 7, "[kernel b] overrides [suite]");
@@ -99,10 +99,10 @@ Test(nightly, suite_kernel_sections_override_and_plugins_resolve)
     char want[600];
     snprintf(want, sizeof want, "%s/libx.so", tmpdir);
     cr_assert_str_eq(s.plugins[0], want, "plugins are relative to the suite file");
-    cr_assert(peat_policy_allows(&s.policy, "b", PEAT_FIND_NOISE, ""));
-    cr_assert(peat_policy_allows(&s.policy, "anything", PEAT_FIND_TILE, "rows=2,cols=9"));
-    cr_assert(!peat_policy_allows(&s.policy, "anything", PEAT_FIND_TILE, "rows=3"));
-    cr_assert(!peat_policy_allows(&s.policy, "anything", PEAT_FIND_TILE, "cols=1"),
+    cr_assert(peat_nightly_policy_allows(&s.policy, "b", PEAT_FIND_NOISE, ""));
+    cr_assert(peat_nightly_policy_allows(&s.policy, "anything", PEAT_FIND_TILE, "rows=2,cols=9"));
+    cr_assert(!peat_nightly_policy_allows(&s.policy, "anything", PEAT_FIND_TILE, "rows=3"));
+    cr_assert(!peat_nightly_policy_allows(&s.policy, "anything", PEAT_FIND_TILE, "cols=1"),
               "a condition on a parameter the finding lacks does not hold");
 }
 
@@ -127,7 +127,7 @@ Test(nightly, bad_suite_files_give_one_line_naming_the_line)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         spit(p, bad[i].text);
         peat_suite s;
-        cr_assert_neq(peat_suite_load(p, &s), PEAT_OK, "case %zu was accepted", i);
+        cr_assert_neq(peat_nightly_suite_load(p, &s), PEAT_OK, "case %zu was accepted", i);
         const char *m = peat_error_last();
         cr_assert(strstr(m, bad[i].want), "case %zu: '%s' lacks '%s'", i, m, bad[i].want);
         cr_assert_null(strchr(m, '\n'), "case %zu: more than one line", i);
@@ -173,29 +173,29 @@ Test(nightly, json_reader_known_answers)
     peat_json v;
     const char *text = "{\"a\": {\"b\": [1, -2.5e3, true, null, \"x\\u00e9\\ud83d\\ude00\\n\"]},"
                        " \"n\": null, \"s\": \"q\\\"\\\\/\"}";
-    cr_assert_eq(peat_json_parse(text, "t", &v), PEAT_OK, "%s", peat_error_last());
-    const peat_json *b = peat_json_path(&v, "a.b");
+    cr_assert_eq(peat_nightly_json_parse(text, "t", &v), PEAT_OK, "%s", peat_error_last());
+    const peat_json *b = peat_nightly_json_path(&v, "a.b");
     cr_assert_not_null(b);
     cr_assert_eq(b->n, 5);
     cr_assert_eq(b->items[1].num, -2500.0);
     cr_assert_eq(b->items[2].kind, PEAT_JSON_BOOL);
     cr_assert_eq(b->items[3].kind, PEAT_JSON_NULL);
     cr_assert_str_eq(b->items[4].str, "x\xc3\xa9\xf0\x9f\x98\x80\n", "UTF-8 of \\u escapes");
-    cr_assert_str_eq(peat_json_str(&v, "s", ""), "q\"\\/");
-    cr_assert(isnan(peat_json_num(&v, "n")), "null reads as NaN");
-    cr_assert(isnan(peat_json_num(&v, "a.missing")));
-    peat_json_free(&v);
+    cr_assert_str_eq(peat_nightly_json_str(&v, "s", ""), "q\"\\/");
+    cr_assert(isnan(peat_nightly_json_num(&v, "n")), "null reads as NaN");
+    cr_assert(isnan(peat_nightly_json_num(&v, "a.missing")));
+    peat_nightly_json_free(&v);
     static const char *const bad[] = {"{\"a\" 1}",    "[1,]",      "{\"a\": 01}",
                                       "[1] 2",        "\"\x01\"",  "[0x10]",
                                       "{\"a\": tru}", "[\"\\q\"]", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_assert_neq(peat_json_parse(bad[i], "t", &v), PEAT_OK, "'%s' was accepted", bad[i]);
+        cr_assert_neq(peat_nightly_json_parse(bad[i], "t", &v), PEAT_OK, "'%s' was accepted", bad[i]);
         cr_assert(strstr(peat_error_last(), "t:1: bad JSON"), "%s", peat_error_last());
     }
     char deep[200];
     memset(deep, '[', 100);
     deep[100] = 0;
-    cr_assert_neq(peat_json_parse(deep, "t", &v), PEAT_OK, "nesting is limited");
+    cr_assert_neq(peat_nightly_json_parse(deep, "t", &v), PEAT_OK, "nesting is limited");
 }
 
 /* ---- peat diff ---- */
@@ -232,13 +232,13 @@ Test(nightly, diff_names_each_regression_with_old_and_new_value)
     write_sig("old", "PASS", "WITHIN_BOUND", 22.6, 0.2, 0.60, 10);
     write_sig("new", "FAIL", "REDUCED_PRECISION", 10.1, 3.1, 0.66, 45);
     peat_policy pol;
-    peat_policy_default(&pol);
+    peat_nightly_policy_default(&pol);
     peat_diff d;
     memset(&d, 0, sizeof d);
     char o[400], n[400];
     snprintf(o, sizeof o, "%s/old", tmpdir);
     snprintf(n, sizeof n, "%s/new", tmpdir);
-    cr_assert_eq(peat_diff_paths(o, n, &pol.th, &d), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_nightly_diff_paths(o, n, &pol.th, &d), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(entries_with(&d, "verdict PASS -> FAIL", 1), 1);
     cr_assert_eq(entries_with(&d, "new finding REDUCED_PRECISION", 1), 1);
     cr_assert_eq(entries_with(&d, "effective bits 22.6 -> 10.1", 1), 1);
@@ -246,24 +246,24 @@ Test(nightly, diff_names_each_regression_with_old_and_new_value)
     cr_assert_eq(entries_with(&d, "held-out loss 0.6 -> 0.66", 1), 1, "+10%% > the 5%% threshold");
     cr_assert_eq(entries_with(&d, "cost: total time 10.0 s -> 45.0 s", 1), 1);
     cr_assert_eq(d.n_regressions, 6);
-    peat_diff_free(&d);
+    peat_nightly_diff_free(&d);
     /* under the thresholds: 0.6 bits, max/bound within the bound, +4% loss, 2.5x time: quiet */
     write_sig("new", "PASS", "WITHIN_BOUND", 22.0, 0.9, 0.624, 25);
     memset(&d, 0, sizeof d);
-    cr_assert_eq(peat_diff_paths(o, n, &pol.th, &d), PEAT_OK);
+    cr_assert_eq(peat_nightly_diff_paths(o, n, &pol.th, &d), PEAT_OK);
     cr_assert_eq(d.n_regressions, 0, "first: %s", d.n ? d.e[0].what : "");
-    peat_diff_free(&d);
+    peat_nightly_diff_free(&d);
     /* a policy file moves the thresholds */
     char p[400];
     snprintf(p, sizeof p, "%s/tight.policy", tmpdir);
     spit(p, "[thresholds]\neff-bits-drop = 0.5\ntime-ratio = 2\n");
-    cr_assert_eq(peat_policy_load(p, &pol), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_nightly_policy_load(p, &pol), PEAT_OK, "%s", peat_error_last());
     memset(&d, 0, sizeof d);
-    cr_assert_eq(peat_diff_paths(o, n, &pol.th, &d), PEAT_OK);
+    cr_assert_eq(peat_nightly_diff_paths(o, n, &pol.th, &d), PEAT_OK);
     cr_assert_eq(entries_with(&d, "effective bits 22.6 -> 22.0", 1), 1);
     cr_assert_eq(entries_with(&d, "cost", 1), 1);
     cr_assert_eq(d.n_regressions, 2);
-    peat_diff_free(&d);
+    peat_nightly_diff_free(&d);
 }
 
 #define NIGHTLY_RUN                                                                                \
@@ -292,11 +292,11 @@ Test(nightly, diff_detects_a_planted_regression_and_is_quiet_on_the_same_seed)
     /* --json: the same entries, machine-readable */
     cr_assert_eq(sh("%s diff %s/a %s/c --json", PEAT_TEST_BIN, tmpdir, tmpdir), 1);
     peat_json j;
-    cr_assert_eq(peat_json_parse(out_buf, "stdout", &j), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_nightly_json_parse(out_buf, "stdout", &j), PEAT_OK, "%s", peat_error_last());
     /* the five of the signature; the runtime stage's weight drift alone is a note, not a
      * DEGRADES finding (docs/fault-injection.md, "band and verdict rules") */
-    cr_assert_eq(peat_json_num(&j, "regressions"), 5.0, "%s", out_buf);
-    peat_json_free(&j);
+    cr_assert_eq(peat_nightly_json_num(&j, "regressions"), 5.0, "%s", out_buf);
+    peat_nightly_json_free(&j);
     /* bad inputs: one line, exit 2 */
     cr_assert_eq(sh("%s diff %s/a %s/nothing", PEAT_TEST_BIN, tmpdir, tmpdir), 2);
     cr_assert_eq(count_lines(err_buf), 1, "%s", err_buf);
@@ -309,10 +309,10 @@ Test(nightly, diff_detects_a_planted_regression_and_is_quiet_on_the_same_seed)
 
 static int ci_item_count(const peat_json *ci, const char *status)
 {
-    const peat_json *items = peat_json_get(ci, "items");
+    const peat_json *items = peat_nightly_json_get(ci, "items");
     int n = 0;
     for (int i = 0; items && i < items->n; i++)
-        n += !strcmp(peat_json_str(&items->items[i], "status", ""), status);
+        n += !strcmp(peat_nightly_json_str(&items->items[i], "status", ""), status);
     return n;
 }
 
@@ -320,7 +320,7 @@ static void load_ci(const char *dir, peat_json *ci)
 {
     char p[400];
     snprintf(p, sizeof p, "%s/%s/ci.json", tmpdir, dir);
-    cr_assert_eq(peat_json_load(p, ci), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_nightly_json_load(p, ci), PEAT_OK, "%s", peat_error_last());
 }
 
 static int xsd_valid(const char *xml)
@@ -337,10 +337,10 @@ Test(nightly, ci_over_the_example_suite)
               "not a TTY: a plain line per item\n%s", out_buf);
     peat_json ci;
     load_ci("ci", &ci);
-    cr_assert_eq(peat_json_get(&ci, "items")->n, 18, "a row per kernel x flow x backend");
+    cr_assert_eq(peat_nightly_json_get(&ci, "items")->n, 18, "a row per kernel x flow x backend");
     cr_assert_eq(ci_item_count(&ci, "PASS"), 18, "allowed findings pass; the rest is clean");
-    cr_assert_str_eq(peat_json_str(&ci, "verdict", ""), "PASS");
-    peat_json_free(&ci);
+    cr_assert_str_eq(peat_nightly_json_str(&ci, "verdict", ""), "PASS");
+    peat_nightly_json_free(&ci);
     char p[400];
     static char text[1 << 17];
     snprintf(p, sizeof p, "%s/ci/report.html", tmpdir);
@@ -373,21 +373,21 @@ Test(nightly, ci_failing_and_broken_items_never_stop_the_others)
     cr_assert_eq(rc, 2, "an item without a verdict (hang past its budget) exits 2, got %d\n%s\n%s",
                  rc, out_buf, err_buf);
     peat_json j;
-    cr_assert_eq(peat_json_parse(out_buf, "stdout", &j), PEAT_OK, "--json: %s", out_buf);
-    cr_assert_str_eq(peat_json_str(&j, "verdict", ""), "ERROR");
-    peat_json_free(&j);
+    cr_assert_eq(peat_nightly_json_parse(out_buf, "stdout", &j), PEAT_OK, "--json: %s", out_buf);
+    cr_assert_str_eq(peat_nightly_json_str(&j, "verdict", ""), "ERROR");
+    peat_nightly_json_free(&j);
     peat_json ci;
     load_ci("m", &ci);
-    const peat_json *items = peat_json_get(&ci, "items");
+    const peat_json *items = peat_nightly_json_get(&ci, "items");
     cr_assert_eq(items->n, 4);
-    cr_assert_str_eq(peat_json_str(&items->items[0], "status", ""), "FAIL");
-    cr_assert_str_eq(peat_json_str(&items->items[1], "status", ""), "WARN",
+    cr_assert_str_eq(peat_nightly_json_str(&items->items[0], "status", ""), "FAIL");
+    cr_assert_str_eq(peat_nightly_json_str(&items->items[1], "status", ""), "WARN",
                      "fail-on=fail: an undeclared-by-suite bf16 finding stays a warning");
-    cr_assert_str_eq(peat_json_str(&items->items[2], "status", ""), "ERROR");
-    cr_assert(strstr(peat_json_str(&items->items[2], "error", ""), "budget of 3 s"));
-    cr_assert_str_eq(peat_json_str(&items->items[3], "status", ""), "PASS",
+    cr_assert_str_eq(peat_nightly_json_str(&items->items[2], "status", ""), "ERROR");
+    cr_assert(strstr(peat_nightly_json_str(&items->items[2], "error", ""), "budget of 3 s"));
+    cr_assert_str_eq(peat_nightly_json_str(&items->items[3], "status", ""), "PASS",
                      "the item after the hang still ran");
-    peat_json_free(&ci);
+    peat_nightly_json_free(&ci);
     snprintf(p, sizeof p, "%s/m/junit.xml", tmpdir);
     cr_assert(xsd_valid(p), "junit.xml fails the XSD: %s", err_buf);
     static char x[1 << 16];
@@ -437,33 +437,33 @@ Test(nightly, ci_budget_plans_the_items_it_may)
     cr_assert(strstr(out_buf, said), "%s", out_buf);
     peat_json ci;
     load_ci("b", &ci);
-    cr_assert_float_eq(peat_json_num(&ci, "budget_s"), budget, 0.01);
-    const peat_json *items = peat_json_get(&ci, "items");
+    cr_assert_float_eq(peat_nightly_json_num(&ci, "budget_s"), budget, 0.01);
+    const peat_json *items = peat_nightly_json_get(&ci, "items");
     cr_assert_eq(items->n, 2);
     const peat_json *g = &items->items[0], *s = &items->items[1];
-    cr_assert_str_eq(peat_json_str(g, "kernel", ""), "gemm_new");
+    cr_assert_str_eq(peat_nightly_json_str(g, "kernel", ""), "gemm_new");
     /* the first of two items: the budget, less the moments before it started, over 2 */
-    double plan = peat_json_num(g, "planned_s");
+    double plan = peat_nightly_json_num(g, "planned_s");
     cr_assert(plan > 0.8 * budget / 2 && plan <= budget / 2 + 0.01, "planned %g s of %g", plan,
               budget);
-    cr_assert(strstr(peat_json_str(g, "command", ""), "--budget "), "%s",
-              peat_json_str(g, "command", ""));
-    cr_assert_str_eq(peat_json_str(g, "status", ""), "PASS");
-    cr_assert(isnan(peat_json_num(s, "planned_s")), "a fixed item is not planned");
-    cr_assert_null(strstr(peat_json_str(s, "command", ""), "--budget"));
-    cr_assert(strstr(peat_json_str(s, "command", ""), "--iters 4"));
-    cr_assert_str_eq(peat_json_str(s, "status", ""), "PASS");
-    peat_json_free(&ci);
+    cr_assert(strstr(peat_nightly_json_str(g, "command", ""), "--budget "), "%s",
+              peat_nightly_json_str(g, "command", ""));
+    cr_assert_str_eq(peat_nightly_json_str(g, "status", ""), "PASS");
+    cr_assert(isnan(peat_nightly_json_num(s, "planned_s")), "a fixed item is not planned");
+    cr_assert_null(strstr(peat_nightly_json_str(s, "command", ""), "--budget"));
+    cr_assert(strstr(peat_nightly_json_str(s, "command", ""), "--iters 4"));
+    cr_assert_str_eq(peat_nightly_json_str(s, "status", ""), "PASS");
+    peat_nightly_json_free(&ci);
     /* too small a share: the planned item reaches no verdict and says why, the fixed one runs */
     rc = sh("PEAT_CACHE_DIR=%s/cache %s ci %s --out %s/s --budget 0.4s --quiet", tmpdir,
             PEAT_TEST_BIN, p, tmpdir);
     cr_assert_eq(rc, 2, "rc %d\n%s\n%s", rc, out_buf, err_buf);
     load_ci("s", &ci);
-    items = peat_json_get(&ci, "items");
-    cr_assert_str_eq(peat_json_str(&items->items[0], "status", ""), "ERROR");
-    cr_assert(strstr(peat_json_str(&items->items[0], "error", ""), "too small"), "%s",
-              peat_json_str(&items->items[0], "error", ""));
-    peat_json_free(&ci);
+    items = peat_nightly_json_get(&ci, "items");
+    cr_assert_str_eq(peat_nightly_json_str(&items->items[0], "status", ""), "ERROR");
+    cr_assert(strstr(peat_nightly_json_str(&items->items[0], "error", ""), "too small"), "%s",
+              peat_nightly_json_str(&items->items[0], "error", ""));
+    peat_nightly_json_free(&ci);
     /* a bad time is refused before anything runs */
     rc = sh("%s ci %s --out %s/x --budget soon", PEAT_TEST_BIN, p, tmpdir);
     cr_assert_eq(rc, 2);
@@ -488,14 +488,14 @@ Test(nightly, ci_baseline_names_tonights_regression)
                  "same code, same seed: no regression\n%s", out_buf);
     peat_json ci;
     load_ci("night2", &ci);
-    cr_assert_eq(peat_json_num(&ci, "baseline.regressions"), 0.0);
-    cr_assert(peat_json_path(&ci, "baseline.compared")->num == 1.0);
-    peat_json_free(&ci);
+    cr_assert_eq(peat_nightly_json_num(&ci, "baseline.regressions"), 0.0);
+    cr_assert(peat_nightly_json_path(&ci, "baseline.compared")->num == 1.0);
+    peat_nightly_json_free(&ci);
     cr_assert_eq(sh(run, "PEAT_TEST_REGRESS=1 ", PEAT_TEST_BIN, p, tmpdir, "night3", tmpdir, ""),
                  1);
     load_ci("night3", &ci);
-    cr_assert(peat_json_num(&ci, "baseline.regressions") >= 3.0);
-    peat_json_free(&ci);
+    cr_assert(peat_nightly_json_num(&ci, "baseline.regressions") >= 3.0);
+    peat_nightly_json_free(&ci);
     char s[400];
     static char md[1 << 16];
     snprintf(s, sizeof s, "%s/night3/summary.md", tmpdir);
@@ -590,13 +590,13 @@ Test(nightly, cmdline_join_and_split_round_trip)
     char *in[] = {"peat", "run", "--out", "dir with space", "--plugin", "it's.so", "--x=1"};
     char line[512], store[512], *w[16];
     int n;
-    cr_assert_eq(peat_cmdline_join(7, in, line, sizeof line), PEAT_OK);
+    cr_assert_eq(peat_cli_cmdline_join(7, in, line, sizeof line), PEAT_OK);
     cr_assert_str_eq(line, "peat run --out 'dir with space' --plugin 'it'\\''s.so' --x=1");
-    cr_assert_eq(peat_cmdline_split(line, w, 16, &n, store, sizeof store), PEAT_OK);
+    cr_assert_eq(peat_cli_cmdline_split(line, w, 16, &n, store, sizeof store), PEAT_OK);
     cr_assert_eq(n, 7);
     for (int i = 0; i < 7; i++) cr_assert_str_eq(w[i], in[i]);
     char small[16];
-    cr_assert_neq(peat_cmdline_join(7, in, small, sizeof small), PEAT_OK, "too long is refused");
+    cr_assert_neq(peat_cli_cmdline_join(7, in, small, sizeof small), PEAT_OK, "too long is refused");
 }
 
 /* ---- the terminal ---- */
@@ -625,49 +625,49 @@ Test(nightly, progress_bars_on_a_tty_plain_lines_otherwise_quiet_and_json)
     cr_assert_eq(sh("%s run --kernel gemm_new " SMALL " --json --out %s/j", PEAT_TEST_BIN, tmpdir),
                  0);
     peat_json j;
-    cr_assert_eq(peat_json_parse(out_buf, "stdout", &j), PEAT_OK, "--json printed more:\n%s",
+    cr_assert_eq(peat_nightly_json_parse(out_buf, "stdout", &j), PEAT_OK, "--json printed more:\n%s",
                  out_buf);
-    cr_assert_str_eq(peat_json_str(&j, "verdict", ""), "PASS");
-    cr_assert_str_eq(peat_json_str(&j, "findings", "x"), "x", "findings is an array");
+    cr_assert_str_eq(peat_nightly_json_str(&j, "verdict", ""), "PASS");
+    cr_assert_str_eq(peat_nightly_json_str(&j, "findings", "x"), "x", "findings is an array");
     /* WITHIN_BOUND and the runtime stage's TRAINING_EQUIVALENT */
-    cr_assert_eq(peat_json_get(&j, "findings")->n, 2);
-    peat_json_free(&j);
+    cr_assert_eq(peat_nightly_json_get(&j, "findings")->n, 2);
+    peat_nightly_json_free(&j);
 }
 
 /* ---- report data gathered in playback ---- */
 
 Test(nightly, plot_data_known_answers)
 {
-    cr_assert_eq(peat_plot_err_bin(0.0), 0);
-    cr_assert_eq(peat_plot_err_bin(ldexp(1, -12)), 1);
-    cr_assert_eq(peat_plot_err_bin(0.75), 12, "[2^-1, 2^0)");
-    cr_assert_eq(peat_plot_err_bin(1.0), 13, "[2^0, 2^1): at the bound");
-    cr_assert_eq(peat_plot_err_bin(64.0), PEAT_PLOT_ERR_BINS - 1);
-    cr_assert_eq(peat_plot_err_bin(INFINITY), PEAT_PLOT_ERR_BINS - 1);
-    cr_assert_eq(peat_plot_err_bin(NAN), PEAT_PLOT_ERR_BINS - 1);
+    cr_assert_eq(peat_campaign_plot_err_bin(0.0), 0);
+    cr_assert_eq(peat_campaign_plot_err_bin(ldexp(1, -12)), 1);
+    cr_assert_eq(peat_campaign_plot_err_bin(0.75), 12, "[2^-1, 2^0)");
+    cr_assert_eq(peat_campaign_plot_err_bin(1.0), 13, "[2^0, 2^1): at the bound");
+    cr_assert_eq(peat_campaign_plot_err_bin(64.0), PEAT_PLOT_ERR_BINS - 1);
+    cr_assert_eq(peat_campaign_plot_err_bin(INFINITY), PEAT_PLOT_ERR_BINS - 1);
+    cr_assert_eq(peat_campaign_plot_err_bin(NAN), PEAT_PLOT_ERR_BINS - 1);
     /* a 2 x 3 output, exact 1 everywhere, magnitude 1, depth 4: one element 3 bounds off */
     static peat_plot_data p;
     memset(&p, 0, sizeof p);
     double exact[6] = {1, 1, 1, 1, 1, 1}, mag[6] = {1, 1, 1, 1, 1, 1};
     double bound = peat_analyzer_bound(1.0, 4);
     float test[6] = {1, 1, 1, 1, 1, (float)(1 + 3 * bound)}, gold[6] = {1, 1, 1, 1, 1, 1};
-    peat_plot_add(&p, 0, test, exact, mag, 4, 2, 3, 7);
-    peat_plot_add(&p, 1, gold, exact, mag, 4, 2, 3, 7);
-    peat_plot_call_end(&p, "fc1", "fwd", 2, 3, 0);
-    peat_plot_add(&p, 0, gold, exact, mag, 4, 2, 3, 8);
-    peat_plot_add(&p, 1, gold, exact, mag, 4, 2, 3, 8);
-    peat_plot_call_end(&p, "fc1", "fwd", 2, 3, 5);
-    peat_plot_add(&p, 0, gold, exact, mag, 4, 2, 3, 9);
-    peat_plot_add(&p, 1, gold, exact, mag, 4, 2, 3, 9);
-    peat_plot_call_end(&p, "fc2", "bwd", 2, 3, 2);
-    peat_plot_finish(&p);
+    peat_campaign_plot_add(&p, 0, test, exact, mag, 4, 2, 3, 7);
+    peat_campaign_plot_add(&p, 1, gold, exact, mag, 4, 2, 3, 7);
+    peat_campaign_plot_call_end(&p, "fc1", "fwd", 2, 3, 0);
+    peat_campaign_plot_add(&p, 0, gold, exact, mag, 4, 2, 3, 8);
+    peat_campaign_plot_add(&p, 1, gold, exact, mag, 4, 2, 3, 8);
+    peat_campaign_plot_call_end(&p, "fc1", "fwd", 2, 3, 5);
+    peat_campaign_plot_add(&p, 0, gold, exact, mag, 4, 2, 3, 9);
+    peat_campaign_plot_add(&p, 1, gold, exact, mag, 4, 2, 3, 9);
+    peat_campaign_plot_call_end(&p, "fc2", "bwd", 2, 3, 2);
+    peat_campaign_plot_finish(&p);
     double e = ((double)test[5] - 1) / bound; /* 3, up to fp32 rounding of 1 + 3 bound */
     cr_assert_eq(p.worst_call, 7, "call 7 holds the worst error");
     cr_assert(fabs(p.worst_e - e) < 1e-12, "worst %g, want %g", p.worst_e, e);
     cr_assert_eq(p.grid_rows, 2);
     cr_assert_eq(p.grid_cols, 3);
     cr_assert(fabs(p.grid[1 * 3 + 2] - e) < 1e-5 && p.grid[0] == 0, "the error sits at (1, 2)");
-    cr_assert(fabs(p.err_hist[0][peat_plot_err_bin(e)] - 1.0 / 18) < 1e-15, "1 of 18 elements");
+    cr_assert(fabs(p.err_hist[0][peat_campaign_plot_err_bin(e)] - 1.0 / 18) < 1e-15, "1 of 18 elements");
     cr_assert_eq(p.err_hist[0][0], 17.0 / 18);
     cr_assert_eq(p.err_hist[1][0], 1.0);
     cr_assert_eq(p.n_coverage, 2, "fc1/fwd and fc2/bwd");

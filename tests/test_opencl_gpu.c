@@ -18,7 +18,7 @@
 
 static void need_opencl(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
     if (!peat_backend_available("opencl"))
         cr_skip_test("OpenCL backend not built or no OpenCL device present");
 }
@@ -120,7 +120,7 @@ Test(opencl, gemm_new_edge_tiles_match_exact)
             int64_t v[6] = {t & 1, t >> 1, M, N, K, 2};
             memcpy(c.p.i, v, sizeof v);
             c.p.f[0] = 1.25, c.p.f[1] = t == 3 ? -0.5 : 0.0;
-            peat_rng_t *r = peat_rng_alloc(40 + (uint64_t)(s * 4 + t));
+            peat_rng_t *r = peat_rng_new(40 + (uint64_t)(s * 4 + t));
             c.in[0] = rnd(r, 2 * M * K, 0, 1), c.in[1] = rnd(r, 2 * K * N, 0, 1);
             c.in[2] = rnd(r, 2 * M * N, 0, 1);
             c.n_in = c.p.f[1] != 0.0 ? 3 : 2;
@@ -188,7 +188,7 @@ Test(opencl, whole_gpt_campaign_on_the_device)
 
 Test(opencl, backend_without_device_or_build_is_one_line_exit_2)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
     const char *absent = !peat_backend_available("cuda") ? "cuda" : "hip";
     if (peat_backend_available(absent)) cr_skip_test("both CUDA and HIP devices are present");
     char args[128];

@@ -16,7 +16,7 @@
 
 static const peat_kernel *scratch_kernel(long (**overlaps)(void), long (**calls)(void))
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     if (!peat_registry_find("test_gemm_static_scratch"))
         cr_assert_eq(peat_plugin_load(SCRATCH_LIB, NULL), PEAT_OK, "%s", peat_error_last());
     void *h = dlopen(SCRATCH_LIB, RTLD_NOW | RTLD_NOLOAD);
@@ -61,7 +61,7 @@ Test(plugin_threads, a_kernel_that_is_not_reentrant_is_serialized)
     long calls0 = calls(), over0 = overlaps();
     static job jobs[THREADS];
     peat_tensor *t[THREADS][3];
-    peat_rng_t *r = peat_rng_alloc(7);
+    peat_rng_t *r = peat_rng_new(7);
     for (int i = 0; i < THREADS; i++) {
         job *j = &jobs[i];
         memset(j, 0, sizeof *j);
@@ -105,7 +105,7 @@ static void train(const peat_kernel *k, peat_runtime_result *r)
     o.candidate = k;
     o.freqs = "1,1/2,1/3"; /* three runs with the kernel in the loop, side by side */
     o.threads = 6;
-    cr_assert_eq(peat_runtime_run_all(&o, r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_runtime_run_all(&o, r), PEAT_OK, "%s", peat_error_last());
 }
 
 /* The runtime stage trains its runs on several threads: with the non-reentrant kernel in three
@@ -131,15 +131,15 @@ Test(plugin_threads, runtime_runs_with_a_non_reentrant_kernel_are_deterministic)
     cr_assert_eq(overlaps() - over0, 0, "%ld calls ran beside another", overlaps() - over0);
     cr_assert_eq(calls() - calls0, swapped, "static counter %ld, calls swapped %lld",
                  calls() - calls0, (long long)swapped);
-    peat_runtime_result_free(&a);
-    peat_runtime_result_free(&b);
+    peat_campaign_runtime_result_free(&a);
+    peat_campaign_runtime_result_free(&b);
 }
 
 /* A plugin built for ABI 2 passes a shorter descriptor: the host copies only that much, so the
  * kernel is not reentrant whatever follows it in the plugin's memory. */
 Test(plugin_threads, an_abi2_plugin_loads_and_reads_as_not_reentrant)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     int n = 0;
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_abi2.so", &n), PEAT_OK, "%s",
                  peat_error_last());
@@ -152,7 +152,7 @@ Test(plugin_threads, an_abi2_plugin_loads_and_reads_as_not_reentrant)
 /* The built-in kernels keep no state: declared reentrant, they run side by side unlocked. */
 Test(plugin_threads, builtin_kernels_are_declared_reentrant)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     const char *names[] = {"gemm_golden", "gemm_new",       "gemm_exact",
                            "conv_im2col", "softmax_online", "adamw_fused"};
     for (int i = 0; i < 6; i++) {

@@ -337,7 +337,7 @@ static void mktmp(void)
  * found stale. */
 Test(cache, hdf5_file_round_trip_and_invalidation, .init = mktmp)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     peat_pred_device d = cpu_dev(2);
     peat_pred_table t = {.dev = d};
     const peat_kernel *g = peat_registry_find("gemm_golden");
@@ -422,7 +422,7 @@ Test(cache, rebuilt_code_is_another_kernel, .init = mktmp)
     cr_assert_neq(peat_predictor_kernel_hash(&ka), peat_predictor_kernel_hash(&kb),
                   "one descriptor, two builds: two rows");
     /* built-in kernels: this executable, one hash for all of them */
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     const peat_kernel *g = peat_registry_find("gemm_golden"), *x = peat_registry_find("relu_exact");
     cr_assert(g && x);
     void *fg, *fx;
@@ -700,7 +700,7 @@ Test(steer, runtime_window_follows_a_change_of_load)
  * the pace stays. */
 Test(steer, runtime_simulated_never_over)
 {
-    peat_rng_t *r = peat_rng_alloc(5);
+    peat_rng_t *r = peat_rng_new(5);
     for (int trial = 0; trial < 500; trial++) {
         peat_pred_costs c = {.share = 0.3 + 0.7 * peat_rng_uniform(r),
                              .runtime_iter_s = 1e-3 + 0.05 * peat_rng_uniform(r),
@@ -807,7 +807,7 @@ Test(plan, runtime_evaluations_by_hand)
  * limits, and a larger budget never gives a smaller plan. */
 Test(plan, never_over_budget_on_synthetic_costs)
 {
-    peat_rng_t *r = peat_rng_alloc(11);
+    peat_rng_t *r = peat_rng_new(11);
     peat_pred_limits l = limits();
     for (int trial = 0; trial < 2000; trial++) {
         peat_pred_costs c = {.share = 0.2 + 0.8 * peat_rng_uniform(r),
@@ -930,7 +930,7 @@ Test(gate, probe_sets_the_best_and_judges_by_it)
 
 Test(calibrate, table_reproduces_its_points_and_classes)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     peat_pred_device d = cpu_dev(2);
     const char *names[] = {"gemm_new", "softmax_online"};
     for (int i = 0; i < 2; i++) {

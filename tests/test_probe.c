@@ -11,7 +11,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     static int loaded;
     if (!loaded)
         cr_assert_eq(peat_plugin_load(PEAT_TEST_ZOO, NULL), PEAT_OK, "%s", peat_error_last());
@@ -24,11 +24,11 @@ static peat_gemm_props props_of(const char *name)
     const peat_kernel *k = peat_registry_find(name);
     cr_assert(k, "kernel %s registered", name);
     peat_args a;
-    cr_assert_eq(peat_gemm_props_call(&a), PEAT_OK);
+    cr_assert_eq(peat_analyzer_gemm_props_call(&a), PEAT_OK);
     cr_assert_eq(peat_op_alloc_outputs(&a, PEAT_DTYPE_F32), PEAT_OK);
     cr_assert_eq(peat_kernel_run(k, &a), PEAT_OK);
     peat_gemm_props p;
-    peat_gemm_props_read(a.out[0], &p);
+    peat_analyzer_gemm_props_read(a.out[0], &p);
     peat_args_free_outputs(&a);
     for (int i = 0; i < a.n_in; i++) peat_tensor_free((peat_tensor *)a.in[i]);
     return p;
@@ -74,7 +74,7 @@ static peat_campaign_result *run(const char *kernel, const char *flow, int probe
     o.no_probes = !probes;
     if (strcmp(flow, "mlp")) o.iters = 20;
     peat_campaign_result *r = malloc(sizeof *r);
-    cr_assert_eq(peat_campaign_run(&o, r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_campaign(&o, r), PEAT_OK, "%s", peat_error_last());
     return r;
 }
 
@@ -91,7 +91,7 @@ Test(probe, mlp_default_campaign_covers_every_gemm_stratum, .init = setup)
             bwd += strstr(c->s[i].label, " bwd ") != NULL;
     }
     cr_expect(fwd > 0 && bwd > 0, "forward (%d) and backward (%d) strata", fwd, bwd);
-    cr_expect_eq(peat_coverage_missed(c), 0);
+    cr_expect_eq(peat_campaign_coverage_missed(c), 0);
     free(r);
 }
 
@@ -100,7 +100,7 @@ Test(probe, ftz_gemm_fails_through_the_value_probes, .init = setup)
     peat_campaign_result *r = run("zoo_gemm_ftz", "mlp", 1);
     cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL);
     cr_expect_eq(r->findings[0].cls, PEAT_FIND_FTZ, "primary %s",
-                 peat_finding_name(r->findings[0].cls));
+                 peat_detector_finding_name(r->findings[0].cls));
     free(r);
     /* without probes the training data never holds a subnormal: it passes, which is why the
      * probes exist */
@@ -115,7 +115,7 @@ Test(probe, unwritten_edge_gemm_is_structural_on_every_flow, .init = setup)
     for (int i = 0; i < 4; i++) {
         peat_campaign_result *r = run("zoo_gemm_edge_tile", flows[i], 1);
         cr_expect_eq(r->findings[0].cls, PEAT_FIND_STRUCTURAL, "%s: primary %s(%s)", flows[i],
-                     peat_finding_name(r->findings[0].cls), r->findings[0].params);
+                     peat_detector_finding_name(r->findings[0].cls), r->findings[0].params);
         cr_expect(strstr(r->findings[0].params, "boundary") != NULL, "%s: region in %s", flows[i],
                   r->findings[0].params);
         cr_expect(strstr(r->findings[0].params, "tile=32") != NULL, "%s: tile inferred: %s",
@@ -172,14 +172,14 @@ Test(probe, combination, .init = setup)
     pr[0].f.cls = PEAT_FIND_NAN, pr[0].f.accept = PEAT_ACCEPT_FAIL;
     int n = peat_detector_combine(&rec, 1, pr, 1, NULL, 0, out, 8);
     cr_assert_geq(n, 2);
-    cr_expect_eq(out[0].cls, PEAT_FIND_RANGE, "got %s", peat_finding_name(out[0].cls));
+    cr_expect_eq(out[0].cls, PEAT_FIND_RANGE, "got %s", peat_detector_finding_name(out[0].cls));
     for (int i = 1; i < 3; i++) {
         pr[i].f.cls = PEAT_FIND_WRONG_RESULT, pr[i].f.accept = PEAT_ACCEPT_FAIL;
         pr[i].edge = (peat_edge_region){
             .rows = i == 1 ? 33 : 65, .cols = 40, .edge_rows = 1, .n_gross = 40, .confined = 1};
     }
     n = peat_detector_combine(&rec, 1, pr + 1, 2, NULL, 0, out, 8);
-    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "got %s", peat_finding_name(out[0].cls));
+    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "got %s", peat_detector_finding_name(out[0].cls));
     cr_expect(strstr(out[0].params, "tile=32") != NULL, "%s", out[0].params);
     /* nothing fails: the recorded finding stays primary */
     n = peat_detector_combine(&rec, 1, NULL, 0, NULL, 0, out, 8);
@@ -198,7 +198,7 @@ static peat_campaign_result *run_opt(const char *kernel, const char *flow, int p
     o.no_probes = !probes, o.no_runtime = 1, o.iters = 20, o.calls = 24;
     if (optimizer) o.optimizer = optimizer;
     peat_campaign_result *r = malloc(sizeof *r);
-    cr_assert_eq(peat_campaign_run(&o, r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_run_campaign(&o, r), PEAT_OK, "%s", peat_error_last());
     return r;
 }
 
@@ -230,8 +230,8 @@ Test(probe, honest_framework_orders_pass, .init = setup)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, k[i][2]);
         cr_expect_eq(r->verdict, PEAT_ACCEPT_PASS, "%s on %s: verdict %s, primary %s %s", k[i][0],
-                     k[i][1], peat_acceptance_name(r->verdict),
-                     peat_finding_name(r->findings[0].cls), r->findings[0].params);
+                     k[i][1], peat_detector_acceptance_name(r->verdict),
+                     peat_detector_finding_name(r->findings[0].cls), r->findings[0].params);
         free(r);
     }
 }
@@ -247,9 +247,9 @@ Test(probe, latent_range_defects_only_probes_catch, .init = setup)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         peat_campaign_result *r = run_opt(k[i][0], k[i][1], 1, NULL);
         cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL, "%s: verdict %s with probes", k[i][0],
-                     peat_acceptance_name(r->verdict));
+                     peat_detector_acceptance_name(r->verdict));
         cr_expect_eq(r->findings[0].cls, PEAT_FIND_RANGE, "%s: primary %s (%s), expected RANGE",
-                     k[i][0], peat_finding_name(r->findings[0].cls), r->findings[0].params);
+                     k[i][0], peat_detector_finding_name(r->findings[0].cls), r->findings[0].params);
         free(r);
         r = run_opt(k[i][0], k[i][1], 0, NULL);
         cr_expect_neq(r->verdict, PEAT_ACCEPT_FAIL, "%s fails without probes: not latent", k[i][0]);
@@ -399,7 +399,7 @@ static void expect_probe(const peat_campaign_result *r, const char *k, const cha
     }
     cr_expect_gt(seen, 0, "%s: no probe \"%s\" ran", k, what);
     cr_expect_gt(caught, 0, "%s: no probe \"%s\" failed it as %s (%d ran)", k, what,
-                 peat_finding_name(c), seen);
+                 peat_detector_finding_name(c), seen);
 }
 
 Test(probe, new_probes_catch_constructed_defects, .init = setup)

@@ -24,7 +24,7 @@
 /* A stored record with its exact outputs (recomputed where the file does not keep them). */
 static peat_status read_call(peat_store_t *s, int64_t i, peat_record **r)
 {
-    peat_status st = peat_builtin_init();
+    peat_status st = peat_campaign_builtin_init();
     if (st == PEAT_OK) st = peat_store_call_read(s, i, r);
     if (st == PEAT_OK) st = peat_record_compute_exact(*r);
     return st;
@@ -58,7 +58,7 @@ static peat_tensor *mk(peat_dtype dt, int ndim, const int64_t *shape, uint64_t s
 {
     peat_tensor *t = NULL;
     cr_assert_eq(peat_tensor_alloc(dt, ndim, shape, &t), PEAT_OK, "alloc: %s", peat_error_last());
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     int64_t n = peat_tensor_numel(t);
     for (int64_t i = 0; i < n; i++)
         peat_tensor_set(
@@ -94,7 +94,7 @@ static peat_record *gemm_record(uint64_t id, int64_t m, int64_t n, int64_t k, ui
         r->in[1] = mk2(PEAT_DTYPE_F32, k, n, seed + 1);
     r->n_out = 1;
     r->golden[0] = mk2(PEAT_DTYPE_F32, m, n, seed + 2); /* the store keeps what it is given */
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     cr_assert_eq(peat_record_compute_exact(r), PEAT_OK, "exact: %s", peat_error_last());
     snprintf(r->flow, sizeof r->flow, "mlp");
     snprintf(r->layer, sizeof r->layer, "fc%llu", (unsigned long long)(id % 3));
@@ -238,13 +238,13 @@ TestSuite(store, .init = dir_make, .fini = dir_remove);
 
 Test(store, hash_matches_xxh64_reference_vectors)
 {
-    cr_assert_eq(store_hash64("", 0, 0), 0xEF46DB3751D8E999ULL, "XXH64('') = %llx",
-                 (unsigned long long)store_hash64("", 0, 0));
-    cr_assert_eq(store_hash64("abc", 3, 0), 0x44BC2CF5AD770999ULL, "XXH64('abc') = %llx",
-                 (unsigned long long)store_hash64("abc", 3, 0));
+    cr_assert_eq(peat_store_hash64("", 0, 0), 0xEF46DB3751D8E999ULL, "XXH64('') = %llx",
+                 (unsigned long long)peat_store_hash64("", 0, 0));
+    cr_assert_eq(peat_store_hash64("abc", 3, 0), 0x44BC2CF5AD770999ULL, "XXH64('abc') = %llx",
+                 (unsigned long long)peat_store_hash64("abc", 3, 0));
     const char *s = "Nobody inspects the spammish repetition";
-    cr_assert_eq(store_hash64(s, strlen(s), 0), 0xFBCEA83C8A378BF1ULL, "XXH64(39 bytes) = %llx",
-                 (unsigned long long)store_hash64(s, strlen(s), 0));
+    cr_assert_eq(peat_store_hash64(s, strlen(s), 0), 0xFBCEA83C8A378BF1ULL, "XXH64(39 bytes) = %llx",
+                 (unsigned long long)peat_store_hash64(s, strlen(s), 0));
 }
 
 /* ---- round trips ---- */
@@ -302,7 +302,7 @@ enum { K_ZEROS, K_RANDOM, K_RELU, K_GEOMETRIC, K_BF16_IN_F32, K_CONST, K_COUNT }
 /* n bytes of element size es whose values follow kind (deterministic). */
 static void fill_kind(unsigned char *b, size_t n, size_t es, int kind, uint64_t seed)
 {
-    peat_rng_t *r = peat_rng_alloc(seed);
+    peat_rng_t *r = peat_rng_new(seed);
     for (size_t i = 0; i < n; i++) b[i] = 0;
     for (size_t e = 0; e + es <= n; e += es) {
         if (kind == K_RANDOM)
@@ -367,13 +367,13 @@ Test(store, chunks_are_shuffled_and_deflated_as_hdf5_filters_store_them)
                          nvalid);
                 fill_kind(src, nvalid * es, es, k, 7 + (uint64_t)k);
                 size_t la = 0;
-                cr_assert_eq(store_chunk_compress(&codec, src, nvalid, nelem, es, 1, &la), PEAT_OK,
+                cr_assert_eq(peat_store_chunk_compress(&codec, src, nvalid, nelem, es, 1, &la), PEAT_OK,
                              "%s: %s", what, peat_error_last());
                 chunk_check(codec.out, la, src, nelem, nvalid, es, what);
                 if (k == K_ZEROS || k == K_CONST || k == K_GEOMETRIC)
                     cr_assert_lt(la, nelem * es / 2, "%s: %zu bytes, no compression", what, la);
             }
-    store_codec_free(&codec);
+    peat_store_codec_free(&codec);
     free(src);
 }
 
@@ -402,7 +402,7 @@ static int pools_match_with_plain_hdf5(const char *path, const peat_record *r)
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     cr_assert(f >= 0);
     hid_t d = H5Dopen2(f, "/tensors/index", H5P_DEFAULT);
-    hid_t mt = store_row_type(STORE_T_TENSOR, 0);
+    hid_t mt = peat_store_row_type(STORE_T_TENSOR, 0);
     store_tensor_row rows[8];
     hid_t fs = H5Dget_space(d);
     hsize_t st = 0, cnt = 3;
@@ -464,8 +464,8 @@ Test(store, compressible_tensors_are_compressed_the_rest_written_in_place)
                                        * and of the two tables that have rows */
             int64_t want = store_round_up(total, STORE_RAW_CHUNK_BYTES) - total -
                            3 * (int64_t)sizeof(store_tensor_row) - (int64_t)sizeof(store_call_row);
-            want += store_table_chunk_rows(STORE_T_TENSOR) * (int64_t)sizeof(store_tensor_row);
-            want += store_table_chunk_rows(STORE_T_CALL) * (int64_t)sizeof(store_call_row);
+            want += peat_store_table_chunk_rows(STORE_T_TENSOR) * (int64_t)sizeof(store_tensor_row);
+            want += peat_store_table_chunk_rows(STORE_T_CALL) * (int64_t)sizeof(store_call_row);
             cr_assert_eq(st.spare_bytes, want, "spare %lld, expected %lld",
                          (long long)st.spare_bytes, (long long)want);
         }
@@ -828,7 +828,7 @@ Test(store, a_table_with_another_row_layout_is_read_but_not_appended_to)
     const char *p = small_campaign("layout.h5", 2);
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     cr_assert(f >= 0 && H5Ldelete(f, "/metrics/index", H5P_DEFAULT) >= 0);
-    hid_t mine = store_row_type(STORE_T_METRIC, 1);
+    hid_t mine = peat_store_row_type(STORE_T_METRIC, 1);
     size_t sz = H5Tget_size(mine);
     hid_t wider = H5Tcreate(H5T_COMPOUND, sz + 4);
     for (int m = 0; m < H5Tget_nmembers(mine); m++) {
@@ -869,7 +869,7 @@ Test(store, damaged_rows_and_data_are_detected)
     cr_assert_eq(system(cmd), 0);
     hid_t f = H5Fopen(q, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t d = H5Dopen2(f, "/calls/index", H5P_DEFAULT);
-    hid_t mt = store_row_type(STORE_T_CALL, 0);
+    hid_t mt = peat_store_row_type(STORE_T_CALL, 0);
     /* the table's extent is exactly its rows */
     hsize_t nrows = 3;
     hid_t tfs = H5Dget_space(d);
@@ -892,8 +892,8 @@ Test(store, damaged_rows_and_data_are_detected)
     /* 2. tensor data replaced in the pool (valid HDF5, wrong bytes): the read notices */
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     d = H5Dopen2(f, "/tensors/index", H5P_DEFAULT);
-    hid_t tmt = store_row_type(STORE_T_TENSOR, 0);
-    store_tensor_row *trow = calloc((size_t)store_table_chunk_rows(STORE_T_TENSOR), sizeof *trow);
+    hid_t tmt = peat_store_row_type(STORE_T_TENSOR, 0);
+    store_tensor_row *trow = calloc((size_t)peat_store_table_chunk_rows(STORE_T_TENSOR), sizeof *trow);
     cr_assert(H5Dread(d, tmt, H5S_ALL, H5S_ALL, H5P_DEFAULT, trow) >= 0);
     cr_assert(trow[0].dtype == PEAT_DTYPE_F32 && trow[0].offset == 0 && trow[0].numel > 5);
     const char *pool = trow[0].pool == STORE_POOL_RAW ? "/tensors/f32_raw" : "/tensors/f32";
@@ -1456,16 +1456,16 @@ static void profile_mlp(const char *path, uint64_t seed)
     m.seed = seed;
     peat_store_t *s = NULL;
     cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
     pol.every_k = 3;
     pol.max_calls = 40;
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
-    peat_profiler_t *prof = peat_profiler_alloc(&pol, peat_store_sink, s);
+    peat_profiler_t *prof = peat_profiler_new(&pol, peat_store_sink, s);
     cr_assert_not_null(prof);
-    cr_assert_eq(peat_exec_create("mlp", seed, &ex), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_exec_alloc("mlp", seed, &ex), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(peat_profiler_attach(prof, ex), PEAT_OK);
     peat_flow_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -1473,21 +1473,21 @@ static void profile_mlp(const char *path, uint64_t seed)
     cfg.batch = 16;
     cfg.width = 32;
     cfg.weight_decay = -1.0;
-    cr_assert_eq(peat_flow_create("mlp", &cfg, ex, &f), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_models_flow_alloc("mlp", &cfg, ex, &f), PEAT_OK, "%s", peat_error_last());
     for (int it = 0; it < 2; it++) {
         peat_flow_metrics fm;
-        cr_assert_eq(peat_flow_step(f, &fm), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_models_flow_step(f, &fm), PEAT_OK, "%s", peat_error_last());
         cr_assert_eq(peat_store_metrics_append(s, it, fm.loss, fm.accuracy), PEAT_OK);
     }
     cr_assert_eq(peat_profiler_status(prof), PEAT_OK, "%s", peat_error_last());
     const peat_tensor *ts[64];
     const char *nm[64];
-    int n = peat_flow_state_count(f);
+    int n = peat_models_flow_state_count(f);
     cr_assert(n > 0 && n <= 64);
-    for (int i = 0; i < n; i++) ts[i] = peat_flow_state(f, i, &nm[i]);
+    for (int i = 0; i < n; i++) ts[i] = peat_models_flow_state(f, i, &nm[i]);
     cr_assert_eq(peat_store_state_write(s, 2, "checkpoint", n, ts, nm), PEAT_OK, "%s",
                  peat_error_last());
-    peat_flow_free(f);
+    peat_models_flow_free(f);
     peat_exec_free(ex);
     peat_profiler_free(prof);
     cr_assert_eq(peat_store_close(s), PEAT_OK);

@@ -27,7 +27,7 @@ static void field(peat_tensor **test, peat_tensor **exact)
 
 static peat_signature sig_of(const peat_tensor *t, const peat_tensor *e, int64_t rows, int64_t cols)
 {
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("t", PEAT_OP_ATTENTION);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("t", PEAT_OP_ATTENTION);
     cr_assert_not_null(acc);
     cr_assert_eq(peat_analyzer_acc_add(acc, t, e, NULL, 4, rows, cols), PEAT_OK, "%s",
                  peat_error_last());
@@ -80,7 +80,7 @@ Test(structure, edge_region_follows_the_plane)
  * most 2 here, two runs 4); per output tensor, gross errors 0, 1 and 5. */
 Test(structure, per_call_repeat_and_gross_counts)
 {
-    peat_analyzer_acc_t *acc = peat_analyzer_acc_alloc("t", PEAT_OP_BIAS_ADD_BWD);
+    peat_analyzer_acc_t *acc = peat_analyzer_acc_new("t", PEAT_OP_BIAS_ADD_BWD);
     int diffs[3] = {0, 1, 10}, gross[3] = {0, 1, 5};
     for (int c = 0; c < 3; c++) {
         peat_tensor *a, *b, *e;

@@ -28,7 +28,7 @@ typedef struct peat_device_info {
 
 /* Opens backend "cpu", "cuda", "hip", "opencl" or "auto" (first with a device, CPU last). A backend
  * that is built but sees no device is PEAT_ERR_UNSUPPORTED; one not built in is too. */
-PEAT_API peat_status peat_backend_open(const char *name, int device, peat_backend_t *out);
+PEAT_API peat_status peat_backend_create(const char *name, int device, peat_backend_t *out);
 PEAT_API void peat_backend_close(peat_backend_t b);
 PEAT_API const char *peat_backend_name(peat_backend_t b);
 PEAT_API peat_status peat_backend_device_info(peat_backend_t b, peat_device_info *out);

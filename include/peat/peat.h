@@ -119,7 +119,7 @@ PEAT_API void peat_tensor_set(peat_tensor *t, int64_t i, double v);
  */
 
 typedef struct peat_rng peat_rng_t;
-PEAT_API peat_rng_t *peat_rng_alloc(uint64_t seed);
+PEAT_API peat_rng_t *peat_rng_new(uint64_t seed);
 PEAT_API void peat_rng_free(peat_rng_t *r);
 PEAT_API uint64_t peat_rng_seed(const peat_rng_t *r);
 PEAT_API double peat_rng_uniform(peat_rng_t *r);                /* [0,1) */
@@ -203,7 +203,7 @@ typedef struct peat_exec peat_exec_t;
 typedef peat_status (*peat_hook_fn)(void *user, const peat_kernel *k, const peat_args *a,
                                     const peat_call_info *info, int after);
 
-PEAT_API peat_status peat_exec_create(const char *flow_name, uint64_t seed, peat_exec_t **out);
+PEAT_API peat_status peat_exec_alloc(const char *flow_name, uint64_t seed, peat_exec_t **out);
 PEAT_API void peat_exec_free(peat_exec_t *ex);
 /* Runs every op whose kernel is not set through the golden kernel of `backend` ("cpu" by
  * default; "opencl", "cuda", "hip": the whole flow on that device, tensors staged per call).

@@ -9,10 +9,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!text) return 0;
     peat_json v;
     memset(&v, 0, sizeof v);
-    if (peat_json_parse(text, "fuzz", &v) == PEAT_OK) {
-        peat_json_num(&v, "candidate.max_norm");
-        peat_json_str(&v, "verdict", "");
-        peat_json_free(&v);
+    if (peat_nightly_json_parse(text, "fuzz", &v) == PEAT_OK) {
+        peat_nightly_json_num(&v, "candidate.max_norm");
+        peat_nightly_json_str(&v, "verdict", "");
+        peat_nightly_json_free(&v);
     }
     free(text);
     return 0;

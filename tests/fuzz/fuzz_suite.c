@@ -10,9 +10,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static peat_suite s;
     static peat_policy p;
     memset(&s, 0, sizeof s);
-    peat_suite_load(path, &s);
-    peat_policy_default(&p);
-    peat_policy_load(path, &p);
+    peat_nightly_suite_load(path, &s);
+    peat_nightly_policy_default(&p);
+    peat_nightly_policy_load(path, &p);
     unlink(path);
     return 0;
 }
