@@ -51,6 +51,9 @@ typedef struct peat_campaign_opts {
     int task;                     /* 0 pretraining task, 1 shifted task */
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
     const char *size;             /* size preset: "tiny" (default, NULL), "small", "base" */
+    const char *precision;        /* "fp32" (default, NULL), "amp-fp16", "bf16" (docs/flows.md) */
+    double loss_scale_init;       /* amp-fp16's first loss scale (0 = 65536) */
+    int loss_scale_interval;      /* amp-fp16's growth interval in steps (0 = 2000) */
     double lr;                    /* learning rate (0 = the flow's default) */
     const char *finetune_from;    /* campaign.h5 whose last checkpoint initialises the flow */
     const char *capture; /* calls captured from PyTorch (python/peat_torch) replace the flow */
@@ -109,6 +112,9 @@ typedef struct peat_campaign_result {
     int64_t n_input_mutations; /* wrote into an input */
     char due[256], oob_write[256], input_mutation[256];
     double loss_first, loss_last;
+    /* --precision other than fp32: what it was and the loss scaler's course ("" at fp32) */
+    char precision[192];
+    int64_t skipped_steps;           /* amp-fp16 optimizer steps skipped by the loss scaler */
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;
     double t_profile, t_playback, t_analyze, t_total;

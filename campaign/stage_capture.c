@@ -27,6 +27,11 @@ peat_status peat_campaign_capture_resolve(peat_campaign *c)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--capture replaces the flow: drop --flow %s", o->flow);
     if (o->finetune_from)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--capture replays recorded calls: no --finetune-from");
+    if (o->precision && strcmp(o->precision, "fp32") != 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "--capture replays the calls as PyTorch ran them (their dtypes "
+                          "recorded): no --precision %s",
+                          o->precision);
     peat_store_t *s = NULL;
     PEAT_TRY(peat_store_open(o->capture, 0, &s));
     peat_store_meta m;

@@ -67,6 +67,10 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq;
     /* the option table admits only the preset names: a bad one is left to the flow's check */
     if (o->size && peat_models_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
+    if (o->precision && peat_flow_precision_parse(o->precision, &cfg.precision) != PEAT_OK)
+        cfg.precision = -1;
+    cfg.loss_scale_init = o->loss_scale_init;
+    cfg.loss_scale_interval = o->loss_scale_interval;
     cfg.lr = o->lr;
     cfg.optimizer =
         o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
@@ -113,30 +117,34 @@ static peat_profile_policy activation_policy(iter_sel *sel)
 
 /* Trains for the campaign's iterations (metrics and checkpoints into the store), then
  * evaluates on held-out data. */
-static peat_status train(peat_campaign *c, peat_flow_t *f)
+static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_config *cfg)
 {
     peat_campaign_result *res = c->res;
     const char *ckpt = c->o->checkpoint_iters ? c->o->checkpoint_iters : "last";
-    peat_status st = PEAT_OK;
+    peat_campaign_amp_log amp;
+    peat_status st = peat_campaign_amp_begin(c, cfg, &amp);
     peat_progress pr;
     peat_campaign_progress_begin(&pr, stdout, c->o->quiet, "profile", c->iters);
     for (int64_t it = 0; st == PEAT_OK && it < c->iters; it++) {
         peat_campaign_progress_step(&pr, it, NULL);
         peat_flow_metrics m;
         st = peat_models_flow_step(f, &m);
-        if (st == PEAT_OK && !isfinite(m.loss))
+        /* amp-fp16: an overflow the scaler skipped is its business, not divergence */
+        if (st == PEAT_OK && !isfinite(m.loss) && !m.skipped)
             st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld",
                             m.loss, (long long)it);
         if (it == 0) res->loss_first = m.loss;
         res->loss_last = m.loss;
         if (st == PEAT_OK && !peat_store_metrics_has(c->store, it))
             st = peat_store_metrics_append(c->store, it, m.loss, m.accuracy);
+        if (st == PEAT_OK) st = peat_campaign_amp_step(&amp, it, &m);
         if (st == PEAT_OK && peat_campaign_iter_spec_match(ckpt, it, c->iters)) {
             if (!peat_store_state_has(c->store, it, "checkpoint"))
                 st = peat_campaign_checkpoint_save(c->store, it, f);
             res->n_checkpoints++;
         }
     }
+    peat_campaign_amp_end(c, &amp);
     if (st != PEAT_OK) return st;
     peat_campaign_progress_step(&pr, c->iters, NULL);
     peat_campaign_progress_end(&pr);
@@ -192,7 +200,7 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
     if (st == PEAT_OK) st = peat_models_flow_alloc(c->flow, cfg, ex, &f);
     if (st == PEAT_OK && c->o->finetune_from)
         st = peat_campaign_checkpoint_load(c->o->finetune_from, f);
-    if (st == PEAT_OK) st = train(c, f);
+    if (st == PEAT_OK) st = train(c, f, cfg);
     peat_models_flow_free(f);
     peat_exec_free(ex);
     return st;

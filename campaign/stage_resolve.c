@@ -96,6 +96,11 @@ static peat_status resolve_backend(peat_campaign *c)
 static peat_status check_flow_options(const peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
+    if ((o->loss_scale_init > 0 || o->loss_scale_interval > 0) &&
+        !(o->precision && !strcmp(o->precision, "amp-fp16")))
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "--loss-scale-init and --loss-scale-interval apply to --precision "
+                          "amp-fp16 only (the loss scaler)");
     if (o->seq && strncmp(c->flow, "gpt", 3) != 0)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "--seq applies to the gpt flows only (flow '%s' has no "

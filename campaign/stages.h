@@ -168,6 +168,21 @@ peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const p
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */
+/* Mixed-precision record of the profile's training (precision.c): per iteration the loss scale
+ * and skipped steps into PEAT_STORE_AMP_TABLE (not at fp32), counts into the result. */
+typedef struct peat_campaign_amp_log {
+    int precision;
+    peat_store_table_t *t; /* NULL at fp32 */
+    int64_t last_iter;     /* last stored row's iteration (-1: none) */
+    int64_t steps, skipped;
+    double scale_first, scale_last;
+} peat_campaign_amp_log;
+peat_status peat_campaign_amp_begin(peat_campaign *c, const peat_flow_config *cfg,
+                                    peat_campaign_amp_log *log);
+peat_status peat_campaign_amp_step(peat_campaign_amp_log *log, int64_t it,
+                                   const peat_flow_metrics *m);
+void peat_campaign_amp_end(peat_campaign *c, peat_campaign_amp_log *log);
+
 peat_status peat_campaign_checkpoint_save(peat_store_t *store, int64_t it, peat_flow_t *f);
 peat_status peat_campaign_checkpoint_load(const char *path, peat_flow_t *f);
 

@@ -135,6 +135,15 @@ static const peat_cli_opt run_opts[] = {
      "cnn 32x32x3 images, 32-64-128 channels; mlp 512 wide); --batch, --width, --depth and "
      "--seq override its sizes",
      NULL},
+    {"precision", "P", PEAT_CLI_CHOICE, RUN(precision), 0, 0, 0, "fp32|amp-fp16|bf16", NULL, "fp32",
+     "training precision of the flow, golden and candidate alike (docs/flows.md): amp-fp16 and "
+     "bf16 round the inputs and outputs of GEMM, convolution and attention as autocast does, "
+     "fp32 master weights; amp-fp16 adds dynamic loss scaling as GradScaler",
+     NULL},
+    {"loss-scale-init", "X", PEAT_CLI_REAL, RUN(loss_scale_init), 0, 0, 1e30, NULL, NULL, "65536",
+     "amp-fp16: the first loss scale", NULL},
+    {"loss-scale-interval", "N", PEAT_CLI_INT, RUN(loss_scale_interval), 0, 1, 1000000000, NULL,
+     NULL, "2000", "amp-fp16: steps without inf/nan gradients before the loss scale doubles", NULL},
     {"batch", "N", PEAT_CLI_INT, RUN(batch), 0, 1, 4096, NULL, NULL, "the flow's (docs/flows.md)",
      "batch size", NULL},
     {"width", "N", PEAT_CLI_INT, RUN(width), 0, 1, 4096, NULL, NULL, "the flow's",

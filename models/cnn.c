@@ -196,7 +196,7 @@ static peat_status conv_run(peat_flow_t *f, const char *layer, peat_phase ph, pe
 {
     const peat_tensor *in[2] = {in0, in1};
     peat_args a = peat_args_make(op, p, 2, in, 1, &out);
-    return peat_exec_op(f->ex, layer, ph, &a);
+    return peat_models_exec(f, layer, ph, &a);
 }
 
 static void cnn_gather(cnn_impl *m, const peat_tensor *x, const peat_tensor *y, const int64_t *idx,

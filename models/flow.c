@@ -207,6 +207,12 @@ peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg
                           "optimizer %d)",
                           o->name, c.batch, c.width, c.depth, c.seq, c.lr, c.task,
                           (int)c.optimizer);
+    if (c.precision < 0 || c.precision >= PEAT_PRECISIONS || c.loss_scale_init < 0 ||
+        !isfinite(c.loss_scale_init) || c.loss_scale_interval < 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "flow %s: bad precision config (precision %d, loss scale %g, growth "
+                          "interval %d)",
+                          o->name, c.precision, c.loss_scale_init, c.loss_scale_interval);
     if (c.batch > 4096 || c.width > 1024 || c.depth > 16 || c.seq > 64)
         return PEAT_ERROR(PEAT_ERR_INVAL, "flow %s: config too large for a validation flow",
                           o->name);
@@ -218,6 +224,8 @@ peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg
     if (!c.seq) c.seq = ps->seq ? ps->seq : o->def_seq;
     if (c.lr == 0) c.lr = c.optimizer == PEAT_OPTIM_SGD ? o->def_lr_sgd : o->def_lr_adamw;
     if (c.weight_decay < 0) c.weight_decay = c.optimizer == PEAT_OPTIM_SGD ? 5e-4 : 1e-2;
+    if (c.loss_scale_init == 0) c.loss_scale_init = 65536.0;
+    if (c.loss_scale_interval == 0) c.loss_scale_interval = 2000;
 
     peat_flow_t *f = calloc(1, sizeof *f);
     if (!f) return PEAT_ERROR(PEAT_ERR_NOMEM, "flow %s", o->name);
@@ -225,6 +233,7 @@ peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg
     f->cfg = c;
     f->preset = ps;
     f->ex = ex;
+    f->amp.scale = c.loss_scale_init;
     peat_status st = o->create(f);
     if (st == PEAT_OK) st = state_build(f);
     if (st != PEAT_OK) {
@@ -239,6 +248,7 @@ void peat_models_flow_free(peat_flow_t *f)
 {
     if (!f) return;
     if (f->ops->destroy) f->ops->destroy(f);
+    peat_models_amp_free(f);
     for (int i = 0; i < f->n_params; i++) {
         peat_tensor_free(f->params[i]->w);
         peat_tensor_free(f->params[i]->g);
@@ -266,7 +276,7 @@ static peat_status optimizer_update(peat_flow_t *f)
         double wd = p->decay ? f->cfg.weight_decay : 0.0;
         peat_args a;
         if (f->cfg.optimizer == PEAT_OPTIM_ADAMW) {
-            op.i[1] = f->step + 1;
+            op.i[1] = f->step + 1 - f->amp.skipped; /* a skipped step is no Adam step */
             op.f[0] = f->cfg.lr, op.f[1] = 0.9, op.f[2] = 0.999, op.f[3] = 1e-8, op.f[4] = wd;
             const peat_tensor *in[4] = {p->w, p->g, p->s1, p->s2};
             peat_tensor *out[3] = {p->w, p->s1, p->s2};
@@ -286,14 +296,18 @@ peat_status peat_models_flow_step(peat_flow_t *f, peat_flow_metrics *m)
 {
     if (!f) return PEAT_ERROR(PEAT_ERR_INVAL, "flow step: NULL flow");
     peat_exec_set_iter(f->ex, f->step);
-    double loss = NAN;
+    double loss = NAN, scale = peat_models_amp_loss_scale(f);
     PEAT_TRY(f->ops->train(f, &loss));
-    PEAT_TRY(optimizer_update(f));
+    /* amp-fp16: gradients unscaled; inf or nan in one skips the optimizer step */
+    int skipped = peat_models_amp_unscale_update(f);
+    if (!skipped) PEAT_TRY(optimizer_update(f));
     f->step++;
     if (m) {
         m->loss = loss;
         m->accuracy = NAN;
         m->step = f->step;
+        m->loss_scale = scale;
+        m->skipped = skipped;
     }
     /* a non-finite loss is an outcome (runtime fault injection measures divergence), not an
      * error of the flow: the caller reads it from m */
@@ -309,6 +323,8 @@ peat_status peat_models_flow_eval(peat_flow_t *f, peat_flow_metrics *m)
         m->loss = loss;
         m->accuracy = acc;
         m->step = f->step;
+        m->loss_scale = peat_models_amp_loss_scale(f);
+        m->skipped = 0;
     }
     return PEAT_OK;
 }

@@ -39,6 +39,17 @@ typedef struct peat_models_flow_ops {
     void (*destroy)(peat_flow_t *f);
 } peat_models_flow_ops;
 
+/* Mixed precision (models/amp.c): GradScaler's state and the scratch tensors that hold the
+ * rounded copies of a GEMM-shaped op's inputs. */
+typedef struct peat_models_amp {
+    double scale;                  /* the loss scale the next backward runs under */
+    int64_t tracker;               /* successful steps since the last growth or backoff */
+    int64_t skipped;               /* optimizer steps skipped so far */
+    peat_tensor cast[PEAT_MAX_IO]; /* views of the buffers below, shaped per call */
+    float *buf[PEAT_MAX_IO];
+    int64_t cap[PEAT_MAX_IO]; /* floats each buffer holds (grown, never shrunk) */
+} peat_models_amp;
+
 struct peat_flow {
     const peat_models_flow_ops *ops;
     peat_flow_config cfg;             /* resolved: no 0 = default fields left */
@@ -51,6 +62,7 @@ struct peat_flow {
     char (*state_name_buf)[64];
     int n_state;
     int64_t step;
+    peat_models_amp amp;
     void *impl;
 };
 
@@ -73,6 +85,20 @@ uint64_t peat_models_hash(uint64_t seed, uint64_t a, uint64_t b);
 
 /* Allocation helper: a zeroed F32 tensor of up to 4 dims (trailing dims 0 = absent). */
 peat_status peat_models_tensor(peat_tensor **out, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+
+/* Runs one op through the exec under the flow's precision: for GEMM, CONV2D(+BWD) and
+ * ATTENTION(+BWD) at amp-fp16 / bf16, the inputs autocast casts are replaced by rounded copies
+ * and the outputs it produces in half are rounded in place after the call. Every op of a flow
+ * goes through here. */
+peat_status peat_models_exec(peat_flow_t *f, const char *layer, peat_phase ph, peat_args *a);
+/* The flow's half-precision rounding (fp16 or bf16; identity at fp32). */
+float peat_models_amp_round(const peat_flow_t *f, float x);
+/* The loss's backward multiplier: the scale at amp-fp16, 1 otherwise. */
+double peat_models_amp_loss_scale(const peat_flow_t *f);
+/* After the backward: unscales the gradients (amp-fp16), returns 1 when one is inf or NaN (the
+ * optimizer step is then skipped), and updates the scale as GradScaler.update does. */
+int peat_models_amp_unscale_update(peat_flow_t *f);
+void peat_models_amp_free(peat_flow_t *f);
 
 /* ---- op call helpers: each builds a peat_args and runs it through the exec ---------------- */
 

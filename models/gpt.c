@@ -348,7 +348,7 @@ static peat_status attn_fwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
         const peat_tensor *in[3] = {b->Q, b->K, b->V};
         peat_tensor *out[2] = {b->O, b->Lse};
         peat_args a = peat_args_make(PEAT_OP_ATTENTION, &p, 3, in, 2, out);
-        return peat_exec_op(f->ex, b->name[2], PEAT_PHASE_FWD, &a);
+        return peat_models_exec(f, b->name[2], PEAT_PHASE_FWD, &a);
     }
     int64_t BH = m->B * m->H, T = m->T, Dh = m->Dh;
     double scale = p.f[0];
@@ -371,7 +371,7 @@ static peat_status attn_bwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
         const peat_tensor *in[6] = {b->Q, b->K, b->V, b->O, b->Lse, m->dO};
         peat_tensor *out[3] = {m->dQ, m->dK, m->dV};
         peat_args a = peat_args_make(PEAT_OP_ATTENTION_BWD, &p, 6, in, 3, out);
-        return peat_exec_op(f->ex, b->name[2], PEAT_PHASE_BWD, &a);
+        return peat_models_exec(f, b->name[2], PEAT_PHASE_BWD, &a);
     }
     int64_t BH = m->B * m->H, T = m->T, Dh = m->Dh;
     double scale = p.f[0];
@@ -400,7 +400,7 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
     p.i[0] = N, p.i[1] = m->V, p.i[2] = D;
     const peat_tensor *ein[2] = {m->wte->w, m->tok};
     peat_args a = peat_args_make(PEAT_OP_EMBEDDING, &p, 2, ein, 1, &m->E);
-    PEAT_TRY(peat_exec_op(f->ex, "wte", PEAT_PHASE_FWD, &a));
+    PEAT_TRY(peat_models_exec(f, "wte", PEAT_PHASE_FWD, &a));
     /* the position table [T, D] is a bias over each sequence's T*D values */
     PEAT_TRY(peat_models_bias_add(f, "wpe", PEAT_PHASE_FWD, m->B, m->T * D, 1, m->E, m->wpe->w,
                                   m->X[0]));
@@ -490,7 +490,7 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
     p.i[0] = N, p.i[1] = m->V, p.i[2] = D;
     const peat_tensor *ein[2] = {m->tok, m->dX};
     peat_args a = peat_args_make(PEAT_OP_EMBEDDING_BWD, &p, 2, ein, 1, &m->wte->g);
-    return peat_exec_op(f->ex, "wte", PEAT_PHASE_BWD, &a);
+    return peat_models_exec(f, "wte", PEAT_PHASE_BWD, &a);
 }
 
 static peat_status gpt_train(peat_flow_t *f, double *loss)

@@ -8,7 +8,7 @@ static peat_status run(peat_flow_t *f, const char *layer, peat_phase ph, peat_op
                        peat_tensor *const *out)
 {
     peat_args a = peat_args_make(op, p, n_in, in, n_out, out);
-    return peat_exec_op(f->ex, layer, ph, &a);
+    return peat_models_exec(f, layer, ph, &a);
 }
 
 peat_status peat_models_gemm(peat_flow_t *f, const char *layer, peat_phase ph, int ta, int tb,
@@ -162,6 +162,12 @@ peat_status peat_models_xent(peat_flow_t *f, const char *layer, int64_t R, int64
     const peat_tensor *rin = ws->loss;
     PEAT_TRY(run(f, layer, PEAT_PHASE_FWD, PEAT_OP_REDUCE, &rp, 1, &rin, 1, &ws->mean));
     if (mean_loss) *mean_loss = peat_f32(ws->mean)[0];
+    double scale = peat_models_amp_loss_scale(f);
+    if (dlogits && scale != 1.0) {
+        /* amp-fp16: the backward of scale x the mean loss (GradScaler.scale(loss).backward()) */
+        float *d = peat_f32(ws->dloss);
+        for (int64_t r = 0; r < R; r++) d[r] = (float)(scale / (double)R);
+    }
     if (dlogits)
         PEAT_TRY(run(f, layer, PEAT_PHASE_BWD, PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, in, 1, &dlogits));
     return PEAT_OK;

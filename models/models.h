@@ -17,9 +17,26 @@ typedef struct peat_flow_config {
     double lr;           /* 0 = flow default for the optimizer */
     double weight_decay; /* < 0 = default */
     int task;            /* 0 = pretraining task, 1 = shifted task (for finetuning) */
-    int size; /* size preset (PEAT_FLOW_TINY = 0, the defaults; docs/flows.md): fills the sizes
-               * left 0 above and the shapes only a preset sets (gpt vocabulary, cnn images) */
+    int size;      /* size preset (PEAT_FLOW_TINY = 0, the defaults; docs/flows.md): fills the sizes
+                    * left 0 above and the shapes only a preset sets (gpt vocabulary, cnn images) */
+    int precision; /* peat_flow_precision (docs/flows.md, "Precision"); 0 = fp32 */
+    double loss_scale_init;  /* amp-fp16's first loss scale; 0 = 65536 (GradScaler's) */
+    int loss_scale_interval; /* successful steps before the scale doubles; 0 = 2000 */
 } peat_flow_config;
+
+/* Training precision: fp32 everywhere (the default), or autocast's mixed precision: GEMM-shaped
+ * ops (GEMM, convolution, attention) see inputs rounded to fp16 / bf16 and their outputs are
+ * rounded to it, fp32 master weights and fp32 softmax, layernorm, loss and optimizer; amp-fp16
+ * adds GradScaler's dynamic loss scaling. */
+typedef enum peat_flow_precision {
+    PEAT_PRECISION_FP32 = 0,
+    PEAT_PRECISION_AMP_FP16,
+    PEAT_PRECISION_BF16,
+    PEAT_PRECISIONS
+} peat_flow_precision;
+const char *peat_flow_precision_name(int precision);
+/* "fp32", "amp-fp16" or "bf16" into *precision; anything else is PEAT_ERR_INVAL. */
+peat_status peat_flow_precision_parse(const char *name, int *precision);
 
 /* The size presets: tiny (the historical defaults), small, base (docs/flows.md). */
 enum { PEAT_FLOW_TINY = 0, PEAT_FLOW_SMALL, PEAT_FLOW_BASE, PEAT_FLOW_SIZES };
@@ -31,6 +48,8 @@ typedef struct peat_flow_metrics {
     double loss;     /* mean training loss of the last step */
     double accuracy; /* held-out accuracy (eval) or exact-match (gpt), NaN if n/a */
     int64_t step;
+    double loss_scale; /* the loss scale this step's backward ran under (1 unless amp-fp16) */
+    int skipped;       /* 1 when amp-fp16 skipped the optimizer step (inf/nan gradients) */
 } peat_flow_metrics;
 
 typedef struct peat_flow peat_flow_t;
@@ -57,6 +76,10 @@ peat_tensor *peat_models_flow_state(peat_flow_t *f, int i, const char **name);
 int64_t peat_models_flow_step_count(const peat_flow_t *f);
 /* After loading a checkpoint into the state tensors, tell the flow which step it is at. */
 void peat_models_flow_set_step(peat_flow_t *f, int64_t step);
+/* amp-fp16's scaler: the loss scale the next step uses, and the optimizer steps skipped so far
+ * (1 and 0 for the other precisions). */
+double peat_flow_loss_scale(const peat_flow_t *f);
+int64_t peat_flow_skipped_steps(const peat_flow_t *f);
 /* Copies every state tensor and the step count of `from` into `to` (same flow and optimizer,
  * any task): the in-memory checkpoint used for finetuning. Checks names and sizes first and
  * leaves `to` untouched when they differ. */

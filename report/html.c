@@ -138,6 +138,11 @@ static void html_banner(FILE *f, const peat_campaign_opts *o, const peat_campaig
         peat_report_escape(f, r->blas);
         fputc('.', f);
     }
+    if (r->precision[0]) {
+        fputs(" Precision: ", f);
+        peat_report_escape(f, r->precision);
+        fputc('.', f);
+    }
     fputs("</p>\n", f);
     peat_report_capture_note(f, o, r, 1);
 }

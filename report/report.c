@@ -49,6 +49,7 @@ void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat
         peat_report_coverage(f, r, 0);
     }
     peat_report_runtime_table(f, r, 0);
+    if (r->precision[0]) fprintf(f, "\nprecision: %s\n", r->precision);
     fprintf(f,
             "\nverdict: %s   (flow %s on %s; loss %.4g -> %.4g; profile %.1f s, playback %.1f s, "
             "probes %.1f s, runtime FI %.1f s, total %.1f s)\n",
@@ -273,6 +274,11 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     json_num(f, r->eval_loss);
     fputs(", \"eval_accuracy\": ", f);
     json_num(f, r->eval_accuracy);
+    if (r->precision[0]) {
+        fputs(", \"precision\": ", f);
+        peat_report_json_str(f, r->precision);
+        fprintf(f, ", \"skipped_steps\": %lld", (long long)r->skipped_steps);
+    }
     fputs("},\n", f);
     fprintf(
         f,
@@ -321,6 +327,7 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             r->device[0] ? r->device : r->backend, verdict_word(r->verdict));
     peat_report_capture_note(f, o, r, 0);
     if (r->blas[0]) fprintf(f, "Golden GEMM: %s.\n\n", r->blas);
+    if (r->precision[0]) fprintf(f, "Precision: %s.\n\n", r->precision);
     fprintf(f, "| | %s (candidate) | %s (golden) |\n|---|---|---|\n", c->kernel, g->kernel);
     /* calls as the terminal counts them (a signature's n_calls counts output tensors) */
     fprintf(f, "| calls / elements | %lld / %lld | %lld / %lld |\n",

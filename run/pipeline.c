@@ -10,7 +10,7 @@ static const peat_campaign_stage stages[] = {
     {"plan", peat_latency_stage_plan, PEAT_CLOCK_NONE, NULL},
     {"open", peat_campaign_stage_open, PEAT_CLOCK_NONE, NULL},
     {"profile", peat_campaign_stage_profile, PEAT_CLOCK_PROFILE,
-     "/tensors/index /calls/index /states/index /metrics/index"},
+     "/tensors/index /calls/index /states/index /metrics/index " PEAT_STORE_AMP_TABLE},
     {"playback", peat_campaign_stage_playback, PEAT_CLOCK_PLAYBACK, NULL},
     {"probe", peat_campaign_stage_probe, PEAT_CLOCK_PROBE, NULL},
     {"analyze", peat_campaign_stage_analyze, PEAT_CLOCK_ANALYZE, NULL},

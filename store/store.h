@@ -177,6 +177,12 @@ peat_status peat_store_table_get(const peat_store_table_t *t, int64_t row, int c
 int peat_store_table_col(const peat_store_table_t *t, const char *name);
 void peat_store_table_close(peat_store_table_t *t);
 
+/* The mixed-precision table (--precision other than fp32; docs/hdf5-schema.md): one row per
+ * profiled iteration, columns iter (i64), loss_scale (f64), skipped (i64: 1 when the loss scaler
+ * skipped the optimizer step). */
+#define PEAT_STORE_AMP_TABLE "/metrics/amp"
+const peat_store_col *peat_store_amp_cols(int *n);
+
 /* ---- what a file holds ---- */
 
 typedef struct peat_store_stats {

@@ -134,6 +134,36 @@ static void print_metrics(const peat_store_t *s, FILE *out)
         fprintf(out, ", accuracy %.4g -> %.4g\n", m0->accuracy, m1->accuracy);
 }
 
+const peat_store_col *peat_store_amp_cols(int *n)
+{
+    static const peat_store_col cols[] = {
+        {"iter", PEAT_STORE_COL_I64, 0},
+        {"loss_scale", PEAT_STORE_COL_F64, 0},
+        {"skipped", PEAT_STORE_COL_I64, 0},
+    };
+    *n = (int)(sizeof cols / sizeof cols[0]);
+    return cols;
+}
+
+/* Mixed precision: the loss scale's course and the steps the scaler skipped. */
+static void print_amp(peat_store_t *s, FILE *out)
+{
+    int nc;
+    const peat_store_col *cols = peat_store_amp_cols(&nc);
+    peat_store_table_t *t = NULL;
+    if (!peat_store_table_exists(s, PEAT_STORE_AMP_TABLE) ||
+        peat_store_table_open(s, PEAT_STORE_AMP_TABLE, cols, nc, &t) != PEAT_OK)
+        return;
+    int64_t n = peat_store_table_rows(t), skipped = 0;
+    peat_store_value first = {.d = NAN}, last = {.d = NAN}, v;
+    for (int64_t i = 0; i < n; i++)
+        if (peat_store_table_get(t, i, 2, &v) == PEAT_OK) skipped += v.i != 0;
+    if (n > 0) peat_store_table_get(t, 0, 1, &first), peat_store_table_get(t, n - 1, 1, &last);
+    fprintf(out, "mixed precision (%s): %lld rows, loss scale %g -> %g, %lld skipped steps\n",
+            PEAT_STORE_AMP_TABLE, (long long)n, first.d, last.d, (long long)skipped);
+    peat_store_table_close(t);
+}
+
 static void print_sigs(const peat_store_t *s, FILE *out)
 {
     fprintf(out, "\nsignatures\n");
@@ -304,6 +334,7 @@ static peat_status inspect_impl(const char *path, int verify, FILE *out)
     if (st.calls) print_calls(s, out);
     if (st.states) print_states(s, out);
     if (st.metrics) print_metrics(s, out);
+    print_amp(s, out);
     if (st.signatures) print_sigs(s, out);
     print_sizes(&st, out);
     print_integrity(&chk, verify, lines, out);

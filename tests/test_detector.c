@@ -24,7 +24,14 @@ static void setup(void)
 
 TestSuite(detector, .init = setup);
 
-typedef enum data_kind { DATA_NORMAL = 0, DATA_SUBNORMAL, DATA_LARGE, DATA_TINY_A } data_kind;
+/* DATA_LARGE_F16: DATA_LARGE rounded to fp16 values, the inputs an amp-fp16 flow hands a GEMM */
+typedef enum data_kind {
+    DATA_NORMAL = 0,
+    DATA_SUBNORMAL,
+    DATA_LARGE,
+    DATA_TINY_A,
+    DATA_LARGE_F16
+} data_kind;
 
 typedef struct shape {
     int M, N, K;
@@ -52,12 +59,16 @@ static call call_new(shape s, uint64_t seed, data_kind kind)
     /* output standard deviation ~ sa sb sqrt(K): ~1e-38 straddles FLT_MIN, ~3e4 crosses 65504 */
     double sa = 1.0, sb = 1.0;
     if (kind == DATA_SUBNORMAL) sa = 1e-19, sb = 1e-19 / sqrt((double)s.K);
-    if (kind == DATA_LARGE) sa = 3e4 / sqrt((double)s.K);
+    if (kind == DATA_LARGE || kind == DATA_LARGE_F16) sa = 3e4 / sqrt((double)s.K);
     if (kind == DATA_TINY_A) sa = 2e-6; /* A far below fp16's smallest normal 6.1e-5 */
     peat_rng_t *r = peat_rng_new(seed);
     peat_rng_fill_gaussian(r, c.A, sa);
     peat_rng_fill_gaussian(r, c.B, sb);
     peat_rng_free(r);
+    for (int64_t i = 0; kind == DATA_LARGE_F16 && i < s.M * s.K; i++)
+        peat_f32(c.A)[i] = peat_round_f16(peat_f32(c.A)[i]);
+    for (int64_t i = 0; kind == DATA_LARGE_F16 && i < s.K * s.N; i++)
+        peat_f32(c.B)[i] = peat_round_f16(peat_f32(c.B)[i]);
     peat_op_params p;
     memset(&p, 0, sizeof p);
     p.i[2] = s.M, p.i[3] = s.N, p.i[4] = s.K, p.i[5] = 1, p.f[0] = 1.0;
@@ -363,6 +374,33 @@ Test(detector, fp16_input_underflow_is_named)
         cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "in-range fp16 inputs: %s",
                      peat_detector_finding_name(f[0].cls));
         cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_WARN);
+        call_free(&c);
+    }
+}
+
+/* Under amp-fp16 the flow hands gemm_fp16 fp16 values: it is then as exact as the golden (its
+ * input rounding changes nothing), even where the outputs exceed fp16's range. A kernel that lets
+ * such outputs overflow to Inf (fp16 output storage) is still RANGE: loss scaling cannot help a
+ * forward activation beyond 65504. */
+Test(detector, amp_fp16_inputs_output_overflow_is_still_range)
+{
+    for (int i = 0; i < 2; i++) {
+        call c = call_new(SHAPES[i], SEEDS[i], DATA_LARGE_F16);
+        peat_detector_ctx ctx = peat_detector_ctx_from_kernel(kern("gemm_fp16"));
+        ctx.in_frac_below_normal = frac_below_fp16_normal(&c);
+        ctx.in_frac_above_max = 0.0; /* fp16 values */
+        int64_t big = 0;
+        for (int64_t e = 0; e < peat_tensor_numel(c.E); e++) big += fabs(peat_f64(c.E)[e]) > 65520;
+        cr_assert_gt(big, 0, "the constructed outputs exceed fp16's range");
+        peat_finding f[4];
+        int n = detect(&c, "gemm_fp16", NULL, 5, &ctx, f, 4);
+        show("gemm_fp16 on fp16 inputs", f, n);
+        cr_assert_eq(f[0].cls, PEAT_FIND_WITHIN_BOUND, "fp16 inputs: gemm_fp16 is honest, got %s",
+                     peat_detector_finding_name(f[0].cls));
+        n = detect(&c, "gemm_fp16", "range(fmt=fp16)", 5, &ctx, f, 4);
+        show("gemm_fp16 + fp16 output overflow", f, n);
+        cr_assert(has_class(f, n, PEAT_FIND_RANGE), "output overflow must be RANGE");
+        cr_assert_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL);
         call_free(&c);
     }
 }
