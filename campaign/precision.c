@@ -57,5 +57,5 @@ void peat_campaign_amp_end(peat_campaign *c, peat_campaign_amp_log *log)
     else
         snprintf(r->precision, sizeof r->precision,
                  "%s (%s GEMM/conv/attention inputs and outputs, fp32 master weights)",
-                 peat_flow_precision_name(log->precision), "bf16");
+                 peat_models_flow_precision_name(log->precision), "bf16");
 }

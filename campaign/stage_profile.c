@@ -67,7 +67,7 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq;
     /* the option table admits only the preset names: a bad one is left to the flow's check */
     if (o->size && peat_models_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
-    if (o->precision && peat_flow_precision_parse(o->precision, &cfg.precision) != PEAT_OK)
+    if (o->precision && peat_models_flow_precision_parse(o->precision, &cfg.precision) != PEAT_OK)
         cfg.precision = -1;
     cfg.loss_scale_init = o->loss_scale_init;
     cfg.loss_scale_interval = o->loss_scale_interval;

@@ -9,12 +9,12 @@
 
 static const char *const precision_names[PEAT_PRECISIONS] = {"fp32", "amp-fp16", "bf16"};
 
-const char *peat_flow_precision_name(int precision)
+const char *peat_models_flow_precision_name(int precision)
 {
     return precision >= 0 && precision < PEAT_PRECISIONS ? precision_names[precision] : "?";
 }
 
-peat_status peat_flow_precision_parse(const char *name, int *precision)
+peat_status peat_models_flow_precision_parse(const char *name, int *precision)
 {
     for (int p = 0; p < PEAT_PRECISIONS; p++)
         if (name && strcmp(name, precision_names[p]) == 0) {
@@ -155,7 +155,6 @@ static peat_status cast_copy(peat_flow_t *f, int k, const peat_tensor *t, const 
     peat_tensor *c = &m->cast[k];
     *c = *t;
     c->data = m->buf[k];
-    c->owns_data = 0;
     round_n(f, peat_f32(t), m->buf[k], n);
     *out = c;
     return PEAT_OK;
@@ -220,12 +219,12 @@ void peat_models_amp_free(peat_flow_t *f)
     }
 }
 
-double peat_flow_loss_scale(const peat_flow_t *f)
+double peat_models_flow_loss_scale(const peat_flow_t *f)
 {
     return f ? peat_models_amp_loss_scale(f) : 1.0;
 }
 
-int64_t peat_flow_skipped_steps(const peat_flow_t *f)
+int64_t peat_models_flow_skipped_steps(const peat_flow_t *f)
 {
     return f ? f->amp.skipped : 0;
 }

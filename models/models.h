@@ -34,9 +34,9 @@ typedef enum peat_flow_precision {
     PEAT_PRECISION_BF16,
     PEAT_PRECISIONS
 } peat_flow_precision;
-const char *peat_flow_precision_name(int precision);
+const char *peat_models_flow_precision_name(int precision);
 /* "fp32", "amp-fp16" or "bf16" into *precision; anything else is PEAT_ERR_INVAL. */
-peat_status peat_flow_precision_parse(const char *name, int *precision);
+peat_status peat_models_flow_precision_parse(const char *name, int *precision);
 
 /* The size presets: tiny (the historical defaults), small, base (docs/flows.md). */
 enum { PEAT_FLOW_TINY = 0, PEAT_FLOW_SMALL, PEAT_FLOW_BASE, PEAT_FLOW_SIZES };
@@ -59,11 +59,11 @@ const char *const *peat_models_flow_names(void);
 const char *peat_models_flow_describe(const char *name);
 /* Op kinds a flow calls (bit (1u<<op)). */
 uint32_t peat_models_flow_op_mask(const char *name);
-/* The same for a given config: the optimizer bit follows cfg->optimizer (peat_models_flow_op_mask is
- * the default config, AdamW). cfg may be NULL. */
+/* The same for a given config: the optimizer bit follows cfg->optimizer (peat_models_flow_op_mask
+ * is the default config, AdamW). cfg may be NULL. */
 uint32_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
 peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
-                             peat_flow_t **out);
+                                   peat_flow_t **out);
 void peat_models_flow_free(peat_flow_t *f);
 /* One training iteration (forward, backward, optimizer update); sets the exec's iter. */
 peat_status peat_models_flow_step(peat_flow_t *f, peat_flow_metrics *m);
@@ -78,8 +78,8 @@ int64_t peat_models_flow_step_count(const peat_flow_t *f);
 void peat_models_flow_set_step(peat_flow_t *f, int64_t step);
 /* amp-fp16's scaler: the loss scale the next step uses, and the optimizer steps skipped so far
  * (1 and 0 for the other precisions). */
-double peat_flow_loss_scale(const peat_flow_t *f);
-int64_t peat_flow_skipped_steps(const peat_flow_t *f);
+double peat_models_flow_loss_scale(const peat_flow_t *f);
+int64_t peat_models_flow_skipped_steps(const peat_flow_t *f);
 /* Copies every state tensor and the step count of `from` into `to` (same flow and optimizer,
  * any task): the in-memory checkpoint used for finetuning. Checks names and sizes first and
  * leaves `to` untouched when they differ. */

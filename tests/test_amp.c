@@ -74,7 +74,7 @@ static void check_rounding(int precision, const rcase *cs, int n)
     for (int i = 0; i < n; i++) {
         float got = peat_models_amp_round(r.f, cs[i].in);
         cr_assert(same_bits(got, cs[i].want) || (isnan(got) && isnan(cs[i].want)),
-                  "%s: %s(%a) = %a, want %a", cs[i].what, peat_flow_precision_name(precision),
+                  "%s: %s(%a) = %a, want %a", cs[i].what, peat_models_flow_precision_name(precision),
                   (double)cs[i].in, (double)got, (double)cs[i].want);
         /* negatives mirror */
         float neg = peat_models_amp_round(r.f, -cs[i].in);
@@ -160,10 +160,10 @@ Test(amp, flow_rounding_is_cores_conversion, .init = init)
 Test(amp, precision_names_and_refusals, .init = init)
 {
     int p = -1;
-    cr_assert_eq(peat_flow_precision_parse("amp-fp16", &p), PEAT_OK);
+    cr_assert_eq(peat_models_flow_precision_parse("amp-fp16", &p), PEAT_OK);
     cr_assert_eq(p, PEAT_PRECISION_AMP_FP16);
-    cr_assert_eq(peat_flow_precision_parse("fp16", &p), PEAT_ERR_INVAL, "plain fp16 is no mode");
-    cr_assert_str_eq(peat_flow_precision_name(PEAT_PRECISION_BF16), "bf16");
+    cr_assert_eq(peat_models_flow_precision_parse("fp16", &p), PEAT_ERR_INVAL, "plain fp16 is no mode");
+    cr_assert_str_eq(peat_models_flow_precision_name(PEAT_PRECISION_BF16), "bf16");
     peat_flow_config c = config(7);
     peat_exec_t *ex;
     peat_flow_t *f = NULL;
@@ -219,7 +219,7 @@ Test(amp, gemm_shaped_kernels_see_format_values, .init = init)
             for (int i = 0; i < 3; i++) {
                 peat_flow_metrics m;
                 cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
-                cr_assert(isfinite(m.loss), "%s %s: loss %g", FLOWS[k], peat_flow_precision_name(p),
+                cr_assert(isfinite(m.loss), "%s %s: loss %g", FLOWS[k], peat_models_flow_precision_name(p),
                           m.loss);
             }
             cr_assert_gt(s.cast_inputs, 1000, "%s: GEMM-shaped calls seen", FLOWS[k]);
@@ -229,7 +229,7 @@ Test(amp, gemm_shaped_kernels_see_format_values, .init = init)
                              FLOWS[k], (long long)s.not_representable, (long long)s.cast_inputs);
             else
                 cr_assert_eq(s.not_representable, 0, "%s %s: %lld of %lld inputs off-format",
-                             FLOWS[k], peat_flow_precision_name(p), (long long)s.not_representable,
+                             FLOWS[k], peat_models_flow_precision_name(p), (long long)s.not_representable,
                              (long long)s.cast_inputs);
             drop(&r);
         }
@@ -251,9 +251,9 @@ Test(amp, flows_learn_under_every_precision, .init = init)
                 last = m.loss;
             }
             cr_assert(isfinite(last) && last < 0.85 * first, "%s %s: loss %g -> %g", FLOWS[k],
-                      peat_flow_precision_name(p), first, last);
-            cr_assert_leq(peat_flow_skipped_steps(r.f), 3, "%s %s: %lld skipped", FLOWS[k],
-                          peat_flow_precision_name(p), (long long)peat_flow_skipped_steps(r.f));
+                      peat_models_flow_precision_name(p), first, last);
+            cr_assert_leq(peat_models_flow_skipped_steps(r.f), 3, "%s %s: %lld skipped", FLOWS[k],
+                          peat_models_flow_precision_name(p), (long long)peat_models_flow_skipped_steps(r.f));
             drop(&r);
         }
 }
@@ -346,11 +346,11 @@ Test(amp, scaler_skips_overflowing_steps_and_backs_off, .init = init)
         skipped++;
         cr_assert(same, "skipped step %d changed %s", i, which);
         scale *= 0.5;
-        cr_assert_eq(peat_flow_loss_scale(r.f), scale, "backoff after step %d", i);
+        cr_assert_eq(peat_models_flow_loss_scale(r.f), scale, "backoff after step %d", i);
     }
     cr_assert_lt(i, 40, "the scale never came down far enough");
     cr_assert_geq(skipped, 10, "2^40 must overflow fp16 gradients for many halvings: %d", skipped);
-    cr_assert_eq(peat_flow_skipped_steps(r.f), skipped);
+    cr_assert_eq(peat_models_flow_skipped_steps(r.f), skipped);
     /* it stops where the largest fp16 gradient fits: mlp's are between 1/16 and 64 */
     cr_assert(scale <= 0x1p20 && scale >= 0x1p10, "stopped skipping at scale %g", scale);
     drop(&r);
@@ -402,7 +402,7 @@ Test(amp, scaler_grows_after_the_interval, .init = init)
         double want = 1024.0 * (double)(1 << (i / 3));
         cr_assert_eq(m.loss_scale, want, "step %d: scale %g, expected %g", i, m.loss_scale, want);
     }
-    cr_assert_eq(peat_flow_loss_scale(r.f), 8192.0, "after 9 of 10 steps grown 3 times");
+    cr_assert_eq(peat_models_flow_loss_scale(r.f), 8192.0, "after 9 of 10 steps grown 3 times");
     drop(&r);
 }
 
