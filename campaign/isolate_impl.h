@@ -37,7 +37,14 @@ typedef struct {
     peat_isolate_fault_note oob, input;
 } peat_isolate_report;
 
-enum { PEAT_ISOLATE_NEVER_RETURNED = -1, PEAT_ISOLATE_CALLED_EXIT = -2 };
+/* NEVER_RETURNED, CALLED_EXIT: what the kernel did; WORKER_NOMEM: the worker could not map the
+ * call's buffers before the kernel ran (peat's memory, a limit such as ulimit -v: the run ends
+ * with an error, the kernel is not blamed) */
+enum {
+    PEAT_ISOLATE_NEVER_RETURNED = -1,
+    PEAT_ISOLATE_CALLED_EXIT = -2,
+    PEAT_ISOLATE_WORKER_NOMEM = -3
+};
 
 /* Lists run's output guard regions and its input copies (made read-only) for the SIGSEGV
  * handler, which notes the first stray write of each kind into rep; and removes it. */

@@ -324,7 +324,7 @@ static void child_call(const peat_kernel *k, ctl_block *c, int fd, views *v, con
         snprintf(rep->msg, sizeof rep->msg, "isolation worker: mapping the call's buffers: %s",
                  strerror(errno));
         views_unmap(v);
-        rep->status = PEAT_ERR_NOMEM;
+        rep->status = PEAT_ISOLATE_WORKER_NOMEM;
         return;
     }
     peat_campaign_isolate_faults_arm(&run, rep);
@@ -559,6 +559,12 @@ peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat
     rep->status = PEAT_ISOLATE_NEVER_RETURNED;
     w->ctl->state_changed = 0;
     int wst = 0, r = request_wait(w, timeout_s, &wst);
+    if (r == 1 && rep->status == PEAT_ISOLATE_WORKER_NOMEM) /* before the kernel ran */
+        return PEAT_ERROR(PEAT_ERR_NOMEM,
+                          "out of memory: the isolation worker could not map the %s call's "
+                          "buffers (%s); raise the memory limit (ulimit -v)",
+                          w->k->name,
+                          rep->msg + strlen("isolation worker: mapping the call's buffers: "));
     call_outcome(w, r == 1 ? 0 : r == 0 ? 1 : 2, wst, timeout_s, out, why, nwhy);
     if (r != 1) { /* the child is gone (reaped above): its descendants go with its group */
         kill(-w->pid, SIGKILL);

@@ -122,8 +122,8 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
         s.layers = o->layers;
     }
     if (freq && o->candidate) {
-        PEAT_TRY(
-            peat_campaign_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &s, &m->call));
+        PEAT_TRY(peat_campaign_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &s,
+                                                  &m->call));
     } else {
         PEAT_TRY(peat_inject_model_parse(spec, &m->m));
         m->sw.m = m->m;
@@ -386,7 +386,8 @@ static peat_status member_step(member *m, int64_t t, peat_flow_metrics *fm, int 
     fm->loss = fm->accuracy = NAN;
     if (m->run->ended_iter >= 0) return PEAT_OK;
     peat_status st = eval ? peat_models_flow_eval(m->f, fm) : peat_models_flow_step(m->f, fm);
-    if (st != PEAT_OK && peat_campaign_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
+    if (st != PEAT_OK &&
+        peat_campaign_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
         m->run->ended_iter = t;
         fm->loss = fm->accuracy = NAN;
         return PEAT_OK;
@@ -564,12 +565,19 @@ static peat_status store_verdicts(peat_store_table_t *t, const peat_runtime_resu
         const peat_runtime_run *r = &res->faulty[j];
         const peat_runtime_verdict *vd = &res->verdict[j];
         if (has_run(t, r->label)) continue;
-        peat_store_value v[NCOLS(verdict_cols)] = {
-            {.s = r->label},        {.s = r->freq},      {.s = peat_detector_runtime_class_name(vd->cls)},
-            {.i = vd->iter},        {.s = vd->metric},   {.d = vd->loss_excess},
-            {.d = vd->wdist_ratio}, {.d = vd->acc_drop}, {.d = vd->final_loss},
-            {.d = vd->band_lo},     {.d = vd->band_hi},  {.i = r->swapped},
-            {.s = vd->evidence}};
+        peat_store_value v[NCOLS(verdict_cols)] = {{.s = r->label},
+                                                   {.s = r->freq},
+                                                   {.s = peat_detector_runtime_class_name(vd->cls)},
+                                                   {.i = vd->iter},
+                                                   {.s = vd->metric},
+                                                   {.d = vd->loss_excess},
+                                                   {.d = vd->wdist_ratio},
+                                                   {.d = vd->acc_drop},
+                                                   {.d = vd->final_loss},
+                                                   {.d = vd->band_lo},
+                                                   {.d = vd->band_hi},
+                                                   {.i = r->swapped},
+                                                   {.s = vd->evidence}};
         PEAT_TRY(peat_store_table_append(t, v, 1));
     }
     return PEAT_OK;
@@ -595,6 +603,81 @@ static peat_status store_all(const lockstep *L)
     peat_store_table_close(tc);
     peat_store_table_close(td);
     peat_store_table_close(tv);
+    return st;
+}
+
+/* One run's curve rows (label, from row `first` on, n rows in iteration order) into r; the
+ * evaluation points are the golden run's (eval_iter), set before the other runs are read. */
+static peat_status load_run(const peat_store_table_t *t, int64_t first, peat_runtime_result *res,
+                            peat_runtime_run *r)
+{
+    int64_t n = res->n;
+    r->loss = calloc((size_t)n, sizeof *r->loss), r->wdist = calloc((size_t)n, sizeof *r->wdist);
+    r->nonfinite = calloc((size_t)n, sizeof *r->nonfinite);
+    r->eval_acc = calloc((size_t)n + 1, sizeof *r->eval_acc);
+    if (!r->loss || !r->wdist || !r->nonfinite || !r->eval_acc)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime curves");
+    r->first_nonfinite = -1, r->ended_iter = -1;
+    for (int64_t i = 0, e = 0; i < n; i++) {
+        peat_store_value v[NCOLS(curve_cols)];
+        for (int c = 2; c < NCOLS(curve_cols); c++)
+            PEAT_TRY(peat_store_table_get(t, first + i, c, &v[c]));
+        if (v[2].i != i)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "/runtime/curves: run %s is not whole", r->label);
+        r->loss[i] = v[3].d, r->wdist[i] = v[4].d, r->nonfinite[i] = v[5].i;
+        if (e < res->n_eval && res->eval_iter[e] == i) r->eval_acc[e++] = v[6].d;
+    }
+    return PEAT_OK;
+}
+
+/* The evaluation points: the golden run's rows (its first n) with an accuracy. */
+static peat_status load_evals(const peat_store_table_t *t, peat_runtime_result *res)
+{
+    res->eval_iter = calloc((size_t)res->n + 1, sizeof *res->eval_iter);
+    if (!res->eval_iter) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime curves");
+    for (int64_t i = 0; i < res->n; i++) {
+        peat_store_value v;
+        PEAT_TRY(peat_store_table_get(t, i, 6, &v));
+        if (!isnan(v.d)) res->eval_iter[res->n_eval++] = i;
+    }
+    return PEAT_OK;
+}
+
+static peat_status load_curves(const peat_store_table_t *t, peat_runtime_result *res)
+{
+    int64_t rows = peat_store_table_rows(t);
+    peat_store_value lab, kind;
+    PEAT_TRY(peat_store_table_get(t, 0, 0, &lab));
+    while (res->n < rows && peat_store_table_get(t, res->n, 0, &kind) == PEAT_OK &&
+           !strcmp(kind.s, lab.s))
+        res->n++;
+    PEAT_TRY(load_evals(t, res));
+    for (int64_t first = 0; first < rows; first += res->n) {
+        PEAT_TRY(peat_store_table_get(t, first, 0, &lab));
+        PEAT_TRY(peat_store_table_get(t, first, 1, &kind));
+        int faulty = !strcmp(kind.s, "faulty");
+        if ((faulty ? res->n_faulty >= PEAT_RUNTIME_MAX_FREQS
+                    : res->n_band >= PEAT_RUNTIME_MAX_BAND) ||
+            first + res->n > rows)
+            return PEAT_ERROR(PEAT_ERR_FORMAT, "/runtime/curves holds runs of unequal lengths");
+        peat_runtime_run *r = faulty ? &res->faulty[res->n_faulty++] : &res->band[res->n_band++];
+        snprintf(r->label, sizeof r->label, "%s", lab.s);
+        PEAT_TRY(load_run(t, first, res, r));
+    }
+    peat_runtime_curve m[PEAT_RUNTIME_MAX_BAND];
+    for (int r = 0; r < res->n_band; r++) m[r] = curve_of(res, &res->band[r]);
+    return res->n_band >= 2 ? peat_detector_band_build(m, res->n_band, &res->b) : PEAT_OK;
+}
+
+peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!peat_store_table_exists(s, "/runtime/curves")) return PEAT_ERR_NOTFOUND;
+    peat_store_table_t *t = NULL;
+    PEAT_TRY(peat_store_table_open(s, "/runtime/curves", curve_cols, NCOLS(curve_cols), &t));
+    peat_status st = peat_store_table_rows(t) > 0 ? load_curves(t, res) : PEAT_ERR_NOTFOUND;
+    peat_store_table_close(t);
+    if (st != PEAT_OK) peat_campaign_runtime_result_free(res);
     return st;
 }
 

@@ -76,6 +76,10 @@ peat_status peat_campaign_runtime_freqs_check(const char *list);
  * curves, verdicts and checkpoints when o->store is set. */
 peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
 void peat_campaign_runtime_result_free(peat_runtime_result *res);
+/* The curves of a finished campaign's runtime FI (/runtime/curves) read back into res, its band
+ * rebuilt from them (what report.html plots; the verdicts are the campaign's own, not these).
+ * PEAT_ERR_NOTFOUND (no message) when the file holds none. */
+peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_result *res);
 /* CPU seconds of what the lockstep does for one run after each iteration, on one thread while
  * the others wait: the distance of its weights from the golden run's, tensor by tensor (here f's
  * weights against themselves: the same passes). The planner adds it to every iteration. */

@@ -1,13 +1,15 @@
 /* stage_commit.c: the commit stage: the signatures go into the campaign file, which is then named
  * complete (campaign.h5.partial -> campaign.h5). Every stage that adds to the file runs before. */
+#include "campaign/result_store.h"
 #include "campaign/stages.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Adds both signatures (as JSON) to the campaign file, then its manifest (every stage, what it
- * wrote; docs/hdf5-schema.md): the last write before the file is named complete. */
+/* Adds both signatures (as JSON) and the report state to the campaign file, then its manifest
+ * (every stage, what it wrote; docs/hdf5-schema.md): the last write before the file is named
+ * complete. */
 static peat_status store_signatures(const peat_campaign *c)
 {
     const peat_campaign_result *res = c->res;
@@ -26,6 +28,8 @@ static peat_status store_signatures(const peat_campaign *c)
             free(js);
         }
     }
+    /* what the reports are made from, so that `peat report DIR` can write them again */
+    if (st == PEAT_OK) st = peat_campaign_state_write(s, c->o, res);
     peat_store_stage list[32];
     int n = peat_campaign_stage_list(c, list, 32);
     if (st == PEAT_OK) st = peat_store_manifest_write(s, list, n < 32 ? n : 32);

@@ -82,6 +82,26 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
     return EXIT_PASS;
 }
 
+/* --resume on a finished campaign whose reports are missing (their writing failed, or they were
+ * deleted): they are written again from its file, as `peat report DIR` does; -1 when dir holds
+ * no such campaign (an unfinished one is continued, a whole one is "finished"). */
+static int resume_reports(const char *dir, int json)
+{
+    char h5[4200], partial[4220];
+    snprintf(h5, sizeof h5, "%s/campaign.h5", dir);
+    snprintf(partial, sizeof partial, "%s.partial", h5);
+    struct stat sb;
+    if (stat(h5, &sb) != 0 || !S_ISREG(sb.st_mode) || stat(partial, &sb) == 0 ||
+        !peat_report_missing(dir))
+        return -1;
+    if (!json)
+        printf("peat: %s is finished but its reports are not all there: writing them again\n", dir);
+    peat_acceptance v;
+    peat_status st = peat_report_regenerate(dir, stdout, json, &v);
+    if (st != PEAT_OK) return die_status(st);
+    return v == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
+}
+
 /* `--resume DIR` (a folder after it, not an option): the interrupted run's own options, then
  * the ones given beside it (refused where they contradict the file). */
 static int resume_expand(int *argc, char ***argv, const char **cmdline)
@@ -97,6 +117,10 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
             rest[n++] = (*argv)[i];
     }
     if (!dir) return -1;
+    int json = 0;
+    for (int i = 0; i < n; i++) json |= !strcmp(rest[i], "--json");
+    int rc = resume_reports(dir, json);
+    if (rc >= 0) return rc;
     int m = 0;
     if (peat_cli_cmdline_resume(dir, n, rest, &m, merged, 256, words, sizeof words, recorded,
                             sizeof recorded) != PEAT_OK)
@@ -120,6 +144,7 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     if (!o.kernel) return die("run needs --kernel NAME (see `peat list` for kernels)");
     if (o.resume && !o.out_dir) return die("--resume needs --out DIR of the campaign to continue");
     if (o.resume && o.force) return die("--resume and --force exclude each other");
+    if (o.resume && (rc = resume_reports(o.out_dir, o.json)) >= 0) return rc;
     if (!o.quiet) {
         /* progress goes to stdout: stderr carries only the one-line error, if any */
         printf("peat: validating %s ...\n", o.kernel);
@@ -164,6 +189,27 @@ static int cmd_inspect(int argc, char **argv, const char *cmdline)
     if (rc != 0) return rc;
     peat_status st = peat_store_inspect(path, o.verify, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
+}
+
+/* `peat report DIR`: the reports of a finished campaign written again from its file. */
+static int cmd_report(int argc, char **argv, const char *cmdline)
+{
+    (void)cmdline;
+    char *pos[1], *rest[64];
+    int n_pos = 0;
+    if (argc > 64) return die("too many arguments");
+    int n = peat_cli_positionals(&peat_cli_report, argc, argv, pos, 1, &n_pos, rest);
+    if (n < 0 || n_pos != 1)
+        return die(
+            "report needs exactly one DIR, a run's output directory (see `peat help report`)");
+    peat_cli_report_opts o;
+    memset(&o, 0, sizeof o);
+    if (peat_cli_parse(&peat_cli_report, n, rest, &o) != PEAT_OK)
+        return die("%s", peat_error_last());
+    peat_acceptance v;
+    peat_status st = peat_report_regenerate(pos[0], stdout, o.json, &v);
+    if (st != PEAT_OK) return die_status(st);
+    return v == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
 }
 
 /* 20 random shapes per model: enough for the 95% criterion to mean something in ~10 s */
@@ -290,6 +336,7 @@ static const struct {
     {&peat_cli_diff, peat_cli_diff_main},
     {&peat_cli_list, cmd_list},
     {&peat_cli_inspect, cmd_inspect},
+    {&peat_cli_report, cmd_report},
     {&peat_cli_calibrate, cmd_calibrate},
     {&peat_cli_calibrate_latency, cmd_calibrate_latency},
     {&peat_cli_predict, cmd_predict},
@@ -343,7 +390,7 @@ static int cmd_help(int argc, char **argv)
             return EXIT_PASS;
         }
     return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
-               "calibrate, calibrate-latency, predict, inject, help, version)",
+               "report, calibrate, calibrate-latency, predict, inject, help, version)",
                c);
 }
 
@@ -410,7 +457,7 @@ static int dispatch(int argc, char **argv)
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
-    return die("unknown command '%s' (commands: run, ci, diff, list, inspect, calibrate, "
+    return die("unknown command '%s' (commands: run, ci, diff, list, inspect, report, calibrate, "
                "calibrate-latency, predict, inject, help, version)",
                cmd);
 }

@@ -380,6 +380,27 @@ const peat_cli_cmd peat_cli_inspect = {
     "2 unreadable or damaged (the problems are listed under integrity, one line each).",
 };
 
+static const peat_cli_opt report_opts[] = {
+    {"json", NULL, PEAT_CLI_FLAG, offsetof(peat_cli_report_opts, json), 0, 1, 0, NULL, NULL, NULL,
+     "print the verdict as one JSON object instead of the table (as `peat run --json`)", NULL},
+};
+
+const peat_cli_cmd peat_cli_report = {
+    "report",
+    "write a finished campaign's reports again:  peat report DIR",
+    "peat report [--json] DIR",
+    "Writes every report of the finished campaign in DIR again (signature.json, summary.md,\n"
+    "junit.xml, report.html, and the verdict table on the terminal) from DIR/campaign.h5 alone:\n"
+    "for a run whose reports could not be written (a full disk, a file-size limit, killed after\n"
+    "the campaign finished) or were deleted. The reports equal the run's own but for its time\n"
+    "fields. An unfinished campaign (campaign.h5.partial: `peat run --resume DIR`), a damaged\n"
+    "file, or one written by a peat too old to keep what reports are made from is refused.",
+    report_opts,
+    (int)(sizeof report_opts / sizeof report_opts[0]),
+    "Exit status: as the run's: 0 the kernel passes (or warnings only), 1 it fails, 2 usage or\n"
+    "input error (no finished campaign in DIR, damaged, a report that cannot be written).",
+};
+
 /* ---- the parser ---- */
 
 static const peat_cli_opt *find_opt(const peat_cli_cmd *cmd, const char *name, size_t len)

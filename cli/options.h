@@ -54,6 +54,10 @@ typedef struct peat_cli_inspect_opts {
     int verify;
 } peat_cli_inspect_opts;
 
+typedef struct peat_cli_report_opts {
+    int json;
+} peat_cli_report_opts;
+
 typedef struct peat_cli_list_opts {
     const char *plugins[PEAT_MAX_PLUGINS];
     int n_plugins;
@@ -80,7 +84,8 @@ typedef struct peat_cli_latency_opts {
 
 extern const peat_cli_cmd peat_cli_run, peat_cli_list, peat_cli_calibrate, peat_cli_inspect,
     peat_cli_calibrate_latency, peat_cli_predict,
-    peat_cli_inject; /* inject fills peat_fi_opts (run/fi.h) */
+    peat_cli_inject, /* inject fills peat_fi_opts (run/fi.h) */
+    peat_cli_report;
 
 /* The row of option argument arg ("--name", "--name=VALUE") in cmd's table, or NULL. */
 const peat_cli_opt *peat_cli_find(const peat_cli_cmd *cmd, const char *arg);

@@ -205,6 +205,13 @@ peat_status peat_latency_cache_path(const char *cache_dir, const peat_pred_devic
     char dir[400];
     const char *env = getenv("PEAT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
                *home = getenv("HOME");
+    /* the path is built in a fixed buffer: a longer one is refused, never cut */
+    const char *given = cache_dir ? cache_dir : env && env[0] ? env : NULL;
+    if (given && strlen(given) + 40 >= sizeof dir)
+        return PEAT_ERROR(
+            PEAT_ERR_INVAL,
+            "the latency cache directory is %zu bytes long: at most %zu are supported",
+            strlen(given), sizeof dir - 41);
     if (cache_dir)
         snprintf(dir, sizeof dir, "%s", cache_dir);
     else if (env && env[0])
@@ -214,6 +221,10 @@ peat_status peat_latency_cache_path(const char *cache_dir, const peat_pred_devic
     else
         snprintf(dir, sizeof dir, "%s/.cache/peat", home && home[0] ? home : "/tmp");
     PEAT_TRY(mkdirs(dir));
+    struct stat sb; /* mkdir says EEXIST for a file of that name too */
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot use %s as the latency cache directory: %s", dir,
+                          strerror(ENOTDIR));
     snprintf(buf, n, "%s/latency-%s-%016llx.h5", dir, d->backend,
              (unsigned long long)peat_predictor_device_hash(d));
     return PEAT_OK;

@@ -3,6 +3,7 @@
  * terminal table, and the baseline copy. */
 #define _DEFAULT_SOURCE
 #include "campaign/campaign.h"
+#include "core/io_cause.h"
 #include "report/report.h"
 #include "nightly/ci.h"
 
@@ -378,11 +379,12 @@ static peat_status copy_file(const char *from, const char *to)
     }
     char buf[1 << 14];
     for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;) fwrite(buf, 1, n, out);
-    int bad = ferror(in) || ferror(out);
+    int bad = ferror(in) || ferror(out), e = errno;
     fclose(in);
     if (fclose(out) != 0 || bad || rename(tmp, to) != 0) {
+        if (!bad) e = errno;
         remove(tmp);
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", to);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", to, peat_io_cause(e));
     }
     return PEAT_OK;
 }

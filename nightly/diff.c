@@ -79,13 +79,14 @@ static peat_status diff_findings(const char *item, const peat_json *o, const pea
         const char *cls = peat_nightly_json_str(f, "class", "?"),
                    *acc = peat_nightly_json_str(f, "acceptance", "?");
         if (finding_of(o, cls) || verdict_rank(acc) == 0) continue;
-        PEAT_TRY(add(d, item, 1, "new finding %s %s (%s): %s", cls, peat_nightly_json_str(f, "params", ""),
-                     acc, first_evidence(f)));
+        PEAT_TRY(add(d, item, 1, "new finding %s %s (%s): %s", cls,
+                     peat_nightly_json_str(f, "params", ""), acc, first_evidence(f)));
     }
     fs = peat_nightly_json_get(o, "findings");
     for (int i = 0; fs && fs->kind == PEAT_JSON_ARRAY && i < fs->n; i++) {
         const char *cls = peat_nightly_json_str(&fs->items[i], "class", "?");
-        if (!finding_of(n, cls) && verdict_rank(peat_nightly_json_str(&fs->items[i], "acceptance", "")) > 0)
+        if (!finding_of(n, cls) &&
+            verdict_rank(peat_nightly_json_str(&fs->items[i], "acceptance", "")) > 0)
             PEAT_TRY(add(d, item, 0, "finding %s is gone", cls));
     }
     return PEAT_OK;
@@ -95,13 +96,15 @@ static peat_status diff_findings(const char *item, const peat_json *o, const pea
 static peat_status diff_signature(const char *item, const peat_json *o, const peat_json *n,
                                   const peat_thresholds *th, peat_diff *d)
 {
-    double ob = peat_nightly_json_num(o, "candidate.eff_bits"), nb = peat_nightly_json_num(n, "candidate.eff_bits");
+    double ob = peat_nightly_json_num(o, "candidate.eff_bits"),
+           nb = peat_nightly_json_num(n, "candidate.eff_bits");
     if (ob - nb > th->eff_bits_drop)
         PEAT_TRY(add(d, item, 1, "effective bits %.1f -> %.1f (lost %.1f; threshold %g)", ob, nb,
                      ob - nb, th->eff_bits_drop));
     else if (nb - ob > th->eff_bits_drop)
         PEAT_TRY(add(d, item, 0, "effective bits %.1f -> %.1f (better)", ob, nb));
-    double om = peat_nightly_json_num(o, "candidate.max_norm"), nm = peat_nightly_json_num(n, "candidate.max_norm");
+    double om = peat_nightly_json_num(o, "candidate.max_norm"),
+           nm = peat_nightly_json_num(n, "candidate.max_norm");
     if (nm > th->max_norm_floor && nm > om * th->max_norm_ratio)
         PEAT_TRY(add(d, item, 1, "max error/bound %.3g -> %.3g (x%.3g; threshold x%g above %g)", om,
                      nm, om > 0 ? nm / om : INFINITY, th->max_norm_ratio, th->max_norm_floor));
@@ -110,11 +113,14 @@ static peat_status diff_signature(const char *item, const peat_json *o, const pe
     if (nf - of > th->over_bound_increase)
         PEAT_TRY(add(d, item, 1, "elements over the bound %.3g%% -> %.3g%% (threshold +%g%%)",
                      100 * of, 100 * nf, 100 * th->over_bound_increase));
-    double onf = peat_nightly_json_num(o, "candidate.n_nan") + peat_nightly_json_num(o, "candidate.n_inf");
-    double nnf = peat_nightly_json_num(n, "candidate.n_nan") + peat_nightly_json_num(n, "candidate.n_inf");
+    double onf =
+        peat_nightly_json_num(o, "candidate.n_nan") + peat_nightly_json_num(o, "candidate.n_inf");
+    double nnf =
+        peat_nightly_json_num(n, "candidate.n_nan") + peat_nightly_json_num(n, "candidate.n_inf");
     if (nnf > 0 && !(onf > 0))
         PEAT_TRY(add(d, item, 1, "NaN/Inf introduced: 0 -> %.0f elements", nnf));
-    double ok = peat_nightly_json_num(o, "kernel_failures"), nk = peat_nightly_json_num(n, "kernel_failures");
+    double ok = peat_nightly_json_num(o, "kernel_failures"),
+           nk = peat_nightly_json_num(n, "kernel_failures");
     if (nk > 0 && !(ok > 0))
         PEAT_TRY(add(d, item, 1, "the kernel failed (crash, hang or error) on %.0f calls, before 0",
                      nk));
@@ -125,7 +131,8 @@ static peat_status diff_signature(const char *item, const peat_json *o, const pe
 static peat_status diff_cost(const char *item, const peat_json *o, const peat_json *n,
                              const peat_thresholds *th, peat_diff *d)
 {
-    double ot = peat_nightly_json_num(o, "timing_s.total"), nt = peat_nightly_json_num(n, "timing_s.total");
+    double ot = peat_nightly_json_num(o, "timing_s.total"),
+           nt = peat_nightly_json_num(n, "timing_s.total");
     if (nt > ot * th->time_ratio && nt - ot >= th->time_min_s)
         PEAT_TRY(add(d, item, 1,
                      "cost: total time %.1f s -> %.1f s (x%.2g; threshold x%g and +%g s)", ot, nt,
@@ -139,8 +146,10 @@ static peat_status diff_cost(const char *item, const peat_json *o, const peat_js
 static peat_status diff_training_cost(const char *item, const peat_json *o, const peat_json *n,
                                       const peat_thresholds *th, peat_diff *d)
 {
-    if (peat_nightly_json_num(o, "seed") != peat_nightly_json_num(n, "seed")) return diff_cost(item, o, n, th, d);
-    double ol = peat_nightly_json_num(o, "training.eval_loss"), nl = peat_nightly_json_num(n, "training.eval_loss");
+    if (peat_nightly_json_num(o, "seed") != peat_nightly_json_num(n, "seed"))
+        return diff_cost(item, o, n, th, d);
+    double ol = peat_nightly_json_num(o, "training.eval_loss"),
+           nl = peat_nightly_json_num(n, "training.eval_loss");
     if (ol > 0 && nl > ol * (1 + th->loss_increase))
         PEAT_TRY(add(d, item, 1, "held-out loss %.4g -> %.4g (+%.1f%%; threshold +%g%%)", ol, nl,
                      100 * (nl / ol - 1), 100 * th->loss_increase));
@@ -153,10 +162,11 @@ static peat_status diff_training_cost(const char *item, const peat_json *o, cons
 }
 
 peat_status peat_nightly_diff_campaigns(const char *item, const peat_json *o, const peat_json *n,
-                                const peat_thresholds *th, peat_diff *d)
+                                        const peat_thresholds *th, peat_diff *d)
 {
     d->n_compared++;
-    const char *ov = peat_nightly_json_str(o, "verdict", "?"), *nv = peat_nightly_json_str(n, "verdict", "?");
+    const char *ov = peat_nightly_json_str(o, "verdict", "?"),
+               *nv = peat_nightly_json_str(n, "verdict", "?");
     if (verdict_rank(nv) > verdict_rank(ov))
         PEAT_TRY(add(d, item, 1, "verdict %s -> %s", ov, nv));
     else if (verdict_rank(nv) < verdict_rank(ov))
@@ -203,18 +213,22 @@ static peat_status load_side(const char *path, peat_json *doc, int *suite, char 
     }
     PEAT_TRY(peat_nightly_json_load(file, doc));
     *suite = peat_nightly_json_get(doc, "items") != NULL;
-    if (!*suite && !peat_nightly_json_get(doc, "verdict")) {
-        peat_nightly_json_free(doc);
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is neither a PEAT suite result nor a signature.json",
-                          file);
-    }
-    return PEAT_OK;
+    peat_status st = PEAT_OK;
+    if (!*suite && !peat_nightly_json_get(doc, "verdict"))
+        st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s is neither a PEAT suite result nor a signature.json",
+                        file);
+    /* a file of another shape is an input error, never a regression read from defaults */
+    else
+        st = *suite ? peat_nightly_diff_suite_check(doc, file)
+                    : peat_nightly_diff_campaign_check(doc, file);
+    if (st != PEAT_OK) peat_nightly_json_free(doc);
+    return st;
 }
 
 static void item_key(const peat_json *it, char *key, size_t n)
 {
-    snprintf(key, n, "%s/%s/%s", peat_nightly_json_str(it, "kernel", "?"), peat_nightly_json_str(it, "flow", "?"),
-             peat_nightly_json_str(it, "backend", "?"));
+    snprintf(key, n, "%s/%s/%s", peat_nightly_json_str(it, "kernel", "?"),
+             peat_nightly_json_str(it, "flow", "?"), peat_nightly_json_str(it, "backend", "?"));
 }
 
 static const peat_json *item_find(const peat_json *items, const char *key)
@@ -232,9 +246,11 @@ static peat_status diff_item(const char *key, const peat_json *oi, const char *o
                              const peat_json *ni, const char *nbase, const peat_thresholds *th,
                              peat_diff *d)
 {
-    const char *os = peat_nightly_json_str(oi, "status", "?"), *ns = peat_nightly_json_str(ni, "status", "?");
+    const char *os = peat_nightly_json_str(oi, "status", "?"),
+               *ns = peat_nightly_json_str(ni, "status", "?");
     if (verdict_rank(ns) == 3 && verdict_rank(os) < 3)
-        return add(d, key, 1, "no verdict any more: %s (%s)", ns, peat_nightly_json_str(ni, "error", ""));
+        return add(d, key, 1, "no verdict any more: %s (%s)", ns,
+                   peat_nightly_json_str(ni, "error", ""));
     if (verdict_rank(ns) == 3 || verdict_rank(os) == 3) {
         if (verdict_rank(os) == 3 && verdict_rank(ns) < 3)
             return add(d, key, 0, "reaches a verdict again (was %s)", os);
@@ -245,8 +261,11 @@ static peat_status diff_item(const char *key, const peat_json *oi, const char *o
     snprintf(of, sizeof of, "%s/%s/signature.json", obase, peat_nightly_json_str(oi, "dir", ""));
     snprintf(nf, sizeof nf, "%s/%s/signature.json", nbase, peat_nightly_json_str(ni, "dir", ""));
     peat_json o, n;
+    memset(&n, 0, sizeof n);
     PEAT_TRY(peat_nightly_json_load(of, &o));
-    peat_status st = peat_nightly_json_load(nf, &n);
+    peat_status st = peat_nightly_diff_campaign_check(&o, of);
+    if (st == PEAT_OK) st = peat_nightly_json_load(nf, &n);
+    if (st == PEAT_OK) st = peat_nightly_diff_campaign_check(&n, nf);
     if (st == PEAT_OK) st = peat_nightly_diff_campaigns(key, &o, &n, th, d);
     peat_nightly_json_free(&o);
     peat_nightly_json_free(&n);
@@ -256,7 +275,8 @@ static peat_status diff_item(const char *key, const peat_json *oi, const char *o
 static peat_status diff_suites(const peat_json *o, const char *obase, const peat_json *n,
                                const char *nbase, const peat_thresholds *th, peat_diff *d)
 {
-    const peat_json *oi = peat_nightly_json_get(o, "items"), *ni = peat_nightly_json_get(n, "items");
+    const peat_json *oi = peat_nightly_json_get(o, "items"),
+                    *ni = peat_nightly_json_get(n, "items");
     if (oi->kind != PEAT_JSON_ARRAY || ni->kind != PEAT_JSON_ARRAY)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "suite result: \"items\" is not an array");
     char key[128];
@@ -264,7 +284,8 @@ static peat_status diff_suites(const peat_json *o, const char *obase, const peat
         item_key(&ni->items[i], key, sizeof key);
         const peat_json *old = item_find(oi, key);
         if (!old)
-            PEAT_TRY(add(d, key, 0, "new item (%s)", peat_nightly_json_str(&ni->items[i], "status", "?")));
+            PEAT_TRY(add(d, key, 0, "new item (%s)",
+                         peat_nightly_json_str(&ni->items[i], "status", "?")));
         else
             PEAT_TRY(diff_item(key, old, obase, &ni->items[i], nbase, th, d));
     }
@@ -275,8 +296,8 @@ static peat_status diff_suites(const peat_json *o, const char *obase, const peat
     return PEAT_OK;
 }
 
-peat_status peat_nightly_diff_paths(const char *old_path, const char *new_path, const peat_thresholds *th,
-                            peat_diff *d)
+peat_status peat_nightly_diff_paths(const char *old_path, const char *new_path,
+                                    const peat_thresholds *th, peat_diff *d)
 {
     peat_json o, n;
     int os, ns;
@@ -314,7 +335,8 @@ static peat_status diff_two_campaigns(const peat_json *o, const peat_json *n,
     snprintf(key, sizeof key, "%s -> %s", ok, nk);
     static const char *const parts[] = {"kernel", "flow", "backend"};
     for (int i = 0; i < 3; i++) {
-        const char *a = peat_nightly_json_str(o, parts[i], "?"), *b = peat_nightly_json_str(n, parts[i], "?");
+        const char *a = peat_nightly_json_str(o, parts[i], "?"),
+                   *b = peat_nightly_json_str(n, parts[i], "?");
         if (strcmp(a, b))
             PEAT_TRY(add(d, key, 0, "note: different %ss compared (%s, %s)", parts[i], a, b));
     }

@@ -25,11 +25,16 @@ void peat_nightly_diff_free(peat_diff *d);
 
 /* Compares two parsed signature.json documents of one item. */
 peat_status peat_nightly_diff_campaigns(const char *item, const peat_json *old_sig,
-                                const peat_json *new_sig, const peat_thresholds *th, peat_diff *d);
+                                        const peat_json *new_sig, const peat_thresholds *th,
+                                        peat_diff *d);
 /* Compares two outputs: each a campaign directory (signature.json), a suite result directory
  * (ci.json), or one of those files. Both must be of the same kind. */
-peat_status peat_nightly_diff_paths(const char *old_path, const char *new_path, const peat_thresholds *th,
-                            peat_diff *d);
+peat_status peat_nightly_diff_paths(const char *old_path, const char *new_path,
+                                    const peat_thresholds *th, peat_diff *d);
+/* What diff reads from a signature.json (campaign) or a ci.json (suite) is there and of its type
+ * (diff_check.c): PEAT_ERR_FORMAT naming file and the first field that is not, else PEAT_OK. */
+peat_status peat_nightly_diff_campaign_check(const peat_json *doc, const char *file);
+peat_status peat_nightly_diff_suite_check(const peat_json *doc, const char *file);
 /* The entries as text lines ("REGRESSION item: what"), then a one-line summary. */
 void peat_nightly_diff_print(FILE *f, const peat_diff *d);
 

@@ -199,6 +199,8 @@ static peat_status parse_number(parser *ps, peat_json *v)
     errno = 0;
     v->num = strtod(ps->p, &end);
     if (end == ps->p || (c[1] == 'x' || c[1] == 'X')) return fail(ps, "a number");
+    /* 1e999 overflows to infinity: no file PEAT writes holds one (it writes null) */
+    if (!isfinite(v->num)) return fail(ps, "a number within the range of a double");
     v->kind = PEAT_JSON_NUMBER;
     ps->p = end;
     return PEAT_OK;
@@ -265,6 +267,14 @@ peat_status peat_nightly_json_load(const char *path, peat_json *out)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot read %s", path);
     }
     buf[n] = 0;
+    /* the parser reads a C string: a NUL byte would end the text early, and what follows it
+     * (binary data, a second document) would pass unread */
+    size_t len = strlen(buf);
+    if (len < n) {
+        free(buf);
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not JSON text: a NUL byte at offset %zu", path,
+                          len);
+    }
     peat_status st = peat_nightly_json_parse(buf, path, out);
     free(buf);
     return st;

@@ -1,5 +1,6 @@
 /* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
 #include "campaign/runtime.h"
+#include "core/io_cause.h"
 #include "report/report.h"
 #include "campaign/stages.h"
 
@@ -429,10 +430,15 @@ peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const
 {
     char final[700];
     snprintf(final, sizeof final, "%s/%s", dir, name);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
+    /* the cause: a failed flush's errno, else the one a failed write left (a full disk and a
+     * file-size limit are said as such) */
+    int e = errno, bad = ferror(f);
+    errno = 0;
+    if (fflush(f) != 0) e = errno, bad = 1;
+    if (fclose(f) != 0 && !bad) e = errno, bad = 1;
+    if (bad) {
         remove(tmp);
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", final);
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, peat_io_cause(e));
     }
     if (rename(tmp, final) != 0)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
@@ -448,14 +454,14 @@ static peat_status write_atomic(const char *dir, const char *name, report_writer
 {
     char tmp[700];
     FILE *f = peat_report_open_tmp(dir, name, tmp, sizeof tmp);
-    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", dir, strerror(errno));
+    if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", tmp, peat_io_cause(errno));
     peat_status st = write(f, o, r);
-    if (st != PEAT_OK) {
+    if (st != PEAT_OK && !ferror(f)) {
         fclose(f);
         remove(tmp);
         return st;
     }
-    return peat_report_commit(f, dir, name, tmp);
+    return peat_report_commit(f, dir, name, tmp); /* a write error: said with its cause */
 }
 
 peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_result *r)

@@ -53,6 +53,19 @@ void peat_report_json_str(FILE *f, const char *s);
 FILE *peat_report_open_tmp(const char *dir, const char *name, char *tmp, size_t n);
 peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const char *tmp);
 
+/* The verdict on f: the table, or with o->json the verdict as one JSON object. */
+void peat_report_terminal(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* `peat report DIR` (report_regen.c): every report of the finished campaign in dir written again
+ * from its campaign.h5 alone (a run whose reports failed, or were lost), then the verdict on
+ * table (as JSON with json) when table is set; *verdict: the campaign's. An unfinished, damaged
+ * or older campaign is refused with one message. */
+peat_status peat_report_regenerate(const char *dir, FILE *table, int json,
+                                   peat_acceptance *verdict);
+/* Whether dir's finished campaign lacks one of the reports a run writes (`peat run --resume`
+ * then regenerates them instead of saying it is finished). */
+int peat_report_missing(const char *dir);
+
 /* The report stage, the pipeline's last (stage_report.c): the files above, then the verdict
  * table (or the JSON verdict) on o->table when set. */
 peat_status peat_report_stage(peat_campaign *c);

@@ -19,12 +19,17 @@ static void print_verdict_json(FILE *f, const peat_campaign_result *r)
     fprintf(f, "}\n");
 }
 
+void peat_report_terminal(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    if (o->json)
+        print_verdict_json(f, r);
+    else
+        peat_report_campaign_print(f, o, r);
+}
+
 peat_status peat_report_stage(peat_campaign *c)
 {
     PEAT_TRY(peat_report_write(c->o, c->res));
-    if (c->o->table && c->o->json)
-        print_verdict_json(c->o->table, c->res);
-    else if (c->o->table)
-        peat_report_campaign_print(c->o->table, c->o, c->res);
+    if (c->o->table) peat_report_terminal(c->o->table, c->o, c->res);
     return PEAT_OK;
 }

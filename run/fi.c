@@ -11,7 +11,10 @@
 #include "latency/latency.h"
 #include "run/fi_propagate.h"
 #include "store/store.h"
+#include "core/io_cause.h"
+#include "report/report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -648,17 +651,15 @@ static peat_status reports_write(const peat_fi_result *r)
 {
     const char *names[2] = {"fi-summary.md", "fi-report.html"};
     for (int k = 0; k < 2; k++) {
-        char path[600], tmp[620];
-        snprintf(path, sizeof path, "%s/%s", r->dir, names[k]);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", tmp);
+        char tmp[700];
+        FILE *f = peat_report_open_tmp(r->dir, names[k], tmp, sizeof tmp);
+        if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", tmp, peat_io_cause(errno));
         if (k == 0)
             peat_run_fi_markdown(f, r);
         else
             peat_run_fi_html(f, r);
-        if (fclose(f) != 0 || rename(tmp, path) != 0)
-            return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s", path);
+        /* a full disk or a file-size limit is said as such (report.c) */
+        PEAT_TRY(peat_report_commit(f, r->dir, names[k], tmp));
     }
     return PEAT_OK;
 }

@@ -17,7 +17,7 @@ static const peat_campaign_stage stages[] = {
     {"detect", peat_campaign_stage_detect, PEAT_CLOCK_ANALYZE, NULL},
     {"runtime", peat_campaign_stage_runtime, PEAT_CLOCK_RUNTIME,
      "/runtime/curves /runtime/weight_distance /runtime/verdicts"},
-    {"commit", peat_campaign_stage_commit, PEAT_CLOCK_ANALYZE, "/signatures/index"},
+    {"commit", peat_campaign_stage_commit, PEAT_CLOCK_ANALYZE, "/signatures/index /report/state"},
     {"report", peat_report_stage, PEAT_CLOCK_NONE, NULL},
 };
 

@@ -283,5 +283,8 @@ typedef void (*peat_store_step_hook)(void *user, peat_store_t *s, int64_t step);
 void peat_store_test_hook_set(peat_store_step_hook hook, void *user);
 /* Steps counted so far in this process. */
 int64_t peat_store_step_count(void);
+/* Test-only: the free bytes the store takes its filesystem to have before each flush (-1: ask
+ * the filesystem), so that a full disk can be tested without filling one. */
+void peat_store_test_room_set(int64_t free_bytes);
 
 #endif

@@ -44,7 +44,8 @@ static int meta_attrs_write(hid_t g, const peat_store_meta *m)
     bad |= peat_store_attr_str(g, "dtypes", m->dtypes);
     bad |= peat_store_attr_str(g, "build", m->build);
     bad |= peat_store_attr_str(g, "policy", m->policy);
-    bad |= peat_store_attr_write(g, "exact_max_bytes", H5T_STD_I64LE, &m->exact_max_bytes) < 0 ? -1 : 0;
+    bad |= peat_store_attr_write(g, "exact_max_bytes", H5T_STD_I64LE, &m->exact_max_bytes) < 0 ? -1
+                                                                                               : 0;
     int32_t lvl = m->deflate_level;
     bad |= peat_store_attr_write(g, "deflate_level", H5T_STD_I32LE, &lvl) < 0 ? -1 : 0;
     int32_t pct = m->min_saving_pct;
@@ -62,7 +63,8 @@ static peat_status pool_create(peat_store_t *s, peat_dtype dt, int raw, hid_t *d
     hsize_t chunk = raw ? (hsize_t)peat_store_raw_chunk_elems(dt) : STORE_CHUNK_ELEMS;
     *d = make_dataset(s->file, p, peat_store_pool_type(dt, 1), chunk, !raw, level);
     if (*d < 0 || peat_store_attr_str(*d, "dtype", peat_dtype_name(dt)) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p, peat_store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: creating %s failed: %s", s->path, p,
+                          peat_store_h5_msg());
     return PEAT_OK;
 }
 
@@ -97,7 +99,8 @@ static peat_status layout_create(peat_store_t *s)
     int32_t ver = PEAT_STORE_SCHEMA_VERSION;
     if (peat_store_attr_str(s->file, "peat_format", PEAT_STORE_FORMAT) < 0 ||
         peat_store_attr_write(s->file, "peat_schema_version", H5T_STD_I32LE, &ver) < 0 ||
-        peat_store_attr_str(s->file, "peat_schema_doc", "docs/hdf5-schema.md in the PEAT sources") < 0)
+        peat_store_attr_str(s->file, "peat_schema_doc", "docs/hdf5-schema.md in the PEAT sources") <
+            0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: writing the schema attributes failed: %s", s->path,
                           peat_store_h5_msg());
     /* the attributes stay in the object header (compact) up to 64: past HDF5's default of 8,
@@ -125,16 +128,19 @@ static peat_status layout_create(peat_store_t *s)
 peat_status peat_store_file_create(peat_store_t *s, const char *path)
 {
     hid_t fapl = peat_store_fapl(1);
-    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
+    if (fapl < 0)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
     /* in SWMR write mode from the start (ordered metadata flushes): the layout is built before
      * any reader can see the file (callers give it its name only when complete) */
     peat_store_h5_quiet();
     s->file = H5Fcreate(path, H5F_ACC_EXCL | H5F_ACC_SWMR_WRITE, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
-    if (s->file < 0) return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, peat_store_h5_msg());
+    if (s->file < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, peat_store_h5_msg());
     PEAT_TRY(layout_create(s));
     /* the whole layout on disk before the file gets its name: a kill from then on leaves a
      * campaign file that opens (empty) */
+    PEAT_TRY(peat_store_room_check(s, s->file, path));
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", path, peat_store_h5_msg());
     return PEAT_OK;

@@ -11,7 +11,7 @@
 
 /* The groups of the layout (docs/hdf5-schema.md), each with a description attribute. */
 const char *const peat_store_group_paths[STORE_N_GROUPS] = {"/meta",   "/tensors", "/calls",
-                                                       "/states", "/metrics", "/signatures"};
+                                                            "/states", "/metrics", "/signatures"};
 const char *const peat_store_group_docs[STORE_N_GROUPS] = {
     "campaign metadata and environment, as attributes",
     "tensor pools (one 1-D dataset per dtype) and their index: every tensor is stored once",
@@ -176,11 +176,16 @@ int peat_store_handles_close(peat_store_t *s)
 static peat_status close_impl(peat_store_t *s)
 {
     peat_status st = PEAT_OK;
-    if (s->file >= 0 && s->writable && !s->failed && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
+    if (s->file >= 0 && s->writable && !s->failed) st = peat_store_room_check(s, s->file, s->path);
+    if (st == PEAT_OK && s->file >= 0 && s->writable && !s->failed &&
+        H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: final flush failed: %s", s->path, peat_store_h5_msg());
-    if (peat_store_handles_close(s) < 0 && st == PEAT_OK)
+    /* abandoned (the device refused a write): HDF5 would flush its metadata on close, pointing
+     * past what the device took (a "truncated" file); left open, the file stays as its last
+     * flush made it, and --resume continues it as a killed writer's */
+    if (!s->abandon && peat_store_handles_close(s) < 0 && st == PEAT_OK)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, peat_store_h5_msg());
-    if (s->lock_fd >= 0) close(s->lock_fd); /* after HDF5 let go of the file */
+    if (s->lock_fd >= 0 && !s->abandon) close(s->lock_fd); /* after HDF5 let go of the file */
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->mt[t] >= 0) H5Tclose(s->mt[t]);
         peat_store_vec_free(&s->rows[t]);
@@ -247,31 +252,37 @@ peat_status peat_store_extend(peat_store_t *s, hid_t d, int64_t n, const char *w
 }
 
 peat_status peat_store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
-                           const void *buf, const char *what)
+                                const void *buf, const char *what)
 {
     if (n <= 0) return PEAT_OK;
     hid_t fs, ms;
     herr_t e = select_range(d, at, n, &fs, &ms);
+    peat_status st = PEAT_OK;
     if (e >= 0) {
         e = H5Dwrite(d, memtype, ms, fs, H5P_DEFAULT, buf);
+        /* the cause is read before H5Sclose clears HDF5's error stack */
+        if (e < 0)
+            st = PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what,
+                            peat_store_h5_msg());
         H5Sclose(ms);
         H5Sclose(fs);
     }
-    if (e < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what, peat_store_h5_msg());
-    return PEAT_OK;
+    if (e < 0 && st == PEAT_OK)
+        st = PEAT_ERROR(PEAT_ERR_IO, "%s: writing %s failed: %s", s->path, what,
+                        peat_store_h5_msg());
+    return st;
 }
 
 peat_status peat_store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
-                         const void *buf, const char *what)
+                              const void *buf, const char *what)
 {
     if (n <= 0) return PEAT_OK;
     PEAT_TRY(peat_store_extend(s, d, at + n, what));
     return peat_store_write_at(s, d, memtype, at, n, buf, what);
 }
 
-peat_status peat_store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
-                             void *buf, const char *what)
+peat_status peat_store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset,
+                                  int64_t count, void *buf, const char *what)
 {
     if (count <= 0) return PEAT_OK;
     hid_t fs, ms;
@@ -292,8 +303,8 @@ peat_status peat_store_table_rows_append(peat_store_t *s, int table, int64_t n)
     if (n <= 0) return PEAT_OK;
     int64_t first = s->disk_rows[table];
     const char *rows = (const char *)s->rows[table].data + (size_t)first * s->rows[table].elem;
-    PEAT_TRY(
-        peat_store_append(s, s->d_table[table], s->mt[table], first, n, rows, peat_store_table_path(table)));
+    PEAT_TRY(peat_store_append(s, s->d_table[table], s->mt[table], first, n, rows,
+                               peat_store_table_path(table)));
     s->disk_rows[table] = first + n;
     peat_store_step(s);
     return PEAT_OK;
@@ -306,6 +317,7 @@ peat_status peat_store_flush(peat_store_t *s)
      * every instant; once this flush returns, the record is in the kernel's page cache and
      * survives a kill of this process */
     peat_store_step(s);
+    PEAT_TRY(peat_store_room_check(s, s->file, s->path));
     if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", s->path, peat_store_h5_msg());
     peat_store_step(s);

@@ -119,6 +119,9 @@ struct peat_store {
     hid_t mt[STORE_T_COUNT]; /* memory compound types of the rows */
     int writable;
     int failed;  /* a write failed half-way: further writes are refused */
+    int abandon; /* the device refused a write (full disk, file-size limit): HDF5's handles are
+                    left open at close, so nothing more is written and the file stays as its
+                    last flush left it, resumable as a killed writer's */
     int crashed; /* opened after its writer was killed (or while it still runs) */
     int lock_fd; /* holds the writer's lock (OFD) while writable */
     peat_store_meta meta;
@@ -152,13 +155,13 @@ struct peat_store {
  */
 #define STORE_GUARDED(st, expr)                                                                    \
     do {                                                                                           \
-        double store_t0_ = peat_store_busy_begin();                                                     \
+        double store_t0_ = peat_store_busy_begin();                                                \
         H5E_BEGIN_TRY                                                                              \
         {                                                                                          \
             (st) = (expr);                                                                         \
         }                                                                                          \
         H5E_END_TRY;                                                                               \
-        peat_store_busy_end(store_t0_);                                                                 \
+        peat_store_busy_end(store_t0_);                                                            \
     } while (0)
 double peat_store_busy_begin(void);
 void peat_store_busy_end(double t0);
@@ -187,8 +190,18 @@ peat_status peat_store_str_field(char *dst, size_t n, const char *src, const cha
 /* The innermost message of HDF5's error stack (for one-line errors), "" if none. Call it right
  * after the failing HDF5 call: the next call clears the stack. */
 const char *peat_store_h5_msg(void);
+/* The errno an HDF5 file driver reported on the error stack ("errno = 28, ..."; 0 when none):
+ * ENOSPC and EFBIG are said as such by peat_store_h5_msg, and mark the store to be abandoned. */
+int peat_store_h5_errno(void);
+/* After a failed write: a device that refused it (ENOSPC, EFBIG) marks s->abandon. */
+void peat_store_write_failed(peat_store_t *s);
+/* Before a flush of file (named path): refused with one line naming the file and the cause when
+ * what HDF5 allocated would pass the file-size limit or the filesystem's free space; the store
+ * is then abandoned (store_room.c). */
+peat_status peat_store_room_check(peat_store_t *s, hid_t file, const char *path);
 /* Turns HDF5's own printing of error stacks off for the calling thread: every error reaches the
- * user as one line (peat_store_h5_msg gives the innermost cause). Called before each file is opened. */
+ * user as one line (peat_store_h5_msg gives the innermost cause). Called before each file is
+ * opened. */
 void peat_store_h5_quiet(void);
 /* Counts a step of the write path; calls the test hook if one is set. */
 void peat_store_step(peat_store_t *s);
@@ -211,7 +224,7 @@ int64_t peat_store_raw_chunk_elems(peat_dtype t);
 /* store_chunk.c: one chunk as HDF5's shuffle (elsize > 1) + deflate filters store it: the
  * nvalid elements at src, zeros up to nelem. The result is in c->out. */
 peat_status peat_store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
-                                 size_t elsize, int level, size_t *len);
+                                      size_t elsize, int level, size_t *len);
 /* Allocates c->in (one chunk of any pool) and the other buffers, once. */
 peat_status peat_store_codec_buffers(store_codec *c);
 void peat_store_codec_free(store_codec *c);
@@ -239,13 +252,13 @@ void peat_store_settings_from_meta(peat_store_t *s);
 peat_status peat_store_extend(peat_store_t *s, hid_t d, int64_t n, const char *what);
 /* Writes n elements of memtype from buf at at (within the extent). */
 peat_status peat_store_write_at(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
-                           const void *buf, const char *what);
+                                const void *buf, const char *what);
 /* peat_store_extend to at + n, then peat_store_write_at. */
 peat_status peat_store_append(peat_store_t *s, hid_t d, hid_t memtype, int64_t at, int64_t n,
-                         const void *buf, const char *what);
+                              const void *buf, const char *what);
 /* Reads count elements at offset of a 1-D dataset into buf. */
-peat_status peat_store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset, int64_t count,
-                             void *buf, const char *what);
+peat_status peat_store_read_range(peat_store_t *s, hid_t d, hid_t memtype, int64_t offset,
+                                  int64_t count, void *buf, const char *what);
 /* Extent of a 1-D dataset, -1 if it is not one. */
 int64_t peat_store_extent(hid_t d);
 /* Writes rows [disk_rows, disk_rows + n) of a table (already in s->rows) to the file. */
@@ -262,9 +275,10 @@ peat_status peat_store_file_create(peat_store_t *s, const char *path);
 
 /* store_open.c */
 /* Opens path; lock_fd >= 0 is a writer lock already held on it (after a rebuild); verify (a
- * writable open only): every record is checked against its hashes first (peat_store_resume_verify). */
+ * writable open only): every record is checked against its hashes first (peat_store_resume_verify).
+ */
 peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
-                            peat_store_resume_info *verify, peat_store_t **out);
+                                 peat_store_resume_info *verify, peat_store_t **out);
 peat_status peat_store_datasets_open(peat_store_t *s);
 peat_status peat_store_tables_load(peat_store_t *s);
 
@@ -276,7 +290,7 @@ peat_status peat_store_index_build(peat_store_t *s);
 void peat_store_truncate(peat_store_t *s, int64_t seq);
 /* The end (in elements) of the last tensor of each compressed and raw pool. */
 void peat_store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
-                     int64_t raw_end[PEAT_DTYPE_COUNT]);
+                          int64_t raw_end[PEAT_DTYPE_COUNT]);
 /* The end of the last signature's text. */
 int64_t peat_store_text_end(const peat_store_t *s);
 /* Whether every table and pool ends exactly at the last complete record (a writer may append). */
@@ -285,11 +299,11 @@ int peat_store_tidy(const peat_store_t *s);
 /* store_table.c: rows of the table at path that pass their check (*rows), and an XXH64 chain of
  * the checks of the first upto of them (*digest): any table, its columns read from the file. */
 peat_status peat_store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
-                             uint64_t *digest);
+                                  uint64_t *digest);
 
 /* store_manifest.c: formats one problem line for fn and counts it in out->problems. */
-void peat_store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void peat_store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
 
 /* store_verify.c: reads every record back against its hashes; drops the first damaged one and
  * every later one (peat_store_truncate), saying so in info. */

@@ -1,6 +1,7 @@
 /* store_latency.c: the predictor's calibration cache file (public HDF5 API only): a compound
  * dataset "rows" and string/double attributes on the root. */
 #include "store/store_latency.h"
+#include "core/io_cause.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -97,14 +98,14 @@ peat_status peat_store_latency_write(const char *path, const peat_store_latency_
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (f < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot create latency cache %s: %s", tmp,
-                          errno ? strerror(errno) : "HDF5 refused it");
+                          errno ? peat_io_cause(errno) : "HDF5 refused it");
     herr_t e = write_file(f, m, rows, n);
     int err = errno;
     if (H5Fclose(f) < 0 || e < 0) {
         if (!err) err = errno;
         remove(tmp);
         return PEAT_ERROR(PEAT_ERR_IO, "cannot write latency cache %s: %s", tmp,
-                          err ? strerror(err) : "HDF5 write failed");
+                          err ? peat_io_cause(err) : "HDF5 write failed");
     }
     if (rename(tmp, path) != 0) {
         remove(tmp);

@@ -14,6 +14,7 @@
 static peat_status fail(peat_store_t *s, peat_status st)
 {
     if (st != PEAT_OK) s->failed = 1;
+    if (st != PEAT_OK) peat_store_write_failed(s);
     return st;
 }
 
@@ -55,11 +56,11 @@ static peat_status call_row_fill(const peat_store_t *s, const peat_record *r, st
     PEAT_TRY(peat_store_str_field(c->flow, sizeof c->flow, r->flow, "flow name"));
     PEAT_TRY(peat_store_str_field(c->layer, sizeof c->layer, r->layer, "layer name"));
     PEAT_TRY(peat_store_str_field(c->golden_kernel, sizeof c->golden_kernel, r->golden_kernel,
-                             "golden kernel name"));
+                                  "golden kernel name"));
     /* the exact kernel that made (or will recompute) the exact outputs, for provenance */
     const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, "cpu");
     PEAT_TRY(peat_store_str_field(c->exact_kernel, sizeof c->exact_kernel, ek ? ek->name : "",
-                             "exact kernel name"));
+                                  "exact kernel name"));
     (void)s;
     return PEAT_OK;
 }

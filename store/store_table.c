@@ -96,7 +96,8 @@ static peat_status group_describe(peat_store_table_t *t, const char *path)
         if (strncmp(path, stage_groups[g][0], n) != 0 || path[n] != '/') continue;
         hid_t gid = H5Gopen2(t->s->file, stage_groups[g][0], H5P_DEFAULT);
         int has = gid >= 0 ? H5Aexists(gid, "description") : -1;
-        int bad = has < 0 || (!has && peat_store_attr_str(gid, "description", stage_groups[g][1]) < 0);
+        int bad =
+            has < 0 || (!has && peat_store_attr_str(gid, "description", stage_groups[g][1]) < 0);
         if (gid >= 0) H5Gclose(gid);
         if (bad)
             return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot describe %s: %s", t->s->path,
@@ -120,6 +121,7 @@ static peat_status table_create(peat_store_table_t *t, const char *path)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot create table %s: %s", t->s->path, path,
                           peat_store_h5_msg());
     PEAT_TRY(group_describe(t, path));
+    PEAT_TRY(peat_store_room_check(t->s, t->s->file, t->s->path));
     if (H5Fflush(t->s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, peat_store_h5_msg());
     return PEAT_OK;
@@ -295,10 +297,14 @@ static peat_status rows_write(peat_store_table_t *t, int64_t first, int64_t n)
         fs < 0 || ms < 0 ||
         H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
         H5Dwrite(t->d, t->mtype, ms, fs, H5P_DEFAULT, t->rows + (size_t)first * t->row_size) < 0;
+    peat_status st = bad ? PEAT_ERROR(PEAT_ERR_IO, "%s: table write: %s", t->s->path,
+                                      peat_store_h5_msg()) /* before H5Sclose clears the stack */
+                         : PEAT_OK;
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
-    if (bad) return PEAT_ERROR(PEAT_ERR_IO, "%s: table write: %s", t->s->path, peat_store_h5_msg());
+    if (bad) return st;
     /* durable against a kill of this process once the flush returns */
+    PEAT_TRY(peat_store_room_check(t->s, t->s->file, t->s->path));
     if (H5Fflush(t->s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, peat_store_h5_msg());
     return PEAT_OK;
@@ -324,6 +330,7 @@ peat_status peat_store_table_append(peat_store_table_t *t, const peat_store_valu
         st = rows_write(t, t->n, n);
     }
     H5E_END_TRY;
+    if (st != PEAT_OK) peat_store_write_failed(t->s); /* a full disk leaves the file as it was */
     PEAT_TRY(st);
     t->n += n;
     return PEAT_OK;
@@ -383,7 +390,7 @@ static peat_status cols_from_file(peat_store_t *s, hid_t d, const char *path, pe
 }
 
 peat_status peat_store_table_scan(peat_store_t *s, const char *path, int64_t upto, int64_t *rows,
-                             uint64_t *digest)
+                                  uint64_t *digest)
 {
     peat_store_col cols[TABLE_MAX_COLS];
     char names[TABLE_MAX_COLS][64];

@@ -1,5 +1,8 @@
 /* store_util.c: small helpers of the store: rows, id/hash maps, strings, HDF5 errors, test hook. */
 #include "store/store_impl.h"
+#include "core/io_cause.h"
+
+#include <errno.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -106,13 +109,29 @@ peat_status peat_store_str_field(char *dst, size_t n, const char *src, const cha
     return PEAT_OK;
 }
 
+static _Thread_local int device_errno; /* of the last peat_store_h5_msg: ENOSPC, EFBIG or 0 */
+
 static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *user)
 {
     /* H5E_WALK_DOWNWARD starts at the API call; the last frame visited is the innermost cause */
     char *buf = user;
     if (e->desc && e->desc[0]) snprintf(buf, 256, "%s", e->desc);
+    /* HDF5's file drivers put the system's errno into their message */
+    const char *at = e->desc ? strstr(e->desc, "errno = ") : NULL;
+    if (at) device_errno = atoi(at + 8);
     (void)n;
     return 0;
+}
+
+int peat_store_h5_errno(void)
+{
+    return device_errno;
+}
+
+void peat_store_write_failed(peat_store_t *s)
+{
+    if (device_errno == ENOSPC || device_errno == EFBIG) s->abandon = 1;
+    device_errno = 0;
 }
 
 void peat_store_h5_quiet(void)
@@ -124,7 +143,11 @@ const char *peat_store_h5_msg(void)
 {
     static _Thread_local char buf[256];
     buf[0] = 0;
+    device_errno = 0;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, buf);
+    /* a full disk or a file-size limit is said as such, not as HDF5's words for a failed write */
+    if (device_errno == ENOSPC || device_errno == EFBIG)
+        snprintf(buf, sizeof buf, "%s", peat_io_cause(device_errno));
     return buf;
 }
 

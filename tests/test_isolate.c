@@ -2,7 +2,13 @@
  * (harness/isolate_worker.c): a crash, an exit, a hang and a stray write each become their
  * outcome and the next call runs clean; state a kernel keeps in a static variable never reaches
  * another call unless the worker is asked to keep it (one training run). */
+#define _GNU_SOURCE /* prlimit */
 #include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -261,4 +267,67 @@ Test(isolate, fork_per_call_and_worker_agree)
         cr_assert_str_eq(why[0], why[1], "cmd %d", cmds[i]);
     }
     peat_campaign_isolate_workers_close();
+}
+
+/* The worker's child that w started (the only child of this process that is not a zombie). */
+static pid_t worker_child(void)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+    FILE *f = fopen(p, "r");
+    cr_assert_not_null(f, "cannot read %s", p);
+    int pid = 0;
+    int n = fscanf(f, "%d", &pid);
+    fclose(f);
+    cr_assert_eq(n, 1, "no child process");
+    return (pid_t)pid;
+}
+
+/* Bytes of address space pid holds (VmSize). */
+static long vm_bytes(pid_t pid)
+{
+    char p[64], line[256];
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(p, "r");
+    cr_assert_not_null(f);
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld kB", &kb) == 1) break;
+    fclose(f);
+    cr_assert_gt(kb, 0);
+    return kb * 1024;
+}
+
+/* The worker's child cannot map a call's buffers (its address space capped at what it holds, as
+ * `ulimit -v` would): that is peat out of memory, an error that ends the run, never a failure of
+ * the kernel (which never ran). */
+Test(isolate, a_worker_out_of_memory_is_an_error_not_a_kernel_failure)
+{
+    peat_isolate_worker *w = NULL;
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 1, &w), PEAT_OK);
+    char why[256];
+    cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "%s", why);
+    pid_t child = worker_child();
+    long vm = vm_bytes(child);
+    struct rlimit rl = {(rlim_t)vm, (rlim_t)vm};
+    cr_assert_eq(prlimit(child, RLIMIT_AS, &rl, NULL), 0, "prlimit: %s", strerror(errno));
+    /* a call whose input is 64 times larger: the child must map it anew */
+    call_case cc;
+    case_make(&cc, CMD_SUM);
+    int64_t big[2] = {R * 64, C};
+    peat_tensor *x = NULL;
+    cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, 2, big, &x), PEAT_OK);
+    memcpy(x->data, cc.x->data, sizeof(float) * R * C);
+    cc.a.in[0] = x;
+    peat_call_outcome out = PEAT_CALL_DONE;
+    peat_status st = peat_campaign_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why);
+    cr_assert_eq(st, PEAT_ERR_NOMEM,
+                 "the worker's failed mapping came back as status %d (outcome %d: %s), not as "
+                 "peat out of memory",
+                 (int)st, (int)out, why);
+    cr_assert(strstr(peat_error_last(), "out of memory"), "%s", peat_error_last());
+    cc.a.in[0] = cc.x;
+    peat_tensor_free(x);
+    case_free(&cc);
+    peat_campaign_isolate_worker_free(w);
 }

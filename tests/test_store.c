@@ -1638,3 +1638,44 @@ Test(store, schema_3_files_are_read_not_appended)
     cr_assert(strstr(peat_error_last(), "can be read but not appended to"), "%s",
               peat_error_last());
 }
+
+/* A full disk (the filesystem's free bytes taken as 0 through the store's test hook, in a child
+ * that then exits as peat would): the write is refused before HDF5 flushes, in one line naming
+ * the file and the cause, and the file keeps every record before it, resumable. Without root no
+ * filesystem can be filled for real; the hook stands in for statvfs, the check and the
+ * abandonment after it are the code a real full disk runs (an EFBIG from a real file-size
+ * limit is tested end to end in test_write_errors.c). */
+Test(store, a_full_disk_is_said_as_such_and_keeps_what_was_recorded)
+{
+    const char *path = path_in("full.h5");
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        peat_store_t *s = make_store(path);
+        for (uint64_t id = 1; id <= 3; id++) {
+            peat_record *r = gemm_record(id, 8, 8, 8, id, NULL);
+            if (peat_store_call_write(s, r) != PEAT_OK) _exit(10);
+            peat_record_free(r);
+        }
+        peat_store_test_room_set(0);
+        peat_record *r = gemm_record(4, 8, 8, 8, 4, NULL);
+        peat_status st = peat_store_call_write(s, r);
+        const char *m = peat_error_last();
+        int said = strstr(m, "no space left on device") && strstr(m, "full.h5") && !strchr(m, '\n');
+        peat_store_close(s);
+        _exit(st == PEAT_OK ? 11 : said ? 0 : 12);
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+              "child: status %d (10: setup, 11: a full disk was not refused, 12: not said as "
+              "'no space left on device' naming the file in one line)",
+              ws);
+    peat_store_resume_info info;
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_open_resume(path, &info, &s), PEAT_OK, "resume: %s", peat_error_last());
+    cr_assert_eq(peat_store_call_count(s), 3, "records kept: %lld, want the 3 before the full disk",
+                 (long long)peat_store_call_count(s));
+    cr_assert_eq(info.damaged, 0);
+    peat_store_close(s);
+}
