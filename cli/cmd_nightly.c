@@ -3,6 +3,7 @@
 #include "nightly/ci.h"
 #include "report/report.h"
 #include "cli/cmd_nightly.h"
+#include "campaign/scale.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,12 @@
 #include <string.h>
 
 #define CI(field) offsetof(peat_ci_opts, field)
+
+static peat_status check_shard(const char *v)
+{
+    peat_campaign_scale_shard sh;
+    return peat_campaign_scale_shard_parse(v, &sh);
+}
 
 static const peat_cli_opt ci_opts[] = {
     {"out", "DIR", PEAT_CLI_STR, CI(out_dir), 0, 0, 0, NULL, NULL, "peat-ci/<suite>-<UTC time>",
@@ -30,6 +37,10 @@ static const peat_cli_opt ci_opts[] = {
     {"budget", "TIME", PEAT_CLI_STR, CI(budget), 0, 0, 0, NULL, NULL, NULL,
      "fit the suite in TIME (90s, 20m, 1h): each item not fixed by iters or calls runs `peat "
      "run --budget` with the time left over the items left",
+     NULL},
+    {"shard", "I/N", PEAT_CLI_SPEC, CI(shard), 0, 0, 0, NULL, check_shard, "the whole suite",
+     "run only items I, I+N, I+2N, ... of the suite's plan, into OUT/shard-I-of-N; `peat merge "
+     "OUT` makes the suite result (docs/scale-out.md)",
      NULL},
 };
 
@@ -118,7 +129,11 @@ int peat_cli_ci_main(int argc, char **argv, const char *cmdline)
     o.quiet |= o.json;
     peat_ci_result *r = malloc(sizeof *r);
     if (!r) return die("out of memory");
-    peat_status st = peat_nightly_ci_run(&o, r);
+    peat_status st = peat_nightly_ci_run_ranks(&o, r); /* under mpirun: rank r runs shard r/N */
+    if (st == PEAT_OK && peat_campaign_scale_mpi_rank() != 0) {
+        free(r);
+        return 0; /* rank 0 reports */
+    }
     rc = st == PEAT_OK ? r->exit_code : die("%s", peat_error_last());
     if (st == PEAT_OK && o.json)
         print_ci_json(r);

@@ -5,6 +5,9 @@
 #include "nightly/ci.h"
 #include "cli/cmdline.h"
 #include "cli/cmd_nightly.h"
+#include "cli/cmd_scale.h"
+#include "campaign/scale.h"
+#include "run/fi_shard.h"
 #include "report/report.h"
 #include "run/run.h"
 #include "campaign/campaign.h"
@@ -123,7 +126,7 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
     if (rc >= 0) return rc;
     int m = 0;
     if (peat_cli_cmdline_resume(dir, n, rest, &m, merged, 256, words, sizeof words, recorded,
-                            sizeof recorded) != PEAT_OK)
+                                sizeof recorded) != PEAT_OK)
         return die("%s", peat_error_last());
     *argc = m;
     *argv = merged;
@@ -133,6 +136,13 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
 
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
+    /* one campaign is one process: its analyzer state does not split (docs/scale-out.md) */
+    if (peat_campaign_scale_mpi_size() > 1)
+        return peat_campaign_scale_mpi_rank() == 0
+                   ? die("peat run does not split across MPI ranks: run it as one process, or "
+                         "spread whole campaigns with `mpirun -n N peat ci SUITE` "
+                         "(docs/scale-out.md)")
+                   : EXIT_USAGE;
     int rc = resume_expand(&argc, &argv, &cmdline);
     if (rc >= 0) return rc;
     peat_campaign_opts o;
@@ -319,9 +329,15 @@ static int cmd_inject(int argc, char **argv, const char *cmdline)
     if (!o.campaign) return die("inject needs --campaign DIR (see `peat help inject`)");
     if (!o.models && !o.show) return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
     peat_fi_result r;
-    st = peat_run_fi(&o, &r);
+    st = peat_run_fi_run_ranks(&o, &r); /* under mpirun: rank r is shard r/N, rank 0 merges */
     if (st != PEAT_OK) return die_status(st);
-    peat_run_fi_print(stdout, &r);
+    if (r.shard_n)
+        printf("peat inject: shard %d/%d: %lld trials run, %lld resumed, into %s (`peat merge "
+               "%s` when every shard is done)\n",
+               r.shard_i, r.shard_n, (long long)r.n_run, (long long)r.n_resumed, r.shard_file,
+               r.dir);
+    else if (peat_campaign_scale_mpi_rank() == 0)
+        peat_run_fi_print(stdout, &r);
     peat_run_fi_result_free(&r);
     return EXIT_PASS;
 }
@@ -341,6 +357,7 @@ static const struct {
     {&peat_cli_calibrate_latency, cmd_calibrate_latency},
     {&peat_cli_predict, cmd_predict},
     {&peat_cli_inject, cmd_inject},
+    {&peat_cli_merge, peat_cli_merge_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -390,7 +407,7 @@ static int cmd_help(int argc, char **argv)
             return EXIT_PASS;
         }
     return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
-               "report, calibrate, calibrate-latency, predict, inject, help, version)",
+               "report, calibrate, calibrate-latency, predict, inject, merge, help, version)",
                c);
 }
 
@@ -429,7 +446,11 @@ int main(int argc, char **argv)
      * signal that ends peat without a word */
     signal(SIGXFSZ, SIG_IGN);
     if (streams_closed()) return EXIT_USAGE;
-    return streams_flushed(dispatch(argc, argv));
+    /* under mpirun (PEAT_MPI builds): every rank runs the command on its share of the items */
+    if (peat_campaign_scale_mpi_init(&argc, &argv) != PEAT_OK) return die_status(PEAT_ERR_IO);
+    int rc = streams_flushed(dispatch(argc, argv));
+    peat_campaign_scale_mpi_finalize();
+    return rc;
 }
 
 static int dispatch(int argc, char **argv)
@@ -458,6 +479,6 @@ static int dispatch(int argc, char **argv)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
     return die("unknown command '%s' (commands: run, ci, diff, list, inspect, report, calibrate, "
-               "calibrate-latency, predict, inject, help, version)",
+               "calibrate-latency, predict, inject, merge, help, version)",
                cmd);
 }

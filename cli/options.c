@@ -3,6 +3,7 @@
 #include "cli/options.h"
 #include "latency/latency_cli.h"
 #include "campaign/runtime.h"
+#include "campaign/scale.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -110,11 +111,11 @@ static const peat_cli_opt run_opts[] = {
     {"record-phase", "LIST", PEAT_CLI_SPEC, RUN(record_phase), 0, 0, 0, NULL, check_phases, "all",
      "phases to record: fwd,bwd,opt", NULL},
     {"checkpoints", "SPEC", PEAT_CLI_SPEC, RUN(checkpoint_iters), 0, 0, 0, NULL,
-     peat_campaign_iter_spec_check, "last", "weights + optimizer state at: last, none, every:N or 0,10,59",
-     NULL},
+     peat_campaign_iter_spec_check, "last",
+     "weights + optimizer state at: last, none, every:N or 0,10,59", NULL},
     {"activations", "SPEC", PEAT_CLI_SPEC, RUN(activation_iters), 0, 0, 0, NULL,
-     peat_campaign_iter_spec_check, "none", "outputs of every forward op at these iterations (as above)",
-     NULL},
+     peat_campaign_iter_spec_check, "none",
+     "outputs of every forward op at these iterations (as above)", NULL},
     {"compress", "MODE", PEAT_CLI_SPEC, RUN(compress), 0, 0, 0, NULL, check_compress, "auto",
      "auto: shuffle + deflate for tensors it shrinks by >= 25%, the rest written as they are "
      "(fastest); all (smallest file); none; or a percent: the saving a tensor must reach to be "
@@ -298,6 +299,12 @@ static peat_status check_site(const char *v)
     return peat_inject_site_parse(v, &site);
 }
 
+static peat_status check_shard(const char *v)
+{
+    peat_campaign_scale_shard sh;
+    return peat_campaign_scale_shard_parse(v, &sh);
+}
+
 #define FI(field) offsetof(peat_fi_opts, field)
 static const peat_cli_opt inject_opts[] = {
     {"campaign", "DIR", PEAT_CLI_STR, FI(campaign), 0, 0, 0, NULL, NULL, NULL,
@@ -337,6 +344,10 @@ static const peat_cli_opt inject_opts[] = {
     {"batch", "N", PEAT_CLI_I64, FI(batch), 0, 1, 1000000, NULL, NULL, "128 per thread",
      "trials per durable write (a kill loses at most one batch, which a rerun redoes)", NULL},
     {"quiet", NULL, PEAT_CLI_FLAG, FI(quiet), 0, 1, 0, NULL, NULL, NULL, "print only the tables",
+     NULL},
+    {"shard", "I/N", PEAT_CLI_SPEC, FI(shard), 0, 0, 0, NULL, check_shard, "the whole campaign",
+     "run only the trials whose number % N is I, into DIR/fi-shard-I-of-N.h5 (the campaign file "
+     "is only read); `peat merge DIR` combines the shards (docs/scale-out.md)",
      NULL},
 };
 

@@ -116,6 +116,14 @@ static peat_status plan(const peat_ci_opts *o, peat_ci_result *res)
     return PEAT_OK;
 }
 
+peat_status peat_nightly_ci_plan(const char *suite, const char *policy, peat_ci_result *res)
+{
+    peat_ci_opts o;
+    memset(&o, 0, sizeof o);
+    o.suite = suite, o.policy = policy;
+    return plan(&o, res);
+}
+
 /* ---- run one item as `peat run` ---- */
 
 typedef struct argbuf {
@@ -284,7 +292,8 @@ static void copy_finding(const peat_policy *pol, const char *kernel, const peat_
 {
     snprintf(out->cls, sizeof out->cls, "%s", peat_nightly_json_str(f, "class", "?"));
     snprintf(out->params, sizeof out->params, "%s", peat_nightly_json_str(f, "params", ""));
-    snprintf(out->acceptance, sizeof out->acceptance, "%s", peat_nightly_json_str(f, "acceptance", "?"));
+    snprintf(out->acceptance, sizeof out->acceptance, "%s",
+             peat_nightly_json_str(f, "acceptance", "?"));
     const peat_json *ev = peat_nightly_json_get(f, "evidence");
     out->evidence[0] = 0;
     for (int e = 0; ev && ev->kind == PEAT_JSON_ARRAY && e < ev->n; e++)
@@ -351,6 +360,11 @@ static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
         snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
     else
         snprintf(res->out_dir, sizeof res->out_dir, "peat-ci/%s-%s", res->suite.name, stamp);
+    if (res->shard.n > 0) { /* a shard's own folder inside OUT */
+        size_t l = strlen(res->out_dir);
+        peat_campaign_scale_shard_name("/shard-", res->shard, "", res->out_dir + l,
+                                       sizeof res->out_dir - l);
+    }
     char items[600], ci[600];
     snprintf(items, sizeof items, "%s/items", res->out_dir);
     snprintf(ci, sizeof ci, "%s/ci.json", res->out_dir);
@@ -376,7 +390,9 @@ static double item_plan(const peat_ci_result *res, int i, double t0)
     const peat_suite_kernel *sk = suite_kernel_of(&res->suite, res->items[i].kernel);
     if (!(res->budget_s > 0) || sk->iters || sk->calls) return 0;
     int left = 0;
-    for (int j = i; j < res->n_items; j++) left += strcmp(res->items[j].status, "SKIP") != 0;
+    for (int j = i; j < res->n_items; j++)
+        left += strcmp(res->items[j].status, "SKIP") != 0 &&
+                peat_campaign_scale_shard_mine(res->shard, j);
     double share = (res->budget_s - (now_s() - t0)) / (left > 0 ? left : 1);
     return share > 0 ? share : -1;
 }
@@ -388,6 +404,7 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
     double t0 = now_s();
     for (int i = 0; i < res->n_items; i++) {
         peat_ci_item *it = &res->items[i];
+        if (!peat_campaign_scale_shard_mine(res->shard, i)) continue; /* another shard's item */
         it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
         if (it->plan_s < 0) {
             it->plan_s = 0;
@@ -416,10 +433,24 @@ static peat_status baseline(const peat_ci_opts *o, peat_ci_result *res)
     char prev[600];
     snprintf(prev, sizeof prev, "%s/ci.json", o->baseline);
     if (access(prev, F_OK) == 0) {
-        PEAT_TRY(peat_nightly_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
+        PEAT_TRY(
+            peat_nightly_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
         res->baseline_compared = 1;
     }
     return PEAT_OK;
+}
+
+/* The items this run owns, with their numbers in the suite's plan (a shard keeps its own). */
+static void shard_keep(peat_ci_result *res)
+{
+    int k = 0;
+    res->n_planned = res->n_items;
+    for (int i = 0; i < res->n_items; i++) {
+        if (!peat_campaign_scale_shard_mine(res->shard, i)) continue;
+        if (k != i) res->items[k] = res->items[i];
+        res->ids[k++] = i;
+    }
+    res->n_items = k;
 }
 
 peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
@@ -436,6 +467,11 @@ peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
         (peat_nightly_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",
                           o->budget);
+    if (o->shard) PEAT_TRY(peat_campaign_scale_shard_parse(o->shard, &res->shard));
+    if (o->shard && o->baseline)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline compares a whole suite: merge the shards "
+                                          "first (`peat merge OUT`), then `peat diff BASE OUT`");
+    if (o->policy) snprintf(res->policy_file, sizeof res->policy_file, "%s", o->policy);
     PEAT_TRY(plan(o, res));
     PEAT_TRY(out_dir_prepare(o, res));
     peat_ci_opts oo = *o;
@@ -449,6 +485,7 @@ peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
     }
     run_items(&oo, res);
     res->seconds = now_s() - t0;
+    shard_keep(res);
     /* ci.json first: the baseline diff reads it like any other suite result */
     PEAT_TRY(peat_nightly_ci_report_write(res));
     PEAT_TRY(baseline(o, res));

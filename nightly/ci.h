@@ -5,6 +5,7 @@
 
 #include "nightly/diff.h"
 #include "campaign/campaign.h"
+#include "campaign/scale.h"
 #include "nightly/suite.h"
 
 #define PEAT_CI_MAX_ITEMS    256
@@ -42,6 +43,9 @@ typedef struct peat_ci_opts {
     int json;           /* only the verdict, as JSON, on stdout */
     const char *self;   /* the peat executable items run with (NULL: /proc/self/exe) */
     const char *budget; /* the whole suite's time (docs/nightly-ci.md); NULL: none */
+    /* "i/N": run only items i, i+N, ... into OUT/shard-i-of-N (docs/scale-out.md); `peat merge
+     * OUT` makes the suite result of the shards */
+    const char *shard;
 } peat_ci_opts;
 
 typedef struct peat_ci_result {
@@ -55,12 +59,28 @@ typedef struct peat_ci_result {
     int exit_code;         /* 0 pass, 1 a failure or regression, 2 an item reached no verdict */
     double seconds;
     double budget_s; /* peat ci --budget, 0: none */
+    /* scale-out: this shard (n 0: the whole suite), the items the suite plans, and each kept
+     * item's number in that plan (ids[i] = i when not sharded) */
+    peat_campaign_scale_shard shard;
+    int n_planned;
+    int ids[PEAT_CI_MAX_ITEMS];
+    char policy_file[256]; /* --policy (a merge reloads it with the suite) */
 } peat_ci_result;
 
 /* Runs the suite. PEAT_OK when every item was attempted (read res->exit_code); another status
  * is a usage or input error before anything ran (bad suite, unknown kernel, unwritable out). */
 peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res);
 void peat_nightly_ci_result_free(peat_ci_result *res);
+/* `peat merge OUT [SHARD...]` for suites: the shards' results (default: every
+ * OUT/shard-I-of-N/ci.json) into OUT's ci.json, summary.md, junit.xml and report.html, items in
+ * the suite's order; refuses shards of another suite, shard count or peat version in one line
+ * and names missing shards with their items. res->exit_code as `peat ci` would exit. */
+peat_status peat_nightly_ci_merge(const char *out, const char *const *shards, int n,
+                                  peat_ci_result *res);
+/* The suite's items as `peat ci` plans them (suite file, policy file or NULL), none run. */
+peat_status peat_nightly_ci_plan(const char *suite, const char *policy, peat_ci_result *res);
+/* `peat ci` under mpirun: rank r runs shard r/N, rank 0 merges (res on rank 0); alone: the run. */
+peat_status peat_nightly_ci_run_ranks(const peat_ci_opts *o, peat_ci_result *res);
 
 /* Writes ci.json, summary.md, junit.xml and report.html into res->out_dir. */
 peat_status peat_nightly_ci_report_write(const peat_ci_result *res);

@@ -126,6 +126,14 @@ static peat_status write_json(const peat_ci_result *r)
         fprintf(f, "%s\"%s\": %d", s ? ", " : "", status_names[s], r->counts[s]);
     fputs("},\n", f);
     ci_json_baseline(f, r);
+    if (r->shard.n > 0) { /* a shard's result: what `peat merge` needs to place its items */
+        fprintf(f, "  \"shard\": {\"i\": %d, \"n\": %d, \"planned\": %d, \"policy\": ", r->shard.i,
+                r->shard.n, r->n_planned);
+        peat_report_json_str(f, r->policy_file);
+        fputs(", \"ids\": [", f);
+        for (int i = 0; i < r->n_items; i++) fprintf(f, "%s%d", i ? ", " : "", r->ids[i]);
+        fputs("]},\n", f);
+    }
     fputs("  \"items\": [\n", f);
     for (int i = 0; i < r->n_items; i++) ci_json_item(f, &r->items[i], i + 1 == r->n_items);
     fputs("  ]\n}\n", f);

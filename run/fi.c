@@ -10,6 +10,7 @@
 #include "campaign/harness.h"
 #include "latency/latency.h"
 #include "run/fi_propagate.h"
+#include "run/fi_shard.h"
 #include "store/store.h"
 #include "core/io_cause.h"
 #include "report/report.h"
@@ -54,6 +55,14 @@ typedef struct fi_run {
     peat_fi_prop_t *prop;          /* NULL: --local-only */
     peat_fi_prop_worker_t *pw[64]; /* one flow per worker thread */
     peat_store_meta meta;
+    /* scale-out (run/fi_shard.c): with --shard the trials go to the shard's own file (wstore),
+     * the campaign's table (main_tab) only says what is done; with o->from the trials come from
+     * shard files (src, sorted by model and index) */
+    peat_campaign_scale_shard shard;
+    peat_store_t *wstore;
+    peat_store_table_t *main_tab;
+    peat_inject_trial *src;
+    int64_t n_src;
 } fi_run;
 
 /* ---- records ---- */
@@ -227,21 +236,29 @@ static peat_status trial_from_row(const peat_store_table_t *tab, int64_t row, pe
 
 /* Trials of the series (model, site, selection) the file already holds, in the view asked for
  * (a local-only trial is redone when propagation is asked): done[index] = 1. */
-static peat_status done_marks(const fi_run *F, const char *model, int64_t n, unsigned char *done)
+static peat_status done_marks_in(const fi_run *F, const peat_store_table_t *tab, const char *model,
+                                 int64_t n, unsigned char *done)
 {
     peat_store_value m, s, i, sel, prop;
-    for (int64_t r = 0; r < peat_store_table_rows(F->tab); r++) {
-        PEAT_TRY(peat_store_table_get(F->tab, r, 0, &m));
-        PEAT_TRY(peat_store_table_get(F->tab, r, 2, &s));
-        PEAT_TRY(peat_store_table_get(F->tab, r, 3, &i));
-        PEAT_TRY(peat_store_table_get(F->tab, r, 19, &sel));
-        PEAT_TRY(peat_store_table_get(F->tab, r, 20, &prop));
+    for (int64_t r = 0; tab && r < peat_store_table_rows(tab); r++) {
+        PEAT_TRY(peat_store_table_get(tab, r, 0, &m));
+        PEAT_TRY(peat_store_table_get(tab, r, 2, &s));
+        PEAT_TRY(peat_store_table_get(tab, r, 3, &i));
+        PEAT_TRY(peat_store_table_get(tab, r, 19, &sel));
+        PEAT_TRY(peat_store_table_get(tab, r, 20, &prop));
         if (!strcmp(m.s, model) && !strcmp(s.s, peat_inject_site_name(F->site)) &&
             !strcmp(sel.s, F->res->select) && (!F->prop || strcmp(prop.s, "-") != 0) && i.i >= 0 &&
             i.i < n)
             done[i.i] = 1;
     }
     return PEAT_OK;
+}
+
+/* Done in this run's table or (a shard's run) in the campaign's. */
+static peat_status done_marks(const fi_run *F, const char *model, int64_t n, unsigned char *done)
+{
+    PEAT_TRY(done_marks_in(F, F->tab, model, n, done));
+    return done_marks_in(F, F->main_tab, model, n, done);
 }
 
 /* ---- workers ---- */
@@ -351,6 +368,102 @@ static peat_status batch_store(fi_run *F, const peat_inject_trial *t, int64_t n)
     return st;
 }
 
+/* ---- trials from shard files (peat merge) ---- */
+
+static int src_cmp(const void *a, const void *b)
+{
+    const peat_inject_trial *x = a, *y = b;
+    int c = strcmp(x->model, y->model);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+static const peat_inject_trial *src_find(const fi_run *F, const char *model, int64_t index)
+{
+    peat_inject_trial key;
+    snprintf(key.model, sizeof key.model, "%s", model);
+    key.index = index;
+    return F->n_src ? bsearch(&key, F->src, (size_t)F->n_src, sizeof key, src_cmp) : NULL;
+}
+
+/* This series' rows of one shard file (the view asked for) into F->src. */
+static peat_status src_add(fi_run *F, peat_store_t *s, const char *path)
+{
+    peat_store_meta m;
+    PEAT_TRY(peat_store_meta_get(s, &m));
+    if (m.seed != F->meta.seed || strcmp(m.kernel, F->meta.kernel) || strcmp(m.flow, F->meta.flow))
+        return PEAT_ERROR(
+            PEAT_ERR_INVAL,
+            "%s: a shard of another campaign (seed %llu, %s on %s; the campaign: seed "
+            "%llu, %s on %s)",
+            path, (unsigned long long)m.seed, m.kernel, m.flow, (unsigned long long)F->meta.seed,
+            F->meta.kernel, F->meta.flow);
+    if (!peat_store_table_exists(s, FI_TABLE)) return PEAT_OK;
+    peat_store_table_t *tab = NULL;
+    peat_status st = peat_store_table_open(s, FI_TABLE, cols, NCOL, &tab);
+    if (st == PEAT_ERR_FORMAT)
+        return PEAT_ERROR(st, "%s: " FI_TABLE " has another layout (another peat version)", path);
+    int64_t n = st == PEAT_OK ? peat_store_table_rows(tab) : 0;
+    peat_inject_trial *grown = realloc(F->src, (size_t)(F->n_src + n + 1) * sizeof *grown);
+    if (st == PEAT_OK && !grown) st = PEAT_ERROR(PEAT_ERR_NOMEM, "merge: trials");
+    if (grown) F->src = grown;
+    for (int64_t r = 0; st == PEAT_OK && r < n; r++) {
+        peat_inject_trial *t = &F->src[F->n_src];
+        st = trial_from_row(tab, r, t);
+        if (st == PEAT_OK && t->site == F->site && !strcmp(t->select, F->res->select) &&
+            (F->o->local_only || t->prop < PEAT_INJECT_OUTCOME_COUNT))
+            F->n_src++;
+    }
+    peat_store_table_close(tab);
+    return st;
+}
+
+static peat_status src_load(fi_run *F)
+{
+    peat_status st = PEAT_OK;
+    for (int k = 0; k < F->o->n_from && st == PEAT_OK; k++) {
+        peat_store_t *s = NULL;
+        st = peat_store_open(F->o->from[k], 0, &s);
+        if (st == PEAT_OK) st = src_add(F, s, F->o->from[k]);
+        peat_status cst = peat_store_close(s);
+        if (st == PEAT_OK) st = cst;
+    }
+    if (F->n_src) qsort(F->src, (size_t)F->n_src, sizeof *F->src, src_cmp);
+    return st;
+}
+
+/* Before anything is written: every trial of every model is done or in a shard; otherwise one
+ * line naming the shards (of o->from_of) that lack trials, with their items. */
+static peat_status src_complete(fi_run *F, peat_inject_model_t **m, int64_t n)
+{
+    unsigned char *done = calloc((size_t)n + 1, 1);
+    int N = F->o->from_of > 0 ? F->o->from_of : 1;
+    int64_t *lack = calloc((size_t)N, sizeof *lack), *first = calloc((size_t)N, sizeof *first);
+    peat_status st = done && lack && first ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "merge");
+    for (int i = 0; st == PEAT_OK && i < F->res->n_models; i++) {
+        memset(done, 0, (size_t)n);
+        st = done_marks(F, peat_inject_model_spec(m[i]), n, done);
+        for (int64_t j = 0; st == PEAT_OK && j < n; j++)
+            if (!done[j] && !src_find(F, peat_inject_model_spec(m[i]), j) && !lack[j % N]++)
+                first[j % N] = j;
+    }
+    char msg[900] = "";
+    for (int k = 0; st == PEAT_OK && k < N; k++) {
+        if (!lack[k]) continue;
+        size_t l = strlen(msg);
+        int64_t per = (n - k + N - 1) / N * F->res->n_models; /* the shard's trials */
+        snprintf(msg + l, sizeof msg - l,
+                 "%sshard %d/%d %s: %lld of its %lld trials lack (its trials are #%d, #%d, ... of "
+                 "each model; the first lacking #%lld): rerun it with --shard %d/%d",
+                 l ? "; " : "", k, N, lack[k] == per ? "missing" : "incomplete", (long long)lack[k],
+                 (long long)per, k, k + N, (long long)first[k], k, N);
+    }
+    if (st == PEAT_OK && msg[0])
+        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "merge of %s: %s; then merge again (nothing written)",
+                        F->res->dir, msg);
+    free(done), free(lack), free(first);
+    return st;
+}
+
 /* Runs the trials of one model the file does not hold yet, batch by batch. */
 static peat_status series_run(fi_run *F, const peat_inject_model_t *m, int64_t n)
 {
@@ -363,14 +476,20 @@ static peat_status series_run(fi_run *F, const peat_inject_model_t *m, int64_t n
     for (int64_t i = 0; st == PEAT_OK && i < n;) {
         int64_t k = 0;
         for (; i < n && k < B; i++) {
+            if (!peat_campaign_scale_shard_mine(F->shard, i)) continue; /* another shard's trial */
             if (done[i]) {
                 F->res->n_resumed++;
+                continue;
+            }
+            if (F->o->from) { /* peat merge: the trial as its shard ran it */
+                const peat_inject_trial *s = src_find(F, peat_inject_model_spec(m), i);
+                if (s) t[k++] = *s, F->res->n_merged++;
                 continue;
             }
             st = peat_inject_trial_plan(m, F->site, F->seed, i, F->n_p, &t[k++]);
             if (st != PEAT_OK) break;
         }
-        if (st == PEAT_OK && k > 0) st = batch_run(F, m, t, k);
+        if (st == PEAT_OK && k > 0 && !F->o->from) st = batch_run(F, m, t, k);
         if (st == PEAT_OK && k > 0) st = batch_store(F, t, k);
         F->res->n_run += st == PEAT_OK ? k : 0;
     }
@@ -509,6 +628,28 @@ static peat_status trials_collect(fi_run *F)
     return PEAT_OK;
 }
 
+/* --shard i/N: the shard's own file DIR/fi-shard-i-of-N.h5 (created with the campaign's
+ * metadata, or reopened to resume), and the run's options in its /fi/shards table. */
+static peat_status shard_open(fi_run *F)
+{
+    PEAT_TRY(peat_campaign_scale_shard_parse(F->o->shard, &F->shard));
+    F->res->shard_i = F->shard.i, F->res->shard_n = F->shard.n;
+    char name[64];
+    peat_campaign_scale_shard_name("fi-shard-", F->shard, ".h5", name, sizeof name);
+    snprintf(F->res->shard_file, sizeof F->res->shard_file, "%s/%s", F->res->dir, name);
+    struct stat sb;
+    if (stat(F->res->shard_file, &sb) == 0)
+        PEAT_TRY(peat_store_open(F->res->shard_file, 1, &F->wstore));
+    else
+        PEAT_TRY(peat_store_create(F->res->shard_file, &F->meta, &F->wstore));
+    peat_store_meta m;
+    PEAT_TRY(peat_store_meta_get(F->wstore, &m));
+    if (m.seed != F->meta.seed || strcmp(m.kernel, F->meta.kernel) || strcmp(m.flow, F->meta.flow))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "%s holds a shard of another campaign: remove it",
+                          F->res->shard_file);
+    return PEAT_OK;
+}
+
 static peat_status campaign_open(fi_run *F)
 {
     const peat_fi_opts *o = F->o;
@@ -536,8 +677,11 @@ static peat_status campaign_open(fi_run *F)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no finished campaign (run `peat run` first)",
                           path);
     if (!S_ISREG(sb.st_mode)) return PEAT_ERROR(PEAT_ERR_INVAL, "%s is not a campaign file", path);
-    PEAT_TRY(peat_store_open(path, !o->show, &F->store));
+    /* a shard only reads the campaign: its trials go to its own file */
+    PEAT_TRY(peat_store_open(path, !o->show && !o->shard, &F->store));
     PEAT_TRY(peat_store_meta_get(F->store, &F->meta));
+    F->wstore = F->store;
+    if (o->shard) PEAT_TRY(shard_open(F));
     F->seed = F->meta.seed;
     peat_fi_result *r = F->res;
     r->seed = F->meta.seed;
@@ -553,7 +697,10 @@ static peat_status table_open(fi_run *F)
     if (F->o->show && !peat_store_table_exists(F->store, FI_TABLE))
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no fault-injection trials (run `peat inject`)",
                           F->res->dir);
-    peat_status st = peat_store_table_open(F->store, FI_TABLE, cols, NCOL, &F->tab);
+    peat_status st = PEAT_OK;
+    if (F->wstore != F->store && peat_store_table_exists(F->store, FI_TABLE))
+        st = peat_store_table_open(F->store, FI_TABLE, cols, NCOL, &F->main_tab);
+    if (st == PEAT_OK) st = peat_store_table_open(F->wstore, FI_TABLE, cols, NCOL, &F->tab);
     if (st == PEAT_ERR_FORMAT)
         return PEAT_ERROR(st,
                           "%s: " FI_TABLE " has another layout (written by an older peat): "
@@ -611,6 +758,9 @@ static void plan_print(const fi_run *F, int64_t n)
             o->local_only ? "local view only" : "local and propagated views", 100 * o->margin,
             100 * o->confidence, (long long)need, (long long)n, 100 * z * 0.5 / sqrt((double)n),
             what, row, 100 * z * 0.5 / sqrt(row > 1 ? row : 1));
+    if (F->shard.n > 1)
+        fprintf(stdout, "  this is shard %d/%d: trials #%d, #%d, ... of each model, into %s\n",
+                F->shard.i, F->shard.n, F->shard.i, F->shard.i + F->shard.n, F->res->shard_file);
 }
 
 /* Shows the series the file holds (--show): nothing run, nothing written. */
@@ -633,6 +783,17 @@ static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
     if (n < 1 || n > 100000000)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--trials must be in 1..1e8 (or --margin in (0,1))");
     PEAT_TRY(table_open(F));
+    if (o->shard) PEAT_TRY(peat_run_fi_shard_run_write(F->wstore, o, n, F->shard));
+    if (o->from) { /* peat merge: nothing runs, every trial comes from a shard */
+        PEAT_TRY(src_load(F));
+        if (!o->from_partial) PEAT_TRY(src_complete(F, m, n));
+        for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(series_run(F, m[i], n));
+        if (o->from_partial) return PEAT_OK;
+        PEAT_TRY(records_load(F));
+        F->res->n_records = F->n_p;
+        for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(signature_write(F, m[i], n));
+        return trials_collect(F);
+    }
     /* the whole trial is timed: loading and preparing records and the replay included */
     double t0 = peat_campaign_now(), c0 = peat_latency_process_cpu_s();
     PEAT_TRY(records_load(F));
@@ -643,7 +804,8 @@ static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
     F->res->t_run = peat_campaign_now() - t0;
     F->res->t_cpu = peat_latency_process_cpu_s() - c0;
     F->res->trials_per_s = F->res->t_run > 0 ? (double)F->res->n_run / F->res->t_run : 0;
-    for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(signature_write(F, m[i], n));
+    /* a shard's signatures and reports are the merge's */
+    for (int i = 0; !o->shard && i < F->res->n_models; i++) PEAT_TRY(signature_write(F, m[i], n));
     return trials_collect(F);
 }
 
@@ -680,10 +842,14 @@ peat_status peat_run_fi(const peat_fi_opts *o, peat_fi_result *res)
     for (int w = 0; w < 64; w++) peat_run_fi_prop_worker_free(F.pw[w]);
     peat_run_fi_prop_free(F.prop);
     peat_store_table_close(F.tab);
+    peat_store_table_close(F.main_tab);
+    peat_status wst = F.wstore != F.store ? peat_store_close(F.wstore) : PEAT_OK;
     peat_status cst = peat_store_close(F.store);
     prepared_free(F.p, F.n_p);
+    free(F.src);
     if (st == PEAT_OK) st = cst;
-    if (st == PEAT_OK && !o->show) st = reports_write(res);
+    if (st == PEAT_OK) st = wst;
+    if (st == PEAT_OK && !o->show && !o->shard && !o->from_partial) st = reports_write(res);
     return st;
 }
 

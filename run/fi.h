@@ -28,6 +28,14 @@ typedef struct peat_fi_opts {
     int signature_trials;     /* trials per model replayed into its reference signature (0 = 32) */
     int quiet;
     int64_t debug_kill_after; /* test only: SIGKILL this process after writing this many rows */
+    /* scale-out (docs/scale-out.md): "i/N" runs only the trials with index % N == i, into
+     * DIR/fi-shard-i-of-N.h5 (the campaign file is only read); `peat merge` combines shards */
+    const char *shard;
+    /* set by peat_run_fi_merge, not by the command line: the trials come from these shard files */
+    const char *const *from;
+    int n_from;
+    int from_of;      /* their shard count (names the shards that lack trials) */
+    int from_partial; /* take what the shards hold (no completeness check, signatures, reports) */
 } peat_fi_opts;
 
 void peat_run_fi_opts_default(peat_fi_opts *o);
@@ -54,12 +62,22 @@ typedef struct peat_fi_result {
     double t_run, trials_per_s;
     double t_cpu; /* CPU time of the trials, all threads */
     peat_inject_table tab[PEAT_INJECT_GROUP_COUNT];
+    int shard_i, shard_n; /* --shard: this shard (n 0: the whole campaign) */
+    char shard_file[600]; /* --shard: the file its trials went to */
+    int64_t n_merged;     /* peat merge: trials taken from shard files */
 } peat_fi_result;
 
 /* Runs (or resumes) the campaign: trials into /fi/trials, reference signatures "fi:<spec>@<site>"
  * into /signatures, fi-summary.md and fi-report.html into the directory. */
 peat_status peat_run_fi(const peat_fi_opts *o, peat_fi_result *res);
 void peat_run_fi_result_free(peat_fi_result *res);
+/* `peat merge DIR [SHARD...]` for FI shards: the trials of shard files (default: every
+ * DIR/fi-shard-*-of-*.h5) go into DIR/campaign.h5 as one campaign, with the reference signatures
+ * and reports of an unsharded run. Refuses shards of another seed, kernel, flow, shard count or
+ * layout in one line, and names missing shards and trials (nothing written then). partial: take
+ * whatever the shards hold (an MPI job resuming), no check, no signatures or reports. */
+peat_status peat_run_fi_merge(const char *dir, const char *const *shards, int n, int partial,
+                              peat_fi_result *res);
 /* Terminal tables: outcomes per model x op, per layer, phase and bit, with 95% Wilson intervals. */
 void peat_run_fi_print(FILE *f, const peat_fi_result *r);
 /* Markdown tables and HTML (stacked outcome bars per model, per-bit SDC curve). */

@@ -18,6 +18,8 @@ done
 pkgs=(build-essential cmake pkg-config libhdf5-dev hdf5-tools zlib1g-dev libgsl-dev)
 # OpenBLAS: the golden GEMM on the CPU (golden/gemm_blas.c)
 pkgs+=(libopenblas-dev)
+# Open MPI: `mpirun -n N peat run|inject|ci` (PEAT_MPI, on where found; docs/scale-out.md)
+pkgs+=(openmpi-bin libopenmpi-dev)
 if [ "$test" = 1 ]; then
   # the tests: Criterion; the published formats and report.html: xmllint (junit.xml against
   # tests/junit.xsd), python3-jsonschema (signature.json against docs/signature.schema.json),

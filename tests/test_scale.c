@@ -1,0 +1,256 @@
+/* test_scale.c: scale-out without MPI (docs/scale-out.md): shards assigned by id cover every item
+ * once; `peat inject --shard I/N` runs merged with `peat merge` give the trial table, rates and
+ * reference signatures of the unsharded run with the same seed, whatever N; a missing shard is
+ * named with its trials and nothing is written until it is rerun; a killed shard resumes to the
+ * identical result; shards of another campaign or another shard count are refused. */
+#include <criterion/criterion.h>
+
+#include "campaign/campaign.h"
+#include "campaign/harness.h"
+#include "campaign/scale.h"
+#include "run/fi.h"
+#include "run/fi_shard.h"
+#include "run/run.h"
+#include "store/store.h"
+
+#include "scale_check.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-scale-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
+
+static void teardown(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(scale, .init = setup, .fini = teardown, .timeout = 600);
+
+Test(scale, shards_by_id_cover_every_item_once)
+{
+    for (int n = 1; n <= 7; n++)
+        for (int64_t id = 0; id < 200; id++) {
+            int owners = 0;
+            for (int i = 0; i < n; i++)
+                owners += peat_campaign_scale_shard_mine((peat_campaign_scale_shard){i, n}, id);
+            cr_assert_eq(owners, 1, "item %lld has %d owners among %d shards", (long long)id,
+                         owners, n);
+        }
+    peat_campaign_scale_shard s;
+    cr_assert_eq(peat_campaign_scale_shard_parse("2/5", &s), PEAT_OK);
+    cr_assert(s.i == 2 && s.n == 5, "2/5 parsed as %d/%d", s.i, s.n);
+    const char *bad[] = {"5/5", "-1/3", "1/0", "1", "1/2x", "a/b", ""};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        cr_assert_eq(peat_campaign_scale_shard_parse(bad[k], &s), PEAT_ERR_INVAL, "'%s' accepted",
+                     bad[k]);
+}
+
+Test(scale, fi_shards_merged_equal_the_single_run_for_any_count)
+{
+    char base[300], single[300], dir[300];
+    snprintf(base, sizeof base, "%s/base", tmpdir);
+    snprintf(single, sizeof single, "%s/single", tmpdir);
+    make_campaign(base, 11);
+    copy_dir(base, single);
+    peat_fi_opts o;
+    fi_opts(&o, single, NULL);
+    o.threads = 1;
+    peat_fi_result r;
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(r.n_trials, 90);
+    peat_run_fi_result_free(&r);
+    const int counts[] = {1, 2, 3, 7};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int n = counts[c];
+        snprintf(dir, sizeof dir, "%s/n%d", tmpdir, n);
+        copy_dir(base, dir);
+        for (int i = n - 1; i >= 0; i--) run_shard(dir, i, n, 0); /* any order */
+        cr_assert_eq(trial_rows(dir), 0, "a shard writes only its own file");
+        cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "merge of %d: %s", n,
+                     peat_error_last());
+        cr_assert_eq(r.n_merged, 90, "%d shards: %lld trials merged", n, (long long)r.n_merged);
+        peat_run_fi_result_free(&r);
+        assert_same_fi(single, dir);
+        /* merging again adds nothing */
+        cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(r.n_merged, 0);
+        cr_assert_eq(r.n_trials, 90);
+        peat_run_fi_result_free(&r);
+    }
+}
+
+Test(scale, missing_shard_is_named_and_its_rerun_completes_the_merge)
+{
+    char base[300], single[300], dir[300];
+    snprintf(base, sizeof base, "%s/base", tmpdir);
+    snprintf(single, sizeof single, "%s/single", tmpdir);
+    snprintf(dir, sizeof dir, "%s/sh", tmpdir);
+    make_campaign(base, 5);
+    copy_dir(base, single);
+    copy_dir(base, dir);
+    peat_fi_opts o;
+    fi_opts(&o, single, NULL);
+    peat_fi_result r;
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    peat_run_fi_result_free(&r);
+    run_shard(dir, 0, 3, 0);
+    run_shard(dir, 2, 3, 0);
+    cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND,
+                 "merge without shard 1");
+    const char *msg = peat_error_last();
+    cr_assert(strstr(msg, "shard 1/3 missing") && strstr(msg, "#1, #4") &&
+                  !strstr(msg, "shard 0/3") && !strstr(msg, "shard 2/3") && !strchr(msg, '\n'),
+              "the message names shard 1 and its trials alone, in one line: %s", msg);
+    peat_run_fi_result_free(&r);
+    cr_assert_eq(trial_rows(dir), 0, "nothing merged while a shard is missing");
+    /* shard 1, killed after 8 of its rows, then resumed */
+    pid_t pid = fork();
+    if (pid == 0) {
+        run_shard(dir, 1, 3, 8);
+        _exit(3);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "the shard was killed");
+    cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND);
+    cr_assert(strstr(peat_error_last(), "shard 1/3 incomplete: 22 of its 30"),
+              "a killed shard is incomplete: %s", peat_error_last());
+    peat_run_fi_result_free(&r);
+    fi_opts(&o, dir, "1/3");
+    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
+    cr_assert_eq(r.n_resumed, 8, "the killed shard's rows were kept");
+    cr_assert_eq(r.n_run, 22);
+    peat_run_fi_result_free(&r);
+    cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "%s", peat_error_last());
+    peat_run_fi_result_free(&r);
+    assert_same_fi(single, dir);
+}
+
+Test(scale, shards_of_another_campaign_or_count_are_refused)
+{
+    char a[300], b[300], cmd[1400];
+    snprintf(a, sizeof a, "%s/a", tmpdir);
+    snprintf(b, sizeof b, "%s/b", tmpdir);
+    make_campaign(a, 1);
+    make_campaign(b, 2);
+    run_shard(a, 0, 2, 0);
+    run_shard(a, 1, 2, 0);
+    run_shard(b, 0, 2, 0);
+    /* b's shard 0 next to a's shard 1: another seed */
+    char s0[400], s1[400];
+    snprintf(s0, sizeof s0, "%s/fi-shard-0-of-2.h5", b);
+    snprintf(s1, sizeof s1, "%s/fi-shard-1-of-2.h5", a);
+    const char *mixed[2] = {s0, s1};
+    peat_fi_result r;
+    cr_assert_eq(peat_run_fi_merge(a, mixed, 2, 0, &r), PEAT_ERR_INVAL);
+    cr_assert(strstr(peat_error_last(), "seed 2") && strstr(peat_error_last(), "seed 1"),
+              "names both seeds: %s", peat_error_last());
+    peat_run_fi_result_free(&r);
+    /* a shard of 3 beside shards of 2 */
+    run_shard(a, 2, 3, 0);
+    cr_assert_eq(peat_run_fi_merge(a, NULL, 0, 0, &r), PEAT_ERR_INVAL);
+    cr_assert(strstr(peat_error_last(), "mismatched shards"), "%s", peat_error_last());
+    peat_run_fi_result_free(&r);
+    cr_assert_eq(trial_rows(a), 0, "nothing written by a refused merge");
+    /* the command line: one line on stderr, exit 2 */
+    snprintf(cmd, sizeof cmd, "%s merge '%s' '%s' 2>'%s/err' >/dev/null", PEAT_TEST_BIN, b, s1,
+             tmpdir);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "peat merge of a foreign shard exits 2");
+}
+
+/* A suite of three small items (seconds each). */
+static void suite_write(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("[suite]\nname = shards\nkernels = gemm_new, gemm_bf16, softmax_online\nflows = "
+          "auto\nbackends = cpu\niters = 2\ncalls = 4\nseed = 3\nbudget = 120s\n\n[accept]\n"
+          "fail-on = warn\n\n[kernel gemm_bf16]\nallow = REDUCED_PRECISION bits>=6\n"
+          "allow = DEGRADES\n",
+          f);
+    fclose(f);
+}
+
+/* ci.json of two suite results, timings and item folders aside, are the same. */
+static void assert_same_suite(const char *a, const char *b)
+{
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && for d in '%s' '%s'; do sed -E 's/\"seconds\": [0-9.]+//; "
+             "s/\"dir\": \"[^\"]*\"//' \"$d/ci.json\" > \"$d.cmp\"; done && cmp -s '%s.cmp' "
+             "'%s.cmp'",
+             tmpdir, a, b, a, b);
+    cr_assert_eq(system(cmd), 0, "ci.json of %s and %s differ beyond timings and folders", a, b);
+}
+
+Test(scale, suite_shards_merged_equal_the_single_run)
+{
+    char suite[300], cmd[2000];
+    snprintf(suite, sizeof suite, "%s/s.suite", tmpdir);
+    suite_write(suite);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s ci s.suite --out single --quiet >/dev/null; "
+             "%s ci s.suite --out sh --shard 1/2 --quiet >/dev/null; "
+             "%s merge sh >/dev/null 2>merge1.err; echo $? >merge1.rc; "
+             "%s ci s.suite --out sh --shard 0/2 --quiet >/dev/null; "
+             "%s merge sh >merge2.out 2>&1; echo $? >merge2.rc",
+             tmpdir, PEAT_TEST_BIN, PEAT_TEST_BIN, PEAT_TEST_BIN, PEAT_TEST_BIN, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0);
+    char path[400], buf[2048];
+    snprintf(path, sizeof path, "%s/merge1.err", tmpdir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    cr_assert(strstr(buf, "shard 0/2 missing (2 items: #0 gemm_new mlp cpu, #2 softmax_online"),
+              "the missing shard is named with its items: %s", buf);
+    snprintf(path, sizeof path, "%s/merge1.rc", tmpdir);
+    f = fopen(path, "r");
+    int rc = -1;
+    cr_assert(f && fscanf(f, "%d", &rc) == 1);
+    fclose(f);
+    cr_assert_eq(rc, 2, "a merge with a shard missing exits 2");
+    /* the single run exits 0 (every item passes or is allowed): the merge too */
+    snprintf(path, sizeof path, "%s/merge2.rc", tmpdir);
+    f = fopen(path, "r");
+    cr_assert(f && fscanf(f, "%d", &rc) == 1);
+    fclose(f);
+    cr_assert_eq(rc, 0, "the merged suite passes as the single run does");
+    assert_same_suite("single", "sh");
+}
+
+Test(scale, a_rank_takes_gpu_local_rank_mod_the_node_devices)
+{
+    char dev[32];
+    cr_assert_eq(peat_campaign_scale_gpu_choose(NULL, 0, 3, dev, sizeof dev), 0,
+                 "no GPU, none chosen");
+    cr_assert_str_eq(dev, "");
+    const int want[6] = {0, 1, 2, 3, 0, 1};
+    for (int r = 0; r < 6; r++) {
+        cr_assert_eq(peat_campaign_scale_gpu_choose("", 4, r, dev, sizeof dev), 1);
+        cr_assert_eq(atoi(dev), want[r], "rank %d of 4 GPUs took %s", r, dev);
+    }
+    /* a scheduler's list (Slurm --gres): the rank's entry of it */
+    const char *list = "5,7,GPU-ab12";
+    const char *names[4] = {"5", "7", "GPU-ab12", "5"};
+    for (int r = 0; r < 4; r++) {
+        cr_assert_eq(peat_campaign_scale_gpu_choose(list, 8, r, dev, sizeof dev), 1);
+        cr_assert_str_eq(dev, names[r], "rank %d of list %s took %s", r, list, dev);
+    }
+}
