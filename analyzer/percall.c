@@ -20,6 +20,34 @@ static int gross(double t, double e, double mag, int64_t depth)
     return over(t, e, mag, depth, PEAT_GROSS_FACTOR);
 }
 
+/* Whole planes wrong, the others within the bound. An error that hits elements one by one, as a
+ * data-dependent formula error does, with some rate q, fills a plane of n >= 16 elements to 90%
+ * and leaves another with none over the bound only when q is near 1 and near 0 at once: such a
+ * partition follows the op's leading axis (a batch entry skipped or mis-indexed), not the data. */
+static void plane_partition(const float *t, const double *e, const double *mag, int64_t depth,
+                            int64_t planes, int64_t size, peat_edge_region *out)
+{
+    out->planes = planes, out->wrong_planes = 0, out->first_wrong_plane = -1;
+    out->plane_confined = 0;
+    if (planes < 2 || size < PEAT_PLANE_MIN) return;
+    int64_t clean = 0;
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t g = 0, o = 0;
+        for (int64_t x = p * size; x < (p + 1) * size; x++) {
+            double m = mag ? mag[x] : fabs(e[x]);
+            g += gross((double)t[x], e[x], m, depth);
+            o += over((double)t[x], e[x], m, depth, 1.0);
+        }
+        if (g >= ROW_WRONG * (double)size) {
+            if (out->wrong_planes++ == 0) out->first_wrong_plane = p;
+        } else if (o == 0)
+            clean++;
+        else
+            return; /* a plane partly wrong: no partition */
+    }
+    out->plane_confined = out->wrong_planes > 0 && clean > 0;
+}
+
 peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor *exact,
                                       const double *mag, int64_t depth, int64_t rows, int64_t cols,
                                       peat_edge_region *out)
@@ -59,6 +87,7 @@ peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor
      * causal attention's row 0 is right whatever the scale, are not an edge) */
     out->confined = n > 0 && outside == 0 && r0 > 0 && c0 > 0 && (r0 < rows || c0 < cols) &&
                     2 * r0 >= rows && 2 * c0 >= cols;
+    plane_partition(t, e, mag, depth, planes, rows * cols, out);
     free(rw), free(cw);
     return PEAT_OK;
 }

@@ -46,14 +46,20 @@ const char *peat_analyzer_probe_kind_name(peat_probe_kind k);
 
 /* Trailing rows / columns of one output's plane view (rows x cols; a tensor of several planes,
  * heads or images x channels, folds onto one) in which >= 90% of the elements are gross errors,
- * and whether every gross error lies in them (an edge region: an unwritten last tile, a batch
- * entry never computed). */
+ * and whether every gross error lies in them (an edge region: an unwritten last tile); and
+ * whether whole planes are wrong while the others are right (a batch entry never computed). */
 typedef struct peat_edge_region {
     int64_t rows, cols; /* the plane */
     int64_t edge_rows, edge_cols;
     int64_t n_gross;
     int confined; /* all gross errors inside the trailing rows/columns, and they are not all */
+    /* the tensor's planes (batch entries, images x channels, heads): whole planes wrong (>= 90%
+     * gross errors each, planes of >= PEAT_PLANE_MIN elements) and every other plane within the
+     * bound, at least one of them: the op's leading axis partitioned, not a formula's error */
+    int64_t planes, wrong_planes, first_wrong_plane;
+    int plane_confined;
 } peat_edge_region;
+#define PEAT_PLANE_MIN 16
 peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor *exact,
                                       const double *mag, int64_t depth, int64_t rows, int64_t cols,
                                       peat_edge_region *out);

@@ -168,12 +168,16 @@ static void steps_of(const double *r, const uint32_t *perm, size_t n, double *w,
     *changes = (double)flips / (double)(n - 1);
 }
 
-/* The spread sqrt(2) MAD(r) a roughness is measured against (w is scratch of n). */
+/* The scale a roughness is measured against (w is scratch of n): the spread sqrt(2) MAD(r), or
+ * the level |median r| when that is larger. A relative error that is one constant up to rounding
+ * (a wrong factor: its steps are fp32 rounding, so is its spread) is then as smooth as it is:
+ * steps tiny beside the error itself. Unbiased errors (noise, rounding) have a level near 0 and
+ * keep their reading; a one-sided uniform one (truncation) drops by at most 1/sqrt(2). */
 static double spread_of(const double *r, size_t n, double *w, rank_ws *ws)
 {
     double med = peat_analyzer_sample_median(r, n, ws->sort);
     for (size_t i = 0; i < n; i++) w[i] = fabs(r[i] - med);
-    return sqrt(2.0) * peat_analyzer_sample_median(w, n, ws->sort);
+    return fmax(sqrt(2.0) * peat_analyzer_sample_median(w, n, ws->sort), fabs(med));
 }
 
 /* The elements a roughness uses along one key (exact != 0, and an input for the input key): the

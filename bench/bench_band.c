@@ -21,6 +21,8 @@ typedef struct bench_opts {
     int64_t iters; /* 0 = the flow's default */
     int width;     /* 0 = the flow's default */
     int band;      /* R */
+    int seed0;     /* the first honest seed (shards of one measurement run side by side) */
+    double max_s; /* no new seed after this many wall seconds (0 = none): the row counts what ran */
     const char *zoo, *manifest;
 } bench_opts;
 
@@ -28,12 +30,12 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_band [--flows mlp,cnn,gpt,gpt_unfused] [--seeds N (20)] "
                     "[--iters N (flow default)] [--width N] [--band R (3)] "
-                    "[--zoo LIB --manifest TSV]\n");
+                    "[--seed0 S (0)] [--max-seconds T] [--zoo LIB --manifest TSV]\n");
 }
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, NULL, NULL};
+    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage(), -1;
@@ -47,6 +49,10 @@ static int parse(int argc, char **argv, bench_opts *o)
             o->width = atoi(v);
         else if (!strcmp(argv[i], "--band"))
             o->band = atoi(v);
+        else if (!strcmp(argv[i], "--seed0"))
+            o->seed0 = atoi(v);
+        else if (!strcmp(argv[i], "--max-seconds"))
+            o->max_s = atof(v);
         else if (!strcmp(argv[i], "--zoo"))
             o->zoo = v;
         else if (!strcmp(argv[i], "--manifest"))
@@ -55,8 +61,8 @@ static int parse(int argc, char **argv, bench_opts *o)
             return usage(), -1;
         i++;
     }
-    if (o->seeds < 1 || o->iters < 0 || o->width < 0 || o->band < 2 ||
-        o->band > PEAT_RUNTIME_MAX_BAND || (o->zoo && !o->manifest))
+    if (o->seeds < 1 || o->seed0 < 0 || o->max_s < 0 || o->iters < 0 || o->width < 0 ||
+        o->band < 2 || o->band > PEAT_RUNTIME_MAX_BAND || (o->zoo && !o->manifest))
         return usage(), -1;
     return 0;
 }
@@ -89,8 +95,9 @@ static void wilson(int k, int n, double *lo, double *hi)
 static int honest_flow(const bench_opts *b, const char *flow)
 {
     int alarms = 0, drift = 0, done = 0, stat = 0;
-    double worst = -INFINITY;
-    for (int s = 0; s < b->seeds; s++) {
+    double worst = -INFINITY, t0 = peat_campaign_now();
+    for (int s = b->seed0; s < b->seed0 + b->seeds; s++) {
+        if (b->max_s > 0 && peat_campaign_now() - t0 > b->max_s) break;
         peat_runtime_opts o = run_opts(b, flow, 1000 + (uint64_t)s);
         o.model = honest_specs[s % 3];
         o.model_seed = (uint64_t)s;
@@ -107,14 +114,20 @@ static int honest_flow(const bench_opts *b, const char *flow)
         stat += v->loss_t > r.b.loss_k;
         if (v->loss_excess > worst) worst = v->loss_excess;
         done++;
+        /* one line per seed as it ends: a measurement stopped early still counts what it ran */
+        fprintf(stderr, "bench_band: %s seed %d: %s%s, loss t %.2f (k %.2f), %.1f s\n", flow, s,
+                peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t, r.b.loss_k,
+                r.t_total);
         peat_campaign_runtime_result_free(&r);
     }
+    if (done == 0) return printf("| %-11s | no seed within --max-seconds |\n", flow), 0;
     double lo, hi;
     wilson(alarms, done, &lo, &hi);
     printf("| %-11s | %6lld | %5d | %6d | %6d | %5.1f%% [%4.1f, %4.1f] | %10d | %5d | %+9.2f%% "
            "|\n",
            flow, (long long)(b->iters > 0 ? b->iters : peat_campaign_default_iters(flow)), b->width,
            done, alarms, 100.0 * alarms / done, 100 * lo, 100 * hi, stat, drift, 100 * worst);
+    fflush(stdout);
     return 0;
 }
 

@@ -47,7 +47,7 @@ typedef struct peat_campaign_opts {
     const char *compress;         /* "auto" (default), "all", "none" or a percent (docs/cli.md) */
     int record_exact;             /* store the fp64 exact outputs too (default: recomputed) */
     /* training */
-    const char *optimizer;        /* "adamw" (default) or "sgd" */
+    const char *optimizer;        /* "adamw" (default), "sgd" or "sgd_nesterov" */
     int task;                     /* 0 pretraining task, 1 shifted task */
     int batch, width, depth, seq; /* flow sizes (0 = the flow's default; docs/flows.md) */
     const char *size;             /* size preset: "tiny" (default, NULL), "small", "base" */

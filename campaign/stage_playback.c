@@ -12,8 +12,9 @@
 
 /* The plane an output's structure is read in, along the op's own axes: attention [B,H,T,D]
  * (and its logsumexp [B,H,T], its gradients) as heads of T x D; conv [N,C,H,W] outputs as
- * images x channels of H x W; everything else as the matrix of its last axis (rows x columns
- * for GEMM). An unwritten last query tile or output row block is then one edge of the plane. */
+ * images x channels of H x W; a batched GEMM's [B,M,N] as B planes of M x N; everything else
+ * as the matrix of its last axis (rows x columns for GEMM). An unwritten last query tile or output
+ * row block is then one edge of the plane. */
 void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
                          int64_t *cols)
 {
@@ -25,6 +26,7 @@ void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor 
     if (attn && exact->ndim == 4) *rows = exact->shape[2];
     if (attn && exact->ndim == 3 && o == 1) *rows = exact->shape[2], *cols = 1;
     if (conv && exact->ndim == 4) *rows = exact->shape[2];
+    if (in->op == PEAT_OP_GEMM && exact->ndim == 3) *rows = exact->shape[1]; /* batch of M x N */
 }
 
 peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,

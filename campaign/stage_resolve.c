@@ -120,7 +120,8 @@ static peat_status resolve_flow(peat_campaign *c)
     /* the op mask follows the optimizer: an SGD kernel needs --optimizer sgd */
     peat_flow_config fc;
     memset(&fc, 0, sizeof fc);
-    fc.optimizer = o->optimizer && !strcmp(o->optimizer, "sgd") ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    fc.optimizer =
+        o->optimizer && !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
     if (o->flow) {
         int known = 0;
         for (int i = 0; names[i]; i++) known |= strcmp(names[i], o->flow) == 0;

@@ -121,8 +121,8 @@ static const peat_cli_opt run_opts[] = {
      "(fastest); all (smallest file); none; or a percent: the saving a tensor must reach to be "
      "compressed",
      NULL},
-    {"optimizer", "NAME", PEAT_CLI_CHOICE, RUN(optimizer), 0, 0, 0, "adamw|sgd", NULL, "adamw",
-     "optimizer of the flow", "training"},
+    {"optimizer", "NAME", PEAT_CLI_CHOICE, RUN(optimizer), 0, 0, 0, "adamw|sgd|sgd_nesterov", NULL,
+     "adamw", "optimizer of the flow (sgd_nesterov: SGD with Nesterov momentum)", "training"},
     {"task", "N", PEAT_CLI_INT, RUN(task), 0, 0, 1, NULL, NULL, "0",
      "0 pretraining task, 1 shifted task (for finetuning)", NULL},
     {"finetune-from", "FILE", PEAT_CLI_STR, RUN(finetune_from), 0, 0, 0, NULL, NULL, NULL,

@@ -392,6 +392,8 @@ static peat_status optim_check(const peat_args *a)
     PEAT_TRY(positive(a, 1));
     if (a->op == PEAT_OP_ADAMW && P(1) < 1)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "adamw: step must be >= 1");
+    if (a->op == PEAT_OP_SGD && P(1) != 0 && P(1) != 1)
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "sgd: nesterov must be 0 or 1");
     static const char *an[] = {"param", "grad", "m", "v"}, *sn[] = {"param", "grad", "mom"};
     int nin = a->op == PEAT_OP_ADAMW ? 4 : 3;
     for (int k = 0; k < nin; k++)

@@ -188,9 +188,31 @@ static peat_finding edge_finding(const peat_probe_outcome *p)
     return f;
 }
 
+/* Whole planes of the output wrong (batch entries, images x channels, heads), the others
+ * within the bound. */
+static peat_finding plane_finding(const peat_probe_outcome *p)
+{
+    const peat_edge_region *r = &p->edge;
+    peat_finding f;
+    memset(&f, 0, sizeof f);
+    f.cls = PEAT_FIND_TILE, f.accept = PEAT_ACCEPT_FAIL, f.confidence = 0.9;
+    snprintf(f.params, sizeof f.params, "planes,wrong=%lld/%lld,first=%lld,shape=%lldx%lld",
+             (long long)r->wrong_planes, (long long)r->planes, (long long)r->first_wrong_plane,
+             (long long)r->rows, (long long)r->cols);
+    evid(&f,
+         "%lld of the output's %lld planes of %lldx%lld (batch entries, images x channels or "
+         "heads) are wrong, from plane %lld; every other plane is within the fp32 bound: the "
+         "op's leading axis is skipped or mis-indexed, not its formula",
+         (long long)r->wrong_planes, (long long)r->planes, (long long)r->rows, (long long)r->cols,
+         (long long)r->first_wrong_plane);
+    evid(&f, "seen on probe \"%.80s\"", p->label);
+    return f;
+}
+
 static peat_finding probe_finding(const peat_probe_outcome *p)
 {
     if (p->edge.confined && p->f.accept == PEAT_ACCEPT_FAIL) return edge_finding(p);
+    if (p->edge.plane_confined && p->f.accept == PEAT_ACCEPT_FAIL) return plane_finding(p);
     peat_finding f = p->f;
     /* NaN/Inf or a dense loss; a few isolated wrong elements are not a range effect */
     int blowup = f.cls == PEAT_FIND_NAN || f.cls == PEAT_FIND_WRONG_RESULT;
@@ -301,6 +323,28 @@ static void merge_into(peat_finding *into, const peat_finding *from)
     }
 }
 
+/* Whether a probe's region is a lone one: STRUCTURAL says the errors are confined to a region
+ * and the rest is right. A region on one call alone, while the recorded calls or other probes
+ * show gross errors spread beyond any region (WRONG_RESULT), is the spread error's shape on that
+ * one output (the one wrong row of a 2-row output is its last by chance), not a confined defect;
+ * a region that recurs on two calls or more, or that nothing contradicts, stands. */
+static int lone_region(const peat_finding *rec, int n_rec, const peat_probe_outcome *pr, int n_pr)
+{
+    int regions = 0, spread = 0;
+    for (int i = 0; i < n_rec; i++) {
+        if (rec[i].accept != PEAT_ACCEPT_FAIL) continue;
+        regions += rec[i].cls == PEAT_FIND_TILE;
+        spread |= rec[i].cls == PEAT_FIND_WRONG_RESULT;
+    }
+    for (int i = 0; i < n_pr; i++) {
+        peat_finding m = probe_finding(&pr[i]);
+        if (m.accept != PEAT_ACCEPT_FAIL) continue;
+        regions += m.cls == PEAT_FIND_TILE;
+        spread |= m.cls == PEAT_FIND_WRONG_RESULT;
+    }
+    return regions == 1 && spread;
+}
+
 int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_outcome *pr,
                           int n_pr, const peat_finding *props, int n_props, peat_finding *out,
                           int max)
@@ -319,6 +363,7 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
      * overflowing range probes are consequences, not the primary mechanism */
     int narrow = has_class(rec, n_rec, PEAT_FIND_REDUCED_PRECISION) ||
                  has_class(props, n_props, PEAT_FIND_REDUCED_PRECISION);
+    int lone = lone_region(rec, n_rec, pr, n_pr);
     for (int i = 0; i < n_pr; i++) {
         mapped = probe_finding(&pr[i]);
         int r = rank(&mapped);
@@ -327,6 +372,7 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
         int interior = mapped.cls == PEAT_FIND_TILE && !strstr(mapped.params, "boundary");
         if (narrow && (mapped.cls == PEAT_FIND_FTZ || mapped.cls == PEAT_FIND_RANGE || interior))
             r = 10;
+        if (lone && mapped.cls == PEAT_FIND_TILE) r = rank(&(peat_finding){.cls = PEAT_FIND_FTZ});
         if (mapped.accept == PEAT_ACCEPT_FAIL && r < best_rank)
             best_copy = mapped, best = &best_copy, best_rank = r;
     }

@@ -474,8 +474,15 @@ static void mag_sgd(const peat_args *a, int o, const mag_in *in, double *mag)
         double m1 = mu * m + g + wd * p;
         double em = 2.0 * fabs(mu * m) + fabs(mu * m + g) + fabs(g + wd * p) + 2.0 * fabs(wd * p) +
                     fabs(m1);
-        /* p' = p - lr mom': mom's error scaled, lr's rounding and product, the subtraction */
-        mag[i] = o == 1 ? em : fabs(lr) * em + 2.0 * fabs(lr * m1) + fabs(p - lr * m1);
+        /* nesterov's step d = (g + wd p) + mu mom' (PyTorch: g + wd p formed once, reused; the
+         * golden forms it again): wd's rounding and product, that add, mom's error scaled by mu,
+         * mu's rounding and product, the last add */
+        double d = a->p.i[1] ? (g + wd * p) + mu * m1 : m1;
+        double ed = a->p.i[1] ? 2.0 * fabs(wd * p) + fabs(g + wd * p) + fabs(mu) * em +
+                                    2.0 * fabs(mu * m1) + fabs(d)
+                              : em;
+        /* p' = p - lr d: d's error scaled, lr's rounding and product, the subtraction */
+        mag[i] = o == 1 ? em : fabs(lr) * ed + 2.0 * fabs(lr * d) + fabs(p - lr * d);
     }
 }
 

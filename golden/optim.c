@@ -53,7 +53,8 @@ static peat_status adamw_golden(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
-/* ---- SGD: i = n ; f = lr, momentum, wd ; in p, g, mom ; out p', mom' ---- */
+/* ---- SGD: i = n, nesterov ; f = lr, momentum, wd ; in p, g, mom ; out p', mom' ----
+ * Nesterov (PyTorch's): the step is (g + wd p) + momentum mom' instead of mom'. */
 
 static peat_status sgd_exact(const peat_args *a, const peat_kernel *self)
 {
@@ -65,7 +66,8 @@ static peat_status sgd_exact(const peat_args *a, const peat_kernel *self)
         double p = peat_tensor_get(a->in[0], i), g = peat_tensor_get(a->in[1], i);
         double m = peat_tensor_get(a->in[2], i);
         m = mu * m + g + wd * p;
-        po[i] = p - lr * m, mo[i] = m;
+        double d = a->p.i[1] ? (g + wd * p) + mu * m : m;
+        po[i] = p - lr * d, mo[i] = m;
     }
     return PEAT_OK;
 }
@@ -80,7 +82,8 @@ static peat_status sgd_golden(const peat_args *a, const peat_kernel *self)
     for (int64_t i = 0; i < n; i++) {
         float p = pi[i], g = gi[i], m = mi[i];
         m = mu * m + g + wd * p;
-        po[i] = p - lr * m, mo[i] = m;
+        float d = a->p.i[1] ? (g + wd * p) + mu * m : m;
+        po[i] = p - lr * d, mo[i] = m;
     }
     return PEAT_OK;
 }

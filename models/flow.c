@@ -282,6 +282,7 @@ static peat_status optimizer_update(peat_flow_t *f)
             peat_tensor *out[3] = {p->w, p->s1, p->s2};
             a = peat_args_make(PEAT_OP_ADAMW, &op, 4, in, 3, out);
         } else {
+            op.i[1] = f->cfg.nesterov != 0;
             op.f[0] = f->cfg.lr, op.f[1] = 0.9, op.f[2] = wd;
             const peat_tensor *in[3] = {p->w, p->g, p->s1};
             peat_tensor *out[2] = {p->w, p->s1};

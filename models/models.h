@@ -14,6 +14,7 @@ typedef struct peat_flow_config {
     int depth;     /* layers / blocks; 0 = default */
     int seq;       /* sequence length (gpt); 0 = default */
     peat_optimizer optimizer;
+    int nesterov;        /* SGD: Nesterov momentum (PyTorch's nesterov=True) */
     double lr;           /* 0 = flow default for the optimizer */
     double weight_decay; /* < 0 = default */
     int task;            /* 0 = pretraining task, 1 = shifted task (for finetuning) */

@@ -228,7 +228,8 @@ static peat_status config_parse(const peat_store_meta *m, peat_fi_prop_t *p)
     p->cfg.seed = m->seed;
     p->cfg.task = task;
     p->cfg.weight_decay = -1.0;
-    p->cfg.optimizer = strcmp(opt, "sgd") == 0 ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    p->cfg.optimizer = strncmp(opt, "sgd", 3) == 0 ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    p->cfg.nesterov = strcmp(opt, "sgd_nesterov") == 0;
     snprintf(p->flow, sizeof p->flow, "%s", m->flow);
     snprintf(p->backend, sizeof p->backend, "%s", m->backend);
     return PEAT_OK;

@@ -342,6 +342,17 @@ Test(golden, hand_sgd)
     free_all(3, in);
 }
 
+Test(golden, hand_sgd_nesterov)
+{
+    /* the same with nesterov: mom' = 2.31 as before; the step is (g + wd p) + momentum mom' =
+     * 0.51 + 2.079 = 2.589 ; p' = 1 - 0.2589 = 0.7411 */
+    peat_op_params p = {.i = {1, 1}, .f = {0.1, 0.9, 0.01}};
+    peat_tensor *in[3] = {tf(1, (float[]){1}), tf(1, (float[]){0.5f}), tf(1, (float[]){2})};
+    hand(PEAT_OP_SGD, &p, 3, in, 0, (double[]){0.7411}, 1);
+    hand(PEAT_OP_SGD, &p, 3, in, 1, (double[]){2.31}, 1);
+    free_all(3, in);
+}
+
 Test(golden, hand_adamw)
 {
     /* step 1 from zero moments: p = 1, g = 0.5, lr 0.1, b1 0.9, b2 0.999, eps 1e-8, wd 0.01:
@@ -1060,6 +1071,60 @@ Test(golden, adamw_bound_admits_pytorch_order)
     cr_assert_geq(worst, 0.2, "bound vacuous: PyTorch-order AdamW reaches only %.3f x it", worst);
     free(mag);
     free_all(4, in);
+}
+
+Test(golden, sgd_nesterov_bound_by_hand)
+{
+    /* g = mom = 0, p = 1, lr = momentum = wd = 0.5. mom' = wd p = 0.5 with error terms
+     * 2|wd p| + |g + wd p| + |mom'| = 1 + 0.5 + 0.5 = 2 (the momentum terms are 0). Without
+     * nesterov p' = 0.75: 0.5 x 2 + 2 x 0.25 + 0.75 = 2.25. With it the step is d = 0.5 +
+     * 0.5 x 0.5 = 0.75: 2|wd p| + |g + wd p| + |mu| 2 + 2|mu mom'| + |d| = 1 + 0.5 + 1 + 0.5 +
+     * 0.75 = 3.75; p' = 0.625: 0.5 x 3.75 + 2 x 0.375 + 0.625 = 3.25 */
+    peat_op_params p = {.i = {1, 1}, .f = {0.5, 0.5, 0.5}};
+    peat_tensor *in[3] = {tf(1, (float[]){1}), tf(1, (float[]){0}), tf(1, (float[]){0})};
+    double mag[1];
+    double got = mag1(PEAT_OP_SGD, &p, 3, in, 0, 1, mag);
+    cr_assert(fabs(got - 3.25) < 1e-12, "nesterov p' magnitude %.17g, hand value 3.25", got);
+    got = mag1(PEAT_OP_SGD, &p, 3, in, 1, 1, mag);
+    cr_assert(fabs(got - 2.0) < 1e-12, "mom' magnitude %.17g, hand value 2", got);
+    p.i[1] = 0;
+    got = mag1(PEAT_OP_SGD, &p, 3, in, 0, 1, mag);
+    cr_assert(fabs(got - 2.25) < 1e-12, "plain p' magnitude %.17g, hand value 2.25", got);
+    free_all(3, in);
+}
+
+/* PyTorch's _single_tensor_sgd with nesterov=True in fp32 (zoo_sgd_torch_nesterov): within
+ * gamma_1 * mag on every element, and reaching a fair share of it (not vacuous). */
+Test(golden, sgd_nesterov_bound_admits_pytorch_order)
+{
+    enum { N = 4096 };
+    peat_op_params p = {.i = {N, 1}, .f = {0.05, 0.9, 5e-4}};
+    peat_tensor *in[3] = {NULL};
+    for (int k = 0; k < 3; k++) cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, 1, N, &in[k]), 0);
+    float *P = in[0]->data, *G = in[1]->data, *M = in[2]->data;
+    uint64_t s = 777;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double r = (double)(s >> 11) * 0x1p-53;
+        P[i] = (float)(r - 0.5), G[i] = (float)(0.1 * (r - 0.45)), M[i] = (float)(0.2 * (0.3 - r));
+    }
+    double *mag = malloc(N * sizeof *mag);
+    mag1(PEAT_OP_SGD, &p, 3, in, 0, N, mag);
+    float lr = (float)p.f[0], mu = (float)p.f[1], wd = (float)p.f[2];
+    double worst = 0.0, u = 0x1p-24, g1 = u / (1 - u);
+    for (int i = 0; i < N; i++) {
+        float g = G[i] + wd * P[i], b = M[i] * mu;
+        b = b + g;
+        float d = g + mu * b, pf = P[i] + -lr * d;
+        double gd = G[i] + p.f[2] * P[i], bd = p.f[1] * M[i] + gd;
+        double pe = P[i] - p.f[0] * (gd + p.f[1] * bd);
+        double ratio = fabs(pf - pe) / (g1 * mag[i]);
+        worst = ratio > worst ? ratio : worst;
+    }
+    cr_assert_leq(worst, 1.0, "PyTorch-order nesterov SGD reaches %.3f x the bound", worst);
+    cr_assert_geq(worst, 0.2, "bound vacuous: nesterov SGD reaches only %.3f x it", worst);
+    free(mag);
+    free_all(3, in);
 }
 
 Test(golden, reduce_mean_depth_admits_reciprocal)

@@ -186,6 +186,59 @@ Test(probe, combination, .init = setup)
     cr_expect(n == 1 && out[0].cls == PEAT_FIND_WITHIN_BOUND);
 }
 
+/* A region on one probe alone, while the recorded calls show gross errors spread beyond any
+ * region (WRONG_RESULT), is not the explanation: WRONG_RESULT is primary and the region stays a
+ * secondary finding. The same region on two probes, or on one that nothing contradicts, is
+ * STRUCTURAL; whole planes wrong on a probe are STRUCTURAL with the planes named. */
+static int has(const peat_finding *f, int n, peat_finding_class c)
+{
+    for (int i = 0; i < n; i++)
+        if (f[i].cls == c) return 1;
+    return 0;
+}
+
+Test(probe, a_lone_region_does_not_outweigh_a_spread_error, .init = setup)
+{
+    peat_finding wrong = {.cls = PEAT_FIND_WRONG_RESULT, .accept = PEAT_ACCEPT_FAIL},
+                 within = {.cls = PEAT_FIND_WITHIN_BOUND, .accept = PEAT_ACCEPT_PASS}, out[8];
+    peat_probe_outcome pr[3];
+    memset(pr, 0, sizeof pr);
+    for (int i = 0; i < 2; i++) {
+        snprintf(pr[i].label, sizeof pr[i].label, "shape %d", i);
+        pr[i].f.cls = PEAT_FIND_WRONG_RESULT, pr[i].f.accept = PEAT_ACCEPT_FAIL;
+        pr[i].edge = (peat_edge_region){
+            .rows = i ? 2 : 5, .cols = 2, .edge_rows = 1, .n_gross = 2, .confined = 1};
+    }
+    int n = peat_detector_combine(&wrong, 1, pr, 1, NULL, 0, out, 8);
+    cr_expect_eq(out[0].cls, PEAT_FIND_WRONG_RESULT, "lone region vs spread errors: got %s (%s)",
+                 peat_detector_finding_name(out[0].cls), out[0].params);
+    cr_expect(has(out, n, PEAT_FIND_STRUCTURAL), "the region stays a secondary finding");
+    n = peat_detector_combine(&wrong, 1, pr, 2, NULL, 0, out, 8);
+    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "a region on two probes: got %s",
+                 peat_detector_finding_name(out[0].cls));
+    n = peat_detector_combine(&within, 1, pr, 1, NULL, 0, out, 8);
+    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "an uncontradicted region: got %s",
+                 peat_detector_finding_name(out[0].cls));
+    /* a second probe with spread errors contradicts as the recorded calls do */
+    pr[2].f.cls = PEAT_FIND_WRONG_RESULT, pr[2].f.accept = PEAT_ACCEPT_FAIL;
+    pr[1] = pr[2];
+    n = peat_detector_combine(&within, 1, pr, 2, NULL, 0, out, 8);
+    cr_expect_eq(out[0].cls, PEAT_FIND_WRONG_RESULT, "lone region vs a spread probe: got %s",
+                 peat_detector_finding_name(out[0].cls));
+    memset(&pr[0].edge, 0, sizeof pr[0].edge);
+    pr[0].edge = (peat_edge_region){.rows = 17,
+                                    .cols = 33,
+                                    .n_gross = 1122,
+                                    .planes = 3,
+                                    .wrong_planes = 2,
+                                    .first_wrong_plane = 1,
+                                    .plane_confined = 1};
+    n = peat_detector_combine(&within, 1, pr, 1, NULL, 0, out, 8);
+    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "whole planes wrong: got %s",
+                 peat_detector_finding_name(out[0].cls));
+    cr_expect(strstr(out[0].params, "planes,wrong=2/3,first=1") != NULL, "%s", out[0].params);
+}
+
 /* One campaign without the runtime stage (the verdict of the recorded calls and probes). */
 static peat_campaign_result *run_opt(const char *kernel, const char *flow, int probes,
                                      const char *optimizer)
@@ -211,6 +264,8 @@ Test(probe, honest_framework_orders_pass, .init = setup)
         {"zoo_adamw_torch_foreach", "mlp", NULL},
         {"zoo_adamw_torch_fused", "mlp", NULL},
         {"zoo_sgd_torch", "mlp", "sgd"},
+        {"zoo_sgd_torch_nesterov", "mlp", "sgd_nesterov"},
+        {"zoo_sgd_torch_nesterov", "cnn", "sgd_nesterov"},
         {"zoo_softmax_torch", "gpt_unfused", NULL},
         {"zoo_layernorm_welford", "gpt", NULL},
         {"zoo_gelu_erfc", "gpt", NULL},

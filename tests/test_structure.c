@@ -76,6 +76,47 @@ Test(structure, edge_region_follows_the_plane)
     peat_tensor_free(e);
 }
 
+/* Whole planes: the T x D planes 1 and 2 left 0 (a batch loop that stops after entry 0), plane 0
+ * exact: a partition (2 of 3 wrong, from plane 1), though no edge of the folded plane is. One
+ * element of plane 0 off by 2 bounds, or plane 1 only half wrong: no partition. Planes of fewer
+ * than PEAT_PLANE_MIN elements: none either (a wrong element is no plane). */
+static void planes_field(peat_tensor **test, peat_tensor **exact, int half)
+{
+    field(test, exact);
+    for (int i = 0; i < N; i++) {
+        int plane = i / (T * D);
+        double x = peat_f64(*exact)[i];
+        int wrong = plane > 0 && !(half && plane == 1 && i % 2);
+        peat_f32(*test)[i] = wrong ? 0.0f : (float)x;
+    }
+}
+
+Test(structure, whole_planes_wrong_are_a_partition)
+{
+    peat_tensor *t, *e;
+    peat_edge_region r;
+    planes_field(&t, &e, 0);
+    cr_assert_eq(peat_analyzer_edge_region(t, e, NULL, 4, T, D, &r), PEAT_OK);
+    cr_assert(!r.confined, "2 of 3 planes wrong fill every folded row: no edge");
+    cr_assert_eq(r.planes, PLANES);
+    cr_assert(r.plane_confined, "planes 1-2 wrong, plane 0 exact: a partition");
+    cr_assert_eq(r.wrong_planes, 2, "wrong planes %lld", (long long)r.wrong_planes);
+    cr_assert_eq(r.first_wrong_plane, 1, "first wrong plane %lld", (long long)r.first_wrong_plane);
+    /* plane 0 no longer within the bound: 2 bounds (peat_analyzer_bound, depth 4) off */
+    double x = peat_f64(e)[5];
+    peat_f32(t)[5] = (float)(x + 2.0 * peat_analyzer_bound(fabs(x), 4));
+    cr_assert_eq(peat_analyzer_edge_region(t, e, NULL, 4, T, D, &r), PEAT_OK);
+    cr_assert(!r.plane_confined, "an error over the bound in the clean plane: no partition");
+    peat_tensor_free(t), peat_tensor_free(e);
+    planes_field(&t, &e, 1);
+    cr_assert_eq(peat_analyzer_edge_region(t, e, NULL, 4, T, D, &r), PEAT_OK);
+    cr_assert(!r.plane_confined, "plane 1 half wrong: the error does not follow the planes");
+    /* as 1 x 1 planes of one element each, the same field is no partition */
+    cr_assert_eq(peat_analyzer_edge_region(t, e, NULL, 4, 1, 1, &r), PEAT_OK);
+    cr_assert(!r.plane_confined, "planes of 1 element");
+    peat_tensor_free(t), peat_tensor_free(e);
+}
+
 /* Per call: three calls of 16 elements run twice, differing in 0, 1 and 10 elements (a few is at
  * most 2 here, two runs 4); per output tensor, gross errors 0, 1 and 5. */
 Test(structure, per_call_repeat_and_gross_counts)

@@ -495,11 +495,12 @@ PK_KERNEL void pk_adamw(long n, float lr, float b1, float b2, float eps, float w
     Po[i] = p, Mo[i] = m, Vo[i] = v;
 }
 
-PK_KERNEL void pk_sgd(long n, float lr, float mu, float wd, PK_G const float *P,
+PK_KERNEL void pk_sgd(long n, long nesterov, float lr, float mu, float wd, PK_G const float *P,
                       PK_G const float *G, PK_G const float *M, PK_G float *Po, PK_G float *Mo)
 {
     long i = PK_GID0;
     if (i >= n) return;
     float p = P[i], m = mu * M[i] + G[i] + wd * p;
-    Po[i] = p - lr * m, Mo[i] = m;
+    float d = nesterov ? (G[i] + wd * p) + mu * m : m;
+    Po[i] = p - lr * d, Mo[i] = m;
 }

@@ -259,8 +259,8 @@ static peat_status adamw(const peat_args *a, const peat_kernel *self)
 static peat_status sgd(const peat_args *a, const peat_kernel *self)
 {
     const double *f = a->p.f;
-    peat_karg args[] = {KL(a->p.i[0]), KF(f[0]),     KF(f[1]),      KF(f[2]),     KB(a->in[0]),
-                        KB(a->in[1]),  KB(a->in[2]), KB(a->out[0]), KB(a->out[1])};
+    peat_karg args[] = {KL(a->p.i[0]), KL(a->p.i[1]), KF(f[0]),     KF(f[1]),      KF(f[2]),
+                        KB(a->in[0]),  KB(a->in[1]),  KB(a->in[2]), KB(a->out[0]), KB(a->out[1])};
     return launch1(a, "pk_sgd", a->p.i[0], NARGS(args), args);
 }
 

@@ -131,8 +131,9 @@ typedef enum peat_op_kind {
      * out: param', m', v' (decoupled weight decay: p -= lr*(mhat/(sqrt(vhat)+eps) + wd*p)) ;
      * outputs may alias the matching inputs */
     PEAT_OP_ADAMW,
-    /* i: n ; f: lr, momentum, weight_decay ; in: param, grad, mom ; out: param', mom'
-     * (mom' = momentum*mom + grad + wd*param ; param' = param - lr*mom') ; may alias */
+    /* i: n, nesterov (0/1) ; f: lr, momentum, weight_decay ; in: param, grad, mom ;
+     * out: param', mom' (mom' = momentum*mom + grad + wd*param ; param' = param - lr*mom', with
+     * nesterov param - lr*((grad + wd*param) + momentum*mom')) ; may alias */
     PEAT_OP_SGD,
     /* i: R, C, mode (0 sum, 1 mean) ; in: X [R,C] ; out: Y [R] (reduce each row) */
     PEAT_OP_REDUCE,

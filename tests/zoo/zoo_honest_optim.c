@@ -108,6 +108,24 @@ static peat_status sgd_torch(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* _single_tensor_sgd with nesterov=True (dampening 0): g = g.add(p, alpha=wd);
+ * buf.mul_(mu).add_(g); g = g.add(buf, alpha=mu); p.add_(g, alpha=-lr). The op's nesterov
+ * parameter (p.i[1]) chooses the step; without it this is zoo_sgd_torch's order. */
+static peat_status sgd_torch_nesterov(const peat_args *a, const peat_kernel *self)
+{
+    float lr = (float)a->p.f[0], mu = (float)a->p.f[1], wd = (float)a->p.f[2];
+    const float *pi = a->in[0]->data, *gi = a->in[1]->data, *bi = a->in[2]->data;
+    float *po = a->out[0]->data, *bo = a->out[1]->data;
+    for (int64_t i = 0; i < a->p.i[0]; i++) {
+        float p = pi[i], g = gi[i] + wd * pi[i], b = bi[i];
+        b = b * mu;
+        b = b + g;
+        float d = a->p.i[1] ? g + mu * b : b;
+        po[i] = p + -lr * d, bo[i] = b;
+    }
+    return PEAT_OK;
+}
+
 int zoo_register_honest_optim(const peat_plugin_host *host)
 {
     static const peat_kernel ks[] = {
@@ -119,6 +137,8 @@ int zoo_register_honest_optim(const peat_plugin_host *host)
                    "honest: PyTorch fused AdamW kernel order"),
         ZOO_KERNEL("zoo_sgd_torch", PEAT_OP_SGD, sgd_torch,
                    "honest: PyTorch _single_tensor_sgd order (wd into the gradient first)"),
+        ZOO_KERNEL("zoo_sgd_torch_nesterov", PEAT_OP_SGD, sgd_torch_nesterov,
+                   "honest: PyTorch _single_tensor_sgd order with nesterov=True"),
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (host->register_kernel(&ks[i]) != PEAT_OK) return 1;
