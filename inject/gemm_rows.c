@@ -1,170 +1,227 @@
 /* gemm_rows.c: the reorder models' plain fp32 sums (forward, reverse, pairwise, split-K in chunk
- * order) four output rows at a time: each element goes through exactly the additions its order's
- * per-element definition says (tests/test_inject.c checks it bit for bit), while a load of B
- * serves four rows. The runtime band's reruns train with these GEMMs. */
+ * order) on register tiles of 4 output rows x 16 columns: each element goes through exactly the
+ * additions its order's per-element definition says (tests/test_inject.c checks it bit for bit),
+ * while the tile's 64 running sums stay in vector registers from the first k to the last. The
+ * runtime band's reruns train with these GEMMs. */
 #include "inject/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define RB 4 /* rows a tile */
+#define RB        4  /* rows a tile */
+#define JW        16 /* columns a tile: two vectors of eight */
+#define MAX_DEPTH 64
 
+typedef float vec8 __attribute__((vector_size(32)));
+typedef struct tsum {
+    vec8 v[RB][2];
+} tsum;
+
+#define ALWAYS inline __attribute__((always_inline))
+
+/* An AVX2 clone where the CPU has it (chosen at load time), without FMA: every product and sum
+ * rounds on its own as in the baseline clone (this file also builds with -ffp-contract=off), so
+ * both clones give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define ROWS_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ROWS_CLONES
+#endif
+
+/* One tile's operands: op(A)'s RB rows as K groups of RB (rows past M zero), op(B)'s JW columns as
+ * K rows of JW (columns past N zero); the padding's sums are dropped. */
 typedef struct tile {
-    const float *a;  /* op(A)'s RB rows, K apart (rows past M are zeros, their sums dropped) */
-    const float *Bt; /* op(B) as K rows of N */
-    int64_t N, K;
-    float **scratch; /* pairwise: one RB x N tile per recursion level */
+    const float *a, *b;
+    int64_t K;
 } tile;
 
-/* s[r][j] += a[r][k..k+3] b[k..k+3][j], the four k in order, for the RB rows. */
-static void acc4(float *restrict s, int64_t N, const float *a, int64_t K, const float *restrict b0,
-                 const float *restrict b1, const float *restrict b2, const float *restrict b3)
+static ALWAYS vec8 ld(const float *p)
+{
+    vec8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static ALWAYS void t_zero(tsum *s)
+{
+    for (int r = 0; r < RB; r++) s->v[r][0] = s->v[r][1] = (vec8){0};
+}
+
+static ALWAYS void t_add(tsum *s, const tsum *t)
 {
     for (int r = 0; r < RB; r++) {
-        float x0 = a[r * K], x1 = a[r * K + 1], x2 = a[r * K + 2], x3 = a[r * K + 3];
-        float *restrict sr = s + r * N;
-        for (int64_t j = 0; j < N; j++)
-            sr[j] = (((sr[j] + x0 * b0[j]) + x1 * b1[j]) + x2 * b2[j]) + x3 * b3[j];
+        s->v[r][0] = s->v[r][0] + t->v[r][0];
+        s->v[r][1] = s->v[r][1] + t->v[r][1];
     }
 }
 
-/* s = sum over k in [lo, hi), increasing (or decreasing when rev), for the RB rows. */
-static void t_range(const tile *T, int64_t lo, int64_t hi, int rev, float *restrict s)
+/* s = ((0 + term lo) + term lo+1) + ... over [lo, hi), or from hi-1 down when rev; term k is
+ * a[k][r] b[k][:] for each row r: one product and one sum per element. The 8 running vectors are
+ * locals, so they stay in registers for the whole range. */
+static ALWAYS void t_range(const tile *T, int64_t lo, int64_t hi, int rev, tsum *s)
 {
-    int64_t N = T->N, K = T->K;
-    memset(s, 0, (size_t)(RB * N) * sizeof *s);
-    int64_t t = lo;
-    for (; t + 4 <= hi; t += 4) {
-        if (!rev) {
-            const float *b = T->Bt + t * N;
-            acc4(s, N, T->a + t, K, b, b + N, b + 2 * N, b + 3 * N);
-            continue;
-        }
-        /* k = hi-1-(t-lo) down to hi-4-(t-lo): gathered into increasing slots */
-        int64_t k0 = hi - 1 - (t - lo);
-        float x[RB * 4];
-        for (int r = 0; r < RB; r++)
-            for (int q = 0; q < 4; q++) x[r * 4 + q] = T->a[r * K + k0 - q];
-        const float *b = T->Bt + k0 * N;
-        acc4(s, N, x, 4, b, b - N, b - 2 * N, b - 3 * N);
-    }
-    for (; t < hi; t++) {
+    vec8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0};
+    for (int64_t t = lo; t < hi; t++) {
         int64_t k = rev ? hi - 1 - (t - lo) : t;
-        const float *restrict b = T->Bt + k * N;
-        for (int r = 0; r < RB; r++) {
-            float x = T->a[r * K + k], *restrict sr = s + r * N;
-            for (int64_t j = 0; j < N; j++) sr[j] += x * b[j];
-        }
+        const float *a = T->a + k * RB;
+        vec8 b0 = ld(T->b + k * JW), b1 = ld(T->b + k * JW + 8);
+        s00 = s00 + a[0] * b0, s01 = s01 + a[0] * b1;
+        s10 = s10 + a[1] * b0, s11 = s11 + a[1] * b1;
+        s20 = s20 + a[2] * b0, s21 = s21 + a[2] * b1;
+        s30 = s30 + a[3] * b0, s31 = s31 + a[3] * b1;
     }
+    s->v[0][0] = s00, s->v[0][1] = s01, s->v[1][0] = s10, s->v[1][1] = s11;
+    s->v[2][0] = s20, s->v[2][1] = s21, s->v[3][0] = s30, s->v[3][1] = s31;
 }
 
-/* A pairwise node of 1-4 terms in one pass, in the tree's own order (gemm.c's pair_leaf). */
-static void t_leaf(const tile *T, int64_t lo, int64_t n, float *restrict out)
+/* A pairwise node of 1-4 terms, in the tree's own order (gemm.c's pair_leaf):
+ * 1: t0; 2: t0 + t1; 3: t0 + (t1 + t2); 4: (t0 + t1) + (t2 + t3), each t_i as 0 + a b. */
+static ALWAYS void t_leaf(const tile *T, int64_t lo, int64_t n, tsum *s)
 {
-    int64_t N = T->N, K = T->K;
-    const float *restrict b0 = T->Bt + lo * N; /* rows past n: never read */
-    const float *restrict b1 = n > 1 ? b0 + N : b0, *restrict b2 = n > 2 ? b1 + N : b1;
-    const float *restrict b3 = n > 3 ? b2 + N : b2;
-    for (int r = 0; r < RB; r++) {
-        const float *a = T->a + r * K + lo;
-        float *restrict o = out + r * N;
-        if (n == 1)
-            for (int64_t j = 0; j < N; j++) o[j] = 0.0f + a[0] * b0[j];
-        else if (n == 2)
-            for (int64_t j = 0; j < N; j++) o[j] = (0.0f + a[0] * b0[j]) + a[1] * b1[j];
-        else if (n == 3)
-            for (int64_t j = 0; j < N; j++)
-                o[j] = (0.0f + a[0] * b0[j]) + ((0.0f + a[1] * b1[j]) + a[2] * b2[j]);
-        else
-            for (int64_t j = 0; j < N; j++)
-                o[j] =
-                    ((0.0f + a[0] * b0[j]) + a[1] * b1[j]) + ((0.0f + a[2] * b2[j]) + a[3] * b3[j]);
-    }
-}
-
-static void t_pairwise(const tile *T, int64_t lo, int64_t hi, float *restrict out, int depth)
-{
-    if (hi - lo <= 4) {
-        t_leaf(T, lo, hi - lo, out);
+    tsum u;
+    if (n == 3) {
+        t_range(T, lo, lo + 1, 0, s);
+        t_range(T, lo + 1, lo + 3, 0, &u);
+        t_add(s, &u);
         return;
     }
-    int64_t mid = lo + (hi - lo) / 2;
-    float *restrict right = T->scratch[depth];
-    t_pairwise(T, lo, mid, out, depth + 1);
-    t_pairwise(T, mid, hi, right, depth + 1);
-    for (int64_t e = 0; e < RB * T->N; e++) out[e] += right[e];
+    t_range(T, lo, lo + (n < 2 ? n : 2), 0, s);
+    if (n < 4) return;
+    t_range(T, lo + 2, lo + 4, 0, &u);
+    t_add(s, &u);
+}
+
+/* The pairwise tree (halves at lo + (hi - lo) / 2, leaves of at most 4 terms) evaluated
+ * depth-first without recursion: frames on one stack, finished halves on another, each node's
+ * value = left + right. */
+static ALWAYS void t_pairwise(const tile *T, tsum *vals, tsum *out)
+{
+    struct frame {
+        int64_t lo, hi;
+        int stage;
+    } fs[MAX_DEPTH];
+    int sp = 0, vp = 0;
+    fs[0] = (struct frame){0, T->K, 0};
+    while (sp >= 0) {
+        struct frame *f = &fs[sp];
+        int64_t mid = f->lo + (f->hi - f->lo) / 2;
+        if (f->hi - f->lo <= 4) {
+            t_leaf(T, f->lo, f->hi - f->lo, &vals[vp++]);
+            sp--;
+        } else if (f->stage < 2) {
+            fs[sp + 1] = f->stage++ ? (struct frame){mid, f->hi, 0} : (struct frame){f->lo, mid, 0};
+            sp++;
+        } else {
+            t_add(&vals[vp - 2], &vals[vp - 1]);
+            vp--;
+            sp--;
+        }
+    }
+    *out = vals[0];
 }
 
 /* Split-K in chunk order: S chunks summed forward, then s = ((0 + p_0) + p_1) + ... */
-static void t_split(const tile *T, int S, float *restrict out, float *restrict part)
+static ALWAYS void t_split(const tile *T, int S, tsum *out)
 {
-    int64_t n = RB * T->N, K = T->K;
+    int64_t K = T->K;
     S = S < K ? S : (int)K;
-    for (int c = 0; c < S; c++) t_range(T, K * c / S, K * (c + 1) / S, 0, part + c * n);
-    memset(out, 0, (size_t)n * sizeof *out);
-    for (int c = 0; c < S; c++)
-        for (int64_t e = 0; e < n; e++) out[e] += part[c * n + e];
+    t_zero(out);
+    for (int c = 0; c < S; c++) {
+        tsum p;
+        t_range(T, K * c / S, K * (c + 1) / S, 0, &p);
+        t_add(out, &p);
+    }
 }
 
-static void t_sum(const tile *T, const peat_inject_gemm_variant *v, float *out, float *part)
+static ALWAYS void t_sum(const tile *T, const peat_inject_gemm_variant *v, tsum *vals, tsum *out)
 {
     switch (v->order) {
     case PEAT_ORDER_REVERSE:
         t_range(T, 0, T->K, 1, out);
         return;
     case PEAT_ORDER_PAIRWISE:
-        t_pairwise(T, 0, T->K, out, 0);
+        t_pairwise(T, vals, out);
         return;
     case PEAT_ORDER_SPLIT:
-        t_split(T, v->split > 1 ? v->split : 1, out, part);
+        t_split(T, v->split > 1 ? v->split : 1, out);
         return;
     default:
         t_range(T, 0, T->K, 0, out);
     }
 }
 
-/* Packs op(A)'s rows i0 .. i0+RB-1 (zeros past M) and op(B) of batch entry b. */
-static void pack_rows(const float *A, int tA, int64_t M, int64_t K, int64_t i0, float *a)
+/* One batch entry's output: every RB x JW tile, B's panel outermost (it stays in cache while the
+ * row tiles pass); the same epilogue as the golden GEMM, so only the order differs. */
+typedef struct job {
+    const float *ap, *bp, *C;
+    float *D;
+    int64_t M, N, K;
+    float alpha, beta;
+    tsum *vals;
+} job;
+
+ROWS_CLONES
+static void tiles_run(const job *J, const peat_inject_gemm_variant *v)
 {
-    for (int r = 0; r < RB; r++)
+    int64_t M = J->M, N = J->N, K = J->K;
+    for (int64_t j0 = 0; j0 < N; j0 += JW)
+        for (int64_t i0 = 0; i0 < M; i0 += RB) {
+            tile T = {J->ap + i0 * K, J->bp + j0 * K, K};
+            tsum s;
+            t_sum(&T, v, J->vals, &s);
+            float o[RB][JW];
+            memcpy(o, &s, sizeof o);
+            for (int64_t i = i0; i < M && i < i0 + RB; i++)
+                for (int64_t j = j0; j < N && j < j0 + JW; j++) {
+                    float x = o[i - i0][j - j0];
+                    J->D[i * N + j] =
+                        J->C ? J->alpha * x + J->beta * J->C[i * N + j] : J->alpha * x;
+                }
+        }
+}
+
+/* op(A) as row tiles: ap[i0 * K + k * RB + r] = op(A)[i0 + r][k] (zeros past M). */
+static void pack_a(const float *A, int tA, int64_t M, int64_t K, float *ap)
+{
+    for (int64_t i0 = 0; i0 < M; i0 += RB)
         for (int64_t k = 0; k < K; k++)
-            a[r * K + k] = i0 + r >= M ? 0.0f : tA ? A[k * M + i0 + r] : A[(i0 + r) * K + k];
+            for (int r = 0; r < RB; r++) {
+                int64_t i = i0 + r;
+                ap[i0 * K + k * RB + r] = i >= M ? 0.0f : tA ? A[k * M + i] : A[i * K + k];
+            }
+}
+
+/* op(B) as column panels: bp[j0 * K + k * JW + q] = op(B)[k][j0 + q] (zeros past N). */
+static void pack_b(const float *B, int tB, int64_t K, int64_t N, float *bp)
+{
+    for (int64_t j0 = 0; j0 < N; j0 += JW)
+        for (int64_t k = 0; k < K; k++)
+            for (int q = 0; q < JW; q++) {
+                int64_t j = j0 + q;
+                bp[j0 * K + k * JW + q] = j >= N ? 0.0f : tB ? B[j * K + k] : B[k * N + j];
+            }
 }
 
 peat_status peat_inject_gemm_rows(const peat_args *a, const peat_inject_gemm_variant *v)
 {
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
-    float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
-    int S = v->order == PEAT_ORDER_SPLIT && v->split > 1 ? v->split : 1, levels = 2;
-    for (int64_t k = K; k > 4; k = (k + 1) / 2) levels++;
-    size_t n = (size_t)(RB * N);
-    float *mem = malloc(((size_t)(RB * K) + (size_t)(K * N) + n * (size_t)(1 + S + levels) + 1) *
-                        sizeof *mem);
-    float *scratch[64];
-    if (!mem)
+    int64_t Mp = (M + RB - 1) / RB * RB, Np = (N + JW - 1) / JW * JW;
+    float *ap = malloc(((size_t)(Mp * K) + (size_t)(Np * K) + 1) * sizeof *ap);
+    tsum *vals = aligned_alloc(sizeof(vec8), MAX_DEPTH * sizeof *vals); /* vectors' alignment */
+    if (!ap || !vals) {
+        free(ap), free(vals);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "inject gemm: K=%lld N=%lld", (long long)K, (long long)N);
-    float *arow = mem, *Bt = arow + RB * K, *sum = Bt + K * N, *part = sum + n;
-    for (int d = 0; d < levels && d < 64; d++) scratch[d] = part + n * (size_t)(S + d);
-    tile T = {arow, Bt, N, K, scratch};
-    for (int64_t b = 0; b < B; b++) {
-        const float *A = peat_f32(a->in[0]) + b * M * K, *Bm = peat_f32(a->in[1]) + b * K * N;
-        const float *C = beta != 0.0f ? peat_f32(a->in[2]) + b * M * N : NULL;
-        float *D = peat_f32(a->out[0]) + b * M * N;
-        T.Bt = tB ? Bt : Bm;
-        for (int64_t k = 0; tB && k < K; k++)
-            for (int64_t j = 0; j < N; j++) Bt[k * N + j] = Bm[j * K + k];
-        for (int64_t i0 = 0; i0 < M; i0 += RB) {
-            pack_rows(A, tA, M, K, i0, arow);
-            t_sum(&T, v, sum, part);
-            /* the same epilogue as the golden GEMM, so only the order differs */
-            for (int64_t i = i0; i < M && i < i0 + RB; i++)
-                for (int64_t j = 0; j < N; j++) {
-                    float s = sum[(i - i0) * N + j];
-                    D[i * N + j] = C ? alpha * s + beta * C[i * N + j] : alpha * s;
-                }
-        }
     }
-    free(mem);
+    job J = {ap, ap + Mp * K, NULL, NULL, M, N, K, (float)a->p.f[0], (float)a->p.f[1], vals};
+    for (int64_t b = 0; b < B; b++) {
+        pack_a(peat_f32(a->in[0]) + b * M * K, tA, M, K, ap);
+        pack_b(peat_f32(a->in[1]) + b * K * N, tB, K, N, ap + Mp * K);
+        J.C = J.beta != 0.0f ? peat_f32(a->in[2]) + b * M * N : NULL;
+        J.D = peat_f32(a->out[0]) + b * M * N;
+        tiles_run(&J, v);
+    }
+    free(ap);
+    free(vals);
     return PEAT_OK;
 }

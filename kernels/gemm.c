@@ -35,28 +35,50 @@ static void pack_b(const float *B, int tB, int64_t K, int64_t N, int64_t k0, int
 
 /* MR x NR register tile with two accumulator sets (even and odd k) that hide the add latency,
  * as a tuned micro-kernel does; the partial sums of this k block start at zero and are added to
- * the output afterwards: the reordering every blocked GEMM makes. */
-static void micro_kernel(int64_t kc, const float *pa, const float *pb, float acc[MR][NR])
+ * the output afterwards: the reordering every blocked GEMM makes. Each row's NR sums are one
+ * vector held in a register (separate products and sums: this file builds without FMA
+ * contraction, so every clone below gives the same bits). */
+typedef float v8 __attribute__((vector_size(NR * sizeof(float))));
+_Static_assert(MR == 4 && NR == 8, "micro_kernel holds 4 rows of 8");
+
+static inline __attribute__((always_inline)) v8 ld8(const float *p)
 {
-    float c0[MR][NR], c1[MR][NR];
-    memset(c0, 0, sizeof c0);
-    memset(c1, 0, sizeof c1);
-    int64_t k = 0;
-    for (; k + 1 < kc; k += 2) {
-        const float *a0 = pa + k * MR, *b0 = pb + k * NR, *a1 = a0 + MR, *b1 = b0 + NR;
-        for (int r = 0; r < MR; r++)
-            for (int q = 0; q < NR; q++) {
-                c0[r][q] += a0[r] * b0[q];
-                c1[r][q] += a1[r] * b1[q];
-            }
-    }
-    if (k < kc)
-        for (int r = 0; r < MR; r++)
-            for (int q = 0; q < NR; q++) c0[r][q] += pa[k * MR + r] * pb[k * NR + q];
-    for (int r = 0; r < MR; r++)
-        for (int q = 0; q < NR; q++) acc[r][q] = c0[r][q] + c1[r][q];
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
 
+static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *pa,
+                                                               const float *pb, float acc[MR][NR])
+{
+    v8 c00 = {0}, c01 = {0}, c02 = {0}, c03 = {0}, c10 = {0}, c11 = {0}, c12 = {0}, c13 = {0};
+    int64_t k = 0;
+    for (; k + 1 < kc; k += 2) {
+        const float *a0 = pa + k * MR, *a1 = a0 + MR;
+        v8 b0 = ld8(pb + k * NR), b1 = ld8(pb + (k + 1) * NR);
+        c00 = c00 + a0[0] * b0, c10 = c10 + a1[0] * b1;
+        c01 = c01 + a0[1] * b0, c11 = c11 + a1[1] * b1;
+        c02 = c02 + a0[2] * b0, c12 = c12 + a1[2] * b1;
+        c03 = c03 + a0[3] * b0, c13 = c13 + a1[3] * b1;
+    }
+    if (k < kc) {
+        const float *a0 = pa + k * MR;
+        v8 b0 = ld8(pb + k * NR);
+        c00 = c00 + a0[0] * b0, c01 = c01 + a0[1] * b0;
+        c02 = c02 + a0[2] * b0, c03 = c03 + a0[3] * b0;
+    }
+    v8 t[MR] = {c00 + c10, c01 + c11, c02 + c12, c03 + c13};
+    memcpy(acc, t, sizeof t);
+}
+
+/* An AVX2 clone where the CPU has it (chosen at load time), without FMA. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define GEMM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GEMM_CLONES
+#endif
+
+GEMM_CLONES
 static peat_status gemm_new(const peat_args *a, const peat_kernel *self)
 {
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];

@@ -360,10 +360,11 @@ static float ref_split(const gemm *g, int i, int j, int S)
 
 Test(inject, reorders_sum_each_element_in_their_defined_order_bit_for_bit)
 {
-    /* the four-rows-a-tile loops (several k a pass, pairwise nodes of up to four terms in one)
-     * must add each element's terms exactly as the per-element definition does, for every K
-     * remainder and tree shape */
-    static const int Ks[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 31, 64, 67};
+    /* the register tiles (4 rows x 16 columns, pairwise nodes of up to four terms in one, the
+     * tree walked without recursion) must add each element's terms exactly as the per-element
+     * definition does, for every K remainder and tree shape, and for whole and part column
+     * panels (N = 37: two panels of 16 and one of 5) */
+    static const int Ks[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 31, 64, 67, 130, 257};
     for (size_t q = 0; q < sizeof Ks / sizeof Ks[0]; q++) {
         gemm g = gemm_new(q % 2 ? 3 : 9, 37, Ks[q], 80 + q, 1.0, 1.0); /* whole and part tiles */
         static const char *specs[] = {"reorder(order=forward)", "reorder(order=reverse)",
