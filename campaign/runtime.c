@@ -583,26 +583,45 @@ static peat_status store_verdicts(peat_store_table_t *t, const peat_runtime_resu
     return PEAT_OK;
 }
 
-static peat_status store_all(const lockstep *L)
+/* The runtime tables of the campaign file. They are created (or opened) when the stage begins,
+ * before any checkpoint is written: the file is in SWMR write mode, which HDF5 documents for
+ * appends to existing datasets; a dataset created after a session's large appends made HDF5
+ * 1.10's flush fail ("slist not empty"), losing the stage at the small and base presets. */
+typedef struct rt_tables {
+    peat_store_table_t *curves, *dists, *verdicts;
+} rt_tables;
+
+static peat_status tables_open(peat_store_t *s, rt_tables *t)
 {
-    peat_store_t *s = L->o->store;
+    memset(t, 0, sizeof *t);
+    PEAT_TRY(
+        peat_store_table_open(s, "/runtime/curves", curve_cols, NCOLS(curve_cols), &t->curves));
+    PEAT_TRY(peat_store_table_open(s, "/runtime/weight_distance", dist_cols, NCOLS(dist_cols),
+                                   &t->dists));
+    return peat_store_table_open(s, "/runtime/verdicts", verdict_cols, NCOLS(verdict_cols),
+                                 &t->verdicts);
+}
+
+static void tables_close(rt_tables *t)
+{
+    peat_store_table_close(t->curves);
+    peat_store_table_close(t->dists);
+    peat_store_table_close(t->verdicts);
+}
+
+static peat_status store_all(const lockstep *L, const rt_tables *t)
+{
     const peat_runtime_result *res = L->res;
-    peat_store_table_t *tc = NULL, *td = NULL, *tv = NULL;
-    peat_status st =
-        peat_store_table_open(s, "/runtime/curves", curve_cols, NCOLS(curve_cols), &tc);
-    if (st == PEAT_OK)
-        st = peat_store_table_open(s, "/runtime/weight_distance", dist_cols, NCOLS(dist_cols), &td);
-    if (st == PEAT_OK)
-        st = peat_store_table_open(s, "/runtime/verdicts", verdict_cols, NCOLS(verdict_cols), &tv);
+    peat_status st = PEAT_OK;
     for (int i = 0; st == PEAT_OK && i < L->n; i++) {
         const member *m = &L->mem[i];
-        st = store_curve(tc, res, m->run, i == 0 ? "golden" : i < res->n_band ? "band" : "faulty");
-        if (st == PEAT_OK && m->tdist) st = store_dists(td, L, m);
+        st = store_curve(t->curves, res, m->run,
+                         i == 0            ? "golden"
+                         : i < res->n_band ? "band"
+                                           : "faulty");
+        if (st == PEAT_OK && m->tdist) st = store_dists(t->dists, L, m);
     }
-    if (st == PEAT_OK) st = store_verdicts(tv, res);
-    peat_store_table_close(tc);
-    peat_store_table_close(td);
-    peat_store_table_close(tv);
+    if (st == PEAT_OK) st = store_verdicts(t->verdicts, res);
     return st;
 }
 
@@ -689,10 +708,14 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
     memset(&L, 0, sizeof L);
     L.o = o;
     L.res = res;
-    peat_status st = lockstep_setup(&L);
+    rt_tables tabs;
+    memset(&tabs, 0, sizeof tabs);
+    peat_status st = o->store ? tables_open(o->store, &tabs) : PEAT_OK;
+    if (st == PEAT_OK) st = lockstep_setup(&L);
     if (st == PEAT_OK) st = lockstep_run(&L);
     if (st == PEAT_OK) st = judge(res);
-    if (st == PEAT_OK && o->store) st = store_all(&L);
+    if (st == PEAT_OK && o->store) st = store_all(&L, &tabs);
+    tables_close(&tabs);
     lockstep_free(&L);
     res->t_total = peat_campaign_now() - t0;
     return st;
