@@ -150,7 +150,8 @@ void peat_analyzer_gemm_props_read(const peat_tensor *D, peat_gemm_props *p)
     p->consistent = !memcmp(p, &q, sizeof q);
 }
 
-int peat_analyzer_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val, size_t n)
+int peat_analyzer_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val,
+                                 size_t n)
 {
     switch (i) {
     case 0:

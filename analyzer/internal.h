@@ -91,8 +91,8 @@ typedef struct peat_sample {
  * per candidate call, and a fork write-protects every private page the parent has, so the
  * analysis's next write to each of them faulted (about 2 us each on a virtual machine). From
  * 2 MiB up it is also 2 MiB-aligned and advised for transparent huge pages, which fault in 512
- * pages at once. NULL when it cannot be had. Freed with peat_analyzer_big_free and the same size. Under
- * AddressSanitizer, calloc and free serve instead. */
+ * pages at once. NULL when it cannot be had. Freed with peat_analyzer_big_free and the same size.
+ * Under AddressSanitizer, calloc and free serve instead. */
 void *peat_analyzer_big_new(size_t bytes);
 void peat_analyzer_big_free(void *p, size_t bytes);
 
@@ -145,13 +145,13 @@ typedef struct peat_sample_cols {
  * a set of n entries. Lean (prio NULL): only a and d are taken (cols holds 2 min(n, k)); b, key,
  * x and prio are NULL, for a caller that has them from a set of the same entries. */
 void peat_analyzer_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
-                           uint64_t *scratch, peat_sample_cols *c);
+                                    uint64_t *scratch, peat_sample_cols *c);
 /* perm = the order of v[0..n) ascending (NaN never passed in, -0 before +0; n < 2^32), equal
  * values in the order of tie (unique values) or, when tie is NULL, of their index; LSD radix sort
  * on the order-preserving 64-bit image of the doubles: O(n), at most six passes. scratch holds
  * 2 n words. */
 void peat_analyzer_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
-                         uint64_t *scratch);
+                                  uint64_t *scratch);
 /* rank[i] = the rank of v[i] among v[0..n) (1-based; equal values, -0 and +0 too, get their mean
  * rank; NaN never passed in; n < 2^32), from the same radix sort, without a permutation: equal
  * values are found from the sorted words' high halves, and whole keys are read only where those
@@ -227,15 +227,15 @@ void peat_analyzer_partial_init(peat_partial *p);
 void peat_analyzer_partial_merge(peat_partial *dst, const peat_partial *src);
 /* Streams elements [lo, hi) of one tensor into p and w. */
 void peat_analyzer_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
-                    peat_worker *w);
+                             peat_worker *w);
 /* The same for two test tensors against one exact tensor (in[0] and in[1] share exact, mag,
  * depth, terms and cols), read once: each side's results equal those of peat_analyzer_scan_unit. */
 void peat_analyzer_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
-                    peat_partial *const p[2], peat_worker *const w[2]);
+                             peat_partial *const p[2], peat_worker *const w[2]);
 /* Stages into w the sample entries of elements [lo, hi) whose priority is above `above` (and
  * below the sample's threshold): the rare second look of an add whose bound proved too low. */
 void peat_analyzer_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
-                            peat_worker *w);
+                                     peat_worker *w);
 
 /* ---- the accumulator (acc.c) -------------------------------------------------------------------
  */

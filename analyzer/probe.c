@@ -286,7 +286,8 @@ static peat_status other_values(peat_probe_set *s, const peat_record *rec)
     }
 }
 
-peat_status peat_analyzer_probe_set_make(const peat_record_list *recs, uint64_t seed, peat_probe_set *out)
+peat_status peat_analyzer_probe_set_make(const peat_record_list *recs, uint64_t seed,
+                                         peat_probe_set *out)
 {
     memset(out, 0, sizeof *out);
     if (!recs || recs->n == 0) return PEAT_OK;

@@ -40,7 +40,8 @@ typedef struct peat_probe_set {
  * probes; softmax, layernorm, attention and conv get value probes built from a recorded call
  * (large logits, large mean over small spread, large scores, subnormal and large inputs).
  * Inputs are drawn with the recorded calls' input scale. */
-peat_status peat_analyzer_probe_set_make(const peat_record_list *recs, uint64_t seed, peat_probe_set *out);
+peat_status peat_analyzer_probe_set_make(const peat_record_list *recs, uint64_t seed,
+                                         peat_probe_set *out);
 void peat_analyzer_probe_set_free(peat_probe_set *s);
 const char *peat_analyzer_probe_kind_name(peat_probe_kind k);
 
@@ -87,6 +88,7 @@ peat_status peat_analyzer_gemm_props_call(peat_args *a);
 /* Reads the properties from the output D of that call. */
 void peat_analyzer_gemm_props_read(const peat_tensor *D, peat_gemm_props *p);
 /* One line per property, "name|value" into buf (for the report's table). */
-int peat_analyzer_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val, size_t n);
+int peat_analyzer_gemm_props_row(const peat_gemm_props *p, int i, const char **name, char *val,
+                                 size_t n);
 
 #endif

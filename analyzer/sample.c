@@ -256,7 +256,7 @@ static void sort_words(const double *v, int zeq, const uint64_t *tie, uint64_t *
 }
 
 void peat_analyzer_sample_cols_take(const peat_sample_set *ss, double *cols, uint64_t *prio,
-                           uint64_t *scratch, peat_sample_cols *c)
+                                    uint64_t *scratch, peat_sample_cols *c)
 {
     size_t n = (size_t)ss->n, m = (size_t)(ss->n < ss->k ? ss->n : ss->k);
     uint64_t th = UINT64_MAX; /* the m-th smallest priority: every entry up to it is taken */
@@ -289,7 +289,7 @@ void peat_analyzer_sample_cols_take(const peat_sample_set *ss, double *cols, uin
 }
 
 void peat_analyzer_sample_argsort(const double *v, const uint64_t *tie, size_t n, uint32_t *perm,
-                         uint64_t *scratch)
+                                  uint64_t *scratch)
 {
     uint64_t *p = scratch;
     for (size_t i = 0; i < n; i++) p[i] = (dkey(v[i]) & 0xffffffff00000000ull) | i;

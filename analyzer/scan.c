@@ -97,8 +97,8 @@ static void gross_note(peat_partial *p, int64_t i, int64_t rows, int64_t cols, f
     p->box_n++;
 }
 
-/* The block steps are inlined into each clone of peat_analyzer_scan_unit so that they are compiled for its
- * target (a call would run the baseline code). */
+/* The block steps are inlined into each clone of peat_analyzer_scan_unit so that they are compiled
+ * for its target (a call would run the baseline code). */
 #if defined(__GNUC__)
 #define INLINE_BLOCK inline __attribute__((always_inline))
 #else
@@ -696,20 +696,21 @@ static INLINE_BLOCK void scan_sides(const peat_scan_in *const *in, int n_sides, 
 }
 
 SCAN_CLONES
-void peat_analyzer_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p, peat_worker *w)
+void peat_analyzer_scan_unit(const peat_scan_in *in, int64_t lo, int64_t hi, peat_partial *p,
+                             peat_worker *w)
 {
     scan_sides(&in, 1, lo, hi, &p, &w);
 }
 
 SCAN_CLONES
 void peat_analyzer_scan_pair(const peat_scan_in *const in[2], int64_t lo, int64_t hi,
-                    peat_partial *const p[2], peat_worker *const w[2])
+                             peat_partial *const p[2], peat_worker *const w[2])
 {
     scan_sides(in, 2, lo, hi, p, w);
 }
 
 void peat_analyzer_scan_sample_above(const peat_scan_in *in, int64_t lo, int64_t hi, uint64_t above,
-                            peat_worker *w)
+                                     peat_worker *w)
 {
     block b;
     for (int64_t i = lo; i < hi; i += BLK) {

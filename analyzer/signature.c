@@ -127,8 +127,9 @@ static double pearson(const double *x, const double *y, size_t n)
 }
 
 /* The elements the input correlation uses are those whose a and b are defined, and a and b are
- * undefined together (NaN where the element's scale is below FLT_MIN; peat_analyzer_sample_cols_take):
- * keeps a column's defined values, in order, in place; returns their number. */
+ * undefined together (NaN where the element's scale is below FLT_MIN;
+ * peat_analyzer_sample_cols_take): keeps a column's defined values, in order, in place; returns
+ * their number. */
 static size_t corr_compact(double *col, size_t m)
 {
     size_t n = 0;

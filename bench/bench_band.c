@@ -116,8 +116,8 @@ static int honest_flow(const bench_opts *b, const char *flow)
         done++;
         /* one line per seed as it ends: a measurement stopped early still counts what it ran */
         fprintf(stderr, "bench_band: %s seed %d: %s%s, loss t %.2f (k %.2f), %.1f s\n", flow, s,
-                peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t, r.b.loss_k,
-                r.t_total);
+                peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t,
+                r.b.loss_k, r.t_total);
         peat_campaign_runtime_result_free(&r);
     }
     if (done == 0) return printf("| %-11s | no seed within --max-seconds |\n", flow), 0;
@@ -169,7 +169,8 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
             int aff = affects_training(&r), det = r.verdict[0].cls != PEAT_RUNTIME_EQUIVALENT;
             *n_aff += aff, *n_det += aff && det, *n_other += !aff && det;
             printf("  %-34s %-10s %-20s %s\n", k, aff ? "affects" : "no effect",
-                   peat_detector_runtime_class_name(r.verdict[0].cls), r.verdict[0].drift ? "drift" : "");
+                   peat_detector_runtime_class_name(r.verdict[0].cls),
+                   r.verdict[0].drift ? "drift" : "");
             fflush(stdout);
         }
         peat_campaign_runtime_result_free(&r);

@@ -109,7 +109,8 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
     peat_profiler_t *prof = peat_profiler_new(&pol, peat_record_list_sink, &p->recs);
     if (!prof || peat_exec_alloc(c->flow, seed, &ex) || peat_profiler_attach(prof, ex) ||
         peat_exec_add_hook(ex, count_hook, &p->all) ||
-        peat_exec_add_hook(ex, count_hook, &p->every_op) || peat_models_flow_alloc(c->flow, &cfg, ex, &f))
+        peat_exec_add_hook(ex, count_hook, &p->every_op) ||
+        peat_models_flow_alloc(c->flow, &cfg, ex, &f))
         return fail("profile setup");
     for (int64_t it = 0; it < p->iters; it++) {
         if (peat_models_flow_step(f, &m)) return fail("profile step");

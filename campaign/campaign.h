@@ -72,7 +72,8 @@ typedef struct peat_campaign_opts {
  * "every:N", "a,b,c"). */
 peat_status peat_campaign_iter_spec_check(const char *spec);
 /* Refuses a valid spec that names an iteration a run of iters never reaches (option: its name). */
-peat_status peat_campaign_iter_spec_check_range(const char *spec, int64_t iters, const char *option);
+peat_status peat_campaign_iter_spec_check_range(const char *spec, int64_t iters,
+                                                const char *option);
 /* Whether iteration it (of iters) is selected by spec. */
 int peat_campaign_iter_spec_match(const char *spec, int64_t it, int64_t iters);
 /* Parses an op list ("all" or comma-separated op names) into a mask. */

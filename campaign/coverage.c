@@ -101,8 +101,8 @@ static void assign_quotas(peat_coverage *cov, int64_t calls)
 }
 
 peat_status peat_campaign_coverage_plan(const char *flow, const peat_flow_config *cfg,
-                               const peat_profile_policy *pol, int64_t window, int64_t calls,
-                               peat_coverage *cov)
+                                        const peat_profile_policy *pol, int64_t window,
+                                        int64_t calls, peat_coverage *cov)
 {
     memset(cov, 0, sizeof *cov);
     cov->window = window > 0 ? window : 0;

@@ -28,8 +28,8 @@ typedef struct peat_coverage {
  * then gives each stratum max(1, calls / strata) records (at most its calls in the window).
  * Only calls pol records count: its op mask and phases. */
 peat_status peat_campaign_coverage_plan(const char *flow, const peat_flow_config *cfg,
-                               const peat_profile_policy *pol, int64_t window, int64_t calls,
-                               peat_coverage *cov);
+                                        const peat_profile_policy *pol, int64_t window,
+                                        int64_t calls, peat_coverage *cov);
 /* A profile policy call_filter: records the calls of each stratum at evenly spaced positions
  * of its own call sequence (so no step period can alias them). user is the peat_coverage. */
 int peat_campaign_coverage_filter(void *user, const peat_args *a, const peat_call_info *info);

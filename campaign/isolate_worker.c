@@ -368,7 +368,7 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
 /* ---- the parent ---- */
 
 peat_status peat_campaign_isolate_worker_create(const peat_kernel *k, int keep_state,
-                                       peat_isolate_worker **out)
+                                                peat_isolate_worker **out)
 {
     *out = NULL;
     peat_isolate_worker *w = calloc(1, sizeof *w);
@@ -545,8 +545,9 @@ static void call_outcome(peat_isolate_worker *w, int ended, int wst, double time
     }
 }
 
-peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat_args *a, double timeout_s,
-                                     peat_call_outcome *out, char *why, size_t nwhy)
+peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
+                                              double timeout_s, peat_call_outcome *out, char *why,
+                                              size_t nwhy)
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
@@ -572,7 +573,8 @@ peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat
         w->pid = 0;
         worker_stop(w);
     }
-    if (*out == PEAT_CALL_DONE) peat_campaign_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
+    if (*out == PEAT_CALL_DONE)
+        peat_campaign_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
     for (int o = 0; o < a->n_out; o++)
         if (a->out[o]) memcpy(a->out[o]->data, run.out[o]->data, w->ctl->out[o].nb);
     /* a stray write may have damaged the child's own memory, and a call that changed the
@@ -599,8 +601,8 @@ static void tl_init(void)
 }
 
 peat_status peat_campaign_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
-                                            double timeout_s, peat_call_outcome *out, char *why,
-                                            size_t nwhy)
+                                                     double timeout_s, peat_call_outcome *out,
+                                                     char *why, size_t nwhy)
 {
     pthread_once(&tl_once, tl_init);
     peat_isolate_worker *w = pthread_getspecific(tl_key);

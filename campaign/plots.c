@@ -48,7 +48,8 @@ static void take_worst(peat_plot_data *p, const float *test, const double *exact
 }
 
 void peat_campaign_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
-                   const double *mag, int64_t depth, int64_t rows, int64_t cols, int64_t call)
+                            const double *mag, int64_t depth, int64_t rows, int64_t cols,
+                            int64_t call)
 {
     double worst = 0, gamma, eta;
     peat_analyzer_bound_coeffs(depth, &gamma, &eta);
@@ -66,8 +67,8 @@ void peat_campaign_plot_add(peat_plot_data *p, int which, const float *test, con
     take_worst(p, test, exact, mag, gamma, eta, rows, cols);
 }
 
-void peat_campaign_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
-                        int64_t cols, int64_t iter)
+void peat_campaign_plot_call_end(peat_plot_data *p, const char *layer, const char *phase,
+                                 int64_t rows, int64_t cols, int64_t iter)
 {
     peat_plot_coverage *c = NULL;
     for (int i = 0; i < p->n_coverage && !c; i++)

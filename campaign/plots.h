@@ -45,11 +45,12 @@ typedef struct peat_plot_data {
  * per-element rounding bounds' magnitudes and depth (peat_analyzer_bound). which: 0 candidate,
  * 1 golden; only the candidate's calls compete for the heatmap. */
 void peat_campaign_plot_add(peat_plot_data *p, int which, const float *test, const double *exact,
-                   const double *mag, int64_t depth, int64_t rows, int64_t cols, int64_t call);
+                            const double *mag, int64_t depth, int64_t rows, int64_t cols,
+                            int64_t call);
 /* Files the call whose outputs were just added under its coverage group (layer, phase name,
  * first output's rows x cols view, training iteration), then starts the next call. */
-void peat_campaign_plot_call_end(peat_plot_data *p, const char *layer, const char *phase, int64_t rows,
-                        int64_t cols, int64_t iter);
+void peat_campaign_plot_call_end(peat_plot_data *p, const char *layer, const char *phase,
+                                 int64_t rows, int64_t cols, int64_t iter);
 /* Turns the bin counts into fractions (once, after the last add). */
 void peat_campaign_plot_finish(peat_plot_data *p);
 /* The bin of a bound-normalised error. */

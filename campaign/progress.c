@@ -26,7 +26,8 @@ void peat_campaign_progress_format_time(double s, char *buf, size_t n)
         snprintf(buf, n, "%d:%02d", (int)(s / 60), (int)s % 60);
 }
 
-void peat_campaign_progress_begin(peat_progress *p, FILE *f, int quiet, const char *label, int64_t total)
+void peat_campaign_progress_begin(peat_progress *p, FILE *f, int quiet, const char *label,
+                                  int64_t total)
 {
     memset(p, 0, sizeof *p);
     p->f = quiet ? NULL : f;
@@ -49,7 +50,7 @@ static void draw(peat_progress *p)
     bar[BAR_WIDTH] = 0;
     if (p->done > 0)
         peat_campaign_progress_format_time(el / (double)p->done * (double)(p->total - p->done), eta,
-                                  sizeof eta);
+                                           sizeof eta);
     /* \033[K clears what a longer previous line left */
     fprintf(p->f, "\r%s [%s] %lld/%lld  ETA %s\033[K", p->label, bar, (long long)p->done,
             (long long)p->total, eta);

@@ -16,7 +16,8 @@ typedef struct peat_progress {
 } peat_progress;
 
 /* Starts a stage of `total` steps on f (NULL or quiet: silent). */
-void peat_campaign_progress_begin(peat_progress *p, FILE *f, int quiet, const char *label, int64_t total);
+void peat_campaign_progress_begin(peat_progress *p, FILE *f, int quiet, const char *label,
+                                  int64_t total);
 /* Reports `done` steps finished; note (may be NULL) is a line worth keeping in a log, printed in
  * plain mode and above the bar on a TTY. */
 void peat_campaign_progress_step(peat_progress *p, int64_t done, const char *note);

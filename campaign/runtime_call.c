@@ -42,7 +42,7 @@ static peat_status watched_swap(void *user, const peat_kernel *active, const pea
 }
 
 peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
-                                    peat_exec_swap *s, peat_runtime_call **out)
+                                             peat_exec_swap *s, peat_runtime_call **out)
 {
     peat_runtime_call *c = calloc(1, sizeof *c);
     if (!c) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime call");

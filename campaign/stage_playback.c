@@ -15,8 +15,8 @@
  * images x channels of H x W; a batched GEMM's [B,M,N] as B planes of M x N; everything else
  * as the matrix of its last axis (rows x columns for GEMM). An unwritten last query tile or output
  * row block is then one edge of the plane. */
-void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
-                         int64_t *cols)
+void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact,
+                                  int64_t *rows, int64_t *cols)
 {
     int64_t n = peat_tensor_numel(exact);
     *cols = exact->shape[exact->ndim - 1];
@@ -30,9 +30,10 @@ void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor 
 }
 
 peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
-                                     peat_plot_data *plots, int64_t call, const peat_args *in,
-                                     int o, const peat_tensor *test, const peat_tensor *golden,
-                                     const peat_tensor *exact, double *t_ref, double *t_an)
+                                              peat_plot_data *plots, int64_t call,
+                                              const peat_args *in, int o, const peat_tensor *test,
+                                              const peat_tensor *golden, const peat_tensor *exact,
+                                              double *t_ref, double *t_an)
 {
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
@@ -67,8 +68,9 @@ static peat_status acc_output(peat_campaign *c, int64_t call, const peat_args *i
                               const peat_tensor *test, const peat_tensor *golden,
                               const peat_tensor *exact)
 {
-    return peat_campaign_playback_accumulate(c->acc_cand, c->acc_gold, &c->res->plots, call, in, o, test,
-                                    golden, exact, &c->res->t_reference, &c->res->t_analyzer);
+    return peat_campaign_playback_accumulate(c->acc_cand, c->acc_gold, &c->res->plots, call, in, o,
+                                             test, golden, exact, &c->res->t_reference,
+                                             &c->res->t_analyzer);
 }
 
 /* Counts a misbehaving call in *n and describes the first one in first. */
@@ -111,8 +113,8 @@ static peat_status repeat_call(peat_campaign *c, const peat_record *r, int isola
     peat_args b = peat_record_args(r);
     PEAT_TRY(peat_campaign_isolate_outputs_alloc(&b, r->golden, r->n_out));
     peat_call_outcome out;
-    peat_status st =
-        peat_campaign_isolate_call(c->k, &b, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
+    peat_status st = peat_campaign_isolate_call(c->k, &b, isolate, c->o->kernel_timeout_s, &out,
+                                                why, sizeof why);
     if (st == PEAT_OK && out == PEAT_CALL_DONE)
         for (int o = 0; o < r->n_out; o++)
             peat_analyzer_acc_add_repeat(c->acc_cand, first->out[o], b.out[o]);
@@ -126,8 +128,8 @@ static void plot_call_end(peat_campaign *c, const peat_record *r)
     static const char *const phases[] = {"fwd", "bwd", "opt"};
     const peat_tensor *o0 = r->golden[0];
     int64_t cols = o0->shape[o0->ndim - 1];
-    peat_campaign_plot_call_end(&c->res->plots, r->layer, phases[r->phase % 3], peat_tensor_numel(o0) / cols,
-                       cols, r->iter);
+    peat_campaign_plot_call_end(&c->res->plots, r->layer, phases[r->phase % 3],
+                                peat_tensor_numel(o0) / cols, cols, r->iter);
 }
 
 /* Replays record i through the candidate (its inputs are never written: the kernel gets copies)
@@ -142,8 +144,8 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate, int *hung)
     PEAT_TRY(peat_campaign_isolate_outputs_alloc(&a, r->golden, r->n_out));
     char why[256];
     peat_call_outcome out;
-    peat_status st =
-        peat_campaign_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &out, why, sizeof why);
+    peat_status st = peat_campaign_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &out,
+                                                why, sizeof why);
     if (st == PEAT_OK && (out == PEAT_CALL_FAILED || out == PEAT_CALL_HUNG || out == PEAT_CALL_DUE))
         *hung = note_failure(c->res, r, out, why);
     else if (st == PEAT_OK) {

@@ -114,8 +114,8 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
 }
 
 peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
-                                 const peat_probe *p, const peat_detector_ctx *ctx,
-                                 peat_probe_outcome *po)
+                                          const peat_probe *p, const peat_detector_ctx *ctx,
+                                          peat_probe_outcome *po)
 {
     snprintf(po->label, sizeof po->label, "%s", p->label);
     po->kind = p->kind, po->tag = p->tag;
@@ -125,7 +125,8 @@ peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const pea
     if (st == PEAT_OK) st = peat_campaign_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     if (st == PEAT_OK) {
-        peat_status rs = peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
+        peat_status rs =
+            peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
         if (rs == PEAT_ERR_KERNEL)
             outcome_failed(po, why);
         else if (rs != PEAT_OK)
@@ -140,7 +141,7 @@ peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const pea
 }
 
 peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
-                                   peat_campaign_result *res)
+                                            peat_campaign_result *res)
 {
     peat_args in, e, g;
     PEAT_TRY(peat_analyzer_gemm_props_call(&in));
@@ -150,13 +151,13 @@ peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const p
     if (st == PEAT_OK) st = peat_campaign_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     peat_gemm_props again;
-    if (st == PEAT_OK &&
-        peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK) {
+    if (st == PEAT_OK && peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
+                                                   sizeof why) == PEAT_OK) {
         peat_analyzer_gemm_props_read(g.out[0], &res->props_gold);
         peat_analyzer_gemm_props_read(c.out[0], &res->props_cand);
         /* a kernel whose answers change from run to run has no properties to read: run twice */
-        res->have_props =
-            peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK;
+        res->have_props = peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
+                                                    sizeof why) == PEAT_OK;
         if (res->have_props) peat_analyzer_gemm_props_read(c.out[0], &again);
         res->have_props = res->have_props && !memcmp(&again, &res->props_cand, sizeof again) &&
                           res->props_cand.consistent && res->props_gold.consistent;
@@ -207,10 +208,12 @@ peat_status peat_campaign_stage_probe(peat_campaign *c)
     PEAT_TRY(peat_analyzer_probe_set_make(&c->recs, c->o->seed, &set));
     peat_status st = PEAT_OK;
     for (int i = 0; i < set.n && st == PEAT_OK && res->n_probes < PEAT_CAMPAIGN_MAX_PROBES; i++) {
-        st = peat_campaign_stage_probe_one(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
+        st =
+            peat_campaign_stage_probe_one(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
         declared_format_explains(&dctx, &res->probes[res->n_probes++]);
     }
     peat_analyzer_probe_set_free(&set);
-    if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM) st = peat_campaign_stage_probe_props(&po, c->k, res);
+    if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM)
+        st = peat_campaign_stage_probe_props(&po, c->k, res);
     return st;
 }

@@ -94,7 +94,8 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
         pol->every_k = o->record_every;
     } else {
         /* stratified (campaign/coverage.h): each (op, layer, phase, shapes, dtype) its share */
-        PEAT_TRY(peat_campaign_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
+        PEAT_TRY(
+            peat_campaign_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
         pol->max_calls = c->res->coverage.cap; /* --calls per recorded op */
         pol->call_filter = peat_campaign_coverage_filter;
         pol->call_filter_user = &c->res->coverage;

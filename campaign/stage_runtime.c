@@ -21,8 +21,8 @@ static void findings_add(peat_campaign *c, peat_campaign_result *res, const peat
         snprintf(res->runtime_run[j], sizeof res->runtime_run[j], "%s", rt->faulty[j].label);
         res->runtime[j] = rt->verdict[j];
         res->runtime_swapped[j] = rt->faulty[j].swapped;
-        runtime[j] =
-            peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label, rt->faulty[j].swapped);
+        runtime[j] = peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label,
+                                                   rt->faulty[j].swapped);
     }
     peat_finding_sources src = c->find;
     src.runtime = runtime, src.n_runtime = rt->n_faulty;

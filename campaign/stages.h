@@ -149,22 +149,23 @@ int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int 
  * on a flow's own calls (peat_latency_replay_now). */
 /* The plane (rows x cols) output o is analysed in, along the op's logical axes (attention:
  * heads of T x D; conv: images x channels of H x W; else the matrix of the last axis). */
-void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact, int64_t *rows,
-                         int64_t *cols);
+void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact,
+                                  int64_t *rows, int64_t *cols);
 peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
-                                     peat_plot_data *plots, int64_t call, const peat_args *in,
-                                     int o, const peat_tensor *test, const peat_tensor *golden,
-                                     const peat_tensor *exact, double *t_ref, double *t_an);
+                                              peat_plot_data *plots, int64_t call,
+                                              const peat_args *in, int o, const peat_tensor *test,
+                                              const peat_tensor *golden, const peat_tensor *exact,
+                                              double *t_ref, double *t_an);
 
 /* One probe as the probe stage runs it (stage_probe.c): exact and golden references, candidate k
  * (forked when o->isolate), its judgement into po; and GEMM's arithmetic-property call through
  * golden and candidate (res->have_props when both ran). The planner times both with the golden
  * in the candidate's place (latency/latency_predict.c). */
 peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
-                                 const peat_probe *p, const peat_detector_ctx *ctx,
-                                 peat_probe_outcome *po);
+                                          const peat_probe *p, const peat_detector_ctx *ctx,
+                                          peat_probe_outcome *po);
 peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
-                                   peat_campaign_result *res);
+                                            peat_campaign_result *res);
 
 /* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
  * stages that restart training load them. */

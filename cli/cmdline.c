@@ -33,7 +33,7 @@ peat_status peat_cli_cmdline_join(int argc, char *const *argv, char *buf, size_t
 }
 
 peat_status peat_cli_cmdline_split(const char *line, char **words, int max, int *n, char *store,
-                               size_t cap)
+                                   size_t cap)
 {
     size_t used = 0;
     *n = 0;
@@ -144,8 +144,8 @@ static int keep_recorded(int nw, char **w, char **out, int max)
 }
 
 peat_status peat_cli_cmdline_resume(const char *dir, int argc, char **argv, int *out_argc,
-                                char **out_argv, int max, char *store, size_t cap, char *recorded,
-                                size_t recorded_n)
+                                    char **out_argv, int max, char *store, size_t cap,
+                                    char *recorded, size_t recorded_n)
 {
     char *w[PEAT_CMDLINE_MAX_ARGS];
     int nw;

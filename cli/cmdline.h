@@ -14,7 +14,7 @@ peat_status peat_cli_cmdline_join(int argc, char *const *argv, char *buf, size_t
 /* Splits a joined line back into words (single quotes, as peat_cli_cmdline_join writes them).
  * Words point into store (cap bytes); at most max words. */
 peat_status peat_cli_cmdline_split(const char *line, char **words, int max, int *n, char *store,
-                               size_t cap);
+                                   size_t cap);
 
 /* `peat run --resume DIR [OPTIONS]`: builds the argument list of the interrupted run (the
  * command line recorded in DIR/campaign.h5.partial, less --out, --force and --resume) followed
@@ -22,7 +22,7 @@ peat_status peat_cli_cmdline_split(const char *line, char **words, int max, int 
  * changes what the campaign records is refused with one line naming it; only --quiet, --json,
  * --timeout and --no-isolate may differ. *recorded receives the original command line. */
 peat_status peat_cli_cmdline_resume(const char *dir, int argc, char **argv, int *out_argc,
-                                char **out_argv, int max, char *store, size_t cap, char *recorded,
-                                size_t recorded_n);
+                                    char **out_argv, int max, char *store, size_t cap,
+                                    char *recorded, size_t recorded_n);
 
 #endif

@@ -62,7 +62,7 @@ struct peat_profiler {
 };
 
 peat_profiler_t *peat_profiler_new(const peat_profile_policy *pol, peat_record_sink sink,
-                                     void *user)
+                                   void *user)
 {
     peat_profiler_t *pr = calloc(1, sizeof *pr);
     if (!pr) return NULL;

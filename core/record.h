@@ -53,7 +53,7 @@ typedef peat_status (*peat_record_sink)(void *user, peat_record *r);
 
 typedef struct peat_profiler peat_profiler_t;
 peat_profiler_t *peat_profiler_new(const peat_profile_policy *pol, peat_record_sink sink,
-                                     void *user);
+                                   void *user);
 void peat_profiler_free(peat_profiler_t *pr);
 /* Attaches to an exec context (adds its hook). */
 peat_status peat_profiler_attach(peat_profiler_t *pr, peat_exec_t *ex);

@@ -70,7 +70,8 @@ const char *peat_detector_finding_name(peat_finding_class c)
 peat_finding_class peat_detector_finding_parse(const char *name)
 {
     for (int c = 0; c < PEAT_FIND_COUNT; c++)
-        if (!strcmp(peat_detector_finding_name((peat_finding_class)c), name)) return (peat_finding_class)c;
+        if (!strcmp(peat_detector_finding_name((peat_finding_class)c), name))
+            return (peat_finding_class)c;
     if (!strcmp(name, "TILE")) return PEAT_FIND_TILE; /* the name STRUCTURAL had before */
     return PEAT_FIND_COUNT;
 }

@@ -217,6 +217,7 @@ const char *peat_detector_runtime_class_name(peat_runtime_class c);
 /* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES and DUE -> FAIL. */
 peat_acceptance peat_detector_runtime_acceptance(peat_runtime_class c);
 /* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */
-peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped);
+peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run,
+                                           int64_t swapped);
 
 #endif

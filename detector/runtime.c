@@ -329,7 +329,8 @@ peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_r
     return PEAT_OK;
 }
 
-peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run, int64_t swapped)
+peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run,
+                                           int64_t swapped)
 {
     peat_finding f;
     memset(&f, 0, sizeof f);

@@ -330,7 +330,8 @@ static peat_status calibrate_candidate(const peat_kernel *k, const peat_latency_
     if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "calibration job");
     j->k = k, j->dev = env->dev;
     char why[256];
-    peat_status st = peat_campaign_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
+    peat_status st =
+        peat_campaign_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
     if (st == PEAT_OK) {
         *kt = j->kt;
         peat_predictor_gate_merge(j->timings, j->quiet, j->best);

@@ -86,10 +86,10 @@ peat_status peat_latency_work_calibrate(peat_latency_work w, peat_pred_ktable *k
  * checks for stray writes), against the two calls alone; analysis_t[i] what playback's analysis
  * of call i's analysis_x[i] output elements takes after the call, as the campaign makes it, into
  * accumulators that start empty
- * (stage_playback.c's peat_campaign_playback_accumulate: magnitudes, both accumulators, plots), for each of
- * the n calls in turn (at most PEAT_LATENCY_REPLAY_MAX): the mean of 5, not their median, as the
- * campaign pays every add and some adds cost more by their nature (a sample set that grows or is
- * cut: mlp's 2048-element call took 0.18 ms and 0.38-0.61 ms every other add) */
+ * (stage_playback.c's peat_campaign_playback_accumulate: magnitudes, both accumulators, plots), for
+ * each of the n calls in turn (at most PEAT_LATENCY_REPLAY_MAX): the mean of 5, not their median,
+ * as the campaign pays every add and some adds cost more by their nature (a sample set that grows
+ * or is cut: mlp's 2048-element call took 0.18 ms and 0.38-0.61 ms every other add) */
 #define PEAT_LATENCY_REPLAY_MAX 4
 typedef struct peat_latency_replay {
     double isolate_s, guard_s; /* per call */

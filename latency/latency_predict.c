@@ -200,7 +200,8 @@ peat_status peat_latency_flow_capture(const char *flow, const peat_flow_config *
     peat_status st = capture_run(flow, cfg, op, &c);
     if (st == PEAT_OK) st = c.st;
     /* the probe stage makes its calls from the recorded ones (shapes beyond them, their scale) */
-    if (st == PEAT_OK && out->op.n > 0) st = peat_analyzer_probe_set_make(&out->op, cfg->seed, &out->probes);
+    if (st == PEAT_OK && out->op.n > 0)
+        st = peat_analyzer_probe_set_make(&out->op, cfg->seed, &out->probes);
     if (st != PEAT_OK) peat_latency_flow_free(out);
     return st;
 }

@@ -303,8 +303,8 @@ static peat_status relu_call(const peat_kernel **k, peat_pred_call *c)
     return peat_predictor_call_alloc(*k, &p, 1, c);
 }
 
-/* A call of k through playback's guards (guarded outputs; peat_campaign_isolate_call: input copies, the
- * checks for stray writes), forked when isolate: *run_s the CPU seconds of the call through
+/* A call of k through playback's guards (guarded outputs; peat_campaign_isolate_call: input copies,
+ * the checks for stray writes), forked when isolate: *run_s the CPU seconds of the call through
  * peat_campaign_isolate_run, of process and children (not the outputs' allocation). */
 static peat_status guarded_run(const peat_kernel *k, const peat_pred_call *c, int isolate,
                                double *run_s)
@@ -321,11 +321,11 @@ static peat_status guarded_run(const peat_kernel *k, const peat_pred_call *c, in
 }
 
 /* One replayed call as playback makes it: guarded outputs, the candidate through
- * peat_campaign_isolate_call (input copies, the checks for stray writes) forked or not, then the exact
- * reference and, after the call as the campaign makes it (forked when fork), playback's analysis
- * of its outputs (magnitudes, both accumulators, plots: stage_playback.c's own code, into ac, ag
- * and pl); and the two calls alone. CPU seconds of process and children: sec[0] forked, sec[1]
- * unforked, sec[2] the calls alone, sec[3] the analysis. Forked holds what the one-element
+ * peat_campaign_isolate_call (input copies, the checks for stray writes) forked or not, then the
+ * exact reference and, after the call as the campaign makes it (forked when fork), playback's
+ * analysis of its outputs (magnitudes, both accumulators, plots: stage_playback.c's own code, into
+ * ac, ag and pl); and the two calls alone. CPU seconds of process and children: sec[0] forked,
+ * sec[1] unforked, sec[2] the calls alone, sec[3] the analysis. Forked holds what the one-element
  * calibration call cannot: the child's work on real buffers and, after every fork, a
  * copy-on-write fault on each page the parent writes (the exact kernel's outputs and packing
  * buffers; 1.4 us a page on this project's VM, where gpt's 98 forks cost 22.7k faults). */
@@ -345,7 +345,7 @@ static peat_status replay_once(const peat_kernel *k, const peat_kernel *ex, cons
         t0 = peat_campaign_cpu_s();
         for (int o = 0; o < c->a.n_out && o < e->a.n_out; o++)
             PEAT_TRY(peat_campaign_playback_accumulate(an[0], an[1], pl, 0, &c->a, o, c->a.out[o],
-                                              c->a.out[o], e->a.out[o], &tr, &ta));
+                                                       c->a.out[o], e->a.out[o], &tr, &ta));
         sec[3] = peat_campaign_cpu_s() - t0;
     }
     double t0 = peat_campaign_cpu_s();
@@ -691,7 +691,8 @@ static void band_init(void)
         for (int r = 1; r < PEAT_RUNTIME_MAX_BAND; r++) {
             band_slot *b = &band_slots[op][r];
             b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
-            if (!b->golden || peat_inject_model_parse(peat_campaign_runtime_band_spec(r), &b->m) != PEAT_OK)
+            if (!b->golden ||
+                peat_inject_model_parse(peat_campaign_runtime_band_spec(r), &b->m) != PEAT_OK)
                 continue;
             snprintf(b->name, sizeof b->name, "runtime.band%d.%s", r, peat_op_name(op));
             snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_campaign_runtime_band_spec(r),

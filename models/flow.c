@@ -189,7 +189,7 @@ peat_status peat_models_flow_state_copy(const peat_flow_t *from, peat_flow_t *to
 /* ---- create / free ---------------------------------------------------------------------- */
 
 peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
-                             peat_flow_t **out)
+                                   peat_flow_t **out)
 {
     if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "flow create: out is NULL");
     *out = NULL;

@@ -23,8 +23,8 @@ typedef struct peat_json {
     struct peat_json *items; /* ARRAY / OBJECT: n values */
 } peat_json;
 
-/* Parses text into *out (free with peat_nightly_json_free). A syntax error is PEAT_ERR_FORMAT naming the
- * line and what was expected; `what` names the source in that message (a path). */
+/* Parses text into *out (free with peat_nightly_json_free). A syntax error is PEAT_ERR_FORMAT
+ * naming the line and what was expected; `what` names the source in that message (a path). */
 peat_status peat_nightly_json_parse(const char *text, const char *what, peat_json *out);
 /* Reads and parses a file. */
 peat_status peat_nightly_json_load(const char *path, peat_json *out);

@@ -192,7 +192,7 @@ static int param_value(const char *params, const char *name, double *v)
 }
 
 int peat_nightly_policy_allows(const peat_policy *p, const char *kernel, peat_finding_class cls,
-                       const char *params)
+                               const char *params)
 {
     for (int i = 0; i < p->n_allow; i++) {
         const peat_allowance *a = &p->allow[i];

@@ -71,7 +71,7 @@ peat_status peat_nightly_suite_load(const char *path, peat_suite *s);
 
 /* Whether an allowance of p covers finding f of kernel. */
 int peat_nightly_policy_allows(const peat_policy *p, const char *kernel, peat_finding_class cls,
-                       const char *params);
+                               const char *params);
 /* The finding class of a name ("REDUCED_PRECISION"); PEAT_ERR_NOTFOUND otherwise. */
 peat_status peat_nightly_finding_class_parse(const char *name, peat_finding_class *out);
 /* Parses "90", "90s", "2m", "1h" into seconds (> 0). */

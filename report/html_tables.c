@@ -32,7 +32,8 @@ void peat_report_html_probes(FILE *f, const peat_campaign_result *r)
             fputs("<tr>", f);
             cell(f, p->label);
             cell(f, fnd);
-            fprintf(f, "<td class=\"%s\">%s</td></tr>\n", peat_detector_acceptance_name(p->f.accept),
+            fprintf(f, "<td class=\"%s\">%s</td></tr>\n",
+                    peat_detector_acceptance_name(p->f.accept),
                     peat_detector_acceptance_name(p->f.accept));
         }
         fputs("</table>\n", f);

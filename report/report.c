@@ -347,8 +347,8 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
             (long long)c->n_inf, (long long)g->n_nan, (long long)g->n_inf);
     for (int i = 0; i < r->n_findings; i++) {
         const peat_finding *fd = &r->findings[i];
-        fprintf(f, "### %s %s (%s, confidence %.2f)\n\n", peat_detector_finding_name(fd->cls), fd->params,
-                verdict_word(fd->accept), fd->confidence);
+        fprintf(f, "### %s %s (%s, confidence %.2f)\n\n", peat_detector_finding_name(fd->cls),
+                fd->params, verdict_word(fd->accept), fd->confidence);
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
@@ -405,7 +405,8 @@ static peat_status write_junit_xml(FILE *f, const peat_campaign_opts *o,
     fprintf(f, "\" time=\"%.3f\">\n", r->t_total);
     for (int i = 0; i < r->n_findings && fails; i++) {
         if (r->findings[i].accept != PEAT_ACCEPT_FAIL) continue;
-        fprintf(f, "      <failure type=\"%s\" message=\"", peat_detector_finding_name(r->findings[i].cls));
+        fprintf(f, "      <failure type=\"%s\" message=\"",
+                peat_detector_finding_name(r->findings[i].cls));
         finding_line(f, &r->findings[i]);
         fputs("\"/>\n", f);
     }

@@ -13,7 +13,8 @@
 void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown);
 
 /* Writes the terminal verdict table. */
-void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
+void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o,
+                                const peat_campaign_result *r);
 
 /* Writes signature.json, summary.md, junit.xml and report.html into r->out_dir (each atomically).
  */

@@ -13,7 +13,8 @@ static void print_verdict_json(FILE *f, const peat_campaign_result *r)
     fprintf(f, ", \"flow\": \"%s\", \"findings\": [", r->flow);
     for (int i = 0; i < r->n_findings; i++)
         fprintf(f, "%s{\"class\": \"%s\", \"acceptance\": \"%s\"}", i ? ", " : "",
-                peat_detector_finding_name(r->findings[i].cls), peat_detector_acceptance_name(r->findings[i].accept));
+                peat_detector_finding_name(r->findings[i].cls),
+                peat_detector_acceptance_name(r->findings[i].accept));
     fprintf(f, "], \"records\": %lld, \"out\": ", (long long)r->n_records);
     peat_report_json_str(f, r->out_dir);
     fprintf(f, "}\n");

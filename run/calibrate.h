@@ -34,7 +34,7 @@ typedef struct peat_zoo_score {
 /* Loads the zoo plugin lib, reads manifest (kernel, flow, expected class, defect|honest) and
  * runs each kernel's default campaign on its flow (outputs under out_root); e holds up to 128. */
 peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
-                               uint64_t seed, peat_zoo_entry *e, int *n, FILE *log);
+                                   uint64_t seed, peat_zoo_entry *e, int *n, FILE *log);
 /* Prints the confusion matrix (expected class x primary finding) and returns the scores. */
 peat_zoo_score peat_run_calibrate_zoo_print(FILE *f, const peat_zoo_entry *e, int n);
 

@@ -57,7 +57,7 @@ static peat_status zoo_one(peat_zoo_entry *z, const char *out_root, uint64_t see
 }
 
 peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
-                               uint64_t seed, peat_zoo_entry *e, int *n, FILE *log)
+                                   uint64_t seed, peat_zoo_entry *e, int *n, FILE *log)
 {
     PEAT_TRY(peat_campaign_builtin_init());
     PEAT_TRY(peat_plugin_load(lib, NULL));
@@ -67,7 +67,8 @@ peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const 
         if (log)
             fprintf(log, "%-32s expect %-18s found %-18s %s %s\n", e[i].kernel,
                     e[i].honest ? "PASS" : peat_detector_finding_name(e[i].expect),
-                    peat_detector_finding_name(e[i].found), peat_detector_acceptance_name(e[i].verdict), e[i].params);
+                    peat_detector_finding_name(e[i].found),
+                    peat_detector_acceptance_name(e[i].verdict), e[i].params);
     }
     return PEAT_OK;
 }

@@ -376,7 +376,7 @@ static peat_status prop_build(peat_fi_prop_t *p, const peat_store_meta *meta, co
 }
 
 peat_status peat_run_fi_prop_alloc(const peat_store_meta *meta, const int64_t *iters, int64_t n,
-                               peat_fi_prop_t **out)
+                                   peat_fi_prop_t **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) return PEAT_ERROR(PEAT_ERR_NOMEM, "fi: propagation");
@@ -440,7 +440,7 @@ void peat_run_fi_prop_worker_free(peat_fi_prop_worker_t *w)
 }
 
 peat_status peat_run_fi_prop_trial(peat_fi_prop_worker_t *w, const peat_record *r,
-                               const peat_args *faulty, peat_inject_trial *t)
+                                   const peat_args *faulty, peat_inject_trial *t)
 {
     const peat_fi_prop_t *p = w->p;
     const prop_iter *it = iter_find(p, r->iter);

@@ -148,7 +148,7 @@ static peat_status feed(store_codec *c, const unsigned char *p, size_t n, int le
 }
 
 peat_status peat_store_chunk_compress(store_codec *c, const void *src, size_t nvalid, size_t nelem,
-                                 size_t elsize, int level, size_t *len)
+                                      size_t elsize, int level, size_t *len)
 {
     size_t bytes = nelem * elsize, valid = nvalid * elsize;
     PEAT_TRY(codec_ready(c, level));

@@ -137,7 +137,8 @@ peat_status peat_store_manifest_write(peat_store_t *s, const peat_store_stage *s
 
 /* ---- checking a file against its manifest ---- */
 
-void peat_store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt, ...)
+void peat_store_report(peat_store_report_fn fn, void *user, peat_store_check *out, const char *fmt,
+                       ...)
 {
     char line[512];
     va_list ap;
@@ -161,21 +162,24 @@ static peat_status row_check(peat_store_t *s, const peat_store_table_t *t, int64
     peat_status st = object_rows(s, v[M_OBJECT].s, v[M_ROWS].i, &have, &digest);
     if (st == PEAT_ERR_NOMEM) return st;
     if (st != PEAT_OK)
-        peat_store_report(fn, user, out, "stage %s: %s is unreadable (%s)", v[M_STAGE].s, v[M_OBJECT].s,
-                     peat_error_last());
+        peat_store_report(fn, user, out, "stage %s: %s is unreadable (%s)", v[M_STAGE].s,
+                          v[M_OBJECT].s, peat_error_last());
     else if (have < 0)
         peat_store_report(fn, user, out, "stage %s: %s is missing (its manifest lists %lld rows)",
-                     v[M_STAGE].s, v[M_OBJECT].s, (long long)v[M_ROWS].i);
+                          v[M_STAGE].s, v[M_OBJECT].s, (long long)v[M_ROWS].i);
     else if (have < v[M_ROWS].i)
-        peat_store_report(fn, user, out, "stage %s: %s holds %lld of the %lld rows its manifest lists",
-                     v[M_STAGE].s, v[M_OBJECT].s, (long long)have, (long long)v[M_ROWS].i);
-    else if (digest != (uint64_t)v[M_DIGEST].i && !strcmp(v[M_OBJECT].s, META_OBJECT))
         peat_store_report(fn, user, out,
-                     "/meta: the campaign's attributes (kernel, flow, seed, command line, ...) "
-                     "differ from its manifest (edited)");
+                          "stage %s: %s holds %lld of the %lld rows its manifest lists",
+                          v[M_STAGE].s, v[M_OBJECT].s, (long long)have, (long long)v[M_ROWS].i);
+    else if (digest != (uint64_t)v[M_DIGEST].i && !strcmp(v[M_OBJECT].s, META_OBJECT))
+        peat_store_report(
+            fn, user, out,
+            "/meta: the campaign's attributes (kernel, flow, seed, command line, ...) "
+            "differ from its manifest (edited)");
     else if (digest != (uint64_t)v[M_DIGEST].i)
-        peat_store_report(fn, user, out, "stage %s: the rows of %s differ from its manifest (digest)",
-                     v[M_STAGE].s, v[M_OBJECT].s);
+        peat_store_report(fn, user, out,
+                          "stage %s: the rows of %s differ from its manifest (digest)",
+                          v[M_STAGE].s, v[M_OBJECT].s);
     return PEAT_OK;
 }
 
@@ -209,9 +213,10 @@ static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *us
         /* PEAT names a campaign file campaign.h5 only once its commit wrote the manifest */
         const char *base = strrchr(s->path, '/');
         if (!s->crashed && !strcmp(base ? base + 1 : s->path, "campaign.h5"))
-            peat_store_report(fn, user, out,
-                         "/manifest is missing, though the file is named as a finished campaign "
-                         "(campaign.h5): deleted, or damaged");
+            peat_store_report(
+                fn, user, out,
+                "/manifest is missing, though the file is named as a finished campaign "
+                "(campaign.h5): deleted, or damaged");
         return PEAT_OK;
     }
     out->has_manifest = 1;
@@ -227,16 +232,17 @@ static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *us
     if (n == 0)
         peat_store_report(fn, user, out, "/manifest: none of its rows passes its check (damaged)");
     else if (entries.i != n)
-        peat_store_report(fn, user, out, "/manifest: %lld of its %lld rows pass their checks (damaged)",
-                     (long long)n, (long long)entries.i);
+        peat_store_report(fn, user, out,
+                          "/manifest: %lld of its %lld rows pass their checks (damaged)",
+                          (long long)n, (long long)entries.i);
     stages_count(t, out);
     for (int64_t i = 0; i < n && st == PEAT_OK; i++) st = row_check(s, t, i, fn, user, out);
     /* a finished campaign's writer closed it whole: rows of a record left behind are damage */
     if (st == PEAT_OK && !s->crashed && s->dropped > 0)
         peat_store_report(fn, user, out,
-                     "%lld index rows after the last whole record fail their checks or their "
-                     "data's hash (damaged)",
-                     (long long)s->dropped);
+                          "%lld index rows after the last whole record fail their checks or their "
+                          "data's hash (damaged)",
+                          (long long)s->dropped);
     peat_store_table_close(t);
     return st;
 }

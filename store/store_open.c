@@ -182,7 +182,8 @@ peat_status peat_store_tables_load(peat_store_t *s)
         if (n > 0 && !(v->data = malloc((size_t)n * v->elem)))
             return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: index of %lld rows", s->path, (long long)n);
         v->cap = n;
-        PEAT_TRY(peat_store_read_range(s, s->d_table[t], s->mt[t], 0, n, v->data, peat_store_table_path(t)));
+        PEAT_TRY(peat_store_read_range(s, s->d_table[t], s->mt[t], 0, n, v->data,
+                                       peat_store_table_path(t)));
         v->n = n;
         s->disk_rows[t] = n;
     }
@@ -219,10 +220,12 @@ static peat_status path_check(const char *path, int writable)
  * reader accepts: then it is opened that way, and marked crashed. */
 static peat_status file_open(peat_store_t *s)
 {
-    unsigned attempts = !s->writable && peat_store_lock_held(s->path) ? STORE_READ_ATTEMPTS_LIVE : 1;
+    unsigned attempts =
+        !s->writable && peat_store_lock_held(s->path) ? STORE_READ_ATTEMPTS_LIVE : 1;
     peat_store_h5_quiet();
     hid_t fapl = peat_store_fapl(attempts);
-    if (fapl < 0) return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
+    if (fapl < 0)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
     s->file =
         H5Fopen(s->path, s->writable ? H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE : H5F_ACC_RDONLY, fapl);
     char first[256];
@@ -272,7 +275,7 @@ static peat_status identity_check(peat_store_t *s)
 }
 
 peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
-                            peat_store_resume_info *verify, peat_store_t **out)
+                                 peat_store_resume_info *verify, peat_store_t **out)
 {
     peat_status st = path_check(path, writable);
     if (st != PEAT_OK) {

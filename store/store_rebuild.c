@@ -2,12 +2,12 @@
  *
  * HDF5 refuses to open a file for writing while its header says a writer has it open (what
  * a killed writer leaves); only an SWMR reader accepts it. So a resume reads the file, checks
- * it (peat_store_recover drops the unfinished record), and copies what is complete into PATH.resume:
- * the rows from memory, compressed chunks as they are (H5Dread_chunk / H5Dwrite_chunk, no
- * recoding), raw data in blocks. The copy is flushed, locked and renamed over PATH: a kill during
- * the copy leaves PATH as it was. The space and rows of the unfinished record are gone from the
- * new file, so appending continues right after the last complete record. Objects the layout does
- * not know (tables of other modules, store_table.c) are copied whole, rows as they are: their
+ * it (peat_store_recover drops the unfinished record), and copies what is complete into
+ * PATH.resume: the rows from memory, compressed chunks as they are (H5Dread_chunk / H5Dwrite_chunk,
+ * no recoding), raw data in blocks. The copy is flushed, locked and renamed over PATH: a kill
+ * during the copy leaves PATH as it was. The space and rows of the unfinished record are gone from
+ * the new file, so appending continues right after the last complete record. Objects the layout
+ * does not know (tables of other modules, store_table.c) are copied whole, rows as they are: their
  * own checks find an unfinished row. */
 #include "store/store_impl.h"
 
@@ -62,7 +62,8 @@ static peat_status raw_copy(peat_store_t *s, peat_store_t *to, peat_dtype dt, in
     for (int64_t at = 0; at < n && st == PEAT_OK; at += block) {
         int64_t m = n - at < block ? n - at : block;
         st = peat_store_read_range(s, s->d_raw[dt], mt, at, m, buf, peat_store_raw_path(dt));
-        if (st == PEAT_OK) st = peat_store_append(to, to->d_raw[dt], mt, at, m, buf, peat_store_raw_path(dt));
+        if (st == PEAT_OK)
+            st = peat_store_append(to, to->d_raw[dt], mt, at, m, buf, peat_store_raw_path(dt));
     }
     free(buf);
     return st;
@@ -80,7 +81,7 @@ static peat_status contents_copy(peat_store_t *s, peat_store_t *to)
     PEAT_TRY(chunks_copy(s, s->d_text, to->d_text, peat_store_text_end(s), STORE_TEXT_CHUNK));
     for (int t = 0; t < STORE_T_COUNT; t++)
         PEAT_TRY(peat_store_append(to, to->d_table[t], s->mt[t], 0, s->rows[t].n, s->rows[t].data,
-                              peat_store_table_path(t)));
+                                   peat_store_table_path(t)));
     return PEAT_OK;
 }
 

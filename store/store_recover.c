@@ -237,7 +237,8 @@ static peat_status records_check(const peat_store_t *s, const rec_ref *recs, int
             return PEAT_ERROR(
                 PEAT_ERR_FORMAT,
                 "%s: record %lld (%s row %lld) refers to data that is not there: damaged file",
-                s->path, (long long)r, peat_store_table_path(recs[r].table), (long long)recs[r].first);
+                s->path, (long long)r, peat_store_table_path(recs[r].table),
+                (long long)recs[r].first);
         *max_ref = max_i64(*max_ref, row_max_ref(s, recs[r].table, recs[r].first, recs[r].n));
     }
     return PEAT_OK;
@@ -284,13 +285,13 @@ peat_status peat_store_index_build(peat_store_t *s)
         PEAT_TRY(peat_store_map_put(&s->ids, id, i));
     }
     for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++)
-        PEAT_TRY(
-            peat_store_map_put(&s->dedup, STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->hash, i));
+        PEAT_TRY(peat_store_map_put(&s->dedup,
+                                    STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, i)->hash, i));
     return PEAT_OK;
 }
 
 void peat_store_pool_ends(const peat_store_t *s, int64_t deflate_end[PEAT_DTYPE_COUNT],
-                     int64_t raw_end[PEAT_DTYPE_COUNT])
+                          int64_t raw_end[PEAT_DTYPE_COUNT])
 {
     for (int d = 0; d < PEAT_DTYPE_COUNT; d++) deflate_end[d] = raw_end[d] = 0;
     for (int64_t i = 0; i < s->rows[STORE_T_TENSOR].n; i++) {

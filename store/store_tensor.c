@@ -104,10 +104,11 @@ static peat_status chunk_write(peat_store_t *s, hid_t d, int64_t k, const void *
 {
     size_t len = 0;
     PEAT_TRY(peat_store_chunk_compress(&s->codec, src, nvalid, nelem, elsize,
-                                  s->deflate < 0 ? 0 : s->deflate, &len));
+                                       s->deflate < 0 ? 0 : s->deflate, &len));
     hsize_t off = (hsize_t)k * nelem;
     if (H5Dwrite_chunk(d, H5P_DEFAULT, 0, &off, len, s->codec.out) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path, peat_store_h5_msg());
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: writing a chunk failed: %s", s->path,
+                          peat_store_h5_msg());
     peat_store_step(s);
     return PEAT_OK;
 }
@@ -153,14 +154,14 @@ static peat_status raw_commit(peat_store_t *s, int d)
 {
     hid_t mt = peat_store_pool_type((peat_dtype)d, 0);
     PEAT_TRY(peat_store_extend(s, s->d_raw[d], s->raw_len[d] + s->raw_stage[d],
-                          peat_store_raw_path((peat_dtype)d)));
+                               peat_store_raw_path((peat_dtype)d)));
     for (int64_t k = 0; k < s->n_staged; k++) {
         const peat_tensor *t = s->staged[k].t;
         const store_tensor_row *r =
             STORE_ROW(s, STORE_T_TENSOR, store_tensor_row, s->staged[k].row);
         if ((int)t->dtype != d || r->pool != STORE_POOL_RAW) continue;
         PEAT_TRY(peat_store_write_at(s, s->d_raw[d], mt, r->offset, r->numel, t->data,
-                                peat_store_raw_path((peat_dtype)d)));
+                                     peat_store_raw_path((peat_dtype)d)));
         s->raw_len[d] = r->offset + r->numel;
     }
     peat_store_step(s);
@@ -191,8 +192,8 @@ peat_status peat_store_tensor_read(peat_store_t *s, int64_t row, peat_tensor **o
     char what[64];
     snprintf(what, sizeof what, "tensor %lld", (long long)row);
     hid_t d = r->pool == STORE_POOL_RAW ? s->d_raw[r->dtype] : s->d_pool[r->dtype];
-    peat_status st = peat_store_read_range(s, d, peat_store_pool_type((peat_dtype)r->dtype, 0), r->offset,
-                                      r->numel, t->data, what);
+    peat_status st = peat_store_read_range(s, d, peat_store_pool_type((peat_dtype)r->dtype, 0),
+                                           r->offset, r->numel, t->data, what);
     if (st == PEAT_OK && peat_store_tensor_hash(t) != r->hash)
         st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s: tensor %lld does not match its hash (damaged data)",
                         s->path, (long long)row);
@@ -236,8 +237,8 @@ peat_status peat_store_text_read(peat_store_t *s, int64_t offset, int64_t len, c
     char *buf = malloc((size_t)len + 1);
     if (!buf) return PEAT_ERROR(PEAT_ERR_NOMEM, "signature text of %lld bytes", (long long)len);
     if (len > 0) {
-        peat_status st =
-            peat_store_read_range(s, s->d_text, H5T_NATIVE_UCHAR, offset, len, buf, "signature text");
+        peat_status st = peat_store_read_range(s, s->d_text, H5T_NATIVE_UCHAR, offset, len, buf,
+                                               "signature text");
         if (st != PEAT_OK) {
             free(buf);
             return st;

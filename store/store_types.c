@@ -167,8 +167,8 @@ static void add_str(builder *b, const char *name, size_t off, size_t n)
 
 hid_t peat_store_row_type(int table, int file_layout)
 {
-    builder b = {H5Tcreate(H5T_COMPOUND, peat_store_row_size(table)), file_layout == STORE_LAYOUT_FILE,
-                 0, file_layout == STORE_LAYOUT_PLAIN};
+    builder b = {H5Tcreate(H5T_COMPOUND, peat_store_row_size(table)),
+                 file_layout == STORE_LAYOUT_FILE, 0, file_layout == STORE_LAYOUT_PLAIN};
     if (b.t < 0) return -1;
     switch (table) {
     case STORE_T_TENSOR:

@@ -74,8 +74,9 @@ static void check_rounding(int precision, const rcase *cs, int n)
     for (int i = 0; i < n; i++) {
         float got = peat_models_amp_round(r.f, cs[i].in);
         cr_assert(same_bits(got, cs[i].want) || (isnan(got) && isnan(cs[i].want)),
-                  "%s: %s(%a) = %a, want %a", cs[i].what, peat_models_flow_precision_name(precision),
-                  (double)cs[i].in, (double)got, (double)cs[i].want);
+                  "%s: %s(%a) = %a, want %a", cs[i].what,
+                  peat_models_flow_precision_name(precision), (double)cs[i].in, (double)got,
+                  (double)cs[i].want);
         /* negatives mirror */
         float neg = peat_models_amp_round(r.f, -cs[i].in);
         cr_assert(isnan(neg) || same_bits(neg, -cs[i].want), "%s: negative %a gave %a", cs[i].what,
@@ -162,7 +163,8 @@ Test(amp, precision_names_and_refusals, .init = init)
     int p = -1;
     cr_assert_eq(peat_models_flow_precision_parse("amp-fp16", &p), PEAT_OK);
     cr_assert_eq(p, PEAT_PRECISION_AMP_FP16);
-    cr_assert_eq(peat_models_flow_precision_parse("fp16", &p), PEAT_ERR_INVAL, "plain fp16 is no mode");
+    cr_assert_eq(peat_models_flow_precision_parse("fp16", &p), PEAT_ERR_INVAL,
+                 "plain fp16 is no mode");
     cr_assert_str_eq(peat_models_flow_precision_name(PEAT_PRECISION_BF16), "bf16");
     peat_flow_config c = config(7);
     peat_exec_t *ex;
@@ -171,7 +173,8 @@ Test(amp, precision_names_and_refusals, .init = init)
     cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "precision 7 refused");
     c = config(PEAT_PRECISION_AMP_FP16);
     c.loss_scale_init = -1;
-    cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "negative scale refused");
+    cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL,
+                 "negative scale refused");
     cr_assert_null(f);
     peat_exec_free(ex);
 }
@@ -219,8 +222,8 @@ Test(amp, gemm_shaped_kernels_see_format_values, .init = init)
             for (int i = 0; i < 3; i++) {
                 peat_flow_metrics m;
                 cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
-                cr_assert(isfinite(m.loss), "%s %s: loss %g", FLOWS[k], peat_models_flow_precision_name(p),
-                          m.loss);
+                cr_assert(isfinite(m.loss), "%s %s: loss %g", FLOWS[k],
+                          peat_models_flow_precision_name(p), m.loss);
             }
             cr_assert_gt(s.cast_inputs, 1000, "%s: GEMM-shaped calls seen", FLOWS[k]);
             if (p == PEAT_PRECISION_FP32)
@@ -229,8 +232,8 @@ Test(amp, gemm_shaped_kernels_see_format_values, .init = init)
                              FLOWS[k], (long long)s.not_representable, (long long)s.cast_inputs);
             else
                 cr_assert_eq(s.not_representable, 0, "%s %s: %lld of %lld inputs off-format",
-                             FLOWS[k], peat_models_flow_precision_name(p), (long long)s.not_representable,
-                             (long long)s.cast_inputs);
+                             FLOWS[k], peat_models_flow_precision_name(p),
+                             (long long)s.not_representable, (long long)s.cast_inputs);
             drop(&r);
         }
 }
@@ -253,7 +256,8 @@ Test(amp, flows_learn_under_every_precision, .init = init)
             cr_assert(isfinite(last) && last < 0.85 * first, "%s %s: loss %g -> %g", FLOWS[k],
                       peat_models_flow_precision_name(p), first, last);
             cr_assert_leq(peat_models_flow_skipped_steps(r.f), 3, "%s %s: %lld skipped", FLOWS[k],
-                          peat_models_flow_precision_name(p), (long long)peat_models_flow_skipped_steps(r.f));
+                          peat_models_flow_precision_name(p),
+                          (long long)peat_models_flow_skipped_steps(r.f));
             drop(&r);
         }
 }
@@ -281,7 +285,8 @@ Test(amp, fp32_is_bit_identical_to_the_default, .init = init)
         }
         for (int i = 0; i < peat_models_flow_state_count(a.f); i++) {
             const char *n;
-            peat_tensor *ta = peat_models_flow_state(a.f, i, &n), *tb = peat_models_flow_state(b.f, i, NULL);
+            peat_tensor *ta = peat_models_flow_state(a.f, i, &n),
+                        *tb = peat_models_flow_state(b.f, i, NULL);
             cr_assert_eq(memcmp(ta->data, tb->data, peat_tensor_nbytes(ta)), 0,
                          "%s: state %s differs", FLOWS[k], n);
         }

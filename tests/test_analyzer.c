@@ -581,7 +581,8 @@ Test(analyzer, sketch_quantiles_within_the_stated_accuracy)
         }
         qsort(v, (size_t)n, sizeof *v, cmp_double);
         for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
-            double want = exact_quantile(v, n, qs[k]), got = peat_analyzer_sketch_quantile(&s, qs[k]);
+            double want = exact_quantile(v, n, qs[k]),
+                   got = peat_analyzer_sketch_quantile(&s, qs[k]);
             double err = want == 0.0 ? fabs(got) : fabs(got / want - 1.0);
             cr_assert(err <= 0x1p-7, "shape %d q %g: sketch %.10g, exact %.10g (rel %.3g)", shape,
                       qs[k], got, want, err);
@@ -625,8 +626,10 @@ Test(analyzer, merged_sketches_equal_one_sketch_over_the_union)
         cr_assert_eq(memcmp(m[k]->count, all.count, SKETCH_SLOTS * sizeof *all.count), 0,
                      "merge order %d: bucket counts differ from the single sketch", k);
         for (double q = 0.0; q <= 1.0; q += 0.125)
-            cr_assert_eq(peat_analyzer_sketch_quantile(m[k], q), peat_analyzer_sketch_quantile(&all, q), "q %g", q);
-        cr_assert_eq(peat_analyzer_sketch_top_sumsq(m[k], 900), peat_analyzer_sketch_top_sumsq(&all, 900));
+            cr_assert_eq(peat_analyzer_sketch_quantile(m[k], q),
+                         peat_analyzer_sketch_quantile(&all, q), "q %g", q);
+        cr_assert_eq(peat_analyzer_sketch_top_sumsq(m[k], 900),
+                     peat_analyzer_sketch_top_sumsq(&all, 900));
     }
     peat_analyzer_sketch_free(&all), peat_analyzer_sketch_free(&m1), peat_analyzer_sketch_free(&m2);
     for (int k = 0; k < 3; k++) peat_analyzer_sketch_free(&part[k]);

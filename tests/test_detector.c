@@ -249,7 +249,8 @@ Test(detector, each_rule_fires_on_its_model)
         int n = detect(&c, NULL, EXPECT[e].spec, 555 + (uint64_t)e, NULL, f, 4);
         if (f[0].cls != EXPECT[e].cls) show(EXPECT[e].spec, f, n);
         cr_assert_eq(f[0].cls, EXPECT[e].cls, "%s: primary finding %s, expected %s", EXPECT[e].spec,
-                     peat_detector_finding_name(f[0].cls), peat_detector_finding_name(EXPECT[e].cls));
+                     peat_detector_finding_name(f[0].cls),
+                     peat_detector_finding_name(EXPECT[e].cls));
         if (EXPECT[e].param)
             cr_assert(strstr(f[0].params, EXPECT[e].param) != NULL, "%s: params '%s' lack '%s'",
                       EXPECT[e].spec, f[0].params, EXPECT[e].param);
@@ -582,11 +583,14 @@ Test(detector, assemble_keeps_runtime_findings_and_the_first_when_full)
     peat_finding out[8];
     int n = peat_detector_assemble(&s, out, 8);
     cr_assert_eq(n, 8, "%d findings in a list of 8", n);
-    cr_assert_eq(out[0].cls, PEAT_FIND_STUCK_BIT, "first: %s", peat_detector_finding_name(out[0].cls));
-    cr_assert_eq(out[6].cls, PEAT_FIND_DEGRADES, "slot 6: %s", peat_detector_finding_name(out[6].cls));
+    cr_assert_eq(out[0].cls, PEAT_FIND_STUCK_BIT, "first: %s",
+                 peat_detector_finding_name(out[0].cls));
+    cr_assert_eq(out[6].cls, PEAT_FIND_DEGRADES, "slot 6: %s",
+                 peat_detector_finding_name(out[6].cls));
     cr_assert_eq(out[7].cls, PEAT_FIND_TRAINING_EQUIVALENT, "slot 7: %s",
                  peat_detector_finding_name(out[7].cls));
     n = peat_detector_assemble(&s, out, 1);
     cr_assert_eq(n, 1, "%d findings in a list of 1", n);
-    cr_assert_eq(out[0].cls, PEAT_FIND_STUCK_BIT, "first of 1: %s", peat_detector_finding_name(out[0].cls));
+    cr_assert_eq(out[0].cls, PEAT_FIND_STUCK_BIT, "first of 1: %s",
+                 peat_detector_finding_name(out[0].cls));
 }

@@ -324,7 +324,8 @@ Test(fi, idle_hook_is_bit_identical_to_plain_training)
     cr_assert_eq(memcmp(l0, l1, sizeof l0), 0, "losses differ");
     for (int i = 0; i < peat_models_flow_state_count(f0); i++) {
         const char *name;
-        peat_tensor *a = peat_models_flow_state(f0, i, &name), *b = peat_models_flow_state(f1, i, NULL);
+        peat_tensor *a = peat_models_flow_state(f0, i, &name),
+                    *b = peat_models_flow_state(f1, i, NULL);
         cr_assert_eq(memcmp(a->data, b->data, peat_tensor_nbytes(a)), 0, "%s differs", name);
     }
     peat_models_flow_free(f0), peat_models_flow_free(f1), peat_exec_free(e0), peat_exec_free(e1);

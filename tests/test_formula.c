@@ -126,7 +126,8 @@ static int detect_case(formula_case c, uint64_t seed, peat_finding *f, int max)
                 sc.corr_err_input, sc.max_norm, sc.test_mant_bits);
     for (int i = 0; i < n; i++) {
         cr_log_info("case %d seed %llu: %s(%s) %s", (int)c, (unsigned long long)seed,
-                    peat_detector_finding_name(f[i].cls), f[i].params, peat_detector_acceptance_name(f[i].accept));
+                    peat_detector_finding_name(f[i].cls), f[i].params,
+                    peat_detector_acceptance_name(f[i].accept));
         for (int e = 0; e < f[i].n_evidence; e++) cr_log_info("    %s", f[i].evidence[e]);
     }
     free(mag);
@@ -156,8 +157,8 @@ Test(formula, smooth_formula_errors_are_wrong_result)
             cr_expect_eq(f[0].cls, PEAT_FIND_WRONG_RESULT,
                          "case %d seed %llu: %s(%s), expected "
                          "WRONG_RESULT",
-                         (int)cs[i], (unsigned long long)SEEDS[s], peat_detector_finding_name(f[0].cls),
-                         f[0].params);
+                         (int)cs[i], (unsigned long long)SEEDS[s],
+                         peat_detector_finding_name(f[0].cls), f[0].params);
             cr_expect_eq(peat_detector_verdict(f, n), PEAT_ACCEPT_FAIL, "case %d: a formula fails",
                          (int)cs[i]);
         }
@@ -197,8 +198,8 @@ Test(formula, the_same_size_from_a_format_is_precision)
             peat_finding_class want =
                 cs[i] == CASE_BF16_RTZ ? PEAT_FIND_TRUNCATION : PEAT_FIND_REDUCED_PRECISION;
             cr_expect_eq(f[0].cls, want, "case %d seed %llu: %s(%s), expected %s", (int)cs[i],
-                         (unsigned long long)SEEDS[s], peat_detector_finding_name(f[0].cls), f[0].params,
-                         peat_detector_finding_name(want));
+                         (unsigned long long)SEEDS[s], peat_detector_finding_name(f[0].cls),
+                         f[0].params, peat_detector_finding_name(want));
             int k = -1;
             for (int j = 0; j < n && k < 0; j++)
                 if (f[j].cls == PEAT_FIND_REDUCED_PRECISION) k = j;
@@ -221,7 +222,8 @@ Test(formula, unbiased_noise_of_that_size_is_noise)
         peat_finding f[6];
         int n = detect_case(CASE_NOISE, SEEDS[s], f, 6);
         cr_expect_eq(f[0].cls, PEAT_FIND_NOISE, "seed %llu: %s(%s), expected NOISE",
-                     (unsigned long long)SEEDS[s], peat_detector_finding_name(f[0].cls), f[0].params);
+                     (unsigned long long)SEEDS[s], peat_detector_finding_name(f[0].cls),
+                     f[0].params);
         cr_expect(!has_class(f, n, PEAT_FIND_WRONG_RESULT), "seed %llu: noise read as a formula",
                   (unsigned long long)SEEDS[s]);
     }

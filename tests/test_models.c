@@ -75,7 +75,8 @@ static int64_t state_diff(peat_flow_t *a, peat_flow_t *b)
     int64_t d = 0;
     cr_assert_eq(peat_models_flow_state_count(a), peat_models_flow_state_count(b));
     for (int i = 0; i < peat_models_flow_state_count(a); i++) {
-        peat_tensor *x = peat_models_flow_state(a, i, NULL), *y = peat_models_flow_state(b, i, NULL);
+        peat_tensor *x = peat_models_flow_state(a, i, NULL),
+                    *y = peat_models_flow_state(b, i, NULL);
         cr_assert_eq(peat_tensor_numel(x), peat_tensor_numel(y));
         for (int64_t k = 0; k < peat_tensor_numel(x); k++)
             d += memcmp(peat_f32(x) + k, peat_f32(y) + k, sizeof(float)) != 0;
@@ -108,8 +109,9 @@ Test(models, names_masks_and_refusals, .init = init)
      * its backward (the score and value products are GEMMs, the mask a BIAS_ADD) */
     uint32_t attn = (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD);
     uint32_t smax = (1u << PEAT_OP_SOFTMAX) | (1u << PEAT_OP_SOFTMAX_BWD);
-    cr_assert_eq(peat_models_flow_op_mask("gpt_unfused"), (peat_models_flow_op_mask("gpt") & ~attn) | smax,
-                 "gpt_unfused mask 0x%x", peat_models_flow_op_mask("gpt_unfused"));
+    cr_assert_eq(peat_models_flow_op_mask("gpt_unfused"),
+                 (peat_models_flow_op_mask("gpt") & ~attn) | smax, "gpt_unfused mask 0x%x",
+                 peat_models_flow_op_mask("gpt_unfused"));
     cr_assert_eq(peat_models_flow_op_mask("nope"), 0u);
     cr_assert_null(peat_models_flow_describe("nope"));
 
@@ -124,7 +126,8 @@ Test(models, names_masks_and_refusals, .init = init)
     cr_assert_eq(peat_models_flow_alloc("mlp", &c, ex, &f), PEAT_ERR_INVAL, "task 2 accepted");
     c = config(1);
     c.batch = -3;
-    cr_assert_eq(peat_models_flow_alloc("cnn", &c, ex, &f), PEAT_ERR_INVAL, "negative batch accepted");
+    cr_assert_eq(peat_models_flow_alloc("cnn", &c, ex, &f), PEAT_ERR_INVAL,
+                 "negative batch accepted");
     c = config(1);
     c.seq = 4; /* too short for "a+b=" with an answer */
     cr_assert_eq(peat_models_flow_alloc("gpt", &c, ex, &f), PEAT_ERR_INVAL, "seq 4 accepted");
@@ -169,7 +172,8 @@ Test(models, state_names_and_checkpoint_copy, .init = init)
     drop(&gu);
 
     /* a checkpoint after 5 steps, loaded into a fresh flow, continues bit-identically; both
-     * ways of loading: peat_models_flow_state_copy, and copying the tensors + peat_models_flow_set_step */
+     * ways of loading: peat_models_flow_state_copy, and copying the tensors +
+     * peat_models_flow_set_step */
     for (int k = 0; k < N_FLOWS; k++) {
         peat_flow_config cc = config(9);
         cc.batch = 4;
@@ -224,7 +228,8 @@ Test(models, same_seed_bit_identical_other_seed_differs, .init = init)
         }
         cr_assert_eq(state_diff(a.f, b.f), 0, "%s: same seed, weights differ", FLOWS[k]);
         cr_assert_not(same_d, "%s: seeds 42 and 43 give the same losses", FLOWS[k]);
-        cr_assert_gt(state_diff(a.f, d.f), peat_tensor_numel(peat_models_flow_state(a.f, 0, NULL)) / 2,
+        cr_assert_gt(state_diff(a.f, d.f),
+                     peat_tensor_numel(peat_models_flow_state(a.f, 0, NULL)) / 2,
                      "%s: seeds 42 and 43 give nearly the same weights", FLOWS[k]);
         drop(&a);
         drop(&b);
@@ -652,7 +657,8 @@ Test(models, blas_golden_agrees_with_the_plain_golden_on_every_flow_shape, .init
             blas_check s = {0, 0, 0, 0};
             cr_assert_eq(peat_exec_add_hook(r.ex, blas_hook, &s), PEAT_OK);
             steps(&r, 1, NULL);
-            cr_assert_gt(s.calls, 0, "%s %s: no GEMM call", FLOWS[k], peat_models_flow_size_name(size));
+            cr_assert_gt(s.calls, 0, "%s %s: no GEMM call", FLOWS[k],
+                         peat_models_flow_size_name(size));
             cr_assert_leq(s.worst_blas, 1.0, "%s %s: golden GEMM %.3g x the fp32 bound", FLOWS[k],
                           peat_models_flow_size_name(size), s.worst_blas);
             cr_assert_leq(s.worst_plain, 1.0, "%s %s: gemm_plain %.3g x the fp32 bound", FLOWS[k],

@@ -58,8 +58,8 @@ static int count_of(const char *s, const char *needle)
 Test(nightly, example_suite_parses)
 {
     peat_suite s;
-    cr_assert_eq(peat_nightly_suite_load(PEAT_TEST_SOURCE_DIR "/examples/nightly.suite", &s), PEAT_OK, "%s",
-                 peat_error_last());
+    cr_assert_eq(peat_nightly_suite_load(PEAT_TEST_SOURCE_DIR "/examples/nightly.suite", &s),
+                 PEAT_OK, "%s", peat_error_last());
     cr_assert_str_eq(s.name, "builtin-candidates");
     cr_assert_eq(s.n_kernels, 18, "the example suite covers the 18 built-in candidates, got %d",
                  s.n_kernels);
@@ -68,11 +68,13 @@ Test(nightly, example_suite_parses)
     cr_assert_eq(s.kernels[17].calls, 4);
     cr_assert_eq(s.kernels[0].budget_s, 120.0);
     cr_assert(peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION,
-                                 "bits=7.5,storage=24"));
-    cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION, "bits=5.2"),
+                                         "bits=7.5,storage=24"));
+    cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_REDUCED_PRECISION,
+                                          "bits=5.2"),
               "bits>=6 must not allow 5.2 bits");
-    cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_new", PEAT_FIND_REDUCED_PRECISION, "bits=7.5"),
-              "an allowance is for its kernel only");
+    cr_assert(
+        !peat_nightly_policy_allows(&s.policy, "gemm_new", PEAT_FIND_REDUCED_PRECISION, "bits=7.5"),
+        "an allowance is for its kernel only");
     cr_assert(!peat_nightly_policy_allows(&s.policy, "gemm_bf16", PEAT_FIND_OUT_OF_BOUND, ""));
     cr_assert(peat_nightly_policy_allows(&s.policy, "gelu_tanh", PEAT_FIND_APPROX, ""));
 }
@@ -189,7 +191,8 @@ Test(nightly, json_reader_known_answers)
                                       "[1] 2",        "\"\x01\"",  "[0x10]",
                                       "{\"a\": tru}", "[\"\\q\"]", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_assert_neq(peat_nightly_json_parse(bad[i], "t", &v), PEAT_OK, "'%s' was accepted", bad[i]);
+        cr_assert_neq(peat_nightly_json_parse(bad[i], "t", &v), PEAT_OK, "'%s' was accepted",
+                      bad[i]);
         cr_assert(strstr(peat_error_last(), "t:1: bad JSON"), "%s", peat_error_last());
     }
     char deep[200];
@@ -596,7 +599,8 @@ Test(nightly, cmdline_join_and_split_round_trip)
     cr_assert_eq(n, 7);
     for (int i = 0; i < 7; i++) cr_assert_str_eq(w[i], in[i]);
     char small[16];
-    cr_assert_neq(peat_cli_cmdline_join(7, in, small, sizeof small), PEAT_OK, "too long is refused");
+    cr_assert_neq(peat_cli_cmdline_join(7, in, small, sizeof small), PEAT_OK,
+                  "too long is refused");
 }
 
 /* ---- the terminal ---- */
@@ -625,8 +629,8 @@ Test(nightly, progress_bars_on_a_tty_plain_lines_otherwise_quiet_and_json)
     cr_assert_eq(sh("%s run --kernel gemm_new " SMALL " --json --out %s/j", PEAT_TEST_BIN, tmpdir),
                  0);
     peat_json j;
-    cr_assert_eq(peat_nightly_json_parse(out_buf, "stdout", &j), PEAT_OK, "--json printed more:\n%s",
-                 out_buf);
+    cr_assert_eq(peat_nightly_json_parse(out_buf, "stdout", &j), PEAT_OK,
+                 "--json printed more:\n%s", out_buf);
     cr_assert_str_eq(peat_nightly_json_str(&j, "verdict", ""), "PASS");
     cr_assert_str_eq(peat_nightly_json_str(&j, "findings", "x"), "x", "findings is an array");
     /* WITHIN_BOUND and the runtime stage's TRAINING_EQUIVALENT */
@@ -667,7 +671,8 @@ Test(nightly, plot_data_known_answers)
     cr_assert_eq(p.grid_rows, 2);
     cr_assert_eq(p.grid_cols, 3);
     cr_assert(fabs(p.grid[1 * 3 + 2] - e) < 1e-5 && p.grid[0] == 0, "the error sits at (1, 2)");
-    cr_assert(fabs(p.err_hist[0][peat_campaign_plot_err_bin(e)] - 1.0 / 18) < 1e-15, "1 of 18 elements");
+    cr_assert(fabs(p.err_hist[0][peat_campaign_plot_err_bin(e)] - 1.0 / 18) < 1e-15,
+              "1 of 18 elements");
     cr_assert_eq(p.err_hist[0][0], 17.0 / 18);
     cr_assert_eq(p.err_hist[1][0], 1.0);
     cr_assert_eq(p.n_coverage, 2, "fc1/fwd and fc2/bwd");

@@ -179,7 +179,8 @@ Test(probe, combination, .init = setup)
             .rows = i == 1 ? 33 : 65, .cols = 40, .edge_rows = 1, .n_gross = 40, .confined = 1};
     }
     n = peat_detector_combine(&rec, 1, pr + 1, 2, NULL, 0, out, 8);
-    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "got %s", peat_detector_finding_name(out[0].cls));
+    cr_expect_eq(out[0].cls, PEAT_FIND_STRUCTURAL, "got %s",
+                 peat_detector_finding_name(out[0].cls));
     cr_expect(strstr(out[0].params, "tile=32") != NULL, "%s", out[0].params);
     /* nothing fails: the recorded finding stays primary */
     n = peat_detector_combine(&rec, 1, NULL, 0, NULL, 0, out, 8);
@@ -304,7 +305,8 @@ Test(probe, latent_range_defects_only_probes_catch, .init = setup)
         cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL, "%s: verdict %s with probes", k[i][0],
                      peat_detector_acceptance_name(r->verdict));
         cr_expect_eq(r->findings[0].cls, PEAT_FIND_RANGE, "%s: primary %s (%s), expected RANGE",
-                     k[i][0], peat_detector_finding_name(r->findings[0].cls), r->findings[0].params);
+                     k[i][0], peat_detector_finding_name(r->findings[0].cls),
+                     r->findings[0].params);
         free(r);
         r = run_opt(k[i][0], k[i][1], 0, NULL);
         cr_expect_neq(r->verdict, PEAT_ACCEPT_FAIL, "%s fails without probes: not latent", k[i][0]);

@@ -243,8 +243,8 @@ Test(store, hash_matches_xxh64_reference_vectors)
     cr_assert_eq(peat_store_hash64("abc", 3, 0), 0x44BC2CF5AD770999ULL, "XXH64('abc') = %llx",
                  (unsigned long long)peat_store_hash64("abc", 3, 0));
     const char *s = "Nobody inspects the spammish repetition";
-    cr_assert_eq(peat_store_hash64(s, strlen(s), 0), 0xFBCEA83C8A378BF1ULL, "XXH64(39 bytes) = %llx",
-                 (unsigned long long)peat_store_hash64(s, strlen(s), 0));
+    cr_assert_eq(peat_store_hash64(s, strlen(s), 0), 0xFBCEA83C8A378BF1ULL,
+                 "XXH64(39 bytes) = %llx", (unsigned long long)peat_store_hash64(s, strlen(s), 0));
 }
 
 /* ---- round trips ---- */
@@ -367,8 +367,8 @@ Test(store, chunks_are_shuffled_and_deflated_as_hdf5_filters_store_them)
                          nvalid);
                 fill_kind(src, nvalid * es, es, k, 7 + (uint64_t)k);
                 size_t la = 0;
-                cr_assert_eq(peat_store_chunk_compress(&codec, src, nvalid, nelem, es, 1, &la), PEAT_OK,
-                             "%s: %s", what, peat_error_last());
+                cr_assert_eq(peat_store_chunk_compress(&codec, src, nvalid, nelem, es, 1, &la),
+                             PEAT_OK, "%s: %s", what, peat_error_last());
                 chunk_check(codec.out, la, src, nelem, nvalid, es, what);
                 if (k == K_ZEROS || k == K_CONST || k == K_GEOMETRIC)
                     cr_assert_lt(la, nelem * es / 2, "%s: %zu bytes, no compression", what, la);
@@ -893,7 +893,8 @@ Test(store, damaged_rows_and_data_are_detected)
     f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     d = H5Dopen2(f, "/tensors/index", H5P_DEFAULT);
     hid_t tmt = peat_store_row_type(STORE_T_TENSOR, 0);
-    store_tensor_row *trow = calloc((size_t)peat_store_table_chunk_rows(STORE_T_TENSOR), sizeof *trow);
+    store_tensor_row *trow =
+        calloc((size_t)peat_store_table_chunk_rows(STORE_T_TENSOR), sizeof *trow);
     cr_assert(H5Dread(d, tmt, H5S_ALL, H5S_ALL, H5P_DEFAULT, trow) >= 0);
     cr_assert(trow[0].dtype == PEAT_DTYPE_F32 && trow[0].offset == 0 && trow[0].numel > 5);
     const char *pool = trow[0].pool == STORE_POOL_RAW ? "/tensors/f32_raw" : "/tensors/f32";

@@ -9,8 +9,9 @@ Test(zoo, every_defect_caught_no_false_alarm, .timeout = 1800)
 {
     peat_zoo_entry *e = calloc(128, sizeof *e);
     int n = 0;
-    cr_assert_eq(peat_run_calibrate_zoo(PEAT_TEST_ZOO, PEAT_TEST_SOURCE_DIR "/tests/zoo/manifest.tsv",
-                                    "test-out/zoo", 1, e, &n, stdout),
+    cr_assert_eq(peat_run_calibrate_zoo(PEAT_TEST_ZOO,
+                                        PEAT_TEST_SOURCE_DIR "/tests/zoo/manifest.tsv",
+                                        "test-out/zoo", 1, e, &n, stdout),
                  PEAT_OK);
     peat_zoo_score s = peat_run_calibrate_zoo_print(stdout, e, n);
     cr_expect_geq(s.defects, 25);
