@@ -329,8 +329,12 @@ static int cmd_inject(int argc, char **argv, const char *cmdline)
     if (!o.campaign) return die("inject needs --campaign DIR (see `peat help inject`)");
     if (!o.models && !o.show) return die("inject needs --model SPEC[;SPEC...] (see `peat list`)");
     peat_fi_result r;
+    memset(&r, 0, sizeof r);
     st = peat_run_fi_run_ranks(&o, &r); /* under mpirun: rank r is shard r/N, rank 0 merges */
-    if (st != PEAT_OK) return die_status(st);
+    if (st != PEAT_OK) {
+        peat_run_fi_result_free(&r); /* the trials and rate tables a failed report leaves */
+        return die_status(st);
+    }
     if (r.shard_n)
         printf("peat inject: shard %d/%d: %lld trials run, %lld resumed, into %s (`peat merge "
                "%s` when every shard is done)\n",
