@@ -9,6 +9,7 @@
 #include "models/models.h"
 #include "run/run.h"
 #include "store/store.h"
+#include "flow_run.h"
 
 #include <float.h>
 #include <math.h>
@@ -33,26 +34,6 @@ static peat_flow_config config(int precision)
     c.weight_decay = -1;
     c.precision = precision;
     return c;
-}
-
-typedef struct run {
-    peat_exec_t *ex;
-    peat_flow_t *f;
-} run;
-
-static run make(const char *name, const peat_flow_config *c)
-{
-    run r;
-    cr_assert_eq(peat_exec_alloc(name, c->seed, &r.ex), PEAT_OK);
-    cr_assert_eq(peat_models_flow_alloc(name, c, r.ex, &r.f), PEAT_OK, "create %s: %s", name,
-                 peat_error_last());
-    return r;
-}
-
-static void drop(run *r)
-{
-    peat_models_flow_free(r->f);
-    peat_exec_free(r->ex);
 }
 
 static int same_bits(float a, float b)

@@ -65,6 +65,17 @@ static int exited(int st, int code)
     return WIFEXITED(st) && WEXITSTATUS(st) == code;
 }
 
+/* The last run_peat's output (stdout and stderr), at most n - 1 bytes of it. */
+static const char *run_log(char *buf, size_t n)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/log", tmpdir);
+    buf[0] = 0;
+    FILE *f = fopen(p, "r");
+    if (f) buf[fread(buf, 1, n - 1, f)] = 0, fclose(f);
+    return buf;
+}
+
 static peat_store_t *open_store(const char *dir, const char *name)
 {
     char p[400];
@@ -216,14 +227,10 @@ Test(campaign, killed_runs_resume_without_loss_or_duplicates)
             peat_store_close(p);
         }
         st = run_peat(NULL, "run --resume " FLAGS " --out %s/%s", tmpdir, dir);
-        char log[4096] = "";
-        if (!exited(st, 0)) { /* the resumed run's own words (a sanitizer's report among them) */
-            snprintf(partial, sizeof partial, "%s/log", tmpdir);
-            FILE *lf = fopen(partial, "r");
-            if (lf) log[fread(log, 1, sizeof log - 1, lf)] = 0, fclose(lf);
-        }
+        char log[4096];
+        /* the resumed run's own words (a sanitizer's report among them) */
         cr_assert(exited(st, 0), "resume after a kill at step %lld failed (status %d): %s",
-                  (long long)kill, st, log);
+                  (long long)kill, st, run_log(log, sizeof log));
         peat_store_t *k = open_store(dir, "campaign.h5");
         assert_same_records(r, k);
         peat_store_close(k);
@@ -532,10 +539,8 @@ Test(campaign, gpt_small_default_run_finishes_with_runtime_tables)
     cr_skip_test("a whole small-preset campaign: minutes under ASan (the Release suite runs it)");
 #endif
     int st = run_peat(NULL, "run --kernel gemm_new --flow gpt --size small --out %s/gs", tmpdir);
-    char log[4096] = "", p[400];
-    snprintf(p, sizeof p, "%s/log", tmpdir);
-    FILE *f = fopen(p, "r");
-    if (f) log[fread(log, 1, sizeof log - 1, f)] = 0, fclose(f);
+    char log[4096];
+    run_log(log, sizeof log);
     cr_assert(exited(st, 0), "gpt --size small did not finish: %s", log);
     cr_assert(strstr(log, "TRAINING_EQUIVALENT") || strstr(log, "DEGRADES") ||
                   strstr(log, "DIVERGES"),
@@ -543,8 +548,6 @@ Test(campaign, gpt_small_default_run_finishes_with_runtime_tables)
     st = run_peat(NULL, "inspect --verify %s/gs/campaign.h5", tmpdir);
     cr_assert(exited(st, 0), "the finished campaign does not verify");
     st = run_peat(NULL, "inspect %s/gs", tmpdir);
-    log[0] = 0;
-    if ((f = fopen(p, "r"))) log[fread(log, 1, sizeof log - 1, f)] = 0, fclose(f);
-    cr_assert(strstr(log, "runtime, commit, report"), "the manifest lacks the runtime stage: %s",
-              log);
+    cr_assert(strstr(run_log(log, sizeof log), "runtime, commit, report"),
+              "the manifest lacks the runtime stage: %s", log);
 }

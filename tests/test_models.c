@@ -6,6 +6,7 @@
 #include "models/models.h"
 #include "campaign/harness.h"
 #include "golden/golden.h"
+#include "flow_run.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,26 +28,6 @@ static peat_flow_config config(uint64_t seed)
     c.seed = seed;
     c.weight_decay = -1;
     return c;
-}
-
-typedef struct run {
-    peat_exec_t *ex;
-    peat_flow_t *f;
-} run;
-
-static run make(const char *name, const peat_flow_config *c)
-{
-    run r;
-    cr_assert_eq(peat_exec_alloc(name, c->seed, &r.ex), PEAT_OK);
-    cr_assert_eq(peat_models_flow_alloc(name, c, r.ex, &r.f), PEAT_OK, "create %s: %s", name,
-                 peat_error_last());
-    return r;
-}
-
-static void drop(run *r)
-{
-    peat_models_flow_free(r->f);
-    peat_exec_free(r->ex);
 }
 
 /* Runs n steps, storing the losses. */
