@@ -14,6 +14,9 @@
 /* Honest candidates: GEMM orders no band rerun uses (the band has pairwise and split 4). */
 static const char *const honest_specs[] = {
     "reorder(order=reverse)", "reorder(order=split,split=16)", "reorder(order=split,split=2)"};
+/* With --extra those are band reruns already: the candidate is an order of neither list. */
+static const char *const extra_specs[] = {
+    "reorder(order=forward)", "reorder(order=split,split=8)", "reorder(order=split,split=3)"};
 
 typedef struct bench_opts {
     const char *flows;
@@ -23,6 +26,7 @@ typedef struct bench_opts {
     int band;      /* R */
     int seed0;     /* the first honest seed (shards of one measurement run side by side) */
     double max_s; /* no new seed after this many wall seconds (0 = none): the row counts what ran */
+    int extra;    /* also judge the band reruns past R (every order in the band list) */
     const char *zoo, *manifest;
 } bench_opts;
 
@@ -30,13 +34,17 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_band [--flows mlp,cnn,gpt,gpt_unfused] [--seeds N (20)] "
                     "[--iters N (flow default)] [--width N] [--band R (3)] "
-                    "[--seed0 S (0)] [--max-seconds T] [--zoo LIB --manifest TSV]\n");
+                    "[--seed0 S (0)] [--max-seconds T] [--extra] [--zoo LIB --manifest TSV]\n");
 }
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, NULL, NULL};
+    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, 0, NULL, NULL};
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--extra")) {
+            o->extra = 1;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage(), -1;
         if (!strcmp(argv[i], "--flows"))
@@ -78,7 +86,8 @@ static peat_runtime_opts run_opts(const bench_opts *b, const char *flow, uint64_
     o.iters = b->iters > 0 ? b->iters : peat_campaign_default_iters(flow);
     o.op = PEAT_OP_GEMM;
     o.freqs = "1";
-    o.band_runs = b->band;
+    /* --extra: the lockstep trains every order of the band list; the band is its first R */
+    o.band_runs = b->extra ? PEAT_RUNTIME_MAX_BAND : b->band;
     return o;
 }
 
@@ -91,42 +100,89 @@ static void wilson(int k, int n, double *lo, double *hi)
     *lo = fmax(c - h, 0.0), *hi = fmin(c + h, 1.0);
 }
 
+static peat_runtime_curve curve(const peat_runtime_result *r, const peat_runtime_run *m)
+{
+    peat_runtime_curve c = {r->n, m->loss, m->wdist, m->nonfinite, r->n_eval, m->eval_acc};
+    return c;
+}
+
+typedef struct tally {
+    int judged, alarms, drift, stat, seeds, seeds_alarm;
+    double worst;
+} tally;
+
+static void count(tally *t, const peat_runtime_verdict *v, const peat_runtime_band *b,
+                  const char *flow, int s, const char *label, double secs)
+{
+    t->judged++;
+    t->alarms += v->cls != PEAT_RUNTIME_EQUIVALENT;
+    t->drift += v->drift;
+    t->stat += v->loss_t > b->loss_k;
+    if (v->loss_excess > t->worst) t->worst = v->loss_excess;
+    /* one line per judged run as it ends: a measurement stopped early still counts what it ran */
+    fprintf(stderr, "bench_band: %s seed %d %s: %s%s, loss t %.2f (k %.2f), %.1f s\n", flow, s,
+            label, peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "",
+            v->loss_t, b->loss_k, secs);
+}
+
+/* One seed with --extra: the band of the first R runs, every later band rerun and the honest
+ * candidate judged against it (the same band for all: their alarms are not independent, so the
+ * table also counts seeds with any alarm). */
+static peat_status judge_extra(const bench_opts *b, peat_runtime_result *r, tally *t,
+                               const char *flow, int s)
+{
+    peat_runtime_curve m[PEAT_RUNTIME_MAX_BAND];
+    for (int i = 0; i < b->band; i++) m[i] = curve(r, &r->band[i]);
+    peat_runtime_band band;
+    PEAT_TRY(peat_detector_band_build(m, b->band, &band));
+    int before = t->alarms;
+    peat_status st = PEAT_OK;
+    for (int i = b->band; st == PEAT_OK && i <= r->n_band; i++) {
+        const peat_runtime_run *run = i < r->n_band ? &r->band[i] : &r->faulty[0];
+        peat_runtime_curve c = curve(r, run);
+        peat_runtime_verdict v;
+        st = peat_detector_runtime_judge(&band, &c, &v);
+        if (st == PEAT_OK) count(t, &v, &band, flow, s, run->label, r->t_total);
+    }
+    t->seeds_alarm += t->alarms > before;
+    peat_detector_band_free(&band);
+    return st;
+}
+
 /* One flow's honest runs: false alarms (DEGRADES or DIVERGES) and drift notes. */
 static int honest_flow(const bench_opts *b, const char *flow)
 {
-    int alarms = 0, drift = 0, done = 0, stat = 0;
-    double worst = -INFINITY, t0 = peat_campaign_now();
+    tally t = {0, 0, 0, 0, 0, 0, -INFINITY};
+    double t0 = peat_campaign_now();
     for (int s = b->seed0; s < b->seed0 + b->seeds; s++) {
         if (b->max_s > 0 && peat_campaign_now() - t0 > b->max_s) break;
         peat_runtime_opts o = run_opts(b, flow, 1000 + (uint64_t)s);
-        o.model = honest_specs[s % 3];
+        o.model = (b->extra ? extra_specs : honest_specs)[s % 3];
         o.model_seed = (uint64_t)s;
         peat_runtime_result r;
         peat_status st = peat_campaign_runtime_run_all(&o, &r);
+        if (st == PEAT_OK && b->extra) st = judge_extra(b, &r, &t, flow, s);
         if (st != PEAT_OK) {
             fprintf(stderr, "bench_band: %s seed %d: %s\n", flow, s, peat_error_last());
             peat_campaign_runtime_result_free(&r);
             return -1;
         }
-        const peat_runtime_verdict *v = &r.verdict[0];
-        alarms += v->cls != PEAT_RUNTIME_EQUIVALENT;
-        drift += v->drift;
-        stat += v->loss_t > r.b.loss_k;
-        if (v->loss_excess > worst) worst = v->loss_excess;
-        done++;
-        /* one line per seed as it ends: a measurement stopped early still counts what it ran */
-        fprintf(stderr, "bench_band: %s seed %d: %s%s, loss t %.2f (k %.2f), %.1f s\n", flow, s,
-                peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t,
-                r.b.loss_k, r.t_total);
+        if (!b->extra) {
+            int before = t.alarms;
+            count(&t, &r.verdict[0], &r.b, flow, s, o.model, r.t_total);
+            t.seeds_alarm += t.alarms > before;
+        }
+        t.seeds++;
         peat_campaign_runtime_result_free(&r);
     }
-    if (done == 0) return printf("| %-11s | no seed within --max-seconds |\n", flow), 0;
+    if (t.seeds == 0) return printf("| %-11s | no seed within --max-seconds |\n", flow), 0;
     double lo, hi;
-    wilson(alarms, done, &lo, &hi);
-    printf("| %-11s | %6lld | %5d | %6d | %6d | %5.1f%% [%4.1f, %4.1f] | %10d | %5d | %+9.2f%% "
-           "|\n",
+    wilson(t.alarms, t.judged, &lo, &hi);
+    printf("| %-11s | %6lld | %5d | %5d | %6d | %6d | %5.1f%% [%4.1f, %4.1f] | %5d | %10d | %5d "
+           "| %+9.2f%% |\n",
            flow, (long long)(b->iters > 0 ? b->iters : peat_campaign_default_iters(flow)), b->width,
-           done, alarms, 100.0 * alarms / done, 100 * lo, 100 * hi, stat, drift, 100 * worst);
+           t.seeds, t.judged, t.alarms, 100.0 * t.alarms / t.judged, 100 * lo, 100 * hi,
+           t.seeds_alarm, t.stat, t.drift, 100 * t.worst);
     fflush(stdout);
     return 0;
 }
@@ -188,12 +244,14 @@ int main(int argc, char **argv)
         return fprintf(stderr, "bench_band: %s\n", peat_error_last()), 1;
     printf("## runtime band: false alarms on honest runs (R = %d, alpha = 1%% per run)\n\n",
            b.band);
-    printf("Each honest run: a fresh training seed, the band (golden + %d reorder reruns) and one "
-           "more honest GEMM order in the loop; an alarm is DEGRADES or DIVERGES.\n\n",
-           b.band - 1);
-    printf(
-        "| flow        |  iters | width | honest | alarms | rate [95%% Wilson]    | t > k only | "
-        "drift | max loss ex |\n|---|---|---|---|---|---|---|---|---|\n");
+    printf("Each seed: a fresh training seed, the band (golden + %d reorder reruns) and %s in the "
+           "loop, judged against the band; an alarm is DEGRADES or DIVERGES.\n\n",
+           b.band - 1,
+           b.extra ? "every later order of the band list plus one more honest GEMM order"
+                   : "one more honest GEMM order");
+    printf("| flow        |  iters | width | seeds | judged | alarms | rate [95%% Wilson]    | "
+           "seeds w/ alarm | t > k only | drift | max loss ex |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|\n");
     char buf[128];
     snprintf(buf, sizeof buf, "%s", b.flows);
     char *save = NULL;
