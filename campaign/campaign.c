@@ -3,6 +3,7 @@
 #include "campaign/isolate.h"
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
+#include "core/child_fds.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +62,7 @@ void peat_campaign_free(peat_campaign *c)
     peat_analyzer_acc_free(c->acc_cand);
     peat_analyzer_acc_free(c->acc_gold);
     c->acc_cand = c->acc_gold = NULL;
+    peat_child_fd_drop(c->lock_fd);
     if (c->lock_fd >= 0) close(c->lock_fd); /* releases the output directory */
     c->lock_fd = -1;
 }

@@ -5,6 +5,7 @@
 #include "campaign/isolate.h"
 #include "campaign/campaign.h"
 #include "campaign/isolate_impl.h"
+#include "core/child_fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -563,6 +564,7 @@ typedef peat_status (*child_fn)(void *arg);
 static void child_run(child_fn fn, void *arg, call_report *rep, pid_t parent, int done_fd)
 {
     close(done_fd); /* the read end: the parent's */
+    peat_child_fds_close(); /* peat's locks and campaign file are not the child's to hold */
     child_report_at = rep;
     on_exit(child_atexit, NULL); /* glibc: sees the exit code */
     setpgid(0, 0);

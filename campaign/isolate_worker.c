@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* memfd_create, MAP_POPULATE, dl_iterate_phdr */
 #include "campaign/isolate_impl.h"
 #include "campaign/campaign.h"
+#include "core/child_fds.h"
 
 #include <errno.h>
 #include <link.h>
@@ -337,6 +338,7 @@ static void child_call(const peat_kernel *k, ctl_block *c, int fd, views *v, con
 
 static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
 {
+    peat_child_fds_close(); /* peat's locks and campaign file are not the worker's to hold */
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no worker left behind */
     if (getppid() != parent) _exit(1);

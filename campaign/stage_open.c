@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE /* gethostname */
 #include "campaign/harness.h"
 #include "campaign/stages.h"
+#include "core/child_fds.h"
 #include "peat/plugin.h"
 
 #include <errno.h>
@@ -77,6 +78,7 @@ static peat_status lock_out_dir(peat_campaign *c)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     }
     c->lock_fd = fd;
+    peat_child_fd_hold(fd); /* a forked child must not keep the directory locked */
     return PEAT_OK;
 }
 

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* strsignal */
 #include "core/backend_impl.h"
 #include "peat/peat.h"
+#include "core/child_fds.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -157,6 +158,7 @@ static ssize_t probe_read(int fd, probe_report *r, double timeout_s)
 
 static void probe_child(const char *path, int fd, pid_t parent)
 {
+    peat_child_fds_close(); /* peat's locks and campaign file are not the probe's to hold */
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: the child goes too */
     if (getppid() != parent) _exit(1);

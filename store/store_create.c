@@ -137,6 +137,7 @@ peat_status peat_store_file_create(peat_store_t *s, const char *path)
     H5Pclose(fapl);
     if (s->file < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, peat_store_h5_msg());
+    peat_store_h5_fd_hold(s);
     PEAT_TRY(layout_create(s));
     /* the whole layout on disk before the file gets its name: a kill from then on leaves a
      * campaign file that opens (empty) */

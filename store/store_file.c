@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* F_OFD_SETLK: a writer lock that HDF5's own opens and closes cannot drop */
 #include "store/store_impl.h"
 
+#include "core/child_fds.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -113,7 +115,25 @@ peat_status peat_store_lock_take(const char *path, int *fd_out)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot lock for writing: %s", path, strerror(e));
     }
     *fd_out = fd;
+    peat_child_fd_hold(fd); /* a forked child must not keep the writer's lock */
     return PEAT_OK;
+}
+
+void peat_store_lock_release(int fd)
+{
+    if (fd < 0) return;
+    peat_child_fd_drop(fd);
+    close(fd);
+}
+
+void peat_store_h5_fd_hold(peat_store_t *s)
+{
+    void *h = NULL;
+    /* the sec2 driver's handle is its int descriptor (H5Fget_vfd_handle) */
+    if (s->file >= 0 && H5Fget_vfd_handle(s->file, H5P_DEFAULT, &h) >= 0 && h) {
+        s->h5_fd = *(int *)h;
+        peat_child_fd_hold(s->h5_fd);
+    }
 }
 
 int peat_store_lock_held(const char *path)
@@ -139,6 +159,7 @@ peat_store_t *peat_store_new(const char *path)
     s->file = -1;
     s->d_text = -1;
     s->lock_fd = -1;
+    s->h5_fd = -1;
     for (int t = 0; t < STORE_T_COUNT; t++) {
         s->d_table[t] = -1;
         s->mt[t] = -1;
@@ -168,6 +189,8 @@ int peat_store_handles_close(peat_store_t *s)
         if (s->d_table[t] >= 0) H5Dclose(s->d_table[t]);
         s->d_table[t] = -1;
     }
+    peat_child_fd_drop(s->h5_fd);
+    s->h5_fd = -1;
     int r = s->file >= 0 && H5Fclose(s->file) < 0 ? -1 : 0;
     s->file = -1;
     return r;
@@ -185,7 +208,7 @@ static peat_status close_impl(peat_store_t *s)
      * flush made it, and --resume continues it as a killed writer's */
     if (!s->abandon && peat_store_handles_close(s) < 0 && st == PEAT_OK)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", s->path, peat_store_h5_msg());
-    if (s->lock_fd >= 0 && !s->abandon) close(s->lock_fd); /* after HDF5 let go of the file */
+    if (!s->abandon) peat_store_lock_release(s->lock_fd); /* after HDF5 let go of the file */
     for (int t = STORE_T_COUNT - 1; t >= 0; t--) {
         if (s->mt[t] >= 0) H5Tclose(s->mt[t]);
         peat_store_vec_free(&s->rows[t]);

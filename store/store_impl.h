@@ -124,6 +124,7 @@ struct peat_store {
                     last flush left it, resumable as a killed writer's */
     int crashed; /* opened after its writer was killed (or while it still runs) */
     int lock_fd; /* holds the writer's lock (OFD) while writable */
+    int h5_fd;   /* HDF5's descriptor of the file (closed in forked children), -1 if none */
     peat_store_meta meta;
     int64_t exact_max;
     int deflate;
@@ -242,6 +243,10 @@ int peat_store_attr_str_read(hid_t loc, const char *name, char *buf, size_t n);
 int peat_store_attr_num_read(hid_t loc, const char *name, hid_t memtype, void *val);
 /* The writer lock: PEAT_ERR_IO if another process writes the file. */
 peat_status peat_store_lock_take(const char *path, int *fd_out);
+/* Closes a lock taken by peat_store_lock_take (-1: nothing). */
+void peat_store_lock_release(int fd);
+/* Marks HDF5's descriptor of s->file as one forked children close (core/child_fds.h). */
+void peat_store_h5_fd_hold(peat_store_t *s);
 /* Whether another process holds the writer lock of path (a live writer). */
 int peat_store_lock_held(const char *path);
 peat_store_t *peat_store_new(const char *path);

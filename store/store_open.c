@@ -235,7 +235,7 @@ static peat_status file_open(peat_store_t *s)
         s->crashed = s->file >= 0;
     }
     H5Pclose(fapl);
-    if (s->file >= 0) return PEAT_OK;
+    if (s->file >= 0) return peat_store_h5_fd_hold(s), PEAT_OK;
     if (strstr(first, "truncated"))
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is truncated (HDF5: %s)", s->path, first);
     return PEAT_ERROR(PEAT_ERR_FORMAT, "%s: HDF5 cannot open it (damaged file?): %s", s->path,
@@ -279,7 +279,7 @@ peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
 {
     peat_status st = path_check(path, writable);
     if (st != PEAT_OK) {
-        if (lock_fd >= 0) close(lock_fd);
+        peat_store_lock_release(lock_fd);
         return st;
     }
     peat_store_t *s = peat_store_new(path);

@@ -205,7 +205,7 @@ peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
     if (st == PEAT_OK && rename(tmp, s->path) != 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "cannot replace %s: %s", s->path, strerror(errno));
     if (st != PEAT_OK) {
-        if (*lock_fd >= 0) close(*lock_fd);
+        peat_store_lock_release(*lock_fd);
         *lock_fd = -1;
         unlink(tmp);
     }

@@ -15,6 +15,7 @@
 
 #include "campaign/isolate.h"
 #include "campaign/isolate_impl.h"
+#include "store/store.h"
 
 enum { R = 4, C = 8 };
 
@@ -336,4 +337,36 @@ Test(isolate, a_worker_out_of_memory_is_an_error_not_a_kernel_failure)
     peat_tensor_free(x);
     case_free(&cc);
     peat_campaign_isolate_worker_free(w);
+}
+
+/* A worker forked while peat held its campaign file open keeps none of that file's locks: peat
+ * closes the file and a writer (the --resume after a kill) opens it while the worker still
+ * lives. Before, the worker shared the writer lock's open file description (fork) and the
+ * reopen was refused as "being written by another process". */
+Test(isolate, a_live_worker_holds_no_lock_of_peats_campaign_file)
+{
+    char dir[] = "/tmp/peat_isolock_XXXXXX", path[64];
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp failed: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/c.h5", dir);
+    peat_store_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.kernel, sizeof m.kernel, "k");
+    snprintf(m.flow, sizeof m.flow, "mlp");
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "create %s: %s", path,
+                 peat_error_last());
+    peat_isolate_worker *w;
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    char why[256];
+    cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "%s", why);
+    cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
+    peat_store_t *again = NULL;
+    peat_status st = peat_store_open(path, 1, &again);
+    cr_assert_eq(st, PEAT_OK, "reopening for writing while the worker lives: %s",
+                 peat_error_last());
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "the worker was respawned");
+    peat_store_close(again);
+    peat_campaign_isolate_worker_free(w);
+    unlink(path);
+    rmdir(dir);
 }
