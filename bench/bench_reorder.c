@@ -1,6 +1,6 @@
-/* bench_reorder.c: how fast the runtime band's reorder GEMMs (inject/gemm_rows.c) run beside the
- * golden GEMM (OpenBLAS, or the plain loop), the plain loop and the candidate gemm_new, on gpt
- * base's GEMM shapes: thread CPU milliseconds a call and GFLOP/s. */
+/* bench_reorder.c: how fast the runtime band's reorder GEMMs (inject/gemm_rows.c, gemm_lib.c) run
+ * beside the golden GEMM (OpenBLAS, or the plain loop), the plain loop and the candidate gemm_new,
+ * on gpt base's GEMM shapes: thread CPU milliseconds a call and GFLOP/s. */
 #include "inject/internal.h"
 #include "campaign/harness.h"
 
@@ -56,16 +56,17 @@ static void row(const shape *s, int reps)
         }
         printf(" %7.2f %5.1f", best * 1e3, flop / best / 1e9);
     }
-    static const peat_inject_order orders[] = {PEAT_ORDER_FORWARD, PEAT_ORDER_REVERSE,
-                                               PEAT_ORDER_PAIRWISE, PEAT_ORDER_SPLIT};
-    for (int o = 0; o < 4; o++) {
+    static const peat_inject_order orders[] = {PEAT_ORDER_FORWARD,    PEAT_ORDER_REVERSE,
+                                               PEAT_ORDER_PAIRWISE,   PEAT_ORDER_SPLIT,
+                                               PEAT_ORDER_BLAS_SPLIT, PEAT_ORDER_BLAS_PAIRWISE};
+    for (int o = 0; o < 6; o++) {
         peat_inject_gemm_variant v;
         memset(&v, 0, sizeof v);
-        v.order = orders[o], v.split = 4;
+        v.order = orders[o], v.split = 4, v.block = 16;
         double best = 1e30;
         for (int i = 0; i < reps; i++) {
             double t0 = cpu_now();
-            if (peat_inject_gemm_rows(&a, &v) != PEAT_OK) break;
+            if (peat_inject_gemm(&a, &v) != PEAT_OK) break;
             double t = cpu_now() - t0;
             best = t < best ? t : best;
         }
@@ -90,8 +91,9 @@ int main(void)
     };
     printf("# one call, best of 5, thread CPU ms and GFLOP/s; golden: %s\n",
            peat_registry_find("gemm_golden") ? peat_registry_find("gemm_golden")->desc : "?");
-    printf("%-26s %13s %13s %13s %13s %13s %13s %13s\n", "shape M x N x K", "golden", "plain",
-           "gemm_new", "forward", "reverse", "pairwise", "split 4");
+    printf("%-26s %13s %13s %13s %13s %13s %13s %13s %13s %13s\n", "shape M x N x K", "golden",
+           "plain", "gemm_new", "forward", "reverse", "pairwise", "split 4", "blas_split 4",
+           "blas_pw 16");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) row(&shapes[i], 5);
     return 0;
 }

@@ -15,11 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Band reruns: honest orders any valid kernel could use (inject's `reorder`, GEMM: pairwise,
- * split-K, reversed; other ops: the exact result rounded to fp32). */
+/* Band reruns: honest orders shipped kernels use (inject's `reorder`; other ops: the exact result
+ * rounded to fp32), in the order a larger band adds them (docs/detector.md, "The band's reorder
+ * GEMMs"): GEMM's forward loop (naive kernels, framework fallbacks: the plain golden's order), a
+ * serial split-K through the golden's library (chunks accumulated into the output), a blocked
+ * pairwise sum of library GEMMs (a split-K reduced as a tree), then the per-element pairwise
+ * tree and the reversed loop. */
 static const char *const band_specs[PEAT_RUNTIME_MAX_BAND - 1] = {
-    "reorder(order=pairwise)", "reorder(order=split,split=4)", "reorder(order=split,split=16)",
-    "reorder(order=reverse)", "reorder(order=split,split=2)"};
+    "reorder(order=forward)", "reorder(order=blas_split,split=4)",
+    "reorder(order=blas_pairwise,block=16)", "reorder(order=pairwise)", "reorder(order=reverse)"};
 
 /* One training run of the lockstep. */
 typedef struct member {

@@ -75,15 +75,52 @@ static peat_status gemm_sgemm(const peat_args *a)
 }
 #endif
 
+#ifdef PEAT_HAVE_OPENBLAS
+/* sgemm takes int sizes and leading dimensions: anything larger goes to the plain loop. */
+static int blas_fits(int64_t M, int64_t N, int64_t K)
+{
+    return blas_on && M < (1 << 30) && N < (1 << 30) && K < (1 << 30) && M * K < (1ll << 31) &&
+           K * N < (1ll << 31) && M * N < (1ll << 31);
+}
+#endif
+
+int peat_golden_gemm_blas_on(void)
+{
+    pthread_once(&blas_once, blas_init);
+    return blas_on;
+}
+
+void peat_golden_gemm_krange(int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t k0,
+                             int64_t k1, float alpha, const float *A, const float *B, float beta,
+                             float *D)
+{
+    pthread_once(&blas_once, blas_init);
+#ifdef PEAT_HAVE_OPENBLAS
+    if (blas_fits(M, N, K)) {
+        /* op(A)[:, k0:k1] and op(B)[k0:k1, :] are sub-matrices with the whole operands' leading
+         * dimensions; sgemm packs them, so where they start changes no bit */
+        const float *As = tA ? A + k0 * M : A + k0, *Bs = tB ? B + k0 : B + k0 * N;
+        cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans,
+                    (int)M, (int)N, (int)(k1 - k0), alpha, As, tA ? (int)M : (int)K, Bs,
+                    tB ? (int)K : (int)N, beta, D, (int)N);
+        return;
+    }
+#endif
+    /* the plain golden's order: each element summed over k in order, then its epilogue */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int64_t k = k0; k < k1; k++)
+                s += (tA ? A[k * M + i] : A[i * K + k]) * (tB ? B[j * K + k] : B[k * N + j]);
+            D[i * N + j] = beta != 0.0f ? alpha * s + beta * D[i * N + j] : alpha * s;
+        }
+}
+
 peat_status peat_golden_gemm_blas_run(const peat_args *a, const peat_kernel *self)
 {
     pthread_once(&blas_once, blas_init);
 #ifdef PEAT_HAVE_OPENBLAS
-    /* sgemm takes int sizes: anything larger goes to the plain loop */
-    if (blas_on && a->p.i[2] < (1 << 30) && a->p.i[3] < (1 << 30) && a->p.i[4] < (1 << 30) &&
-        a->p.i[2] * a->p.i[4] < (1ll << 31) && a->p.i[4] * a->p.i[3] < (1ll << 31) &&
-        a->p.i[2] * a->p.i[3] < (1ll << 31))
-        return gemm_sgemm(a);
+    if (blas_fits(a->p.i[2], a->p.i[3], a->p.i[4])) return gemm_sgemm(a);
 #endif
     return peat_golden_gemm_plain_run(a, self);
 }

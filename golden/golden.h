@@ -28,6 +28,16 @@ peat_status peat_golden_gemm_plain_run(const peat_args *a, const peat_kernel *se
 /* What the golden GEMM runs on, for the campaign's /meta and the report: "OpenBLAS 0.3.21 (core
  * Zen, 1 thread)" or "none (plain loop)". */
 const char *peat_golden_blas_describe(void);
+/* 1 when the golden GEMM is the BLAS's sgemm (built in and PEAT_BLAS not 0). */
+int peat_golden_gemm_blas_on(void);
+/* The golden GEMM's own library on a K range of one batch entry (the band's library orders,
+ * inject/gemm.c): D = alpha op(A)[:, k0:k1] op(B)[k0:k1, :] + beta D, op(A) M x K and op(B) K x N
+ * stored as the gemm op stores them (row-major, transposed when tA / tB), D M x N row-major and
+ * not read when beta is 0. Through sgemm (one thread, as the golden) when the golden is the BLAS,
+ * else each element summed over k in order in fp32, as the plain golden does. */
+void peat_golden_gemm_krange(int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t k0,
+                             int64_t k1, float alpha, const float *A, const float *B, float beta,
+                             float *D);
 
 /* Registration helpers used by each op's file. */
 peat_status peat_golden_register_gemm(void);

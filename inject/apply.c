@@ -361,6 +361,7 @@ static peat_status compute(const peat_inject_model_t *m, const peat_kernel *k, c
         if (k->op != PEAT_OP_GEMM) return via_exact(k, b, a, conv_rn, 24);
         v.order = (peat_inject_order)PI("order");
         v.split = (int)PI("split");
+        v.block = (int)PI("block");
         return peat_inject_gemm(b, &v);
     case PEAT_INJ_PRECISION:
         if ((int)PI("where") != WHERE_ACC) break;

@@ -115,6 +115,8 @@ static void sum_row(const rowsum *R, int64_t K, float *out, float *part, int *pe
     case PEAT_ORDER_SPLIT_RANDOM:
         sum_split(R, K, out, part, perm);
         return;
+    default: /* the library orders go to gemm_lib.c */
+        return;
     }
 }
 
@@ -151,6 +153,8 @@ peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant 
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
     float alpha = (float)a->p.f[0], beta = (float)a->p.f[1];
+    if (v->order == PEAT_ORDER_BLAS_SPLIT || v->order == PEAT_ORDER_BLAS_PAIRWISE)
+        return peat_inject_gemm_lib(a, v);
     if (!v->round_acc && v->order != PEAT_ORDER_SPLIT_RANDOM) return peat_inject_gemm_rows(a, v);
     int S = v->split > 1 ? v->split : 1;
     gemm_ws w;

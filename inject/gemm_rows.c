@@ -180,26 +180,42 @@ static void tiles_run(const job *J, const peat_inject_gemm_variant *v)
         }
 }
 
-/* op(A) as row tiles: ap[i0 * K + k * RB + r] = op(A)[i0 + r][k] (zeros past M). */
+/* op(A) as row tiles: ap[i0 * K + k * RB + r] = op(A)[i0 + r][k] (zeros past M). The layouts'
+ * loops are split by transposition and edge (no test inside the copies), so packing stays a small
+ * share of a call; it moves values only. */
 static void pack_a(const float *A, int tA, int64_t M, int64_t K, float *ap)
 {
-    for (int64_t i0 = 0; i0 < M; i0 += RB)
-        for (int64_t k = 0; k < K; k++)
-            for (int r = 0; r < RB; r++) {
-                int64_t i = i0 + r;
-                ap[i0 * K + k * RB + r] = i >= M ? 0.0f : tA ? A[k * M + i] : A[i * K + k];
+    for (int64_t i0 = 0; i0 < M; i0 += RB) {
+        int64_t rows = M - i0 < RB ? M - i0 : RB;
+        float *p = ap + i0 * K;
+        if (rows < RB) memset(p, 0, (size_t)(K * RB) * sizeof *p);
+        if (tA) /* op(A)[i][k] = A[k * M + i]: row k of A holds the tile's rows side by side */
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t r = 0; r < rows; r++) p[k * RB + r] = A[k * M + i0 + r];
+        else
+            for (int64_t r = 0; r < rows; r++) {
+                const float *a = A + (i0 + r) * K;
+                for (int64_t k = 0; k < K; k++) p[k * RB + r] = a[k];
             }
+    }
 }
 
 /* op(B) as column panels: bp[j0 * K + k * JW + q] = op(B)[k][j0 + q] (zeros past N). */
 static void pack_b(const float *B, int tB, int64_t K, int64_t N, float *bp)
 {
-    for (int64_t j0 = 0; j0 < N; j0 += JW)
-        for (int64_t k = 0; k < K; k++)
-            for (int q = 0; q < JW; q++) {
-                int64_t j = j0 + q;
-                bp[j0 * K + k * JW + q] = j >= N ? 0.0f : tB ? B[j * K + k] : B[k * N + j];
+    for (int64_t j0 = 0; j0 < N; j0 += JW) {
+        int64_t cols = N - j0 < JW ? N - j0 : JW;
+        float *p = bp + j0 * K;
+        if (cols < JW) memset(p, 0, (size_t)(K * JW) * sizeof *p);
+        if (tB) /* op(B)[k][j] = B[j * K + k]: row j of B is column j of op(B) */
+            for (int64_t q = 0; q < cols; q++) {
+                const float *b = B + (j0 + q) * K;
+                for (int64_t k = 0; k < K; k++) p[k * JW + q] = b[k];
             }
+        else
+            for (int64_t k = 0; k < K; k++)
+                memcpy(p + k * JW, B + k * N + j0, (size_t)cols * sizeof *p);
+    }
 }
 
 peat_status peat_inject_gemm_rows(const peat_args *a, const peat_inject_gemm_variant *v)

@@ -85,12 +85,19 @@ typedef enum peat_inject_order {
     PEAT_ORDER_FORWARD = 0,
     PEAT_ORDER_REVERSE,
     PEAT_ORDER_PAIRWISE,
-    PEAT_ORDER_SPLIT,       /* split K into `split` chunks, partial sums added in chunk order */
-    PEAT_ORDER_SPLIT_RANDOM /* same, partials added in a random order per element (atomics) */
+    PEAT_ORDER_SPLIT, /* split K into `split` chunks, partial sums added in chunk order */
+    /* the golden GEMM's own library (OpenBLAS; the plain loop when it is off) on parts of K:
+     * serial split-K, chunk by chunk into the output (beta = 1 after the first) */
+    PEAT_ORDER_BLAS_SPLIT,
+    /* blocked pairwise: K halved down to leaves of `block`..2 `block` - 1 terms, each leaf one
+     * library GEMM into a temporary, halves added pairwise, then the golden's epilogue */
+    PEAT_ORDER_BLAS_PAIRWISE,
+    PEAT_ORDER_SPLIT_RANDOM /* split, partials added in a random order per element (atomics) */
 } peat_inject_order;
 typedef struct peat_inject_gemm_variant {
     peat_inject_order order;
     int split;
+    int block;     /* PEAT_ORDER_BLAS_PAIRWISE: least terms a leaf */
     int round_acc; /* 1: round the running sum to fmt/bits after every addition */
     peat_inject_fmt fmt;
     int bits;
@@ -100,5 +107,8 @@ peat_status peat_inject_gemm(const peat_args *a, const peat_inject_gemm_variant 
 /* The same for the plain fp32 orders (round_acc 0; forward, reverse, pairwise, split in chunk
  * order), four rows at a time (gemm_rows.c): peat_inject_gemm hands them over. */
 peat_status peat_inject_gemm_rows(const peat_args *a, const peat_inject_gemm_variant *v);
+/* The library orders (PEAT_ORDER_BLAS_SPLIT, PEAT_ORDER_BLAS_PAIRWISE; gemm_lib.c):
+ * peat_inject_gemm hands them over. */
+peat_status peat_inject_gemm_lib(const peat_args *a, const peat_inject_gemm_variant *v);
 
 #endif

@@ -26,11 +26,14 @@
 static const peat_inject_def defs[PEAT_INJ_COUNT] = {
     {PEAT_INJ_REORDER,
      "reorder",
-     "honest other summation order (GEMM: reversed, pairwise or split-K; other ops: the exact "
-     "result correctly rounded to fp32)",
-     2,
-     {E("order", 1, "forward|reverse|pairwise|split", "GEMM summation order"),
-      I("split", 4, 2, 1 << 16, "chunks of K for order=split")}},
+     "honest other summation order (GEMM: forward, reversed, pairwise, split-K, or split-K and "
+     "blocked pairwise through the golden's BLAS; other ops: the exact result correctly rounded "
+     "to fp32)",
+     3,
+     {E("order", 1, "forward|reverse|pairwise|split|blas_split|blas_pairwise",
+        "GEMM summation order"),
+      I("split", 4, 2, 1 << 16, "chunks of K for order=split and blas_split"),
+      I("block", 16, 1, 1 << 20, "least terms a leaf for order=blas_pairwise")}},
     {PEAT_INJ_PRECISION,
      "precision",
      "inputs, output or GEMM accumulation rounded to a narrower format (RN)",

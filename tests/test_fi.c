@@ -753,6 +753,39 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     peat_run_fi_result_free(&c);
 }
 
+/* The band's reruns are the orders docs/detector.md lists ("The band's reorder GEMMs": "1.
+ * `spec`" ... in the order a larger band adds them), each parses and runs on a GEMM, and there
+ * are no more members than the list. */
+Test(fi, band_members_are_the_documented_orders)
+{
+    FILE *f = fopen(PEAT_TEST_SOURCE_DIR "/docs/detector.md", "rb");
+    cr_assert_not_null(f, "docs/detector.md readable");
+    static char doc[1 << 20];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *sec = strstr(doc, "## The band's reorder GEMMs");
+    cr_assert_not_null(sec, "docs/detector.md has the band section");
+    const char *end = strstr(sec + 3, "\n## ");
+    int r = 1;
+    for (; peat_campaign_runtime_band_spec(r); r++) {
+        const char *spec = peat_campaign_runtime_band_spec(r);
+        char item[160];
+        snprintf(item, sizeof item, "\n%d. `%s`", r, spec);
+        const char *at = strstr(sec, item);
+        cr_assert(at && (!end || at < end), "band rerun %d (%s) is item %d of the docs' list", r,
+                  spec, r);
+        peat_inject_model_t *m;
+        cr_assert_eq(peat_inject_model_parse(spec, &m), PEAT_OK, "%s: %s", spec, peat_error_last());
+        peat_inject_model_free(m);
+    }
+    char item[16];
+    snprintf(item, sizeof item, "\n%d. `", r);
+    const char *extra = strstr(sec, item);
+    cr_assert(!extra || (end && extra > end), "the docs list a band member %d the code lacks", r);
+    cr_assert_eq(r - 1, PEAT_RUNTIME_MAX_BAND - 1, "%d band reruns listed", r - 1);
+}
+
 /* The runtime stage inside `peat run`: a verdict per frequency joins the findings, and the
  * curves, verdicts and faulty checkpoints are in the finished campaign file. */
 Test(fi, runtime_stage_in_a_campaign)

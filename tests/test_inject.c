@@ -408,6 +408,198 @@ Test(inject, reorders_stay_within_the_fp32_bound)
     gemm_free(&g);
 }
 
+/* The library orders (inject/gemm_lib.c) against the fp64 exact GEMM: within the fp32 bound
+ * gamma_K sum |a b|, and another rounding than the golden on many elements. */
+Test(inject, library_orders_stay_within_the_fp32_bound)
+{
+    static const char *specs[] = {"reorder(order=blas_split)", "reorder(order=blas_split,split=3)",
+                                  "reorder(order=blas_pairwise)",
+                                  "reorder(order=blas_pairwise,block=5)"};
+    gemm g = gemm_new(10, 14, 200, 9, 1.0, 1.0);
+    peat_tensor *E = exact_out(&g), *G;
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, 10, 14, &G), PEAT_OK);
+    peat_args ga = g.a;
+    ga.out[0] = G;
+    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &ga), PEAT_OK, "%s", peat_error_last());
+    for (size_t s = 0; s < 4; s++) {
+        inject(&g, specs[s], 1);
+        int differ = 0;
+        for (int i = 0; i < 10; i++)
+            for (int j = 0; j < 14; j++) {
+                double d = fabs(peat_f32(g.D)[i * 14 + j] - peat_f64(E)[i * 14 + j]);
+                cr_assert_leq(d, gamma_k(200) * mag_of(&g, i, j), "%s (%d,%d): %g from exact",
+                              specs[s], i, j, d);
+                differ += !same_bits(peat_f32(g.D)[i * 14 + j], peat_f32(G)[i * 14 + j]);
+            }
+        cr_assert_gt(differ, 10, "%s rounds many elements unlike the golden (%d of 140)", specs[s],
+                     differ);
+    }
+    peat_tensor_free(G);
+    peat_tensor_free(E);
+    gemm_free(&g);
+}
+
+/* A known cancellation: row i's 64 terms are 2^24 at k = 0, 1 at k = 16 and 17, -2^24 at k = 48
+ * (times 2^i), zero elsewhere. Summed in k order (the golden's chain, gemm_plain, the forward
+ * reorder), 2^24 + 1 rounds back to 2^24 (a tie, to even) twice and the ones are lost: 0. The
+ * library orders sum chunks of 16 first (each chunk's sum exact in any order: 2^24, 2, -2^24,
+ * 0), so 2^24 + 2 is kept: 2 x 2^i, the exact answer. */
+Test(inject, library_orders_keep_what_the_forward_chain_cancels)
+{
+    gemm g = gemm_new(3, 5, 64, 1, 1.0, 1.0);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 64; k++) {
+            float t = k == 0 ? 0x1p24f : k == 16 || k == 17 ? 1.0f : k == 48 ? -0x1p24f : 0.0f;
+            peat_f32(g.A)[i * 64 + k] = ldexpf(t, i);
+        }
+    for (int k = 0; k < 64; k++)
+        for (int j = 0; j < 5; j++) peat_f32(g.B)[k * 5 + j] = 1.0f;
+    static const char *specs[] = {"reorder(order=forward)", "reorder(order=blas_split,split=4)",
+                                  "reorder(order=blas_pairwise,block=16)"};
+    peat_tensor *G;
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, 3, 5, &G), PEAT_OK);
+    peat_args ga = g.a;
+    ga.out[0] = G;
+    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &ga), PEAT_OK, "%s", peat_error_last());
+    for (int s = 0; s < 3; s++) {
+        inject(&g, specs[s], 1);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 5; j++) {
+                float got = peat_f32(g.D)[i * 5 + j], want = s == 0 ? 0.0f : ldexpf(2.0f, i);
+                cr_assert(same_bits(got, want), "%s (%d,%d): %a, expected %a", specs[s], i, j,
+                          (double)got, (double)want);
+                /* the golden (OpenBLAS's micro-kernel chains each element over k, as the plain
+                 * loop does) loses the ones too: the library orders must not equal it here */
+                float gold = peat_f32(G)[i * 5 + j];
+                if (s > 0)
+                    cr_assert(!same_bits(got, gold), "%s (%d,%d) equals the golden %a", specs[s], i,
+                              j, (double)gold);
+            }
+    }
+    peat_tensor_free(G);
+    gemm_free(&g);
+}
+
+/* Transposed, batched, alpha and beta: blas_split equals its definition composed of golden GEMM
+ * calls on copies of each K chunk (the first with the call's beta C, the next with beta 1), and
+ * blas_pairwise its tree of golden leaves (alpha 1, beta 0) added pairwise, then alpha s + beta C:
+ * where a chunk starts in the operands (leading dimensions, batch offsets) changes no bit. */
+static void chunk_copy(const float *X, int tX, int64_t rows, int64_t cols, int64_t k0, int64_t k1,
+                       int k_is_col, float *out)
+{
+    /* X holds op(X) (rows x cols) transposed when tX; keep K range [k0, k1) of op(X) in the
+     * same storage layout, contiguous */
+    int64_t nk = k1 - k0;
+    if (k_is_col) { /* op(A): rows M, K columns */
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t k = 0; k < nk; k++) {
+                float v = tX ? X[(k0 + k) * rows + i] : X[i * cols + k0 + k];
+                if (tX)
+                    out[k * rows + i] = v;
+                else
+                    out[i * nk + k] = v;
+            }
+    } else { /* op(B): K rows, N columns */
+        for (int64_t k = 0; k < nk; k++)
+            for (int64_t j = 0; j < cols; j++) {
+                float v = tX ? X[j * rows + k0 + k] : X[(k0 + k) * cols + j];
+                if (tX)
+                    out[j * nk + k] = v;
+                else
+                    out[k * cols + j] = v;
+            }
+    }
+}
+
+static void golden_chunk(const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                         int64_t k0, int64_t k1, double alpha, double beta, const float *C,
+                         float *D)
+{
+    peat_tensor *a, *b, *c, *d;
+    int64_t nk = k1 - k0;
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, nk, M, &a), PEAT_OK); /* tA = 1 */
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, N, nk, &b), PEAT_OK); /* tB = 1 */
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &c), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &d), PEAT_OK);
+    chunk_copy(A, 1, M, K, k0, k1, 1, peat_f32(a));
+    chunk_copy(B, 1, K, N, k0, k1, 0, peat_f32(b));
+    if (C) memcpy(peat_f32(c), C, (size_t)(M * N) * sizeof(float));
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1, p.i[1] = 1, p.i[2] = M, p.i[3] = N, p.i[4] = nk, p.i[5] = 1;
+    p.f[0] = alpha, p.f[1] = beta;
+    const peat_tensor *in[3] = {a, b, c};
+    peat_tensor *out[1] = {d};
+    peat_args ar = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, out);
+    cr_assert_eq(peat_kernel_run(kern("gemm_golden"), &ar), PEAT_OK, "%s", peat_error_last());
+    memcpy(D, peat_f32(d), (size_t)(M * N) * sizeof(float));
+    peat_tensor_free(a), peat_tensor_free(b), peat_tensor_free(c), peat_tensor_free(d);
+}
+
+static void pairwise_ref(const float *A, const float *B, int64_t M, int64_t N, int64_t K,
+                         int64_t lo, int64_t hi, int64_t block, float *out)
+{
+    if (hi - lo < 2 * block) {
+        golden_chunk(A, B, M, N, K, lo, hi, 1.0, 0.0, NULL, out);
+        return;
+    }
+    float *r = malloc((size_t)(M * N) * sizeof *r);
+    int64_t mid = lo + (hi - lo) / 2;
+    pairwise_ref(A, B, M, N, K, lo, mid, block, out);
+    pairwise_ref(A, B, M, N, K, mid, hi, block, r);
+    for (int64_t i = 0; i < M * N; i++) out[i] += r[i];
+    free(r);
+}
+
+Test(inject, library_orders_are_their_definition_on_golden_calls)
+{
+    enum { M = 6, N = 9, K = 77, NB = 2 };
+    peat_tensor *A, *B, *C, *D;
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, NB, K, M, &A), PEAT_OK); /* op(A) = A^T */
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, NB, N, K, &B), PEAT_OK); /* op(B) = B^T */
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, NB, M, N, &C), PEAT_OK);
+    cr_assert_eq(peat_tensor_alloc3(PEAT_DTYPE_F32, NB, M, N, &D), PEAT_OK);
+    peat_rng_t *r = peat_rng_new(77);
+    peat_rng_fill_gaussian(r, A, 1.0), peat_rng_fill_gaussian(r, B, 1.0),
+        peat_rng_fill_gaussian(r, C, 1.0);
+    peat_rng_free(r);
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = 1, p.i[1] = 1, p.i[2] = M, p.i[3] = N, p.i[4] = K, p.i[5] = NB, p.f[0] = 0.75,
+    p.f[1] = -1.5;
+    const peat_tensor *in[3] = {A, B, C};
+    peat_tensor *out[1] = {D};
+    peat_args a = peat_args_make(PEAT_OP_GEMM, &p, 3, in, 1, out);
+    static const char *specs[] = {"reorder(order=blas_split,split=3)",
+                                  "reorder(order=blas_pairwise,block=8)"};
+    for (int s = 0; s < 2; s++) {
+        peat_inject_model_t *m;
+        cr_assert_eq(peat_inject_model_parse(specs[s], &m), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_inject_run(m, kern("gemm_golden"), &a, 1), PEAT_OK, "%s",
+                     peat_error_last());
+        peat_inject_model_free(m);
+        for (int b = 0; b < NB; b++) {
+            const float *Ab = peat_f32(A) + b * K * M, *Bb = peat_f32(B) + b * N * K;
+            const float *Cb = peat_f32(C) + b * M * N;
+            float want[M * N];
+            if (s == 0)
+                for (int q = 0; q < 3; q++)
+                    golden_chunk(Ab, Bb, M, N, K, K * q / 3, K * (q + 1) / 3, 0.75, q ? 1.0 : -1.5,
+                                 q ? want : Cb, want);
+            else {
+                pairwise_ref(Ab, Bb, M, N, K, 0, K, 8, want);
+                for (int i = 0; i < M * N; i++) want[i] = 0.75f * want[i] + -1.5f * Cb[i];
+            }
+            for (int i = 0; i < M * N; i++) {
+                float got = peat_f32(D)[b * M * N + i];
+                cr_assert(same_bits(got, want[i]), "%s batch %d element %d: %a, definition %a",
+                          specs[s], b, i, (double)got, (double)want[i]);
+            }
+        }
+    }
+    peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(C), peat_tensor_free(D);
+}
+
 Test(inject, accumulating_in_bf16_stores_bf16_values)
 {
     gemm g = gemm_new(6, 6, 64, 8, 1.0, 1.0);
