@@ -246,6 +246,32 @@ static peat_status spawn_item(const char *self, argbuf *a, const char *log, pid_
 
 static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir);
 
+/* The item's `peat run` while it runs (0: none). It has a process group of its own (a deadline
+ * kills it with its per-call children), so a signal ending peat ci would not reach it: the
+ * handler ends it first, and --resume then finds its folder unfinished and free. */
+static volatile sig_atomic_t child_pid;
+
+static void on_end_signal(int sig)
+{
+    pid_t pid = (pid_t)child_pid;
+    if (pid > 0) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void end_signals(int on)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_end_signal : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
 static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *it,
                      const peat_suite_kernel *sk)
 {
@@ -262,7 +288,11 @@ static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *i
     double limit = it->budget_s;
     if (it->plan_s > 0 && (!(limit > 0) || limit > 1.5 * it->plan_s + 10))
         limit = 1.5 * it->plan_s + 10;
-    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) st = wait_deadline(pid, limit, &timed_out);
+    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) {
+        child_pid = pid;
+        st = wait_deadline(pid, limit, &timed_out);
+        child_pid = 0;
+    }
     it->seconds = now_s() - t0;
     it->exit_code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     snprintf(it->status, sizeof it->status, "ERROR");
@@ -581,6 +611,7 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
             item_resume(o, res, &res->items[i], suite_kernel_of(&res->suite, res->items[i].kernel),
                         o->out_dir);
     peat_campaign_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
+    end_signals(1);
     double t0 = now_s();
     for (int i = 0; i < res->n_items; i++) {
         peat_ci_item *it = &res->items[i];
@@ -604,6 +635,7 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
                  it->seconds, planned, it->resumed ? ", resumed from an earlier run" : "");
         peat_campaign_progress_step(&pr, i + 1, note);
     }
+    end_signals(0);
     peat_campaign_progress_end(&pr);
 }
 

@@ -387,3 +387,30 @@ Test(scale, killed_suite_shards_resume_under_another_count_running_only_the_unfi
     if (f) fclose(f);
     cr_assert(!strstr(buf, "resumed"), "no item of seed 3 was taken: %s", buf);
 }
+
+Test(scale, a_suite_run_stopped_by_sigterm_resumes_to_the_single_run)
+{
+    char suite[300], cmd[2000];
+    snprintf(suite, sizeof suite, "%s/s.suite", tmpdir);
+    suite_write(suite);
+    /* stopped once its second item started (whenever that is, item #0 is finished then): peat
+     * ci takes its running `peat run` down with it, so --resume finds that item's folder free */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s ci s.suite --out single --quiet >/dev/null; %s ci s.suite --out k "
+             "--quiet >/dev/null & pid=$!; for t in $(seq 1200); do ls k/items/gemm_bf16-*.log "
+             ">/dev/null 2>&1 && break; sleep 0.05; done; kill -TERM $pid; wait $pid; "
+             "[ -e k/ci.json ] && exit 3; %s ci s.suite --out k --resume >resume.out; echo $? "
+             ">resume.rc",
+             tmpdir, PEAT_TEST_BIN, PEAT_TEST_BIN, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0, "the run was stopped before it wrote its result");
+    cr_assert_eq(number_in("resume.rc"), 0, "the resumed suite passes as the single run does");
+    assert_same_suite("single", "k");
+    char buf[2048], path[400];
+    snprintf(path, sizeof path, "%s/resume.out", tmpdir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    cr_assert(strstr(buf, "resumed: ") && !strstr(buf, "ERROR"),
+              "the finished item was taken and no item lacks a verdict: %s", buf);
+}
