@@ -148,8 +148,8 @@ static peat_status missing_named(const peat_ci_result *res, const unsigned char 
     }
     if (!msg[0]) return PEAT_OK;
     return PEAT_ERROR(PEAT_ERR_NOTFOUND,
-                      "merge of %s: %s: rerun `peat ci SUITE --shard I/N --out %s` for each, then "
-                      "merge again (nothing written)",
+                      "merge of %s: %s: run `peat ci SUITE --shard I/N --out %s --resume` for "
+                      "each, then merge again (nothing written)",
                       out, msg, out);
 }
 
