@@ -570,9 +570,10 @@ static void results_supersede(const char *root, peat_campaign_scale_shard me)
     snprintf(pat, sizeof pat, "%s/shard-*-of-*/ci.json", root);
     if (glob(pat, 0, NULL, &g) != 0) return;
     for (size_t k = 0; k < g.gl_pathc; k++) {
-        const char *base = g.gl_pathv[k] + strlen(root) + 1;
+        const char *base = strstr(g.gl_pathv[k] + strlen(root), "shard-"); /* root may end in / */
         int i, n;
-        if (sscanf(base, "shard-%d-of-%d/", &i, &n) != 2 || (me.n > 0 && n == me.n)) continue;
+        if (!base || sscanf(base, "shard-%d-of-%d/", &i, &n) != 2 || (me.n > 0 && n == me.n))
+            continue;
         char to[800];
         snprintf(to, sizeof to, "%s.superseded", g.gl_pathv[k]);
         rename(g.gl_pathv[k], to);
