@@ -619,6 +619,7 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
         if (!peat_campaign_scale_shard_mine(res->shard, i)) continue; /* another shard's item */
         if (!it->resumed) it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
         if (it->resumed) {
+            /* taken by --resume above: its verdict is read back already */
         } else if (it->plan_s < 0) {
             it->plan_s = 0;
             snprintf(it->status, sizeof it->status, "ERROR");
