@@ -21,7 +21,7 @@ static peat_status check_shard(const char *v)
 
 static const peat_cli_opt ci_opts[] = {
     {"out", "DIR", PEAT_CLI_STR, CI(out_dir), 0, 0, 0, NULL, NULL, "peat-ci/<suite>-<UTC time>",
-     "output folder (one holding a suite result is refused without --force)", NULL},
+     "output folder (one holding a suite result is refused without --resume or --force)", NULL},
     {"baseline", "DIR", PEAT_CLI_STR, CI(baseline), 0, 0, 0, NULL, NULL, NULL,
      "compare with the suite result kept in DIR (if any); a regression fails the suite", NULL},
     {"update-baseline", NULL, PEAT_CLI_FLAG, CI(update_baseline), 0, 1, 0, NULL, NULL, NULL,
@@ -30,6 +30,11 @@ static const peat_cli_opt ci_opts[] = {
      "[accept] and [thresholds] from FILE, over the suite's (docs/nightly-ci.md)", NULL},
     {"force", NULL, PEAT_CLI_FLAG, CI(force), 0, 1, 0, NULL, NULL, NULL,
      "reuse an output folder; items are rerun with --force", NULL},
+    {"resume", NULL, PEAT_CLI_FLAG, CI(resume), 0, 1, 0, NULL, NULL, NULL,
+     "finish the suite run in --out DIR (killed, or with shards missing; any --shard count or "
+     "rank count): items whose finished campaign of the same command is there are taken, not "
+     "rerun (docs/scale-out.md)",
+     NULL},
     {"quiet", NULL, PEAT_CLI_FLAG, CI(quiet), 0, 1, 0, NULL, NULL, NULL,
      "no progress, only the verdict line", NULL},
     {"json", NULL, PEAT_CLI_FLAG, CI(json), 0, 1, 0, NULL, NULL, NULL,
@@ -130,9 +135,9 @@ int peat_cli_ci_main(int argc, char **argv, const char *cmdline)
     peat_ci_result *r = malloc(sizeof *r);
     if (!r) return die("out of memory");
     peat_status st = peat_nightly_ci_run_ranks(&o, r); /* under mpirun: rank r runs shard r/N */
-    if (st == PEAT_OK && peat_campaign_scale_mpi_rank() != 0) {
+    if (peat_campaign_scale_mpi_rank() != 0) {
         free(r);
-        return 0; /* rank 0 reports */
+        return st == PEAT_OK ? 0 : 2; /* rank 0 reports (a rank's own failure is named above) */
     }
     rc = st == PEAT_OK ? r->exit_code : die("%s", peat_error_last());
     if (st == PEAT_OK && o.json)

@@ -8,15 +8,30 @@
 #include "run/fi_shard.h"
 
 #include <glob.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+typedef struct merge_opts {
+    const char *baseline;
+    int update_baseline;
+} merge_opts;
+
+static const peat_cli_opt merge_opts_table[] = {
+    {"baseline", "DIR", PEAT_CLI_STR, offsetof(merge_opts, baseline), 0, 0, 0, NULL, NULL, NULL,
+     "suites: compare the merged result with the one kept in DIR (if any), as `peat ci "
+     "--baseline` does; a regression fails the merge",
+     NULL},
+    {"update-baseline", NULL, PEAT_CLI_FLAG, offsetof(merge_opts, update_baseline), 0, 1, 0, NULL,
+     NULL, NULL, "then keep the merged result in the --baseline DIR instead", NULL},
+};
+
 const peat_cli_cmd peat_cli_merge = {
     "merge",
     "combine shards into one result:  peat merge OUT [SHARD...]",
-    "peat merge OUT [SHARD...]",
+    "peat merge OUT [SHARD...] [--baseline DIR [--update-baseline]]",
     "Combines shards into the one result, the same as an unsharded run with the same seed:\n"
     "- suites: the results of `peat ci SUITE --shard I/N --out OUT` (default: every\n"
     "  OUT/shard-I-of-N) into OUT's ci.json, summary.md, junit.xml, report.html, items in the\n"
@@ -27,11 +42,13 @@ const peat_cli_cmd peat_cli_merge = {
     "Refuses shards of another campaign or suite (seed, kernel, flow), shard count or version\n"
     "in one line, and names the shards that are missing or incomplete with their items\n"
     "(nothing is written then): rerun those shards (an FI shard resumes where it stopped) and\n"
-    "merge again. Merging twice adds nothing.",
-    NULL,
-    0,
-    "Exit status: as `peat ci` for a suite (0 pass, 1 fail, 2 an item without verdict); 0 for\n"
-    "FI shards; 2 usage or input error (a missing shard included).",
+    "merge again. Merging twice adds nothing. A suite's merge compares with a --baseline as\n"
+    "`peat ci --baseline` does.",
+    merge_opts_table,
+    (int)(sizeof merge_opts_table / sizeof merge_opts_table[0]),
+    "Exit status: as `peat ci` for a suite (0 pass, 1 fail or a regression against the\n"
+    "baseline, 2 an item without verdict); 0 for FI shards; 2 usage or input error (a missing\n"
+    "shard included).",
 };
 
 /* Whether path (OUT itself or a SHARD) holds suite results rather than FI shard files. */
@@ -50,11 +67,12 @@ static int is_suite(const char *out, int argc, char **argv)
     return n > 0;
 }
 
-static int merge_suite(int argc, char **argv)
+static int merge_suite(int argc, char **argv, const merge_opts *o)
 {
     peat_ci_result *r = malloc(sizeof *r);
     if (!r) return peat_cli_die("out of memory");
-    peat_status st = peat_nightly_ci_merge(argv[0], (const char *const *)(argv + 1), argc - 1, r);
+    peat_status st = peat_nightly_ci_merge(argv[0], (const char *const *)(argv + 1), argc - 1,
+                                           o->baseline, o->update_baseline, r);
     int rc = st == PEAT_OK ? r->exit_code : peat_cli_die("%s", peat_error_last());
     if (st == PEAT_OK) {
         printf("peat merge: %d items into %s\n", r->n_items, r->out_dir);
@@ -83,11 +101,18 @@ static int merge_fi(int argc, char **argv)
 int peat_cli_merge_main(int argc, char **argv, const char *cmdline)
 {
     (void)cmdline;
-    if (argc < 1 || argv[0][0] == '-')
+    char *pos[128], *rest[128];
+    int n_pos = 0;
+    merge_opts o = {NULL, 0};
+    if (argc > 128) return peat_cli_die("too many arguments");
+    int n = peat_cli_positionals(&peat_cli_merge, argc, argv, pos, 128, &n_pos, rest);
+    if (n < 0 || n_pos < 1)
         return peat_cli_die("usage: %s (see `peat help merge`)", peat_cli_merge.usage);
-    for (int i = 1; i < argc; i++)
-        if (argv[i][0] == '-')
-            return peat_cli_die("merge takes no option '%s' (usage: %s)", argv[i],
-                                peat_cli_merge.usage);
-    return is_suite(argv[0], argc, argv) ? merge_suite(argc, argv) : merge_fi(argc, argv);
+    if (peat_cli_parse(&peat_cli_merge, n, rest, &o) != PEAT_OK)
+        return peat_cli_die("%s", peat_error_last());
+    if (is_suite(pos[0], n_pos, pos)) return merge_suite(n_pos, pos, &o);
+    if (o.baseline || o.update_baseline)
+        return peat_cli_die("--baseline compares suite results: %s holds fault-injection shards",
+                            pos[0]);
+    return merge_fi(n_pos, pos);
 }

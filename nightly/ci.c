@@ -2,16 +2,21 @@
  * own `peat run` process (a crash, hang or error of one never stops the others), reads back each
  * item's signature.json, applies the suite's allowances, diffs against a baseline. */
 #define _DEFAULT_SOURCE
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "nightly/ci.h"
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 #include "campaign/progress.h"
+#include "nightly/jsonread.h"
+#include "report/report.h"
 
 #include "models/models.h"
 #include "peat/backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <glob.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -167,7 +172,8 @@ static void item_args(const peat_ci_opts *o, const peat_ci_result *res, peat_ci_
     arg(a, "--seed"), arg(a, "%llu", (unsigned long long)s->seed);
     for (int i = 0; i < s->n_plugins; i++) arg(a, "--plugin"), arg(a, "%s", s->plugins[i]);
     arg(a, "--out"), arg(a, "%s/%s", res->out_dir, it->dir);
-    if (o->force) arg(a, "--force");
+    /* --resume reruns an item over what an unfinished run left in its folder */
+    if (o->force || o->resume) arg(a, "--force");
     arg(a, "--quiet");
     /* the command a person reruns: the same, with the output folder left to them */
     size_t len = 0;
@@ -240,6 +246,32 @@ static peat_status spawn_item(const char *self, argbuf *a, const char *log, pid_
 
 static void item_read(const peat_policy *pol, peat_ci_item *it, const char *dir);
 
+/* The item's `peat run` while it runs (0: none). It has a process group of its own (a deadline
+ * kills it with its per-call children), so a signal ending peat ci would not reach it: the
+ * handler ends it first, and --resume then finds its folder unfinished and free. */
+static volatile sig_atomic_t child_pid;
+
+static void on_end_signal(int sig)
+{
+    pid_t pid = (pid_t)child_pid;
+    if (pid > 0) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void end_signals(int on)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_end_signal : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
 static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *it,
                      const peat_suite_kernel *sk)
 {
@@ -256,7 +288,11 @@ static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *i
     double limit = it->budget_s;
     if (it->plan_s > 0 && (!(limit > 0) || limit > 1.5 * it->plan_s + 10))
         limit = 1.5 * it->plan_s + 10;
-    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) st = wait_deadline(pid, limit, &timed_out);
+    if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) {
+        child_pid = pid;
+        st = wait_deadline(pid, limit, &timed_out);
+        child_pid = 0;
+    }
     it->seconds = now_s() - t0;
     it->exit_code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     snprintf(it->status, sizeof it->status, "ERROR");
@@ -368,11 +404,181 @@ static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
     char items[600], ci[600];
     snprintf(items, sizeof items, "%s/items", res->out_dir);
     snprintf(ci, sizeof ci, "%s/ci.json", res->out_dir);
-    if (access(ci, F_OK) == 0 && !o->force)
+    if (access(ci, F_OK) == 0 && !o->force && !o->resume)
         return PEAT_ERROR(PEAT_ERR_IO,
-                          "%s already holds a suite result (use another --out or --force)",
+                          "%s already holds a suite result (use another --out, --resume to keep "
+                          "its finished items, or --force to rerun them)",
                           res->out_dir);
     return peat_campaign_mkdir_p(items);
+}
+
+/* ---- --resume: items finished by an earlier run into the same folder ---- */
+
+/* Splits a command line as peat records it (single quotes, '\'' for a quote) into words. */
+static int words_split(const char *line, char *store, size_t cap, char **w, int max)
+{
+    int n = 0;
+    size_t used = 0;
+    for (const char *c = line;;) {
+        c += strspn(c, " ");
+        if (!*c) return n;
+        if (n == max) return -1;
+        w[n++] = store + used;
+        for (; *c && *c != ' '; c++) {
+            if (used + 2 >= cap) return -1;
+            if (*c == '\\' && c[1] == '\'') {
+                store[used++] = *++c;
+            } else if (*c == '\'') {
+                const char *end = strchr(c + 1, '\'');
+                if (!end || used + (size_t)(end - c) + 1 >= cap) return -1;
+                memcpy(store + used, c + 1, (size_t)(end - c - 1));
+                used += (size_t)(end - c - 1);
+                c = end;
+            } else
+                store[used++] = *c;
+        }
+        store[used++] = 0;
+    }
+}
+
+/* The recorded command of a campaign as peat ci writes an item's command (without --out,
+ * --quiet, --force), less its --budget, whose value goes to *plan_s (0: none). */
+static int command_normal(const char *recorded, char *out, size_t n, double *plan_s)
+{
+    char store[2048], *w[96];
+    int nw = words_split(recorded, store, sizeof store, w, 96);
+    size_t len = 0;
+    *plan_s = 0;
+    out[0] = 0;
+    for (int i = 0; i < nw && len < n; i++) {
+        if (!strcmp(w[i], "--quiet") || !strcmp(w[i], "--force")) continue;
+        if ((!strcmp(w[i], "--out") || !strcmp(w[i], "--budget")) && i + 1 < nw) {
+            if (!strcmp(w[i], "--budget")) *plan_s = strtod(w[i + 1], NULL);
+            i++;
+            continue;
+        }
+        len += (size_t)snprintf(out + len, n - len, "%s%s", len ? " " : "", w[i]);
+    }
+    return nw > 0 && len < n;
+}
+
+/* Whether dir holds a finished campaign (campaign.h5, no .partial, every report) that this
+ * suite's item would have written: the same peat version, kernel, flow, backend, seed and
+ * command (--budget aside: *plan_s gets its value). */
+static int item_finished(const peat_ci_result *res, const peat_ci_item *it, const char *dir,
+                         double *plan_s)
+{
+    char h5[900], partial[920], path[900], cmd[sizeof it->command];
+    struct stat sb;
+    snprintf(h5, sizeof h5, "%s/campaign.h5", dir);
+    snprintf(partial, sizeof partial, "%s/campaign.h5.partial", dir);
+    if (stat(h5, &sb) != 0 || !S_ISREG(sb.st_mode) || stat(partial, &sb) == 0 ||
+        peat_report_missing(dir))
+        return 0;
+    snprintf(path, sizeof path, "%s/signature.json", dir);
+    peat_json sig;
+    if (peat_nightly_json_load(path, &sig) != PEAT_OK) {
+        peat_error_clear();
+        return 0;
+    }
+    int same =
+        !strcmp(peat_nightly_json_str(&sig, "peat_version", ""), PEAT_VERSION_STRING) &&
+        !strcmp(peat_nightly_json_str(&sig, "kernel", ""), it->kernel) &&
+        !strcmp(peat_nightly_json_str(&sig, "flow", ""), it->flow) &&
+        !strcmp(peat_nightly_json_str(&sig, "backend", ""), it->backend) &&
+        peat_nightly_json_num(&sig, "seed") == (double)res->suite.seed &&
+        command_normal(peat_nightly_json_str(&sig, "command", ""), cmd, sizeof cmd, plan_s) &&
+        !strcmp(cmd, it->command);
+    peat_nightly_json_free(&sig);
+    return same;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Moves the finished campaign at from (and its log) to the item's place to (replacing what an
+ * unfinished run left there); 0 when it cannot (another file system: the item is rerun). */
+static int item_move(const char *from, const char *to)
+{
+    struct stat sb;
+    if (lstat(to, &sb) == 0 && nftw(to, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) return 0;
+    if (rename(from, to) != 0) return 0;
+    char lf[900], lt[900];
+    snprintf(lf, sizeof lf, "%s.log", from);
+    snprintf(lt, sizeof lt, "%s.log", to);
+    if (rename(lf, lt) != 0) remove(lt); /* no stale log of another run beside it */
+    return 1;
+}
+
+/* Takes item it from an earlier run into root (this folder's items/ first, then root/items and
+ * every root/shard-I-of-N/items): its verdict read back as if it had just run. */
+static int item_resume(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *it,
+                       const peat_suite_kernel *sk, const char *root)
+{
+    argbuf a = {0};
+    item_args(o, res, it, sk, &a); /* it->command, as the run would record it */
+    char dst[800], pat[900];
+    snprintf(dst, sizeof dst, "%s/%s", res->out_dir, it->dir);
+    double plan = 0;
+    int found = item_finished(res, it, dst, &plan);
+    const char *name = strrchr(it->dir, '/') ? strrchr(it->dir, '/') + 1 : it->dir;
+    for (int pass = 0; pass < 2 && !found; pass++) {
+        glob_t g;
+        if (pass == 0)
+            snprintf(pat, sizeof pat, "%s/items/%s", root, name);
+        else
+            snprintf(pat, sizeof pat, "%s/shard-*-of-*/items/%s", root, name);
+        if (glob(pat, 0, NULL, &g) != 0) continue;
+        for (size_t k = 0; k < g.gl_pathc && !found; k++)
+            if (strcmp(g.gl_pathv[k], dst) && item_finished(res, it, g.gl_pathv[k], &plan))
+                found = item_move(g.gl_pathv[k], dst);
+        globfree(&g);
+    }
+    if (!found) return 0;
+    peat_json sig;
+    char path[900];
+    snprintf(path, sizeof path, "%s/signature.json", dst);
+    if (peat_nightly_json_load(path, &sig) == PEAT_OK) {
+        it->seconds = peat_nightly_json_num(&sig, "timing_s.total");
+        if (isnan(it->seconds)) it->seconds = 0;
+        /* peat run exits 1 on a failing verdict, 0 otherwise */
+        it->exit_code = !strcmp(peat_nightly_json_str(&sig, "verdict", ""), "FAIL");
+        peat_nightly_json_free(&sig);
+    }
+    peat_error_clear();
+    it->plan_s = plan;
+    memset(&a, 0, sizeof a);
+    item_args(o, res, it, sk, &a); /* with the --budget it ran under */
+    snprintf(it->status, sizeof it->status, "ERROR");
+    item_read(&res->suite.policy, it, dst);
+    it->resumed = 1;
+    res->n_resumed++;
+    return 1;
+}
+
+/* Under --resume, the suite results this run supersedes stop counting: every shard result of
+ * another shard count (all of them for a whole-suite run) is renamed ci.json.superseded, so
+ * `peat merge OUT` takes the shards of this count alone. Its items stay where they are until a
+ * shard of this count takes them. */
+static void results_supersede(const char *root, peat_campaign_scale_shard me)
+{
+    char pat[700];
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s/shard-*-of-*/ci.json", root);
+    if (glob(pat, 0, NULL, &g) != 0) return;
+    for (size_t k = 0; k < g.gl_pathc; k++) {
+        const char *base = strstr(g.gl_pathv[k] + strlen(root), "shard-"); /* root may end in / */
+        int i, n;
+        if (!base || sscanf(base, "shard-%d-of-%d/", &i, &n) != 2 || (me.n > 0 && n == me.n))
+            continue;
+        char to[800];
+        snprintf(to, sizeof to, "%s.superseded", g.gl_pathv[k]);
+        rename(g.gl_pathv[k], to);
+    }
+    globfree(&g);
 }
 
 static const peat_suite_kernel *suite_kernel_of(const peat_suite *s, const char *name)
@@ -391,7 +597,7 @@ static double item_plan(const peat_ci_result *res, int i, double t0)
     if (!(res->budget_s > 0) || sk->iters || sk->calls) return 0;
     int left = 0;
     for (int j = i; j < res->n_items; j++)
-        left += strcmp(res->items[j].status, "SKIP") != 0 &&
+        left += strcmp(res->items[j].status, "SKIP") != 0 && !res->items[j].resumed &&
                 peat_campaign_scale_shard_mine(res->shard, j);
     double share = (res->budget_s - (now_s() - t0)) / (left > 0 ? left : 1);
     return share > 0 ? share : -1;
@@ -400,13 +606,21 @@ static double item_plan(const peat_ci_result *res, int i, double t0)
 static void run_items(const peat_ci_opts *o, peat_ci_result *res)
 {
     peat_progress pr;
+    /* --resume first takes every finished item, so the --budget is shared by the others */
+    for (int i = 0; i < res->n_items && o->resume; i++)
+        if (peat_campaign_scale_shard_mine(res->shard, i) && strcmp(res->items[i].status, "SKIP"))
+            item_resume(o, res, &res->items[i], suite_kernel_of(&res->suite, res->items[i].kernel),
+                        o->out_dir);
     peat_campaign_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
+    end_signals(1);
     double t0 = now_s();
     for (int i = 0; i < res->n_items; i++) {
         peat_ci_item *it = &res->items[i];
         if (!peat_campaign_scale_shard_mine(res->shard, i)) continue; /* another shard's item */
-        it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
-        if (it->plan_s < 0) {
+        if (!it->resumed) it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
+        if (it->resumed) {
+            /* taken by --resume above: its verdict is read back already */
+        } else if (it->plan_s < 0) {
             it->plan_s = 0;
             snprintf(it->status, sizeof it->status, "ERROR");
             snprintf(it->error, sizeof it->error,
@@ -418,25 +632,53 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
         char note[sizeof it->kernel + sizeof it->flow + sizeof it->backend + sizeof it->status +
                   sizeof it->error + sizeof planned + 64];
         if (it->plan_s > 0) snprintf(planned, sizeof planned, " of %.1f s planned", it->plan_s);
-        snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s%s)", i + 1, res->n_items,
+        snprintf(note, sizeof note, "[%d/%d] %s %s %s: %s%s%s (%.1f s%s%s)", i + 1, res->n_items,
                  it->kernel, it->flow, it->backend, it->status, it->error[0] ? ": " : "", it->error,
-                 it->seconds, planned);
+                 it->seconds, planned, it->resumed ? ", resumed from an earlier run" : "");
         peat_campaign_progress_step(&pr, i + 1, note);
     }
+    end_signals(0);
     peat_campaign_progress_end(&pr);
 }
 
-/* Compares with the baseline's last result (if any), then replaces it when asked to. */
-static peat_status baseline(const peat_ci_opts *o, peat_ci_result *res)
+peat_status peat_nightly_ci_baseline_check(const char *baseline, int update_baseline)
 {
-    if (!o->baseline) return PEAT_OK;
+    if (update_baseline && !baseline)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--update-baseline needs --baseline DIR");
+    struct stat sb;
+    /* a baseline is a directory (a first run may create it); a file there would be ignored */
+    if (baseline && stat(baseline, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline %s is not a directory", baseline);
+    return PEAT_OK;
+}
+
+peat_status peat_nightly_ci_opts_check(const peat_ci_opts *o)
+{
+    PEAT_TRY(peat_nightly_ci_baseline_check(o->baseline, o->update_baseline));
+    if (o->resume && o->force)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--resume and --force exclude each other (--resume "
+                                          "keeps the finished items, --force reruns them)");
+    if (o->resume && !o->out_dir)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--resume needs --out DIR, the suite run to finish");
+    return PEAT_OK;
+}
+
+peat_status peat_nightly_ci_finish(peat_ci_result *res, const char *baseline, int update_baseline)
+{
+    /* ci.json first: the baseline diff reads it like any other suite result */
+    PEAT_TRY(peat_nightly_ci_report_write(res));
     char prev[600];
-    snprintf(prev, sizeof prev, "%s/ci.json", o->baseline);
-    if (access(prev, F_OK) == 0) {
+    snprintf(prev, sizeof prev, "%s/ci.json", baseline ? baseline : "");
+    if (baseline && access(prev, F_OK) == 0) { /* compared with the baseline's last result */
         PEAT_TRY(
-            peat_nightly_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
+            peat_nightly_diff_paths(baseline, res->out_dir, &res->suite.policy.th, &res->diff));
         res->baseline_compared = 1;
     }
+    peat_acceptance fail_on = res->suite.policy.fail_on;
+    int failed = res->counts[ST_FAIL] + (fail_on == PEAT_ACCEPT_WARN ? res->counts[ST_WARN] : 0);
+    res->exit_code = res->counts[ST_ERROR] ? 2 : failed || res->diff.n_regressions ? 1 : 0;
+    PEAT_TRY(peat_nightly_ci_report_write(res));
+    if (update_baseline) PEAT_TRY(peat_nightly_ci_baseline_update(baseline, res));
     return PEAT_OK;
 }
 
@@ -457,23 +699,19 @@ peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
 {
     memset(res, 0, sizeof *res);
     double t0 = now_s();
-    if (o->update_baseline && !o->baseline)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "--update-baseline needs --baseline DIR");
-    struct stat sb;
-    /* a baseline is a directory (a first run may create it); a file there would be ignored */
-    if (o->baseline && stat(o->baseline, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline %s is not a directory", o->baseline);
+    PEAT_TRY(peat_nightly_ci_opts_check(o));
     if (o->budget &&
         (peat_nightly_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",
                           o->budget);
     if (o->shard) PEAT_TRY(peat_campaign_scale_shard_parse(o->shard, &res->shard));
     if (o->shard && o->baseline)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline compares a whole suite: merge the shards "
-                                          "first (`peat merge OUT`), then `peat diff BASE OUT`");
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline compares a whole suite: give it to the "
+                                          "merge of the shards (`peat merge OUT --baseline DIR`)");
     if (o->policy) snprintf(res->policy_file, sizeof res->policy_file, "%s", o->policy);
     PEAT_TRY(plan(o, res));
     PEAT_TRY(out_dir_prepare(o, res));
+    if (o->resume) results_supersede(o->out_dir, res->shard);
     peat_ci_opts oo = *o;
     char self[1024];
     if (!oo.self) {
@@ -486,15 +724,7 @@ peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
     run_items(&oo, res);
     res->seconds = now_s() - t0;
     shard_keep(res);
-    /* ci.json first: the baseline diff reads it like any other suite result */
-    PEAT_TRY(peat_nightly_ci_report_write(res));
-    PEAT_TRY(baseline(o, res));
-    peat_acceptance fail_on = res->suite.policy.fail_on;
-    int failed = res->counts[ST_FAIL] + (fail_on == PEAT_ACCEPT_WARN ? res->counts[ST_WARN] : 0);
-    res->exit_code = res->counts[ST_ERROR] ? 2 : failed || res->diff.n_regressions ? 1 : 0;
-    PEAT_TRY(peat_nightly_ci_report_write(res));
-    if (o->update_baseline) PEAT_TRY(peat_nightly_ci_baseline_update(o->baseline, res));
-    return PEAT_OK;
+    return peat_nightly_ci_finish(res, o->baseline, o->update_baseline);
 }
 
 void peat_nightly_ci_result_free(peat_ci_result *res)

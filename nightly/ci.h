@@ -28,6 +28,7 @@ typedef struct peat_ci_item {
     double seconds, budget_s;
     double plan_s; /* the --budget its `peat run` planned to (peat ci --budget); 0: not planned */
     double max_norm, eff_bits, rms_ratio; /* candidate's headline numbers (NaN if none) */
+    int resumed; /* peat ci --resume took its finished campaign from an earlier run (not rerun) */
     int n_findings;
     peat_ci_finding findings[PEAT_CI_MAX_FINDINGS];
 } peat_ci_item;
@@ -39,6 +40,10 @@ typedef struct peat_ci_opts {
     int update_baseline;
     const char *policy; /* policy file replacing the suite's [accept]/[thresholds]; NULL: none */
     int force;          /* reuse an out_dir that holds a suite result */
+    /* finish the suite run in out_dir: an item whose finished campaign of the same command is
+     * in out_dir/items or any out_dir/shard-*-of-* is taken (moved into this run's place), not
+     * rerun (docs/scale-out.md "Resume") */
+    int resume;
     int quiet;          /* no progress lines */
     int json;           /* only the verdict, as JSON, on stdout */
     const char *self;   /* the peat executable items run with (NULL: /proc/self/exe) */
@@ -65,6 +70,7 @@ typedef struct peat_ci_result {
     int n_planned;
     int ids[PEAT_CI_MAX_ITEMS];
     char policy_file[256]; /* --policy (a merge reloads it with the suite) */
+    int n_resumed;         /* items taken from an earlier run by --resume (not in ci.json) */
 } peat_ci_result;
 
 /* Runs the suite. PEAT_OK when every item was attempted (read res->exit_code); another status
@@ -74,9 +80,20 @@ void peat_nightly_ci_result_free(peat_ci_result *res);
 /* `peat merge OUT [SHARD...]` for suites: the shards' results (default: every
  * OUT/shard-I-of-N/ci.json) into OUT's ci.json, summary.md, junit.xml and report.html, items in
  * the suite's order; refuses shards of another suite, shard count or peat version in one line
- * and names missing shards with their items. res->exit_code as `peat ci` would exit. */
+ * and names missing shards with their items. With baseline (NULL: none) the merged result is
+ * compared with it as `peat ci --baseline` does, and replaces it with update_baseline.
+ * res->exit_code as `peat ci` would exit. */
 peat_status peat_nightly_ci_merge(const char *out, const char *const *shards, int n,
-                                  peat_ci_result *res);
+                                  const char *baseline, int update_baseline, peat_ci_result *res);
+/* The checks of the options that need no suite (--baseline, --update-baseline, --resume, --force)
+ * that every rank of `mpirun peat ci` makes alike. */
+peat_status peat_nightly_ci_opts_check(const peat_ci_opts *o);
+/* The checks of --baseline DIR and --update-baseline that `peat ci` and `peat merge` share. */
+peat_status peat_nightly_ci_baseline_check(const char *baseline, int update_baseline);
+/* The end of a suite result: ci.json and the reports written, compared with baseline (NULL:
+ * none; a baseline without a ci.json yet is no comparison), res->exit_code set from the counts
+ * and the regressions, and the baseline replaced with update_baseline. */
+peat_status peat_nightly_ci_finish(peat_ci_result *res, const char *baseline, int update_baseline);
 /* The suite's items as `peat ci` plans them (suite file, policy file or NULL), none run. */
 peat_status peat_nightly_ci_plan(const char *suite, const char *policy, peat_ci_result *res);
 /* `peat ci` under mpirun: rank r runs shard r/N, rank 0 merges (res on rank 0); alone: the run. */

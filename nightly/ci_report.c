@@ -369,6 +369,10 @@ void peat_nightly_ci_print(FILE *f, const peat_ci_result *r)
     fprintf(f, "\nsuite %s: %s (%d pass, %d warn, %d fail, %d error, %d skipped; %.0f s%s)\n",
             r->suite.name, suite_verdict(r), r->counts[0], r->counts[1], r->counts[2], r->counts[3],
             r->counts[4], r->seconds, budget);
+    if (r->n_resumed > 0)
+        fprintf(f,
+                "resumed: %d of the %d items were finished by an earlier run (taken, not rerun)\n",
+                r->n_resumed, r->n_items);
     fprintf(f, "report: %s/{report.html,summary.md,junit.xml,ci.json}\n", r->out_dir);
 }
 

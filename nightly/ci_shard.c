@@ -148,8 +148,8 @@ static peat_status missing_named(const peat_ci_result *res, const unsigned char 
     }
     if (!msg[0]) return PEAT_OK;
     return PEAT_ERROR(PEAT_ERR_NOTFOUND,
-                      "merge of %s: %s: rerun `peat ci SUITE --shard I/N --out %s` for each, then "
-                      "merge again (nothing written)",
+                      "merge of %s: %s: run `peat ci SUITE --shard I/N --out %s --resume` for "
+                      "each, then merge again (nothing written)",
                       out, msg, out);
 }
 
@@ -207,9 +207,10 @@ static peat_status merge_files(const char *out, char **paths, int n, peat_ci_res
 }
 
 peat_status peat_nightly_ci_merge(const char *out, const char *const *shards, int n,
-                                  peat_ci_result *res)
+                                  const char *baseline, int update_baseline, peat_ci_result *res)
 {
     memset(res, 0, sizeof *res);
+    PEAT_TRY(peat_nightly_ci_baseline_check(baseline, update_baseline));
     snprintf(res->out_dir, sizeof res->out_dir, "%s", out);
     glob_t g = {0};
     char **paths = (char **)shards;
@@ -225,11 +226,8 @@ peat_status peat_nightly_ci_merge(const char *out, const char *const *shards, in
         res->ids[i] = i;
         for (int s = 0; s < 5; s++) res->counts[s] += !strcmp(res->items[i].status, names[s]);
     }
-    /* as `peat ci` exits (a baseline is compared after the merge: `peat diff BASE OUT`) */
-    int failed =
-        res->counts[2] + (res->suite.policy.fail_on == PEAT_ACCEPT_WARN ? res->counts[1] : 0);
-    res->exit_code = res->counts[3] ? 2 : failed ? 1 : 0;
-    return peat_nightly_ci_report_write(res);
+    /* as `peat ci` ends: the reports, the baseline compared (and replaced), its exit status */
+    return peat_nightly_ci_finish(res, baseline, update_baseline);
 }
 
 peat_status peat_nightly_ci_run_ranks(const peat_ci_opts *o, peat_ci_result *res)
@@ -241,6 +239,8 @@ peat_status peat_nightly_ci_run_ranks(const peat_ci_opts *o, peat_ci_result *res
                                           "ranks)");
     char spec[32];
     snprintf(spec, sizeof spec, "%d/%d", rank, size);
+    /* checked before any rank runs (one line; the merge on rank 0 compares with the baseline) */
+    PEAT_TRY(peat_nightly_ci_opts_check(o));
     peat_ci_opts mine = *o;
     mine.shard = spec;
     mine.quiet = 1;
@@ -249,20 +249,20 @@ peat_status peat_nightly_ci_run_ranks(const peat_ci_opts *o, peat_ci_result *res
     peat_status st = part ? peat_nightly_ci_run(&mine, part) : PEAT_ERROR(PEAT_ERR_NOMEM, "ci");
     if (st != PEAT_OK)
         fprintf(stderr, "peat: rank %d (shard %s) failed: %s\n", rank, spec, peat_error_last());
+    double resumed = st == PEAT_OK ? part->n_resumed : 0;
     if (part) peat_nightly_ci_result_free(part);
     free(part);
     uint64_t failed = 0;
     if (peat_campaign_scale_mpi_status_all(st, &failed) != PEAT_OK)
         return PEAT_ERROR(PEAT_ERR_IO,
                           "ranks failed (mask 0x%llx): the others' items are in %s/shard-*; rerun "
-                          "the failed ones with `peat ci SUITE --shard R/%d --out %s`, then "
-                          "`peat merge %s`",
-                          (unsigned long long)failed, o->out_dir, size, o->out_dir, o->out_dir);
+                          "the same command with --resume (any rank count) to run only the items "
+                          "not finished",
+                          (unsigned long long)failed, o->out_dir);
+    peat_campaign_scale_mpi_sum(&resumed, 1);
     memset(res, 0, sizeof *res);
     if (rank != 0) return PEAT_OK;
-    PEAT_TRY(peat_nightly_ci_merge(o->out_dir, NULL, 0, res));
-    if (o->baseline && !o->update_baseline) /* compared as peat ci would */
-        PEAT_TRY(
-            peat_nightly_diff_paths(o->baseline, res->out_dir, &res->suite.policy.th, &res->diff));
+    PEAT_TRY(peat_nightly_ci_merge(o->out_dir, NULL, 0, o->baseline, o->update_baseline, res));
+    res->n_resumed = (int)resumed;
     return PEAT_OK;
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,4 +254,163 @@ Test(scale, a_rank_takes_gpu_local_rank_mod_the_node_devices)
         cr_assert_eq(peat_campaign_scale_gpu_choose(list, 8, r, dev, sizeof dev), 1);
         cr_assert_str_eq(dev, names[r], "rank %d of list %s took %s", r, list, dev);
     }
+}
+
+/* The number a command wrote into tmpdir/name (-1: none). */
+static int number_in(const char *name)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "r");
+    int v = -1;
+    if (f && fscanf(f, "%d", &v) != 1) v = -1;
+    if (f) fclose(f);
+    return v;
+}
+
+/* The inode of tmpdir/rel's signature.json (0: none): a campaign moved keeps it, a rerun
+ * writes a new file. */
+static unsigned long signature_inode(const char *rel)
+{
+    char path[600];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s/signature.json", tmpdir, rel);
+    return stat(path, &sb) == 0 ? (unsigned long)sb.st_ino : 0;
+}
+
+Test(scale, killed_suite_shards_resume_under_another_count_running_only_the_unfinished_item)
+{
+    char suite[300], cmd[3000];
+    snprintf(suite, sizeof suite, "%s/s.suite", tmpdir);
+    suite_write(suite);
+    /* the plan: #0 gemm_new, #1 gemm_bf16, #2 softmax_online; shard i/3 holds item #i */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s ci s.suite --out single --baseline B --update-baseline --quiet "
+             ">/dev/null && for i in 0 1 2; do %s ci s.suite --out sh --shard $i/3 --quiet "
+             ">/dev/null || exit 3; done",
+             tmpdir, PEAT_TEST_BIN, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0, "the single run and the three shards ran");
+    /* shard 1/3 killed while its item ran: no ci.json, its campaign unfinished */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/sh' && rm shard-1-of-3/ci.json && d=$(echo shard-1-of-3/items/gemm_bf16-*-cpu)"
+             " && mv $d/campaign.h5 $d/campaign.h5.partial && basename $d >../bf16 && "
+             "basename shard-0-of-3/items/gemm_new-*-cpu >../g && "
+             "basename shard-2-of-3/items/softmax_online-*-cpu >../sm",
+             tmpdir);
+    cr_assert_eq(system(cmd), 0);
+    char g[128] = "", sm[128] = "", bf[128] = "", rel[300];
+    const char *names[3] = {"g", "bf16", "sm"};
+    char *dst[3] = {g, bf, sm};
+    for (int k = 0; k < 3; k++) {
+        snprintf(rel, sizeof rel, "%s/%s", tmpdir, names[k]);
+        FILE *f = fopen(rel, "r");
+        cr_assert(f && fscanf(f, "%127s", dst[k]) == 1, "item folder name %s", names[k]);
+        fclose(f);
+    }
+    snprintf(rel, sizeof rel, "sh/shard-0-of-3/items/%s", g);
+    unsigned long ino_g = signature_inode(rel);
+    snprintf(rel, sizeof rel, "sh/shard-2-of-3/items/%s", sm);
+    unsigned long ino_sm = signature_inode(rel);
+    cr_assert(ino_g && ino_sm, "the finished shards' campaigns are there");
+    /* without --resume the shard's folder is refused with a hint; --resume with --force too */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s ci s.suite --out sh --shard 0/3 --quiet >/dev/null 2>held.err; "
+             "echo $? >held.rc; %s ci s.suite --out sh --shard 0/2 --resume --force >/dev/null "
+             "2>rf.err; echo $? >rf.rc",
+             tmpdir, PEAT_TEST_BIN, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(number_in("held.rc"), 2, "a folder holding a result is refused");
+    char buf[600];
+    snprintf(rel, sizeof rel, "%s/held.err", tmpdir);
+    FILE *f = fopen(rel, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    cr_assert(strstr(buf, "already holds a suite result") && strstr(buf, "--resume"),
+              "the refusal suggests --resume: %s", buf);
+    cr_assert_eq(number_in("rf.rc"), 2, "--resume with --force is refused");
+    /* resumed as 2 shards, in any order, then merged */
+    snprintf(
+        cmd, sizeof cmd,
+        "cd '%s' && %s ci s.suite --out sh --shard 1/2 --resume --quiet >/dev/null && %s ci "
+        "s.suite --out sh --shard 0/2 --resume >resume0.out && %s merge sh >/dev/null; echo $? "
+        ">merge.rc",
+        tmpdir, PEAT_TEST_BIN, PEAT_TEST_BIN, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(number_in("merge.rc"), 0, "the resumed suite passes as the single run does");
+    assert_same_suite("single", "sh");
+    /* #0 and #2 (now shard 0/2's) were taken, not rerun; #1 (now shard 1/2's) ran again */
+    snprintf(rel, sizeof rel, "sh/shard-0-of-2/items/%s", g);
+    cr_assert_eq(signature_inode(rel), ino_g, "gemm_new was moved into shard 0/2, not rerun");
+    snprintf(rel, sizeof rel, "sh/shard-0-of-2/items/%s", sm);
+    cr_assert_eq(signature_inode(rel), ino_sm, "softmax_online was moved, not rerun");
+    snprintf(rel, sizeof rel, "sh/shard-1-of-2/items/%s", bf);
+    cr_assert_neq(signature_inode(rel), 0, "gemm_bf16 ran again in shard 1/2");
+    snprintf(rel, sizeof rel, "%s/resume0.out", tmpdir);
+    f = fopen(rel, "r");
+    n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    cr_assert(strstr(buf, "resumed: 2 of the 2 items"), "shard 0/2 says what it took: %s", buf);
+    snprintf(rel, sizeof rel, "%s/sh/shard-0-of-3/ci.json", tmpdir);
+    cr_assert(access(rel, F_OK) != 0, "the results of 3 shards are superseded");
+    /* the merge compares with the baseline as peat ci does: the single run's passes, a better
+     * one is a regression */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s merge sh --baseline B >/dev/null; echo $? >merge1.rc; sed -i -E "
+             "'/\"candidate\"/ s/\"eff_bits\":[-0-9.e+]+/\"eff_bits\":99/' "
+             "B/items/%s/signature.json && %s merge sh --baseline B >merge2.out; echo $? "
+             ">merge2.rc",
+             tmpdir, PEAT_TEST_BIN, g, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(number_in("merge1.rc"), 0, "no regression against the single run's baseline");
+    cr_assert_eq(number_in("merge2.rc"), 1, "a regression against the baseline fails the merge");
+    snprintf(rel, sizeof rel, "%s/sh/ci.json", tmpdir);
+    f = fopen(rel, "r");
+    static char js[1 << 16];
+    n = f ? fread(js, 1, sizeof js - 1, f) : 0;
+    js[n] = 0;
+    if (f) fclose(f);
+    cr_assert(strstr(js, "\"compared\": true, \"regressions\": 1"),
+              "the merged ci.json holds the comparison");
+    /* a campaign of another command (here another seed) is never taken: every item reruns */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && sed 's/seed = 3/seed = 4/' s.suite >s4.suite && %s ci s4.suite --out "
+             "single --resume >resume4.out; grep -c -- '--seed 4' single/ci.json >seed4.n",
+             tmpdir, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(number_in("seed4.n"), 3, "every item ran with the new seed");
+    snprintf(rel, sizeof rel, "%s/resume4.out", tmpdir);
+    f = fopen(rel, "r");
+    n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    cr_assert(!strstr(buf, "resumed"), "no item of seed 3 was taken: %s", buf);
+}
+
+Test(scale, a_suite_run_stopped_by_sigterm_resumes_to_the_single_run)
+{
+    char suite[300], cmd[2000];
+    snprintf(suite, sizeof suite, "%s/s.suite", tmpdir);
+    suite_write(suite);
+    /* stopped once its second item started (whenever that is, item #0 is finished then): peat
+     * ci takes its running `peat run` down with it, so --resume finds that item's folder free */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s ci s.suite --out single --quiet >/dev/null; %s ci s.suite --out k "
+             "--quiet >/dev/null & pid=$!; for t in $(seq 1200); do ls k/items/gemm_bf16-*.log "
+             ">/dev/null 2>&1 && break; sleep 0.05; done; kill -TERM $pid; wait $pid; "
+             "[ -e k/ci.json ] && exit 3; %s ci s.suite --out k --resume >resume.out; echo $? "
+             ">resume.rc",
+             tmpdir, PEAT_TEST_BIN, PEAT_TEST_BIN, PEAT_TEST_BIN);
+    cr_assert_eq(system(cmd), 0, "the run was stopped before it wrote its result");
+    cr_assert_eq(number_in("resume.rc"), 0, "the resumed suite passes as the single run does");
+    assert_same_suite("single", "k");
+    char buf[2048], path[400];
+    snprintf(path, sizeof path, "%s/resume.out", tmpdir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    cr_assert(strstr(buf, "resumed: ") && !strstr(buf, "ERROR"),
+              "the finished item was taken and no item lacks a verdict: %s", buf);
 }

@@ -120,3 +120,40 @@ Test(mpi, suite_under_ranks_equals_the_single_run)
                  "run's",
                  WEXITSTATUS(rc));
 }
+
+Test(mpi, killed_suite_resumes_under_another_rank_count_running_only_the_unfinished_item)
+{
+    char cmd[4000];
+    /* the plan: #0 gemm_new, #1 softmax_online, #2 gelu_tanh; under -n 3 rank i runs #i. The
+     * job is killed while rank 1 runs its item and before rank 2 wrote its ci.json; rank 0's
+     * merge never ran. Then -n 2 --resume, against a baseline; then a better baseline. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 && "
+             "printf '[suite]\\nname = ranks\\nkernels = gemm_new, softmax_online, "
+             "gelu_tanh\\nflows = auto\\nbackends = cpu\\niters = 2\\ncalls = 4\\nseed = 3\\n' "
+             ">s.suite && %s ci s.suite --out single --baseline B --update-baseline --quiet "
+             ">/dev/null; %s --oversubscribe -n 3 %s ci s.suite --out r --quiet >/dev/null "
+             "2>&1 || exit 3; rm r/ci.json r/shard-1-of-3/ci.json r/shard-2-of-3/ci.json; "
+             "d=$(echo r/shard-1-of-3/items/softmax_online-*-cpu); mv $d/campaign.h5 "
+             "$d/campaign.h5.partial; g=$(echo r/shard-0-of-3/items/gemm_new-*-cpu); "
+             "ino=$(stat -c %%i $g/signature.json); %s --oversubscribe -n 2 %s ci s.suite --out r "
+             "--resume >resume.out 2>resume.err || exit 4; grep -q 'resumed: 2 of the 3 items' "
+             "resume.out || exit 5; [ \"$(stat -c %%i r/shard-0-of-2/items/${g##*/}/"
+             "signature.json)\" = \"$ino\" ] || exit 6; for x in single r; do sed -E "
+             "'s/\"seconds\": [0-9.]+//; s/\"dir\": \"[^\"]*\"//' $x/ci.json >$x.cmp || exit 7; "
+             "done; cmp -s single.cmp r.cmp || exit 8; %s --oversubscribe -n 2 %s ci s.suite "
+             "--out r --resume --baseline B --quiet >/dev/null 2>&1 || exit 9; sed -i -E "
+             "'/\"candidate\"/ s/\"eff_bits\":[-0-9.e+]+/\"eff_bits\":99/' "
+             "B/items/${g##*/}/signature.json; %s --oversubscribe -n 2 %s ci s.suite --out r "
+             "--resume --baseline B --quiet >/dev/null 2>&1; [ $? = 1 ] || exit 10",
+             tmpdir, PEAT_TEST_BIN, PEAT_TEST_MPIRUN, PEAT_TEST_BIN, PEAT_TEST_MPIRUN,
+             PEAT_TEST_BIN, PEAT_TEST_MPIRUN, PEAT_TEST_BIN, PEAT_TEST_MPIRUN, PEAT_TEST_BIN);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc), "the suite runs ended");
+    cr_assert_eq(WEXITSTATUS(rc), 0,
+                 "exit %d: 3 the first job failed, 4 the resumed job failed, 5 it did not take "
+                 "2 of 3 items, 6 gemm_new ran again, 7 a result missing, 8 ci.json differs from "
+                 "the single run's, 9 the baseline run failed, 10 a regression against the "
+                 "baseline did not fail the job",
+                 WEXITSTATUS(rc));
+}
