@@ -108,7 +108,7 @@ static void gpt_fill(peat_flow_t *f, gpt_impl *m, int i, int64_t a, int64_t b)
     for (int j = 0; j <= m->nd; j++) peat_i32(m->tgt)[i * m->na + j] = seq[2 * m->nd + 2 + j];
 }
 
-/* Task 1 of the language-modelling task: a quarter of the vocabulary swaps names in pairs
+/* Task 1 of the language-modelling task: half the vocabulary swaps names in pairs
  * (tokens 4k+2 and 4k+3), the same chain otherwise. */
 static int32_t lm_label(int task, int32_t t)
 {
