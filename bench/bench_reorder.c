@@ -81,8 +81,9 @@ static void row(const shape *s, int reps)
 int main(void)
 {
     if (peat_campaign_builtin_init() != PEAT_OK) return 1;
-    /* gpt base (batch 32 x 14 tokens = 448 rows, d 256, MLP 1024, vocabulary 1024): forward,
-     * backward-data (op(B) transposed) and backward-weight (op(A) transposed, K = 448) */
+    /* gpt base before its language-modelling task (batch 32 x 14 tokens = 448 rows, d 256, MLP
+     * 1024, vocabulary 1024): forward, backward-data (op(B) transposed) and backward-weight (op(A)
+     * transposed, K = 448) */
     static const shape shapes[] = {
         {448, 768, 256, 0, 0, "fwd qkv 448x768x256"},
         {448, 256, 1024, 0, 0, "fwd mlp2 448x256x1024"},

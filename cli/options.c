@@ -132,7 +132,8 @@ static const peat_cli_opt run_opts[] = {
      "flow: no profile stage, no runtime FI (docs/pytorch.md)",
      NULL},
     {"size", "S", PEAT_CLI_CHOICE, RUN(size), 0, 0, 0, "tiny|small|base", NULL, "tiny",
-     "size preset of the flow (docs/flows.md: base is gpt d=256 x 4 layers, vocabulary 1024; "
+     "size preset of the flow (docs/flows.md: base is gpt d=256 x 4 layers, language modelling "
+     "over 128 tokens, vocabulary 1024; "
      "cnn 32x32x3 images, 32-64-128 channels; mlp 512 wide); --batch, --width, --depth and "
      "--seq override its sizes",
      NULL},

@@ -213,7 +213,7 @@ peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg
                           "flow %s: bad precision config (precision %d, loss scale %g, growth "
                           "interval %d)",
                           o->name, c.precision, c.loss_scale_init, c.loss_scale_interval);
-    if (c.batch > 4096 || c.width > 1024 || c.depth > 16 || c.seq > 64)
+    if (c.batch > 4096 || c.width > 1024 || c.depth > 16 || c.seq > 256)
         return PEAT_ERROR(PEAT_ERR_INVAL, "flow %s: config too large for a validation flow",
                           o->name);
     const peat_models_preset *ps = peat_models_preset_get(o->name, c.size);

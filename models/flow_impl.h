@@ -16,7 +16,9 @@ typedef struct peat_models_param {
  * sets (0 where the flow has none). */
 typedef struct peat_models_preset {
     int batch, width, depth, seq;
-    int vocab, head_dim;          /* gpt: token vocabulary (13 used), dims per attention head */
+    int vocab, head_dim; /* gpt: token vocabulary (13 used), dims per attention head */
+    int lm; /* gpt: language modelling on the Zipf-bigram corpus (seq = tokens read, up to 256)
+             * instead of digit addition (seq 5..14) */
     int image, channels, strided; /* cnn: image side, input channels, stride-2 convs (each
                                    * doubling the channels) after the `depth` stride-1 ones */
 } peat_models_preset;
@@ -82,6 +84,32 @@ void peat_models_param_fill(peat_models_param *p, float v);
 /* Deterministic 64-bit mixing of (seed, a, b): batch indices that depend only on the step, so
  * a flow resumed at step s draws the same batches as one that ran up to s. */
 uint64_t peat_models_hash(uint64_t seed, uint64_t a, uint64_t b);
+
+/* The gpt flows' language-modelling corpus (models/corpus.c, docs/flows.md "gpt base"): a seeded
+ * sparse reversible Markov chain over V tokens whose stationary token law is Zipf(zipf_s) (token
+ * id = frequency rank), and an in-context copy rule taken with probability copy_p. */
+typedef struct peat_models_corpus {
+    int V;
+    double zipf_s, copy_p;
+    double *pi;   /* [V] the Zipf law (the chain's stationary law) */
+    double *pcdf; /* [V] its cumulative sum: the first token of a row */
+    int *off;     /* [V + 1] CSR offsets of each token's successors */
+    int *nb;      /* [edges] successor tokens */
+    double *cdf;  /* [edges] cumulative transition probabilities, row by row */
+    int64_t edges;
+    double h_unigram, h_bigram; /* nats: entropy of pi, and of the next token given the current
+                                 * one under the chain (the copy rule only lowers the latter) */
+} peat_models_corpus;
+/* The gpt flows' corpus: Zipf exponent (the top token is 100^s times as frequent as the 100th)
+ * and in-context copy rate. */
+#define PEAT_MODELS_LM_ZIPF 1.0
+#define PEAT_MODELS_LM_COPY 0.15
+peat_status peat_models_corpus_alloc(peat_models_corpus *c, int V, double zipf_s, double copy_p,
+                                     uint64_t seed);
+void peat_models_corpus_free(peat_models_corpus *c);
+/* n tokens of row (a, b) of the corpus, deterministic in (seed, a, b). */
+void peat_models_corpus_sample(const peat_models_corpus *c, uint64_t seed, uint64_t a, uint64_t b,
+                               int n, int32_t *out);
 
 /* Allocation helper: a zeroed F32 tensor of up to 4 dims (trailing dims 0 = absent). */
 peat_status peat_models_tensor(peat_tensor **out, int64_t d0, int64_t d1, int64_t d2, int64_t d3);

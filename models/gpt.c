@@ -1,5 +1,6 @@
 /* gpt.c: the "gpt" and "gpt_unfused" flows: a small pre-LN decoder-only transformer learning
- * digit arithmetic, its attention one fused op or the unfused GEMM/mask/softmax/GEMM chain. */
+ * digit arithmetic (tiny, small) or next-token prediction on a Zipf-bigram corpus (base), its
+ * attention one fused op or the unfused GEMM/mask/softmax/GEMM chain. */
 #include "models/flow_impl.h"
 
 #include <math.h>
@@ -18,7 +19,8 @@ enum {
     TOK_EQ = 12,
     GPT_EVAL = 128,
     GPT_MAX_BLOCKS = 8,
-    GPT_HOLDOUT = 8 /* 1 in 8 problems is held out */
+    GPT_HOLDOUT = 8, /* 1 in 8 problems is held out */
+    GPT_LM_EVAL = 16 /* held-out rows of the language-modelling task */
 };
 
 typedef struct gpt_block {
@@ -32,6 +34,8 @@ typedef struct gpt_block {
 typedef struct gpt_impl {
     int unfused; /* attention as GEMM, mask BIAS_ADD, SOFTMAX, GEMM (flow "gpt_unfused") */
     int nd;      /* digits per operand */
+    int lm;      /* the language-modelling task (the preset's): every position predicts the next */
+    int64_t na;  /* scored positions per row: nd + 1 answer digits, or T */
     int64_t T, D, H, Dh, Nrow, Nans, B, V; /* V: vocabulary */
     peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
     gpt_block blk[GPT_MAX_BLOCKS];
@@ -44,6 +48,9 @@ typedef struct gpt_impl {
     peat_tensor *mask, *S, *Sm, *dP, *dS;
     peat_models_xent_ws xw;
     int32_t *ev_a, *ev_b; /* held-out problems */
+    peat_models_corpus corpus;
+    uint64_t lm_seed[2]; /* training and held-out streams of the corpus */
+    int32_t *row;        /* T + 1 tokens of one row */
 } gpt_impl;
 
 /* ---- the task: "a+b=" then the sum's digits, least significant first (the order in which a
@@ -98,13 +105,33 @@ static void gpt_fill(peat_flow_t *f, gpt_impl *m, int i, int64_t a, int64_t b)
     int32_t seq[64];
     gpt_encode(m, f->cfg.task, a, b, seq);
     memcpy(peat_i32(m->tok) + i * m->T, seq, (size_t)m->T * sizeof(int32_t));
-    for (int j = 0; j <= m->nd; j++) peat_i32(m->tgt)[i * (m->nd + 1) + j] = seq[2 * m->nd + 2 + j];
+    for (int j = 0; j <= m->nd; j++) peat_i32(m->tgt)[i * m->na + j] = seq[2 * m->nd + 2 + j];
 }
 
-/* Input row of answer digit j of batch row i (the '=' predicts digit 0). */
-static int64_t ans_row(const gpt_impl *m, int64_t i, int j)
+/* Task 1 of the language-modelling task: half the vocabulary swaps names in pairs
+ * (tokens 4k+2 and 4k+3), the same chain otherwise. */
+static int32_t lm_label(int task, int32_t t)
 {
-    return i * m->T + 2 * m->nd + 1 + j;
+    return task && (t & 2) ? t ^ 1 : t;
+}
+
+/* Row i of the batch from row (a, b) of the corpus's stream `held` (0 training, 1 held-out):
+ * the first T of its T+1 tokens are the input, the last T the targets. */
+static void lm_fill(peat_flow_t *f, gpt_impl *m, int i, int held, uint64_t a, uint64_t b)
+{
+    peat_models_corpus_sample(&m->corpus, m->lm_seed[held], a, b, (int)m->T + 1, m->row);
+    int32_t *tok = peat_i32(m->tok) + i * m->T, *tgt = peat_i32(m->tgt) + i * m->T;
+    for (int64_t t = 0; t < m->T; t++) {
+        tok[t] = lm_label(f->cfg.task, m->row[t]);
+        tgt[t] = lm_label(f->cfg.task, m->row[t + 1]);
+    }
+}
+
+/* Input row of answer digit j of batch row i (the '=' predicts digit 0); every row under the
+ * language-modelling task. */
+static int64_t ans_row(const gpt_impl *m, int64_t i, int64_t j)
+{
+    return m->lm ? i * m->T + j : i * m->T + 2 * m->nd + 1 + j;
 }
 
 /* ---- create ------------------------------------------------------------------------------- */
@@ -251,13 +278,24 @@ static peat_status gpt_create(peat_flow_t *f)
     int L = f->cfg.depth;
     if (L > GPT_MAX_BLOCKS)
         return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: depth %d > %d", L, GPT_MAX_BLOCKS);
-    /* the sequence "a op b = c" with n-digit operands and an (n+1)-digit answer has 3n+3 tokens;
-     * the model reads the first 3n+2 */
-    m->nd = (f->cfg.seq - 2) / 3;
-    if (m->nd < 1 || m->nd > 4)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: seq %d gives %d-digit operands (seq 5..14)",
-                          f->cfg.seq, m->nd);
-    m->T = 3 * m->nd + 2;
+    m->lm = f->preset->lm;
+    if (m->lm) {
+        /* language modelling: seq tokens read, each predicting the next */
+        if (f->cfg.seq < 2 || f->cfg.seq > 256)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: seq %d (language modelling: 2..256)",
+                              f->cfg.seq);
+        m->T = f->cfg.seq;
+        m->na = m->T;
+    } else {
+        /* the sequence "a op b = c" with n-digit operands and an (n+1)-digit answer has 3n+3
+         * tokens; the model reads the first 3n+2 */
+        m->nd = (f->cfg.seq - 2) / 3;
+        if (m->nd < 1 || m->nd > 4)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: seq %d gives %d-digit operands (seq 5..14)",
+                              f->cfg.seq, m->nd);
+        m->T = 3 * m->nd + 2;
+        m->na = m->nd + 1;
+    }
     m->D = f->cfg.width;
     int64_t hd = f->preset->head_dim; /* heads of hd dims (16 at the tiny size) */
     m->V = f->preset->vocab;
@@ -268,9 +306,18 @@ static peat_status gpt_create(peat_flow_t *f)
     m->Dh = m->D / m->H;
     m->B = f->cfg.batch;
     m->Nrow = m->B * m->T;
-    m->Nans = m->B * (m->nd + 1);
+    m->Nans = m->B * m->na;
     PEAT_TRY(gpt_params(f, m));
     PEAT_TRY(gpt_buffers(m, L));
+    if (m->lm) {
+        m->row = calloc((size_t)m->T + 1, sizeof *m->row);
+        if (!m->row) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt: row");
+        m->lm_seed[0] = peat_seed_derive(f->cfg.seed, "gpt.data");
+        m->lm_seed[1] = peat_seed_derive(f->cfg.seed, "gpt.eval");
+        return peat_models_corpus_alloc(&m->corpus, (int)m->V, PEAT_MODELS_LM_ZIPF,
+                                        PEAT_MODELS_LM_COPY,
+                                        peat_seed_derive(f->cfg.seed, "gpt.corpus"));
+    }
 
     m->ev_a = calloc(GPT_EVAL, sizeof *m->ev_a);
     m->ev_b = calloc(GPT_EVAL, sizeof *m->ev_b);
@@ -311,6 +358,8 @@ static void gpt_destroy(peat_flow_t *f)
     peat_models_xent_ws_free(&m->xw);
     free(m->ev_a);
     free(m->ev_b);
+    free(m->row);
+    peat_models_corpus_free(&m->corpus);
     free(m);
     f->impl = NULL;
 }
@@ -433,9 +482,9 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
                                    m->rstdf));
     /* only the answer positions are scored: their rows go through the head */
     for (int64_t i = 0; i < m->B; i++)
-        for (int j = 0; j <= m->nd; j++)
-            memcpy(peat_f32(m->Ha) + (i * (m->nd + 1) + j) * D,
-                   peat_f32(m->Hf) + ans_row(m, i, j) * D, (size_t)D * sizeof(float));
+        for (int64_t j = 0; j < m->na; j++)
+            memcpy(peat_f32(m->Ha) + (i * m->na + j) * D, peat_f32(m->Hf) + ans_row(m, i, j) * D,
+                   (size_t)D * sizeof(float));
     return peat_models_linear_fwd(f, "head", m->Nans, D, m->V, m->Ha, m->wh->w, NULL, m->logits);
 }
 
@@ -446,9 +495,9 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
                                     m->wh->g, m->dHa));
     memset(m->dHf->data, 0, peat_tensor_nbytes(m->dHf));
     for (int64_t i = 0; i < m->B; i++)
-        for (int j = 0; j <= m->nd; j++)
-            memcpy(peat_f32(m->dHf) + ans_row(m, i, j) * D,
-                   peat_f32(m->dHa) + (i * (m->nd + 1) + j) * D, (size_t)D * sizeof(float));
+        for (int64_t j = 0; j < m->na; j++)
+            memcpy(peat_f32(m->dHf) + ans_row(m, i, j) * D, peat_f32(m->dHa) + (i * m->na + j) * D,
+                   (size_t)D * sizeof(float));
     PEAT_TRY(peat_models_layernorm_bwd(f, "lnf", N, D, m->X[L], m->lnfg->w, m->meanf, m->rstdf,
                                        m->dHf, m->dX, m->lnfg->g, m->lnfb->g));
     peat_op_params p;
@@ -497,6 +546,10 @@ static peat_status gpt_train(peat_flow_t *f, double *loss)
 {
     gpt_impl *m = f->impl;
     for (int i = 0; i < m->B; i++) {
+        if (m->lm) {
+            lm_fill(f, m, i, 0, (uint64_t)f->step, (uint64_t)i);
+            continue;
+        }
         int64_t a, b;
         gpt_problem(f, m, f->step, i, &a, &b);
         gpt_fill(f, m, i, a, b);
@@ -510,10 +563,34 @@ static peat_status gpt_train(peat_flow_t *f, double *loss)
 /* Held-out: teacher-forced loss of the answer digits, and exact match of the greedy decode
  * (each answer digit predicted from the model's own previous digits; the causal mask makes
  * one forward per digit exact). */
+/* Held-out language modelling: the loss and the next-token accuracy (argmax) over every position
+ * of the first GPT_LM_EVAL (or more) rows of the held-out stream. */
+static peat_status lm_eval(peat_flow_t *f, gpt_impl *m, double *loss, double *acc)
+{
+    int64_t n = 0, hit = 0;
+    double sum = 0;
+    /* whole batches: GPT_LM_EVAL rows rounded up to a multiple of the batch */
+    for (int64_t s = 0; s < GPT_LM_EVAL; s += m->B) {
+        for (int i = 0; i < m->B; i++) lm_fill(f, m, i, 1, 0, (uint64_t)(s + i));
+        PEAT_TRY(gpt_forward(f, m));
+        double l = 0;
+        PEAT_TRY(peat_models_xent(f, "loss", m->Nans, m->V, m->logits, m->tgt, &m->xw, NULL, &l));
+        sum += l * (double)m->Nans;
+        for (int64_t r = 0; r < m->Nans; r++)
+            hit += peat_models_argmax(peat_f32(m->logits) + r * m->V, (int)m->V) ==
+                   peat_i32(m->tgt)[r];
+        n += m->Nans;
+    }
+    *loss = sum / (double)n;
+    *acc = (double)hit / (double)n;
+    return PEAT_OK;
+}
+
 static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
 {
     gpt_impl *m = f->impl;
-    int64_t n = 0, exact = 0, na = m->nd + 1;
+    if (m->lm) return lm_eval(f, m, loss, acc);
+    int64_t n = 0, exact = 0, na = m->na;
     double sum = 0;
     for (int64_t s = 0; s + m->B <= GPT_EVAL; s += m->B) {
         for (int i = 0; i < m->B; i++) gpt_fill(f, m, i, m->ev_a[s + i], m->ev_b[s + i]);
@@ -565,7 +642,8 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
 const peat_models_flow_ops peat_models_gpt_ops = {
     .name = "gpt",
     .desc = "pre-LN decoder-only transformer (d 32, 2 blocks, 2 heads, causal) learning 2-digit "
-            "addition \"ab+cd=\" -> sum digits, least significant first",
+            "addition \"ab+cd=\" -> sum digits, least significant first (--size base: next-token "
+            "prediction on a Zipf-bigram corpus, T 128, vocabulary 1024)",
     .ops = GPT_OPS | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD),
     GPT_COMMON,
 };

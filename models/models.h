@@ -47,7 +47,8 @@ peat_status peat_models_flow_size_parse(const char *name, int *size);
 
 typedef struct peat_flow_metrics {
     double loss;     /* mean training loss of the last step */
-    double accuracy; /* held-out accuracy (eval) or exact-match (gpt), NaN if n/a */
+    double accuracy; /* held-out accuracy (eval): exact match (gpt addition), next-token accuracy
+                      * (gpt base), NaN if n/a */
     int64_t step;
     double loss_scale; /* the loss scale this step's backward ran under (1 unless amp-fp16) */
     int skipped;       /* 1 when amp-fp16 skipped the optimizer step (inf/nan gradients) */

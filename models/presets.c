@@ -1,5 +1,5 @@
 /* presets.c: the flows' size presets (tiny = the defaults, small, base): sizes and the shape
- * settings that only a preset reaches (gpt's vocabulary and head size, cnn's images). */
+ * settings that only a preset reaches (gpt's vocabulary, head size and task, cnn's images). */
 #include "models/flow_impl.h"
 
 #include <string.h>
@@ -22,7 +22,8 @@ static const struct {
     {"gpt",
      {{.batch = 32, .width = 32, .depth = 2, .seq = 8, .vocab = 16, .head_dim = 16},
       {.batch = 32, .width = 128, .depth = 2, .seq = 11, .vocab = 256, .head_dim = 32},
-      {.batch = 32, .width = 256, .depth = 4, .seq = 14, .vocab = 1024, .head_dim = 64}}},
+      /* base: language modelling (models/corpus.c), 4 rows of 128 tokens = 512 rows per GEMM */
+      {.batch = 4, .width = 256, .depth = 4, .seq = 128, .vocab = 1024, .head_dim = 64, .lm = 1}}},
 };
 
 const char *peat_models_flow_size_name(int size)

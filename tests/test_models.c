@@ -567,7 +567,10 @@ Test(models, size_presets_build_the_documented_shapes, .init = init)
                   *c3 = state_shape(k.f, "conv3.w"), *fc = state_shape(m.f, "fc2.w");
     cr_assert(wte[0] == 1024 && wte[1] == 256, "gpt base wte %lldx%lld", (long long)wte[0],
               (long long)wte[1]);
-    state_shape(g.f, "h3.attn.qkv.w"); /* a fourth block */
+    state_shape(g.f, "h3.attn.qkv.w");            /* a fourth block */
+    const int64_t *wpe = state_shape(g.f, "wpe"); /* base: language modelling over 128 tokens */
+    cr_assert(wpe[0] >= 128 && wpe[1] == 256, "gpt base wpe %lldx%lld (T >= 128)",
+              (long long)wpe[0], (long long)wpe[1]);
     cr_assert(c1[0] == 32 && c1[1] == 3, "cnn base conv1 %lld <- %lld", (long long)c1[0],
               (long long)c1[1]);
     cr_assert(c3[0] == 128 && c3[1] == 64, "cnn base conv3 %lld <- %lld", (long long)c3[0],
@@ -646,4 +649,86 @@ Test(models, blas_golden_agrees_with_the_plain_golden_on_every_flow_shape, .init
                           peat_models_flow_size_name(size), s.worst_plain);
             drop(&r);
         }
+}
+
+/* ---- gpt base: language modelling on the Zipf-bigram corpus ---------------------------------- */
+
+static int cmp_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+Test(models, lm_corpus_is_deterministic_per_seed_and_zipf_distributed)
+{
+    enum { V = 1024, T = 128, ROWS = 4000 };
+    peat_models_corpus a, b, o;
+    cr_assert_eq(peat_models_corpus_alloc(&a, V, PEAT_MODELS_LM_ZIPF, PEAT_MODELS_LM_COPY, 3),
+                 PEAT_OK, "corpus: %s", peat_error_last());
+    cr_assert_eq(peat_models_corpus_alloc(&b, V, PEAT_MODELS_LM_ZIPF, PEAT_MODELS_LM_COPY, 3),
+                 PEAT_OK);
+    cr_assert_eq(peat_models_corpus_alloc(&o, V, PEAT_MODELS_LM_ZIPF, PEAT_MODELS_LM_COPY, 4),
+                 PEAT_OK);
+    /* same seed: the same chain and the same rows; another seed: another chain */
+    cr_assert_eq(a.edges, b.edges, "edges %lld vs %lld", (long long)a.edges, (long long)b.edges);
+    cr_assert(memcmp(a.nb, b.nb, (size_t)a.edges * sizeof *a.nb) == 0, "same seed, other chain");
+    int32_t ra[T], rb[T], ro[T];
+    peat_models_corpus_sample(&a, 11, 5, 6, T, ra);
+    peat_models_corpus_sample(&b, 11, 5, 6, T, rb);
+    peat_models_corpus_sample(&o, 11, 5, 6, T, ro);
+    cr_assert(memcmp(ra, rb, sizeof ra) == 0, "same seed and row, other tokens");
+    cr_assert(memcmp(ra, ro, sizeof ra) != 0, "another chain seed gives the same row");
+    peat_models_corpus_sample(&a, 11, 5, 7, T, rb);
+    cr_assert(memcmp(ra, rb, sizeof ra) != 0, "another row gives the same tokens");
+    /* entropies: the next token given the current one is far more predictable than a token */
+    cr_assert(a.h_bigram > 1 && a.h_bigram < a.h_unigram - 1 && a.h_unigram < log(V),
+              "entropies: bigram %g, unigram %g, log V %g", a.h_bigram, a.h_unigram, log(V));
+    /* heavy tail: over 512k tokens the most frequent token over the 100th most frequent is
+     * 100^s (Zipf's law, the chain's stationary law; the copy rule keeps it) within 15% */
+    int64_t *cnt = calloc(V, sizeof *cnt);
+    int32_t row[T];
+    for (int r = 0; r < ROWS; r++) {
+        peat_models_corpus_sample(&a, 21, 0, (uint64_t)r, T, row);
+        for (int t = 0; t < T; t++) {
+            cr_assert(row[t] >= 0 && row[t] < V, "token %d out of the vocabulary", row[t]);
+            cnt[row[t]]++;
+        }
+    }
+    qsort(cnt, V, sizeof *cnt, cmp_desc);
+    double ratio = (double)cnt[0] / (double)cnt[99], want = pow(100.0, PEAT_MODELS_LM_ZIPF);
+    cr_assert(fabs(ratio / want - 1) < 0.15, "f(1)/f(100) = %.1f, Zipf(%g) gives %.1f", ratio,
+              PEAT_MODELS_LM_ZIPF, want);
+    /* and the top token's share is the Zipf law's 1/H(V, s) within 5% */
+    double share = (double)cnt[0] / ((double)ROWS * T);
+    cr_assert(fabs(share / a.pi[0] - 1) < 0.05, "top token %.4f of the tokens, Zipf %.4f", share,
+              a.pi[0]);
+    free(cnt);
+    peat_models_corpus_free(&a), peat_models_corpus_free(&b), peat_models_corpus_free(&o);
+    cr_assert_eq(peat_models_corpus_alloc(&a, 8, 1.0, 0.1, 1), PEAT_ERR_INVAL, "V 8 refused");
+}
+
+Test(models, gpt_base_language_modelling_learns, .init = init)
+{
+    /* the base preset's task (T 128, vocabulary 1024) at a smaller width and depth: a few steps
+     * take the next-token loss from about log(1024) clearly down, on the held-out rows too */
+    const char *flows[2] = {"gpt", "gpt_unfused"};
+    for (int k = 0; k < 2; k++) {
+        peat_flow_config c = config(1);
+        c.size = PEAT_FLOW_BASE;
+        c.width = 64, c.depth = 1, c.batch = 2, c.lr = 1e-2;
+        run r = make(flows[k], &c);
+        peat_flow_metrics e0, e1;
+        cr_assert_eq(peat_models_flow_eval(r.f, &e0), PEAT_OK, "%s", peat_error_last());
+        double loss[16];
+        steps(&r, 16, loss);
+        cr_assert_eq(peat_models_flow_eval(r.f, &e1), PEAT_OK, "%s", peat_error_last());
+        cr_assert(fabs(loss[0] - log(1024.0)) < 1.0, "%s: first loss %g, log V %g", flows[k],
+                  loss[0], log(1024.0));
+        cr_assert_lt(loss[15], 0.85 * loss[0], "%s: loss %g -> %g", flows[k], loss[0], loss[15]);
+        cr_assert_lt(e1.loss, 0.85 * e0.loss, "%s: held-out loss %g -> %g", flows[k], e0.loss,
+                     e1.loss);
+        cr_assert(e1.accuracy > e0.accuracy && e1.accuracy > 0.05,
+                  "%s: held-out next-token accuracy %g -> %g", flows[k], e0.accuracy, e1.accuracy);
+        drop(&r);
+    }
 }
