@@ -65,7 +65,13 @@ int peat_campaign_runtime_ranks_owner(int member, int ranks)
 }
 
 static char *line_of_run;
-static int said, answered;
+static int said, answered, joined;
+
+int peat_campaign_runtime_ranks_active(void)
+{
+    if (peat_campaign_scale_mpi_size() < 2) return 0;
+    return peat_campaign_scale_mpi_rank() == 0 ? line_of_run != NULL : joined;
+}
 
 void peat_campaign_runtime_ranks_line(const char *line)
 {
@@ -97,9 +103,10 @@ peat_status peat_campaign_runtime_ranks_go(void)
 
 void peat_campaign_runtime_ranks_release(void)
 {
-    if (peat_campaign_scale_mpi_rank() == 0) say('S');
+    if (peat_campaign_scale_mpi_rank() == 0) say('S'); /* whether or not a line was set */
     free(line_of_run);
     line_of_run = NULL;
+    joined = 0;
 }
 
 int peat_campaign_runtime_ranks_wait(char **line)
@@ -117,7 +124,8 @@ int peat_campaign_runtime_ranks_wait(char **line)
     const char *s = what == 'G' ? peat_campaign_pack_get_str(&p) : NULL;
     if (s && !p.err) *line = strdup(s);
     peat_campaign_pack_free(&p);
-    return *line != NULL;
+    joined = *line != NULL;
+    return joined;
 }
 
 peat_status peat_campaign_runtime_ranks_answer(peat_status st, const peat_campaign_pack *body)

@@ -28,6 +28,10 @@ void peat_campaign_pack_free(peat_campaign_pack *p);
  * i mod ranks. By the member's index alone, so every member's computation is the same for any N. */
 int peat_campaign_runtime_ranks_owner(int member, int ranks);
 
+/* Whether this process is one of the ranks of `mpirun -n N peat run` that split its runtime FI:
+ * rank 0 once its command line is set, a rank > 0 once GO came. Otherwise (another command, a
+ * library caller under mpirun) every process runs a campaign as a single process does. */
+int peat_campaign_runtime_ranks_active(void);
 /* Rank 0: the command line (peat_cli_cmdline_join of `peat run`'s effective words) the other
  * ranks parse at GO. */
 void peat_campaign_runtime_ranks_line(const char *line);

@@ -64,9 +64,10 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
     ro->band_runs = o->runtime_band;
     ro->checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
     /* under mpirun: the runs split across the ranks, each rank on its share of the node's cores */
-    ro->rank = peat_campaign_scale_mpi_rank();
-    ro->n_ranks = peat_campaign_scale_mpi_size();
-    if (ro->n_ranks > 1) {
+    ro->rank = 0, ro->n_ranks = 1;
+    if (peat_campaign_runtime_ranks_active()) {
+        ro->rank = peat_campaign_scale_mpi_rank();
+        ro->n_ranks = peat_campaign_scale_mpi_size();
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         int t = (int)(cpus / peat_campaign_scale_mpi_local_size());
         ro->threads = t > 1 ? t : 1;

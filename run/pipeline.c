@@ -4,6 +4,7 @@
 #include "report/report.h"
 #include "run/run.h"
 
+#include "campaign/runtime_ranks.h"
 #include "campaign/scale.h"
 
 /* The pipeline of `peat run`, in order (docs/architecture.md; how to add one: stages.h). */
@@ -32,6 +33,7 @@ static const peat_campaign_stage rank_stages[] = {
 
 peat_status peat_run_campaign(const peat_campaign_opts *o, peat_campaign_result *res)
 {
-    if (peat_campaign_scale_mpi_rank() > 0) return peat_campaign_stages_run(rank_stages, 2, o, res);
+    if (peat_campaign_runtime_ranks_active() && peat_campaign_scale_mpi_rank() > 0)
+        return peat_campaign_stages_run(rank_stages, 2, o, res);
     return peat_campaign_stages_run(stages, (int)(sizeof stages / sizeof stages[0]), o, res);
 }
