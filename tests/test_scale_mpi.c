@@ -2,7 +2,8 @@
  * --oversubscribe peat inject` give the trial table, rates and reference signatures of the
  * single-process run with the same seed, and a job whose rank was killed resumes under another
  * rank count to the identical result; `mpirun -n N peat run` gives the single process's runtime
- * curves, checkpoints, verdicts and findings, and a rank that fails is named. */
+ * curves, checkpoints, verdicts and findings, a rank that fails is named, a run without a runtime
+ * stage lets the waiting ranks go, and --budget is refused under mpirun. */
 #include <criterion/criterion.h>
 
 #include "campaign/harness.h"
@@ -276,4 +277,34 @@ Test(mpi, run_names_the_rank_that_failed)
               "rank 0 names the rank and its runs: %s", err);
     snprintf(p, sizeof p, "%s/failed/campaign.h5", tmpdir);
     cr_assert(access(p, F_OK) != 0, "no campaign was completed without the rank's runs");
+}
+
+Test(mpi, run_without_runtime_stage_lets_the_ranks_go_and_budget_is_refused)
+{
+    char cmd[2000], err[4096];
+    /* rank 0 ends without a runtime stage: the other ranks, waiting for it, end with it */
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 %s "
+             "--oversubscribe -n 3 %s run --kernel gemm_new --flow mlp --iters 4 --calls 8 "
+             "--no-probes --no-runtime --quiet --out '%s/nr' >/dev/null 2>'%s/nr.err'",
+             PEAT_TEST_MPIRUN, PEAT_TEST_BIN, tmpdir, tmpdir);
+    int rc = system(cmd);
+    read_text("nr.err", err, sizeof err);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "mpirun -n 3 peat run --no-runtime: %d %s",
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, err);
+    snprintf(cmd, sizeof cmd, "%s/nr/campaign.h5", tmpdir);
+    cr_assert_eq(access(cmd, F_OK), 0, "rank 0 completed the campaign");
+    /* --budget steers by the clock: refused in one line before anything runs */
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 %s "
+             "--oversubscribe -n 2 %s run --kernel gemm_new --budget 30s --out '%s/bu' "
+             ">/dev/null 2>'%s/bu.err'",
+             PEAT_TEST_MPIRUN, PEAT_TEST_BIN, tmpdir, tmpdir);
+    rc = system(cmd);
+    read_text("bu.err", err, sizeof err);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "refused with exit 2: %s", err);
+    cr_assert(strstr(err, "peat: error: peat run --budget does not split across MPI ranks"),
+              "says why: %s", err);
+    snprintf(cmd, sizeof cmd, "%s/bu", tmpdir);
+    cr_assert(access(cmd, F_OK) != 0, "nothing was run");
 }
