@@ -1,6 +1,8 @@
 /* bench_ranks.c: items per second of scale-out on this machine, 1 rank against 2 (mpirun -n 2):
- * playback FI trials (`peat inject`, one thread per rank) and suite items (`peat ci`: whole
- * campaigns, each its profile, playback, probes and runtime-FI runs), with the ratio, in one run.
+ * playback FI trials (`peat inject`, one thread per rank), suite items (`peat ci`: whole
+ * campaigns, each its profile, playback, probes and runtime-FI runs) and the runtime-FI runs of
+ * one `peat run` (split across the ranks; the rest of the campaign stays on rank 0), with the
+ * ratio, in one run.
  * Wall clock of the whole command (start-up, merge and reports included). Needs a build with MPI
  * (PEAT_MPI) and mpirun on PATH or at the configured path. */
 #define _DEFAULT_SOURCE
@@ -84,6 +86,31 @@ static double suite_rate(const char *peat, int ranks, int items)
     return r;
 }
 
+static double runtime_s; /* the last `peat run`'s runtime FI stage, as its verdict line says */
+
+/* Runtime-FI runs (beside the golden one) per second of one `peat run` with ranks 1 or 2: the
+ * whole command's wall clock; runtime_s gets the runtime stage's. */
+static double run_rate(const char *peat, int ranks, int runs, const char *args)
+{
+    char cmd[2000], out[300], line[4096];
+    char launch[400] = "";
+    if (ranks > 1)
+        snprintf(launch, sizeof launch, "%s %s -n %d", mpi_env, PEAT_BENCH_MPIRUN, ranks);
+    snprintf(out, sizeof out, "%s/run%d.log", dir, ranks);
+    snprintf(cmd, sizeof cmd, "rm -rf %s/r%d && %s %s run %s --out %s/r%d >%s", dir, ranks, launch,
+             peat, args, dir, ranks, out);
+    double t = timed(cmd);
+    last_cpu /= runs;
+    runtime_s = 0;
+    FILE *f = fopen(out, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *v = strstr(line, "runtime FI ");
+        if (!strncmp(line, "verdict:", 8) && v) runtime_s = atof(v + 11);
+    }
+    if (f) fclose(f);
+    return runs / t;
+}
+
 int main(int argc, char **argv)
 {
     const char *peat = argc > 1 ? argv[1] : "build/peat";
@@ -123,10 +150,26 @@ int main(int argc, char **argv)
     printf("| suite items (campaigns: playback, probes, runtime-FI runs) | 4 | %.2f | %.2f | "
            "%.2fx | %.0f | %.0f |\n",
            a, b, b / a, 1e3 * ca, 1e3 * last_cpu);
+    /* 5 band reruns and 4 frequencies: 9 runs beside the golden one (rank 0 trains 4, rank 1 5) */
+    const char *rargs = "--kernel gemm_new --flow mlp --iters 200 --calls 32 --seed 7 --no-probes "
+                        "--runtime-band 6 --runtime-freq 1,1/2,1/4,1/10";
+    a = run_rate(peat, 1, 9, rargs), ca = last_cpu;
+    double ra = runtime_s, ta = 9 / a;
+    b = run_rate(peat, 2, 9, rargs);
+    double rb = runtime_s, tb = 9 / b;
+    printf("| runtime-FI runs of one `peat run` (whole command) | 9 | %.2f | %.2f | %.2fx | %.0f | "
+           "%.0f |\n",
+           a, b, b / a, 1e3 * ca, 1e3 * last_cpu);
+    printf("| the same, runtime FI stage alone | 9 | %.2f | %.2f | %.2fx | | |\n", 9 / ra, 9 / rb,
+           ra / rb);
     printf(
         "\n(mpirun -n 2 alone: %.2f s of every 2-rank row; the merge rewrites every trial row on "
         "rank 0)\n",
         launch);
+    printf("`peat run`: %.2f s at 1 rank, of which runtime FI %.2f s: serial part (start-up, "
+           "profile, playback, analysis, commit, report, on rank 0 alone) %.2f s = %.0f%%; at 2 "
+           "ranks %.2f s, runtime FI %.2f s\n",
+           ta, ra, ta - ra, 100 * (ta - ra) / ta, tb, rb);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 
 #include "campaign/campaign.h"
 #include "campaign/runtime_call.h"
+#include "campaign/runtime_ranks.h"
 #include "inject/inject.h"
 #include "predictor/predictor.h"
 
@@ -34,6 +35,7 @@ typedef struct member {
     peat_runtime_run *run;
     double *tdist;           /* per iteration x weight tensor distances (not for the golden run) */
     peat_runtime_call *call; /* how the candidate is called (faulty runs of a kernel) */
+    int local;               /* trained by this rank (always, without ranks) */
 } member;
 
 typedef struct lockstep {
@@ -44,6 +46,8 @@ typedef struct lockstep {
     int n_w;                   /* weight tensors (the first n_w state tensors) */
     int *w_idx;                /* their state indices */
     int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
+    int ranks;                 /* o->n_ranks > 1: the members are split across MPI ranks */
+    peat_campaign_pack ck; /* with ranks: this rank's checkpoints, written (rank 0) at the end */
 } lockstep;
 
 const char *peat_campaign_runtime_band_spec(int r)
@@ -188,27 +192,37 @@ static peat_status lockstep_setup(lockstep *L)
     if (!res->eval_iter) return PEAT_ERROR(PEAT_ERR_NOMEM, "eval list");
     iters_set(L, o->iters);
     int64_t cap_eval = L->cap / L->every + 1;
+    L->ranks = o->n_ranks > 1;
+    if (L->ranks && o->steer)
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                          "runtime FI steered by a budget does not split across MPI ranks");
     for (int r = 0; r < R; r++, res->n_band++) {
-        member *m = &L->mem[L->n++];
+        member *m = &L->mem[L->n];
+        m->local = !L->n || peat_campaign_runtime_ranks_owner(L->n, o->n_ranks) == o->rank;
+        L->n++;
         m->run = &res->band[r];
         PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, r ? band_specs[r - 1] : "golden"));
-        PEAT_TRY(member_setup(L, m, r ? band_specs[r - 1] : NULL, NULL));
+        if (m->local) PEAT_TRY(member_setup(L, m, r ? band_specs[r - 1] : NULL, NULL));
     }
     char buf[256];
     snprintf(buf, sizeof buf, "%s", o->freqs ? o->freqs : PEAT_RUNTIME_DEFAULT_FREQS);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        member *m = &L->mem[L->n++];
+        member *m = &L->mem[L->n];
+        m->local = peat_campaign_runtime_ranks_owner(L->n, o->n_ranks) == o->rank;
+        L->n++;
         m->run = &res->faulty[res->n_faulty++];
         char label[64];
         snprintf(label, sizeof label, "%.40s @ %s", o->candidate ? o->candidate->name : o->model,
                  t);
         PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, label));
         snprintf(m->run->freq, sizeof m->run->freq, "%s", t);
-        PEAT_TRY(member_setup(L, m, o->model, t));
+        if (m->local) PEAT_TRY(member_setup(L, m, o->model, t));
     }
     PEAT_TRY(weights_find(L));
     for (int i = 1; i < L->n; i++) {
+        /* rank 0 receives the other ranks' distances; those ranks keep only their own */
+        if (!L->mem[i].local && o->rank != 0) continue;
         L->mem[i].tdist = calloc((size_t)(L->cap * L->n_w) + 1, sizeof(double));
         if (!L->mem[i].tdist) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight distances");
     }
@@ -225,6 +239,7 @@ static void lockstep_free(lockstep *L)
         free(L->mem[i].tdist);
     }
     free(L->w_idx);
+    peat_campaign_pack_free(&L->ck);
 }
 
 /* ||w - g|| / ||g|| (or ||w|| when g is 0), and the non-finite values of w. */
@@ -272,6 +287,7 @@ static void measure(lockstep *L, int64_t t)
 {
     for (int i = 0; i < L->n; i++) {
         member *m = &L->mem[i];
+        if (!m->local) continue; /* another rank's */
         double worst = 0.0;
         int64_t nf = 0;
         for (int k = 0; k < L->n_w; k++) {
@@ -290,6 +306,28 @@ static void measure(lockstep *L, int64_t t)
     }
 }
 
+/* A checkpoint kept in memory: iteration, member, then each tensor's name, type, shape and
+ * bytes. */
+static peat_status ckpt_pack(peat_campaign_pack *p, int64_t t, int32_t i, int n,
+                             const peat_tensor **ts, const char **names)
+{
+    int32_t nt = n;
+    peat_campaign_pack_put(p, &t, sizeof t);
+    peat_campaign_pack_put(p, &i, sizeof i);
+    peat_campaign_pack_put(p, &nt, sizeof nt);
+    for (int k = 0; k < n; k++) {
+        int32_t dt = (int32_t)ts[k]->dtype, nd = ts[k]->ndim;
+        uint64_t nb = peat_tensor_nbytes(ts[k]);
+        peat_campaign_pack_put_str(p, names[k]);
+        peat_campaign_pack_put(p, &dt, sizeof dt);
+        peat_campaign_pack_put(p, &nd, sizeof nd);
+        peat_campaign_pack_put(p, ts[k]->shape, (size_t)nd * sizeof ts[k]->shape[0]);
+        peat_campaign_pack_put(p, &nb, sizeof nb);
+        peat_campaign_pack_put(p, ts[k]->data, (size_t)nb);
+    }
+    return p->err ? PEAT_ERROR(PEAT_ERR_NOMEM, "a runtime checkpoint kept for rank 0") : PEAT_OK;
+}
+
 static peat_status checkpoint(lockstep *L, member *m, int64_t t)
 {
     int n = peat_models_flow_state_count(m->f);
@@ -299,7 +337,9 @@ static peat_status checkpoint(lockstep *L, member *m, int64_t t)
     snprintf(tag, sizeof tag, "runtime %.23s", m->run->freq);
     peat_status st = ts && names ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint list");
     for (int i = 0; st == PEAT_OK && i < n; i++) ts[i] = peat_models_flow_state(m->f, i, &names[i]);
-    if (st == PEAT_OK && !peat_store_state_has(L->o->store, t, tag))
+    if (st == PEAT_OK && L->ranks) /* kept for rank 0, which writes them all in order at the end */
+        st = ckpt_pack(&L->ck, t, (int32_t)(m - L->mem), n, ts, names);
+    else if (st == PEAT_OK && !peat_store_state_has(L->o->store, t, tag))
         st = peat_store_state_write(L->o->store, t, tag, n, ts, names);
     free(ts);
     free(names);
@@ -340,7 +380,11 @@ static void fail(lock_thread *w, peat_status st)
 static int claim(lock_thread *w, int *next)
 {
     pthread_mutex_lock(&w->sh->mu);
-    int n = w->L->n, i = w->sh->st == PEAT_OK && *next < n ? n - 1 - (*next)++ : -1;
+    int n = w->L->n, i = -1;
+    while (w->sh->st == PEAT_OK && *next < n && i < 0) {
+        i = n - 1 - (*next)++;
+        if (!w->L->mem[i].local) i = -1; /* another rank's */
+    }
     pthread_mutex_unlock(&w->sh->mu);
     return i;
 }
@@ -365,8 +409,8 @@ static peat_status after_step(lockstep *L, int64_t t)
 {
     const peat_runtime_opts *o = L->o;
     measure(L, t);
-    for (int i = L->res->n_band; o->store && o->checkpoint_iters && i < L->n; i++)
-        if (peat_campaign_iter_spec_match(o->checkpoint_iters, t, L->iters))
+    for (int i = L->res->n_band; (o->store || L->ranks) && o->checkpoint_iters && i < L->n; i++)
+        if (L->mem[i].local && peat_campaign_iter_spec_match(o->checkpoint_iters, t, L->iters))
             PEAT_TRY(checkpoint(L, &L->mem[i], t));
     return PEAT_OK;
 }
@@ -445,8 +489,9 @@ static void *lock_worker(void *arg)
 static peat_status lockstep_run(lockstep *L)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int T = L->o->threads > 0 ? L->o->threads : (int)(cpus > 1 ? cpus : 1);
-    if (T > L->n) T = L->n;
+    int T = L->o->threads > 0 ? L->o->threads : (int)(cpus > 1 ? cpus : 1), mine = 0;
+    for (int i = 0; i < L->n; i++) mine += L->mem[i].local;
+    if (T > mine) T = mine;
     lock_shared sh = {.st = PEAT_OK};
     pthread_mutex_init(&sh.mu, NULL);
     pthread_cond_init(&sh.go, NULL);
@@ -467,7 +512,8 @@ static peat_status lockstep_run(lockstep *L)
     pthread_barrier_destroy(&sh.bar);
     pthread_cond_destroy(&sh.go);
     pthread_mutex_destroy(&sh.mu);
-    for (int i = 0; i < L->n; i++) L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
+    for (int i = 0; i < L->n; i++)
+        if (L->mem[i].local) L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
     return sh.st;
 }
 
@@ -494,6 +540,223 @@ static peat_status judge(peat_runtime_result *res)
         snprintf(v->evidence, sizeof v->evidence, "%s", r->ended);
     }
     return PEAT_OK;
+}
+
+/* ---- ranks (`mpirun -n N peat run`): what the other ranks trained, to rank 0 ---- */
+
+static void member_pack(peat_campaign_pack *p, const lockstep *L, int i)
+{
+    const member *m = &L->mem[i];
+    const peat_runtime_run *r = m->run;
+    int64_t n = L->res->n, ne = L->res->n_eval, w = m->tdist ? L->n_w : 0;
+    int32_t idx = i;
+    peat_campaign_pack_put(p, &idx, sizeof idx);
+    peat_campaign_pack_put(p, &n, sizeof n);
+    peat_campaign_pack_put(p, &ne, sizeof ne);
+    peat_campaign_pack_put(p, &w, sizeof w);
+    peat_campaign_pack_put(p, r->loss, (size_t)n * sizeof *r->loss);
+    peat_campaign_pack_put(p, r->wdist, (size_t)n * sizeof *r->wdist);
+    peat_campaign_pack_put(p, r->nonfinite, (size_t)n * sizeof *r->nonfinite);
+    peat_campaign_pack_put(p, r->eval_acc, (size_t)ne * sizeof *r->eval_acc);
+    peat_campaign_pack_put(p, &r->first_nonfinite, sizeof r->first_nonfinite);
+    peat_campaign_pack_put(p, &r->swapped, sizeof r->swapped);
+    peat_campaign_pack_put(p, &r->ended_iter, sizeof r->ended_iter);
+    peat_campaign_pack_put_str(p, r->ended);
+    if (w) peat_campaign_pack_put(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
+}
+
+/* Rank `from`'s member into L: it must be one rank 0 left to that rank, of the same length. */
+static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
+{
+    int32_t idx = -1;
+    int64_t n = 0, ne = 0, w = 0;
+    peat_campaign_pack_get(p, &idx, sizeof idx);
+    peat_campaign_pack_get(p, &n, sizeof n);
+    peat_campaign_pack_get(p, &ne, sizeof ne);
+    peat_campaign_pack_get(p, &w, sizeof w);
+    if (p->err || idx < 1 || idx >= L->n || L->mem[idx].local ||
+        peat_campaign_runtime_ranks_owner(idx, L->o->n_ranks) != from || n != L->res->n ||
+        ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "rank %d sent runtime run %d of %lld iterations, not one of its own "
+                          "of %lld",
+                          from, (int)idx, (long long)n, (long long)L->res->n);
+    member *m = &L->mem[idx];
+    peat_runtime_run *r = m->run;
+    peat_campaign_pack_get(p, r->loss, (size_t)n * sizeof *r->loss);
+    peat_campaign_pack_get(p, r->wdist, (size_t)n * sizeof *r->wdist);
+    peat_campaign_pack_get(p, r->nonfinite, (size_t)n * sizeof *r->nonfinite);
+    peat_campaign_pack_get(p, r->eval_acc, (size_t)ne * sizeof *r->eval_acc);
+    peat_campaign_pack_get(p, &r->first_nonfinite, sizeof r->first_nonfinite);
+    peat_campaign_pack_get(p, &r->swapped, sizeof r->swapped);
+    peat_campaign_pack_get(p, &r->ended_iter, sizeof r->ended_iter);
+    snprintf(r->ended, sizeof r->ended, "%s", peat_campaign_pack_get_str(p));
+    if (w) peat_campaign_pack_get(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
+    m->local = 1; /* its curves are here now */
+    return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d's runtime run %d is cut short", from,
+                               (int)idx)
+                  : PEAT_OK;
+}
+
+/* A kept checkpoint: where it starts in its buffer, for the order one process writes them in
+ * (iteration, then member). */
+typedef struct ckpt_at {
+    int64_t t;
+    int32_t i;
+    peat_campaign_pack *p;
+    size_t at;
+} ckpt_at;
+
+static int ckpt_cmp(const void *a, const void *b)
+{
+    const ckpt_at *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Reads one kept checkpoint at p->at: its tensors into ts/names (data copied: aligned), or, with
+ * ts NULL, only past it. */
+static peat_status ckpt_read(peat_campaign_pack *p, int64_t *t, int32_t *i, int32_t *n,
+                             peat_tensor *ts, const char **names, int cap)
+{
+    peat_campaign_pack_get(p, t, sizeof *t);
+    peat_campaign_pack_get(p, i, sizeof *i);
+    peat_campaign_pack_get(p, n, sizeof *n);
+    if (p->err || *n < 0 || (ts && *n > cap))
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "a runtime checkpoint of another rank is cut short");
+    for (int k = 0; k < *n && !p->err; k++) {
+        const char *name = peat_campaign_pack_get_str(p);
+        int32_t dt = 0, nd = 0;
+        uint64_t nb = 0;
+        peat_campaign_pack_get(p, &dt, sizeof dt);
+        peat_campaign_pack_get(p, &nd, sizeof nd);
+        if (nd < 0 || nd > PEAT_MAX_DIMS) p->err = 1;
+        int64_t shape[PEAT_MAX_DIMS] = {0};
+        peat_campaign_pack_get(p, shape, (size_t)(p->err ? 0 : nd) * sizeof shape[0]);
+        peat_campaign_pack_get(p, &nb, sizeof nb);
+        if (p->err || nb > p->n - p->at) {
+            p->err = 1;
+            break;
+        }
+        if (ts) {
+            memset(&ts[k], 0, sizeof ts[k]);
+            ts[k].dtype = (peat_dtype)dt, ts[k].ndim = nd;
+            memcpy(ts[k].shape, shape, sizeof shape);
+            ts[k].data = malloc((size_t)nb + 1);
+            if (!ts[k].data) return PEAT_ERROR(PEAT_ERR_NOMEM, "a runtime checkpoint");
+            memcpy(ts[k].data, p->b + p->at, (size_t)nb);
+            names[k] = name;
+        }
+        p->at += (size_t)nb;
+    }
+    return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "a runtime checkpoint of another rank is cut short")
+                  : PEAT_OK;
+}
+
+/* Rank 0: every rank's kept checkpoints (each pack read from its `at` to its end) into the
+ * campaign file, in one process's order. */
+static peat_status ckpts_write(lockstep *L, peat_campaign_pack *packs, int n_packs)
+{
+    int n = 0, cap = 0;
+    ckpt_at *all = NULL;
+    peat_status st = PEAT_OK;
+    for (int q = 0; st == PEAT_OK && q < n_packs; q++) {
+        peat_campaign_pack *p = &packs[q];
+        while (st == PEAT_OK && p->at < p->n) {
+            if (n == cap) {
+                ckpt_at *a = realloc(all, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *a);
+                if (!a) {
+                    st = PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint list");
+                    break;
+                }
+                all = a;
+            }
+            ckpt_at *c = &all[n++];
+            c->p = p, c->at = p->at;
+            int32_t nt;
+            st = ckpt_read(p, &c->t, &c->i, &nt, NULL, NULL, 0);
+            if (st == PEAT_OK && (c->i < L->res->n_band || c->i >= L->n))
+                st = PEAT_ERROR(PEAT_ERR_FORMAT, "a runtime checkpoint of run %d", (int)c->i);
+        }
+    }
+    if (n) qsort(all, (size_t)n, sizeof *all, ckpt_cmp);
+    int ns = peat_models_flow_state_count(L->mem[0].f);
+    peat_tensor *ts = calloc((size_t)ns + 1, sizeof *ts);
+    const peat_tensor **tp = calloc((size_t)ns + 1, sizeof *tp);
+    const char **names = calloc((size_t)ns + 1, sizeof *names);
+    if (st == PEAT_OK && (!ts || !tp || !names)) st = PEAT_ERROR(PEAT_ERR_NOMEM, "checkpoint");
+    for (int j = 0; st == PEAT_OK && j < n; j++) {
+        int64_t t;
+        int32_t i, nt = 0;
+        all[j].p->at = all[j].at;
+        st = ckpt_read(all[j].p, &t, &i, &nt, ts, names, ns);
+        char tag[32];
+        snprintf(tag, sizeof tag, "runtime %.23s", L->mem[i].run->freq);
+        for (int k = 0; k < nt; k++) tp[k] = &ts[k];
+        if (st == PEAT_OK && !peat_store_state_has(L->o->store, t, tag))
+            st = peat_store_state_write(L->o->store, t, tag, nt, tp, names);
+        for (int k = 0; k < nt; k++) free(ts[k].data), ts[k].data = NULL;
+    }
+    free(ts);
+    free(tp);
+    free(names);
+    free(all);
+    return st;
+}
+
+/* The runs another rank trained, by name, for its error. */
+static void rank_runs(const lockstep *L, int r, char *out, size_t n)
+{
+    out[0] = 0;
+    for (int i = 1; i < L->n; i++)
+        if (peat_campaign_runtime_ranks_owner(i, L->o->n_ranks) == r && strlen(out) + 4 < n)
+            snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? ", " : "",
+                     L->mem[i].run ? L->mem[i].run->label : "?");
+}
+
+/* After the ranks trained (st: this rank's status): ranks > 0 answer rank 0 with their members
+ * and checkpoints; rank 0 takes every rank's answer (all of them, whatever failed: a rank waiting
+ * to be heard must not hang), its members into L and every checkpoint into the file. The first
+ * failure is the error, naming its rank and runs. */
+static peat_status ranks_exchange(lockstep *L, peat_status st)
+{
+    const peat_runtime_opts *o = L->o;
+    if (o->rank != 0) {
+        peat_campaign_pack body = {0};
+        int32_t mine = 0;
+        for (int i = 1; i < L->n; i++) mine += L->mem[i].local;
+        peat_campaign_pack_put(&body, &mine, sizeof mine);
+        for (int i = 1; st == PEAT_OK && i < L->n; i++)
+            if (L->mem[i].local) member_pack(&body, L, i);
+        if (st == PEAT_OK) peat_campaign_pack_put(&body, L->ck.b, L->ck.n);
+        if (st == PEAT_OK && body.err)
+            st = PEAT_ERROR(PEAT_ERR_NOMEM, "the runtime curves for rank 0");
+        peat_status sent = peat_campaign_runtime_ranks_answer(st, &body);
+        peat_campaign_pack_free(&body);
+        return st != PEAT_OK ? st : sent;
+    }
+    peat_campaign_pack *packs = calloc((size_t)o->n_ranks, sizeof *packs);
+    if (!packs) return PEAT_ERROR(PEAT_ERR_NOMEM, "the ranks' answers");
+    char first[1024] = "";
+    for (int r = 1; r < o->n_ranks; r++) {
+        peat_status rs = peat_campaign_runtime_ranks_collect(r, &packs[r]);
+        int32_t count = 0; /* read only into a lockstep that is whole */
+        if (rs == PEAT_OK && st == PEAT_OK) peat_campaign_pack_get(&packs[r], &count, sizeof count);
+        for (int k = 0; rs == PEAT_OK && k < count; k++) rs = member_unpack(&packs[r], L, r);
+        if (rs != PEAT_OK && st == PEAT_OK) {
+            char runs[512];
+            rank_runs(L, r, runs, sizeof runs);
+            snprintf(first, sizeof first, "%s (its runs: %s)", peat_error_last(), runs);
+            st = rs;
+        }
+    }
+    packs[0] = L->ck; /* rank 0's own, read from its start */
+    packs[0].at = 0;
+    if (st == PEAT_OK) st = ckpts_write(L, packs, o->n_ranks);
+    for (int r = 1; r < o->n_ranks; r++) peat_campaign_pack_free(&packs[r]);
+    free(packs);
+    if (first[0]) return PEAT_ERROR(st, "%s", first);
+    return st;
 }
 
 /* ---- the campaign file: /runtime/curves, /runtime/weight_distance, /runtime/verdicts ---- */
@@ -714,10 +977,17 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
     L.res = res;
     rt_tables tabs;
     memset(&tabs, 0, sizeof tabs);
+    L.ranks = o->n_ranks > 1;
     peat_status st = o->store ? tables_open(o->store, &tabs) : PEAT_OK;
+    /* test only (tests/test_scale_mpi.c): PEAT_TEST_RUNTIME_FAIL_RANK=R fails rank R's runs */
+    const char *fail = getenv("PEAT_TEST_RUNTIME_FAIL_RANK");
+    if (st == PEAT_OK && L.ranks && fail && atoi(fail) == o->rank)
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "PEAT_TEST_RUNTIME_FAIL_RANK: rank %d fails on purpose",
+                        o->rank);
     if (st == PEAT_OK) st = lockstep_setup(&L);
     if (st == PEAT_OK) st = lockstep_run(&L);
-    if (st == PEAT_OK) st = judge(res);
+    if (L.ranks) st = ranks_exchange(&L, st);
+    if (st == PEAT_OK && o->rank == 0) st = judge(res);
     if (st == PEAT_OK && o->store) st = store_all(&L, &tabs);
     tables_close(&tabs);
     lockstep_free(&L);

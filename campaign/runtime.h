@@ -32,6 +32,11 @@ typedef struct peat_runtime_opts {
     const char *checkpoint_iters; /* faulty runs' checkpoints in the store ("last", "none", ...) */
     peat_store_t *store;          /* NULL = nothing stored */
     int threads;                  /* runs trained side by side (0 = online CPUs) */
+    /* `mpirun -n N peat run` (n_ranks > 1): this rank trains the golden run (every rank's
+     * distance reference) and the members i >= 1 with i mod n_ranks == rank; ranks > 0 send
+     * their curves, distances and checkpoints to rank 0 (runtime_ranks.h), which judges and
+     * stores them as one process would; ranks > 0 have no store */
+    int rank, n_ranks;
     /* steering (`peat run --budget`): after each iteration, the runs' new total of iterations
      * from the iterations done and the wall seconds they took (evaluations every `every`);
      * clamped to done + 1 .. max_iters. NULL: o->iters, fixed */

@@ -113,6 +113,8 @@ static int launched(void)
            env_int("PMIX_SIZE", 0) > 1;
 }
 
+static void local_size_count(void);
+
 peat_status peat_campaign_scale_mpi_init(int *argc, char ***argv)
 {
     if (started || !launched()) return PEAT_OK;
@@ -122,6 +124,7 @@ peat_status peat_campaign_scale_mpi_init(int *argc, char ***argv)
         return PEAT_ERROR(PEAT_ERR_IO, "MPI_Init failed");
     started = 1;
     setenv("PEAT_MPI_RANK_CHILD", "1", 1);
+    local_size_count();
     return PEAT_OK;
 }
 
@@ -147,14 +150,115 @@ int peat_campaign_scale_mpi_size(void)
 
 /* Waits for every rank asleep: a rank that ends early would otherwise spin in the collective
  * (Open MPI polls), taking a core from the ranks still working. */
+static int wait_sleeping(MPI_Request *rq)
+{
+    int done = 0, rc = MPI_SUCCESS;
+    struct timespec ms = {0, 1000000};
+    for (rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE); rc == MPI_SUCCESS && !done;
+         rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE))
+        nanosleep(&ms, NULL);
+    return rc;
+}
+
 static void barrier_sleeping(void)
 {
     MPI_Request rq;
-    int done = 0;
     MPI_Ibarrier(MPI_COMM_WORLD, &rq);
-    struct timespec ms = {0, 1000000};
-    for (MPI_Test(&rq, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&rq, &done, MPI_STATUS_IGNORE))
-        nanosleep(&ms, NULL);
+    wait_sleeping(&rq);
+}
+
+static int local_size = 1;
+
+/* Collective: every rank at MPI_Init. */
+static void local_size_count(void)
+{
+    MPI_Comm node;
+    int n = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return;
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    local_size = n > 0 ? n : 1;
+}
+
+int peat_campaign_scale_mpi_local_size(void)
+{
+    return started ? local_size : 1;
+}
+
+/* Messages of any length in pieces MPI's int count holds; every wait asleep. */
+#define PIECE ((size_t)1 << 30)
+
+static peat_status bytes_bcast(unsigned char *buf, size_t n)
+{
+    for (size_t at = 0; at < n; at += PIECE) {
+        MPI_Request rq;
+        int k = (int)(n - at < PIECE ? n - at : PIECE);
+        if (MPI_Ibcast(buf + at, k, MPI_BYTE, 0, MPI_COMM_WORLD, &rq) != MPI_SUCCESS ||
+            wait_sleeping(&rq) != MPI_SUCCESS)
+            return PEAT_ERROR(PEAT_ERR_IO, "MPI broadcast failed");
+    }
+    return PEAT_OK;
+}
+
+peat_status peat_campaign_scale_mpi_bcast(void **buf, size_t *n)
+{
+    if (!started) return PEAT_OK;
+    uint64_t len = peat_campaign_scale_mpi_rank() == 0 ? (uint64_t)*n : 0;
+    PEAT_TRY(bytes_bcast((unsigned char *)&len, sizeof len));
+    if (peat_campaign_scale_mpi_rank() != 0) {
+        *buf = malloc(len + 1);
+        *n = (size_t)len;
+        if (!*buf)
+            return PEAT_ERROR(PEAT_ERR_NOMEM, "a broadcast of %llu bytes", (unsigned long long)len);
+    }
+    return bytes_bcast(*buf, (size_t)len);
+}
+
+#define TAG_LEN  7101
+#define TAG_BODY 7102
+
+peat_status peat_campaign_scale_mpi_send0(const void *buf, size_t n)
+{
+    if (!started) return PEAT_OK;
+    uint64_t len = n;
+    MPI_Request rq;
+    if (MPI_Isend(&len, 1, MPI_UINT64_T, 0, TAG_LEN, MPI_COMM_WORLD, &rq) != MPI_SUCCESS ||
+        wait_sleeping(&rq) != MPI_SUCCESS)
+        return PEAT_ERROR(PEAT_ERR_IO, "MPI send to rank 0 failed");
+    for (size_t at = 0; at < n; at += PIECE) {
+        int k = (int)(n - at < PIECE ? n - at : PIECE);
+        if (MPI_Isend((const unsigned char *)buf + at, k, MPI_BYTE, 0, TAG_BODY, MPI_COMM_WORLD,
+                      &rq) != MPI_SUCCESS ||
+            wait_sleeping(&rq) != MPI_SUCCESS)
+            return PEAT_ERROR(PEAT_ERR_IO, "MPI send to rank 0 failed");
+    }
+    return PEAT_OK;
+}
+
+peat_status peat_campaign_scale_mpi_recv(int from, void **buf, size_t *n)
+{
+    *buf = NULL, *n = 0;
+    if (!started) return PEAT_ERROR(PEAT_ERR_INVAL, "no MPI ranks to receive from");
+    uint64_t len = 0;
+    MPI_Request rq;
+    if (MPI_Irecv(&len, 1, MPI_UINT64_T, from, TAG_LEN, MPI_COMM_WORLD, &rq) != MPI_SUCCESS ||
+        wait_sleeping(&rq) != MPI_SUCCESS)
+        return PEAT_ERROR(PEAT_ERR_IO, "MPI receive from rank %d failed", from);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (!b)
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "%llu bytes from rank %d", (unsigned long long)len, from);
+    for (size_t at = 0; at < len; at += PIECE) {
+        int k = (int)(len - at < PIECE ? len - at : PIECE);
+        if (MPI_Irecv(b + at, k, MPI_BYTE, from, TAG_BODY, MPI_COMM_WORLD, &rq) != MPI_SUCCESS ||
+            wait_sleeping(&rq) != MPI_SUCCESS) {
+            free(b);
+            return PEAT_ERROR(PEAT_ERR_IO, "MPI receive from rank %d failed", from);
+        }
+    }
+    *buf = b, *n = (size_t)len;
+    return PEAT_OK;
 }
 
 peat_status peat_campaign_scale_mpi_status_all(peat_status mine, uint64_t *failed)
@@ -185,6 +289,30 @@ void peat_campaign_scale_mpi_max(double *v, int n)
 }
 
 #else
+
+int peat_campaign_scale_mpi_local_size(void)
+{
+    return 1;
+}
+
+peat_status peat_campaign_scale_mpi_bcast(void **buf, size_t *n)
+{
+    (void)buf, (void)n;
+    return PEAT_OK;
+}
+
+peat_status peat_campaign_scale_mpi_send0(const void *buf, size_t n)
+{
+    (void)buf, (void)n;
+    return PEAT_OK;
+}
+
+peat_status peat_campaign_scale_mpi_recv(int from, void **buf, size_t *n)
+{
+    (void)from;
+    *buf = NULL, *n = 0;
+    return PEAT_ERROR(PEAT_ERR_INVAL, "no MPI ranks to receive from");
+}
 
 void peat_campaign_scale_mpi_sum(double *v, int n)
 {

@@ -47,6 +47,16 @@ peat_status peat_campaign_scale_mpi_status_all(peat_status mine, uint64_t *faile
 void peat_campaign_scale_mpi_sum(double *v, int n);
 /* The same with the largest value (the slowest rank's time). */
 void peat_campaign_scale_mpi_max(double *v, int n);
+/* Ranks on this node (1 without MPI): a rank's share of the node's cores is cores / this. */
+int peat_campaign_scale_mpi_local_size(void);
+/* Rank 0's *n bytes at *buf to every rank: the others get a malloc'ed copy (+1 byte of room) in
+ * *buf, *n. Every rank must call it; they wait asleep (rank 0 may be busy for minutes). A single
+ * process keeps its own. */
+peat_status peat_campaign_scale_mpi_bcast(void **buf, size_t *n);
+/* Point to point, to rank 0: a rank sends n bytes; rank 0 receives what rank `from` sent, in a
+ * malloc'ed buffer (the caller frees it). Both wait asleep. */
+peat_status peat_campaign_scale_mpi_send0(const void *buf, size_t n);
+peat_status peat_campaign_scale_mpi_recv(int from, void **buf, size_t *n);
 /* Whether this build has MPI (PEAT_MPI). */
 int peat_campaign_scale_mpi_built(void);
 

@@ -2,11 +2,14 @@
  * over the profiled iterations, judged against the golden noise band; its verdicts join the
  * findings and the acceptance (docs/fault-injection.md). */
 #include "campaign/runtime.h"
+#include "campaign/runtime_ranks.h"
+#include "campaign/scale.h"
 #include "campaign/stages.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The finding of each faulty run joins the detect stage's sources; the detector assembles the
  * list again (peat_detector_assemble) and the verdict is recomputed. */
@@ -28,6 +31,57 @@ static void findings_add(peat_campaign *c, peat_campaign_result *res, const peat
     src.runtime = runtime, src.n_runtime = rt->n_faulty;
     res->n_findings = peat_detector_assemble(&src, res->findings, cap);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
+}
+
+/* The lockstep's options of this campaign. */
+static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
+{
+    const peat_campaign_opts *o = c->o;
+    memset(ro, 0, sizeof *ro);
+    ro->flow = c->flow;
+    ro->cfg = peat_campaign_flow_config(o);
+    ro->iters = c->runtime_iters ? c->runtime_iters(c) : c->iters;
+    c->res->runtime_iters = ro->iters;
+    if (c->planned) {
+        /* under a budget the runs' length follows the deadline while they train */
+        ro->steer = c->runtime_steer;
+        ro->steer_user = c;
+        ro->max_iters = c->max_iters;
+    }
+    ro->op = c->k->op;
+    ro->candidate = c->k;
+    if (o->runtime_model) {
+        /* the model on the kernel under test (the golden kernel itself: plain runtime FI) */
+        ro->candidate = NULL;
+        ro->model = o->runtime_model;
+        ro->model_kernel = c->k;
+        ro->model_seed = peat_seed_derive(o->seed, "runtime-model");
+    }
+    /* the candidate trains inside a worker of its own: what it does cannot take peat down */
+    ro->isolate = o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    ro->kernel_timeout_s = o->kernel_timeout_s;
+    ro->freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
+    ro->band_runs = o->runtime_band;
+    ro->checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
+    /* under mpirun: the runs split across the ranks, each rank on its share of the node's cores */
+    ro->rank = 0, ro->n_ranks = 1;
+    if (peat_campaign_runtime_ranks_active()) {
+        ro->rank = peat_campaign_scale_mpi_rank();
+        ro->n_ranks = peat_campaign_scale_mpi_size();
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int t = (int)(cpus / peat_campaign_scale_mpi_local_size());
+        ro->threads = t > 1 ? t : 1;
+    }
+}
+
+peat_status peat_campaign_stage_runtime_rank(peat_campaign *c)
+{
+    peat_runtime_opts ro;
+    runtime_opts(c, &ro);
+    c->rt = calloc(1, sizeof *c->rt);
+    if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
+    /* no store: rank 0 writes what this rank trained */
+    return peat_campaign_runtime_run_all(&ro, c->rt);
 }
 
 peat_status peat_campaign_stage_runtime(peat_campaign *c)
@@ -69,36 +123,22 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
                 o->runtime_model ? o->runtime_model : "", o->runtime_model ? " on " : "",
                 c->k->name);
     peat_runtime_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.flow = c->flow;
-    ro.cfg = peat_campaign_flow_config(o);
-    ro.iters = c->runtime_iters ? c->runtime_iters(c) : c->iters;
-    c->res->runtime_iters = ro.iters;
-    if (c->planned) {
-        /* under a budget the runs' length follows the deadline while they train */
-        ro.steer = c->runtime_steer;
-        ro.steer_user = c;
-        ro.max_iters = c->max_iters;
-    }
-    ro.op = c->k->op;
-    ro.candidate = c->k;
-    if (o->runtime_model) {
-        /* the model on the kernel under test (the golden kernel itself: plain runtime FI) */
-        ro.candidate = NULL;
-        ro.model = o->runtime_model;
-        ro.model_kernel = c->k;
-        ro.model_seed = peat_seed_derive(o->seed, "runtime-model");
-    }
-    /* the candidate trains inside a worker of its own: what it does cannot take peat down */
-    ro.isolate = o->isolate && strcmp(c->k->backend, "cpu") == 0;
-    ro.kernel_timeout_s = o->kernel_timeout_s;
-    ro.freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    ro.band_runs = o->runtime_band;
-    ro.checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
+    runtime_opts(c, &ro);
     c->rt = calloc(1, sizeof *c->rt);
     if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
     PEAT_TRY(peat_store_open(c->partial, 1, &ro.store));
-    peat_status st = peat_campaign_runtime_run_all(&ro, c->rt);
+    peat_status st = PEAT_OK;
+    if (ro.n_ranks > 1) { /* the other ranks train their share now; run_all hears them all */
+        st = peat_campaign_runtime_ranks_go();
+        if (st == PEAT_OK && !o->quiet)
+            fprintf(stdout,
+                    "peat: runtime FI: %d runs beside the golden one split across %d ranks "
+                    "(%d thread%s each)\n",
+                    (ro.band_runs > 0 ? ro.band_runs : PEAT_RUNTIME_DEFAULT_BAND) - 1 +
+                        peat_campaign_runtime_freqs_count(ro.freqs),
+                    ro.n_ranks, ro.threads, ro.threads == 1 ? "" : "s");
+    }
+    if (st == PEAT_OK) st = peat_campaign_runtime_run_all(&ro, c->rt);
     peat_status cst = peat_store_close(ro.store);
     PEAT_TRY(st);
     PEAT_TRY(cst);

@@ -130,7 +130,10 @@ peat_status peat_campaign_stage_probe(peat_campaign *c);    /* stage_probe.c */
 peat_status peat_campaign_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_campaign_stage_detect(peat_campaign *c);   /* stage_detect.c */
 peat_status peat_campaign_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
-peat_status peat_campaign_stage_commit(peat_campaign *c);   /* stage_commit.c */
+/* `mpirun -n N peat run`, ranks > 0: the runtime stage's share of this rank (after resolve, at
+ * rank 0's GO: runtime_ranks.h), nothing written, nothing printed. */
+peat_status peat_campaign_stage_runtime_rank(peat_campaign *c);
+peat_status peat_campaign_stage_commit(peat_campaign *c); /* stage_commit.c */
 /* --capture (stage_capture.c): resolve's flow and size from the captured file, and profile's
  * work done by importing the captured calls instead of training a flow. */
 peat_status peat_campaign_capture_resolve(peat_campaign *c);

@@ -7,6 +7,7 @@
 #include "cli/cmd_nightly.h"
 #include "cli/cmd_scale.h"
 #include "campaign/scale.h"
+#include "campaign/runtime_ranks.h"
 #include "run/fi_shard.h"
 #include "report/report.h"
 #include "run/run.h"
@@ -134,15 +135,40 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
     return -1;
 }
 
-static int cmd_run(int argc, char **argv, const char *cmdline)
+/* `mpirun -n N peat run`, ranks > 0: wait for rank 0's runtime stage, train this rank's share
+ * of its runs for rank 0 (docs/scale-out.md). Rank 0 reports; a failed rank exits 2 silently. */
+static int cmd_run_rank(void)
 {
-    /* one campaign is one process: its analyzer state does not split (docs/scale-out.md) */
-    if (peat_campaign_scale_mpi_size() > 1)
-        return peat_campaign_scale_mpi_rank() == 0
-                   ? die("peat run does not split across MPI ranks: run it as one process, or "
-                         "spread whole campaigns with `mpirun -n N peat ci SUITE` "
-                         "(docs/scale-out.md)")
-                   : EXIT_USAGE;
+    char *line = NULL;
+    if (!peat_campaign_runtime_ranks_wait(&line)) return EXIT_PASS; /* rank 0 ended without it */
+    static char store[8192];
+    char *words[PEAT_CMDLINE_MAX_ARGS];
+    int n = 0;
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    peat_status st =
+        peat_cli_cmdline_split(line, words, PEAT_CMDLINE_MAX_ARGS, &n, store, sizeof store);
+    if (st == PEAT_OK) st = peat_cli_parse(&peat_cli_run, n, words, &o);
+    o.quiet = 1, o.json = 0, o.table = NULL;
+    peat_campaign_result r;
+    if (st == PEAT_OK) st = peat_run_campaign(&o, &r);
+    if (!peat_campaign_runtime_ranks_answered())
+        peat_campaign_runtime_ranks_answer(
+            st != PEAT_OK ? st
+                          : PEAT_ERROR(PEAT_ERR_INTERNAL, "it never reached the runtime stage"),
+            NULL);
+    free(line);
+    return st == PEAT_OK ? EXIT_PASS : EXIT_USAGE;
+}
+
+static int cmd_run_one(int argc, char **argv, const char *cmdline)
+{
+    int ranks = peat_campaign_scale_mpi_size() > 1;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--shard") || !strncmp(argv[i], "--shard=", 8))
+            return die("peat run has no --shard (one campaign's playback does not split): split "
+                       "its runtime FI runs with `mpirun -n N peat run`, or whole campaigns with "
+                       "`peat ci SUITE --shard I/N` (docs/scale-out.md)");
     int rc = resume_expand(&argc, &argv, &cmdline);
     if (rc >= 0) return rc;
     peat_campaign_opts o;
@@ -154,7 +180,17 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     if (!o.kernel) return die("run needs --kernel NAME (see `peat list` for kernels)");
     if (o.resume && !o.out_dir) return die("--resume needs --out DIR of the campaign to continue");
     if (o.resume && o.force) return die("--resume and --force exclude each other");
+    if (ranks && o.budget)
+        return die("peat run --budget does not split across MPI ranks (its runtime FI steers its "
+                   "length by the clock): run it as one process");
     if (o.resume && (rc = resume_reports(o.out_dir, o.json)) >= 0) return rc;
+    if (ranks) {
+        /* the other ranks parse the same words at the runtime stage (runtime_ranks.h) */
+        static char line[8192];
+        if (peat_cli_cmdline_join(argc, argv, line, sizeof line) != PEAT_OK)
+            return die("peat run under mpirun: the command line is too long to hand to the ranks");
+        peat_campaign_runtime_ranks_line(line);
+    }
     if (!o.quiet) {
         /* progress goes to stdout: stderr carries only the one-line error, if any */
         printf("peat: validating %s ...\n", o.kernel);
@@ -165,6 +201,20 @@ static int cmd_run(int argc, char **argv, const char *cmdline)
     st = peat_run_campaign(&o, &r);
     if (st != PEAT_OK) return die_status(st);
     return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
+}
+
+/* Under mpirun rank 0 runs the campaign and the other ranks train runtime FI runs for it; rank 0
+ * lets them go when it ends, whatever ended it. */
+static int cmd_run(int argc, char **argv, const char *cmdline)
+{
+    if (peat_campaign_scale_mpi_size() < 2) return cmd_run_one(argc, argv, cmdline);
+    int rc =
+        peat_campaign_scale_mpi_rank() == 0 ? cmd_run_one(argc, argv, cmdline) : cmd_run_rank();
+    peat_campaign_runtime_ranks_release();
+    /* every rank ends together: rank 0 has said what failed before a failed rank's exit makes
+     * mpirun end the job */
+    peat_campaign_scale_mpi_status_all(PEAT_OK, NULL);
+    return rc;
 }
 
 /* A campaign directory stands for its campaign.h5, or the campaign.h5.partial of an

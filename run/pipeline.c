@@ -4,6 +4,9 @@
 #include "report/report.h"
 #include "run/run.h"
 
+#include "campaign/runtime_ranks.h"
+#include "campaign/scale.h"
+
 /* The pipeline of `peat run`, in order (docs/architecture.md; how to add one: stages.h). */
 static const peat_campaign_stage stages[] = {
     {"resolve", peat_campaign_stage_resolve, PEAT_CLOCK_NONE, NULL},
@@ -21,7 +24,16 @@ static const peat_campaign_stage stages[] = {
     {"report", peat_report_stage, PEAT_CLOCK_NONE, NULL},
 };
 
+/* `mpirun -n N peat run`, ranks > 0 (docs/scale-out.md): the kernel and flow, then this rank's
+ * share of the runtime FI runs for rank 0; rank 0 runs every other stage and writes alone. */
+static const peat_campaign_stage rank_stages[] = {
+    {"resolve", peat_campaign_stage_resolve, PEAT_CLOCK_NONE, NULL},
+    {"runtime", peat_campaign_stage_runtime_rank, PEAT_CLOCK_RUNTIME, NULL},
+};
+
 peat_status peat_run_campaign(const peat_campaign_opts *o, peat_campaign_result *res)
 {
+    if (peat_campaign_runtime_ranks_active() && peat_campaign_scale_mpi_rank() > 0)
+        return peat_campaign_stages_run(rank_stages, 2, o, res);
     return peat_campaign_stages_run(stages, (int)(sizeof stages / sizeof stages[0]), o, res);
 }

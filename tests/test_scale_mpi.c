@@ -1,10 +1,15 @@
 /* test_scale_mpi.c (label mpi, only in builds with MPI): `mpirun -n 2` and `mpirun -n 3
  * --oversubscribe peat inject` give the trial table, rates and reference signatures of the
  * single-process run with the same seed, and a job whose rank was killed resumes under another
- * rank count to the identical result. */
+ * rank count to the identical result; `mpirun -n N peat run` gives the single process's runtime
+ * curves, checkpoints, verdicts and findings, a rank that fails is named, a run without a runtime
+ * stage lets the waiting ranks go, and --budget is refused under mpirun. */
 #include <criterion/criterion.h>
 
 #include "campaign/harness.h"
+#include "campaign/result_store.h"
+
+#include <hdf5.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,4 +161,187 @@ Test(mpi, killed_suite_resumes_under_another_rank_count_running_only_the_unfinis
                  "the single run's, 9 the baseline run failed, 10 a regression against the "
                  "baseline did not fail the job",
                  WEXITSTATUS(rc));
+}
+
+/* ---- mpirun -n N peat run: the runtime FI runs split across the ranks ---- */
+
+/* band of 4 and two frequencies: 5 runs beside the golden one, so 3 ranks each train some; the
+ * candidate (bf16 inputs) drifts from the golden weights from the first iteration */
+#define RUN_ARGS                                                                                   \
+    "run --kernel gemm_bf16 --flow mlp --iters 12 --calls 16 --seed 5 --no-probes "                \
+    "--runtime-freq 1,1/3 --runtime-band 4 --quiet"
+
+/* peat run RUN_ARGS --out tmpdir/name, under mpirun with ranks > 0 (env in front, may be ""). */
+static int peat_run(const char *env, int ranks, const char *name)
+{
+    char cmd[2000], launcher[600] = "";
+    if (ranks > 0)
+        snprintf(launcher, sizeof launcher,
+                 "%s OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 %s --oversubscribe "
+                 "-n %d",
+                 env, PEAT_TEST_MPIRUN, ranks);
+    snprintf(cmd, sizeof cmd, "%s %s %s --out '%s/%s' >'%s/%s.out' 2>'%s/%s.err'", launcher,
+             PEAT_TEST_BIN, RUN_ARGS, tmpdir, name, tmpdir, name, tmpdir, name);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static void read_text(const char *name, char *buf, size_t n)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    FILE *f = fopen(p, "r");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+}
+
+/* A dataset's bytes as the file holds them (its own type: doubles, strings, padding). */
+static void *dataset_bytes(hid_t f, const char *path, size_t *n)
+{
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    cr_assert_geq(d, 0, "%s is in the campaign file", path);
+    hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+    hssize_t rows = H5Sget_simple_extent_npoints(sp);
+    *n = (size_t)rows * H5Tget_size(t);
+    void *b = calloc(*n + 1, 1);
+    cr_assert(b);
+    cr_assert_geq(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, b), 0, "%s reads", path);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Dclose(d);
+    return b;
+}
+
+/* The runtime tables and the checkpoints (the states and the tensors they are stored in) are the
+ * same bytes in both campaign files. */
+static void assert_same_datasets(const char *a, const char *b, const char *what)
+{
+    static const char *const paths[] = {"/runtime/curves",   "/runtime/weight_distance",
+                                        "/runtime/verdicts", "/states/index",
+                                        "/tensors/index",    "/tensors/f32_raw"};
+    hid_t fa = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT),
+          fb = H5Fopen(b, H5F_ACC_RDONLY, H5P_DEFAULT);
+    cr_assert(fa >= 0 && fb >= 0, "%s and %s open", a, b);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        size_t na, nb;
+        void *x = dataset_bytes(fa, paths[i], &na), *y = dataset_bytes(fb, paths[i], &nb);
+        cr_assert(na > 0, "%s holds rows", paths[i]);
+        cr_assert_eq(na, nb, "%s: %s holds %zu bytes, the single process's %zu", what, paths[i], nb,
+                     na);
+        cr_assert(memcmp(x, y, na) == 0, "%s: %s differs from the single process's", what,
+                  paths[i]);
+        free(x);
+        free(y);
+    }
+    H5Fclose(fa);
+    H5Fclose(fb);
+}
+
+static void state_of(const char *path, peat_campaign_state *st)
+{
+    peat_store_t *s = NULL;
+    cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK, "%s: %s", path, peat_error_last());
+    cr_assert_eq(peat_campaign_state_read(s, st), PEAT_OK, "%s: %s", path, peat_error_last());
+    peat_store_close(s);
+}
+
+/* Verdict, runtime verdicts and findings as the reports show them. */
+static void assert_same_judgement(const char *a, const char *b, const char *what)
+{
+    peat_campaign_state x, y;
+    state_of(a, &x);
+    state_of(b, &y);
+    const peat_campaign_result *r = &x.res, *q = &y.res;
+    cr_assert_eq(r->verdict, q->verdict, "%s: verdict %d, single process %d", what, q->verdict,
+                 r->verdict);
+    cr_assert_eq(r->n_runtime, 2, "two faulty runs were judged");
+    cr_assert_eq(q->n_runtime, r->n_runtime, "%s: runtime runs", what);
+    for (int j = 0; j < r->n_runtime; j++) {
+        const peat_runtime_verdict *u = &r->runtime[j], *v = &q->runtime[j];
+        cr_assert_str_eq(q->runtime_run[j], r->runtime_run[j], "%s: run %d", what, j);
+        cr_assert_eq(q->runtime_swapped[j], r->runtime_swapped[j], "%s: %s swapped", what,
+                     r->runtime_run[j]);
+        cr_assert(u->cls == v->cls && u->iter == v->iter && !strcmp(u->metric, v->metric) &&
+                      u->final_loss == v->final_loss && u->band_lo == v->band_lo &&
+                      u->band_hi == v->band_hi && u->wdist_ratio == v->wdist_ratio &&
+                      !strcmp(u->evidence, v->evidence),
+                  "%s: runtime verdict of %s: '%s', single process '%s'", what, r->runtime_run[j],
+                  v->evidence, u->evidence);
+    }
+    cr_assert_eq(q->n_findings, r->n_findings, "%s: findings", what);
+    for (int i = 0; i < r->n_findings; i++) {
+        const peat_finding *u = &r->findings[i], *v = &q->findings[i];
+        cr_assert(u->cls == v->cls && u->confidence == v->confidence &&
+                      !strcmp(u->params, v->params) && u->n_evidence == v->n_evidence &&
+                      u->accept == v->accept,
+                  "%s: finding %d differs", what, i);
+        for (int e = 0; e < u->n_evidence; e++)
+            cr_assert_str_eq(v->evidence[e], u->evidence[e], "%s: finding %d", what, i);
+    }
+    peat_campaign_state_free(&x);
+    peat_campaign_state_free(&y);
+}
+
+Test(mpi, run_under_ranks_equals_the_single_process_run)
+{
+    char single[400], dir[400], name[16], err[4096];
+    int rc1 = peat_run("", 0, "single");
+    read_text("single.err", err, sizeof err);
+    cr_assert(rc1 == 0 || rc1 == 1, "the single run exited %d: %s", rc1, err);
+    snprintf(single, sizeof single, "%s/single/campaign.h5", tmpdir);
+    for (int n = 2; n <= 3; n++) {
+        snprintf(name, sizeof name, "r%d", n);
+        int rc = peat_run("", n, name);
+        snprintf(dir, sizeof dir, "%s.err", name);
+        read_text(dir, err, sizeof err);
+        cr_assert_eq(rc, rc1, "mpirun -n %d peat run exited %d, the single run %d: %s", n, rc, rc1,
+                     err);
+        snprintf(dir, sizeof dir, "%s/%s/campaign.h5", tmpdir, name);
+        assert_same_datasets(single, dir, name);
+        assert_same_judgement(single, dir, name);
+    }
+}
+
+Test(mpi, run_names_the_rank_that_failed)
+{
+    char err[4096], p[400];
+    int rc = peat_run("PEAT_TEST_RUNTIME_FAIL_RANK=1", 2, "failed");
+    read_text("failed.err", err, sizeof err);
+    cr_assert_eq(rc, 2, "the job failed (exit %d): %s", rc, err);
+    cr_assert(strstr(err, "peat: error: rank 1 of 2 failed in runtime FI") &&
+                  strstr(err, "its runs: reorder(order=pairwise)"),
+              "rank 0 names the rank and its runs: %s", err);
+    snprintf(p, sizeof p, "%s/failed/campaign.h5", tmpdir);
+    cr_assert(access(p, F_OK) != 0, "no campaign was completed without the rank's runs");
+}
+
+Test(mpi, run_without_runtime_stage_lets_the_ranks_go_and_budget_is_refused)
+{
+    char cmd[2000], err[4096];
+    /* rank 0 ends without a runtime stage: the other ranks, waiting for it, end with it */
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 %s "
+             "--oversubscribe -n 3 %s run --kernel gemm_new --flow mlp --iters 4 --calls 8 "
+             "--no-probes --no-runtime --quiet --out '%s/nr' >/dev/null 2>'%s/nr.err'",
+             PEAT_TEST_MPIRUN, PEAT_TEST_BIN, tmpdir, tmpdir);
+    int rc = system(cmd);
+    read_text("nr.err", err, sizeof err);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "mpirun -n 3 peat run --no-runtime: %d %s",
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, err);
+    snprintf(cmd, sizeof cmd, "%s/nr/campaign.h5", tmpdir);
+    cr_assert_eq(access(cmd, F_OK), 0, "rank 0 completed the campaign");
+    /* --budget steers by the clock: refused in one line before anything runs */
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 %s "
+             "--oversubscribe -n 2 %s run --kernel gemm_new --budget 30s --out '%s/bu' "
+             ">/dev/null 2>'%s/bu.err'",
+             PEAT_TEST_MPIRUN, PEAT_TEST_BIN, tmpdir, tmpdir);
+    rc = system(cmd);
+    read_text("bu.err", err, sizeof err);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "refused with exit 2: %s", err);
+    cr_assert(strstr(err, "peat: error: peat run --budget does not split across MPI ranks"),
+              "says why: %s", err);
+    snprintf(cmd, sizeof cmd, "%s/bu", tmpdir);
+    cr_assert(access(cmd, F_OK) != 0, "nothing was run");
 }
