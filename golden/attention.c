@@ -69,45 +69,59 @@ static peat_status attention_exact(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* The golden's GEMM-shaped parts go through the golden GEMM's library call
+ * (peat_golden_gemm_krange: OpenBLAS's sgemm on one thread, or the plain loop with PEAT_BLAS=0),
+ * as cuBLAS carries them on NVIDIA: per head S = scale Q K^T (T x T; masked entries computed, then
+ * zeroed) and U = P V; the row max, exponentials and sums and O = U / sum stay fp32 loops. */
 static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_golden_io_check(a, self));
     attn_dims d = attn_dims_of(&a->p);
     float scale = (float)a->p.f[0];
-    float *s = malloc((size_t)d.T * sizeof *s);
-    if (!s)
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_golden: score row of %lld", (long long)d.T);
+    float *S = malloc((size_t)(d.T * d.T + d.T) * sizeof *S);
+    if (!S) return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_golden: %lld^2 scores", (long long)d.T);
+    float *rs = S + d.T * d.T; /* the rows' sums */
     float *O = peat_f32(a->out[0]), *L = peat_f32(a->out[1]);
     for (int64_t bh = 0; bh < d.B * d.H; bh++) {
         const float *q = peat_f32(a->in[0]) + bh * d.T * d.D;
         const float *k = peat_f32(a->in[1]) + bh * d.T * d.D;
         const float *v = peat_f32(a->in[2]) + bh * d.T * d.D;
+        float *o = O + bh * d.T * d.D;
+        peat_golden_gemm_krange(0, 1, d.T, d.T, d.D, 0, d.D, scale, q, k, 0.0f, S);
         for (int64_t i = 0; i < d.T; i++) {
             int64_t je = attn_jend(&d, i);
-            float mx = -INFINITY, sum = 0.0f;
-            for (int64_t j = 0; j < je; j++) {
-                float dot = 0.0f;
-                for (int64_t e = 0; e < d.D; e++) dot += q[i * d.D + e] * k[j * d.D + e];
-                s[j] = scale * dot;
-                mx = s[j] > mx ? s[j] : mx;
-            }
+            float *s = S + i * d.T, mx = -INFINITY, sum = 0.0f;
+            for (int64_t j = 0; j < je; j++) mx = s[j] > mx ? s[j] : mx;
             for (int64_t j = 0; j < je; j++) sum += s[j] = expf(s[j] - mx);
-            for (int64_t e = 0; e < d.D; e++) {
-                float acc = 0.0f;
-                for (int64_t j = 0; j < je; j++) acc += s[j] * v[j * d.D + e];
-                O[(bh * d.T + i) * d.D + e] = acc / sum;
-            }
+            for (int64_t j = je; j < d.T; j++) s[j] = 0.0f; /* masked: no part in P V */
+            rs[i] = sum;
             L[bh * d.T + i] = mx + logf(sum);
         }
+        /* a masked P entry is 0, and 0 x a non-finite value of V is NaN: with one in V the
+         * rows sum over their visible keys alone, as the exact kernel does */
+        int finite = 1;
+        for (int64_t x = 0; x < d.T * d.D && finite; x++) finite = isfinite(v[x]);
+        if (finite || !d.causal)
+            peat_golden_gemm_krange(0, 0, d.T, d.D, d.T, 0, d.T, 1.0f, S, v, 0.0f, o);
+        else
+            for (int64_t i = 0; i < d.T; i++)
+                for (int64_t e = 0; e < d.D; e++) {
+                    float acc = 0.0f;
+                    for (int64_t j = 0; j < attn_jend(&d, i); j++)
+                        acc += S[i * d.T + j] * v[j * d.D + e];
+                    o[i * d.D + e] = acc;
+                }
+        for (int64_t i = 0; i < d.T; i++)
+            for (int64_t e = 0; e < d.D; e++) o[i * d.D + e] /= rs[i];
     }
-    free(s);
+    free(S);
     return PEAT_OK;
 }
 
 /* One head of the backward pass in precision REAL (EXPF: its exponential): dQ, dK, dV from Q,
  * K, V, O, the row logsumexp L and dO, through the head's T x T probabilities P and their
- * gradient dS (scratch). The exact (double) and golden (float) kernels are this one loop nest, each
- * type's operations in the same order. */
+ * gradient dS (scratch): the exact kernel's loop nest, in double (the golden backward below
+ * takes the same steps with its five products through the golden GEMM). */
 #define ATTN_BWD_HEAD(REAL, EXPF)                                                                  \
     static void attn_bwd_head_##REAL(const attn_dims *d, REAL scale, const REAL *q, const REAL *k, \
                                      const REAL *v, const REAL *o, const REAL *l, const REAL *dO,  \
@@ -141,7 +155,6 @@ static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
             }                                                                                      \
     }
 ATTN_BWD_HEAD(double, exp)
-ATTN_BWD_HEAD(float, expf)
 
 /* The backward kernels hold one head's T x T probabilities and their gradient at a time. */
 static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *self)
@@ -173,6 +186,9 @@ static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *se
     return PEAT_OK;
 }
 
+/* The golden backward's five products go through the golden GEMM's library call, per head:
+ * S = scale Q K^T, dP = dO V^T, dV = P^T dO, dQ = scale dS K, dK = scale dS^T Q; P, Dl and dS
+ * are the fp32 loops of the exact kernel (masked entries 0, as there). */
 static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_golden_io_check(a, self));
@@ -185,12 +201,31 @@ static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *s
         return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_golden: %lld^2 scratch", (long long)d.T);
     }
     int64_t TD = d.T * d.D;
-    for (int64_t bh = 0; bh < d.B * d.H; bh++)
-        attn_bwd_head_float(&d, scale, peat_f32(a->in[0]) + bh * TD, peat_f32(a->in[1]) + bh * TD,
-                            peat_f32(a->in[2]) + bh * TD, peat_f32(a->in[3]) + bh * TD,
-                            peat_f32(a->in[4]) + bh * d.T, peat_f32(a->in[5]) + bh * TD,
-                            peat_f32(a->out[0]) + bh * TD, peat_f32(a->out[1]) + bh * TD,
-                            peat_f32(a->out[2]) + bh * TD, P, dS);
+    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        const float *q = peat_f32(a->in[0]) + bh * TD, *k = peat_f32(a->in[1]) + bh * TD;
+        const float *v = peat_f32(a->in[2]) + bh * TD, *o = peat_f32(a->in[3]) + bh * TD;
+        const float *l = peat_f32(a->in[4]) + bh * d.T, *dO = peat_f32(a->in[5]) + bh * TD;
+        float *dq = peat_f32(a->out[0]) + bh * TD, *dk = peat_f32(a->out[1]) + bh * TD;
+        float *dv = peat_f32(a->out[2]) + bh * TD;
+        peat_golden_gemm_krange(0, 1, d.T, d.T, d.D, 0, d.D, scale, q, k, 0.0f, P);
+        peat_golden_gemm_krange(0, 1, d.T, d.T, d.D, 0, d.D, 1.0f, dO, v, 0.0f, dS);
+        for (int64_t i = 0; i < d.T; i++) {
+            float Dl = 0.0f;
+            for (int64_t e = 0; e < d.D; e++) Dl += dO[i * d.D + e] * o[i * d.D + e];
+            for (int64_t j = 0; j < d.T; j++) {
+                float *p = &P[i * d.T + j], *ds = &dS[i * d.T + j];
+                if (j >= attn_jend(&d, i)) {
+                    *p = 0.0f, *ds = 0.0f;
+                    continue;
+                }
+                *p = expf(*p - l[i]);
+                *ds = *p * (*ds - Dl);
+            }
+        }
+        peat_golden_gemm_krange(1, 0, d.T, d.D, d.T, 0, d.T, 1.0f, P, dO, 0.0f, dv);
+        peat_golden_gemm_krange(0, 0, d.T, d.D, d.T, 0, d.T, scale, dS, k, 0.0f, dq);
+        peat_golden_gemm_krange(1, 0, d.T, d.D, d.T, 0, d.T, scale, dS, q, 0.0f, dk);
+    }
     free(P), free(dS);
     return PEAT_OK;
 }
@@ -198,12 +233,14 @@ static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *s
 static const peat_kernel attention_kernels[] = {
     PEAT_GOLDEN_EXACT("attention_exact", PEAT_OP_ATTENTION, attention_exact,
                       "softmax(scale QK^T [causal]) V and row logsumexp in fp64"),
-    PEAT_GOLDEN_GOLDEN("attention_golden", PEAT_OP_ATTENTION, attention_golden,
-                       "softmax(scale QK^T [causal]) V and row logsumexp in fp32, sequential"),
+    PEAT_GOLDEN_GOLDEN(
+        "attention_golden", PEAT_OP_ATTENTION, attention_golden,
+        "softmax(scale QK^T [causal]) V and row logsumexp in fp32, products by the golden GEMM"),
     PEAT_GOLDEN_EXACT("attention_bwd_exact", PEAT_OP_ATTENTION_BWD, attention_bwd_exact,
                       "attention backward (dQ, dK, dV) from recomputed P in fp64"),
-    PEAT_GOLDEN_GOLDEN("attention_bwd_golden", PEAT_OP_ATTENTION_BWD, attention_bwd_golden,
-                       "attention backward (dQ, dK, dV) from recomputed P in fp32, sequential"),
+    PEAT_GOLDEN_GOLDEN(
+        "attention_bwd_golden", PEAT_OP_ATTENTION_BWD, attention_bwd_golden,
+        "attention backward (dQ, dK, dV) from recomputed P in fp32, products by the golden GEMM"),
 };
 
 peat_status peat_golden_register_attention(void)
