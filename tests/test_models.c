@@ -731,4 +731,20 @@ Test(models, gpt_base_language_modelling_learns, .init = init)
                   "%s: held-out next-token accuracy %g -> %g", flows[k], e0.accuracy, e1.accuracy);
         drop(&r);
     }
+    /* --seq sets the row length at base, up to 256 (a ragged 200 included) */
+    peat_flow_config c = config(1);
+    c.size = PEAT_FLOW_BASE;
+    c.width = 64, c.depth = 1, c.batch = 1, c.seq = 200;
+    run r = make("gpt", &c);
+    const int64_t *wpe = state_shape(r.f, "wpe");
+    cr_assert_eq(wpe[0], 200, "base --seq 200: wpe has %lld rows", (long long)wpe[0]);
+    steps(&r, 1, NULL);
+    drop(&r);
+    c.seq = 257;
+    peat_exec_t *ex;
+    peat_flow_t *f = NULL;
+    cr_assert_eq(peat_exec_alloc("gpt", 1, &ex), PEAT_OK);
+    cr_assert_neq(peat_models_flow_alloc("gpt", &c, ex, &f), PEAT_OK, "base seq 257 accepted");
+    cr_assert_null(f);
+    peat_exec_free(ex);
 }
