@@ -106,14 +106,32 @@ void peat_golden_gemm_krange(int tA, int tB, int64_t M, int64_t N, int64_t K, in
         return;
     }
 #endif
-    /* the plain golden's order: each element summed over k in order, then its epilogue */
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            float s = 0.0f;
-            for (int64_t k = k0; k < k1; k++)
-                s += (tA ? A[k * M + i] : A[i * K + k]) * (tB ? B[j * K + k] : B[k * N + j]);
-            D[i * N + j] = beta != 0.0f ? alpha * s + beta * D[i * N + j] : alpha * s;
+    /* the plain golden's order: each element summed over k in order, then its epilogue; a row of
+     * sums at a time (k outer, j inner) changes no element's order; without memory for the row,
+     * element by element */
+    float *s = malloc((size_t)(N + 1) * sizeof *s);
+    for (int64_t i = 0; i < M; i++) {
+        if (!s) {
+            for (int64_t j = 0; j < N; j++) {
+                float e = 0.0f;
+                for (int64_t k = k0; k < k1; k++)
+                    e += (tA ? A[k * M + i] : A[i * K + k]) * (tB ? B[j * K + k] : B[k * N + j]);
+                D[i * N + j] = beta != 0.0f ? alpha * e + beta * D[i * N + j] : alpha * e;
+            }
+            continue;
         }
+        for (int64_t j = 0; j < N; j++) s[j] = 0.0f;
+        for (int64_t k = k0; k < k1; k++) {
+            float a = tA ? A[k * M + i] : A[i * K + k];
+            if (tB)
+                for (int64_t j = 0; j < N; j++) s[j] += a * B[j * K + k];
+            else
+                for (int64_t j = 0; j < N; j++) s[j] += a * B[k * N + j];
+        }
+        for (int64_t j = 0; j < N; j++)
+            D[i * N + j] = beta != 0.0f ? alpha * s[j] + beta * D[i * N + j] : alpha * s[j];
+    }
+    free(s);
 }
 
 peat_status peat_golden_gemm_blas_run(const peat_args *a, const peat_kernel *self)
