@@ -16,8 +16,9 @@ static const char *const honest_specs[] = {
     "reorder(order=reverse)", "reorder(order=split,split=16)", "reorder(order=split,split=2)"};
 /* With --extra the band list's later orders are judged too: the candidate is an order the list
  * does not hold. */
-static const char *const extra_specs[] = {
-    "reorder(order=split,split=16)", "reorder(order=split,split=8)", "reorder(order=split,split=2)"};
+static const char *const extra_specs[] = {"reorder(order=split,split=16)",
+                                          "reorder(order=split,split=8)",
+                                          "reorder(order=split,split=2)"};
 
 typedef struct bench_opts {
     const char *flows;
@@ -122,8 +123,8 @@ static void count(tally *t, const peat_runtime_verdict *v, const peat_runtime_ba
     if (v->loss_excess > t->worst) t->worst = v->loss_excess;
     /* one line per judged run as it ends: a measurement stopped early still counts what it ran */
     fprintf(stderr, "bench_band: %s seed %d %s: %s%s, loss t %.2f (k %.2f), %.1f s\n", flow, s,
-            label, peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "",
-            v->loss_t, b->loss_k, secs);
+            label, peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t,
+            b->loss_k, secs);
 }
 
 /* One seed with --extra: the band of the first R runs, every later band rerun and the honest

@@ -563,7 +563,7 @@ typedef peat_status (*child_fn)(void *arg);
 
 static void child_run(child_fn fn, void *arg, call_report *rep, pid_t parent, int done_fd)
 {
-    close(done_fd); /* the read end: the parent's */
+    close(done_fd);         /* the read end: the parent's */
     peat_child_fds_close(); /* peat's locks and campaign file are not the child's to hold */
     child_report_at = rep;
     on_exit(child_atexit, NULL); /* glibc: sees the exit code */
