@@ -122,9 +122,10 @@ static void count(tally *t, const peat_runtime_verdict *v, const peat_runtime_ba
     t->stat += v->loss_t > b->loss_k;
     if (v->loss_excess > t->worst) t->worst = v->loss_excess;
     /* one line per judged run as it ends: a measurement stopped early still counts what it ran */
-    fprintf(stderr, "bench_band: %s seed %d %s: %s%s, loss t %.2f (k %.2f), %.1f s\n", flow, s,
+    int alarm = v->cls != PEAT_RUNTIME_EQUIVALENT;
+    fprintf(stderr, "bench_band: %s seed %d %s: %s%s, loss t %.2f (k %.2f), %.1f s%s%s\n", flow, s,
             label, peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t,
-            b->loss_k, secs);
+            b->loss_k, secs, alarm ? ": " : "", alarm ? v->evidence : "");
 }
 
 /* One seed with --extra: the band of the first R runs, every later band rerun and the honest
