@@ -130,7 +130,8 @@ static peat_status ocl_device_info(peat_backend_t b, peat_device_info *out)
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL));
     CL_CHECK(clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL));
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_NAME, sizeof dname - 1, dname, NULL));
-    snprintf(out->name, sizeof out->name, "opencl: %s: %s", pname, dname);
+    /* at most 8 + 40 + 2 + 77 + 1 = 128 bytes: long names are cut, not the string's end */
+    snprintf(out->name, sizeof out->name, "opencl: %.40s: %.77s", pname, dname);
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL));
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL));
     CL_CHECK(clGetDeviceInfo(c->dev, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL));
