@@ -19,6 +19,17 @@
 
 #define FI_MODELS "bitflip(bit=-1);nan;tile(rows=4,cols=4,kind=random)"
 
+/* The text of the file at path into buf (at most n - 1 bytes, NUL-terminated; empty when it
+ * cannot be read): its length. */
+static inline size_t text_read(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+    return k;
+}
+
 static inline void make_campaign(const char *dir, uint64_t seed)
 {
     peat_campaign_opts o;

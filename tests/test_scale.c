@@ -185,10 +185,7 @@ Test(scale, run_shard_is_refused_in_one_line_naming_what_splits_a_run)
     int rc = system(cmd);
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "peat run --shard exits 2");
     snprintf(p, sizeof p, "%s/rs.err", tmpdir);
-    FILE *f = fopen(p, "r");
-    size_t k = f ? fread(err, 1, sizeof err - 1, f) : 0;
-    err[k] = 0;
-    if (f) fclose(f);
+    size_t k = text_read(p, err, sizeof err);
     cr_assert(strstr(err, "mpirun -n N peat run") && strstr(err, "peat ci SUITE --shard") &&
                   strchr(err, '\n') == err + k - 1,
               "one line naming what to use instead: %s", err);
@@ -236,14 +233,11 @@ Test(scale, suite_shards_merged_equal_the_single_run)
     cr_assert_eq(system(cmd), 0);
     char path[400], buf[2048];
     snprintf(path, sizeof path, "%s/merge1.err", tmpdir);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
+    text_read(path, buf, sizeof buf);
     cr_assert(strstr(buf, "shard 0/2 missing (2 items: #0 gemm_new mlp cpu, #2 softmax_online"),
               "the missing shard is named with its items: %s", buf);
     snprintf(path, sizeof path, "%s/merge1.rc", tmpdir);
-    f = fopen(path, "r");
+    FILE *f = fopen(path, "r");
     int rc = -1;
     cr_assert(f && fscanf(f, "%d", &rc) == 1);
     fclose(f);
@@ -343,10 +337,7 @@ Test(scale, killed_suite_shards_resume_under_another_count_running_only_the_unfi
     cr_assert_eq(number_in("held.rc"), 2, "a folder holding a result is refused");
     char buf[600];
     snprintf(rel, sizeof rel, "%s/held.err", tmpdir);
-    FILE *f = fopen(rel, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
+    text_read(rel, buf, sizeof buf);
     cr_assert(strstr(buf, "already holds a suite result") && strstr(buf, "--resume"),
               "the refusal suggests --resume: %s", buf);
     cr_assert_eq(number_in("rf.rc"), 2, "--resume with --force is refused");
@@ -368,10 +359,7 @@ Test(scale, killed_suite_shards_resume_under_another_count_running_only_the_unfi
     snprintf(rel, sizeof rel, "sh/shard-1-of-2/items/%s", bf);
     cr_assert_neq(signature_inode(rel), 0, "gemm_bf16 ran again in shard 1/2");
     snprintf(rel, sizeof rel, "%s/resume0.out", tmpdir);
-    f = fopen(rel, "r");
-    n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
+    text_read(rel, buf, sizeof buf);
     cr_assert(strstr(buf, "resumed: 2 of the 2 items"), "shard 0/2 says what it took: %s", buf);
     snprintf(rel, sizeof rel, "%s/sh/shard-0-of-3/ci.json", tmpdir);
     cr_assert(access(rel, F_OK) != 0, "the results of 3 shards are superseded");
@@ -387,11 +375,8 @@ Test(scale, killed_suite_shards_resume_under_another_count_running_only_the_unfi
     cr_assert_eq(number_in("merge1.rc"), 0, "no regression against the single run's baseline");
     cr_assert_eq(number_in("merge2.rc"), 1, "a regression against the baseline fails the merge");
     snprintf(rel, sizeof rel, "%s/sh/ci.json", tmpdir);
-    f = fopen(rel, "r");
     static char js[1 << 16];
-    n = f ? fread(js, 1, sizeof js - 1, f) : 0;
-    js[n] = 0;
-    if (f) fclose(f);
+    text_read(rel, js, sizeof js);
     cr_assert(strstr(js, "\"compared\": true, \"regressions\": 1"),
               "the merged ci.json holds the comparison");
     /* a campaign of another command (here another seed) is never taken: every item reruns */
@@ -402,10 +387,7 @@ Test(scale, killed_suite_shards_resume_under_another_count_running_only_the_unfi
     cr_assert_eq(system(cmd), 0);
     cr_assert_eq(number_in("seed4.n"), 3, "every item ran with the new seed");
     snprintf(rel, sizeof rel, "%s/resume4.out", tmpdir);
-    f = fopen(rel, "r");
-    n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
+    text_read(rel, buf, sizeof buf);
     cr_assert(!strstr(buf, "resumed"), "no item of seed 3 was taken: %s", buf);
 }
 
@@ -428,10 +410,7 @@ Test(scale, a_suite_run_stopped_by_sigterm_resumes_to_the_single_run)
     assert_same_suite("single", "k");
     char buf[2048], path[400];
     snprintf(path, sizeof path, "%s/resume.out", tmpdir);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
+    text_read(path, buf, sizeof buf);
     cr_assert(strstr(buf, "resumed: ") && !strstr(buf, "ERROR"),
               "the finished item was taken and no item lacks a verdict: %s", buf);
 }

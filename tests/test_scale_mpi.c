@@ -76,10 +76,7 @@ Test(mpi, ranks_give_the_single_process_trials_and_signatures)
         int rc = mpi_inject("", n, dir);
         char p[400];
         snprintf(p, sizeof p, "%s/err", tmpdir);
-        FILE *f = fopen(p, "r");
-        size_t k = f ? fread(err, 1, sizeof err - 1, f) : 0;
-        err[k] = 0;
-        if (f) fclose(f);
+        text_read(p, err, sizeof err);
         cr_assert_eq(rc, 0, "mpirun -n %d peat inject exited %d: %s", n, rc, err);
         assert_same_fi(single, dir);
         snprintf(p, sizeof p, "%s/fi-shard-0-of-%d.h5", dir, n);
@@ -191,10 +188,7 @@ static void read_text(const char *name, char *buf, size_t n)
 {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-    FILE *f = fopen(p, "r");
-    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[k] = 0;
-    if (f) fclose(f);
+    text_read(p, buf, n);
 }
 
 /* A dataset's bytes as the file holds them (its own type: doubles, strings, padding). */
