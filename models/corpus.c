@@ -53,44 +53,31 @@ void peat_models_corpus_free(peat_models_corpus *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The chain: an undirected graph in which token i picks 6 + 2 V pi_i partners (half drawn from
- * the Zipf law, half uniformly: frequent tokens follow and precede many tokens), and symmetric
- * weights w_ij = a_i a_j on its edges. With a scaled so that a_i sum_j a_j = pi_i (symmetric
- * matrix balancing), the walk P(j | i) = a_j / sum_k a_k is reversible with stationary law pi. */
-peat_status peat_models_corpus_alloc(peat_models_corpus *c, int V, double zipf_s, double copy_p,
-                                     uint64_t seed)
+/* The Zipf law over the ranks (token id = frequency rank) and its cumulative sums. */
+static void zipf_law(peat_models_corpus *c)
 {
-    memset(c, 0, sizeof *c);
-    if (V < 16 || V > (1 << 20) || !(zipf_s > 0) || !(copy_p >= 0 && copy_p < 1))
-        return PEAT_ERROR(PEAT_ERR_INVAL, "corpus: vocabulary %d, exponent %g, copy %g", V, zipf_s,
-                          copy_p);
-    c->V = V, c->zipf_s = zipf_s, c->copy_p = copy_p;
-    c->pi = calloc((size_t)V, sizeof *c->pi);
-    c->pcdf = calloc((size_t)V, sizeof *c->pcdf);
-    c->off = calloc((size_t)V + 1, sizeof *c->off);
-    int *deg = calloc((size_t)V, sizeof *deg);
-    double *a = calloc((size_t)V, sizeof *a), *sa = calloc((size_t)V, sizeof *sa);
-    corpus_edge *e = NULL;
-    peat_status st = PEAT_OK;
-    if (!c->pi || !c->pcdf || !c->off || !deg || !a || !sa) {
-        st = PEAT_ERROR(PEAT_ERR_NOMEM, "corpus");
-        goto out;
-    }
-    /* token id = frequency rank */
-    double z = 0;
-    for (int r = 0; r < V; r++) z += c->pi[r] = pow((double)(r + 1), -zipf_s);
-    double acc = 0;
+    int V = c->V;
+    double z = 0, acc = 0;
+    for (int r = 0; r < V; r++) z += c->pi[r] = pow((double)(r + 1), -c->zipf_s);
     for (int r = 0; r < V; r++) {
         c->pi[r] /= z;
         c->pcdf[r] = acc += c->pi[r];
     }
     c->pcdf[V - 1] = 1.0;
+}
+
+/* The undirected graph: token i picks 6 + 2 V pi_i partners (half from the Zipf law, half
+ * uniformly), no self-loops, each edge once; its neighbour lists in c->off / c->nb. */
+static peat_status graph_build(peat_models_corpus *c, uint64_t seed)
+{
+    int V = c->V;
     int64_t ne = 0;
     for (int i = 0; i < V; i++) ne += 6 + (int64_t)ceil(2.0 * V * c->pi[i]);
-    e = malloc((size_t)(2 * ne) * sizeof *e);
-    if (!e) {
-        st = PEAT_ERROR(PEAT_ERR_NOMEM, "corpus: %lld edges", (long long)ne);
-        goto out;
+    corpus_edge *e = malloc((size_t)(2 * ne) * sizeof *e);
+    int *deg = calloc((size_t)V, sizeof *deg);
+    if (!e || !deg) {
+        free(e), free(deg);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "corpus: %lld edges", (long long)ne);
     }
     uint64_t rs = peat_models_hash(seed, 0xC0u, 0x5u);
     int64_t n = 0;
@@ -110,19 +97,24 @@ peat_status peat_models_corpus_alloc(peat_models_corpus *c, int V, double zipf_s
         if (m == 0 || e[k].i != e[m - 1].i || e[k].j != e[m - 1].j) e[m++] = e[k];
     c->nb = malloc((size_t)m * sizeof *c->nb);
     c->cdf = malloc((size_t)m * sizeof *c->cdf);
-    if (!c->nb || !c->cdf) {
-        st = PEAT_ERROR(PEAT_ERR_NOMEM, "corpus: %lld edges", (long long)m);
-        goto out;
-    }
-    for (int64_t k = 0; k < m; k++) deg[e[k].i]++, c->nb[k] = e[k].j;
-    for (int i = 0; i < V; i++) {
+    peat_status st =
+        c->nb && c->cdf ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "corpus: %lld edges", (long long)m);
+    for (int64_t k = 0; st == PEAT_OK && k < m; k++) deg[e[k].i]++, c->nb[k] = e[k].j;
+    for (int i = 0; st == PEAT_OK && i < V; i++) {
         c->off[i + 1] = c->off[i] + deg[i];
-        if (!deg[i]) {
-            st = PEAT_ERROR(PEAT_ERR_INTERNAL, "corpus: token %d has no neighbour", i);
-            goto out;
-        }
+        if (!deg[i]) st = PEAT_ERROR(PEAT_ERR_INTERNAL, "corpus: token %d has no neighbour", i);
     }
-    /* balancing: a <- sqrt(a pi / (S a)) converges on a connected graph with odd cycles */
+    c->edges = m;
+    free(e);
+    free(deg);
+    return st;
+}
+
+/* Symmetric matrix balancing: a <- sqrt(a pi / (S a)) until a_i sum_j a_j = pi_i (it converges
+ * on a connected graph with odd cycles); sa is scratch of V. */
+static peat_status balance(const peat_models_corpus *c, double *a, double *sa)
+{
+    int V = c->V;
     for (int i = 0; i < V; i++) a[i] = sqrt(c->pi[i]);
     double res = 1;
     for (int it = 0; it < 20000 && res > 1e-12; it++) {
@@ -135,15 +127,18 @@ peat_status peat_models_corpus_alloc(peat_models_corpus *c, int V, double zipf_s
         }
         for (int i = 0; i < V; i++) a[i] = sqrt(a[i] * c->pi[i] / sa[i]);
     }
-    if (res > 1e-9) {
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "corpus: balancing did not converge (%g)", res);
-        goto out;
-    }
+    if (res > 1e-9)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "corpus: balancing did not converge (%g)", res);
+    return PEAT_OK;
+}
+
+/* The walk's cumulative step laws P(j | i) = a_j / sum_k a_k, and the entropies. */
+static void steps_set(peat_models_corpus *c, const double *a)
+{
     c->h_unigram = c->h_bigram = 0;
-    for (int i = 0; i < V; i++) {
-        double s = 0, h = 0;
+    for (int i = 0; i < c->V; i++) {
+        double s = 0, h = 0, acc = 0;
         for (int k = c->off[i]; k < c->off[i + 1]; k++) s += a[c->nb[k]];
-        acc = 0;
         for (int k = c->off[i]; k < c->off[i + 1]; k++) {
             double p = a[c->nb[k]] / s;
             c->cdf[k] = acc += p;
@@ -153,10 +148,30 @@ peat_status peat_models_corpus_alloc(peat_models_corpus *c, int V, double zipf_s
         c->h_bigram += c->pi[i] * h;
         c->h_unigram -= c->pi[i] * log(c->pi[i]);
     }
-    c->edges = m;
-out:
-    free(e);
-    free(deg);
+}
+
+/* The chain: an undirected graph in which token i picks 6 + 2 V pi_i partners (half drawn from
+ * the Zipf law, half uniformly: frequent tokens follow and precede many tokens), and symmetric
+ * weights w_ij = a_i a_j on its edges. With a scaled so that a_i sum_j a_j = pi_i (symmetric
+ * matrix balancing), the walk P(j | i) = a_j / sum_k a_k is reversible with stationary law pi. */
+peat_status peat_models_corpus_alloc(peat_models_corpus *c, int V, double zipf_s, double copy_p,
+                                     uint64_t seed)
+{
+    memset(c, 0, sizeof *c);
+    if (V < 16 || V > (1 << 20) || !(zipf_s > 0) || !(copy_p >= 0 && copy_p < 1))
+        return PEAT_ERROR(PEAT_ERR_INVAL, "corpus: vocabulary %d, exponent %g, copy %g", V, zipf_s,
+                          copy_p);
+    c->V = V, c->zipf_s = zipf_s, c->copy_p = copy_p;
+    c->pi = calloc((size_t)V, sizeof *c->pi);
+    c->pcdf = calloc((size_t)V, sizeof *c->pcdf);
+    c->off = calloc((size_t)V + 1, sizeof *c->off);
+    double *a = calloc((size_t)V, sizeof *a), *sa = calloc((size_t)V, sizeof *sa);
+    peat_status st =
+        c->pi && c->pcdf && c->off && a && sa ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "corpus");
+    if (st == PEAT_OK) zipf_law(c);
+    if (st == PEAT_OK) st = graph_build(c, seed);
+    if (st == PEAT_OK) st = balance(c, a, sa);
+    if (st == PEAT_OK) steps_set(c, a);
     free(a);
     free(sa);
     if (st != PEAT_OK) peat_models_corpus_free(c);
