@@ -47,6 +47,7 @@ typedef struct lockstep {
     int *w_idx;                /* their state indices */
     int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
     int ranks;                 /* o->n_ranks > 1: the members are split across MPI ranks */
+    int merge;                 /* `peat merge` of run shards: every run comes from a shard */
     peat_campaign_pack ck; /* with ranks: this rank's checkpoints, written (rank 0) at the end */
 } lockstep;
 
@@ -222,7 +223,7 @@ static peat_status lockstep_setup(lockstep *L)
     PEAT_TRY(weights_find(L));
     for (int i = 1; i < L->n; i++) {
         /* rank 0 receives the other ranks' distances; those ranks keep only their own */
-        if (!L->mem[i].local && o->rank != 0) continue;
+        if (!L->mem[i].local && o->rank != 0 && !L->merge) continue;
         L->mem[i].tdist = calloc((size_t)(L->cap * L->n_w) + 1, sizeof(double));
         if (!L->mem[i].tdist) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight distances");
     }
@@ -575,13 +576,16 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
     peat_campaign_pack_get(p, &n, sizeof n);
     peat_campaign_pack_get(p, &ne, sizeof ne);
     peat_campaign_pack_get(p, &w, sizeof w);
-    if (p->err || idx < 1 || idx >= L->n || L->mem[idx].local ||
+    const char *who = L->merge ? "shard" : "rank";
+    /* the golden run comes from shard 0 in a merge; from no rank (rank 0 trained it) */
+    int lo = L->merge && from == 0 ? 0 : 1;
+    if (p->err || idx < lo || idx >= L->n || L->mem[idx].local ||
         peat_campaign_runtime_ranks_owner(idx, L->o->n_ranks) != from || n != L->res->n ||
         ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
-                          "rank %d sent runtime run %d of %lld iterations, not one of its own "
+                          "%s %d sent runtime run %d of %lld iterations, not one of its own "
                           "of %lld",
-                          from, (int)idx, (long long)n, (long long)L->res->n);
+                          who, from, (int)idx, (long long)n, (long long)L->res->n);
     member *m = &L->mem[idx];
     peat_runtime_run *r = m->run;
     peat_campaign_pack_get(p, r->loss, (size_t)n * sizeof *r->loss);
@@ -594,7 +598,7 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
     snprintf(r->ended, sizeof r->ended, "%s", peat_campaign_pack_get_str(p));
     if (w) peat_campaign_pack_get(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
     m->local = 1; /* its curves are here now */
-    return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d's runtime run %d is cut short", from,
+    return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s %d's runtime run %d is cut short", who, from,
                                (int)idx)
                   : PEAT_OK;
 }
@@ -715,6 +719,38 @@ static void rank_runs(const lockstep *L, int r, char *out, size_t n)
                      L->mem[i].run ? L->mem[i].run->label : "?");
 }
 
+/* What a rank sends rank 0 (and a shard keeps in its file): how many runs, each run trained
+ * here from member `first` on (the golden run is member 0), then the kept checkpoints. */
+static peat_status body_pack(const lockstep *L, peat_campaign_pack *body, int first)
+{
+    int32_t mine = 0;
+    for (int i = first; i < L->n; i++) mine += L->mem[i].local;
+    peat_campaign_pack_put(body, &mine, sizeof mine);
+    for (int i = first; i < L->n; i++)
+        if (L->mem[i].local) member_pack(body, L, i);
+    peat_campaign_pack_put(body, L->ck.b, L->ck.n);
+    return body->err ? PEAT_ERROR(PEAT_ERR_NOMEM, "the runtime curves for rank 0") : PEAT_OK;
+}
+
+/* Rank (shard) r's runs from its body into L, its checkpoints left from body->at on. */
+static peat_status body_take(lockstep *L, peat_campaign_pack *body, int r)
+{
+    int32_t count = 0;
+    peat_campaign_pack_get(body, &count, sizeof count);
+    peat_status rs = PEAT_OK;
+    for (int k = 0; rs == PEAT_OK && k < count; k++) rs = member_unpack(body, L, r);
+    return rs;
+}
+
+/* The error of rank (shard) r, its runs named after it. */
+static peat_status runs_named(const lockstep *L, int r, peat_status rs)
+{
+    char runs[512], msg[1024];
+    rank_runs(L, r, runs, sizeof runs);
+    snprintf(msg, sizeof msg, "%s (its runs: %s)", peat_error_last(), runs);
+    return PEAT_ERROR(rs, "%s", msg);
+}
+
 /* After the ranks trained (st: this rank's status): ranks > 0 answer rank 0 with their members
  * and checkpoints; rank 0 takes every rank's answer (all of them, whatever failed: a rank waiting
  * to be heard must not hang), its members into L and every checkpoint into the file. The first
@@ -724,14 +760,7 @@ static peat_status ranks_exchange(lockstep *L, peat_status st)
     const peat_runtime_opts *o = L->o;
     if (o->rank != 0) {
         peat_campaign_pack body = {0};
-        int32_t mine = 0;
-        for (int i = 1; i < L->n; i++) mine += L->mem[i].local;
-        peat_campaign_pack_put(&body, &mine, sizeof mine);
-        for (int i = 1; st == PEAT_OK && i < L->n; i++)
-            if (L->mem[i].local) member_pack(&body, L, i);
-        if (st == PEAT_OK) peat_campaign_pack_put(&body, L->ck.b, L->ck.n);
-        if (st == PEAT_OK && body.err)
-            st = PEAT_ERROR(PEAT_ERR_NOMEM, "the runtime curves for rank 0");
+        if (st == PEAT_OK) st = body_pack(L, &body, 1);
         peat_status sent = peat_campaign_runtime_ranks_answer(st, &body);
         peat_campaign_pack_free(&body);
         return st != PEAT_OK ? st : sent;
@@ -741,14 +770,10 @@ static peat_status ranks_exchange(lockstep *L, peat_status st)
     char first[1024] = "";
     for (int r = 1; r < o->n_ranks; r++) {
         peat_status rs = peat_campaign_runtime_ranks_collect(r, &packs[r]);
-        int32_t count = 0; /* read only into a lockstep that is whole */
-        if (rs == PEAT_OK && st == PEAT_OK) peat_campaign_pack_get(&packs[r], &count, sizeof count);
-        for (int k = 0; rs == PEAT_OK && k < count; k++) rs = member_unpack(&packs[r], L, r);
+        if (rs == PEAT_OK && st == PEAT_OK) rs = body_take(L, &packs[r], r); /* a whole lockstep */
         if (rs != PEAT_OK && st == PEAT_OK) {
-            char runs[512];
-            rank_runs(L, r, runs, sizeof runs);
-            snprintf(first, sizeof first, "%s (its runs: %s)", peat_error_last(), runs);
-            st = rs;
+            st = runs_named(L, r, rs);
+            snprintf(first, sizeof first, "%s", peat_error_last());
         }
     }
     packs[0] = L->ck; /* rank 0's own, read from its start */
@@ -987,9 +1012,53 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
                         o->rank);
     if (st == PEAT_OK) st = lockstep_setup(&L);
     if (st == PEAT_OK) st = lockstep_run(&L);
-    if (L.ranks) st = ranks_exchange(&L, st);
-    if (st == PEAT_OK && o->rank == 0) st = judge(res);
+    if (o->shard) { /* a shard's runs, for `peat merge` to judge */
+        if (st == PEAT_OK) st = body_pack(&L, o->shard, o->rank == 0 ? 0 : 1);
+    } else if (L.ranks)
+        st = ranks_exchange(&L, st);
+    if (st == PEAT_OK && o->rank == 0 && !o->shard) st = judge(res);
     if (st == PEAT_OK && o->store) st = store_all(&L, &tabs);
+    tables_close(&tabs);
+    lockstep_free(&L);
+    res->t_total = peat_campaign_now() - t0;
+    return st;
+}
+
+/* Every shard's runs into L (a shard that lacks one is named), then their checkpoints. */
+static peat_status shards_take(lockstep *L, peat_campaign_pack *bodies, int n)
+{
+    for (int r = 0; r < n; r++) {
+        peat_status rs = body_take(L, &bodies[r], r);
+        if (rs != PEAT_OK) return runs_named(L, r, rs);
+    }
+    for (int i = 0; i < L->n; i++)
+        if (!L->mem[i].local) {
+            int r = peat_campaign_runtime_ranks_owner(i, L->o->n_ranks);
+            return runs_named(L, r,
+                              PEAT_ERROR(PEAT_ERR_FORMAT, "shard %d of %d lacks runtime run %s", r,
+                                         L->o->n_ranks, L->mem[i].run->label));
+        }
+    return ckpts_write(L, bodies, n);
+}
+
+peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, peat_campaign_pack *bodies,
+                                        int n, peat_runtime_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = peat_campaign_now();
+    peat_runtime_opts mo = *o;
+    mo.rank = -1, mo.n_ranks = n, mo.shard = NULL; /* no run is trained here */
+    lockstep L;
+    memset(&L, 0, sizeof L);
+    L.o = &mo, L.res = res, L.ranks = 1, L.merge = 1;
+    rt_tables tabs;
+    peat_status st = tables_open(o->store, &tabs);
+    /* the golden run's flow is set up (its tensor names), not trained: shard 0 sends its run */
+    if (st == PEAT_OK) st = lockstep_setup(&L);
+    L.mem[0].local = 0;
+    if (st == PEAT_OK) st = shards_take(&L, bodies, n);
+    if (st == PEAT_OK) st = judge(res);
+    if (st == PEAT_OK) st = store_all(&L, &tabs);
     tables_close(&tabs);
     lockstep_free(&L);
     res->t_total = peat_campaign_now() - t0;

@@ -37,6 +37,10 @@ typedef struct peat_runtime_opts {
      * their curves, distances and checkpoints to rank 0 (runtime_ranks.h), which judges and
      * stores them as one process would; ranks > 0 have no store */
     int rank, n_ranks;
+    /* `peat run --shard I/N` (rank I of n_ranks N, no MPI): the runs this shard trained (on shard
+     * 0 the golden run too) and their checkpoints go into *shard, the body the ranks send rank 0
+     * (runtime_ranks.c's pack); nothing is judged or stored */
+    struct peat_campaign_pack *shard;
     /* steering (`peat run --budget`): after each iteration, the runs' new total of iterations
      * from the iterations done and the wall seconds they took (evaluations every `every`);
      * clamped to done + 1 .. max_iters. NULL: o->iters, fixed */
@@ -81,6 +85,14 @@ peat_status peat_campaign_runtime_freqs_check(const char *list);
  * curves, verdicts and checkpoints when o->store is set. */
 peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
 void peat_campaign_runtime_result_free(peat_runtime_result *res);
+/* `peat merge` of run shards: bodies[r] (what shard r of n put in o->shard, read from its start)
+ * into one result as rank 0 takes the ranks' runs: the checkpoints into o->store in one
+ * process's order, the band, the verdicts and the /runtime tables, the same as
+ * peat_campaign_runtime_run_all of one process. o as the shards ran (rank and n_ranks ignored). A
+ * shard that lacks a run or sends another's is named. */
+peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o,
+                                        struct peat_campaign_pack *bodies, int n,
+                                        peat_runtime_result *res);
 /* The curves of a finished campaign's runtime FI (/runtime/curves) read back into res, its band
  * rebuilt from them (what report.html plots; the verdicts are the campaign's own, not these).
  * PEAT_ERR_NOTFOUND (no message) when the file holds none. */
