@@ -37,8 +37,19 @@ static peat_status store_signatures(const peat_campaign *c)
     return st != PEAT_OK ? st : cst;
 }
 
+/* --shard 0/N: the result so far (runtime pending) into the partial campaign, for the merge. */
+static peat_status park(const peat_campaign *c)
+{
+    peat_store_t *s = NULL;
+    PEAT_TRY(peat_store_open(c->partial, 1, &s));
+    peat_status st = peat_campaign_state_write(s, c->o, c->res);
+    peat_status cst = peat_store_close(s);
+    return st != PEAT_OK ? st : cst;
+}
+
 peat_status peat_campaign_stage_commit(peat_campaign *c)
 {
+    if (c->shard_pending) return park(c);
     /* the file is named complete only once every stage's output is in it */
     PEAT_TRY(store_signatures(c));
     if (rename(c->partial, c->h5) != 0)

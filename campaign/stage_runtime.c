@@ -1,6 +1,7 @@
 /* stage_runtime.c: the runtime FI stage: the candidate trains in the loop at each --runtime-freq
  * over the profiled iterations, judged against the golden noise band; its verdicts join the
  * findings and the acceptance (docs/fault-injection.md). */
+#include "campaign/run_shard.h"
 #include "campaign/runtime.h"
 #include "campaign/runtime_ranks.h"
 #include "campaign/scale.h"
@@ -11,9 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The finding of each faulty run joins the detect stage's sources; the detector assembles the
- * list again (peat_detector_assemble) and the verdict is recomputed. */
-static void findings_add(peat_campaign *c, peat_campaign_result *res, const peat_runtime_result *rt)
+/* The finding of each faulty run joins the sources (the detect stage's); the detector assembles
+ * the list again (peat_detector_assemble) and the verdict is recomputed. */
+static void findings_add(const peat_finding_sources *base, peat_campaign_result *res,
+                         const peat_runtime_result *rt)
 {
     int cap = (int)(sizeof res->findings / sizeof res->findings[0]);
     enum { MAXRT = (int)(sizeof res->runtime / sizeof res->runtime[0]) };
@@ -27,7 +29,7 @@ static void findings_add(peat_campaign *c, peat_campaign_result *res, const peat
         runtime[j] = peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label,
                                                    rt->faulty[j].swapped);
     }
-    peat_finding_sources src = c->find;
+    peat_finding_sources src = *base;
     src.runtime = runtime, src.n_runtime = rt->n_faulty;
     res->n_findings = peat_detector_assemble(&src, res->findings, cap);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
@@ -65,6 +67,9 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
     ro->checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
     /* under mpirun: the runs split across the ranks, each rank on its share of the node's cores */
     ro->rank = 0, ro->n_ranks = 1;
+    peat_campaign_scale_shard sh = {0, 1};
+    if (o->shard && peat_campaign_scale_shard_parse(o->shard, &sh) == PEAT_OK)
+        ro->rank = sh.i, ro->n_ranks = sh.n; /* --shard I/N: as rank I of N, without MPI */
     if (peat_campaign_runtime_ranks_active()) {
         ro->rank = peat_campaign_scale_mpi_rank();
         ro->n_ranks = peat_campaign_scale_mpi_size();
@@ -82,6 +87,81 @@ peat_status peat_campaign_stage_runtime_rank(peat_campaign *c)
     if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
     /* no store: rank 0 writes what this rank trained */
     return peat_campaign_runtime_run_all(&ro, c->rt);
+}
+
+/* --shard I/N: what this shard trained, with what names its campaign, into its file. */
+static peat_status shard_write(peat_campaign *c, const peat_runtime_opts *ro,
+                               const peat_campaign_pack *body)
+{
+    const peat_campaign_opts *o = c->o;
+    peat_campaign_run_shard *h = calloc(1, sizeof *h);
+    if (!h) return PEAT_ERROR(PEAT_ERR_NOMEM, "shard file");
+    h->sh = (peat_campaign_scale_shard){ro->rank, ro->n_ranks};
+    h->seed = o->seed;
+    snprintf(h->kernel, sizeof h->kernel, "%s", c->k->name);
+    snprintf(h->flow, sizeof h->flow, "%s", c->flow);
+    snprintf(h->line, sizeof h->line, "%s", o->shard_line ? o->shard_line : "");
+    snprintf(h->argv, sizeof h->argv, "%s", o->argv ? o->argv : "");
+    const peat_runtime_result *rt = c->rt;
+    for (int r = 0; r < rt->n_band + rt->n_faulty; r++)
+        snprintf(h->runs[h->n_runs++], sizeof h->runs[0], "%s",
+                 r < rt->n_band ? rt->band[r].label : rt->faulty[r - rt->n_band].label);
+    for (int k = 0; k < c->n_skipped && k < 4; k++, h->n_skipped++) {
+        snprintf(h->skip_stage[k], sizeof h->skip_stage[k], "%s", c->skipped[k].stage);
+        snprintf(h->skip_why[k], sizeof h->skip_why[k], "%s", c->skipped[k].why);
+    }
+    peat_status st = peat_campaign_mkdir_p(o->out_dir);
+    if (st == PEAT_OK) st = peat_campaign_run_shard_write(o->out_dir, h, body);
+    free(h);
+    return st;
+}
+
+/* --shard I/N: the golden run and this shard's runs (#I, #I+N, ...) trained, kept in its file for
+ * `peat merge`; nothing judged. Shard 0 leaves its campaign pending. */
+static peat_status runtime_shard(peat_campaign *c)
+{
+    peat_runtime_opts ro;
+    runtime_opts(c, &ro);
+    c->rt = calloc(1, sizeof *c->rt);
+    if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
+    peat_campaign_pack body = {0};
+    ro.shard = &body;
+    peat_status st = peat_campaign_runtime_run_all(&ro, c->rt);
+    if (st == PEAT_OK) st = shard_write(c, &ro, &body);
+    peat_campaign_pack_free(&body);
+    c->shard_pending = st == PEAT_OK && ro.rank == 0;
+    return st;
+}
+
+peat_status peat_campaign_stage_runtime_merge(peat_campaign *c)
+{
+    const peat_campaign_opts *o = c->o;
+    peat_runtime_opts ro;
+    runtime_opts(c, &ro);
+    c->rt = calloc(1, sizeof *c->rt);
+    peat_campaign_pack *bodies = calloc((size_t)o->n_merge_shards, sizeof *bodies);
+    if (!c->rt || !bodies) {
+        free(bodies);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
+    }
+    for (int i = 0; i < o->n_merge_shards; i++) bodies[i] = o->merge_shards[i].body; /* views */
+    peat_status st = peat_store_open(c->partial, 1, &ro.store);
+    if (st == PEAT_OK) st = peat_campaign_runtime_merge(&ro, bodies, o->n_merge_shards, c->rt);
+    free(bodies);
+    peat_status cst = ro.store ? peat_store_close(ro.store) : PEAT_OK;
+    PEAT_TRY(st);
+    PEAT_TRY(cst);
+    c->res->runtime_iters = c->rt->n;
+    /* shard 0's findings (the detect stage's list) are the sources: the runtime ones join them
+     * as in one process (peat_detector_assemble keeps a prefix of the numeric ones) */
+    peat_finding kept[sizeof c->res->findings / sizeof c->res->findings[0]];
+    memcpy(kept, c->res->findings, sizeof kept);
+    peat_finding_sources base;
+    memset(&base, 0, sizeof base);
+    base.signature = kept, base.n_signature = c->res->n_findings;
+    findings_add(&base, c->res, c->rt);
+    c->res->rt = c->rt;
+    return PEAT_OK;
 }
 
 peat_status peat_campaign_stage_runtime(peat_campaign *c)
@@ -122,6 +202,7 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
         fprintf(stdout, "peat: runtime FI: golden band + %s%s%s in the loop ...\n",
                 o->runtime_model ? o->runtime_model : "", o->runtime_model ? " on " : "",
                 c->k->name);
+    if (o->shard) return runtime_shard(c);
     peat_runtime_opts ro;
     runtime_opts(c, &ro);
     c->rt = calloc(1, sizeof *c->rt);
@@ -143,7 +224,7 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
     PEAT_TRY(st);
     PEAT_TRY(cst);
     c->res->runtime_iters = c->rt->n;
-    findings_add(c, c->res, c->rt);
+    findings_add(&c->find, c->res, c->rt);
     c->res->rt = c->rt;
     return PEAT_OK;
 }

@@ -103,6 +103,9 @@ typedef struct peat_campaign {
 
     /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
     struct peat_runtime_result *rt;
+    /* runtime with --shard 0/N: the runs wait for the other shards; commit leaves the campaign
+     * partial (its state only) and no report is written until `peat merge` */
+    int shard_pending;
 
     /* stages that chose not to run, and why (the manifest records it; commit writes it) */
     struct {
@@ -134,6 +137,12 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c);  /* stage_runtime.c *
  * rank 0's GO: runtime_ranks.h), nothing written, nothing printed. */
 peat_status peat_campaign_stage_runtime_rank(peat_campaign *c);
 peat_status peat_campaign_stage_commit(peat_campaign *c); /* stage_commit.c */
+/* `peat merge` of run shards (stage_merge.c, stage_runtime.c): shard 0's partial campaign
+ * reopened (its result and skipped stages), the stages shard 0 ran kept as they are, and the
+ * runtime stage's runs taken from the shard files, judged and stored. */
+peat_status peat_campaign_stage_reopen(peat_campaign *c);
+peat_status peat_campaign_stage_kept(peat_campaign *c);
+peat_status peat_campaign_stage_runtime_merge(peat_campaign *c);
 /* --capture (stage_capture.c): resolve's flow and size from the captured file, and profile's
  * work done by importing the captured calls instead of training a flow. */
 peat_status peat_campaign_capture_resolve(peat_campaign *c);

@@ -4,8 +4,12 @@
 #define _DEFAULT_SOURCE
 #include "cli/cmd_scale.h"
 
+#include "campaign/run_shard.h"
+#include "cli/cmdline.h"
+#include "cli/options.h"
 #include "nightly/ci.h"
 #include "run/fi_shard.h"
+#include "run/run.h"
 
 #include <glob.h>
 #include <stddef.h>
@@ -13,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct merge_opts {
     const char *baseline;
@@ -38,7 +43,10 @@ const peat_cli_cmd peat_cli_merge = {
     "  suite's order (the suite file must be where the shards read it);\n"
     "- fault injection: the files of `peat inject --campaign DIR --shard I/N` (default: every\n"
     "  DIR/fi-shard-I-of-N.h5) into DIR/campaign.h5 with the reference signatures and\n"
-    "  fi-summary.md, fi-report.html.\n"
+    "  fi-summary.md, fi-report.html;\n"
+    "- runtime FI runs: the files of `peat run --shard I/N --out DIR` (default: every\n"
+    "  DIR/run-shard-I-of-N.bin) into shard 0's campaign: band, verdicts, /runtime/*, findings,\n"
+    "  and the reports, which complete it (the shard files are then removed).\n"
     "Refuses shards of another campaign or suite (seed, kernel, flow), shard count or version\n"
     "in one line, and names the shards that are missing or incomplete with their items\n"
     "(nothing is written then): rerun those shards (an FI shard resumes where it stopped) and\n"
@@ -47,8 +55,8 @@ const peat_cli_cmd peat_cli_merge = {
     merge_opts_table,
     (int)(sizeof merge_opts_table / sizeof merge_opts_table[0]),
     "Exit status: as `peat ci` for a suite (0 pass, 1 fail or a regression against the\n"
-    "baseline, 2 an item without verdict); 0 for FI shards; 2 usage or input error (a missing\n"
-    "shard included).",
+    "baseline, 2 an item without verdict); 0 for FI shards; as `peat run` for run shards (0\n"
+    "pass, 1 fail); 2 usage or input error (a missing shard included).",
 };
 
 /* Whether path (OUT itself or a SHARD) holds suite results rather than FI shard files. */
@@ -98,6 +106,52 @@ static int merge_fi(int argc, char **argv)
     return 0;
 }
 
+/* The run shards' campaign: the options they recorded, the merge's folder. */
+static int merge_run(const char *dir, peat_campaign_run_shard *s, int n)
+{
+    static char store[8192];
+    char *words[PEAT_CMDLINE_MAX_ARGS];
+    int nw = 0;
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    peat_status st =
+        peat_cli_cmdline_split(s[0].line, words, PEAT_CMDLINE_MAX_ARGS, &nw, store, sizeof store);
+    if (st == PEAT_OK) st = peat_cli_parse(&peat_cli_run, nw, words, &o);
+    if (st != PEAT_OK) return peat_cli_die("merge of %s: %s", dir, peat_error_last());
+    o.out_dir = dir, o.argv = s[0].argv;
+    o.quiet = 1, o.json = 0, o.table = stdout;
+    o.merge_shards = s, o.n_merge_shards = n;
+    peat_campaign_result r;
+    st = peat_run_campaign(&o, &r);
+    if (st != PEAT_OK) return peat_cli_die("%s", peat_error_last());
+    for (int i = 0; i < n; i++) unlink(s[i].path); /* taken into the campaign */
+    printf("peat merge: the runtime FI runs of %d shards into %s/campaign.h5\n", n, dir);
+    return r.verdict == PEAT_ACCEPT_FAIL ? 1 : 0;
+}
+
+/* Whether the shards are `peat run --shard` files: named so, or in OUT. */
+static int is_run(const char *out, int argc, char **argv)
+{
+    if (argc > 1) return strstr(argv[1], "run-shard-") != NULL;
+    char p[900];
+    snprintf(p, sizeof p, "%s/run-shard-*-of-*.bin", out);
+    glob_t g;
+    int n = glob(p, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    globfree(&g);
+    return n > 0;
+}
+
+static int merge_runs(int argc, char **argv)
+{
+    peat_campaign_run_shard *s = NULL;
+    int n = 0;
+    if (peat_campaign_run_shards_load(argv[0], argv + 1, argc - 1, &s, &n) != PEAT_OK)
+        return peat_cli_die("%s", peat_error_last());
+    int rc = merge_run(argv[0], s, n);
+    peat_campaign_run_shards_free(s, n);
+    return rc;
+}
+
 int peat_cli_merge_main(int argc, char **argv, const char *cmdline)
 {
     (void)cmdline;
@@ -112,7 +166,7 @@ int peat_cli_merge_main(int argc, char **argv, const char *cmdline)
         return peat_cli_die("%s", peat_error_last());
     if (is_suite(pos[0], n_pos, pos)) return merge_suite(n_pos, pos, &o);
     if (o.baseline || o.update_baseline)
-        return peat_cli_die("--baseline compares suite results: %s holds fault-injection shards",
-                            pos[0]);
+        return peat_cli_die("--baseline compares suite results: %s holds campaign shards", pos[0]);
+    if (is_run(pos[0], n_pos, pos)) return merge_runs(n_pos, pos);
     return merge_fi(n_pos, pos);
 }

@@ -161,14 +161,76 @@ static int cmd_run_rank(void)
     return st == PEAT_OK ? EXIT_PASS : EXIT_USAGE;
 }
 
+/* Whether word i is one of those that do not decide a shard's runs (where and how it reports,
+ * the shard itself): 1, or 2 with its value. */
+static int shard_free_word(int argc, char **argv, int i)
+{
+    static const char *const alone[] = {"--quiet", "--json", "--force"};
+    static const char *const valued[] = {"--shard", "--out"};
+    for (size_t k = 0; k < sizeof alone / sizeof alone[0]; k++)
+        if (!strcmp(argv[i], alone[k])) return 1;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+        size_t n = strlen(valued[k]);
+        if (!strncmp(argv[i], valued[k], n) && argv[i][n] == '=') return 1;
+        if (!strcmp(argv[i], valued[k])) return i + 1 < argc ? 2 : 1;
+    }
+    return 0;
+}
+
+/* `peat run --shard I/N`: what must hold, and the command line the shard files carry. */
+static int shard_check(int argc, char **argv, peat_campaign_opts *o, int ranks)
+{
+    peat_campaign_scale_shard sh;
+    if (peat_campaign_scale_shard_parse(o->shard, &sh) != PEAT_OK || sh.n < 2)
+        return die("--shard %s: I/N with N >= 2 shards", o->shard);
+    if (ranks) return die("--shard and mpirun exclude each other: use one or the other");
+    if (!o->out_dir)
+        return die("--shard needs --out DIR (every shard writes there; then `peat "
+                   "merge DIR`)");
+    const char *no = o->budget          ? "--budget (its runtime FI steers by the clock)"
+                     : o->resume        ? "--resume (rerun the shard with --force)"
+                     : o->no_runtime    ? "--no-runtime (no runs to split)"
+                     : o->capture       ? "--capture (no runtime FI)"
+                     : o->finetune_from ? "--finetune-from (no runtime FI)"
+                                        : NULL;
+    if (no) return die("--shard splits the runtime FI runs: not with %s", no);
+    static char line[8192];
+    char *words[PEAT_CMDLINE_MAX_ARGS];
+    int n = 0;
+    for (int i = 0; i < argc;) {
+        int k = shard_free_word(argc, argv, i);
+        if (!k && n < PEAT_CMDLINE_MAX_ARGS) words[n++] = argv[i];
+        i += k ? k : 1;
+    }
+    if (peat_cli_cmdline_join(n, words, line, sizeof line) != PEAT_OK)
+        return die("peat run --shard: the command line is too long");
+    o->shard_line = line;
+    return -1;
+}
+
+/* After a shard: where its runs are, and what to do next. */
+static int shard_done(const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    peat_campaign_scale_shard sh;
+    peat_campaign_scale_shard_parse(o->shard, &sh);
+    char h5[700];
+    snprintf(h5, sizeof h5, "%s/campaign.h5", o->out_dir);
+    if (sh.i == 0 && access(h5, F_OK) == 0) { /* no runtime stage ran: the campaign is whole */
+        printf("peat run: shard 0/%d: runtime FI did not run, so the campaign is complete "
+               "without the other shards\n",
+               sh.n);
+        return r->verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
+    }
+    printf("peat run: shard %d/%d: its runtime FI runs are in %s/run-shard-%d-of-%d.bin%s; `peat "
+           "merge %s` once every shard is done\n",
+           sh.i, sh.n, o->out_dir, sh.i, sh.n,
+           sh.i == 0 ? " (the campaign waits for them: runtime verdicts pending)" : "", o->out_dir);
+    return EXIT_PASS;
+}
+
 static int cmd_run_one(int argc, char **argv, const char *cmdline)
 {
     int ranks = peat_campaign_scale_mpi_size() > 1;
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--shard") || !strncmp(argv[i], "--shard=", 8))
-            return die("peat run has no --shard (one campaign's playback does not split): split "
-                       "its runtime FI runs with `mpirun -n N peat run`, or whole campaigns with "
-                       "`peat ci SUITE --shard I/N` (docs/scale-out.md)");
     int rc = resume_expand(&argc, &argv, &cmdline);
     if (rc >= 0) return rc;
     peat_campaign_opts o;
@@ -183,6 +245,7 @@ static int cmd_run_one(int argc, char **argv, const char *cmdline)
     if (ranks && o.budget)
         return die("peat run --budget does not split across MPI ranks (its runtime FI steers its "
                    "length by the clock): run it as one process");
+    if (o.shard && (rc = shard_check(argc, argv, &o, ranks)) >= 0) return rc;
     if (o.resume && (rc = resume_reports(o.out_dir, o.json)) >= 0) return rc;
     if (ranks) {
         /* the other ranks parse the same words at the runtime stage (runtime_ranks.h) */
@@ -200,6 +263,7 @@ static int cmd_run_one(int argc, char **argv, const char *cmdline)
     peat_campaign_result r;
     st = peat_run_campaign(&o, &r);
     if (st != PEAT_OK) return die_status(st);
+    if (o.shard) return shard_done(&o, &r);
     return r.verdict == PEAT_ACCEPT_FAIL ? EXIT_KERNEL_FAIL : EXIT_PASS;
 }
 

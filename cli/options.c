@@ -50,6 +50,8 @@ static peat_status check_compress(const char *v)
 #define STR_OF(x)    STRINGIFY(x)
 #define RUN(field)   offsetof(peat_campaign_opts, field)
 
+static peat_status check_shard(const char *v);
+
 static const peat_cli_opt run_opts[] = {
     {"kernel", "NAME", PEAT_CLI_STR, RUN(kernel), 0, 0, 0, NULL, NULL, NULL,
      "candidate kernel to validate (see `peat list`); required", NULL},
@@ -168,6 +170,11 @@ static const peat_cli_opt run_opts[] = {
     {"runtime-band", "R", PEAT_CLI_INT, RUN(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
      STR_OF(PEAT_RUNTIME_DEFAULT_BAND),
      "runs in the golden noise band: the golden run and R-1 reruns with `reorder`", NULL},
+    {"shard", "I/N", PEAT_CLI_SPEC, RUN(shard), 0, 0, 0, NULL, check_shard, "the whole campaign",
+     "train only the runtime FI runs #I, #I+N, ... beside the golden run (N >= 2), into "
+     "OUT/run-shard-I-of-N.bin; shard 0 also runs every other stage and leaves the campaign "
+     "pending; `peat merge OUT` judges the runs and completes it (docs/scale-out.md)",
+     NULL},
     {"config", "FILE", PEAT_CLI_CONFIG, 0, 0, 0, 0, NULL, NULL, NULL,
      "read options from FILE (`key = value` lines, e.g. `record-ops = all`; `resume = true` for "
      "a flag); options on the command line override it",

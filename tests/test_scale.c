@@ -175,24 +175,6 @@ Test(scale, shards_of_another_campaign_or_count_are_refused)
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "peat merge of a foreign shard exits 2");
 }
 
-Test(scale, run_shard_is_refused_in_one_line_naming_what_splits_a_run)
-{
-    char cmd[1200], err[2048], p[400];
-    snprintf(cmd, sizeof cmd,
-             "%s run --kernel gemm_new --flow mlp --iters 2 --shard 0/2 --out '%s/rs' "
-             "2>'%s/rs.err' >/dev/null",
-             PEAT_TEST_BIN, tmpdir, tmpdir);
-    int rc = system(cmd);
-    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "peat run --shard exits 2");
-    snprintf(p, sizeof p, "%s/rs.err", tmpdir);
-    size_t k = text_read(p, err, sizeof err);
-    cr_assert(strstr(err, "mpirun -n N peat run") && strstr(err, "peat ci SUITE --shard") &&
-                  strchr(err, '\n') == err + k - 1,
-              "one line naming what to use instead: %s", err);
-    snprintf(p, sizeof p, "%s/rs", tmpdir);
-    cr_assert(access(p, F_OK) != 0, "nothing was run");
-}
-
 /* A suite of three small items (seconds each). */
 static void suite_write(const char *path)
 {
