@@ -30,18 +30,20 @@ typedef struct bench_opts {
     double max_s; /* no new seed after this many wall seconds (0 = none): the row counts what ran */
     int extra;    /* also judge the band reruns past R (every order in the band list) */
     const char *zoo, *manifest;
+    const char *curves; /* --curves FILE: every run's curves appended as TSV (evidence) */
 } bench_opts;
 
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_band [--flows mlp,cnn,gpt,gpt_unfused] [--seeds N (20)] "
                     "[--iters N (flow default)] [--width N] [--band R (3)] "
-                    "[--seed0 S (0)] [--max-seconds T] [--extra] [--zoo LIB --manifest TSV]\n");
+                    "[--seed0 S (0)] [--max-seconds T] [--extra] [--zoo LIB --manifest TSV] "
+                    "[--curves FILE]\n");
 }
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, 0, NULL, NULL};
+    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, 0, NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--extra")) {
             o->extra = 1;
@@ -67,6 +69,8 @@ static int parse(int argc, char **argv, bench_opts *o)
             o->zoo = v;
         else if (!strcmp(argv[i], "--manifest"))
             o->manifest = v;
+        else if (!strcmp(argv[i], "--curves"))
+            o->curves = v;
         else
             return usage(), -1;
         i++;
@@ -104,12 +108,13 @@ static void wilson(int k, int n, double *lo, double *hi)
 
 static peat_runtime_curve curve(const peat_runtime_result *r, const peat_runtime_run *m)
 {
-    peat_runtime_curve c = {r->n, m->loss, m->wdist, m->nonfinite, r->n_eval, m->eval_acc};
+    peat_runtime_curve c = {r->n,      m->loss,     m->wdist,    m->nonfinite,
+                            r->n_eval, m->eval_acc, r->eval_iter};
     return c;
 }
 
 typedef struct tally {
-    int judged, alarms, drift, stat, seeds, seeds_alarm;
+    int judged, alarms, drift, transient, stat, seeds, seeds_alarm;
     double worst;
 } tally;
 
@@ -119,13 +124,15 @@ static void count(tally *t, const peat_runtime_verdict *v, const peat_runtime_ba
     t->judged++;
     t->alarms += v->cls != PEAT_RUNTIME_EQUIVALENT;
     t->drift += v->drift;
+    t->transient += v->transient;
     t->stat += v->loss_t > b->loss_k;
     if (v->loss_excess > t->worst) t->worst = v->loss_excess;
     /* one line per judged run as it ends: a measurement stopped early still counts what it ran */
     int alarm = v->cls != PEAT_RUNTIME_EQUIVALENT;
-    fprintf(stderr, "bench_band: %s seed %d %s: %s%s, loss t %.2f (k %.2f), %.1f s%s%s\n", flow, s,
-            label, peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "", v->loss_t,
-            b->loss_k, secs, alarm ? ": " : "", alarm ? v->evidence : "");
+    fprintf(stderr, "bench_band: %s seed %d %s: %s%s%s, loss t %.2f (k %.2f), %.1f s%s%s\n", flow,
+            s, label, peat_detector_runtime_class_name(v->cls), v->drift ? " (drift)" : "",
+            v->transient ? " (transient)" : "", v->loss_t, b->loss_k, secs,
+            alarm || v->transient ? ": " : "", alarm || v->transient ? v->evidence : "");
 }
 
 /* One seed with --extra: the band of the first R runs, every later band rerun and the honest
@@ -152,10 +159,40 @@ static peat_status judge_extra(const bench_opts *b, peat_runtime_result *r, tall
     return st;
 }
 
+/* --curves: one row per run and point (flow, seed, run, kind, iteration, value): the loss's
+ * mean over each 1/20 of the run (kind "loss", iteration = the window's first), every held-out
+ * evaluation ("acc") and the weight distance at the window's end ("wdist"). */
+static void write_curves(const bench_opts *b, const peat_runtime_result *r, const char *flow, int s)
+{
+    if (!b->curves) return;
+    FILE *f = fopen(b->curves, "a");
+    if (!f) {
+        fprintf(stderr, "bench_band: cannot append to %s\n", b->curves);
+        return;
+    }
+    for (int i = 0; i <= r->n_band; i++) {
+        const peat_runtime_run *m = i < r->n_band ? &r->band[i] : &r->faulty[0];
+        if (i == r->n_band && r->n_faulty < 1) break;
+        for (int w = 0; w < 20; w++) {
+            int64_t a = r->n * w / 20, e = r->n * (w + 1) / 20;
+            double sum = 0;
+            for (int64_t t = a; t < e; t++) sum += m->loss[t];
+            if (e > a)
+                fprintf(f, "%s\t%d\t%s\tloss\t%lld\t%.9g\n%s\t%d\t%s\twdist\t%lld\t%.9g\n", flow, s,
+                        m->label, (long long)a, sum / (double)(e - a), flow, s, m->label,
+                        (long long)(e - 1), m->wdist[e - 1]);
+        }
+        for (int64_t k = 0; k < r->n_eval; k++)
+            fprintf(f, "%s\t%d\t%s\tacc\t%lld\t%.9g\n", flow, s, m->label,
+                    (long long)r->eval_iter[k], m->eval_acc[k]);
+    }
+    fclose(f);
+}
+
 /* One flow's honest runs: false alarms (DEGRADES or DIVERGES) and drift notes. */
 static int honest_flow(const bench_opts *b, const char *flow)
 {
-    tally t = {0, 0, 0, 0, 0, 0, -INFINITY};
+    tally t = {0, 0, 0, 0, 0, 0, 0, -INFINITY};
     double t0 = peat_campaign_now();
     for (int s = b->seed0; s < b->seed0 + b->seeds; s++) {
         if (b->max_s > 0 && peat_campaign_now() - t0 > b->max_s) break;
@@ -164,6 +201,7 @@ static int honest_flow(const bench_opts *b, const char *flow)
         o.model_seed = (uint64_t)s;
         peat_runtime_result r;
         peat_status st = peat_campaign_runtime_run_all(&o, &r);
+        if (st == PEAT_OK) write_curves(b, &r, flow, s);
         if (st == PEAT_OK && b->extra) st = judge_extra(b, &r, &t, flow, s);
         if (st != PEAT_OK) {
             fprintf(stderr, "bench_band: %s seed %d: %s\n", flow, s, peat_error_last());
@@ -182,10 +220,10 @@ static int honest_flow(const bench_opts *b, const char *flow)
     double lo, hi;
     wilson(t.alarms, t.judged, &lo, &hi);
     printf("| %-11s | %6lld | %5d | %5d | %6d | %6d | %5.1f%% [%4.1f, %4.1f] | %5d | %10d | %5d "
-           "| %+9.2f%% |\n",
+           "| %9d | %+9.2f%% |\n",
            flow, (long long)(b->iters > 0 ? b->iters : peat_campaign_default_iters(flow)), b->width,
            t.seeds, t.judged, t.alarms, 100.0 * t.alarms / t.judged, 100 * lo, 100 * hi,
-           t.seeds_alarm, t.stat, t.drift, 100 * t.worst);
+           t.seeds_alarm, t.stat, t.drift, t.transient, 100 * t.worst);
     fflush(stdout);
     return 0;
 }
@@ -225,6 +263,7 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
         o.op = kern->op;
         peat_runtime_result r;
         if (peat_campaign_runtime_run_all(&o, &r) == PEAT_OK) {
+            write_curves(b, &r, flow, 1);
             int aff = affects_training(&r), det = r.verdict[0].cls != PEAT_RUNTIME_EQUIVALENT;
             *n_aff += aff, *n_det += aff && det, *n_other += !aff && det;
             printf("  %-34s %-10s %-20s %s\n", k, aff ? "affects" : "no effect",
@@ -253,8 +292,8 @@ int main(int argc, char **argv)
            b.extra ? "every later order of the band list plus one more honest GEMM order"
                    : "one more honest GEMM order");
     printf("| flow        |  iters | width | seeds | judged | alarms | rate [95%% Wilson]    | "
-           "seeds w/ alarm | t > k only | drift | max loss ex |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "seeds w/ alarm | t > k only | drift | transient | max loss ex |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     char buf[128];
     snprintf(buf, sizeof buf, "%s", b.flows);
     char *save = NULL;

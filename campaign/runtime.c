@@ -521,7 +521,8 @@ static peat_status lockstep_run(lockstep *L)
 
 static peat_runtime_curve curve_of(const peat_runtime_result *res, const peat_runtime_run *r)
 {
-    peat_runtime_curve c = {res->n, r->loss, r->wdist, r->nonfinite, res->n_eval, r->eval_acc};
+    peat_runtime_curve c = {res->n,      r->loss,     r->wdist,      r->nonfinite,
+                            res->n_eval, r->eval_acc, res->eval_iter};
     return c;
 }
 

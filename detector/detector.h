@@ -160,6 +160,8 @@ typedef struct peat_runtime_curve {
     const int64_t *nonfinite; /* non-finite weight values after the iteration (NULL = none) */
     int64_t n_eval;           /* held-out evaluations, at the same iterations in every run */
     const double *eval_acc;   /* held-out accuracy at each (NaN = not measured) */
+    const int64_t *eval_iter; /* the iteration of each evaluation (NULL: evaluation e after
+                                 iteration (e + 1) n / n_eval - 1, evenly spread to the end) */
 } peat_runtime_curve;
 
 /* The golden noise band of R honest runs (the golden run and reruns with the `reorder` model on
@@ -176,7 +178,10 @@ typedef struct peat_runtime_band {
     int windows;               /* loss windows: iterations [win_start[w], win_start[w + 1]) */
     int64_t *win_start;        /* [windows + 1] */
     double *win_mean, *win_sd; /* [windows] members' mean window loss and its sample sd */
-    double *acc_mean, *acc_sd; /* [n_eval] members' held-out accuracy: mean and sample sd */
+    int *eval_win;             /* [n_eval] the window each evaluation falls in */
+    double *acc_mean, *acc_sd; /* [windows] members' mean held-out accuracy over the window's
+                                  evaluations: mean and sample sd (NaN: no evaluation there) */
+    int acc_windows;           /* windows that hold an evaluation */
     double loss_k, acc_k;      /* t quantiles: the tolerance factors for R - 1 d.o.f. */
     double alpha;              /* the per-run false-alarm rate the factors are set for */
 } peat_runtime_band;
@@ -197,14 +202,17 @@ typedef struct peat_runtime_verdict {
     char metric[16];    /* what left the band: "loss", "accuracy", "nonfinite" */
     double loss_excess; /* largest window-mean loss excess over the bound, relative to it */
     double wdist_ratio; /* largest distance / (4 x honest distance + 1e-5) (<= 1 inside) */
-    double acc_drop;    /* largest accuracy drop below the bound (absolute) */
+    double acc_drop;    /* largest window-mean accuracy drop below the bound (absolute) */
     double loss_t;      /* largest window t statistic (x - mean) / (sd sqrt(1 + 1/R)); the test
                            alone (no effect-size floor) alarms when it exceeds the band's loss_k */
     double final_loss, band_lo, band_hi; /* last iteration: run and band */
-    int drift;          /* a note: the weights leave the honest reruns' distance for PERSIST
-                           iterations while loss and accuracy stay inside (not a warning) */
-    int64_t drift_iter; /* first iteration of that excursion (-1 = none) */
-    char evidence[256]; /* one sentence with the numbers */
+    int drift;              /* a note: the weights leave the honest reruns' distance for PERSIST
+                               iterations while loss and accuracy stay inside (not a warning) */
+    int64_t drift_iter;     /* first iteration of that excursion (-1 = none) */
+    int transient;          /* a note: a window before the last left its loss or accuracy bound and
+                               the last window is inside (training came back; not a warning) */
+    int64_t transient_iter; /* first iteration of the first such window (-1 = none) */
+    char evidence[256];     /* one sentence with the numbers */
 } peat_runtime_verdict;
 
 /* Student's t quantile factor of the band test: the one-sided bound k with P(T > k) = a for T

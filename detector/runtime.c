@@ -48,6 +48,7 @@ void peat_detector_band_free(peat_runtime_band *b)
     free(b->win_start);
     free(b->win_mean);
     free(b->win_sd);
+    free(b->eval_win);
     free(b->acc_mean);
     free(b->acc_sd);
     memset(b, 0, sizeof *b);
@@ -86,6 +87,20 @@ static double window_mean(const double *loss, int64_t a, int64_t b)
     return b > a ? s / (double)(b - a) : NAN;
 }
 
+/* The window that holds iteration t. */
+static int window_of(const peat_runtime_band *b, int64_t t)
+{
+    int w = 0;
+    while (w + 1 < b->windows && t >= b->win_start[w + 1]) w++;
+    return w;
+}
+
+/* The iteration of evaluation e (the curve's, or evenly spread to the last iteration). */
+static int64_t eval_iter_of(const peat_runtime_curve *c, int64_t e)
+{
+    return c->eval_iter ? c->eval_iter[e] : (e + 1) * c->n / c->n_eval - 1;
+}
+
 static peat_status band_alloc(peat_runtime_band *b, int64_t n, int64_t ne, int W)
 {
     b->loss_lo = malloc((size_t)(n + 1) * sizeof(double));
@@ -93,23 +108,33 @@ static peat_status band_alloc(peat_runtime_band *b, int64_t n, int64_t ne, int W
     b->wdist_hi = malloc((size_t)(n + 1) * sizeof(double));
     b->acc_lo = malloc((size_t)(ne + 1) * sizeof(double));
     b->acc_hi = malloc((size_t)(ne + 1) * sizeof(double));
-    b->acc_mean = malloc((size_t)(ne + 1) * sizeof(double));
-    b->acc_sd = malloc((size_t)(ne + 1) * sizeof(double));
+    b->eval_win = malloc((size_t)(ne + 1) * sizeof(int));
+    b->acc_mean = malloc((size_t)(W + 1) * sizeof(double));
+    b->acc_sd = malloc((size_t)(W + 1) * sizeof(double));
     b->win_start = malloc((size_t)(W + 1) * sizeof(int64_t));
     b->win_mean = malloc((size_t)(W + 1) * sizeof(double));
     b->win_sd = malloc((size_t)(W + 1) * sizeof(double));
-    if (b->loss_lo && b->loss_hi && b->wdist_hi && b->acc_lo && b->acc_hi && b->acc_mean &&
-        b->acc_sd && b->win_start && b->win_mean && b->win_sd)
+    if (b->loss_lo && b->loss_hi && b->wdist_hi && b->acc_lo && b->acc_hi && b->eval_win &&
+        b->acc_mean && b->acc_sd && b->win_start && b->win_mean && b->win_sd)
         return PEAT_OK;
     peat_detector_band_free(b);
     return PEAT_ERROR(PEAT_ERR_NOMEM, "band of %lld iterations", (long long)n);
 }
 
-/* Per window: the members' window-mean losses, their mean and sd. */
+/* The mean of a run's held-out accuracies in window w (NaN: none there, or one not measured). */
+static double acc_window_mean(const peat_runtime_band *b, const double *acc, int w)
+{
+    double s = 0.0;
+    int k = 0;
+    for (int64_t e = 0; e < b->n_eval; e++)
+        if (b->eval_win[e] == w) s += acc[e], k++;
+    return k ? s / k : NAN;
+}
+
+/* Per window: the members' window-mean losses and held-out accuracies, their means and sds. */
 static void band_windows(const peat_runtime_curve *m, int R, peat_runtime_band *b)
 {
     double x[64];
-    for (int w = 0; w <= b->windows; w++) b->win_start[w] = b->n * w / b->windows;
     for (int w = 0; w < b->windows; w++) {
         for (int r = 0; r < R && r < 64; r++)
             x[r] = window_mean(m[r].loss, b->win_start[w], b->win_start[w + 1]);
@@ -117,11 +142,18 @@ static void band_windows(const peat_runtime_curve *m, int R, peat_runtime_band *
     }
     for (int64_t e = 0; e < b->n_eval; e++) {
         b->acc_lo[e] = b->acc_hi[e] = NAN;
-        for (int r = 0; r < R && r < 64; r++) {
-            x[r] = m[r].eval_acc[e];
-            minmax(&b->acc_lo[e], &b->acc_hi[e], x[r]);
-        }
-        mean_sd(x, R < 64 ? R : 64, &b->acc_mean[e], &b->acc_sd[e]);
+        for (int r = 0; r < R && r < 64; r++)
+            minmax(&b->acc_lo[e], &b->acc_hi[e], m[r].eval_acc[e]);
+    }
+    b->acc_windows = 0;
+    for (int w = 0; w < b->windows; w++) {
+        for (int r = 0; r < R && r < 64; r++) x[r] = acc_window_mean(b, m[r].eval_acc, w);
+        b->acc_mean[w] = b->acc_sd[w] = NAN;
+        int any = 0;
+        for (int64_t e = 0; e < b->n_eval; e++) any |= b->eval_win[e] == w;
+        if (!any) continue;
+        mean_sd(x, R < 64 ? R : 64, &b->acc_mean[w], &b->acc_sd[w]);
+        b->acc_windows++;
     }
 }
 
@@ -138,9 +170,8 @@ peat_status peat_detector_band_build(const peat_runtime_curve *m, int R, peat_ru
     PEAT_TRY(band_alloc(out, n, ne, W));
     out->n = n, out->n_eval = ne, out->members = R, out->windows = W;
     out->alpha = BAND_ALPHA;
-    /* half the rate for the loss windows, half for the evaluations (Bonferroni) */
-    out->loss_k = peat_detector_band_factor(R - 1, BAND_ALPHA / 2.0 / W);
-    out->acc_k = peat_detector_band_factor(R - 1, BAND_ALPHA / 2.0 / (double)(ne > 0 ? ne : 1));
+    for (int w = 0; w <= W; w++) out->win_start[w] = n * w / W;
+    for (int64_t e = 0; e < ne; e++) out->eval_win[e] = window_of(out, eval_iter_of(&m[0], e));
     for (int64_t t = 0; t < n; t++) {
         out->loss_lo[t] = out->loss_hi[t] = NAN;
         out->wdist_hi[t] = 0.0;
@@ -150,15 +181,11 @@ peat_status peat_detector_band_build(const peat_runtime_curve *m, int R, peat_ru
         }
     }
     band_windows(m, R, out);
+    /* half the rate for the loss windows, half for the accuracy windows (Bonferroni) */
+    out->loss_k = peat_detector_band_factor(R - 1, BAND_ALPHA / 2.0 / W);
+    out->acc_k = peat_detector_band_factor(
+        R - 1, BAND_ALPHA / 2.0 / (out->acc_windows > 0 ? out->acc_windows : 1));
     return PEAT_OK;
-}
-
-/* The window that holds iteration t. */
-static int window_of(const peat_runtime_band *b, int64_t t)
-{
-    int w = 0;
-    while (w + 1 < b->windows && t >= b->win_start[w + 1]) w++;
-    return w;
 }
 
 /* The largest window-mean loss no honest run exceeds but with the band's rate: the prediction
@@ -171,10 +198,10 @@ static double loss_bound(const peat_runtime_band *b, int w)
     return mean + fmax(stat, floor);
 }
 
-static double acc_bound(const peat_runtime_band *b, int64_t e)
+static double acc_bound(const peat_runtime_band *b, int w)
 {
-    double stat = b->acc_k * b->acc_sd[e] * sqrt(1.0 + 1.0 / b->members);
-    return b->acc_mean[e] - fmax(stat, ACC_ABS_FLOOR);
+    double stat = b->acc_k * b->acc_sd[w] * sqrt(1.0 + 1.0 / b->members);
+    return b->acc_mean[w] - fmax(stat, ACC_ABS_FLOOR);
 }
 
 void peat_detector_band_widened(const peat_runtime_band *b, int64_t t, double *loss_lo,
@@ -243,81 +270,113 @@ static int64_t drift_of(const peat_runtime_band *b, const peat_runtime_curve *c,
     return first;
 }
 
-/* The first window whose mean loss is above its bound (-1 if none); the largest excess. */
-static int64_t loss_excursion(const peat_runtime_band *b, const peat_runtime_curve *c,
-                              peat_runtime_verdict *v)
-{
-    int64_t first = -1;
-    for (int w = 0; w < b->windows; w++) {
-        double hi = loss_bound(b, w);
-        double x = window_mean(c->loss, b->win_start[w], b->win_start[w + 1]);
-        double ex = hi > 0.0 ? (x - hi) / hi : x - hi;
-        if (ex > v->loss_excess) v->loss_excess = ex;
-        if (ex > 0.0 && first < 0) first = b->win_start[w];
-        double sd = b->win_sd[w] * sqrt(1.0 + 1.0 / b->members);
-        double z = sd > 0.0 ? (x - b->win_mean[w]) / sd : x > b->win_mean[w] ? INFINITY : 0.0;
-        if (z > v->loss_t || w == 0) v->loss_t = z;
-    }
-    return first;
-}
+/* Where a metric left its bound: the first window outside (-1 if none) and whether the last
+ * window it is measured in is outside too. */
+typedef struct excursion {
+    int first, last_out;
+} excursion;
 
-/* The first held-out evaluation below its bound (-1 if none); the largest drop. */
-static int64_t acc_excursion(const peat_runtime_band *b, const peat_runtime_curve *c,
-                             peat_runtime_verdict *v)
-{
-    int64_t first = -1;
-    for (int64_t e = 0; e < c->n_eval; e++) {
-        double drop = acc_bound(b, e) - c->eval_acc[e];
-        if (isnan(drop)) continue;
-        if (drop > v->acc_drop) v->acc_drop = drop;
-        if (drop > 0.0 && first < 0) first = e;
-    }
-    return first;
-}
-
-static void evidence_equivalent(const peat_runtime_band *b, const peat_runtime_curve *c,
+/* The windows whose mean loss is above its bound; the largest excess and t statistic. */
+static excursion loss_excursion(const peat_runtime_band *b, const peat_runtime_curve *c,
                                 peat_runtime_verdict *v)
 {
-    int n = snprintf(v->evidence, sizeof v->evidence,
-                     "inside the golden band over %lld iterations (false-alarm rate %.2g): final "
-                     "loss %.4g (band %.4g..%.4g)",
-                     (long long)c->n, b->alpha, v->final_loss, v->band_lo, v->band_hi);
+    excursion x = {-1, 0};
+    for (int w = 0; w < b->windows; w++) {
+        double hi = loss_bound(b, w);
+        double m = window_mean(c->loss, b->win_start[w], b->win_start[w + 1]);
+        double ex = hi > 0.0 ? (m - hi) / hi : m - hi;
+        if (ex > v->loss_excess) v->loss_excess = ex;
+        if (ex > 0.0 && x.first < 0) x.first = w;
+        x.last_out = ex > 0.0;
+        double sd = b->win_sd[w] * sqrt(1.0 + 1.0 / b->members);
+        double z = sd > 0.0 ? (m - b->win_mean[w]) / sd : m > b->win_mean[w] ? INFINITY : 0.0;
+        if (z > v->loss_t || w == 0) v->loss_t = z;
+    }
+    return x;
+}
+
+/* The windows whose mean held-out accuracy is below its bound; the largest drop. */
+static excursion acc_excursion(const peat_runtime_band *b, const peat_runtime_curve *c,
+                               peat_runtime_verdict *v)
+{
+    excursion x = {-1, 0};
+    for (int w = 0; w < b->windows; w++) {
+        if (isnan(b->acc_mean[w])) continue; /* no evaluation in this window */
+        double drop = acc_bound(b, w) - acc_window_mean(b, c->eval_acc, w);
+        if (isnan(drop)) continue;
+        if (drop > v->acc_drop) v->acc_drop = drop;
+        if (drop > 0.0 && x.first < 0) x.first = w;
+        x.last_out = drop > 0.0;
+    }
+    return x;
+}
+
+/* Appends "; note: ..." sentences (a transient excursion, weight drift) to the evidence. */
+static void evidence_notes(peat_runtime_verdict *v, int n)
+{
+    char exc[40];
+    excess_format(exc, sizeof exc, v->loss_excess);
+    if (v->transient && n > 0 && (size_t)n < sizeof v->evidence)
+        n += snprintf(v->evidence + n, sizeof v->evidence - (size_t)n,
+                      "; note: left the band from iteration %lld and came back by the last "
+                      "quarter (window-mean loss at most %s its bound, accuracy up to %.3g below)",
+                      (long long)v->transient_iter, exc, fmax(v->acc_drop, 0.0));
     if (v->drift && n > 0 && (size_t)n < sizeof v->evidence)
         snprintf(v->evidence + n, sizeof v->evidence - (size_t)n,
                  "; note: weight drift from iteration %lld, %.3gx the honest reruns' distance",
                  (long long)v->drift_iter, v->wdist_ratio);
 }
 
+/* DEGRADES when the last window's mean loss or mean held-out accuracy is outside its bound (where
+ * training ends), or when an earlier window is and the weights had left the honest reruns'
+ * distance (drift) before that window ended (a defect moves training off the honest
+ * trajectories). An earlier window outside with the weights as close to the golden run as the
+ * reruns' and the last window inside is a transient excursion, a note: honest long runs wander
+ * and come back (docs/fault-injection.md, "Band and verdict rules"). */
 static void judge_degrades(const peat_runtime_band *b, const peat_runtime_curve *c,
                            peat_runtime_verdict *v)
 {
-    int64_t tl = loss_excursion(b, c, v), ea = acc_excursion(b, c, v);
+    excursion xl = loss_excursion(b, c, v), xa = acc_excursion(b, c, v);
     v->drift_iter = drift_of(b, c, v);
     v->drift = v->drift_iter >= 0;
-    if (tl < 0 && ea < 0) {
+    int first = xl.first < 0          ? xa.first
+                : xa.first < 0        ? xl.first
+                : xl.first < xa.first ? xl.first
+                                      : xa.first;
+    int drifted = first >= 0 && v->drift && v->drift_iter < b->win_start[first + 1];
+    if (!xl.last_out && !xa.last_out && !drifted) {
         v->cls = PEAT_RUNTIME_EQUIVALENT;
-        evidence_equivalent(b, c, v);
+        v->transient = first >= 0;
+        v->transient_iter = first >= 0 ? b->win_start[first] : -1;
+        int n = snprintf(v->evidence, sizeof v->evidence,
+                         "inside the golden band at the end of %lld iterations (false-alarm rate "
+                         "%.2g): final loss %.4g (band %.4g..%.4g)",
+                         (long long)c->n, b->alpha, v->final_loss, v->band_lo, v->band_hi);
+        evidence_notes(v, n);
         return;
     }
     v->cls = PEAT_RUNTIME_DEGRADES;
-    /* the loss is tested per window; accuracy only where it was sampled */
-    snprintf(v->metric, sizeof v->metric, "%s", tl >= 0 ? "loss" : "accuracy");
-    v->iter = tl; /* accuracy-only: its evaluation index is in the sentence */
-    char exc[40], wr[32];
+    int loss =
+        xl.last_out || (!xa.last_out && xl.first >= 0 && (xa.first < 0 || xl.first <= xa.first));
+    snprintf(v->metric, sizeof v->metric, "%s", loss ? "loss" : "accuracy");
+    v->iter = b->win_start[first];
+    char exc[24], wr[16];
     excess_format(exc, sizeof exc, v->loss_excess);
     ratio_format(wr, sizeof wr, v->wdist_ratio);
     snprintf(v->evidence, sizeof v->evidence,
-             "leaves the golden band from %s %lld (%s): window-mean loss at most %s its bound, "
-             "accuracy up to %.3g below it, weight distance up to %s the honest reruns'",
-             tl >= 0 ? "iteration" : "evaluation", (long long)(tl >= 0 ? tl : ea), v->metric, exc,
-             fmax(v->acc_drop, 0.0), wr);
+             "leaves the golden band from iteration %lld and %s (%s): "
+             "window-mean loss at most %s its bound, accuracy up to %.3g below it, weight "
+             "distance up to %s the honest reruns'",
+             (long long)v->iter,
+             xl.last_out || xa.last_out ? "ends outside it" : "its weights drift off", v->metric,
+             exc, fmax(v->acc_drop, 0.0), wr);
 }
 
 peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_runtime_curve *c,
                                         peat_runtime_verdict *v)
 {
     memset(v, 0, sizeof *v);
-    v->iter = v->drift_iter = -1;
+    v->iter = v->drift_iter = v->transient_iter = -1;
     v->loss_excess = -INFINITY;
     if (!b || !c || c->n != b->n || c->n_eval != b->n_eval || c->n < 1)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime judge: the run and the band differ in length");

@@ -504,13 +504,13 @@ Test(fi, band_rules_on_constructed_curves)
         acc[r][0] = acc[r][1] = 0.8;
     }
     peat_runtime_curve m[3];
-    for (int r = 0; r < 3; r++) m[r] = (peat_runtime_curve){N, l[r], w[r], NULL, 2, acc[r]};
+    for (int r = 0; r < 3; r++) m[r] = (peat_runtime_curve){N, l[r], w[r], NULL, 2, acc[r], NULL};
     peat_runtime_band b;
     cr_assert_eq(peat_detector_band_build(m, 3, &b), PEAT_OK);
     cr_assert_eq(b.windows, 4);
     double k = peat_detector_band_factor(2, 0.01 / 8), margin = k * 0.01 * sqrt(4.0 / 3.0);
     cr_assert_float_eq(b.win_sd[3], 0.01, 1e-12, "window sd %g", b.win_sd[3]);
-    peat_runtime_curve c = {N, lc, wc, NULL, 2, accc};
+    peat_runtime_curve c = {N, lc, wc, NULL, 2, accc, NULL};
     peat_runtime_verdict v;
     /* just inside the bound in the last window, then just outside */
     for (int t = 0; t < N; t++) lc[t] = 2.0 - 0.04 * t + (t >= 30 ? 0.98 * margin : 0.0);
@@ -559,10 +559,10 @@ Test(fi, band_floor_holds_when_members_agree)
     enum { N = 8 };
     double l[N], lc[N], acc[1] = {0.5};
     for (int t = 0; t < N; t++) l[t] = 1.0;
-    peat_runtime_curve m[2] = {{N, l, NULL, NULL, 1, acc}, {N, l, NULL, NULL, 1, acc}};
+    peat_runtime_curve m[2] = {{N, l, NULL, NULL, 1, acc, NULL}, {N, l, NULL, NULL, 1, acc, NULL}};
     peat_runtime_band b;
     cr_assert_eq(peat_detector_band_build(m, 2, &b), PEAT_OK);
-    peat_runtime_curve c = {N, lc, NULL, NULL, 1, acc};
+    peat_runtime_curve c = {N, lc, NULL, NULL, 1, acc, NULL};
     peat_runtime_verdict v;
     for (int t = 0; t < N; t++) lc[t] = 1.004;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
@@ -570,6 +570,70 @@ Test(fi, band_floor_holds_when_members_agree)
     for (int t = 0; t < N; t++) lc[t] = 1.006;
     cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
     cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "0.6%%: %s", v.evidence);
+    peat_detector_band_free(&b);
+}
+
+/* Where training ends decides: a window before the last outside its bound, the last inside, is
+ * a transient note; the last window outside is DEGRADES from the first window outside. The
+ * held-out accuracy is judged on its window means the same way. */
+Test(fi, band_judges_the_last_window_and_notes_a_transient_excursion)
+{
+    enum { N = 40 };
+    double l[3][N], w[3][N], lc[N], wc[N], acc[3][4], accc[4];
+    int64_t ev[4] = {9, 19, 29, 39};
+    for (int r = 0; r < 3; r++) {
+        for (int t = 0; t < N; t++) l[r][t] = 2.0 - 0.04 * t + 0.001 * (r - 1), w[r][t] = 1e-4 * r;
+        for (int e = 0; e < 4; e++) acc[r][e] = 0.5 + 0.1 * e;
+    }
+    for (int t = 0; t < N; t++) wc[t] = 1e-4;
+    peat_runtime_curve m[3];
+    for (int r = 0; r < 3; r++) m[r] = (peat_runtime_curve){N, l[r], w[r], NULL, 4, acc[r], ev};
+    peat_runtime_band b;
+    cr_assert_eq(peat_detector_band_build(m, 3, &b), PEAT_OK);
+    cr_assert_eq(b.acc_windows, 4, "one evaluation a window: %d", b.acc_windows);
+    peat_runtime_curve c = {N, lc, wc, NULL, 4, accc, ev};
+    peat_runtime_verdict v;
+    /* a loss spike 50% over the members in window 1 (iterations 10-19), back in the last */
+    for (int t = 0; t < N; t++) lc[t] = l[1][t] * (t >= 10 && t < 20 ? 1.5 : 1.0);
+    for (int e = 0; e < 4; e++) accc[e] = acc[1][e];
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "a spike that ends: %s", v.evidence);
+    cr_assert(v.transient && v.transient_iter == 10, "transient %d from %lld", v.transient,
+              (long long)v.transient_iter);
+    cr_assert(strstr(v.evidence, "came back"), "%s", v.evidence);
+    /* the same spike with the weights 10x the reruns' distance from iteration 5: DEGRADES */
+    for (int t = 5; t < N; t++) wc[t] = 10 * (4 * 2e-4 + 1e-5);
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "a spike off the honest trajectories: %s",
+                 v.evidence);
+    cr_assert(v.iter == 10 && v.drift_iter == 5, "from %lld, drift from %lld", (long long)v.iter,
+              (long long)v.drift_iter);
+    cr_assert(strstr(v.evidence, "drift off"), "%s", v.evidence);
+    /* drift that starts after the excursion's window: the note again */
+    for (int t = 0; t < N; t++) wc[t] = t >= 25 ? 10 * (4 * 2e-4 + 1e-5) : 1e-4;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "drift after the spike: %s", v.evidence);
+    cr_assert(v.transient && v.drift, "transient %d drift %d", v.transient, v.drift);
+    for (int t = 0; t < N; t++) wc[t] = 1e-4;
+    /* the same spike in the last window: DEGRADES from iteration 30 */
+    for (int t = 0; t < N; t++) lc[t] = l[1][t] * (t >= 30 ? 1.5 : 1.0);
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "%s", v.evidence);
+    cr_assert_eq(v.iter, 30);
+    cr_assert_str_eq(v.metric, "loss");
+    /* accuracy 10 points low at the first evaluation only: a note; at the last: DEGRADES */
+    for (int t = 0; t < N; t++) lc[t] = l[1][t];
+    accc[0] -= 0.1;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_EQUIVALENT, "%s", v.evidence);
+    cr_assert(v.transient && v.transient_iter == 0, "transient from %lld",
+              (long long)v.transient_iter);
+    accc[0] += 0.1, accc[3] -= 0.1;
+    cr_assert_eq(peat_detector_runtime_judge(&b, &c, &v), PEAT_OK);
+    cr_assert_eq(v.cls, PEAT_RUNTIME_DEGRADES, "%s", v.evidence);
+    cr_assert_str_eq(v.metric, "accuracy");
+    cr_assert_float_eq(v.acc_drop, 0.08, 1e-9,
+                       "10 points below equal members, 8 below the floor: %g", v.acc_drop);
     peat_detector_band_free(&b);
 }
 
@@ -590,24 +654,31 @@ Test(fi, band_false_alarm_rate_matches_its_statement)
 {
     enum { N = 4, TRIALS = 40000, R = 3 };
     uint64_t s = 12345;
-    int alarms = 0;
+    int alarms = 0, notes = 0;
     double l[R + 1][N];
     for (int i = 0; i < TRIALS; i++) {
         for (int r = 0; r <= R; r++)
             for (int t = 0; t < N; t++) l[r][t] = 100.0 + gauss(&s);
         peat_runtime_curve m[R + 1];
-        for (int r = 0; r <= R; r++) m[r] = (peat_runtime_curve){N, l[r], NULL, NULL, 0, NULL};
+        for (int r = 0; r <= R; r++)
+            m[r] = (peat_runtime_curve){N, l[r], NULL, NULL, 0, NULL, NULL};
         peat_runtime_band b;
         cr_assert_eq(peat_detector_band_build(m, R, &b), PEAT_OK);
         peat_runtime_verdict v;
         cr_assert_eq(peat_detector_runtime_judge(&b, &m[R], &v), PEAT_OK);
         alarms += v.cls != PEAT_RUNTIME_EQUIVALENT;
+        notes += v.transient;
         peat_detector_band_free(&b);
     }
-    double rate = (double)alarms / TRIALS, want = 1 - pow(1 - 0.005 / 4, 4);
-    /* 40000 trials: the binomial sd at 0.5% is 0.035%; 4 sd either side */
+    /* the verdict tests the last window at a = 0.005 / 4; an earlier window outside with the
+     * last inside is a transient note: (1 - (1 - a)^3) (1 - a) */
+    double a = 0.005 / 4, rate = (double)alarms / TRIALS, want = a;
+    double nrate = (double)notes / TRIALS, nwant = (1 - pow(1 - a, 3)) * (1 - a);
+    /* 40000 trials: the binomial sd at 0.125% is 0.018%; 4 sd either side */
     cr_assert(fabs(rate - want) < 4 * sqrt(want * (1 - want) / TRIALS),
               "false-alarm rate %.4f%%, stated %.4f%%", 100 * rate, 100 * want);
+    cr_assert(fabs(nrate - nwant) < 4 * sqrt(nwant * (1 - nwant) / TRIALS),
+              "transient-note rate %.4f%%, expected %.4f%%", 100 * nrate, 100 * nwant);
 }
 
 /* ---- campaign file: tables and the playback FI campaign ---- */
