@@ -39,6 +39,12 @@ void peat_golden_gemm_krange(int tA, int tB, int64_t M, int64_t N, int64_t K, in
                              int64_t k1, float alpha, const float *A, const float *B, float beta,
                              float *D);
 
+/* The golden conv2d directions (golden/conv_blas.c): im2col / col2im around the golden GEMM's
+ * library (peat_golden_gemm_krange). */
+peat_status peat_golden_conv2d_blas_run(const peat_args *a, const peat_kernel *self);
+peat_status peat_golden_conv2d_bwd_data_blas_run(const peat_args *a, const peat_kernel *self);
+peat_status peat_golden_conv2d_bwd_filter_blas_run(const peat_args *a, const peat_kernel *self);
+
 /* Registration helpers used by each op's file. */
 peat_status peat_golden_register_gemm(void);
 peat_status peat_golden_register_nn(void); /* conv, bias, relu, gelu, softmax, layernorm,

@@ -669,7 +669,7 @@ static peat_status conv2d_exact(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
-static peat_status conv2d_golden(const peat_args *a, const peat_kernel *self)
+static peat_status conv2d_plain(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_golden_io_check(a, self));
     conv_dims d = conv_dims_of(&a->p);
@@ -691,7 +691,7 @@ static peat_status conv2d_bwd_data_exact(const peat_args *a, const peat_kernel *
     return PEAT_OK;
 }
 
-static peat_status conv2d_bwd_data_golden(const peat_args *a, const peat_kernel *self)
+static peat_status conv2d_bwd_data_plain(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_golden_io_check(a, self));
     conv_dims d = conv_dims_of(&a->p);
@@ -713,7 +713,7 @@ static peat_status conv2d_bwd_filter_exact(const peat_args *a, const peat_kernel
     return PEAT_OK;
 }
 
-static peat_status conv2d_bwd_filter_golden(const peat_args *a, const peat_kernel *self)
+static peat_status conv2d_bwd_filter_plain(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_golden_io_check(a, self));
     conv_dims d = conv_dims_of(&a->p);
@@ -728,6 +728,13 @@ static peat_status conv2d_bwd_filter_golden(const peat_args *a, const peat_kerne
 #define PAIR(op_, opk, what)                                                                       \
     PEAT_GOLDEN_EXACT(#op_ "_exact", opk, op_##_exact, what " in fp64"),                           \
         PEAT_GOLDEN_GOLDEN(#op_ "_golden", opk, op_##_golden, what " in fp32, sequential")
+
+#define CONV(op_, opk, direct, blas)                                                               \
+    PEAT_GOLDEN_EXACT(#op_ "_exact", opk, op_##_exact, direct " in fp64"),                         \
+        PEAT_GOLDEN_GOLDEN(#op_ "_golden", opk, peat_golden_##op_##_blas_run,                      \
+                           blas " (OpenBLAS, one thread; the plain loop without BLAS)"),           \
+        PEAT_GOLDEN_GOLDEN(#op_ "_plain", opk, op_##_plain,                                        \
+                           direct " in fp32, sequential (the golden before OpenBLAS)")
 
 static const peat_kernel nn_kernels[] = {
     PAIR(bias_add, PEAT_OP_BIAS_ADD, "per-channel bias add"),
@@ -745,9 +752,13 @@ static const peat_kernel nn_kernels[] = {
     PAIR(layernorm_bwd, PEAT_OP_LAYERNORM_BWD, "layernorm backward (dX, dgamma, dbeta)"),
     PAIR(embedding, PEAT_OP_EMBEDDING, "embedding gather"),
     PAIR(embedding_bwd, PEAT_OP_EMBEDDING_BWD, "embedding scatter-add backward"),
-    PAIR(conv2d, PEAT_OP_CONV2D, "direct NCHW conv2d"),
-    PAIR(conv2d_bwd_data, PEAT_OP_CONV2D_BWD_DATA, "direct conv2d backward-data (gather)"),
-    PAIR(conv2d_bwd_filter, PEAT_OP_CONV2D_BWD_FILTER, "direct conv2d backward-filter"),
+    /* conv: the op's golden (the first of its role) is im2col + the golden GEMM's library
+     * (golden/conv_blas.c); the direct loops stay as the _plain goldens */
+    CONV(conv2d, PEAT_OP_CONV2D, "direct NCHW conv2d", "conv2d as im2col + sgemm"),
+    CONV(conv2d_bwd_data, PEAT_OP_CONV2D_BWD_DATA, "direct conv2d backward-data (gather)",
+         "conv2d backward-data as sgemm W^T dY + col2im"),
+    CONV(conv2d_bwd_filter, PEAT_OP_CONV2D_BWD_FILTER, "direct conv2d backward-filter",
+         "conv2d backward-filter as sgemm dY col^T, summed per image"),
 };
 
 const peat_kernel *peat_golden_nn_exact(peat_op_kind op)
