@@ -267,10 +267,11 @@ static peat_status check_add(const peat_analyzer_acc_t *acc, const peat_tensor *
     return PEAT_OK;
 }
 
-/* What a unit needs to read of one test side. */
-static peat_scan_in scan_in_of(const peat_analyzer_acc_t *acc, const peat_tensor *test,
-                               const peat_tensor *exact, const double *mag, int64_t depth,
-                               int64_t terms, int64_t rows, int64_t cols, const peat_tensor *input)
+/* What a unit needs to read of one test side; call: the add's index among the accumulator's
+ * adds (its sample priorities derive from it). */
+static peat_scan_in scan_in_of(int64_t call, const peat_tensor *test, const peat_tensor *exact,
+                               const double *mag, int64_t depth, int64_t terms, int64_t rows,
+                               int64_t cols, const peat_tensor *input)
 {
     peat_scan_in in = {.t = test->dtype == PEAT_DTYPE_F32 ? peat_f32(test) : NULL,
                        .x = exact->dtype == PEAT_DTYPE_F64 ? peat_f64(exact) : NULL,
@@ -282,17 +283,39 @@ static peat_scan_in scan_in_of(const peat_analyzer_acc_t *acc, const peat_tensor
                        .depth = depth,
                        .cols = cols,
                        .rows = rows,
-                       .call = acc->n_calls,
+                       .call = call,
                        .gamma = gamma_of(depth),
                        .eta = eta_of(depth),
                        .inv_sqrt_k = 1.0 / sqrt((double)terms)};
     return in;
 }
 
-/* Adds one output tensor of one or two kernels (test[k] into acc[k]) against the exact one. */
-static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor *const *test,
-                             int sides, const peat_tensor *exact, const double *mag, int64_t depth,
-                             int64_t terms, int64_t rows, int64_t cols, const peat_tensor *input)
+/* One add's partials merged in unit order, and what places them among the adds. */
+typedef struct call_part {
+    peat_partial call;
+    int64_t n, depth, rows, cols;
+} call_part;
+
+/* The add's place among the accumulator's adds, in the order they come (one process's order). */
+static void apply_part(peat_analyzer_acc_t *acc, const call_part *cp)
+{
+    peat_partial call = cp->call;
+    acc->n_calls++;
+    acc->gross_tensors += call.n_gross > 0;
+    acc->gross_tensors_many += call.n_gross > peat_few_per_call(cp->n);
+    if (cp->depth > acc->depth_max) acc->depth_max = cp->depth;
+    box_finish(acc, &call, cp->rows, cp->cols, cp->n / (cp->rows * cp->cols));
+    call.box_n = 0; /* boxes are per tensor */
+    peat_analyzer_partial_merge(&acc->tot, &call);
+}
+
+/* Streams one output tensor of one or two kernels (test[k] for acc[k]) against the exact one as
+ * add number call[k] of acc[k]: the sketches and sample into acc[k], the add's partials into
+ * part[k]. */
+static peat_status scan_parts(peat_analyzer_acc_t *const *acc, const peat_tensor *const *test,
+                              int sides, const peat_tensor *exact, const double *mag, int64_t depth,
+                              int64_t terms, int64_t rows, int64_t cols, const peat_tensor *input,
+                              const int64_t *call, call_part *part)
 {
     for (int k = 0; k < sides; k++)
         PEAT_TRY(check_add(acc[k], test[k], exact, depth, terms, rows, cols, input));
@@ -300,7 +323,7 @@ static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor 
     peat_scan_in in[2];
     const peat_scan_in *inp[2] = {&in[0], &in[1]};
     for (int k = 0; k < sides; k++)
-        in[k] = scan_in_of(acc[k], test[k], exact, mag, depth, terms, rows, cols, input);
+        in[k] = scan_in_of(call[k], test[k], exact, mag, depth, terms, rows, cols, input);
     int64_t n_units = (n + PEAT_ANALYZER_CHUNK - 1) / PEAT_ANALYZER_CHUNK;
     peat_partial one[2], *parts[2] = {one, one + 1};
     if (n_units > 1) {
@@ -311,19 +334,141 @@ static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor 
     }
     peat_status st = n_units > 0 ? scan_tensor(acc, sides, inp, n, parts, n_units) : PEAT_OK;
     for (int k = 0; st == PEAT_OK && k < sides; k++) {
-        peat_partial call;
-        peat_analyzer_partial_init(&call);
-        for (int64_t u = 0; u < n_units; u++) peat_analyzer_partial_merge(&call, &parts[k][u]);
-        acc[k]->n_calls++;
-        acc[k]->gross_tensors += call.n_gross > 0;
-        acc[k]->gross_tensors_many += call.n_gross > peat_few_per_call(n);
-        if (depth > acc[k]->depth_max) acc[k]->depth_max = depth;
-        box_finish(acc[k], &call, rows, cols, n / (rows * cols));
-        call.box_n = 0; /* boxes are per tensor */
-        peat_analyzer_partial_merge(&acc[k]->tot, &call);
+        part[k] = (call_part){.n = n, .depth = depth, .rows = rows, .cols = cols};
+        peat_analyzer_partial_init(&part[k].call);
+        for (int64_t u = 0; u < n_units; u++)
+            peat_analyzer_partial_merge(&part[k].call, &parts[k][u]);
     }
     if (n_units > 1) free(parts[0]);
     return st;
+}
+
+/* Adds one output tensor of one or two kernels (test[k] into acc[k]) against the exact one. */
+static peat_status add_sides(peat_analyzer_acc_t *const *acc, const peat_tensor *const *test,
+                             int sides, const peat_tensor *exact, const double *mag, int64_t depth,
+                             int64_t terms, int64_t rows, int64_t cols, const peat_tensor *input)
+{
+    call_part part[2];
+    int64_t call[2] = {acc[0] ? acc[0]->n_calls : 0, sides > 1 && acc[1] ? acc[1]->n_calls : 0};
+    PEAT_TRY(scan_parts(acc, test, sides, exact, mag, depth, terms, rows, cols, input, call, part));
+    for (int k = 0; k < sides; k++) apply_part(acc[k], &part[k]);
+    return PEAT_OK;
+}
+
+size_t peat_analyzer_part_size(void)
+{
+    return sizeof(call_part);
+}
+
+peat_status peat_analyzer_acc_add_pair_part(peat_analyzer_acc_t *acc_a, const peat_tensor *test_a,
+                                            peat_analyzer_acc_t *acc_b, const peat_tensor *test_b,
+                                            const peat_tensor *exact, const double *mag,
+                                            int64_t depth, int64_t terms, int64_t rows,
+                                            int64_t cols, const peat_tensor *input, int64_t call,
+                                            void *part_a, void *part_b)
+{
+    if (acc_a && acc_a == acc_b)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "analyzer: a pair needs two accumulators");
+    peat_analyzer_acc_t *acc[2] = {acc_a, acc_b};
+    const peat_tensor *test[2] = {test_a, test_b};
+    call_part part[2];
+    int64_t calls[2] = {call, call};
+    PEAT_TRY(scan_parts(acc, test, 2, exact, mag, depth, terms, rows, cols, input, calls, part));
+    memcpy(part_a, &part[0], sizeof part[0]);
+    memcpy(part_b, &part[1], sizeof part[1]);
+    return PEAT_OK;
+}
+
+void peat_analyzer_acc_apply_part(peat_analyzer_acc_t *acc, const void *part)
+{
+    call_part cp;
+    memcpy(&cp, part, sizeof cp);
+    apply_part(acc, &cp);
+}
+
+/* The spill: both sketches (every worker's merged; the header, then the counts) and the sample's
+ * entries (priority and values). */
+#define SKETCH_HEAD  (sizeof(int64_t) + 3 * sizeof(double))
+#define SKETCH_BYTES (SKETCH_HEAD + SKETCH_SLOTS * sizeof(int64_t))
+#define ENTRY_BYTES  (sizeof(uint64_t) + sizeof(peat_sample_val))
+
+size_t peat_analyzer_acc_spill_size(const peat_analyzer_acc_t *acc)
+{
+    return 2 * SKETCH_BYTES + sizeof(int64_t) + (size_t)acc->smp.n * ENTRY_BYTES;
+}
+
+static unsigned char *sketch_put(const peat_sketch *s, unsigned char *b)
+{
+    memcpy(b, &s->n, sizeof s->n), b += sizeof s->n;
+    memcpy(b, &s->min_pos, sizeof(double)), b += sizeof(double);
+    memcpy(b, &s->max, sizeof(double)), b += sizeof(double);
+    memcpy(b, &s->sumsq_high, sizeof(double)), b += sizeof(double);
+    memcpy(b, s->count, SKETCH_SLOTS * sizeof(int64_t));
+    return b + SKETCH_SLOTS * sizeof(int64_t);
+}
+
+static const unsigned char *sketch_get(peat_sketch *s, const unsigned char *b)
+{
+    memcpy(&s->n, b, sizeof s->n), b += sizeof s->n;
+    memcpy(&s->min_pos, b, sizeof(double)), b += sizeof(double);
+    memcpy(&s->max, b, sizeof(double)), b += sizeof(double);
+    memcpy(&s->sumsq_high, b, sizeof(double)), b += sizeof(double);
+    memcpy(s->count, b, SKETCH_SLOTS * sizeof(int64_t));
+    return b + SKETCH_SLOTS * sizeof(int64_t);
+}
+
+peat_status peat_analyzer_acc_spill(const peat_analyzer_acc_t *acc, void *buf)
+{
+    peat_sketch m[2];
+    PEAT_TRY(peat_analyzer_sketch_init(&m[0]));
+    peat_status st = peat_analyzer_sketch_init(&m[1]);
+    for (int t = 0; st == PEAT_OK && t < PEAT_ANALYZER_MAX_THREADS; t++) {
+        if (!acc->w[t]) continue;
+        peat_analyzer_sketch_merge(&m[0], &acc->w[t]->norm);
+        peat_analyzer_sketch_merge(&m[1], &acc->w[t]->rel);
+    }
+    unsigned char *b = buf;
+    if (st == PEAT_OK) {
+        b = sketch_put(&m[1], sketch_put(&m[0], b));
+        memcpy(b, &acc->smp.n, sizeof acc->smp.n), b += sizeof acc->smp.n;
+        for (int64_t i = 0; i < acc->smp.n; i++, b += ENTRY_BYTES) {
+            memcpy(b, &acc->smp.prio[i], sizeof(uint64_t));
+            memcpy(b + sizeof(uint64_t), &acc->smp.v[i], sizeof(peat_sample_val));
+        }
+    }
+    peat_analyzer_sketch_free(&m[0]);
+    peat_analyzer_sketch_free(&m[1]);
+    return st;
+}
+
+peat_status peat_analyzer_acc_absorb(peat_analyzer_acc_t *acc, const void *buf, size_t n)
+{
+    int64_t ns = 0;
+    if (n >= 2 * SKETCH_BYTES + sizeof ns)
+        memcpy(&ns, (const unsigned char *)buf + 2 * SKETCH_BYTES, sizeof ns);
+    if (n < 2 * SKETCH_BYTES + sizeof ns || ns < 0 ||
+        n != 2 * SKETCH_BYTES + sizeof ns + (size_t)ns * ENTRY_BYTES)
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "analyzer: a spilled accumulator of %zu bytes", n);
+    peat_worker *w;
+    PEAT_TRY(worker_get(acc, 0, &w));
+    peat_sketch s;
+    PEAT_TRY(peat_analyzer_sketch_init(&s));
+    const unsigned char *b = sketch_get(&s, buf);
+    peat_analyzer_sketch_merge(&w->norm, &s);
+    memset(s.count, 0, SKETCH_SLOTS * sizeof(int64_t));
+    b = sketch_get(&s, b);
+    peat_analyzer_sketch_merge(&w->rel, &s);
+    peat_analyzer_sketch_free(&s);
+    b += sizeof ns;
+    for (int64_t i = 0; i < ns; i++, b += ENTRY_BYTES) {
+        peat_sample x;
+        peat_sample_val v;
+        memcpy(&x.prio, b, sizeof x.prio);
+        memcpy(&v, b + sizeof x.prio, sizeof v);
+        x.inv_s = v.inv_s, x.key = v.key, x.x = v.x, x.d = v.d;
+        peat_analyzer_sample_set_push(&acc->smp, &x);
+    }
+    return PEAT_OK;
 }
 
 peat_status peat_analyzer_acc_add_terms(peat_analyzer_acc_t *acc, const peat_tensor *test,

@@ -168,6 +168,26 @@ peat_status peat_analyzer_acc_add_pair(peat_analyzer_acc_t *acc_a, const peat_te
                                        const peat_tensor *exact, const double *mag, int64_t depth,
                                        int64_t terms, int64_t rows, int64_t cols,
                                        const peat_tensor *input);
+/* The same pair add split in two, for adds made elsewhere (`mpirun -n N peat run`: a rank analyses
+ * its calls, rank 0 places them): _part streams the output as add number `call` of both
+ * accumulators (the sample's priorities derive from it), leaving the sketches and sample in acc_a
+ * and acc_b and the add's own statistics in part_a and part_b (peat_analyzer_part_size bytes
+ * each, plain bytes of this build); _apply_part adds those to an accumulator in the order the
+ * adds come. Adds made with _part into one accumulator then spilled (_spill: its sketches and
+ * sample, _spill_size bytes) and absorbed into another, with every part applied to that one in
+ * add order, leave it bit for bit as peat_analyzer_acc_add_pair would have, provided `call` was
+ * the add's index there. */
+size_t peat_analyzer_part_size(void);
+peat_status peat_analyzer_acc_add_pair_part(peat_analyzer_acc_t *acc_a, const peat_tensor *test_a,
+                                            peat_analyzer_acc_t *acc_b, const peat_tensor *test_b,
+                                            const peat_tensor *exact, const double *mag,
+                                            int64_t depth, int64_t terms, int64_t rows,
+                                            int64_t cols, const peat_tensor *input, int64_t call,
+                                            void *part_a, void *part_b);
+void peat_analyzer_acc_apply_part(peat_analyzer_acc_t *acc, const void *part);
+size_t peat_analyzer_acc_spill_size(const peat_analyzer_acc_t *acc);
+peat_status peat_analyzer_acc_spill(const peat_analyzer_acc_t *acc, void *buf);
+peat_status peat_analyzer_acc_absorb(peat_analyzer_acc_t *acc, const void *buf, size_t n);
 /* Records a repeatability measurement (two runs of the same kernel on the same input). */
 void peat_analyzer_acc_add_repeat(peat_analyzer_acc_t *acc, const peat_tensor *run1,
                                   const peat_tensor *run2);

@@ -88,6 +88,53 @@ static double suite_rate(const char *peat, int ranks, int items)
 
 static double runtime_s; /* the last `peat run`'s runtime FI stage, as its verdict line says */
 
+/* A stage's seconds in a campaign's signature.json ("timing_s": {..., "playback": 0.251, ...}). */
+static double stage_s(const char *json, const char *stage)
+{
+    char line[4096], key[64];
+    snprintf(key, sizeof key, "\"%s\": ", stage);
+    double v = 0;
+    FILE *f = fopen(json, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *t = strstr(line, "\"timing_s\"");
+        const char *k = t ? strstr(t, key) : NULL;
+        if (k) v = atof(k + strlen(key));
+    }
+    if (f) fclose(f);
+    return v;
+}
+
+/* The playback and probe stages of one `peat run --no-runtime` with ranks 1 or 2: their seconds
+ * (as the campaign records them) into *play, *probe; the whole command's wall seconds back. */
+/* Probes in a signature.json (one {"probe": ...} object a line). */
+static int probes_of(const char *json)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen(json, "r");
+    while (f && fgets(line, sizeof line, f)) n += strstr(line, "{\"probe\": ") != NULL;
+    if (f) fclose(f);
+    return n;
+}
+
+static int n_probes; /* of the last items_run */
+
+static double items_run(const char *peat, int ranks, const char *args, double *play, double *probe)
+{
+    char cmd[2000], js[400];
+    char launch[400] = "";
+    if (ranks > 1)
+        snprintf(launch, sizeof launch, "%s %s -n %d", mpi_env, PEAT_BENCH_MPIRUN, ranks);
+    snprintf(cmd, sizeof cmd, "rm -rf %s/p%d && %s %s run %s --out %s/p%d >/dev/null", dir, ranks,
+             launch, peat, args, dir, ranks);
+    double t = timed(cmd);
+    snprintf(js, sizeof js, "%s/p%d/signature.json", dir, ranks);
+    *play = stage_s(js, "playback");
+    *probe = stage_s(js, "probes");
+    n_probes = probes_of(js);
+    return t;
+}
+
 /* Runtime-FI runs (beside the golden one) per second of one `peat run` with ranks 1 or 2: the
  * whole command's wall clock; runtime_s gets the runtime stage's. */
 static double run_rate(const char *peat, int ranks, int runs, const char *args)
@@ -162,6 +209,18 @@ int main(int argc, char **argv)
            a, b, b / a, 1e3 * ca, 1e3 * last_cpu);
     printf("| the same, runtime FI stage alone | 9 | %.2f | %.2f | %.2fx | | |\n", 9 / ra, 9 / rb,
            ra / rb);
+    /* playback and probes of one campaign: 96 recorded calls of gpt (each replayed through the
+     * candidate, isolated, its exact outputs and magnitudes; the first 8 twice) and its probes */
+    const char *pargs = "--kernel gemm_new --flow gpt --iters 8 --calls 96 --seed 7 --no-runtime "
+                        "--quiet";
+    double pa, qa, pb, qb;
+    double wa = items_run(peat, 1, pargs, &pa, &qa), wb = items_run(peat, 2, pargs, &pb, &qb);
+    printf("| recorded calls replayed (playback stage of one `peat run`) | 96 | %.0f | %.0f | "
+           "%.2fx | | |\n",
+           96 / pa, 96 / pb, pa / pb);
+    printf("| probes (probe stage of the same run) | %d | %.0f | %.0f | %.2fx | | |\n", n_probes,
+           n_probes / qa, n_probes / qb, qa / qb);
+    printf("\n(`peat run --no-runtime` of those: %.2f s at 1 rank, %.2f s at 2 ranks)\n", wa, wb);
     printf(
         "\n(mpirun -n 2 alone: %.2f s of every 2-rank row; the merge rewrites every trial row on "
         "rank 0)\n",

@@ -65,7 +65,10 @@ int peat_campaign_runtime_ranks_owner(int member, int ranks)
 }
 
 static char *line_of_run;
-static int said, answered, joined;
+static int said, answered, joined, ended, released;
+/* ranks > 0: the message wait took first, until next hands it out */
+static peat_campaign_pack first;
+static char first_what;
 
 int peat_campaign_runtime_ranks_active(void)
 {
@@ -79,14 +82,16 @@ void peat_campaign_runtime_ranks_line(const char *line)
     line_of_run = line ? strdup(line) : NULL;
 }
 
-/* 'G' and the command line, or 'S' */
-static peat_status say(char what)
+/* A message to every rank: its kind, the command line and body (may be NULL). 'G' and 'S' end
+ * the conversation (once); 'P' and 'Q' (items ahead) may come before them. */
+static peat_status say(char what, const peat_campaign_pack *body)
 {
     if (said || peat_campaign_scale_mpi_size() < 2) return PEAT_OK;
-    said = 1;
+    said = what == 'G' || what == 'S';
     peat_campaign_pack p = {0};
     peat_campaign_pack_put(&p, &what, 1);
-    if (what == 'G') peat_campaign_pack_put_str(&p, line_of_run);
+    if (what != 'S') peat_campaign_pack_put_str(&p, line_of_run);
+    if (body && body->n) peat_campaign_pack_put(&p, body->b, body->n);
     void *b = p.b;
     size_t n = p.n;
     peat_status st = p.err ? PEAT_ERROR(PEAT_ERR_NOMEM, "the ranks' message")
@@ -98,40 +103,85 @@ static peat_status say(char what)
 peat_status peat_campaign_runtime_ranks_go(void)
 {
     if (!line_of_run) return PEAT_ERROR(PEAT_ERR_INVAL, "the ranks have no command line");
-    return say('G');
+    return say('G', NULL);
 }
 
 void peat_campaign_runtime_ranks_release(void)
 {
-    if (peat_campaign_scale_mpi_rank() == 0) say('S'); /* whether or not a line was set */
+    if (peat_campaign_scale_mpi_rank() == 0) say('S', NULL); /* whether or not a line was set */
     free(line_of_run);
     line_of_run = NULL;
     joined = 0;
 }
 
-int peat_campaign_runtime_ranks_wait(char **line)
+/* Ranks > 0: rank 0's next message: its kind, its command line (NULL for 'S') and body after it. */
+static char hear(peat_campaign_pack *p, const char **line)
 {
+    memset(p, 0, sizeof *p);
     *line = NULL;
     void *b = NULL;
     size_t n = 0;
     if (peat_campaign_scale_mpi_bcast(&b, &n) != PEAT_OK || n < 1) {
         free(b);
-        return 0;
+        return 'S';
     }
-    peat_campaign_pack p = {.b = b, .n = n, .cap = n};
+    *p = (peat_campaign_pack){.b = b, .n = n, .cap = n};
     char what = 0;
-    peat_campaign_pack_get(&p, &what, 1);
-    const char *s = what == 'G' ? peat_campaign_pack_get_str(&p) : NULL;
-    if (s && !p.err) *line = strdup(s);
-    peat_campaign_pack_free(&p);
+    peat_campaign_pack_get(p, &what, 1);
+    if (what != 'S') *line = peat_campaign_pack_get_str(p);
+    return p->err || !strchr("GPQ", what) ? 'S' : what;
+}
+
+int peat_campaign_runtime_ranks_wait(char **line)
+{
+    const char *s = NULL;
+    *line = NULL;
+    first_what = hear(&first, &s);
+    if (first_what != 'S') *line = strdup(s);
+    if (!*line) {
+        peat_campaign_pack_free(&first);
+        first_what = 0, ended = released = 1;
+    }
     joined = *line != NULL;
     return joined;
 }
 
-peat_status peat_campaign_runtime_ranks_answer(peat_status st, const peat_campaign_pack *body)
+char peat_campaign_runtime_ranks_next(peat_campaign_pack *body)
 {
-    if (answered) return PEAT_OK;
-    answered = 1;
+    memset(body, 0, sizeof *body);
+    if (ended) return 'S';
+    char what = first_what;
+    if (what) {
+        *body = first, first_what = 0;
+        memset(&first, 0, sizeof first);
+    } else {
+        const char *s;
+        what = hear(body, &s);
+    }
+    ended = what == 'G' || what == 'S';
+    released |= what == 'S';
+    return what;
+}
+
+int peat_campaign_runtime_ranks_released(void)
+{
+    return released;
+}
+
+void peat_campaign_runtime_ranks_drain(peat_status st)
+{
+    if (st == PEAT_OK) st = PEAT_ERROR(PEAT_ERR_INTERNAL, "it never reached the runtime stage");
+    while (!ended) {
+        peat_campaign_pack body;
+        char what = peat_campaign_runtime_ranks_next(&body);
+        peat_campaign_pack_free(&body);
+        if (what == 'P' || what == 'Q') peat_campaign_runtime_ranks_reply(st, NULL);
+    }
+    if (!released) peat_campaign_runtime_ranks_answer(st, NULL); /* GO came: rank 0 waits */
+}
+
+peat_status peat_campaign_runtime_ranks_reply(peat_status st, const peat_campaign_pack *body)
+{
     peat_campaign_pack p = {0};
     int32_t s = st;
     peat_campaign_pack_put(&p, &s, sizeof s);
@@ -149,12 +199,19 @@ peat_status peat_campaign_runtime_ranks_answer(peat_status st, const peat_campai
     return r != PEAT_OK ? r : sent;
 }
 
+peat_status peat_campaign_runtime_ranks_answer(peat_status st, const peat_campaign_pack *body)
+{
+    if (answered) return PEAT_OK;
+    answered = 1;
+    return peat_campaign_runtime_ranks_reply(st, body);
+}
+
 int peat_campaign_runtime_ranks_answered(void)
 {
     return answered;
 }
 
-peat_status peat_campaign_runtime_ranks_collect(int r, peat_campaign_pack *body)
+peat_status peat_campaign_runtime_ranks_take(int r, const char *stage, peat_campaign_pack *body)
 {
     memset(body, 0, sizeof *body);
     void *b = NULL;
@@ -166,10 +223,21 @@ peat_status peat_campaign_runtime_ranks_collect(int r, peat_campaign_pack *body)
     peat_campaign_pack_get(body, &s, sizeof s);
     const char *err = peat_campaign_pack_get_str(body);
     if (body->err)
-        return PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d of %d: its runtime FI answer is cut short", r,
-                          size);
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d of %d: its %s answer is cut short", r, size,
+                          stage);
     if (s != PEAT_OK)
-        return PEAT_ERROR(s > 0 ? (peat_status)s : PEAT_ERR_IO,
-                          "rank %d of %d failed in runtime FI: %s", r, size, err);
+        return PEAT_ERROR(s > 0 ? (peat_status)s : PEAT_ERR_IO, "rank %d of %d failed in %s: %s", r,
+                          size, stage, err);
     return PEAT_OK;
+}
+
+peat_status peat_campaign_runtime_ranks_collect(int r, peat_campaign_pack *body)
+{
+    return peat_campaign_runtime_ranks_take(r, "runtime FI", body);
+}
+
+peat_status peat_campaign_runtime_ranks_tell(char what, const peat_campaign_pack *body)
+{
+    if (!line_of_run) return PEAT_ERROR(PEAT_ERR_INVAL, "the ranks have no command line");
+    return say(what, body);
 }

@@ -2,6 +2,8 @@
  * data, each run through exact, golden and candidate and judged like a recorded call, plus the
  * GEMM arithmetic-property call (analyzer/probe.h). */
 #include "campaign/isolate.h"
+#include "campaign/runtime_ranks.h"
+#include "campaign/scale.h"
 #include "campaign/stages.h"
 
 #include "golden/golden.h"
@@ -190,6 +192,120 @@ static void declared_format_explains(const peat_detector_ctx *ctx, peat_probe_ou
                  "deviation (WARN)");
 }
 
+/* The probe options: a GPU runtime initialised in this process does not survive fork (as
+ * playback does). */
+static peat_campaign_opts probe_opts(const peat_campaign *c)
+{
+    peat_campaign_opts po = *c->o;
+    po.isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    return po;
+}
+
+static peat_detector_ctx probe_ctx(const peat_campaign *c, double below, double above)
+{
+    peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);
+    dctx.in_frac_below_normal = below;
+    dctx.in_frac_above_max = above;
+    return dctx;
+}
+
+/* The probes i mod ranks == rank (all of them in one process) into out[i], done[i] set. */
+static peat_status probe_share(const peat_campaign *c, const peat_probe_set *set,
+                               const peat_detector_ctx *dctx, int64_t n, int rank, int ranks,
+                               peat_probe_outcome *out, char *done)
+{
+    peat_campaign_opts po = probe_opts(c);
+    for (int64_t i = rank; i < n; i += ranks) {
+        memset(&out[i], 0, sizeof out[i]);
+        PEAT_TRY(peat_campaign_stage_probe_one(&po, c->k, &set->p[i], dctx, &out[i]));
+        done[i] = 1;
+    }
+    return PEAT_OK;
+}
+
+static int64_t probe_count(const peat_probe_set *set)
+{
+    return set->n < PEAT_CAMPAIGN_MAX_PROBES ? set->n : PEAT_CAMPAIGN_MAX_PROBES;
+}
+
+peat_status peat_campaign_probe_share(peat_campaign *c, peat_campaign_pack *in,
+                                      peat_campaign_pack *out)
+{
+    double frac[2];
+    peat_campaign_pack_get(in, frac, sizeof frac);
+    if (in->err) return PEAT_ERROR(PEAT_ERR_FORMAT, "rank 0's probe message is cut short");
+    peat_detector_ctx dctx = probe_ctx(c, frac[0], frac[1]);
+    peat_probe_set set;
+    PEAT_TRY(peat_analyzer_probe_set_make(&c->recs, c->o->seed, &set));
+    int64_t n = probe_count(&set);
+    peat_probe_outcome *po = calloc((size_t)(n ? n : 1), sizeof *po);
+    char *done = calloc((size_t)(n ? n : 1), 1);
+    peat_status st = po && done ? probe_share(c, &set, &dctx, n, peat_campaign_scale_mpi_rank(),
+                                              peat_campaign_scale_mpi_size(), po, done)
+                                : PEAT_ERROR(PEAT_ERR_NOMEM, "probe outcomes");
+    for (int64_t i = 0; st == PEAT_OK && i < n; i++)
+        if (done[i]) {
+            peat_campaign_pack_put(out, &i, sizeof i);
+            peat_campaign_pack_put(out, &po[i], sizeof po[i]);
+        }
+    peat_analyzer_probe_set_free(&set);
+    free(po);
+    free(done);
+    return st;
+}
+
+/* Rank 0: every other rank's probes into out[], done[] (each rank's answer taken even after a
+ * failure); the first failure names the rank and its probes. */
+static peat_status take_probes(int64_t n, peat_probe_outcome *out, char *done, peat_status st)
+{
+    int ranks = peat_campaign_scale_mpi_size();
+    for (int r = 1; r < ranks; r++) {
+        peat_campaign_pack p;
+        peat_status rs = peat_campaign_runtime_ranks_take(r, "probes", &p);
+        while (rs == PEAT_OK && !p.err && p.at < p.n) {
+            int64_t i = -1;
+            peat_campaign_pack_get(&p, &i, sizeof i);
+            if (p.err || i < 0 || i >= n || i % ranks != r || done[i]) p.err = 1;
+            if (!p.err) peat_campaign_pack_get(&p, &out[i], sizeof out[i]);
+            if (!p.err) done[i] = 1;
+        }
+        if (rs == PEAT_OK && p.err)
+            rs = PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d of %d: its probes answer is cut short", r,
+                            ranks);
+        peat_campaign_pack_free(&p);
+        if (rs != PEAT_OK && st == PEAT_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", peat_error_last());
+            st = PEAT_ERROR(rs, "%s (its probes: #%d, #%d, ...)", why, r, r + ranks);
+        }
+    }
+    return st;
+}
+
+/* The probes, run here or (under mpirun) split across the ranks: their outcomes in order. */
+static peat_status probes_all(peat_campaign *c, const peat_probe_set *set,
+                              const peat_detector_ctx *dctx, peat_probe_outcome *out, char *done)
+{
+    int64_t n = probe_count(set);
+    int split = peat_campaign_items_split(c);
+    peat_status st = PEAT_OK;
+    if (split) {
+        peat_campaign_pack msg = {0};
+        double frac[2] = {c->in_frac_below_normal, c->in_frac_above_max};
+        peat_campaign_pack_put(&msg, frac, sizeof frac);
+        peat_campaign_items_records_put(c, &msg);
+        st = msg.err ? PEAT_ERROR(PEAT_ERR_NOMEM, "the records for the ranks")
+                     : peat_campaign_runtime_ranks_tell('Q', &msg);
+        peat_campaign_pack_free(&msg);
+        PEAT_TRY(st);
+    }
+    st = probe_share(c, set, dctx, n, 0, split ? peat_campaign_scale_mpi_size() : 1, out, done);
+    if (split) st = take_probes(n, out, done, st);
+    for (int64_t i = 0; i < n && st == PEAT_OK; i++)
+        if (!done[i]) st = PEAT_ERROR(PEAT_ERR_INTERNAL, "probe #%lld was not run", (long long)i);
+    return st;
+}
+
 peat_status peat_campaign_stage_probe(peat_campaign *c)
 {
     peat_campaign_result *res = c->res;
@@ -198,20 +314,17 @@ peat_status peat_campaign_stage_probe(peat_campaign *c)
                            c->o->no_probes ? "--no-probes" : "the kernel failed on every call");
         return PEAT_OK;
     }
-    peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);
-    dctx.in_frac_below_normal = c->in_frac_below_normal;
-    dctx.in_frac_above_max = c->in_frac_above_max;
-    /* a GPU runtime initialised in this process does not survive fork: as playback does */
-    peat_campaign_opts po = *c->o;
-    po.isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    peat_detector_ctx dctx = probe_ctx(c, c->in_frac_below_normal, c->in_frac_above_max);
+    peat_campaign_opts po = probe_opts(c);
     peat_probe_set set;
     PEAT_TRY(peat_analyzer_probe_set_make(&c->recs, c->o->seed, &set));
-    peat_status st = PEAT_OK;
-    for (int i = 0; i < set.n && st == PEAT_OK && res->n_probes < PEAT_CAMPAIGN_MAX_PROBES; i++) {
-        st =
-            peat_campaign_stage_probe_one(&po, c->k, &set.p[i], &dctx, &res->probes[res->n_probes]);
+    int64_t n = probe_count(&set);
+    char *done = calloc((size_t)(n ? n : 1), 1);
+    peat_status st = done ? probes_all(c, &set, &dctx, res->probes, done)
+                          : PEAT_ERROR(PEAT_ERR_NOMEM, "probe outcomes");
+    for (int64_t i = 0; i < n && st == PEAT_OK; i++)
         declared_format_explains(&dctx, &res->probes[res->n_probes++]);
-    }
+    free(done);
     peat_analyzer_probe_set_free(&set);
     if (st == PEAT_OK && c->k->op == PEAT_OP_GEMM)
         st = peat_campaign_stage_probe_props(&po, c->k, res);

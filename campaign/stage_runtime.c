@@ -81,6 +81,7 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
 
 peat_status peat_campaign_stage_runtime_rank(peat_campaign *c)
 {
+    if (peat_campaign_runtime_ranks_released()) return PEAT_OK; /* rank 0 ended before it */
     peat_runtime_opts ro;
     runtime_opts(c, &ro);
     c->rt = calloc(1, sizeof *c->rt);

@@ -96,6 +96,8 @@ typedef struct peat_campaign {
 
     /* playback: error accumulators (candidate's and golden's outputs against exact) */
     peat_analyzer_acc_t *acc_cand, *acc_gold;
+    /* playback and probes under `mpirun -n N peat run`: the records went to the ranks */
+    int recs_told;
 
     /* detect: the sources of the findings (the runtime stage adds its own and assembles again) */
     peat_finding_sources find;
@@ -136,6 +138,19 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c);  /* stage_runtime.c *
 /* `mpirun -n N peat run`, ranks > 0: the runtime stage's share of this rank (after resolve, at
  * rank 0's GO: runtime_ranks.h), nothing written, nothing printed. */
 peat_status peat_campaign_stage_runtime_rank(peat_campaign *c);
+/* `mpirun -n N peat run` (docs/scale-out.md): playback and probe items split by index, item i on
+ * rank i mod N (stage_items_rank.c). Whether rank 0 splits this campaign's items; rank 0's
+ * records into a message (once: a flag says whether they follow); ranks > 0: the stage that runs
+ * this rank's share of each stage rank 0 splits, until GO or STOP; the shares themselves (the
+ * message from rank 0 in, the answer out: stage_playback.c, stage_probe.c). */
+struct peat_campaign_pack;
+int peat_campaign_items_split(const peat_campaign *c);
+void peat_campaign_items_records_put(peat_campaign *c, struct peat_campaign_pack *p);
+peat_status peat_campaign_stage_items_rank(peat_campaign *c);
+peat_status peat_campaign_playback_share(peat_campaign *c, struct peat_campaign_pack *in,
+                                         struct peat_campaign_pack *out);
+peat_status peat_campaign_probe_share(peat_campaign *c, struct peat_campaign_pack *in,
+                                      struct peat_campaign_pack *out);
 peat_status peat_campaign_stage_commit(peat_campaign *c); /* stage_commit.c */
 /* `peat merge` of run shards (stage_merge.c, stage_runtime.c): shard 0's partial campaign
  * reopened (its result and skipped stages), the stages shard 0 ran kept as they are, and the
@@ -168,6 +183,12 @@ peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_anal
                                               const peat_args *in, int o, const peat_tensor *test,
                                               const peat_tensor *golden, const peat_tensor *exact,
                                               double *t_ref, double *t_an);
+/* The same with the magnitudes (peat_golden_magnitude of exact) already at hand. */
+peat_status
+peat_campaign_playback_accumulate_mag(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
+                                      peat_plot_data *plots, int64_t call, const peat_args *in,
+                                      int o, const peat_tensor *test, const peat_tensor *golden,
+                                      const peat_tensor *exact, const double *mag, double *t_an);
 
 /* One probe as the probe stage runs it (stage_probe.c): exact and golden references, candidate k
  * (forked when o->isolate), its judgement into po; and GEMM's arithmetic-property call through

@@ -135,8 +135,9 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
     return -1;
 }
 
-/* `mpirun -n N peat run`, ranks > 0: wait for rank 0's runtime stage, train this rank's share
- * of its runs for rank 0 (docs/scale-out.md). Rank 0 reports; a failed rank exits 2 silently. */
+/* `mpirun -n N peat run`, ranks > 0: wait for rank 0's playback, probe or runtime stage, run
+ * this rank's share of their items for rank 0 (docs/scale-out.md). Rank 0 reports; a failed rank
+ * exits 2 silently. */
 static int cmd_run_rank(void)
 {
     char *line = NULL;
@@ -152,11 +153,9 @@ static int cmd_run_rank(void)
     o.quiet = 1, o.json = 0, o.table = NULL;
     peat_campaign_result r;
     if (st == PEAT_OK) st = peat_run_campaign(&o, &r);
-    if (!peat_campaign_runtime_ranks_answered())
-        peat_campaign_runtime_ranks_answer(
-            st != PEAT_OK ? st
-                          : PEAT_ERROR(PEAT_ERR_INTERNAL, "it never reached the runtime stage"),
-            NULL);
+    /* a rank that failed answers every message with its failure until GO or STOP */
+    if (!peat_campaign_runtime_ranks_answered() && !peat_campaign_runtime_ranks_released())
+        peat_campaign_runtime_ranks_drain(st);
     free(line);
     return st == PEAT_OK ? EXIT_PASS : EXIT_USAGE;
 }

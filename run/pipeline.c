@@ -26,10 +26,12 @@ static const peat_campaign_stage stages[] = {
     {"report", peat_report_stage, PEAT_CLOCK_NONE, NULL},
 };
 
-/* `mpirun -n N peat run`, ranks > 0 (docs/scale-out.md): the kernel and flow, then this rank's
- * share of the runtime FI runs for rank 0; rank 0 runs every other stage and writes alone. */
+/* `mpirun -n N peat run`, ranks > 0 (docs/scale-out.md): the kernel and flow, this rank's share
+ * of the playback and probe items, then of the runtime FI runs for rank 0; rank 0 runs every
+ * other stage and writes alone. */
 static const peat_campaign_stage rank_stages[] = {
     {"resolve", peat_campaign_stage_resolve, PEAT_CLOCK_NONE, NULL},
+    {"items", peat_campaign_stage_items_rank, PEAT_CLOCK_PLAYBACK, NULL},
     {"runtime", peat_campaign_stage_runtime_rank, PEAT_CLOCK_RUNTIME, NULL},
 };
 
@@ -70,7 +72,7 @@ static const peat_campaign_stage merge_stages[] = {
 peat_status peat_run_campaign(const peat_campaign_opts *o, peat_campaign_result *res)
 {
     if (peat_campaign_runtime_ranks_active() && peat_campaign_scale_mpi_rank() > 0)
-        return peat_campaign_stages_run(rank_stages, 2, o, res);
+        return peat_campaign_stages_run(rank_stages, COUNT(rank_stages), o, res);
     peat_campaign_scale_shard sh = {0, 1};
     if (o->n_merge_shards > 0)
         return peat_campaign_stages_run(merge_stages, COUNT(merge_stages), o, res);

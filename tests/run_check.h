@@ -13,6 +13,7 @@
 
 #include <hdf5.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,89 @@ static inline void state_of(const char *path, peat_campaign_state *st)
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK, "%s: %s", path, peat_error_last());
     cr_assert_eq(peat_campaign_state_read(s, st), PEAT_OK, "%s: %s", path, peat_error_last());
     peat_store_close(s);
+}
+
+/* Playback and probes: the signatures (/signatures/index, /signatures/text) the same bytes, and
+ * the counts of misbehaving calls, the report's plots and every probe's outcome field by field. */
+static inline void assert_same_analysis(const char *a, const char *b, const char *what)
+{
+    static const char *const paths[] = {"/signatures/index", "/signatures/text"};
+    hid_t fa = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT),
+          fb = H5Fopen(b, H5F_ACC_RDONLY, H5P_DEFAULT);
+    cr_assert(fa >= 0 && fb >= 0, "%s and %s open", a, b);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        size_t na, nb;
+        void *x = dataset_bytes(fa, paths[i], &na), *y = dataset_bytes(fb, paths[i], &nb);
+        cr_assert(na > 0 && na == nb && memcmp(x, y, na) == 0,
+                  "%s: %s differs from the single process's", what, paths[i]);
+        free(x);
+        free(y);
+    }
+    H5Fclose(fa);
+    H5Fclose(fb);
+    peat_campaign_state x, y;
+    state_of(a, &x);
+    state_of(b, &y);
+    const peat_campaign_result *r = &x.res, *q = &y.res;
+    cr_assert(r->n_records > 0 && q->n_records == r->n_records &&
+                  q->n_kernel_failures == r->n_kernel_failures && q->n_due == r->n_due &&
+                  q->n_hang_skipped == r->n_hang_skipped && q->n_oob_writes == r->n_oob_writes &&
+                  q->n_input_mutations == r->n_input_mutations &&
+                  !strcmp(q->kernel_failure, r->kernel_failure) && !strcmp(q->due, r->due) &&
+                  !strcmp(q->oob_write, r->oob_write) &&
+                  !strcmp(q->input_mutation, r->input_mutation),
+              "%s: the playback's counts of misbehaving calls differ (%lld failures, single "
+              "process %lld)",
+              what, (long long)q->n_kernel_failures, (long long)r->n_kernel_failures);
+    cr_assert(!memcmp(&q->cand, &r->cand, sizeof r->cand) &&
+                  !memcmp(&q->golden, &r->golden, sizeof r->golden),
+              "%s: the signatures differ", what);
+    cr_assert(!memcmp(&q->plots, &r->plots, sizeof r->plots), "%s: the plots differ", what);
+    cr_assert_eq(q->n_probes, r->n_probes, "%s: %d probes, single process %d", what, q->n_probes,
+                 r->n_probes);
+    for (int i = 0; i < r->n_probes; i++) {
+        const peat_probe_outcome *u = &r->probes[i], *v = &q->probes[i];
+        cr_assert(!strcmp(u->label, v->label) && u->kind == v->kind && u->tag == v->tag &&
+                      u->f.cls == v->f.cls && u->f.accept == v->f.accept &&
+                      u->f.confidence == v->f.confidence && !strcmp(u->f.params, v->f.params) &&
+                      u->f.n_evidence == v->f.n_evidence &&
+                      !memcmp(&u->edge, &v->edge, sizeof u->edge) &&
+                      !memcmp(&u->eff_bits, &v->eff_bits, sizeof u->eff_bits) &&
+                      !memcmp(&u->golden_eff_bits, &v->golden_eff_bits, sizeof u->eff_bits),
+                  "%s: probe %d (%s) differs", what, i, u->label);
+        for (int e = 0; e < u->f.n_evidence; e++)
+            cr_assert_str_eq(v->f.evidence[e], u->f.evidence[e], "%s: probe %d", what, i);
+    }
+    cr_assert(q->have_props == r->have_props &&
+                  !memcmp(&q->props_cand, &r->props_cand, sizeof r->props_cand),
+              "%s: the GEMM properties differ", what);
+    peat_campaign_state_free(&x);
+    peat_campaign_state_free(&y);
+}
+
+/* A text file's lines but those holding skip1 or skip2, into buf. */
+static inline void lines_but(const char *path, const char *skip1, const char *skip2, char *buf,
+                             size_t n)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s opens", path);
+    char line[8192];
+    size_t at = 0;
+    buf[0] = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strstr(line, skip1) && !strstr(line, skip2) && at + strlen(line) < n)
+            at += (size_t)snprintf(buf + at, n - at, "%s", line);
+    fclose(f);
+}
+
+/* signature.json of two runs the same but for the command line and the timings. */
+static inline void assert_same_signature_json(const char *a, const char *b, const char *what)
+{
+    static char x[1 << 18], y[1 << 18];
+    lines_but(a, "\"command\"", "\"timing_s\"", x, sizeof x);
+    lines_but(b, "\"command\"", "\"timing_s\"", y, sizeof y);
+    cr_assert(strlen(x) > 100 && !strcmp(x, y), "%s: %s differs from the single process's %s", what,
+              b, a);
 }
 
 /* Verdict, runtime verdicts (n_runtime of them) and findings as the reports show them. */

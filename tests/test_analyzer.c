@@ -1160,3 +1160,81 @@ Test(analyzer, signature_pair_equals_two_signatures)
     peat_signature s;
     cr_assert_neq(peat_analyzer_signature_pair(NULL, &s, NULL, &s), PEAT_OK);
 }
+
+/* `mpirun -n N peat run`: calls analysed on three "ranks" (call i on rank i mod 3, as add number
+ * i, into each rank's own accumulators), their sketches and samples absorbed and their parts
+ * placed in call order, give the signatures of one pair of accumulators fed every call in order,
+ * bit for bit; enough elements that the sample is cut. */
+Test(analyzer, parts_placed_in_order_equal_the_adds_in_order)
+{
+    enum { CALLS = 7, N = 60000, RANKS = 3 };
+    peat_analyzer_acc_t *rc = peat_analyzer_acc_new("c", PEAT_OP_GEMM),
+                        *rg = peat_analyzer_acc_new("g", PEAT_OP_GEMM),
+                        *tc = peat_analyzer_acc_new("c", PEAT_OP_GEMM),
+                        *tg = peat_analyzer_acc_new("g", PEAT_OP_GEMM), *sc[RANKS], *sg[RANKS];
+    cr_assert(rc && rg && tc && tg);
+    for (int r = 0; r < RANKS; r++) {
+        sc[r] = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
+        sg[r] = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
+        cr_assert(sc[r] && sg[r]);
+        peat_analyzer_acc_set_threads(sc[r], 1 + r); /* parts do not depend on threads */
+    }
+    size_t ps = peat_analyzer_part_size();
+    unsigned char *parts = malloc(2 * CALLS * ps);
+    uint64_t s = 12345;
+    for (int i = 0; i < CALLS; i++) {
+        int64_t n = N + 1000 * i;
+        pair a = pair_new(n);
+        peat_tensor *gold, *in;
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &gold), PEAT_OK);
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_F32, n, &in), PEAT_OK);
+        for (int64_t j = 0; j < n; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double x = ldexp((double)(s >> 11), -53) * 4.0 - 2.0;
+            peat_f64(a.x)[j] = x;
+            peat_f32(in)[j] = (float)x;
+            peat_f32(a.t)[j] = (float)(x * (1.0 + 1e-6 * (double)((s >> 7) % 5)));
+            peat_f32(gold)[j] = (float)x;
+        }
+        cr_assert_eq(peat_analyzer_acc_add_pair(rc, a.t, rg, gold, a.x, NULL, 32, 8, 1, n, in),
+                     PEAT_OK, "%s", peat_error_last());
+        int r = i % RANKS;
+        cr_assert_eq(peat_analyzer_acc_add_pair_part(sc[r], a.t, sg[r], gold, a.x, NULL, 32, 8, 1,
+                                                     n, in, i, parts + 2 * i * ps,
+                                                     parts + (2 * i + 1) * ps),
+                     PEAT_OK, "%s", peat_error_last());
+        pair_free(&a);
+        peat_tensor_free(gold);
+        peat_tensor_free(in);
+    }
+    for (int r = RANKS - 1; r >= 0; r--) { /* any order */
+        for (int k = 0; k < 2; k++) {
+            peat_analyzer_acc_t *from = k ? sg[r] : sc[r], *to = k ? tg : tc;
+            size_t n = peat_analyzer_acc_spill_size(from);
+            void *b = malloc(n);
+            cr_assert_eq(peat_analyzer_acc_spill(from, b), PEAT_OK);
+            cr_assert_eq(peat_analyzer_acc_absorb(to, b, n), PEAT_OK, "%s", peat_error_last());
+            cr_assert_neq(peat_analyzer_acc_absorb(to, b, n - 1), PEAT_OK, "a cut spill refused");
+            free(b);
+        }
+    }
+    for (int i = 0; i < CALLS; i++) {
+        peat_analyzer_acc_apply_part(tc, parts + 2 * i * ps);
+        peat_analyzer_acc_apply_part(tg, parts + (2 * i + 1) * ps);
+    }
+    peat_signature x[2], y[2];
+    cr_assert_eq(peat_analyzer_signature_pair(rc, &x[0], rg, &x[1]), PEAT_OK);
+    cr_assert_eq(peat_analyzer_signature_pair(tc, &y[0], tg, &y[1]), PEAT_OK);
+    static char jx[1 << 16], jy[1 << 16];
+    for (int k = 0; k < 2; k++) {
+        peat_analyzer_signature_to_json(&x[k], jx, sizeof jx);
+        peat_analyzer_signature_to_json(&y[k], jy, sizeof jy);
+        cr_assert_str_eq(jy, jx, "side %d: the placed parts' signature differs", k);
+        cr_assert(!memcmp(&x[k], &y[k], sizeof x[k]), "side %d: signature bits differ", k);
+    }
+    cr_assert_gt(x[0].n_elems, 2 * PEAT_SAMPLE_K, "enough elements to cut the sample");
+    free(parts);
+    for (int r = 0; r < RANKS; r++) peat_analyzer_acc_free(sc[r]), peat_analyzer_acc_free(sg[r]);
+    peat_analyzer_acc_free(rc), peat_analyzer_acc_free(rg);
+    peat_analyzer_acc_free(tc), peat_analyzer_acc_free(tg);
+}

@@ -2,8 +2,11 @@
  * --oversubscribe peat inject` give the trial table, rates and reference signatures of the
  * single-process run with the same seed, and a job whose rank was killed resumes under another
  * rank count to the identical result; `mpirun -n N peat run` gives the single process's runtime
- * curves, checkpoints, verdicts and findings, a rank that fails is named, a run without a runtime
- * stage lets the waiting ranks go, and --budget is refused under mpirun. */
+ * curves, checkpoints, verdicts and findings and (its playback and probes split across the ranks
+ * too) its signatures, probes, counts of misbehaving calls and signature.json, also for kernels
+ * that write out of bounds or hang; a rank that fails is named with its runs, recorded calls or
+ * probes, a run without a runtime stage lets the waiting ranks go, and --budget is refused under
+ * mpirun. */
 #include <criterion/criterion.h>
 
 #include "campaign/harness.h"
@@ -163,13 +166,14 @@ Test(mpi, killed_suite_resumes_under_another_rank_count_running_only_the_unfinis
 /* ---- mpirun -n N peat run: the runtime FI runs split across the ranks ---- */
 
 /* band of 4 and two frequencies: 5 runs beside the golden one, so 3 ranks each train some; the
- * candidate (bf16 inputs) drifts from the golden weights from the first iteration */
+ * candidate (bf16 inputs) drifts from the golden weights from the first iteration; 16 recorded
+ * calls (the first 8 run twice: determinism) and the probes split across the ranks too */
 #define RUN_ARGS                                                                                   \
-    "run --kernel gemm_bf16 --flow mlp --iters 12 --calls 16 --seed 5 --no-probes "                \
+    "run --kernel gemm_bf16 --flow mlp --iters 12 --calls 16 --seed 5 "                            \
     "--runtime-freq 1,1/3 --runtime-band 4 --quiet"
 
-/* peat run RUN_ARGS --out tmpdir/name, under mpirun with ranks > 0 (env in front, may be ""). */
-static int peat_run(const char *env, int ranks, const char *name)
+/* peat run ARGS --out tmpdir/name, under mpirun with ranks > 0 (env in front, may be ""). */
+static int peat_run_args(const char *env, int ranks, const char *args, const char *name)
 {
     char cmd[2000], launcher[600] = "";
     if (ranks > 0)
@@ -178,9 +182,14 @@ static int peat_run(const char *env, int ranks, const char *name)
                  "-n %d",
                  env, PEAT_TEST_MPIRUN, ranks);
     snprintf(cmd, sizeof cmd, "%s %s %s --out '%s/%s' >'%s/%s.out' 2>'%s/%s.err'", launcher,
-             PEAT_TEST_BIN, RUN_ARGS, tmpdir, name, tmpdir, name, tmpdir, name);
+             PEAT_TEST_BIN, args, tmpdir, name, tmpdir, name, tmpdir, name);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static int peat_run(const char *env, int ranks, const char *name)
+{
+    return peat_run_args(env, ranks, RUN_ARGS, name);
 }
 
 static void read_text(const char *name, char *buf, size_t n)
@@ -207,6 +216,67 @@ Test(mpi, run_under_ranks_equals_the_single_process_run)
         snprintf(dir, sizeof dir, "%s/%s/campaign.h5", tmpdir, name);
         assert_same_datasets(single, dir, name);
         assert_same_judgement(single, dir, name, 2);
+        assert_same_analysis(single, dir, name);
+        char sj[400], rj[400];
+        snprintf(sj, sizeof sj, "%s/single/signature.json", tmpdir);
+        snprintf(rj, sizeof rj, "%s/%s/signature.json", tmpdir, name);
+        assert_same_signature_json(sj, rj, name);
+    }
+}
+
+/* Kernels that misbehave on every call (isolated on every rank): stray writes counted and the
+ * probes failed as one process does, a hang that ends the playback at the same call. */
+Test(mpi, misbehaving_kernels_under_ranks_equal_the_single_process_run)
+{
+    static const char *const ks[] = {"test_gemm_write_after", "test_gemm_spin"};
+    char args[1000], name[64], single[400], dir[400], err[4096];
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args,
+                 "run --kernel %s --plugin %s/libplugin_hostile.so --iters 12 --calls 6 "
+                 "--no-runtime --timeout 1 --quiet",
+                 ks[k], PEAT_TEST_PLUGIN_DIR);
+        snprintf(name, sizeof name, "%s-1", ks[k]);
+        int rc1 = peat_run_args("", 0, args, name);
+        cr_assert_eq(rc1, 1, "%s fails the single run (exit %d)", ks[k], rc1);
+        snprintf(single, sizeof single, "%s/%s/campaign.h5", tmpdir, name);
+        int n = 3 - k; /* the hang at -n 2: each rank meets one at its first call */
+        snprintf(name, sizeof name, "%s-%d", ks[k], n);
+        int rc = peat_run_args("", n, args, name);
+        snprintf(dir, sizeof dir, "%s.err", name);
+        read_text(dir, err, sizeof err);
+        cr_assert_eq(rc, rc1, "mpirun -n %d peat run --kernel %s exited %d: %s", n, ks[k], rc, err);
+        snprintf(dir, sizeof dir, "%s/%s/campaign.h5", tmpdir, name);
+        assert_same_analysis(single, dir, name);
+        peat_campaign_state st;
+        state_of(dir, &st);
+        cr_assert(k == 0 ? st.res.n_oob_writes == 6 && st.res.n_probes > 0
+                         : st.res.n_hang_skipped == 5,
+                  "%s: %lld stray writes, %lld calls skipped after the hang", ks[k],
+                  (long long)st.res.n_oob_writes, (long long)st.res.n_hang_skipped);
+        peat_campaign_state_free(&st);
+    }
+}
+
+Test(mpi, playback_and_probes_name_the_rank_that_failed)
+{
+    static const char *const env[] = {"PEAT_TEST_ITEMS_FAIL_RANK=1",
+                                      "PEAT_TEST_ITEMS_FAIL_RANK=2:Q"};
+    static const char *const says[] = {
+        "peat: error: rank 1 of 2 failed in playback: PEAT_TEST_ITEMS_FAIL_RANK: rank 1 fails on "
+        "purpose (its recorded calls: #1, #3, ...)",
+        "peat: error: rank 2 of 3 failed in probes: PEAT_TEST_ITEMS_FAIL_RANK: rank 2 fails on "
+        "purpose (its probes: #2, #5, ...)"};
+    char err[4096], name[32], p[400];
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "items-failed-%d", k);
+        int rc = peat_run(env[k], 2 + k, name);
+        snprintf(p, sizeof p, "%s.err", name);
+        read_text(p, err, sizeof err);
+        cr_assert_eq(rc, 2, "the job failed (exit %d): %s", rc, err);
+        cr_assert(strstr(err, says[k]), "rank 0 names the rank and its items (%s): %s", says[k],
+                  err);
+        snprintf(p, sizeof p, "%s/%s/campaign.h5", tmpdir, name);
+        cr_assert(access(p, F_OK) != 0, "no campaign was completed without the rank's items");
     }
 }
 
