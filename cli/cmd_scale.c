@@ -110,13 +110,8 @@ static int merge_fi(int argc, char **argv)
 static int merge_run(const char *dir, peat_campaign_run_shard *s, int n)
 {
     static char store[8192];
-    char *words[PEAT_CMDLINE_MAX_ARGS];
-    int nw = 0;
     peat_campaign_opts o;
-    peat_campaign_opts_default(&o);
-    peat_status st =
-        peat_cli_cmdline_split(s[0].line, words, PEAT_CMDLINE_MAX_ARGS, &nw, store, sizeof store);
-    if (st == PEAT_OK) st = peat_cli_parse(&peat_cli_run, nw, words, &o);
+    peat_status st = peat_cli_cmdline_run_opts(s[0].line, &o, store, sizeof store);
     if (st != PEAT_OK) return peat_cli_die("merge of %s: %s", dir, peat_error_last());
     o.out_dir = dir, o.argv = s[0].argv;
     o.quiet = 1, o.json = 0, o.table = stdout;

@@ -173,3 +173,13 @@ peat_status peat_cli_cmdline_resume(const char *dir, int argc, char **argv, int 
     *out_argc = k;
     return PEAT_OK;
 }
+
+peat_status peat_cli_cmdline_run_opts(const char *line, struct peat_campaign_opts *o, char *store,
+                                      size_t cap)
+{
+    char *words[PEAT_CMDLINE_MAX_ARGS];
+    int n = 0;
+    peat_campaign_opts_default(o);
+    PEAT_TRY(peat_cli_cmdline_split(line, words, PEAT_CMDLINE_MAX_ARGS, &n, store, cap));
+    return peat_cli_parse(&peat_cli_run, n, words, o);
+}

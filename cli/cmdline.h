@@ -7,6 +7,8 @@
 
 #define PEAT_CMDLINE_MAX_ARGS 128
 
+struct peat_campaign_opts;
+
 /* Joins argv into buf, single-quoting words a shell would split or expand; returns
  * PEAT_ERR_INVAL when it does not fit (buf then holds a truncated line). */
 peat_status peat_cli_cmdline_join(int argc, char *const *argv, char *buf, size_t n);
@@ -15,6 +17,12 @@ peat_status peat_cli_cmdline_join(int argc, char *const *argv, char *buf, size_t
  * Words point into store (cap bytes); at most max words. */
 peat_status peat_cli_cmdline_split(const char *line, char **words, int max, int *n, char *store,
                                    size_t cap);
+
+/* `peat run`'s options from a recorded line (what a rank is handed, what a run shard recorded):
+ * o defaulted, then parsed from the line's words, which point into store (cap bytes, alive as
+ * long as o is used). */
+peat_status peat_cli_cmdline_run_opts(const char *line, struct peat_campaign_opts *o, char *store,
+                                      size_t cap);
 
 /* `peat run --resume DIR [OPTIONS]`: builds the argument list of the interrupted run (the
  * command line recorded in DIR/campaign.h5.partial, less --out, --force and --resume) followed

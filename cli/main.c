@@ -143,13 +143,8 @@ static int cmd_run_rank(void)
     char *line = NULL;
     if (!peat_campaign_runtime_ranks_wait(&line)) return EXIT_PASS; /* rank 0 ended without it */
     static char store[8192];
-    char *words[PEAT_CMDLINE_MAX_ARGS];
-    int n = 0;
     peat_campaign_opts o;
-    peat_campaign_opts_default(&o);
-    peat_status st =
-        peat_cli_cmdline_split(line, words, PEAT_CMDLINE_MAX_ARGS, &n, store, sizeof store);
-    if (st == PEAT_OK) st = peat_cli_parse(&peat_cli_run, n, words, &o);
+    peat_status st = peat_cli_cmdline_run_opts(line, &o, store, sizeof store);
     o.quiet = 1, o.json = 0, o.table = NULL;
     peat_campaign_result r;
     if (st == PEAT_OK) st = peat_run_campaign(&o, &r);

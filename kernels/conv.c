@@ -1,86 +1,23 @@
 /* conv.c: im2col + blocked-GEMM candidates for conv2d forward, backward-data and backward-filter.
  */
+#include "core/conv_geom.h"
 #include "kernels/kcommon.h"
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Conv geometry from the op's param slots (i = N C H W O KH KW stride pad). */
-typedef struct conv_geom {
-    int64_t N, C, H, W, O, KH, KW, S, P, OH, OW;
-    int64_t ckk, ohw; /* GEMM K of the forward pass and pixels per output map */
-} conv_geom;
-
-static conv_geom conv_geom_get(const peat_op_params *p)
-{
-    conv_geom g = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5], p->i[6],
-                   p->i[7], p->i[8], 0,       0,       0,       0};
-    g.OH = (g.H + 2 * g.P - g.KH) / g.S + 1;
-    g.OW = (g.W + 2 * g.P - g.KW) / g.S + 1;
-    g.ckk = g.C * g.KH * g.KW;
-    g.ohw = g.OH * g.OW;
-    return g;
-}
-
-/* Unfolds image x [C,H,W] into col [C*KH*KW, OH*OW] (zeros where the window hits padding). */
-static void im2col(const conv_geom *g, const float *x, float *col)
-{
-    for (int64_t c = 0; c < g->C; c++)
-        for (int64_t kh = 0; kh < g->KH; kh++)
-            for (int64_t kw = 0; kw < g->KW; kw++) {
-                float *row = col + ((c * g->KH + kh) * g->KW + kw) * g->ohw;
-                for (int64_t oh = 0; oh < g->OH; oh++) {
-                    int64_t ih = oh * g->S - g->P + kh;
-                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                        int64_t iw = ow * g->S - g->P + kw;
-                        int in = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W;
-                        row[oh * g->OW + ow] = in ? x[(c * g->H + ih) * g->W + iw] : 0.0f;
-                    }
-                }
-            }
-}
-
-/* Folds col [C*KH*KW, OH*OW] back into image dx [C,H,W] by scatter-add (the adjoint of im2col);
- * dx must be zeroed by the caller. */
-static void col2im(const conv_geom *g, const float *col, float *dx)
-{
-    for (int64_t c = 0; c < g->C; c++)
-        for (int64_t kh = 0; kh < g->KH; kh++)
-            for (int64_t kw = 0; kw < g->KW; kw++) {
-                const float *row = col + ((c * g->KH + kh) * g->KW + kw) * g->ohw;
-                for (int64_t oh = 0; oh < g->OH; oh++) {
-                    int64_t ih = oh * g->S - g->P + kh;
-                    if (ih < 0 || ih >= g->H) continue;
-                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                        int64_t iw = ow * g->S - g->P + kw;
-                        if (iw >= 0 && iw < g->W)
-                            dx[(c * g->H + ih) * g->W + iw] += row[oh * g->OW + ow];
-                    }
-                }
-            }
-}
-
-static peat_status col_alloc(const conv_geom *g, const char *who, float **col)
-{
-    *col = malloc((size_t)(g->ckk * g->ohw) * sizeof **col);
-    if (!*col)
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: im2col buffer of %lld floats", who,
-                          (long long)(g->ckk * g->ohw));
-    return PEAT_OK;
-}
-
 /* Y_n [O, OH*OW] = W [O, C*KH*KW] x col_n. */
 static peat_status conv_im2col(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_kernels_io_check(a, self));
-    conv_geom g = conv_geom_get(&a->p);
+    peat_conv_geom g = peat_conv_geom_get(&a->p);
     const float *x = peat_f32(a->in[0]), *w = peat_f32(a->in[1]);
     float *y = peat_f32(a->out[0]), *col;
-    PEAT_TRY(col_alloc(&g, self->name, &col));
+    PEAT_TRY(peat_conv_col_alloc(&g, self->name, &col));
     peat_status st = PEAT_OK;
     for (int64_t n = 0; n < g.N && st == PEAT_OK; n++) {
-        im2col(&g, x + n * g.C * g.H * g.W, col);
+        peat_conv_im2col(&g, x + n * g.C * g.H * g.W, col);
         peat_kernels_view A = {w, g.ckk, 1}, B = {col, g.ohw, 1};
         st = peat_kernels_gemm_blocked(g.O, g.ohw, g.ckk, A, B, y + n * g.O * g.ohw, g.ohw, 0,
                                        &self->cfg);
@@ -93,16 +30,16 @@ static peat_status conv_im2col(const peat_args *a, const peat_kernel *self)
 static peat_status conv_im2col_bwd_data(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_kernels_io_check(a, self));
-    conv_geom g = conv_geom_get(&a->p);
+    peat_conv_geom g = peat_conv_geom_get(&a->p);
     const float *dy = peat_f32(a->in[0]), *w = peat_f32(a->in[1]);
     float *dx = peat_f32(a->out[0]), *col;
-    PEAT_TRY(col_alloc(&g, self->name, &col));
+    PEAT_TRY(peat_conv_col_alloc(&g, self->name, &col));
     memset(dx, 0, (size_t)(g.N * g.C * g.H * g.W) * sizeof *dx);
     peat_status st = PEAT_OK;
     for (int64_t n = 0; n < g.N && st == PEAT_OK; n++) {
         peat_kernels_view A = {w, 1, g.ckk}, B = {dy + n * g.O * g.ohw, g.ohw, 1};
         st = peat_kernels_gemm_blocked(g.ckk, g.ohw, g.O, A, B, col, g.ohw, 0, &self->cfg);
-        if (st == PEAT_OK) col2im(&g, col, dx + n * g.C * g.H * g.W);
+        if (st == PEAT_OK) peat_conv_col2im(&g, col, dx + n * g.C * g.H * g.W);
     }
     free(col);
     return st;
@@ -112,13 +49,13 @@ static peat_status conv_im2col_bwd_data(const peat_args *a, const peat_kernel *s
 static peat_status conv_im2col_bwd_filter(const peat_args *a, const peat_kernel *self)
 {
     PEAT_TRY(peat_kernels_io_check(a, self));
-    conv_geom g = conv_geom_get(&a->p);
+    peat_conv_geom g = peat_conv_geom_get(&a->p);
     const float *x = peat_f32(a->in[0]), *dy = peat_f32(a->in[1]);
     float *dw = peat_f32(a->out[0]), *col;
-    PEAT_TRY(col_alloc(&g, self->name, &col));
+    PEAT_TRY(peat_conv_col_alloc(&g, self->name, &col));
     peat_status st = PEAT_OK;
     for (int64_t n = 0; n < g.N && st == PEAT_OK; n++) {
-        im2col(&g, x + n * g.C * g.H * g.W, col);
+        peat_conv_im2col(&g, x + n * g.C * g.H * g.W, col);
         peat_kernels_view A = {dy + n * g.O * g.ohw, g.ohw, 1}, B = {col, 1, g.ohw};
         st = peat_kernels_gemm_blocked(g.O, g.ckk, g.ohw, A, B, dw, g.ckk, n > 0, &self->cfg);
     }

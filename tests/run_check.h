@@ -34,17 +34,14 @@ static inline void *dataset_bytes(hid_t f, const char *path, size_t *n)
     return b;
 }
 
-/* The runtime tables and the checkpoints (the states and the tensors they are stored in) are the
- * same bytes in both campaign files. */
-static inline void assert_same_datasets(const char *a, const char *b, const char *what)
+/* The datasets at paths[0..n) are the same bytes in both campaign files (each holding rows). */
+static inline void assert_same_bytes(const char *a, const char *b, const char *const *paths,
+                                     size_t n, const char *what)
 {
-    static const char *const paths[] = {"/runtime/curves",   "/runtime/weight_distance",
-                                        "/runtime/verdicts", "/states/index",
-                                        "/tensors/index",    "/tensors/f32_raw"};
     hid_t fa = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT),
           fb = H5Fopen(b, H5F_ACC_RDONLY, H5P_DEFAULT);
     cr_assert(fa >= 0 && fb >= 0, "%s and %s open", a, b);
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         size_t na, nb;
         void *x = dataset_bytes(fa, paths[i], &na), *y = dataset_bytes(fb, paths[i], &nb);
         cr_assert(na > 0, "%s holds rows", paths[i]);
@@ -57,6 +54,16 @@ static inline void assert_same_datasets(const char *a, const char *b, const char
     }
     H5Fclose(fa);
     H5Fclose(fb);
+}
+
+/* The runtime tables and the checkpoints (the states and the tensors they are stored in) are the
+ * same bytes in both campaign files. */
+static inline void assert_same_datasets(const char *a, const char *b, const char *what)
+{
+    static const char *const paths[] = {"/runtime/curves",   "/runtime/weight_distance",
+                                        "/runtime/verdicts", "/states/index",
+                                        "/tensors/index",    "/tensors/f32_raw"};
+    assert_same_bytes(a, b, paths, sizeof paths / sizeof paths[0], what);
 }
 
 static inline void state_of(const char *path, peat_campaign_state *st)
@@ -72,19 +79,7 @@ static inline void state_of(const char *path, peat_campaign_state *st)
 static inline void assert_same_analysis(const char *a, const char *b, const char *what)
 {
     static const char *const paths[] = {"/signatures/index", "/signatures/text"};
-    hid_t fa = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT),
-          fb = H5Fopen(b, H5F_ACC_RDONLY, H5P_DEFAULT);
-    cr_assert(fa >= 0 && fb >= 0, "%s and %s open", a, b);
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        size_t na, nb;
-        void *x = dataset_bytes(fa, paths[i], &na), *y = dataset_bytes(fb, paths[i], &nb);
-        cr_assert(na > 0 && na == nb && memcmp(x, y, na) == 0,
-                  "%s: %s differs from the single process's", what, paths[i]);
-        free(x);
-        free(y);
-    }
-    H5Fclose(fa);
-    H5Fclose(fb);
+    assert_same_bytes(a, b, paths, sizeof paths / sizeof paths[0], what);
     peat_campaign_state x, y;
     state_of(a, &x);
     state_of(b, &y);
