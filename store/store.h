@@ -286,5 +286,8 @@ int64_t peat_store_step_count(void);
 /* Test-only: the free bytes the store takes its filesystem to have before each flush (-1: ask
  * the filesystem), so that a full disk can be tested without filling one. */
 void peat_store_test_room_set(int64_t free_bytes);
+/* Test-only: how many times this process created an HDF5 object (group, dataset, attribute) in
+ * a file open in SWMR write mode (HDF5's SWMR contract forbids it). */
+int64_t peat_store_test_swmr_creates(void);
 
 #endif

@@ -18,8 +18,9 @@ static hid_t make_dataset(hid_t file, const char *path, hid_t ftype, hsize_t chu
     hid_t d = -1;
     /* no time stamps: they would be rewritten with every extent change (one more metadata
      * write per flush) and make two runs' files differ */
-    int ok = sp >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0 &&
-             H5Pset_chunk(dcpl, 1, &chunk) >= 0 && (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
+    int ok = peat_store_may_create(file) && sp >= 0 && dcpl >= 0 &&
+             H5Pset_obj_track_times(dcpl, 0) >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 &&
+             (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
              (deflate < 0 || H5Pset_deflate(dcpl, (unsigned)deflate) >= 0);
     if (ok) d = H5Dcreate2(file, path, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (dcpl >= 0) H5Pclose(dcpl);
@@ -112,7 +113,9 @@ static peat_status layout_create(peat_store_t *s)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 group creation list: %s", peat_store_h5_msg());
     }
     for (int g = 0; g < STORE_N_GROUPS; g++) {
-        hid_t gid = H5Gcreate2(s->file, peat_store_group_paths[g], H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        hid_t gid = peat_store_may_create(s->file) ? H5Gcreate2(s->file, peat_store_group_paths[g],
+                                                                H5P_DEFAULT, gcpl, H5P_DEFAULT)
+                                                   : -1;
         int bad = gid < 0 || peat_store_attr_str(gid, "description", peat_store_group_docs[g]) < 0;
         if (!bad && g == 0) bad = meta_attrs_write(gid, &s->meta) != 0;
         if (gid >= 0) H5Gclose(gid);

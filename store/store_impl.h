@@ -232,6 +232,11 @@ void peat_store_codec_free(store_codec *c);
 /* Bytes shuffle + deflate would leave of t, estimated from samples of its byte planes. */
 double peat_store_deflate_estimate(const peat_tensor *t);
 
+/* Every object-creation site of the store calls this first with the file (or an object of it)
+ * the object goes into, and counts the attempt when that file is in SWMR write mode
+ * (peat_store_test_swmr_creates in store.h). */
+int peat_store_may_create(hid_t loc);
+
 /* store_file.c: shared by creating and opening */
 #define STORE_N_GROUPS 6
 extern const char *const peat_store_group_paths[STORE_N_GROUPS];

@@ -111,8 +111,8 @@ static peat_status table_create(peat_store_table_t *t, const char *path)
     hsize_t zero = 0, unlim = H5S_UNLIMITED, chunk = TABLE_CHUNK_ROWS;
     hid_t sp = H5Screate_simple(1, &zero, &unlim);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), lcpl = H5Pcreate(H5P_LINK_CREATE);
-    int bad = sp < 0 || dcpl < 0 || lcpl < 0 || H5Pset_chunk(dcpl, 1, &chunk) < 0 ||
-              H5Pset_create_intermediate_group(lcpl, 1) < 0;
+    int bad = !peat_store_may_create(t->s->file) || sp < 0 || dcpl < 0 || lcpl < 0 ||
+              H5Pset_chunk(dcpl, 1, &chunk) < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0;
     if (!bad) t->d = H5Dcreate2(t->s->file, path, t->mtype, sp, lcpl, dcpl, H5P_DEFAULT);
     if (lcpl >= 0) H5Pclose(lcpl);
     if (dcpl >= 0) H5Pclose(dcpl);

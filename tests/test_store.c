@@ -1680,3 +1680,54 @@ Test(store, a_full_disk_is_said_as_such_and_keeps_what_was_recorded)
     cr_assert_eq(info.damaged, 0);
     peat_store_close(s);
 }
+
+/* Whether the store's file is in SWMR write mode, as HDF5 says. */
+static int swmr_writing(const peat_store_t *s)
+{
+    unsigned intent = 0;
+    cr_assert_geq(H5Fget_intent(s->file, &intent), 0);
+    return (intent & H5F_ACC_SWMR_WRITE) != 0;
+}
+
+/* HDF5's SWMR contract: while a file is open in SWMR write mode its writer creates no group,
+ * dataset or attribute, only extends existing datasets. Every write path of a campaign's stages
+ * (creation, a stage table's first rows, the manifest at commit, a reopened writer) creates
+ * nothing in that mode: the store's creation sites count what they were asked to create while
+ * HDF5 reported SWMR write mode. */
+Test(store, swmr_writer_creates_no_object)
+{
+    const char *p = path_in("swmr.h5");
+    int64_t before = peat_store_test_swmr_creates();
+    peat_store_t *s = make_store(p);
+    cr_assert(swmr_writing(s), "a new campaign file is written in SWMR write mode");
+    peat_record *r = gemm_record(1, 8, 8, 8, 1, NULL);
+    cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+    peat_record_free(r);
+    int nc;
+    const peat_store_col *cols = peat_store_amp_cols(&nc);
+    peat_store_table_t *t = NULL;
+    cr_assert_eq(peat_store_table_open(s, PEAT_STORE_AMP_TABLE, cols, nc, &t), PEAT_OK, "%s",
+                 peat_error_last());
+    peat_store_value row[3] = {{.i = 0}, {.d = 65536.0}, {.i = 0}};
+    cr_assert_eq(peat_store_table_append(t, row, 1), PEAT_OK, "%s", peat_error_last());
+    peat_store_table_close(t);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    cr_assert_eq(peat_store_open(p, 1, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert(swmr_writing(s), "a reopened writer is in SWMR write mode");
+    const peat_store_stage stages[] = {{"profile", "/calls/index " PEAT_STORE_AMP_TABLE, NULL}};
+    cr_assert_eq(peat_store_manifest_write(s, stages, 1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    cr_assert_eq(peat_store_test_swmr_creates() - before, 0,
+                 "%lld objects were created in a file in SWMR write mode",
+                 (long long)(peat_store_test_swmr_creates() - before));
+    /* the file holds what was written */
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s", peat_error_last());
+    peat_store_check chk;
+    cr_assert_eq(peat_store_manifest_check(s, NULL, NULL, &chk), PEAT_OK);
+    cr_assert(chk.has_manifest && chk.problems == 0, "manifest: %lld problems",
+              (long long)chk.problems);
+    cr_assert_eq(peat_store_table_open(s, PEAT_STORE_AMP_TABLE, cols, nc, &t), PEAT_OK);
+    cr_assert_eq(peat_store_table_rows(t), 1);
+    peat_store_table_close(t);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+}
