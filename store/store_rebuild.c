@@ -192,9 +192,12 @@ peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
     to->meta = s->meta;
     peat_store_settings_from_meta(to);
     to->writable = 1;
-    peat_status st = peat_store_file_create(to, tmp);
+    peat_status st = peat_store_file_create(to, tmp, 0);
     if (st == PEAT_OK) st = contents_copy(s, to);
     if (st == PEAT_OK) st = others_copy(s, to);
+    /* the stage tables an older file lacks: the copy is in plain write mode, and the file then
+     * opened for writing, in SWMR write mode, creates none */
+    if (st == PEAT_OK) st = peat_store_stage_tables_create(to);
     if (st == PEAT_OK && H5Fflush(to->file, H5F_SCOPE_LOCAL) < 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", tmp, peat_store_h5_msg());
     if (peat_store_handles_close(to) < 0 && st == PEAT_OK)

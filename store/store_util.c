@@ -185,7 +185,7 @@ int peat_store_may_create(hid_t loc)
     int swmr = f >= 0 && H5Fget_intent(f, &intent) >= 0 && (intent & H5F_ACC_SWMR_WRITE);
     if (f >= 0) H5Fclose(f);
     swmr_creates += swmr;
-    return 1;
+    return !swmr;
 }
 
 int64_t peat_store_test_swmr_creates(void)
