@@ -1076,11 +1076,13 @@ Test(fi, runtime_model_on_the_golden_kernel_from_the_command_line)
 }
 
 /* --layer and --phase choose the records, the selection names the series (its own resume), and
- * a rerun adds no signature row. */
+ * a rerun adds no signature row. The campaign and its injections, in this process, create no
+ * HDF5 object in a file in SWMR write mode (HDF5's SWMR contract; the store refuses it). */
 Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
 {
     char dir[300], path[320];
     snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    int64_t creates = peat_store_test_swmr_creates();
     make_campaign(dir);
     snprintf(path, sizeof path, "%s/campaign.h5", dir);
     peat_fi_opts o;
@@ -1122,4 +1124,6 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
     /* a layer no record has is refused with a message */
     o.layers = "nope";
     cr_assert_eq(peat_run_fi(&o, &r), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_store_test_swmr_creates(), creates,
+                 "objects were asked for in a file in SWMR write mode");
 }
