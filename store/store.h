@@ -7,9 +7,14 @@
 
 #include "core/record.h"
 
-#define PEAT_STORE_SCHEMA_VERSION 4
-/* the oldest version this build reads (not appends to): 3 stored the coded columns as integers */
+/* 5: every file is created with the stage tables (empty until their stage writes), so that no
+ * object is created in SWMR write mode; an empty /manifest is an unfinished campaign */
+#define PEAT_STORE_SCHEMA_VERSION 5
+/* the oldest version this build reads: 3 stored the coded columns as integers */
 #define PEAT_STORE_SCHEMA_VERSION_READ 3
+/* the oldest it writes to: a version-4 file (stage tables created by their stages) is copied
+ * into version 5 once by its first writer */
+#define PEAT_STORE_SCHEMA_VERSION_APPEND 4
 /* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
 #define PEAT_STORE_FORMAT "peat-campaign"
 /* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the

@@ -261,7 +261,7 @@ static peat_status identity_check(peat_store_t *s)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s has schema version %d; this build reads versions %d to %d", s->path,
                           (int)ver, PEAT_STORE_SCHEMA_VERSION_READ, PEAT_STORE_SCHEMA_VERSION);
-    if (ver < PEAT_STORE_SCHEMA_VERSION && s->writable)
+    if (ver < PEAT_STORE_SCHEMA_VERSION_APPEND && s->writable)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s has schema version %d; it can be read but not appended to (this "
                           "build writes version %d)",
@@ -301,11 +301,12 @@ peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
      * dropped here (the store is then untidy, so rebuilt without them) */
     if (st == PEAT_OK && writable && verify) st = peat_store_resume_verify(s, verify);
     if (st == PEAT_OK && writable &&
-        (s->crashed || !peat_store_tidy(s) || !peat_store_stage_tables_complete(s))) {
-        /* a killed writer's file (or one a failed write left a partial record in, or an older
-         * one without every stage table, which a writer in SWMR write mode may not create) is
-         * read, not written: its complete records go to a new file that takes its name, and
-         * that one is opened for writing */
+        (s->crashed || !peat_store_tidy(s) || s->schema_version < PEAT_STORE_SCHEMA_VERSION ||
+         !peat_store_stage_tables_complete(s))) {
+        /* a killed writer's file (or one a failed write left a partial record in, or a
+         * version-4 one, without every stage table, which a writer in SWMR write mode may not
+         * create) is read, not written: its complete records go to a new file of this version
+         * that takes its name, and that one is opened for writing */
         int new_lock = -1;
         st = peat_store_rebuild(s, &new_lock);
         s->failed = 1;

@@ -799,7 +799,7 @@ Test(store, wrong_schema_version_is_refused)
     cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &v) >= 0);
     H5Aclose(a);
     H5Fclose(f);
-    expect_format_error(p, "has schema version 2; this build reads versions 3 to 4");
+    expect_format_error(p, "has schema version 2; this build reads versions 3 to 5");
 }
 
 Test(store, foreign_hdf5_and_missing_datasets_are_refused)
@@ -1750,15 +1750,26 @@ Test(store, swmr_writer_creates_no_object)
     const peat_store_stage stages[] = {{"profile", "/calls/index " PEAT_STORE_AMP_TABLE, NULL}};
     cr_assert_eq(peat_store_manifest_write(s, stages, 1), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(peat_store_close(s), PEAT_OK);
-    /* a file written before every file had the stage tables: its writer gets them by a copy */
+    /* a version-4 file (written before every file had the stage tables): read as it is, and
+     * its writer gets them by a copy into version 5 */
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     cr_assert_geq(f, 0);
     cr_assert_geq(H5Ldelete(f, PEAT_STORE_RUNTIME_CURVES, H5P_DEFAULT), 0);
+    int32_t ver = 4;
+    hid_t a = H5Aopen(f, "peat_schema_version", H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &ver) >= 0);
+    H5Aclose(a);
     H5Fclose(f);
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert(!peat_store_table_exists(s, PEAT_STORE_RUNTIME_CURVES));
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
     cr_assert_eq(peat_store_open(p, 1, &s), PEAT_OK, "%s", peat_error_last());
     cr_assert(swmr_writing(s));
     cr_assert(peat_store_table_exists(s, PEAT_STORE_RUNTIME_CURVES));
     cr_assert_eq(peat_store_call_count(s), 1);
+    cr_assert_eq(peat_store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver),
+                 1);
+    cr_assert_eq(ver, PEAT_STORE_SCHEMA_VERSION, "the copy is of version %d", (int)ver);
     cr_assert_eq(peat_store_close(s), PEAT_OK);
     cr_assert_eq(peat_store_test_swmr_creates() - before, 0,
                  "%lld objects were created in a file in SWMR write mode",
