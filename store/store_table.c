@@ -98,16 +98,26 @@ static peat_status dataset_make(peat_store_table_t *t, const char *path)
     return PEAT_OK;
 }
 
-peat_status peat_store_table_make(peat_store_t *s, const char *path, const peat_store_col *cols,
-                                  int n)
+/* A table of these columns (its row type made), not yet tied to a dataset: *out even on error
+ * (NULL only without memory), for the caller to close. */
+static peat_status table_new(peat_store_t *s, const char *path, const peat_store_col *cols, int n,
+                             peat_store_table_t **out)
 {
-    peat_store_table_t *t = calloc(1, sizeof *t);
+    peat_store_table_t *t = *out = calloc(1, sizeof *t);
     if (!t) return PEAT_ERROR(PEAT_ERR_NOMEM, "table");
     t->s = s;
     t->d = t->mtype = -1;
-    peat_status st = cols_set(t, cols, n);
-    if (st == PEAT_OK && (t->mtype = row_type(t)) < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, peat_store_h5_msg());
+    PEAT_TRY(cols_set(t, cols, n));
+    if ((t->mtype = row_type(t)) < 0)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, peat_store_h5_msg());
+    return PEAT_OK;
+}
+
+peat_status peat_store_table_make(peat_store_t *s, const char *path, const peat_store_col *cols,
+                                  int n)
+{
+    peat_store_table_t *t = NULL;
+    peat_status st = table_new(s, path, cols, n, &t);
     if (st == PEAT_OK) st = dataset_make(t, path);
     peat_store_table_close(t);
     return st;
@@ -228,13 +238,9 @@ static peat_status table_open(peat_store_t *s, const char *path, const peat_stor
     *out = NULL;
     if (!s || !path || path[0] != '/' || strlen(path) >= 256)
         return PEAT_ERROR(PEAT_ERR_INVAL, "table: bad store or path");
-    peat_store_table_t *t = calloc(1, sizeof *t);
-    if (!t) return PEAT_ERROR(PEAT_ERR_NOMEM, "table");
-    t->s = s;
-    t->d = t->mtype = -1;
-    peat_status st = cols_set(t, cols, n_cols);
-    if (st == PEAT_OK && (t->mtype = row_type(t)) < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, peat_store_h5_msg());
+    peat_store_table_t *t = NULL;
+    peat_status st = table_new(s, path, cols, n_cols, &t);
+    if (!t) return st;
     int exists = st == PEAT_OK && peat_store_table_exists(s, path);
     /* a writer creates none: in SWMR write mode HDF5 forbids new objects (store_schema.c) */
     if (st == PEAT_OK && !exists)
