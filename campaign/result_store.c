@@ -6,18 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STATE_PATH "/report/state"
+#define STATE_PATH PEAT_STORE_REPORT_STATE
 /* Raised when peat_campaign_result changes meaning without changing its layout. */
 #define STATE_VERSION 1
-#define ROW_CHARS     255 /* of the data column: a row holds what its code takes */
+/* of the data column: a row holds what its code takes */
+#define ROW_CHARS (PEAT_STORE_REPORT_STATE_DATA_WIDTH - 1)
 
+/* the columns of peat_store_report_state_cols (store/store_schema.c): the part ("result",
+ * "seed", "argv", "capture"), the build's layout of it (layout_tag), the offset of this row's
+ * bytes in it, its whole size, the bytes coded (code_row) */
 enum { C_PART, C_LAYOUT, C_OFFSET, C_SIZE, C_DATA, C_N };
-static const peat_store_col state_cols[C_N] = {
-    {"part", PEAT_STORE_COL_STR, 16},             /* "result", "argv", "capture", "seed" */
-    {"layout", PEAT_STORE_COL_I64, 0},            /* the build's layout of the part (layout_tag) */
-    {"offset", PEAT_STORE_COL_I64, 0},            /* of this row's bytes in the part */
-    {"size", PEAT_STORE_COL_I64, 0},              /* of the whole part */
-    {"data", PEAT_STORE_COL_STR, ROW_CHARS + 1}}; /* the bytes coded (code_row) */
+_Static_assert(C_N == sizeof peat_store_report_state_cols / sizeof peat_store_report_state_cols[0],
+               "the report state's columns");
+static const peat_store_col *const state_cols = peat_store_report_state_cols;
 
 /* The result's layout as this build lays it out (sizes and offsets of every part the reports
  * read): a file written by a build that lays it out otherwise is refused, never misread. */
@@ -218,7 +219,7 @@ peat_status peat_campaign_state_read(peat_store_t *s, peat_campaign_state *out)
 {
     memset(out, 0, sizeof *out);
     peat_campaign_opts_default(&out->o);
-    if (!peat_store_table_exists(s, STATE_PATH))
+    if (!peat_store_table_present(s, STATE_PATH))
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "it holds no report state (%s): written by a peat from before reports "
                           "could be regenerated; rerun the campaign",

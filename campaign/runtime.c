@@ -788,25 +788,7 @@ static peat_status ranks_exchange(lockstep *L, peat_status st)
 
 /* ---- the campaign file: /runtime/curves, /runtime/weight_distance, /runtime/verdicts ---- */
 
-static const peat_store_col curve_cols[] = {{"run", PEAT_STORE_COL_STR, 64},
-                                            {"kind", PEAT_STORE_COL_STR, 8},
-                                            {"iter", PEAT_STORE_COL_I64, 0},
-                                            {"loss", PEAT_STORE_COL_F64, 0},
-                                            {"weight_distance", PEAT_STORE_COL_F64, 0},
-                                            {"nonfinite", PEAT_STORE_COL_I64, 0},
-                                            {"eval_accuracy", PEAT_STORE_COL_F64, 0}};
-static const peat_store_col dist_cols[] = {{"run", PEAT_STORE_COL_STR, 64},
-                                           {"iter", PEAT_STORE_COL_I64, 0},
-                                           {"tensor", PEAT_STORE_COL_STR, 64},
-                                           {"distance", PEAT_STORE_COL_F64, 0}};
-static const peat_store_col verdict_cols[] = {
-    {"run", PEAT_STORE_COL_STR, 64},        {"freq", PEAT_STORE_COL_STR, 32},
-    {"verdict", PEAT_STORE_COL_STR, 24},    {"iter", PEAT_STORE_COL_I64, 0},
-    {"metric", PEAT_STORE_COL_STR, 16},     {"loss_excess", PEAT_STORE_COL_F64, 0},
-    {"wdist_ratio", PEAT_STORE_COL_F64, 0}, {"acc_drop", PEAT_STORE_COL_F64, 0},
-    {"final_loss", PEAT_STORE_COL_F64, 0},  {"band_lo", PEAT_STORE_COL_F64, 0},
-    {"band_hi", PEAT_STORE_COL_F64, 0},     {"swapped", PEAT_STORE_COL_I64, 0},
-    {"evidence", PEAT_STORE_COL_STR, 256}};
+/* their columns: store/store_schema.c (every campaign file is created with these tables) */
 #define NCOLS(c) ((int)(sizeof c / sizeof c[0]))
 
 /* Whether a (resumed) table already holds rows of this run. */
@@ -822,10 +804,10 @@ static peat_status store_curve(peat_store_table_t *t, const peat_runtime_result 
                                const peat_runtime_run *r, const char *kind)
 {
     if (has_run(t, r->label)) return PEAT_OK;
-    peat_store_value *v = calloc((size_t)res->n * NCOLS(curve_cols), sizeof *v);
+    peat_store_value *v = calloc((size_t)res->n * NCOLS(peat_store_runtime_curve_cols), sizeof *v);
     if (!v) return PEAT_ERROR(PEAT_ERR_NOMEM, "curve rows");
     for (int64_t i = 0, e = 0; i < res->n; i++) {
-        peat_store_value *row = v + i * NCOLS(curve_cols);
+        peat_store_value *row = v + i * NCOLS(peat_store_runtime_curve_cols);
         int at_eval = e < res->n_eval && res->eval_iter[e] == i;
         row[0].s = r->label, row[1].s = kind, row[2].i = i, row[3].d = r->loss[i];
         row[4].d = r->wdist[i], row[5].i = r->nonfinite[i];
@@ -840,10 +822,10 @@ static peat_status store_dists(peat_store_table_t *t, const lockstep *L, const m
 {
     if (has_run(t, m->run->label)) return PEAT_OK;
     int64_t n = L->res->n * L->n_w;
-    peat_store_value *v = calloc((size_t)n * NCOLS(dist_cols) + 1, sizeof *v);
+    peat_store_value *v = calloc((size_t)n * NCOLS(peat_store_runtime_wdist_cols) + 1, sizeof *v);
     if (!v) return PEAT_ERROR(PEAT_ERR_NOMEM, "distance rows");
     for (int64_t i = 0; i < n; i++) {
-        peat_store_value *row = v + i * NCOLS(dist_cols);
+        peat_store_value *row = v + i * NCOLS(peat_store_runtime_wdist_cols);
         const char *name;
         peat_models_flow_state(L->mem[0].f, L->w_idx[i % L->n_w], &name);
         row[0].s = m->run->label, row[1].i = i / L->n_w, row[2].s = name, row[3].d = m->tdist[i];
@@ -859,19 +841,20 @@ static peat_status store_verdicts(peat_store_table_t *t, const peat_runtime_resu
         const peat_runtime_run *r = &res->faulty[j];
         const peat_runtime_verdict *vd = &res->verdict[j];
         if (has_run(t, r->label)) continue;
-        peat_store_value v[NCOLS(verdict_cols)] = {{.s = r->label},
-                                                   {.s = r->freq},
-                                                   {.s = peat_detector_runtime_class_name(vd->cls)},
-                                                   {.i = vd->iter},
-                                                   {.s = vd->metric},
-                                                   {.d = vd->loss_excess},
-                                                   {.d = vd->wdist_ratio},
-                                                   {.d = vd->acc_drop},
-                                                   {.d = vd->final_loss},
-                                                   {.d = vd->band_lo},
-                                                   {.d = vd->band_hi},
-                                                   {.i = r->swapped},
-                                                   {.s = vd->evidence}};
+        peat_store_value v[NCOLS(peat_store_runtime_verdict_cols)] = {
+            {.s = r->label},
+            {.s = r->freq},
+            {.s = peat_detector_runtime_class_name(vd->cls)},
+            {.i = vd->iter},
+            {.s = vd->metric},
+            {.d = vd->loss_excess},
+            {.d = vd->wdist_ratio},
+            {.d = vd->acc_drop},
+            {.d = vd->final_loss},
+            {.d = vd->band_lo},
+            {.d = vd->band_hi},
+            {.i = r->swapped},
+            {.s = vd->evidence}};
         PEAT_TRY(peat_store_table_append(t, v, 1));
     }
     return PEAT_OK;
@@ -888,12 +871,12 @@ typedef struct rt_tables {
 static peat_status tables_open(peat_store_t *s, rt_tables *t)
 {
     memset(t, 0, sizeof *t);
-    PEAT_TRY(
-        peat_store_table_open(s, "/runtime/curves", curve_cols, NCOLS(curve_cols), &t->curves));
-    PEAT_TRY(peat_store_table_open(s, "/runtime/weight_distance", dist_cols, NCOLS(dist_cols),
-                                   &t->dists));
-    return peat_store_table_open(s, "/runtime/verdicts", verdict_cols, NCOLS(verdict_cols),
-                                 &t->verdicts);
+    PEAT_TRY(peat_store_table_open(s, PEAT_STORE_RUNTIME_CURVES, peat_store_runtime_curve_cols,
+                                   NCOLS(peat_store_runtime_curve_cols), &t->curves));
+    PEAT_TRY(peat_store_table_open(s, PEAT_STORE_RUNTIME_WDIST, peat_store_runtime_wdist_cols,
+                                   NCOLS(peat_store_runtime_wdist_cols), &t->dists));
+    return peat_store_table_open(s, PEAT_STORE_RUNTIME_VERDICTS, peat_store_runtime_verdict_cols,
+                                 NCOLS(peat_store_runtime_verdict_cols), &t->verdicts);
 }
 
 static void tables_close(rt_tables *t)
@@ -932,8 +915,8 @@ static peat_status load_run(const peat_store_table_t *t, int64_t first, peat_run
         return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime curves");
     r->first_nonfinite = -1, r->ended_iter = -1;
     for (int64_t i = 0, e = 0; i < n; i++) {
-        peat_store_value v[NCOLS(curve_cols)];
-        for (int c = 2; c < NCOLS(curve_cols); c++)
+        peat_store_value v[NCOLS(peat_store_runtime_curve_cols)];
+        for (int c = 2; c < NCOLS(peat_store_runtime_curve_cols); c++)
             PEAT_TRY(peat_store_table_get(t, first + i, c, &v[c]));
         if (v[2].i != i)
             return PEAT_ERROR(PEAT_ERR_FORMAT, "/runtime/curves: run %s is not whole", r->label);
@@ -985,9 +968,10 @@ static peat_status load_curves(const peat_store_table_t *t, peat_runtime_result 
 peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (!peat_store_table_exists(s, "/runtime/curves")) return PEAT_ERR_NOTFOUND;
+    if (!peat_store_table_exists(s, PEAT_STORE_RUNTIME_CURVES)) return PEAT_ERR_NOTFOUND;
     peat_store_table_t *t = NULL;
-    PEAT_TRY(peat_store_table_open(s, "/runtime/curves", curve_cols, NCOLS(curve_cols), &t));
+    PEAT_TRY(peat_store_table_open(s, PEAT_STORE_RUNTIME_CURVES, peat_store_runtime_curve_cols,
+                                   NCOLS(peat_store_runtime_curve_cols), &t));
     peat_status st = peat_store_table_rows(t) > 0 ? load_curves(t, res) : PEAT_ERR_NOTFOUND;
     peat_store_table_close(t);
     if (st != PEAT_OK) peat_campaign_runtime_result_free(res);

@@ -154,13 +154,11 @@ peat_status peat_pyapi_metrics_append(void *store, int64_t iter, double loss, do
 peat_status peat_pyapi_unmapped_write(void *store, int n, const char *const *ops,
                                       const int64_t *calls, const char *const *why)
 {
-    static const peat_store_col cols[] = {{"op", PEAT_STORE_COL_STR, 96},
-                                          {"calls", PEAT_STORE_COL_I64, 0},
-                                          {"why", PEAT_STORE_COL_STR, 160}};
     if (!store || n < 0 || (n > 0 && (!ops || !calls || !why)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "unmapped_write: NULL argument");
     peat_store_table_t *t = NULL;
-    PEAT_TRY(peat_store_table_open(store, "/capture/unmapped", cols, 3, &t));
+    PEAT_TRY(peat_store_table_open(store, PEAT_STORE_CAPTURE_UNMAPPED,
+                                   peat_store_capture_unmapped_cols, 3, &t));
     peat_status st = PEAT_OK;
     for (int r = 0; st == PEAT_OK && r < n; r++) {
         char op[96], w[160];

@@ -174,20 +174,9 @@ static peat_status records_load(fi_run *F)
 
 /* ---- the trials table ---- */
 
-static const peat_store_col cols[] = {
-    {"model", PEAT_STORE_COL_STR, 256},     {"spec", PEAT_STORE_COL_STR, 256},
-    {"site", PEAT_STORE_COL_STR, 8},        {"trial", PEAT_STORE_COL_I64, 0},
-    {"seed", PEAT_STORE_COL_I64, 0},        {"record", PEAT_STORE_COL_I64, 0},
-    {"record_id", PEAT_STORE_COL_I64, 0},   {"op", PEAT_STORE_COL_STR, 32},
-    {"layer", PEAT_STORE_COL_STR, 64},      {"phase", PEAT_STORE_COL_I64, 0},
-    {"iter", PEAT_STORE_COL_I64, 0},        {"bit", PEAT_STORE_COL_I64, 0},
-    {"target", PEAT_STORE_COL_I64, 0},      {"outcome", PEAT_STORE_COL_STR, 12},
-    {"n_diff", PEAT_STORE_COL_I64, 0},      {"n_over", PEAT_STORE_COL_I64, 0},
-    {"n_nonfinite", PEAT_STORE_COL_I64, 0}, {"max_norm", PEAT_STORE_COL_F64, 0},
-    {"why", PEAT_STORE_COL_STR, 96},        {"select", PEAT_STORE_COL_STR, 96},
-    {"prop", PEAT_STORE_COL_STR, 12},       {"pred_changed", PEAT_STORE_COL_I64, 0},
-    {"d_loss", PEAT_STORE_COL_F64, 0},      {"d_weights", PEAT_STORE_COL_F64, 0}};
-#define NCOL ((int)(sizeof cols / sizeof cols[0]))
+/* the columns of /fi/trials: store/store_schema.c (every campaign file is created with it) */
+static const peat_store_col *const cols = peat_store_fi_trial_cols;
+#define NCOL ((int)(sizeof peat_store_fi_trial_cols / sizeof peat_store_fi_trial_cols[0]))
 
 static void trial_to_row(const peat_inject_trial *t, peat_store_value *v)
 {
@@ -694,7 +683,7 @@ static peat_status campaign_open(fi_run *F)
 /* The trials table; one of an older layout is named rather than overwritten. */
 static peat_status table_open(fi_run *F)
 {
-    if (F->o->show && !peat_store_table_exists(F->store, FI_TABLE))
+    if (F->o->show && !peat_store_table_present(F->store, FI_TABLE))
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s: no fault-injection trials (run `peat inject`)",
                           F->res->dir);
     peat_status st = PEAT_OK;

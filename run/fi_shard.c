@@ -20,14 +20,9 @@ typedef struct shard_run {
     const char *path;
 } shard_run;
 
-static const peat_store_col run_cols[] = {
-    {"models", PEAT_STORE_COL_STR, 1024},  {"site", PEAT_STORE_COL_STR, 8},
-    {"ops", PEAT_STORE_COL_STR, 256},      {"layers", PEAT_STORE_COL_STR, 256},
-    {"phases", PEAT_STORE_COL_STR, 32},    {"iter_lo", PEAT_STORE_COL_I64, 0},
-    {"iter_hi", PEAT_STORE_COL_I64, 0},    {"trials", PEAT_STORE_COL_I64, 0},
-    {"local_only", PEAT_STORE_COL_I64, 0}, {"signature_trials", PEAT_STORE_COL_I64, 0},
-    {"shard", PEAT_STORE_COL_I64, 0},      {"of", PEAT_STORE_COL_I64, 0}};
-#define NRC ((int)(sizeof run_cols / sizeof run_cols[0]))
+/* the columns of /fi/shards: store/store_schema.c (every file is created with it) */
+static const peat_store_col *const run_cols = peat_store_fi_shard_cols;
+#define NRC ((int)(sizeof peat_store_fi_shard_cols / sizeof peat_store_fi_shard_cols[0]))
 
 static peat_status run_from_opts(const peat_fi_opts *o, int64_t trials,
                                  peat_campaign_scale_shard sh, shard_run *r)
@@ -104,7 +99,7 @@ static peat_status runs_read(const char *path, shard_run **runs, int *n)
     peat_store_t *s = NULL;
     PEAT_TRY(peat_store_open(path, 0, &s));
     peat_status st = PEAT_OK;
-    if (!peat_store_table_exists(s, RUNS_TABLE))
+    if (!peat_store_table_present(s, RUNS_TABLE))
         st = PEAT_ERROR(PEAT_ERR_INVAL, "%s is not a shard of `peat inject --shard I/N`", path);
     peat_store_table_t *t = NULL;
     if (st == PEAT_OK) st = peat_store_table_open(s, RUNS_TABLE, run_cols, NRC, &t);

@@ -7,9 +7,14 @@
 
 #include "core/record.h"
 
-#define PEAT_STORE_SCHEMA_VERSION 4
-/* the oldest version this build reads (not appends to): 3 stored the coded columns as integers */
+/* 5: every file is created with the stage tables (empty until their stage writes), so that no
+ * object is created in SWMR write mode; an empty /manifest is an unfinished campaign */
+#define PEAT_STORE_SCHEMA_VERSION 5
+/* the oldest version this build reads: 3 stored the coded columns as integers */
 #define PEAT_STORE_SCHEMA_VERSION_READ 3
+/* the oldest it writes to: a version-4 file (stage tables created by their stages) is copied
+ * into version 5 once by its first writer */
+#define PEAT_STORE_SCHEMA_VERSION_APPEND 4
 /* Value of the root attribute peat_format: what tells a PEAT campaign from other HDF5 files. */
 #define PEAT_STORE_FORMAT "peat-campaign"
 /* Exact outputs are by default not stored but recomputed on read (fp64, deterministic, from the
@@ -160,13 +165,19 @@ typedef union peat_store_value {
 
 typedef struct peat_store_table peat_store_table_t;
 
-/* Opens the table at path (e.g. "/fi/trials"): created, with its groups, when absent and the
- * store is writable; otherwise its columns must be these (PEAT_ERR_FORMAT if not). Complete rows
- * are read back (resume: the caller skips the keys it finds). */
+/* Opens the table at path (e.g. "/fi/trials"); its columns must be these (PEAT_ERR_FORMAT if
+ * not). Complete rows are read back (resume: the caller skips the keys it finds). A table the
+ * file lacks is PEAT_ERR_NOTFOUND, for a writer too: the file is written in SWMR write mode, in
+ * which HDF5 forbids creating objects, so every table is created with the file (the stage
+ * tables below) and a writer opening an older file that lacks some gets them through a copy. */
 peat_status peat_store_table_open(peat_store_t *s, const char *path, const peat_store_col *cols,
                                   int n_cols, peat_store_table_t **out);
-/* Whether the file holds a table at path. */
+/* Whether the file holds a table at path (possibly empty: every file has the stage tables). */
 int peat_store_table_exists(peat_store_t *s, const char *path);
+/* Whether it holds one with rows: what a reader asks (an empty stage table is one whose stage
+ * did not run or wrote nothing, as an absent one in files written before they were created
+ * with the file). */
+int peat_store_table_present(peat_store_t *s, const char *path);
 int64_t peat_store_table_rows(const peat_store_table_t *t);
 /* Appends n rows (n x n_cols values, row-major) durably: one write and one flush per call. */
 peat_status peat_store_table_append(peat_store_table_t *t, const peat_store_value *v, int64_t n);
@@ -182,6 +193,25 @@ void peat_store_table_close(peat_store_table_t *t);
  * skipped the optimizer step). */
 #define PEAT_STORE_AMP_TABLE "/metrics/amp"
 const peat_store_col *peat_store_amp_cols(int *n);
+
+/* The other stage tables every file is created with (store/store_schema.c; their columns are
+ * documented in docs/hdf5-schema.md): empty until their stage appends rows. */
+#define PEAT_STORE_RUNTIME_CURVES          "/runtime/curves"
+#define PEAT_STORE_RUNTIME_WDIST           "/runtime/weight_distance"
+#define PEAT_STORE_RUNTIME_VERDICTS        "/runtime/verdicts"
+#define PEAT_STORE_FI_TRIALS               "/fi/trials"
+#define PEAT_STORE_FI_SHARDS               "/fi/shards"
+#define PEAT_STORE_REPORT_STATE            "/report/state"
+#define PEAT_STORE_CAPTURE_UNMAPPED        "/capture/unmapped"
+#define PEAT_STORE_MANIFEST                "/manifest"
+#define PEAT_STORE_REPORT_STATE_DATA_WIDTH 256 /* bytes of /report/state's data column */
+extern const peat_store_col peat_store_runtime_curve_cols[7];
+extern const peat_store_col peat_store_runtime_wdist_cols[4];
+extern const peat_store_col peat_store_runtime_verdict_cols[13];
+extern const peat_store_col peat_store_fi_trial_cols[24];
+extern const peat_store_col peat_store_fi_shard_cols[12];
+extern const peat_store_col peat_store_report_state_cols[5];
+extern const peat_store_col peat_store_capture_unmapped_cols[3];
 
 /* ---- what a file holds ---- */
 
@@ -286,5 +316,9 @@ int64_t peat_store_step_count(void);
 /* Test-only: the free bytes the store takes its filesystem to have before each flush (-1: ask
  * the filesystem), so that a full disk can be tested without filling one. */
 void peat_store_test_room_set(int64_t free_bytes);
+/* Test-only: how many times this process tried to create an HDF5 object (group, dataset,
+ * attribute) in a file open in SWMR write mode (HDF5's SWMR contract forbids it; the store
+ * refuses it). */
+int64_t peat_store_test_swmr_creates(void);
 
 #endif

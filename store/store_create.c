@@ -1,4 +1,4 @@
-/* store_create.c: a new campaign file: the whole layout in SWMR write mode, a flush, its name. */
+/* store_create.c: a new campaign file: the whole layout, then SWMR write mode, then its name. */
 #include "store/store_impl.h"
 
 #include <errno.h>
@@ -18,8 +18,9 @@ static hid_t make_dataset(hid_t file, const char *path, hid_t ftype, hsize_t chu
     hid_t d = -1;
     /* no time stamps: they would be rewritten with every extent change (one more metadata
      * write per flush) and make two runs' files differ */
-    int ok = sp >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0 &&
-             H5Pset_chunk(dcpl, 1, &chunk) >= 0 && (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
+    int ok = peat_store_may_create(file) && sp >= 0 && dcpl >= 0 &&
+             H5Pset_obj_track_times(dcpl, 0) >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 &&
+             (!shuffle || H5Pset_shuffle(dcpl) >= 0) &&
              (deflate < 0 || H5Pset_deflate(dcpl, (unsigned)deflate) >= 0);
     if (ok) d = H5Dcreate2(file, path, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     if (dcpl >= 0) H5Pclose(dcpl);
@@ -92,8 +93,9 @@ static peat_status datasets_create(peat_store_t *s)
     return PEAT_OK;
 }
 
-/* Builds every group, dataset and attribute: in SWMR write mode no object can be created later,
- * so the whole layout exists from the start and records only extend datasets. */
+/* Builds every group, dataset and attribute of the records: in SWMR write mode no object may be
+ * created, so the whole layout exists before the file enters it and records only extend
+ * datasets. */
 static peat_status layout_create(peat_store_t *s)
 {
     int32_t ver = PEAT_STORE_SCHEMA_VERSION;
@@ -112,7 +114,9 @@ static peat_status layout_create(peat_store_t *s)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 group creation list: %s", peat_store_h5_msg());
     }
     for (int g = 0; g < STORE_N_GROUPS; g++) {
-        hid_t gid = H5Gcreate2(s->file, peat_store_group_paths[g], H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        hid_t gid = peat_store_may_create(s->file) ? H5Gcreate2(s->file, peat_store_group_paths[g],
+                                                                H5P_DEFAULT, gcpl, H5P_DEFAULT)
+                                                   : -1;
         int bad = gid < 0 || peat_store_attr_str(gid, "description", peat_store_group_docs[g]) < 0;
         if (!bad && g == 0) bad = meta_attrs_write(gid, &s->meta) != 0;
         if (gid >= 0) H5Gclose(gid);
@@ -125,24 +129,31 @@ static peat_status layout_create(peat_store_t *s)
     return datasets_create(s);
 }
 
-peat_status peat_store_file_create(peat_store_t *s, const char *path)
+peat_status peat_store_file_create(peat_store_t *s, const char *path, int swmr)
 {
     hid_t fapl = peat_store_fapl(1);
     if (fapl < 0)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "HDF5 file access list: %s", peat_store_h5_msg());
-    /* in SWMR write mode from the start (ordered metadata flushes): the layout is built before
-     * any reader can see the file (callers give it its name only when complete) */
+    /* the layout is built in plain write mode, where objects may be created, before any reader
+     * can see the file (callers give it its name only when it is complete) */
     peat_store_h5_quiet();
-    s->file = H5Fcreate(path, H5F_ACC_EXCL | H5F_ACC_SWMR_WRITE, H5P_DEFAULT, fapl);
+    s->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (s->file < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path, peat_store_h5_msg());
     peat_store_h5_fd_hold(s);
     PEAT_TRY(layout_create(s));
+    /* the later stages' tables too; a rebuild copies an older file's first (store_rebuild.c) */
+    if (swmr) PEAT_TRY(peat_store_stage_tables_create(s));
     /* the whole layout on disk before the file gets its name: a kill from then on leaves a
      * campaign file that opens (empty) */
     PEAT_TRY(peat_store_room_check(s, s->file, path));
-    if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
+    /* then SWMR write mode (ordered metadata flushes, what crash safety rests on): HDF5 flushes
+     * the file as it enters it */
+    if (swmr && H5Fstart_swmr_write(s->file) < 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot enter SWMR write mode: %s", path,
+                          peat_store_h5_msg());
+    if (!swmr && H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", path, peat_store_h5_msg());
     return PEAT_OK;
 }
@@ -179,7 +190,7 @@ static peat_status create_impl(const char *path, const peat_store_meta *meta, pe
     snprintf(s->meta.hdf5_version, sizeof s->meta.hdf5_version, "%u.%u.%u", maj, min, rel);
     peat_store_settings_from_meta(s);
     s->writable = 1;
-    peat_status st = peat_store_file_create(s, tmp);
+    peat_status st = peat_store_file_create(s, tmp, 1);
     if (st == PEAT_OK) st = peat_store_lock_take(tmp, &s->lock_fd);
     /* link() refuses an existing name, so a file that appeared meanwhile is not replaced */
     if (st == PEAT_OK && link(tmp, path) != 0)

@@ -27,6 +27,7 @@ const char *const peat_store_group_docs[STORE_N_GROUPS] = {
 
 int peat_store_attr_write(hid_t loc, const char *name, hid_t type, const void *val)
 {
+    if (!peat_store_may_create(loc)) return -1;
     hid_t sp = H5Screate(H5S_SCALAR);
     if (sp < 0) return -1;
     hid_t a = H5Acreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);

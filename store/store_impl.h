@@ -232,6 +232,23 @@ void peat_store_codec_free(store_codec *c);
 /* Bytes shuffle + deflate would leave of t, estimated from samples of its byte planes. */
 double peat_store_deflate_estimate(const peat_tensor *t);
 
+/* Every object-creation site of the store asks this first, with the file (or an object of it)
+ * the object goes into: 0 when that file is in SWMR write mode, where HDF5's SWMR contract
+ * forbids creating groups, datasets, named datatypes and attributes (the attempt is counted,
+ * peat_store_test_swmr_creates in store.h), else 1. */
+int peat_store_may_create(hid_t loc);
+
+/* store_schema.c: the stage tables every file is created with */
+extern const peat_store_col peat_store_manifest_cols[7];
+/* Creates the stage tables (and their described groups) the file lacks: only in a file that is
+ * not in SWMR write mode (creation, a rebuild's copy). */
+peat_status peat_store_stage_tables_create(peat_store_t *s);
+/* Whether the file has every stage table (a writer of an older file that lacks some rebuilds). */
+int peat_store_stage_tables_complete(peat_store_t *s);
+/* store_table.c: an empty table's dataset at path (groups created as needed), closed. */
+peat_status peat_store_table_make(peat_store_t *s, const char *path, const peat_store_col *cols,
+                                  int n);
+
 /* store_file.c: shared by creating and opening */
 #define STORE_N_GROUPS 6
 extern const char *const peat_store_group_paths[STORE_N_GROUPS];
@@ -276,7 +293,10 @@ peat_status peat_store_check_writable(const peat_store_t *s);
 int peat_store_handles_close(peat_store_t *s);
 
 /* store_create.c: a file with the whole layout, in SWMR write mode, flushed (s->meta set). */
-peat_status peat_store_file_create(peat_store_t *s, const char *path);
+/* Creates path with the layout of the records; swmr: the stage tables too, then SWMR write mode
+ * (a new campaign file); else flushed in plain write mode (a rebuild's copy, which adds objects
+ * and is closed before it takes the campaign's name). */
+peat_status peat_store_file_create(peat_store_t *s, const char *path, int swmr);
 
 /* store_open.c */
 /* Opens path; lock_fd >= 0 is a writer lock already held on it (after a rebuild); verify (a

@@ -134,24 +134,13 @@ static void print_metrics(const peat_store_t *s, FILE *out)
         fprintf(out, ", accuracy %.4g -> %.4g\n", m0->accuracy, m1->accuracy);
 }
 
-const peat_store_col *peat_store_amp_cols(int *n)
-{
-    static const peat_store_col cols[] = {
-        {"iter", PEAT_STORE_COL_I64, 0},
-        {"loss_scale", PEAT_STORE_COL_F64, 0},
-        {"skipped", PEAT_STORE_COL_I64, 0},
-    };
-    *n = (int)(sizeof cols / sizeof cols[0]);
-    return cols;
-}
-
 /* Mixed precision: the loss scale's course and the steps the scaler skipped. */
 static void print_amp(peat_store_t *s, FILE *out)
 {
     int nc;
     const peat_store_col *cols = peat_store_amp_cols(&nc);
     peat_store_table_t *t = NULL;
-    if (!peat_store_table_exists(s, PEAT_STORE_AMP_TABLE) ||
+    if (!peat_store_table_present(s, PEAT_STORE_AMP_TABLE) ||
         peat_store_table_open(s, PEAT_STORE_AMP_TABLE, cols, nc, &t) != PEAT_OK)
         return;
     int64_t n = peat_store_table_rows(t), skipped = 0;

@@ -6,20 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MANIFEST_PATH "/manifest"
+#define MANIFEST_PATH PEAT_STORE_MANIFEST
 #define MANIFEST_MAX  128    /* rows: stages x the tables each writes */
 #define META_STAGE    "meta" /* the row that covers /meta's attributes */
 #define META_OBJECT   "/meta"
 
+/* the columns of peat_store_manifest_cols (store_schema.c) */
 enum { M_STAGE, M_STATE, M_OBJECT, M_ROWS, M_DIGEST, M_NOTE, M_ENTRIES, M_NCOLS };
-static const peat_store_col manifest_cols[M_NCOLS] = {
-    {"stage", PEAT_STORE_COL_STR, 32},  {"state", PEAT_STORE_COL_STR, 16}, /* "done" or "skipped" */
-    {"object", PEAT_STORE_COL_STR, 64}, /* a table the stage wrote; "" for none */
-    {"rows", PEAT_STORE_COL_I64, 0},    /* its rows that passed their checks */
-    {"digest", PEAT_STORE_COL_I64, 0},  /* XXH64 chain of those rows' checks (uint64 bits) */
-    {"note", PEAT_STORE_COL_STR, 128},  /* why a stage was skipped */
-    {"entries", PEAT_STORE_COL_I64, 0}, /* rows of the manifest: a torn one is told apart */
-};
+_Static_assert(M_NCOLS == sizeof peat_store_manifest_cols / sizeof peat_store_manifest_cols[0],
+               "the manifest's columns");
 
 /* The /meta attributes that say what the campaign is (kernel, flow, seed, command line, policy,
  * ...), field by field; hdf5_version is left out: the store fills it in on reading. */
@@ -98,7 +93,7 @@ static peat_status manifest_write_impl(peat_store_t *s, const peat_store_stage *
 {
     PEAT_TRY(peat_store_check_writable(s));
     peat_store_table_t *t = NULL;
-    PEAT_TRY(peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t));
+    PEAT_TRY(peat_store_table_open(s, MANIFEST_PATH, peat_store_manifest_cols, M_NCOLS, &t));
     peat_status st = PEAT_OK;
     manifest_row *r = NULL;
     peat_store_value *v = NULL;
@@ -209,7 +204,7 @@ static void stages_count(const peat_store_table_t *t, peat_store_check *out)
 static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *user,
                               peat_store_check *out)
 {
-    if (!peat_store_table_exists(s, MANIFEST_PATH)) {
+    if (!peat_store_table_present(s, MANIFEST_PATH)) {
         /* PEAT names a campaign file campaign.h5 only once its commit wrote the manifest */
         const char *base = strrchr(s->path, '/');
         if (!s->crashed && !strcmp(base ? base + 1 : s->path, "campaign.h5"))
@@ -221,7 +216,7 @@ static peat_status check_impl(peat_store_t *s, peat_store_report_fn fn, void *us
     }
     out->has_manifest = 1;
     peat_store_table_t *t = NULL;
-    peat_status st = peat_store_table_open(s, MANIFEST_PATH, manifest_cols, M_NCOLS, &t);
+    peat_status st = peat_store_table_open(s, MANIFEST_PATH, peat_store_manifest_cols, M_NCOLS, &t);
     if (st != PEAT_OK) {
         peat_store_report(fn, user, out, "/manifest is unreadable (%s)", peat_error_last());
         return st == PEAT_ERR_NOMEM ? st : PEAT_OK;

@@ -215,7 +215,9 @@ static peat_status path_check(const char *path, int writable)
     return PEAT_OK;
 }
 
-/* Opens the file: a writer in SWMR write mode, a reader plainly. A file whose writer did not
+/* Opens the file: a writer in SWMR write mode (at once: opened plainly first, a writer killed
+ * before it entered SWMR write mode would leave flags no reader accepts), a reader plainly. It
+ * creates no object then (store_schema.c). A file whose writer did not
  * close it (killed, or still running) carries "open for writing" flags that only an SWMR
  * reader accepts: then it is opened that way, and marked crashed. */
 static peat_status file_open(peat_store_t *s)
@@ -259,7 +261,7 @@ static peat_status identity_check(peat_store_t *s)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s has schema version %d; this build reads versions %d to %d", s->path,
                           (int)ver, PEAT_STORE_SCHEMA_VERSION_READ, PEAT_STORE_SCHEMA_VERSION);
-    if (ver < PEAT_STORE_SCHEMA_VERSION && s->writable)
+    if (ver < PEAT_STORE_SCHEMA_VERSION_APPEND && s->writable)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s has schema version %d; it can be read but not appended to (this "
                           "build writes version %d)",
@@ -298,10 +300,13 @@ peat_status peat_store_open_impl(const char *path, int writable, int lock_fd,
     /* --resume keeps only what reads back whole: a damaged record and those after it are
      * dropped here (the store is then untidy, so rebuilt without them) */
     if (st == PEAT_OK && writable && verify) st = peat_store_resume_verify(s, verify);
-    if (st == PEAT_OK && writable && (s->crashed || !peat_store_tidy(s))) {
-        /* a killed writer's file (or one a failed write left a partial record in) is read, not
-         * written: its complete records go to a new file that takes its name, and that one is
-         * opened for writing */
+    if (st == PEAT_OK && writable &&
+        (s->crashed || !peat_store_tidy(s) || s->schema_version < PEAT_STORE_SCHEMA_VERSION ||
+         !peat_store_stage_tables_complete(s))) {
+        /* a killed writer's file (or one a failed write left a partial record in, or a
+         * version-4 one, without every stage table, which a writer in SWMR write mode may not
+         * create) is read, not written: its complete records go to a new file of this version
+         * that takes its name, and that one is opened for writing */
         int new_lock = -1;
         st = peat_store_rebuild(s, &new_lock);
         s->failed = 1;

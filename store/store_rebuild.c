@@ -116,7 +116,7 @@ static int dataset_copy(hid_t from, hid_t to, const char *path)
     hid_t d = H5Dopen2(from, path, H5P_DEFAULT);
     hid_t ty = d >= 0 ? H5Dget_type(d) : -1, sp = d >= 0 ? H5Dget_space(d) : -1;
     hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : -1;
-    hid_t o = ty >= 0 && sp >= 0 && dcpl >= 0
+    hid_t o = ty >= 0 && sp >= 0 && dcpl >= 0 && peat_store_may_create(to)
                   ? H5Dcreate2(to, path, ty, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)
                   : -1;
     hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
@@ -144,6 +144,7 @@ static int object_copy(copy_ctx *c, const char *path)
     H5I_type_t kind = H5Iget_type(obj);
     H5Oclose(obj);
     if (kind == H5I_DATASET) return dataset_copy(c->from, c->to, path);
+    if (!peat_store_may_create(c->to)) return 1;
     if (kind != H5I_GROUP) return H5Ocopy(c->from, path, c->to, path, H5P_DEFAULT, H5P_DEFAULT) < 0;
     hid_t ng = H5Gcreate2(c->to, path, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (ng < 0) return 1;
@@ -191,9 +192,12 @@ peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
     to->meta = s->meta;
     peat_store_settings_from_meta(to);
     to->writable = 1;
-    peat_status st = peat_store_file_create(to, tmp);
+    peat_status st = peat_store_file_create(to, tmp, 0);
     if (st == PEAT_OK) st = contents_copy(s, to);
     if (st == PEAT_OK) st = others_copy(s, to);
+    /* the stage tables an older file lacks: the copy is in plain write mode, and the file then
+     * opened for writing, in SWMR write mode, creates none */
+    if (st == PEAT_OK) st = peat_store_stage_tables_create(to);
     if (st == PEAT_OK && H5Fflush(to->file, H5F_SCOPE_LOCAL) < 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", tmp, peat_store_h5_msg());
     if (peat_store_handles_close(to) < 0 && st == PEAT_OK)

@@ -78,40 +78,15 @@ static peat_status cols_set(peat_store_table_t *t, const peat_store_col *cols, i
     return PEAT_OK;
 }
 
-/* Groups that later stages' tables create, with the description attribute every group of the
- * layout carries (docs/hdf5-schema.md). */
-static const char *const stage_groups[][2] = {
-    {"/fi", "playback fault injection (peat inject): /fi/trials, one row per trial with its "
-            "model, site, outcome and error; docs/fault-injection.md"},
-    {"/runtime", "runtime fault injection: the candidate in the training loop; per-iteration "
-                 "loss and weight distance of every run (curves, weight_distance) and one "
-                 "verdict per run (verdicts); docs/fault-injection.md"},
-};
-
-/* Gives the group holding a new table its description, once. */
-static peat_status group_describe(peat_store_table_t *t, const char *path)
-{
-    for (size_t g = 0; g < sizeof stage_groups / sizeof stage_groups[0]; g++) {
-        size_t n = strlen(stage_groups[g][0]);
-        if (strncmp(path, stage_groups[g][0], n) != 0 || path[n] != '/') continue;
-        hid_t gid = H5Gopen2(t->s->file, stage_groups[g][0], H5P_DEFAULT);
-        int has = gid >= 0 ? H5Aexists(gid, "description") : -1;
-        int bad =
-            has < 0 || (!has && peat_store_attr_str(gid, "description", stage_groups[g][1]) < 0);
-        if (gid >= 0) H5Gclose(gid);
-        if (bad)
-            return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot describe %s: %s", t->s->path,
-                              stage_groups[g][0], peat_store_h5_msg());
-    }
-    return PEAT_OK;
-}
-
-static peat_status table_create(peat_store_table_t *t, const char *path)
+/* The table's empty dataset at path, with the groups above it; closed again. Only where objects
+ * may be created: a file not (yet) in SWMR write mode (store_schema.c). */
+static peat_status dataset_make(peat_store_table_t *t, const char *path)
 {
     hsize_t zero = 0, unlim = H5S_UNLIMITED, chunk = TABLE_CHUNK_ROWS;
     hid_t sp = H5Screate_simple(1, &zero, &unlim);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), lcpl = H5Pcreate(H5P_LINK_CREATE);
-    int bad = sp < 0 || dcpl < 0 || lcpl < 0 || H5Pset_chunk(dcpl, 1, &chunk) < 0 ||
+    int bad = !peat_store_may_create(t->s->file) || sp < 0 || dcpl < 0 || lcpl < 0 ||
+              H5Pset_chunk(dcpl, 1, &chunk) < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
               H5Pset_create_intermediate_group(lcpl, 1) < 0;
     if (!bad) t->d = H5Dcreate2(t->s->file, path, t->mtype, sp, lcpl, dcpl, H5P_DEFAULT);
     if (lcpl >= 0) H5Pclose(lcpl);
@@ -120,11 +95,32 @@ static peat_status table_create(peat_store_table_t *t, const char *path)
     if (bad || t->d < 0)
         return PEAT_ERROR(PEAT_ERR_IO, "%s: cannot create table %s: %s", t->s->path, path,
                           peat_store_h5_msg());
-    PEAT_TRY(group_describe(t, path));
-    PEAT_TRY(peat_store_room_check(t->s, t->s->file, t->s->path));
-    if (H5Fflush(t->s->file, H5F_SCOPE_LOCAL) < 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "%s: flush failed: %s", t->s->path, peat_store_h5_msg());
     return PEAT_OK;
+}
+
+/* A table of these columns (its row type made), not yet tied to a dataset: *out even on error
+ * (NULL only without memory), for the caller to close. */
+static peat_status table_new(peat_store_t *s, const char *path, const peat_store_col *cols, int n,
+                             peat_store_table_t **out)
+{
+    peat_store_table_t *t = *out = calloc(1, sizeof *t);
+    if (!t) return PEAT_ERROR(PEAT_ERR_NOMEM, "table");
+    t->s = s;
+    t->d = t->mtype = -1;
+    PEAT_TRY(cols_set(t, cols, n));
+    if ((t->mtype = row_type(t)) < 0)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, peat_store_h5_msg());
+    return PEAT_OK;
+}
+
+peat_status peat_store_table_make(peat_store_t *s, const char *path, const peat_store_col *cols,
+                                  int n)
+{
+    peat_store_table_t *t = NULL;
+    peat_status st = table_new(s, path, cols, n, &t);
+    if (st == PEAT_OK) st = dataset_make(t, path);
+    peat_store_table_close(t);
+    return st;
 }
 
 /* The stored table must have exactly these columns, in this order, of these classes. */
@@ -206,6 +202,21 @@ int peat_store_table_exists(peat_store_t *s, const char *path)
     }
 }
 
+int peat_store_table_present(peat_store_t *s, const char *path)
+{
+    if (!peat_store_table_exists(s, path)) return 0;
+    hid_t d = -1;
+    int64_t n = -1;
+    H5E_BEGIN_TRY
+    {
+        d = H5Dopen2(s->file, path, H5P_DEFAULT);
+        n = d >= 0 ? peat_store_extent(d) : -1;
+        if (d >= 0) H5Dclose(d);
+    }
+    H5E_END_TRY;
+    return n != 0; /* unreadable: present, for its reader to report */
+}
+
 static peat_status table_open(peat_store_t *s, const char *path, const peat_store_col *cols,
                               int n_cols, peat_store_table_t **out);
 
@@ -227,18 +238,15 @@ static peat_status table_open(peat_store_t *s, const char *path, const peat_stor
     *out = NULL;
     if (!s || !path || path[0] != '/' || strlen(path) >= 256)
         return PEAT_ERROR(PEAT_ERR_INVAL, "table: bad store or path");
-    peat_store_table_t *t = calloc(1, sizeof *t);
-    if (!t) return PEAT_ERROR(PEAT_ERR_NOMEM, "table");
-    t->s = s;
-    t->d = t->mtype = -1;
-    peat_status st = cols_set(t, cols, n_cols);
-    if (st == PEAT_OK && (t->mtype = row_type(t)) < 0)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "table %s: row type: %s", path, peat_store_h5_msg());
+    peat_store_table_t *t = NULL;
+    peat_status st = table_new(s, path, cols, n_cols, &t);
+    if (!t) return st;
     int exists = st == PEAT_OK && peat_store_table_exists(s, path);
-    if (st == PEAT_OK && !exists && !s->writable)
-        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no table %s", s->path, path);
-    else if (st == PEAT_OK && !exists)
-        st = table_create(t, path);
+    /* a writer creates none: in SWMR write mode HDF5 forbids new objects (store_schema.c) */
+    if (st == PEAT_OK && !exists)
+        st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "%s holds no table %s%s", s->path, path,
+                        s->writable ? " (tables are created with the file, not by its writers)"
+                                    : "");
     else if (st == PEAT_OK) {
         t->d = H5Dopen2(s->file, path, H5P_DEFAULT);
         st = t->d >= 0 ? columns_match(t, path)

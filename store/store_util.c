@@ -174,6 +174,25 @@ void peat_store_step(peat_store_t *s)
     if (step_hook) step_hook(step_user, s, n);
 }
 
+/* ---- the SWMR contract: no object is created in SWMR write mode ---- */
+
+static int64_t swmr_creates;
+
+int peat_store_may_create(hid_t loc)
+{
+    hid_t f = H5Iget_file_id(loc);
+    unsigned intent = 0;
+    int swmr = f >= 0 && H5Fget_intent(f, &intent) >= 0 && (intent & H5F_ACC_SWMR_WRITE);
+    if (f >= 0) H5Fclose(f);
+    swmr_creates += swmr;
+    return !swmr;
+}
+
+int64_t peat_store_test_swmr_creates(void)
+{
+    return swmr_creates;
+}
+
 /* ---- time spent in the store (benchmarks) ---- */
 
 static _Thread_local int busy_depth;

@@ -708,33 +708,39 @@ Test(fi, table_rows_survive_reopen_and_columns_are_checked)
     snprintf(path, sizeof path, "%s/campaign.h5", dir);
     peat_store_t *s;
     cr_assert_eq(peat_store_open(path, 1, &s), PEAT_OK);
-    const peat_store_col cols[3] = {{"name", PEAT_STORE_COL_STR, 8},
-                                    {"k", PEAT_STORE_COL_I64, 0},
-                                    {"x", PEAT_STORE_COL_F64, 0}};
+    /* a stage table of the file (run without the runtime stage: empty) */
+    const char *tp = PEAT_STORE_RUNTIME_WDIST;
+    const peat_store_col *cols = peat_store_runtime_wdist_cols; /* run, iter, tensor, distance */
     peat_store_table_t *t;
-    cr_assert_eq(peat_store_table_open(s, "/test/t", cols, 3, &t), PEAT_OK, "%s",
-                 peat_error_last());
-    peat_store_value v[6] = {{.s = "a"},      {.i = -5}, {.d = 0.25},
-                             {.s = "bcdefg"}, {.i = 7},  {.d = NAN}};
+    cr_assert(!peat_store_table_present(s, tp));
+    cr_assert_eq(peat_store_table_open(s, tp, cols, 4, &t), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_table_rows(t), 0);
+    peat_store_value v[8] = {{.s = "a"},      {.i = -5}, {.s = "w"}, {.d = 0.25},
+                             {.s = "bcdefg"}, {.i = 7},  {.s = "x"}, {.d = NAN}};
     cr_assert_eq(peat_store_table_append(t, v, 2), PEAT_OK);
-    peat_store_value too_long[3] = {{.s = "12345678"}, {.i = 0}, {.d = 0}};
+    char long_name[80];
+    memset(long_name, 'n', 64);
+    long_name[64] = 0;
+    peat_store_value too_long[4] = {{.s = long_name}, {.i = 0}, {.s = ""}, {.d = 0}};
     cr_assert_eq(peat_store_table_append(t, too_long, 1), PEAT_ERR_INVAL);
     peat_store_table_close(t);
     cr_assert_eq(peat_store_close(s), PEAT_OK);
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
-    cr_assert_eq(peat_store_table_open(s, "/test/t", cols, 3, &t), PEAT_OK);
+    cr_assert(peat_store_table_present(s, tp));
+    cr_assert_eq(peat_store_table_open(s, tp, cols, 4, &t), PEAT_OK);
     cr_assert_eq(peat_store_table_rows(t), 2);
     peat_store_value g;
     cr_assert_eq(peat_store_table_get(t, 1, 0, &g), PEAT_OK);
     cr_assert_str_eq(g.s, "bcdefg");
     cr_assert_eq(peat_store_table_get(t, 0, 1, &g), PEAT_OK);
     cr_assert_eq(g.i, -5);
-    cr_assert_eq(peat_store_table_get(t, 1, 2, &g), PEAT_OK);
+    cr_assert_eq(peat_store_table_get(t, 1, 3, &g), PEAT_OK);
     cr_assert(isnan(g.d));
     peat_store_table_close(t);
-    const peat_store_col other[2] = {{"name", PEAT_STORE_COL_STR, 8}, {"k", PEAT_STORE_COL_F64, 0}};
-    cr_assert_eq(peat_store_table_open(s, "/test/t", other, 2, &t), PEAT_ERR_FORMAT);
-    cr_assert_eq(peat_store_table_open(s, "/test/none", cols, 3, &t), PEAT_ERR_NOTFOUND);
+    const peat_store_col other[2] = {{"run", PEAT_STORE_COL_STR, 64},
+                                     {"iter", PEAT_STORE_COL_F64, 0}};
+    cr_assert_eq(peat_store_table_open(s, tp, other, 2, &t), PEAT_ERR_FORMAT);
+    cr_assert_eq(peat_store_table_open(s, "/test/none", cols, 4, &t), PEAT_ERR_NOTFOUND);
     cr_assert_eq(peat_store_close(s), PEAT_OK);
 }
 
@@ -1070,11 +1076,13 @@ Test(fi, runtime_model_on_the_golden_kernel_from_the_command_line)
 }
 
 /* --layer and --phase choose the records, the selection names the series (its own resume), and
- * a rerun adds no signature row. */
+ * a rerun adds no signature row. The campaign and its injections, in this process, create no
+ * HDF5 object in a file in SWMR write mode (HDF5's SWMR contract; the store refuses it). */
 Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
 {
     char dir[300], path[320];
     snprintf(dir, sizeof dir, "%s/c", tmpdir);
+    int64_t creates = peat_store_test_swmr_creates();
     make_campaign(dir);
     snprintf(path, sizeof path, "%s/campaign.h5", dir);
     peat_fi_opts o;
@@ -1116,4 +1124,6 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
     /* a layer no record has is refused with a message */
     o.layers = "nope";
     cr_assert_eq(peat_run_fi(&o, &r), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_store_test_swmr_creates(), creates,
+                 "objects were asked for in a file in SWMR write mode");
 }

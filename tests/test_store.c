@@ -799,7 +799,7 @@ Test(store, wrong_schema_version_is_refused)
     cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &v) >= 0);
     H5Aclose(a);
     H5Fclose(f);
-    expect_format_error(p, "has schema version 2; this build reads versions 3 to 4");
+    expect_format_error(p, "has schema version 2; this build reads versions 3 to 5");
 }
 
 Test(store, foreign_hdf5_and_missing_datasets_are_refused)
@@ -992,16 +992,19 @@ Test(store, manifest_lists_every_stage_and_a_lost_output_is_an_error)
         peat_record_free(r);
     }
     cr_assert_eq(peat_store_signature_write(s, "k", "{\"a\":1}"), PEAT_OK);
-    static const peat_store_col cols[] = {{"x", PEAT_STORE_COL_I64, 0}};
+    /* a stage table (every file has them, empty until their stage writes) */
     peat_store_table_t *t = NULL;
-    cr_assert_eq(peat_store_table_open(s, "/extra/t", cols, 1, &t), PEAT_OK, "%s",
-                 peat_error_last());
-    peat_store_value v[3] = {{.i = 1}, {.i = 2}, {.i = 3}};
+    cr_assert_eq(peat_store_table_open(s, PEAT_STORE_CAPTURE_UNMAPPED,
+                                       peat_store_capture_unmapped_cols, 3, &t),
+                 PEAT_OK, "%s", peat_error_last());
+    peat_store_value v[9] = {{.s = "aten.a"}, {.i = 1}, {.s = "x"},
+                             {.s = "aten.b"}, {.i = 2}, {.s = "y"},
+                             {.s = "aten.c"}, {.i = 3}, {.s = "z"}};
     cr_assert_eq(peat_store_table_append(t, v, 3), PEAT_OK);
     peat_store_table_close(t);
     const peat_store_stage stages[] = {
         {"a", NULL, NULL},
-        {"b", "/calls/index /extra/t", NULL},
+        {"b", "/calls/index " PEAT_STORE_CAPTURE_UNMAPPED, NULL},
         {"c", "/signatures/index", NULL},
         {"d", "/never/written", "--no-d"},
     };
@@ -1019,7 +1022,7 @@ Test(store, manifest_lists_every_stage_and_a_lost_output_is_an_error)
     cr_assert_eq(chk.problems, 0, "%s", lines);
     cr_assert_eq(chk.stages, 4);
     cr_assert_eq(chk.skipped, 1);
-    cr_assert_eq(chk.tables, 3); /* /calls/index, /extra/t, /signatures/index */
+    cr_assert_eq(chk.tables, 3); /* /calls/index, /capture/unmapped, /signatures/index */
     cr_assert_str_eq(chk.stage_list, "a, b, c, d (skipped: --no-d)");
     cr_assert_eq(peat_store_verify(s, manifest_problem, lines, &chk), PEAT_OK);
     cr_assert_eq(chk.problems, 0, "%s", lines);
@@ -1030,7 +1033,7 @@ Test(store, manifest_lists_every_stage_and_a_lost_output_is_an_error)
     /* what damage does: a table gone, a table's rows gone (the signature, the last record) */
     hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     cr_assert_geq(f, 0);
-    cr_assert_geq(H5Ldelete(f, "/extra/t", H5P_DEFAULT), 0);
+    cr_assert_geq(H5Ldelete(f, PEAT_STORE_CAPTURE_UNMAPPED, H5P_DEFAULT), 0);
     hid_t d = H5Dopen2(f, "/signatures/index", H5P_DEFAULT);
     hsize_t zero = 0;
     cr_assert_geq(H5Dset_extent(d, &zero), 0);
@@ -1040,8 +1043,8 @@ Test(store, manifest_lists_every_stage_and_a_lost_output_is_an_error)
     cr_assert_eq(peat_store_signature_count(s), 0);
     cr_assert_eq(peat_store_manifest_check(s, manifest_problem, lines, &chk), PEAT_OK);
     cr_assert_eq(chk.problems, 2, "%s", lines);
-    cr_assert(strstr(lines, "stage b: /extra/t is missing (its manifest lists 3 rows)"), "%s",
-              lines);
+    cr_assert(strstr(lines, "stage b: /capture/unmapped is missing (its manifest lists 3 rows)"),
+              "%s", lines);
     cr_assert(strstr(lines, "stage c: /signatures/index holds 0 of the 1 rows its manifest lists"),
               "%s", lines);
     peat_store_close(s);
@@ -1102,36 +1105,49 @@ static void extra_check(hid_t file, const char *path, int n, int64_t v)
     H5Dclose(d);
 }
 
-/* Objects other modules keep in the file (store_table.c) survive the resume of a killed writer,
- * whose complete records are copied into a new file. */
-Test(store, a_resume_keeps_the_objects_other_modules_added)
+/* Objects the store does not know (added to a closed file by another tool) survive the resume
+ * of a killed writer, whose complete records are copied into a new file, and a stage table the
+ * file lacks (a file written before every file had them) is added by that copy. */
+Test(store, a_resume_keeps_the_objects_other_tools_added)
 {
     const char *p = path_in("others.h5");
+    peat_store_t *s = make_store(p);
+    peat_record *r = gemm_record(1, 8, 8, 8, 5, NULL);
+    cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+    peat_record_free(r);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT); /* plain write mode: objects may be made */
+    cr_assert_geq(f, 0);
+    extra_write(f, "/metrics/extra", 3, 7);
+    extra_write(f, "/other/x", 5, 100);
+    cr_assert_geq(H5Ldelete(f, PEAT_STORE_FI_TRIALS, H5P_DEFAULT), 0);
+    H5Fclose(f);
     pid_t pid = fork();
     cr_assert(pid >= 0);
-    if (pid == 0) { /* a writer that adds two objects and dies without closing the file */
-        peat_store_t *s = make_store(p);
-        peat_record *r = gemm_record(1, 8, 8, 8, 5, NULL);
+    if (pid == 0) { /* a writer that dies without closing the file */
+        s = reopen(p, 1);
+        r = gemm_record(2, 8, 8, 8, 6, NULL);
         if (peat_store_call_write(s, r) != PEAT_OK) _exit(3);
-        extra_write(s->file, "/fi/trials", 5, 100);
-        extra_write(s->file, "/metrics/extra", 3, 7);
-        if (H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0) _exit(4);
         raise(SIGKILL);
     }
     int st = 0;
     waitpid(pid, &st, 0);
     cr_assert(WIFSIGNALED(st), "the writer was not killed (status %d)", st);
-    peat_store_t *s = reopen(p, 1); /* the copy */
-    cr_assert_eq(peat_store_call_count(s), 1);
-    extra_check(s->file, "/fi/trials", 5, 100);
+    int64_t creates = peat_store_test_swmr_creates();
+    s = reopen(p, 1); /* the copy */
+    cr_assert_eq(peat_store_test_swmr_creates(), creates, "the copy is made in plain write mode");
+    cr_assert_eq(peat_store_call_count(s), 2);
     extra_check(s->file, "/metrics/extra", 3, 7);
-    peat_record *r = gemm_record(2, 8, 8, 8, 6, NULL);
+    extra_check(s->file, "/other/x", 5, 100);
+    cr_assert(peat_store_table_exists(s, PEAT_STORE_FI_TRIALS), "the copy has every stage table");
+    cr_assert(!peat_store_table_present(s, PEAT_STORE_FI_TRIALS));
+    r = gemm_record(3, 8, 8, 8, 7, NULL);
     cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
     peat_record_free(r);
     cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
     s = reopen(p, 0);
-    cr_assert_eq(peat_store_call_count(s), 2);
-    extra_check(s->file, "/fi/trials", 5, 100);
+    cr_assert_eq(peat_store_call_count(s), 3);
+    extra_check(s->file, "/other/x", 5, 100);
     peat_store_close(s);
 }
 
@@ -1679,4 +1695,93 @@ Test(store, a_full_disk_is_said_as_such_and_keeps_what_was_recorded)
                  (long long)peat_store_call_count(s));
     cr_assert_eq(info.damaged, 0);
     peat_store_close(s);
+}
+
+/* Whether the store's file is in SWMR write mode, as HDF5 says. */
+static int swmr_writing(const peat_store_t *s)
+{
+    unsigned intent = 0;
+    cr_assert_geq(H5Fget_intent(s->file, &intent), 0);
+    return (intent & H5F_ACC_SWMR_WRITE) != 0;
+}
+
+/* HDF5's SWMR contract: while a file is open in SWMR write mode its writer creates no group,
+ * dataset or attribute, only extends existing datasets. Every write path of a campaign's stages
+ * (creation, a stage table's first rows, the manifest at commit, a reopened writer) creates
+ * nothing in that mode: the store's creation sites count what they were asked to create while
+ * HDF5 reported SWMR write mode. */
+Test(store, swmr_writer_creates_no_object)
+{
+    const char *p = path_in("swmr.h5");
+    int64_t before = peat_store_test_swmr_creates();
+    peat_store_t *s = make_store(p);
+    cr_assert(swmr_writing(s), "a new campaign file is written in SWMR write mode");
+    static const char *const stage_tables[] = {
+        PEAT_STORE_AMP_TABLE,        PEAT_STORE_RUNTIME_CURVES,   PEAT_STORE_RUNTIME_WDIST,
+        PEAT_STORE_RUNTIME_VERDICTS, PEAT_STORE_FI_TRIALS,        PEAT_STORE_FI_SHARDS,
+        PEAT_STORE_REPORT_STATE,     PEAT_STORE_CAPTURE_UNMAPPED, PEAT_STORE_MANIFEST};
+    for (size_t i = 0; i < sizeof stage_tables / sizeof stage_tables[0]; i++) {
+        cr_assert(peat_store_table_exists(s, stage_tables[i]), "%s is made with the file",
+                  stage_tables[i]);
+        cr_assert(!peat_store_table_present(s, stage_tables[i]), "%s is empty", stage_tables[i]);
+    }
+    /* the count is real: an attribute asked for now is refused and counted */
+    cr_assert_lt(peat_store_attr_str(s->file, "late", "x"), 0);
+    cr_assert_eq(peat_store_test_swmr_creates() - before, 1);
+    before++;
+    /* a table the file lacks is not made by a writer */
+    static const peat_store_col other[] = {{"x", PEAT_STORE_COL_I64, 0}};
+    peat_store_table_t *t = NULL;
+    cr_assert_eq(peat_store_table_open(s, "/extra/t", other, 1, &t), PEAT_ERR_NOTFOUND);
+    cr_assert(strstr(peat_error_last(), "created with the file"), "%s", peat_error_last());
+    peat_record *r = gemm_record(1, 8, 8, 8, 1, NULL);
+    cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
+    peat_record_free(r);
+    int nc;
+    const peat_store_col *cols = peat_store_amp_cols(&nc);
+    cr_assert_eq(peat_store_table_open(s, PEAT_STORE_AMP_TABLE, cols, nc, &t), PEAT_OK, "%s",
+                 peat_error_last());
+    peat_store_value row[3] = {{.i = 0}, {.d = 65536.0}, {.i = 0}};
+    cr_assert_eq(peat_store_table_append(t, row, 1), PEAT_OK, "%s", peat_error_last());
+    peat_store_table_close(t);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    cr_assert_eq(peat_store_open(p, 1, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert(swmr_writing(s), "a reopened writer is in SWMR write mode");
+    const peat_store_stage stages[] = {{"profile", "/calls/index " PEAT_STORE_AMP_TABLE, NULL}};
+    cr_assert_eq(peat_store_manifest_write(s, stages, 1), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    /* a version-4 file (written before every file had the stage tables): read as it is, and
+     * its writer gets them by a copy into version 5 */
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    cr_assert_geq(f, 0);
+    cr_assert_geq(H5Ldelete(f, PEAT_STORE_RUNTIME_CURVES, H5P_DEFAULT), 0);
+    int32_t ver = 4;
+    hid_t a = H5Aopen(f, "peat_schema_version", H5P_DEFAULT);
+    cr_assert(a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &ver) >= 0);
+    H5Aclose(a);
+    H5Fclose(f);
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert(!peat_store_table_exists(s, PEAT_STORE_RUNTIME_CURVES));
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    cr_assert_eq(peat_store_open(p, 1, &s), PEAT_OK, "%s", peat_error_last());
+    cr_assert(swmr_writing(s));
+    cr_assert(peat_store_table_exists(s, PEAT_STORE_RUNTIME_CURVES));
+    cr_assert_eq(peat_store_call_count(s), 1);
+    cr_assert_eq(peat_store_attr_num_read(s->file, "peat_schema_version", H5T_NATIVE_INT32, &ver),
+                 1);
+    cr_assert_eq(ver, PEAT_STORE_SCHEMA_VERSION, "the copy is of version %d", (int)ver);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
+    cr_assert_eq(peat_store_test_swmr_creates() - before, 0,
+                 "%lld objects were created in a file in SWMR write mode",
+                 (long long)(peat_store_test_swmr_creates() - before));
+    /* the file holds what was written */
+    cr_assert_eq(peat_store_open(p, 0, &s), PEAT_OK, "%s", peat_error_last());
+    peat_store_check chk;
+    cr_assert_eq(peat_store_manifest_check(s, NULL, NULL, &chk), PEAT_OK);
+    cr_assert(chk.has_manifest && chk.problems == 0, "manifest: %lld problems",
+              (long long)chk.problems);
+    cr_assert_eq(peat_store_table_open(s, PEAT_STORE_AMP_TABLE, cols, nc, &t), PEAT_OK);
+    cr_assert_eq(peat_store_table_rows(t), 1);
+    peat_store_table_close(t);
+    cr_assert_eq(peat_store_close(s), PEAT_OK);
 }
