@@ -971,10 +971,9 @@ Test(golden, conv_loops_equal_the_tap_testing_loop_bit_for_bit)
                                      {2, 2, 6, 6, 2, 3, 3, 2, 0}, {1, 3, 10, 7, 2, 5, 3, 3, 2},
                                      {1, 2, 5, 5, 3, 1, 1, 1, 0}, {1, 1, 4, 4, 2, 5, 5, 1, 2},
                                      {1, 2, 6, 5, 2, 3, 3, 2, 2}, {3, 1, 3, 8, 1, 3, 2, 1, 1}};
-    static const char *const names[3][2] = {
-        {"conv2d_plain", "conv2d_exact"},
-        {"conv2d_bwd_data_plain", "conv2d_bwd_data_exact"},
-        {"conv2d_bwd_filter_plain", "conv2d_bwd_filter_exact"}};
+    static const char *const names[3][2] = {{"conv2d_plain", "conv2d_exact"},
+                                            {"conv2d_bwd_data_plain", "conv2d_bwd_data_exact"},
+                                            {"conv2d_bwd_filter_plain", "conv2d_bwd_filter_exact"}};
     static const peat_op_kind ops[3] = {PEAT_OP_CONV2D, PEAT_OP_CONV2D_BWD_DATA,
                                         PEAT_OP_CONV2D_BWD_FILTER};
     peat_rng_t *r = peat_rng_new(21);
