@@ -233,9 +233,9 @@ const char *peat_pyapi_runtime_class_name(int cls)
 
 peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
                                      const double *band_wdist, int64_t n_eval,
-                                     const double *band_acc, const double *loss,
-                                     const double *wdist, const int64_t *nonfinite,
-                                     const double *acc, void *v)
+                                     const int64_t *eval_iter, const double *band_acc,
+                                     const double *loss, const double *wdist,
+                                     const int64_t *nonfinite, const double *acc, void *v)
 {
     if (R < 2 || R > PEAT_RUNTIME_MAX_BAND || n < 1 || n_eval < 0 || !band_loss || !loss || !v ||
         (n_eval > 0 && (!band_acc || !acc)))
@@ -247,7 +247,8 @@ peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
                                     .loss = band_loss + r * n,
                                     .wdist = band_wdist ? band_wdist + r * n : NULL,
                                     .n_eval = n_eval,
-                                    .eval_acc = n_eval ? band_acc + r * n_eval : NULL};
+                                    .eval_acc = n_eval ? band_acc + r * n_eval : NULL,
+                                    .eval_iter = n_eval ? eval_iter : NULL};
     }
     peat_runtime_band b;
     PEAT_TRY(peat_detector_band_build(m, R, &b));
@@ -256,7 +257,8 @@ peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
                             .wdist = wdist,
                             .nonfinite = nonfinite,
                             .n_eval = n_eval,
-                            .eval_acc = acc};
+                            .eval_acc = acc,
+                            .eval_iter = n_eval ? eval_iter : NULL};
     peat_status st = peat_detector_runtime_judge(&b, &c, v);
     peat_detector_band_free(&b);
     return st;

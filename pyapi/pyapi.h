@@ -79,14 +79,13 @@ PEAT_PYAPI_EXPORT peat_status peat_pyapi_freq_parse(const char *s, int64_t *ever
  * `peat run`'s runtime stage uses. NULL out of range. */
 PEAT_PYAPI_EXPORT const char *peat_pyapi_band_spec(int r);
 /* Builds the band of R member runs (member 0 golden; loss and wdist R x n row-major, acc
- * R x n_eval) and judges one run (loss, wdist, nonfinite per iteration, acc per evaluation)
- * with the detector's runtime rules; *v as peat_detector_runtime_judge fills it (detector.h). */
-PEAT_PYAPI_EXPORT peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
-                                                       const double *band_wdist, int64_t n_eval,
-                                                       const double *band_acc, const double *loss,
-                                                       const double *wdist,
-                                                       const int64_t *nonfinite, const double *acc,
-                                                       void *v);
+ * R x n_eval, evaluation e after iteration eval_iter[e], NULL: evenly spread to the last) and
+ * judges one run (loss, wdist, nonfinite per iteration, acc per evaluation) with the detector's
+ * runtime rules; *v as peat_detector_runtime_judge fills it (detector.h). */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_runtime_judge(
+    int R, int64_t n, const double *band_loss, const double *band_wdist, int64_t n_eval,
+    const int64_t *eval_iter, const double *band_acc, const double *loss, const double *wdist,
+    const int64_t *nonfinite, const double *acc, void *v);
 /* "TRAINING_EQUIVALENT", "DEGRADES", "DIVERGES". */
 PEAT_PYAPI_EXPORT const char *peat_pyapi_runtime_class_name(int cls);
 

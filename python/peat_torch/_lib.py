@@ -32,7 +32,8 @@ class Verdict(ctypes.Structure):
                 ("acc_drop", ctypes.c_double), ("loss_t", ctypes.c_double),
                 ("final_loss", ctypes.c_double), ("band_lo", ctypes.c_double),
                 ("band_hi", ctypes.c_double), ("drift", ctypes.c_int),
-                ("drift_iter", ctypes.c_int64), ("evidence", ctypes.c_char * 256)]
+                ("drift_iter", ctypes.c_int64), ("transient", ctypes.c_int),
+                ("transient_iter", ctypes.c_int64), ("evidence", ctypes.c_char * 256)]
 
 
 class PeatError(RuntimeError):
@@ -84,7 +85,7 @@ def lib():
         "peat_pyapi_freq_parse": ([ctypes.c_char_p, ctypes.POINTER(I64), ctypes.POINTER(D)],
                                   ctypes.c_int),
         "peat_pyapi_band_spec": ([ctypes.c_int], ctypes.c_char_p),
-        "peat_pyapi_runtime_judge": ([ctypes.c_int, I64, P, P, I64, P, P, P, P, P, P],
+        "peat_pyapi_runtime_judge": ([ctypes.c_int, I64, P, P, I64, P, P, P, P, P, P, P],
                                      ctypes.c_int),
         "peat_pyapi_runtime_class_name": ([ctypes.c_int], ctypes.c_char_p),
         "peat_error_last": ([], ctypes.c_char_p),

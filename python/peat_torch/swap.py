@@ -195,10 +195,12 @@ def _judge(members, rec):
     ba = arr([[m.acc[t] for t in evals] for m in members]) if evals else arr([0.0])
     loss, wd, nf = arr(rec.loss), arr(rec.wdist), arr(rec.nonfinite, np.int64)
     acc = arr([rec.acc[t] for t in evals]) if evals else arr([0.0])
+    ev = arr(evals if evals else [0], np.int64)
     v = _lib.Verdict()
     P = lambda a: a.ctypes.data
-    _lib.check(L.peat_pyapi_runtime_judge(len(members), n, P(bl), P(bw), len(evals), P(ba),
-                                          P(loss), P(wd), P(nf), P(acc), ctypes.byref(v)),
+    _lib.check(L.peat_pyapi_runtime_judge(len(members), n, P(bl), P(bw), len(evals), P(ev),
+                                          P(ba), P(loss), P(wd), P(nf), P(acc),
+                                          ctypes.byref(v)),
                "band: judge")
     return {"verdict": L.peat_pyapi_runtime_class_name(v.cls).decode(), "iter": v.iter,
             "metric": v.metric.decode(), "evidence": v.evidence.decode(),
