@@ -339,10 +339,8 @@ static void judge_degrades(const peat_runtime_band *b, const peat_runtime_curve 
     excursion xl = loss_excursion(b, c, v), xa = acc_excursion(b, c, v);
     v->drift_iter = drift_of(b, c, v);
     v->drift = v->drift_iter >= 0;
-    int first = xl.first < 0          ? xa.first
-                : xa.first < 0        ? xl.first
-                : xl.first < xa.first ? xl.first
-                                      : xa.first;
+    /* the earlier of the two first windows outside (-1 when neither left) */
+    int first = xa.first < 0 || (xl.first >= 0 && xl.first <= xa.first) ? xl.first : xa.first;
     int drifted = first >= 0 && v->drift && v->drift_iter < b->win_start[first + 1];
     if (!xl.last_out && !xa.last_out && !drifted) {
         v->cls = PEAT_RUNTIME_EQUIVALENT;
@@ -356,8 +354,8 @@ static void judge_degrades(const peat_runtime_band *b, const peat_runtime_curve 
         return;
     }
     v->cls = PEAT_RUNTIME_DEGRADES;
-    int loss =
-        xl.last_out || (!xa.last_out && xl.first >= 0 && (xa.first < 0 || xl.first <= xa.first));
+    /* the metric that ends outside, or (a drifted excursion) the one that left first */
+    int loss = xl.last_out || (!xa.last_out && first == xl.first);
     snprintf(v->metric, sizeof v->metric, "%s", loss ? "loss" : "accuracy");
     v->iter = b->win_start[first];
     char exc[24], wr[16];
