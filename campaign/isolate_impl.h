@@ -78,6 +78,11 @@ peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat
                                               size_t nwhy);
 /* Ends the child (and its process group) and frees w; NULL is fine. */
 void peat_campaign_isolate_worker_free(peat_isolate_worker *w);
+/* Starts the child now rather than at the first call. A fork copies only the calling thread, so a
+ * lock another thread holds at that moment (an allocator's that is not fork-safe, ASan's among
+ * them) stays held in the child forever: callers that go on to run threads start their workers
+ * here, before the threads exist. */
+peat_status peat_campaign_isolate_worker_start(peat_isolate_worker *w);
 /* Children (re)started by this worker so far (a test's and a benchmark's view). */
 int peat_campaign_isolate_worker_spawns(const peat_isolate_worker *w);
 /* peat_campaign_isolate_call's isolated path: the calling thread's worker for k (a new one when k

@@ -440,6 +440,11 @@ static peat_status worker_spawn(peat_isolate_worker *w)
     return PEAT_OK;
 }
 
+peat_status peat_campaign_isolate_worker_start(peat_isolate_worker *w)
+{
+    return w->pid > 0 ? PEAT_OK : worker_spawn(w);
+}
+
 /* The file holds at least n bytes, and the parent's mapping covers them. */
 static peat_status arena_reserve(peat_isolate_worker *w, size_t n)
 {

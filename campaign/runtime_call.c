@@ -48,9 +48,13 @@ peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, 
     if (!c) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime call");
     c->k = k, c->timeout_s = timeout_s;
     if (isolate) {
-        /* the kernel's state carries from call to call within the run, as in training */
+        /* the kernel's state carries from call to call within the run, as in training; the
+         * child starts here, before the band's threads do (a fork among running threads can
+         * leave the child waiting on a lock no thread of its own will release) */
         peat_status st = peat_campaign_isolate_worker_create(k, 1, &c->w);
+        if (st == PEAT_OK) st = peat_campaign_isolate_worker_start(c->w);
         if (st != PEAT_OK) {
+            peat_campaign_isolate_worker_free(c->w);
             free(c);
             return st;
         }

@@ -206,6 +206,25 @@ Test(isolate, clean_calls_share_one_child)
     peat_campaign_isolate_worker_free(w);
 }
 
+/* A worker started before any call (as runtime FI starts its own before the band's threads) runs
+ * every call in that first child. */
+Test(isolate, started_worker_serves_the_calls_in_its_first_child)
+{
+    peat_isolate_worker *w;
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 1, &w), PEAT_OK);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 0, "a created worker has no child yet");
+    cr_assert_eq(peat_campaign_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "started twice: %d children",
+                 peat_campaign_isolate_worker_spawns(w));
+    char why[256];
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d",
+                 peat_campaign_isolate_worker_spawns(w));
+    peat_campaign_isolate_worker_free(w);
+}
+
 /* n calls of the stateful kernel through w: how many came out right on the first try's terms. */
 static int stateful_right(peat_isolate_worker *w, int n, int keep)
 {
