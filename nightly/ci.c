@@ -284,10 +284,12 @@ static void item_run(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item *i
     pid_t pid;
     int timed_out = 0, st = -1;
     /* a planned run keeps to its plan within a few percent (docs/predictor.md): one far past
-     * it is stuck, and is stopped before it spends the items' after it */
+     * it is stuck, and is stopped before it spends the items' after it (twice its plan and half
+     * a minute: room for a loaded machine or a sanitizer build, whose plans come from its own
+     * slower calibration) */
     double limit = it->budget_s;
-    if (it->plan_s > 0 && (!(limit > 0) || limit > 1.5 * it->plan_s + 10))
-        limit = 1.5 * it->plan_s + 10;
+    if (it->plan_s > 0 && (!(limit > 0) || limit > 2 * it->plan_s + 30))
+        limit = 2 * it->plan_s + 30;
     if (spawn_item(o->self, &a, log, &pid) == PEAT_OK) {
         child_pid = pid;
         st = wait_deadline(pid, limit, &timed_out);
