@@ -73,8 +73,16 @@ typedef struct peat_runtime_result {
     double t_total;
 } peat_runtime_result;
 
-/* The inject model of band rerun r (1 .. PEAT_RUNTIME_MAX_BAND - 1; run 0 is the golden run). */
+/* The inject model of band rerun r (1 .. PEAT_RUNTIME_MAX_BAND - 1; run 0 is the golden run) on
+ * this machine: the listed orders (peat_campaign_runtime_band_listed), those that give the CPU
+ * golden GEMM's own sums moved to the end (peat_campaign_runtime_band_order). */
 const char *peat_campaign_runtime_band_spec(int r);
+/* Band order r as listed (docs/detector.md, "The band's reorder GEMMs"), whatever the golden. */
+const char *peat_campaign_runtime_band_listed(int r);
+/* The listed orders into out[0 .. PEAT_RUNTIME_MAX_BAND - 2], those whose sums are the given golden
+ * GEMM's (fewer than a quarter of the outputs differ on more than half of a few random probe
+ * shapes) after the others, each group in listed order. */
+void peat_campaign_runtime_band_order(const peat_kernel *golden, const char **out);
 /* How many frequencies a checked list holds. */
 int peat_campaign_runtime_freqs_count(const char *list);
 /* Checks a frequency list ("1,1/10,p=0.01"; at most PEAT_RUNTIME_MAX_FREQS). */

@@ -845,8 +845,8 @@ Test(fi, band_members_are_the_documented_orders)
     cr_assert_not_null(sec, "docs/detector.md has the band section");
     const char *end = strstr(sec + 3, "\n## ");
     int r = 1;
-    for (; peat_campaign_runtime_band_spec(r); r++) {
-        const char *spec = peat_campaign_runtime_band_spec(r);
+    for (; peat_campaign_runtime_band_listed(r); r++) {
+        const char *spec = peat_campaign_runtime_band_listed(r);
         char item[160];
         snprintf(item, sizeof item, "\n%d. `%s`", r, spec);
         const char *at = strstr(sec, item);
@@ -861,6 +861,47 @@ Test(fi, band_members_are_the_documented_orders)
     const char *extra = strstr(sec, item);
     cr_assert(!extra || (end && extra > end), "the docs list a band member %d the code lacks", r);
     cr_assert_eq(r - 1, PEAT_RUNTIME_MAX_BAND - 1, "%d band reruns listed", r - 1);
+    /* this machine's band: the listed orders, each once */
+    for (int i = 1; i < r; i++) {
+        int found = 0;
+        for (int j = 1; j < r; j++)
+            found +=
+                !strcmp(peat_campaign_runtime_band_spec(j), peat_campaign_runtime_band_listed(i));
+        cr_assert_eq(found, 1, "%s is %d times in this machine's band",
+                     peat_campaign_runtime_band_listed(i), found);
+    }
+}
+
+/* An order that gives the golden's own sums goes to the end of the band: with the plain forward
+ * loop as the golden (a generic BLAS kernel, or PEAT_BLAS=0), the forward member would repeat the
+ * golden run. Known answers: forward is gemm_plain's definition; reverse and the pairwise tree
+ * change most outputs' last bits. */
+Test(fi, band_orders_that_repeat_the_golden_go_last)
+{
+    const peat_kernel *plain = peat_registry_find_on("gemm_plain", "cpu");
+    cr_assert_not_null(plain, "gemm_plain registered");
+    const char *order[PEAT_RUNTIME_MAX_BAND - 1];
+    peat_campaign_runtime_band_order(plain, order);
+    enum { N = PEAT_RUNTIME_MAX_BAND - 1 };
+    int at_fwd = -1, at_rev = -1, at_pw = -1;
+    for (int i = 0; i < N; i++) {
+        cr_assert_not_null(order[i], "order %d", i);
+        if (!strcmp(order[i], "reorder(order=forward)")) at_fwd = i;
+        if (!strcmp(order[i], "reorder(order=reverse)")) at_rev = i;
+        if (!strcmp(order[i], "reorder(order=pairwise)")) at_pw = i;
+    }
+    cr_assert_eq(at_fwd, N - 1, "the forward order repeats gemm_plain: last, not %d", at_fwd);
+    cr_assert(at_pw >= 0 && at_rev > at_pw, "pairwise (%d) then reverse (%d), as listed", at_pw,
+              at_rev);
+    /* the orders that stay keep the listed order */
+    int last = -1;
+    for (int i = 0; i < N - 1; i++) {
+        int listed = 0;
+        while (listed < N && strcmp(peat_campaign_runtime_band_listed(listed + 1), order[i]))
+            listed++;
+        cr_assert(listed > last, "%s out of the listed order", order[i]);
+        last = listed;
+    }
 }
 
 /* The runtime stage inside `peat run`: a verdict per frequency joins the findings, and the
