@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define MAGIC  "PEAT-RUN-SHARD"
-#define FORMAT 1
+#define FORMAT 2
 
 void peat_campaign_run_shard_path(const char *dir, peat_campaign_scale_shard sh, char *buf,
                                   size_t n)

@@ -642,6 +642,7 @@ static void member_pack(peat_campaign_pack *p, const lockstep *L, int i)
     int64_t n = L->res->n, ne = L->res->n_eval, w = m->tdist ? L->n_w : 0;
     int32_t idx = i;
     peat_campaign_pack_put(p, &idx, sizeof idx);
+    peat_campaign_pack_put_str(p, r->label);
     peat_campaign_pack_put(p, &n, sizeof n);
     peat_campaign_pack_put(p, &ne, sizeof ne);
     peat_campaign_pack_put(p, &w, sizeof w);
@@ -662,6 +663,8 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
     int32_t idx = -1;
     int64_t n = 0, ne = 0, w = 0;
     peat_campaign_pack_get(p, &idx, sizeof idx);
+    char label[sizeof L->mem[0].run->label];
+    snprintf(label, sizeof label, "%s", peat_campaign_pack_get_str(p));
     peat_campaign_pack_get(p, &n, sizeof n);
     peat_campaign_pack_get(p, &ne, sizeof ne);
     peat_campaign_pack_get(p, &w, sizeof w);
@@ -675,6 +678,14 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
                           "%s %d sent runtime run %d of %lld iterations, not one of its own "
                           "of %lld",
                           who, from, (int)idx, (long long)n, (long long)L->res->n);
+    /* the band's orders follow the golden GEMM's (peat_campaign_runtime_band_order): a run
+     * trained elsewhere as another order would be judged under the wrong name */
+    if (strcmp(label, L->mem[idx].run->label))
+        return PEAT_ERROR(PEAT_ERR_FORMAT,
+                          "%s %d trained runtime run %d as %s, here it is %s: train the %ss and "
+                          "merge them on machines with the same golden GEMM (BLAS library and "
+                          "CPU kind)",
+                          who, from, (int)idx, label, L->mem[idx].run->label, who);
     member *m = &L->mem[idx];
     peat_runtime_run *r = m->run;
     peat_campaign_pack_get(p, r->loss, (size_t)n * sizeof *r->loss);

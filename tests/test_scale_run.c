@@ -158,6 +158,32 @@ Test(run_shard, shards_of_another_seed_or_count_are_refused)
     cr_assert(!exists("a", "campaign.h5"), "nothing was written");
 }
 
+/* A shard trained with another golden GEMM (PEAT_BLAS=0: the plain loop, the forward order, which
+ * goes to the end of its band) trains another order as band rerun 1: the merge refuses it, naming
+ * both, rather than judge that run under this machine's name. Where the plain golden's band is
+ * this machine's (OpenBLAS's generic kernel adds in the forward order too) there is nothing to
+ * tell apart: skipped, and said. */
+Test(run_shard, shard_that_trained_another_band_order_is_refused)
+{
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    const char *plain[PEAT_RUNTIME_MAX_BAND - 1];
+    peat_campaign_runtime_band_order(peat_registry_find_on("gemm_plain", "cpu"), plain);
+    if (!strcmp(plain[0], peat_campaign_runtime_band_spec(1)))
+        cr_skip_test("the plain golden's band is this machine's (%s first)", plain[0]);
+    cr_assert_eq(peat_run(5, "0/3", "m"), 0, "%s", err_text());
+    cr_assert_eq(peat_run(5, "2/3", "m"), 0, "%s", err_text());
+    cr_assert_eq(
+        sh("PEAT_BLAS=0 %s " RUN_ARGS " --seed 5 --shard 1/3 --out %s", PEAT_TEST_BIN, "m"), 0,
+        "%s", err_text());
+    cr_assert_eq(peat_merge("m"), 2, "the merge refuses shard 1");
+    char want[400];
+    snprintf(want, sizeof want, "trained runtime run 1 as %s, here it is %s", plain[0],
+             peat_campaign_runtime_band_spec(1));
+    cr_assert(strstr(err_text(), want), "%s: %s", want, err_text());
+    cr_assert(!exists("m", "campaign.h5") && exists("m", "campaign.h5.partial"),
+              "nothing was written");
+}
+
 Test(run_shard, what_a_shard_cannot_split_is_refused_in_one_line)
 {
     static const char *const cases[][2] = {
