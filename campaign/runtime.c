@@ -67,56 +67,55 @@ static const int64_t band_probe[][3] = {{16, 16, 64},  {64, 32, 32},  {96, 64, 3
                                         {128, 10, 64}, {32, 64, 256}, {33, 17, 48}};
 enum { BAND_PROBES = sizeof band_probe / sizeof band_probe[0] };
 
-/* Shapes (of the probes) where the order's outputs differ from the golden's in a quarter or more;
- * -1 when the probe could not run. */
-static int band_order_differs(const char *spec, const peat_kernel *golden)
+/* diff[i] += 1 for each probe shape on which order i's outputs differ from the golden's in a
+ * quarter or more; 0 when a probe could not run (diff untouched for the rest). Each shape's
+ * golden result is computed once and compared with every order's. */
+static int band_probe_run(const peat_kernel *golden, peat_inject_model_t *const *m, int n,
+                          int *diff)
 {
-    peat_inject_model_t *m = NULL;
-    if (peat_inject_model_parse(spec, &m) != PEAT_OK) return -1;
-    int shapes = 0;
-    for (int s = 0; s < BAND_PROBES && shapes >= 0; s++) {
+    int ran = 1;
+    for (int s = 0; s < BAND_PROBES && ran; s++) {
         int64_t M = band_probe[s][0], N = band_probe[s][1], K = band_probe[s][2];
         peat_tensor *A = NULL, *B = NULL, *G = NULL, *R = NULL;
         peat_args a;
         memset(&a, 0, sizeof a);
         a.op = PEAT_OP_GEMM, a.n_in = 2, a.n_out = 1;
         a.p.i[2] = M, a.p.i[3] = N, a.p.i[4] = K, a.p.i[5] = 1, a.p.f[0] = 1.0;
-        if (peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &A) ||
-            peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &B) ||
-            peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &G) ||
-            peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &R)) {
-            shapes = -1;
-        } else {
+        ran = !peat_tensor_alloc2(PEAT_DTYPE_F32, M, K, &A) &&
+              !peat_tensor_alloc2(PEAT_DTYPE_F32, K, N, &B) &&
+              !peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &G) &&
+              !peat_tensor_alloc2(PEAT_DTYPE_F32, M, N, &R);
+        if (ran) {
             peat_rng_t *rng = peat_rng_new((uint64_t)s + 1);
             peat_rng_fill_gaussian(rng, A, 1.0);
             peat_rng_fill_gaussian(rng, B, 1.0);
             peat_rng_free(rng);
-            a.in[0] = A, a.in[1] = B;
-            a.out[0] = G;
-            int ok = peat_kernel_run(golden, &a) == PEAT_OK;
+            a.in[0] = A, a.in[1] = B, a.out[0] = G;
+            ran = peat_kernel_run(golden, &a) == PEAT_OK;
             a.out[0] = R;
-            ok = ok && peat_inject_run(m, golden, &a, 1) == PEAT_OK;
+        }
+        for (int i = 0; i < n && ran; i++) {
+            ran = peat_inject_run(m[i], golden, &a, 1) == PEAT_OK;
             int64_t differ = 0;
-            for (int64_t i = 0; ok && i < M * N; i++) differ += peat_f32(G)[i] != peat_f32(R)[i];
-            if (!ok)
-                shapes = -1;
-            else
-                shapes += 4 * differ >= M * N;
+            for (int64_t e = 0; ran && e < M * N; e++) differ += peat_f32(G)[e] != peat_f32(R)[e];
+            diff[i] += ran && 4 * differ >= M * N;
         }
         peat_tensor_free(A), peat_tensor_free(B), peat_tensor_free(G), peat_tensor_free(R);
     }
-    peat_inject_model_free(m);
-    return shapes;
+    return ran;
 }
 
 void peat_campaign_runtime_band_order(const peat_kernel *golden, const char **out)
 {
     enum { N = PEAT_RUNTIME_MAX_BAND - 1 };
-    int same[N], n = 0;
-    for (int i = 0; i < N; i++) {
-        int d = golden ? band_order_differs(band_specs[i], golden) : -1;
-        same[i] = d >= 0 && 2 * d < BAND_PROBES;
-    }
+    peat_inject_model_t *m[N] = {0};
+    int diff[N] = {0}, same[N] = {0}, parsed = 1, n = 0;
+    for (int i = 0; i < N && parsed; i++)
+        parsed = peat_inject_model_parse(band_specs[i], &m[i]) == PEAT_OK;
+    /* no golden or a probe that could not run: the listed order */
+    if (golden && parsed && band_probe_run(golden, m, N, diff))
+        for (int i = 0; i < N; i++) same[i] = 2 * diff[i] < BAND_PROBES;
+    for (int i = 0; i < N; i++) peat_inject_model_free(m[i]);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < N; i++)
             if (same[i] == pass) out[n++] = band_specs[i];
