@@ -194,15 +194,21 @@ Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .time
     peat_campaign_isolate_worker_free(w);
 }
 
+/* n clean calls through w all done, and w has had one child in all. */
+static void clean_calls_in_one_child(peat_isolate_worker *w, int n)
+{
+    char why[256];
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d",
+                 peat_campaign_isolate_worker_spawns(w));
+}
+
 Test(isolate, clean_calls_share_one_child)
 {
     peat_isolate_worker *w;
     cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
-    char why[256];
-    for (int i = 0; i < 20; i++)
-        cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d",
-                 peat_campaign_isolate_worker_spawns(w));
+    clean_calls_in_one_child(w, 20);
     peat_campaign_isolate_worker_free(w);
 }
 
@@ -217,11 +223,7 @@ Test(isolate, started_worker_serves_the_calls_in_its_first_child)
     cr_assert_eq(peat_campaign_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "started twice: %d children",
                  peat_campaign_isolate_worker_spawns(w));
-    char why[256];
-    for (int i = 0; i < 5; i++)
-        cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d",
-                 peat_campaign_isolate_worker_spawns(w));
+    clean_calls_in_one_child(w, 5);
     peat_campaign_isolate_worker_free(w);
 }
 
