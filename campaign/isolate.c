@@ -263,8 +263,10 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         fault_note *n = r->kind == REGION_OUTPUT ? &fault_report->oob : &fault_report->input;
         if (!n->hit && fault_is_write(uc))
             n->hit = 1, n->index = r->index, n->offset = (long long)(a - r->base);
-        if (mprotect((void *)(a & ~(fault_pg - 1)), fault_pg, PROT_READ | PROT_WRITE) == 0)
-            return; /* the access is retried, and succeeds */
+        if (mprotect((void *)(a & ~(fault_pg - 1)), fault_pg, PROT_READ | PROT_WRITE) == 0) {
+            fault_report->opened = 1; /* in the report: a static would be kernel state */
+            return;                   /* the access is retried, and succeeds */
+        }
         break;
     }
     /* not a guarded buffer: the previous handler takes it (a crash), as soon as this returns */

@@ -35,6 +35,7 @@ typedef struct {
     int status; /* the kernel's status, or PEAT_ISOLATE_NEVER_RETURNED / _CALLED_EXIT */
     char msg[256];
     peat_isolate_fault_note oob, input;
+    int opened; /* the fault handler made a guarded page accessible (a read there, no finding) */
 } peat_isolate_report;
 
 /* NEVER_RETURNED, CALLED_EXIT: what the kernel did; WORKER_NOMEM: the worker could not map the

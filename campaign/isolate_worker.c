@@ -279,27 +279,91 @@ static int views_same(const views *v, const ctl_block *c)
            memcmp(v->in, c->in, sizeof v->in) == 0 && memcmp(v->out, c->out, sizeof v->out) == 0;
 }
 
-/* The request's tensors in the child: the mappings of the last call when the layout is the
- * same (its guard regions made inaccessible again: a page the fault handler opened closes),
- * new ones otherwise; run gets the request's params and tensors. */
-static int views_map(const ctl_block *c, int fd, views *v, peat_args *run)
+/* The child's mappings, one set per call layout it has seen lately: a training step cycles
+ * through a few dozen GEMM shapes, and mapping a call's buffers costs more than a small call.
+ * The least recently used set goes when VC_SETS are kept or their mappings pass VC_BYTES (address
+ * space, mostly guard regions reserved without memory). */
+enum { VC_SETS = 48 };
+#define VC_BYTES ((size_t)1 << 31)
+typedef struct {
+    views set[VC_SETS];
+    uint64_t used[VC_SETS], clock;
+    int opened; /* a call's read opened a guard page: all are closed before the next call */
+} view_cache;
+
+static size_t views_bytes(const views *v)
 {
-    if (views_same(v, c)) {
-        for (int o = 0; o < c->n_out; o++)
-            if (c->out[o].present && (mprotect(v->guard_lo[o], v->guard_len[o], PROT_NONE) != 0 ||
-                                      mprotect(v->guard_hi[o], v->guard_len[o], PROT_NONE) != 0))
-                return 0;
-    } else {
-        views_unmap(v);
+    size_t n = 0;
+    for (int i = 0; i < v->n; i++) n += v->len[i];
+    return n;
+}
+
+/* The set to map a new layout into: a free one, else the least recently used (unmapped), and
+ * older ones unmapped too while the kept mappings with `need` more bytes pass VC_BYTES. */
+static views *cache_victim(view_cache *vc, size_t need)
+{
+    size_t total = need;
+    for (int i = 0; i < VC_SETS; i++) total += views_bytes(&vc->set[i]);
+    views *free_set = NULL;
+    for (;;) {
+        int lru = -1;
+        for (int i = 0; i < VC_SETS; i++) {
+            if (!vc->set[i].valid) {
+                if (!free_set) free_set = &vc->set[i];
+                continue;
+            }
+            if (lru < 0 || vc->used[i] < vc->used[lru]) lru = i;
+        }
+        if (lru < 0 || (free_set && total <= VC_BYTES)) return free_set;
+        total -= views_bytes(&vc->set[lru]);
+        views_unmap(&vc->set[lru]);
+        if (!free_set) free_set = &vc->set[lru];
+    }
+}
+
+/* Bytes c's buffers map (inputs, outputs with their guard regions). */
+static size_t layout_bytes(const ctl_block *c)
+{
+    size_t n = 0, pg = pg_size();
+    for (int i = 0; i < c->n_in + c->n_out; i++) {
+        const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
+        if (!s->present) continue;
+        size_t data_len, guard;
+        peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
+        n += i < c->n_in ? s->len : 2 * guard + pg + data_len;
+    }
+    return n;
+}
+
+/* The request's tensors in the child: the mappings kept for its layout (their guard regions made
+ * inaccessible again if the fault handler opened a page of one), new ones otherwise; run gets the
+ * request's params and tensors. NULL when a mapping failed (nothing of that set kept). */
+static views *views_map(const ctl_block *c, int fd, view_cache *vc, peat_args *run)
+{
+    for (int k = 0; vc->opened && k < VC_SETS; k++)
+        for (int o = 0; vc->set[k].valid && o < vc->set[k].n_out; o++)
+            if (vc->set[k].out[o].present &&
+                (mprotect(vc->set[k].guard_lo[o], vc->set[k].guard_len[o], PROT_NONE) != 0 ||
+                 mprotect(vc->set[k].guard_hi[o], vc->set[k].guard_len[o], PROT_NONE) != 0))
+                return NULL;
+    vc->opened = 0;
+    views *v = NULL;
+    for (int i = 0; i < VC_SETS && !v; i++)
+        if (views_same(&vc->set[i], c)) v = &vc->set[i];
+    if (!v) {
+        v = cache_victim(vc, layout_bytes(c));
         for (int i = 0; i < c->n_in + c->n_out; i++) {
             const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
-            if (s->present && !(v->data[i] = view_map(v, s, fd, i < c->n_in ? -1 : i - c->n_in)))
-                return 0;
+            if (s->present && !(v->data[i] = view_map(v, s, fd, i < c->n_in ? -1 : i - c->n_in))) {
+                views_unmap(v);
+                return NULL;
+            }
         }
         v->n_in = c->n_in, v->n_out = c->n_out, v->valid = 1;
         memcpy(v->in, c->in, sizeof v->in);
         memcpy(v->out, c->out, sizeof v->out);
     }
+    vc->used[v - vc->set] = ++vc->clock;
     memset(run, 0, sizeof *run);
     run->op = (peat_op_kind)c->op, run->p = c->p, run->n_in = c->n_in, run->n_out = c->n_out;
     peat_tensor *t = v->t;
@@ -313,24 +377,25 @@ static int views_map(const ctl_block *c, int fd, views *v, peat_args *run)
         else
             run->out[i - c->n_in] = &t[i];
     }
-    return 1;
+    return v;
 }
 
 /* One request: the kernel on the views, its status and stray writes in the report. */
-static void child_call(const peat_kernel *k, ctl_block *c, int fd, views *v, const module_state *ms)
+static void child_call(const peat_kernel *k, ctl_block *c, int fd, view_cache *vc,
+                       const module_state *ms)
 {
     peat_args run;
     peat_isolate_report *rep = &c->rep;
-    if (!views_map(c, fd, v, &run)) {
+    if (!views_map(c, fd, vc, &run)) {
         snprintf(rep->msg, sizeof rep->msg, "isolation worker: mapping the call's buffers: %s",
                  strerror(errno));
-        views_unmap(v);
         rep->status = PEAT_ISOLATE_WORKER_NOMEM;
         return;
     }
     peat_campaign_isolate_faults_arm(&run, rep);
     peat_status st = peat_kernel_run(k, &run);
     peat_campaign_isolate_faults_disarm();
+    vc->opened |= rep->opened;
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
     c->state_changed = ms && state_changed(ms);
@@ -353,8 +418,8 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     memset(&none, 0, sizeof none);
     peat_campaign_isolate_faults_arm(&none, &w->ctl->rep);
     peat_campaign_isolate_faults_disarm();
-    views *v = calloc(1, sizeof *v); /* on the heap: the state compared is the module's */
-    if (!v) _exit(1);
+    view_cache *vc = calloc(1, sizeof *vc); /* on the heap: the state compared is the module's */
+    if (!vc) _exit(1);
     module_state ms;
     int watch = !w->keep_state && state_snapshot(&ms, (const void *)(uintptr_t)w->k->fn);
     for (;;) {
@@ -362,7 +427,7 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
         ssize_t r = read(sock, &b, 1);
         if (r < 0 && errno == EINTR) continue;
         if (r != 1) _exit(0); /* peat closed its end: done */
-        child_call(w->k, w->ctl, w->mem_fd, v, watch ? &ms : NULL);
+        child_call(w->k, w->ctl, w->mem_fd, vc, watch ? &ms : NULL);
         if (send(sock, &b, 1, MSG_NOSIGNAL) != 1) _exit(0);
     }
 }
@@ -472,6 +537,9 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
     ctl_block *c = w->ctl;
     size_t pg = pg_size(), off = 0;
     c->op = (int)a->op, c->p = a->p, c->n_in = a->n_in, c->n_out = a->n_out;
+    /* the layout is the child's key to its mappings: nothing of an earlier call's stays in it */
+    memset(c->in, 0, sizeof c->in);
+    memset(c->out, 0, sizeof c->out);
     for (int i = 0; i < a->n_in + a->n_out; i++) {
         const peat_tensor *x = i < a->n_in ? a->in[i] : a->out[i - a->n_in];
         slot *s = i < a->n_in ? &c->in[i] : &c->out[i - a->n_in];

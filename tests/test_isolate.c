@@ -28,14 +28,16 @@ enum {
     CMD_OOB = 16,
     CMD_HEAD = 17,
     CMD_MUTATE = 18,
-    CMD_FAIL = 19
+    CMD_FAIL = 19,
+    CMD_PEEK = 20, /* reads the first byte of the guard region after the output's pages */
+    CMD_POKE = 21  /* writes it */
 };
 
 static void row_sums(const peat_args *a, float extra)
 {
     const float *x = a->in[0]->data;
     float *y = a->out[0]->data;
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < (int)a->p.i[0]; r++) {
         float s = 0.0f;
         for (int c = 0; c < C; c++) s += x[r * C + c];
         y[r] = s + extra;
@@ -43,6 +45,7 @@ static void row_sums(const peat_args *a, float extra)
 }
 
 static volatile int *volatile crash_at; /* NULL */
+static size_t guard_at; /* bytes from an output's start to its guard region after it */
 
 static peat_status k_command(const peat_args *a, const peat_kernel *self)
 {
@@ -69,6 +72,12 @@ static peat_status k_command(const peat_args *a, const peat_kernel *self)
         break;
     case CMD_FAIL:
         return PEAT_ERROR(PEAT_ERR_KERNEL, "refused on purpose");
+    case CMD_PEEK:
+        (void)((volatile char *)y)[guard_at];
+        break;
+    case CMD_POKE:
+        ((volatile char *)y)[guard_at] = 1;
+        break;
     default:
         break;
     }
@@ -102,23 +111,29 @@ typedef struct {
     peat_args a;
 } call_case;
 
-/* X[r][c] = r + c / 8 with X[0] = cmd; the output guarded (peat_campaign_isolate_outputs_alloc). */
-static void case_make(call_case *cc, int cmd)
+/* X[r][c] = r + c / 8 with X[0] = cmd (rows R, or more: another layout of the same call); the
+ * output guarded (peat_campaign_isolate_outputs_alloc). */
+static void case_make_rows(call_case *cc, int cmd, int rows)
 {
-    int64_t xs[2] = {R, C}, ys[1] = {R};
+    int64_t xs[2] = {rows, C}, ys[1] = {rows};
     cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, 2, xs, &cc->x), PEAT_OK);
     float *x = cc->x->data;
-    for (int i = 0; i < R * C; i++) x[i] = (float)(i / C) + (float)(i % C) / 8.0f;
+    for (int i = 0; i < rows * C; i++) x[i] = (float)(i / C) + (float)(i % C) / 8.0f;
     x[0] = (float)cmd;
     memset(&cc->a, 0, sizeof cc->a);
     cc->a.op = PEAT_OP_REDUCE;
-    cc->a.p.i[0] = R, cc->a.p.i[1] = C, cc->a.p.i[2] = 0;
+    cc->a.p.i[0] = rows, cc->a.p.i[1] = C, cc->a.p.i[2] = 0;
     cc->a.n_in = 1;
     cc->a.in[0] = cc->x;
     peat_tensor *tmpl;
     cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, 1, ys, &tmpl), PEAT_OK);
     cr_assert_eq(peat_campaign_isolate_outputs_alloc(&cc->a, &tmpl, 1), PEAT_OK);
     peat_tensor_free(tmpl);
+}
+
+static void case_make(call_case *cc, int cmd)
+{
+    case_make_rows(cc, cmd, R);
 }
 
 static void case_free(call_case *cc)
@@ -131,7 +146,7 @@ static void case_free(call_case *cc)
 static int sums_right(const call_case *cc, float extra)
 {
     const float *x = cc->x->data, *y = cc->a.out[0]->data;
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < (int)cc->a.p.i[0]; r++) {
         float s = 0.0f;
         for (int c = 0; c < C; c++) s += x[r * C + c];
         if (y[r] != s + extra) return 0;
@@ -141,10 +156,11 @@ static int sums_right(const call_case *cc, float extra)
 
 /* One call of k with command cmd through w: its outcome, why in `why`; the output checked when
  * the call is expected DONE. */
-static peat_call_outcome call_w(peat_isolate_worker *w, int cmd, double timeout_s, char *why)
+static peat_call_outcome call_rows(peat_isolate_worker *w, int cmd, int rows, double timeout_s,
+                                   char *why)
 {
     call_case cc;
-    case_make(&cc, cmd);
+    case_make_rows(&cc, cmd, rows);
     peat_call_outcome out;
     cr_assert_eq(peat_campaign_isolate_worker_call(w, &cc.a, timeout_s, &out, why, 256), PEAT_OK,
                  "the runner itself failed: %s", peat_error_last());
@@ -152,6 +168,11 @@ static peat_call_outcome call_w(peat_isolate_worker *w, int cmd, double timeout_
         cr_assert(sums_right(&cc, 0.0f), "cmd %d: DONE but the output is not the row sums", cmd);
     case_free(&cc);
     return out;
+}
+
+static peat_call_outcome call_w(peat_isolate_worker *w, int cmd, double timeout_s, char *why)
+{
+    return call_rows(w, cmd, R, timeout_s, why);
 }
 
 Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .timeout = 120)
@@ -191,6 +212,34 @@ Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .time
      * after a returned error */
     cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 7, "spawns %d",
                  peat_campaign_isolate_worker_spawns(w));
+    peat_campaign_isolate_worker_free(w);
+}
+
+/* The child keeps its mappings per call layout: calls that alternate between layouts reuse them
+ * and stay guarded. A read of a guard region is no finding, but the page it opened is closed
+ * again: a write there on a later call of the same layout, after a call of another, is caught. */
+Test(isolate, mappings_kept_per_layout_stay_guarded)
+{
+    size_t data_len, guard;
+    peat_campaign_isolate_guard_geometry(R * sizeof(float), &data_len, &guard);
+    guard_at = data_len;
+    peat_isolate_worker *w;
+    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    char why[256];
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(call_rows(w, CMD_SUM, i % 2 ? 3 * R : R, 60, why), PEAT_CALL_DONE,
+                     "call %d: %s", i, why);
+    cr_assert_eq(call_rows(w, CMD_PEEK, R, 60, why), PEAT_CALL_DONE, "a read: %s", why);
+    cr_assert_eq(call_rows(w, CMD_SUM, 3 * R, 60, why), PEAT_CALL_DONE, "%s", why);
+    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "one child so far: %d",
+                 peat_campaign_isolate_worker_spawns(w));
+    peat_call_outcome out = call_rows(w, CMD_POKE, R, 60, why);
+    cr_assert_eq(out, PEAT_CALL_OOB_WRITE, "a write where a read had opened the guard: %d (%s)",
+                 out, why);
+    char want[64];
+    snprintf(want, sizeof want, "byte offset %zu", data_len);
+    cr_assert_not_null(strstr(why, want), "\"%s\" lacks \"%s\"", why, want);
+    cr_assert_eq(call_rows(w, CMD_SUM, 3 * R, 60, why), PEAT_CALL_DONE, "%s", why);
     peat_campaign_isolate_worker_free(w);
 }
 
