@@ -1,5 +1,6 @@
 /* campaign.c: one validation campaign's state, and the loop that runs a list of its stages on it
  * (stages.h; the list of `peat run` is run/pipeline.c). */
+#include "campaign/golden_log.h"
 #include "campaign/isolate.h"
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
@@ -58,6 +59,8 @@ void peat_campaign_free(peat_campaign *c)
     if (c->rt) peat_campaign_runtime_result_free(c->rt);
     free(c->rt);
     c->rt = NULL;
+    peat_campaign_golden_log_free(c->golden);
+    c->golden = NULL;
     c->res->rt = NULL;
     peat_analyzer_acc_free(c->acc_cand);
     peat_analyzer_acc_free(c->acc_gold);

@@ -3,6 +3,7 @@
 #include "campaign/runtime.h"
 
 #include "campaign/campaign.h"
+#include "campaign/golden_log.h"
 #include "campaign/harness.h"
 #include "campaign/runtime_call.h"
 #include "campaign/runtime_ranks.h"
@@ -37,6 +38,10 @@ typedef struct member {
     double *tdist;           /* per iteration x weight tensor distances (not for the golden run) */
     peat_runtime_call *call; /* how the candidate is called (faulty runs of a kernel) */
     int local;               /* trained by this rank (always, without ranks) */
+    /* the golden run from the profile's log (f and ex are the log's): its iterations replayed,
+     * trained on past them; the iteration whose weights f holds (-1: the log's last) */
+    const peat_campaign_golden_log *log;
+    int64_t loaded;
 } member;
 
 typedef struct lockstep {
@@ -46,6 +51,8 @@ typedef struct lockstep {
     int n;
     int n_w;                   /* weight tensors (the first n_w state tensors) */
     int *w_idx;                /* their state indices */
+    float *gbuf;               /* a replayed golden iteration's weights (measure) */
+    const float **gw;          /* the golden weights measure compares with, tensor by tensor */
     int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
     int ranks;                 /* o->n_ranks > 1: the members are split across MPI ranks */
     int merge;                 /* `peat merge` of run shards: every run comes from a shard */
@@ -201,6 +208,14 @@ void peat_campaign_runtime_result_free(peat_runtime_result *res)
 static peat_status member_setup(lockstep *L, member *m, const char *spec, const char *freq)
 {
     const peat_runtime_opts *o = L->o;
+    m->loaded = -1;
+    if (!spec && !freq && peat_campaign_golden_log_iters(o->golden) > 0) {
+        /* the golden run: the profile's, replayed */
+        m->log = o->golden;
+        m->ex = peat_campaign_golden_log_exec(o->golden);
+        m->f = peat_campaign_golden_log_flow(o->golden);
+        return PEAT_OK;
+    }
     PEAT_TRY(peat_exec_alloc(o->flow, o->cfg.seed, &m->ex));
     PEAT_TRY(peat_models_flow_alloc(o->flow, &o->cfg, m->ex, &m->f));
     if (!spec && !freq) return PEAT_OK; /* the golden run */
@@ -229,12 +244,6 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
     return peat_exec_set_swap(m->ex, &s);
 }
 
-/* A state tensor that is a weight (optimizer moments are not). */
-static int is_weight(const char *name)
-{
-    return strncmp(name, "adam.", 5) && strncmp(name, "sgd.", 4);
-}
-
 /* Weight tensors: the state entries that are not optimizer slots. */
 static peat_status weights_find(lockstep *L)
 {
@@ -245,7 +254,14 @@ static peat_status weights_find(lockstep *L)
     for (int i = 0; i < n; i++) {
         const char *name;
         peat_models_flow_state(f, i, &name);
-        if (is_weight(name)) L->w_idx[L->n_w++] = i;
+        if (peat_campaign_golden_log_is_weight(name)) L->w_idx[L->n_w++] = i;
+    }
+    L->gw = malloc((size_t)(L->n_w > 0 ? L->n_w : 1) * sizeof *L->gw);
+    if (!L->gw) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight list");
+    if (L->mem[0].log) {
+        L->gbuf =
+            malloc((size_t)peat_campaign_golden_log_numel(L->mem[0].log) * sizeof *L->gbuf + 1);
+        if (!L->gbuf) return PEAT_ERROR(PEAT_ERR_NOMEM, "the golden run's weights");
     }
     return PEAT_OK;
 }
@@ -320,22 +336,25 @@ static peat_status lockstep_setup(lockstep *L)
 static void lockstep_free(lockstep *L)
 {
     for (int i = 0; i < L->n; i++) {
-        peat_models_flow_free(L->mem[i].f);
-        peat_exec_free(L->mem[i].ex);
+        if (!L->mem[i].log) { /* a replayed golden run's flow is the log's */
+            peat_models_flow_free(L->mem[i].f);
+            peat_exec_free(L->mem[i].ex);
+        }
         peat_inject_model_free(L->mem[i].m);
         peat_campaign_runtime_call_free(L->mem[i].call);
         free(L->mem[i].tdist);
     }
     free(L->w_idx);
+    free(L->gw);
+    free(L->gbuf);
     peat_campaign_pack_free(&L->ck);
 }
 
-/* ||w - g|| / ||g|| (or ||w|| when g is 0), and the non-finite values of w. */
-static double rel_l2(const peat_tensor *w, const peat_tensor *g, int64_t *nonfinite)
+/* ||x - y|| / ||y|| (or ||x|| when y is 0) over n floats, and the non-finite values of x. */
+static double rel_l2(const float *x, const float *y, int64_t n, int64_t *nonfinite)
 {
-    const float *x = peat_f32(w), *y = peat_f32(g);
     double d = 0.0, s = 0.0;
-    for (int64_t i = 0; i < peat_tensor_numel(w); i++) {
+    for (int64_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) {
             (*nonfinite)++;
             continue;
@@ -361,7 +380,8 @@ double peat_campaign_runtime_distance_s(peat_flow_t *f)
             const char *name = NULL;
             const peat_tensor *w = peat_models_flow_state(f, i, &name);
             int64_t nf = 0;
-            if (name && is_weight(name)) sink += rel_l2(w, w, &nf);
+            if (name && peat_campaign_golden_log_is_weight(name))
+                sink += rel_l2(peat_f32(w), peat_f32(w), peat_tensor_numel(w), &nf);
         }
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
         spent += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
@@ -371,9 +391,19 @@ double peat_campaign_runtime_distance_s(peat_flow_t *f)
     return spent / reps;
 }
 
-/* After iteration t: each member's distance from the golden run, tensor by tensor. */
-static void measure(lockstep *L, int64_t t)
+/* After iteration t: each member's distance from the golden run, tensor by tensor (a replayed
+ * golden iteration's weights read back from the log). */
+static peat_status measure(lockstep *L, int64_t t)
 {
+    const member *g = &L->mem[0];
+    int replayed = g->log && t < peat_campaign_golden_log_iters(g->log);
+    if (replayed) PEAT_TRY(peat_campaign_golden_log_read(g->log, t, L->gbuf));
+    int64_t off = 0;
+    for (int k = 0; k < L->n_w; k++) {
+        const peat_tensor *w = peat_models_flow_state(g->f, L->w_idx[k], NULL);
+        L->gw[k] = replayed ? L->gbuf + off : peat_f32(w);
+        off += peat_tensor_numel(w);
+    }
     for (int i = 0; i < L->n; i++) {
         member *m = &L->mem[i];
         if (!m->local) continue; /* another rank's */
@@ -381,9 +411,8 @@ static void measure(lockstep *L, int64_t t)
         int64_t nf = 0;
         for (int k = 0; k < L->n_w; k++) {
             const peat_tensor *w = peat_models_flow_state(m->f, L->w_idx[k], NULL);
-            const peat_tensor *g = peat_models_flow_state(L->mem[0].f, L->w_idx[k], NULL);
-            int64_t nfk = 0;
-            double d = rel_l2(w, g, &nfk);
+            int64_t nfk = 0, n = peat_tensor_numel(w);
+            double d = rel_l2(i ? peat_f32(w) : L->gw[k], L->gw[k], n, &nfk);
             nf += nfk;
             if (m->tdist) m->tdist[t * L->n_w + k] = d;
             if (d > worst || isnan(d)) worst = d;
@@ -393,6 +422,7 @@ static void measure(lockstep *L, int64_t t)
         if ((nf || !isfinite(m->run->loss[t])) && m->run->first_nonfinite < 0)
             m->run->first_nonfinite = t;
     }
+    return PEAT_OK;
 }
 
 /* A checkpoint kept in memory: iteration, member, then each tensor's name, type, shape and
@@ -497,7 +527,7 @@ static int ok(lock_thread *w)
 static peat_status after_step(lockstep *L, int64_t t)
 {
     const peat_runtime_opts *o = L->o;
-    measure(L, t);
+    PEAT_TRY(measure(L, t));
     for (int i = L->res->n_band; (o->store || L->ranks) && o->checkpoint_iters && i < L->n; i++)
         if (L->mem[i].local && peat_campaign_iter_spec_match(o->checkpoint_iters, t, L->iters))
             PEAT_TRY(checkpoint(L, &L->mem[i], t));
@@ -522,6 +552,19 @@ static peat_status member_step(member *m, int64_t t, peat_flow_metrics *fm, int 
 {
     fm->loss = fm->accuracy = NAN;
     if (m->run->ended_iter >= 0) return PEAT_OK;
+    int64_t logged = peat_campaign_golden_log_iters(m->log);
+    if (t < logged) { /* a replayed golden iteration: its loss; evaluated on its weights */
+        if (!eval) {
+            fm->loss = peat_campaign_golden_log_loss(m->log, t);
+            return PEAT_OK;
+        }
+        if (m->loaded != t) PEAT_TRY(peat_campaign_golden_log_load(m->log, t, m->f));
+        m->loaded = t;
+        return peat_models_flow_eval(m->f, fm);
+    }
+    if (m->log && m->loaded >= 0 && m->loaded != logged - 1) /* on from the log's last */
+        PEAT_TRY(peat_campaign_golden_log_load(m->log, logged - 1, m->f));
+    m->loaded = -1;
     peat_status st = eval ? peat_models_flow_eval(m->f, fm) : peat_models_flow_step(m->f, fm);
     if (st != PEAT_OK &&
         peat_campaign_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {

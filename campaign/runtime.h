@@ -47,6 +47,9 @@ typedef struct peat_runtime_opts {
     int64_t (*steer)(void *user, int64_t done, int64_t every, double loop_s);
     void *steer_user;
     int64_t max_iters; /* what steering may grow to (0 = iters) */
+    /* the profile's golden run (NULL or empty: the golden run trains here): its logged
+     * iterations replayed, trained on from its last when the runs go further */
+    const struct peat_campaign_golden_log *golden;
 } peat_runtime_opts;
 
 /* One run's curves. */

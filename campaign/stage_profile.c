@@ -1,9 +1,11 @@
 /* stage_profile.c: the profile stage: trains the golden flow, recording a spread sample of the
  * op's calls (and the activations, metrics and checkpoints asked for) into the campaign file. */
+#include "campaign/golden_log.h"
 #include "campaign/progress.h"
 #include "campaign/stages.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -119,7 +121,8 @@ static peat_profile_policy activation_policy(iter_sel *sel)
 
 /* Trains for the campaign's iterations (metrics and checkpoints into the store), then
  * evaluates on held-out data. */
-static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_config *cfg)
+static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_config *cfg,
+                         peat_campaign_golden_log *gl)
 {
     peat_campaign_result *res = c->res;
     const char *ckpt = c->o->checkpoint_iters ? c->o->checkpoint_iters : "last";
@@ -135,6 +138,7 @@ static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_confi
         if (st == PEAT_OK && !isfinite(m.loss) && !m.skipped)
             st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld",
                             m.loss, (long long)it);
+        if (st == PEAT_OK) peat_campaign_golden_log_append(gl, m.loss);
         if (it == 0) res->loss_first = m.loss;
         res->loss_last = m.loss;
         if (st == PEAT_OK && !peat_store_metrics_has(c->store, it))
@@ -188,7 +192,20 @@ static void measure_input_range(peat_campaign *c)
         c->in_frac_above_max = (double)above / (double)n;
 }
 
-/* Attaches the profilers, builds the flow (from a checkpoint when finetuning) and trains. */
+/* The golden log's most bytes: past them the runtime trains its golden run again. */
+#define GOLDEN_LOG_MAX ((uint64_t)8 << 30)
+
+/* Whether the runtime stage's golden run is this training: it will run, on the CPU goldens its
+ * band trains with, from the same start (not a finetune's checkpoint). */
+static int golden_log_wanted(const peat_campaign *c)
+{
+    const peat_campaign_opts *o = c->o;
+    return !o->no_runtime && !o->capture && !o->finetune_from &&
+           strcmp(c->k->backend, "cpu") == 0 && !getenv("PEAT_NO_GOLDEN_LOG");
+}
+
+/* Attaches the profilers, builds the flow (from a checkpoint when finetuning) and trains; the
+ * training kept for the runtime stage (c->golden) when it can use it. */
 static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_profiler_t *aprof,
                               const peat_flow_config *cfg)
 {
@@ -202,7 +219,16 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
     if (st == PEAT_OK) st = peat_models_flow_alloc(c->flow, cfg, ex, &f);
     if (st == PEAT_OK && c->o->finetune_from)
         st = peat_campaign_checkpoint_load(c->o->finetune_from, f);
-    if (st == PEAT_OK) st = train(c, f, cfg);
+    peat_campaign_golden_log *gl = NULL;
+    if (st == PEAT_OK && golden_log_wanted(c))
+        st = peat_campaign_golden_log_open(f, c->res->out_dir, c->iters, GOLDEN_LOG_MAX, &gl);
+    if (st == PEAT_OK) st = train(c, f, cfg, gl);
+    if (st == PEAT_OK && gl) {
+        peat_campaign_golden_log_keep(gl, f, ex); /* the log owns them now */
+        c->golden = gl;
+        return PEAT_OK;
+    }
+    peat_campaign_golden_log_free(gl);
     peat_models_flow_free(f);
     peat_exec_free(ex);
     return st;

@@ -65,6 +65,7 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
     ro->freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
     ro->band_runs = o->runtime_band;
     ro->checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
+    ro->golden = c->golden;
     /* under mpirun: the runs split across the ranks, each rank on its share of the node's cores */
     ro->rank = 0, ro->n_ranks = 1;
     peat_campaign_scale_shard sh = {0, 1};

@@ -105,6 +105,8 @@ typedef struct peat_campaign {
 
     /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
     struct peat_runtime_result *rt;
+    /* profile -> runtime: the profile's golden training, kept for the band's golden run */
+    struct peat_campaign_golden_log *golden;
     /* runtime with --shard 0/N: the runs wait for the other shards; commit leaves the campaign
      * partial (its state only) and no report is written until `peat merge` */
     int shard_pending;

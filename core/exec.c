@@ -81,6 +81,12 @@ peat_status peat_exec_add_hook(peat_exec_t *ex, peat_hook_fn fn, void *user)
     return PEAT_OK;
 }
 
+void peat_exec_clear_hooks(peat_exec_t *ex)
+{
+    memset(ex->hooks, 0, sizeof ex->hooks);
+    ex->n_hooks = 0;
+}
+
 void peat_exec_set_iter(peat_exec_t *ex, int64_t iter)
 {
     ex->iter = iter;

@@ -11,6 +11,7 @@
 #include "campaign/campaign.h"
 #include "run/fi.h"
 #include "campaign/harness.h"
+#include "campaign/golden_log.h"
 #include "campaign/runtime.h"
 #include "run/fi_propagate.h"
 #include "inject/inject.h"
@@ -385,6 +386,98 @@ static peat_runtime_result runtime(const char *flow, int iters, const char *mode
     peat_runtime_result r;
     cr_assert_eq(peat_campaign_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
     return r;
+}
+
+/* The profile's golden training for k iterations, logged as the profile stage logs it. */
+static peat_campaign_golden_log *golden_logged(const peat_runtime_opts *o, int64_t k)
+{
+    peat_exec_t *ex = NULL;
+    peat_flow_t *f = NULL;
+    peat_campaign_golden_log *g = NULL;
+    cr_assert_eq(peat_exec_alloc(o->flow, o->cfg.seed, &ex), PEAT_OK);
+    cr_assert_eq(peat_models_flow_alloc(o->flow, &o->cfg, ex, &f), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(peat_campaign_golden_log_open(f, tmpdir, k, UINT64_MAX, &g), PEAT_OK);
+    cr_assert_not_null(g, "a log under %s", tmpdir);
+    for (int64_t t = 0; t < k; t++) {
+        peat_flow_metrics m;
+        cr_assert_eq(peat_models_flow_step(f, &m), PEAT_OK);
+        peat_campaign_golden_log_append(g, m.loss);
+    }
+    peat_campaign_golden_log_keep(g, f, ex);
+    cr_assert_eq(peat_campaign_golden_log_iters(g), k);
+    return g;
+}
+
+static void runs_same(const peat_runtime_run *a, const peat_runtime_run *b, int64_t n,
+                      int64_t n_eval, const char *what)
+{
+    cr_assert_str_eq(a->label, b->label, "%s", what);
+    cr_assert(!memcmp(a->loss, b->loss, (size_t)n * sizeof *a->loss), "%s: %s loss", what,
+              a->label);
+    cr_assert(!memcmp(a->wdist, b->wdist, (size_t)n * sizeof *a->wdist), "%s: %s distance", what,
+              a->label);
+    cr_assert(!memcmp(a->nonfinite, b->nonfinite, (size_t)n * sizeof *a->nonfinite),
+              "%s: %s non-finite", what, a->label);
+    cr_assert(!memcmp(a->eval_acc, b->eval_acc, (size_t)n_eval * sizeof *a->eval_acc),
+              "%s: %s accuracy", what, a->label);
+    cr_assert_eq(a->first_nonfinite, b->first_nonfinite, "%s: %s", what, a->label);
+    cr_assert_eq(a->swapped, b->swapped, "%s: %s", what, a->label);
+}
+
+/* The band's golden run replayed from the profile's log is the golden run trained again, bit for
+ * bit, in every run's curves and verdicts: when the log covers the runs, when it is longer, and
+ * when the runs train on past it (from the log's flow at its last iteration, whose weights the
+ * replayed evaluations had replaced); fp32 and amp-fp16 (the loss scaler's state goes on). */
+Test(fi, golden_run_replayed_from_the_profile_is_the_golden_run)
+{
+    static const struct {
+        const char *flow;
+        int precision;
+        int64_t logged, iters;
+        const char *model;
+    } cases[] = {{"mlp", 0, 12, 12, "reorder"},
+                 {"mlp", 0, 20, 12, "bitflip(bit=30)"},
+                 {"mlp", 0, 5, 12, "reorder"},
+                 {"mlp", 1, 7, 12, "reorder"},
+                 {"cnn", 0, 4, 10, "reorder"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        peat_runtime_opts o;
+        memset(&o, 0, sizeof o);
+        o.flow = cases[c].flow;
+        o.cfg.seed = 1;
+        o.cfg.weight_decay = -1;
+        o.cfg.precision = cases[c].precision;
+        o.iters = cases[c].iters;
+        o.op = PEAT_OP_GEMM;
+        o.model = cases[c].model;
+        o.model_seed = 3;
+        o.freqs = "1,1/3";
+        o.eval_every = 2;
+        char what[96];
+        snprintf(what, sizeof what, "%s precision %d, %lld logged, %lld trained", o.flow,
+                 o.cfg.precision, (long long)cases[c].logged, (long long)o.iters);
+        peat_runtime_result a, b;
+        cr_assert_eq(peat_campaign_runtime_run_all(&o, &a), PEAT_OK, "%s: %s", what,
+                     peat_error_last());
+        peat_campaign_golden_log *g = golden_logged(&o, cases[c].logged);
+        o.golden = g;
+        cr_assert_eq(peat_campaign_runtime_run_all(&o, &b), PEAT_OK, "%s: %s", what,
+                     peat_error_last());
+        cr_assert_eq(a.n, b.n, "%s", what);
+        cr_assert_eq(a.n_eval, b.n_eval, "%s", what);
+        cr_assert_eq(a.n_band, b.n_band, "%s", what);
+        cr_assert_eq(a.n_faulty, b.n_faulty, "%s", what);
+        for (int j = 0; j < a.n_band; j++) runs_same(&a.band[j], &b.band[j], a.n, a.n_eval, what);
+        for (int j = 0; j < a.n_faulty; j++) {
+            runs_same(&a.faulty[j], &b.faulty[j], a.n, a.n_eval, what);
+            cr_assert_eq(a.verdict[j].cls, b.verdict[j].cls, "%s: verdict %d", what, j);
+            cr_assert_eq(a.verdict[j].iter, b.verdict[j].iter, "%s: verdict %d", what, j);
+        }
+        peat_campaign_runtime_result_free(&a);
+        peat_campaign_runtime_result_free(&b);
+        peat_campaign_golden_log_free(g);
+    }
 }
 
 /* A scripted steering: the new total it returns after `done` iterations, and what it saw. */

@@ -215,6 +215,8 @@ PEAT_API peat_status peat_exec_set_backend(peat_exec_t *ex, const char *backend)
 PEAT_API peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_kernel *k);
 PEAT_API const peat_kernel *peat_exec_kernel(const peat_exec_t *ex, peat_op_kind op);
 PEAT_API peat_status peat_exec_add_hook(peat_exec_t *ex, peat_hook_fn fn, void *user);
+/* Removes every hook (an exec that outlives its profilers). */
+PEAT_API void peat_exec_clear_hooks(peat_exec_t *ex);
 PEAT_API void peat_exec_set_iter(peat_exec_t *ex, int64_t iter);
 PEAT_API int64_t peat_exec_iter(const peat_exec_t *ex);
 PEAT_API uint64_t peat_exec_seed(const peat_exec_t *ex);
