@@ -63,9 +63,9 @@ void *peat_analyzer_big_new(size_t bytes)
      * and sample after every isolated call) */
     (void)madvise(p, len, MADV_DONTFORK);
 #endif
-#ifdef MADV_HUGEPAGE
-    if (len >= HUGE_PAGE) (void)madvise(p, len, MADV_HUGEPAGE); /* advice: 4 KiB pages also do */
-#endif
+    /* no MADV_HUGEPAGE: where the kernel defragments for advised regions (defrag=madvise, the
+     * usual default) a fault on one waits for compaction, which stalled a small campaign's
+     * signatures 50-200 ms in runs of 0.4 s once the page cache was full (docs/signature.md) */
     return p;
 #endif
 }
