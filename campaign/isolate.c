@@ -276,7 +276,8 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 
 /* Lists run's output guard regions and its input copies (made read-only) and installs
  * on_fault, which notes into rep. */
-void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
+/* The regions of run for on_fault (inputs made read-only first when protect_inputs). */
+static void faults_list(const peat_args *run, call_report *rep, int protect_inputs)
 {
     fault_pg = (uintptr_t)page_size();
     int n = 0;
@@ -292,17 +293,33 @@ void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
         if (!run->in[i]) continue;
         uintptr_t data = (uintptr_t)run->in[i]->data;
         size_t nb = (peat_tensor_nbytes(run->in[i]) + fault_pg - 1) / fault_pg * fault_pg;
-        if (nb == 0 || mprotect(run->in[i]->data, nb, PROT_READ) != 0) continue;
+        if (nb == 0 || (protect_inputs && mprotect(run->in[i]->data, nb, PROT_READ) != 0)) continue;
         fault_regions[n++] = (fault_region){data, data + nb, data, REGION_INPUT, i};
     }
     fault_report = rep;
     fault_n = n;
+}
+
+void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
+{
+    faults_list(run, rep, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &fault_prev);
+}
+
+void peat_campaign_isolate_faults_watch(const peat_args *run, call_report *rep)
+{
+    faults_list(run, rep, 0);
+}
+
+void peat_campaign_isolate_faults_unwatch(void)
+{
+    fault_n = 0;
+    memset(fault_regions, 0, sizeof fault_regions);
 }
 
 void peat_campaign_isolate_faults_disarm(void)

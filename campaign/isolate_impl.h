@@ -51,6 +51,10 @@ enum {
  * handler, which notes the first stray write of each kind into rep; and removes it. */
 void peat_campaign_isolate_faults_arm(const peat_args *run, peat_isolate_report *rep);
 void peat_campaign_isolate_faults_disarm(void);
+/* With the handler installed by an earlier arm (kept: a worker's child), only the regions of
+ * run's call (its inputs already mapped read-only), and none again after it. */
+void peat_campaign_isolate_faults_watch(const peat_args *run, peat_isolate_report *rep);
+void peat_campaign_isolate_faults_unwatch(void);
 /* In a child: crash signals back to their default action (the parent reports the signal). */
 void peat_campaign_isolate_crash_default(void);
 /* What a child's end (waitpid status wst) and its report say about the call. */

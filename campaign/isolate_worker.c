@@ -392,9 +392,9 @@ static void child_call(const peat_kernel *k, ctl_block *c, int fd, view_cache *v
         rep->status = PEAT_ISOLATE_WORKER_NOMEM;
         return;
     }
-    peat_campaign_isolate_faults_arm(&run, rep);
+    peat_campaign_isolate_faults_watch(&run, rep);
     peat_status st = peat_kernel_run(k, &run);
-    peat_campaign_isolate_faults_disarm();
+    peat_campaign_isolate_faults_unwatch();
     vc->opened |= rep->opened;
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
@@ -413,11 +413,11 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     peat_campaign_isolate_crash_default();
     child_ctl = w->ctl;
     on_exit(child_atexit, NULL); /* glibc: sees the exit code */
-    /* the state every call starts from: taken after the fault handler's own statics settled */
+    /* the fault handler stays installed for every call (each lists its own regions); the state
+     * every call starts from is taken after the handler's own statics settled */
     peat_args none;
     memset(&none, 0, sizeof none);
     peat_campaign_isolate_faults_arm(&none, &w->ctl->rep);
-    peat_campaign_isolate_faults_disarm();
     view_cache *vc = calloc(1, sizeof *vc); /* on the heap: the state compared is the module's */
     if (!vc) _exit(1);
     module_state ms;
