@@ -1,5 +1,6 @@
 /* bench_scale.c: what a campaign costs at each size preset (tiny, small, base) on gpt, cnn and
- * mlp, stage by stage, before (the plain golden GEMM) and after (OpenBLAS), side by side; and
+ * mlp, stage by stage, before (the plain golden GEMM) and after (OpenBLAS), side by side (and with
+ * --retrain the band's golden run trained again instead of replayed); and
  * the activation ranges and GEMM shapes each preset trains with (docs/flows.md). */
 #define _DEFAULT_SOURCE /* wait4 (a child's own peak RSS) and getloadavg */
 #include "detector/detector.h"
@@ -26,13 +27,19 @@ typedef struct row {
     char blas[96];
 } row;
 
-static void child_run(const char *kernel, const char *flow, const char *size, int before,
+/* The rows of a preset: after (this tree), before (the plain golden, a fork per call), retrain
+ * (this tree with the band's golden run trained again instead of replayed from the profile). */
+enum { AFTER, BEFORE, RETRAIN };
+static const char *const mode_name[] = {"after", "before", "retrain"};
+
+static void child_run(const char *kernel, const char *flow, const char *size, int mode,
                       int64_t iters, const char *out, int fd)
 {
-    if (before) { /* the plain golden GEMM, a fork per isolated call */
+    if (mode == BEFORE) { /* the plain golden GEMM, a fork per isolated call */
         setenv("PEAT_BLAS", "0", 1);
         setenv("PEAT_ISOLATE", "fork", 1);
     }
+    if (mode == RETRAIN) setenv("PEAT_NO_GOLDEN_LOG", "1", 1);
     row r;
     memset(&r, 0, sizeof r);
     peat_campaign_opts o;
@@ -56,17 +63,17 @@ static void child_run(const char *kernel, const char *flow, const char *size, in
 }
 
 /* Runs one campaign in a child (its own peak RSS, its own choice of golden) and prints its row. */
-static void one(const char *kernel, const char *flow, const char *size, int before, int64_t iters)
+static void one(const char *kernel, const char *flow, const char *size, int mode, int64_t iters)
 {
     char out[256];
-    snprintf(out, sizeof out, "bench-scale-out/%s-%s-%s", flow, size, before ? "before" : "after");
+    snprintf(out, sizeof out, "bench-scale-out/%s-%s-%s", flow, size, mode_name[mode]);
     int fd[2];
     if (pipe(fd) != 0) return;
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
-        child_run(kernel, flow, size, before, iters, out, fd[1]);
+        child_run(kernel, flow, size, mode, iters, out, fd[1]);
     }
     close(fd[1]);
     row r;
@@ -82,17 +89,17 @@ static void one(const char *kernel, const char *flow, const char *size, int befo
     struct stat st;
     double mb = stat(h5, &st) == 0 ? (double)st.st_size / 1048576.0 : NAN;
     if (got != (ssize_t)sizeof r || !r.ok) {
-        printf("%-4s %-5s %-6s  failed\n", flow, size, before ? "before" : "after");
+        printf("%-4s %-5s %-7s  failed\n", flow, size, mode_name[mode]);
         return;
     }
     double tot = r.wall > 0 ? r.wall : 1;
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-    printf("%-4s %-5s %-6s %7.1f %7.1f %7.1f %6.1f %7.1f %5.2f %5.2f %7.1f %6.0f  "
+    printf("%-4s %-5s %-7s%7.1f %7.1f %7.1f %6.1f %7.1f %5.2f %5.2f %7.1f %6.0f  "
            "%3.0f/%3.0f/%3.0f/%3.0f "
            "%5.1f%% %7.1f  %s\n",
-           flow, size, before ? "before" : "after", r.wall, r.profile, r.playback, r.probe,
-           r.runtime, r.runtime / (r.profile > 0 ? r.profile : 1),
+           flow, size, mode_name[mode], r.wall, r.profile, r.playback, r.probe, r.runtime,
+           r.runtime / (r.profile > 0 ? r.profile : 1),
            r.cpu_runtime / (r.cpu_profile > 0 ? r.cpu_profile : 1), mb,
            (double)ru.ru_maxrss / 1024.0, 100 * r.profile / tot, 100 * r.playback / tot,
            100 * r.probe / tot, 100 * r.runtime / tot, 100 * r.analysis / tot, cpu,
@@ -177,7 +184,7 @@ static int listed(const char *list, const char *name)
 int main(int argc, char **argv)
 {
     const char *flows = "gpt,cnn,mlp", *sizes = "tiny,small,base", *kernel = "gemm_new";
-    int before = 1, ranges_only = 0;
+    int before = 1, retrain = 0, ranges_only = 0;
     int64_t iters = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--flows") && i + 1 < argc)
@@ -190,11 +197,13 @@ int main(int argc, char **argv)
             iters = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--no-before"))
             before = 0;
+        else if (!strcmp(argv[i], "--retrain"))
+            retrain = 1;
         else if (!strcmp(argv[i], "--ranges"))
             ranges_only = 1;
         else {
             fprintf(stderr, "usage: bench_scale [--flows gpt,cnn,mlp] [--sizes tiny,small,base] "
-                            "[--kernel K] [--iters N] [--no-before] [--ranges]\n");
+                            "[--kernel K] [--iters N] [--no-before] [--retrain] [--ranges]\n");
             return 2;
         }
     }
@@ -224,12 +233,14 @@ int main(int argc, char **argv)
     for (int f = 0; f < 3; f++)
         for (int s = 0; s < 3; s++) {
             if (!listed(flows, fl[f]) || !listed(sizes, sz[s])) continue;
-            if (before) one(kernel, fl[f], sz[s], 1, iters);
-            one(kernel, fl[f], sz[s], 0, iters);
+            if (before) one(kernel, fl[f], sz[s], BEFORE, iters);
+            if (retrain) one(kernel, fl[f], sz[s], RETRAIN, iters);
+            one(kernel, fl[f], sz[s], AFTER, iters);
         }
     printf("# before: the plain golden GEMM (PEAT_BLAS=0), a fork per isolated call "
-           "(PEAT_ISOLATE=fork); after: %s, the persistent isolated worker; both without "
-           "checkpoints\n",
+           "(PEAT_ISOLATE=fork); after: %s, the persistent isolated worker, the band's golden "
+           "run replayed from the profile; retrain (--retrain): after, but the golden run trained "
+           "again (PEAT_NO_GOLDEN_LOG=1); all without checkpoints\n",
            "OpenBLAS sgemm on one thread (golden/gemm_blas.c)");
     return 0;
 }
