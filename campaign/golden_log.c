@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -28,6 +29,9 @@ int peat_campaign_golden_log_is_weight(const char *name)
 {
     return strncmp(name, "adam.", 5) && strncmp(name, "sgd.", 4);
 }
+
+/* Room the log leaves the campaign's own file on the same disk, beyond twice its own size. */
+#define ROOM_LEFT ((uint64_t)256 << 20)
 
 /* An unlinked file under dir: O_TMPFILE where the file system has it, else a named one removed at
  * once; -1 when neither can be made. */
@@ -75,6 +79,13 @@ peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64
         ((g->fd = temp_open(dir && *dir ? dir : ".")) < 0 &&
          (g->fd = temp_open(tmp && *tmp ? tmp : "/tmp")) < 0)) {
         peat_campaign_golden_log_free(g); /* no log: the runtime trains its golden run */
+        return PEAT_OK;
+    }
+    /* a log that could fill the disk would starve the campaign file beside it */
+    struct statvfs fs;
+    if (fstatvfs(g->fd, &fs) != 0 ||
+        (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize < 2 * bytes + ROOM_LEFT) {
+        peat_campaign_golden_log_free(g);
         return PEAT_OK;
     }
     *out = g;

@@ -15,8 +15,9 @@ typedef struct peat_campaign_golden_log peat_campaign_golden_log;
 int peat_campaign_golden_log_is_weight(const char *name);
 
 /* A log of f's weights in a temporary file under dir (else $TMPDIR); NULL in *out, and PEAT_OK,
- * when no file can be made or the log would pass max_bytes: the runtime trains its golden run as
- * without one. The log takes f and ex at peat_campaign_golden_log_keep. */
+ * when no file can be made, the log would pass max_bytes, or the disk has less than twice its size
+ * and 256 MiB free (the campaign file beside it must not run short): the runtime then trains its
+ * golden run as without one. The log takes f and ex at peat_campaign_golden_log_keep. */
 peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64_t iters,
                                           uint64_t max_bytes, peat_campaign_golden_log **out);
 /* After an iteration: its loss and f's weights. A write that fails (a full disk) drops the log
