@@ -308,7 +308,20 @@ void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &fault_prev);
+    /* the previous action's fields, not its bytes: glibc's copy leaves some of them undefined
+     * (its kernel struct's), and a worker's child compares this module's statics call by call */
+    struct sigaction old;
+    memset(&old, 0, sizeof old);
+    sigaction(SIGSEGV, &sa, &old);
+    memset(&fault_prev, 0, sizeof fault_prev);
+    if (old.sa_flags & SA_SIGINFO)
+        fault_prev.sa_sigaction = old.sa_sigaction;
+    else
+        fault_prev.sa_handler = old.sa_handler;
+    sigemptyset(&fault_prev.sa_mask); /* the kernel fills the first NSIG bits, glibc copies more */
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&old.sa_mask, sig) == 1) sigaddset(&fault_prev.sa_mask, sig);
+    fault_prev.sa_flags = old.sa_flags;
 }
 
 void peat_campaign_isolate_faults_watch(const peat_args *run, call_report *rep)
