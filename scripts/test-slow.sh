@@ -2,7 +2,7 @@
 # test-slow.sh [CTEST ARGS]: the slow lanes CI runs after scripts/test.sh (times on 2 cores):
 #   CUDA and HIP builds, where nvcc or hipcc is installed (compile and link only);
 #   the whole suite again under ASan+UBSan (Debug; ~20 min);
-#   one campaign under valgrind (~1 min);
+#   a campaign under valgrind, in-process and isolated (~1 min);
 #   the libFuzzer targets, built with clang into build/fuzz and run from their seed corpora
 #   (tests/fuzz/smoke.sh; ~4 min; skipped where clang's libFuzzer is missing).
 set -euo pipefail
@@ -31,11 +31,20 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPEAT_SANITIZE=ON -DPEAT_BENC
 cmake --build build-asan -j"$(nproc)" >/dev/null
 (cd build-asan && ctest --output-on-failure -j"$(nproc)" "$@")
 echo "test-slow: suite under ASan+UBSan in $(($(date +%s) - t0)) s"
-# one campaign under valgrind (memcheck errors fail CI)
+# a campaign under valgrind (memcheck errors fail CI)
 t0=$(date +%s)
 vg_out=$(mktemp -d)
 valgrind -q --error-exitcode=1 build/peat run --kernel gemm_new --no-isolate --iters 20 --calls 8 \
   --out "$vg_out/run" --quiet >/dev/null
+# and isolated: the worker's children are forks of the same process, checked too; peat ends them
+# with SIGKILL, so their errors fail the lane by what valgrind wrote, not by an exit code
+valgrind -q --error-exitcode=1 build/peat run --kernel gemm_new --iters 20 --calls 8 \
+  --out "$vg_out/run-isolated" --quiet >/dev/null 2>"$vg_out/isolated.err"
+if grep -q '^==[0-9]*==' "$vg_out/isolated.err"; then
+  cat "$vg_out/isolated.err" >&2
+  echo "test-slow: valgrind found errors in an isolated campaign" >&2
+  exit 1
+fi
 rm -rf "$vg_out"
 echo "test-slow: a campaign under valgrind is clean ($(($(date +%s) - t0)) s)"
 # the libFuzzer targets from their seed corpora (exit 77: no libFuzzer here, said and skipped)
