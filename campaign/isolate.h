@@ -47,10 +47,6 @@ peat_status peat_campaign_isolate_watched_run(const peat_kernel *k, const peat_a
 /* Ends the calling thread's isolated worker (peat_campaign_isolate_call starts one per kernel and
  * thread, kept between calls): a stage that is done with its candidate calls this. */
 void peat_campaign_isolate_workers_close(void);
-/* A thread of this process starts (+1) or ends (-1) a computation: an isolated call's wait spins
- * for its reply (instead of sleeping in the socket) only while such threads leave a core free for
- * the child (runtime FI's lockstep counts its threads' steps). */
-void peat_campaign_isolate_busy(int delta);
 
 /* peat_campaign_isolate_call for callers that need only pass or fail: PEAT_OK when the call
  * completed cleanly, PEAT_ERR_KERNEL with a one-line reason in why otherwise; any other status is

@@ -11,9 +11,7 @@
 #include <link.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +36,15 @@ typedef struct {
     slot in[PEAT_MAX_IO], out[PEAT_MAX_IO];
     peat_isolate_report rep;
     int state_changed; /* keep_state 0: the call changed the kernel module's writable data */
-    /* requests sent and answered by this child (each side's byte goes into the socket first,
-     * so a side that saw the count move reads it at once), and whether the parent, when it sent
-     * the last, had a core to spare (the child then spins for the next) */
-    uint64_t req_seq, rep_seq;
-    int spin;
 } ctl_block;
 
 struct peat_isolate_worker {
     const peat_kernel *k;
     int keep_state, spawns;
-    pid_t pid;    /* the child, 0 when none runs */
-    int sock;     /* the parent's end of the socket pair (one byte each way per call) */
-    uint64_t seq; /* requests sent to the running child */
-    int mem_fd;   /* the shared file */
-    char *arena;  /* the parent's mapping of it */
+    pid_t pid;   /* the child, 0 when none runs */
+    int sock;    /* the parent's end of the socket pair (one byte each way per call) */
+    int mem_fd;  /* the shared file */
+    char *arena; /* the parent's mapping of it */
     size_t arena_len;
     ctl_block *ctl;
 };
@@ -219,47 +211,6 @@ static int state_changed(const module_state *m)
     for (int i = 0; i < m->n; i++)
         if (raw_differ(m->seg[i].copy, m->seg[i].addr, m->seg[i].len)) return 1;
     return 0;
-}
-
-/* ---- waiting: a short spin before the socket ----
- * A reply (or the next request) that comes within SPIN_US is taken without a sleep and a wake-up
- * in the socket, which cost tens of microseconds each on a virtual machine: more than a small
- * GEMM. Spinning needs a free core, or it only delays the child (or the other threads) it waits
- * for: a side spins only when the threads of this process busy in a computation (runtime FI's
- * lockstep says which: peat_campaign_isolate_busy) leave a core for the child. The spin yields
- * the core at every turn, so it gives way to anything else runnable. */
-enum { SPIN_US = 200 };
-static int busy_threads;
-
-void peat_campaign_isolate_busy(int delta)
-{
-    __atomic_add_fetch(&busy_threads, delta, __ATOMIC_RELAXED);
-}
-
-/* Whether a core is free for the child while this thread spins. */
-static int spin_worth(void)
-{
-    static long cpus;
-    if (!cpus) cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return __atomic_load_n(&busy_threads, __ATOMIC_RELAXED) < cpus;
-}
-
-static double mono_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
-}
-
-/* Spins until *seq reaches want (1) or SPIN_US pass (0). */
-static int spin_for(const uint64_t *seq, uint64_t want)
-{
-    double t0 = mono_us();
-    for (unsigned n = 0;; n++) {
-        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) >= want) return 1;
-        if ((n & 15) == 15 && mono_us() - t0 > SPIN_US) return 0;
-        sched_yield();
-    }
 }
 
 /* ---- the child ---- */
@@ -471,17 +422,13 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     if (!vc) _exit(1);
     module_state ms;
     int watch = !w->keep_state && state_snapshot(&ms, (const void *)(uintptr_t)w->k->fn);
-    uint64_t seq = 0;
     for (;;) {
         char b;
-        if (seq && __atomic_load_n(&w->ctl->spin, __ATOMIC_RELAXED))
-            spin_for(&w->ctl->req_seq, seq + 1);
         ssize_t r = read(sock, &b, 1);
         if (r < 0 && errno == EINTR) continue;
         if (r != 1) _exit(0); /* peat closed its end: done */
         child_call(w->k, w->ctl, w->mem_fd, vc, watch ? &ms : NULL);
         if (send(sock, &b, 1, MSG_NOSIGNAL) != 1) _exit(0);
-        __atomic_store_n(&w->ctl->rep_seq, ++seq, __ATOMIC_RELEASE);
     }
 }
 
@@ -542,8 +489,6 @@ static peat_status worker_spawn(peat_isolate_worker *w)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return PEAT_ERROR(PEAT_ERR_INTERNAL, "socketpair failed: %s", strerror(errno));
     fflush(NULL);
-    w->ctl->req_seq = w->ctl->rep_seq = 0;
-    w->seq = 0;
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
         close(sv[0]);
@@ -636,10 +581,6 @@ static int request_wait(peat_isolate_worker *w, double timeout_s, int *wst)
     char b = 1;
     double t0 = peat_campaign_now();
     if (send(w->sock, &b, 1, MSG_NOSIGNAL) == 1) {
-        int spin = spin_worth();
-        __atomic_store_n(&w->ctl->spin, spin, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->ctl->req_seq, ++w->seq, __ATOMIC_RELEASE);
-        if (spin && spin_for(&w->ctl->rep_seq, w->seq) && read(w->sock, &b, 1) == 1) return 1;
         for (;;) {
             double left = timeout_s - (peat_campaign_now() - t0);
             if (left <= 0.0) {

@@ -5,7 +5,6 @@
 #include "campaign/campaign.h"
 #include "campaign/golden_log.h"
 #include "campaign/harness.h"
-#include "campaign/isolate.h"
 #include "campaign/runtime_call.h"
 #include "campaign/runtime_ranks.h"
 #include "inject/inject.h"
@@ -590,9 +589,7 @@ static void *lock_worker(void *arg)
         if (w->tid == 0) claims_reset(w, &w->sh->next_eval);
         for (int i; (i = claim(w, &w->sh->next_step)) >= 0;) {
             peat_flow_metrics fm;
-            peat_campaign_isolate_busy(1);
             peat_status st = member_step(&L->mem[i], t, &fm, 0);
-            peat_campaign_isolate_busy(-1);
             if (st != PEAT_OK) fail(w, st);
             L->mem[i].run->loss[t] = fm.loss;
         }
@@ -600,17 +597,13 @@ static void *lock_worker(void *arg)
         /* steps are claimed again only after the next barrier */
         if (w->tid == 0) claims_reset(w, &w->sh->next_step);
         if (w->tid == 0 && ok(w)) {
-            peat_campaign_isolate_busy(1);
             peat_status st = after_step(L, t);
-            peat_campaign_isolate_busy(-1);
             if (st != PEAT_OK) fail(w, st);
         }
         int eval = e < L->res->n_eval && L->res->eval_iter[e] == t;
         for (int i; eval && (i = claim(w, &w->sh->next_eval)) >= 0;) {
             peat_flow_metrics fm;
-            peat_campaign_isolate_busy(1);
             peat_status st = member_step(&L->mem[i], t, &fm, 1);
-            peat_campaign_isolate_busy(-1);
             if (st != PEAT_OK) fail(w, st);
             L->mem[i].run->eval_acc[e] = fm.accuracy;
         }
