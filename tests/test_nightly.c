@@ -423,7 +423,9 @@ Test(nightly, ci_budget_plans_the_items_it_may)
     cr_assert_eq(sh("PEAT_CACHE_DIR=%s/cache %s calibrate-latency", tmpdir, PEAT_TEST_BIN), 0, "%s",
                  err_buf);
     /* the budget from what this build needs (a sanitizer build runs several times slower): the
-     * smallest campaign the planner states, 1.5x over for each of the two items */
+     * smallest campaign the planner states, 4x over for each of the two items (its planning
+     * times kernels until they are quiet, so on a loaded machine it took 3.4x the probe's
+     * statement in one CI run) */
     cr_assert_eq(sh("PEAT_CACHE_DIR=%s/cache %s run --kernel gemm_new --flow mlp --budget 0.1s "
                     "--out %s/probe",
                     tmpdir, PEAT_TEST_BIN, tmpdir),
@@ -431,7 +433,7 @@ Test(nightly, ci_budget_plans_the_items_it_may)
     const char *needs = strstr(err_buf, "needs ");
     double min_s = 0;
     cr_assert(needs && sscanf(needs, "needs %lf s", &min_s) == 1 && min_s > 0, "%s", err_buf);
-    double budget = 2 * 1.5 * min_s;
+    double budget = 2 * 4 * min_s;
     int rc = sh("PEAT_CACHE_DIR=%s/cache %s ci %s --out %s/b --budget %.2fs", tmpdir, PEAT_TEST_BIN,
                 p, tmpdir, budget);
     cr_assert_eq(rc, 0, "rc %d\n%s\n%s", rc, out_buf, err_buf);

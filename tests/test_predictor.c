@@ -938,7 +938,10 @@ Test(calibrate, table_reproduces_its_points_and_classes)
         peat_pred_ktable kt;
         cr_assert_eq(peat_predictor_calibrate_kernel(k, &d, 0.0, 3, &kt), PEAT_OK, "%s",
                      peat_error_last());
-        cr_assert_eq(kt.n, 10);
+        /* 10 sizes timed; a point timed again and confirmed far over its neighbours' line is
+         * left out (retime_outliers), which a loaded machine can cause: the count is not the
+         * property, the table's own points are */
+        cr_assert(kt.n >= 2 && kt.n <= 10, "%s: %d points kept of 10", names[i], kt.n);
         cr_assert(kt.desc_hash == peat_predictor_kernel_hash(k));
         for (int j = 0; j < kt.n; j++)
             cr_assert_float_eq(peat_predictor_ktable_eval(&kt, kt.x[j]), kt.t[j], 1e-15);
