@@ -10,6 +10,13 @@
 
 typedef struct peat_campaign_golden_log peat_campaign_golden_log;
 
+struct peat_campaign_opts;
+/* Whether the profile of a campaign with options o and candidate k logs its training for the
+ * runtime stage (stage_profile.c): the runtime stage will run, on the CPU goldens its band trains
+ * with, from the same start (not a finetune's checkpoint, not captured calls), and
+ * PEAT_NO_GOLDEN_LOG is not set. The planner counts the golden run's steps as replayed then. */
+int peat_campaign_golden_log_wanted(const struct peat_campaign_opts *o, const peat_kernel *k);
+
 /* Whether state tensor `name` is a weight (optimizer moments are not): what the runtime's weight
  * distances and the log cover. */
 int peat_campaign_golden_log_is_weight(const char *name);

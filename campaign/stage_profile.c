@@ -195,13 +195,10 @@ static void measure_input_range(peat_campaign *c)
 /* The golden log's most bytes: past them the runtime trains its golden run again. */
 #define GOLDEN_LOG_MAX ((uint64_t)8 << 30)
 
-/* Whether the runtime stage's golden run is this training: it will run, on the CPU goldens its
- * band trains with, from the same start (not a finetune's checkpoint). */
-static int golden_log_wanted(const peat_campaign *c)
+int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
 {
-    const peat_campaign_opts *o = c->o;
-    return !o->no_runtime && !o->capture && !o->finetune_from &&
-           strcmp(c->k->backend, "cpu") == 0 && !getenv("PEAT_NO_GOLDEN_LOG");
+    return !o->no_runtime && !o->capture && !o->finetune_from && strcmp(k->backend, "cpu") == 0 &&
+           !getenv("PEAT_NO_GOLDEN_LOG");
 }
 
 /* Attaches the profilers, builds the flow (from a checkpoint when finetuning) and trains; the
@@ -220,7 +217,7 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
     if (st == PEAT_OK && c->o->finetune_from)
         st = peat_campaign_checkpoint_load(c->o->finetune_from, f);
     peat_campaign_golden_log *gl = NULL;
-    if (st == PEAT_OK && golden_log_wanted(c))
+    if (st == PEAT_OK && peat_campaign_golden_log_wanted(c->o, c->k))
         st = peat_campaign_golden_log_open(f, c->res->out_dir, c->iters, GOLDEN_LOG_MAX, &gl);
     if (st == PEAT_OK) st = train(c, f, cfg, gl);
     if (st == PEAT_OK && gl) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "campaign/golden_log.h"
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
 #include "inject/inject.h"
@@ -476,10 +477,11 @@ static peat_status probe_costs(const peat_pred_table *t, const peat_latency_env 
 /* ---- runtime FI ---- */
 
 /* The runs runtime FI trains in lockstep, as campaign/runtime.c sets them up from options o: the
- * golden run, R - 1 band reruns (their `reorder` model on every call of the op), one run a
+ * golden run (replayed from the profile's log where there is one: its steps cost nothing, its
+ * evaluations run), R - 1 band reruns (their `reorder` model on every call of the op), one run a
  * frequency with the candidate on that share of the calls. */
 typedef struct runtime_runs {
-    int n, band;
+    int n, band, replayed;
     const peat_kernel *swap[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS];
     double share[PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS]; /* of the op's calls */
 } runtime_runs;
@@ -489,6 +491,7 @@ static peat_status runtime_runs_of(const peat_kernel *k, const peat_campaign_opt
 {
     memset(rr, 0, sizeof *rr);
     rr->band = o->runtime_band > 0 ? o->runtime_band : PEAT_RUNTIME_DEFAULT_BAND;
+    rr->replayed = peat_campaign_golden_log_wanted(o, k);
     for (int r = 0; r < rr->band; r++, rr->n++) {
         rr->swap[rr->n] = r ? peat_latency_band_kernel(k->op, r) : NULL;
         rr->share[rr->n] = r ? 1.0 : 0.0;
@@ -521,6 +524,7 @@ static peat_status lockstep_s(const peat_pred_table *t, const peat_latency_env *
     double measured = lo == 0 ? fl->step_s : fl->eval_s;
     for (int i = 0; i < rr->n; i++) {
         double g = 0, extra = 0;
+        if (i == 0 && lo == 0 && rr->replayed) continue; /* the golden run's steps: replayed */
         PEAT_TRY(calls_s(t, env, fl, lo, hi, rr->swap[i], memo, &g, &extra));
         per[i % T] += measured + rr->share[i] * extra;
     }
