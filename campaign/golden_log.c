@@ -3,6 +3,8 @@
 #define _GNU_SOURCE /* O_TMPFILE, pwritev, preadv */
 #include "campaign/golden_log.h"
 
+#include "core/child_fds.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -88,6 +90,7 @@ peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64
         peat_campaign_golden_log_free(g);
         return PEAT_OK;
     }
+    peat_child_fd_hold(g->fd); /* the isolation's children do not keep the file alive */
     *out = g;
     return PEAT_OK;
 }
@@ -133,6 +136,7 @@ void peat_campaign_golden_log_append(peat_campaign_golden_log *g, double loss)
     g->loss[g->n++] = loss;
     return;
 drop: /* the runtime trains its golden run instead */
+    peat_child_fd_drop(g->fd);
     close(g->fd);
     g->fd = -1, g->n = 0;
 }
@@ -199,7 +203,10 @@ peat_status peat_campaign_golden_log_load(const peat_campaign_golden_log *g, int
 void peat_campaign_golden_log_free(peat_campaign_golden_log *g)
 {
     if (!g) return;
-    if (g->fd >= 0) close(g->fd);
+    if (g->fd >= 0) {
+        peat_child_fd_drop(g->fd);
+        close(g->fd);
+    }
     if (g->kept) {
         peat_models_flow_free(g->f);
         peat_exec_free(g->ex);
