@@ -91,8 +91,9 @@ typedef struct peat_sample {
  * per candidate call, and a fork write-protects every private page the parent has, so the
  * analysis's next write to each of them faulted (about 2 us each on a virtual machine). From
  * 2 MiB up it is also 2 MiB-aligned (huge pages serve it where the system gives them unadvised),
- * but not advised MADV_HUGEPAGE (compaction stalls, mem.c). NULL when it cannot be had. Freed with peat_analyzer_big_free and the same size.
- * Under AddressSanitizer, calloc and free serve instead. */
+ * but not advised MADV_HUGEPAGE (compaction stalls, mem.c). NULL when it cannot be had. Freed
+ * with peat_analyzer_big_free and the same size. Under AddressSanitizer, calloc and free serve
+ * instead. */
 void *peat_analyzer_big_new(size_t bytes);
 void peat_analyzer_big_free(void *p, size_t bytes);
 

@@ -274,8 +274,6 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     raise(SIGSEGV);
 }
 
-/* Lists run's output guard regions and its input copies (made read-only) and installs
- * on_fault, which notes into rep. */
 /* The regions of run for on_fault (inputs made read-only first when protect_inputs). */
 static void faults_list(const peat_args *run, call_report *rep, int protect_inputs)
 {
@@ -300,6 +298,8 @@ static void faults_list(const peat_args *run, call_report *rep, int protect_inpu
     fault_n = n;
 }
 
+/* Lists run's output guard regions and its input copies (made read-only) and installs
+ * on_fault, which notes into rep. */
 void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
 {
     faults_list(run, rep, 1);
