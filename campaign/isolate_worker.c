@@ -254,6 +254,15 @@ static void *view_add(views *v, void *p, size_t len)
     return p;
 }
 
+/* The address space slot s takes in the child: an input its pages, an output its head and data
+ * pages (s->len) between two guard regions. */
+static size_t view_len(const slot *s, int output)
+{
+    size_t data_len, guard;
+    peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
+    return output ? 2 * guard + s->len : s->len;
+}
+
 /* Maps slot s (input or output o): an input read-only, an output between guard regions. */
 static char *view_map(views *v, const slot *s, int fd, int o)
 {
@@ -262,7 +271,7 @@ static char *view_map(views *v, const slot *s, int fd, int o)
             v, mmap(NULL, s->len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)s->off), s->len);
     size_t pg = pg_size(), data_len, guard;
     peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
-    size_t len = 2 * guard + pg + data_len;
+    size_t len = view_len(s, 1);
     char *base = view_add(
         v, mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), len);
     if (!base) return NULL;
@@ -324,13 +333,10 @@ static views *cache_victim(view_cache *vc, size_t need)
 /* Bytes c's buffers map (inputs, outputs with their guard regions). */
 static size_t layout_bytes(const ctl_block *c)
 {
-    size_t n = 0, pg = pg_size();
+    size_t n = 0;
     for (int i = 0; i < c->n_in + c->n_out; i++) {
         const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
-        if (!s->present) continue;
-        size_t data_len, guard;
-        peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
-        n += i < c->n_in ? s->len : 2 * guard + pg + data_len;
+        if (s->present) n += view_len(s, i >= c->n_in);
     }
     return n;
 }
