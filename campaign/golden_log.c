@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* O_TMPFILE, pwritev, preadv */
 #include "campaign/golden_log.h"
 
+#include "campaign/campaign.h"
 #include "core/child_fds.h"
 
 #include <errno.h>
@@ -26,6 +27,12 @@ struct peat_campaign_golden_log {
     peat_exec_t *ex;
     int kept;
 };
+
+int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
+{
+    return !o->no_runtime && !o->capture && !o->finetune_from && strcmp(k->backend, "cpu") == 0 &&
+           !getenv("PEAT_NO_GOLDEN_LOG");
+}
 
 int peat_campaign_golden_log_is_weight(const char *name)
 {
@@ -172,32 +179,27 @@ int64_t peat_campaign_golden_log_numel(const peat_campaign_golden_log *g)
     return g->numel;
 }
 
+/* Iteration t's weights read back through n iovecs. */
+static peat_status iter_read(const peat_campaign_golden_log *g, int64_t t, struct iovec *iov, int n)
+{
+    if (t < 0 || t >= g->n || !io_all(g->fd, iov, n, iter_off(g, t), 0))
+        return PEAT_ERROR(PEAT_ERR_IO,
+                          "reading the golden run's weights of iteration %lld back: %s",
+                          (long long)t, t < 0 || t >= g->n ? "not logged" : strerror(errno));
+    return PEAT_OK;
+}
+
 peat_status peat_campaign_golden_log_read(const peat_campaign_golden_log *g, int64_t t, float *buf)
 {
     struct iovec v = {buf, (size_t)g->numel * sizeof(float)};
-    if (t < 0 || t >= g->n || !io_all(g->fd, &v, 1, iter_off(g, t), 0))
-        return PEAT_ERROR(PEAT_ERR_IO,
-                          "reading the golden run's weights of iteration %lld back: %s",
-                          (long long)t, strerror(errno));
-    return PEAT_OK;
+    return iter_read(g, t, &v, 1);
 }
 
 peat_status peat_campaign_golden_log_load(const peat_campaign_golden_log *g, int64_t t,
                                           peat_flow_t *f)
 {
-    struct iovec *iov = malloc((size_t)g->n_w * sizeof *iov);
-    if (!iov) return PEAT_ERROR(PEAT_ERR_NOMEM, "golden log");
-    for (int k = 0; k < g->n_w; k++) {
-        peat_tensor *w = peat_models_flow_state(f, g->w_idx[k], NULL);
-        iov[k] = (struct iovec){w->data, peat_tensor_nbytes(w)};
-    }
-    int ok = t >= 0 && t < g->n && io_all(g->fd, iov, g->n_w, iter_off(g, t), 0);
-    free(iov);
-    if (!ok)
-        return PEAT_ERROR(PEAT_ERR_IO,
-                          "reading the golden run's weights of iteration %lld back: %s",
-                          (long long)t, strerror(errno));
-    return PEAT_OK;
+    iov_fill(g, f); /* the appends' iovecs: appends ended when the log was kept */
+    return iter_read(g, t, g->iov, g->n_w);
 }
 
 void peat_campaign_golden_log_free(peat_campaign_golden_log *g)

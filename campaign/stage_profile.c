@@ -5,7 +5,6 @@
 #include "campaign/stages.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -194,12 +193,6 @@ static void measure_input_range(peat_campaign *c)
 
 /* The golden log's most bytes: past them the runtime trains its golden run again. */
 #define GOLDEN_LOG_MAX ((uint64_t)8 << 30)
-
-int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
-{
-    return !o->no_runtime && !o->capture && !o->finetune_from && strcmp(k->backend, "cpu") == 0 &&
-           !getenv("PEAT_NO_GOLDEN_LOG");
-}
 
 /* Attaches the profilers, builds the flow (from a checkpoint when finetuning) and trains; the
  * training kept for the runtime stage (c->golden) when it can use it. */
