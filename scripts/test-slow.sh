@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # test-slow.sh [CTEST ARGS]: the slow lanes CI runs after scripts/test.sh (times on 2 cores):
+#   the README's two commands in order on a fresh machine (scripts/check-fresh-configure.sh:
+#   OpenCL hidden at the first configure, built after the second; ~30 s);
 #   CUDA and HIP builds, where nvcc or hipcc is installed (compile and link only);
 #   the whole suite again under ASan+UBSan (Debug; ~20 min);
 #   a campaign under valgrind, in-process and isolated (~1 min);
@@ -8,6 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test --hip
+# a build directory configured before the test tooling was installed picks it up (issue 46)
+t0=$(date +%s)
+scripts/check-fresh-configure.sh build-fresh
+echo "test-slow: fresh-machine configure check in $(($(date +%s) - t0)) s"
 # CUDA sources must keep compiling where nvcc exists, even without a GPU
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   if [ -d core/gpu ] && ls core/gpu/*.cu >/dev/null 2>&1; then
