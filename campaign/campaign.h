@@ -166,6 +166,11 @@ typedef struct peat_campaign_result {
 /* Creates a directory and its parents; refuses a path that is not a writable directory. */
 peat_status peat_campaign_mkdir_p(const char *path);
 
+/* Rewrites an output folder's name (one path component made of a kernel, flow, backend or suite
+ * name) in place to letters, digits, '-', '_' and '.', every other byte becoming '_': a flow
+ * "torch:TinyGPT" made a name with a colon, which scp, make and Windows file systems refuse. */
+void peat_campaign_safe_name(char *name);
+
 /* Monotonic seconds. */
 double peat_campaign_now(void);
 

@@ -82,6 +82,16 @@ static peat_status lock_out_dir(peat_campaign *c)
     return PEAT_OK;
 }
 
+void peat_campaign_safe_name(char *name)
+{
+    for (char *p = name; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '-' || ch == '_' || ch == '.';
+        if (!ok) *p = '_';
+    }
+}
+
 /* The output directory, and the campaign file's paths: refuses to overwrite a finished campaign
  * or to start over an unfinished one unless told to. */
 /* A new folder peat-out/<kernel>-<flow>-<backend>-<UTC time>, made here (mkdir, atomic): two
@@ -92,11 +102,13 @@ static peat_status default_out_dir(peat_campaign *c)
     char stamp[32];
     utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
     PEAT_TRY(peat_campaign_mkdir_p("peat-out"));
+    char leaf[sizeof res->out_dir - sizeof "peat-out/" - 8];
+    snprintf(leaf, sizeof leaf, "%s-%s-%s-%s", c->k->name, c->flow, c->backend_name, stamp);
+    peat_campaign_safe_name(leaf);
     for (int n = 1; n <= 1000; n++) {
         char sfx[16] = "";
         if (n > 1) snprintf(sfx, sizeof sfx, "-%d", n);
-        snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s-%s-%s-%s%s", c->k->name, c->flow,
-                 c->backend_name, stamp, sfx);
+        snprintf(res->out_dir, sizeof res->out_dir, "peat-out/%s%s", leaf, sfx);
         if (mkdir(res->out_dir, 0777) == 0) return PEAT_OK;
         if (errno != EEXIST)
             return PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", res->out_dir, strerror(errno));

@@ -47,7 +47,10 @@ static peat_status item_add(peat_ci_result *res, const peat_kernel *k, const cha
     snprintf(it->flow, sizeof it->flow, "%s", flow);
     snprintf(it->backend, sizeof it->backend, "%s", backend);
     snprintf(it->op, sizeof it->op, "%s", peat_op_name(k->op));
-    snprintf(it->dir, sizeof it->dir, "items/%s-%s-%s", k->name, flow, backend);
+    char leaf[sizeof it->dir - sizeof "items/"];
+    snprintf(leaf, sizeof leaf, "%s-%s-%s", k->name, flow, backend);
+    peat_campaign_safe_name(leaf);
+    snprintf(it->dir, sizeof it->dir, "items/%s", leaf);
     it->budget_s = sk->budget_s;
     it->max_norm = it->eff_bits = it->rms_ratio = NAN;
     return PEAT_OK;
@@ -396,8 +399,12 @@ static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
     utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
     if (o->out_dir)
         snprintf(res->out_dir, sizeof res->out_dir, "%s", o->out_dir);
-    else
-        snprintf(res->out_dir, sizeof res->out_dir, "peat-ci/%s-%s", res->suite.name, stamp);
+    else {
+        char leaf[sizeof res->out_dir - sizeof "peat-ci/"];
+        snprintf(leaf, sizeof leaf, "%s-%s", res->suite.name, stamp);
+        peat_campaign_safe_name(leaf);
+        snprintf(res->out_dir, sizeof res->out_dir, "peat-ci/%s", leaf);
+    }
     if (res->shard.n > 0) { /* a shard's own folder inside OUT */
         size_t l = strlen(res->out_dir);
         peat_campaign_scale_shard_name("/shard-", res->shard, "", res->out_dir + l,

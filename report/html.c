@@ -356,7 +356,7 @@ static void html_coverage(FILE *f, const peat_campaign_result *r)
 }
 
 /* Predicted and actual time per stage of a --budget run. */
-static void html_timing(FILE *f, const peat_campaign_result *r)
+static void html_timing(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
 {
     if (!(r->budget_s > 0)) return;
     const char *n[] = {"plan", "profile", "playback", "probes", "analyze", "runtime", "total"};
@@ -369,7 +369,8 @@ static void html_timing(FILE *f, const peat_campaign_result *r)
             "<th>predicted s</th><th>actual s</th></tr>\n",
             r->budget_s);
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
-        fprintf(f, "<tr><td>%s</td><td>%.2f</td><td>%.2f</td></tr>\n", n[i], p[i], a[i]);
+        if (!peat_report_is_capture(o) || strcmp(n[i], "profile")) /* a capture has none */
+            fprintf(f, "<tr><td>%s</td><td>%.2f</td><td>%.2f</td></tr>\n", n[i], p[i], a[i]);
     fputs("</table>\n<p><small>", f);
     peat_report_escape(f, r->plan_note);
     if (r->n_budget_skipped > 0)
@@ -423,12 +424,11 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     html_coverage(f, r);
     peat_report_html_strata(f, r);
     html_loss(f, r);
-    html_timing(f, r);
+    html_timing(f, o, r);
     fputs("<h2>Reproduce</h2><pre id=\"command\">", f);
     peat_report_escape(f, o->argv && o->argv[0] ? o->argv : "(command line not recorded)");
-    fprintf(f,
-            "</pre><p><small>peat %s &middot; profile %.1f s, playback %.1f s, runtime FI %.1f s, "
-            "total %.1f s &middot; signature.json has every number</small></p></body></html>\n",
-            PEAT_VERSION_STRING, r->t_profile, r->t_playback, r->t_runtime, r->t_total);
+    fprintf(f, "</pre><p><small>peat %s &middot; ", PEAT_VERSION_STRING);
+    peat_report_stage_times(f, o, r);
+    fputs(" &middot; signature.json has every number</small></p></body></html>\n", f);
     return ferror(f) ? PEAT_ERROR(PEAT_ERR_IO, "cannot write report.html") : PEAT_OK;
 }

@@ -51,17 +51,38 @@ void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat
     }
     peat_report_runtime_table(f, r, 0);
     if (r->precision[0]) fprintf(f, "\nprecision: %s\n", r->precision);
-    fprintf(f,
-            "\nverdict: %s   (flow %s on %s; loss %.4g -> %.4g; profile %.1f s, playback %.1f s, "
-            "probes %.1f s, runtime FI %.1f s, total %.1f s)\n",
-            verdict_word(r->verdict), r->flow, r->device[0] ? r->device : r->backend, r->loss_first,
-            r->loss_last, r->t_profile, r->t_playback, r->t_probe, r->t_runtime, r->t_total);
-    peat_report_timing(f, r, 0);
+    fprintf(f, "\nverdict: %s   (flow %s on %s; ", verdict_word(r->verdict), r->flow,
+            r->device[0] ? r->device : r->backend);
+    if (peat_report_has_loss(o, r)) fprintf(f, "loss %.4g -> %.4g; ", r->loss_first, r->loss_last);
+    peat_report_stage_times(f, o, r);
+    fputs(")\n", f);
+    peat_report_timing(f, o, r, 0);
     fprintf(f, "report: %s/{report.html,signature.json,summary.md,junit.xml,campaign.h5}\n",
             r->out_dir);
 }
 
-void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
+int peat_report_is_capture(const peat_campaign_opts *o)
+{
+    return o->capture && o->capture[0];
+}
+
+int peat_report_has_loss(const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    /* a capture without a logged loss holds NaN there (no metrics were imported) */
+    return !peat_report_is_capture(o) || !isnan(r->loss_first) || !isnan(r->loss_last);
+}
+
+void peat_report_stage_times(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    int cap = peat_report_is_capture(o);
+    if (!cap) fprintf(f, "profile %.1f s, ", r->t_profile);
+    fprintf(f, "playback %.1f s, probes %.1f s, ", r->t_playback, r->t_probe);
+    if (!cap) fprintf(f, "runtime FI %.1f s, ", r->t_runtime);
+    fprintf(f, "total %.1f s", r->t_total);
+}
+
+void peat_report_timing(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
+                        int markdown)
 {
     if (!(r->budget_s > 0)) return;
     struct {
@@ -82,6 +103,7 @@ void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown)
                      : "\nbudget %.1f s: predicted and actual time per stage\n",
             r->budget_s);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (peat_report_is_capture(o) && !strcmp(rows[i].name, "profile")) continue;
         double e = rows[i].act > 0 ? 100 * (rows[i].pred - rows[i].act) / rows[i].act : 0;
         fprintf(f,
                 markdown ? "| %s | %.2f | %.2f | %+.0f%% |\n" : "  %-9s %8.2f s %8.2f s %+5.0f%%\n",
@@ -319,6 +341,20 @@ void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_c
     fputs(html ? "</p>\n" : "\n\n", f);
 }
 
+/* summary.md's training sentence: the golden run's loss and held-out numbers; a capture's loss
+ * as its training logged it, and nothing where it logged none. */
+static void summary_training(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
+{
+    if (!peat_report_is_capture(o)) {
+        fprintf(f, "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. ",
+                r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy);
+        return;
+    }
+    if (peat_report_has_loss(o, r))
+        fprintf(f, "Training (PyTorch, as captured): loss %.4g -> %.4g. ", r->loss_first,
+                r->loss_last);
+}
+
 /* summary.md: the verdict, the signatures side by side and the findings, for people. */
 static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
                                     const peat_campaign_result *r)
@@ -356,13 +392,13 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
     peat_report_coverage(f, r, 1);
     peat_report_runtime_table(f, r, 1);
     fputc('\n', f);
+    summary_training(f, o, r);
     fprintf(f,
-            "Training (golden): loss %.4g -> %.4g, held-out loss %.4g, accuracy %.4g. Stored %lld "
-            "records (%lld activation records), %lld checkpoints. Seed %llu. Time %.1f s.\n",
-            r->loss_first, r->loss_last, r->eval_loss, r->eval_accuracy,
+            "Stored %lld records (%lld activation records), %lld checkpoints. Seed %llu. Time "
+            "%.1f s.\n",
             (long long)r->n_stored_records, (long long)r->n_activation_records,
             (long long)r->n_checkpoints, (unsigned long long)o->seed, r->t_total);
-    peat_report_timing(f, r, 1);
+    peat_report_timing(f, o, r, 1);
     if (o->argv && o->argv[0]) fprintf(f, "\nReproduce:\n\n```sh\n%s\n```\n", o->argv);
     return PEAT_OK;
 }

@@ -9,8 +9,21 @@
 #include <stdio.h>
 
 /* Writes predicted and actual time per stage of a --budget run (nothing otherwise), as text or
- * as a markdown table. */
-void peat_report_timing(FILE *f, const peat_campaign_result *r, int markdown);
+ * as a markdown table; a capture's without the profile stage it does not have. */
+void peat_report_timing(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
+                        int markdown);
+
+/* Whether a run is a capture's (--capture: the calls of a PyTorch training, python/peat_torch),
+ * which has no profile stage and no runtime FI of its own. */
+int peat_report_is_capture(const peat_campaign_opts *o);
+
+/* Whether the run has a training loss to show: a capture has one only where its training logged
+ * one (peat_torch's cap.log()); a built-in flow always has its golden run's. */
+int peat_report_has_loss(const peat_campaign_opts *o, const peat_campaign_result *r);
+
+/* Writes the seconds of the stages the run has ("profile 0.1 s, playback 0.1 s, probes 0.1 s,
+ * runtime FI 0.4 s, total 0.8 s"; a capture's without profile and runtime FI). */
+void peat_report_stage_times(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r);
 
 /* Writes the terminal verdict table. */
 void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o,

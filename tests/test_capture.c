@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "campaign/campaign.h"
 #include "campaign/harness.h"
 #include "store/store.h"
 
@@ -29,18 +31,25 @@ static void teardown(void)
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* Runs `peat ARGS`, stdout and stderr into out_buf; returns the exit status. */
-static int peat(const char *args)
+/* Runs `peat ARGS` in the folder cwd (NULL: this one), stdout and stderr into out_buf; returns
+ * the exit status. */
+static int peat_in(const char *cwd, const char *args)
 {
     char cmd[2048], path[300];
     snprintf(path, sizeof path, "%s/out.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", PEAT_TEST_BIN, args, path);
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s >%s 2>&1", cwd ? cwd : ".", PEAT_TEST_BIN, args,
+             path);
     int rc = system(cmd);
     FILE *f = fopen(path, "r");
     size_t n = f ? fread(out_buf, 1, sizeof out_buf - 1, f) : 0;
     out_buf[n] = 0;
     if (f) fclose(f);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+static int peat(const char *args)
+{
+    return peat_in(NULL, args);
 }
 
 /* One GEMM record of shape M x N x K (B given as B^T, as a linear layer's weight), golden output
@@ -72,8 +81,9 @@ static peat_record *gemm_record(peat_rng_t *rng, uint64_t id, int64_t M, int64_t
     return r;
 }
 
-/* A capture of 24 GEMM calls over 6 iterations (odd sizes: partial tiles everywhere). */
-static void write_capture(const char *path)
+/* A capture of 24 GEMM calls over 6 iterations (odd sizes: partial tiles everywhere), with the
+ * loss of each iteration logged (peat_torch's cap.log()) or none. */
+static void write_capture_logged(const char *path, int log_loss)
 {
     peat_store_meta m;
     memset(&m, 0, sizeof m);
@@ -92,10 +102,15 @@ static void write_capture(const char *path)
         cr_assert_eq(peat_store_call_write(s, r), PEAT_OK, "%s", peat_error_last());
         peat_record_free(r);
     }
-    for (int64_t it = 0; it < 6; it++)
+    for (int64_t it = 0; it < 6 && log_loss; it++)
         cr_assert_eq(peat_store_metrics_append(s, it, 2.0 - 0.1 * (double)it, NAN), PEAT_OK);
     peat_rng_free(rng);
     cr_assert_eq(peat_store_close(s), PEAT_OK);
+}
+
+static void write_capture(const char *path)
+{
+    write_capture_logged(path, 1);
 }
 
 TestSuite(capture, .init = setup, .fini = teardown, .timeout = 600);
@@ -190,4 +205,90 @@ Test(capture, libpeat_exports_the_host_api_only)
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         cr_assert_null(dlsym(h, hidden[i]), "%s (internal) is not exported", hidden[i]);
     dlclose(h);
+}
+
+/* The line of text that starts with prefix in text (without its newline), into buf. */
+static void line_of(const char *text, const char *prefix, char *buf, size_t n)
+{
+    const char *p = strstr(text, prefix);
+    cr_assert_not_null(p, "no line \"%s\" in: %s", prefix, text);
+    size_t len = strcspn(p, "\n");
+    snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), p);
+}
+
+static void slurp_file(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot read %s", path);
+    size_t k = fread(buf, 1, n - 1, f);
+    buf[k] = 0;
+    fclose(f);
+}
+
+Test(capture, output_names_are_safe_characters_only)
+{
+    char name[64] = "torch:Tiny GPT/v1.2_a-b";
+    peat_campaign_safe_name(name);
+    cr_assert_str_eq(name, "torch_Tiny_GPT_v1.2_a-b",
+                     "every byte but letters, digits, '-', '_', '.' becomes '_': got %s", name);
+    /* the default output folder of a capture run (flow "torch:FakeNet") */
+    char cap[300], args[1024], out[300];
+    snprintf(cap, sizeof cap, "%s/cap.h5", dir);
+    write_capture(cap);
+    snprintf(args, sizeof args, "run --kernel gemm_new --capture %s --no-probes --quiet", cap);
+    cr_assert_eq(peat_in(dir, args), 0, "%s", out_buf);
+    snprintf(out, sizeof out, "%s/peat-out", dir);
+    DIR *d = opendir(out);
+    cr_assert_not_null(d, "the run made no %s: %s", out, out_buf);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        n++;
+        cr_assert_eq(strncmp(e->d_name, "gemm_new-torch_FakeNet-cpu-", 27), 0,
+                     "the folder is named kernel-flow-backend-time, the colon made safe: %s",
+                     e->d_name);
+        cr_assert_eq(strspn(e->d_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789-_."),
+                     strlen(e->d_name), "an unsafe character in %s", e->d_name);
+    }
+    closedir(d);
+    cr_assert_eq(n, 1, "one output folder, found %d", n);
+}
+
+Test(capture, reports_say_what_a_capture_has)
+{
+    char cap[300], args[1024], line[512], path[400];
+    static char text[1 << 18];
+    snprintf(cap, sizeof cap, "%s/quiet.h5", dir);
+    write_capture_logged(cap, 0);
+    snprintf(args, sizeof args, "run --kernel gemm_new --capture %s --no-probes --out %s/nolog",
+             cap, dir);
+    cr_assert_eq(peat(args), 0, "%s", out_buf);
+    line_of(out_buf, "verdict:", line, sizeof line);
+    cr_assert_null(strstr(line, "loss"), "no loss logged, none shown: %s", line);
+    cr_assert_null(strstr(line, "profile"), "a capture has no profile stage: %s", line);
+    cr_assert_null(strstr(line, "runtime FI"), "nor runtime FI of its own: %s", line);
+    cr_assert_not_null(strstr(line, "playback"), "the stages it has are timed: %s", line);
+    snprintf(path, sizeof path, "%s/nolog/summary.md", dir);
+    slurp_file(path, text, sizeof text);
+    cr_assert_null(strstr(text, "Training ("), "summary.md without a loss: %s", text);
+    cr_assert_null(strstr(text, "nan"), "summary.md shows no NaN: %s", text);
+    snprintf(path, sizeof path, "%s/nolog/report.html", dir);
+    slurp_file(path, text, sizeof text);
+    line_of(text, "</pre><p><small>peat ", line, sizeof line);
+    cr_assert_null(strstr(line, "profile"), "report.html times no profile stage: %s", line);
+    cr_assert_null(strstr(line, "runtime FI"), "report.html: %s", line);
+    /* with a logged loss the capture shows it, still without profile time */
+    snprintf(cap, sizeof cap, "%s/logged.h5", dir);
+    write_capture_logged(cap, 1);
+    snprintf(args, sizeof args, "run --kernel gemm_new --capture %s --no-probes --out %s/log", cap,
+             dir);
+    cr_assert_eq(peat(args), 0, "%s", out_buf);
+    line_of(out_buf, "verdict:", line, sizeof line);
+    cr_assert_not_null(strstr(line, "loss 2 -> 1.5;"), "the logged loss: %s", line);
+    cr_assert_null(strstr(line, "profile"), "%s", line);
+    snprintf(path, sizeof path, "%s/log/summary.md", dir);
+    slurp_file(path, text, sizeof text);
+    cr_assert_not_null(strstr(text, "Training (PyTorch, as captured): loss 2 -> 1.5. "),
+                       "summary.md says whose loss it is: %s", text);
 }
