@@ -81,6 +81,23 @@ static peat_status kernel_flows(const peat_suite *s, const peat_suite_kernel *sk
     return PEAT_OK;
 }
 
+/* A suite's backend is "auto" or one this build has (the backend registry's names, cpu and any
+ * of opencl, cuda, hip): one that is not built in refuses the suite before anything runs. */
+static peat_status backend_check(const peat_suite *s, const peat_suite_kernel *sk, const char *be)
+{
+    if (!strcmp(be, "auto")) return PEAT_OK;
+    const char *built = peat_backend_list(); /* "opencl,cpu" */
+    size_t n = strlen(be);
+    for (const char *p = built; *p; p = *p ? p + 1 : p) {
+        if (!strncmp(p, be, n) && (p[n] == ',' || !p[n])) return PEAT_OK;
+        p += strcspn(p, ",");
+    }
+    return PEAT_ERROR(PEAT_ERR_INVAL,
+                      "%s:%d: backend '%s' is not built in (this build has: auto, %s; "
+                      "docs/devices.md)",
+                      s->path, sk->line, be, built);
+}
+
 /* Items of one suite kernel: its flows x the listed backends it runs on ("auto": its own). */
 static peat_status expand_kernel(peat_ci_result *res, const peat_suite_kernel *sk)
 {
@@ -96,11 +113,12 @@ static peat_status expand_kernel(peat_ci_result *res, const peat_suite_kernel *s
     int nb = sk->n_backends ? sk->n_backends : 1;
     for (int b = 0; b < nb; b++) {
         const char *be = sk->n_backends ? sk->backends[b] : "auto";
-        if (strcmp(be, "auto") && strcmp(be, "cpu") && strcmp(be, "cuda") && strcmp(be, "hip"))
-            return PEAT_ERROR(PEAT_ERR_INVAL, "%s:%d: unknown backend '%s' (auto, cpu, cuda, hip)",
-                              s->path, sk->line, be);
-        if (strcmp(be, "auto") && strcmp(be, k->backend)) continue; /* runs on its own only */
-        for (int f = 0; f < nf; f++) PEAT_TRY(item_add(res, k, flows[f], k->backend, sk));
+        PEAT_TRY(backend_check(s, sk, be));
+        /* a kernel name may exist once per backend (gemm_new: cpu, opencl, cuda, hip): a listed
+         * backend runs the kernel's implementation there, where it has one */
+        const peat_kernel *kb = peat_registry_find_on(sk->name, be);
+        if (!kb || kb->role == PEAT_ROLE_EXACT) continue;
+        for (int f = 0; f < nf; f++) PEAT_TRY(item_add(res, kb, flows[f], kb->backend, sk));
     }
     return PEAT_OK;
 }

@@ -11,6 +11,8 @@
 #include "campaign/plots.h"
 #include "analyzer/analyzer.h"
 #include "nightly/suite.h"
+#include "campaign/harness.h"
+#include "peat/backend.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -166,6 +168,51 @@ Test(nightly, suite_naming_unknown_kernel_or_flow_is_refused_before_running)
     spit(p, "[suite]\nkernels = softmax_online\nflows = mlp\n");
     cr_assert_eq(sh("%s ci %s --out %s/o2", PEAT_TEST_BIN, p, tmpdir), 2);
     cr_assert(strstr(err_buf, "no listed flow calls softmax"), "%s", err_buf);
+}
+
+/* A suite may name any backend this build has (the backend registry's names), and only those. */
+Test(nightly, suite_backends_are_the_built_ones)
+{
+    char p[400], built[64], want[256];
+    snprintf(p, sizeof p, "%s/cl.suite", tmpdir);
+    spit(p, "[suite]\nkernels = gemm_new\nbackends = opencl\n");
+    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    snprintf(built, sizeof built, "%s", peat_backend_list());
+    char padded[80];
+    snprintf(padded, sizeof padded, ",%s,", built);
+    peat_ci_result *res = calloc(1, sizeof *res);
+    cr_assert_not_null(res);
+    peat_status st = peat_nightly_ci_plan(p, NULL, res);
+    if (strstr(padded, ",opencl,")) {
+        cr_assert_eq(st, PEAT_OK, "an opencl suite where opencl is built (%s): %s", built,
+                     peat_error_last());
+        cr_assert_eq(res->n_items, 1, "gemm_new on opencl, its first flow: %d items", res->n_items);
+        cr_assert_str_eq(res->items[0].backend, "opencl", "the item runs on the listed backend");
+        cr_assert_str_eq(res->items[0].dir, "items/gemm_new-mlp-opencl");
+    } else {
+        cr_assert_neq(st, PEAT_OK, "an opencl suite where only %s is built", built);
+        snprintf(want, sizeof want,
+                 "cl.suite:2: backend 'opencl' is not built in (this build has: "
+                 "auto, %s;",
+                 built);
+        cr_assert(strstr(peat_error_last(), want), "the error names the built backends: %s",
+                  peat_error_last());
+    }
+    peat_nightly_ci_result_free(res);
+    free(res);
+    /* a backend no build has: refused before anything runs, in one line naming the built ones
+     * (at the line of the kernel it was listed for) */
+    spit(p, "[suite]\nkernels = gemm_new\nbackends = cpu, vulkan\n");
+    cr_assert_eq(sh("%s ci %s --out %s/o", PEAT_TEST_BIN, p, tmpdir), 2, "%s", err_buf);
+    cr_assert_eq(count_lines(err_buf), 1, "one line: %s", err_buf);
+    snprintf(want, sizeof want,
+             "cl.suite:2: backend 'vulkan' is not built in (this build has: auto, %s; "
+             "docs/devices.md)",
+             built);
+    cr_assert(strstr(err_buf, want), "wanted \"%s\" in: %s", want, err_buf);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/o/items/gemm_new-mlp-cpu", tmpdir);
+    cr_assert_neq(stat(p, &sb), 0, "nothing may run when a backend is refused");
 }
 
 /* ---- JSON reader ---- */
