@@ -341,6 +341,26 @@ static size_t layout_bytes(const ctl_block *c)
     return n;
 }
 
+/* c's tensors mapped into a set of vc (a free one or the least recently used); NULL with errno
+ * when a mapping failed (nothing of that set kept). */
+static views *views_map_new(const ctl_block *c, int fd, view_cache *vc)
+{
+    views *v = cache_victim(vc, layout_bytes(c));
+    for (int i = 0; i < c->n_in + c->n_out; i++) {
+        const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
+        if (s->present && !(v->data[i] = view_map(v, s, fd, i < c->n_in ? -1 : i - c->n_in))) {
+            int e = errno;
+            views_unmap(v);
+            errno = e;
+            return NULL;
+        }
+    }
+    v->n_in = c->n_in, v->n_out = c->n_out, v->valid = 1;
+    memcpy(v->in, c->in, sizeof v->in);
+    memcpy(v->out, c->out, sizeof v->out);
+    return v;
+}
+
 /* The request's tensors in the child: the mappings kept for its layout (their guard regions made
  * inaccessible again if the fault handler opened a page of one), new ones otherwise; run gets the
  * request's params and tensors. NULL when a mapping failed (nothing of that set kept). */
@@ -356,19 +376,13 @@ static views *views_map(const ctl_block *c, int fd, view_cache *vc, peat_args *r
     views *v = NULL;
     for (int i = 0; i < VC_SETS && !v; i++)
         if (views_same(&vc->set[i], c)) v = &vc->set[i];
-    if (!v) {
-        v = cache_victim(vc, layout_bytes(c));
-        for (int i = 0; i < c->n_in + c->n_out; i++) {
-            const slot *s = i < c->n_in ? &c->in[i] : &c->out[i - c->n_in];
-            if (s->present && !(v->data[i] = view_map(v, s, fd, i < c->n_in ? -1 : i - c->n_in))) {
-                views_unmap(v);
-                return NULL;
-            }
-        }
-        v->n_in = c->n_in, v->n_out = c->n_out, v->valid = 1;
-        memcpy(v->in, c->in, sizeof v->in);
-        memcpy(v->out, c->out, sizeof v->out);
+    if (!v) v = views_map_new(c, fd, vc);
+    if (!v && errno == ENOMEM) {
+        /* an address-space limit (ulimit -v) below VC_BYTES: the kept sets make way */
+        for (int i = 0; i < VC_SETS; i++) views_unmap(&vc->set[i]);
+        v = views_map_new(c, fd, vc);
     }
+    if (!v) return NULL;
     vc->used[v - vc->set] = ++vc->clock;
     memset(run, 0, sizeof *run);
     run->op = (peat_op_kind)c->op, run->p = c->p, run->n_in = c->n_in, run->n_out = c->n_out;

@@ -15,6 +15,7 @@
 #include "run/fi.h"
 #include "campaign/harness.h"
 #include "latency/latency_cli.h"
+#include "cli/limits.h"
 #include "cli/options.h"
 #include "inject/inject.h"
 #include "peat/backend.h"
@@ -552,12 +553,24 @@ static int streams_flushed(int rc)
 
 static int dispatch(int argc, char **argv);
 
+/* Before any library's constructor (OpenBLAS's starts its threads there): ld.so runs the
+ * executable's preinit array first (cli/limits.c). */
+static void preinit(int argc, char **argv, char **envp)
+{
+    peat_cli_limits_preinit(argc, argv, envp);
+}
+typedef void (*preinit_fn)(int, char **, char **);
+__attribute__((section(".preinit_array"), used)) static const preinit_fn preinit_entry = preinit;
+
 int main(int argc, char **argv)
 {
     /* a file size limit (ulimit -f) is then a write error (EFBIG) that is reported, not a
      * signal that ends peat without a word */
     signal(SIGXFSZ, SIG_IGN);
     if (streams_closed()) return EXIT_USAGE;
+    /* under ulimit -v, before OpenBLAS maps its buffer or a worker its guard regions: a limit
+     * refused then would be a hang (OpenBLAS retries) or an error half-way through the run */
+    if (argc > 1 && peat_cli_limits_check(argv[1])) return EXIT_USAGE;
     /* under mpirun (PEAT_MPI builds): every rank runs the command on its share of the items */
     if (peat_campaign_scale_mpi_init(&argc, &argv) != PEAT_OK) return die_status(PEAT_ERR_IO);
     int rc = streams_flushed(dispatch(argc, argv));
