@@ -62,6 +62,7 @@ typedef struct peat_campaign_opts {
     const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */
     /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
     int no_runtime;            /* skip the runtime stage */
+    int no_golden_cache;       /* train the golden profile and band here, whatever the cache has */
     const char *runtime_freq;  /* frequencies ("1" default; "1,1/10,p=0.01") */
     int runtime_band;          /* band runs R, golden included (0 = 3) */
     const char *runtime_model; /* an error model on the kernel in the loop instead of the kernel
@@ -127,6 +128,9 @@ typedef struct peat_campaign_result {
     double eval_loss, eval_accuracy; /* held-out, after training (golden) */
     int64_t n_checkpoints, n_activation_records, n_stored_records;
     double t_profile, t_playback, t_analyze, t_total;
+    /* the golden cache (campaign/golden_cache.h): "profile and band from the golden cache",
+     * "stored in the golden cache", or why it was not used */
+    char golden_cache[128];
     peat_plot_data plots; /* report.html's error histograms and heatmap (playback) */
     /* parts of playback: recomputing exact outputs and magnitudes, and the analyzer's pass (with
      * the report's plots) */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ struct peat_campaign_golden_log {
     peat_flow_t *f;    /* the flow it logs (kept: owned) */
     peat_exec_t *ex;
     int kept;
+    int restored; /* read from a saved log: its flow did not train it, so cannot train on */
 };
 
 int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
@@ -57,8 +59,9 @@ static int temp_open(const char *dir)
     return fd2;
 }
 
-peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64_t iters,
-                                          uint64_t max_bytes, peat_campaign_golden_log **out)
+/* A log of f's weight tensors, no file yet (NULL when not every weight is fp32 or there is none).
+ */
+static peat_status log_new(peat_flow_t *f, int64_t iters, peat_campaign_golden_log **out)
 {
     *out = NULL;
     peat_campaign_golden_log *g = calloc(1, sizeof *g);
@@ -82,12 +85,25 @@ peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64
         g->numel += peat_tensor_numel(t);
         f32 &= t->dtype == PEAT_DTYPE_F32;
     }
+    if (g->n_w == 0 || !f32)
+        peat_campaign_golden_log_free(g);
+    else
+        *out = g;
+    return PEAT_OK;
+}
+
+peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64_t iters,
+                                          uint64_t max_bytes, peat_campaign_golden_log **out)
+{
+    *out = NULL;
+    peat_campaign_golden_log *g = NULL;
+    PEAT_TRY(log_new(f, iters, &g));
+    if (!g) return PEAT_OK; /* no log: the runtime trains its golden run */
     const char *tmp = getenv("TMPDIR");
     uint64_t bytes = (uint64_t)g->numel * sizeof(float) * (uint64_t)g->cap;
-    if (g->n_w == 0 || !f32 || bytes > max_bytes ||
-        ((g->fd = temp_open(dir && *dir ? dir : ".")) < 0 &&
-         (g->fd = temp_open(tmp && *tmp ? tmp : "/tmp")) < 0)) {
-        peat_campaign_golden_log_free(g); /* no log: the runtime trains its golden run */
+    if (bytes > max_bytes || ((g->fd = temp_open(dir && *dir ? dir : ".")) < 0 &&
+                              (g->fd = temp_open(tmp && *tmp ? tmp : "/tmp")) < 0)) {
+        peat_campaign_golden_log_free(g);
         return PEAT_OK;
     }
     /* a log that could fill the disk would starve the campaign file beside it */
@@ -159,6 +175,11 @@ int64_t peat_campaign_golden_log_iters(const peat_campaign_golden_log *g)
     return g && g->fd >= 0 && g->kept ? g->n : 0;
 }
 
+int peat_campaign_golden_log_trains_on(const peat_campaign_golden_log *g)
+{
+    return g && !g->restored;
+}
+
 double peat_campaign_golden_log_loss(const peat_campaign_golden_log *g, int64_t t)
 {
     return g->loss[t];
@@ -217,4 +238,103 @@ void peat_campaign_golden_log_free(peat_campaign_golden_log *g)
     free(g->iov);
     free(g->loss);
     free(g);
+}
+
+/* ---- a log kept across runs (the golden cache): PATH holds the weights as the log wrote them,
+ * PATH.loss a header and the losses ---- */
+
+#define SAVED_MAGIC "PEATGLG2"
+typedef struct {
+    char magic[8];
+    int64_t n, numel;
+} saved_head;
+
+/* All of n bytes of buf at off (short transfers resumed); 0 on an error. */
+static int bytes_io(int fd, void *buf, size_t n, off_t off, int wr)
+{
+    struct iovec v = {buf, n};
+    return io_all(fd, &v, 1, off, wr);
+}
+
+/* The weights into a new file at path: the log's own file linked there when the file system
+ * allows it (an O_TMPFILE file on the same file system: no copy), else copied. */
+static int weights_save(const peat_campaign_golden_log *g, const char *path)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", g->fd);
+    size_t total = (size_t)g->n * (size_t)g->numel * sizeof(float);
+    struct stat sb;
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0) {
+        /* the log may hold room past its last iteration: the saved file is exactly the weights */
+        if (stat(path, &sb) == 0 && (size_t)sb.st_size == total) return 1;
+        unlink(path);
+        return 0;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    size_t block = (size_t)4 << 20;
+    char *buf = fd >= 0 ? malloc(block) : NULL;
+    int ok = buf != NULL;
+    for (size_t done = 0; ok && done < total; done += block) {
+        size_t m = total - done < block ? total - done : block;
+        ok = bytes_io(g->fd, buf, m, (off_t)done, 0) && bytes_io(fd, buf, m, (off_t)done, 1);
+    }
+    free(buf);
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (!ok && fd >= 0) unlink(path);
+    return ok;
+}
+
+peat_status peat_campaign_golden_log_save(const peat_campaign_golden_log *g, const char *path)
+{
+    int64_t n = peat_campaign_golden_log_iters(g);
+    if (n <= 0) return PEAT_ERROR(PEAT_ERR_INVAL, "golden log: nothing logged to save");
+    char lpath[1100];
+    snprintf(lpath, sizeof lpath, "%s.loss", path);
+    saved_head h = {SAVED_MAGIC, n, g->numel};
+    int fd = open(lpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int ok = fd >= 0 && bytes_io(fd, &h, sizeof h, 0, 1) &&
+             bytes_io(fd, g->loss, (size_t)n * sizeof *g->loss, sizeof h, 1);
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    ok = ok && weights_save(g, path);
+    return ok ? PEAT_OK
+              : PEAT_ERROR(PEAT_ERR_IO, "golden log: cannot save it as %s: %s", path,
+                           strerror(errno));
+}
+
+/* The header and losses of a saved log into g (0 when they are not a log of g's weights). */
+static int losses_read(peat_campaign_golden_log *g, const char *path)
+{
+    char lpath[1100];
+    snprintf(lpath, sizeof lpath, "%s.loss", path);
+    int fd = open(lpath, O_RDONLY | O_CLOEXEC);
+    saved_head h;
+    int ok = fd >= 0 && bytes_io(fd, &h, sizeof h, 0, 0) &&
+             !memcmp(h.magic, SAVED_MAGIC, sizeof h.magic) && h.n > 0 && h.numel == g->numel;
+    double *l = ok ? realloc(g->loss, (size_t)h.n * sizeof *l) : NULL;
+    if (l) g->loss = l, g->cap = h.n;
+    ok = ok && l && bytes_io(fd, g->loss, (size_t)h.n * sizeof *l, sizeof h, 0);
+    if (fd >= 0) close(fd);
+    if (ok) g->n = h.n;
+    return ok;
+}
+
+peat_status peat_campaign_golden_log_restore(const char *path, peat_flow_t *f, peat_exec_t *ex,
+                                             peat_campaign_golden_log **out)
+{
+    *out = NULL;
+    peat_campaign_golden_log *g = NULL;
+    PEAT_TRY(log_new(f, 1, &g));
+    struct stat sb;
+    int ok = g && losses_read(g, path) && (g->fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0 &&
+             fstat(g->fd, &sb) == 0 &&
+             (uint64_t)sb.st_size == (uint64_t)g->n * (uint64_t)g->numel * sizeof(float);
+    if (!ok) {
+        peat_campaign_golden_log_free(g); /* not kept: f and ex stay the caller's */
+        return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not a golden log of this flow", path);
+    }
+    g->restored = 1;
+    peat_child_fd_hold(g->fd);
+    peat_campaign_golden_log_keep(g, f, ex);
+    *out = g;
+    return PEAT_OK;
 }

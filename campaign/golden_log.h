@@ -33,6 +33,17 @@ void peat_campaign_golden_log_append(peat_campaign_golden_log *g, double loss);
 /* The flow that trained the log, at its last iteration, and its exec (hooks cleared): the log
  * owns both from here. */
 void peat_campaign_golden_log_keep(peat_campaign_golden_log *g, peat_flow_t *f, peat_exec_t *ex);
+/* Whether the runtime may train on from the log's last iteration: its flow trained the log
+ * (optimizer state and loss scale included). A restored log's flow did not. */
+int peat_campaign_golden_log_trains_on(const peat_campaign_golden_log *g);
+/* The logged weights into a new file at path and the losses into path.loss (files of the golden
+ * cache, campaign/golden_cache.h); the log's own file is linked there where it can be. */
+peat_status peat_campaign_golden_log_save(const peat_campaign_golden_log *g, const char *path);
+/* A saved log (peat_campaign_golden_log_save) read back, kept with f (a flow of the same config,
+ * for the tensors' names and held-out evaluations) and ex, which it owns from here (on an error
+ * they stay the caller's). */
+peat_status peat_campaign_golden_log_restore(const char *path, peat_flow_t *f, peat_exec_t *ex,
+                                             peat_campaign_golden_log **out);
 /* Iterations logged (0: none usable). */
 int64_t peat_campaign_golden_log_iters(const peat_campaign_golden_log *g);
 double peat_campaign_golden_log_loss(const peat_campaign_golden_log *g, int64_t t);

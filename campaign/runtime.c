@@ -209,8 +209,10 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
 {
     const peat_runtime_opts *o = L->o;
     m->loaded = -1;
-    if (!spec && !freq && peat_campaign_golden_log_iters(o->golden) > 0) {
-        /* the golden run: the profile's, replayed */
+    int64_t logged = peat_campaign_golden_log_iters(o->golden);
+    if (!spec && !freq && logged > 0 &&
+        (peat_campaign_golden_log_trains_on(o->golden) || L->cap <= logged)) {
+        /* the golden run: the profile's, replayed (a restored log only as far as it goes) */
         m->log = o->golden;
         m->ex = peat_campaign_golden_log_exec(o->golden);
         m->f = peat_campaign_golden_log_flow(o->golden);
@@ -301,6 +303,7 @@ static peat_status lockstep_setup(lockstep *L)
     for (int r = 0; r < R; r++, res->n_band++) {
         member *m = &L->mem[L->n];
         m->local = !L->n || peat_campaign_runtime_ranks_owner(L->n, o->n_ranks) == o->rank;
+        if (r && o->band_in) m->local = 0; /* the golden cache's */
         L->n++;
         m->run = &res->band[r];
         PEAT_TRY(
@@ -699,7 +702,8 @@ static void member_pack(peat_campaign_pack *p, const lockstep *L, int i)
     if (w) peat_campaign_pack_put(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
 }
 
-/* Rank `from`'s member into L: it must be one rank 0 left to that rank, of the same length. */
+/* Rank `from`'s member into L: it must be one rank 0 left to that rank, of the same length
+ * (from < 0: a band rerun of the golden cache). */
 static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
 {
     int32_t idx = -1;
@@ -711,23 +715,29 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
     peat_campaign_pack_get(p, &ne, sizeof ne);
     peat_campaign_pack_get(p, &w, sizeof w);
     const char *who = L->merge ? "shard" : "rank";
-    /* the golden run comes from shard 0 in a merge; from no rank (rank 0 trained it) */
-    int lo = L->merge && from == 0 ? 0 : 1;
-    if (p->err || idx < lo || idx >= L->n || L->mem[idx].local ||
-        peat_campaign_runtime_ranks_owner(idx, L->o->n_ranks) != from || n != L->res->n ||
-        ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
+    char whom[48]; /* who sent it, for the errors */
+    if (from < 0)
+        snprintf(whom, sizeof whom, "the golden cache");
+    else
+        snprintf(whom, sizeof whom, "%s %d", who, from);
+    /* the golden run comes from shard 0 in a merge; from no rank (rank 0 trained it); the cache
+     * holds band reruns only */
+    int lo = L->merge && from == 0 ? 0 : 1, hi = from < 0 ? L->res->n_band : L->n;
+    if (p->err || idx < lo || idx >= hi || L->mem[idx].local ||
+        (from >= 0 && peat_campaign_runtime_ranks_owner(idx, L->o->n_ranks) != from) ||
+        n != L->res->n || ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
-                          "%s %d sent runtime run %d of %lld iterations, not one of its own "
+                          "%s sent runtime run %d of %lld iterations, not one of its own "
                           "of %lld",
-                          who, from, (int)idx, (long long)n, (long long)L->res->n);
+                          whom, (int)idx, (long long)n, (long long)L->res->n);
     /* the band's orders follow the golden GEMM's (peat_campaign_runtime_band_order): a run
      * trained elsewhere as another order would be judged under the wrong name */
     if (strcmp(label, L->mem[idx].run->label))
         return PEAT_ERROR(PEAT_ERR_FORMAT,
-                          "%s %d trained runtime run %d as %s, here it is %s: train the %ss and "
+                          "%s trained runtime run %d as %s, here it is %s: train the %ss and "
                           "merge them on machines with the same golden GEMM (BLAS library and "
                           "CPU kind)",
-                          who, from, (int)idx, label, L->mem[idx].run->label, who);
+                          whom, (int)idx, label, L->mem[idx].run->label, who);
     member *m = &L->mem[idx];
     peat_runtime_run *r = m->run;
     peat_campaign_pack_get(p, r->loss, (size_t)n * sizeof *r->loss);
@@ -740,8 +750,7 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
     snprintf(r->ended, sizeof r->ended, "%s", peat_campaign_pack_get_str(p));
     if (w) peat_campaign_pack_get(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
     m->local = 1; /* its curves are here now */
-    return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s %d's runtime run %d is cut short", who, from,
-                               (int)idx)
+    return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s's runtime run %d is cut short", whom, (int)idx)
                   : PEAT_OK;
 }
 
@@ -1119,6 +1128,23 @@ peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_resu
     return st;
 }
 
+/* The golden cache's band reruns into L (band_in), or this lockstep's packed for it (band_out). */
+static peat_status band_cache(lockstep *L)
+{
+    const peat_runtime_opts *o = L->o;
+    if (o->band_in) {
+        peat_status st = body_take(L, o->band_in, -1);
+        return st == PEAT_OK ? st
+                             : PEAT_ERROR(st, "%s (PEAT_GOLDEN_CACHE=off trains the band here)",
+                                          peat_error_last());
+    }
+    if (!o->band_out) return PEAT_OK;
+    int32_t count = L->res->n_band - 1;
+    peat_campaign_pack_put(o->band_out, &count, sizeof count);
+    for (int i = 1; i < L->res->n_band; i++) member_pack(o->band_out, L, i);
+    return PEAT_OK; /* a pack that ran out of memory is not stored (err is set) */
+}
+
 peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -1138,6 +1164,7 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
                         o->rank);
     if (st == PEAT_OK) st = lockstep_setup(&L);
     if (st == PEAT_OK) st = lockstep_run(&L);
+    if (st == PEAT_OK) st = band_cache(&L);
     if (o->shard) { /* a shard's runs, for `peat merge` to judge */
         if (st == PEAT_OK) st = body_pack(&L, o->shard, o->rank == 0 ? 0 : 1);
     } else if (L.ranks)

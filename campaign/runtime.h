@@ -50,6 +50,10 @@ typedef struct peat_runtime_opts {
     /* the profile's golden run (NULL or empty: the golden run trains here): its logged
      * iterations replayed, trained on from its last when the runs go further */
     const struct peat_campaign_golden_log *golden;
+    /* the golden cache (golden_cache.h): band_in, the band reruns an earlier campaign of the same
+     * key trained (not trained here: their curves and distances are taken from it); band_out,
+     * where the reruns trained here are packed for the cache (NULL: neither) */
+    struct peat_campaign_pack *band_in, *band_out;
 } peat_runtime_opts;
 
 /* One run's curves. */

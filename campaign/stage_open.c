@@ -254,6 +254,14 @@ static peat_status store_create(peat_campaign *c)
     gethostname(m.host, sizeof m.host - 1);
     PEAT_TRY(peat_campaign_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
     m.exact_max_bytes = o->record_exact ? -1 : 0; /* < 0: every call's exact outputs */
+    char seed[700];
+    if (peat_campaign_golden_cache_seed(c, seed, sizeof seed)) {
+        if (peat_store_create_from(c->partial, &m, seed, &c->store) == PEAT_OK) return PEAT_OK;
+        /* a damaged or vanished entry: this campaign trains its golden work itself */
+        fprintf(stderr, "peat: golden cache: %s not used (%s)\n", seed, peat_error_last());
+        c->gcache.hit = 0;
+        unlink(c->partial);
+    }
     return peat_store_create(c->partial, &m, &c->store);
 }
 
@@ -263,5 +271,6 @@ peat_status peat_campaign_stage_open(peat_campaign *c)
     PEAT_ASSERT(c->k && c->flow, "open runs after resolve (stage order: run/pipeline.c)");
     PEAT_TRY(resolve_out_dir(c));
     policy_string(c);
+    peat_campaign_golden_cache_find(c);
     return c->o->resume ? store_resume(c) : store_create(c);
 }

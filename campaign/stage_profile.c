@@ -237,11 +237,28 @@ static void nondeterminism_say(const profile_sink *ps)
             (unsigned long long)ps->differ_id, ps->differ_what);
 }
 
+/* The profile an earlier campaign of the same key trained (golden_cache.h): the open stage
+ * copied its file; its records, results and golden log are taken from the entry. */
+static peat_status profile_from_cache(peat_campaign *c)
+{
+    if (!c->o->quiet) printf("profile: from the golden cache (%s)\n", c->gcache.dir);
+    peat_status st = peat_campaign_golden_cache_profile_take(c);
+    peat_status cst = peat_store_close(c->store);
+    c->store = NULL;
+    if (st == PEAT_OK) st = cst;
+    if (st != PEAT_OK) return st;
+    c->res->n_records = c->recs.n;
+    snprintf(c->res->golden_cache, sizeof c->res->golden_cache, "profile from the golden cache");
+    measure_input_range(c);
+    return PEAT_OK;
+}
+
 peat_status peat_campaign_stage_profile(peat_campaign *c)
 {
     PEAT_ASSERT(c->k && c->flow, "profile runs after resolve (stage order: run/pipeline.c)");
     const peat_campaign_opts *o = c->o;
     if (o->capture) return peat_campaign_capture_import(c);
+    if (c->gcache.hit) return profile_from_cache(c);
     peat_flow_config cfg = peat_campaign_flow_config(o);
     peat_profile_policy pol;
     PEAT_TRY(record_policy(c, &cfg, &pol));
@@ -273,5 +290,11 @@ peat_status peat_campaign_stage_profile(peat_campaign *c)
                           "no %s calls were recorded in flow %s (check the --record-* window)",
                           peat_op_name(c->k->op), c->flow);
     measure_input_range(c);
+    if (c->gcache.on) {
+        peat_campaign_golden_cache_profile_put(c);
+        snprintf(c->res->golden_cache, sizeof c->res->golden_cache, "stored in the golden cache");
+    } else if (c->gcache.why[0]) {
+        snprintf(c->res->golden_cache, sizeof c->res->golden_cache, "not used: %s", c->gcache.why);
+    }
     return PEAT_OK;
 }

@@ -166,6 +166,30 @@ peat_status peat_campaign_stage_runtime_merge(peat_campaign *c)
     return PEAT_OK;
 }
 
+static int band_runs(const peat_runtime_opts *ro)
+{
+    return ro->band_runs > 0 ? ro->band_runs : PEAT_RUNTIME_DEFAULT_BAND;
+}
+
+/* The golden cache's band reruns for this lockstep (golden_cache.h), or a pack to store this
+ * lockstep's in: not under a budget (the runs' length follows the clock) nor split across ranks. */
+static void band_cache_setup(peat_campaign *c, peat_runtime_opts *ro, peat_campaign_pack *in,
+                             peat_campaign_pack *out)
+{
+    if (!c->gcache.on || c->planned || ro->n_ranks > 1) return;
+    int64_t every = peat_predictor_runtime_eval_every(ro->iters);
+    if (peat_campaign_golden_cache_band_get(c, band_runs(ro), ro->iters, every, in)) {
+        ro->band_in = in;
+        snprintf(c->res->golden_cache, sizeof c->res->golden_cache,
+                 "profile and band from the golden cache");
+        if (!c->o->quiet)
+            fprintf(stdout, "peat: runtime FI: the band's %d reruns from the golden cache\n",
+                    band_runs(ro) - 1);
+    } else {
+        ro->band_out = out;
+    }
+}
+
 peat_status peat_campaign_stage_runtime(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
@@ -221,7 +245,14 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
                         peat_campaign_runtime_freqs_count(ro.freqs),
                     ro.n_ranks, ro.threads, ro.threads == 1 ? "" : "s");
     }
+    peat_campaign_pack band_in = {0}, band_out = {0};
+    band_cache_setup(c, &ro, &band_in, &band_out);
     if (st == PEAT_OK) st = peat_campaign_runtime_run_all(&ro, c->rt);
+    if (st == PEAT_OK && ro.band_out && !band_out.err)
+        peat_campaign_golden_cache_band_put(c, band_runs(&ro), ro.iters,
+                                            peat_predictor_runtime_eval_every(ro.iters), &band_out);
+    peat_campaign_pack_free(&band_in);
+    peat_campaign_pack_free(&band_out);
     peat_status cst = peat_store_close(ro.store);
     PEAT_TRY(st);
     PEAT_TRY(cst);

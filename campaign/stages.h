@@ -5,6 +5,7 @@
 #include "analyzer/analyzer.h"
 #include "core/check.h"
 #include "campaign/campaign.h"
+#include "campaign/golden_cache.h"
 #include "peat/backend.h"
 #include "predictor/predictor.h"
 #include "store/store.h"
@@ -87,6 +88,7 @@ typedef struct peat_campaign {
     /* open: the campaign file (partial until commit) and what decides its records */
     char h5[600], partial[620];
     char policy[256];
+    peat_campaign_golden_cache gcache; /* the golden work kept across runs (golden_cache.h) */
     int lock_fd;         /* flock on the output directory, held to the end (-1: none) */
     peat_store_t *store; /* open from "open" to the end of profile; later stages reopen it */
 

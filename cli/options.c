@@ -167,6 +167,10 @@ static const peat_cli_opt run_opts[] = {
      NULL},
     {"no-runtime", NULL, PEAT_CLI_FLAG, RUN(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "skip the runtime FI stage (no training-impact verdict)", NULL},
+    {"no-golden-cache", NULL, PEAT_CLI_FLAG, RUN(no_golden_cache), 0, 1, 0, NULL, NULL, NULL,
+     "train the golden profile and band in this run, neither taken from nor stored in the golden "
+     "cache ($PEAT_CACHE_DIR/golden; PEAT_GOLDEN_CACHE=off does the same)",
+     NULL},
     {"runtime-band", "R", PEAT_CLI_INT, RUN(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
      STR_OF(PEAT_RUNTIME_DEFAULT_BAND),
      "runs in the golden noise band: the golden run and R-1 reruns with `reorder`", NULL},

@@ -2,6 +2,8 @@
  * registered kernel and of the harness's own work, kept in an HDF5 cache per device. */
 #include "latency/latency.h"
 
+#include "core/cache_dir.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -203,23 +205,8 @@ peat_status peat_latency_cache_path(const char *cache_dir, const peat_pred_devic
                                     size_t n)
 {
     char dir[400];
-    const char *env = getenv("PEAT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
-               *home = getenv("HOME");
     /* the path is built in a fixed buffer: a longer one is refused, never cut */
-    const char *given = cache_dir ? cache_dir : env && env[0] ? env : NULL;
-    if (given && strlen(given) + 40 >= sizeof dir)
-        return PEAT_ERROR(
-            PEAT_ERR_INVAL,
-            "the latency cache directory is %zu bytes long: at most %zu are supported",
-            strlen(given), sizeof dir - 41);
-    if (cache_dir)
-        snprintf(dir, sizeof dir, "%s", cache_dir);
-    else if (env && env[0])
-        snprintf(dir, sizeof dir, "%s", env);
-    else if (xdg && xdg[0])
-        snprintf(dir, sizeof dir, "%s/peat", xdg);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/peat", home && home[0] ? home : "/tmp");
+    PEAT_TRY(peat_cache_dir(cache_dir, "latency cache", 40, dir, sizeof dir));
     PEAT_TRY(mkdirs(dir));
     struct stat sb; /* mkdir says EEXIST for a file of that name too */
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))

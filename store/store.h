@@ -61,6 +61,11 @@ typedef struct peat_store peat_store_t;
  * PATH.creating and linked to PATH only once it is complete, so PATH never names a half-made file.
  */
 peat_status peat_store_create(const char *path, const peat_store_meta *meta, peat_store_t **out);
+/* The same, holding from the start every complete record, state, metric and table of the campaign
+ * file seed (read only; its own metadata is not taken): a profile reused from another campaign
+ * (the golden cache, docs/hdf5-schema.md). */
+peat_status peat_store_create_from(const char *path, const peat_store_meta *meta, const char *seed,
+                                   peat_store_t **out);
 /* Opens an existing file; validates that it is HDF5, a PEAT campaign, and of this schema version,
  * else PEAT_ERR_FORMAT with a message naming the problem. A file whose writer was killed opens
  * with every completed record (an incomplete trailing record is ignored). writable: for

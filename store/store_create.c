@@ -171,6 +171,14 @@ static peat_status meta_check(const peat_store_meta *meta)
     return PEAT_OK;
 }
 
+/* The HDF5 library that writes the file, into its metadata. */
+static void hdf5_version_set(peat_store_meta *m)
+{
+    unsigned maj = 0, min = 0, rel = 0;
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(m->hdf5_version, sizeof m->hdf5_version, "%u.%u.%u", maj, min, rel);
+}
+
 static peat_status create_impl(const char *path, const peat_store_meta *meta, peat_store_t **out)
 {
     PEAT_TRY(meta_check(meta));
@@ -185,9 +193,7 @@ static peat_status create_impl(const char *path, const peat_store_meta *meta, pe
     peat_store_t *s = peat_store_new(path);
     if (!s) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
     s->meta = *meta;
-    unsigned maj = 0, min = 0, rel = 0;
-    H5get_libversion(&maj, &min, &rel);
-    snprintf(s->meta.hdf5_version, sizeof s->meta.hdf5_version, "%u.%u.%u", maj, min, rel);
+    hdf5_version_set(&s->meta);
     peat_store_settings_from_meta(s);
     s->writable = 1;
     peat_status st = peat_store_file_create(s, tmp, 1);
@@ -214,5 +220,29 @@ peat_status peat_store_create(const char *path, const peat_store_meta *meta, pea
         return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create: path or meta is NULL");
     peat_status st;
     STORE_GUARDED(st, create_impl(path, meta, out));
+    return st;
+}
+
+static peat_status create_from_impl(const char *path, const peat_store_meta *meta, const char *seed,
+                                    peat_store_t **out)
+{
+    PEAT_TRY(meta_check(meta));
+    struct stat sb;
+    if (lstat(path, &sb) == 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "%s exists; a campaign file is never overwritten", path);
+    peat_store_meta m = *meta;
+    hdf5_version_set(&m);
+    return peat_store_copy_create(path, &m, seed, out);
+}
+
+peat_status peat_store_create_from(const char *path, const peat_store_meta *meta, const char *seed,
+                                   peat_store_t **out)
+{
+    if (!out) return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create_from: out is NULL");
+    *out = NULL;
+    if (!path || !meta || !seed)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "peat_store_create_from: path, meta or seed is NULL");
+    peat_status st;
+    STORE_GUARDED(st, create_from_impl(path, meta, seed, out));
     return st;
 }

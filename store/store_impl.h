@@ -337,6 +337,9 @@ peat_status peat_store_resume_verify(peat_store_t *s, peat_store_resume_info *in
 /* store_rebuild.c: for writing a file whose writer was killed: its complete records copied into
  * a new file that replaces it (lock held on the new file, returned in *lock_fd). */
 peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd);
+/* peat_store_create_from's work: seed's complete contents into a new file at path with meta. */
+peat_status peat_store_copy_create(const char *path, const peat_store_meta *meta, const char *seed,
+                                   peat_store_t **out);
 
 /* store_tensor.c */
 /* Starts the tensors of a new record (aligns every pool's next data to a chunk boundary). */

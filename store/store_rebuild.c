@@ -180,16 +180,14 @@ static peat_status others_copy(peat_store_t *s, peat_store_t *to)
     return PEAT_OK;
 }
 
-peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
+/* A new file at tmp with meta and everything complete in s, closed and locked (*lock_fd). */
+static peat_status copy_build(peat_store_t *s, const peat_store_meta *meta, const char *tmp,
+                              int *lock_fd)
 {
-    *lock_fd = -1;
-    char tmp[1100];
-    if (snprintf(tmp, sizeof tmp, "%s.resume", s->path) >= (int)sizeof tmp)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "path too long: %s", s->path);
-    unlink(tmp); /* a resume killed before its rename leaves this behind */
+    unlink(tmp); /* a copy killed before its rename or link leaves this behind */
     peat_store_t *to = peat_store_new(tmp);
     if (!to) return PEAT_ERROR(PEAT_ERR_NOMEM, "store");
-    to->meta = s->meta;
+    to->meta = *meta;
     peat_store_settings_from_meta(to);
     to->writable = 1;
     peat_status st = peat_store_file_create(to, tmp, 0);
@@ -204,8 +202,19 @@ peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
         st = PEAT_ERROR(PEAT_ERR_IO, "%s: close failed: %s", tmp, peat_store_h5_msg());
     to->failed = 1;
     peat_store_close(to);
-    /* locked before it takes the name: no other writer can open the new file in between */
+    /* locked before it takes its name: no other writer can open the new file in between */
     if (st == PEAT_OK) st = peat_store_lock_take(tmp, lock_fd);
+    if (st != PEAT_OK) unlink(tmp);
+    return st;
+}
+
+peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
+{
+    *lock_fd = -1;
+    char tmp[1100];
+    if (snprintf(tmp, sizeof tmp, "%s.resume", s->path) >= (int)sizeof tmp)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "path too long: %s", s->path);
+    peat_status st = copy_build(s, &s->meta, tmp, lock_fd);
     if (st == PEAT_OK && rename(tmp, s->path) != 0)
         st = PEAT_ERROR(PEAT_ERR_IO, "cannot replace %s: %s", s->path, strerror(errno));
     if (st != PEAT_OK) {
@@ -214,4 +223,27 @@ peat_status peat_store_rebuild(peat_store_t *s, int *lock_fd)
         unlink(tmp);
     }
     return st;
+}
+
+peat_status peat_store_copy_create(const char *path, const peat_store_meta *meta, const char *seed,
+                                   peat_store_t **out)
+{
+    char tmp[1100];
+    if (snprintf(tmp, sizeof tmp, "%s.creating", path) >= (int)sizeof tmp)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "path too long: %s", path);
+    peat_store_t *from = NULL;
+    PEAT_TRY(peat_store_open_impl(seed, 0, -1, NULL, &from));
+    int lock_fd = -1;
+    peat_status st = copy_build(from, meta, tmp, &lock_fd);
+    peat_store_close(from);
+    /* link() refuses an existing name, so a file that appeared meanwhile is not replaced */
+    if (st == PEAT_OK && link(tmp, path) != 0)
+        st = PEAT_ERROR(PEAT_ERR_IO, "cannot create %s: %s", path,
+                        errno == EEXIST ? "it exists (created meanwhile)" : strerror(errno));
+    unlink(tmp);
+    if (st != PEAT_OK) {
+        peat_store_lock_release(lock_fd);
+        return st;
+    }
+    return peat_store_open_impl(path, 1, lock_fd, NULL, out);
 }
