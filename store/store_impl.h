@@ -200,9 +200,9 @@ void peat_store_write_failed(peat_store_t *s);
  * what HDF5 allocated would pass the file-size limit or the filesystem's free space; the store
  * is then abandoned (store_room.c). */
 peat_status peat_store_room_check(peat_store_t *s, hid_t file, const char *path);
-/* Turns HDF5's own printing of error stacks off for the calling thread: every error reaches the
- * user as one line (peat_store_h5_msg gives the innermost cause). Called before each file is
- * opened. */
+/* Called before each file is opened; does nothing: STORE_GUARDED has turned HDF5's printing of
+ * error stacks off for the call (every error reaches the user as one line, peat_store_h5_msg gives
+ * the innermost cause) and restores the handler it found, a host program's own included. */
 void peat_store_h5_quiet(void);
 /* Counts a step of the write path; calls the test hook if one is set. */
 void peat_store_step(peat_store_t *s);

@@ -88,12 +88,11 @@ static herr_t write_file(hid_t f, const peat_store_latency_meta *m,
     return e;
 }
 
-peat_status peat_store_latency_write(const char *path, const peat_store_latency_meta *m,
-                                     const peat_store_latency_row *rows, int n)
+static peat_status latency_write(const char *path, const peat_store_latency_meta *m,
+                                 const peat_store_latency_row *rows, int n)
 {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors reach the user as one line */
     errno = 0;
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (f < 0)
@@ -112,6 +111,21 @@ peat_status peat_store_latency_write(const char *path, const peat_store_latency_
         return PEAT_ERROR(PEAT_ERR_IO, "cannot rename %s to %s", tmp, path);
     }
     return PEAT_OK;
+}
+
+/* HDF5's printing is off only for the call (H5E_BEGIN_TRY saves the handler and restores it):
+ * errors reach the user as one line, and a host program's own handler (h5py's, next to the
+ * Python bridge) is left as it was. */
+peat_status peat_store_latency_write(const char *path, const peat_store_latency_meta *m,
+                                     const peat_store_latency_row *rows, int n)
+{
+    peat_status st = PEAT_OK;
+    H5E_BEGIN_TRY
+    {
+        st = latency_write(path, m, rows, n);
+    }
+    H5E_END_TRY;
+    return st;
 }
 
 static peat_status read_rows(hid_t f, const char *path, peat_store_latency_row **rows, int *n)
@@ -139,6 +153,28 @@ static peat_status read_rows(hid_t f, const char *path, peat_store_latency_row *
     return PEAT_OK;
 }
 
+static peat_status latency_read(const char *path, peat_store_latency_meta *m,
+                                peat_store_latency_row **rows, int *n)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not an HDF5 file", path);
+    char format[32] = "";
+    memset(m, 0, sizeof *m);
+    herr_t e = attr_str(f, "peat_format", format, sizeof format, 0);
+    e |= attr_str(f, "key", m->key, sizeof m->key, 0);
+    e |= attr_str(f, "device", m->device, sizeof m->device, 0);
+    e |= attr_str(f, "peat_version", m->peat_version, sizeof m->peat_version, 0);
+    hid_t a = H5Aopen(f, "cost_s", H5P_DEFAULT);
+    e |= a < 0 ? -1 : H5Aread(a, H5T_NATIVE_DOUBLE, &m->cost_s);
+    if (a >= 0) H5Aclose(a);
+    peat_status st = PEAT_OK;
+    if (e < 0 || strcmp(format, PEAT_STORE_LATENCY_FORMAT) != 0)
+        st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not a PEAT latency cache", path);
+    if (st == PEAT_OK) st = read_rows(f, path, rows, n);
+    H5Fclose(f);
+    return st;
+}
+
 peat_status peat_store_latency_read(const char *path, peat_store_latency_meta *m,
                                     peat_store_latency_row **rows, int *n)
 {
@@ -147,32 +183,11 @@ peat_status peat_store_latency_read(const char *path, peat_store_latency_meta *m
     FILE *probe = fopen(path, "rb");
     if (!probe) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no latency cache at %s", path);
     fclose(probe);
-    hid_t f = -1;
-    H5E_BEGIN_TRY
-    {
-        H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors reach the user as one line */
-        f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    }
-    H5E_END_TRY;
-    if (f < 0) return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not an HDF5 file", path);
-    char format[32] = "";
-    memset(m, 0, sizeof *m);
-    herr_t e = 0;
-    H5E_BEGIN_TRY
-    {
-        e = attr_str(f, "peat_format", format, sizeof format, 0);
-        e |= attr_str(f, "key", m->key, sizeof m->key, 0);
-        e |= attr_str(f, "device", m->device, sizeof m->device, 0);
-        e |= attr_str(f, "peat_version", m->peat_version, sizeof m->peat_version, 0);
-        hid_t a = H5Aopen(f, "cost_s", H5P_DEFAULT);
-        e |= a < 0 ? -1 : H5Aread(a, H5T_NATIVE_DOUBLE, &m->cost_s);
-        if (a >= 0) H5Aclose(a);
-    }
-    H5E_END_TRY;
     peat_status st = PEAT_OK;
-    if (e < 0 || strcmp(format, PEAT_STORE_LATENCY_FORMAT) != 0)
-        st = PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not a PEAT latency cache", path);
-    if (st == PEAT_OK) st = read_rows(f, path, rows, n);
-    H5Fclose(f);
+    H5E_BEGIN_TRY /* as in peat_store_latency_write: quiet for the call only */
+    {
+        st = latency_read(path, m, rows, n);
+    }
+    H5E_END_TRY;
     return st;
 }

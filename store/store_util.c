@@ -136,7 +136,10 @@ void peat_store_write_failed(peat_store_t *s)
 
 void peat_store_h5_quiet(void)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    /* Nothing to do: every caller runs inside STORE_GUARDED, whose H5E_BEGIN_TRY has turned
+     * HDF5's printing off and puts the handler it found back afterwards. Setting it off here
+     * (H5Eset_auto2(H5E_DEFAULT, NULL, NULL)) would outlive the call and silence HDF5 for a
+     * host program too (h5py next to the Python bridge). */
 }
 
 const char *peat_store_h5_msg(void)

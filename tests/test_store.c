@@ -17,6 +17,7 @@
 #include "campaign/harness.h"
 #include "store/store.h"
 #include "store/store_impl.h"
+#include "store/store_latency.h"
 #include "models/models.h"
 
 /* ---- helpers ---- */
@@ -1784,4 +1785,79 @@ Test(store, swmr_writer_creates_no_object)
     cr_assert_eq(peat_store_table_rows(t), 1);
     peat_store_table_close(t);
     cr_assert_eq(peat_store_close(s), PEAT_OK);
+}
+
+/* ---- a well-behaved library: HDF5's error handling is the host program's ---- */
+
+static int host_handler_calls;
+
+static herr_t host_handler(hid_t stack, void *client_data)
+{
+    (void)stack;
+    (void)client_data;
+    host_handler_calls++;
+    return 0;
+}
+
+/* The host's handler is still the one installed, with its client data. */
+static void expect_host_handler(H5E_auto2_t want, void *want_data, const char *after)
+{
+    H5E_auto2_t fn = NULL;
+    void *data = NULL;
+    cr_assert_geq(H5Eget_auto2(H5E_DEFAULT, &fn, &data), 0);
+    cr_assert(fn == want, "after %s: HDF5's error handler is no longer the host's", after);
+    cr_assert(data == want_data, "after %s: the handler's client data changed", after);
+}
+
+Test(store, host_hdf5_error_handler_is_left_as_the_host_set_it)
+{
+    /* before: peat_store_latency_write turned HDF5's printing off for the whole process
+     * (H5Eset_auto2(H5E_DEFAULT, NULL, NULL)), h5py's next to the Python bridge included */
+    static int host_data;
+    H5E_auto2_t old_fn = NULL;
+    void *old_data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, host_handler, &host_data);
+    host_handler_calls = 0;
+
+    peat_store_t *s = make_store(path_in("c.h5"));
+    cr_assert_eq(peat_store_metrics_append(s, 0, 1.0, 0.5), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
+    expect_host_handler(host_handler, &host_data, "creating and writing a campaign file");
+    cr_assert_eq(peat_store_close(reopen(path_in("c.h5"), 0)), PEAT_OK);
+    expect_host_handler(host_handler, &host_data, "reopening it");
+
+    FILE *f = fopen(path_in("junk.h5"), "w");
+    cr_assert_not_null(f);
+    fputs("not an HDF5 file at all\n", f);
+    fclose(f);
+    expect_format_error(path_in("junk.h5"), "junk.h5");
+    expect_host_handler(host_handler, &host_data, "refusing a non-HDF5 campaign file");
+
+    peat_store_latency_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.key, sizeof m.key, "cpu-test");
+    snprintf(m.peat_version, sizeof m.peat_version, "%s", PEAT_VERSION_STRING);
+    peat_store_latency_row row;
+    memset(&row, 0, sizeof row);
+    snprintf(row.kernel, sizeof row.kernel, "gemm_new");
+    cr_assert_eq(peat_store_latency_write(path_in("lat.h5"), &m, &row, 1), PEAT_OK, "%s",
+                 peat_error_last());
+    expect_host_handler(host_handler, &host_data, "writing a latency cache");
+    peat_store_latency_row *rows = NULL;
+    int n = 0;
+    cr_assert_eq(peat_store_latency_read(path_in("lat.h5"), &m, &rows, &n), PEAT_OK, "%s",
+                 peat_error_last());
+    free(rows);
+    cr_assert_eq(peat_store_latency_read(path_in("junk.h5"), &m, &rows, &n), PEAT_ERR_FORMAT);
+    cr_assert(!strchr(peat_error_last(), '\n'), "%s", peat_error_last());
+    cr_assert_eq(peat_store_latency_read(path_in("c.h5"), &m, &rows, &n), PEAT_ERR_FORMAT);
+    expect_host_handler(host_handler, &host_data, "reading latency caches, good and bad");
+    cr_assert_eq(peat_store_latency_write(path_in("no/such/dir/lat.h5"), &m, &row, 1), PEAT_ERR_IO);
+    expect_host_handler(host_handler, &host_data, "failing to write a latency cache");
+
+    /* the errors PEAT handled (and said in one line) were never the host's to print */
+    cr_assert_eq(host_handler_calls, 0, "the host's handler ran %d times for PEAT's own errors",
+                 host_handler_calls);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
 }
