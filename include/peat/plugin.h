@@ -3,11 +3,13 @@
  *
  * A plugin is a shared library that exports two functions:
  *
- *     int peat_plugin_abi_version(void);              // must return PEAT_PLUGIN_ABI_VERSION
+ *     int peat_plugin_abi_version(void);   // PEAT_PLUGIN_ABI_VERSION of the header built with
  *     int peat_plugin_register(const peat_plugin_host *host);   // 0 on success
  *
  * PEAT loads it with dlopen, calls peat_plugin_abi_version() first and refuses the library
- * (PEAT_ERR_ABI, one clear line) unless the number equals the host's. Only then it calls
+ * (PEAT_ERR_ABI, one clear line) unless the number is in PEAT_PLUGIN_ABI_OLDEST ..
+ * PEAT_PLUGIN_ABI_VERSION (2..4): a plugin built against an older header in that range loads
+ * through a compatibility shim (docs/plugin-abi.md, "Older plugins"). Only then it calls
  * peat_plugin_register(), in which the plugin calls host->register_kernel() once per kernel.
  * Kernels receive peat_args and must fill every output element. A "cpu" kernel gets tensors in
  * host memory. A device kernel (backend "cuda", "hip" or "opencl") gets tensors whose data are
