@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-slow.sh [CTEST ARGS]: the slow lanes CI runs after scripts/test.sh (times on 2 cores):
 #   the README's two commands in order on a fresh machine (scripts/check-fresh-configure.sh:
-#   OpenCL hidden at the first configure, built after the second; ~30 s);
+#   OpenCL hidden at the first configure, built after the second; under a minute);
 #   CUDA and HIP builds, where nvcc or hipcc is installed (compile and link only);
 #   the whole suite again under ASan+UBSan (Debug; ~20 min);
 #   a campaign under valgrind, in-process and isolated (~1 min);
