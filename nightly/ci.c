@@ -189,6 +189,7 @@ static void item_args(const peat_ci_opts *o, const peat_ci_result *res, peat_ci_
     arg(a, "--backend"), arg(a, "%s", it->backend);
     if (sk->iters) arg(a, "--iters"), arg(a, "%lld", (long long)sk->iters);
     if (sk->calls) arg(a, "--calls"), arg(a, "%lld", (long long)sk->calls);
+    if (sk->size[0]) arg(a, "--size"), arg(a, "%s", sk->size);
     if (it->plan_s > 0) arg(a, "--budget"), arg(a, "%.2fs", it->plan_s);
     arg(a, "--seed"), arg(a, "%llu", (unsigned long long)s->seed);
     for (int i = 0; i < s->n_plugins; i++) arg(a, "--plugin"), arg(a, "%s", s->plugins[i]);

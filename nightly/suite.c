@@ -314,6 +314,12 @@ static peat_status run_key(const char *key, const char *v, peat_suite_kernel *k,
     if (!strcmp(key, "iters")) return parse_i64(v, 1, 1000000, &k->iters);
     if (!strcmp(key, "calls")) return parse_i64(v, 1, 1000000, &k->calls);
     if (!strcmp(key, "budget")) return peat_nightly_duration_parse(v, &k->budget_s);
+    if (!strcmp(key, "size")) {
+        if (strcmp(v, "tiny") && strcmp(v, "small") && strcmp(v, "base"))
+            return PEAT_ERROR(PEAT_ERR_INVAL, "size '%s': tiny, small or base", v);
+        snprintf(k->size, sizeof k->size, "%s", v);
+        return PEAT_OK;
+    }
     *known = 0;
     return PEAT_OK;
 }
@@ -360,7 +366,7 @@ static peat_status suite_key(peat_suite *s, peat_suite_kernel *defaults, const c
     if (!known)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "unknown key '%s' in [suite] (name, kernels, flows, backends, iters, "
-                          "calls, seed, budget, plugin)",
+                          "calls, size, seed, budget, plugin)",
                           key);
     return PEAT_OK;
 }
@@ -381,8 +387,8 @@ static peat_status kernel_key(peat_suite *s, const char *name, const char *key, 
     PEAT_TRY(run_key(key, v, k, &known));
     if (!known)
         return PEAT_ERROR(PEAT_ERR_INVAL,
-                          "unknown key '%s' in [kernel %s] (flows, backends, iters, calls, budget, "
-                          "allow)",
+                          "unknown key '%s' in [kernel %s] (flows, backends, iters, calls, size, "
+                          "budget, allow)",
                           key, name);
     return PEAT_OK;
 }
@@ -418,6 +424,7 @@ static void inherit(peat_suite_kernel *k, const peat_suite_kernel *d)
     }
     if (!k->iters) k->iters = d->iters;
     if (!k->calls) k->calls = d->calls;
+    if (!k->size[0]) memcpy(k->size, d->size, sizeof k->size);
     if (!(k->budget_s > 0)) k->budget_s = d->budget_s;
 }
 

@@ -47,6 +47,7 @@ typedef struct peat_suite_kernel {
     char backends[PEAT_SUITE_MAX_LIST][16]; /* none: "auto" */
     int64_t iters, calls;                   /* 0: the suite's */
     double budget_s;                        /* 0: the suite's */
+    char size[8];                           /* `peat run --size` ("": the suite's, else tiny) */
 } peat_suite_kernel;
 
 typedef struct peat_suite {

@@ -37,11 +37,11 @@ static void table_of(char *dst, size_t n)
     size_t len = 0;
     dst[0] = 0;
     for (char *line = strtok(out_buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char *cut = strstr(line, "; profile "); /* the verdict line's timings */
+        if (cut) *cut = 0;
         if (!strncmp(line, "profile:", 8) || !strncmp(line, "report:", 7) ||
             strstr(line, " done in ") || strstr(line, "golden cache"))
             continue;
-        char *cut = strstr(line, "; profile "); /* the verdict line's timings */
-        if (cut) *cut = 0;
         len += (size_t)snprintf(dst + len, n - len, "%s\n", line);
         if (len >= n) break;
     }
@@ -132,7 +132,8 @@ Test(golden_cache, a_changed_seed_or_golden_kernel_is_another_key)
     cr_assert_eq(run_cached("on", "b", "--kernel gemm_new --flow mlp --seed 2"), 0, "%s", err_buf);
     cr_assert(strstr(out_buf, "from the golden cache") == NULL, "another seed hit: %s", out_buf);
     /* the plain loop in place of OpenBLAS: another golden GEMM */
-    cr_assert_eq(sh("PEAT_BLAS=0 PEAT_CACHE_DIR=%s/cache %s run --kernel gemm_new --flow mlp "
+    cr_assert_eq(sh("PEAT_BLAS=0 PEAT_GOLDEN_CACHE=on PEAT_CACHE_DIR=%s/cache %s run --kernel "
+                    "gemm_new --flow mlp "
                     "--out %s/c",
                     tmpdir, PEAT_TEST_BIN, tmpdir),
                  0, "%s", err_buf);
@@ -184,7 +185,8 @@ Test(golden_cache, the_cache_stays_under_its_limit)
         char args[128], out[16];
         snprintf(args, sizeof args, "--kernel gemm_new --flow mlp --seed %d", seed);
         snprintf(out, sizeof out, "s%d", seed);
-        cr_assert_eq(sh("PEAT_GOLDEN_CACHE_MAX_MB=1 PEAT_CACHE_DIR=%s/cache %s run %s --out %s/%s",
+        cr_assert_eq(sh("PEAT_GOLDEN_CACHE_MAX_MB=1 PEAT_GOLDEN_CACHE=on PEAT_CACHE_DIR=%s/cache "
+                        "%s run %s --out %s/%s",
                         tmpdir, PEAT_TEST_BIN, args, tmpdir, out),
                      0, "%s", err_buf);
         cr_assert_eq(entries(), 1, "%d entries under a 1 MB limit (each is larger)", entries());

@@ -85,8 +85,8 @@ Test(nightly, suite_kernel_sections_override_and_plugins_resolve)
 {
     char p[400];
     snprintf(p, sizeof p, "%s/s.suite", tmpdir);
-    spit(p, "[suite]\nkernels = a, b\niters = 5\nbudget = 2m\nplugin = libx.so\n"
-            "[kernel b]\niters = 7\nflows = mlp gpt\nallow = NOISE\n"
+    spit(p, "[suite]\nkernels = a, b\niters = 5\nbudget = 2m\nplugin = libx.so\nsize = small\n"
+            "[kernel b]\niters = 7\nflows = mlp gpt\nallow = NOISE\nsize = base\n"
             "[kernel c]\ncalls = 3\n[accept]\nallow = * TILE rows<=2\n"
             "[thresholds]\neff-bits-drop = 0.5\n");
     peat_suite s;
@@ -97,6 +97,8 @@ Test(nightly, suite_kernel_sections_override_and_plugins_resolve)
     cr_assert_eq(s.kernels[1].n_flows, 2);
     cr_assert_str_eq(s.kernels[1].flows[1], "gpt");
     cr_assert_eq(s.kernels[2].calls, 3);
+    cr_assert_str_eq(s.kernels[0].size, "small", "[suite]'s size is every kernel's");
+    cr_assert_str_eq(s.kernels[1].size, "base", "[kernel b] overrides the size");
     cr_assert_eq(s.kernels[2].budget_s, 120.0);
     cr_assert_eq(s.policy.th.eff_bits_drop, 0.5);
     cr_assert_eq(s.policy.th.max_norm_ratio, 2.0, "unset thresholds keep their defaults");
@@ -118,6 +120,7 @@ Test(nightly, bad_suite_files_give_one_line_naming_the_line)
         {"[suite]\nkernels = a\niter = 3\n", "s.suite:3: unknown key 'iter'"},
         {"[suite]\nkernels = a\niters = many\n", "s.suite:3: expected an integer"},
         {"[suite]\nkernels = a\nbudget = 3 weeks\n", "s.suite:3: bad duration"},
+        {"[suite]\nkernels = a\nsize = huge\n", "s.suite:3: size 'huge': tiny, small or base"},
         {"[suit]\nkernels = a\n", "s.suite:2: unknown section [suit]"},
         {"[suite]\nkernels a\n", "s.suite:2: expected `key = value`"},
         {"[suite]\nkernels = a\n[kernel a]\nallow = PRECISION\n", "s.suite:4: unknown finding"},
