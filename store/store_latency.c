@@ -1,6 +1,7 @@
 /* store_latency.c: the predictor's calibration cache file (public HDF5 API only): a compound
  * dataset "rows" and string/double attributes on the root. */
 #include "store/store_latency.h"
+#include "store/store_impl.h"
 #include "core/io_cause.h"
 
 #include <errno.h>
@@ -113,18 +114,16 @@ static peat_status latency_write(const char *path, const peat_store_latency_meta
     return PEAT_OK;
 }
 
-/* HDF5's printing is off only for the call (H5E_BEGIN_TRY saves the handler and restores it):
- * errors reach the user as one line, and a host program's own handler (h5py's, next to the
- * Python bridge) is left as it was. */
+/* As every entry point of the store (STORE_GUARDED): HDF5's printing is off only for the call
+ * (H5E_BEGIN_TRY saves the handler and restores it), so errors reach the user as one line and a
+ * host program's own handler (h5py's, next to the Python bridge) is left as it was; and HDF5 is
+ * told not to shut down at exit, where a file a failed write left open (a full disk) would have
+ * it print "infinite loop closing library". */
 peat_status peat_store_latency_write(const char *path, const peat_store_latency_meta *m,
                                      const peat_store_latency_row *rows, int n)
 {
     peat_status st = PEAT_OK;
-    H5E_BEGIN_TRY
-    {
-        st = latency_write(path, m, rows, n);
-    }
-    H5E_END_TRY;
+    STORE_GUARDED(st, latency_write(path, m, rows, n));
     return st;
 }
 
@@ -184,10 +183,6 @@ peat_status peat_store_latency_read(const char *path, peat_store_latency_meta *m
     if (!probe) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no latency cache at %s", path);
     fclose(probe);
     peat_status st = PEAT_OK;
-    H5E_BEGIN_TRY /* as in peat_store_latency_write: quiet for the call only */
-    {
-        st = latency_read(path, m, rows, n);
-    }
-    H5E_END_TRY;
+    STORE_GUARDED(st, latency_read(path, m, rows, n)); /* as peat_store_latency_write */
     return st;
 }
