@@ -212,8 +212,22 @@ typedef struct peat_runtime_verdict {
     int transient;          /* a note: a window before the last left its loss or accuracy bound and
                                the last window is inside (training came back; not a warning) */
     int64_t transient_iter; /* first iteration of the first such window (-1 = none) */
-    char evidence[256];     /* one sentence with the numbers */
+    double end_mean, end_bound; /* the last window's mean loss and its bound: what "inside" means */
+    double drift_end;           /* the smallest drift ratio (as wdist_ratio) over the last window */
+    int weights_out;            /* drift_end > PEAT_DETECTOR_DRIFT_FAIL: the weights end off the
+                                   honest trajectories (a candidate's DEGRADES, metric "weights") */
+    int candidate;              /* a candidate kernel in the loop, not a pseudo-error model: its
+                                   DEGRADES is FAIL unless `explained` */
+    int explained;              /* the kernel declares a narrower format, which explains the
+                                   degradation and the drift (WARN) */
+    char evidence[256];         /* one sentence with the numbers */
 } peat_runtime_verdict;
+
+/* The weight-drift test of a candidate's run (docs/fault-injection.md, "Band and verdict rules"):
+ * Markov's inequality P(X >= F) <= E[X] / F on the honest drift ratio X, E[X] <= 1, at a rate of
+ * 0.25% beside the band's 1%. */
+#define PEAT_DETECTOR_DRIFT_ALPHA 0.0025
+#define PEAT_DETECTOR_DRIFT_FAIL  (1.0 / PEAT_DETECTOR_DRIFT_ALPHA)
 
 /* Student's t quantile factor of the band test: the one-sided bound k with P(T > k) = a for T
  * ~ t with df degrees of freedom (df >= 1, 0 < a < 1). */
@@ -224,6 +238,13 @@ peat_status peat_detector_runtime_judge(const peat_runtime_band *b, const peat_r
 const char *peat_detector_runtime_class_name(peat_runtime_class c);
 /* EQUIVALENT -> PASS, DEGRADES -> WARN, DIVERGES and DUE -> FAIL. */
 peat_acceptance peat_detector_runtime_acceptance(peat_runtime_class c);
+/* A candidate kernel's run (not a pseudo-error model, whose DEGRADES is the measured answer):
+ * weights that end beyond PEAT_DETECTOR_DRIFT_FAIL x the honest reruns' drift make an equivalent
+ * run DEGRADES (metric "weights"), and its DEGRADES is FAIL unless `declared` (the kernel declares
+ * a narrower input, accumulation or output format than fp32) explains it: WARN. */
+void peat_detector_runtime_candidate(peat_runtime_verdict *v, int declared);
+/* The acceptance of a judged run: by class, and a candidate's unexplained DEGRADES is FAIL. */
+peat_acceptance peat_detector_runtime_verdict_acceptance(const peat_runtime_verdict *v);
 /* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */
 peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const char *run,
                                            int64_t swapped);
