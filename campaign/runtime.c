@@ -233,8 +233,8 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
         s.layers = o->layers;
     }
     if (freq && o->candidate) {
-        PEAT_TRY(peat_campaign_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &s,
-                                                  &m->call));
+        PEAT_TRY(peat_campaign_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s,
+                                                  &o->shadow, &s, &m->call));
     } else {
         PEAT_TRY(peat_inject_model_parse(spec, &m->m));
         m->sw.m = m->m;
@@ -275,6 +275,7 @@ static void iters_set(lockstep *L, int64_t iters)
     peat_runtime_result *res = L->res;
     L->iters = res->n = iters;
     res->n_eval = 0;
+    for (int i = 0; i < L->n; i++) peat_campaign_runtime_call_last_iter(L->mem[i].call, iters - 1);
     for (int64_t t = 0; t < iters; t++)
         if ((t + 1) % L->every == 0 || t == iters - 1) res->eval_iter[res->n_eval++] = t;
 }
@@ -327,6 +328,7 @@ static peat_status lockstep_setup(lockstep *L)
         if (m->local) PEAT_TRY(member_setup(L, m, o->model, t));
     }
     PEAT_TRY(weights_find(L));
+    iters_set(L, L->iters); /* the candidates' calls now exist: their last iteration */
     for (int i = 1; i < L->n; i++) {
         /* rank 0 receives the other ranks' distances; those ranks keep only their own */
         if (!L->mem[i].local && o->rank != 0 && !L->merge) continue;
@@ -647,8 +649,11 @@ static peat_status lockstep_run(lockstep *L)
     pthread_barrier_destroy(&sh.bar);
     pthread_cond_destroy(&sh.go);
     pthread_mutex_destroy(&sh.mu);
-    for (int i = 0; i < L->n; i++)
-        if (L->mem[i].local) L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
+    for (int i = 0; i < L->n; i++) {
+        if (!L->mem[i].local) continue;
+        L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
+        peat_campaign_runtime_call_shadow(L->mem[i].call, &L->mem[i].run->shadow);
+    }
     return sh.st;
 }
 
@@ -659,7 +664,17 @@ static peat_runtime_curve curve_of(const peat_runtime_result *res, const peat_ru
     return c;
 }
 
-static peat_status judge(peat_runtime_result *res)
+/* Whether a kernel declares a format narrower than fp32 for its inputs, accumulation or outputs
+ * (bf16, fp16: what explains a candidate's degradation, detector.h). */
+static int declares_narrow(const peat_kernel *k)
+{
+    const peat_dtype d[3] = {k->in_dtype, k->acc_dtype, k->out_dtype};
+    for (int i = 0; i < 3; i++)
+        if (d[i] == PEAT_DTYPE_BF16 || d[i] == PEAT_DTYPE_F16) return 1;
+    return 0;
+}
+
+static peat_status judge(const peat_runtime_opts *o, peat_runtime_result *res)
 {
     peat_runtime_curve m[PEAT_RUNTIME_MAX_BAND];
     for (int r = 0; r < res->n_band; r++) m[r] = curve_of(res, &res->band[r]);
@@ -667,6 +682,8 @@ static peat_status judge(peat_runtime_result *res)
     for (int j = 0; j < res->n_faulty; j++) {
         peat_runtime_curve c = curve_of(res, &res->faulty[j]);
         PEAT_TRY(peat_detector_runtime_judge(&res->b, &c, &res->verdict[j]));
+        if (o->candidate)
+            peat_detector_runtime_candidate(&res->verdict[j], declares_narrow(o->candidate));
         const peat_runtime_run *r = &res->faulty[j];
         if (r->ended_iter < 0) continue;
         /* the run never finished: what its call did is the verdict, not its curves */
@@ -1169,7 +1186,7 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
         if (st == PEAT_OK) st = body_pack(&L, o->shard, o->rank == 0 ? 0 : 1);
     } else if (L.ranks)
         st = ranks_exchange(&L, st);
-    if (st == PEAT_OK && o->rank == 0 && !o->shard) st = judge(res);
+    if (st == PEAT_OK && o->rank == 0 && !o->shard) st = judge(o, res);
     if (st == PEAT_OK && o->store) st = store_all(&L, &tabs);
     tables_close(&tabs);
     lockstep_free(&L);
@@ -1210,12 +1227,52 @@ peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, peat_campaig
     if (st == PEAT_OK) st = lockstep_setup(&L);
     L.mem[0].local = 0;
     if (st == PEAT_OK) st = shards_take(&L, bodies, n);
-    if (st == PEAT_OK) st = judge(res);
+    if (st == PEAT_OK) st = judge(o, res);
     if (st == PEAT_OK) st = store_all(&L, &tabs);
     tables_close(&tabs);
     lockstep_free(&L);
     res->t_total = peat_campaign_now() - t0;
     return st;
+}
+
+int peat_campaign_runtime_shadow_finding(const peat_runtime_run *r, peat_finding *f)
+{
+    const peat_runtime_shadow *s = &r->shadow;
+    if (!s->on || s->bad < 1) return 0;
+    memset(f, 0, sizeof *f);
+    f->cls = PEAT_FIND_OUT_OF_BOUND;
+    f->confidence = 1.0;
+    f->accept = PEAT_ACCEPT_FAIL;
+    snprintf(f->params, sizeof f->params, "loop_call=%lld iter=%lld", (long long)s->bad_call,
+             (long long)s->bad_iter);
+    snprintf(f->evidence[0], sizeof f->evidence[0],
+             "shadow check in the loop, %.24s: call %lld (iteration %lld, %.16s, op call %lld, "
+             "%.24s) first left its envelope: error %.3g x the bound, golden %.3g (envelope %.3g)",
+             r->label, (long long)s->bad_call, (long long)s->bad_iter,
+             s->bad_layer[0] ? s->bad_layer : "-", (long long)s->bad_op_call, s->bad_shape,
+             s->bad_cand, s->bad_gold, s->bad_env);
+    snprintf(f->evidence[1], sizeof f->evidence[1],
+             "%lld of %lld checked calls out of the envelope (%lld calls made, %lld against the "
+             "exact result)",
+             (long long)s->bad, (long long)s->checked, (long long)s->calls, (long long)s->exact);
+    f->n_evidence = 2;
+    return 1;
+}
+
+/* One line of a run's shadow check. */
+static void shadow_print(FILE *f, const peat_runtime_run *r)
+{
+    const peat_runtime_shadow *s = &r->shadow;
+    if (!s->on) return;
+    peat_finding fd;
+    if (peat_campaign_runtime_shadow_finding(r, &fd)) {
+        fprintf(f, "  - %s\n", fd.evidence[0]);
+        return;
+    }
+    fprintf(f,
+            "  - shadow check: %lld of %lld calls checked (%lld against the exact result), none "
+            "out of the envelope (%.2f s)\n",
+            (long long)s->checked, (long long)s->calls, (long long)s->exact, s->seconds);
 }
 
 void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r)
@@ -1232,5 +1289,6 @@ void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r)
                 (long long)r->faulty[j].swapped, peat_detector_runtime_class_name(v->cls),
                 (long long)v->iter, v->final_loss, band, v->wdist_ratio);
         fprintf(f, "  - %s\n", v->evidence);
+        shadow_print(f, &r->faulty[j]);
     }
 }

@@ -3,6 +3,7 @@
 #ifndef PEAT_HARNESS_RUNTIME_H
 #define PEAT_HARNESS_RUNTIME_H
 
+#include "campaign/runtime_call.h"
 #include "detector/detector.h"
 #include "models/models.h"
 #include "store/store.h"
@@ -17,9 +18,13 @@ typedef struct peat_runtime_opts {
     peat_flow_config cfg; /* the profiled flow's config (seed, sizes, optimizer) */
     int64_t iters;
     peat_op_kind op;
-    const peat_kernel *candidate;    /* the faulty computation: a kernel ... */
-    int isolate;                     /* ... called through the isolated worker (else in-process) */
-    double kernel_timeout_s;         /* per candidate call (0 = none) */
+    const peat_kernel *candidate; /* the faulty computation: a kernel ... */
+    int isolate;                  /* ... called through the isolated worker (else in-process) */
+    double kernel_timeout_s;      /* per candidate call (0 = none) */
+    /* the shadow check of the candidate's calls (runtime_call.h; a candidate kernel only):
+     * on, its schedule (0: the defaults) and the candidate's largest error / bound on the
+     * playback's fresh calls (self_norm; 0 when unknown) */
+    peat_runtime_shadow shadow;
     const char *model;               /* ... or a pseudo-error model spec on the golden kernel */
     const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
     uint64_t model_seed;
@@ -62,11 +67,13 @@ typedef struct peat_runtime_run {
     char freq[32];  /* faulty runs: the frequency */
     double *loss, *wdist, *eval_acc;
     int64_t *nonfinite;
-    int64_t first_nonfinite; /* -1 if none */
-    int64_t swapped;         /* calls the faulty computation ran */
-    int64_t ended_iter;      /* the candidate crashed, hung, exited or wrote astray here: the
-                                run stopped (verdict DUE); -1 if not */
-    char ended[256];         /* why, one line */
+    int64_t first_nonfinite;    /* -1 if none */
+    int64_t swapped;            /* calls the faulty computation ran */
+    int64_t ended_iter;         /* the candidate crashed, hung, exited or wrote astray here: the
+                                   run stopped (verdict DUE); -1 if not */
+    char ended[256];            /* why, one line */
+    peat_runtime_shadow shadow; /* faulty runs of a candidate: the shadow check's tally (not
+                                   carried across MPI ranks or run shards) */
 } peat_runtime_run;
 
 typedef struct peat_runtime_result {
@@ -116,6 +123,9 @@ peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_resu
  * the others wait: the distance of its weights from the golden run's, tensor by tensor (here f's
  * weights against themselves: the same passes). The planner adds it to every iteration. */
 double peat_campaign_runtime_distance_s(peat_flow_t *f);
+/* The shadow check's finding of a faulty run (OUT_OF_BOUND, FAIL: a call in the loop whose error
+ * left its envelope, docs/fault-injection.md "The shadow check"): 1 and *f when it has one. */
+int peat_campaign_runtime_shadow_finding(const peat_runtime_run *r, peat_finding *f);
 /* Terminal lines: one per frequency, verdict with its numbers. */
 void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r);
 

@@ -19,18 +19,20 @@ static void findings_add(const peat_finding_sources *base, peat_campaign_result 
 {
     int cap = (int)(sizeof res->findings / sizeof res->findings[0]);
     enum { MAXRT = (int)(sizeof res->runtime / sizeof res->runtime[0]) };
-    peat_finding runtime[MAXRT];
+    peat_finding runtime[2 * MAXRT]; /* each run's shadow finding, then its training impact */
+    int n = 0;
     res->n_runtime = rt->n_faulty;
     res->runtime_band = rt->n_band;
     for (int j = 0; j < rt->n_faulty; j++) {
         snprintf(res->runtime_run[j], sizeof res->runtime_run[j], "%s", rt->faulty[j].label);
         res->runtime[j] = rt->verdict[j];
         res->runtime_swapped[j] = rt->faulty[j].swapped;
-        runtime[j] = peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label,
-                                                   rt->faulty[j].swapped);
+        n += peat_campaign_runtime_shadow_finding(&rt->faulty[j], &runtime[n]);
+        runtime[n++] = peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label,
+                                                     rt->faulty[j].swapped);
     }
     peat_finding_sources src = *base;
-    src.runtime = runtime, src.n_runtime = rt->n_faulty;
+    src.runtime = runtime, src.n_runtime = n;
     res->n_findings = peat_detector_assemble(&src, res->findings, cap);
     res->verdict = peat_detector_verdict(res->findings, res->n_findings);
 }
@@ -61,6 +63,11 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
     }
     /* the candidate trains inside a worker of its own: what it does cannot take peat down */
     ro->isolate = o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    /* a candidate kernel's calls are checked in the loop against the op's bound, beside the
+     * golden's (runtime_call.h); a kernel beyond the bound on the playback's fresh calls is held
+     * to its own error there. CPU kernels: a device kernel's golden is the device library. */
+    ro->shadow.on = !o->runtime_model && strcmp(c->k->backend, "cpu") == 0;
+    ro->shadow.self_norm = c->res->cand.max_norm;
     ro->kernel_timeout_s = o->kernel_timeout_s;
     ro->freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
     ro->band_runs = o->runtime_band;
@@ -257,6 +264,15 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
     PEAT_TRY(st);
     PEAT_TRY(cst);
     c->res->runtime_iters = c->rt->n;
+    for (int j = 0; j < c->rt->n_faulty && !o->quiet; j++) {
+        const peat_runtime_shadow *s = &c->rt->faulty[j].shadow;
+        if (s->on)
+            fprintf(stdout,
+                    "peat: runtime FI: shadow check of %s: %lld of %lld calls checked (%lld "
+                    "against the exact result), %lld out of the envelope\n",
+                    c->rt->faulty[j].label, (long long)s->checked, (long long)s->calls,
+                    (long long)s->exact, (long long)s->bad);
+    }
     findings_add(&c->find, c->res, c->rt);
     c->res->rt = c->rt;
     return PEAT_OK;
