@@ -1,6 +1,7 @@
 /* bench_band.c: the runtime band's measured false-alarm rate (honest reorder runs judged against
- * the band, one fresh training seed each) per flow, and its detection rate on the zoo's defects
- * that change training (docs/fault-injection.md, "band and verdict rules"). */
+ * the band, one fresh training seed each) per flow, the candidate loop rule's (drift included),
+ * its detection rate on the zoo's defects that change training, and the shadow check's cost
+ * (--shadow: the stage with and without it; docs/fault-injection.md). */
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
 #include "campaign/runtime.h"
@@ -31,6 +32,7 @@ typedef struct bench_opts {
     int extra;    /* also judge the band reruns past R (every order in the band list) */
     const char *zoo, *manifest;
     const char *curves; /* --curves FILE: every run's curves appended as TSV (evidence) */
+    int shadow;         /* --shadow: the stage's time with and without the shadow check */
 } bench_opts;
 
 static void usage(void)
@@ -38,15 +40,15 @@ static void usage(void)
     fprintf(stderr, "usage: bench_band [--flows mlp,cnn,gpt,gpt_unfused] [--seeds N (20)] "
                     "[--iters N (flow default)] [--width N] [--band R (3)] "
                     "[--seed0 S (0)] [--max-seconds T] [--extra] [--zoo LIB --manifest TSV] "
-                    "[--curves FILE]\n");
+                    "[--curves FILE] [--shadow]\n");
 }
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, 0, NULL, NULL, NULL};
+    *o = (bench_opts){"mlp,cnn,gpt,gpt_unfused", 20, 0, 0, 3, 0, 0, 0, NULL, NULL, NULL, 0};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--extra")) {
-            o->extra = 1;
+        if (!strcmp(argv[i], "--extra") || !strcmp(argv[i], "--shadow")) {
+            *(argv[i][2] == 'e' ? &o->extra : &o->shadow) = 1;
             continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -115,6 +117,7 @@ static peat_runtime_curve curve(const peat_runtime_result *r, const peat_runtime
 
 typedef struct tally {
     int judged, alarms, drift, transient, stat, seeds, seeds_alarm;
+    int loop; /* judged as a candidate kernel would be: FAIL by the loop rule (drift included) */
     double worst;
 } tally;
 
@@ -123,6 +126,9 @@ static void count(tally *t, const peat_runtime_verdict *v, const peat_runtime_ba
 {
     t->judged++;
     t->alarms += v->cls != PEAT_RUNTIME_EQUIVALENT;
+    peat_runtime_verdict cand = *v; /* the same run as a candidate fp32 kernel's */
+    peat_detector_runtime_candidate(&cand, 0);
+    t->loop += peat_detector_runtime_verdict_acceptance(&cand) == PEAT_ACCEPT_FAIL;
     t->drift += v->drift;
     t->transient += v->transient;
     t->stat += v->loss_t > b->loss_k;
@@ -192,7 +198,7 @@ static void write_curves(const bench_opts *b, const peat_runtime_result *r, cons
 /* One flow's honest runs: false alarms (DEGRADES or DIVERGES) and drift notes. */
 static int honest_flow(const bench_opts *b, const char *flow)
 {
-    tally t = {0, 0, 0, 0, 0, 0, 0, -INFINITY};
+    tally t = {0, 0, 0, 0, 0, 0, 0, 0, -INFINITY};
     double t0 = peat_campaign_now();
     for (int s = b->seed0; s < b->seed0 + b->seeds; s++) {
         if (b->max_s > 0 && peat_campaign_now() - t0 > b->max_s) break;
@@ -217,13 +223,15 @@ static int honest_flow(const bench_opts *b, const char *flow)
         peat_campaign_runtime_result_free(&r);
     }
     if (t.seeds == 0) return printf("| %-11s | no seed within --max-seconds |\n", flow), 0;
-    double lo, hi;
+    double lo, hi, llo, lhi;
     wilson(t.alarms, t.judged, &lo, &hi);
+    wilson(t.loop, t.judged, &llo, &lhi);
     printf("| %-11s | %6lld | %5d | %5d | %6d | %6d | %5.1f%% [%4.1f, %4.1f] | %5d | %10d | %5d "
-           "| %9d | %+9.2f%% |\n",
+           "| %9d | %+9.2f%% | %4d | %5.1f%% [%4.1f, %4.1f] |\n",
            flow, (long long)(b->iters > 0 ? b->iters : peat_campaign_default_iters(flow)), b->width,
            t.seeds, t.judged, t.alarms, 100.0 * t.alarms / t.judged, 100 * lo, 100 * hi,
-           t.seeds_alarm, t.stat, t.drift, t.transient, 100 * t.worst);
+           t.seeds_alarm, t.stat, t.drift, t.transient, 100 * t.worst, t.loop,
+           100.0 * t.loop / t.judged, 100 * llo, 100 * lhi);
     fflush(stdout);
     return 0;
 }
@@ -277,6 +285,49 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
     return 0;
 }
 
+/* --shadow: one flow's runtime stage with gemm_new in the loop (isolated, as `peat run`), the
+ * shadow check off and on, the best of three each (wall seconds; the shared machine's noise). */
+static int shadow_flow(const bench_opts *b, const char *flow)
+{
+    double best[2] = {INFINITY, INFINITY};
+    peat_runtime_shadow sh;
+    memset(&sh, 0, sizeof sh);
+    for (int rep = 0; rep < 3; rep++)
+        for (int on = 0; on < 2; on++) {
+            peat_runtime_opts o = run_opts(b, flow, 1);
+            o.band_runs = b->band;
+            o.candidate = peat_registry_find_on("gemm_new", "cpu");
+            o.isolate = 1, o.kernel_timeout_s = 60;
+            o.shadow.on = on;
+            peat_runtime_result r;
+            if (peat_campaign_runtime_run_all(&o, &r) != PEAT_OK)
+                return fprintf(stderr, "bench_band: %s: %s\n", flow, peat_error_last()), -1;
+            if (r.t_total < best[on]) best[on] = r.t_total;
+            if (on) sh = r.faulty[0].shadow;
+            peat_campaign_runtime_result_free(&r);
+        }
+    printf("| %-11s | %6lld | %8.2f | %8.2f | %5.2f | %6lld | %7lld | %6lld | %4lld | %7.2f |\n",
+           flow, (long long)(b->iters > 0 ? b->iters : peat_campaign_default_iters(flow)), best[0],
+           best[1], best[1] / best[0], (long long)sh.calls, (long long)sh.checked,
+           (long long)sh.exact, (long long)sh.bad, sh.seconds);
+    fflush(stdout);
+    return 0;
+}
+
+static int shadow_table(const bench_opts *b)
+{
+    printf("## the shadow check's cost: the runtime stage with gemm_new in the loop (R = %d)\n\n"
+           "| flow        |  iters | stage s  | +shadow  | ratio |  calls | checked |  exact "
+           "|  bad | check s |\n|---|---|---|---|---|---|---|---|---|---|\n",
+           b->band);
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", b->flows);
+    char *save = NULL;
+    for (char *fl = strtok_r(buf, ",", &save); fl; fl = strtok_r(NULL, ",", &save))
+        if (shadow_flow(b, fl)) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_opts b;
@@ -284,6 +335,7 @@ int main(int argc, char **argv)
     if (peat_campaign_builtin_init() != PEAT_OK) return 1;
     if (b.zoo && peat_plugin_load(b.zoo, NULL) != PEAT_OK)
         return fprintf(stderr, "bench_band: %s\n", peat_error_last()), 1;
+    if (b.shadow) return shadow_table(&b);
     printf("## runtime band: false alarms on honest runs (R = %d, alpha = 1%% per run)\n\n",
            b.band);
     printf("Each seed: a fresh training seed, the band (golden + %d reorder reruns) and %s in the "
@@ -292,8 +344,9 @@ int main(int argc, char **argv)
            b.extra ? "every later order of the band list plus one more honest GEMM order"
                    : "one more honest GEMM order");
     printf("| flow        |  iters | width | seeds | judged | alarms | rate [95%% Wilson]    | "
-           "seeds w/ alarm | t > k only | drift | transient | max loss ex |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "seeds w/ alarm | t > k only | drift | transient | max loss ex | loop FAIL | loop rate "
+           "[95%% Wilson] |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     char buf[128];
     snprintf(buf, sizeof buf, "%s", b.flows);
     char *save = NULL;
