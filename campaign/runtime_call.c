@@ -15,12 +15,14 @@
 
 /* The shadow check (docs/fault-injection.md, "The shadow check"; none of these was fitted to a
  * test or a kernel):
- * - SHADOW_FIRST: every call of the first 1000 of a run is checked. What playback cannot see
+ * - SHADOW_FIRST: every call of the first 400 of a run is checked. What playback cannot see
  *   (each recorded call runs in a fresh process) starts after some calls: a warm-up that switches
- *   precision, a cache that fills; 1000 calls are 108 iterations of mlp, 22 of gpt.
- * - SHADOW_EVERY: after them every 8th call, and every call of the last iteration (where the run
+ *   precision, a cache that fills; 400 calls are 43 iterations of mlp, 11 of gpt.
+ * - SHADOW_EVERY: after them every 16th call, and every call of the last iteration (where the run
  *   ends: a defect that starts late is still named); the cost is the golden kernel once per
  *   checked call, the exact result only on the calls the cheap threshold below cannot clear.
+ *   Both are set by the cost goal, at most +50% on the runtime stage (bench_band --shadow: 1000
+ *   and every 8th cost gpt +76%, mostly the exact GEMM and its magnitudes).
  * - PEAT_SHADOW_FACTOR 2: a call is bad when its largest error over the bound exceeds twice the
  *   golden's own on the same call, or twice the bound itself (every honest summation order stays
  *   within 1: docs/bounds.md). The detector's envelope for a golden beyond the bound is twice its
@@ -34,8 +36,8 @@
  *   candidate is within one bound of the golden (|g| <= (1 + 4 gamma) mag while the golden is
  *   within 4 bounds), so its error is at most the golden's plus one bound, inside the envelope:
  *   the exact result is not needed. */
-#define SHADOW_FIRST            1000
-#define SHADOW_EVERY            8
+#define SHADOW_FIRST            400
+#define SHADOW_EVERY            16
 #define PEAT_SHADOW_FACTOR      2.0
 #define PEAT_SHADOW_SELF_FACTOR 16.0
 #define SHADOW_GOLD_SLACK       4.0

@@ -128,6 +128,7 @@ Test(shadow, names_the_first_bad_call_of_a_time_bomb)
     char want[32];
     snprintf(want, sizeof want, "call %d (iteration", BOMB_AT);
     cr_assert(strstr(f.evidence[0], want), "%s", f.evidence[0]);
+    cr_log_info("%s", f.evidence[0]);
     cr_assert(strstr(f.evidence[0], "fc") || strstr(f.evidence[0], "x"), "%s", f.evidence[0]);
     peat_campaign_runtime_result_free(&r);
 }
