@@ -5,6 +5,7 @@
 #include "detector/detector.h"
 #include "campaign/harness.h"
 #include "campaign/runtime.h"
+#include "campaign/runtime_call.h"
 #include "inject/inject.h"
 #include "store/store.h"
 
@@ -26,7 +27,7 @@ int64_t peat_pyapi_struct_size(int which)
     case 1:
         return (int64_t)sizeof(peat_tensor);
     case 2:
-        return (int64_t)sizeof(peat_runtime_verdict);
+        return (int64_t)sizeof(peat_pyapi_verdict);
     default:
         return -1;
     }
@@ -231,16 +232,56 @@ const char *peat_pyapi_runtime_class_name(int cls)
     return peat_detector_runtime_class_name((peat_runtime_class)cls);
 }
 
+const char *peat_pyapi_accept_name(int accept)
+{
+    return peat_detector_acceptance_name((peat_acceptance)accept);
+}
+
+/* Whether a kernel declares a format narrower than fp32 for its inputs, accumulation or outputs
+ * (what explains a candidate's degradation: peat_detector_runtime_candidate). */
+static int declares_narrow(const peat_kernel *k)
+{
+    const peat_dtype d[3] = {k->in_dtype, k->acc_dtype, k->out_dtype};
+    for (int i = 0; i < 3; i++)
+        if (d[i] == PEAT_DTYPE_BF16 || d[i] == PEAT_DTYPE_F16) return 1;
+    return 0;
+}
+
+/* The detector's verdict of a run, the candidate's rules applied when kernel names one. */
+static peat_status verdict_of(const peat_runtime_band *b, const peat_runtime_curve *c,
+                              const char *kernel, peat_pyapi_verdict *out)
+{
+    peat_runtime_verdict v;
+    PEAT_TRY(peat_detector_runtime_judge(b, c, &v));
+    if (kernel) {
+        const peat_kernel *k = peat_registry_find_on(kernel, "cpu");
+        if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU kernel named '%s'", kernel);
+        peat_detector_runtime_candidate(&v, declares_narrow(k));
+    }
+    memset(out, 0, sizeof *out);
+    out->cls = (int32_t)v.cls;
+    out->accept = (int32_t)peat_detector_runtime_verdict_acceptance(&v);
+    out->iter = v.iter;
+    out->final_loss = v.final_loss, out->band_lo = v.band_lo, out->band_hi = v.band_hi;
+    out->end_mean = v.end_mean, out->end_bound = v.end_bound;
+    out->wdist_ratio = v.wdist_ratio, out->drift_end = v.drift_end;
+    snprintf(out->metric, sizeof out->metric, "%s", v.metric);
+    snprintf(out->evidence, sizeof out->evidence, "%s", v.evidence);
+    return PEAT_OK;
+}
+
 peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
                                      const double *band_wdist, int64_t n_eval,
                                      const int64_t *eval_iter, const double *band_acc,
                                      const double *loss, const double *wdist,
-                                     const int64_t *nonfinite, const double *acc, void *v)
+                                     const int64_t *nonfinite, const double *acc,
+                                     const char *kernel, peat_pyapi_verdict *v)
 {
     if (R < 2 || R > PEAT_RUNTIME_MAX_BAND || n < 1 || n_eval < 0 || !band_loss || !loss || !v ||
         (n_eval > 0 && (!band_acc || !acc)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime_judge: %d band runs of %lld iterations", R,
                           (long long)n);
+    PEAT_TRY(peat_campaign_builtin_init());
     peat_runtime_curve m[PEAT_RUNTIME_MAX_BAND];
     for (int r = 0; r < R; r++) {
         m[r] = (peat_runtime_curve){.n = n,
@@ -259,7 +300,55 @@ peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
                             .n_eval = n_eval,
                             .eval_acc = acc,
                             .eval_iter = n_eval ? eval_iter : NULL};
-    peat_status st = peat_detector_runtime_judge(&b, &c, v);
+    peat_status st = verdict_of(&b, &c, kernel, v);
     peat_detector_band_free(&b);
     return st;
+}
+
+/* The trusted op's outputs (torch's, held in self->user) as the shadow check's golden kernel
+ * computes them: widened to the f32 outputs it is given. */
+static peat_status given_outputs(const peat_args *a, const peat_kernel *self)
+{
+    const peat_tensor *const *g = self->user;
+    for (int o = 0; o < a->n_out; o++) {
+        int64_t n = peat_tensor_numel(a->out[o]);
+        if (!g[o] || peat_tensor_numel(g[o]) != n)
+            return PEAT_ERROR(PEAT_ERR_INVAL,
+                              "shadow: golden output %d missing or of %lld "
+                              "elements, the op's has %lld",
+                              o, (long long)(g[o] ? peat_tensor_numel(g[o]) : 0), (long long)n);
+        float *y = peat_f32(a->out[o]);
+        for (int64_t e = 0; e < n; e++) y[e] = (float)peat_tensor_get(g[o], e);
+    }
+    return PEAT_OK;
+}
+
+peat_status peat_pyapi_shadow_measure(const peat_pyapi_call *c, const peat_tensor *const *in,
+                                      const peat_tensor *const *out,
+                                      const peat_tensor *const *golden, double self, double *cand,
+                                      double *gold, int *bad)
+{
+    if (!golden || !cand || !gold || !bad)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "shadow_measure: NULL argument");
+    PEAT_TRY(peat_campaign_builtin_init());
+    peat_args a;
+    PEAT_TRY(args_out(c, in, (peat_tensor *const *)out, &a));
+    for (int o = 0; o < a.n_out; o++)
+        if (!a.out[o] || a.out[o]->dtype != PEAT_DTYPE_F32)
+            return PEAT_ERROR(PEAT_ERR_INVAL, "shadow_measure: output %d is not f32", o);
+    PEAT_TRY(peat_op_check(&a));
+    peat_kernel g = {.name = "torch",
+                     .op = a.op,
+                     .role = PEAT_ROLE_GOLDEN,
+                     .backend = "cpu",
+                     .in_dtype = PEAT_DTYPE_F32,
+                     .out_dtype = PEAT_DTYPE_F32,
+                     .acc_dtype = PEAT_DTYPE_F32,
+                     .fn = given_outputs,
+                     .user = (void *)golden,
+                     .flags = PEAT_KERNEL_REENTRANT};
+    int exact = 0;
+    PEAT_TRY(peat_campaign_shadow_measure(&a, &g, cand, gold, &exact));
+    *bad = exact && *cand > peat_campaign_shadow_envelope(*gold, self);
+    return PEAT_OK;
 }

@@ -1,6 +1,7 @@
 /* pyapi.h: the entry points libpeat.so adds to the host API for the PyTorch bridge
  * (python/peat_torch): write captured calls through the store, run a kernel or an error model on
- * caller buffers, and judge a training run with the detector's runtime rules. docs/pytorch.md. */
+ * caller buffers, check a swapped call against the trusted op's outputs (the shadow check) and
+ * judge a training run with the detector's runtime rules. docs/pytorch.md. */
 #ifndef PEAT_PYAPI_H
 #define PEAT_PYAPI_H
 
@@ -28,7 +29,7 @@ typedef struct peat_pyapi_call {
 
 /* Registers the built-in kernels (idempotent). */
 PEAT_PYAPI_EXPORT peat_status peat_pyapi_init(void);
-/* sizeof(peat_pyapi_call), sizeof(peat_tensor), sizeof(peat_runtime_verdict): the bridge checks
+/* sizeof(peat_pyapi_call), sizeof(peat_tensor), sizeof(peat_pyapi_verdict): the bridge checks
  * its mirrors against them (which = 0, 1, 2; -1 otherwise). */
 PEAT_PYAPI_EXPORT int64_t peat_pyapi_struct_size(int which);
 
@@ -78,15 +79,46 @@ PEAT_PYAPI_EXPORT peat_status peat_pyapi_freq_parse(const char *s, int64_t *ever
 /* The model of band rerun r (1..5; run 0 is the golden run): the same honest reorderings
  * `peat run`'s runtime stage uses. NULL out of range. */
 PEAT_PYAPI_EXPORT const char *peat_pyapi_band_spec(int r);
+/* The runtime verdict as the bridge reads it: the fields of peat_runtime_verdict (detector.h) a
+ * line needs, in a struct of this file, so that ctypes mirrors it whatever the detector adds. */
+typedef struct peat_pyapi_verdict {
+    int32_t cls;                         /* peat_runtime_class */
+    int32_t accept;                      /* peat_acceptance: 0 PASS, 1 WARN, 2 FAIL */
+    int64_t iter;                        /* where it left the band (-1: equivalent) */
+    double final_loss, band_lo, band_hi; /* last iteration: the run and the widened band */
+    double end_mean, end_bound;          /* the last quarter's mean loss and its bound */
+    double wdist_ratio, drift_end;       /* weight drift: largest, and through the last quarter */
+    char metric[16];
+    char evidence[256];
+} peat_pyapi_verdict;
+
 /* Builds the band of R member runs (member 0 golden; loss and wdist R x n row-major, acc
  * R x n_eval, evaluation e after iteration eval_iter[e], NULL: evenly spread to the last) and
  * judges one run (loss, wdist, nonfinite per iteration, acc per evaluation) with the detector's
- * runtime rules; *v as peat_detector_runtime_judge fills it (detector.h). */
+ * runtime rules (peat_detector_runtime_judge); with kernel (a candidate kernel's name; NULL for a
+ * pseudo-error model) also the candidate's (peat_detector_runtime_candidate: weights that end
+ * far off the honest trajectories DEGRADE, and a DEGRADES its declared format does not explain
+ * is FAIL). */
 PEAT_PYAPI_EXPORT peat_status peat_pyapi_runtime_judge(
     int R, int64_t n, const double *band_loss, const double *band_wdist, int64_t n_eval,
     const int64_t *eval_iter, const double *band_acc, const double *loss, const double *wdist,
-    const int64_t *nonfinite, const double *acc, void *v);
+    const int64_t *nonfinite, const double *acc, const char *kernel, peat_pyapi_verdict *v);
 /* "TRAINING_EQUIVALENT", "DEGRADES", "DIVERGES". */
 PEAT_PYAPI_EXPORT const char *peat_pyapi_runtime_class_name(int cls);
+/* "PASS", "WARN", "FAIL". */
+PEAT_PYAPI_EXPORT const char *peat_pyapi_accept_name(int accept);
+
+/* ---- shadow: a swapped call checked against the trusted op's outputs on the same inputs ---- */
+
+/* Measures the candidate's outputs out[0..n_out) of call c on in and the trusted op's outputs
+ * golden[0..n_out) (torch's, in f32, bf16 or f16) as the runtime stage's shadow check does
+ * (peat_campaign_shadow_measure: each one's largest error over its rounding bound against the
+ * exact fp64 result, computed only when the candidate is not within a bound of the golden):
+ * *cand and *gold those largest errors (-1: the exact result was not needed), *bad 1 when the
+ * candidate left its envelope (peat_campaign_shadow_envelope of gold and self, the candidate's
+ * own largest error over the bound on fresh calls, 0 when unknown). */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_shadow_measure(
+    const peat_pyapi_call *c, const peat_tensor *const *in, const peat_tensor *const *out,
+    const peat_tensor *const *golden, double self, double *cand, double *gold, int *bad);
 
 #endif

@@ -7,8 +7,8 @@ swap(model_or_ops, kernel=..., model=..., freq=...)
                                          routes chosen aten ops to a PEAT kernel or error model
 band(train, kernel=..., freq=...)        golden reruns and the runtime verdict of your own loop
 """
-from ._lib import PeatError, lib
+from ._lib import NoCallsSwapped, PeatError, lib
 from .capture import capture
 from .swap import band, swap
 
-__all__ = ["capture", "swap", "band", "PeatError", "lib"]
+__all__ = ["capture", "swap", "band", "PeatError", "NoCallsSwapped", "lib"]

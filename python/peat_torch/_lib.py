@@ -26,18 +26,22 @@ class Call(ctypes.Structure):
 
 
 class Verdict(ctypes.Structure):
-    """peat_runtime_verdict (detector/detector.h)."""
-    _fields_ = [("cls", ctypes.c_int), ("iter", ctypes.c_int64), ("metric", ctypes.c_char * 16),
-                ("loss_excess", ctypes.c_double), ("wdist_ratio", ctypes.c_double),
-                ("acc_drop", ctypes.c_double), ("loss_t", ctypes.c_double),
+    """peat_pyapi_verdict (pyapi/pyapi.h)."""
+    _fields_ = [("cls", ctypes.c_int32), ("accept", ctypes.c_int32), ("iter", ctypes.c_int64),
                 ("final_loss", ctypes.c_double), ("band_lo", ctypes.c_double),
-                ("band_hi", ctypes.c_double), ("drift", ctypes.c_int),
-                ("drift_iter", ctypes.c_int64), ("transient", ctypes.c_int),
-                ("transient_iter", ctypes.c_int64), ("evidence", ctypes.c_char * 256)]
+                ("band_hi", ctypes.c_double), ("end_mean", ctypes.c_double),
+                ("end_bound", ctypes.c_double), ("wdist_ratio", ctypes.c_double),
+                ("drift_end", ctypes.c_double), ("metric", ctypes.c_char * 16),
+                ("evidence", ctypes.c_char * 256)]
 
 
 class PeatError(RuntimeError):
     """A libpeat call failed; the message is PEAT's own (peat_error_last)."""
+
+
+class NoCallsSwapped(PeatError):
+    """swap / band: no call of the op ran through the kernel (none matched, or the frequency
+    picked none): a kernel that never ran gets no verdict."""
 
 
 _lib = None
@@ -85,8 +89,12 @@ def lib():
         "peat_pyapi_freq_parse": ([ctypes.c_char_p, ctypes.POINTER(I64), ctypes.POINTER(D)],
                                   ctypes.c_int),
         "peat_pyapi_band_spec": ([ctypes.c_int], ctypes.c_char_p),
-        "peat_pyapi_runtime_judge": ([ctypes.c_int, I64, P, P, I64, P, P, P, P, P, P, P],
-                                     ctypes.c_int),
+        "peat_pyapi_runtime_judge": ([ctypes.c_int, I64, P, P, I64, P, P, P, P, P, P,
+                                      ctypes.c_char_p, P], ctypes.c_int),
+        "peat_pyapi_accept_name": ([ctypes.c_int], ctypes.c_char_p),
+        "peat_pyapi_shadow_measure": ([ctypes.POINTER(Call), P, P, P, D, ctypes.POINTER(D),
+                                       ctypes.POINTER(D), ctypes.POINTER(ctypes.c_int)],
+                                      ctypes.c_int),
         "peat_pyapi_runtime_class_name": ([ctypes.c_int], ctypes.c_char_p),
         "peat_error_last": ([], ctypes.c_char_p),
         "peat_op_parse": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),

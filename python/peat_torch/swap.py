@@ -1,8 +1,14 @@
 """swap.py: a PEAT kernel or error model inside the user's PyTorch training (swap), and the
 golden noise band with the runtime verdict of `peat run`'s runtime stage (band), the rules being
 the detector's own (libpeat.so)."""
+import collections
 import ctypes
+import json
 import math
+import os
+import subprocess
+import tempfile
+import time
 
 import numpy as np
 import torch
@@ -14,6 +20,48 @@ from .track import Tracker
 
 # aten ops whose one output is the one output of the PEAT op they map to
 _SWAPPABLE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu", "_softmax"}
+# the PEAT ops swap can route (the ops of _SWAPPABLE)
+SWAP_OPS = sorted({o for n in _SWAPPABLE for o in PEAT_OPS[n]})
+# aten ops that compute a swappable op's result but are not mapped to it (a zero-match message
+# names them): why each is not
+_NEAR = {"_safe_softmax": "softmax (torch's masked softmax of nn.MultiheadAttention and "
+                          "TransformerEncoderLayer: rows of -inf give 0, not mapped)",
+         "_scaled_dot_product_flash_attention_for_cpu": "attention (fused; not swappable)",
+         "_scaled_dot_product_efficient_attention": "attention (fused; not swappable)",
+         "linear": "gemm (decomposed into mm/addmm before dispatch)"}
+
+
+class Shadow:
+    """The shadow check of a swap: which swapped calls are compared with the trusted op's outputs
+    on the same inputs (torch's own: the original op runs first), measured by libpeat against the
+    exact fp64 result over the op's rounding bound as `peat run`'s runtime stage measures its
+    loop calls (peat_pyapi_shadow_measure). Checked: every call of the first `first`, then every
+    `every`-th, and the last `last` swapped calls (kept as copies until the swap ends)."""
+
+    def __init__(self, first=200, every=10, last=8, self_norm=0.0):
+        self.first, self.every, self.last, self.self_norm = first, every, last, self_norm
+        self.checked = self.exact = self.bad = 0
+        self.first_bad = None          # dict: call, eligible, iter, phase, layer, aten, cand, gold
+        self.seconds = 0.0             # spent checking (copies, exact results, comparisons)
+        self.pending = collections.deque(maxlen=max(last, 0) or 1)
+
+    def due(self, k):
+        return k < self.first or (self.every > 0 and (k - self.first) % self.every == 0)
+
+    def schedule(self):
+        return "every call of the first %d, then 1 in %d, and the last %d" % (
+            self.first, self.every, self.last)
+
+    def __str__(self):
+        head = "shadow check: %d calls checked (%s; %d against the exact result), %.2f s" % (
+            self.checked, self.schedule(), self.exact, self.seconds)
+        if not self.first_bad:
+            return head + ", none out of the envelope"
+        b = self.first_bad
+        return ("%s; %d out of the envelope, the first: swapped call %d (eligible call %d, "
+                "iteration %d, %s, %s, aten.%s): max error %.3g x the bound, torch's %.3g" % (
+                    head, self.bad, b["call"], b["eligible"], b["iter"], b["phase"],
+                    b["layer"] or "-", b["aten"], b["cand"], b["gold"]))
 
 
 class swap(TorchDispatchMode):
@@ -23,16 +71,24 @@ class swap(TorchDispatchMode):
     is given, or among the aten op names given in a list) is counted; the n-th is computed by
     PEAT instead of torch when the frequency says so ("1": all, "1/10": every 10th, "p=0.01": each
     with that probability, seeded): by `kernel` (built-in or from `plugin`), or by PEAT's golden
-    kernel with the error model `model` applied ("bitflip(bit=30)"). `self.swapped` counts them."""
+    kernel with the error model `model` applied ("bitflip(bit=30)"). `self.swapped` and
+    `self.eligible` count them; a swap that ran the kernel on no call raises NoCallsSwapped when
+    it ends. A kernel's swapped calls get the shadow check (Shadow; shadow=False turns it off,
+    shadow=(first, every, last) changes its schedule, shadow_self the kernel's own largest error
+    over the bound on fresh calls when it is beyond the bound by design); `str(sw)` says what
+    ran and what the check found."""
 
     def __init__(self, model_or_ops, kernel=None, plugin=None, model=None, freq="1", op="gemm",
-                 seed=0):
+                 seed=0, shadow=True, shadow_self=0.0):
         super().__init__()
         L = _lib.lib()
         if plugin:
             _lib.plugin_load(plugin)
         if (kernel is None) == (model is None):
             raise _lib.PeatError("swap: give kernel= or model=, one of them")
+        if op not in SWAP_OPS:
+            raise _lib.PeatError("swap: op %r cannot be swapped (swap routes %s)" %
+                                 (op, ", ".join(SWAP_OPS)))
         self.kernel, self.model, self.op, self.seed = kernel, model, op, seed
         every, prob = ctypes.c_int64(), ctypes.c_double()
         _lib.check(L.peat_pyapi_freq_parse(freq.encode(), ctypes.byref(every),
@@ -46,7 +102,13 @@ class swap(TorchDispatchMode):
         self.tracker = Tracker(module)
         self.module = module
         self.eligible = self.swapped = 0
+        self.seen = collections.Counter()   # aten ops seen (named when none matched)
+        self.kernel_s = 0.0                 # seconds in PEAT's kernel or model
         self.state = State()
+        self.shadow = None
+        if kernel and shadow:
+            self.shadow = Shadow(*(shadow if isinstance(shadow, tuple) else ()),
+                                 self_norm=shadow_self)
 
     def __enter__(self):
         self.tracker.__enter__()
@@ -55,7 +117,33 @@ class swap(TorchDispatchMode):
     def __exit__(self, *exc):
         r = super().__exit__(*exc)
         self.tracker.__exit__(*exc)
+        if self.shadow:
+            while self.shadow.pending:
+                self._check(*self.shadow.pending.popleft())
+        if exc[0] is None and self.swapped == 0:
+            raise _lib.NoCallsSwapped(self.none_swapped())
         return r
+
+    def none_swapped(self):
+        """The one line a swap that ran its kernel on no call raises."""
+        what = self.kernel or self.model
+        if self.eligible:
+            return ("swap %s: %d %s calls matched, the frequency %s picked none: the kernel never "
+                    "ran" % (what, self.eligible, self.op, self.freq))
+        near = ["%s x%d: %s" % (n, c, _NEAR[n]) for n, c in self.seen.items() if n in _NEAR]
+        maps = [n for n in sorted(_SWAPPABLE) if self.op in PEAT_OPS[n]]
+        where = "inside %s" % type(self.module).__name__ if self.module is not None else (
+            "among %s" % sorted(self.aten) if self.aten is not None else "")
+        return ("swap %s: no call matched op %r %s (it swaps aten %s; %d aten calls seen%s): "
+                "the kernel never ran" % (what, self.op, where, "/".join(maps),
+                                          sum(self.seen.values()),
+                                          "; " + "; ".join(near) if near else ""))
+
+    def __str__(self):
+        line = "%s @ %s on %s: %d of %d eligible calls swapped (%.2f s in PEAT)" % (
+            self.kernel or self.model, self.freq, self.op, self.swapped, self.eligible,
+            self.kernel_s)
+        return line + ("\n" + str(self.shadow) if self.shadow else "")
 
     def _due(self):
         n = self.eligible
@@ -69,6 +157,7 @@ class swap(TorchDispatchMode):
         kwargs = kwargs or {}
         phase, layer = self.tracker.where()
         out = func(*args, **kwargs)
+        self.seen[name] += 1
         if name not in _SWAPPABLE or self.op not in PEAT_OPS.get(name, ()):
             return out
         if self.aten is not None and name not in self.aten:
@@ -81,12 +170,19 @@ class swap(TorchDispatchMode):
             m = map_call(name, args, kwargs, out, self.state)[0]
         except Unmapped:
             return out
-        y = self._run(m)
+        c, ins = self._call(m)
+        t0 = time.perf_counter()
+        y = self._run(c, ins, m)
+        self.kernel_s += time.perf_counter() - t0
+        if self.shadow:
+            where = {"call": self.swapped, "eligible": self.eligible - 1,
+                     "iter": self.tracker.iter, "phase": phase, "layer": layer, "aten": name}
+            self._shadow(c, ins, y, out, where)
         self.swapped += 1
-        return y.reshape(out.shape).to(out.dtype)
+        return torch.from_numpy(y).reshape(out.shape).to(out.dtype)
 
-    def _run(self, m):
-        L = _lib.lib()
+    @staticmethod
+    def _call(m):
         c = _lib.Call()
         c.op = _lib.op_id(m.op)
         for k, v in enumerate(m.i):
@@ -95,7 +191,10 @@ class swap(TorchDispatchMode):
             c.f[k] = float(v)
         c.n_in, c.n_out = len(m.ins), 1
         ins = [t.float().numpy() if t.is_floating_point() else t.numpy() for t in m.ins]
-        ins = [np.ascontiguousarray(a) for a in ins]
+        return c, [np.ascontiguousarray(a) for a in ins]
+
+    def _run(self, c, ins, m):
+        L = _lib.lib()
         y = np.zeros(tuple(m.outs[0].shape), dtype=np.float32)
         ts = [_lib.tensor_of(a, "f32" if a.dtype == np.float32 else "i32") for a in ins]
         to = [_lib.tensor_of(y, "f32")]
@@ -106,7 +205,37 @@ class swap(TorchDispatchMode):
             st = L.peat_pyapi_model_run(self.model.encode(), self.seed + self.swapped,
                                         ctypes.byref(c), _lib.ptr_array(ts), _lib.ptr_array(to))
         _lib.check(st, "swap: %s" % (self.kernel or self.model))
-        return torch.from_numpy(y)
+        return y
+
+    def _shadow(self, c, ins, y, out, where):
+        """Checks the call now when the schedule says so, else keeps a copy among the last."""
+        sh = self.shadow
+        t0 = time.perf_counter()
+        gold = np.ascontiguousarray(out.detach().float().numpy())
+        if sh.due(where["call"]):
+            self._check(c, ins, y, gold, where, t0)
+        elif sh.last > 0:
+            sh.pending.append((c, [a.copy() for a in ins], y.copy(), gold.copy(), where))
+            sh.seconds += time.perf_counter() - t0
+
+    def _check(self, c, ins, y, gold, where, t0=None):
+        sh = self.shadow
+        t0 = time.perf_counter() if t0 is None else t0
+        L = _lib.lib()
+        ts = [_lib.tensor_of(a, "f32" if a.dtype == np.float32 else "i32") for a in ins]
+        to, tg = [_lib.tensor_of(y, "f32")], [_lib.tensor_of(gold, "f32")]
+        cand, g, bad = ctypes.c_double(), ctypes.c_double(), ctypes.c_int()
+        _lib.check(L.peat_pyapi_shadow_measure(ctypes.byref(c), _lib.ptr_array(ts),
+                                               _lib.ptr_array(to), _lib.ptr_array(tg),
+                                               sh.self_norm, ctypes.byref(cand), ctypes.byref(g),
+                                               ctypes.byref(bad)), "shadow check")
+        sh.checked += 1
+        sh.exact += cand.value >= 0
+        if bad.value:
+            sh.bad += 1
+            if sh.first_bad is None or where["call"] < sh.first_bad["call"]:
+                sh.first_bad = dict(where, cand=cand.value, gold=g.value)
+        sh.seconds += time.perf_counter() - t0
 
 
 class Recorder:
@@ -136,52 +265,135 @@ class Recorder:
 
 
 class BandResult:
-    def __init__(self, runs, verdicts):
-        self.runs, self.verdicts = runs, verdicts
+    """band's answer: per faulty run (one per frequency) the loop's verdict by the detector, the
+    swapped / eligible counts, the shadow check and, when given, the replay's verdict."""
+
+    def __init__(self, runs, verdicts, replay=None):
+        self.runs, self.verdicts, self.replay = runs, verdicts, replay
 
     @property
     def verdict(self):
+        """The first run's verdict: the loop's class, or OUT_OF_BOUND when the loop stayed
+        equivalent and the shadow check found a call out of its envelope."""
         return self.verdicts[0]["verdict"]
 
+    @property
+    def accept(self):
+        """PASS, WARN or FAIL: the worst over the runs, the replay's included."""
+        order = ["PASS", "WARN", "FAIL"]
+        worst = max((order.index(v["accept"]) for v in self.verdicts), default=0)
+        if self.replay and self.replay.get("verdict") in order:
+            worst = max(worst, order.index(self.replay["verdict"]))
+        return order[worst]
+
     def __str__(self):
-        return "\n".join("%-28s %-20s %s" % (v["run"], v["verdict"], v["evidence"])
-                         for v in self.verdicts)
+        lines = []
+        for v in self.verdicts:
+            lines.append("%-28s %-20s %-4s swapped %d/%d: %s" % (
+                v["run"], v["loop"], v["loop_accept"], v["swapped"], v["eligible"],
+                v["evidence"]))
+            if v.get("shadow"):
+                lines.append("%-28s %-20s %-4s %s" % ("", "OUT_OF_BOUND" if v["shadow_bad"]
+                                                      else "", "FAIL" if v["shadow_bad"] else "",
+                                                      v["shadow"]))
+        if self.replay:
+            r = self.replay
+            lines.append("%-28s %-20s %-4s %s" % ("replay (peat run)", r.get("finding", ""),
+                                                 r.get("verdict", "?"), r.get("evidence", "")))
+            loop_ok = all(v["loop_accept"] == "PASS" for v in self.verdicts)
+            if loop_ok and r.get("verdict") == "FAIL":
+                lines.append("the loop stays in the band but the replay FAILs: the training "
+                             "tolerates the defect here; the kernel is still wrong on these calls")
+        return "\n".join(lines)
 
 
 def band(train, kernel=None, model=None, plugin=None, freq="1/10", op="gemm", runs=3,
-         target=None, seed=0):
+         target=None, seed=0, shadow=True, replay=None):
     """Trains `train(rec)` R times as the golden band (run 0 as it is, runs 1..R-1 with each
     call of `op` through PEAT's golden kernel under the runtime stage's honest reorderings), then
     once per frequency with the kernel or model swapped in, and judges each faulty run with the
-    detector's TRAINING_EQUIVALENT / DEGRADES / DIVERGES rules. train must be deterministic
-    (seed inside it) and call rec.step(model, loss, accuracy=None) once per iteration;
-    `target` (a module or aten op names) limits the swap as in swap()."""
+    detector's TRAINING_EQUIVALENT / DEGRADES / DIVERGES rules, a candidate kernel also with the
+    candidate's (weights far off the honest trajectories DEGRADE; an unexplained DEGRADES is
+    FAIL) and the shadow check of swap. train must be deterministic (seed inside it) and call
+    rec.step(model, loss, accuracy=None) once per iteration; `target` (a module or aten op names)
+    limits the swap as in swap(). `replay`: the same kernel's `peat run` verdict shown beside
+    the loop's (a campaign output folder or its signature.json, a capture file to replay with
+    `peat run --kernel K --capture`, or a dict with "verdict")."""
     L = _lib.lib()
+    if op not in SWAP_OPS:
+        raise _lib.PeatError("band: op %r cannot be swapped (swap routes %s)" %
+                             (op, ", ".join(SWAP_OPS)))
     golden = Recorder()
     train(golden)
     members = [golden]
-    for r in range(1, runs):
-        spec = L.peat_pyapi_band_spec(r)
-        if spec is None:
-            raise _lib.PeatError("band: at most %d runs" % r)
-        rec = Recorder(golden)
-        with swap(target, model=spec.decode(), freq="1", op=op, seed=seed + r):
-            train(rec)
-        members.append(rec)
-    verdicts = []
-    for fq in freq.split(","):
-        rec = Recorder(golden)
-        with swap(target, kernel=kernel, plugin=plugin, model=model, freq=fq, op=op,
-                  seed=seed) as sw:
-            train(rec)
-        v = _judge(members, rec)
-        v["run"] = "%s @ %s" % (kernel or model, fq)
-        v["swapped"] = sw.swapped
-        verdicts.append(v)
-    return BandResult(members, verdicts)
+    try:
+        for r in range(1, runs):
+            spec = L.peat_pyapi_band_spec(r)
+            if spec is None:
+                raise _lib.PeatError("band: at most %d runs" % r)
+            rec = Recorder(golden)
+            with swap(target, model=spec.decode(), freq="1", op=op, seed=seed + r):
+                train(rec)
+            members.append(rec)
+        verdicts = [_faulty(members, train, target, kernel, plugin, model, fq, op, seed, shadow)
+                    for fq in freq.split(",")]
+    except _lib.NoCallsSwapped as e:
+        raise _lib.NoCallsSwapped("band: " + str(e)) from None
+    return BandResult(members, verdicts, _replay(replay, kernel, plugin) if replay else None)
 
 
-def _judge(members, rec):
+def _faulty(members, train, target, kernel, plugin, model, fq, op, seed, shadow):
+    """One faulty run: trained with the kernel or model swapped in, judged."""
+    rec = Recorder(members[0])
+    with swap(target, kernel=kernel, plugin=plugin, model=model, freq=fq, op=op, seed=seed,
+              shadow=shadow) as sw:
+        train(rec)
+    v = _judge(members, rec, kernel)
+    v["run"] = "%s @ %s" % (kernel or model, fq)
+    v["swapped"], v["eligible"] = sw.swapped, sw.eligible
+    v["loop"], v["loop_accept"] = v["verdict"], v["accept"]
+    sh = sw.shadow
+    v["shadow"], v["shadow_bad"] = (str(sh) if sh else ""), bool(sh and sh.bad)
+    v["first_bad_call"] = sh.first_bad["call"] if sh and sh.first_bad else None
+    if v["shadow_bad"]:
+        v["accept"] = "FAIL"
+        if v["verdict"] == "TRAINING_EQUIVALENT":
+            v["verdict"] = "OUT_OF_BOUND"
+    return v
+
+
+def _replay(replay, kernel, plugin):
+    """The replay's verdict: {"verdict", "finding", "evidence", "source"}."""
+    if isinstance(replay, dict):
+        return replay
+    path = os.fspath(replay)
+    if os.path.isdir(path):
+        path = os.path.join(path, "signature.json")
+    if path.endswith(".json"):
+        with open(path) as f:
+            sig = json.load(f)
+    else:
+        if not kernel:
+            raise _lib.PeatError("band: replay of a capture needs kernel=")
+        peat = os.environ.get("PEAT_BIN") or os.path.join(
+            os.path.dirname(os.path.abspath(_lib.lib()._name)), "peat")
+        out = tempfile.mkdtemp(prefix="peat-replay-")
+        cmd = [peat, "run", "--kernel", kernel, "--capture", path, "--out",
+               os.path.join(out, "r"), "--json"] + (["--plugin", plugin] if plugin else [])
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if not p.stdout.strip():
+            raise _lib.PeatError("band: replay %s failed: %s" % (
+                " ".join(cmd), (p.stderr.strip().splitlines() or ["?"])[-1]))
+        sig = json.loads(p.stdout)
+    f = (sig.get("findings") or [{}])[0]
+    ev = f.get("evidence") or ""
+    if isinstance(ev, list):
+        ev = ev[0] if ev else ""
+    return {"verdict": sig.get("verdict", "?"), "finding": f.get("class", ""),
+            "evidence": ev, "source": path}
+
+
+def _judge(members, rec, kernel=None):
     L = _lib.lib()
     n = len(members[0].loss)
     if any(len(m.loss) != n for m in members + [rec]):
@@ -200,8 +412,10 @@ def _judge(members, rec):
     P = lambda a: a.ctypes.data
     _lib.check(L.peat_pyapi_runtime_judge(len(members), n, P(bl), P(bw), len(evals), P(ev),
                                           P(ba), P(loss), P(wd), P(nf), P(acc),
-                                          ctypes.byref(v)),
+                                          kernel.encode() if kernel else None, ctypes.byref(v)),
                "band: judge")
-    return {"verdict": L.peat_pyapi_runtime_class_name(v.cls).decode(), "iter": v.iter,
+    return {"verdict": L.peat_pyapi_runtime_class_name(v.cls).decode(),
+            "accept": L.peat_pyapi_accept_name(v.accept).decode(), "iter": v.iter,
             "metric": v.metric.decode(), "evidence": v.evidence.decode(),
-            "final_loss": v.final_loss, "band": (v.band_lo, v.band_hi)}
+            "final_loss": v.final_loss, "band": (v.band_lo, v.band_hi),
+            "drift_end": v.drift_end}
