@@ -21,6 +21,9 @@ from peat_torch.mapping import map_call, State
 
 BIN = os.environ.get("PEAT_BIN", "build/peat")
 ZOO = os.environ.get("PEAT_ZOO", "build/tests/zoo/libpeat_zoo.so")
+# test plugins of the build (tests/plugins/*.c): the time bomb's GEMM is right for 50 calls
+TIMEBOMB = os.path.join(os.path.dirname(os.path.abspath(BIN)), "tests", "plugins",
+                        "libplugin_timebomb.so")
 
 
 def tensor(f, row):
@@ -186,6 +189,23 @@ class Example(unittest.TestCase):
         v = self.run_peat("zoo_gemm_edge_tile", cap, "--plugin", ZOO)
         self.assertIn("STRUCTURAL", json.dumps(v), "the zoo's edge-tile GEMM: its class")
 
+    def test_band_k_term_dropped_is_not_equivalent(self):
+        import models
+        steps = 6
+
+        def train(rec):
+            torch.manual_seed(0)
+            g = torch.Generator().manual_seed(1)
+            model = models.TinyResNet()
+            models.train_cnn(model, steps, g, step_hook=lambda it, loss: rec.step(model, loss))
+        r = peat_torch.band(train, kernel="zoo_gemm_k_off_by_one", plugin=ZOO, freq="1",
+                            replay=os.path.join(self.dir, "cnn.h5"))
+        self.assertNotEqual(r.verdict, "TRAINING_EQUIVALENT", str(r))
+        self.assertEqual(r.accept, "FAIL", str(r))
+        self.assertIsNotNone(r.verdicts[0]["first_bad_call"], str(r))
+        self.assertEqual(r.replay["verdict"], "FAIL", str(r))
+        self.assertIn("replay (peat run)", str(r))
+
     def test_inspect_reads_it(self):
         p = subprocess.run([BIN, "inspect", os.path.join(self.dir, "cnn.h5")],
                            capture_output=True, text=True)
@@ -242,8 +262,71 @@ class Swap(unittest.TestCase):
     def test_band_verdicts(self):
         r = peat_torch.band(self.train, kernel="gemm_new", freq="1")
         self.assertEqual(r.verdict, "TRAINING_EQUIVALENT", str(r))
+        self.assertEqual(r.accept, "PASS", str(r))
+        self.assertIn("swapped 60/60", str(r), "5 GEMMs (2 forward, 3 backward) x 12 iterations")
+        self.assertIn("none out of the envelope", str(r), "gemm_new passes the shadow check")
+        line = str(r).splitlines()[0]
+        self.assertIn("inside the golden band", line)
+        m = [float(x) for x in __import__("re").findall(
+            r"last-quarter mean loss ([0-9.e+-]+), its bound ([0-9.e+-]+)", line)[0]]
+        self.assertLessEqual(m[0], m[1], "'inside' only with the mean under its bound: " + line)
         r = peat_torch.band(self.train, model="bitflip(bit=30)", freq="1")
         self.assertEqual(r.verdict, "DIVERGES", str(r))
+
+    def test_zero_matched_calls_are_refused(self):
+        lin = nn.Linear(8, 8)
+        with self.assertRaises(peat_torch.NoCallsSwapped) as e:
+            with peat_torch.swap(lin, kernel="gemm_new", op="softmax"):
+                lin(torch.randn(4, 8))
+        self.assertIn("no call matched op 'softmax'", str(e.exception))
+        self.assertNotIn("\n", str(e.exception), "one line")
+        # TransformerEncoderLayer's softmax (dropout on: the math path) is _safe_softmax: named
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True).train()
+        with self.assertRaises(peat_torch.NoCallsSwapped) as e:
+            with peat_torch.swap(layer, kernel="softmax_golden", op="softmax"):
+                layer(torch.randn(2, 5, 16)).sum().backward()
+        self.assertIn("_safe_softmax", str(e.exception))
+        with self.assertRaises(peat_torch.PeatError) as e:
+            peat_torch.swap(layer, kernel="attention_golden", op="attention")
+        self.assertIn("cannot be swapped", str(e.exception))
+        with self.assertRaises(peat_torch.NoCallsSwapped) as e:   # matched, none picked
+            with peat_torch.swap(lin, kernel="gemm_new", freq="p=1e-9"):
+                lin(torch.randn(4, 8))
+        self.assertIn("picked none", str(e.exception))
+
+    def test_band_refuses_zero_matched_calls(self):
+        with self.assertRaises(peat_torch.NoCallsSwapped) as e:
+            peat_torch.band(self.train, kernel="softmax_golden", op="softmax", freq="1")
+        self.assertTrue(str(e.exception).startswith("band: swap"), str(e.exception))
+        self.assertNotIn("\n", str(e.exception))
+
+    def test_swap_prints_counts(self):
+        lin = nn.Linear(8, 8)
+        with peat_torch.swap(lin, kernel="gemm_new", freq="1/2") as sw:
+            for _ in range(6):
+                lin(torch.randn(4, 8))
+        self.assertIn("3 of 6 eligible calls swapped", str(sw))
+        self.assertIn("shadow check: 3 calls checked", str(sw))
+
+    def test_shadow_schedule_takes_the_last_calls(self):
+        lin = nn.Linear(8, 8)
+        with torch.no_grad(), peat_torch.swap(lin, kernel="gemm_new", shadow=(5, 10, 3)) as sw:
+            for _ in range(40):
+                lin(torch.randn(4, 8))
+        # calls 0-4, then 5, 15, 25, 35, and the last three (37, 38, 39)
+        self.assertEqual((sw.shadow.checked, sw.shadow.bad), (12, 0), str(sw))
+
+    def test_shadow_names_a_time_bombs_first_bad_call(self):
+        self.assertTrue(os.path.exists(TIMEBOMB), TIMEBOMB)
+        lin = nn.Linear(24, 16)
+        with torch.no_grad(), peat_torch.swap(lin, kernel="test_gemm_timebomb",
+                                              plugin=TIMEBOMB) as sw:
+            for _ in range(80):
+                lin(torch.randn(4, 24))
+        sh = sw.shadow
+        self.assertEqual(sh.first_bad["call"], 50, str(sw))
+        self.assertEqual(sh.bad, 30, "every call from the 51st: " + str(sw))
+        self.assertIn("the first: swapped call 50", str(sw))
 
 
 if __name__ == "__main__":
