@@ -1,5 +1,7 @@
 """swap_example.py: a PEAT kernel and a PEAT error model inside the example CNN's own PyTorch
-training, judged against the golden band by the runtime stage's rules (docs/pytorch.md).
+training, judged against the golden band by the runtime stage's rules, with the shadow check of
+the kernel's calls (docs/pytorch.md); and, when the defect zoo is built ($PEAT_ZOO, else
+build/tests/zoo/libpeat_zoo.so), a GEMM that drops the last K term.
 usage: python examples/torch/swap_example.py [steps]"""
 import os
 import sys
@@ -20,8 +22,11 @@ def main():
         model = TinyResNet()
         train_cnn(model, steps, g, step_hook=lambda it, loss: rec.step(model, loss))
 
-    for kw in ({"kernel": "gemm_new", "freq": "1/10"},
-               {"model": "bitflip(bit=30)", "freq": "1/10"}):
+    runs = [{"kernel": "gemm_new", "freq": "1/10"}, {"model": "bitflip(bit=30)", "freq": "1/10"}]
+    zoo = os.environ.get("PEAT_ZOO", os.path.join("build", "tests", "zoo", "libpeat_zoo.so"))
+    if os.path.exists(zoo):
+        runs.append({"kernel": "zoo_gemm_k_off_by_one", "plugin": zoo, "freq": "1/10"})
+    for kw in runs:
         r = peat_torch.band(train, op="gemm", **kw)
         print(r)
 
