@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "campaign/isolate.h"
-#include "campaign/isolate_impl.h"
+#include "harness/isolate/isolate.h"
+#include "harness/isolate/isolate_impl.h"
 
 static double now(void)
 {
@@ -59,7 +59,7 @@ static double per_call(peat_args *a, int mode, int n)
         double t0 = now();
         peat_status st = mode == 0
                              ? peat_kernel_run(&K, a)
-                             : peat_campaign_isolate_call(&K, a, mode >= 2, 30.0, &out, why, 256);
+                             : peat_isolate_call(&K, a, mode >= 2, 30.0, &out, why, 256);
         if (i > 0) t[i - 1] = now() - t0;
         if (st != PEAT_OK || out != PEAT_CALL_DONE) {
             fprintf(stderr, "bench_isolate: call failed: %s\n", st ? peat_error_last() : why);
@@ -82,7 +82,7 @@ static void row(const char *rss, int64_t R, int64_t C)
     peat_args a;
     memset(&a, 0, sizeof a);
     a.op = PEAT_OP_REDUCE, a.p.i[0] = R, a.p.i[1] = C, a.n_in = 1, a.in[0] = x;
-    if (peat_campaign_isolate_outputs_alloc(&a, &tmpl, 1) != PEAT_OK) exit(1);
+    if (peat_isolate_outputs_alloc(&a, &tmpl, 1) != PEAT_OK) exit(1);
     int n = R * C > 100000 ? 50 : 200;
     double t[4];
     for (int m = 0; m < 4; m++) t[m] = per_call(&a, m, m == 2 ? n / 4 : n);
@@ -91,8 +91,8 @@ static void row(const char *rss, int64_t R, int64_t C)
     printf("| %-8s | %-10s | %9.1f | %9.1f | %12.1f | %12.1f | %8.1fx |\n", rss, shape, 1e6 * t[0],
            1e6 * (t[1] - t[0]), 1e6 * (t[2] - t[0]), 1e6 * (t[3] - t[0]),
            (t[2] - t[0]) / (t[3] - t[0]));
-    peat_campaign_isolate_outputs_free(&a);
-    peat_campaign_isolate_workers_close();
+    peat_isolate_outputs_free(&a);
+    peat_isolate_workers_close();
     peat_tensor_free(x);
     peat_tensor_free(tmpl);
 }

@@ -1,12 +1,14 @@
 /* campaign.c: one validation campaign's state, and the loop that runs a list of its stages on it
  * (stages.h; the list of `peat run` is run/pipeline.c). */
 #include "campaign/golden_log.h"
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
 #include "core/child_fds.h"
 
 #include <math.h>
+#include "core/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,7 @@
 
 double peat_campaign_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now(); /* the one clock (core/clock.c) */
 }
 
 void peat_campaign_opts_default(peat_campaign_opts *o)
@@ -128,7 +128,7 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
         st = stages[i].run(&c);
         /* the stage's isolated workers end with it: their CPU is counted (a child's is once it
          * is reaped) and nothing of theirs, a lock on the output directory, outlives the run */
-        peat_campaign_isolate_workers_close();
+        peat_isolate_workers_close();
         clock_add(res, stages[i].clock, peat_campaign_now() - t0, peat_campaign_cpu_s() - c0);
     }
     peat_campaign_free(&c);

@@ -63,6 +63,7 @@ typedef struct peat_campaign_opts {
     /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
     int no_runtime;            /* skip the runtime stage */
     int no_golden_cache;       /* train the golden profile and band here, whatever the cache has */
+    int no_sequences;          /* skip the call sequences (the kernel's state across calls) */
     const char *runtime_freq;  /* frequencies ("1" default; "1,1/10,p=0.01") */
     int runtime_band;          /* band runs R, golden included (0 = 3) */
     const char *runtime_model; /* an error model on the kernel in the loop instead of the kernel
@@ -115,12 +116,16 @@ typedef struct peat_campaign_result {
     int64_t n_records;
     int64_t n_kernel_failures; /* calls on which the candidate crashed, hung or failed */
     char kernel_failure[256];  /* first such failure */
-    /* calls the runner saw misbehave (campaign/isolate.c); the first of each described */
+    /* calls the runner saw misbehave (harness/isolate/isolate.c); the first of each described */
     int64_t n_due;             /* ended the process without completing (in n_kernel_failures) */
     int64_t n_hang_skipped;    /* not run after the kernel hung (in n_kernel_failures) */
     int64_t n_oob_writes;      /* wrote outside an output buffer */
     int64_t n_input_mutations; /* wrote into an input */
     char due[256], oob_write[256], input_mutation[256];
+    /* call sequences (stage_sequence.c): calls made, those whose output depended on the call
+     * history (the first described), and which sequences ran ("" when none) */
+    int64_t n_sequence_calls, n_stateful;
+    char stateful[256], sequences[256];
     double loss_first, loss_last;
     /* --precision other than fp32: what it was and the loss scaler's course ("" at fp32) */
     char precision[192];

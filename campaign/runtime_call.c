@@ -4,8 +4,8 @@
 #include "campaign/runtime_call.h"
 #include "analyzer/analyzer.h"
 #include "campaign/campaign.h"
-#include "campaign/isolate.h"
-#include "campaign/isolate_impl.h"
+#include "harness/isolate/isolate.h"
+#include "harness/isolate/isolate_impl.h"
 #include "golden/golden.h"
 
 #include <math.h>
@@ -225,7 +225,7 @@ static peat_status isolated_call(peat_runtime_call *c, const peat_args *a,
     if (c->ended) return PEAT_ERROR(PEAT_ERR_KERNEL, "%s", c->why);
     peat_call_outcome out;
     char why[200];
-    PEAT_TRY(peat_campaign_isolate_worker_call(c->w, a, c->timeout_s, &out, why, sizeof why));
+    PEAT_TRY(peat_isolate_worker_call(c->w, a, c->timeout_s, &out, why, sizeof why));
     if (out == PEAT_CALL_DONE) return PEAT_OK;
     c->ended = 1;
     snprintf(c->why, sizeof c->why, "%s (iteration %lld, call %lld of the op)", why,
@@ -237,7 +237,7 @@ static peat_status watched_call(peat_runtime_call *c, const peat_args *a,
                                 const peat_call_info *info)
 {
     (void)info;
-    return peat_campaign_isolate_watched_run(c->k, a, c->timeout_s);
+    return peat_isolate_watched_run(c->k, a, c->timeout_s);
 }
 
 static peat_status isolated_swap(void *user, const peat_kernel *active, const peat_args *a,
@@ -269,10 +269,10 @@ peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, 
         /* the kernel's state carries from call to call within the run, as in training; the
          * child starts here, before the band's threads do (a fork among running threads can
          * leave the child waiting on a lock no thread of its own will release) */
-        peat_status st = peat_campaign_isolate_worker_create(k, 1, &c->w);
-        if (st == PEAT_OK) st = peat_campaign_isolate_worker_start(c->w);
+        peat_status st = peat_isolate_worker_create(k, 1, &c->w);
+        if (st == PEAT_OK) st = peat_isolate_worker_start(c->w);
         if (st != PEAT_OK) {
-            peat_campaign_isolate_worker_free(c->w);
+            peat_isolate_worker_free(c->w);
             free(c);
             return st;
         }
@@ -306,6 +306,6 @@ void peat_campaign_runtime_call_shadow(const peat_runtime_call *c, peat_runtime_
 void peat_campaign_runtime_call_free(peat_runtime_call *c)
 {
     if (!c) return;
-    peat_campaign_isolate_worker_free(c->w);
+    peat_isolate_worker_free(c->w);
     free(c);
 }

@@ -1,8 +1,8 @@
 /* stage_playback.c: the playback stage: every recorded call replayed through the candidate
- * (isolated, campaign/isolate.c), its outputs and the golden's measured against the exact ones;
+ * (isolated, harness/isolate/isolate.c), its outputs and the golden's measured against the exact ones;
  * calls that crash, hang, exit or write where they must not are counted for the detect stage. */
 #include "golden/golden.h"
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 #include "campaign/progress.h"
 #include "campaign/runtime_ranks.h"
 #include "campaign/scale.h"
@@ -176,14 +176,14 @@ static peat_status call_outputs(peat_campaign *c, const peat_record *r, int isol
                                 peat_tensor **dst, int32_t *out, char *why, size_t n)
 {
     peat_args a = peat_record_args(r);
-    PEAT_TRY(peat_campaign_isolate_outputs_alloc(&a, r->golden, r->n_out));
+    PEAT_TRY(peat_isolate_outputs_alloc(&a, r->golden, r->n_out));
     peat_call_outcome oc;
     peat_status st =
-        peat_campaign_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &oc, why, n);
+        peat_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &oc, why, n);
     if (st == PEAT_OK) *out = (int32_t)oc;
     for (int o = 0; o < r->n_out && st == PEAT_OK && usable(*out); o++)
         st = peat_tensor_clone(a.out[o], &dst[o]);
-    peat_campaign_isolate_outputs_free(&a);
+    peat_isolate_outputs_free(&a);
     return st;
 }
 

@@ -1,7 +1,7 @@
 /* stage_probe.c: the probe stage of `peat run`: crafted shapes and values beyond the training
  * data, each run through exact, golden and candidate and judged like a recorded call, plus the
  * GEMM arithmetic-property call (analyzer/probe.h). */
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 #include "campaign/runtime_ranks.h"
 #include "campaign/scale.h"
 #include "campaign/stages.h"
@@ -124,11 +124,11 @@ peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const pea
     peat_args e, g, c = p->args;
     c.n_out = 0;
     peat_status st = reference_outputs(&p->args, &e, &g);
-    if (st == PEAT_OK) st = peat_campaign_isolate_outputs_alloc(&c, g.out, g.n_out);
+    if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     if (st == PEAT_OK) {
         peat_status rs =
-            peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
+            peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
         if (rs == PEAT_ERR_KERNEL)
             outcome_failed(po, why);
         else if (rs != PEAT_OK)
@@ -136,7 +136,7 @@ peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const pea
         else
             st = judge(k, &c, &g, &e, ctx, po);
     }
-    peat_campaign_isolate_outputs_free(&c);
+    peat_isolate_outputs_free(&c);
     peat_args_free_outputs(&e);
     peat_args_free_outputs(&g);
     return st;
@@ -150,21 +150,21 @@ peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const p
     peat_args c = in;
     c.n_out = 0;
     peat_status st = reference_outputs(&in, &e, &g);
-    if (st == PEAT_OK) st = peat_campaign_isolate_outputs_alloc(&c, g.out, g.n_out);
+    if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     peat_gemm_props again;
-    if (st == PEAT_OK && peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
+    if (st == PEAT_OK && peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
                                                    sizeof why) == PEAT_OK) {
         peat_analyzer_gemm_props_read(g.out[0], &res->props_gold);
         peat_analyzer_gemm_props_read(c.out[0], &res->props_cand);
         /* a kernel whose answers change from run to run has no properties to read: run twice */
-        res->have_props = peat_campaign_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
+        res->have_props = peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
                                                     sizeof why) == PEAT_OK;
         if (res->have_props) peat_analyzer_gemm_props_read(c.out[0], &again);
         res->have_props = res->have_props && !memcmp(&again, &res->props_cand, sizeof again) &&
                           res->props_cand.consistent && res->props_gold.consistent;
     }
-    peat_campaign_isolate_outputs_free(&c);
+    peat_isolate_outputs_free(&c);
     peat_args_free_outputs(&e);
     peat_args_free_outputs(&g);
     for (int i = 0; i < in.n_in; i++) peat_tensor_free((peat_tensor *)in.in[i]);

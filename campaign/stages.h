@@ -135,6 +135,9 @@ peat_status peat_campaign_stage_resolve(peat_campaign *c);  /* stage_resolve.c *
 peat_status peat_campaign_stage_open(peat_campaign *c);     /* stage_open.c */
 peat_status peat_campaign_stage_profile(peat_campaign *c);  /* stage_profile.c */
 peat_status peat_campaign_stage_playback(peat_campaign *c); /* stage_playback.c */
+/* The candidate keeping its state across call sequences, each call against the same call in a
+ * fresh process (stage_sequence.c; STATEFUL in the runner's counts). */
+peat_status peat_campaign_stage_sequence(peat_campaign *c); /* stage_sequence.c */
 peat_status peat_campaign_stage_probe(peat_campaign *c);    /* stage_probe.c */
 peat_status peat_campaign_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_campaign_stage_detect(peat_campaign *c);   /* stage_detect.c */

@@ -167,6 +167,10 @@ static const peat_cli_opt run_opts[] = {
      NULL},
     {"no-runtime", NULL, PEAT_CLI_FLAG, RUN(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "skip the runtime FI stage (no training-impact verdict)", NULL},
+    {"no-sequences", NULL, PEAT_CLI_FLAG, RUN(no_sequences), 0, 1, 0, NULL, NULL, NULL,
+     "skip the call sequences that keep the candidate's state from call to call (no STATEFUL "
+     "finding)",
+     NULL},
     {"no-golden-cache", NULL, PEAT_CLI_FLAG, RUN(no_golden_cache), 0, 1, 0, NULL, NULL, NULL,
      "train the golden profile and band in this run, neither taken from nor stored in the golden "
      "cache ($PEAT_CACHE_DIR/golden; PEAT_GOLDEN_CACHE=off does the same)",

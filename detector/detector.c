@@ -63,7 +63,8 @@ const char *peat_detector_finding_name(peat_finding_class c)
                                                  "DIVERGES",
                                                  "DUE",
                                                  "OUT_OF_BOUNDS_WRITE",
-                                                 "INPUT_MUTATION"};
+                                                 "INPUT_MUTATION",
+                                                 "STATEFUL"};
     return (unsigned)c < PEAT_FIND_COUNT ? names[c] : "?";
 }
 

@@ -25,10 +25,11 @@ typedef enum peat_finding_class {
     PEAT_FIND_TRAINING_EQUIVALENT,
     PEAT_FIND_DEGRADES,
     PEAT_FIND_DIVERGES,
-    /* found by the runner, not from the signature (campaign/isolate.c) */
+    /* found by the runner, not from the signature (harness/isolate/isolate.c) */
     PEAT_FIND_DUE,                 /* the call ended the process without completing */
     PEAT_FIND_OUT_OF_BOUNDS_WRITE, /* a write before or after an output buffer */
     PEAT_FIND_INPUT_MUTATION,      /* a write into an input buffer */
+    PEAT_FIND_STATEFUL,            /* an output that depends on the kernel's call history */
     PEAT_FIND_COUNT
 } peat_finding_class;
 /* TILE is reported as STRUCTURAL: errors confined to a region of the output */
@@ -106,7 +107,7 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
                           int max);
 /* ---- a campaign's findings from every source, in one order (detector/findings.c) ---------- */
 
-/* What the runner measured on the recorded calls (campaign/isolate.c): how many calls failed in
+/* What the runner measured on the recorded calls (harness/isolate/isolate.c): how many calls failed in
  * each way, and the first message of each (NULL or "" when none). */
 typedef struct peat_runner_counts {
     int64_t n_records;
@@ -115,6 +116,10 @@ typedef struct peat_runner_counts {
     int64_t n_hang_skipped; /* not run after the kernel hung */
     int64_t n_oob_writes, n_input_mutations;
     const char *failure, *due, *oob_write, *input_mutation;
+    /* call sequences (the candidate keeping its state from call to call): calls made, and those
+     * whose output left the bound where the same call in a fresh process did not */
+    int64_t n_sequence_calls, n_stateful;
+    const char *stateful;
 } peat_runner_counts;
 
 /* Every source of a campaign's findings (a source with n 0 has none). */

@@ -48,6 +48,10 @@ static int runner_findings(const peat_runner_counts *r, peat_finding *out, int m
     if (r->n_input_mutations > 0)
         runner_finding(out, &n, max, PEAT_FIND_INPUT_MUTATION, "wrote into an input",
                        r->n_input_mutations, r->n_records, r->input_mutation);
+    if (r->n_stateful > 0)
+        runner_finding(out, &n, max, PEAT_FIND_STATEFUL,
+                       "left the bound, where the same call in a fresh process did not,",
+                       r->n_stateful, r->n_sequence_calls, r->stateful);
     return n;
 }
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 #include "campaign/runtime.h"
 #include "peat/backend.h"
 #include "store/store_latency.h"
@@ -284,7 +284,7 @@ static peat_status calibrate_kernel(const peat_kernel *k, const peat_pred_device
     return peat_predictor_calibrate_kernel(k, d, 0.0005, 3, kt);
 }
 
-/* A candidate is code under test: on the CPU it is timed in a forked child (campaign/isolate.c),
+/* A candidate is code under test: on the CPU it is timed in a forked child (harness/isolate/isolate.c),
  * so that one that crashes, ends its process or spins costs its own row, not the calibration
  * (in-process, a kernel that called exit() ended `peat run --budget` silently). */
 typedef struct cal_job {
@@ -313,18 +313,18 @@ static peat_status cal_job_run(void *arg)
 static peat_status calibrate_candidate(const peat_kernel *k, const peat_latency_env *env,
                                        peat_pred_ktable *kt)
 {
-    cal_job *j = peat_campaign_isolate_shared(sizeof *j);
+    cal_job *j = peat_isolate_shared(sizeof *j);
     if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "calibration job");
     j->k = k, j->dev = env->dev;
     char why[256];
     peat_status st =
-        peat_campaign_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
+        peat_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
     if (st == PEAT_OK) {
         *kt = j->kt;
         peat_predictor_gate_merge(j->timings, j->quiet, j->best);
     } else if (st == PEAT_ERR_KERNEL)
         st = PEAT_ERROR(PEAT_ERR_KERNEL, "%s", why);
-    peat_campaign_isolate_shared_free(j, sizeof *j);
+    peat_isolate_shared_free(j, sizeof *j);
     return st;
 }
 

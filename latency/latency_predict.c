@@ -4,7 +4,7 @@
  */
 #include "latency/latency.h"
 
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -322,14 +322,14 @@ static peat_status shape_candidate_s(const peat_pred_table *t, const peat_latenc
                                      const peat_kernel *k, const peat_op_params *p, double *s,
                                      int *failed)
 {
-    shape_job *j = peat_campaign_isolate_shared(sizeof *j);
+    shape_job *j = peat_isolate_shared(sizeof *j);
     if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "timing job");
     j->k = k, j->p = *p;
     char why[256];
     /* six calls of a training step's size: seconds mean it hangs */
-    peat_status st = peat_campaign_isolate_work(k->name, shape_job_run, j, 2.0, why, sizeof why);
+    peat_status st = peat_isolate_work(k->name, shape_job_run, j, 2.0, why, sizeof why);
     *s = j->s;
-    peat_campaign_isolate_shared_free(j, sizeof *j);
+    peat_isolate_shared_free(j, sizeof *j);
     *failed = st == PEAT_ERR_KERNEL;
     return *failed ? kernel_s(t, env, k, p, s) : st;
 }

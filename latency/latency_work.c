@@ -13,7 +13,7 @@
 
 #include "analyzer/analyzer.h"
 #include "detector/detector.h"
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 #include "campaign/runtime.h"
 #include "campaign/stages.h"
 #include "inject/inject.h"
@@ -303,25 +303,25 @@ static peat_status relu_call(const peat_kernel **k, peat_pred_call *c)
     return peat_predictor_call_alloc(*k, &p, 1, c);
 }
 
-/* A call of k through playback's guards (guarded outputs; peat_campaign_isolate_call: input copies,
+/* A call of k through playback's guards (guarded outputs; peat_isolate_call: input copies,
  * the checks for stray writes), forked when isolate: *run_s the CPU seconds of the call through
- * peat_campaign_isolate_run, of process and children (not the outputs' allocation). */
+ * peat_isolate_run, of process and children (not the outputs' allocation). */
 static peat_status guarded_run(const peat_kernel *k, const peat_pred_call *c, int isolate,
                                double *run_s)
 {
     peat_args a = c->a;
     a.n_out = 0;
-    PEAT_TRY(peat_campaign_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
+    PEAT_TRY(peat_isolate_outputs_alloc(&a, c->a.out, c->a.n_out));
     char why[256];
     double t0 = peat_campaign_cpu_s();
-    peat_status st = peat_campaign_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
+    peat_status st = peat_isolate_run(k, &a, isolate, 30.0, why, sizeof why);
     *run_s = peat_campaign_cpu_s() - t0;
-    peat_campaign_isolate_outputs_free(&a);
+    peat_isolate_outputs_free(&a);
     return st == PEAT_ERR_KERNEL ? PEAT_ERROR(PEAT_ERR_INTERNAL, "isolation: %s", why) : st;
 }
 
 /* One replayed call as playback makes it: guarded outputs, the candidate through
- * peat_campaign_isolate_call (input copies, the checks for stray writes) forked or not, then the
+ * peat_isolate_call (input copies, the checks for stray writes) forked or not, then the
  * exact reference and, after the call as the campaign makes it (forked when fork), playback's
  * analysis of its outputs (magnitudes, both accumulators, plots: stage_playback.c's own code, into
  * ac, ag and pl); and the two calls alone. CPU seconds of process and children: sec[0] forked,
@@ -410,7 +410,7 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
     return PEAT_OK;
 }
 
-/* Isolation: one call through the playback's own isolation (campaign/isolate.c: shared outputs,
+/* Isolation: one call through the playback's own isolation (harness/isolate/isolate.c: shared outputs,
  * fork, the child runs the kernel, the parent waits for its end) with a one-element kernel: CPU
  * seconds of parent and child (the wall clock of a shared machine would count other jobs). The
  * fork copies the page tables of everything the process holds, so it is timed at three resident

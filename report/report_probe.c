@@ -10,10 +10,22 @@ static const char *accept_word(peat_acceptance a)
     return peat_detector_acceptance_name(a);
 }
 
+/* Which call sequences ran (stage_sequence.c), each call against the same call in a fresh
+ * process. */
+static void sequences_line(FILE *f, const peat_campaign_result *r, int md)
+{
+    if (!r->sequences[0]) return;
+    fprintf(f, "%ssequences (calls, the kernel's state kept): %s; %lld calls, %lld stateful\n",
+            md ? "\n" : "", r->sequences, (long long)r->n_sequence_calls, (long long)r->n_stateful);
+}
+
 void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md)
 {
     const peat_coverage *c = &r->coverage;
-    if (c->n == 0) return;
+    if (c->n == 0) {
+        sequences_line(f, r, md);
+        return;
+    }
     int missed = peat_campaign_coverage_missed(c);
     if (md) {
         fprintf(f, "## Coverage\n\n| stratum (op layer phase shapes dtype) | seen | recorded |\n"
@@ -30,6 +42,7 @@ void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md)
         if (c->s[i].seen > 0 && c->s[i].recorded == 0)
             fprintf(f, "%swarning: stratum never recorded: %s (%lld calls)\n", md ? "- " : "",
                     c->s[i].label, (long long)c->s[i].seen);
+    sequences_line(f, r, md);
 }
 
 void peat_report_probes(FILE *f, const peat_campaign_result *r, int md)

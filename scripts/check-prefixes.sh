@@ -8,16 +8,18 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-rooms="core store golden kernels inject analyzer detector predictor models campaign latency report
-run nightly cli pyapi"
+rooms="core store golden kernels inject analyzer detector predictor models harness/isolate campaign
+latency report run nightly cli pyapi"
 # Names that may keep another prefix, each with its reason (none today; keep this list short).
 allow=""
 fail=0
 checked=0
 for r in $rooms; do
-  prefix="peat_${r}_"
+  # a room of harness/ is named by its own folder: harness/isolate -> peat_isolate_, libpeat_isolate.a
+  name=${r#harness/}
+  prefix="peat_${name}_"
   [ "$r" = core ] && prefix="peat_"
-  libs="$build/libpeat_$r.a"
+  libs="$build/libpeat_$name.a"
   # core's device backends are libraries of their own (core/gpu, core/opencl)
   [ "$r" = core ] && libs="$libs $(ls "$build"/libpeat_gpu.a "$build"/libpeat_opencl.a 2>/dev/null || true)"
   for lib in $libs; do

@@ -7,7 +7,7 @@
 #include "run/run.h"
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
-#include "campaign/isolate.h"
+#include "harness/isolate/isolate.h"
 #include "nightly/jsonread.h"
 #include "store/store.h"
 
@@ -517,14 +517,14 @@ Test(campaign, shared_outputs_released_when_one_fails)
     int before = shared_mappings(), before_all = mappings(1);
     peat_args a;
     memset(&a, 0, sizeof a);
-    cr_assert_eq(peat_campaign_isolate_outputs_alloc(&a, ok, 2), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_isolate_outputs_alloc(&a, ok, 2), PEAT_OK, "%s", peat_error_last());
     /* each buffer: the data between sentinels shared, inside a private inaccessible reservation
      * (the guard regions before and after it; adjacent reservations may merge into one entry) */
     cr_assert_eq(shared_mappings(), before + 2, "two buffers, two shared mappings");
-    peat_campaign_isolate_outputs_free(&a);
+    peat_isolate_outputs_free(&a);
     cr_assert_eq(shared_mappings(), before);
     cr_assert_eq(mappings(1), before_all, "guard regions left behind");
-    cr_assert_eq(peat_campaign_isolate_outputs_alloc(&a, bad, 3), PEAT_ERR_NOMEM);
+    cr_assert_eq(peat_isolate_outputs_alloc(&a, bad, 3), PEAT_ERR_NOMEM);
     cr_assert_eq(a.n_out, 0);
     cr_assert(a.out[0] == NULL && a.out[1] == NULL);
     cr_assert_eq(shared_mappings(), before, "mappings of the first two buffers leaked");

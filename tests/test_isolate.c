@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "campaign/isolate.h"
-#include "campaign/isolate_impl.h"
+#include "harness/isolate/isolate.h"
+#include "harness/isolate/isolate_impl.h"
 #include "store/store.h"
 
 enum { R = 4, C = 8 };
@@ -112,7 +112,7 @@ typedef struct {
 } call_case;
 
 /* X[r][c] = r + c / 8 with X[0] = cmd (rows R, or more: another layout of the same call); the
- * output guarded (peat_campaign_isolate_outputs_alloc). */
+ * output guarded (peat_isolate_outputs_alloc). */
 static void case_make_rows(call_case *cc, int cmd, int rows)
 {
     int64_t xs[2] = {rows, C}, ys[1] = {rows};
@@ -127,7 +127,7 @@ static void case_make_rows(call_case *cc, int cmd, int rows)
     cc->a.in[0] = cc->x;
     peat_tensor *tmpl;
     cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, 1, ys, &tmpl), PEAT_OK);
-    cr_assert_eq(peat_campaign_isolate_outputs_alloc(&cc->a, &tmpl, 1), PEAT_OK);
+    cr_assert_eq(peat_isolate_outputs_alloc(&cc->a, &tmpl, 1), PEAT_OK);
     peat_tensor_free(tmpl);
 }
 
@@ -138,7 +138,7 @@ static void case_make(call_case *cc, int cmd)
 
 static void case_free(call_case *cc)
 {
-    peat_campaign_isolate_outputs_free(&cc->a);
+    peat_isolate_outputs_free(&cc->a);
     peat_tensor_free(cc->x);
 }
 
@@ -162,7 +162,7 @@ static peat_call_outcome call_rows(peat_isolate_worker *w, int cmd, int rows, do
     call_case cc;
     case_make_rows(&cc, cmd, rows);
     peat_call_outcome out;
-    cr_assert_eq(peat_campaign_isolate_worker_call(w, &cc.a, timeout_s, &out, why, 256), PEAT_OK,
+    cr_assert_eq(peat_isolate_worker_call(w, &cc.a, timeout_s, &out, why, 256), PEAT_OK,
                  "the runner itself failed: %s", peat_error_last());
     if (out == PEAT_CALL_DONE)
         cr_assert(sums_right(&cc, 0.0f), "cmd %d: DONE but the output is not the row sums", cmd);
@@ -178,7 +178,7 @@ static peat_call_outcome call_w(peat_isolate_worker *w, int cmd, double timeout_
 Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .timeout = 120)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
     char why[256];
     cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "%s", why);
     static const struct {
@@ -210,9 +210,9 @@ Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .time
     }
     /* the first child, and a new one after each crash, exit, hang and stray write (six); none
      * after a returned error */
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 7, "spawns %d",
-                 peat_campaign_isolate_worker_spawns(w));
-    peat_campaign_isolate_worker_free(w);
+    cr_assert_eq(peat_isolate_worker_spawns(w), 7, "spawns %d",
+                 peat_isolate_worker_spawns(w));
+    peat_isolate_worker_free(w);
 }
 
 /* The child keeps its mappings per call layout: calls that alternate between layouts reuse them
@@ -221,18 +221,18 @@ Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .time
 Test(isolate, mappings_kept_per_layout_stay_guarded)
 {
     size_t data_len, guard;
-    peat_campaign_isolate_guard_geometry(R * sizeof(float), &data_len, &guard);
+    peat_isolate_guard_geometry(R * sizeof(float), &data_len, &guard);
     guard_at = data_len;
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
     char why[256];
     for (int i = 0; i < 6; i++)
         cr_assert_eq(call_rows(w, CMD_SUM, i % 2 ? 3 * R : R, 60, why), PEAT_CALL_DONE,
                      "call %d: %s", i, why);
     cr_assert_eq(call_rows(w, CMD_PEEK, R, 60, why), PEAT_CALL_DONE, "a read: %s", why);
     cr_assert_eq(call_rows(w, CMD_SUM, 3 * R, 60, why), PEAT_CALL_DONE, "%s", why);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "one child so far: %d",
-                 peat_campaign_isolate_worker_spawns(w));
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "one child so far: %d",
+                 peat_isolate_worker_spawns(w));
     peat_call_outcome out = call_rows(w, CMD_POKE, R, 60, why);
     cr_assert_eq(out, PEAT_CALL_OOB_WRITE, "a write where a read had opened the guard: %d (%s)",
                  out, why);
@@ -240,7 +240,7 @@ Test(isolate, mappings_kept_per_layout_stay_guarded)
     snprintf(want, sizeof want, "byte offset %zu", data_len);
     cr_assert_not_null(strstr(why, want), "\"%s\" lacks \"%s\"", why, want);
     cr_assert_eq(call_rows(w, CMD_SUM, 3 * R, 60, why), PEAT_CALL_DONE, "%s", why);
-    peat_campaign_isolate_worker_free(w);
+    peat_isolate_worker_free(w);
 }
 
 /* n clean calls through w all done, and w has had one child in all. */
@@ -249,16 +249,16 @@ static void clean_calls_in_one_child(peat_isolate_worker *w, int n)
     char why[256];
     for (int i = 0; i < n; i++)
         cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d",
-                 peat_campaign_isolate_worker_spawns(w));
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d",
+                 peat_isolate_worker_spawns(w));
 }
 
 Test(isolate, clean_calls_share_one_child)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
     clean_calls_in_one_child(w, 20);
-    peat_campaign_isolate_worker_free(w);
+    peat_isolate_worker_free(w);
 }
 
 /* A worker started before any call (as runtime FI starts its own before the band's threads) runs
@@ -266,14 +266,14 @@ Test(isolate, clean_calls_share_one_child)
 Test(isolate, started_worker_serves_the_calls_in_its_first_child)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 1, &w), PEAT_OK);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 0, "a created worker has no child yet");
-    cr_assert_eq(peat_campaign_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_campaign_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "started twice: %d children",
-                 peat_campaign_isolate_worker_spawns(w));
+    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 1, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_spawns(w), 0, "a created worker has no child yet");
+    cr_assert_eq(peat_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_isolate_worker_start(w), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "started twice: %d children",
+                 peat_isolate_worker_spawns(w));
     clean_calls_in_one_child(w, 5);
-    peat_campaign_isolate_worker_free(w);
+    peat_isolate_worker_free(w);
 }
 
 /* n calls of the stateful kernel through w: how many came out right on the first try's terms. */
@@ -285,7 +285,7 @@ static int stateful_right(peat_isolate_worker *w, int n, int keep)
         case_make(&cc, CMD_SUM);
         peat_call_outcome out;
         char why[256];
-        cr_assert_eq(peat_campaign_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why),
+        cr_assert_eq(peat_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why),
                      PEAT_OK);
         cr_assert_eq(out, PEAT_CALL_DONE, "%s", why);
         /* keep_state: call i sees the i calls before it */
@@ -298,25 +298,25 @@ static int stateful_right(peat_isolate_worker *w, int n, int keep)
 Test(isolate, static_state_never_reaches_another_call)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_STATE, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_STATE, 0, &w), PEAT_OK);
     int right = stateful_right(w, 5, 0);
     cr_assert_eq(right, 5, "%d of 5 calls started from the kernel's first state", right);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 5,
+    cr_assert_eq(peat_isolate_worker_spawns(w), 5,
                  "a fresh child after each changed state: %d",
-                 peat_campaign_isolate_worker_spawns(w));
-    peat_campaign_isolate_worker_free(w);
+                 peat_isolate_worker_spawns(w));
+    peat_isolate_worker_free(w);
     cr_assert_eq(state_calls, 0, "the kernel ran in this process");
 }
 
 Test(isolate, kept_state_carries_through_one_run)
 {
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_STATE, 1, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_STATE, 1, &w), PEAT_OK);
     int right = stateful_right(w, 5, 1);
     cr_assert_eq(right, 5, "%d of 5 calls saw the calls before them", right);
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "spawns %d",
-                 peat_campaign_isolate_worker_spawns(w));
-    peat_campaign_isolate_worker_free(w);
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d",
+                 peat_isolate_worker_spawns(w));
+    peat_isolate_worker_free(w);
 }
 
 /* The same outcomes and offsets through a fork per call and through the worker. */
@@ -334,7 +334,7 @@ Test(isolate, fork_per_call_and_worker_agree)
             call_case cc;
             case_make(&cc, cmds[i]);
             cr_assert_eq(
-                peat_campaign_isolate_call(&K_CMD, &cc.a, 1, 60, &out[mode], why[mode], 256),
+                peat_isolate_call(&K_CMD, &cc.a, 1, 60, &out[mode], why[mode], 256),
                 PEAT_OK);
             case_free(&cc);
         }
@@ -343,7 +343,7 @@ Test(isolate, fork_per_call_and_worker_agree)
                      why[0], out[1], why[1]);
         cr_assert_str_eq(why[0], why[1], "cmd %d", cmds[i]);
     }
-    peat_campaign_isolate_workers_close();
+    peat_isolate_workers_close();
 }
 
 /* The worker's child that w started (the only child of this process that is not a zombie). */
@@ -381,7 +381,7 @@ static long vm_bytes(pid_t pid)
 Test(isolate, a_worker_out_of_memory_is_an_error_not_a_kernel_failure)
 {
     peat_isolate_worker *w = NULL;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 1, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 1, &w), PEAT_OK);
     char why[256];
     cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "%s", why);
     pid_t child = worker_child();
@@ -397,7 +397,7 @@ Test(isolate, a_worker_out_of_memory_is_an_error_not_a_kernel_failure)
     memcpy(x->data, cc.x->data, sizeof(float) * R * C);
     cc.a.in[0] = x;
     peat_call_outcome out = PEAT_CALL_DONE;
-    peat_status st = peat_campaign_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why);
+    peat_status st = peat_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why);
     cr_assert_eq(st, PEAT_ERR_NOMEM,
                  "the worker's failed mapping came back as status %d (outcome %d: %s), not as "
                  "peat out of memory",
@@ -406,7 +406,7 @@ Test(isolate, a_worker_out_of_memory_is_an_error_not_a_kernel_failure)
     cc.a.in[0] = cc.x;
     peat_tensor_free(x);
     case_free(&cc);
-    peat_campaign_isolate_worker_free(w);
+    peat_isolate_worker_free(w);
 }
 
 /* A worker forked while peat held its campaign file open keeps none of that file's locks: peat
@@ -426,7 +426,7 @@ Test(isolate, a_live_worker_holds_no_lock_of_peats_campaign_file)
     cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "create %s: %s", path,
                  peat_error_last());
     peat_isolate_worker *w;
-    cr_assert_eq(peat_campaign_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
+    cr_assert_eq(peat_isolate_worker_create(&K_CMD, 0, &w), PEAT_OK);
     char why[256];
     cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "%s", why);
     cr_assert_eq(peat_store_close(s), PEAT_OK, "%s", peat_error_last());
@@ -434,9 +434,9 @@ Test(isolate, a_live_worker_holds_no_lock_of_peats_campaign_file)
     peat_status st = peat_store_open(path, 1, &again);
     cr_assert_eq(st, PEAT_OK, "reopening for writing while the worker lives: %s",
                  peat_error_last());
-    cr_assert_eq(peat_campaign_isolate_worker_spawns(w), 1, "the worker was respawned");
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "the worker was respawned");
     peat_store_close(again);
-    peat_campaign_isolate_worker_free(w);
+    peat_isolate_worker_free(w);
     unlink(path);
     rmdir(dir);
 }

@@ -87,5 +87,6 @@ int zoo_register_honest_bwd(const peat_plugin_host *host);
 int zoo_register_formula(const peat_plugin_host *host);
 int zoo_register_transient(const peat_plugin_host *host);
 int zoo_register_views(const peat_plugin_host *host);
+int zoo_register_state(const peat_plugin_host *host);
 
 #endif

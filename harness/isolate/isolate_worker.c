@@ -3,8 +3,8 @@
  * guarantee of a fork per call (deadline, crash and exit as outcomes, guard regions, read-only
  * inputs) at a fraction of its cost (docs/architecture.md, "Isolation"). */
 #define _GNU_SOURCE /* memfd_create, MAP_POPULATE, dl_iterate_phdr */
-#include "campaign/isolate_impl.h"
-#include "campaign/campaign.h"
+#include "harness/isolate/isolate_impl.h"
+#include "core/clock.h"
 #include "core/child_fds.h"
 
 #include <errno.h>
@@ -41,6 +41,7 @@ typedef struct {
 struct peat_isolate_worker {
     const peat_kernel *k;
     int keep_state, spawns;
+    int shift;   /* pages before the first buffer: another layout, so other addresses in the child */
     pid_t pid;   /* the child, 0 when none runs */
     int sock;    /* the parent's end of the socket pair (one byte each way per call) */
     int mem_fd;  /* the shared file */
@@ -259,7 +260,7 @@ static void *view_add(views *v, void *p, size_t len)
 static size_t view_len(const slot *s, int output)
 {
     size_t data_len, guard;
-    peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
+    peat_isolate_guard_geometry(s->nb, &data_len, &guard);
     return output ? 2 * guard + s->len : s->len;
 }
 
@@ -270,7 +271,7 @@ static char *view_map(views *v, const slot *s, int fd, int o)
         return view_add(
             v, mmap(NULL, s->len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)s->off), s->len);
     size_t pg = pg_size(), data_len, guard;
-    peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
+    peat_isolate_guard_geometry(s->nb, &data_len, &guard);
     size_t len = view_len(s, 1);
     char *base = view_add(
         v, mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), len);
@@ -412,9 +413,9 @@ static void child_call(const peat_kernel *k, ctl_block *c, int fd, view_cache *v
         rep->status = PEAT_ISOLATE_WORKER_NOMEM;
         return;
     }
-    peat_campaign_isolate_faults_watch(&run, rep);
+    peat_isolate_faults_watch(&run, rep);
     peat_status st = peat_kernel_run(k, &run);
-    peat_campaign_isolate_faults_unwatch();
+    peat_isolate_faults_unwatch();
     vc->opened |= rep->opened;
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
@@ -430,14 +431,14 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    peat_campaign_isolate_crash_default();
+    peat_isolate_crash_default();
     child_ctl = w->ctl;
     on_exit(child_atexit, NULL); /* glibc: sees the exit code */
     /* the fault handler stays installed for every call (each lists its own regions); the state
      * every call starts from is taken after the handler's own statics settled */
     peat_args none;
     memset(&none, 0, sizeof none);
-    peat_campaign_isolate_faults_arm(&none, &w->ctl->rep);
+    peat_isolate_faults_arm(&none, &w->ctl->rep);
     view_cache *vc = calloc(1, sizeof *vc); /* on the heap: the state compared is the module's */
     if (!vc) _exit(1);
     module_state ms;
@@ -454,7 +455,7 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
 
 /* ---- the parent ---- */
 
-peat_status peat_campaign_isolate_worker_create(const peat_kernel *k, int keep_state,
+peat_status peat_isolate_worker_create(const peat_kernel *k, int keep_state,
                                                 peat_isolate_worker **out)
 {
     *out = NULL;
@@ -488,7 +489,7 @@ static void worker_stop(peat_isolate_worker *w)
     w->pid = 0, w->sock = -1;
 }
 
-void peat_campaign_isolate_worker_free(peat_isolate_worker *w)
+void peat_isolate_worker_free(peat_isolate_worker *w)
 {
     if (!w) return;
     worker_stop(w);
@@ -498,7 +499,7 @@ void peat_campaign_isolate_worker_free(peat_isolate_worker *w)
     free(w);
 }
 
-int peat_campaign_isolate_worker_spawns(const peat_isolate_worker *w)
+int peat_isolate_worker_spawns(const peat_isolate_worker *w)
 {
     return w ? w->spawns : 0;
 }
@@ -525,7 +526,7 @@ static peat_status worker_spawn(peat_isolate_worker *w)
     return PEAT_OK;
 }
 
-peat_status peat_campaign_isolate_worker_start(peat_isolate_worker *w)
+peat_status peat_isolate_worker_start(peat_isolate_worker *w)
 {
     return w->pid > 0 ? PEAT_OK : worker_spawn(w);
 }
@@ -555,7 +556,7 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
                                 peat_tensor *t)
 {
     ctl_block *c = w->ctl;
-    size_t pg = pg_size(), off = 0;
+    size_t pg = pg_size(), off = (size_t)w->shift * pg;
     c->op = (int)a->op, c->p = a->p, c->n_in = a->n_in, c->n_out = a->n_out;
     /* the layout is the child's key to its mappings: nothing of an earlier call's stays in it */
     memset(c->in, 0, sizeof c->in);
@@ -568,7 +569,7 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
         s->dtype = (int)x->dtype, s->ndim = x->ndim, s->nb = peat_tensor_nbytes(x), s->off = off;
         memcpy(s->shape, x->shape, sizeof s->shape);
         size_t data_len, guard;
-        peat_campaign_isolate_guard_geometry(s->nb, &data_len, &guard);
+        peat_isolate_guard_geometry(s->nb, &data_len, &guard);
         s->len = i < a->n_in ? round_pg(s->nb ? s->nb : 1) : pg + data_len;
         off += s->len;
     }
@@ -580,7 +581,7 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
         if (!x) continue;
         char *p = w->arena + s->off;
         if (i >= a->n_in) {
-            peat_campaign_isolate_guard_head_init(p, s->nb);
+            peat_isolate_guard_head_init(p, s->nb);
             p += pg;
         }
         memcpy(p, x->data, s->nb);
@@ -599,10 +600,10 @@ static peat_status request_fill(peat_isolate_worker *w, const peat_args *a, peat
 static int request_wait(peat_isolate_worker *w, double timeout_s, int *wst)
 {
     char b = 1;
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     if (send(w->sock, &b, 1, MSG_NOSIGNAL) == 1) {
         for (;;) {
-            double left = timeout_s - (peat_campaign_now() - t0);
+            double left = timeout_s - (peat_clock_now() - t0);
             if (left <= 0.0) {
                 kill(-w->pid, SIGKILL);
                 kill(w->pid, SIGKILL);
@@ -631,7 +632,7 @@ static void call_outcome(peat_isolate_worker *w, int ended, int wst, double time
         snprintf(why, nwhy, "kernel '%s' hung: killed after %g s", w->k->name, timeout_s);
         *out = PEAT_CALL_HUNG;
     } else if (ended == 1) {
-        *out = peat_campaign_isolate_child_verdict(w->k->name, wst, rep, why, nwhy);
+        *out = peat_isolate_child_verdict(w->k->name, wst, rep, why, nwhy);
     } else if (rep->status != PEAT_OK) {
         snprintf(why, nwhy, "kernel '%s' failed: %s", w->k->name, rep->msg);
         *out = PEAT_CALL_FAILED;
@@ -640,7 +641,7 @@ static void call_outcome(peat_isolate_worker *w, int ended, int wst, double time
     }
 }
 
-peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
+peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
                                               double timeout_s, peat_call_outcome *out, char *why,
                                               size_t nwhy)
 {
@@ -669,7 +670,7 @@ peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat
         worker_stop(w);
     }
     if (*out == PEAT_CALL_DONE)
-        peat_campaign_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
+        peat_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
     for (int o = 0; o < a->n_out; o++)
         if (a->out[o]) memcpy(a->out[o]->data, run.out[o]->data, w->ctl->out[o].nb);
     /* a stray write may have damaged the child's own memory, and a call that changed the
@@ -680,14 +681,14 @@ peat_status peat_campaign_isolate_worker_call(peat_isolate_worker *w, const peat
     return PEAT_OK;
 }
 
-/* ---- one worker per thread for peat_campaign_isolate_call ---- */
+/* ---- one worker per thread for peat_isolate_call ---- */
 
 static pthread_key_t tl_key;
 static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
 
 static void tl_free(void *w)
 {
-    peat_campaign_isolate_worker_free(w);
+    peat_isolate_worker_free(w);
 }
 
 static void tl_init(void)
@@ -695,32 +696,37 @@ static void tl_init(void)
     pthread_key_create(&tl_key, tl_free);
 }
 
-peat_status peat_campaign_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
+peat_status peat_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
                                                      double timeout_s, peat_call_outcome *out,
                                                      char *why, size_t nwhy)
 {
     pthread_once(&tl_once, tl_init);
     peat_isolate_worker *w = pthread_getspecific(tl_key);
     if (w && w->k != k) {
-        peat_campaign_isolate_worker_free(w);
+        peat_isolate_worker_free(w);
         w = NULL;
         pthread_setspecific(tl_key, NULL);
     }
     if (!w) {
-        PEAT_TRY(peat_campaign_isolate_worker_create(k, 0, &w));
+        PEAT_TRY(peat_isolate_worker_create(k, 0, &w));
         pthread_setspecific(tl_key, w);
     }
-    return peat_campaign_isolate_worker_call(w, a, timeout_s, out, why, nwhy);
+    return peat_isolate_worker_call(w, a, timeout_s, out, why, nwhy);
 }
 
-void peat_campaign_isolate_workers_close(void)
+void peat_isolate_workers_close(void)
 {
     pthread_once(&tl_once, tl_init);
-    peat_campaign_isolate_worker_free(pthread_getspecific(tl_key));
+    peat_isolate_worker_free(pthread_getspecific(tl_key));
     pthread_setspecific(tl_key, NULL);
 }
 
-int peat_campaign_isolate_fork_per_call(void)
+void peat_isolate_worker_shift(peat_isolate_worker *w, int pages)
+{
+    w->shift = pages > 0 ? pages : 0;
+}
+
+int peat_isolate_fork_per_call(void)
 {
     const char *e = getenv("PEAT_ISOLATE");
     return e && strcmp(e, "fork") == 0;

@@ -2,9 +2,9 @@
  * becomes a reported outcome), its outputs in guarded shared memory that the parent reads, its
  * inputs in read-only copies checked after the call. */
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, strsignal, REG_ERR */
-#include "campaign/isolate.h"
-#include "campaign/campaign.h"
-#include "campaign/isolate_impl.h"
+#include "harness/isolate/isolate.h"
+#include "core/clock.h"
+#include "harness/isolate/isolate_impl.h"
 #include "core/child_fds.h"
 
 #include <errno.h>
@@ -53,17 +53,17 @@ static guard_head *head_of(const peat_tensor *t)
     return (guard_head *)((char *)t->data - page_size());
 }
 
-void peat_campaign_isolate_guard_geometry(size_t nb, size_t *data_len, size_t *guard)
+void peat_isolate_guard_geometry(size_t nb, size_t *data_len, size_t *guard)
 {
     size_t pg = page_size();
     *data_len = (nb + TAIL_MIN + pg - 1) / pg * pg;
     *guard = 4 * *data_len > GUARD_MIN ? 4 * *data_len : GUARD_MIN;
 }
 
-void peat_campaign_isolate_guard_head_init(void *mid, size_t nb)
+void peat_isolate_guard_head_init(void *mid, size_t nb)
 {
     size_t pg = page_size(), data_len, guard;
-    peat_campaign_isolate_guard_geometry(nb, &data_len, &guard);
+    peat_isolate_guard_geometry(nb, &data_len, &guard);
     memset(mid, SENTINEL, pg + data_len);
     guard_head *h = (guard_head *)mid;
     h->magic = GUARD_MAGIC, h->nbytes = nb, h->map_len = 2 * guard + pg + data_len,
@@ -73,7 +73,7 @@ void peat_campaign_isolate_guard_head_init(void *mid, size_t nb)
 static void *guarded_alloc(size_t nb)
 {
     size_t pg = page_size(), data_len, guard;
-    peat_campaign_isolate_guard_geometry(nb, &data_len, &guard);
+    peat_isolate_guard_geometry(nb, &data_len, &guard);
     size_t len = 2 * guard + pg + data_len;
     /* the whole range reserved inaccessible, then the head and data mapped shared inside it */
     char *base = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -84,7 +84,7 @@ static void *guarded_alloc(size_t nb)
         munmap(base, len);
         return NULL;
     }
-    peat_campaign_isolate_guard_head_init(mid, nb);
+    peat_isolate_guard_head_init(mid, nb);
     return mid + pg;
 }
 
@@ -92,7 +92,7 @@ static void *guarded_alloc(size_t nb)
 static guard_head head_expected(size_t nb)
 {
     size_t data_len, guard;
-    peat_campaign_isolate_guard_geometry(nb, &data_len, &guard);
+    peat_isolate_guard_geometry(nb, &data_len, &guard);
     guard_head h = {GUARD_MAGIC, nb, 2 * guard + page_size() + data_len, guard};
     return h;
 }
@@ -125,7 +125,7 @@ static long long sentinel_check(const peat_tensor *t, int *hit)
     return 0;
 }
 
-peat_status peat_campaign_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, int n)
+peat_status peat_isolate_outputs_alloc(peat_args *a, peat_tensor *const *tmpl, int n)
 {
     for (int o = 0; o < PEAT_MAX_IO; o++) a->out[o] = NULL;
     a->n_out = n;
@@ -144,11 +144,11 @@ peat_status peat_campaign_isolate_outputs_alloc(peat_args *a, peat_tensor *const
         if (st != PEAT_OK) guarded_free(mem, nb);
     }
     /* a later buffer failed: the earlier ones must not outlive the call */
-    if (st != PEAT_OK) peat_campaign_isolate_outputs_free(a);
+    if (st != PEAT_OK) peat_isolate_outputs_free(a);
     return st;
 }
 
-void peat_campaign_isolate_outputs_free(peat_args *a)
+void peat_isolate_outputs_free(peat_args *a)
 {
     for (int o = 0; o < a->n_out; o++) {
         if (!a->out[o]) continue;
@@ -300,7 +300,7 @@ static void faults_list(const peat_args *run, call_report *rep, int protect_inpu
 
 /* Lists run's output guard regions and its input copies (made read-only) and installs
  * on_fault, which notes into rep. */
-void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
+void peat_isolate_faults_arm(const peat_args *run, call_report *rep)
 {
     faults_list(run, rep, 1);
     struct sigaction sa;
@@ -324,18 +324,18 @@ void peat_campaign_isolate_faults_arm(const peat_args *run, call_report *rep)
     fault_prev.sa_flags = old.sa_flags;
 }
 
-void peat_campaign_isolate_faults_watch(const peat_args *run, call_report *rep)
+void peat_isolate_faults_watch(const peat_args *run, call_report *rep)
 {
     faults_list(run, rep, 0);
 }
 
-void peat_campaign_isolate_faults_unwatch(void)
+void peat_isolate_faults_unwatch(void)
 {
     fault_n = 0;
     memset(fault_regions, 0, sizeof fault_regions);
 }
 
-void peat_campaign_isolate_faults_disarm(void)
+void peat_isolate_faults_disarm(void)
 {
     fault_n = 0;
     /* nothing of one call's layout stays behind (the worker compares these statics too) */
@@ -398,7 +398,7 @@ static void *watchdog(void *arg)
     for (;;) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        double now = peat_campaign_now();
+        double now = peat_clock_now();
         pthread_mutex_lock(&inproc_mu);
         for (int i = 0; i < WATCH_SLOTS; i++) {
             if (watch[i].deadline <= 0.0 || now < watch[i].deadline) continue;
@@ -428,7 +428,7 @@ static int watch_arm(const peat_kernel *k, double timeout_s)
     for (int i = 0; i < WATCH_SLOTS && slot < 0 && timeout_s > 0.0; i++)
         if (watch[i].deadline <= 0.0) {
             slot = i;
-            watch[i].deadline = peat_campaign_now() + timeout_s, watch[i].timeout = timeout_s;
+            watch[i].deadline = peat_clock_now() + timeout_s, watch[i].timeout = timeout_s;
             snprintf(watch[i].name, sizeof watch[i].name, "%s", k->name);
         }
     pthread_mutex_unlock(&inproc_mu);
@@ -466,7 +466,7 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, double tim
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
-    peat_campaign_isolate_faults_arm(
+    peat_isolate_faults_arm(
         a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
     int slot = watch_arm(k, timeout_s), cwd = cwd_save();
     inproc_calls++;
@@ -474,7 +474,7 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, double tim
     inproc_calls--;
     cwd_restore(cwd);
     watch_disarm(slot);
-    peat_campaign_isolate_faults_disarm();
+    peat_isolate_faults_disarm();
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &old[i], NULL);
     *out = PEAT_CALL_DONE;
     if (st == PEAT_OK) return PEAT_OK;
@@ -491,7 +491,7 @@ static void inproc_install(void)
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, NULL);
 }
 
-peat_status peat_campaign_isolate_watched_run(const peat_kernel *k, const peat_args *a,
+peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a,
                                               double timeout_s)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -523,9 +523,9 @@ static void on_terminate(int sig)
  * Returns 1 when the child ended (wst set), 0 when it was killed, -1 when waitpid failed. */
 static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 {
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     for (;;) {
-        double left = timeout_s - (peat_campaign_now() - t0);
+        double left = timeout_s - (peat_clock_now() - t0);
         if (left <= 0.0) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
@@ -543,7 +543,7 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 
 /* What the child's end says about the kernel: rep holds what it returned (or one of the above)
  * and its error message. */
-peat_call_outcome peat_campaign_isolate_child_verdict(const char *name, int wst,
+peat_call_outcome peat_isolate_child_verdict(const char *name, int wst,
                                                       const call_report *rep, char *why,
                                                       size_t nwhy)
 {
@@ -584,7 +584,7 @@ static void child_atexit(int code, void *unused)
     _exit(code);
 }
 
-void peat_campaign_isolate_crash_default(void)
+void peat_isolate_crash_default(void)
 {
     /* a kernel's crash ends the child by its signal, which the parent reports in one line; a
      * sanitizer's handler (sanitizer builds) would print a page of its own first */
@@ -602,7 +602,7 @@ static void child_run(child_fn fn, void *arg, call_report *rep, pid_t parent, in
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* peat killed outright: no orphan left spinning */
     if (getppid() != parent) _exit(1);
-    peat_campaign_isolate_crash_default();
+    peat_isolate_crash_default();
     peat_status st = fn(arg);
     if (st != PEAT_OK) snprintf(rep->msg, sizeof rep->msg, "%s", peat_error_last());
     rep->status = (int)st;
@@ -619,7 +619,7 @@ typedef struct kernel_job {
 static peat_status kernel_job_run(void *arg)
 {
     kernel_job *j = arg;
-    peat_campaign_isolate_faults_arm(j->a, j->rep);
+    peat_isolate_faults_arm(j->a, j->rep);
     return peat_kernel_run(j->k, j->a);
 }
 
@@ -657,7 +657,7 @@ static peat_status run_child(const char *name, child_fn fn, void *arg, call_repo
         } else if (ended < 0)
             st = PEAT_ERROR(PEAT_ERR_INTERNAL, "waitpid failed: %s", strerror(errno));
         else
-            *out = peat_campaign_isolate_child_verdict(name, wst, rep, why, nwhy);
+            *out = peat_isolate_child_verdict(name, wst, rep, why, nwhy);
     }
     close(fds[0]);
     sigaction(SIGTERM, &old_term, NULL);
@@ -679,7 +679,7 @@ static void oob_why(const peat_kernel *k, const peat_tensor *t, int o, long long
 /* After a completed call: writes outside the outputs (sentinels just around them, the guard
  * regions further out), then into the inputs (the read-only copies' faults, or a difference
  * from the originals). */
-void peat_campaign_isolate_writes_check(const peat_kernel *k, const peat_args *a,
+void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a,
                                         const peat_args *run, const call_report *rep,
                                         peat_call_outcome *out, char *why, size_t nwhy)
 {
@@ -711,14 +711,14 @@ void peat_campaign_isolate_writes_check(const peat_kernel *k, const peat_args *a
     }
 }
 
-peat_status peat_campaign_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
+peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
                                        double timeout_s, peat_call_outcome *out, char *why,
                                        size_t nwhy)
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
-    if (isolate && !peat_campaign_isolate_fork_per_call())
-        return peat_campaign_isolate_worker_shared_call(k, a, timeout_s, out, why, nwhy);
+    if (isolate && !peat_isolate_fork_per_call())
+        return peat_isolate_worker_shared_call(k, a, timeout_s, out, why, nwhy);
     call_report *rep = shared_alloc(sizeof *rep);
     if (!rep) return PEAT_ERROR(PEAT_ERR_NOMEM, "shared call report");
     memset(rep, 0, sizeof *rep);
@@ -729,31 +729,31 @@ peat_status peat_campaign_isolate_call(const peat_kernel *k, const peat_args *a,
                                  timeout_s, out, why, nwhy)
                      : run_here(k, &run, timeout_s, rep, out, why, nwhy);
     if (st == PEAT_OK && *out == PEAT_CALL_DONE)
-        peat_campaign_isolate_writes_check(k, a, &run, rep, out, why, nwhy);
+        peat_isolate_writes_check(k, a, &run, rep, out, why, nwhy);
     inputs_free(&run);
     munmap(rep, sizeof *rep);
     return st;
 }
 
-peat_status peat_campaign_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
+peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
                                       double timeout_s, char *why, size_t nwhy)
 {
     peat_call_outcome out;
-    PEAT_TRY(peat_campaign_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
+    PEAT_TRY(peat_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
     return out == PEAT_CALL_DONE ? PEAT_OK : PEAT_ERR_KERNEL;
 }
 
-void *peat_campaign_isolate_shared(size_t n)
+void *peat_isolate_shared(size_t n)
 {
     return shared_alloc(n);
 }
 
-void peat_campaign_isolate_shared_free(void *p, size_t n)
+void peat_isolate_shared_free(void *p, size_t n)
 {
     if (p) munmap(p, n ? n : 1);
 }
 
-peat_status peat_campaign_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
+peat_status peat_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
                                        double timeout_s, char *why, size_t nwhy)
 {
     why[0] = 0;

@@ -1,0 +1,11 @@
+/* clock.c: the monotonic clock of PEAT's own timings (core/clock.h). */
+#include "core/clock.h"
+
+#include <time.h>
+
+double peat_clock_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
