@@ -7,8 +7,6 @@
  * reused workspace, a shape-keyed plan cache, a lazily built table, per-thread scratch). */
 #include "zoo.h"
 
-#include "peat/peat.h"
-
 #include <stdlib.h>
 
 /* The plain forward-k dot product of output (b, i, j) from k0 to k1, rounding each input with rnd
@@ -33,9 +31,17 @@ static void gemm_plain(const peat_args *a, float (*rnd)(float))
                 zoo_store(a, &g, b, i, j, dot(a, &g, b, i, j, 0, g.K, rnd));
 }
 
+/* Elements of t (the plugin uses no host function: it loads into a bare libpeat too). */
+static int64_t numel(const peat_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
 static size_t out_bytes(const peat_args *a)
 {
-    return (size_t)peat_tensor_numel(a->out[0]) * sizeof(float);
+    return (size_t)numel(a->out[0]) * sizeof(float);
 }
 
 /* ---- caches of outputs ---- */
@@ -94,7 +100,7 @@ static peat_status hash_cache(const peat_args *a, const peat_kernel *self)
     uint64_t h = shape_key(a);
     for (int k = 0; k < 2; k++) {
         const float *x = a->in[k]->data;
-        int64_t n = peat_tensor_numel(a->in[k]);
+        int64_t n = numel(a->in[k]);
         for (int s = 0; s < 8 && n > 0; s++) {
             uint32_t u;
             memcpy(&u, &x[(n - 1) * s / 7], sizeof u);
