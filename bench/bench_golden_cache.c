@@ -4,7 +4,8 @@
  * `peat run --size base --flow gpt` of another kernel against the first, set against one golden
  * training. Verdicts of each pair are compared: they must be identical.
  *
- * usage: bench_golden_cache [PEAT] [FLOW] [SIZE]   (build/peat, gpt, small) */
+ * usage: bench_golden_cache [PEAT] [FLOW] [SIZE] [PART]   (build/peat, gpt, small, all)
+ *   PART: suite (the suite against independent campaigns), base (warm and cold at base), all */
 #define _DEFAULT_SOURCE
 #include <limits.h>
 #include <stdio.h>
@@ -72,6 +73,8 @@ int main(int argc, char **argv)
     const char *peat = argc > 1 ? argv[1] : "build/peat";
     const char *flow = argc > 2 ? argv[2] : "gpt";
     const char *size = argc > 3 ? argv[3] : "small";
+    const char *part = argc > 4 ? argv[4] : "all";
+    int do_suite = strcmp(part, "base") != 0, do_base = strcmp(part, "suite") != 0;
     char plugin[PATH_MAX], cmd[8192], a[600], b[600];
     snprintf(plugin, sizeof plugin, "%s", peat);
     char *slash = strrchr(plugin, '/');
@@ -85,70 +88,75 @@ int main(int argc, char **argv)
     if (have_plugin) snprintf(plugin, sizeof plugin, "%s", abs_plugin);
     int nk = have_plugin ? NK : NK - 1;
 
-    /* the suite, with the golden cache (empty at its start) */
-    snprintf(cmd, sizeof cmd, "%s/suite.ini", dir);
-    FILE *f = fopen(cmd, "w");
-    if (!f) return 1;
-    fprintf(f, "[suite]\nname = gcache\nflows = %s\nsize = %s\nseed = 1\n", flow, size);
-    if (have_plugin) fprintf(f, "plugin = %s\n", plugin);
-    for (int i = 0; i < nk; i++) fprintf(f, "kernels = %s\n", kernels[i]);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "PEAT_CACHE_DIR=%s/cache %s ci %s/suite.ini --out %s/suite --quiet",
-             dir, peat, dir, dir);
-    double t_suite = timed(cmd);
-
-    /* the same campaigns, each on its own, without the cache */
-    double t_alone = 0;
-    int same = 1;
-    for (int i = 0; i < nk; i++) {
+    double t_suite = 0, t_alone = 0, t_cold = 0, t_warm = 0, t_base_alone = 0, golden_s = 0;
+    int same = 1, base_same = 1;
+    if (do_suite) {
+        /* the suite, with the golden cache (empty at its start) */
+        snprintf(cmd, sizeof cmd, "%s/suite.ini", dir);
+        FILE *f = fopen(cmd, "w");
+        if (!f) return 1;
+        fprintf(f, "[suite]\nname = gcache\nflows = %s\nsize = %s\nseed = 1\n", flow, size);
+        if (have_plugin) fprintf(f, "plugin = %s\n", plugin);
+        for (int i = 0; i < nk; i++) fprintf(f, "kernels = %s\n", kernels[i]);
+        fclose(f);
         snprintf(cmd, sizeof cmd,
-                 "PEAT_GOLDEN_CACHE=off %s run --kernel %s --flow %s --size %s --seed 1 %s%s "
-                 "--out %s/alone-%d > %s/alone-%d.txt",
-                 peat, kernels[i], flow, size, have_plugin ? "--plugin " : "",
-                 have_plugin ? plugin : "", dir, i, dir, i);
-        t_alone += timed(cmd);
-        snprintf(a, sizeof a, "%s/alone-%d.txt", dir, i);
-        char va[256], vb[256];
-        line_of(a, "verdict: ", va, sizeof va);
-        snprintf(b, sizeof b, "%s/suite/items/%s-%s-cpu.log", dir, kernels[i], flow);
-        line_of(b, "verdict: ", vb, sizeof vb);
-        if (strcmp(va, vb)) {
-            same = 0;
-            fprintf(stderr, "%s: alone '%s', in the suite '%s'\n", kernels[i], va, vb);
+                 "PEAT_CACHE_DIR=%s/cache %s ci %s/suite.ini --out %s/suite --quiet", dir, peat,
+                 dir, dir);
+        t_suite = timed(cmd);
+
+        /* the same campaigns, each on its own, without the cache */
+        for (int i = 0; i < nk; i++) {
+            snprintf(cmd, sizeof cmd,
+                     "PEAT_GOLDEN_CACHE=off %s run --kernel %s --flow %s --size %s --seed 1 %s%s "
+                     "--out %s/alone-%d > %s/alone-%d.txt",
+                     peat, kernels[i], flow, size, have_plugin ? "--plugin " : "",
+                     have_plugin ? plugin : "", dir, i, dir, i);
+            t_alone += timed(cmd);
+            snprintf(a, sizeof a, "%s/alone-%d.txt", dir, i);
+            char va[256], vb[256];
+            line_of(a, "verdict: ", va, sizeof va);
+            snprintf(b, sizeof b, "%s/suite/items/%s-%s-cpu.log", dir, kernels[i], flow);
+            line_of(b, "verdict: ", vb, sizeof vb);
+            if (strcmp(va, vb)) {
+                same = 0;
+                fprintf(stderr, "%s: alone '%s', in the suite '%s'\n", kernels[i], va, vb);
+            }
         }
     }
-
-    /* base size: the first run trains the golden work and stores it, the second reuses it */
-    snprintf(cmd, sizeof cmd,
-             "PEAT_CACHE_DIR=%s/cache %s run --kernel gemm_new --flow gpt --size base "
-             "--out %s/base-cold > %s/base-cold.txt",
-             dir, peat, dir, dir);
-    double t_cold = timed(cmd);
-    snprintf(cmd, sizeof cmd,
-             "PEAT_CACHE_DIR=%s/cache %s run --kernel gemm_plain --flow gpt --size base "
-             "--out %s/base-warm > %s/base-warm.txt",
-             dir, peat, dir, dir);
-    double t_warm = timed(cmd);
-    snprintf(cmd, sizeof cmd,
-             "PEAT_GOLDEN_CACHE=off %s run --kernel gemm_plain --flow gpt --size base "
-             "--out %s/base-alone > %s/base-alone.txt",
-             peat, dir, dir);
-    double t_base_alone = timed(cmd);
-    snprintf(a, sizeof a, "%s/base-cold.txt", dir);
-    double golden_s = profile_s(a);
-    char vw[256], vo[256];
-    snprintf(a, sizeof a, "%s/base-warm.txt", dir);
-    line_of(a, "verdict: ", vw, sizeof vw);
-    snprintf(b, sizeof b, "%s/base-alone.txt", dir);
-    line_of(b, "verdict: ", vo, sizeof vo);
-    int base_same = !strcmp(vw, vo);
-
+    if (do_base) {
+        /* base size: the first run trains the golden work and stores it, the second reuses it */
+        snprintf(cmd, sizeof cmd,
+                 "PEAT_CACHE_DIR=%s/cache %s run --kernel gemm_new --flow gpt --size base "
+                 "--out %s/base-cold > %s/base-cold.txt",
+                 dir, peat, dir, dir);
+        t_cold = timed(cmd);
+        snprintf(cmd, sizeof cmd,
+                 "PEAT_CACHE_DIR=%s/cache %s run --kernel gemm_plain --flow gpt --size base "
+                 "--out %s/base-warm > %s/base-warm.txt",
+                 dir, peat, dir, dir);
+        t_warm = timed(cmd);
+        snprintf(cmd, sizeof cmd,
+                 "PEAT_GOLDEN_CACHE=off %s run --kernel gemm_plain --flow gpt --size base "
+                 "--out %s/base-alone > %s/base-alone.txt",
+                 peat, dir, dir);
+        t_base_alone = timed(cmd);
+        snprintf(a, sizeof a, "%s/base-cold.txt", dir);
+        golden_s = profile_s(a);
+        char vw[256], vo[256];
+        snprintf(a, sizeof a, "%s/base-warm.txt", dir);
+        line_of(a, "verdict: ", vw, sizeof vw);
+        snprintf(b, sizeof b, "%s/base-alone.txt", dir);
+        line_of(b, "verdict: ", vo, sizeof vo);
+        base_same = !strcmp(vw, vo);
+    }
     printf("golden cache (%s; %d GEMM kernels on %s, size %s; 2 cores)\n\n", peat, nk, flow, size);
     printf("%-58s %9s %9s\n", "what", "seconds", "ratio");
-    printf("%-58s %9.1f %9s\n", "N independent campaigns, no cache", t_alone, "1.00");
-    printf("%-58s %9.1f %9.2f\n", "peat ci suite of the same N, golden cache (empty at start)",
-           t_suite, t_suite / t_alone);
-    printf("%-58s %9s\n", "  verdicts identical", same ? "yes" : "NO");
+    if (do_suite) printf("%-58s %9.1f %9s\n", "N independent campaigns, no cache", t_alone, "1.00");
+    if (do_suite)
+        printf("%-58s %9.1f %9.2f\n%-58s %9s\n",
+               "peat ci suite of the same N, golden cache (empty at start)", t_suite,
+               t_suite / t_alone, "  verdicts identical", same ? "yes" : "NO");
+    if (!do_base) goto done;
     printf("%-58s %9.1f %9s\n", "golden training (profile of the cold gpt base run)", golden_s,
            "1.00");
     printf("%-58s %9.1f %9.2f\n", "gpt base gemm_new, cold (trains and stores)", t_cold,
@@ -158,6 +166,7 @@ int main(int argc, char **argv)
     printf("%-58s %9.1f %9.2f\n", "gpt base gemm_plain, no cache", t_base_alone,
            t_base_alone / golden_s);
     printf("%-58s %9s\n", "  verdicts identical (warm vs no cache)", base_same ? "yes" : "NO");
+done:
     snprintf(cmd, sizeof cmd, "du -sh %s/cache/golden | cut -f1", dir);
     printf("cache size after the bench: ");
     fflush(stdout);
