@@ -278,16 +278,28 @@ peat_status peat_campaign_golden_cache_profile_take(peat_campaign *c)
 }
 
 /* A folder of the cache and the files in it. */
-static void dir_remove(const char *dir)
+/* fn on the path of every file of dir (entries starting with '.' left out). */
+static void dir_each(const char *dir, void (*fn)(const char *path, void *user), void *user)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        char p[1100];
+        char p[1400];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (e->d_name[0] != '.') unlink(p);
+        if (e->d_name[0] != '.') fn(p, user);
     }
     if (d) closedir(d);
+}
+
+static void file_remove(const char *path, void *user)
+{
+    (void)user;
+    unlink(path);
+}
+
+static void dir_remove(const char *dir)
+{
+    dir_each(dir, file_remove, NULL);
     rmdir(dir);
 }
 
@@ -381,18 +393,16 @@ typedef struct {
     long long mtime;
 } entry;
 
+static void file_bytes(const char *path, void *user)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0) *(long long *)user += (long long)sb.st_size;
+}
+
 static long long dir_bytes(const char *dir)
 {
     long long sum = 0;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char p[1400];
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (e->d_name[0] != '.' && stat(p, &sb) == 0) sum += (long long)sb.st_size;
-    }
-    if (d) closedir(d);
+    dir_each(dir, file_bytes, &sum);
     return sum;
 }
 
