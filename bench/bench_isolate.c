@@ -57,9 +57,8 @@ static double per_call(peat_args *a, int mode, int n)
         peat_call_outcome out = PEAT_CALL_DONE;
         char why[256];
         double t0 = now();
-        peat_status st = mode == 0
-                             ? peat_kernel_run(&K, a)
-                             : peat_isolate_call(&K, a, mode >= 2, 30.0, &out, why, 256);
+        peat_status st = mode == 0 ? peat_kernel_run(&K, a)
+                                   : peat_isolate_call(&K, a, mode >= 2, 30.0, &out, why, 256);
         if (i > 0) t[i - 1] = now() - t0;
         if (st != PEAT_OK || out != PEAT_CALL_DONE) {
             fprintf(stderr, "bench_isolate: call failed: %s\n", st ? peat_error_last() : why);

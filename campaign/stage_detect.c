@@ -9,11 +9,19 @@
 /* What the runner measured on the recorded calls, for the detector. */
 static peat_runner_counts runner_counts(const peat_campaign_result *res)
 {
-    peat_runner_counts r = {
-        res->n_records,    res->n_kernel_failures, res->n_due,          res->n_hang_skipped,
-        res->n_oob_writes, res->n_input_mutations, res->kernel_failure, res->due,
-        res->oob_write,    res->input_mutation,    res->n_sequence_calls, res->n_stateful,
-        res->stateful};
+    peat_runner_counts r = {res->n_records,
+                            res->n_kernel_failures,
+                            res->n_due,
+                            res->n_hang_skipped,
+                            res->n_oob_writes,
+                            res->n_input_mutations,
+                            res->kernel_failure,
+                            res->due,
+                            res->oob_write,
+                            res->input_mutation,
+                            res->n_sequence_calls,
+                            res->n_stateful,
+                            res->stateful};
     return r;
 }
 

@@ -1,6 +1,7 @@
 /* stage_playback.c: the playback stage: every recorded call replayed through the candidate
- * (isolated, harness/isolate/isolate.c), its outputs and the golden's measured against the exact ones;
- * calls that crash, hang, exit or write where they must not are counted for the detect stage. */
+ * (isolated, harness/isolate/isolate.c), its outputs and the golden's measured against the exact
+ * ones; calls that crash, hang, exit or write where they must not are counted for the detect stage.
+ */
 #include "golden/golden.h"
 #include "harness/isolate/isolate.h"
 #include "campaign/progress.h"
@@ -178,8 +179,7 @@ static peat_status call_outputs(peat_campaign *c, const peat_record *r, int isol
     peat_args a = peat_record_args(r);
     PEAT_TRY(peat_isolate_outputs_alloc(&a, r->golden, r->n_out));
     peat_call_outcome oc;
-    peat_status st =
-        peat_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &oc, why, n);
+    peat_status st = peat_isolate_call(c->k, &a, isolate, c->o->kernel_timeout_s, &oc, why, n);
     if (st == PEAT_OK) *out = (int32_t)oc;
     for (int o = 0; o < r->n_out && st == PEAT_OK && usable(*out); o++)
         st = peat_tensor_clone(a.out[o], &dst[o]);

@@ -127,8 +127,7 @@ peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const pea
     if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     if (st == PEAT_OK) {
-        peat_status rs =
-            peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
+        peat_status rs = peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
         if (rs == PEAT_ERR_KERNEL)
             outcome_failed(po, why);
         else if (rs != PEAT_OK)
@@ -153,13 +152,13 @@ peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const p
     if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
     char why[256];
     peat_gemm_props again;
-    if (st == PEAT_OK && peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
-                                                   sizeof why) == PEAT_OK) {
+    if (st == PEAT_OK &&
+        peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK) {
         peat_analyzer_gemm_props_read(g.out[0], &res->props_gold);
         peat_analyzer_gemm_props_read(c.out[0], &res->props_cand);
         /* a kernel whose answers change from run to run has no properties to read: run twice */
-        res->have_props = peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why,
-                                                    sizeof why) == PEAT_OK;
+        res->have_props =
+            peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why) == PEAT_OK;
         if (res->have_props) peat_analyzer_gemm_props_read(c.out[0], &again);
         res->have_props = res->have_props && !memcmp(&again, &res->props_cand, sizeof again) &&
                           res->props_cand.consistent && res->props_gold.consistent;

@@ -107,8 +107,8 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
                           int max);
 /* ---- a campaign's findings from every source, in one order (detector/findings.c) ---------- */
 
-/* What the runner measured on the recorded calls (harness/isolate/isolate.c): how many calls failed in
- * each way, and the first message of each (NULL or "" when none). */
+/* What the runner measured on the recorded calls (harness/isolate/isolate.c): how many calls failed
+ * in each way, and the first message of each (NULL or "" when none). */
 typedef struct peat_runner_counts {
     int64_t n_records;
     int64_t n_failures;     /* crashed, hung or failed (DUE and hang-skipped calls included) */

@@ -284,9 +284,10 @@ static peat_status calibrate_kernel(const peat_kernel *k, const peat_pred_device
     return peat_predictor_calibrate_kernel(k, d, 0.0005, 3, kt);
 }
 
-/* A candidate is code under test: on the CPU it is timed in a forked child (harness/isolate/isolate.c),
- * so that one that crashes, ends its process or spins costs its own row, not the calibration
- * (in-process, a kernel that called exit() ended `peat run --budget` silently). */
+/* A candidate is code under test: on the CPU it is timed in a forked child
+ * (harness/isolate/isolate.c), so that one that crashes, ends its process or spins costs its own
+ * row, not the calibration (in-process, a kernel that called exit() ended `peat run --budget`
+ * silently). */
 typedef struct cal_job {
     const peat_kernel *k;
     peat_pred_device dev;
@@ -317,8 +318,7 @@ static peat_status calibrate_candidate(const peat_kernel *k, const peat_latency_
     if (!j) return PEAT_ERROR(PEAT_ERR_NOMEM, "calibration job");
     j->k = k, j->dev = env->dev;
     char why[256];
-    peat_status st =
-        peat_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
+    peat_status st = peat_isolate_work(k->name, cal_job_run, j, CAL_TIMEOUT_S, why, sizeof why);
     if (st == PEAT_OK) {
         *kt = j->kt;
         peat_predictor_gate_merge(j->timings, j->quiet, j->best);

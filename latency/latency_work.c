@@ -410,11 +410,11 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
     return PEAT_OK;
 }
 
-/* Isolation: one call through the playback's own isolation (harness/isolate/isolate.c: shared outputs,
- * fork, the child runs the kernel, the parent waits for its end) with a one-element kernel: CPU
- * seconds of parent and child (the wall clock of a shared machine would count other jobs). The
- * fork copies the page tables of everything the process holds, so it is timed at three resident
- * sizes (x = the process's resident bytes: nothing extra, 16 and 64 MiB more). */
+/* Isolation: one call through the playback's own isolation (harness/isolate/isolate.c: shared
+ * outputs, fork, the child runs the kernel, the parent waits for its end) with a one-element
+ * kernel: CPU seconds of parent and child (the wall clock of a shared machine would count other
+ * jobs). The fork copies the page tables of everything the process holds, so it is timed at three
+ * resident sizes (x = the process's resident bytes: nothing extra, 16 and 64 MiB more). */
 static peat_status cal_isolate(double *x, double *t, int *n)
 {
     static const size_t extra[] = {0, (size_t)16 << 20, (size_t)64 << 20};

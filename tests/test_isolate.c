@@ -210,8 +210,7 @@ Test(isolate, worker_survives_each_misbehaving_call_and_the_next_is_clean, .time
     }
     /* the first child, and a new one after each crash, exit, hang and stray write (six); none
      * after a returned error */
-    cr_assert_eq(peat_isolate_worker_spawns(w), 7, "spawns %d",
-                 peat_isolate_worker_spawns(w));
+    cr_assert_eq(peat_isolate_worker_spawns(w), 7, "spawns %d", peat_isolate_worker_spawns(w));
     peat_isolate_worker_free(w);
 }
 
@@ -249,8 +248,7 @@ static void clean_calls_in_one_child(peat_isolate_worker *w, int n)
     char why[256];
     for (int i = 0; i < n; i++)
         cr_assert_eq(call_w(w, CMD_SUM, 60, why), PEAT_CALL_DONE, "call %d: %s", i, why);
-    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d",
-                 peat_isolate_worker_spawns(w));
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d", peat_isolate_worker_spawns(w));
 }
 
 Test(isolate, clean_calls_share_one_child)
@@ -285,8 +283,7 @@ static int stateful_right(peat_isolate_worker *w, int n, int keep)
         case_make(&cc, CMD_SUM);
         peat_call_outcome out;
         char why[256];
-        cr_assert_eq(peat_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why),
-                     PEAT_OK);
+        cr_assert_eq(peat_isolate_worker_call(w, &cc.a, 60, &out, why, sizeof why), PEAT_OK);
         cr_assert_eq(out, PEAT_CALL_DONE, "%s", why);
         /* keep_state: call i sees the i calls before it */
         right += sums_right(&cc, keep ? (float)i : 0.0f);
@@ -301,8 +298,7 @@ Test(isolate, static_state_never_reaches_another_call)
     cr_assert_eq(peat_isolate_worker_create(&K_STATE, 0, &w), PEAT_OK);
     int right = stateful_right(w, 5, 0);
     cr_assert_eq(right, 5, "%d of 5 calls started from the kernel's first state", right);
-    cr_assert_eq(peat_isolate_worker_spawns(w), 5,
-                 "a fresh child after each changed state: %d",
+    cr_assert_eq(peat_isolate_worker_spawns(w), 5, "a fresh child after each changed state: %d",
                  peat_isolate_worker_spawns(w));
     peat_isolate_worker_free(w);
     cr_assert_eq(state_calls, 0, "the kernel ran in this process");
@@ -314,8 +310,7 @@ Test(isolate, kept_state_carries_through_one_run)
     cr_assert_eq(peat_isolate_worker_create(&K_STATE, 1, &w), PEAT_OK);
     int right = stateful_right(w, 5, 1);
     cr_assert_eq(right, 5, "%d of 5 calls saw the calls before them", right);
-    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d",
-                 peat_isolate_worker_spawns(w));
+    cr_assert_eq(peat_isolate_worker_spawns(w), 1, "spawns %d", peat_isolate_worker_spawns(w));
     peat_isolate_worker_free(w);
 }
 
@@ -333,9 +328,8 @@ Test(isolate, fork_per_call_and_worker_agree)
                 unsetenv("PEAT_ISOLATE");
             call_case cc;
             case_make(&cc, cmds[i]);
-            cr_assert_eq(
-                peat_isolate_call(&K_CMD, &cc.a, 1, 60, &out[mode], why[mode], 256),
-                PEAT_OK);
+            cr_assert_eq(peat_isolate_call(&K_CMD, &cc.a, 1, 60, &out[mode], why[mode], 256),
+                         PEAT_OK);
             case_free(&cc);
         }
         unsetenv("PEAT_ISOLATE");

@@ -466,8 +466,7 @@ static peat_status run_here(const peat_kernel *k, const peat_args *a, double tim
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = inproc_crash;
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &old[i]);
-    peat_isolate_faults_arm(
-        a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
+    peat_isolate_faults_arm(a, rep); /* a fault outside the guarded buffers goes to inproc_crash */
     int slot = watch_arm(k, timeout_s), cwd = cwd_save();
     inproc_calls++;
     peat_status st = peat_kernel_run(k, a);
@@ -491,8 +490,7 @@ static void inproc_install(void)
     for (int i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, NULL);
 }
 
-peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a,
-                                              double timeout_s)
+peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     inproc_prepare(k);
@@ -543,9 +541,8 @@ static int wait_deadline(pid_t pid, int fd, double timeout_s, int *wst)
 
 /* What the child's end says about the kernel: rep holds what it returned (or one of the above)
  * and its error message. */
-peat_call_outcome peat_isolate_child_verdict(const char *name, int wst,
-                                                      const call_report *rep, char *why,
-                                                      size_t nwhy)
+peat_call_outcome peat_isolate_child_verdict(const char *name, int wst, const call_report *rep,
+                                             char *why, size_t nwhy)
 {
     int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
     if (WIFSIGNALED(wst)) {
@@ -679,9 +676,9 @@ static void oob_why(const peat_kernel *k, const peat_tensor *t, int o, long long
 /* After a completed call: writes outside the outputs (sentinels just around them, the guard
  * regions further out), then into the inputs (the read-only copies' faults, or a difference
  * from the originals). */
-void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a,
-                                        const peat_args *run, const call_report *rep,
-                                        peat_call_outcome *out, char *why, size_t nwhy)
+void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a, const peat_args *run,
+                               const call_report *rep, peat_call_outcome *out, char *why,
+                               size_t nwhy)
 {
     for (int o = 0; o < run->n_out; o++) {
         int hit;
@@ -712,8 +709,7 @@ void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a,
 }
 
 peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
-                                       double timeout_s, peat_call_outcome *out, char *why,
-                                       size_t nwhy)
+                              double timeout_s, peat_call_outcome *out, char *why, size_t nwhy)
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
@@ -736,7 +732,7 @@ peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isol
 }
 
 peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
-                                      double timeout_s, char *why, size_t nwhy)
+                             double timeout_s, char *why, size_t nwhy)
 {
     peat_call_outcome out;
     PEAT_TRY(peat_isolate_call(k, a, isolate, timeout_s, &out, why, nwhy));
@@ -754,7 +750,7 @@ void peat_isolate_shared_free(void *p, size_t n)
 }
 
 peat_status peat_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
-                                       double timeout_s, char *why, size_t nwhy)
+                              double timeout_s, char *why, size_t nwhy)
 {
     why[0] = 0;
     call_report *rep = shared_alloc(sizeof *rep);

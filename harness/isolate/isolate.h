@@ -35,14 +35,12 @@ typedef enum {
  * when it is not DONE. Returns PEAT_OK whatever the kernel did; any other status is the runner's
  * own failure (fork, memory). */
 peat_status peat_isolate_call(const peat_kernel *k, const peat_args *a, int isolate,
-                                       double timeout_s, peat_call_outcome *out, char *why,
-                                       size_t nwhy);
+                              double timeout_s, peat_call_outcome *out, char *why, size_t nwhy);
 
 /* k on a in this process (no copies, no guards) for callers that cannot isolate (runtime FI with
  * --no-isolate): a crash, an exit or a call still running after timeout_s (0: no deadline) ends
  * peat with one line naming the kernel and exit status 1 (DUE); the kernel's status otherwise. */
-peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a,
-                                              double timeout_s);
+peat_status peat_isolate_watched_run(const peat_kernel *k, const peat_args *a, double timeout_s);
 
 /* Ends the calling thread's isolated worker (peat_isolate_call starts one per kernel and
  * thread, kept between calls): a stage that is done with its candidate calls this. */
@@ -52,7 +50,7 @@ void peat_isolate_workers_close(void);
  * completed cleanly, PEAT_ERR_KERNEL with a one-line reason in why otherwise; any other status is
  * the runner's own failure. */
 peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isolate,
-                                      double timeout_s, char *why, size_t nwhy);
+                             double timeout_s, char *why, size_t nwhy);
 
 /* Untrusted work other than one call (timing a candidate kernel for the latency model): runs
  * fn(arg) in a forked child with a deadline of timeout_s, as an isolated call runs. fn's results
@@ -61,7 +59,7 @@ peat_status peat_isolate_run(const peat_kernel *k, const peat_args *a, int isola
  * crashed, ended the process or hung; any other status is the runner's own failure (fork, memory).
  * Not for device backends (a GPU runtime does not survive fork). */
 peat_status peat_isolate_work(const char *name, peat_status (*fn)(void *arg), void *arg,
-                                       double timeout_s, char *why, size_t nwhy);
+                              double timeout_s, char *why, size_t nwhy);
 /* n bytes shared with children (zeroed), and their release. */
 void *peat_isolate_shared(size_t n);
 void peat_isolate_shared_free(void *p, size_t n);

@@ -59,13 +59,13 @@ void peat_isolate_faults_unwatch(void);
 void peat_isolate_crash_default(void);
 /* What a child's end (waitpid status wst) and its report say about the call. */
 peat_call_outcome peat_isolate_child_verdict(const char *name, int wst,
-                                                      const peat_isolate_report *rep, char *why,
-                                                      size_t nwhy);
+                                             const peat_isolate_report *rep, char *why,
+                                             size_t nwhy);
 /* After a completed call of k on run (the copies of a's inputs, the guarded outputs): writes
  * outside the outputs, then into the inputs; *out and why updated when one is found. */
-void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a,
-                                        const peat_args *run, const peat_isolate_report *rep,
-                                        peat_call_outcome *out, char *why, size_t nwhy);
+void peat_isolate_writes_check(const peat_kernel *k, const peat_args *a, const peat_args *run,
+                               const peat_isolate_report *rep, peat_call_outcome *out, char *why,
+                               size_t nwhy);
 
 /* The persistent worker (isolate_worker.c): one child per kernel that runs call after call,
  * inputs and outputs passed through a shared memory file. */
@@ -75,12 +75,11 @@ typedef struct peat_isolate_worker peat_isolate_worker;
  * writable data of the kernel's module ends the worker; the next call gets a fresh one);
  * keep_state 1: the kernel's state carries from call to call, as in one training run. */
 peat_status peat_isolate_worker_create(const peat_kernel *k, int keep_state,
-                                                peat_isolate_worker **w);
+                                       peat_isolate_worker **w);
 /* One call of the worker's kernel on a (outputs from peat_isolate_outputs_alloc or any F32
  * buffers): what peat_isolate_call says, with the same guarantees. */
-peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
-                                              double timeout_s, peat_call_outcome *out, char *why,
-                                              size_t nwhy);
+peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a, double timeout_s,
+                                     peat_call_outcome *out, char *why, size_t nwhy);
 /* Ends the child (and its process group) and frees w; NULL is fine. */
 void peat_isolate_worker_free(peat_isolate_worker *w);
 /* Starts the child now rather than at the first call. A fork copies only the calling thread, so a
@@ -97,8 +96,8 @@ int peat_isolate_worker_spawns(const peat_isolate_worker *w);
 /* peat_isolate_call's isolated path: the calling thread's worker for k (a new one when k
  * changes). */
 peat_status peat_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
-                                                     double timeout_s, peat_call_outcome *out,
-                                                     char *why, size_t nwhy);
+                                            double timeout_s, peat_call_outcome *out, char *why,
+                                            size_t nwhy);
 /* 1 when PEAT_ISOLATE=fork asks for a fork per call (the former runner, kept for comparison). */
 int peat_isolate_fork_per_call(void);
 

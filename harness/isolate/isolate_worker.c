@@ -41,10 +41,10 @@ typedef struct {
 struct peat_isolate_worker {
     const peat_kernel *k;
     int keep_state, spawns;
-    int shift;   /* pages before the first buffer: another layout, so other addresses in the child */
-    pid_t pid;   /* the child, 0 when none runs */
-    int sock;    /* the parent's end of the socket pair (one byte each way per call) */
-    int mem_fd;  /* the shared file */
+    int shift;  /* pages before the first buffer: another layout, so other addresses in the child */
+    pid_t pid;  /* the child, 0 when none runs */
+    int sock;   /* the parent's end of the socket pair (one byte each way per call) */
+    int mem_fd; /* the shared file */
     char *arena; /* the parent's mapping of it */
     size_t arena_len;
     ctl_block *ctl;
@@ -456,7 +456,7 @@ static void child_main(peat_isolate_worker *w, int sock, pid_t parent)
 /* ---- the parent ---- */
 
 peat_status peat_isolate_worker_create(const peat_kernel *k, int keep_state,
-                                                peat_isolate_worker **out)
+                                       peat_isolate_worker **out)
 {
     *out = NULL;
     peat_isolate_worker *w = calloc(1, sizeof *w);
@@ -641,9 +641,8 @@ static void call_outcome(peat_isolate_worker *w, int ended, int wst, double time
     }
 }
 
-peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
-                                              double timeout_s, peat_call_outcome *out, char *why,
-                                              size_t nwhy)
+peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a, double timeout_s,
+                                     peat_call_outcome *out, char *why, size_t nwhy)
 {
     why[0] = 0;
     *out = PEAT_CALL_FAILED;
@@ -669,8 +668,7 @@ peat_status peat_isolate_worker_call(peat_isolate_worker *w, const peat_args *a,
         w->pid = 0;
         worker_stop(w);
     }
-    if (*out == PEAT_CALL_DONE)
-        peat_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
+    if (*out == PEAT_CALL_DONE) peat_isolate_writes_check(w->k, a, &run, rep, out, why, nwhy);
     for (int o = 0; o < a->n_out; o++)
         if (a->out[o]) memcpy(a->out[o]->data, run.out[o]->data, w->ctl->out[o].nb);
     /* a stray write may have damaged the child's own memory, and a call that changed the
@@ -697,8 +695,8 @@ static void tl_init(void)
 }
 
 peat_status peat_isolate_worker_shared_call(const peat_kernel *k, const peat_args *a,
-                                                     double timeout_s, peat_call_outcome *out,
-                                                     char *why, size_t nwhy)
+                                            double timeout_s, peat_call_outcome *out, char *why,
+                                            size_t nwhy)
 {
     pthread_once(&tl_once, tl_init);
     peat_isolate_worker *w = pthread_getspecific(tl_key);
