@@ -142,13 +142,13 @@ void peat_campaign_golden_cache_find(peat_campaign *c)
     memset(gc, 0, sizeof *gc);
     snprintf(gc->why, sizeof gc->why, "%s", off_reason(c));
     if (gc->why[0]) return;
-    char root[400], key[4096], kept[4096];
+    char root[400], kept[sizeof gc->key];
     if (peat_cache_dir(c->o->cache_dir, "golden cache", 40, root, sizeof root) != PEAT_OK) {
         snprintf(gc->why, sizeof gc->why, "the cache directory's path is too long");
         return;
     }
-    key_text(c, key, sizeof key);
-    gc->hash = fnv1a(key);
+    key_text(c, gc->key, sizeof gc->key);
+    gc->hash = fnv1a(gc->key);
     snprintf(gc->dir, sizeof gc->dir, "%s/golden/%016llx", root, (unsigned long long)gc->hash);
     gc->on = 1;
     char path[700];
@@ -158,7 +158,7 @@ void peat_campaign_golden_cache_find(peat_campaign *c)
     if (f) fclose(f);
     kept[m] = 0;
     /* the whole key compared, not its hash: two keys of one hash never share an entry */
-    gc->hit = m > 0 && strcmp(kept, key) == 0 && summary_valid(gc->dir);
+    gc->hit = m > 0 && strcmp(kept, gc->key) == 0 && summary_valid(gc->dir);
     if (gc->hit) utimensat(AT_FDCWD, gc->dir, NULL, 0); /* recently used */
 }
 
@@ -309,7 +309,7 @@ static void evict(const char *golden_dir, const char *keep);
 void peat_campaign_golden_cache_profile_put(peat_campaign *c)
 {
     peat_campaign_golden_cache *gc = &c->gcache;
-    char tmp[700], path[760], key[4096];
+    char tmp[700], path[760];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", gc->dir, (long)getpid());
     char parent[620];
     snprintf(parent, sizeof parent, "%s", gc->dir);
@@ -327,9 +327,9 @@ void peat_campaign_golden_cache_profile_put(peat_campaign *c)
         snprintf(path, sizeof path, "%s/golden.log", tmp);
         ok = peat_campaign_golden_log_save(c->golden, path) == PEAT_OK;
     }
-    key_text(c, key, sizeof key);
+    /* the key the entry's folder is named by, as found at open */
     snprintf(path, sizeof path, "%s/key.txt", tmp);
-    ok = ok && file_write(path, key, strlen(key));
+    ok = ok && file_write(path, gc->key, strlen(gc->key));
     /* another run that stored the same entry first keeps it: ours goes */
     if (!ok || rename(tmp, gc->dir) != 0) {
         if (!ok)
@@ -343,19 +343,15 @@ void peat_campaign_golden_cache_profile_put(peat_campaign *c)
 
 /* ---- the band ---- */
 
-static void band_path(const peat_campaign *c, int R, int64_t iters, int64_t every, char *buf,
-                      size_t n)
-{
-    snprintf(buf, n, "%s/band-R%d-n%lld-e%lld.bin", c->gcache.dir, R, (long long)iters,
-             (long long)every);
-}
-
 int peat_campaign_golden_cache_band_get(peat_campaign *c, int R, int64_t iters, int64_t every,
                                         peat_campaign_pack *band)
 {
-    if (!c->gcache.hit) return 0;
+    peat_campaign_golden_cache *gc = &c->gcache;
+    snprintf(gc->band, sizeof gc->band, "band-R%d-n%lld-e%lld.bin", R, (long long)iters,
+             (long long)every);
+    if (!gc->hit) return 0;
     char path[760], magic[sizeof BAND_MAGIC] = "";
-    band_path(c, R, iters, every, path, sizeof path);
+    snprintf(path, sizeof path, "%s/%s", gc->dir, gc->band);
     peat_campaign_pack p = {0};
     if (!file_read(path, &p)) {
         peat_campaign_pack_free(&p);
@@ -370,11 +366,11 @@ int peat_campaign_golden_cache_band_get(peat_campaign *c, int R, int64_t iters, 
     return c->gcache.band_hit = 1;
 }
 
-void peat_campaign_golden_cache_band_put(peat_campaign *c, int R, int64_t iters, int64_t every,
-                                         const peat_campaign_pack *band)
+void peat_campaign_golden_cache_band_put(peat_campaign *c, const peat_campaign_pack *band)
 {
+    if (!c->gcache.band[0]) return; /* no band_get named this lockstep's band */
     char path[760];
-    band_path(c, R, iters, every, path, sizeof path);
+    snprintf(path, sizeof path, "%s/%s", c->gcache.dir, c->gcache.band);
     peat_campaign_pack p = {0};
     peat_campaign_pack_put(&p, BAND_MAGIC, sizeof BAND_MAGIC);
     peat_campaign_pack_put(&p, band->b, band->n);

@@ -14,12 +14,14 @@
 /* What a campaign knows of its cache entry (set at open; "off" when the campaign does not use it).
  */
 typedef struct peat_campaign_golden_cache {
-    int on;        /* the campaign reads and writes the cache */
-    int hit;       /* the profile is the entry's (else trained here and stored after) */
-    int band_hit;  /* the band's reruns are the entry's */
-    uint64_t hash; /* of the key */
-    char dir[600]; /* the entry's folder */
-    char why[96];  /* why the cache is off, or what went wrong with it ("" when fine) */
+    int on;         /* the campaign reads and writes the cache */
+    int hit;        /* the profile is the entry's (else trained here and stored after) */
+    int band_hit;   /* the band's reruns are the entry's */
+    uint64_t hash;  /* of the key */
+    char key[4096]; /* the key: everything the golden work depends on, as text (key.txt) */
+    char band[64];  /* the band's file in the entry, named at band_get ("" before) */
+    char dir[600];  /* the entry's folder */
+    char why[96];   /* why the cache is off, or what went wrong with it ("" when fine) */
 } peat_campaign_golden_cache;
 
 struct peat_campaign;
@@ -36,11 +38,11 @@ peat_status peat_campaign_golden_cache_profile_take(struct peat_campaign *c);
  * is said on stderr and never the campaign's error). */
 void peat_campaign_golden_cache_profile_put(struct peat_campaign *c);
 /* Runtime stage: the entry's band reruns for a lockstep of R runs over iters iterations,
- * evaluated every `every` (into *band, 1 when found); after the runs, band (the reruns' pack)
- * stored when the entry had none. */
+ * evaluated every `every` (into *band, 1 when found); after the runs, band (the reruns' pack of
+ * that same lockstep) stored when the entry had none. */
 int peat_campaign_golden_cache_band_get(struct peat_campaign *c, int R, int64_t iters,
                                         int64_t every, struct peat_campaign_pack *band);
-void peat_campaign_golden_cache_band_put(struct peat_campaign *c, int R, int64_t iters,
-                                         int64_t every, const struct peat_campaign_pack *band);
+void peat_campaign_golden_cache_band_put(struct peat_campaign *c,
+                                         const struct peat_campaign_pack *band);
 
 #endif

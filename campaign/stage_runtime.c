@@ -248,16 +248,14 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
             fprintf(stdout,
                     "peat: runtime FI: %d runs beside the golden one split across %d ranks "
                     "(%d thread%s each)\n",
-                    (ro.band_runs > 0 ? ro.band_runs : PEAT_RUNTIME_DEFAULT_BAND) - 1 +
-                        peat_campaign_runtime_freqs_count(ro.freqs),
-                    ro.n_ranks, ro.threads, ro.threads == 1 ? "" : "s");
+                    band_runs(&ro) - 1 + peat_campaign_runtime_freqs_count(ro.freqs), ro.n_ranks,
+                    ro.threads, ro.threads == 1 ? "" : "s");
     }
     peat_campaign_pack band_in = {0}, band_out = {0};
     band_cache_setup(c, &ro, &band_in, &band_out);
     if (st == PEAT_OK) st = peat_campaign_runtime_run_all(&ro, c->rt);
     if (st == PEAT_OK && ro.band_out && !band_out.err)
-        peat_campaign_golden_cache_band_put(c, band_runs(&ro), ro.iters,
-                                            peat_predictor_runtime_eval_every(ro.iters), &band_out);
+        peat_campaign_golden_cache_band_put(c, &band_out);
     peat_campaign_pack_free(&band_in);
     peat_campaign_pack_free(&band_out);
     peat_status cst = peat_store_close(ro.store);
