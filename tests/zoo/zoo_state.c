@@ -249,17 +249,23 @@ static peat_status captured_ptrs(const peat_args *a, const peat_kernel *self)
 
 /* ---- honest state ---- */
 
+/* *buf holding at least n floats (grown, never shrunk; *cap its room): 0 when out of memory. */
+static int grow(float **buf, size_t *cap, size_t n)
+{
+    if (n <= *cap) return 1;
+    float *w = realloc(*buf, n * sizeof *w);
+    if (!w) return 0;
+    *buf = w, *cap = n;
+    return 1;
+}
+
 /* A workspace grown on demand and reused: each call's row sums go through it. */
 static peat_status honest_workspace(const peat_args *a, const peat_kernel *self)
 {
     static float *ws;
     static size_t cap;
     zoo_gemm g = zoo_gemm_of(a);
-    if ((size_t)g.N > cap) {
-        float *w = realloc(ws, (size_t)g.N * sizeof *w);
-        if (!w) return PEAT_ERR_NOMEM;
-        ws = w, cap = (size_t)g.N;
-    }
+    if (!grow(&ws, &cap, (size_t)g.N)) return PEAT_ERR_NOMEM;
     for (int64_t b = 0; b < g.B; b++)
         for (int64_t i = 0; i < g.M; i++) {
             for (int64_t j = 0; j < g.N; j++) ws[j] = dot(a, &g, b, i, j, 0, g.K, NULL);
@@ -321,11 +327,7 @@ static peat_status honest_thread_scratch(const peat_args *a, const peat_kernel *
     static _Thread_local float *scratch;
     static _Thread_local size_t cap;
     zoo_gemm g = zoo_gemm_of(a);
-    if ((size_t)g.M > cap) {
-        float *w = realloc(scratch, (size_t)g.M * sizeof *w);
-        if (!w) return PEAT_ERR_NOMEM;
-        scratch = w, cap = (size_t)g.M;
-    }
+    if (!grow(&scratch, &cap, (size_t)g.M)) return PEAT_ERR_NOMEM;
     for (int64_t b = 0; b < g.B; b++)
         for (int64_t j = 0; j < g.N; j++) {
             for (int64_t i = 0; i < g.M; i++) scratch[i] = dot(a, &g, b, i, j, 0, g.K, NULL);
