@@ -71,10 +71,10 @@ typedef struct peat_campaign_opts {
     /* scale-out (docs/scale-out.md): `peat run --shard I/N` trains only its share of the runtime
      * FI runs into OUT/run-shard-I-of-N.bin (shard 0 also runs every other stage and leaves the
      * campaign partial); `peat merge OUT` runs the campaign with merge_shards, the N shard files
-     * read (campaign/run_shard.h), judging their runs and completing the campaign */
+     * read (harness/scale/run_shard.h), judging their runs and completing the campaign */
     const char *shard;      /* "I/N" (NULL: the whole campaign) */
     const char *shard_line; /* the command line that decides the runs (the shard files carry it) */
-    struct peat_campaign_run_shard *merge_shards;
+    struct peat_scale_run_shard *merge_shards;
     int n_merge_shards;
 } peat_campaign_opts;
 

@@ -5,7 +5,7 @@
 #include "campaign/golden_cache.h"
 
 #include "campaign/golden_log.h"
-#include "campaign/runtime_ranks.h"
+#include "harness/scale/ranks.h"
 #include "campaign/stages.h"
 #include "core/cache_dir.h"
 #include "golden/golden.h"
@@ -35,7 +35,7 @@ static const char *off_reason(const peat_campaign *c)
     if (o->resume) return "--resume continues its own file";
     if (o->capture) return "captured calls have no golden training";
     if (o->finetune_from) return "a finetune starts from a checkpoint file";
-    if (o->shard || o->merge_shards || peat_campaign_runtime_ranks_active())
+    if (o->shard || o->merge_shards || peat_scale_ranks_active())
         return "shards and MPI ranks train their own share";
     /* a device's golden is its vendor library, whose sums may change from run to run */
     if (strcmp(c->k->backend, "cpu") != 0) return "device goldens are not cached";
@@ -92,13 +92,13 @@ static uint64_t fnv1a(const char *s)
 }
 
 /* A whole file into p (0 when it cannot be read). */
-static int file_read(const char *path, peat_campaign_pack *p)
+static int file_read(const char *path, peat_scale_pack *p)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     unsigned char buf[1 << 16];
     size_t m;
-    while ((m = fread(buf, 1, sizeof buf, f)) > 0) peat_campaign_pack_put(p, buf, m);
+    while ((m = fread(buf, 1, sizeof buf, f)) > 0) peat_scale_pack_put(p, buf, m);
     int ok = !ferror(f) && !p->err;
     fclose(f);
     return ok;
@@ -172,7 +172,7 @@ const char *peat_campaign_golden_cache_seed(peat_campaign *c, char *buf, size_t 
 /* ---- the profile ---- */
 
 /* The profile's results (what the report shows of it), in the order profile_put writes them. */
-static void summary_io(peat_campaign_result *r, peat_campaign_pack *p, int put)
+static void summary_io(peat_campaign_result *r, peat_scale_pack *p, int put)
 {
     struct {
         void *v;
@@ -192,14 +192,14 @@ static void summary_io(peat_campaign_result *r, peat_campaign_pack *p, int put)
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         uint64_t size = f[i].n;
         if (put) {
-            peat_campaign_pack_put(p, &size, sizeof size);
-            peat_campaign_pack_put(p, f[i].v, f[i].n);
+            peat_scale_pack_put(p, &size, sizeof size);
+            peat_scale_pack_put(p, f[i].v, f[i].n);
             continue;
         }
         uint64_t got = 0;
-        peat_campaign_pack_get(p, &got, sizeof got);
+        peat_scale_pack_get(p, &got, sizeof got);
         if (got != size) p->err = 1; /* another build's layout */
-        if (!p->err) peat_campaign_pack_get(p, f[i].v, f[i].n);
+        if (!p->err) peat_scale_pack_get(p, f[i].v, f[i].n);
     }
 }
 
@@ -209,13 +209,13 @@ static int summary_read(const char *dir, peat_campaign_result *r)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/profile.bin", dir);
-    peat_campaign_pack p = {0};
+    peat_scale_pack p = {0};
     char magic[sizeof SUMMARY_MAGIC] = "";
     int ok = file_read(path, &p);
-    peat_campaign_pack_get(&p, magic, sizeof magic);
+    peat_scale_pack_get(&p, magic, sizeof magic);
     if (ok && !p.err && !memcmp(magic, SUMMARY_MAGIC, sizeof magic)) summary_io(r, &p, 0);
     ok = ok && !p.err && p.at == p.n;
-    peat_campaign_pack_free(&p);
+    peat_scale_pack_free(&p);
     return ok;
 }
 
@@ -317,12 +317,12 @@ void peat_campaign_golden_cache_profile_put(peat_campaign *c)
     int ok = peat_campaign_mkdir_p(parent) == PEAT_OK && mkdir(tmp, 0755) == 0;
     snprintf(path, sizeof path, "%s/profile.h5", tmp);
     ok = ok && file_copy(c->partial, path);
-    peat_campaign_pack p = {0};
-    peat_campaign_pack_put(&p, SUMMARY_MAGIC, sizeof SUMMARY_MAGIC);
+    peat_scale_pack p = {0};
+    peat_scale_pack_put(&p, SUMMARY_MAGIC, sizeof SUMMARY_MAGIC);
     summary_io(c->res, &p, 1);
     snprintf(path, sizeof path, "%s/profile.bin", tmp);
     ok = ok && !p.err && file_write(path, p.b, p.n);
-    peat_campaign_pack_free(&p);
+    peat_scale_pack_free(&p);
     if (ok && peat_campaign_golden_log_iters(c->golden) > 0) {
         snprintf(path, sizeof path, "%s/golden.log", tmp);
         ok = peat_campaign_golden_log_save(c->golden, path) == PEAT_OK;
@@ -344,7 +344,7 @@ void peat_campaign_golden_cache_profile_put(peat_campaign *c)
 /* ---- the band ---- */
 
 int peat_campaign_golden_cache_band_get(peat_campaign *c, int R, int64_t iters, int64_t every,
-                                        peat_campaign_pack *band)
+                                        peat_scale_pack *band)
 {
     peat_campaign_golden_cache *gc = &c->gcache;
     snprintf(gc->band, sizeof gc->band, "band-R%d-n%lld-e%lld.bin", R, (long long)iters,
@@ -352,33 +352,33 @@ int peat_campaign_golden_cache_band_get(peat_campaign *c, int R, int64_t iters, 
     if (!gc->hit) return 0;
     char path[760], magic[sizeof BAND_MAGIC] = "";
     snprintf(path, sizeof path, "%s/%s", gc->dir, gc->band);
-    peat_campaign_pack p = {0};
+    peat_scale_pack p = {0};
     if (!file_read(path, &p)) {
-        peat_campaign_pack_free(&p);
+        peat_scale_pack_free(&p);
         return 0;
     }
-    peat_campaign_pack_get(&p, magic, sizeof magic);
+    peat_scale_pack_get(&p, magic, sizeof magic);
     if (p.err || memcmp(magic, BAND_MAGIC, sizeof magic)) {
-        peat_campaign_pack_free(&p);
+        peat_scale_pack_free(&p);
         return 0;
     }
     *band = p;
     return c->gcache.band_hit = 1;
 }
 
-void peat_campaign_golden_cache_band_put(peat_campaign *c, const peat_campaign_pack *band)
+void peat_campaign_golden_cache_band_put(peat_campaign *c, const peat_scale_pack *band)
 {
     if (!c->gcache.band[0]) return; /* no band_get named this lockstep's band */
     char path[760];
     snprintf(path, sizeof path, "%s/%s", c->gcache.dir, c->gcache.band);
-    peat_campaign_pack p = {0};
-    peat_campaign_pack_put(&p, BAND_MAGIC, sizeof BAND_MAGIC);
-    peat_campaign_pack_put(&p, band->b, band->n);
+    peat_scale_pack p = {0};
+    peat_scale_pack_put(&p, BAND_MAGIC, sizeof BAND_MAGIC);
+    peat_scale_pack_put(&p, band->b, band->n);
     struct stat sb;
     /* the entry may be gone (evicted by another run): then the band goes with it */
     if (!p.err && stat(c->gcache.dir, &sb) == 0 && !file_write(path, p.b, p.n))
         fprintf(stderr, "peat: golden cache: cannot store the band in %s\n", c->gcache.dir);
-    peat_campaign_pack_free(&p);
+    peat_scale_pack_free(&p);
 }
 
 /* ---- eviction ---- */

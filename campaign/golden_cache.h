@@ -25,7 +25,7 @@ typedef struct peat_campaign_golden_cache {
 } peat_campaign_golden_cache;
 
 struct peat_campaign;
-struct peat_campaign_pack;
+struct peat_scale_pack;
 /* At open, once the recording policy is known: whether the campaign uses the cache, its key, and
  * whether an entry holds its profile. */
 void peat_campaign_golden_cache_find(struct peat_campaign *c);
@@ -41,8 +41,8 @@ void peat_campaign_golden_cache_profile_put(struct peat_campaign *c);
  * evaluated every `every` (into *band, 1 when found); after the runs, band (the reruns' pack of
  * that same lockstep) stored when the entry had none. */
 int peat_campaign_golden_cache_band_get(struct peat_campaign *c, int R, int64_t iters,
-                                        int64_t every, struct peat_campaign_pack *band);
+                                        int64_t every, struct peat_scale_pack *band);
 void peat_campaign_golden_cache_band_put(struct peat_campaign *c,
-                                         const struct peat_campaign_pack *band);
+                                         const struct peat_scale_pack *band);
 
 #endif

@@ -6,7 +6,7 @@
 #include "campaign/golden_log.h"
 #include "campaign/harness.h"
 #include "campaign/runtime_call.h"
-#include "campaign/runtime_ranks.h"
+#include "harness/scale/ranks.h"
 #include "inject/inject.h"
 #include "predictor/predictor.h"
 
@@ -56,7 +56,7 @@ typedef struct lockstep {
     int64_t iters, cap, every; /* iterations to train (steering moves it), room for, eval step */
     int ranks;                 /* o->n_ranks > 1: the members are split across MPI ranks */
     int merge;                 /* `peat merge` of run shards: every run comes from a shard */
-    peat_campaign_pack ck; /* with ranks: this rank's checkpoints, written (rank 0) at the end */
+    peat_scale_pack ck; /* with ranks: this rank's checkpoints, written (rank 0) at the end */
 } lockstep;
 
 /* The band's orders on this machine: band_specs in their order, but an order that gives the
@@ -303,7 +303,7 @@ static peat_status lockstep_setup(lockstep *L)
                           "runtime FI steered by a budget does not split across MPI ranks");
     for (int r = 0; r < R; r++, res->n_band++) {
         member *m = &L->mem[L->n];
-        m->local = !L->n || peat_campaign_runtime_ranks_owner(L->n, o->n_ranks) == o->rank;
+        m->local = !L->n || peat_scale_ranks_owner(L->n, o->n_ranks) == o->rank;
         if (r && o->band_in) m->local = 0; /* the golden cache's */
         L->n++;
         m->run = &res->band[r];
@@ -317,7 +317,7 @@ static peat_status lockstep_setup(lockstep *L)
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         member *m = &L->mem[L->n];
-        m->local = peat_campaign_runtime_ranks_owner(L->n, o->n_ranks) == o->rank;
+        m->local = peat_scale_ranks_owner(L->n, o->n_ranks) == o->rank;
         L->n++;
         m->run = &res->faulty[res->n_faulty++];
         char label[64];
@@ -352,7 +352,7 @@ static void lockstep_free(lockstep *L)
     free(L->w_idx);
     free(L->gw);
     free(L->gbuf);
-    peat_campaign_pack_free(&L->ck);
+    peat_scale_pack_free(&L->ck);
 }
 
 /* ||x - y|| / ||y|| (or ||x|| when y is 0) over n floats, and the non-finite values of x. */
@@ -432,22 +432,22 @@ static peat_status measure(lockstep *L, int64_t t)
 
 /* A checkpoint kept in memory: iteration, member, then each tensor's name, type, shape and
  * bytes. */
-static peat_status ckpt_pack(peat_campaign_pack *p, int64_t t, int32_t i, int n,
+static peat_status ckpt_pack(peat_scale_pack *p, int64_t t, int32_t i, int n,
                              const peat_tensor **ts, const char **names)
 {
     int32_t nt = n;
-    peat_campaign_pack_put(p, &t, sizeof t);
-    peat_campaign_pack_put(p, &i, sizeof i);
-    peat_campaign_pack_put(p, &nt, sizeof nt);
+    peat_scale_pack_put(p, &t, sizeof t);
+    peat_scale_pack_put(p, &i, sizeof i);
+    peat_scale_pack_put(p, &nt, sizeof nt);
     for (int k = 0; k < n; k++) {
         int32_t dt = (int32_t)ts[k]->dtype, nd = ts[k]->ndim;
         uint64_t nb = peat_tensor_nbytes(ts[k]);
-        peat_campaign_pack_put_str(p, names[k]);
-        peat_campaign_pack_put(p, &dt, sizeof dt);
-        peat_campaign_pack_put(p, &nd, sizeof nd);
-        peat_campaign_pack_put(p, ts[k]->shape, (size_t)nd * sizeof ts[k]->shape[0]);
-        peat_campaign_pack_put(p, &nb, sizeof nb);
-        peat_campaign_pack_put(p, ts[k]->data, (size_t)nb);
+        peat_scale_pack_put_str(p, names[k]);
+        peat_scale_pack_put(p, &dt, sizeof dt);
+        peat_scale_pack_put(p, &nd, sizeof nd);
+        peat_scale_pack_put(p, ts[k]->shape, (size_t)nd * sizeof ts[k]->shape[0]);
+        peat_scale_pack_put(p, &nb, sizeof nb);
+        peat_scale_pack_put(p, ts[k]->data, (size_t)nb);
     }
     return p->err ? PEAT_ERROR(PEAT_ERR_NOMEM, "a runtime checkpoint kept for rank 0") : PEAT_OK;
 }
@@ -697,40 +697,40 @@ static peat_status judge(const peat_runtime_opts *o, peat_runtime_result *res)
 
 /* ---- ranks (`mpirun -n N peat run`): what the other ranks trained, to rank 0 ---- */
 
-static void member_pack(peat_campaign_pack *p, const lockstep *L, int i)
+static void member_pack(peat_scale_pack *p, const lockstep *L, int i)
 {
     const member *m = &L->mem[i];
     const peat_runtime_run *r = m->run;
     int64_t n = L->res->n, ne = L->res->n_eval, w = m->tdist ? L->n_w : 0;
     int32_t idx = i;
-    peat_campaign_pack_put(p, &idx, sizeof idx);
-    peat_campaign_pack_put_str(p, r->label);
-    peat_campaign_pack_put(p, &n, sizeof n);
-    peat_campaign_pack_put(p, &ne, sizeof ne);
-    peat_campaign_pack_put(p, &w, sizeof w);
-    peat_campaign_pack_put(p, r->loss, (size_t)n * sizeof *r->loss);
-    peat_campaign_pack_put(p, r->wdist, (size_t)n * sizeof *r->wdist);
-    peat_campaign_pack_put(p, r->nonfinite, (size_t)n * sizeof *r->nonfinite);
-    peat_campaign_pack_put(p, r->eval_acc, (size_t)ne * sizeof *r->eval_acc);
-    peat_campaign_pack_put(p, &r->first_nonfinite, sizeof r->first_nonfinite);
-    peat_campaign_pack_put(p, &r->swapped, sizeof r->swapped);
-    peat_campaign_pack_put(p, &r->ended_iter, sizeof r->ended_iter);
-    peat_campaign_pack_put_str(p, r->ended);
-    if (w) peat_campaign_pack_put(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
+    peat_scale_pack_put(p, &idx, sizeof idx);
+    peat_scale_pack_put_str(p, r->label);
+    peat_scale_pack_put(p, &n, sizeof n);
+    peat_scale_pack_put(p, &ne, sizeof ne);
+    peat_scale_pack_put(p, &w, sizeof w);
+    peat_scale_pack_put(p, r->loss, (size_t)n * sizeof *r->loss);
+    peat_scale_pack_put(p, r->wdist, (size_t)n * sizeof *r->wdist);
+    peat_scale_pack_put(p, r->nonfinite, (size_t)n * sizeof *r->nonfinite);
+    peat_scale_pack_put(p, r->eval_acc, (size_t)ne * sizeof *r->eval_acc);
+    peat_scale_pack_put(p, &r->first_nonfinite, sizeof r->first_nonfinite);
+    peat_scale_pack_put(p, &r->swapped, sizeof r->swapped);
+    peat_scale_pack_put(p, &r->ended_iter, sizeof r->ended_iter);
+    peat_scale_pack_put_str(p, r->ended);
+    if (w) peat_scale_pack_put(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
 }
 
 /* Rank `from`'s member into L: it must be one rank 0 left to that rank, of the same length
  * (from < 0: a band rerun of the golden cache). */
-static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
+static peat_status member_unpack(peat_scale_pack *p, lockstep *L, int from)
 {
     int32_t idx = -1;
     int64_t n = 0, ne = 0, w = 0;
-    peat_campaign_pack_get(p, &idx, sizeof idx);
+    peat_scale_pack_get(p, &idx, sizeof idx);
     char label[sizeof L->mem[0].run->label];
-    snprintf(label, sizeof label, "%s", peat_campaign_pack_get_str(p));
-    peat_campaign_pack_get(p, &n, sizeof n);
-    peat_campaign_pack_get(p, &ne, sizeof ne);
-    peat_campaign_pack_get(p, &w, sizeof w);
+    snprintf(label, sizeof label, "%s", peat_scale_pack_get_str(p));
+    peat_scale_pack_get(p, &n, sizeof n);
+    peat_scale_pack_get(p, &ne, sizeof ne);
+    peat_scale_pack_get(p, &w, sizeof w);
     const char *who = L->merge ? "shard" : "rank";
     char whom[48]; /* who sent it, for the errors */
     if (from < 0)
@@ -741,7 +741,7 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
      * holds band reruns only */
     int lo = L->merge && from == 0 ? 0 : 1, hi = from < 0 ? L->res->n_band : L->n;
     if (p->err || idx < lo || idx >= hi || L->mem[idx].local ||
-        (from >= 0 && peat_campaign_runtime_ranks_owner(idx, L->o->n_ranks) != from) ||
+        (from >= 0 && peat_scale_ranks_owner(idx, L->o->n_ranks) != from) ||
         n != L->res->n || ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s sent runtime run %d of %lld iterations, not one of its own "
@@ -757,15 +757,15 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
                           whom, (int)idx, label, L->mem[idx].run->label, who);
     member *m = &L->mem[idx];
     peat_runtime_run *r = m->run;
-    peat_campaign_pack_get(p, r->loss, (size_t)n * sizeof *r->loss);
-    peat_campaign_pack_get(p, r->wdist, (size_t)n * sizeof *r->wdist);
-    peat_campaign_pack_get(p, r->nonfinite, (size_t)n * sizeof *r->nonfinite);
-    peat_campaign_pack_get(p, r->eval_acc, (size_t)ne * sizeof *r->eval_acc);
-    peat_campaign_pack_get(p, &r->first_nonfinite, sizeof r->first_nonfinite);
-    peat_campaign_pack_get(p, &r->swapped, sizeof r->swapped);
-    peat_campaign_pack_get(p, &r->ended_iter, sizeof r->ended_iter);
-    snprintf(r->ended, sizeof r->ended, "%s", peat_campaign_pack_get_str(p));
-    if (w) peat_campaign_pack_get(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
+    peat_scale_pack_get(p, r->loss, (size_t)n * sizeof *r->loss);
+    peat_scale_pack_get(p, r->wdist, (size_t)n * sizeof *r->wdist);
+    peat_scale_pack_get(p, r->nonfinite, (size_t)n * sizeof *r->nonfinite);
+    peat_scale_pack_get(p, r->eval_acc, (size_t)ne * sizeof *r->eval_acc);
+    peat_scale_pack_get(p, &r->first_nonfinite, sizeof r->first_nonfinite);
+    peat_scale_pack_get(p, &r->swapped, sizeof r->swapped);
+    peat_scale_pack_get(p, &r->ended_iter, sizeof r->ended_iter);
+    snprintf(r->ended, sizeof r->ended, "%s", peat_scale_pack_get_str(p));
+    if (w) peat_scale_pack_get(p, m->tdist, (size_t)(n * w) * sizeof *m->tdist);
     m->local = 1; /* its curves are here now */
     return p->err ? PEAT_ERROR(PEAT_ERR_FORMAT, "%s's runtime run %d is cut short", whom, (int)idx)
                   : PEAT_OK;
@@ -776,7 +776,7 @@ static peat_status member_unpack(peat_campaign_pack *p, lockstep *L, int from)
 typedef struct ckpt_at {
     int64_t t;
     int32_t i;
-    peat_campaign_pack *p;
+    peat_scale_pack *p;
     size_t at;
 } ckpt_at;
 
@@ -789,24 +789,24 @@ static int ckpt_cmp(const void *a, const void *b)
 
 /* Reads one kept checkpoint at p->at: its tensors into ts/names (data copied: aligned), or, with
  * ts NULL, only past it. */
-static peat_status ckpt_read(peat_campaign_pack *p, int64_t *t, int32_t *i, int32_t *n,
+static peat_status ckpt_read(peat_scale_pack *p, int64_t *t, int32_t *i, int32_t *n,
                              peat_tensor *ts, const char **names, int cap)
 {
-    peat_campaign_pack_get(p, t, sizeof *t);
-    peat_campaign_pack_get(p, i, sizeof *i);
-    peat_campaign_pack_get(p, n, sizeof *n);
+    peat_scale_pack_get(p, t, sizeof *t);
+    peat_scale_pack_get(p, i, sizeof *i);
+    peat_scale_pack_get(p, n, sizeof *n);
     if (p->err || *n < 0 || (ts && *n > cap))
         return PEAT_ERROR(PEAT_ERR_FORMAT, "a runtime checkpoint of another rank is cut short");
     for (int k = 0; k < *n && !p->err; k++) {
-        const char *name = peat_campaign_pack_get_str(p);
+        const char *name = peat_scale_pack_get_str(p);
         int32_t dt = 0, nd = 0;
         uint64_t nb = 0;
-        peat_campaign_pack_get(p, &dt, sizeof dt);
-        peat_campaign_pack_get(p, &nd, sizeof nd);
+        peat_scale_pack_get(p, &dt, sizeof dt);
+        peat_scale_pack_get(p, &nd, sizeof nd);
         if (nd < 0 || nd > PEAT_MAX_DIMS) p->err = 1;
         int64_t shape[PEAT_MAX_DIMS] = {0};
-        peat_campaign_pack_get(p, shape, (size_t)(p->err ? 0 : nd) * sizeof shape[0]);
-        peat_campaign_pack_get(p, &nb, sizeof nb);
+        peat_scale_pack_get(p, shape, (size_t)(p->err ? 0 : nd) * sizeof shape[0]);
+        peat_scale_pack_get(p, &nb, sizeof nb);
         if (p->err || nb > p->n - p->at) {
             p->err = 1;
             break;
@@ -828,13 +828,13 @@ static peat_status ckpt_read(peat_campaign_pack *p, int64_t *t, int32_t *i, int3
 
 /* Rank 0: every rank's kept checkpoints (each pack read from its `at` to its end) into the
  * campaign file, in one process's order. */
-static peat_status ckpts_write(lockstep *L, peat_campaign_pack *packs, int n_packs)
+static peat_status ckpts_write(lockstep *L, peat_scale_pack *packs, int n_packs)
 {
     int n = 0, cap = 0;
     ckpt_at *all = NULL;
     peat_status st = PEAT_OK;
     for (int q = 0; st == PEAT_OK && q < n_packs; q++) {
-        peat_campaign_pack *p = &packs[q];
+        peat_scale_pack *p = &packs[q];
         while (st == PEAT_OK && p->at < p->n) {
             if (n == cap) {
                 ckpt_at *a = realloc(all, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *a);
@@ -882,29 +882,29 @@ static void rank_runs(const lockstep *L, int r, char *out, size_t n)
 {
     out[0] = 0;
     for (int i = 1; i < L->n; i++)
-        if (peat_campaign_runtime_ranks_owner(i, L->o->n_ranks) == r && strlen(out) + 4 < n)
+        if (peat_scale_ranks_owner(i, L->o->n_ranks) == r && strlen(out) + 4 < n)
             snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? ", " : "",
                      L->mem[i].run ? L->mem[i].run->label : "?");
 }
 
 /* What a rank sends rank 0 (and a shard keeps in its file): how many runs, each run trained
  * here from member `first` on (the golden run is member 0), then the kept checkpoints. */
-static peat_status body_pack(const lockstep *L, peat_campaign_pack *body, int first)
+static peat_status body_pack(const lockstep *L, peat_scale_pack *body, int first)
 {
     int32_t mine = 0;
     for (int i = first; i < L->n; i++) mine += L->mem[i].local;
-    peat_campaign_pack_put(body, &mine, sizeof mine);
+    peat_scale_pack_put(body, &mine, sizeof mine);
     for (int i = first; i < L->n; i++)
         if (L->mem[i].local) member_pack(body, L, i);
-    peat_campaign_pack_put(body, L->ck.b, L->ck.n);
+    peat_scale_pack_put(body, L->ck.b, L->ck.n);
     return body->err ? PEAT_ERROR(PEAT_ERR_NOMEM, "the runtime curves for rank 0") : PEAT_OK;
 }
 
 /* Rank (shard) r's runs from its body into L, its checkpoints left from body->at on. */
-static peat_status body_take(lockstep *L, peat_campaign_pack *body, int r)
+static peat_status body_take(lockstep *L, peat_scale_pack *body, int r)
 {
     int32_t count = 0;
-    peat_campaign_pack_get(body, &count, sizeof count);
+    peat_scale_pack_get(body, &count, sizeof count);
     peat_status rs = PEAT_OK;
     for (int k = 0; rs == PEAT_OK && k < count; k++) rs = member_unpack(body, L, r);
     return rs;
@@ -927,17 +927,17 @@ static peat_status ranks_exchange(lockstep *L, peat_status st)
 {
     const peat_runtime_opts *o = L->o;
     if (o->rank != 0) {
-        peat_campaign_pack body = {0};
+        peat_scale_pack body = {0};
         if (st == PEAT_OK) st = body_pack(L, &body, 1);
-        peat_status sent = peat_campaign_runtime_ranks_answer(st, &body);
-        peat_campaign_pack_free(&body);
+        peat_status sent = peat_scale_ranks_answer(st, &body);
+        peat_scale_pack_free(&body);
         return st != PEAT_OK ? st : sent;
     }
-    peat_campaign_pack *packs = calloc((size_t)o->n_ranks, sizeof *packs);
+    peat_scale_pack *packs = calloc((size_t)o->n_ranks, sizeof *packs);
     if (!packs) return PEAT_ERROR(PEAT_ERR_NOMEM, "the ranks' answers");
     char first[1024] = "";
     for (int r = 1; r < o->n_ranks; r++) {
-        peat_status rs = peat_campaign_runtime_ranks_collect(r, &packs[r]);
+        peat_status rs = peat_scale_ranks_collect(r, &packs[r]);
         if (rs == PEAT_OK && st == PEAT_OK) rs = body_take(L, &packs[r], r); /* a whole lockstep */
         if (rs != PEAT_OK && st == PEAT_OK) {
             st = runs_named(L, r, rs);
@@ -947,7 +947,7 @@ static peat_status ranks_exchange(lockstep *L, peat_status st)
     packs[0] = L->ck; /* rank 0's own, read from its start */
     packs[0].at = 0;
     if (st == PEAT_OK) st = ckpts_write(L, packs, o->n_ranks);
-    for (int r = 1; r < o->n_ranks; r++) peat_campaign_pack_free(&packs[r]);
+    for (int r = 1; r < o->n_ranks; r++) peat_scale_pack_free(&packs[r]);
     free(packs);
     if (first[0]) return PEAT_ERROR(st, "%s", first);
     return st;
@@ -1157,7 +1157,7 @@ static peat_status band_cache(lockstep *L)
     }
     if (!o->band_out) return PEAT_OK;
     int32_t count = L->res->n_band - 1;
-    peat_campaign_pack_put(o->band_out, &count, sizeof count);
+    peat_scale_pack_put(o->band_out, &count, sizeof count);
     for (int i = 1; i < L->res->n_band; i++) member_pack(o->band_out, L, i);
     return PEAT_OK; /* a pack that ran out of memory is not stored (err is set) */
 }
@@ -1195,7 +1195,7 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
 }
 
 /* Every shard's runs into L (a shard that lacks one is named), then their checkpoints. */
-static peat_status shards_take(lockstep *L, peat_campaign_pack *bodies, int n)
+static peat_status shards_take(lockstep *L, peat_scale_pack *bodies, int n)
 {
     for (int r = 0; r < n; r++) {
         peat_status rs = body_take(L, &bodies[r], r);
@@ -1203,7 +1203,7 @@ static peat_status shards_take(lockstep *L, peat_campaign_pack *bodies, int n)
     }
     for (int i = 0; i < L->n; i++)
         if (!L->mem[i].local) {
-            int r = peat_campaign_runtime_ranks_owner(i, L->o->n_ranks);
+            int r = peat_scale_ranks_owner(i, L->o->n_ranks);
             return runs_named(L, r,
                               PEAT_ERROR(PEAT_ERR_FORMAT, "shard %d of %d lacks runtime run %s", r,
                                          L->o->n_ranks, L->mem[i].run->label));
@@ -1211,7 +1211,7 @@ static peat_status shards_take(lockstep *L, peat_campaign_pack *bodies, int n)
     return ckpts_write(L, bodies, n);
 }
 
-peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, peat_campaign_pack *bodies,
+peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, peat_scale_pack *bodies,
                                         int n, peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);

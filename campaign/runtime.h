@@ -4,12 +4,15 @@
 #define PEAT_HARNESS_RUNTIME_H
 
 #include "campaign/runtime_call.h"
+#include "harness/scale/run_shard.h"
 #include "detector/detector.h"
 #include "models/models.h"
 #include "store/store.h"
 
-#define PEAT_RUNTIME_MAX_FREQS     4
-#define PEAT_RUNTIME_MAX_BAND      6
+#define PEAT_RUNTIME_MAX_FREQS 4
+#define PEAT_RUNTIME_MAX_BAND  6
+_Static_assert(PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS <= PEAT_RUN_SHARD_MAX_RUNS,
+               "a run shard file holds every run of the lockstep");
 #define PEAT_RUNTIME_DEFAULT_BAND  3
 #define PEAT_RUNTIME_DEFAULT_FREQS "1" /* the candidate in place of the golden on every call */
 
@@ -45,7 +48,7 @@ typedef struct peat_runtime_opts {
     /* `peat run --shard I/N` (rank I of n_ranks N, no MPI): the runs this shard trained (on shard
      * 0 the golden run too) and their checkpoints go into *shard, the body the ranks send rank 0
      * (runtime_ranks.c's pack); nothing is judged or stored */
-    struct peat_campaign_pack *shard;
+    struct peat_scale_pack *shard;
     /* steering (`peat run --budget`): after each iteration, the runs' new total of iterations
      * from the iterations done and the wall seconds they took (evaluations every `every`);
      * clamped to done + 1 .. max_iters. NULL: o->iters, fixed */
@@ -58,7 +61,7 @@ typedef struct peat_runtime_opts {
     /* the golden cache (golden_cache.h): band_in, the band reruns an earlier campaign of the same
      * key trained (not trained here: their curves and distances are taken from it); band_out,
      * where the reruns trained here are packed for the cache (NULL: neither) */
-    struct peat_campaign_pack *band_in, *band_out;
+    struct peat_scale_pack *band_in, *band_out;
 } peat_runtime_opts;
 
 /* One run's curves. */
@@ -112,9 +115,8 @@ void peat_campaign_runtime_result_free(peat_runtime_result *res);
  * process's order, the band, the verdicts and the /runtime tables, the same as
  * peat_campaign_runtime_run_all of one process. o as the shards ran (rank and n_ranks ignored). A
  * shard that lacks a run or sends another's is named. */
-peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o,
-                                        struct peat_campaign_pack *bodies, int n,
-                                        peat_runtime_result *res);
+peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, struct peat_scale_pack *bodies,
+                                        int n, peat_runtime_result *res);
 /* The curves of a finished campaign's runtime FI (/runtime/curves) read back into res, its band
  * rebuilt from them (what report.html plots; the verdicts are the campaign's own, not these).
  * PEAT_ERR_NOTFOUND (no message) when the file holds none. */

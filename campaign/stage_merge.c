@@ -1,7 +1,7 @@
 /* stage_merge.c: `peat merge` of `peat run --shard` files (docs/scale-out.md): shard 0's partial
  * campaign reopened with the result it kept, in place of the stages it ran. */
 #include "campaign/result_store.h"
-#include "campaign/run_shard.h"
+#include "harness/scale/run_shard.h"
 #include "campaign/stages.h"
 
 #include <stdio.h>
@@ -17,7 +17,7 @@ peat_status peat_campaign_stage_kept(peat_campaign *c)
 }
 
 /* Shard 0's skipped stages, as its file says, for the manifest. */
-static void skips_restore(peat_campaign *c, const peat_campaign_run_shard *s0)
+static void skips_restore(peat_campaign *c, const peat_scale_run_shard *s0)
 {
     for (int k = 0; k < s0->n_skipped; k++)
         for (int j = 0; j < c->n_stages; j++)
@@ -28,7 +28,7 @@ static void skips_restore(peat_campaign *c, const peat_campaign_run_shard *s0)
 peat_status peat_campaign_stage_reopen(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
-    const peat_campaign_run_shard *s0 = &o->merge_shards[0];
+    const peat_scale_run_shard *s0 = &o->merge_shards[0];
     snprintf(c->h5, sizeof c->h5, "%s/campaign.h5", o->out_dir);
     snprintf(c->partial, sizeof c->partial, "%s.partial", c->h5);
     struct stat sb;

@@ -5,8 +5,8 @@
 #include "golden/golden.h"
 #include "harness/isolate/isolate.h"
 #include "campaign/progress.h"
-#include "campaign/runtime_ranks.h"
-#include "campaign/scale.h"
+#include "harness/scale/ranks.h"
+#include "harness/scale/scale.h"
 #include "campaign/stages.h"
 
 #include <stdio.h>
@@ -325,7 +325,7 @@ static int play_isolated(const peat_campaign *c)
 static peat_status replay_share(peat_campaign *c, int isolate, play_item *items, const int64_t *at,
                                 peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag)
 {
-    int rank = peat_campaign_scale_mpi_rank(), ranks = peat_campaign_scale_mpi_size();
+    int rank = peat_scale_mpi_rank(), ranks = peat_scale_mpi_size();
     for (int64_t i = rank; i < c->recs.n; i += ranks) {
         PEAT_TRY(replay(c, i, isolate, &items[i]));
         if (usable(items[i].out)) PEAT_TRY(parts_of(c, i, at[i], &items[i], ac, ag));
@@ -350,7 +350,7 @@ static peat_status share_run(peat_campaign *c, play_item *items, peat_analyzer_a
     *ac = peat_analyzer_acc_new(c->k->name, c->k->op);
     *ag = peat_analyzer_acc_new(c->k->name, c->k->op);
     /* a rank's share of the node's cores (the parts are the same on any number of threads) */
-    int t = (int)(sysconf(_SC_NPROCESSORS_ONLN) / peat_campaign_scale_mpi_local_size());
+    int t = (int)(sysconf(_SC_NPROCESSORS_ONLN) / peat_scale_mpi_local_size());
     peat_analyzer_acc_set_threads(*ac, t > 0 ? t : 1);
     peat_status st = at && *ac && *ag ? replay_share(c, play_isolated(c), items, at, *ac, *ag)
                                       : PEAT_ERROR(PEAT_ERR_NOMEM, "playback analysis");
@@ -358,34 +358,34 @@ static peat_status share_run(peat_campaign *c, play_item *items, peat_analyzer_a
     return st;
 }
 
-static void item_put(peat_campaign_pack *p, int64_t i, const play_item *it)
+static void item_put(peat_scale_pack *p, int64_t i, const play_item *it)
 {
-    peat_campaign_pack_put(p, &i, sizeof i);
+    peat_scale_pack_put(p, &i, sizeof i);
     int32_t h[3] = {it->out, it->n_out, it->repeated};
-    peat_campaign_pack_put(p, h, sizeof h);
-    peat_campaign_pack_put_str(p, it->why);
-    peat_campaign_pack_put(p, &it->t_ref, sizeof it->t_ref);
+    peat_scale_pack_put(p, h, sizeof h);
+    peat_scale_pack_put_str(p, it->why);
+    peat_scale_pack_put(p, &it->t_ref, sizeof it->t_ref);
     for (int o = 0; o < it->n_out; o++) {
-        peat_campaign_pack_put_tensor(p, it->exact[o]);
-        peat_campaign_pack_put_tensor(p, it->test[o]);
-        peat_campaign_pack_put_tensor(p, it->again[o]);
+        peat_scale_pack_put_tensor(p, it->exact[o]);
+        peat_scale_pack_put_tensor(p, it->test[o]);
+        peat_scale_pack_put_tensor(p, it->again[o]);
         int64_t n = it->mag[o] && it->exact[o] ? peat_tensor_numel(it->exact[o]) : 0;
-        peat_campaign_pack_put(p, &n, sizeof n);
-        peat_campaign_pack_put(p, it->mag[o], (size_t)n * sizeof(double));
+        peat_scale_pack_put(p, &n, sizeof n);
+        peat_scale_pack_put(p, it->mag[o], (size_t)n * sizeof(double));
     }
     int32_t parts = it->parts != NULL;
-    peat_campaign_pack_put(p, &parts, sizeof parts);
+    peat_scale_pack_put(p, &parts, sizeof parts);
     if (parts)
-        peat_campaign_pack_put(p, it->parts, 2 * (size_t)it->n_out * peat_analyzer_part_size());
+        peat_scale_pack_put(p, it->parts, 2 * (size_t)it->n_out * peat_analyzer_part_size());
 }
 
 /* One item of a rank's answer into items[] (its index checked against the rank's share). */
-static void item_get(peat_campaign_pack *p, int64_t n_items, int r, int ranks, play_item *items)
+static void item_get(peat_scale_pack *p, int64_t n_items, int r, int ranks, play_item *items)
 {
     int64_t i = -1;
     int32_t h[3];
-    peat_campaign_pack_get(p, &i, sizeof i);
-    peat_campaign_pack_get(p, h, sizeof h);
+    peat_scale_pack_get(p, &i, sizeof i);
+    peat_scale_pack_get(p, h, sizeof h);
     if (p->err || i < 0 || i >= n_items || i % ranks != r || items[i].done || h[1] < 0 ||
         h[1] > PEAT_MAX_IO) {
         p->err = 1;
@@ -393,47 +393,47 @@ static void item_get(peat_campaign_pack *p, int64_t n_items, int r, int ranks, p
     }
     play_item *it = &items[i];
     it->done = 1, it->out = h[0], it->n_out = h[1], it->repeated = h[2];
-    snprintf(it->why, sizeof it->why, "%s", peat_campaign_pack_get_str(p));
-    peat_campaign_pack_get(p, &it->t_ref, sizeof it->t_ref);
+    snprintf(it->why, sizeof it->why, "%s", peat_scale_pack_get_str(p));
+    peat_scale_pack_get(p, &it->t_ref, sizeof it->t_ref);
     for (int o = 0; o < it->n_out && !p->err; o++) {
-        it->exact[o] = peat_campaign_pack_get_tensor(p);
-        it->test[o] = peat_campaign_pack_get_tensor(p);
-        it->again[o] = peat_campaign_pack_get_tensor(p);
+        it->exact[o] = peat_scale_pack_get_tensor(p);
+        it->test[o] = peat_scale_pack_get_tensor(p);
+        it->again[o] = peat_scale_pack_get_tensor(p);
         int64_t n = 0;
-        peat_campaign_pack_get(p, &n, sizeof n);
+        peat_scale_pack_get(p, &n, sizeof n);
         if (p->err || n < 0 || (n && (!it->exact[o] || n != peat_tensor_numel(it->exact[o])))) {
             p->err = 1;
             return;
         }
         it->mag[o] = n ? malloc((size_t)n * sizeof(double)) : NULL;
         if (n && !it->mag[o]) p->err = 1;
-        if (n && it->mag[o]) peat_campaign_pack_get(p, it->mag[o], (size_t)n * sizeof(double));
+        if (n && it->mag[o]) peat_scale_pack_get(p, it->mag[o], (size_t)n * sizeof(double));
     }
     if (!p->err && usable(it->out))
         for (int o = 0; o < it->n_out; o++)
             if (!it->test[o] || !it->mag[o]) p->err = 1;
     int32_t parts = 0;
-    peat_campaign_pack_get(p, &parts, sizeof parts);
+    peat_scale_pack_get(p, &parts, sizeof parts);
     size_t np = 2 * (size_t)it->n_out * peat_analyzer_part_size();
     if (!p->err && parts && (it->parts = malloc(np ? np : 1)) == NULL) p->err = 1;
-    if (!p->err && parts) peat_campaign_pack_get(p, it->parts, np);
+    if (!p->err && parts) peat_scale_pack_get(p, it->parts, np);
 }
 
 /* An accumulator's sketches and sample, sized, into the answer. */
-static peat_status spill_put(const peat_analyzer_acc_t *acc, peat_campaign_pack *out)
+static peat_status spill_put(const peat_analyzer_acc_t *acc, peat_scale_pack *out)
 {
     int64_t n = (int64_t)peat_analyzer_acc_spill_size(acc);
     unsigned char *b = malloc((size_t)n);
     if (!b) return PEAT_ERROR(PEAT_ERR_NOMEM, "the analysis for rank 0");
     peat_status st = peat_analyzer_acc_spill(acc, b);
-    peat_campaign_pack_put(out, &n, sizeof n);
-    peat_campaign_pack_put(out, b, (size_t)n);
+    peat_scale_pack_put(out, &n, sizeof n);
+    peat_scale_pack_put(out, b, (size_t)n);
     free(b);
     return st;
 }
 
-peat_status peat_campaign_playback_share(peat_campaign *c, peat_campaign_pack *in,
-                                         peat_campaign_pack *out)
+peat_status peat_campaign_playback_share(peat_campaign *c, peat_scale_pack *in,
+                                         peat_scale_pack *out)
 {
     (void)in;
     play_item *items = calloc((size_t)(c->recs.n ? c->recs.n : 1), sizeof *items);
@@ -442,7 +442,7 @@ peat_status peat_campaign_playback_share(peat_campaign *c, peat_campaign_pack *i
     peat_status st = share_run(c, items, &ac, &ag);
     int64_t n = 0;
     for (int64_t i = 0; i < c->recs.n; i++) n += items[i].done;
-    peat_campaign_pack_put(out, &n, sizeof n);
+    peat_scale_pack_put(out, &n, sizeof n);
     for (int64_t i = 0; i < c->recs.n; i++) {
         if (items[i].done) {
             /* the exact outputs stay in this rank's record: a copy goes to rank 0 */
@@ -479,36 +479,36 @@ typedef struct spill {
     size_t n[2];
 } spill;
 
-static void spill_get(peat_campaign_pack *p, spill *sp)
+static void spill_get(peat_scale_pack *p, spill *sp)
 {
     for (int k = 0; k < 2 && !p->err; k++) {
         int64_t n = -1;
-        peat_campaign_pack_get(p, &n, sizeof n);
+        peat_scale_pack_get(p, &n, sizeof n);
         if (p->err || n < 0 || (size_t)n > p->n - p->at || !(sp->b[k] = malloc((size_t)n + 1))) {
             p->err = 1;
             return;
         }
         sp->n[k] = (size_t)n;
-        peat_campaign_pack_get(p, sp->b[k], (size_t)n);
+        peat_scale_pack_get(p, sp->b[k], (size_t)n);
     }
 }
 
 static peat_status take_shares(peat_campaign *c, play_item *items, int64_t n_items, spill *sp,
                                peat_status st)
 {
-    int ranks = peat_campaign_scale_mpi_size();
+    int ranks = peat_scale_mpi_size();
     for (int r = 1; r < ranks; r++) {
-        peat_campaign_pack p;
-        peat_status rs = peat_campaign_runtime_ranks_take(r, "playback", &p);
+        peat_scale_pack p;
+        peat_status rs = peat_scale_ranks_take(r, "playback", &p);
         int64_t n = 0;
-        peat_campaign_pack_get(&p, &n, sizeof n);
+        peat_scale_pack_get(&p, &n, sizeof n);
         for (int64_t k = 0; k < n && rs == PEAT_OK && !p.err; k++)
             item_get(&p, n_items, r, ranks, items);
         if (rs == PEAT_OK && sp) spill_get(&p, &sp[r]);
         if (rs == PEAT_OK && p.err)
             rs = PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d of %d: its playback answer is cut short", r,
                             ranks);
-        peat_campaign_pack_free(&p);
+        peat_scale_pack_free(&p);
         if (rs != PEAT_OK && st == PEAT_OK) {
             char names[64], why[768];
             share_names(r, ranks, c->recs.n, names, sizeof names);
@@ -527,13 +527,13 @@ static peat_status parts_or_not(peat_campaign *c, play_item *items, spill *sp)
     int whole = 1;
     for (int64_t i = 0; i < c->recs.n; i++)
         whole &= items[i].done && usable(items[i].out) && items[i].parts != NULL;
-    for (int r = 0; whole && r < peat_campaign_scale_mpi_size(); r++)
+    for (int r = 0; whole && r < peat_scale_mpi_size(); r++)
         whole &= sp[r].b[0] && sp[r].b[1];
     for (int64_t i = 0; !whole && i < c->recs.n; i++) {
         free(items[i].parts);
         items[i].parts = NULL;
     }
-    for (int r = 0; whole && r < peat_campaign_scale_mpi_size(); r++) {
+    for (int r = 0; whole && r < peat_scale_mpi_size(); r++) {
         PEAT_TRY(peat_analyzer_acc_absorb(c->acc_cand, sp[r].b[0], sp[r].n[0]));
         PEAT_TRY(peat_analyzer_acc_absorb(c->acc_gold, sp[r].b[1], sp[r].n[1]));
     }
@@ -581,13 +581,13 @@ static peat_status analyse_all(peat_campaign *c, play_item *items, peat_progress
  * where every call was usable; rank 0 places them in record order, as one process does. */
 static peat_status play_ranks(peat_campaign *c, peat_progress *pr)
 {
-    peat_campaign_pack msg = {0};
+    peat_scale_pack msg = {0};
     peat_campaign_items_records_put(c, &msg);
     peat_status st = msg.err ? PEAT_ERROR(PEAT_ERR_NOMEM, "the records for the ranks")
-                             : peat_campaign_runtime_ranks_tell('P', &msg);
-    peat_campaign_pack_free(&msg);
+                             : peat_scale_ranks_tell('P', &msg);
+    peat_scale_pack_free(&msg);
     PEAT_TRY(st);
-    int ranks = peat_campaign_scale_mpi_size();
+    int ranks = peat_scale_mpi_size();
     play_item *items = calloc((size_t)(c->recs.n ? c->recs.n : 1), sizeof *items);
     spill *sp = calloc((size_t)ranks, sizeof *sp);
     if (!items || !sp) st = PEAT_ERROR(PEAT_ERR_NOMEM, "playback items");

@@ -2,8 +2,8 @@
  * data, each run through exact, golden and candidate and judged like a recorded call, plus the
  * GEMM arithmetic-property call (analyzer/probe.h). */
 #include "harness/isolate/isolate.h"
-#include "campaign/runtime_ranks.h"
-#include "campaign/scale.h"
+#include "harness/scale/ranks.h"
+#include "harness/scale/scale.h"
 #include "campaign/stages.h"
 
 #include "golden/golden.h"
@@ -227,11 +227,11 @@ static int64_t probe_count(const peat_probe_set *set)
     return set->n < PEAT_CAMPAIGN_MAX_PROBES ? set->n : PEAT_CAMPAIGN_MAX_PROBES;
 }
 
-peat_status peat_campaign_probe_share(peat_campaign *c, peat_campaign_pack *in,
-                                      peat_campaign_pack *out)
+peat_status peat_campaign_probe_share(peat_campaign *c, peat_scale_pack *in,
+                                      peat_scale_pack *out)
 {
     double frac[2];
-    peat_campaign_pack_get(in, frac, sizeof frac);
+    peat_scale_pack_get(in, frac, sizeof frac);
     if (in->err) return PEAT_ERROR(PEAT_ERR_FORMAT, "rank 0's probe message is cut short");
     peat_detector_ctx dctx = probe_ctx(c, frac[0], frac[1]);
     peat_probe_set set;
@@ -239,13 +239,13 @@ peat_status peat_campaign_probe_share(peat_campaign *c, peat_campaign_pack *in,
     int64_t n = probe_count(&set);
     peat_probe_outcome *po = calloc((size_t)(n ? n : 1), sizeof *po);
     char *done = calloc((size_t)(n ? n : 1), 1);
-    peat_status st = po && done ? probe_share(c, &set, &dctx, n, peat_campaign_scale_mpi_rank(),
-                                              peat_campaign_scale_mpi_size(), po, done)
+    peat_status st = po && done ? probe_share(c, &set, &dctx, n, peat_scale_mpi_rank(),
+                                              peat_scale_mpi_size(), po, done)
                                 : PEAT_ERROR(PEAT_ERR_NOMEM, "probe outcomes");
     for (int64_t i = 0; st == PEAT_OK && i < n; i++)
         if (done[i]) {
-            peat_campaign_pack_put(out, &i, sizeof i);
-            peat_campaign_pack_put(out, &po[i], sizeof po[i]);
+            peat_scale_pack_put(out, &i, sizeof i);
+            peat_scale_pack_put(out, &po[i], sizeof po[i]);
         }
     peat_analyzer_probe_set_free(&set);
     free(po);
@@ -257,21 +257,21 @@ peat_status peat_campaign_probe_share(peat_campaign *c, peat_campaign_pack *in,
  * failure); the first failure names the rank and its probes. */
 static peat_status take_probes(int64_t n, peat_probe_outcome *out, char *done, peat_status st)
 {
-    int ranks = peat_campaign_scale_mpi_size();
+    int ranks = peat_scale_mpi_size();
     for (int r = 1; r < ranks; r++) {
-        peat_campaign_pack p;
-        peat_status rs = peat_campaign_runtime_ranks_take(r, "probes", &p);
+        peat_scale_pack p;
+        peat_status rs = peat_scale_ranks_take(r, "probes", &p);
         while (rs == PEAT_OK && !p.err && p.at < p.n) {
             int64_t i = -1;
-            peat_campaign_pack_get(&p, &i, sizeof i);
+            peat_scale_pack_get(&p, &i, sizeof i);
             if (p.err || i < 0 || i >= n || i % ranks != r || done[i]) p.err = 1;
-            if (!p.err) peat_campaign_pack_get(&p, &out[i], sizeof out[i]);
+            if (!p.err) peat_scale_pack_get(&p, &out[i], sizeof out[i]);
             if (!p.err) done[i] = 1;
         }
         if (rs == PEAT_OK && p.err)
             rs = PEAT_ERROR(PEAT_ERR_FORMAT, "rank %d of %d: its probes answer is cut short", r,
                             ranks);
-        peat_campaign_pack_free(&p);
+        peat_scale_pack_free(&p);
         if (rs != PEAT_OK && st == PEAT_OK) {
             char why[768];
             snprintf(why, sizeof why, "%s", peat_error_last());
@@ -289,16 +289,16 @@ static peat_status probes_all(peat_campaign *c, const peat_probe_set *set,
     int split = peat_campaign_items_split(c);
     peat_status st = PEAT_OK;
     if (split) {
-        peat_campaign_pack msg = {0};
+        peat_scale_pack msg = {0};
         double frac[2] = {c->in_frac_below_normal, c->in_frac_above_max};
-        peat_campaign_pack_put(&msg, frac, sizeof frac);
+        peat_scale_pack_put(&msg, frac, sizeof frac);
         peat_campaign_items_records_put(c, &msg);
         st = msg.err ? PEAT_ERROR(PEAT_ERR_NOMEM, "the records for the ranks")
-                     : peat_campaign_runtime_ranks_tell('Q', &msg);
-        peat_campaign_pack_free(&msg);
+                     : peat_scale_ranks_tell('Q', &msg);
+        peat_scale_pack_free(&msg);
         PEAT_TRY(st);
     }
-    st = probe_share(c, set, dctx, n, 0, split ? peat_campaign_scale_mpi_size() : 1, out, done);
+    st = probe_share(c, set, dctx, n, 0, split ? peat_scale_mpi_size() : 1, out, done);
     if (split) st = take_probes(n, out, done, st);
     for (int64_t i = 0; i < n && st == PEAT_OK; i++)
         if (!done[i]) st = PEAT_ERROR(PEAT_ERR_INTERNAL, "probe #%lld was not run", (long long)i);

@@ -1,10 +1,10 @@
 /* stage_runtime.c: the runtime FI stage: the candidate trains in the loop at each --runtime-freq
  * over the profiled iterations, judged against the golden noise band; its verdicts join the
  * findings and the acceptance (docs/fault-injection.md). */
-#include "campaign/run_shard.h"
+#include "harness/scale/run_shard.h"
 #include "campaign/runtime.h"
-#include "campaign/runtime_ranks.h"
-#include "campaign/scale.h"
+#include "harness/scale/ranks.h"
+#include "harness/scale/scale.h"
 #include "campaign/stages.h"
 
 #include <stdio.h>
@@ -75,21 +75,21 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
     ro->golden = c->golden;
     /* under mpirun: the runs split across the ranks, each rank on its share of the node's cores */
     ro->rank = 0, ro->n_ranks = 1;
-    peat_campaign_scale_shard sh = {0, 1};
-    if (o->shard && peat_campaign_scale_shard_parse(o->shard, &sh) == PEAT_OK)
+    peat_scale_shard sh = {0, 1};
+    if (o->shard && peat_scale_shard_parse(o->shard, &sh) == PEAT_OK)
         ro->rank = sh.i, ro->n_ranks = sh.n; /* --shard I/N: as rank I of N, without MPI */
-    if (peat_campaign_runtime_ranks_active()) {
-        ro->rank = peat_campaign_scale_mpi_rank();
-        ro->n_ranks = peat_campaign_scale_mpi_size();
+    if (peat_scale_ranks_active()) {
+        ro->rank = peat_scale_mpi_rank();
+        ro->n_ranks = peat_scale_mpi_size();
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int t = (int)(cpus / peat_campaign_scale_mpi_local_size());
+        int t = (int)(cpus / peat_scale_mpi_local_size());
         ro->threads = t > 1 ? t : 1;
     }
 }
 
 peat_status peat_campaign_stage_runtime_rank(peat_campaign *c)
 {
-    if (peat_campaign_runtime_ranks_released()) return PEAT_OK; /* rank 0 ended before it */
+    if (peat_scale_ranks_released()) return PEAT_OK; /* rank 0 ended before it */
     peat_runtime_opts ro;
     runtime_opts(c, &ro);
     c->rt = calloc(1, sizeof *c->rt);
@@ -100,12 +100,12 @@ peat_status peat_campaign_stage_runtime_rank(peat_campaign *c)
 
 /* --shard I/N: what this shard trained, with what names its campaign, into its file. */
 static peat_status shard_write(peat_campaign *c, const peat_runtime_opts *ro,
-                               const peat_campaign_pack *body)
+                               const peat_scale_pack *body)
 {
     const peat_campaign_opts *o = c->o;
-    peat_campaign_run_shard *h = calloc(1, sizeof *h);
+    peat_scale_run_shard *h = calloc(1, sizeof *h);
     if (!h) return PEAT_ERROR(PEAT_ERR_NOMEM, "shard file");
-    h->sh = (peat_campaign_scale_shard){ro->rank, ro->n_ranks};
+    h->sh = (peat_scale_shard){ro->rank, ro->n_ranks};
     h->seed = o->seed;
     snprintf(h->kernel, sizeof h->kernel, "%s", c->k->name);
     snprintf(h->flow, sizeof h->flow, "%s", c->flow);
@@ -120,7 +120,7 @@ static peat_status shard_write(peat_campaign *c, const peat_runtime_opts *ro,
         snprintf(h->skip_why[k], sizeof h->skip_why[k], "%s", c->skipped[k].why);
     }
     peat_status st = peat_campaign_mkdir_p(o->out_dir);
-    if (st == PEAT_OK) st = peat_campaign_run_shard_write(o->out_dir, h, body);
+    if (st == PEAT_OK) st = peat_scale_run_shard_write(o->out_dir, h, body);
     free(h);
     return st;
 }
@@ -133,11 +133,11 @@ static peat_status runtime_shard(peat_campaign *c)
     runtime_opts(c, &ro);
     c->rt = calloc(1, sizeof *c->rt);
     if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
-    peat_campaign_pack body = {0};
+    peat_scale_pack body = {0};
     ro.shard = &body;
     peat_status st = peat_campaign_runtime_run_all(&ro, c->rt);
     if (st == PEAT_OK) st = shard_write(c, &ro, &body);
-    peat_campaign_pack_free(&body);
+    peat_scale_pack_free(&body);
     c->shard_pending = st == PEAT_OK && ro.rank == 0;
     return st;
 }
@@ -148,7 +148,7 @@ peat_status peat_campaign_stage_runtime_merge(peat_campaign *c)
     peat_runtime_opts ro;
     runtime_opts(c, &ro);
     c->rt = calloc(1, sizeof *c->rt);
-    peat_campaign_pack *bodies = calloc((size_t)o->n_merge_shards, sizeof *bodies);
+    peat_scale_pack *bodies = calloc((size_t)o->n_merge_shards, sizeof *bodies);
     if (!c->rt || !bodies) {
         free(bodies);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
@@ -180,8 +180,8 @@ static int band_runs(const peat_runtime_opts *ro)
 
 /* The golden cache's band reruns for this lockstep (golden_cache.h), or a pack to store this
  * lockstep's in: not under a budget (the runs' length follows the clock) nor split across ranks. */
-static void band_cache_setup(peat_campaign *c, peat_runtime_opts *ro, peat_campaign_pack *in,
-                             peat_campaign_pack *out)
+static void band_cache_setup(peat_campaign *c, peat_runtime_opts *ro, peat_scale_pack *in,
+                             peat_scale_pack *out)
 {
     if (!c->gcache.on || c->planned || ro->n_ranks > 1) return;
     int64_t every = peat_predictor_runtime_eval_every(ro->iters);
@@ -243,7 +243,7 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
     PEAT_TRY(peat_store_open(c->partial, 1, &ro.store));
     peat_status st = PEAT_OK;
     if (ro.n_ranks > 1) { /* the other ranks train their share now; run_all hears them all */
-        st = peat_campaign_runtime_ranks_go();
+        st = peat_scale_ranks_go();
         if (st == PEAT_OK && !o->quiet)
             fprintf(stdout,
                     "peat: runtime FI: %d runs beside the golden one split across %d ranks "
@@ -251,13 +251,13 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
                     band_runs(&ro) - 1 + peat_campaign_runtime_freqs_count(ro.freqs), ro.n_ranks,
                     ro.threads, ro.threads == 1 ? "" : "s");
     }
-    peat_campaign_pack band_in = {0}, band_out = {0};
+    peat_scale_pack band_in = {0}, band_out = {0};
     band_cache_setup(c, &ro, &band_in, &band_out);
     if (st == PEAT_OK) st = peat_campaign_runtime_run_all(&ro, c->rt);
     if (st == PEAT_OK && ro.band_out && !band_out.err)
         peat_campaign_golden_cache_band_put(c, &band_out);
-    peat_campaign_pack_free(&band_in);
-    peat_campaign_pack_free(&band_out);
+    peat_scale_pack_free(&band_in);
+    peat_scale_pack_free(&band_out);
     peat_status cst = peat_store_close(ro.store);
     PEAT_TRY(st);
     PEAT_TRY(cst);

@@ -150,14 +150,14 @@ peat_status peat_campaign_stage_runtime_rank(peat_campaign *c);
  * records into a message (once: a flag says whether they follow); ranks > 0: the stage that runs
  * this rank's share of each stage rank 0 splits, until GO or STOP; the shares themselves (the
  * message from rank 0 in, the answer out: stage_playback.c, stage_probe.c). */
-struct peat_campaign_pack;
+struct peat_scale_pack;
 int peat_campaign_items_split(const peat_campaign *c);
-void peat_campaign_items_records_put(peat_campaign *c, struct peat_campaign_pack *p);
+void peat_campaign_items_records_put(peat_campaign *c, struct peat_scale_pack *p);
 peat_status peat_campaign_stage_items_rank(peat_campaign *c);
-peat_status peat_campaign_playback_share(peat_campaign *c, struct peat_campaign_pack *in,
-                                         struct peat_campaign_pack *out);
-peat_status peat_campaign_probe_share(peat_campaign *c, struct peat_campaign_pack *in,
-                                      struct peat_campaign_pack *out);
+peat_status peat_campaign_playback_share(peat_campaign *c, struct peat_scale_pack *in,
+                                         struct peat_scale_pack *out);
+peat_status peat_campaign_probe_share(peat_campaign *c, struct peat_scale_pack *in,
+                                      struct peat_scale_pack *out);
 peat_status peat_campaign_stage_commit(peat_campaign *c); /* stage_commit.c */
 /* `peat merge` of run shards (stage_merge.c, stage_runtime.c): shard 0's partial campaign
  * reopened (its result and skipped stages), the stages shard 0 ran kept as they are, and the

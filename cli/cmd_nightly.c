@@ -3,7 +3,7 @@
 #include "nightly/ci.h"
 #include "report/report.h"
 #include "cli/cmd_nightly.h"
-#include "campaign/scale.h"
+#include "harness/scale/scale.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,8 +15,8 @@
 
 static peat_status check_shard(const char *v)
 {
-    peat_campaign_scale_shard sh;
-    return peat_campaign_scale_shard_parse(v, &sh);
+    peat_scale_shard sh;
+    return peat_scale_shard_parse(v, &sh);
 }
 
 static const peat_cli_opt ci_opts[] = {
@@ -135,7 +135,7 @@ int peat_cli_ci_main(int argc, char **argv, const char *cmdline)
     peat_ci_result *r = malloc(sizeof *r);
     if (!r) return die("out of memory");
     peat_status st = peat_nightly_ci_run_ranks(&o, r); /* under mpirun: rank r runs shard r/N */
-    if (peat_campaign_scale_mpi_rank() != 0) {
+    if (peat_scale_mpi_rank() != 0) {
         free(r);
         return st == PEAT_OK ? 0 : 2; /* rank 0 reports (a rank's own failure is named above) */
     }

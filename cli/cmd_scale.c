@@ -4,7 +4,7 @@
 #define _DEFAULT_SOURCE
 #include "cli/cmd_scale.h"
 
-#include "campaign/run_shard.h"
+#include "harness/scale/run_shard.h"
 #include "cli/cmdline.h"
 #include "cli/options.h"
 #include "nightly/ci.h"
@@ -107,7 +107,7 @@ static int merge_fi(int argc, char **argv)
 }
 
 /* The run shards' campaign: the options they recorded, the merge's folder. */
-static int merge_run(const char *dir, peat_campaign_run_shard *s, int n)
+static int merge_run(const char *dir, peat_scale_run_shard *s, int n)
 {
     static char store[8192];
     peat_campaign_opts o;
@@ -138,12 +138,12 @@ static int is_run(const char *out, int argc, char **argv)
 
 static int merge_runs(int argc, char **argv)
 {
-    peat_campaign_run_shard *s = NULL;
+    peat_scale_run_shard *s = NULL;
     int n = 0;
-    if (peat_campaign_run_shards_load(argv[0], argv + 1, argc - 1, &s, &n) != PEAT_OK)
+    if (peat_scale_run_shards_load(argv[0], argv + 1, argc - 1, &s, &n) != PEAT_OK)
         return peat_cli_die("%s", peat_error_last());
     int rc = merge_run(argv[0], s, n);
-    peat_campaign_run_shards_free(s, n);
+    peat_scale_run_shards_free(s, n);
     return rc;
 }
 

@@ -6,8 +6,8 @@
 #include "cli/cmdline.h"
 #include "cli/cmd_nightly.h"
 #include "cli/cmd_scale.h"
-#include "campaign/scale.h"
-#include "campaign/runtime_ranks.h"
+#include "harness/scale/scale.h"
+#include "harness/scale/ranks.h"
 #include "run/fi_shard.h"
 #include "report/report.h"
 #include "run/run.h"
@@ -142,7 +142,7 @@ static int resume_expand(int *argc, char ***argv, const char **cmdline)
 static int cmd_run_rank(void)
 {
     char *line = NULL;
-    if (!peat_campaign_runtime_ranks_wait(&line)) return EXIT_PASS; /* rank 0 ended without it */
+    if (!peat_scale_ranks_wait(&line)) return EXIT_PASS; /* rank 0 ended without it */
     static char store[8192];
     peat_campaign_opts o;
     peat_status st = peat_cli_cmdline_run_opts(line, &o, store, sizeof store);
@@ -150,8 +150,8 @@ static int cmd_run_rank(void)
     peat_campaign_result r;
     if (st == PEAT_OK) st = peat_run_campaign(&o, &r);
     /* a rank that failed answers every message with its failure until GO or STOP */
-    if (!peat_campaign_runtime_ranks_answered() && !peat_campaign_runtime_ranks_released())
-        peat_campaign_runtime_ranks_drain(st);
+    if (!peat_scale_ranks_answered() && !peat_scale_ranks_released())
+        peat_scale_ranks_drain(st);
     free(line);
     return st == PEAT_OK ? EXIT_PASS : EXIT_USAGE;
 }
@@ -175,8 +175,8 @@ static int shard_free_word(int argc, char **argv, int i)
 /* `peat run --shard I/N`: what must hold, and the command line the shard files carry. */
 static int shard_check(int argc, char **argv, peat_campaign_opts *o, int ranks)
 {
-    peat_campaign_scale_shard sh;
-    if (peat_campaign_scale_shard_parse(o->shard, &sh) != PEAT_OK || sh.n < 2)
+    peat_scale_shard sh;
+    if (peat_scale_shard_parse(o->shard, &sh) != PEAT_OK || sh.n < 2)
         return die("--shard %s: I/N with N >= 2 shards", o->shard);
     if (ranks) return die("--shard and mpirun exclude each other: use one or the other");
     if (!o->out_dir)
@@ -206,8 +206,8 @@ static int shard_check(int argc, char **argv, peat_campaign_opts *o, int ranks)
 /* After a shard: where its runs are, and what to do next. */
 static int shard_done(const peat_campaign_opts *o, const peat_campaign_result *r)
 {
-    peat_campaign_scale_shard sh;
-    peat_campaign_scale_shard_parse(o->shard, &sh);
+    peat_scale_shard sh;
+    peat_scale_shard_parse(o->shard, &sh);
     char h5[700];
     snprintf(h5, sizeof h5, "%s/campaign.h5", o->out_dir);
     if (sh.i == 0 && access(h5, F_OK) == 0) { /* no runtime stage ran: the campaign is whole */
@@ -225,7 +225,7 @@ static int shard_done(const peat_campaign_opts *o, const peat_campaign_result *r
 
 static int cmd_run_one(int argc, char **argv, const char *cmdline)
 {
-    int ranks = peat_campaign_scale_mpi_size() > 1;
+    int ranks = peat_scale_mpi_size() > 1;
     int rc = resume_expand(&argc, &argv, &cmdline);
     if (rc >= 0) return rc;
     peat_campaign_opts o;
@@ -247,7 +247,7 @@ static int cmd_run_one(int argc, char **argv, const char *cmdline)
         static char line[8192];
         if (peat_cli_cmdline_join(argc, argv, line, sizeof line) != PEAT_OK)
             return die("peat run under mpirun: the command line is too long to hand to the ranks");
-        peat_campaign_runtime_ranks_line(line);
+        peat_scale_ranks_line(line);
     }
     if (!o.quiet) {
         /* progress goes to stdout: stderr carries only the one-line error, if any */
@@ -266,13 +266,13 @@ static int cmd_run_one(int argc, char **argv, const char *cmdline)
  * lets them go when it ends, whatever ended it. */
 static int cmd_run(int argc, char **argv, const char *cmdline)
 {
-    if (peat_campaign_scale_mpi_size() < 2) return cmd_run_one(argc, argv, cmdline);
+    if (peat_scale_mpi_size() < 2) return cmd_run_one(argc, argv, cmdline);
     int rc =
-        peat_campaign_scale_mpi_rank() == 0 ? cmd_run_one(argc, argv, cmdline) : cmd_run_rank();
-    peat_campaign_runtime_ranks_release();
+        peat_scale_mpi_rank() == 0 ? cmd_run_one(argc, argv, cmdline) : cmd_run_rank();
+    peat_scale_ranks_release();
     /* every rank ends together: rank 0 has said what failed before a failed rank's exit makes
      * mpirun end the job */
-    peat_campaign_scale_mpi_status_all(PEAT_OK, NULL);
+    peat_scale_mpi_status_all(PEAT_OK, NULL);
     return rc;
 }
 
@@ -449,7 +449,7 @@ static int cmd_inject(int argc, char **argv, const char *cmdline)
                "%s` when every shard is done)\n",
                r.shard_i, r.shard_n, (long long)r.n_run, (long long)r.n_resumed, r.shard_file,
                r.dir);
-    else if (peat_campaign_scale_mpi_rank() == 0)
+    else if (peat_scale_mpi_rank() == 0)
         peat_run_fi_print(stdout, &r);
     peat_run_fi_result_free(&r);
     return EXIT_PASS;
@@ -572,9 +572,9 @@ int main(int argc, char **argv)
      * refused then would be a hang (OpenBLAS retries) or an error half-way through the run */
     if (argc > 1 && peat_cli_limits_check(argv[1])) return EXIT_USAGE;
     /* under mpirun (PEAT_MPI builds): every rank runs the command on its share of the items */
-    if (peat_campaign_scale_mpi_init(&argc, &argv) != PEAT_OK) return die_status(PEAT_ERR_IO);
+    if (peat_scale_mpi_init(&argc, &argv) != PEAT_OK) return die_status(PEAT_ERR_IO);
     int rc = streams_flushed(dispatch(argc, argv));
-    peat_campaign_scale_mpi_finalize();
+    peat_scale_mpi_finalize();
     return rc;
 }
 

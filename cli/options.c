@@ -3,7 +3,7 @@
 #include "cli/options.h"
 #include "latency/latency_cli.h"
 #include "campaign/runtime.h"
-#include "campaign/scale.h"
+#include "harness/scale/scale.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -317,8 +317,8 @@ static peat_status check_site(const char *v)
 
 static peat_status check_shard(const char *v)
 {
-    peat_campaign_scale_shard sh;
-    return peat_campaign_scale_shard_parse(v, &sh);
+    peat_scale_shard sh;
+    return peat_scale_shard_parse(v, &sh);
 }
 
 #define FI(field) offsetof(peat_fi_opts, field)

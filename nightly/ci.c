@@ -426,7 +426,7 @@ static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
     }
     if (res->shard.n > 0) { /* a shard's own folder inside OUT */
         size_t l = strlen(res->out_dir);
-        peat_campaign_scale_shard_name("/shard-", res->shard, "", res->out_dir + l,
+        peat_scale_shard_name("/shard-", res->shard, "", res->out_dir + l,
                                        sizeof res->out_dir - l);
     }
     char items[600], ci[600];
@@ -591,7 +591,7 @@ static int item_resume(const peat_ci_opts *o, peat_ci_result *res, peat_ci_item 
  * another shard count (all of them for a whole-suite run) is renamed ci.json.superseded, so
  * `peat merge OUT` takes the shards of this count alone. Its items stay where they are until a
  * shard of this count takes them. */
-static void results_supersede(const char *root, peat_campaign_scale_shard me)
+static void results_supersede(const char *root, peat_scale_shard me)
 {
     char pat[700];
     glob_t g;
@@ -626,7 +626,7 @@ static double item_plan(const peat_ci_result *res, int i, double t0)
     int left = 0;
     for (int j = i; j < res->n_items; j++)
         left += strcmp(res->items[j].status, "SKIP") != 0 && !res->items[j].resumed &&
-                peat_campaign_scale_shard_mine(res->shard, j);
+                peat_scale_shard_mine(res->shard, j);
     double share = (res->budget_s - (now_s() - t0)) / (left > 0 ? left : 1);
     return share > 0 ? share : -1;
 }
@@ -636,7 +636,7 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
     peat_progress pr;
     /* --resume first takes every finished item, so the --budget is shared by the others */
     for (int i = 0; i < res->n_items && o->resume; i++)
-        if (peat_campaign_scale_shard_mine(res->shard, i) && strcmp(res->items[i].status, "SKIP"))
+        if (peat_scale_shard_mine(res->shard, i) && strcmp(res->items[i].status, "SKIP"))
             item_resume(o, res, &res->items[i], suite_kernel_of(&res->suite, res->items[i].kernel),
                         o->out_dir);
     peat_campaign_progress_begin(&pr, stdout, o->quiet, "peat ci", res->n_items);
@@ -644,7 +644,7 @@ static void run_items(const peat_ci_opts *o, peat_ci_result *res)
     double t0 = now_s();
     for (int i = 0; i < res->n_items; i++) {
         peat_ci_item *it = &res->items[i];
-        if (!peat_campaign_scale_shard_mine(res->shard, i)) continue; /* another shard's item */
+        if (!peat_scale_shard_mine(res->shard, i)) continue; /* another shard's item */
         if (!it->resumed) it->plan_s = strcmp(it->status, "SKIP") ? item_plan(res, i, t0) : 0;
         if (it->resumed) {
             /* taken by --resume above: its verdict is read back already */
@@ -716,7 +716,7 @@ static void shard_keep(peat_ci_result *res)
     int k = 0;
     res->n_planned = res->n_items;
     for (int i = 0; i < res->n_items; i++) {
-        if (!peat_campaign_scale_shard_mine(res->shard, i)) continue;
+        if (!peat_scale_shard_mine(res->shard, i)) continue;
         if (k != i) res->items[k] = res->items[i];
         res->ids[k++] = i;
     }
@@ -732,7 +732,7 @@ peat_status peat_nightly_ci_run(const peat_ci_opts *o, peat_ci_result *res)
         (peat_nightly_duration_parse(o->budget, &res->budget_s) != PEAT_OK || !(res->budget_s > 0)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget '%s': a positive time (90, 90s, 20m, 1h)",
                           o->budget);
-    if (o->shard) PEAT_TRY(peat_campaign_scale_shard_parse(o->shard, &res->shard));
+    if (o->shard) PEAT_TRY(peat_scale_shard_parse(o->shard, &res->shard));
     if (o->shard && o->baseline)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--baseline compares a whole suite: give it to the "
                                           "merge of the shards (`peat merge OUT --baseline DIR`)");

@@ -5,7 +5,7 @@
 
 #include "nightly/diff.h"
 #include "campaign/campaign.h"
-#include "campaign/scale.h"
+#include "harness/scale/scale.h"
 #include "nightly/suite.h"
 
 #define PEAT_CI_MAX_ITEMS    256
@@ -66,7 +66,7 @@ typedef struct peat_ci_result {
     double budget_s; /* peat ci --budget, 0: none */
     /* scale-out: this shard (n 0: the whole suite), the items the suite plans, and each kept
      * item's number in that plan (ids[i] = i when not sharded) */
-    peat_campaign_scale_shard shard;
+    peat_scale_shard shard;
     int n_planned;
     int ids[PEAT_CI_MAX_ITEMS];
     char policy_file[256]; /* --policy (a merge reloads it with the suite) */

@@ -232,7 +232,7 @@ peat_status peat_nightly_ci_merge(const char *out, const char *const *shards, in
 
 peat_status peat_nightly_ci_run_ranks(const peat_ci_opts *o, peat_ci_result *res)
 {
-    int size = peat_campaign_scale_mpi_size(), rank = peat_campaign_scale_mpi_rank();
+    int size = peat_scale_mpi_size(), rank = peat_scale_mpi_rank();
     if (size <= 1 || o->shard) return peat_nightly_ci_run(o, res);
     if (!o->out_dir)
         return PEAT_ERROR(PEAT_ERR_INVAL, "peat ci under mpirun needs --out DIR (one for all "
@@ -253,13 +253,13 @@ peat_status peat_nightly_ci_run_ranks(const peat_ci_opts *o, peat_ci_result *res
     if (part) peat_nightly_ci_result_free(part);
     free(part);
     uint64_t failed = 0;
-    if (peat_campaign_scale_mpi_status_all(st, &failed) != PEAT_OK)
+    if (peat_scale_mpi_status_all(st, &failed) != PEAT_OK)
         return PEAT_ERROR(PEAT_ERR_IO,
                           "ranks failed (mask 0x%llx): the others' items are in %s/shard-*; rerun "
                           "the same command with --resume (any rank count) to run only the items "
                           "not finished",
                           (unsigned long long)failed, o->out_dir);
-    peat_campaign_scale_mpi_sum(&resumed, 1);
+    peat_scale_mpi_sum(&resumed, 1);
     memset(res, 0, sizeof *res);
     if (rank != 0) return PEAT_OK;
     PEAT_TRY(peat_nightly_ci_merge(o->out_dir, NULL, 0, o->baseline, o->update_baseline, res));

@@ -58,7 +58,7 @@ typedef struct fi_run {
     /* scale-out (run/fi_shard.c): with --shard the trials go to the shard's own file (wstore),
      * the campaign's table (main_tab) only says what is done; with o->from the trials come from
      * shard files (src, sorted by model and index) */
-    peat_campaign_scale_shard shard;
+    peat_scale_shard shard;
     peat_store_t *wstore;
     peat_store_table_t *main_tab;
     peat_inject_trial *src;
@@ -465,7 +465,7 @@ static peat_status series_run(fi_run *F, const peat_inject_model_t *m, int64_t n
     for (int64_t i = 0; st == PEAT_OK && i < n;) {
         int64_t k = 0;
         for (; i < n && k < B; i++) {
-            if (!peat_campaign_scale_shard_mine(F->shard, i)) continue; /* another shard's trial */
+            if (!peat_scale_shard_mine(F->shard, i)) continue; /* another shard's trial */
             if (done[i]) {
                 F->res->n_resumed++;
                 continue;
@@ -621,10 +621,10 @@ static peat_status trials_collect(fi_run *F)
  * metadata, or reopened to resume), and the run's options in its /fi/shards table. */
 static peat_status shard_open(fi_run *F)
 {
-    PEAT_TRY(peat_campaign_scale_shard_parse(F->o->shard, &F->shard));
+    PEAT_TRY(peat_scale_shard_parse(F->o->shard, &F->shard));
     F->res->shard_i = F->shard.i, F->res->shard_n = F->shard.n;
     char name[64];
-    peat_campaign_scale_shard_name("fi-shard-", F->shard, ".h5", name, sizeof name);
+    peat_scale_shard_name("fi-shard-", F->shard, ".h5", name, sizeof name);
     snprintf(F->res->shard_file, sizeof F->res->shard_file, "%s/%s", F->res->dir, name);
     struct stat sb;
     if (stat(F->res->shard_file, &sb) == 0)

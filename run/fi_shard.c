@@ -25,7 +25,7 @@ static const peat_store_col *const run_cols = peat_store_fi_shard_cols;
 #define NRC ((int)(sizeof peat_store_fi_shard_cols / sizeof peat_store_fi_shard_cols[0]))
 
 static peat_status run_from_opts(const peat_fi_opts *o, int64_t trials,
-                                 peat_campaign_scale_shard sh, shard_run *r)
+                                 peat_scale_shard sh, shard_run *r)
 {
     memset(r, 0, sizeof *r);
     const char *s[5] = {o->models, o->site ? o->site : "output", o->ops, o->layers, o->phases};
@@ -73,7 +73,7 @@ static int run_same_series(const shard_run *a, const shard_run *b)
 }
 
 peat_status peat_run_fi_shard_run_write(peat_store_t *s, const peat_fi_opts *o, int64_t trials,
-                                        peat_campaign_scale_shard sh)
+                                        peat_scale_shard sh)
 {
     shard_run r, old;
     PEAT_TRY(run_from_opts(o, trials, sh, &r));
@@ -248,13 +248,13 @@ static void failed_ranks(uint64_t failed, int size, const char *dir, char *msg, 
 
 peat_status peat_run_fi_run_ranks(const peat_fi_opts *o, peat_fi_result *res)
 {
-    int size = peat_campaign_scale_mpi_size(), rank = peat_campaign_scale_mpi_rank();
+    int size = peat_scale_mpi_size(), rank = peat_scale_mpi_rank();
     if (size <= 1 || o->shard || o->show) return peat_run_fi(o, res);
     memset(res, 0, sizeof *res);
     char dir[600], spec[32], msg[900];
     campaign_dir(o->campaign ? o->campaign : ".", dir, sizeof dir);
     peat_status st = rank == 0 ? leftovers_take(dir) : PEAT_OK;
-    if (peat_campaign_scale_mpi_status_all(st, NULL) != PEAT_OK)
+    if (peat_scale_mpi_status_all(st, NULL) != PEAT_OK)
         return rank == 0 ? st : PEAT_ERROR(PEAT_ERR_IO, "rank 0 failed before the trials");
     snprintf(spec, sizeof spec, "%d/%d", rank, size);
     peat_fi_opts mine = *o;
@@ -273,12 +273,12 @@ peat_status peat_run_fi_run_ranks(const peat_fi_opts *o, peat_fi_result *res)
     /* what the ranks ran, for the report: trials, resumed, the slowest rank's time, CPU time */
     double sum[3] = {(double)part.n_run, (double)part.n_resumed, part.t_cpu};
     double slowest = part.t_run;
-    peat_campaign_scale_mpi_sum(sum, 3);
-    peat_campaign_scale_mpi_max(&slowest, 1);
+    peat_scale_mpi_sum(sum, 3);
+    peat_scale_mpi_max(&slowest, 1);
     int threads = part.threads;
     peat_run_fi_result_free(&part);
     uint64_t failed = 0;
-    peat_status all = peat_campaign_scale_mpi_status_all(st, &failed);
+    peat_status all = peat_scale_mpi_status_all(st, &failed);
     if (all != PEAT_OK) {
         failed_ranks(failed, size, dir, msg, sizeof msg);
         return PEAT_ERROR(PEAT_ERR_IO, "%s", msg);
@@ -289,7 +289,7 @@ peat_status peat_run_fi_run_ranks(const peat_fi_opts *o, peat_fi_result *res)
     st = paths && pp ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "merge");
     for (int r = 0; st == PEAT_OK && r < size; r++) {
         char name[64];
-        peat_campaign_scale_shard_name("fi-shard-", (peat_campaign_scale_shard){r, size}, ".h5",
+        peat_scale_shard_name("fi-shard-", (peat_scale_shard){r, size}, ".h5",
                                        name, sizeof name);
         snprintf(paths[r], sizeof paths[r], "%s/%s", dir, name);
         pp[r] = paths[r];

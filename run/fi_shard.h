@@ -4,14 +4,14 @@
 #ifndef PEAT_RUN_FI_SHARD_H
 #define PEAT_RUN_FI_SHARD_H
 
-#include "campaign/scale.h"
+#include "harness/scale/scale.h"
 #include "run/fi.h"
 #include "store/store.h"
 
 /* Appends the run's options (what a merge reruns nothing of but needs to name the series) to the
  * shard file's /fi/shards table, unless the same row is there. */
 peat_status peat_run_fi_shard_run_write(peat_store_t *s, const peat_fi_opts *o, int64_t trials,
-                                        peat_campaign_scale_shard sh);
+                                        peat_scale_shard sh);
 /* `peat inject` under mpirun (or alone: then peat_run_fi). Rank 0 first takes the trials of
  * shard files left by a killed job (of any rank count) into the campaign; each rank runs its
  * shard; rank 0 merges them into the one campaign and its reports (res on rank 0). A failed rank

@@ -4,8 +4,8 @@
 #include "report/report.h"
 #include "run/run.h"
 
-#include "campaign/runtime_ranks.h"
-#include "campaign/scale.h"
+#include "harness/scale/ranks.h"
+#include "harness/scale/scale.h"
 
 #include <string.h>
 
@@ -73,12 +73,12 @@ static const peat_campaign_stage merge_stages[] = {
 
 peat_status peat_run_campaign(const peat_campaign_opts *o, peat_campaign_result *res)
 {
-    if (peat_campaign_runtime_ranks_active() && peat_campaign_scale_mpi_rank() > 0)
+    if (peat_scale_ranks_active() && peat_scale_mpi_rank() > 0)
         return peat_campaign_stages_run(rank_stages, COUNT(rank_stages), o, res);
-    peat_campaign_scale_shard sh = {0, 1};
+    peat_scale_shard sh = {0, 1};
     if (o->n_merge_shards > 0)
         return peat_campaign_stages_run(merge_stages, COUNT(merge_stages), o, res);
-    if (o->shard) PEAT_TRY(peat_campaign_scale_shard_parse(o->shard, &sh));
+    if (o->shard) PEAT_TRY(peat_scale_shard_parse(o->shard, &sh));
     if (sh.i > 0) return peat_campaign_stages_run(shard_stages, COUNT(shard_stages), o, res);
     if (o->shard) {
         peat_campaign_stage s0[COUNT(stages)];

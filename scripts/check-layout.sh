@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max=${1:-20}
-rooms="core store golden kernels inject analyzer detector predictor models harness/isolate campaign
-latency report run nightly cli pyapi"
+rooms=$(scripts/rooms.sh | tr '
+' ' ')
 fail=0
 
 sources() { find "$@" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort; }

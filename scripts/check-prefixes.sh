@@ -8,8 +8,8 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-rooms="core store golden kernels inject analyzer detector predictor models harness/isolate campaign
-latency report run nightly cli pyapi"
+rooms=$(scripts/rooms.sh | tr '
+' ' ')
 # Names that may keep another prefix, each with its reason (none today; keep this list short).
 allow=""
 fail=0

@@ -7,7 +7,7 @@
 
 #include "campaign/campaign.h"
 #include "campaign/harness.h"
-#include "campaign/scale.h"
+#include "harness/scale/scale.h"
 #include "run/fi.h"
 #include "run/fi_shard.h"
 #include "run/run.h"
@@ -48,16 +48,16 @@ Test(scale, shards_by_id_cover_every_item_once)
         for (int64_t id = 0; id < 200; id++) {
             int owners = 0;
             for (int i = 0; i < n; i++)
-                owners += peat_campaign_scale_shard_mine((peat_campaign_scale_shard){i, n}, id);
+                owners += peat_scale_shard_mine((peat_scale_shard){i, n}, id);
             cr_assert_eq(owners, 1, "item %lld has %d owners among %d shards", (long long)id,
                          owners, n);
         }
-    peat_campaign_scale_shard s;
-    cr_assert_eq(peat_campaign_scale_shard_parse("2/5", &s), PEAT_OK);
+    peat_scale_shard s;
+    cr_assert_eq(peat_scale_shard_parse("2/5", &s), PEAT_OK);
     cr_assert(s.i == 2 && s.n == 5, "2/5 parsed as %d/%d", s.i, s.n);
     const char *bad[] = {"5/5", "-1/3", "1/0", "1", "1/2x", "a/b", ""};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
-        cr_assert_eq(peat_campaign_scale_shard_parse(bad[k], &s), PEAT_ERR_INVAL, "'%s' accepted",
+        cr_assert_eq(peat_scale_shard_parse(bad[k], &s), PEAT_ERR_INVAL, "'%s' accepted",
                      bad[k]);
 }
 
@@ -236,19 +236,19 @@ Test(scale, suite_shards_merged_equal_the_single_run)
 Test(scale, a_rank_takes_gpu_local_rank_mod_the_node_devices)
 {
     char dev[32];
-    cr_assert_eq(peat_campaign_scale_gpu_choose(NULL, 0, 3, dev, sizeof dev), 0,
+    cr_assert_eq(peat_scale_gpu_choose(NULL, 0, 3, dev, sizeof dev), 0,
                  "no GPU, none chosen");
     cr_assert_str_eq(dev, "");
     const int want[6] = {0, 1, 2, 3, 0, 1};
     for (int r = 0; r < 6; r++) {
-        cr_assert_eq(peat_campaign_scale_gpu_choose("", 4, r, dev, sizeof dev), 1);
+        cr_assert_eq(peat_scale_gpu_choose("", 4, r, dev, sizeof dev), 1);
         cr_assert_eq(atoi(dev), want[r], "rank %d of 4 GPUs took %s", r, dev);
     }
     /* a scheduler's list (Slurm --gres): the rank's entry of it */
     const char *list = "5,7,GPU-ab12";
     const char *names[4] = {"5", "7", "GPU-ab12", "5"};
     for (int r = 0; r < 4; r++) {
-        cr_assert_eq(peat_campaign_scale_gpu_choose(list, 8, r, dev, sizeof dev), 1);
+        cr_assert_eq(peat_scale_gpu_choose(list, 8, r, dev, sizeof dev), 1);
         cr_assert_str_eq(dev, names[r], "rank %d of list %s took %s", r, list, dev);
     }
 }

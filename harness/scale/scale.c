@@ -1,6 +1,6 @@
 /* scale.c: shards by id and PEAT's every MPI call (docs/scale-out.md). Without PEAT_HAVE_MPI the
  * MPI functions are those of a single process. */
-#include "campaign/scale.h"
+#include "harness/scale/scale.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <mpi.h>
 #endif
 
-peat_status peat_campaign_scale_shard_parse(const char *s, peat_campaign_scale_shard *out)
+peat_status peat_scale_shard_parse(const char *s, peat_scale_shard *out)
 {
     long i = -1, n = -1;
     char tail = 0;
@@ -24,13 +24,13 @@ peat_status peat_campaign_scale_shard_parse(const char *s, peat_campaign_scale_s
     return PEAT_OK;
 }
 
-int peat_campaign_scale_shard_mine(peat_campaign_scale_shard s, int64_t id)
+int peat_scale_shard_mine(peat_scale_shard s, int64_t id)
 {
     return s.n <= 1 || id % s.n == s.i;
 }
 
-void peat_campaign_scale_shard_name(const char *prefix, peat_campaign_scale_shard s,
-                                    const char *suffix, char *buf, size_t n)
+void peat_scale_shard_name(const char *prefix, peat_scale_shard s, const char *suffix, char *buf,
+                           size_t n)
 {
     snprintf(buf, n, "%s%d-of-%d%s", prefix, s.i, s.n, suffix);
 }
@@ -41,7 +41,7 @@ static int env_int(const char *name, int dflt)
     return v && *v ? atoi(v) : dflt;
 }
 
-int peat_campaign_scale_mpi_local_rank(void)
+int peat_scale_mpi_local_rank(void)
 {
     int r = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
     if (r < 0) r = env_int("MPI_LOCALRANKID", -1);
@@ -49,8 +49,7 @@ int peat_campaign_scale_mpi_local_rank(void)
     return r;
 }
 
-int peat_campaign_scale_gpu_choose(const char *visible, int ndev, int local_rank, char *out,
-                                   size_t n)
+int peat_scale_gpu_choose(const char *visible, int ndev, int local_rank, char *out, size_t n)
 {
     out[0] = 0;
     if (local_rank < 0) local_rank = 0;
@@ -87,8 +86,7 @@ static void gpu_pick(void)
     char dev[64];
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     if (!vis || !*vis) vis = getenv("HIP_VISIBLE_DEVICES");
-    if (!peat_campaign_scale_gpu_choose(vis, node_gpus(), peat_campaign_scale_mpi_local_rank(), dev,
-                                        sizeof dev))
+    if (!peat_scale_gpu_choose(vis, node_gpus(), peat_scale_mpi_local_rank(), dev, sizeof dev))
         return;
     setenv("CUDA_VISIBLE_DEVICES", dev, 1);
     setenv("HIP_VISIBLE_DEVICES", dev, 1);
@@ -98,7 +96,7 @@ static void gpu_pick(void)
 
 static int started;
 
-int peat_campaign_scale_mpi_built(void)
+int peat_scale_mpi_built(void)
 {
     return 1;
 }
@@ -115,7 +113,7 @@ static int launched(void)
 
 static void local_size_count(void);
 
-peat_status peat_campaign_scale_mpi_init(int *argc, char ***argv)
+peat_status peat_scale_mpi_init(int *argc, char ***argv)
 {
     if (started || !launched()) return PEAT_OK;
     gpu_pick(); /* before anything (MPI included) can start a GPU runtime */
@@ -128,20 +126,20 @@ peat_status peat_campaign_scale_mpi_init(int *argc, char ***argv)
     return PEAT_OK;
 }
 
-void peat_campaign_scale_mpi_finalize(void)
+void peat_scale_mpi_finalize(void)
 {
     if (started) MPI_Finalize();
     started = 0;
 }
 
-int peat_campaign_scale_mpi_rank(void)
+int peat_scale_mpi_rank(void)
 {
     int r = 0;
     if (started) MPI_Comm_rank(MPI_COMM_WORLD, &r);
     return r;
 }
 
-int peat_campaign_scale_mpi_size(void)
+int peat_scale_mpi_size(void)
 {
     int n = 1;
     if (started) MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -182,7 +180,7 @@ static void local_size_count(void)
     local_size = n > 0 ? n : 1;
 }
 
-int peat_campaign_scale_mpi_local_size(void)
+int peat_scale_mpi_local_size(void)
 {
     return started ? local_size : 1;
 }
@@ -202,12 +200,12 @@ static peat_status bytes_bcast(unsigned char *buf, size_t n)
     return PEAT_OK;
 }
 
-peat_status peat_campaign_scale_mpi_bcast(void **buf, size_t *n)
+peat_status peat_scale_mpi_bcast(void **buf, size_t *n)
 {
     if (!started) return PEAT_OK;
-    uint64_t len = peat_campaign_scale_mpi_rank() == 0 ? (uint64_t)*n : 0;
+    uint64_t len = peat_scale_mpi_rank() == 0 ? (uint64_t)*n : 0;
     PEAT_TRY(bytes_bcast((unsigned char *)&len, sizeof len));
-    if (peat_campaign_scale_mpi_rank() != 0) {
+    if (peat_scale_mpi_rank() != 0) {
         *buf = malloc(len + 1);
         *n = (size_t)len;
         if (!*buf)
@@ -219,7 +217,7 @@ peat_status peat_campaign_scale_mpi_bcast(void **buf, size_t *n)
 #define TAG_LEN  7101
 #define TAG_BODY 7102
 
-peat_status peat_campaign_scale_mpi_send0(const void *buf, size_t n)
+peat_status peat_scale_mpi_send0(const void *buf, size_t n)
 {
     if (!started) return PEAT_OK;
     uint64_t len = n;
@@ -237,7 +235,7 @@ peat_status peat_campaign_scale_mpi_send0(const void *buf, size_t n)
     return PEAT_OK;
 }
 
-peat_status peat_campaign_scale_mpi_recv(int from, void **buf, size_t *n)
+peat_status peat_scale_mpi_recv(int from, void **buf, size_t *n)
 {
     *buf = NULL, *n = 0;
     if (!started) return PEAT_ERROR(PEAT_ERR_INVAL, "no MPI ranks to receive from");
@@ -261,10 +259,10 @@ peat_status peat_campaign_scale_mpi_recv(int from, void **buf, size_t *n)
     return PEAT_OK;
 }
 
-peat_status peat_campaign_scale_mpi_status_all(peat_status mine, uint64_t *failed)
+peat_status peat_scale_mpi_status_all(peat_status mine, uint64_t *failed)
 {
     uint64_t bit = 0, all = 0;
-    int r = peat_campaign_scale_mpi_rank();
+    int r = peat_scale_mpi_rank();
     if (mine != PEAT_OK && r < 64) bit = 1ull << r;
     int worst = mine != PEAT_OK, any = worst;
     if (started) {
@@ -278,77 +276,77 @@ peat_status peat_campaign_scale_mpi_status_all(peat_status mine, uint64_t *faile
     return any ? PEAT_ERR_IO : PEAT_OK;
 }
 
-void peat_campaign_scale_mpi_sum(double *v, int n)
+void peat_scale_mpi_sum(double *v, int n)
 {
     if (started) MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
-void peat_campaign_scale_mpi_max(double *v, int n)
+void peat_scale_mpi_max(double *v, int n)
 {
     if (started) MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 }
 
 #else
 
-int peat_campaign_scale_mpi_local_size(void)
+int peat_scale_mpi_local_size(void)
 {
     return 1;
 }
 
-peat_status peat_campaign_scale_mpi_bcast(void **buf, size_t *n)
+peat_status peat_scale_mpi_bcast(void **buf, size_t *n)
 {
     (void)buf, (void)n;
     return PEAT_OK;
 }
 
-peat_status peat_campaign_scale_mpi_send0(const void *buf, size_t n)
+peat_status peat_scale_mpi_send0(const void *buf, size_t n)
 {
     (void)buf, (void)n;
     return PEAT_OK;
 }
 
-peat_status peat_campaign_scale_mpi_recv(int from, void **buf, size_t *n)
+peat_status peat_scale_mpi_recv(int from, void **buf, size_t *n)
 {
     (void)from;
     *buf = NULL, *n = 0;
     return PEAT_ERROR(PEAT_ERR_INVAL, "no MPI ranks to receive from");
 }
 
-void peat_campaign_scale_mpi_sum(double *v, int n)
+void peat_scale_mpi_sum(double *v, int n)
 {
     (void)v, (void)n;
 }
 
-void peat_campaign_scale_mpi_max(double *v, int n)
+void peat_scale_mpi_max(double *v, int n)
 {
     (void)v, (void)n;
 }
 
-int peat_campaign_scale_mpi_built(void)
+int peat_scale_mpi_built(void)
 {
     return 0;
 }
 
-peat_status peat_campaign_scale_mpi_init(int *argc, char ***argv)
+peat_status peat_scale_mpi_init(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     (void)gpu_pick; /* ranks exist only with MPI */
     return PEAT_OK;
 }
 
-void peat_campaign_scale_mpi_finalize(void) {}
+void peat_scale_mpi_finalize(void) {}
 
-int peat_campaign_scale_mpi_rank(void)
+int peat_scale_mpi_rank(void)
 {
     return 0;
 }
 
-int peat_campaign_scale_mpi_size(void)
+int peat_scale_mpi_size(void)
 {
     return 1;
 }
 
-peat_status peat_campaign_scale_mpi_status_all(peat_status mine, uint64_t *failed)
+peat_status peat_scale_mpi_status_all(peat_status mine, uint64_t *failed)
 {
     if (failed) *failed = mine != PEAT_OK;
     return mine;

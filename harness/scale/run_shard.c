@@ -1,7 +1,7 @@
 /* run_shard.c: the files of `peat run --shard I/N` and their checks before `peat merge`
  * (run_shard.h; docs/scale-out.md). */
 #define _DEFAULT_SOURCE
-#include "campaign/run_shard.h"
+#include "harness/scale/run_shard.h"
 
 #include "peat/plugin.h"
 
@@ -15,57 +15,56 @@
 #define MAGIC  "PEAT-RUN-SHARD"
 #define FORMAT 2
 
-void peat_campaign_run_shard_path(const char *dir, peat_campaign_scale_shard sh, char *buf,
-                                  size_t n)
+void peat_scale_run_shard_path(const char *dir, peat_scale_shard sh, char *buf, size_t n)
 {
     char name[64];
-    peat_campaign_scale_shard_name("run-shard-", sh, ".bin", name, sizeof name);
+    peat_scale_shard_name("run-shard-", sh, ".bin", name, sizeof name);
     snprintf(buf, n, "%s/%s", dir, name);
 }
 
-static void head_pack(peat_campaign_pack *p, const peat_campaign_run_shard *h)
+static void head_pack(peat_scale_pack *p, const peat_scale_run_shard *h)
 {
     int32_t v[4] = {FORMAT, h->sh.i, h->sh.n, h->n_runs}, ns = h->n_skipped;
-    peat_campaign_pack_put_str(p, MAGIC);
-    peat_campaign_pack_put(p, v, sizeof v);
-    peat_campaign_pack_put_str(p, PEAT_VERSION_STRING);
-    peat_campaign_pack_put(p, &h->seed, sizeof h->seed);
-    peat_campaign_pack_put_str(p, h->kernel);
-    peat_campaign_pack_put_str(p, h->flow);
-    peat_campaign_pack_put_str(p, h->line);
-    peat_campaign_pack_put_str(p, h->argv);
-    for (int r = 0; r < h->n_runs; r++) peat_campaign_pack_put_str(p, h->runs[r]);
-    peat_campaign_pack_put(p, &ns, sizeof ns);
+    peat_scale_pack_put_str(p, MAGIC);
+    peat_scale_pack_put(p, v, sizeof v);
+    peat_scale_pack_put_str(p, PEAT_VERSION_STRING);
+    peat_scale_pack_put(p, &h->seed, sizeof h->seed);
+    peat_scale_pack_put_str(p, h->kernel);
+    peat_scale_pack_put_str(p, h->flow);
+    peat_scale_pack_put_str(p, h->line);
+    peat_scale_pack_put_str(p, h->argv);
+    for (int r = 0; r < h->n_runs; r++) peat_scale_pack_put_str(p, h->runs[r]);
+    peat_scale_pack_put(p, &ns, sizeof ns);
     for (int k = 0; k < ns; k++) {
-        peat_campaign_pack_put_str(p, h->skip_stage[k]);
-        peat_campaign_pack_put_str(p, h->skip_why[k]);
+        peat_scale_pack_put_str(p, h->skip_stage[k]);
+        peat_scale_pack_put_str(p, h->skip_why[k]);
     }
 }
 
-static void copy_str(peat_campaign_pack *p, char *dst, size_t n)
+static void copy_str(peat_scale_pack *p, char *dst, size_t n)
 {
-    snprintf(dst, n, "%s", peat_campaign_pack_get_str(p));
+    snprintf(dst, n, "%s", peat_scale_pack_get_str(p));
 }
 
 /* The header of p (a whole file) into h; p->at left at the body. */
-static peat_status head_unpack(peat_campaign_pack *p, peat_campaign_run_shard *h)
+static peat_status head_unpack(peat_scale_pack *p, peat_scale_run_shard *h)
 {
     int32_t v[4] = {0}, ns = 0;
-    int magic = !strcmp(peat_campaign_pack_get_str(p), MAGIC);
-    peat_campaign_pack_get(p, v, sizeof v);
+    int magic = !strcmp(peat_scale_pack_get_str(p), MAGIC);
+    peat_scale_pack_get(p, v, sizeof v);
     if (p->err || !magic || v[0] != FORMAT)
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not a `peat run --shard` file of this layout",
                           h->path);
     h->sh.i = v[1], h->sh.n = v[2], h->n_runs = v[3];
     copy_str(p, h->version, sizeof h->version);
-    peat_campaign_pack_get(p, &h->seed, sizeof h->seed);
+    peat_scale_pack_get(p, &h->seed, sizeof h->seed);
     copy_str(p, h->kernel, sizeof h->kernel);
     copy_str(p, h->flow, sizeof h->flow);
     copy_str(p, h->line, sizeof h->line);
     copy_str(p, h->argv, sizeof h->argv);
     if (h->n_runs < 1 || h->n_runs > PEAT_RUN_SHARD_MAX_RUNS) p->err = 1;
     for (int r = 0; !p->err && r < h->n_runs; r++) copy_str(p, h->runs[r], sizeof h->runs[r]);
-    peat_campaign_pack_get(p, &ns, sizeof ns);
+    peat_scale_pack_get(p, &ns, sizeof ns);
     if (ns < 0 || ns > 4) p->err = 1;
     for (int k = 0; !p->err && k < ns; k++) {
         copy_str(p, h->skip_stage[k], sizeof h->skip_stage[k]);
@@ -77,24 +76,24 @@ static peat_status head_unpack(peat_campaign_pack *p, peat_campaign_run_shard *h
     return PEAT_OK;
 }
 
-peat_status peat_campaign_run_shard_write(const char *dir, const peat_campaign_run_shard *h,
-                                          const peat_campaign_pack *body)
+peat_status peat_scale_run_shard_write(const char *dir, const peat_scale_run_shard *h,
+                                       const peat_scale_pack *body)
 {
     char path[700], tmp[720];
-    peat_campaign_run_shard_path(dir, h->sh, path, sizeof path);
+    peat_scale_run_shard_path(dir, h->sh, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    peat_campaign_pack p = {0};
+    peat_scale_pack p = {0};
     head_pack(&p, h);
-    peat_campaign_pack_put(&p, body->b, body->n);
+    peat_scale_pack_put(&p, body->b, body->n);
     if (p.err) {
-        peat_campaign_pack_free(&p);
+        peat_scale_pack_free(&p);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "%s", path);
     }
     FILE *f = fopen(tmp, "wb");
     int ok = f && fwrite(p.b, 1, p.n, f) == p.n;
     ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
     if (f && fclose(f) != 0) ok = 0;
-    peat_campaign_pack_free(&p);
+    peat_scale_pack_free(&p);
     if (!ok || rename(tmp, path) != 0) {
         peat_status st = PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
@@ -103,29 +102,29 @@ peat_status peat_campaign_run_shard_write(const char *dir, const peat_campaign_r
     return PEAT_OK;
 }
 
-static peat_status shard_read(const char *path, peat_campaign_run_shard *h)
+static peat_status shard_read(const char *path, peat_scale_run_shard *h)
 {
     memset(h, 0, sizeof *h);
     snprintf(h->path, sizeof h->path, "%s", path);
     FILE *f = fopen(path, "rb");
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    peat_campaign_pack *p = &h->body;
+    peat_scale_pack *p = &h->body;
     char buf[1 << 16];
-    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) peat_campaign_pack_put(p, buf, k);
+    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) peat_scale_pack_put(p, buf, k);
     int bad = ferror(f) || p->err;
     fclose(f);
     if (bad) return PEAT_ERROR(PEAT_ERR_IO, "cannot read %s", path);
     return head_unpack(p, h);
 }
 
-void peat_campaign_run_shards_free(peat_campaign_run_shard *s, int n)
+void peat_scale_run_shards_free(peat_scale_run_shard *s, int n)
 {
-    for (int i = 0; s && i < n; i++) peat_campaign_pack_free(&s[i].body);
+    for (int i = 0; s && i < n; i++) peat_scale_pack_free(&s[i].body);
     free(s);
 }
 
 /* Why b is not a shard of a's campaign ("" when it is one). */
-static void mismatch(const peat_campaign_run_shard *a, const peat_campaign_run_shard *b, char *why,
+static void mismatch(const peat_scale_run_shard *a, const peat_scale_run_shard *b, char *why,
                      size_t n)
 {
     why[0] = 0;
@@ -144,11 +143,11 @@ static void mismatch(const peat_campaign_run_shard *a, const peat_campaign_run_s
 }
 
 /* The runs of shard i of n (#i, #i+n, ...; the golden run on shard 0), named. */
-static void runs_of(const peat_campaign_run_shard *s, int i, char *out, size_t n)
+static void runs_of(const peat_scale_run_shard *s, int i, char *out, size_t n)
 {
     out[0] = 0;
     for (int r = 0; r < s->n_runs; r++)
-        if ((r == 0 && i == 0) || (r > 0 && peat_campaign_runtime_ranks_owner(r, s->sh.n) == i))
+        if ((r == 0 && i == 0) || (r > 0 && peat_scale_ranks_owner(r, s->sh.n) == i))
             snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? ", " : "", s->runs[r]);
 }
 
@@ -170,12 +169,12 @@ static peat_status shard_paths(const char *dir, char *const *paths, int n_paths,
 
 /* Each file read into its place in by[0..N) (N from the first); the first that does not fit is
  * the error. */
-static peat_status shards_place(const char *dir, glob_t *g, peat_campaign_run_shard **by, int *n)
+static peat_status shards_place(const char *dir, glob_t *g, peat_scale_run_shard **by, int *n)
 {
-    peat_campaign_run_shard *all = NULL;
+    peat_scale_run_shard *all = NULL;
     int first = -1; /* the shard the others are compared with */
     for (size_t k = 0; k < g->gl_pathc; k++) {
-        peat_campaign_run_shard *h = malloc(sizeof *h);
+        peat_scale_run_shard *h = malloc(sizeof *h);
         if (!h) return PEAT_ERROR(PEAT_ERR_NOMEM, "shard");
         peat_status st = shard_read(g->gl_pathv[k], h);
         if (st == PEAT_OK && !all) {
@@ -197,25 +196,25 @@ static peat_status shards_place(const char *dir, glob_t *g, peat_campaign_run_sh
             all[h->sh.i] = *h;
             if (first < 0) first = h->sh.i;
         } else
-            peat_campaign_pack_free(&h->body);
+            peat_scale_pack_free(&h->body);
         free(h);
         PEAT_TRY(st);
     }
     return PEAT_OK;
 }
 
-peat_status peat_campaign_run_shards_load(const char *dir, char *const *paths, int n_paths,
-                                          peat_campaign_run_shard **out, int *n)
+peat_status peat_scale_run_shards_load(const char *dir, char *const *paths, int n_paths,
+                                       peat_scale_run_shard **out, int *n)
 {
     *out = NULL, *n = 0;
     glob_t g;
     peat_status st = shard_paths(dir, paths, n_paths, &g);
     if (st == PEAT_OK) st = shards_place(dir, &g, out, n);
     globfree(&g);
-    peat_campaign_run_shard *s = *out;
+    peat_scale_run_shard *s = *out;
     for (int i = 0; st == PEAT_OK && i < *n; i++) {
         if (s[i].path[0]) continue;
-        const peat_campaign_run_shard *any = NULL;
+        const peat_scale_run_shard *any = NULL;
         for (int j = 0; j < *n && !any; j++) any = s[j].path[0] ? &s[j] : NULL;
         char runs[600];
         runs_of(any, i, runs, sizeof runs);
@@ -225,7 +224,7 @@ peat_status peat_campaign_run_shards_load(const char *dir, char *const *paths, i
                         dir, i, *n, runs[0] ? runs : "none", i, *n);
     }
     if (st != PEAT_OK) {
-        peat_campaign_run_shards_free(*out, *n);
+        peat_scale_run_shards_free(*out, *n);
         *out = NULL, *n = 0;
     }
     return st;
