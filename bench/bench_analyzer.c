@@ -3,7 +3,7 @@
 #include "analyzer/analyzer.h"
 #include "run/run.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,7 +272,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_analyzer [MAX_MIB (1..4096, default 256)] [--no-flows]\n");
         return 2;
     }
-    if (peat_campaign_builtin_init() != PEAT_OK) return fail("init");
+    if (peat_runtime_builtin_init() != PEAT_OK) return fail("init");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     printf("# bench_analyzer: %ld online cores\n\n", cores);
     if (throughput_table(max_mib << 20, (int)cores)) return 1;

@@ -3,8 +3,8 @@
  * its detection rate on the zoo's defects that change training, and the shadow check's cost
  * (--shadow: the stage with and without it; docs/fault-injection.md). */
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/runtime.h"
 #include "models/models.h"
 
 #include <math.h>
@@ -199,19 +199,19 @@ static void write_curves(const bench_opts *b, const peat_runtime_result *r, cons
 static int honest_flow(const bench_opts *b, const char *flow)
 {
     tally t = {0, 0, 0, 0, 0, 0, 0, 0, -INFINITY};
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     for (int s = b->seed0; s < b->seed0 + b->seeds; s++) {
-        if (b->max_s > 0 && peat_campaign_now() - t0 > b->max_s) break;
+        if (b->max_s > 0 && peat_clock_now() - t0 > b->max_s) break;
         peat_runtime_opts o = run_opts(b, flow, 1000 + (uint64_t)s);
         o.model = (b->extra ? extra_specs : honest_specs)[s % 3];
         o.model_seed = (uint64_t)s;
         peat_runtime_result r;
-        peat_status st = peat_campaign_runtime_run_all(&o, &r);
+        peat_status st = peat_runtime_run_all(&o, &r);
         if (st == PEAT_OK) write_curves(b, &r, flow, s);
         if (st == PEAT_OK && b->extra) st = judge_extra(b, &r, &t, flow, s);
         if (st != PEAT_OK) {
             fprintf(stderr, "bench_band: %s seed %d: %s\n", flow, s, peat_error_last());
-            peat_campaign_runtime_result_free(&r);
+            peat_runtime_result_free(&r);
             return -1;
         }
         if (!b->extra) {
@@ -220,7 +220,7 @@ static int honest_flow(const bench_opts *b, const char *flow)
             t.seeds_alarm += t.alarms > before;
         }
         t.seeds++;
-        peat_campaign_runtime_result_free(&r);
+        peat_runtime_result_free(&r);
     }
     if (t.seeds == 0) return printf("| %-11s | no seed within --max-seconds |\n", flow), 0;
     double lo, hi, llo, lhi;
@@ -270,7 +270,7 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
         o.candidate = kern;
         o.op = kern->op;
         peat_runtime_result r;
-        if (peat_campaign_runtime_run_all(&o, &r) == PEAT_OK) {
+        if (peat_runtime_run_all(&o, &r) == PEAT_OK) {
             write_curves(b, &r, flow, 1);
             int aff = affects_training(&r), det = r.verdict[0].cls != PEAT_RUNTIME_EQUIVALENT;
             *n_aff += aff, *n_det += aff && det, *n_other += !aff && det;
@@ -279,7 +279,7 @@ static int zoo_flow(const bench_opts *b, const char *flow, int *n_aff, int *n_de
                    r.verdict[0].drift ? "drift" : "");
             fflush(stdout);
         }
-        peat_campaign_runtime_result_free(&r);
+        peat_runtime_result_free(&r);
     }
     fclose(f);
     return 0;
@@ -300,11 +300,11 @@ static int shadow_flow(const bench_opts *b, const char *flow)
             o.isolate = 1, o.kernel_timeout_s = 60;
             o.shadow.on = on;
             peat_runtime_result r;
-            if (peat_campaign_runtime_run_all(&o, &r) != PEAT_OK)
+            if (peat_runtime_run_all(&o, &r) != PEAT_OK)
                 return fprintf(stderr, "bench_band: %s: %s\n", flow, peat_error_last()), -1;
             if (r.t_total < best[on]) best[on] = r.t_total;
             if (on) sh = r.faulty[0].shadow;
-            peat_campaign_runtime_result_free(&r);
+            peat_runtime_result_free(&r);
         }
     printf("| %-11s | %6lld | %8.2f | %8.2f | %5.2f | %6lld | %7lld | %6lld | %4lld | %7.2f |\n",
            flow, (long long)(b->iters > 0 ? b->iters : peat_campaign_default_iters(flow)), best[0],
@@ -332,7 +332,7 @@ int main(int argc, char **argv)
 {
     bench_opts b;
     if (parse(argc, argv, &b)) return 2;
-    if (peat_campaign_builtin_init() != PEAT_OK) return 1;
+    if (peat_runtime_builtin_init() != PEAT_OK) return 1;
     if (b.zoo && peat_plugin_load(b.zoo, NULL) != PEAT_OK)
         return fprintf(stderr, "bench_band: %s\n", peat_error_last()), 1;
     if (b.shadow) return shadow_table(&b);

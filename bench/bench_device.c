@@ -1,7 +1,7 @@
 /* bench_device.c: what a device call costs, side by side in one run: the CPU golden, the device
  * golden and candidate timed by the backend's events (kernel alone), and the whole staged call
  * (copies in and out included), per op, on each device backend present. Prints a table. */
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "peat/backend.h"
 
 #include <stdio.h>
@@ -107,7 +107,7 @@ static void bench_backend(const char *be)
 
 int main(void)
 {
-    if (peat_campaign_builtin_init() != PEAT_OK) {
+    if (peat_runtime_builtin_init() != PEAT_OK) {
         fprintf(stderr, "bench_device: %s\n", peat_error_last());
         return 2;
     }

@@ -5,7 +5,7 @@
 #include "campaign/campaign.h"
 #include "run/run.h"
 #include "run/fi.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "inject/inject.h"
 #include "models/models.h"
 #include "store/store.h"
@@ -301,7 +301,7 @@ static void bench_threads(const char *base, const char *work)
 
 int main(void)
 {
-    if (peat_campaign_builtin_init() != PEAT_OK) return 1;
+    if (peat_runtime_builtin_init() != PEAT_OK) return 1;
     printf("# bench_fi: fault-injection costs, build %s\n\n", "Release");
     bench_idle_hook();
     char base[] = "/tmp/peat-bench-fi-XXXXXX";

@@ -1,6 +1,6 @@
 /* bench_flows.c: training speed of each flow's default config, and time per op kind (table). */
 #include "models/models.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
     /* steps timed per flow; the default keeps the whole table under ~10 s in Release */
     int n = argc > 1 ? atoi(argv[1]) : 30;
     if (n < 1) n = 1;
-    if (peat_campaign_builtin_init() != PEAT_OK) return fail("registry");
+    if (peat_runtime_builtin_init() != PEAT_OK) return fail("registry");
 #ifdef NDEBUG
     const char *build = "Release";
 #else

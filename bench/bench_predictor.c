@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "run/run.h"
 #include "campaign/campaign.h"
 #include "latency/latency.h"
@@ -459,7 +459,7 @@ int main(int argc, char **argv)
     }
     if (repeats < 1 || repeats > 15) repeats = 5;
     if (stage_repeats < 1 || stage_repeats > 15) stage_repeats = 3;
-    if (peat_campaign_builtin_init() != PEAT_OK) return 2;
+    if (peat_runtime_builtin_init() != PEAT_OK) return 2;
     if (argc == 5 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "default"))
         return child_default(argv[3], argv[4]);
     if (argc == 6 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "budget"))

@@ -2,7 +2,7 @@
  * beside the golden GEMM (OpenBLAS, or the plain loop), the plain loop and the candidate gemm_new,
  * on gpt base's GEMM shapes: thread CPU milliseconds a call and GFLOP/s. */
 #include "inject/internal.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -80,7 +80,7 @@ static void row(const shape *s, int reps)
 
 int main(void)
 {
-    if (peat_campaign_builtin_init() != PEAT_OK) return 1;
+    if (peat_runtime_builtin_init() != PEAT_OK) return 1;
     /* gpt base before its language-modelling task (batch 32 x 14 tokens = 448 rows, d 256, MLP
      * 1024, vocabulary 1024): forward, backward-data (op(B) transposed) and backward-weight (op(A)
      * transposed, K = 448) */

@@ -6,7 +6,7 @@
 #include "detector/detector.h"
 #include "golden/golden.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "models/models.h"
 #include "run/run.h"
 
@@ -47,7 +47,7 @@ static void child_run(const char *kernel, const char *flow, const char *size, in
     o.kernel = kernel, o.flow = flow, o.size = size, o.out_dir = out, o.force = 1, o.quiet = 1;
     o.iters = iters;
     peat_campaign_result *res = calloc(1, sizeof *res);
-    if (res && peat_campaign_builtin_init() == PEAT_OK && peat_run_campaign(&o, res) == PEAT_OK) {
+    if (res && peat_runtime_builtin_init() == PEAT_OK && peat_run_campaign(&o, res) == PEAT_OK) {
         r.ok = 1, r.verdict = (int)res->verdict;
         r.wall = res->t_total, r.profile = res->t_profile, r.playback = res->t_playback;
         r.probe = res->t_probe, r.runtime = res->t_runtime;
@@ -214,7 +214,7 @@ int main(int argc, char **argv)
     printf("# bench_scale: %ld online CPUs, load average %.1f %.1f %.1f at the start\n",
            sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
     if (ranges_only) {
-        if (peat_campaign_builtin_init() != PEAT_OK) return 1;
+        if (peat_runtime_builtin_init() != PEAT_OK) return 1;
         printf("# activation ranges over 20 golden training steps: largest |forward GEMM output|, "
                "|logit|, |backward GEMM output|, share of backward outputs below fp16's normal "
                "range (2^-14)\nflow size   fwd max   logit max    bwd max  bwd<2^-14\n");

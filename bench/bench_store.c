@@ -10,7 +10,7 @@
 
 #include "core/record.h"
 #include "run/run.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "store/store.h"
 #include "campaign/campaign.h"
 #include "models/models.h"
@@ -280,7 +280,7 @@ static int share_table(const char *dir)
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
-    if (peat_campaign_builtin_init()) return fail("registry");
+    if (peat_runtime_builtin_init()) return fail("registry");
     if (getenv("PEAT_BENCH_MIN_SAVING")) /* the default configuration's threshold, to explore */
         cfgs[0].min_saving_pct = atoi(getenv("PEAT_BENCH_MIN_SAVING"));
     enum { NC = sizeof campaigns / sizeof campaigns[0] };

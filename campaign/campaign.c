@@ -1,8 +1,8 @@
 /* campaign.c: one validation campaign's state, and the loop that runs a list of its stages on it
  * (stages.h; the list of `peat run` is run/pipeline.c). */
-#include "campaign/golden_log.h"
+#include "harness/runtime/golden_log.h"
 #include "harness/isolate/isolate.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "campaign/stages.h"
 #include "core/child_fds.h"
 
@@ -15,11 +15,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-double peat_campaign_now(void)
-{
-    return peat_clock_now(); /* the one clock (core/clock.c) */
-}
 
 void peat_campaign_opts_default(peat_campaign_opts *o)
 {
@@ -46,7 +41,7 @@ void peat_campaign_init(peat_campaign *c, const peat_campaign_opts *o, peat_camp
     memset(res, 0, sizeof *res);
     c->o = o;
     c->res = res;
-    c->t_start = peat_campaign_now();
+    c->t_start = peat_clock_now();
     c->in_frac_below_normal = c->in_frac_above_max = NAN;
     c->lock_fd = -1;
 }
@@ -56,10 +51,10 @@ void peat_campaign_free(peat_campaign *c)
     peat_store_close(c->store);
     c->store = NULL;
     peat_record_list_clear(&c->recs);
-    if (c->rt) peat_campaign_runtime_result_free(c->rt);
+    if (c->rt) peat_runtime_result_free(c->rt);
     free(c->rt);
     c->rt = NULL;
-    peat_campaign_golden_log_free(c->golden);
+    peat_runtime_golden_log_free(c->golden);
     c->golden = NULL;
     c->res->rt = NULL;
     peat_analyzer_acc_free(c->acc_cand);
@@ -122,14 +117,14 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
     c.stages = stages, c.n_stages = n;
     peat_status st = PEAT_OK;
     for (int i = 0; st == PEAT_OK && i < n; i++) {
-        double t0 = peat_campaign_now(), c0 = peat_campaign_cpu_s();
+        double t0 = peat_clock_now(), c0 = peat_campaign_cpu_s();
         /* the total a stage reports is the time of every stage before it */
         res->t_total = t0 - c.t_start;
         st = stages[i].run(&c);
         /* the stage's isolated workers end with it: their CPU is counted (a child's is once it
          * is reaped) and nothing of theirs, a lock on the output directory, outlives the run */
         peat_isolate_workers_close();
-        clock_add(res, stages[i].clock, peat_campaign_now() - t0, peat_campaign_cpu_s() - c0);
+        clock_add(res, stages[i].clock, peat_clock_now() - t0, peat_campaign_cpu_s() - c0);
     }
     peat_campaign_free(&c);
     return st;

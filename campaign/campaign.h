@@ -8,6 +8,8 @@
 #include "detector/detector.h"
 #include "campaign/coverage.h"
 #include "campaign/plots.h"
+#include "core/clock.h"
+#include "core/iter_spec.h"
 #include "core/record.h"
 #include "models/models.h"
 
@@ -78,14 +80,7 @@ typedef struct peat_campaign_opts {
     int n_merge_shards;
 } peat_campaign_opts;
 
-/* The recording-policy specs (policy.c). Validates an iteration list spec ("last", "none",
- * "every:N", "a,b,c"). */
-peat_status peat_campaign_iter_spec_check(const char *spec);
-/* Refuses a valid spec that names an iteration a run of iters never reaches (option: its name). */
-peat_status peat_campaign_iter_spec_check_range(const char *spec, int64_t iters,
-                                                const char *option);
-/* Whether iteration it (of iters) is selected by spec. */
-int peat_campaign_iter_spec_match(const char *spec, int64_t it, int64_t iters);
+/* The recording-policy specs (policy.c; iteration lists are core/iter_spec.h's). */
 /* Parses an op list ("all" or comma-separated op names) into a mask. */
 peat_status peat_campaign_op_mask_parse(const char *list, uint32_t *mask);
 /* Parses --compress ("auto", "all", "none", or a percent 1..100) into store settings. */
@@ -179,8 +174,5 @@ peat_status peat_campaign_mkdir_p(const char *path);
  * name) in place to letters, digits, '-', '_' and '.', every other byte becoming '_': a flow
  * "torch:TinyGPT" made a name with a colon, which scp, make and Windows file systems refuse. */
 void peat_campaign_safe_name(char *name);
-
-/* Monotonic seconds. */
-double peat_campaign_now(void);
 
 #endif

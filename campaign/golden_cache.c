@@ -4,7 +4,7 @@
 #define _GNU_SOURCE /* dladdr */
 #include "campaign/golden_cache.h"
 
-#include "campaign/golden_log.h"
+#include "harness/runtime/golden_log.h"
 #include "harness/scale/ranks.h"
 #include "campaign/stages.h"
 #include "core/cache_dir.h"
@@ -19,6 +19,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
+{
+    return !o->no_runtime && !o->capture && !o->finetune_from && strcmp(k->backend, "cpu") == 0 &&
+           !getenv("PEAT_NO_GOLDEN_LOG");
+}
 
 /* What the entries may hold in all before the least recently used go (PEAT_GOLDEN_CACHE_MAX_MB). */
 #define CACHE_MAX_MB_DEFAULT 4096
@@ -257,7 +263,7 @@ static void log_take(peat_campaign *c)
     peat_status st = peat_exec_alloc(c->flow, c->o->seed, &ex);
     if (st == PEAT_OK) st = peat_exec_set_backend(ex, c->k->backend);
     if (st == PEAT_OK) st = peat_models_flow_alloc(c->flow, &cfg, ex, &f);
-    if (st == PEAT_OK) st = peat_campaign_golden_log_restore(path, f, ex, &c->golden);
+    if (st == PEAT_OK) st = peat_runtime_golden_log_restore(path, f, ex, &c->golden);
     if (st != PEAT_OK) {
         peat_models_flow_free(f);
         peat_exec_free(ex);
@@ -323,9 +329,9 @@ void peat_campaign_golden_cache_profile_put(peat_campaign *c)
     snprintf(path, sizeof path, "%s/profile.bin", tmp);
     ok = ok && !p.err && file_write(path, p.b, p.n);
     peat_scale_pack_free(&p);
-    if (ok && peat_campaign_golden_log_iters(c->golden) > 0) {
+    if (ok && peat_runtime_golden_log_iters(c->golden) > 0) {
         snprintf(path, sizeof path, "%s/golden.log", tmp);
-        ok = peat_campaign_golden_log_save(c->golden, path) == PEAT_OK;
+        ok = peat_runtime_golden_log_save(c->golden, path) == PEAT_OK;
     }
     /* the key the entry's folder is named by, as found at open */
     snprintf(path, sizeof path, "%s/key.txt", tmp);

@@ -45,4 +45,11 @@ int peat_campaign_golden_cache_band_get(struct peat_campaign *c, int R, int64_t 
 void peat_campaign_golden_cache_band_put(struct peat_campaign *c,
                                          const struct peat_scale_pack *band);
 
+/* Whether the profile of a campaign with options o and candidate k logs its training for the
+ * runtime stage (stage_profile.c): the runtime stage will run, on the CPU goldens its band trains
+ * with, from the same start (not a finetune's checkpoint, not captured calls), and
+ * PEAT_NO_GOLDEN_LOG is not set. The planner counts the golden run's steps as replayed then. */
+struct peat_campaign_opts;
+int peat_campaign_golden_log_wanted(const struct peat_campaign_opts *o, const peat_kernel *k);
+
 #endif

@@ -233,7 +233,7 @@ peat_status peat_campaign_state_read(peat_store_t *s, peat_campaign_state *out)
         if (!out->rt) st = PEAT_ERROR(PEAT_ERR_NOMEM, "runtime curves");
     }
     if (st == PEAT_OK) {
-        peat_status rs = peat_campaign_runtime_result_load(s, out->rt);
+        peat_status rs = peat_runtime_result_load(s, out->rt);
         if (rs == PEAT_ERR_NOTFOUND) {
             free(out->rt);
             out->rt = NULL;
@@ -247,7 +247,7 @@ peat_status peat_campaign_state_read(peat_store_t *s, peat_campaign_state *out)
 
 void peat_campaign_state_free(peat_campaign_state *st)
 {
-    if (st->rt) peat_campaign_runtime_result_free(st->rt);
+    if (st->rt) peat_runtime_result_free(st->rt);
     free(st->rt);
     free(st->argv);
     free(st->capture);

@@ -4,7 +4,7 @@
 #define PEAT_CAMPAIGN_RESULT_STORE_H
 
 #include "campaign/campaign.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "store/store.h"
 
 /* What the reports of a finished campaign are made from, read back from its file. */

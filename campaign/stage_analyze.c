@@ -5,9 +5,9 @@
 
 peat_status peat_campaign_stage_analyze(peat_campaign *c)
 {
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     peat_status st =
         peat_analyzer_signature_pair(c->acc_cand, &c->res->cand, c->acc_gold, &c->res->golden);
-    c->res->t_signatures = peat_campaign_now() - t0;
+    c->res->t_signatures = peat_clock_now() - t0;
     return st;
 }

@@ -1,7 +1,7 @@
 /* stage_open.c: the open stage, after plan: the output directory (held by a lock), and the
  * campaign file created, or reopened and checked to resume. */
 #define _DEFAULT_SOURCE /* gethostname */
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "campaign/stages.h"
 #include "core/child_fds.h"
 #include "peat/plugin.h"

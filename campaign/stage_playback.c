@@ -69,13 +69,13 @@ peat_campaign_playback_accumulate_mag(peat_analyzer_acc_t *ac, peat_analyzer_acc
                                       int o, const peat_tensor *test, const peat_tensor *golden,
                                       const peat_tensor *exact, const double *mag, double *t_an)
 {
-    double t1 = peat_campaign_now();
+    double t1 = peat_clock_now();
     out_view v = view_of(in, o, exact);
     /* one pass over the exact values for both */
     peat_status st = peat_analyzer_acc_add_pair(ac, test, ag, golden, exact, mag, v.depth, v.terms,
                                                 v.rows, v.cols, v.x);
     if (st == PEAT_OK) plots_add(plots, call, &v, test, golden, exact, mag);
-    *t_an += peat_campaign_now() - t1;
+    *t_an += peat_clock_now() - t1;
     return st;
 }
 
@@ -88,9 +88,9 @@ peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_anal
     int64_t n = peat_tensor_numel(exact);
     double *mag = malloc((size_t)n * sizeof *mag);
     if (!mag) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     peat_status st = peat_golden_magnitude(in, o, exact, mag);
-    *t_ref += peat_campaign_now() - t0;
+    *t_ref += peat_clock_now() - t0;
     if (st == PEAT_OK)
         st = peat_campaign_playback_accumulate_mag(ac, ag, plots, call, in, o, test, golden, exact,
                                                    mag, t_an);
@@ -193,20 +193,20 @@ static peat_status call_outputs(peat_campaign *c, const peat_record *r, int isol
 static peat_status replay(peat_campaign *c, int64_t i, int isolate, play_item *it)
 {
     peat_record *r = c->recs.items[i];
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     PEAT_TRY(peat_record_compute_exact(r));
-    it->t_ref += peat_campaign_now() - t0;
+    it->t_ref += peat_clock_now() - t0;
     it->n_out = r->n_out, it->done = 1;
     PEAT_TRY(call_outputs(c, r, isolate, it->test, &it->out, it->why, sizeof it->why));
     if (!usable(it->out)) return PEAT_OK;
     peat_args in = peat_record_args(r);
-    t0 = peat_campaign_now();
+    t0 = peat_clock_now();
     for (int o = 0; o < r->n_out; o++) {
         it->mag[o] = malloc((size_t)peat_tensor_numel(r->exact[o]) * sizeof(double));
         if (!it->mag[o]) return PEAT_ERROR(PEAT_ERR_NOMEM, "magnitude buffer");
         PEAT_TRY(peat_golden_magnitude(&in, o, r->exact[o], it->mag[o]));
     }
-    it->t_ref += peat_campaign_now() - t0;
+    it->t_ref += peat_clock_now() - t0;
     if (i >= c->o->repeats) return PEAT_OK;
     /* a second run that fails adds nothing: the first run's failure is counted */
     int32_t again = PEAT_CALL_FAILED;
@@ -224,14 +224,14 @@ static peat_status replay(peat_campaign *c, int64_t i, int isolate, play_item *i
 static void place(peat_campaign *c, const peat_record *r, const peat_args *a, int o,
                   const play_item *it)
 {
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     size_t ps = peat_analyzer_part_size();
     peat_analyzer_acc_apply_part(c->acc_cand, it->parts + (2 * (size_t)o) * ps);
     peat_analyzer_acc_apply_part(c->acc_gold, it->parts + (2 * (size_t)o + 1) * ps);
     out_view v = view_of(a, o, r->exact[o]);
     plots_add(&c->res->plots, (int64_t)r->id, &v, it->test[o], r->golden[o], r->exact[o],
               it->mag[o]);
-    c->res->t_analyzer += peat_campaign_now() - t0;
+    c->res->t_analyzer += peat_clock_now() - t0;
 }
 
 static peat_status analyse(peat_campaign *c, int64_t i, play_item *it, int *hung)
@@ -375,8 +375,7 @@ static void item_put(peat_scale_pack *p, int64_t i, const play_item *it)
     }
     int32_t parts = it->parts != NULL;
     peat_scale_pack_put(p, &parts, sizeof parts);
-    if (parts)
-        peat_scale_pack_put(p, it->parts, 2 * (size_t)it->n_out * peat_analyzer_part_size());
+    if (parts) peat_scale_pack_put(p, it->parts, 2 * (size_t)it->n_out * peat_analyzer_part_size());
 }
 
 /* One item of a rank's answer into items[] (its index checked against the rank's share). */
@@ -527,8 +526,7 @@ static peat_status parts_or_not(peat_campaign *c, play_item *items, spill *sp)
     int whole = 1;
     for (int64_t i = 0; i < c->recs.n; i++)
         whole &= items[i].done && usable(items[i].out) && items[i].parts != NULL;
-    for (int r = 0; whole && r < peat_scale_mpi_size(); r++)
-        whole &= sp[r].b[0] && sp[r].b[1];
+    for (int r = 0; whole && r < peat_scale_mpi_size(); r++) whole &= sp[r].b[0] && sp[r].b[1];
     for (int64_t i = 0; !whole && i < c->recs.n; i++) {
         free(items[i].parts);
         items[i].parts = NULL;

@@ -227,8 +227,7 @@ static int64_t probe_count(const peat_probe_set *set)
     return set->n < PEAT_CAMPAIGN_MAX_PROBES ? set->n : PEAT_CAMPAIGN_MAX_PROBES;
 }
 
-peat_status peat_campaign_probe_share(peat_campaign *c, peat_scale_pack *in,
-                                      peat_scale_pack *out)
+peat_status peat_campaign_probe_share(peat_campaign *c, peat_scale_pack *in, peat_scale_pack *out)
 {
     double frac[2];
     peat_scale_pack_get(in, frac, sizeof frac);

@@ -1,6 +1,6 @@
 /* stage_profile.c: the profile stage: trains the golden flow, recording a spread sample of the
  * op's calls (and the activations, metrics and checkpoints asked for) into the campaign file. */
-#include "campaign/golden_log.h"
+#include "harness/runtime/golden_log.h"
 #include "campaign/progress.h"
 #include "campaign/stages.h"
 
@@ -54,7 +54,7 @@ typedef struct {
 static int iter_selected(void *user, int64_t it)
 {
     iter_sel *s = user;
-    return peat_campaign_iter_spec_match(s->spec, it, s->iters);
+    return peat_iter_spec_match(s->spec, it, s->iters);
 }
 
 /* The flow's configuration from the training options. */
@@ -121,7 +121,7 @@ static peat_profile_policy activation_policy(iter_sel *sel)
 /* Trains for the campaign's iterations (metrics and checkpoints into the store), then
  * evaluates on held-out data. */
 static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_config *cfg,
-                         peat_campaign_golden_log *gl)
+                         peat_runtime_golden_log *gl)
 {
     peat_campaign_result *res = c->res;
     const char *ckpt = c->o->checkpoint_iters ? c->o->checkpoint_iters : "last";
@@ -137,13 +137,13 @@ static peat_status train(peat_campaign *c, peat_flow_t *f, const peat_flow_confi
         if (st == PEAT_OK && !isfinite(m.loss) && !m.skipped)
             st = PEAT_ERROR(PEAT_ERR_NUMERIC, "golden training diverged: loss %g at iteration %lld",
                             m.loss, (long long)it);
-        if (st == PEAT_OK) peat_campaign_golden_log_append(gl, m.loss);
+        if (st == PEAT_OK) peat_runtime_golden_log_append(gl, m.loss);
         if (it == 0) res->loss_first = m.loss;
         res->loss_last = m.loss;
         if (st == PEAT_OK && !peat_store_metrics_has(c->store, it))
             st = peat_store_metrics_append(c->store, it, m.loss, m.accuracy);
         if (st == PEAT_OK) st = peat_campaign_amp_step(&amp, it, &m);
-        if (st == PEAT_OK && peat_campaign_iter_spec_match(ckpt, it, c->iters)) {
+        if (st == PEAT_OK && peat_iter_spec_match(ckpt, it, c->iters)) {
             if (!peat_store_state_has(c->store, it, "checkpoint"))
                 st = peat_campaign_checkpoint_save(c->store, it, f);
             res->n_checkpoints++;
@@ -209,16 +209,16 @@ static peat_status record_run(peat_campaign *c, peat_profiler_t *prof, peat_prof
     if (st == PEAT_OK) st = peat_models_flow_alloc(c->flow, cfg, ex, &f);
     if (st == PEAT_OK && c->o->finetune_from)
         st = peat_campaign_checkpoint_load(c->o->finetune_from, f);
-    peat_campaign_golden_log *gl = NULL;
+    peat_runtime_golden_log *gl = NULL;
     if (st == PEAT_OK && peat_campaign_golden_log_wanted(c->o, c->k))
-        st = peat_campaign_golden_log_open(f, c->res->out_dir, c->iters, GOLDEN_LOG_MAX, &gl);
+        st = peat_runtime_golden_log_open(f, c->res->out_dir, c->iters, GOLDEN_LOG_MAX, &gl);
     if (st == PEAT_OK) st = train(c, f, cfg, gl);
     if (st == PEAT_OK && gl) {
-        peat_campaign_golden_log_keep(gl, f, ex); /* the log owns them now */
+        peat_runtime_golden_log_keep(gl, f, ex); /* the log owns them now */
         c->golden = gl;
         return PEAT_OK;
     }
-    peat_campaign_golden_log_free(gl);
+    peat_runtime_golden_log_free(gl);
     peat_models_flow_free(f);
     peat_exec_free(ex);
     return st;

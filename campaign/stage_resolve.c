@@ -1,6 +1,6 @@
 /* stage_resolve.c: the resolve stage: plugins, kernel, backend and device, flow, run size. */
 #define _DEFAULT_SOURCE /* gethostname */
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "campaign/stages.h"
 #include "golden/golden.h"
 #include "peat/plugin.h"
@@ -43,7 +43,7 @@ static void candidate_list(char *names, size_t n)
 static peat_status resolve_kernel(peat_campaign *c)
 {
     const peat_campaign_opts *o = c->o;
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     for (int i = 0; i < o->n_plugins; i++) PEAT_TRY(peat_plugin_load(o->plugins[i], NULL));
     if (!o->kernel || !o->kernel[0]) return PEAT_ERROR(PEAT_ERR_INVAL, "--kernel NAME is required");
     /* a named backend must be built and see a device before anything else is said about it */
@@ -106,8 +106,8 @@ static peat_status check_flow_options(const peat_campaign *c)
                           "--seq applies to the gpt flows only (flow '%s' has no "
                           "sequence)",
                           c->flow);
-    PEAT_TRY(peat_campaign_iter_spec_check_range(o->checkpoint_iters, c->iters, "checkpoints"));
-    return peat_campaign_iter_spec_check_range(o->activation_iters, c->iters, "activations");
+    PEAT_TRY(peat_iter_spec_check_range(o->checkpoint_iters, c->iters, "checkpoints"));
+    return peat_iter_spec_check_range(o->activation_iters, c->iters, "activations");
 }
 
 /* The flow named by --flow (it must call the kernel's op), or the first flow that calls it. */

@@ -2,7 +2,7 @@
  * over the profiled iterations, judged against the golden noise band; its verdicts join the
  * findings and the acceptance (docs/fault-injection.md). */
 #include "harness/scale/run_shard.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "harness/scale/ranks.h"
 #include "harness/scale/scale.h"
 #include "campaign/stages.h"
@@ -27,7 +27,7 @@ static void findings_add(const peat_finding_sources *base, peat_campaign_result 
         snprintf(res->runtime_run[j], sizeof res->runtime_run[j], "%s", rt->faulty[j].label);
         res->runtime[j] = rt->verdict[j];
         res->runtime_swapped[j] = rt->faulty[j].swapped;
-        n += peat_campaign_runtime_shadow_finding(&rt->faulty[j], &runtime[n]);
+        n += peat_runtime_shadow_finding(&rt->faulty[j], &runtime[n]);
         runtime[n++] = peat_detector_runtime_finding(&rt->verdict[j], rt->faulty[j].label,
                                                      rt->faulty[j].swapped);
     }
@@ -95,7 +95,7 @@ peat_status peat_campaign_stage_runtime_rank(peat_campaign *c)
     c->rt = calloc(1, sizeof *c->rt);
     if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
     /* no store: rank 0 writes what this rank trained */
-    return peat_campaign_runtime_run_all(&ro, c->rt);
+    return peat_runtime_run_all(&ro, c->rt);
 }
 
 /* --shard I/N: what this shard trained, with what names its campaign, into its file. */
@@ -135,7 +135,7 @@ static peat_status runtime_shard(peat_campaign *c)
     if (!c->rt) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime result");
     peat_scale_pack body = {0};
     ro.shard = &body;
-    peat_status st = peat_campaign_runtime_run_all(&ro, c->rt);
+    peat_status st = peat_runtime_run_all(&ro, c->rt);
     if (st == PEAT_OK) st = shard_write(c, &ro, &body);
     peat_scale_pack_free(&body);
     c->shard_pending = st == PEAT_OK && ro.rank == 0;
@@ -155,7 +155,7 @@ peat_status peat_campaign_stage_runtime_merge(peat_campaign *c)
     }
     for (int i = 0; i < o->n_merge_shards; i++) bodies[i] = o->merge_shards[i].body; /* views */
     peat_status st = peat_store_open(c->partial, 1, &ro.store);
-    if (st == PEAT_OK) st = peat_campaign_runtime_merge(&ro, bodies, o->n_merge_shards, c->rt);
+    if (st == PEAT_OK) st = peat_runtime_merge(&ro, bodies, o->n_merge_shards, c->rt);
     free(bodies);
     peat_status cst = ro.store ? peat_store_close(ro.store) : PEAT_OK;
     PEAT_TRY(st);
@@ -248,12 +248,12 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
             fprintf(stdout,
                     "peat: runtime FI: %d runs beside the golden one split across %d ranks "
                     "(%d thread%s each)\n",
-                    band_runs(&ro) - 1 + peat_campaign_runtime_freqs_count(ro.freqs), ro.n_ranks,
-                    ro.threads, ro.threads == 1 ? "" : "s");
+                    band_runs(&ro) - 1 + peat_runtime_freqs_count(ro.freqs), ro.n_ranks, ro.threads,
+                    ro.threads == 1 ? "" : "s");
     }
     peat_scale_pack band_in = {0}, band_out = {0};
     band_cache_setup(c, &ro, &band_in, &band_out);
-    if (st == PEAT_OK) st = peat_campaign_runtime_run_all(&ro, c->rt);
+    if (st == PEAT_OK) st = peat_runtime_run_all(&ro, c->rt);
     if (st == PEAT_OK && ro.band_out && !band_out.err)
         peat_campaign_golden_cache_band_put(c, &band_out);
     peat_scale_pack_free(&band_in);

@@ -59,7 +59,7 @@ typedef struct peat_campaign {
     const peat_campaign_stage *stages; /* the pipeline this campaign runs (the manifest's list) */
     int n_stages;
     peat_campaign_result *res; /* what the report shows; filled stage by stage */
-    double t_start;            /* peat_campaign_now() when the campaign began */
+    double t_start;            /* peat_clock_now() when the campaign began */
 
     /* resolve: the kernel, its backend and device, the flow and the run's size */
     const peat_kernel *k;
@@ -108,7 +108,7 @@ typedef struct peat_campaign {
     /* runtime: the curves of the golden, band and faulty runs (report.html plots them) */
     struct peat_runtime_result *rt;
     /* profile -> runtime: the profile's golden training, kept for the band's golden run */
-    struct peat_campaign_golden_log *golden;
+    struct peat_runtime_golden_log *golden;
     /* runtime with --shard 0/N: the runs wait for the other shards; commit leaves the campaign
      * partial (its state only) and no report is written until `peat merge` */
     int shard_pending;

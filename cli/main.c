@@ -13,7 +13,7 @@
 #include "run/run.h"
 #include "campaign/campaign.h"
 #include "run/fi.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "latency/latency_cli.h"
 #include "cli/limits.h"
 #include "cli/options.h"
@@ -54,7 +54,7 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
     peat_cli_list_opts o;
     memset(&o, 0, sizeof o);
     peat_status st = peat_cli_parse(&peat_cli_list, argc, argv, &o);
-    if (st == PEAT_OK) st = peat_campaign_builtin_init();
+    if (st == PEAT_OK) st = peat_runtime_builtin_init();
     if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st != PEAT_OK) return die_status(st);
     printf("kernels (by op):\n");
@@ -393,7 +393,7 @@ static int cmd_calibrate_latency(int argc, char **argv, const char *cmdline)
 {
     peat_cli_latency_opts o = latency_defaults;
     peat_status st = peat_cli_parse(&peat_cli_calibrate_latency, argc, argv, &o);
-    if (st == PEAT_OK) st = peat_campaign_builtin_init();
+    if (st == PEAT_OK) st = peat_runtime_builtin_init();
     if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st == PEAT_OK) st = peat_latency_cli_calibrate(o.backend, o.cache_dir, o.force, stdout);
     return st == PEAT_OK ? EXIT_PASS : die_status(st);
@@ -418,7 +418,7 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     lo.flow_cfg = peat_campaign_flow_config(&run);
     const peat_kernel *k = NULL;
     const char *flow = NULL;
-    st = peat_campaign_builtin_init();
+    st = peat_runtime_builtin_init();
     if (st == PEAT_OK) st = load_plugins(o.plugins, o.n_plugins);
     if (st == PEAT_OK && !(k = peat_registry_find(o.kernel)))
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown kernel '%s' (see `peat list`)", o.kernel);

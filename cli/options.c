@@ -2,7 +2,7 @@
  * parser and help writer that read them (ranges and choices live here only). */
 #include "cli/options.h"
 #include "latency/latency_cli.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "harness/scale/scale.h"
 
 #include <errno.h>
@@ -113,10 +113,10 @@ static const peat_cli_opt run_opts[] = {
     {"record-phase", "LIST", PEAT_CLI_SPEC, RUN(record_phase), 0, 0, 0, NULL, check_phases, "all",
      "phases to record: fwd,bwd,opt", NULL},
     {"checkpoints", "SPEC", PEAT_CLI_SPEC, RUN(checkpoint_iters), 0, 0, 0, NULL,
-     peat_campaign_iter_spec_check, "last",
+     peat_iter_spec_check, "last",
      "weights + optimizer state at: last, none, every:N or 0,10,59", NULL},
     {"activations", "SPEC", PEAT_CLI_SPEC, RUN(activation_iters), 0, 0, 0, NULL,
-     peat_campaign_iter_spec_check, "none",
+     peat_iter_spec_check, "none",
      "outputs of every forward op at these iterations (as above)", NULL},
     {"compress", "MODE", PEAT_CLI_SPEC, RUN(compress), 0, 0, 0, NULL, check_compress, "auto",
      "auto: shuffle + deflate for tensors it shrinks by >= 25%, the rest written as they are "
@@ -157,7 +157,7 @@ static const peat_cli_opt run_opts[] = {
      "sequence length (gpt flows)", NULL},
     {"lr", "X", PEAT_CLI_REAL, RUN(lr), 0, 0, 10, NULL, NULL, "the flow's", "learning rate", NULL},
     {"runtime-freq", "LIST", PEAT_CLI_SPEC, RUN(runtime_freq), 0, 0, 0, NULL,
-     peat_campaign_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
+     peat_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
      "frequencies of the candidate in the training loop: 1 (every call), 1/K (every K-th), "
      "p=P (each call with probability P); up to 4, comma-separated",
      "runtime fault injection (docs/fault-injection.md)"},
@@ -288,7 +288,7 @@ static const peat_cli_opt predict_opts[] = {
     {"no-runtime", NULL, PEAT_CLI_FLAG, LAT(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "predict a run with --no-runtime", NULL},
     {"runtime-freq", "LIST", PEAT_CLI_SPEC, LAT(runtime_freq), 0, 0, 0, NULL,
-     peat_campaign_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
+     peat_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
      "runtime-FI frequencies, as `peat run` takes them", NULL},
     {"runtime-band", "R", PEAT_CLI_INT, LAT(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
      STR_OF(PEAT_RUNTIME_DEFAULT_BAND), "runtime-FI band runs, as `peat run` takes them", NULL},

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "harness/isolate/isolate.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "peat/backend.h"
 #include "store/store_latency.h"
 

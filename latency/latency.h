@@ -101,7 +101,7 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
 /* Predicted seconds of harness work w at x. */
 double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x);
 /* A band rerun of runtime FI as a pseudo-kernel: band member r (1 .. PEAT_RUNTIME_MAX_BAND - 1)
- * runs the op's golden kernel through its `reorder` model (campaign/runtime.c), so that its calls
+ * runs the op's golden kernel through its `reorder` model (harness/runtime/runtime.c), so that its calls
  * are calibrated like a kernel's. NULL when the op has no golden CPU kernel. */
 const peat_kernel *peat_latency_band_kernel(peat_op_kind op, int r);
 
@@ -158,7 +158,7 @@ typedef struct peat_latency_flow {
     double side_factor;    /* CPU seconds of a step with runs side by side (runtime FI) per
                               CPU second of a step alone (>= 1 where they contend) */
     double distance_s;     /* runtime FI's weight distance of one run from the golden run's,
-                              after each iteration (peat_campaign_runtime_distance_s) */
+                              after each iteration (peat_runtime_distance_s) */
     peat_record_list op;   /* the step's calls of the captured op, recorded as profile does */
     peat_probe_set probes; /* the probe stage's calls, made from those records as it does */
 } peat_latency_flow;

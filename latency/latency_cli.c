@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "campaign/harness.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/runtime.h"
 
 static void print_clock(FILE *f, const peat_latency_env *env)
 {
@@ -21,7 +21,7 @@ static void print_clock(FILE *f, const peat_latency_env *env)
 peat_status peat_latency_cli_calibrate(const char *backend, const char *cache_dir, int force,
                                        FILE *out)
 {
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     double t0 = peat_predictor_now();
     peat_latency_env env;
     PEAT_TRY(peat_latency_env_init(backend, &env));
@@ -89,7 +89,7 @@ peat_status peat_latency_flow_for(const peat_kernel *k, const char *flow, const 
 peat_status peat_latency_model_init(const peat_latency_opts *o, peat_latency_model *m)
 {
     memset(m, 0, sizeof *m);
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     if (o->run)
         m->run = *o->run;
     else

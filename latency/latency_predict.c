@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "campaign/golden_log.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/golden_log.h"
+#include "harness/runtime/runtime.h"
 #include "campaign/stages.h"
 #include "inject/inject.h"
 
@@ -100,13 +100,13 @@ static void *side_run(void *arg)
     side_flow *s = arg;
     peat_flow_metrics m;
     pthread_barrier_wait(s->start);
-    double t0 = peat_latency_thread_cpu_s(), w0 = peat_campaign_now();
+    double t0 = peat_latency_thread_cpu_s(), w0 = peat_clock_now();
     for (int i = 0; s->st == PEAT_OK && (i < 3 || !__atomic_load_n(s->stop, __ATOMIC_RELAXED));
          i++) {
         for (int j = 0; j < 2 && s->st == PEAT_OK; j++)
             s->st = peat_models_flow_step(s->f[j], &m), s->steps++;
         /* the first to have stepped long enough stops both: they overlap to the end */
-        if (i >= 2 && (peat_campaign_now() - w0 >= SIDE_MIN_S || i >= 10000))
+        if (i >= 2 && (peat_clock_now() - w0 >= SIDE_MIN_S || i >= 10000))
             __atomic_store_n(s->stop, 1, __ATOMIC_RELAXED);
     }
     s->cpu = peat_latency_thread_cpu_s() - t0;
@@ -185,7 +185,7 @@ static peat_status capture_run(const char *flow, const peat_flow_config *cfg, pe
     if (st == PEAT_OK) st = time_more(f, 0, &c->f->step_s);
     if (st == PEAT_OK) st = time_more(f, 1, &c->f->eval_s);
     if (st == PEAT_OK) c->f->state_bytes = flow_state_bytes(f);
-    if (st == PEAT_OK) c->f->distance_s = peat_campaign_runtime_distance_s(f);
+    if (st == PEAT_OK) c->f->distance_s = peat_runtime_distance_s(f);
     peat_models_flow_free(f);
     if (st == PEAT_OK) st = side_by_side(flow, cfg, c->f->step_s, &c->f->side_factor);
     peat_exec_free(ex);
@@ -476,7 +476,7 @@ static peat_status probe_costs(const peat_pred_table *t, const peat_latency_env 
 
 /* ---- runtime FI ---- */
 
-/* The runs runtime FI trains in lockstep, as campaign/runtime.c sets them up from options o: the
+/* The runs runtime FI trains in lockstep, as harness/runtime/runtime.c sets them up from options o: the
  * golden run (replayed from the profile's log where there is one: its steps cost nothing, its
  * evaluations run), R - 1 band reruns (their `reorder` model on every call of the op), one run a
  * frequency with the candidate on that share of the calls. */
@@ -497,7 +497,7 @@ static peat_status runtime_runs_of(const peat_kernel *k, const peat_campaign_opt
         rr->share[rr->n] = r ? 1.0 : 0.0;
     }
     const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    PEAT_TRY(peat_campaign_runtime_freqs_check(freqs));
+    PEAT_TRY(peat_runtime_freqs_check(freqs));
     char buf[256], *save = NULL;
     snprintf(buf, sizeof buf, "%s", freqs);
     for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save), rr->n++) {
@@ -552,7 +552,7 @@ static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_en
     free(memo);
     PEAT_TRY(st);
     /* after each iteration one thread measures every run's weights against the golden run's
-     * while the others wait (campaign/runtime.c): on the busiest thread's path (mlp: 75 us an
+     * while the others wait (harness/runtime/runtime.c): on the busiest thread's path (mlp: 75 us an
      * iteration, a sixth of its lockstep) */
     c->runtime_iter_crit_s += (double)rr.n * fl->distance_s;
     c->runtime_iter_s += (double)rr.n * fl->distance_s;
@@ -779,8 +779,8 @@ peat_status peat_latency_plan_counts(const peat_latency_flow *fl, const peat_cam
     p->probes = o->no_probes ? 0 : fl->probes.n;
     if (o->no_runtime || o->finetune_from) return PEAT_OK;
     const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    PEAT_TRY(peat_campaign_runtime_freqs_check(freqs));
-    p->runtime_freqs = peat_campaign_runtime_freqs_count(freqs);
+    PEAT_TRY(peat_runtime_freqs_check(freqs));
+    p->runtime_freqs = peat_runtime_freqs_count(freqs);
     p->runtime_runs =
         (o->runtime_band > 0 ? o->runtime_band : PEAT_RUNTIME_DEFAULT_BAND) + p->runtime_freqs;
     /* the runs train as long as the profiled one */

@@ -14,7 +14,7 @@
 #include "analyzer/analyzer.h"
 #include "detector/detector.h"
 #include "harness/isolate/isolate.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "campaign/stages.h"
 #include "inject/inject.h"
 #include "store/store.h"
@@ -692,10 +692,10 @@ static void band_init(void)
             band_slot *b = &band_slots[op][r];
             b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
             if (!b->golden ||
-                peat_inject_model_parse(peat_campaign_runtime_band_spec(r), &b->m) != PEAT_OK)
+                peat_inject_model_parse(peat_runtime_band_spec(r), &b->m) != PEAT_OK)
                 continue;
             snprintf(b->name, sizeof b->name, "runtime.band%d.%s", r, peat_op_name(op));
-            snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_campaign_runtime_band_spec(r),
+            snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_runtime_band_spec(r),
                      b->golden->name, id);
             b->k = *b->golden;
             b->k.name = b->name, b->k.desc = b->desc, b->k.fn = band_run, b->k.user = b;

@@ -46,7 +46,7 @@ peat_status peat_latency_stage_plan(peat_campaign *c)
     PEAT_TRY(peat_latency_model_init(&lo, &m));
     peat_campaign_result *res = c->res;
     res->budget_s = budget;
-    res->t_plan = peat_campaign_now() - c->t_start;
+    res->t_plan = peat_clock_now() - c->t_start;
     peat_pred_plan p;
     peat_status st =
         peat_latency_budget(&m, budget - res->t_plan, peat_campaign_default_iters(c->flow),
@@ -102,7 +102,7 @@ static int plan_stop(peat_campaign *c, int64_t replayed)
     if (!c->planned) return 0;
     const peat_pred_costs *k = &c->costs;
     const peat_pred_plan *p = &c->plan;
-    double now = peat_campaign_now();
+    double now = peat_clock_now();
     double prof = c->res->pred_profile, prof_cpu = p->stage_cpu_s[PEAT_STAGE_PROFILE];
     if (replayed == 1) {
         c->t_playback = now;
@@ -139,7 +139,7 @@ static double after_runtime_s(const peat_campaign *c)
 static int64_t plan_runtime_iters(peat_campaign *c)
 {
     if (!c->planned || c->plan.runtime_iters <= 0) return c->iters;
-    double left = c->deadline - peat_campaign_now() - after_runtime_s(c);
+    double left = c->deadline - peat_clock_now() - after_runtime_s(c);
     return peat_predictor_runtime_fit(&c->costs, &c->plan, c->min_iters, 1.0, left);
 }
 
@@ -157,7 +157,7 @@ static int64_t plan_runtime_steer(void *user, int64_t done, int64_t every, doubl
                          .elapsed_s = loop_s,
                          .window_n = w,
                          .window_s = loop_s - then,
-                         .left_s = c->deadline - peat_campaign_now() - after_runtime_s(c),
+                         .left_s = c->deadline - peat_clock_now() - after_runtime_s(c),
                          .min_iters = c->min_iters,
                          .max_iters = c->max_iters};
     int64_t n = peat_predictor_runtime_steer(&c->costs, &s);

@@ -5,7 +5,7 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "nightly/ci.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "campaign/progress.h"
 #include "nightly/jsonread.h"
 #include "report/report.h"
@@ -128,7 +128,7 @@ static peat_status plan(const peat_ci_opts *o, peat_ci_result *res)
     peat_suite *s = &res->suite;
     PEAT_TRY(peat_nightly_suite_load(o->suite, s));
     if (o->policy) PEAT_TRY(peat_nightly_policy_load(o->policy, &s->policy));
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     for (int i = 0; i < s->n_plugins; i++) PEAT_TRY(peat_plugin_load(s->plugins[i], NULL));
     for (int i = 0; i < s->n_kernels; i++) PEAT_TRY(expand_kernel(res, &s->kernels[i]));
     for (int i = 0; i < res->n_items; i++) {

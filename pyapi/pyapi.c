@@ -3,9 +3,9 @@
 #include "pyapi/pyapi.h"
 
 #include "detector/detector.h"
-#include "campaign/harness.h"
-#include "campaign/runtime.h"
-#include "campaign/runtime_call.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/runtime.h"
+#include "harness/runtime/call.h"
 #include "inject/inject.h"
 #include "store/store.h"
 
@@ -16,7 +16,7 @@
 
 peat_status peat_pyapi_init(void)
 {
-    return peat_campaign_builtin_init();
+    return peat_runtime_builtin_init();
 }
 
 int64_t peat_pyapi_struct_size(int which)
@@ -189,7 +189,7 @@ static peat_status args_out(const peat_pyapi_call *c, const peat_tensor *const *
 peat_status peat_pyapi_kernel_run(const char *name, const peat_pyapi_call *c,
                                   const peat_tensor *const *in, peat_tensor *const *out)
 {
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     const peat_kernel *k = peat_registry_find_on(name ? name : "", "cpu");
     if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU kernel named '%s'", name ? name : "");
     peat_args a;
@@ -203,7 +203,7 @@ peat_status peat_pyapi_kernel_run(const char *name, const peat_pyapi_call *c,
 peat_status peat_pyapi_model_run(const char *spec, uint64_t seed, const peat_pyapi_call *c,
                                  const peat_tensor *const *in, peat_tensor *const *out)
 {
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     peat_args a;
     PEAT_TRY(args_out(c, in, out, &a));
     const peat_kernel *g = peat_registry_role(a.op, PEAT_ROLE_GOLDEN, "cpu");
@@ -224,7 +224,7 @@ peat_status peat_pyapi_freq_parse(const char *s, int64_t *every, double *prob)
 
 const char *peat_pyapi_band_spec(int r)
 {
-    return peat_campaign_runtime_band_spec(r);
+    return peat_runtime_band_spec(r);
 }
 
 const char *peat_pyapi_runtime_class_name(int cls)
@@ -281,7 +281,7 @@ peat_status peat_pyapi_runtime_judge(int R, int64_t n, const double *band_loss,
         (n_eval > 0 && (!band_acc || !acc)))
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime_judge: %d band runs of %lld iterations", R,
                           (long long)n);
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     peat_runtime_curve m[PEAT_RUNTIME_MAX_BAND];
     for (int r = 0; r < R; r++) {
         m[r] = (peat_runtime_curve){.n = n,
@@ -330,7 +330,7 @@ peat_status peat_pyapi_shadow_measure(const peat_pyapi_call *c, const peat_tenso
 {
     if (!golden || !cand || !gold || !bad)
         return PEAT_ERROR(PEAT_ERR_INVAL, "shadow_measure: NULL argument");
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     peat_args a;
     PEAT_TRY(args_out(c, in, (peat_tensor *const *)out, &a));
     for (int o = 0; o < a.n_out; o++)
@@ -348,7 +348,7 @@ peat_status peat_pyapi_shadow_measure(const peat_pyapi_call *c, const peat_tenso
                      .user = (void *)golden,
                      .flags = PEAT_KERNEL_REENTRANT};
     int exact = 0;
-    PEAT_TRY(peat_campaign_shadow_measure(&a, &g, cand, gold, &exact));
-    *bad = exact && *cand > peat_campaign_shadow_envelope(*gold, self);
+    PEAT_TRY(peat_runtime_shadow_measure(&a, &g, cand, gold, &exact));
+    *bad = exact && *cand > peat_runtime_shadow_envelope(*gold, self);
     return PEAT_OK;
 }

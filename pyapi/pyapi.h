@@ -112,10 +112,10 @@ PEAT_PYAPI_EXPORT const char *peat_pyapi_accept_name(int accept);
 
 /* Measures the candidate's outputs out[0..n_out) of call c on in and the trusted op's outputs
  * golden[0..n_out) (torch's, in f32, bf16 or f16) as the runtime stage's shadow check does
- * (peat_campaign_shadow_measure: each one's largest error over its rounding bound against the
+ * (peat_runtime_shadow_measure: each one's largest error over its rounding bound against the
  * exact fp64 result, computed only when the candidate is not within a bound of the golden):
  * *cand and *gold those largest errors (-1: the exact result was not needed), *bad 1 when the
- * candidate left its envelope (peat_campaign_shadow_envelope of gold and self, the candidate's
+ * candidate left its envelope (peat_runtime_shadow_envelope of gold and self, the candidate's
  * own largest error over the bound on fresh calls, 0 when unknown). */
 PEAT_PYAPI_EXPORT peat_status peat_pyapi_shadow_measure(
     const peat_pyapi_call *c, const peat_tensor *const *in, const peat_tensor *const *out,

@@ -4,7 +4,7 @@
  * script, no network. */
 #include "campaign/campaign.h"
 #include "report/report.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "store/store.h"
 #include "analyzer/analyzer.h"
 

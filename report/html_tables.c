@@ -2,7 +2,7 @@
  * properties, coverage strata, runtime FI runs) and the "how to read this" note beside the
  * signature table. */
 #include "campaign/campaign.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "report/report.h"
 
 #include <math.h>

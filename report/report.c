@@ -1,5 +1,5 @@
 /* report.c: campaign outputs: terminal verdict table, signature.json, summary.md, junit.xml. */
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "core/io_cause.h"
 #include "report/report.h"
 #include "campaign/stages.h"

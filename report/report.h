@@ -84,4 +84,10 @@ int peat_report_missing(const char *dir);
  * table (or the JSON verdict) on o->table when set. */
 peat_status peat_report_stage(peat_campaign *c);
 
+/* The runtime verdicts of a campaign as a terminal (md 0) or markdown table (md 1). */
+void peat_report_runtime_table(FILE *f, const peat_campaign_result *r, int md);
+/* report.html's runtime section: loss and weight distance of each faulty run over the band. */
+struct peat_runtime_result;
+void peat_report_runtime_html(FILE *f, const struct peat_runtime_result *rt);
+
 #endif

@@ -2,7 +2,7 @@
  * loss and weight-distance curves of each faulty run over the golden band (inline SVG). */
 #include "campaign/campaign.h"
 #include "report/report.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 
 #include <math.h>
 #include <stdlib.h>

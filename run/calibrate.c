@@ -2,7 +2,7 @@
  * catalogue injected into the golden GEMM on random shapes and seeds, the primary finding
  * tabulated against the model's expected class (a confusion matrix). */
 #include "run/calibrate.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 
 #include "golden/golden.h"
 #include "inject/inject.h"
@@ -118,7 +118,7 @@ static peat_status signature_of(cal_call *c, const peat_inject_model_t *m, uint6
 
 peat_status peat_run_calibrate(uint64_t seed, int trials, int counts[][PEAT_FIND_COUNT], FILE *log)
 {
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     if (trials < 1 || trials > 10000)
         return PEAT_ERROR(PEAT_ERR_INVAL, "trials must be in 1..10000");
     memset(counts, 0, sizeof(int) * PEAT_FIND_COUNT * (size_t)N_CASES);

@@ -4,7 +4,7 @@
 #include "run/calibrate.h"
 #include "run/run.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +59,7 @@ static peat_status zoo_one(peat_zoo_entry *z, const char *out_root, uint64_t see
 peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
                                    uint64_t seed, peat_zoo_entry *e, int *n, FILE *log)
 {
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     PEAT_TRY(peat_plugin_load(lib, NULL));
     PEAT_TRY(manifest_read(manifest, e, n));
     for (int i = 0; i < *n; i++) {

@@ -7,7 +7,7 @@
 #include "analyzer/analyzer.h"
 #include "golden/golden.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "latency/latency.h"
 #include "run/fi_propagate.h"
 #include "run/fi_shard.h"
@@ -784,13 +784,13 @@ static peat_status fi_campaign(fi_run *F, peat_inject_model_t **m)
         return trials_collect(F);
     }
     /* the whole trial is timed: loading and preparing records and the replay included */
-    double t0 = peat_campaign_now(), c0 = peat_latency_process_cpu_s();
+    double t0 = peat_clock_now(), c0 = peat_latency_process_cpu_s();
     PEAT_TRY(records_load(F));
     F->res->n_records = F->n_p;
     if (!o->quiet) plan_print(F, n);
     PEAT_TRY(prop_start(F));
     for (int i = 0; i < F->res->n_models; i++) PEAT_TRY(series_run(F, m[i], n));
-    F->res->t_run = peat_campaign_now() - t0;
+    F->res->t_run = peat_clock_now() - t0;
     F->res->t_cpu = peat_latency_process_cpu_s() - c0;
     F->res->trials_per_s = F->res->t_run > 0 ? (double)F->res->n_run / F->res->t_run : 0;
     /* a shard's signatures and reports are the merge's */
@@ -818,7 +818,7 @@ static peat_status reports_write(const peat_fi_result *r)
 peat_status peat_run_fi(const peat_fi_opts *o, peat_fi_result *res)
 {
     memset(res, 0, sizeof *res);
-    PEAT_TRY(peat_campaign_builtin_init());
+    PEAT_TRY(peat_runtime_builtin_init());
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     res->threads = o->threads > 0 ? o->threads : (int)(cpus > 0 ? (cpus < 64 ? cpus : 64) : 1);
     fi_run F = {.o = o, .res = res};

@@ -3,7 +3,7 @@
  * outputs run through the rest of their step (loss, predictions, update). */
 #include "run/fi_propagate.h"
 
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 #include "campaign/stages.h"
 #include "models/models.h"
 
@@ -130,7 +130,7 @@ static peat_status prop_flow_init(const peat_fi_prop_t *p, prop_flow *pf, int ba
     if (p->backend[0]) PEAT_TRY(peat_exec_set_backend(pf->ex, p->backend));
     PEAT_TRY(peat_exec_add_hook(pf->ex, watch_hook, &pf->w));
     if (band > 0) {
-        PEAT_TRY(peat_inject_model_parse(peat_campaign_runtime_band_spec(band), &pf->m));
+        PEAT_TRY(peat_inject_model_parse(peat_runtime_band_spec(band), &pf->m));
         pf->sw.m = pf->m;
         pf->sw.seed = p->cfg.seed;
         peat_exec_swap s = {

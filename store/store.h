@@ -189,8 +189,6 @@ peat_status peat_store_table_append(peat_store_table_t *t, const peat_store_valu
 /* Cell (row, col); a string points into the table (valid until close). */
 peat_status peat_store_table_get(const peat_store_table_t *t, int64_t row, int col,
                                  peat_store_value *v);
-/* Column index by name, -1 if absent. */
-int peat_store_table_col(const peat_store_table_t *t, const char *name);
 void peat_store_table_close(peat_store_table_t *t);
 
 /* The mixed-precision table (--precision other than fp32; docs/hdf5-schema.md): one row per

@@ -266,13 +266,6 @@ int64_t peat_store_table_rows(const peat_store_table_t *t)
     return t ? t->n : 0;
 }
 
-int peat_store_table_col(const peat_store_table_t *t, const char *name)
-{
-    for (int c = 0; c < t->n_cols; c++)
-        if (!strcmp(t->cols[c].name, name)) return c;
-    return -1;
-}
-
 /* Packs one row of values into r (zeroed first), with its check. */
 static peat_status row_pack(const peat_store_table_t *t, const peat_store_value *v,
                             unsigned char *r)

@@ -7,9 +7,9 @@
 
 #include <criterion/criterion.h>
 
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "campaign/result_store.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 
 #include <hdf5.h>
 

@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "models/flow_impl.h"
 #include "models/models.h"
 #include "run/run.h"
@@ -23,7 +23,7 @@ static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
 
 static void init(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
 }
 
 static peat_flow_config config(int precision)

@@ -3,7 +3,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/internal.h" /* the sample's size, for the bound's rescue */
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "golden/golden.h"
 #include "peat/peat.h"
 
@@ -15,7 +15,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(analyzer, .init = setup);

@@ -7,7 +7,7 @@
 #include "gpu_skip.h"
 
 #include "golden_cases.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "peat/backend.h"
 
 #include <math.h>
@@ -15,7 +15,7 @@
 
 static const char *gpu_backend(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
     const char *names[] = {"cuda", "hip"};
     for (int i = 0; i < 2; i++)
         if (peat_backend_available(names[i])) return names[i];

@@ -6,7 +6,7 @@
 #include "core/backend_impl.h"
 #include "run/run.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "harness/isolate/isolate.h"
 #include "nightly/jsonread.h"
 #include "store/store.h"
@@ -23,7 +23,7 @@
 /* A stored record with its exact outputs (recomputed where the file does not keep them). */
 static peat_status read_call(peat_store_t *s, int64_t i, peat_record **r)
 {
-    peat_status st = peat_campaign_builtin_init();
+    peat_status st = peat_runtime_builtin_init();
     if (st == PEAT_OK) st = peat_store_call_read(s, i, r);
     if (st == PEAT_OK) st = peat_record_compute_exact(*r);
     return st;
@@ -35,7 +35,7 @@ static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-campaign-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
 }
 
 static void teardown(void)

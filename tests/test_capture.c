@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "store/store.h"
 
 static char dir[256];
@@ -21,7 +21,7 @@ static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/peat_test_capture_XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
 }
 
 static void teardown(void)
@@ -201,7 +201,7 @@ Test(capture, libpeat_exports_the_host_api_only)
     for (size_t i = 0; i < sizeof api / sizeof api[0]; i++)
         cr_assert_not_null(dlsym(h, api[i]), "%s is exported", api[i]);
     static const char *const hidden[] = {"peat_store_call_write", "peat_campaign_stage_profile",
-                                         "peat_detector_band_build", "peat_campaign_builtin_init"};
+                                         "peat_detector_band_build", "peat_runtime_builtin_init"};
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         cr_assert_null(dlsym(h, hidden[i]), "%s (internal) is not exported", hidden[i]);
     dlclose(h);

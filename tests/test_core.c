@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 
 #include "golden/golden.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "core/check.h"
 #include "core/record.h"
 #include "peat/backend.h"
@@ -17,7 +17,7 @@
 
 static void init(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
 }
 
 /* ---- dtypes ---- */
@@ -380,7 +380,7 @@ Test(registry, duplicates_and_roles, .init = init)
         cr_assert_not_null(peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu"),
                            "no golden kernel for %s", peat_op_name((peat_op_kind)op));
     }
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "init is idempotent");
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "init is idempotent");
 }
 
 typedef struct {

@@ -5,7 +5,7 @@
 #include <criterion/logging.h>
 
 #include "analyzer/analyzer.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "detector/detector.h"
 #include "run/calibrate.h"
 #include "golden/golden.h"
@@ -19,7 +19,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(detector, .init = setup);

@@ -10,9 +10,9 @@
 #include "golden/golden.h"
 #include "campaign/campaign.h"
 #include "run/fi.h"
-#include "campaign/harness.h"
-#include "campaign/golden_log.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/golden_log.h"
+#include "harness/runtime/runtime.h"
 #include "run/fi_propagate.h"
 #include "inject/inject.h"
 #include "models/models.h"
@@ -32,7 +32,7 @@ static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-fi-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 static void teardown(void)
@@ -384,28 +384,28 @@ static peat_runtime_result runtime(const char *flow, int iters, const char *mode
     o.model_seed = 3;
     o.freqs = freq;
     peat_runtime_result r;
-    cr_assert_eq(peat_campaign_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
+    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
     return r;
 }
 
 /* The profile's golden training for k iterations, logged as the profile stage logs it. */
-static peat_campaign_golden_log *golden_logged(const peat_runtime_opts *o, int64_t k)
+static peat_runtime_golden_log *golden_logged(const peat_runtime_opts *o, int64_t k)
 {
     peat_exec_t *ex = NULL;
     peat_flow_t *f = NULL;
-    peat_campaign_golden_log *g = NULL;
+    peat_runtime_golden_log *g = NULL;
     cr_assert_eq(peat_exec_alloc(o->flow, o->cfg.seed, &ex), PEAT_OK);
     cr_assert_eq(peat_models_flow_alloc(o->flow, &o->cfg, ex, &f), PEAT_OK, "%s",
                  peat_error_last());
-    cr_assert_eq(peat_campaign_golden_log_open(f, tmpdir, k, UINT64_MAX, &g), PEAT_OK);
+    cr_assert_eq(peat_runtime_golden_log_open(f, tmpdir, k, UINT64_MAX, &g), PEAT_OK);
     cr_assert_not_null(g, "a log under %s", tmpdir);
     for (int64_t t = 0; t < k; t++) {
         peat_flow_metrics m;
         cr_assert_eq(peat_models_flow_step(f, &m), PEAT_OK);
-        peat_campaign_golden_log_append(g, m.loss);
+        peat_runtime_golden_log_append(g, m.loss);
     }
-    peat_campaign_golden_log_keep(g, f, ex);
-    cr_assert_eq(peat_campaign_golden_log_iters(g), k);
+    peat_runtime_golden_log_keep(g, f, ex);
+    cr_assert_eq(peat_runtime_golden_log_iters(g), k);
     return g;
 }
 
@@ -458,11 +458,11 @@ Test(fi, golden_run_replayed_from_the_profile_is_the_golden_run)
         snprintf(what, sizeof what, "%s precision %d, %lld logged, %lld trained", o.flow,
                  o.cfg.precision, (long long)cases[c].logged, (long long)o.iters);
         peat_runtime_result a, b;
-        cr_assert_eq(peat_campaign_runtime_run_all(&o, &a), PEAT_OK, "%s: %s", what,
+        cr_assert_eq(peat_runtime_run_all(&o, &a), PEAT_OK, "%s: %s", what,
                      peat_error_last());
-        peat_campaign_golden_log *g = golden_logged(&o, cases[c].logged);
+        peat_runtime_golden_log *g = golden_logged(&o, cases[c].logged);
         o.golden = g;
-        cr_assert_eq(peat_campaign_runtime_run_all(&o, &b), PEAT_OK, "%s: %s", what,
+        cr_assert_eq(peat_runtime_run_all(&o, &b), PEAT_OK, "%s: %s", what,
                      peat_error_last());
         cr_assert_eq(a.n, b.n, "%s", what);
         cr_assert_eq(a.n_eval, b.n_eval, "%s", what);
@@ -474,9 +474,9 @@ Test(fi, golden_run_replayed_from_the_profile_is_the_golden_run)
             cr_assert_eq(a.verdict[j].cls, b.verdict[j].cls, "%s: verdict %d", what, j);
             cr_assert_eq(a.verdict[j].iter, b.verdict[j].iter, "%s: verdict %d", what, j);
         }
-        peat_campaign_runtime_result_free(&a);
-        peat_campaign_runtime_result_free(&b);
-        peat_campaign_golden_log_free(g);
+        peat_runtime_result_free(&a);
+        peat_runtime_result_free(&b);
+        peat_runtime_golden_log_free(g);
     }
 }
 
@@ -509,7 +509,7 @@ static peat_runtime_result steered(script *sc, int64_t iters, int64_t max_iters)
     o.freqs = "1";
     o.steer = scripted, o.steer_user = sc, o.max_iters = max_iters;
     peat_runtime_result r;
-    cr_assert_eq(peat_campaign_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
     return r;
 }
 
@@ -529,12 +529,12 @@ Test(fi, runtime_steering_grows_and_cuts_the_runs)
     cr_assert_eq(sc.n_seen, 30);
     for (int64_t i = 0; i < sc.n_seen; i++) cr_assert_eq(sc.seen[i], i + 1);
     for (int j = 0; j < r.n_band; j++) cr_assert(isfinite(r.band[j].loss[30]));
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 
     script grow_too_far = {.keep = 20, .grow_at = 1, .grow_to = 1000, .cut_at = 1000};
     r = steered(&grow_too_far, 20, 25);
     cr_assert_eq(r.n, 25, "never beyond max_iters");
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 
     script cut = {.keep = 20, .grow_at = 1000, .cut_at = 6, .cut_to = 2};
     r = steered(&cut, 20, 40);
@@ -542,7 +542,7 @@ Test(fi, runtime_steering_grows_and_cuts_the_runs)
     cr_assert_eq(r.n_eval, 2, "iteration 4 and the last");
     cr_assert_eq(r.eval_iter[0], 3);
     cr_assert_eq(r.eval_iter[1], 6);
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 }
 
 Test(fi, reorder_in_the_loop_is_training_equivalent_on_every_flow)
@@ -556,7 +556,7 @@ Test(fi, reorder_in_the_loop_is_training_equivalent_on_every_flow)
         cr_assert_gt(r.faulty[0].swapped, 0);
         cr_assert_eq(r.verdict[0].cls, PEAT_RUNTIME_EQUIVALENT, "%s: %s (%s)", flows[i],
                      peat_detector_runtime_class_name(r.verdict[0].cls), r.verdict[0].evidence);
-        peat_campaign_runtime_result_free(&r);
+        peat_runtime_result_free(&r);
     }
 }
 
@@ -568,7 +568,7 @@ Test(fi, exponent_flip_every_tenth_gemm_output_breaks_mlp_training)
               peat_detector_runtime_class_name(v->cls));
     cr_assert(v->iter >= 0 && v->iter < 30, "iteration %lld", (long long)v->iter);
     cr_assert_gt(r.faulty[0].swapped, 0);
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 }
 
 /* ---- band rules on constructed curves ---- */
@@ -938,8 +938,8 @@ Test(fi, band_members_are_the_documented_orders)
     cr_assert_not_null(sec, "docs/detector.md has the band section");
     const char *end = strstr(sec + 3, "\n## ");
     int r = 1;
-    for (; peat_campaign_runtime_band_listed(r); r++) {
-        const char *spec = peat_campaign_runtime_band_listed(r);
+    for (; peat_runtime_band_listed(r); r++) {
+        const char *spec = peat_runtime_band_listed(r);
         char item[160];
         snprintf(item, sizeof item, "\n%d. `%s`", r, spec);
         const char *at = strstr(sec, item);
@@ -959,9 +959,9 @@ Test(fi, band_members_are_the_documented_orders)
         int found = 0;
         for (int j = 1; j < r; j++)
             found +=
-                !strcmp(peat_campaign_runtime_band_spec(j), peat_campaign_runtime_band_listed(i));
+                !strcmp(peat_runtime_band_spec(j), peat_runtime_band_listed(i));
         cr_assert_eq(found, 1, "%s is %d times in this machine's band",
-                     peat_campaign_runtime_band_listed(i), found);
+                     peat_runtime_band_listed(i), found);
     }
 }
 
@@ -974,7 +974,7 @@ Test(fi, band_orders_that_repeat_the_golden_go_last)
     const peat_kernel *plain = peat_registry_find_on("gemm_plain", "cpu");
     cr_assert_not_null(plain, "gemm_plain registered");
     const char *order[PEAT_RUNTIME_MAX_BAND - 1];
-    peat_campaign_runtime_band_order(plain, order);
+    peat_runtime_band_order(plain, order);
     enum { N = PEAT_RUNTIME_MAX_BAND - 1 };
     int at_fwd = -1, at_rev = -1, at_pw = -1;
     for (int i = 0; i < N; i++) {
@@ -990,7 +990,7 @@ Test(fi, band_orders_that_repeat_the_golden_go_last)
     int last = -1;
     for (int i = 0; i < N - 1; i++) {
         int listed = 0;
-        while (listed < N && strcmp(peat_campaign_runtime_band_listed(listed + 1), order[i]))
+        while (listed < N && strcmp(peat_runtime_band_listed(listed + 1), order[i]))
             listed++;
         cr_assert(listed > last, "%s out of the listed order", order[i]);
         last = listed;

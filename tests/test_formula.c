@@ -8,7 +8,7 @@
 #include <criterion/logging.h>
 
 #include "analyzer/analyzer.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "detector/detector.h"
 #include "golden/golden.h"
 #include "peat/peat.h"
@@ -22,7 +22,7 @@ enum { N = 20000 };
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(formula, .init = setup);

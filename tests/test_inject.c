@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 
 #include "inject/inject.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "peat/peat.h"
 
 #include <float.h>
@@ -14,7 +14,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(inject, .init = setup);

@@ -4,7 +4,7 @@
 #include <criterion/logging.h>
 
 #include "golden/golden.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "peat/peat.h"
 
 #include <math.h>
@@ -23,7 +23,7 @@
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 TestSuite(kernels, .init = setup);

@@ -4,7 +4,7 @@
 
 #include "models/flow_impl.h" /* internal: the gradient check calls a flow's train directly */
 #include "models/models.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "golden/golden.h"
 #include "flow_run.h"
 
@@ -18,7 +18,7 @@ static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
 
 static void init(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry: %s", peat_error_last());
 }
 
 static peat_flow_config config(uint64_t seed)

@@ -11,7 +11,7 @@
 #include "campaign/plots.h"
 #include "analyzer/analyzer.h"
 #include "nightly/suite.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "peat/backend.h"
 
 #include <math.h>
@@ -179,7 +179,7 @@ Test(nightly, suite_backends_are_the_built_ones)
     char p[400], built[64], want[256];
     snprintf(p, sizeof p, "%s/cl.suite", tmpdir);
     spit(p, "[suite]\nkernels = gemm_new\nbackends = opencl\n");
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
     snprintf(built, sizeof built, "%s", peat_backend_list());
     char padded[80];
     snprintf(padded, sizeof padded, ",%s,", built);

@@ -7,7 +7,7 @@
 #include "gpu_skip.h"
 
 #include "golden_cases.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "peat/backend.h"
 
 #include <stdio.h>
@@ -18,7 +18,7 @@
 
 static void need_opencl(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
     if (!peat_backend_available("opencl"))
         cr_skip_test("OpenCL backend not built or no OpenCL device present");
 }
@@ -188,7 +188,7 @@ Test(opencl, whole_gpt_campaign_on_the_device)
 
 Test(opencl, backend_without_device_or_build_is_one_line_exit_2)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
     const char *absent = !peat_backend_available("cuda") ? "cuda" : "hip";
     if (peat_backend_available(absent)) cr_skip_test("both CUDA and HIP devices are present");
     char args[128];

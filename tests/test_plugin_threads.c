@@ -4,8 +4,8 @@
  * descriptor (docs/plugin-abi.md). */
 #include <criterion/criterion.h>
 
-#include "campaign/harness.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/runtime.h"
 #include "peat/backend.h"
 #include "peat/peat.h"
 
@@ -17,7 +17,7 @@
 
 static const peat_kernel *scratch_kernel(long (**overlaps)(void), long (**calls)(void))
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     if (!peat_registry_find("test_gemm_static_scratch"))
         cr_assert_eq(peat_plugin_load(SCRATCH_LIB, NULL), PEAT_OK, "%s", peat_error_last());
     void *h = dlopen(SCRATCH_LIB, RTLD_NOW | RTLD_NOLOAD);
@@ -106,7 +106,7 @@ static void train(const peat_kernel *k, peat_runtime_result *r)
     o.candidate = k;
     o.freqs = "1,1/2,1/3"; /* three runs with the kernel in the loop, side by side */
     o.threads = 6;
-    cr_assert_eq(peat_campaign_runtime_run_all(&o, r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_run_all(&o, r), PEAT_OK, "%s", peat_error_last());
 }
 
 /* The runtime stage trains its runs on several threads: with the non-reentrant kernel in three
@@ -132,15 +132,15 @@ Test(plugin_threads, runtime_runs_with_a_non_reentrant_kernel_are_deterministic)
     cr_assert_eq(overlaps() - over0, 0, "%ld calls ran beside another", overlaps() - over0);
     cr_assert_eq(calls() - calls0, swapped, "static counter %ld, calls swapped %lld",
                  calls() - calls0, (long long)swapped);
-    peat_campaign_runtime_result_free(&a);
-    peat_campaign_runtime_result_free(&b);
+    peat_runtime_result_free(&a);
+    peat_runtime_result_free(&b);
 }
 
 /* A plugin built for ABI 2 passes a shorter descriptor: the host copies only that much, so the
  * kernel is not reentrant whatever follows it in the plugin's memory. */
 Test(plugin_threads, an_abi2_plugin_loads_and_reads_as_not_reentrant)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     int n = 0;
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_abi2.so", &n), PEAT_OK, "%s",
                  peat_error_last());
@@ -153,7 +153,7 @@ Test(plugin_threads, an_abi2_plugin_loads_and_reads_as_not_reentrant)
 /* The built-in kernels keep no state: declared reentrant, they run side by side unlocked. */
 Test(plugin_threads, builtin_kernels_are_declared_reentrant)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     const char *names[] = {"gemm_golden", "gemm_new",       "gemm_exact",
                            "conv_im2col", "softmax_online", "adamw_fused"};
     for (int i = 0; i < 6; i++) {
@@ -168,7 +168,7 @@ Test(plugin_threads, builtin_kernels_are_declared_reentrant)
  * a program through ABI 3's peat_device.cl_program, which the host still fills. */
 Test(plugin_threads, an_abi3_plugin_loads_and_reads_the_abi3_layout)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     int n = 0;
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_abi3.so", &n), PEAT_OK, "%s",
                  peat_error_last());

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "latency/latency.h"
 #include "predictor/predictor.h"
 #include "store/store_latency.h"
@@ -337,7 +337,7 @@ static void mktmp(void)
  * found stale. */
 Test(cache, hdf5_file_round_trip_and_invalidation, .init = mktmp)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     peat_pred_device d = cpu_dev(2);
     peat_pred_table t = {.dev = d};
     const peat_kernel *g = peat_registry_find("gemm_golden");
@@ -422,7 +422,7 @@ Test(cache, rebuilt_code_is_another_kernel, .init = mktmp)
     cr_assert_neq(peat_predictor_kernel_hash(&ka), peat_predictor_kernel_hash(&kb),
                   "one descriptor, two builds: two rows");
     /* built-in kernels: this executable, one hash for all of them */
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     const peat_kernel *g = peat_registry_find("gemm_golden"), *x = peat_registry_find("relu_exact");
     cr_assert(g && x);
     void *fg, *fx;
@@ -792,7 +792,7 @@ Test(plan, analyze_signatures_on_two_threads)
     cr_assert_float_eq(p.stage_s[PEAT_STAGE_ANALYZE], 0.1 / 0.5 + sig / 0.8, 1e-12);
 }
 
-/* The runtime stage's evaluations as campaign/runtime.c schedules them. */
+/* The runtime stage's evaluations as harness/runtime/runtime.c schedules them. */
 Test(plan, runtime_evaluations_by_hand)
 {
     /* every iters/5 (at least 1) and the last: 19 -> every 3, 3..18 and 19 */
@@ -930,7 +930,7 @@ Test(gate, probe_sets_the_best_and_judges_by_it)
 
 Test(calibrate, table_reproduces_its_points_and_classes)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     peat_pred_device d = cpu_dev(2);
     const char *names[] = {"gemm_new", "softmax_online"};
     for (int i = 0; i < 2; i++) {

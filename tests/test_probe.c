@@ -7,11 +7,11 @@
 #include "analyzer/probe.h"
 #include "run/run.h"
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     static int loaded;
     if (!loaded)
         cr_assert_eq(peat_plugin_load(PEAT_TEST_ZOO, NULL), PEAT_OK, "%s", peat_error_last());

@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "harness/scale/scale.h"
 #include "run/fi.h"
 #include "run/fi_shard.h"
@@ -30,7 +30,7 @@ static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-scale-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 static void teardown(void)

@@ -9,9 +9,9 @@
  * mpirun. */
 #include <criterion/criterion.h>
 
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "campaign/result_store.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,7 @@ static void setup(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/peat-test-mpi-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
 }
 
 static void teardown(void)
@@ -289,7 +289,7 @@ Test(mpi, run_names_the_rank_that_failed)
     /* runs 1..5 of the lockstep beside the golden one: rank 1 of 2 has 1, 3 and 5 */
     char runs[300];
     snprintf(runs, sizeof runs, "its runs: %s, %s, gemm_bf16 @ 1/3",
-             peat_campaign_runtime_band_spec(1), peat_campaign_runtime_band_spec(3));
+             peat_runtime_band_spec(1), peat_runtime_band_spec(3));
     cr_assert(strstr(err, "peat: error: rank 1 of 2 failed in runtime FI") && strstr(err, runs),
               "rank 0 names the rank and its runs (%s): %s", runs, err);
     snprintf(p, sizeof p, "%s/failed/campaign.h5", tmpdir);

@@ -128,7 +128,7 @@ Test(run_shard, missing_shard_is_named_with_its_runs_and_its_run_completes_the_m
     /* shard 1 of 3 trains #1 (the first band rerun) and #4 (the first frequency) */
     char runs[300];
     snprintf(runs, sizeof runs, "shard 1/3 missing (its runtime runs: %s, gemm_new @ 1)",
-             peat_campaign_runtime_band_spec(1));
+             peat_runtime_band_spec(1));
     cr_assert(strstr(err, runs) && strstr(err, "--shard 1/3") &&
                   strchr(err, '\n') == strrchr(err, '\n'),
               "one line naming shard 1 and its runs (%s): %s", runs, err);
@@ -165,10 +165,10 @@ Test(run_shard, shards_of_another_seed_or_count_are_refused)
  * tell apart: skipped, and said. */
 Test(run_shard, shard_that_trained_another_band_order_is_refused)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
     const char *plain[PEAT_RUNTIME_MAX_BAND - 1];
-    peat_campaign_runtime_band_order(peat_registry_find_on("gemm_plain", "cpu"), plain);
-    if (!strcmp(plain[0], peat_campaign_runtime_band_spec(1)))
+    peat_runtime_band_order(peat_registry_find_on("gemm_plain", "cpu"), plain);
+    if (!strcmp(plain[0], peat_runtime_band_spec(1)))
         cr_skip_test("the plain golden's band is this machine's (%s first)", plain[0]);
     cr_assert_eq(peat_run(5, "0/3", "m"), 0, "%s", err_text());
     cr_assert_eq(peat_run(5, "2/3", "m"), 0, "%s", err_text());
@@ -178,7 +178,7 @@ Test(run_shard, shard_that_trained_another_band_order_is_refused)
     cr_assert_eq(peat_merge("m"), 2, "the merge refuses shard 1");
     char want[400];
     snprintf(want, sizeof want, "trained runtime run 1 as %s, here it is %s", plain[0],
-             peat_campaign_runtime_band_spec(1));
+             peat_runtime_band_spec(1));
     cr_assert(strstr(err_text(), want), "%s: %s", want, err_text());
     cr_assert(!exists("m", "campaign.h5") && exists("m", "campaign.h5.partial"),
               "nothing was written");

@@ -3,8 +3,8 @@
 #include <criterion/criterion.h>
 
 #include "campaign/campaign.h"
-#include "campaign/harness.h"
-#include "campaign/runtime.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/runtime.h"
 #include "detector/detector.h"
 
 #include <math.h>
@@ -85,7 +85,7 @@ static const peat_kernel *kernel(const char *name, peat_kernel_fn fn)
 
 static void setup(void)
 {
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "%s", peat_error_last());
 }
 
 TestSuite(shadow, .init = setup);
@@ -106,7 +106,7 @@ static peat_runtime_result loop_with(const peat_kernel *k, int64_t iters)
     o.freqs = "1";
     o.shadow.on = 1;
     peat_runtime_result r;
-    cr_assert_eq(peat_campaign_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
     return r;
 }
 
@@ -122,7 +122,7 @@ Test(shadow, names_the_first_bad_call_of_a_time_bomb)
     cr_assert_gt(s->bad_cand, s->bad_env);
     cr_assert_leq(s->bad_gold, 1.0, "the golden is within its bound");
     peat_finding f;
-    cr_assert(peat_campaign_runtime_shadow_finding(&r.faulty[0], &f));
+    cr_assert(peat_runtime_shadow_finding(&r.faulty[0], &f));
     cr_assert_eq(f.cls, PEAT_FIND_OUT_OF_BOUND);
     cr_assert_eq(f.accept, PEAT_ACCEPT_FAIL);
     char want[32];
@@ -130,7 +130,7 @@ Test(shadow, names_the_first_bad_call_of_a_time_bomb)
     cr_assert(strstr(f.evidence[0], want), "%s", f.evidence[0]);
     cr_log_info("%s", f.evidence[0]);
     cr_assert(strstr(f.evidence[0], "fc") || strstr(f.evidence[0], "x"), "%s", f.evidence[0]);
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 }
 
 Test(shadow, a_warmup_switch_to_bf16_fails)
@@ -138,13 +138,13 @@ Test(shadow, a_warmup_switch_to_bf16_fails)
     peat_runtime_result r = loop_with(kernel("test_warmup_bf16", warmup_switch), 40);
     const peat_runtime_shadow *s = &r.faulty[0].shadow;
     peat_finding f;
-    int shadow = peat_campaign_runtime_shadow_finding(&r.faulty[0], &f);
+    int shadow = peat_runtime_shadow_finding(&r.faulty[0], &f);
     peat_finding rt =
         peat_detector_runtime_finding(&r.verdict[0], r.faulty[0].label, r.faulty[0].swapped);
     cr_assert(shadow || rt.accept == PEAT_ACCEPT_FAIL, "neither the shadow check nor the loop");
     cr_assert(shadow, "bf16 operands are far beyond the fp32 bound");
     cr_assert_eq(s->bad_call, WARMUP_AT, "first bad call %lld", (long long)s->bad_call);
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 }
 
 Test(shadow, an_honest_kernel_has_no_shadow_finding)
@@ -155,12 +155,12 @@ Test(shadow, an_honest_kernel_has_no_shadow_finding)
     cr_assert_eq(s->bad, 0, "gemm_new: call %lld, %g x the bound (golden %g)",
                  (long long)s->bad_call, s->bad_cand, s->bad_gold);
     peat_finding f;
-    cr_assert_not(peat_campaign_runtime_shadow_finding(&r.faulty[0], &f));
+    cr_assert_not(peat_runtime_shadow_finding(&r.faulty[0], &f));
     cr_assert_eq(r.verdict[0].cls, PEAT_RUNTIME_EQUIVALENT);
     /* "inside" only when inside: the quoted last-quarter mean is within its bound */
     cr_assert_leq(r.verdict[0].end_mean, r.verdict[0].end_bound);
     cr_assert(strstr(r.verdict[0].evidence, "inside"));
-    peat_campaign_runtime_result_free(&r);
+    peat_runtime_result_free(&r);
 }
 
 /* The loop rule on constructed verdicts: a candidate's drift beyond the limit is DEGRADES, and a
@@ -198,7 +198,7 @@ Test(shadow, loop_rule_for_candidates_and_models)
  * against 16x its own. */
 Test(shadow, envelope)
 {
-    cr_assert_float_eq(peat_campaign_shadow_envelope(0.3, 0.0), 2.0, 1e-12);
-    cr_assert_float_eq(peat_campaign_shadow_envelope(1.5, 0.7), 3.0, 1e-12);
-    cr_assert_float_eq(peat_campaign_shadow_envelope(0.3, 100.0), 1600.0, 1e-9);
+    cr_assert_float_eq(peat_runtime_shadow_envelope(0.3, 0.0), 2.0, 1e-12);
+    cr_assert_float_eq(peat_runtime_shadow_envelope(1.5, 0.7), 3.0, 1e-12);
+    cr_assert_float_eq(peat_runtime_shadow_envelope(0.3, 100.0), 1600.0, 1e-9);
 }

@@ -14,7 +14,7 @@
 #include <zlib.h>
 
 #include "core/record.h"
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 #include "store/store_latency.h"
@@ -25,7 +25,7 @@
 /* A stored record with its exact outputs (recomputed where the file does not keep them). */
 static peat_status read_call(peat_store_t *s, int64_t i, peat_record **r)
 {
-    peat_status st = peat_campaign_builtin_init();
+    peat_status st = peat_runtime_builtin_init();
     if (st == PEAT_OK) st = peat_store_call_read(s, i, r);
     if (st == PEAT_OK) st = peat_record_compute_exact(*r);
     return st;
@@ -95,7 +95,7 @@ static peat_record *gemm_record(uint64_t id, int64_t m, int64_t n, int64_t k, ui
         r->in[1] = mk2(PEAT_DTYPE_F32, k, n, seed + 1);
     r->n_out = 1;
     r->golden[0] = mk2(PEAT_DTYPE_F32, m, n, seed + 2); /* the store keeps what it is given */
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     cr_assert_eq(peat_record_compute_exact(r), PEAT_OK, "exact: %s", peat_error_last());
     snprintf(r->flow, sizeof r->flow, "mlp");
     snprintf(r->layer, sizeof r->layer, "fc%llu", (unsigned long long)(id % 3));
@@ -1474,7 +1474,7 @@ static void profile_mlp(const char *path, uint64_t seed)
     m.seed = seed;
     peat_store_t *s = NULL;
     cr_assert_eq(peat_store_create(path, &m, &s), PEAT_OK, "%s", peat_error_last());
-    cr_assert_eq(peat_campaign_builtin_init(), PEAT_OK);
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK);
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
     pol.every_k = 3;

@@ -1,9 +1,9 @@
 /* runtime_call.c: the candidate in the training loop of a runtime FI run, through the isolated
  * worker (harness/isolate_worker.c) or in-process under a watchdog (--no-isolate), and the shadow
  * check of its calls against the op's rounding bound beside the golden's. */
-#include "campaign/runtime_call.h"
+#include "harness/runtime/call.h"
 #include "analyzer/analyzer.h"
-#include "campaign/campaign.h"
+#include "core/clock.h"
 #include "harness/isolate/isolate.h"
 #include "harness/isolate/isolate_impl.h"
 #include "golden/golden.h"
@@ -52,7 +52,7 @@ struct peat_runtime_call {
     int64_t last_iter; /* the run's last iteration (every call checked); -1: unknown */
 };
 
-double peat_campaign_shadow_envelope(double gold, double self)
+double peat_runtime_shadow_envelope(double gold, double self)
 {
     double env = PEAT_SHADOW_FACTOR * fmax(1.0, gold);
     return self > 1.0 ? fmax(env, PEAT_SHADOW_SELF_FACTOR * self) : env;
@@ -116,8 +116,8 @@ static peat_status exact_norms(const peat_args *a, const peat_args *g, double ga
     return st;
 }
 
-peat_status peat_campaign_shadow_measure(const peat_args *a, const peat_kernel *golden,
-                                         double *cand, double *gold, int *exact)
+peat_status peat_runtime_shadow_measure(const peat_args *a, const peat_kernel *golden, double *cand,
+                                        double *gold, int *exact)
 {
     *cand = *gold = -1.0, *exact = 0;
     peat_args g = *a;
@@ -167,12 +167,12 @@ static void shadow_check(peat_runtime_call *c, const peat_kernel *golden, const 
                          const peat_call_info *info)
 {
     peat_runtime_shadow *s = &c->sh;
-    double t0 = peat_campaign_now(), cand, gold;
+    double t0 = peat_clock_now(), cand, gold;
     int exact;
     s->checked++;
-    if (peat_campaign_shadow_measure(a, golden, &cand, &gold, &exact) == PEAT_OK && exact) {
+    if (peat_runtime_shadow_measure(a, golden, &cand, &gold, &exact) == PEAT_OK && exact) {
         s->exact++;
-        double env = peat_campaign_shadow_envelope(gold, s->self_norm);
+        double env = peat_runtime_shadow_envelope(gold, s->self_norm);
         if (!(cand <= env) && s->bad++ == 0) {
             s->bad_call = s->calls, s->bad_iter = info->iter, s->bad_op_call = info->op_call_index;
             snprintf(s->bad_layer, sizeof s->bad_layer, "%s", info->layer ? info->layer : "");
@@ -180,7 +180,7 @@ static void shadow_check(peat_runtime_call *c, const peat_kernel *golden, const 
             s->bad_cand = cand, s->bad_gold = gold, s->bad_env = env;
         }
     }
-    s->seconds += peat_campaign_now() - t0;
+    s->seconds += peat_clock_now() - t0;
 }
 
 /* Inputs the outputs alias (a GEMM's D may be its C): copied before the candidate overwrites
@@ -252,9 +252,9 @@ static peat_status watched_swap(void *user, const peat_kernel *active, const pea
     return call_checked(user, active, a, info, watched_call);
 }
 
-peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
-                                             const peat_runtime_shadow *shadow, peat_exec_swap *s,
-                                             peat_runtime_call **out)
+peat_status peat_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
+                                    const peat_runtime_shadow *shadow, peat_exec_swap *s,
+                                    peat_runtime_call **out)
 {
     peat_runtime_call *c = calloc(1, sizeof *c);
     if (!c) return PEAT_ERROR(PEAT_ERR_NOMEM, "runtime call");
@@ -284,26 +284,26 @@ peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, 
     return PEAT_OK;
 }
 
-void peat_campaign_runtime_call_last_iter(peat_runtime_call *c, int64_t last)
+void peat_runtime_call_last_iter(peat_runtime_call *c, int64_t last)
 {
     if (c) c->last_iter = last;
 }
 
-int peat_campaign_runtime_call_ended(const peat_runtime_call *c, char *why, size_t nwhy)
+int peat_runtime_call_ended(const peat_runtime_call *c, char *why, size_t nwhy)
 {
     if (!c || !c->ended) return 0;
     snprintf(why, nwhy, "%s", c->why);
     return 1;
 }
 
-void peat_campaign_runtime_call_shadow(const peat_runtime_call *c, peat_runtime_shadow *out)
+void peat_runtime_call_shadow(const peat_runtime_call *c, peat_runtime_shadow *out)
 {
     memset(out, 0, sizeof *out);
     out->bad_call = out->bad_iter = out->bad_op_call = -1;
     if (c) *out = c->sh;
 }
 
-void peat_campaign_runtime_call_free(peat_runtime_call *c)
+void peat_runtime_call_free(peat_runtime_call *c)
 {
     if (!c) return;
     peat_isolate_worker_free(c->w);

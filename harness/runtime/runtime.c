@@ -1,11 +1,12 @@
 /* runtime.c: runtime fault injection: the golden run, the band reruns and the faulty runs train
  * in lockstep; curves, band, verdicts, and what goes into the campaign file. */
-#include "campaign/runtime.h"
+#include "harness/runtime/runtime.h"
 
-#include "campaign/campaign.h"
-#include "campaign/golden_log.h"
-#include "campaign/harness.h"
-#include "campaign/runtime_call.h"
+#include "core/clock.h"
+#include "core/iter_spec.h"
+#include "harness/runtime/golden_log.h"
+#include "harness/runtime/builtin.h"
+#include "harness/runtime/call.h"
 #include "harness/scale/ranks.h"
 #include "inject/inject.h"
 #include "predictor/predictor.h"
@@ -40,7 +41,7 @@ typedef struct member {
     int local;               /* trained by this rank (always, without ranks) */
     /* the golden run from the profile's log (f and ex are the log's): its iterations replayed,
      * trained on past them; the iteration whose weights f holds (-1: the log's last) */
-    const peat_campaign_golden_log *log;
+    const peat_runtime_golden_log *log;
     int64_t loaded;
 } member;
 
@@ -112,7 +113,7 @@ static int band_probe_run(const peat_kernel *golden, peat_inject_model_t *const 
     return ran;
 }
 
-void peat_campaign_runtime_band_order(const peat_kernel *golden, const char **out)
+void peat_runtime_band_order(const peat_kernel *golden, const char **out)
 {
     enum { N = PEAT_RUNTIME_MAX_BAND - 1 };
     peat_inject_model_t *m[N] = {0};
@@ -131,31 +132,31 @@ void peat_campaign_runtime_band_order(const peat_kernel *golden, const char **ou
 static void band_order_init(void)
 {
     const peat_kernel *golden = NULL;
-    if (peat_campaign_builtin_init() == PEAT_OK)
+    if (peat_runtime_builtin_init() == PEAT_OK)
         golden = peat_registry_find_on("gemm_golden", "cpu");
-    peat_campaign_runtime_band_order(golden, band_order);
+    peat_runtime_band_order(golden, band_order);
 }
 
-const char *peat_campaign_runtime_band_listed(int r)
+const char *peat_runtime_band_listed(int r)
 {
     return r >= 1 && r < PEAT_RUNTIME_MAX_BAND ? band_specs[r - 1] : NULL;
 }
 
-const char *peat_campaign_runtime_band_spec(int r)
+const char *peat_runtime_band_spec(int r)
 {
     if (r < 1 || r >= PEAT_RUNTIME_MAX_BAND) return NULL;
     pthread_once(&band_once, band_order_init);
     return band_order[r - 1];
 }
 
-int peat_campaign_runtime_freqs_count(const char *list)
+int peat_runtime_freqs_count(const char *list)
 {
     int n = 1;
     for (const char *s = list ? list : PEAT_RUNTIME_DEFAULT_FREQS; *s; s++) n += *s == ',';
     return n;
 }
 
-peat_status peat_campaign_runtime_freqs_check(const char *list)
+peat_status peat_runtime_freqs_check(const char *list)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list ? list : PEAT_RUNTIME_DEFAULT_FREQS);
@@ -195,7 +196,7 @@ static void run_free(peat_runtime_run *r)
     memset(r, 0, sizeof *r);
 }
 
-void peat_campaign_runtime_result_free(peat_runtime_result *res)
+void peat_runtime_result_free(peat_runtime_result *res)
 {
     for (int i = 0; i < PEAT_RUNTIME_MAX_BAND; i++) run_free(&res->band[i]);
     for (int i = 0; i < PEAT_RUNTIME_MAX_FREQS; i++) run_free(&res->faulty[i]);
@@ -209,13 +210,13 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
 {
     const peat_runtime_opts *o = L->o;
     m->loaded = -1;
-    int64_t logged = peat_campaign_golden_log_iters(o->golden);
+    int64_t logged = peat_runtime_golden_log_iters(o->golden);
     if (!spec && !freq && logged > 0 &&
-        (peat_campaign_golden_log_trains_on(o->golden) || L->cap <= logged)) {
+        (peat_runtime_golden_log_trains_on(o->golden) || L->cap <= logged)) {
         /* the golden run: the profile's, replayed (a restored log only as far as it goes) */
         m->log = o->golden;
-        m->ex = peat_campaign_golden_log_exec(o->golden);
-        m->f = peat_campaign_golden_log_flow(o->golden);
+        m->ex = peat_runtime_golden_log_exec(o->golden);
+        m->f = peat_runtime_golden_log_flow(o->golden);
         return PEAT_OK;
     }
     PEAT_TRY(peat_exec_alloc(o->flow, o->cfg.seed, &m->ex));
@@ -233,8 +234,8 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
         s.layers = o->layers;
     }
     if (freq && o->candidate) {
-        PEAT_TRY(peat_campaign_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s,
-                                                  &o->shadow, &s, &m->call));
+        PEAT_TRY(peat_runtime_call_setup(o->candidate, o->isolate, o->kernel_timeout_s, &o->shadow,
+                                         &s, &m->call));
     } else {
         PEAT_TRY(peat_inject_model_parse(spec, &m->m));
         m->sw.m = m->m;
@@ -256,13 +257,13 @@ static peat_status weights_find(lockstep *L)
     for (int i = 0; i < n; i++) {
         const char *name;
         peat_models_flow_state(f, i, &name);
-        if (peat_campaign_golden_log_is_weight(name)) L->w_idx[L->n_w++] = i;
+        if (peat_runtime_golden_log_is_weight(name)) L->w_idx[L->n_w++] = i;
     }
     L->gw = malloc((size_t)(L->n_w > 0 ? L->n_w : 1) * sizeof *L->gw);
     if (!L->gw) return PEAT_ERROR(PEAT_ERR_NOMEM, "weight list");
     if (L->mem[0].log) {
         L->gbuf =
-            malloc((size_t)peat_campaign_golden_log_numel(L->mem[0].log) * sizeof *L->gbuf + 1);
+            malloc((size_t)peat_runtime_golden_log_numel(L->mem[0].log) * sizeof *L->gbuf + 1);
         if (!L->gbuf) return PEAT_ERROR(PEAT_ERR_NOMEM, "the golden run's weights");
     }
     return PEAT_OK;
@@ -275,7 +276,7 @@ static void iters_set(lockstep *L, int64_t iters)
     peat_runtime_result *res = L->res;
     L->iters = res->n = iters;
     res->n_eval = 0;
-    for (int i = 0; i < L->n; i++) peat_campaign_runtime_call_last_iter(L->mem[i].call, iters - 1);
+    for (int i = 0; i < L->n; i++) peat_runtime_call_last_iter(L->mem[i].call, iters - 1);
     for (int64_t t = 0; t < iters; t++)
         if ((t + 1) % L->every == 0 || t == iters - 1) res->eval_iter[res->n_eval++] = t;
 }
@@ -290,7 +291,7 @@ static peat_status lockstep_setup(lockstep *L)
                           PEAT_RUNTIME_MAX_BAND);
     if (!o->candidate && !o->model)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
-    PEAT_TRY(peat_campaign_runtime_freqs_check(o->freqs));
+    PEAT_TRY(peat_runtime_freqs_check(o->freqs));
     L->every = o->eval_every > 0 ? o->eval_every : peat_predictor_runtime_eval_every(o->iters);
     L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
     res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
@@ -307,10 +308,8 @@ static peat_status lockstep_setup(lockstep *L)
         if (r && o->band_in) m->local = 0; /* the golden cache's */
         L->n++;
         m->run = &res->band[r];
-        PEAT_TRY(
-            run_alloc(m->run, L->cap, cap_eval, r ? peat_campaign_runtime_band_spec(r) : "golden"));
-        if (m->local)
-            PEAT_TRY(member_setup(L, m, r ? peat_campaign_runtime_band_spec(r) : NULL, NULL));
+        PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, r ? peat_runtime_band_spec(r) : "golden"));
+        if (m->local) PEAT_TRY(member_setup(L, m, r ? peat_runtime_band_spec(r) : NULL, NULL));
     }
     char buf[256];
     snprintf(buf, sizeof buf, "%s", o->freqs ? o->freqs : PEAT_RUNTIME_DEFAULT_FREQS);
@@ -346,7 +345,7 @@ static void lockstep_free(lockstep *L)
             peat_exec_free(L->mem[i].ex);
         }
         peat_inject_model_free(L->mem[i].m);
-        peat_campaign_runtime_call_free(L->mem[i].call);
+        peat_runtime_call_free(L->mem[i].call);
         free(L->mem[i].tdist);
     }
     free(L->w_idx);
@@ -372,7 +371,7 @@ static double rel_l2(const float *x, const float *y, int64_t n, int64_t *nonfini
     return s > 0.0 ? sqrt(d / s) : sqrt(d);
 }
 
-double peat_campaign_runtime_distance_s(peat_flow_t *f)
+double peat_runtime_distance_s(peat_flow_t *f)
 {
     int n = peat_models_flow_state_count(f), reps = 0;
     double spent = 0;
@@ -385,7 +384,7 @@ double peat_campaign_runtime_distance_s(peat_flow_t *f)
             const char *name = NULL;
             const peat_tensor *w = peat_models_flow_state(f, i, &name);
             int64_t nf = 0;
-            if (name && peat_campaign_golden_log_is_weight(name))
+            if (name && peat_runtime_golden_log_is_weight(name))
                 sink += rel_l2(peat_f32(w), peat_f32(w), peat_tensor_numel(w), &nf);
         }
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
@@ -401,8 +400,8 @@ double peat_campaign_runtime_distance_s(peat_flow_t *f)
 static peat_status measure(lockstep *L, int64_t t)
 {
     const member *g = &L->mem[0];
-    int replayed = g->log && t < peat_campaign_golden_log_iters(g->log);
-    if (replayed) PEAT_TRY(peat_campaign_golden_log_read(g->log, t, L->gbuf));
+    int replayed = g->log && t < peat_runtime_golden_log_iters(g->log);
+    if (replayed) PEAT_TRY(peat_runtime_golden_log_read(g->log, t, L->gbuf));
     int64_t off = 0;
     for (int k = 0; k < L->n_w; k++) {
         const peat_tensor *w = peat_models_flow_state(g->f, L->w_idx[k], NULL);
@@ -534,7 +533,7 @@ static peat_status after_step(lockstep *L, int64_t t)
     const peat_runtime_opts *o = L->o;
     PEAT_TRY(measure(L, t));
     for (int i = L->res->n_band; (o->store || L->ranks) && o->checkpoint_iters && i < L->n; i++)
-        if (L->mem[i].local && peat_campaign_iter_spec_match(o->checkpoint_iters, t, L->iters))
+        if (L->mem[i].local && peat_iter_spec_match(o->checkpoint_iters, t, L->iters))
             PEAT_TRY(checkpoint(L, &L->mem[i], t));
     return PEAT_OK;
 }
@@ -557,22 +556,21 @@ static peat_status member_step(member *m, int64_t t, peat_flow_metrics *fm, int 
 {
     fm->loss = fm->accuracy = NAN;
     if (m->run->ended_iter >= 0) return PEAT_OK;
-    int64_t logged = peat_campaign_golden_log_iters(m->log);
+    int64_t logged = peat_runtime_golden_log_iters(m->log);
     if (t < logged) { /* a replayed golden iteration: its loss; evaluated on its weights */
         if (!eval) {
-            fm->loss = peat_campaign_golden_log_loss(m->log, t);
+            fm->loss = peat_runtime_golden_log_loss(m->log, t);
             return PEAT_OK;
         }
-        if (m->loaded != t) PEAT_TRY(peat_campaign_golden_log_load(m->log, t, m->f));
+        if (m->loaded != t) PEAT_TRY(peat_runtime_golden_log_load(m->log, t, m->f));
         m->loaded = t;
         return peat_models_flow_eval(m->f, fm);
     }
     if (m->log && m->loaded >= 0 && m->loaded != logged - 1) /* on from the log's last */
-        PEAT_TRY(peat_campaign_golden_log_load(m->log, logged - 1, m->f));
+        PEAT_TRY(peat_runtime_golden_log_load(m->log, logged - 1, m->f));
     m->loaded = -1;
     peat_status st = eval ? peat_models_flow_eval(m->f, fm) : peat_models_flow_step(m->f, fm);
-    if (st != PEAT_OK &&
-        peat_campaign_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
+    if (st != PEAT_OK && peat_runtime_call_ended(m->call, m->run->ended, sizeof m->run->ended)) {
         m->run->ended_iter = t;
         fm->loss = fm->accuracy = NAN;
         return PEAT_OK;
@@ -588,7 +586,7 @@ static void *lock_worker(void *arg)
     while (!w->sh->open) pthread_cond_wait(&w->sh->go, &w->sh->mu);
     pthread_mutex_unlock(&w->sh->mu);
     int64_t e = 0;
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     for (int64_t t = 0; t < L->iters; t++) {
         /* evaluation claims ended at the last barrier; none start before the next one */
         if (w->tid == 0) claims_reset(w, &w->sh->next_eval);
@@ -616,7 +614,7 @@ static void *lock_worker(void *arg)
         pthread_barrier_wait(&w->sh->bar);
         if (L->o->steer) {
             /* one thread moves the total while the others wait: all read it after the barrier */
-            if (w->tid == 0) steer(L, t + 1, peat_campaign_now() - t0);
+            if (w->tid == 0) steer(L, t + 1, peat_clock_now() - t0);
             pthread_barrier_wait(&w->sh->bar);
         }
     }
@@ -652,7 +650,7 @@ static peat_status lockstep_run(lockstep *L)
     for (int i = 0; i < L->n; i++) {
         if (!L->mem[i].local) continue;
         L->mem[i].run->swapped = peat_exec_swapped(L->mem[i].ex);
-        peat_campaign_runtime_call_shadow(L->mem[i].call, &L->mem[i].run->shadow);
+        peat_runtime_call_shadow(L->mem[i].call, &L->mem[i].run->shadow);
     }
     return sh.st;
 }
@@ -741,13 +739,13 @@ static peat_status member_unpack(peat_scale_pack *p, lockstep *L, int from)
      * holds band reruns only */
     int lo = L->merge && from == 0 ? 0 : 1, hi = from < 0 ? L->res->n_band : L->n;
     if (p->err || idx < lo || idx >= hi || L->mem[idx].local ||
-        (from >= 0 && peat_scale_ranks_owner(idx, L->o->n_ranks) != from) ||
-        n != L->res->n || ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
+        (from >= 0 && peat_scale_ranks_owner(idx, L->o->n_ranks) != from) || n != L->res->n ||
+        ne != L->res->n_eval || (w && w != L->n_w) || !L->mem[idx].tdist != !w)
         return PEAT_ERROR(PEAT_ERR_FORMAT,
                           "%s sent runtime run %d of %lld iterations, not one of its own "
                           "of %lld",
                           whom, (int)idx, (long long)n, (long long)L->res->n);
-    /* the band's orders follow the golden GEMM's (peat_campaign_runtime_band_order): a run
+    /* the band's orders follow the golden GEMM's (peat_runtime_band_order): a run
      * trained elsewhere as another order would be judged under the wrong name */
     if (strcmp(label, L->mem[idx].run->label))
         return PEAT_ERROR(PEAT_ERR_FORMAT,
@@ -1132,7 +1130,7 @@ static peat_status load_curves(const peat_store_table_t *t, peat_runtime_result 
     return res->n_band >= 2 ? peat_detector_band_build(m, res->n_band, &res->b) : PEAT_OK;
 }
 
-peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_result *res)
+peat_status peat_runtime_result_load(peat_store_t *s, peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);
     if (!peat_store_table_exists(s, PEAT_STORE_RUNTIME_CURVES)) return PEAT_ERR_NOTFOUND;
@@ -1141,7 +1139,7 @@ peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_resu
                                    NCOLS(peat_store_runtime_curve_cols), &t));
     peat_status st = peat_store_table_rows(t) > 0 ? load_curves(t, res) : PEAT_ERR_NOTFOUND;
     peat_store_table_close(t);
-    if (st != PEAT_OK) peat_campaign_runtime_result_free(res);
+    if (st != PEAT_OK) peat_runtime_result_free(res);
     return st;
 }
 
@@ -1162,10 +1160,10 @@ static peat_status band_cache(lockstep *L)
     return PEAT_OK; /* a pack that ran out of memory is not stored (err is set) */
 }
 
-peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res)
+peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     lockstep L;
     memset(&L, 0, sizeof L);
     L.o = o;
@@ -1190,7 +1188,7 @@ peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runti
     if (st == PEAT_OK && o->store) st = store_all(&L, &tabs);
     tables_close(&tabs);
     lockstep_free(&L);
-    res->t_total = peat_campaign_now() - t0;
+    res->t_total = peat_clock_now() - t0;
     return st;
 }
 
@@ -1211,11 +1209,11 @@ static peat_status shards_take(lockstep *L, peat_scale_pack *bodies, int n)
     return ckpts_write(L, bodies, n);
 }
 
-peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, peat_scale_pack *bodies,
-                                        int n, peat_runtime_result *res)
+peat_status peat_runtime_merge(const peat_runtime_opts *o, peat_scale_pack *bodies, int n,
+                               peat_runtime_result *res)
 {
     memset(res, 0, sizeof *res);
-    double t0 = peat_campaign_now();
+    double t0 = peat_clock_now();
     peat_runtime_opts mo = *o;
     mo.rank = -1, mo.n_ranks = n, mo.shard = NULL; /* no run is trained here */
     lockstep L;
@@ -1231,11 +1229,11 @@ peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, peat_scale_p
     if (st == PEAT_OK) st = store_all(&L, &tabs);
     tables_close(&tabs);
     lockstep_free(&L);
-    res->t_total = peat_campaign_now() - t0;
+    res->t_total = peat_clock_now() - t0;
     return st;
 }
 
-int peat_campaign_runtime_shadow_finding(const peat_runtime_run *r, peat_finding *f)
+int peat_runtime_shadow_finding(const peat_runtime_run *r, peat_finding *f)
 {
     const peat_runtime_shadow *s = &r->shadow;
     if (!s->on || s->bad < 1) return 0;
@@ -1257,38 +1255,4 @@ int peat_campaign_runtime_shadow_finding(const peat_runtime_run *r, peat_finding
              (long long)s->bad, (long long)s->checked, (long long)s->calls, (long long)s->exact);
     f->n_evidence = 2;
     return 1;
-}
-
-/* One line of a run's shadow check. */
-static void shadow_print(FILE *f, const peat_runtime_run *r)
-{
-    const peat_runtime_shadow *s = &r->shadow;
-    if (!s->on) return;
-    peat_finding fd;
-    if (peat_campaign_runtime_shadow_finding(r, &fd)) {
-        fprintf(f, "  - %s\n", fd.evidence[0]);
-        return;
-    }
-    fprintf(f,
-            "  - shadow check: %lld of %lld calls checked (%lld against the exact result), none "
-            "out of the envelope (%.2f s)\n",
-            (long long)s->checked, (long long)s->calls, (long long)s->exact, s->seconds);
-}
-
-void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r)
-{
-    fprintf(f, "\nruntime FI (%lld iterations, band of %d runs: golden + reorder):\n",
-            (long long)r->n, r->n_band);
-    fprintf(f, "%-32s %8s %-20s %6s %10s %12s %9s\n", "run", "swapped", "verdict", "iter",
-            "final loss", "band", "wdist/bnd");
-    for (int j = 0; j < r->n_faulty; j++) {
-        const peat_runtime_verdict *v = &r->verdict[j];
-        char band[32];
-        snprintf(band, sizeof band, "%.4g..%.4g", v->band_lo, v->band_hi);
-        fprintf(f, "%-32s %8lld %-20s %6lld %10.4g %12s %9.3g\n", r->faulty[j].label,
-                (long long)r->faulty[j].swapped, peat_detector_runtime_class_name(v->cls),
-                (long long)v->iter, v->final_loss, band, v->wdist_ratio);
-        fprintf(f, "  - %s\n", v->evidence);
-        shadow_print(f, &r->faulty[j]);
-    }
 }

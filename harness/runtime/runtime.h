@@ -1,9 +1,9 @@
 /* runtime.h: runtime fault injection: training with a faulty kernel in the loop, judged against
  * the golden noise band (docs/fault-injection.md). */
-#ifndef PEAT_HARNESS_RUNTIME_H
-#define PEAT_HARNESS_RUNTIME_H
+#ifndef PEAT_RUNTIME_RUNTIME_H
+#define PEAT_RUNTIME_RUNTIME_H
 
-#include "campaign/runtime_call.h"
+#include "harness/runtime/call.h"
 #include "harness/scale/run_shard.h"
 #include "detector/detector.h"
 #include "models/models.h"
@@ -57,7 +57,7 @@ typedef struct peat_runtime_opts {
     int64_t max_iters; /* what steering may grow to (0 = iters) */
     /* the profile's golden run (NULL or empty: the golden run trains here): its logged
      * iterations replayed, trained on from its last when the runs go further */
-    const struct peat_campaign_golden_log *golden;
+    const struct peat_runtime_golden_log *golden;
     /* the golden cache (golden_cache.h): band_in, the band reruns an earlier campaign of the same
      * key trained (not trained here: their curves and distances are taken from it); band_out,
      * where the reruns trained here are packed for the cache (NULL: neither) */
@@ -91,50 +91,42 @@ typedef struct peat_runtime_result {
 } peat_runtime_result;
 
 /* The inject model of band rerun r (1 .. PEAT_RUNTIME_MAX_BAND - 1; run 0 is the golden run) on
- * this machine: the listed orders (peat_campaign_runtime_band_listed), those that give the CPU
- * golden GEMM's own sums moved to the end (peat_campaign_runtime_band_order). */
-const char *peat_campaign_runtime_band_spec(int r);
+ * this machine: the listed orders (peat_runtime_band_listed), those that give the CPU
+ * golden GEMM's own sums moved to the end (peat_runtime_band_order). */
+const char *peat_runtime_band_spec(int r);
 /* Band order r as listed (docs/detector.md, "The band's reorder GEMMs"), whatever the golden. */
-const char *peat_campaign_runtime_band_listed(int r);
+const char *peat_runtime_band_listed(int r);
 /* The listed orders into out[0 .. PEAT_RUNTIME_MAX_BAND - 2], those whose sums are the given golden
  * GEMM's (fewer than a quarter of the outputs differ on more than half of a few random probe
  * shapes) after the others, each group in listed order. */
-void peat_campaign_runtime_band_order(const peat_kernel *golden, const char **out);
+void peat_runtime_band_order(const peat_kernel *golden, const char **out);
 /* How many frequencies a checked list holds. */
-int peat_campaign_runtime_freqs_count(const char *list);
+int peat_runtime_freqs_count(const char *list);
 /* Checks a frequency list ("1,1/10,p=0.01"; at most PEAT_RUNTIME_MAX_FREQS). */
-peat_status peat_campaign_runtime_freqs_check(const char *list);
+peat_status peat_runtime_freqs_check(const char *list);
 /* Trains the golden run, R - 1 band reruns (`reorder` variants on every call of the op) and one
  * faulty run per frequency in lockstep, measures loss, held-out accuracy, weight distance from
  * the golden run and non-finite values, builds the band and judges each faulty run. Stores the
  * curves, verdicts and checkpoints when o->store is set. */
-peat_status peat_campaign_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
-void peat_campaign_runtime_result_free(peat_runtime_result *res);
+peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result *res);
+void peat_runtime_result_free(peat_runtime_result *res);
 /* `peat merge` of run shards: bodies[r] (what shard r of n put in o->shard, read from its start)
  * into one result as rank 0 takes the ranks' runs: the checkpoints into o->store in one
  * process's order, the band, the verdicts and the /runtime tables, the same as
- * peat_campaign_runtime_run_all of one process. o as the shards ran (rank and n_ranks ignored). A
+ * peat_runtime_run_all of one process. o as the shards ran (rank and n_ranks ignored). A
  * shard that lacks a run or sends another's is named. */
-peat_status peat_campaign_runtime_merge(const peat_runtime_opts *o, struct peat_scale_pack *bodies,
-                                        int n, peat_runtime_result *res);
+peat_status peat_runtime_merge(const peat_runtime_opts *o, struct peat_scale_pack *bodies, int n,
+                               peat_runtime_result *res);
 /* The curves of a finished campaign's runtime FI (/runtime/curves) read back into res, its band
  * rebuilt from them (what report.html plots; the verdicts are the campaign's own, not these).
  * PEAT_ERR_NOTFOUND (no message) when the file holds none. */
-peat_status peat_campaign_runtime_result_load(peat_store_t *s, peat_runtime_result *res);
+peat_status peat_runtime_result_load(peat_store_t *s, peat_runtime_result *res);
 /* CPU seconds of what the lockstep does for one run after each iteration, on one thread while
  * the others wait: the distance of its weights from the golden run's, tensor by tensor (here f's
  * weights against themselves: the same passes). The planner adds it to every iteration. */
-double peat_campaign_runtime_distance_s(peat_flow_t *f);
+double peat_runtime_distance_s(peat_flow_t *f);
 /* The shadow check's finding of a faulty run (OUT_OF_BOUND, FAIL: a call in the loop whose error
  * left its envelope, docs/fault-injection.md "The shadow check"): 1 and *f when it has one. */
-int peat_campaign_runtime_shadow_finding(const peat_runtime_run *r, peat_finding *f);
-/* Terminal lines: one per frequency, verdict with its numbers. */
-void peat_campaign_runtime_print(FILE *f, const peat_runtime_result *r);
-
-struct peat_campaign_result;
-/* The runtime verdicts of a campaign as a terminal (md 0) or markdown table (md 1). */
-void peat_report_runtime_table(FILE *f, const struct peat_campaign_result *r, int md);
-/* report.html's runtime section: loss and weight distance of each faulty run over the band. */
-void peat_report_runtime_html(FILE *f, const peat_runtime_result *rt);
+int peat_runtime_shadow_finding(const peat_runtime_run *r, peat_finding *f);
 
 #endif

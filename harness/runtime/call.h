@@ -2,8 +2,8 @@
  * hang, exit or stray write ends that run with a one-line reason, never peat), or in-process
  * under a watchdog with --no-isolate (harness-internal); and the shadow check of its calls
  * against the op's rounding bound beside the golden kernel's (docs/fault-injection.md). */
-#ifndef PEAT_HARNESS_RUNTIME_CALL_H
-#define PEAT_HARNESS_RUNTIME_CALL_H
+#ifndef PEAT_RUNTIME_CALL_H
+#define PEAT_RUNTIME_CALL_H
 
 #include "core/exec_swap.h"
 #include "peat/peat.h"
@@ -31,26 +31,26 @@ typedef struct peat_runtime_shadow {
 /* Points s at k, called isolated (a worker of its own that keeps the kernel's state from call
  * to call, as one training run would) when isolate, else in-process with a watchdog of
  * timeout_s; with shadow (NULL: none) on, the calls it schedules are checked. *c is freed with
- * peat_campaign_runtime_call_free after the run. */
-peat_status peat_campaign_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
-                                             const peat_runtime_shadow *shadow, peat_exec_swap *s,
-                                             peat_runtime_call **c);
+ * peat_runtime_call_free after the run. */
+peat_status peat_runtime_call_setup(const peat_kernel *k, int isolate, double timeout_s,
+                                    const peat_runtime_shadow *shadow, peat_exec_swap *s,
+                                    peat_runtime_call **c);
 /* The run's last iteration (its calls are all checked); steering may move it. */
-void peat_campaign_runtime_call_last_iter(peat_runtime_call *c, int64_t last);
+void peat_runtime_call_last_iter(peat_runtime_call *c, int64_t last);
 /* 1 when a call of the run crashed, hung, exited or wrote astray (why: one line), else 0. */
-int peat_campaign_runtime_call_ended(const peat_runtime_call *c, char *why, size_t nwhy);
+int peat_runtime_call_ended(const peat_runtime_call *c, char *why, size_t nwhy);
 /* The shadow check's tally so far (zeroed when c is NULL or has none). */
-void peat_campaign_runtime_call_shadow(const peat_runtime_call *c, peat_runtime_shadow *out);
-void peat_campaign_runtime_call_free(peat_runtime_call *c);
+void peat_runtime_call_shadow(const peat_runtime_call *c, peat_runtime_shadow *out);
+void peat_runtime_call_free(peat_runtime_call *c);
 
 /* One call's check (exposed for tests): given the call's inputs, the candidate's outputs in a,
  * the golden kernel, the largest error / bound of each against the exact result (*cand, *gold)
  * and whether the call needed the exact (0: the outputs were within the cheap sufficient
  * threshold of the golden's, *cand and *gold are then not computed and set to -1). */
-peat_status peat_campaign_shadow_measure(const peat_args *a, const peat_kernel *golden,
-                                         double *cand, double *gold, int *exact);
+peat_status peat_runtime_shadow_measure(const peat_args *a, const peat_kernel *golden, double *cand,
+                                        double *gold, int *exact);
 /* The envelope of a checked call: max(PEAT_SHADOW_FACTOR x max(1, gold), PEAT_SHADOW_SELF_FACTOR
  * x self when self > 1) (docs/fault-injection.md, "The shadow check"). */
-double peat_campaign_shadow_envelope(double gold, double self);
+double peat_runtime_shadow_envelope(double gold, double self);
 
 #endif

@@ -1,9 +1,8 @@
 /* golden_log.c: the profile's golden training kept for runtime FI: each iteration's loss in memory,
  * its weights in an unlinked temporary file (written once, read back once or twice). */
 #define _GNU_SOURCE /* O_TMPFILE, pwritev, preadv */
-#include "campaign/golden_log.h"
+#include "harness/runtime/golden_log.h"
 
-#include "campaign/campaign.h"
 #include "core/child_fds.h"
 
 #include <errno.h>
@@ -16,7 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-struct peat_campaign_golden_log {
+struct peat_runtime_golden_log {
     int fd;
     int n_w;
     int *w_idx;     /* the weight tensors' state indices */
@@ -30,13 +29,7 @@ struct peat_campaign_golden_log {
     int restored; /* read from a saved log: its flow did not train it, so cannot train on */
 };
 
-int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
-{
-    return !o->no_runtime && !o->capture && !o->finetune_from && strcmp(k->backend, "cpu") == 0 &&
-           !getenv("PEAT_NO_GOLDEN_LOG");
-}
-
-int peat_campaign_golden_log_is_weight(const char *name)
+int peat_runtime_golden_log_is_weight(const char *name)
 {
     return strncmp(name, "adam.", 5) && strncmp(name, "sgd.", 4);
 }
@@ -61,10 +54,10 @@ static int temp_open(const char *dir)
 
 /* A log of f's weight tensors, no file yet (NULL when not every weight is fp32 or there is none).
  */
-static peat_status log_new(peat_flow_t *f, int64_t iters, peat_campaign_golden_log **out)
+static peat_status log_new(peat_flow_t *f, int64_t iters, peat_runtime_golden_log **out)
 {
     *out = NULL;
-    peat_campaign_golden_log *g = calloc(1, sizeof *g);
+    peat_runtime_golden_log *g = calloc(1, sizeof *g);
     int n = peat_models_flow_state_count(f);
     if (!g) return PEAT_ERROR(PEAT_ERR_NOMEM, "golden log");
     g->fd = -1, g->f = f;
@@ -73,44 +66,44 @@ static peat_status log_new(peat_flow_t *f, int64_t iters, peat_campaign_golden_l
     g->cap = iters > 0 ? iters : 1;
     g->loss = malloc((size_t)g->cap * sizeof *g->loss);
     if (!g->w_idx || !g->iov || !g->loss) {
-        peat_campaign_golden_log_free(g);
+        peat_runtime_golden_log_free(g);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "golden log");
     }
     int f32 = 1;
     for (int i = 0; i < n; i++) {
         const char *name = NULL;
         const peat_tensor *t = peat_models_flow_state(f, i, &name);
-        if (!name || !peat_campaign_golden_log_is_weight(name)) continue;
+        if (!name || !peat_runtime_golden_log_is_weight(name)) continue;
         g->w_idx[g->n_w++] = i;
         g->numel += peat_tensor_numel(t);
         f32 &= t->dtype == PEAT_DTYPE_F32;
     }
     if (g->n_w == 0 || !f32)
-        peat_campaign_golden_log_free(g);
+        peat_runtime_golden_log_free(g);
     else
         *out = g;
     return PEAT_OK;
 }
 
-peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64_t iters,
-                                          uint64_t max_bytes, peat_campaign_golden_log **out)
+peat_status peat_runtime_golden_log_open(peat_flow_t *f, const char *dir, int64_t iters,
+                                         uint64_t max_bytes, peat_runtime_golden_log **out)
 {
     *out = NULL;
-    peat_campaign_golden_log *g = NULL;
+    peat_runtime_golden_log *g = NULL;
     PEAT_TRY(log_new(f, iters, &g));
     if (!g) return PEAT_OK; /* no log: the runtime trains its golden run */
     const char *tmp = getenv("TMPDIR");
     uint64_t bytes = (uint64_t)g->numel * sizeof(float) * (uint64_t)g->cap;
     if (bytes > max_bytes || ((g->fd = temp_open(dir && *dir ? dir : ".")) < 0 &&
                               (g->fd = temp_open(tmp && *tmp ? tmp : "/tmp")) < 0)) {
-        peat_campaign_golden_log_free(g);
+        peat_runtime_golden_log_free(g);
         return PEAT_OK;
     }
     /* a log that could fill the disk would starve the campaign file beside it */
     struct statvfs fs;
     if (fstatvfs(g->fd, &fs) != 0 ||
         (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize < 2 * bytes + ROOM_LEFT) {
-        peat_campaign_golden_log_free(g);
+        peat_runtime_golden_log_free(g);
         return PEAT_OK;
     }
     peat_child_fd_hold(g->fd); /* the isolation's children do not keep the file alive */
@@ -119,7 +112,7 @@ peat_status peat_campaign_golden_log_open(peat_flow_t *f, const char *dir, int64
 }
 
 /* The iovecs of f's weight tensors. */
-static void iov_fill(const peat_campaign_golden_log *g, peat_flow_t *f)
+static void iov_fill(const peat_runtime_golden_log *g, peat_flow_t *f)
 {
     for (int k = 0; k < g->n_w; k++) {
         peat_tensor *t = peat_models_flow_state(f, g->w_idx[k], NULL);
@@ -141,12 +134,12 @@ static int io_all(int fd, struct iovec *iov, int n, off_t off, int wr)
     return 1;
 }
 
-static off_t iter_off(const peat_campaign_golden_log *g, int64_t t)
+static off_t iter_off(const peat_runtime_golden_log *g, int64_t t)
 {
     return (off_t)t * (off_t)g->numel * (off_t)sizeof(float);
 }
 
-void peat_campaign_golden_log_append(peat_campaign_golden_log *g, double loss)
+void peat_runtime_golden_log_append(peat_runtime_golden_log *g, double loss)
 {
     if (!g || g->fd < 0 || g->kept) return;
     if (g->n == g->cap) {
@@ -164,44 +157,44 @@ drop: /* the runtime trains its golden run instead */
     g->fd = -1, g->n = 0;
 }
 
-void peat_campaign_golden_log_keep(peat_campaign_golden_log *g, peat_flow_t *f, peat_exec_t *ex)
+void peat_runtime_golden_log_keep(peat_runtime_golden_log *g, peat_flow_t *f, peat_exec_t *ex)
 {
     peat_exec_clear_hooks(ex);
     g->f = f, g->ex = ex, g->kept = 1;
 }
 
-int64_t peat_campaign_golden_log_iters(const peat_campaign_golden_log *g)
+int64_t peat_runtime_golden_log_iters(const peat_runtime_golden_log *g)
 {
     return g && g->fd >= 0 && g->kept ? g->n : 0;
 }
 
-int peat_campaign_golden_log_trains_on(const peat_campaign_golden_log *g)
+int peat_runtime_golden_log_trains_on(const peat_runtime_golden_log *g)
 {
     return g && !g->restored;
 }
 
-double peat_campaign_golden_log_loss(const peat_campaign_golden_log *g, int64_t t)
+double peat_runtime_golden_log_loss(const peat_runtime_golden_log *g, int64_t t)
 {
     return g->loss[t];
 }
 
-peat_flow_t *peat_campaign_golden_log_flow(const peat_campaign_golden_log *g)
+peat_flow_t *peat_runtime_golden_log_flow(const peat_runtime_golden_log *g)
 {
     return g && g->kept ? g->f : NULL;
 }
 
-peat_exec_t *peat_campaign_golden_log_exec(const peat_campaign_golden_log *g)
+peat_exec_t *peat_runtime_golden_log_exec(const peat_runtime_golden_log *g)
 {
     return g && g->kept ? g->ex : NULL;
 }
 
-int64_t peat_campaign_golden_log_numel(const peat_campaign_golden_log *g)
+int64_t peat_runtime_golden_log_numel(const peat_runtime_golden_log *g)
 {
     return g->numel;
 }
 
 /* Iteration t's weights read back through n iovecs. */
-static peat_status iter_read(const peat_campaign_golden_log *g, int64_t t, struct iovec *iov, int n)
+static peat_status iter_read(const peat_runtime_golden_log *g, int64_t t, struct iovec *iov, int n)
 {
     if (t < 0 || t >= g->n || !io_all(g->fd, iov, n, iter_off(g, t), 0))
         return PEAT_ERROR(PEAT_ERR_IO,
@@ -210,20 +203,20 @@ static peat_status iter_read(const peat_campaign_golden_log *g, int64_t t, struc
     return PEAT_OK;
 }
 
-peat_status peat_campaign_golden_log_read(const peat_campaign_golden_log *g, int64_t t, float *buf)
+peat_status peat_runtime_golden_log_read(const peat_runtime_golden_log *g, int64_t t, float *buf)
 {
     struct iovec v = {buf, (size_t)g->numel * sizeof(float)};
     return iter_read(g, t, &v, 1);
 }
 
-peat_status peat_campaign_golden_log_load(const peat_campaign_golden_log *g, int64_t t,
-                                          peat_flow_t *f)
+peat_status peat_runtime_golden_log_load(const peat_runtime_golden_log *g, int64_t t,
+                                         peat_flow_t *f)
 {
     iov_fill(g, f); /* the appends' iovecs: appends ended when the log was kept */
     return iter_read(g, t, g->iov, g->n_w);
 }
 
-void peat_campaign_golden_log_free(peat_campaign_golden_log *g)
+void peat_runtime_golden_log_free(peat_runtime_golden_log *g)
 {
     if (!g) return;
     if (g->fd >= 0) {
@@ -258,7 +251,7 @@ static int bytes_io(int fd, void *buf, size_t n, off_t off, int wr)
 
 /* The weights into a new file at path: the log's own file linked there when the file system
  * allows it (an O_TMPFILE file on the same file system: no copy), else copied. */
-static int weights_save(const peat_campaign_golden_log *g, const char *path)
+static int weights_save(const peat_runtime_golden_log *g, const char *path)
 {
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", g->fd);
@@ -284,9 +277,9 @@ static int weights_save(const peat_campaign_golden_log *g, const char *path)
     return ok;
 }
 
-peat_status peat_campaign_golden_log_save(const peat_campaign_golden_log *g, const char *path)
+peat_status peat_runtime_golden_log_save(const peat_runtime_golden_log *g, const char *path)
 {
-    int64_t n = peat_campaign_golden_log_iters(g);
+    int64_t n = peat_runtime_golden_log_iters(g);
     if (n <= 0) return PEAT_ERROR(PEAT_ERR_INVAL, "golden log: nothing logged to save");
     char lpath[1100];
     snprintf(lpath, sizeof lpath, "%s.loss", path);
@@ -302,7 +295,7 @@ peat_status peat_campaign_golden_log_save(const peat_campaign_golden_log *g, con
 }
 
 /* The header and losses of a saved log into g (0 when they are not a log of g's weights). */
-static int losses_read(peat_campaign_golden_log *g, const char *path)
+static int losses_read(peat_runtime_golden_log *g, const char *path)
 {
     char lpath[1100];
     snprintf(lpath, sizeof lpath, "%s.loss", path);
@@ -318,23 +311,23 @@ static int losses_read(peat_campaign_golden_log *g, const char *path)
     return ok;
 }
 
-peat_status peat_campaign_golden_log_restore(const char *path, peat_flow_t *f, peat_exec_t *ex,
-                                             peat_campaign_golden_log **out)
+peat_status peat_runtime_golden_log_restore(const char *path, peat_flow_t *f, peat_exec_t *ex,
+                                            peat_runtime_golden_log **out)
 {
     *out = NULL;
-    peat_campaign_golden_log *g = NULL;
+    peat_runtime_golden_log *g = NULL;
     PEAT_TRY(log_new(f, 1, &g));
     struct stat sb;
     int ok = g && losses_read(g, path) && (g->fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0 &&
              fstat(g->fd, &sb) == 0 &&
              (uint64_t)sb.st_size == (uint64_t)g->n * (uint64_t)g->numel * sizeof(float);
     if (!ok) {
-        peat_campaign_golden_log_free(g); /* not kept: f and ex stay the caller's */
+        peat_runtime_golden_log_free(g); /* not kept: f and ex stay the caller's */
         return PEAT_ERROR(PEAT_ERR_FORMAT, "%s is not a golden log of this flow", path);
     }
     g->restored = 1;
     peat_child_fd_hold(g->fd);
-    peat_campaign_golden_log_keep(g, f, ex);
+    peat_runtime_golden_log_keep(g, f, ex);
     *out = g;
     return PEAT_OK;
 }

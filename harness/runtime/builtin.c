@@ -1,5 +1,5 @@
 /* builtin.c: one-time registration of every built-in kernel (exact, golden, candidates). */
-#include "campaign/harness.h"
+#include "harness/runtime/builtin.h"
 #include "golden/golden.h"
 #include "kernels/kernels.h"
 
@@ -32,7 +32,7 @@ static void init_once(void)
     if (init_status != PEAT_OK) snprintf(init_msg, sizeof init_msg, "%s", peat_error_last());
 }
 
-peat_status peat_campaign_builtin_init(void)
+peat_status peat_runtime_builtin_init(void)
 {
     pthread_once(&once, init_once);
     if (init_status != PEAT_OK)
