@@ -1,5 +1,6 @@
 /* exec_swap.h: the exec context's swap hook, PEAT's own runtime fault injection (core/exec.c;
- * inject/ and the runtime-FI driver campaign/runtime.c use it). Not part of the plugin API. */
+ * inject/ and the runtime-FI driver harness/runtime/runtime.c use it). Not part of the plugin API.
+ */
 #ifndef PEAT_CORE_EXEC_SWAP_H
 #define PEAT_CORE_EXEC_SWAP_H
 

@@ -18,7 +18,7 @@ int64_t peat_predictor_runtime_eval_every(int64_t iters)
 
 int64_t peat_predictor_runtime_evals(int64_t iters)
 {
-    /* as campaign/runtime.c schedules them: every interval, and the last */
+    /* as harness/runtime/runtime.c schedules them: every interval, and the last */
     return peat_predictor_evals_every(iters, peat_predictor_runtime_eval_every(iters));
 }
 
