@@ -1,8 +1,8 @@
 /* bench_analyzer.c: analyzer throughput against memcpy (1 core, all cores), and where a default
  * campaign's time goes, stage by stage, for every flow (tables). */
 #include "analyzer/analyzer.h"
-#include "run/run.h"
-#include "campaign/campaign.h"
+#include "harness/run/run.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 
 #include <stdio.h>

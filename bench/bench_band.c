@@ -2,7 +2,7 @@
  * the band, one fresh training seed each) per flow, the candidate loop rule's (drift included),
  * its detection rate on the zoo's defects that change training, and the shadow check's cost
  * (--shadow: the stage with and without it; docs/fault-injection.md). */
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "harness/runtime/runtime.h"
 #include "models/models.h"

@@ -2,9 +2,9 @@
  * overhead), playback FI trials per second per op and model with one trial's cost over one
  * golden call of the same records, and the speed-up of trials from 1 to 2 threads. */
 #define _DEFAULT_SOURCE
-#include "campaign/campaign.h"
-#include "run/run.h"
-#include "run/fi.h"
+#include "harness/campaign/campaign.h"
+#include "harness/run/run.h"
+#include "harness/fi/fi.h"
 #include "harness/runtime/builtin.h"
 #include "inject/inject.h"
 #include "models/models.h"
@@ -117,7 +117,7 @@ static peat_fi_result fi_run_opts(const char *base, const char *work, const char
 {
     copy_campaign(base, work);
     peat_fi_opts o;
-    peat_run_fi_opts_default(&o);
+    peat_fi_opts_default(&o);
     o.campaign = work;
     o.models = model;
     o.ops = ops;
@@ -129,7 +129,7 @@ static peat_fi_result fi_run_opts(const char *base, const char *work, const char
     o.layers = layers;
     o.local_only = local_only;
     peat_fi_result r;
-    if (peat_run_fi(&o, &r) != PEAT_OK) {
+    if (peat_fi_run(&o, &r) != PEAT_OK) {
         fprintf(stderr, "bench_fi: %s\n", peat_error_last());
         exit(1);
     }
@@ -214,8 +214,8 @@ static void bench_views(const char *base)
         printf("| %s | %lld | %.0f | %.0f | %.2f | %.2f | %.2f |\n", flows[i].flow,
                (long long)p.n_run, l.trials_per_s, p.trials_per_s, 1e3 * step, 1e3 * pt,
                step > 0 ? pt / step : 0);
-        peat_run_fi_result_free(&l);
-        peat_run_fi_result_free(&p);
+        peat_fi_result_free(&l);
+        peat_fi_result_free(&p);
     }
     printf("\n");
 }
@@ -244,7 +244,7 @@ static void bench_fc1(const char *base)
     printf("\n| local |");
     for (int o = 0; o < PEAT_INJECT_OUTCOME_COUNT; o++) rate_cell(t, t->n[o], t->total);
     printf(" - |\n\n");
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
 }
 
 static void bench_trials(const char *base, const char *work)
@@ -278,7 +278,7 @@ static void bench_trials(const char *base, const char *work)
         printf("| %s | %s | %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f |\n", cases[i].op,
                cases[i].model, cases[i].site, (long long)nrec, (long long)r.n_run,
                trial > 0 ? 1 / trial : 0, 1e6 * g, 1e6 * trial, g > 0 ? trial / g : 0);
-        peat_run_fi_result_free(&r);
+        peat_fi_result_free(&r);
     }
     printf("\n");
 }
@@ -294,7 +294,7 @@ static void bench_threads(const char *base, const char *work)
         if (th == 1) t1 = r.t_run;
         printf("| %d | %lld | %.3f | %.0f | %.2f |\n", th, (long long)r.n_run, r.t_run,
                r.trials_per_s, r.t_run > 0 ? t1 / r.t_run : 0);
-        peat_run_fi_result_free(&r);
+        peat_fi_result_free(&r);
     }
     printf("\n(%ld online CPUs; a speed-up under 2 on a shared machine is other load)\n", cpus);
 }

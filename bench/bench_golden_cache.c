@@ -1,4 +1,4 @@
-/* bench_golden_cache.c: the golden work paid once (campaign/golden_cache.c), side by side in one
+/* bench_golden_cache.c: the golden work paid once (harness/campaign/golden_cache.c), side by side in one
  * run: a nightly suite of GEMM candidates on one flow (`peat ci`, each item its own `peat run`)
  * with the golden cache against the same campaigns run independently without it, and a second
  * `peat run --size base --flow gpt` of another kernel against the first, set against one golden

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "harness/runtime/builtin.h"
-#include "run/run.h"
-#include "campaign/campaign.h"
-#include "latency/latency.h"
-#include "latency/latency_cli.h"
+#include "harness/run/run.h"
+#include "harness/campaign/campaign.h"
+#include "harness/latency/latency.h"
+#include "harness/latency/latency_cli.h"
 #include "predictor/predictor.h"
 
 #define MIN_S 0.002 /* per timing: at least 3 calls and 2 ms */

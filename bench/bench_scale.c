@@ -5,10 +5,10 @@
 #define _DEFAULT_SOURCE /* wait4 (a child's own peak RSS) and getloadavg */
 #include "detector/detector.h"
 #include "golden/golden.h"
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "models/models.h"
-#include "run/run.h"
+#include "harness/run/run.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include "core/record.h"
-#include "run/run.h"
+#include "harness/run/run.h"
 #include "harness/runtime/builtin.h"
 #include "store/store.h"
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "models/models.h"
 
-/* The default campaign of `peat run` (campaign/campaign.c): record CALLS calls of the
+/* The default campaign of `peat run` (harness/campaign/campaign.c): record CALLS calls of the
  * candidate's op spread over the default iterations, metrics every iteration, a checkpoint at
  * the last one. Each flow is measured with the op its default candidate validates. */
 #define CALLS PEAT_CAMPAIGN_DEFAULT_CALLS

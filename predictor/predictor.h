@@ -323,7 +323,8 @@ typedef struct peat_pred_plan {
  * run's cost; the points kept are a subset of the ten: an accuracy drop is still sampled at the
  * end and at every fifth of the run). */
 #define PEAT_PRED_RUNTIME_EVALS 5
-/* The interval: iters / PEAT_PRED_RUNTIME_EVALS (at least 1). harness/runtime.c schedules by it. */
+/* The interval: iters / PEAT_PRED_RUNTIME_EVALS (at least 1). harness/runtime/runtime.c schedules
+ * by it. */
 int64_t peat_predictor_runtime_eval_every(int64_t iters);
 /* Held-out evaluations of a runtime-FI run of iters iterations (every interval, and the last). */
 int64_t peat_predictor_runtime_evals(int64_t iters);

@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "harness/runtime/builtin.h"
-#include "campaign/result_store.h"
+#include "harness/campaign/result_store.h"
 #include "harness/runtime/runtime.h"
 
 #include <hdf5.h>

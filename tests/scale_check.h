@@ -6,9 +6,9 @@
 
 #include <criterion/criterion.h>
 
-#include "campaign/campaign.h"
-#include "run/fi.h"
-#include "run/run.h"
+#include "harness/campaign/campaign.h"
+#include "harness/fi/fi.h"
+#include "harness/run/run.h"
 #include "store/store.h"
 
 #include <math.h>
@@ -57,7 +57,7 @@ static inline void copy_dir(const char *from, const char *to)
 
 static inline void fi_opts(peat_fi_opts *o, const char *dir, const char *shard)
 {
-    peat_run_fi_opts_default(o);
+    peat_fi_opts_default(o);
     o->campaign = dir;
     o->models = FI_MODELS;
     o->trials = 30;
@@ -76,8 +76,8 @@ static inline void run_shard(const char *dir, int i, int n, int64_t kill_after)
     fi_opts(&o, dir, spec);
     o.debug_kill_after = kill_after;
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "shard %s: %s", spec, peat_error_last());
-    peat_run_fi_result_free(&r);
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "shard %s: %s", spec, peat_error_last());
+    peat_fi_result_free(&r);
 }
 
 /* The same double, NaN included (a NaN trial's max_norm and distances are NaN in both). */
@@ -94,9 +94,9 @@ static inline void assert_same_fi(const char *a, const char *b)
     peat_fi_result ra, rb;
     fi_opts(&o, a, NULL);
     o.show = 1;
-    cr_assert_eq(peat_run_fi(&o, &ra), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &ra), PEAT_OK, "%s", peat_error_last());
     o.campaign = b;
-    cr_assert_eq(peat_run_fi(&o, &rb), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &rb), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(ra.n_trials, rb.n_trials, "%lld trials vs %lld", (long long)ra.n_trials,
                  (long long)rb.n_trials);
     for (int64_t i = 0; i < ra.n_trials; i++) {
@@ -121,8 +121,8 @@ static inline void assert_same_fi(const char *a, const char *b)
                 !memcmp(ra.tab[g].rows[k].t.n, rb.tab[g].rows[k].t.n, sizeof ra.tab[g].rows[k].t.n),
                 "table %d row %s: other counts", g, ra.tab[g].rows[k].key);
     }
-    peat_run_fi_result_free(&ra);
-    peat_run_fi_result_free(&rb);
+    peat_fi_result_free(&ra);
+    peat_fi_result_free(&rb);
     /* every signature (the campaign's and the FI reference ones) */
     char pa[400], pb[400];
     snprintf(pa, sizeof pa, "%s/campaign.h5", a);
@@ -153,9 +153,9 @@ static inline int64_t trial_rows(const char *dir)
     fi_opts(&o, dir, NULL);
     o.show = 1;
     peat_fi_result r;
-    if (peat_run_fi(&o, &r) != PEAT_OK) return 0;
+    if (peat_fi_run(&o, &r) != PEAT_OK) return 0;
     int64_t n = r.n_trials;
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     return n;
 }
 

@@ -3,11 +3,11 @@
  * gemm_fp16 judged under amp-fp16 in a campaign. */
 #include <criterion/criterion.h>
 
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "models/flow_impl.h"
 #include "models/models.h"
-#include "run/run.h"
+#include "harness/run/run.h"
 #include "store/store.h"
 #include "flow_run.h"
 

@@ -4,11 +4,11 @@
 #include <criterion/criterion.h>
 
 #include "core/backend_impl.h"
-#include "run/run.h"
-#include "campaign/campaign.h"
+#include "harness/run/run.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "harness/isolate/isolate.h"
-#include "nightly/jsonread.h"
+#include "harness/nightly/jsonread.h"
 #include "store/store.h"
 
 #include <signal.h>

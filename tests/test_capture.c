@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "store/store.h"
 

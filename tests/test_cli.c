@@ -1,7 +1,7 @@
 /* test_cli.c: the `peat` command end to end: verdicts of known kernels, exit codes, bad input. */
 #include <criterion/criterion.h>
 
-#include "cli/options.h"
+#include "harness/cli/options.h"
 
 #include <fcntl.h>
 

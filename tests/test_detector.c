@@ -7,7 +7,7 @@
 #include "analyzer/analyzer.h"
 #include "harness/runtime/builtin.h"
 #include "detector/detector.h"
-#include "run/calibrate.h"
+#include "harness/run/calibrate.h"
 #include "golden/golden.h"
 #include "inject/inject.h"
 #include "peat/peat.h"

@@ -5,15 +5,15 @@
 #include <criterion/criterion.h>
 
 #include "analyzer/analyzer.h"
-#include "run/run.h"
+#include "harness/run/run.h"
 #include "detector/detector.h"
 #include "golden/golden.h"
-#include "campaign/campaign.h"
-#include "run/fi.h"
+#include "harness/campaign/campaign.h"
+#include "harness/fi/fi.h"
 #include "harness/runtime/builtin.h"
 #include "harness/runtime/golden_log.h"
 #include "harness/runtime/runtime.h"
-#include "run/fi_propagate.h"
+#include "harness/fi/fi_propagate.h"
 #include "inject/inject.h"
 #include "models/models.h"
 #include "store/store.h"
@@ -839,7 +839,7 @@ Test(fi, table_rows_survive_reopen_and_columns_are_checked)
 
 static void fi_opts(peat_fi_opts *o, const char *dir)
 {
-    peat_run_fi_opts_default(o);
+    peat_fi_opts_default(o);
     o->campaign = dir;
     o->models = "bitflip(bit=-1);nan;tile(rows=4,cols=4,kind=random)";
     o->trials = 60;
@@ -864,7 +864,7 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
         fi_opts(&o, dir);
         o.debug_kill_after = 40;
         peat_fi_result r;
-        peat_run_fi(&o, &r);
+        peat_fi_run(&o, &r);
         _exit(3); /* not reached: the kill comes first */
     }
     int ws;
@@ -873,7 +873,7 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     peat_fi_opts o;
     fi_opts(&o, dir);
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
     cr_assert_eq(r.n_resumed, 48, "three batches of 16 were in the file");
     cr_assert_eq(r.n_run, 3 * 60 - 48);
     cr_assert_eq(r.n_trials, 3 * 60, "no trial doubled");
@@ -881,7 +881,7 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     peat_fi_result c;
     fi_opts(&o, clean);
     o.threads = 1;
-    cr_assert_eq(peat_run_fi(&o, &c), PEAT_OK, "clean: %s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &c), PEAT_OK, "clean: %s", peat_error_last());
     cr_assert_eq(c.n_trials, r.n_trials);
     for (int64_t i = 0; i < c.n_trials; i++) {
         int found = 0;
@@ -919,8 +919,8 @@ Test(fi, killed_fi_campaign_resumes_with_no_trial_lost_or_doubled)
     cr_assert(strstr(js, "\"n_nan\""));
     free(js);
     peat_store_close(s);
-    peat_run_fi_result_free(&r);
-    peat_run_fi_result_free(&c);
+    peat_fi_result_free(&r);
+    peat_fi_result_free(&c);
 }
 
 /* The band's reruns are the orders docs/detector.md lists ("The band's reorder GEMMs": "1.
@@ -1110,10 +1110,10 @@ Test(fi, propagated_class_of_faults_with_known_effects)
                 *fc3 = record_of(s, "fc3", PEAT_PHASE_FWD);
     int64_t iters[2] = {fc1->iter, fc3->iter};
     peat_fi_prop_t *p;
-    cr_assert_eq(peat_run_fi_prop_alloc(&meta, iters, 2, &p), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_prop_alloc(&meta, iters, 2, &p), PEAT_OK, "%s", peat_error_last());
     peat_fi_prop_worker_t *w;
-    cr_assert_eq(peat_run_fi_prop_worker_alloc(p, &w), PEAT_OK, "%s", peat_error_last());
-    const peat_inject_step_band *band = peat_run_fi_prop_band(p, fc3->iter);
+    cr_assert_eq(peat_fi_prop_worker_alloc(p, &w), PEAT_OK, "%s", peat_error_last());
+    const peat_inject_step_band *band = peat_fi_prop_band(p, fc3->iter);
     cr_assert(band && band->loss > 0 && band->w > 0, "honest reorderings move loss and weights");
 
     /* fc1's pre-activation: an element far below zero (the bias is near 0 this early) with its
@@ -1127,20 +1127,20 @@ Test(fi, propagated_class_of_faults_with_known_effects)
     faulty_make(fc1, e, peat_f32_from_bits(peat_f32_bits(g[e]) ^ 1u), &a);
     peat_inject_trial t;
     memset(&t, 0, sizeof t);
-    cr_assert_eq(peat_run_fi_prop_trial(w, fc1, &a, &t), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_prop_trial(w, fc1, &a, &t), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(t.prop, PEAT_INJECT_MASKED, "a flip the ReLU zeroes is MASKED, got %s",
                  peat_inject_outcome_name(t.prop));
     peat_args_free_outputs(&a);
 
     /* the same element made positive and large: the step changes (not MASKED) */
     faulty_make(fc1, e, 64.0f, &a);
-    cr_assert_eq(peat_run_fi_prop_trial(w, fc1, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_fi_prop_trial(w, fc1, &a, &t), PEAT_OK);
     cr_assert_neq(t.prop, PEAT_INJECT_MASKED, "a value through the ReLU is not masked");
     peat_args_free_outputs(&a);
 
     /* a NaN in the logits: the loss is NaN: DUE */
     faulty_make(fc3, 0, NAN, &a);
-    cr_assert_eq(peat_run_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
     cr_assert_eq(t.prop, PEAT_INJECT_DUE, "a NaN logit is DUE, got %s",
                  peat_inject_outcome_name(t.prop));
     peat_args_free_outputs(&a);
@@ -1153,7 +1153,7 @@ Test(fi, propagated_class_of_faults_with_known_effects)
     for (int64_t c = 1; c < C; c++)
         if (z[c] > z[best]) best = c;
     faulty_make(fc3, best, -100.0f, &a);
-    cr_assert_eq(peat_run_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
     cr_assert_eq(t.prop, PEAT_INJECT_SDC, "got %s", peat_inject_outcome_name(t.prop));
     cr_assert_geq(t.pred_changed, 1, "row 0's predicted class changes");
     peat_args_free_outputs(&a);
@@ -1166,15 +1166,15 @@ Test(fi, propagated_class_of_faults_with_known_effects)
     cr_assert_eq(
         peat_inject_run(m, peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu"), &a, 1),
         PEAT_OK);
-    cr_assert_eq(peat_run_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
+    cr_assert_eq(peat_fi_prop_trial(w, fc3, &a, &t), PEAT_OK);
     cr_assert(t.prop == PEAT_INJECT_MASKED || t.prop == PEAT_INJECT_TOLERABLE,
               "an honest order is MASKED or TOLERABLE, got %s (d_loss %g band %g, d_w %g band %g)",
               peat_inject_outcome_name(t.prop), t.d_loss, band->loss, t.d_w, band->w);
     peat_args_free_outputs(&a);
     peat_inject_model_free(m);
 
-    peat_run_fi_prop_worker_free(w);
-    peat_run_fi_prop_free(p);
+    peat_fi_prop_worker_free(w);
+    peat_fi_prop_free(p);
     peat_record_free(fc1);
     peat_record_free(fc3);
     peat_store_close(s);
@@ -1220,7 +1220,7 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
     make_campaign(dir);
     snprintf(path, sizeof path, "%s/campaign.h5", dir);
     peat_fi_opts o;
-    peat_run_fi_opts_default(&o);
+    peat_fi_opts_default(&o);
     o.campaign = dir;
     o.models = "bitflip(bit=-1)";
     o.trials = 40;
@@ -1229,7 +1229,7 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
     o.layers = "fc1";
     o.phases = "fwd";
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_trials, 40);
     for (int64_t i = 0; i < r.n_trials; i++) {
         cr_assert_str_eq(r.trials[i].layer, "fc1", "trial %lld hit layer %s", (long long)i,
@@ -1237,27 +1237,27 @@ Test(fi, selection_makes_its_own_series_and_reruns_add_no_signature)
         cr_assert_eq(r.trials[i].phase, PEAT_PHASE_FWD);
         cr_assert_str_eq(r.trials[i].select, "layer=fc1 phase=fwd");
     }
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     peat_store_t *s;
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
     int64_t sigs = peat_store_signature_count(s);
     peat_store_close(s);
     /* the same command again: nothing run, no signature row added */
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_run, 0, "a rerun resumes everything");
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     cr_assert_eq(peat_store_open(path, 0, &s), PEAT_OK);
     cr_assert_eq(peat_store_signature_count(s), sigs, "no duplicate fi: signature rows");
     peat_store_close(s);
     /* the same model over every record is another series */
     o.layers = NULL, o.phases = NULL;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_run, 40, "a new series, not a resume of the fc1 one");
     cr_assert_eq(r.tab[PEAT_INJECT_BY_MODEL].n, 2, "two series in the file");
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     /* a layer no record has is refused with a message */
     o.layers = "nope";
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_ERR_NOTFOUND);
     cr_assert_eq(peat_store_test_swmr_creates(), creates,
                  "objects were asked for in a file in SWMR write mode");
 }

@@ -1,5 +1,5 @@
-/* test_isolate.c: the isolated runner (harness/isolate.c) and its persistent worker
- * (harness/isolate_worker.c): a crash, an exit, a hang and a stray write each become their
+/* test_isolate.c: the isolated runner (harness/isolate/isolate.c) and its persistent worker
+ * (harness/isolate/isolate_worker.c): a crash, an exit, a hang and a stray write each become their
  * outcome and the next call runs clean; state a kernel keeps in a static variable never reaches
  * another call unless the worker is asked to keep it (one training run). */
 #define _GNU_SOURCE /* prlimit */

@@ -4,7 +4,7 @@
  * labels (diff of different kernels, predict's params, the zoo matrix, help, list, errors,
  * inspect of a directory); the campaign file's names and exact outputs through h5py. */
 #include "cli_run.h"
-#include "run/calibrate.h"
+#include "harness/run/calibrate.h"
 
 #include <math.h>
 

@@ -4,13 +4,13 @@
  * junit.xml against tests/junit.xsd). */
 #include <criterion/criterion.h>
 
-#include "nightly/ci.h"
-#include "cli/cmdline.h"
-#include "nightly/diff.h"
-#include "nightly/jsonread.h"
-#include "campaign/plots.h"
+#include "harness/nightly/ci.h"
+#include "harness/cli/cmdline.h"
+#include "harness/nightly/diff.h"
+#include "harness/nightly/jsonread.h"
+#include "harness/campaign/plots.h"
 #include "analyzer/analyzer.h"
-#include "nightly/suite.h"
+#include "harness/nightly/suite.h"
 #include "harness/runtime/builtin.h"
 #include "peat/backend.h"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "harness/runtime/builtin.h"
-#include "latency/latency.h"
+#include "harness/latency/latency.h"
 #include "predictor/predictor.h"
 #include "store/store_latency.h"
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "analyzer/probe.h"
-#include "run/run.h"
-#include "campaign/campaign.h"
+#include "harness/run/run.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 
 static void setup(void)

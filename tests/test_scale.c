@@ -5,12 +5,12 @@
  * identical result; shards of another campaign or another shard count are refused. */
 #include <criterion/criterion.h>
 
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "harness/scale/scale.h"
-#include "run/fi.h"
-#include "run/fi_shard.h"
-#include "run/run.h"
+#include "harness/fi/fi.h"
+#include "harness/fi/fi_shard.h"
+#include "harness/run/run.h"
 #include "store/store.h"
 
 #include "scale_check.h"
@@ -72,9 +72,9 @@ Test(scale, fi_shards_merged_equal_the_single_run_for_any_count)
     fi_opts(&o, single, NULL);
     o.threads = 1;
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_trials, 90);
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     const int counts[] = {1, 2, 3, 7};
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int n = counts[c];
@@ -82,16 +82,16 @@ Test(scale, fi_shards_merged_equal_the_single_run_for_any_count)
         copy_dir(base, dir);
         for (int i = n - 1; i >= 0; i--) run_shard(dir, i, n, 0); /* any order */
         cr_assert_eq(trial_rows(dir), 0, "a shard writes only its own file");
-        cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "merge of %d: %s", n,
+        cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "merge of %d: %s", n,
                      peat_error_last());
         cr_assert_eq(r.n_merged, 90, "%d shards: %lld trials merged", n, (long long)r.n_merged);
-        peat_run_fi_result_free(&r);
+        peat_fi_result_free(&r);
         assert_same_fi(single, dir);
         /* merging again adds nothing */
-        cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "%s", peat_error_last());
+        cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "%s", peat_error_last());
         cr_assert_eq(r.n_merged, 0);
         cr_assert_eq(r.n_trials, 90);
-        peat_run_fi_result_free(&r);
+        peat_fi_result_free(&r);
     }
 }
 
@@ -107,17 +107,17 @@ Test(scale, missing_shard_is_named_and_its_rerun_completes_the_merge)
     peat_fi_opts o;
     fi_opts(&o, single, NULL);
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
-    peat_run_fi_result_free(&r);
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
+    peat_fi_result_free(&r);
     run_shard(dir, 0, 3, 0);
     run_shard(dir, 2, 3, 0);
-    cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND,
+    cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND,
                  "merge without shard 1");
     const char *msg = peat_error_last();
     cr_assert(strstr(msg, "shard 1/3 missing") && strstr(msg, "#1, #4") &&
                   !strstr(msg, "shard 0/3") && !strstr(msg, "shard 2/3") && !strchr(msg, '\n'),
               "the message names shard 1 and its trials alone, in one line: %s", msg);
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     cr_assert_eq(trial_rows(dir), 0, "nothing merged while a shard is missing");
     /* shard 1, killed after 8 of its rows, then resumed */
     pid_t pid = fork();
@@ -128,17 +128,17 @@ Test(scale, missing_shard_is_named_and_its_rerun_completes_the_merge)
     int ws;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "the shard was killed");
-    cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND);
+    cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND);
     cr_assert(strstr(peat_error_last(), "shard 1/3 incomplete: 22 of its 30"),
               "a killed shard is incomplete: %s", peat_error_last());
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     fi_opts(&o, dir, "1/3");
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "resume: %s", peat_error_last());
     cr_assert_eq(r.n_resumed, 8, "the killed shard's rows were kept");
     cr_assert_eq(r.n_run, 22);
-    peat_run_fi_result_free(&r);
-    cr_assert_eq(peat_run_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "%s", peat_error_last());
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
+    cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_OK, "%s", peat_error_last());
+    peat_fi_result_free(&r);
     assert_same_fi(single, dir);
 }
 
@@ -158,15 +158,15 @@ Test(scale, shards_of_another_campaign_or_count_are_refused)
     snprintf(s1, sizeof s1, "%s/fi-shard-1-of-2.h5", a);
     const char *mixed[2] = {s0, s1};
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi_merge(a, mixed, 2, 0, &r), PEAT_ERR_INVAL);
+    cr_assert_eq(peat_fi_merge(a, mixed, 2, 0, &r), PEAT_ERR_INVAL);
     cr_assert(strstr(peat_error_last(), "seed 2") && strstr(peat_error_last(), "seed 1"),
               "names both seeds: %s", peat_error_last());
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     /* a shard of 3 beside shards of 2 */
     run_shard(a, 2, 3, 0);
-    cr_assert_eq(peat_run_fi_merge(a, NULL, 0, 0, &r), PEAT_ERR_INVAL);
+    cr_assert_eq(peat_fi_merge(a, NULL, 0, 0, &r), PEAT_ERR_INVAL);
     cr_assert(strstr(peat_error_last(), "mismatched shards"), "%s", peat_error_last());
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
     cr_assert_eq(trial_rows(a), 0, "nothing written by a refused merge");
     /* the command line: one line on stderr, exit 2 */
     snprintf(cmd, sizeof cmd, "%s merge '%s' '%s' 2>'%s/err' >/dev/null", PEAT_TEST_BIN, b, s1,

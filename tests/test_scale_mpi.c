@@ -10,7 +10,7 @@
 #include <criterion/criterion.h>
 
 #include "harness/runtime/builtin.h"
-#include "campaign/result_store.h"
+#include "harness/campaign/result_store.h"
 #include "harness/runtime/runtime.h"
 
 #include <stdio.h>
@@ -59,9 +59,9 @@ static void single_run(const char *dir)
     o.threads = 1;
     o.signature_trials = 0; /* what the command line uses */
     peat_fi_result r;
-    cr_assert_eq(peat_run_fi(&o, &r), PEAT_OK, "%s", peat_error_last());
+    cr_assert_eq(peat_fi_run(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_trials, 90);
-    peat_run_fi_result_free(&r);
+    peat_fi_result_free(&r);
 }
 
 Test(mpi, ranks_give_the_single_process_trials_and_signatures)

@@ -2,7 +2,7 @@
  * switch to bf16 failing, an honest kernel clean) and the loop rule for candidates (issue 42). */
 #include <criterion/criterion.h>
 
-#include "campaign/campaign.h"
+#include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "harness/runtime/runtime.h"
 #include "detector/detector.h"

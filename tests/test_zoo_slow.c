@@ -3,7 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "run/calibrate.h"
+#include "harness/run/calibrate.h"
 
 Test(zoo, every_defect_caught_no_false_alarm, .timeout = 1800)
 {

@@ -28,7 +28,7 @@ typedef enum {
 /* Runs k on a, whose outputs come from peat_isolate_outputs_alloc. The kernel gets copies
  * of the inputs (a's own are never written, so references computed from them stay clean), compared
  * with them afterwards; the outputs' sentinels are checked. Isolated: in the calling thread's
- * persistent worker for k (harness/isolate_worker.c; a forked child per call with
+ * persistent worker for k (harness/isolate/isolate_worker.c; a forked child per call with
  * PEAT_ISOLATE=fork), its own process group, killed with peat, with a deadline of timeout_s;
  * every call starts from the kernel's state at the worker's start. In-process, a crash, an exit
  * or a call past timeout_s ends peat with one line. *out says what the call did, why (one line) why

@@ -1,6 +1,6 @@
 /* runtime_call.c: the candidate in the training loop of a runtime FI run, through the isolated
- * worker (harness/isolate_worker.c) or in-process under a watchdog (--no-isolate), and the shadow
- * check of its calls against the op's rounding bound beside the golden's. */
+ * worker (harness/isolate/isolate_worker.c) or in-process under a watchdog (--no-isolate), and the
+ * shadow check of its calls against the op's rounding bound beside the golden's. */
 #include "harness/runtime/call.h"
 #include "analyzer/analyzer.h"
 #include "core/clock.h"

@@ -30,7 +30,7 @@ void peat_runtime_golden_log_keep(peat_runtime_golden_log *g, peat_flow_t *f, pe
  * (optimizer state and loss scale included). A restored log's flow did not. */
 int peat_runtime_golden_log_trains_on(const peat_runtime_golden_log *g);
 /* The logged weights into a new file at path and the losses into path.loss (files of the golden
- * cache, campaign/golden_cache.h); the log's own file is linked there where it can be. */
+ * cache, harness/campaign/golden_cache.h); the log's own file is linked there where it can be. */
 peat_status peat_runtime_golden_log_save(const peat_runtime_golden_log *g, const char *path);
 /* A saved log (peat_runtime_golden_log_save) read back, kept with f (a flow of the same config,
  * for the tensors' names and held-out evaluations) and ex, which it owns from here (on an error

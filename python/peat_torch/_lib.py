@@ -15,7 +15,7 @@ class Tensor(ctypes.Structure):
 
 
 class Call(ctypes.Structure):
-    """peat_pyapi_call (pyapi/pyapi.h)."""
+    """peat_pyapi_call (harness/pyapi/pyapi.h)."""
     _fields_ = [("id", ctypes.c_uint64), ("op", ctypes.c_int32), ("phase", ctypes.c_int32),
                 ("i", ctypes.c_int64 * PARAM_I), ("f", ctypes.c_double * PARAM_F),
                 ("n_in", ctypes.c_int32), ("n_out", ctypes.c_int32),
@@ -26,7 +26,7 @@ class Call(ctypes.Structure):
 
 
 class Verdict(ctypes.Structure):
-    """peat_pyapi_verdict (pyapi/pyapi.h)."""
+    """peat_pyapi_verdict (harness/pyapi/pyapi.h)."""
     _fields_ = [("cls", ctypes.c_int32), ("accept", ctypes.c_int32), ("iter", ctypes.c_int64),
                 ("final_loss", ctypes.c_double), ("band_lo", ctypes.c_double),
                 ("band_hi", ctypes.c_double), ("end_mean", ctypes.c_double),

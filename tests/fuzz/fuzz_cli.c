@@ -1,9 +1,9 @@
-/* fuzz_cli.c: libFuzzer target for the option-table parser of every command (cli/options.c):
+/* fuzz_cli.c: libFuzzer target for the option-table parser of every command (harness/cli/options.c):
  * the input's first byte picks the command, the rest is its arguments, one per line. */
 #include "fuzz_util.h"
-#include "nightly/ci.h"
-#include "cli/cmd_nightly.h"
-#include "cli/options.h"
+#include "harness/nightly/ci.h"
+#include "harness/cli/cmd_nightly.h"
+#include "harness/cli/options.h"
 
 #include <stdalign.h>
 

@@ -1,7 +1,7 @@
-/* fuzz_config.c: libFuzzer target for --config files (cli/options.c) as `peat run` reads
+/* fuzz_config.c: libFuzzer target for --config files (harness/cli/options.c) as `peat run` reads
  * them. */
 #include "fuzz_util.h"
-#include "cli/options.h"
+#include "harness/cli/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,7 +1,7 @@
 /* fuzz_json.c: libFuzzer target for the JSON reader `peat diff` and `peat ci` use on
- * signature.json and ci.json files (nightly/jsonread.c). */
+ * signature.json and ci.json files (harness/nightly/jsonread.c). */
 #include "fuzz_util.h"
-#include "nightly/jsonread.h"
+#include "harness/nightly/jsonread.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,7 +1,7 @@
-/* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (nightly/suite.c): the
+/* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (harness/nightly/suite.c): the
  * same bytes read as both. */
 #include "fuzz_util.h"
-#include "nightly/suite.h"
+#include "harness/nightly/suite.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

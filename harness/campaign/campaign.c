@@ -1,0 +1,131 @@
+/* campaign.c: one validation campaign's state, and the loop that runs a list of its stages on it
+ * (stages.h; the list of `peat run` is harness/run/pipeline.c). */
+#include "harness/runtime/golden_log.h"
+#include "harness/isolate/isolate.h"
+#include "harness/runtime/runtime.h"
+#include "harness/campaign/stages.h"
+#include "core/child_fds.h"
+
+#include <math.h>
+#include "core/clock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+void peat_campaign_opts_default(peat_campaign_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = "auto";
+    o->seed = 1;
+    o->isolate = 1;
+    o->kernel_timeout_s = 30.0;
+    o->hang_policy = "skip";
+    o->repeats = 8; /* a fault in 1 call of 3 shows in 8 repeated calls with p = 1 - (4/9)^8 */
+}
+
+/* Default training length per flow: enough iterations for the loss to move, small enough that
+ * `peat run` stays well inside a minute on two cores. */
+int64_t peat_campaign_default_iters(const char *flow)
+{
+    if (strcmp(flow, "mlp") == 0) return 200;
+    return 60; /* cnn, gpt, gpt_unfused: ~15-20 ms a step */
+}
+
+void peat_campaign_init(peat_campaign *c, const peat_campaign_opts *o, peat_campaign_result *res)
+{
+    memset(c, 0, sizeof *c);
+    memset(res, 0, sizeof *res);
+    c->o = o;
+    c->res = res;
+    c->t_start = peat_clock_now();
+    c->in_frac_below_normal = c->in_frac_above_max = NAN;
+    c->lock_fd = -1;
+}
+
+void peat_campaign_free(peat_campaign *c)
+{
+    peat_store_close(c->store);
+    c->store = NULL;
+    peat_record_list_clear(&c->recs);
+    if (c->rt) peat_runtime_result_free(c->rt);
+    free(c->rt);
+    c->rt = NULL;
+    peat_runtime_golden_log_free(c->golden);
+    c->golden = NULL;
+    c->res->rt = NULL;
+    peat_analyzer_acc_free(c->acc_cand);
+    peat_analyzer_acc_free(c->acc_gold);
+    c->acc_cand = c->acc_gold = NULL;
+    peat_child_fd_drop(c->lock_fd);
+    if (c->lock_fd >= 0) close(c->lock_fd); /* releases the output directory */
+    c->lock_fd = -1;
+}
+
+void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why)
+{
+    int cap = (int)(sizeof c->skipped / sizeof c->skipped[0]);
+    if (c->n_skipped >= cap) return;
+    c->skipped[c->n_skipped].stage = stage;
+    snprintf(c->skipped[c->n_skipped].why, sizeof c->skipped[0].why, "%s", why);
+    c->n_skipped++;
+}
+
+int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max)
+{
+    int n = c->n_stages;
+    const peat_campaign_stage *stages = c->stages;
+    for (int i = 0; i < n && i < max; i++) {
+        out[i].name = stages[i].name;
+        out[i].objects = stages[i].writes;
+        out[i].skipped = NULL;
+        for (int j = 0; j < c->n_skipped; j++)
+            if (!strcmp(c->skipped[j].stage, stages[i].name)) out[i].skipped = c->skipped[j].why;
+    }
+    return n;
+}
+
+double peat_campaign_cpu_s(void)
+{
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
+           1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec +
+                           b.ru_stime.tv_usec);
+}
+
+/* Adds a stage's wall seconds dt and CPU seconds dc to its reported clock. */
+static void clock_add(peat_campaign_result *res, peat_campaign_clock clock, double dt, double dc)
+{
+    double *t[] = {NULL,          &res->t_profile, &res->t_playback, &res->t_analyze,
+                   &res->t_probe, &res->t_runtime};
+    double *c[] = {&res->cpu_other,   &res->cpu_profile, &res->cpu_playback,
+                   &res->cpu_analyze, &res->cpu_probe,   &res->cpu_runtime};
+    if (t[clock]) *t[clock] += dt;
+    *c[clock] += dc;
+}
+
+peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
+                                     const peat_campaign_opts *o, peat_campaign_result *res)
+{
+    peat_campaign c;
+    peat_campaign_init(&c, o, res);
+    c.stages = stages, c.n_stages = n;
+    peat_status st = PEAT_OK;
+    for (int i = 0; st == PEAT_OK && i < n; i++) {
+        double t0 = peat_clock_now(), c0 = peat_campaign_cpu_s();
+        /* the total a stage reports is the time of every stage before it */
+        res->t_total = t0 - c.t_start;
+        st = stages[i].run(&c);
+        /* the stage's isolated workers end with it: their CPU is counted (a child's is once it
+         * is reaped) and nothing of theirs, a lock on the output directory, outlives the run */
+        peat_isolate_workers_close();
+        clock_add(res, stages[i].clock, peat_clock_now() - t0, peat_campaign_cpu_s() - c0);
+    }
+    peat_campaign_free(&c);
+    return st;
+}

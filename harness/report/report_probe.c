@@ -1,0 +1,72 @@
+/* report_probe.c: the coverage table (strata seen vs recorded), the probe table and the GEMM
+ * property table, for the terminal and summary.md. */
+#include "harness/campaign/campaign.h"
+#include "harness/report/report.h"
+
+#include <string.h>
+
+static const char *accept_word(peat_acceptance a)
+{
+    return peat_detector_acceptance_name(a);
+}
+
+/* Which call sequences ran (stage_sequence.c), each call against the same call in a fresh
+ * process. */
+static void sequences_line(FILE *f, const peat_campaign_result *r, int md)
+{
+    if (!r->sequences[0]) return;
+    fprintf(f, "%ssequences (calls, the kernel's state kept): %s; %lld calls, %lld stateful\n",
+            md ? "\n" : "", r->sequences, (long long)r->n_sequence_calls, (long long)r->n_stateful);
+}
+
+void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md)
+{
+    const peat_coverage *c = &r->coverage;
+    if (c->n == 0) {
+        sequences_line(f, r, md);
+        return;
+    }
+    int missed = peat_campaign_coverage_missed(c);
+    if (md) {
+        fprintf(f, "## Coverage\n\n| stratum (op layer phase shapes dtype) | seen | recorded |\n"
+                   "|---|---:|---:|\n");
+        for (int i = 0; i < c->n; i++)
+            fprintf(f, "| %s | %lld | %lld |\n", c->s[i].label, (long long)c->s[i].seen,
+                    (long long)c->s[i].recorded);
+        fprintf(f, "\n");
+    } else {
+        fprintf(f, "\ncoverage: %d of %d strata recorded (op, layer, phase, shapes, dtype)\n",
+                c->n - missed, c->n);
+    }
+    for (int i = 0; i < c->n; i++)
+        if (c->s[i].seen > 0 && c->s[i].recorded == 0)
+            fprintf(f, "%swarning: stratum never recorded: %s (%lld calls)\n", md ? "- " : "",
+                    c->s[i].label, (long long)c->s[i].seen);
+    sequences_line(f, r, md);
+}
+
+void peat_report_probes(FILE *f, const peat_campaign_result *r, int md)
+{
+    if (r->n_probes == 0 && !r->have_props) return;
+    fprintf(f,
+            md ? "## Probes\n\n| probe | finding | verdict |\n|---|---|---|\n"
+               : "\n%-58s %-18s %s\n",
+            "probe", "finding", "verdict");
+    for (int i = 0; i < r->n_probes; i++) {
+        const peat_probe_outcome *p = &r->probes[i];
+        fprintf(f, md ? "| %s | %s %s | %s |\n" : "%-58.58s %-18s %s\n", p->label,
+                peat_detector_finding_name(p->f.cls), md ? p->f.params : accept_word(p->f.accept),
+                md ? accept_word(p->f.accept) : "");
+    }
+    if (!r->have_props) return;
+    fprintf(f, md ? "\n| %s | %s | %s |\n|---|---|---|\n" : "\n%-58s %-18s %s\n",
+            "arithmetic property", r->props_cand.rounding[0] ? r->cand.kernel : "candidate",
+            r->golden.kernel);
+    const char *name;
+    char vc[64], vg[64];
+    for (int i = 0; peat_analyzer_gemm_props_row(&r->props_cand, i, &name, vc, sizeof vc); i++) {
+        peat_analyzer_gemm_props_row(&r->props_gold, i, &name, vg, sizeof vg);
+        fprintf(f, md ? "| %s | %s | %s |\n" : "%-58s %-18s %s\n", name, vc, vg);
+    }
+    if (md) fprintf(f, "\n");
+}
