@@ -5,14 +5,15 @@
 #include "harness/runtime/runtime.h"
 #include "harness/campaign/stages.h"
 #include "core/child_fds.h"
-
-#include <math.h>
 #include "core/clock.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,4 +129,49 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
     }
     peat_campaign_free(&c);
     return st;
+}
+
+peat_status peat_campaign_mkdir_p(const char *path)
+{
+    char buf[512];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return PEAT_ERROR(PEAT_ERR_INVAL, "output path too long");
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return PEAT_ERROR(PEAT_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return PEAT_ERROR(PEAT_ERR_IO, "cannot create output directory %s: %s", buf,
+                          strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return PEAT_ERROR(PEAT_ERR_IO, "output path %s is not a directory", buf);
+    if (access(buf, W_OK) != 0)
+        return PEAT_ERROR(PEAT_ERR_IO, "output directory %s is not writable", buf);
+    return PEAT_OK;
+}
+
+/* The flow's configuration from the training options. */
+peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
+{
+    peat_flow_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.seed = o->seed;
+    cfg.weight_decay = -1.0;
+    cfg.task = o->task;
+    cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq;
+    /* the option table admits only the preset names: a bad one is left to the flow's check */
+    if (o->size && peat_models_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
+    if (o->precision && peat_models_flow_precision_parse(o->precision, &cfg.precision) != PEAT_OK)
+        cfg.precision = -1;
+    cfg.loss_scale_init = o->loss_scale_init;
+    cfg.loss_scale_interval = o->loss_scale_interval;
+    cfg.lr = o->lr;
+    cfg.optimizer =
+        o->optimizer && !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    cfg.nesterov = o->optimizer && !strcmp(o->optimizer, "sgd_nesterov");
+    return cfg;
 }

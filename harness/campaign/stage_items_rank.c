@@ -19,14 +19,6 @@ static peat_status records_take(peat_campaign *c, peat_scale_pack *in)
     return have ? peat_scale_pack_get_records(in, &c->recs) : PEAT_OK;
 }
 
-void peat_campaign_items_records_put(peat_campaign *c, peat_scale_pack *p)
-{
-    int32_t have = !c->recs_told;
-    peat_scale_pack_put(p, &have, sizeof have);
-    if (have) peat_scale_pack_put_records(p, &c->recs);
-    c->recs_told = 1;
-}
-
 peat_status peat_campaign_stage_items_rank(peat_campaign *c)
 {
     for (;;) {
@@ -54,9 +46,4 @@ peat_status peat_campaign_stage_items_rank(peat_campaign *c)
         peat_scale_pack_free(&out);
         if (sent != PEAT_OK) return sent;
     }
-}
-
-int peat_campaign_items_split(const peat_campaign *c)
-{
-    return peat_scale_ranks_active() && peat_scale_mpi_rank() == 0 && !c->playback_stop;
 }

@@ -15,29 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-peat_status peat_campaign_mkdir_p(const char *path)
-{
-    char buf[512];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "output path too long");
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return PEAT_ERROR(PEAT_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot create output directory %s: %s", buf,
-                          strerror(errno));
-    struct stat st;
-    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-        return PEAT_ERROR(PEAT_ERR_IO, "output path %s is not a directory", buf);
-    if (access(buf, W_OK) != 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "output directory %s is not writable", buf);
-    return PEAT_OK;
-}
-
 static int file_exists(const char *p)
 {
     struct stat st;

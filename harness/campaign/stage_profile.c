@@ -57,30 +57,9 @@ static int iter_selected(void *user, int64_t it)
     return peat_iter_spec_match(s->spec, it, s->iters);
 }
 
-/* The flow's configuration from the training options. */
-peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
-{
-    peat_flow_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.seed = o->seed;
-    cfg.weight_decay = -1.0;
-    cfg.task = o->task;
-    cfg.batch = o->batch, cfg.width = o->width, cfg.depth = o->depth, cfg.seq = o->seq;
-    /* the option table admits only the preset names: a bad one is left to the flow's check */
-    if (o->size && peat_models_flow_size_parse(o->size, &cfg.size) != PEAT_OK) cfg.size = -1;
-    if (o->precision && peat_models_flow_precision_parse(o->precision, &cfg.precision) != PEAT_OK)
-        cfg.precision = -1;
-    cfg.loss_scale_init = o->loss_scale_init;
-    cfg.loss_scale_interval = o->loss_scale_interval;
-    cfg.lr = o->lr;
-    cfg.optimizer =
-        o->optimizer && !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
-    cfg.nesterov = o->optimizer && !strcmp(o->optimizer, "sgd_nesterov");
-    return cfg;
-}
-
 /* Which calls are recorded: the ops, phases and window asked for; every k-th call with
- * --record-every, otherwise --calls spread over the strata of the run (harness/campaign/coverage.h). */
+ * --record-every, otherwise --calls spread over the strata of the run
+ * (harness/campaign/coverage.h). */
 static peat_status record_policy(const peat_campaign *c, const peat_flow_config *cfg,
                                  peat_profile_policy *pol)
 {
@@ -94,7 +73,8 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
     if (o->record_every > 0) {
         pol->every_k = o->record_every;
     } else {
-        /* stratified (harness/campaign/coverage.h): each (op, layer, phase, shapes, dtype) its share */
+        /* stratified (harness/campaign/coverage.h): each (op, layer, phase, shapes, dtype) its
+         * share */
         PEAT_TRY(
             peat_campaign_coverage_plan(c->flow, cfg, pol, window, c->calls, &c->res->coverage));
         pol->max_calls = c->res->coverage.cap; /* --calls per recorded op */
@@ -255,7 +235,8 @@ static peat_status profile_from_cache(peat_campaign *c)
 
 peat_status peat_campaign_stage_profile(peat_campaign *c)
 {
-    PEAT_ASSERT(c->k && c->flow, "profile runs after resolve (stage order: harness/run/pipeline.c)");
+    PEAT_ASSERT(c->k && c->flow,
+                "profile runs after resolve (stage order: harness/run/pipeline.c)");
     const peat_campaign_opts *o = c->o;
     if (o->capture) return peat_campaign_capture_import(c);
     if (c->gcache.hit) return profile_from_cache(c);
