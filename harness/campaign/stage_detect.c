@@ -1,6 +1,7 @@
 /* stage_detect.c: the detect stage: the sources of the campaign's findings (what the runner
  * measured, the signatures with the kernel's declared formats, the properties, the probes),
- * assembled by the detector (peat_detector_assemble), and the campaign's verdict. */
+ * assembled by the detector (peat_detector_assemble), and the campaign's verdict: decided here
+ * alone (peat_campaign_judge; the runtime stage adds its sources and judges again). */
 #include "harness/campaign/stages.h"
 
 #include <stdio.h>
@@ -31,7 +32,6 @@ peat_status peat_campaign_stage_detect(peat_campaign *c)
     peat_detector_ctx dctx = peat_detector_ctx_from_kernel(c->k);
     dctx.in_frac_below_normal = c->in_frac_below_normal;
     dctx.in_frac_above_max = c->in_frac_above_max;
-    enum { MAXF = (int)(sizeof res->findings / sizeof res->findings[0]) };
     peat_finding_sources *src = &c->find;
     memset(src, 0, sizeof *src);
     src->runner = runner_counts(res);
@@ -45,7 +45,13 @@ peat_status peat_campaign_stage_detect(peat_campaign *c)
                                            (int)(sizeof c->find_props / sizeof c->find_props[0]));
     src->props = c->find_props;
     src->probes = res->probes, src->n_probes = res->n_probes;
-    res->n_findings = peat_detector_assemble(src, res->findings, MAXF);
-    res->verdict = peat_detector_verdict(res->findings, res->n_findings);
+    peat_campaign_judge(res, src);
     return PEAT_OK;
+}
+
+void peat_campaign_judge(peat_campaign_result *res, const peat_finding_sources *src)
+{
+    int cap = (int)(sizeof res->findings / sizeof res->findings[0]);
+    res->n_findings = peat_detector_assemble(src, res->findings, cap);
+    res->verdict = peat_detector_verdict(res->findings, res->n_findings);
 }

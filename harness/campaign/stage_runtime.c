@@ -12,12 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The finding of each faulty run joins the sources (the detect stage's); the detector assembles
- * the list again (peat_detector_assemble) and the verdict is recomputed. */
+/* The finding of each faulty run joins the sources (the detect stage's), and the campaign is
+ * judged again on them all (peat_campaign_judge, stage_detect.c). */
 static void findings_add(const peat_finding_sources *base, peat_campaign_result *res,
                          const peat_runtime_result *rt)
 {
-    int cap = (int)(sizeof res->findings / sizeof res->findings[0]);
     enum { MAXRT = (int)(sizeof res->runtime / sizeof res->runtime[0]) };
     peat_finding runtime[2 * MAXRT]; /* each run's shadow finding, then its training impact */
     int n = 0;
@@ -33,8 +32,7 @@ static void findings_add(const peat_finding_sources *base, peat_campaign_result 
     }
     peat_finding_sources src = *base;
     src.runtime = runtime, src.n_runtime = n;
-    res->n_findings = peat_detector_assemble(&src, res->findings, cap);
-    res->verdict = peat_detector_verdict(res->findings, res->n_findings);
+    peat_campaign_judge(res, &src);
 }
 
 /* The lockstep's options of this campaign. */

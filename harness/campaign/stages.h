@@ -16,9 +16,9 @@
  * peat_run_campaign (harness/run/pipeline.c) is the list of stages below, run in order on one
  * peat_campaign by peat_campaign_stages_run; the first stage that fails ends the campaign with
  * its status, and peat_campaign_free releases whatever the stages left in the struct. Two stages
- * live on the floors above this one: "plan" (harness/latency/stage_plan.c: it times these stages' work)
- * and "report" (report/). The plan stage hands playback and runtime FI their stop and steering
- * rules through the fields below; no stage here calls up into the planner.
+ * live on the floors above this one: "plan" (harness/latency/stage_plan.c: it times these stages'
+ * work) and "report" (report/). The plan stage hands playback and runtime FI their stop and
+ * steering rules through the fields below; no stage here calls up into the planner.
  *
  * Adding a stage (plan, probe, runtime FI, FI trials, ...):
  *   1. write campaign/stage_<name>.c with one entry point
@@ -27,11 +27,10 @@
  *      fields it needs to peat_campaign below, under a comment naming the stage, and release
  *      them in peat_campaign_free);
  *   2. declare it at the end of this file;
- *   3. add one line to the stage table in harness/run/pipeline.c, where it belongs in the pipeline, with
- *      the clock its time counts towards.
- * A stage must not reach back into the internals of another: it reads the fields documented
- * here. Stages that add to the campaign file do it before "commit", which closes the file and
- * names it complete; only "report" comes after it.
+ *   3. add one line to the stage table in harness/run/pipeline.c, where it belongs in the pipeline,
+ * with the clock its time counts towards. A stage must not reach back into the internals of
+ * another: it reads the fields documented here. Stages that add to the campaign file do it before
+ * "commit", which closes the file and names it complete; only "report" comes after it.
  */
 
 /* Which reported time a stage's wall time adds to (peat_campaign_result.t_*). */
@@ -141,7 +140,10 @@ peat_status peat_campaign_stage_sequence(peat_campaign *c); /* stage_sequence.c 
 peat_status peat_campaign_stage_probe(peat_campaign *c);    /* stage_probe.c */
 peat_status peat_campaign_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_campaign_stage_detect(peat_campaign *c);   /* stage_detect.c */
-peat_status peat_campaign_stage_runtime(peat_campaign *c);  /* stage_runtime.c */
+/* The one place a campaign is judged: the findings assembled from src (peat_detector_assemble)
+ * into res->findings, and res->verdict from them. */
+void peat_campaign_judge(peat_campaign_result *res, const peat_finding_sources *src);
+peat_status peat_campaign_stage_runtime(peat_campaign *c); /* stage_runtime.c */
 /* `mpirun -n N peat run`, ranks > 0: the runtime stage's share of this rank (after resolve, at
  * rank 0's GO: runtime_ranks.h), nothing written, nothing printed. */
 peat_status peat_campaign_stage_runtime_rank(peat_campaign *c);
