@@ -175,3 +175,33 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     cfg.nesterov = o->optimizer && !strcmp(o->optimizer, "sgd_nesterov");
     return cfg;
 }
+
+const peat_campaign_opts *peat_campaign_view_opts(const peat_campaign *c)
+{
+    return c->o;
+}
+
+const peat_campaign_result *peat_campaign_view_result(const peat_campaign *c)
+{
+    return c->res;
+}
+
+const peat_kernel *peat_campaign_view_kernel(const peat_campaign *c)
+{
+    return c->k;
+}
+
+const char *peat_campaign_view_flow(const peat_campaign *c)
+{
+    return c->flow;
+}
+
+const char *peat_campaign_view_backend(const peat_campaign *c)
+{
+    return c->backend_name;
+}
+
+double peat_campaign_view_t_start(const peat_campaign *c)
+{
+    return c->t_start;
+}

@@ -1,11 +1,16 @@
-/* stages.h: the campaign's shared state and its stages (harness-internal; one file per stage). */
+/* stages.h: the campaign's shared state and its stages (one file per stage): the campaign room's
+ * own header, and the pipeline's that lists the stages (harness/run/pipeline.c). The rooms above
+ * read a campaign through view.h and time its work through work.h. */
 #ifndef PEAT_HARNESS_STAGES_H
 #define PEAT_HARNESS_STAGES_H
 
 #include "analyzer/analyzer.h"
 #include "core/check.h"
 #include "harness/campaign/campaign.h"
+#include "harness/campaign/checkpoint.h"
 #include "harness/campaign/golden_cache.h"
+#include "harness/campaign/view.h"
+#include "harness/campaign/work.h"
 #include "peat/backend.h"
 #include "predictor/predictor.h"
 #include "store/store.h"
@@ -179,38 +184,6 @@ void peat_campaign_skip(peat_campaign *c, const char *stage, const char *why);
  * (at most max filled). */
 int peat_campaign_stage_list(const peat_campaign *c, peat_store_stage *out, int max);
 
-/* Playback's analysis of output o of one replayed call (stage_playback.c): its magnitudes, the
- * candidate's (test) and golden's errors against exact added to ac and ag in one pass, and the
- * report's plots; seconds added to *t_ref (magnitudes) and *t_an (the rest). The planner times it
- * on a flow's own calls (peat_latency_replay_now). */
-/* The plane (rows x cols) output o is analysed in, along the op's logical axes (attention:
- * heads of T x D; conv: images x channels of H x W; else the matrix of the last axis). */
-void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact,
-                                  int64_t *rows, int64_t *cols);
-peat_status peat_campaign_playback_accumulate(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
-                                              peat_plot_data *plots, int64_t call,
-                                              const peat_args *in, int o, const peat_tensor *test,
-                                              const peat_tensor *golden, const peat_tensor *exact,
-                                              double *t_ref, double *t_an);
-/* The same with the magnitudes (peat_golden_magnitude of exact) already at hand. */
-peat_status
-peat_campaign_playback_accumulate_mag(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag,
-                                      peat_plot_data *plots, int64_t call, const peat_args *in,
-                                      int o, const peat_tensor *test, const peat_tensor *golden,
-                                      const peat_tensor *exact, const double *mag, double *t_an);
-
-/* One probe as the probe stage runs it (stage_probe.c): exact and golden references, candidate k
- * (forked when o->isolate), its judgement into po; and GEMM's arithmetic-property call through
- * golden and candidate (res->have_props when both ran). The planner times both with the golden
- * in the candidate's place (harness/latency/latency_predict.c). */
-peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
-                                          const peat_probe *p, const peat_detector_ctx *ctx,
-                                          peat_probe_outcome *po);
-peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
-                                            peat_campaign_result *res);
-
-/* Flow checkpoints through the store (checkpoint.c): profile saves them, finetuning and later
- * stages that restart training load them. */
 /* Mixed-precision record of the profile's training (precision.c): per iteration the loss scale
  * and skipped steps into PEAT_STORE_AMP_TABLE (not at fp32), counts into the result. */
 typedef struct peat_campaign_amp_log {
@@ -225,8 +198,5 @@ peat_status peat_campaign_amp_begin(peat_campaign *c, const peat_flow_config *cf
 peat_status peat_campaign_amp_step(peat_campaign_amp_log *log, int64_t it,
                                    const peat_flow_metrics *m);
 void peat_campaign_amp_end(peat_campaign *c, peat_campaign_amp_log *log);
-
-peat_status peat_campaign_checkpoint_save(peat_store_t *store, int64_t it, peat_flow_t *f);
-peat_status peat_campaign_checkpoint_load(const char *path, peat_flow_t *f);
 
 #endif

@@ -4,7 +4,7 @@
 #include "harness/fi/fi_propagate.h"
 
 #include "harness/runtime/runtime.h"
-#include "harness/campaign/stages.h"
+#include "harness/campaign/checkpoint.h"
 #include "models/models.h"
 
 #include <math.h>

@@ -49,7 +49,7 @@ peat_status peat_latency_cli_predict(const peat_latency_opts *o, int64_t iters, 
 peat_status peat_latency_duration_parse(const char *s, double *seconds);
 
 /* The plan stage of `peat run --budget` (stage_plan.c): sizes the campaign to the budget and
- * hands playback and runtime FI its stop and steering rules (harness/campaign/stages.h). */
+ * hands the campaign the plan it follows (harness/campaign/view.h). */
 struct peat_campaign;
 peat_status peat_latency_stage_plan(struct peat_campaign *c);
 

@@ -14,7 +14,8 @@
 
 #include "harness/runtime/golden_log.h"
 #include "harness/runtime/runtime.h"
-#include "harness/campaign/stages.h"
+#include "harness/campaign/golden_cache.h"
+#include "harness/campaign/work.h"
 #include "inject/inject.h"
 
 typedef struct capture {
@@ -476,8 +477,8 @@ static peat_status probe_costs(const peat_pred_table *t, const peat_latency_env 
 
 /* ---- runtime FI ---- */
 
-/* The runs runtime FI trains in lockstep, as harness/runtime/runtime.c sets them up from options o: the
- * golden run (replayed from the profile's log where there is one: its steps cost nothing, its
+/* The runs runtime FI trains in lockstep, as harness/runtime/runtime.c sets them up from options o:
+ * the golden run (replayed from the profile's log where there is one: its steps cost nothing, its
  * evaluations run), R - 1 band reruns (their `reorder` model on every call of the op), one run a
  * frequency with the candidate on that share of the calls. */
 typedef struct runtime_runs {
@@ -552,8 +553,8 @@ static peat_status runtime_costs(const peat_pred_table *t, const peat_latency_en
     free(memo);
     PEAT_TRY(st);
     /* after each iteration one thread measures every run's weights against the golden run's
-     * while the others wait (harness/runtime/runtime.c): on the busiest thread's path (mlp: 75 us an
-     * iteration, a sixth of its lockstep) */
+     * while the others wait (harness/runtime/runtime.c): on the busiest thread's path (mlp: 75 us
+     * an iteration, a sixth of its lockstep) */
     c->runtime_iter_crit_s += (double)rr.n * fl->distance_s;
     c->runtime_iter_s += (double)rr.n * fl->distance_s;
     /* every run's flow is created on one thread; each faulty run's last checkpoint is stored */

@@ -15,7 +15,7 @@
 #include "detector/detector.h"
 #include "harness/isolate/isolate.h"
 #include "harness/runtime/runtime.h"
-#include "harness/campaign/stages.h"
+#include "harness/campaign/work.h"
 #include "inject/inject.h"
 #include "store/store.h"
 
@@ -691,8 +691,7 @@ static void band_init(void)
         for (int r = 1; r < PEAT_RUNTIME_MAX_BAND; r++) {
             band_slot *b = &band_slots[op][r];
             b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
-            if (!b->golden ||
-                peat_inject_model_parse(peat_runtime_band_spec(r), &b->m) != PEAT_OK)
+            if (!b->golden || peat_inject_model_parse(peat_runtime_band_spec(r), &b->m) != PEAT_OK)
                 continue;
             snprintf(b->name, sizeof b->name, "runtime.band%d.%s", r, peat_op_name(op));
             snprintf(b->desc, sizeof b->desc, "%s on %s; %s", peat_runtime_band_spec(r),

@@ -1,42 +1,37 @@
 /* stage_plan.c: the plan stage (`peat run --budget`): the predictor sizes the campaign to fit the
- * budget, and the plan's deadline steers playback while the run goes slower or faster than
- * predicted (docs/predictor.md). */
+ * budget, and the campaign follows the plan (harness/campaign/view.h: its deadline steers
+ * playback and runtime FI while the run goes slower or faster than predicted; docs/predictor.md).
+ */
 #include "harness/latency/latency_cli.h"
-#include "harness/campaign/stages.h"
+#include "harness/campaign/view.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int plan_stop(peat_campaign *c, int64_t replayed);
-static int64_t plan_runtime_iters(peat_campaign *c);
-static int64_t plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s);
-
-/* The run's predicted time per reported clock, from the plan. */
-static void predicted_clocks(peat_campaign_result *res, const peat_pred_plan *p)
+/* Refuses --budget beside the options it decides or cannot plan. */
+static peat_status budget_check(const peat_campaign_opts *o)
 {
-    res->pred_profile = p->stage_s[PEAT_STAGE_PROFILE];
-    res->pred_playback = p->stage_s[PEAT_STAGE_PLAYBACK];
-    res->pred_probe = p->stage_s[PEAT_STAGE_PROBES];
-    res->pred_analyze = p->stage_s[PEAT_STAGE_ANALYZE];
-    res->pred_runtime = p->stage_s[PEAT_STAGE_RUNTIME];
-    res->pred_total = res->t_plan + p->total_s;
-}
-
-peat_status peat_latency_stage_plan(peat_campaign *c)
-{
-    const peat_campaign_opts *o = c->o;
-    if (!o->budget) return PEAT_OK;
-    double budget = 0;
-    PEAT_TRY(peat_latency_duration_parse(o->budget, &budget));
     if (o->resume) return PEAT_ERROR(PEAT_ERR_INVAL, "--budget plans a new campaign, not --resume");
     if (o->capture)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget plans a built-in flow's run, not --capture");
     if (o->iters || o->calls)
         return PEAT_ERROR(PEAT_ERR_INVAL, "--budget chooses --iters and --calls: give one or the "
                                           "other");
-    peat_latency_opts lo = {.kernel = c->k->name,
-                            .flow = c->flow,
-                            .backend = c->backend_name,
+    return PEAT_OK;
+}
+
+peat_status peat_latency_stage_plan(peat_campaign *c)
+{
+    const peat_campaign_opts *o = peat_campaign_view_opts(c);
+    if (!o->budget) return PEAT_OK;
+    peat_campaign_plan pl;
+    memset(&pl, 0, sizeof pl);
+    PEAT_TRY(peat_latency_duration_parse(o->budget, &pl.budget_s));
+    PEAT_TRY(budget_check(o));
+    const char *kernel = peat_campaign_view_kernel(c)->name, *flow = peat_campaign_view_flow(c);
+    peat_latency_opts lo = {.kernel = kernel,
+                            .flow = flow,
+                            .backend = peat_campaign_view_backend(c),
                             .cache_dir = o->cache_dir,
                             .flow_cfg = peat_campaign_flow_config(o),
                             .run = o,
@@ -44,16 +39,13 @@ peat_status peat_latency_stage_plan(peat_campaign *c)
                             .log = o->quiet ? NULL : stderr};
     peat_latency_model m;
     PEAT_TRY(peat_latency_model_init(&lo, &m));
-    peat_campaign_result *res = c->res;
-    res->budget_s = budget;
-    res->t_plan = peat_clock_now() - c->t_start;
-    peat_pred_plan p;
+    pl.t_plan = peat_clock_now() - peat_campaign_view_t_start(c);
     peat_status st =
-        peat_latency_budget(&m, budget - res->t_plan, peat_campaign_default_iters(c->flow),
-                            PEAT_CAMPAIGN_DEFAULT_CALLS, &p);
+        peat_latency_budget(&m, pl.budget_s - pl.t_plan, peat_campaign_default_iters(flow),
+                            PEAT_CAMPAIGN_DEFAULT_CALLS, &pl.plan);
     peat_pred_limits l;
     if (st == PEAT_OK || st == PEAT_ERR_INVAL) {
-        peat_status lst = peat_latency_limits(&m.calls, o, peat_campaign_default_iters(c->flow),
+        peat_status lst = peat_latency_limits(&m.calls, o, peat_campaign_default_iters(flow),
                                               PEAT_CAMPAIGN_DEFAULT_CALLS, &l);
         if (lst != PEAT_OK) st = lst;
     }
@@ -63,104 +55,22 @@ peat_status peat_latency_stage_plan(peat_campaign *c)
         st = PEAT_ERROR(PEAT_ERR_INVAL,
                         "--budget %s is too small: the smallest useful campaign (%lld iterations, "
                         "%lld calls of %s on flow %s) needs %.1f s, %.1f s of it planning",
-                        o->budget, (long long)l.min.iters, (long long)l.min.calls, c->k->name,
-                        c->flow, res->t_plan + l.min.total_s, res->t_plan);
+                        o->budget, (long long)l.min.iters, (long long)l.min.calls, kernel, flow,
+                        pl.t_plan + l.min.total_s, pl.t_plan);
     }
     if (st == PEAT_OK) {
-        c->iters = p.iters, c->calls = p.calls;
-        c->min_calls = l.min.calls, c->min_iters = l.min.runtime_iters;
-        c->max_iters = l.max.runtime_iters;
-        c->planned = 1;
-        c->deadline = c->t_start + budget;
-        c->costs = m.costs;
-        c->plan = p;
-        predicted_clocks(res, &p);
-        /* the rules the stages after this one follow (stages.h) */
-        c->playback_stop = plan_stop;
-        c->runtime_iters = plan_runtime_iters;
-        c->runtime_steer = plan_runtime_steer;
-        res->plan_iters = p.iters, res->plan_calls = p.calls;
-        snprintf(res->plan_note, sizeof res->plan_note,
+        pl.ok = 1;
+        pl.costs = m.costs;
+        pl.min_calls = l.min.calls, pl.min_iters = l.min.runtime_iters;
+        pl.max_iters = l.max.runtime_iters;
+        snprintf(pl.note, sizeof pl.note,
                  "planned %lld iterations, %lld calls; clock %s; core share %.2f%s",
-                 (long long)p.iters, (long long)p.calls,
+                 (long long)pl.plan.iters, (long long)pl.plan.calls,
                  m.env.clock.mhz > 0 ? m.env.clock.source
                                      : "unknown (no cpufreq, NVML or ROCm SMI)",
                  m.env.core_share, m.calib_s > 0 ? "; calibrated first" : "");
     }
+    peat_campaign_plan_follow(c, &pl);
     peat_latency_model_close(&m);
     return st;
-}
-
-/* Playback's steering before each replayed call (`replayed` of them with this one), as the load
- * of a shared machine changes under a plan: the calls at the pace the replayed ones actually
- * went (wall seconds per predicted CPU second; the profile stage's pace before there are a few),
- * probes at the same pace (forks too), the other stages after playback at the pace the profile
- * stage went against its prediction (CPU-bound in this process; playback's pace is no measure of
- * them: the parent sleeps while a child runs the candidate). */
-static int plan_stop(peat_campaign *c, int64_t replayed)
-{
-    if (!c->planned) return 0;
-    const peat_pred_costs *k = &c->costs;
-    const peat_pred_plan *p = &c->plan;
-    double now = peat_clock_now();
-    double prof = c->res->pred_profile, prof_cpu = p->stage_cpu_s[PEAT_STAGE_PROFILE];
-    if (replayed == 1) {
-        c->t_playback = now;
-        c->slow = prof_cpu > 0 ? c->res->t_profile / prof_cpu : 1.0;
-        c->later_slow = prof > 0 ? c->res->t_profile / prof : 1.0;
-    } else if (replayed > 8 && now > c->t_playback) {
-        double pred =
-            (double)(replayed - 1) * (k->replay_s + peat_predictor_isolate_s(k, p->calls));
-        if (pred > 0) c->slow = (now - c->t_playback) / pred;
-    }
-    double floor_slow = 0.8 / (k->share > 0 ? k->share : 1.0);
-    peat_pred_playback_steer s = {.replayed = replayed,
-                                  .min_calls = c->min_calls,
-                                  .min_runtime_iters = c->min_iters,
-                                  .pace = c->slow < floor_slow ? floor_slow : c->slow,
-                                  .later_pace = c->later_slow < 0.8 ? 0.8 : c->later_slow,
-                                  .left_s = c->deadline - now};
-    return !peat_predictor_playback_go(k, p, &s);
-}
-
-/* What follows runtime FI (the commit of the campaign file, the report), at the pace the stages
- * before went against their prediction. */
-static double after_runtime_s(const peat_campaign *c)
-{
-    double later = c->later_slow < 0.8 ? 0.8 : c->later_slow;
-    double share = c->costs.share > 0 ? c->costs.share : 1.0;
-    return later * (c->costs.analyze_fixed_s / share + c->plan.stage_s[PEAT_STAGE_OTHER]);
-}
-
-/* Runtime FI's iterations when it starts under a plan: the planned ones, or as many as its own
- * prediction still fits before the deadline (never below the smallest campaign's). They are
- * steered while the runs train (plan_runtime_steer), at the pace they go: the stages
- * before, other work, say little about it. */
-static int64_t plan_runtime_iters(peat_campaign *c)
-{
-    if (!c->planned || c->plan.runtime_iters <= 0) return c->iters;
-    double left = c->deadline - peat_clock_now() - after_runtime_s(c);
-    return peat_predictor_runtime_fit(&c->costs, &c->plan, c->min_iters, 1.0, left);
-}
-
-/* runtime.c's steering under a plan (user: the campaign): the runs' new total of iterations
- * after `done` of them took loop_s (peat_predictor_runtime_steer against the deadline). */
-static int64_t plan_runtime_steer(void *user, int64_t done, int64_t every, double loop_s)
-{
-    peat_campaign *c = user;
-    /* a ring of when the last iterations ended: the window's pace */
-    int64_t w = done < PEAT_PRED_STEER_WINDOW ? done : PEAT_PRED_STEER_WINDOW;
-    double *ring = c->steer_s, then = w == done ? 0.0 : ring[done % PEAT_PRED_STEER_WINDOW];
-    ring[done % PEAT_PRED_STEER_WINDOW] = loop_s;
-    peat_pred_steer s = {.done = done,
-                         .every = every,
-                         .elapsed_s = loop_s,
-                         .window_n = w,
-                         .window_s = loop_s - then,
-                         .left_s = c->deadline - peat_clock_now() - after_runtime_s(c),
-                         .min_iters = c->min_iters,
-                         .max_iters = c->max_iters};
-    int64_t n = peat_predictor_runtime_steer(&c->costs, &s);
-    c->res->runtime_iters = n;
-    return n;
 }

@@ -2,7 +2,6 @@
 #include "harness/runtime/runtime.h"
 #include "core/io_cause.h"
 #include "harness/report/report.h"
-#include "harness/campaign/stages.h"
 
 #include <errno.h>
 #include <math.h>

@@ -4,7 +4,9 @@
 #ifndef PEAT_REPORT_REPORT_H
 #define PEAT_REPORT_REPORT_H
 
-#include "harness/campaign/stages.h"
+#include "harness/campaign/result_store.h"
+#include "harness/campaign/view.h"
+#include "harness/runtime/runtime.h"
 
 #include <stdio.h>
 

@@ -30,7 +30,9 @@ void peat_report_terminal(FILE *f, const peat_campaign_opts *o, const peat_campa
 
 peat_status peat_report_stage(peat_campaign *c)
 {
-    PEAT_TRY(peat_report_write(c->o, c->res));
-    if (c->o->table) peat_report_terminal(c->o->table, c->o, c->res);
+    const peat_campaign_opts *o = peat_campaign_view_opts(c);
+    const peat_campaign_result *res = peat_campaign_view_result(c);
+    PEAT_TRY(peat_report_write(o, res));
+    if (o->table) peat_report_terminal(o->table, o, res);
     return PEAT_OK;
 }

@@ -1,6 +1,7 @@
 /* pipeline.c: `peat run`'s pipeline: the stages of one campaign in order, from the floors that
  * hold them (campaign/, latency/'s plan, report/). */
 #include "harness/latency/latency_cli.h"
+#include "harness/campaign/stages.h"
 #include "harness/report/report.h"
 #include "harness/run/run.h"
 
