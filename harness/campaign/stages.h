@@ -22,11 +22,12 @@
  * peat_campaign by peat_campaign_stages_run; the first stage that fails ends the campaign with
  * its status, and peat_campaign_free releases whatever the stages left in the struct. Two stages
  * live on the floors above this one: "plan" (harness/latency/stage_plan.c: it times these stages'
- * work) and "report" (report/). The plan stage hands playback and runtime FI their stop and
- * steering rules through the fields below; no stage here calls up into the planner.
+ * work) and "report" (harness/report/); both see the campaign through view.h. The plan stage
+ * hands the campaign a plan, which plan.c follows through the fields below (playback's stop and
+ * runtime FI's steering); no stage here calls up into the planner.
  *
  * Adding a stage (plan, probe, runtime FI, FI trials, ...):
- *   1. write campaign/stage_<name>.c with one entry point
+ *   1. write harness/campaign/stage_<name>.c with one entry point
  *        peat_status peat_stage_<name>(peat_campaign *c);
  *      that reads what earlier stages left in *c and writes its own part of it (add the
  *      fields it needs to peat_campaign below, under a comment naming the stage, and release
@@ -134,7 +135,7 @@ void peat_campaign_free(peat_campaign *c);
 peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
                                      const peat_campaign_opts *o, peat_campaign_result *res);
 
-/* The stages of this floor, in pipeline order (plan: latency/; report: report/). */
+/* The stages of this floor, in pipeline order (plan: harness/latency/; report: harness/report/). */
 peat_status peat_campaign_stage_resolve(peat_campaign *c);  /* stage_resolve.c */
 peat_status peat_campaign_stage_open(peat_campaign *c);     /* stage_open.c */
 peat_status peat_campaign_stage_profile(peat_campaign *c);  /* stage_profile.c */

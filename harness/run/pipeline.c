@@ -1,5 +1,5 @@
 /* pipeline.c: `peat run`'s pipeline: the stages of one campaign in order, from the floors that
- * hold them (campaign/, latency/'s plan, report/). */
+ * hold them (harness/campaign/, harness/latency/'s plan, harness/report/). */
 #include "harness/latency/latency_cli.h"
 #include "harness/campaign/stages.h"
 #include "harness/report/report.h"
