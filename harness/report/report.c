@@ -60,29 +60,6 @@ void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat
             r->out_dir);
 }
 
-int peat_report_is_capture(const peat_campaign_opts *o)
-{
-    return o->capture && o->capture[0];
-}
-
-int peat_report_has_loss(const peat_campaign_opts *o, const peat_campaign_result *r)
-{
-    /* a capture without a logged loss holds NaN there (no metrics were imported) */
-    return !peat_report_is_capture(o) || !isnan(r->loss_first) || !isnan(r->loss_last);
-}
-
-void peat_report_stage_times(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
-{
-    int cap = peat_report_is_capture(o);
-    /* the golden work taken from the golden cache (harness/campaign/golden_cache.h) is said where its
-     * time would have been */
-    int cached = !strncmp(r->golden_cache, "profile", 7);
-    if (!cap) fprintf(f, "profile %.1f s%s, ", r->t_profile, cached ? " (golden cache)" : "");
-    fprintf(f, "playback %.1f s, probes %.1f s, ", r->t_playback, r->t_probe);
-    if (!cap) fprintf(f, "runtime FI %.1f s, ", r->t_runtime);
-    fprintf(f, "total %.1f s", r->t_total);
-}
-
 void peat_report_timing(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
                         int markdown)
 {
@@ -136,38 +113,6 @@ void peat_report_timing(FILE *f, const peat_campaign_opts *o, const peat_campaig
 }
 
 /* ---- small JSON/XML writers ---- */
-
-void peat_report_json_str(FILE *f, const char *s)
-{
-    char small[512];
-    size_t need = peat_analyzer_json_escape(small, sizeof small, s);
-    char *buf = need < sizeof small ? small : malloc(need + 1);
-    if (buf != small && buf) peat_analyzer_json_escape(buf, need + 1, s);
-    fprintf(f, "\"%s\"", buf ? buf : "");
-    if (buf != small) free(buf);
-}
-
-void peat_report_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
-}
 
 /* A number, or null where it is NaN or infinite (JSON has no NaN). */
 static void json_num(FILE *f, double v)
@@ -327,22 +272,6 @@ static peat_status write_signature_json(FILE *f, const peat_campaign_opts *o,
     return PEAT_OK;
 }
 
-void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r,
-                              int html)
-{
-    if (!o->capture) return;
-    const char *model = strncmp(r->flow, "torch:", 6) ? r->flow : r->flow + 6;
-    fputs(html ? "<p>" : "", f);
-    fputs("States from PyTorch: the calls were captured from the training of model ", f);
-    peat_report_escape(f, model);
-    fputs(" (", f);
-    peat_report_escape(f, o->capture);
-    fputs(", peat_torch.capture); layers are its module paths, golden outputs are torch's own; no "
-          "profile stage, and runtime FI runs in the user's loop (peat_torch.band).",
-          f);
-    fputs(html ? "</p>\n" : "\n\n", f);
-}
-
 /* summary.md's training sentence: the golden run's loss and held-out numbers; a capture's loss
  * as its training logged it, and nothing where it logged none. */
 static void summary_training(FILE *f, const peat_campaign_opts *o, const peat_campaign_result *r)
@@ -463,25 +392,6 @@ FILE *peat_report_open_tmp(const char *dir, const char *name, char *tmp, size_t 
 {
     snprintf(tmp, n, "%s/%s.tmp", dir, name);
     return fopen(tmp, "w");
-}
-
-peat_status peat_report_commit(FILE *f, const char *dir, const char *name, const char *tmp)
-{
-    char final[700];
-    snprintf(final, sizeof final, "%s/%s", dir, name);
-    /* the cause: a failed flush's errno, else the one a failed write left (a full disk and a
-     * file-size limit are said as such) */
-    int e = errno, bad = ferror(f);
-    errno = 0;
-    if (fflush(f) != 0) e = errno, bad = 1;
-    if (fclose(f) != 0 && !bad) e = errno, bad = 1;
-    if (bad) {
-        remove(tmp);
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, peat_io_cause(e));
-    }
-    if (rename(tmp, final) != 0)
-        return PEAT_ERROR(PEAT_ERR_IO, "cannot write %s: %s", final, strerror(errno));
-    return PEAT_OK;
 }
 
 typedef peat_status (*report_writer)(FILE *f, const peat_campaign_opts *o,
