@@ -1,5 +1,6 @@
 /* pyapi.c: libpeat.so's entry points for the PyTorch bridge: captured calls written through the
  * store, kernels and error models run on caller buffers, runtime verdicts by the detector. */
+#include "harness/cli/commands.h"
 #include "harness/pyapi/pyapi.h"
 
 #include "detector/detector.h"
@@ -17,6 +18,15 @@
 peat_status peat_pyapi_init(void)
 {
     return peat_runtime_builtin_init();
+}
+
+int peat_pyapi_main(int argc, char **argv)
+{
+    if (peat_runtime_builtin_init() != PEAT_OK) return 2;
+    int rc = peat_cli_dispatch(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    return rc;
 }
 
 int64_t peat_pyapi_struct_size(int which)

@@ -33,6 +33,13 @@ PEAT_PYAPI_EXPORT peat_status peat_pyapi_init(void);
  * its mirrors against them (which = 0, 1, 2; -1 otherwise). */
 PEAT_PYAPI_EXPORT int64_t peat_pyapi_struct_size(int which);
 
+/* Runs a `peat` command in this process, as the executable does with the same words (argv[0] is
+ * the program's name, argv[1] the command: "run", "list", ...): prints what it prints, writes
+ * what it writes, returns its exit status (0 pass or warnings only, 1 the kernel fails, 2 usage
+ * or input error). A kernel the caller registered (peat_registry_add, e.g. a Python callable
+ * through ctypes) is a candidate like any other; it runs in this process (--no-isolate). */
+PEAT_PYAPI_EXPORT int peat_pyapi_main(int argc, char **argv);
+
 /* ---- capture: a campaign file written by the store (the schema is the store's) ---- */
 
 /* Creates the campaign file at path (refused when it exists) with its metadata: flow (e.g.
