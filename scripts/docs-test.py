@@ -117,10 +117,30 @@ def opencl_built(env, cwd):
     return rc == 0 and re.search(r"\bcandidate\s+opencl\b", out) is not None
 
 
+def python_bin(work):
+    """A folder whose python3 imports numpy and h5py (docs/calls.md's harness), to put first on
+    PATH: the first of python3 on PATH, /usr/bin/python3 (Debian's python3-h5py) and the torch
+    venv that does; None when python3 on PATH already does, or none does."""
+    have = "import numpy, h5py"
+    for py in (shutil.which("python3"), "/usr/bin/python3",
+               os.path.expanduser("~/.cache/peat/venv/bin/python")):
+        if py and os.access(py, os.X_OK) and subprocess.run(
+                [py, "-c", have], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+            if py == shutil.which("python3"):
+                return None
+            d = os.path.join(work, ".python")
+            os.makedirs(d, exist_ok=True)
+            os.symlink(py, os.path.join(d, "python3"))
+            return d
+    return None
+
+
 class Runner:
     def __init__(self, build, work):
         self.work, self.fails, self.ran, self.skipped = work, [], 0, []
-        self.env = dict(os.environ, PATH=build + os.pathsep + os.environ.get("PATH", ""))
+        path = build + os.pathsep + os.environ.get("PATH", "")
+        py = python_bin(work)
+        self.env = dict(os.environ, PATH=(py + os.pathsep + path) if py else path)
         self.env.setdefault("PEAT_CACHE_DIR", os.path.join(work, ".cache"))
         self.opencl = None
 

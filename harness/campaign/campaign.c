@@ -121,6 +121,7 @@ peat_status peat_campaign_stages_run(const peat_campaign_stage *stages, int n,
         double t0 = peat_clock_now(), c0 = peat_campaign_cpu_s();
         /* the total a stage reports is the time of every stage before it */
         res->t_total = t0 - c.t_start;
+        if (o->on_stage) o->on_stage(o->on_stage_user, stages[i].name);
         st = stages[i].run(&c);
         /* the stage's isolated workers end with it: their CPU is counted (a child's is once it
          * is reaped) and nothing of theirs, a lock on the output directory, outlives the run */

@@ -78,6 +78,10 @@ typedef struct peat_campaign_opts {
     const char *shard_line; /* the command line that decides the runs (the shard files carry it) */
     struct peat_scale_run_shard *merge_shards;
     int n_merge_shards;
+    /* called with each stage's name before it runs (`peat calls export` tags the calls it tapes
+     * with their stage); NULL: nothing */
+    void (*on_stage)(void *user, const char *stage);
+    void *on_stage_user;
 } peat_campaign_opts;
 
 /* The recording-policy specs (policy.c; iteration lists are core/iter_spec.h's). */

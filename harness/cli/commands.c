@@ -6,6 +6,7 @@
 #include "harness/nightly/ci.h"
 #include "harness/cli/cmdline.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/cmd_calls.h"
 #include "harness/cli/cmd_nightly.h"
 #include "harness/cli/cmd_scale.h"
 #include "harness/scale/scale.h"
@@ -472,6 +473,8 @@ static const struct {
     {&peat_cli_predict, cmd_predict},
     {&peat_cli_inject, cmd_inject},
     {&peat_cli_merge, peat_cli_merge_main},
+    {&peat_cli_calls, peat_cli_calls_main},
+    {&peat_cli_judge, peat_cli_judge_main},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -521,7 +524,8 @@ static int cmd_help(int argc, char **argv)
             return EXIT_PASS;
         }
     return die("no help for unknown command '%s' (commands: run, ci, diff, list, inspect, "
-               "report, calibrate, calibrate-latency, predict, inject, merge, help, version)",
+               "report, calibrate, calibrate-latency, predict, inject, merge, calls, judge, help, "
+               "version)",
                c);
 }
 
@@ -551,6 +555,6 @@ int peat_cli_dispatch(int argc, char **argv)
         if (strcmp(cmd, commands[i].cli->name) == 0)
             return commands[i].run(argc - 2, argv + 2, cmdline);
     return die("unknown command '%s' (commands: run, ci, diff, list, inspect, report, calibrate, "
-               "calibrate-latency, predict, inject, merge, help, version)",
+               "calibrate-latency, predict, inject, merge, calls, judge, help, version)",
                cmd);
 }

@@ -1,5 +1,8 @@
-/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang)
- * and one that regresses on request (bf16 operands when PEAT_TEST_REGRESS=1, for `peat diff`). */
+/* plugin_test_gemms.c: test plugin with deliberately broken GEMMs (corrupt element, crash, hang),
+ * one that regresses on request (bf16 operands when PEAT_TEST_REGRESS=1, for `peat diff`), and the
+ * sequential fp32 GEMM with its defects (the last k term dropped, bf16 operands) that
+ * examples/calls_harness.py computes the same way in numpy (tests/calls: `peat judge` against
+ * `peat run --plugin`). */
 #include "peat/plugin.h"
 
 #include <signal.h>
@@ -24,7 +27,9 @@ static float operand(float x, int round_bf16)
     return round_bf16 ? bf16(x) : x;
 }
 
-static void gemm_ref_r(const peat_args *a, int rb)
+/* D = alpha op(A) op(B) + beta C summed over k in order in fp32 (no FMA: -std=c11), operands
+ * rounded to bf16 when rb, the last k term left out when drop. */
+static void gemm_ref_r(const peat_args *a, int rb, int drop)
 {
     int tA = (int)a->p.i[0], tB = (int)a->p.i[1];
     int64_t M = a->p.i[2], N = a->p.i[3], K = a->p.i[4], B = a->p.i[5];
@@ -37,7 +42,7 @@ static void gemm_ref_r(const peat_args *a, int rb)
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 float s = 0.0f;
-                for (int64_t k = 0; k < K; k++)
+                for (int64_t k = 0; k < K - drop; k++)
                     s += operand(tA ? A[k * M + i] : A[i * K + k], rb) *
                          operand(tB ? Bm[j * K + k] : Bm[k * N + j], rb);
                 D[i * N + j] = C ? alpha * s + beta * C[i * N + j] : alpha * s;
@@ -47,7 +52,7 @@ static void gemm_ref_r(const peat_args *a, int rb)
 
 static void gemm_ref(const peat_args *a)
 {
-    gemm_ref_r(a, 0);
+    gemm_ref_r(a, 0, 0);
 }
 
 /* fp32 as declared; with PEAT_TEST_REGRESS=1 the operands are silently rounded to bf16: the
@@ -55,7 +60,19 @@ static void gemm_ref(const peat_args *a)
 static peat_status gemm_nightly(const peat_args *a, const peat_kernel *self)
 {
     const char *r = getenv("PEAT_TEST_REGRESS");
-    gemm_ref_r(a, r && !strcmp(r, "1"));
+    gemm_ref_r(a, r && !strcmp(r, "1"), 0);
+    return PEAT_OK;
+}
+
+static peat_status gemm_dropk(const peat_args *a, const peat_kernel *self)
+{
+    gemm_ref_r(a, 0, 1);
+    return PEAT_OK;
+}
+
+static peat_status gemm_bf16_operands(const peat_args *a, const peat_kernel *self)
+{
+    gemm_ref_r(a, 1, 0);
     return PEAT_OK;
 }
 
@@ -122,6 +139,22 @@ int peat_plugin_register(const peat_plugin_host *host)
          .acc_dtype = PEAT_DTYPE_F32,
          .fn = gemm_nightly,
          .desc = "test: fp32 GEMM, bf16 operands when PEAT_TEST_REGRESS=1"},
+        {.name = "test_gemm_dropk",
+         .op = PEAT_OP_GEMM,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_dropk,
+         .desc = "test: sequential fp32 GEMM without its last k term"},
+        {.name = "test_gemm_bf16",
+         .op = PEAT_OP_GEMM,
+         .backend = "cpu",
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .fn = gemm_bf16_operands,
+         .desc = "test: sequential GEMM on bf16-rounded operands, declared fp32"},
     };
     for (unsigned i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (host->register_kernel(&ks[i]) != PEAT_OK) return 1;
