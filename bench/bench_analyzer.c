@@ -1,6 +1,7 @@
 /* bench_analyzer.c: analyzer throughput against memcpy (1 core, all cores), and where a default
  * campaign's time goes, stage by stage, for every flow (tables). */
 #include "analyzer/analyzer.h"
+#include "core/clock.h"
 #include "harness/run/run.h"
 #include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
@@ -11,19 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static double clock_s(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One-core figures are timed in the thread's own CPU time, so that other processes on a shared
  * machine do not count; all-core figures need the wall clock. */
-static clockid_t timer = CLOCK_MONOTONIC;
+static int thread_cpu_timer;
 static double now(void)
 {
-    return clock_s(timer);
+    return thread_cpu_timer ? peat_clock_thread_cpu() : peat_clock_now();
 }
 
 static int fail(const char *what)
@@ -169,13 +163,13 @@ static int throughput_table(int64_t max_bytes, int cores)
         /* repeat small sizes so each figure is the best of many short runs */
         int reps = bytes <= (1 << 20) ? 30 : bytes <= (16 << 20) ? 5 : 2;
         double t1, t1w, t1s, tn, sig1, sign;
-        timer = CLOCK_THREAD_CPUTIME_ID;
+        thread_cpu_timer = 1;
         double tm = time_memcpy(&t, dst, reps * 4);
         if (time_analyzer(&t, 1, reps, 0, 1, &t1, &sig1) ||
             time_analyzer(&t, 1, reps, 1, 1, &t1w, &sig1) ||
             time_analyzer(&t, 1, reps, 1, 0, &t1s, &sig1))
             return 1;
-        timer = CLOCK_MONOTONIC;
+        thread_cpu_timer = 0;
         double tmw = time_memcpy(&t, dst, reps * 4);
         if (time_analyzer(&t, 0, reps, 1, 1, &tn, &sign)) return 1;
         char hb[32];

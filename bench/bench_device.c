@@ -2,6 +2,7 @@
  * golden and candidate timed by the backend's events (kernel alone), and the whole staged call
  * (copies in and out included), per op, on each device backend present. Prints a table. */
 #include "harness/runtime/builtin.h"
+#include "core/clock.h"
 #include "peat/backend.h"
 
 #include <stdio.h>
@@ -13,9 +14,7 @@ enum { REPS = 5 };
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 typedef struct {

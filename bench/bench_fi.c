@@ -3,6 +3,7 @@
  * golden call of the same records, and the speed-up of trials from 1 to 2 threads. */
 #define _DEFAULT_SOURCE
 #include "harness/campaign/campaign.h"
+#include "core/clock.h"
 #include "harness/run/run.h"
 #include "harness/fi/fi.h"
 #include "harness/runtime/builtin.h"
@@ -20,9 +21,7 @@
  * depend on what else runs. */
 static double cpu_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_thread_cpu();
 }
 
 /* mlp for n iterations, with the swap installed or not; CPU seconds; loss of the last step. */

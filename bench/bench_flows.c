@@ -1,5 +1,6 @@
 /* bench_flows.c: training speed of each flow's default config, and time per op kind (table). */
 #include "models/models.h"
+#include "core/clock.h"
 #include "harness/runtime/builtin.h"
 
 #include <stdio.h>
@@ -9,9 +10,7 @@
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 typedef struct op_time {

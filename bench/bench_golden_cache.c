@@ -1,12 +1,14 @@
-/* bench_golden_cache.c: the golden work paid once (harness/campaign/golden_cache.c), side by side in one
- * run: a nightly suite of GEMM candidates on one flow (`peat ci`, each item its own `peat run`)
- * with the golden cache against the same campaigns run independently without it, and a second
+/* bench_golden_cache.c: the golden work paid once (harness/campaign/golden_cache.c), side by side
+ * in one run: a nightly suite of GEMM candidates on one flow (`peat ci`, each item its own `peat
+ * run`) with the golden cache against the same campaigns run independently without it, and a second
  * `peat run --size base --flow gpt` of another kernel against the first, set against one golden
  * training. Verdicts of each pair are compared: they must be identical.
  *
  * usage: bench_golden_cache [PEAT] [FLOW] [SIZE] [PART]   (build/peat, gpt, small, all)
  *   PART: suite (the suite against independent campaigns), base (warm and cold at base), all */
 #define _DEFAULT_SOURCE
+#include "core/clock.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,7 @@ static char dir[256];
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 /* Runs a shell command; its wall seconds (exits on failure: 0 and 1 are verdicts). */

@@ -7,13 +7,12 @@
 #include <time.h>
 
 #include "harness/isolate/isolate.h"
+#include "core/clock.h"
 #include "harness/isolate/isolate_impl.h"
 
 static double now(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return peat_clock_now();
 }
 
 /* Row sums: a kernel whose own cost is small next to isolation's. */

@@ -6,6 +6,8 @@
  * Wall clock of the whole command (start-up, merge and reports included). Needs a build with MPI
  * (PEAT_MPI) and mpirun on PATH or at the configured path. */
 #define _DEFAULT_SOURCE
+#include "core/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +23,7 @@ static char dir[256];
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 /* CPU seconds of every finished child (the commands, the ranks mpirun started) so far. */

@@ -2,6 +2,7 @@
  * beside the golden GEMM (OpenBLAS, or the plain loop), the plain loop and the candidate gemm_new,
  * on gpt base's GEMM shapes: thread CPU milliseconds a call and GFLOP/s. */
 #include "inject/internal.h"
+#include "core/clock.h"
 #include "harness/runtime/builtin.h"
 
 #include <stdio.h>
@@ -10,9 +11,7 @@
 
 static double cpu_now(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return peat_clock_thread_cpu();
 }
 
 typedef struct shape {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/record.h"
+#include "core/clock.h"
 #include "harness/run/run.h"
 #include "harness/runtime/builtin.h"
 #include "store/store.h"
@@ -36,9 +37,7 @@ static const campaign campaigns[] = {
 
 static double now(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return peat_clock_now();
 }
 
 /* Counts every call of the op in every iteration: what a naive store would write. */

@@ -1,5 +1,6 @@
 /* backend.c: backend selection and the public wrappers (with fallbacks for NULL hooks). */
 #include "core/backend_impl.h"
+#include "core/clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -194,7 +195,5 @@ peat_status peat_backend_launch(peat_backend_t b, const peat_launch *l)
 double peat_backend_timer_now(peat_backend_t b)
 {
     if (b->iface->timer_now) return b->iface->timer_now(b);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }

@@ -3,6 +3,7 @@
  * loading is reported. */
 #define _GNU_SOURCE /* strsignal */
 #include "core/backend_impl.h"
+#include "core/clock.h"
 #include "peat/peat.h"
 #include "core/child_fds.h"
 
@@ -142,12 +143,9 @@ static double plugin_timeout_s(void)
 /* Reads the child's report until the deadline: bytes read, or -2 when the deadline passed. */
 static ssize_t probe_read(int fd, probe_report *r, double timeout_s)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = peat_clock_now();
     for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        double left =
-            timeout_s - ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec));
+        double left = timeout_s - (peat_clock_now() - t0);
         if (left <= 0.0) return -2;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int n = poll(&p, 1, left > 1.0 ? 1000 : (int)(left * 1e3) + 1);

@@ -1,6 +1,7 @@
 /* calib.c: calibration micro-benchmarks: the median time of a call, and one kernel's table timed
  * at its op's size family. */
 #include "predictor/predictor.h"
+#include "core/clock.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -28,9 +29,7 @@ static double median_of(double *v, int n)
 static double kernel_clock(int cpu)
 {
     if (!cpu) return peat_predictor_now();
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_thread_cpu();
 }
 
 /* Copies the call's input set s into its inputs: the kernel then reads new values at the same

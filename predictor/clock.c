@@ -1,6 +1,7 @@
 /* clock.c: clock readers (cpufreq sysfs; NVML and ROCm SMI loaded with dlopen, so no vendor
  * library is linked) and the warm-up that waits for steady clocks before timing. */
 #include "predictor/predictor.h"
+#include "core/clock.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -9,9 +10,7 @@
 
 double peat_predictor_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 static peat_status unknown(peat_pred_clock *c)

@@ -1,5 +1,6 @@
 /* store_util.c: small helpers of the store: rows, id/hash maps, strings, HDF5 errors, test hook. */
 #include "store/store_impl.h"
+#include "core/clock.h"
 #include "core/io_cause.h"
 
 #include <errno.h>
@@ -203,9 +204,7 @@ static double busy_total;
 
 static double clock_now(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return peat_clock_now();
 }
 
 double peat_store_busy_begin(void)

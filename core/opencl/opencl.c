@@ -5,6 +5,7 @@
 #include <CL/cl.h>
 
 #include "core/backend_impl.h"
+#include "core/clock.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -188,9 +189,7 @@ static peat_status cl_sync(peat_backend_t b)
 static double cl_timer(peat_backend_t b)
 {
     (void)clFinish(ctx_of(b)->q);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 /* ---- timing: a marker before and after the kernel's work, read from the profiling queue ---- */

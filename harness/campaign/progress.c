@@ -1,6 +1,7 @@
 /* progress.c: a terminal progress bar with ETA (TTY) or plain milestone lines (logs). */
 #define _DEFAULT_SOURCE
 #include "harness/campaign/progress.h"
+#include "core/clock.h"
 
 #include <string.h>
 #include <time.h>
@@ -10,9 +11,7 @@
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 void peat_campaign_progress_format_time(double s, char *buf, size_t n)

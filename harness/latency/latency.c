@@ -1,6 +1,7 @@
 /* latency.c: device description and warm-up per backend, and the calibration table of every
  * registered kernel and of the harness's own work, kept in an HDF5 cache per device. */
 #include "harness/latency/latency.h"
+#include "core/clock.h"
 
 #include "core/cache_dir.h"
 
@@ -38,21 +39,14 @@ static void warm_call(void *user)
     w->calls++;
 }
 
-static double cpu_clock_s(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double peat_latency_thread_cpu_s(void)
 {
-    return cpu_clock_s(CLOCK_THREAD_CPUTIME_ID);
+    return peat_clock_thread_cpu();
 }
 
 double peat_latency_process_cpu_s(void)
 {
-    return cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    return peat_clock_process_cpu();
 }
 
 /* Cores the process gets with every CPU busy: the warm-up work on one thread a CPU for ~0.1 s,

@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "harness/nightly/ci.h"
+#include "core/clock.h"
 #include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "harness/campaign/progress.h"
@@ -210,9 +211,7 @@ static void item_args(const peat_ci_opts *o, const peat_ci_result *res, peat_ci_
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return peat_clock_now();
 }
 
 /* Waits for pid until the deadline (0: none); past it the child's process group is killed. */
@@ -426,8 +425,7 @@ static peat_status out_dir_prepare(const peat_ci_opts *o, peat_ci_result *res)
     }
     if (res->shard.n > 0) { /* a shard's own folder inside OUT */
         size_t l = strlen(res->out_dir);
-        peat_scale_shard_name("/shard-", res->shard, "", res->out_dir + l,
-                                       sizeof res->out_dir - l);
+        peat_scale_shard_name("/shard-", res->shard, "", res->out_dir + l, sizeof res->out_dir - l);
     }
     char items[600], ci[600];
     snprintf(items, sizeof items, "%s/items", res->out_dir);

@@ -6,8 +6,10 @@
 #include "peat/plugin.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Rounds to a binary format with p significand bits and exponent range [emin, emax]
  * (round to nearest even, gradual underflow, Inf past the largest finite value). */
@@ -88,5 +90,20 @@ int zoo_register_formula(const peat_plugin_host *host);
 int zoo_register_transient(const peat_plugin_host *host);
 int zoo_register_views(const peat_plugin_host *host);
 int zoo_register_state(const peat_plugin_host *host);
+
+/* A fresh draw for each call of a transient defect (whether this call is hit, and where): a
+ * per-process call counter mixed with the process id through SplitMix64, so a repeated call
+ * (or the same call in another process) is hit elsewhere or not at all, as a clock would have
+ * it, without asking for the time. Each file that calls it counts its own calls. */
+static inline uint64_t zoo_upset_draw(void)
+{
+    static _Atomic uint64_t calls;
+    uint64_t h = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) ^ (uint64_t)getpid()
+                                                                                  << 32;
+    h += 0x9E3779B97F4A7C15ull;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+}
 
 #endif

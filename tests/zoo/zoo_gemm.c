@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TILE 32 /* output tile of the tiled kernels */
@@ -206,14 +205,11 @@ static peat_status stuck_lane(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
-/* A transient upset: in about one call in three (by the clock, so it does not repeat), one
- * accumulator register has exponent bit 27 flipped halfway through k. */
+/* A transient upset: in about one call in three (a fresh draw per call, so it does not repeat),
+ * one accumulator register has exponent bit 27 flipped halfway through k. */
 static peat_status transient_flip(const peat_args *a, const peat_kernel *self)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t h = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
-    h ^= h >> 29;
+    uint64_t h = zoo_upset_draw();
     zoo_gemm g = zoo_gemm_of(a);
     int hit = h % 3 == 0;
     int64_t hi = (int64_t)((h >> 8) % (uint64_t)g.M), hj = (int64_t)((h >> 24) % (uint64_t)g.N);

@@ -1,18 +1,6 @@
-/* zoo_transient.c: transient upsets on small ops: in about one call in three (by the clock, so
- * it does not repeat), one output element has one bit flipped. */
+/* zoo_transient.c: transient upsets on small ops: in about one call in three (a fresh draw per
+ * call, so it does not repeat), one output element has one bit flipped. */
 #include "zoo.h"
-
-#include <time.h>
-#include <unistd.h>
-
-/* A draw from the clock: whether this call is hit (1 in 3) and where. */
-static uint64_t upset_draw(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t h = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
-    return h ^ (h >> 29);
-}
 
 static void flip(float *x, int bit)
 {
@@ -36,7 +24,7 @@ static peat_status bias_bwd_flip(const peat_args *a, const peat_kernel *self)
             for (int64_t k = 0; k < S; k++) s += dy[(r * C + c) * S + k];
         db[c] = s;
     }
-    uint64_t h = upset_draw();
+    uint64_t h = zoo_upset_draw();
     if (h % 3 == 0) flip(&db[(h >> 8) % (uint64_t)C], 26);
     return PEAT_OK;
 }
@@ -54,7 +42,7 @@ static peat_status softmax_flip(const peat_args *a, const peat_kernel *self)
         for (int64_t j = 0; j < C; j++) s += y[i * C + j] = expf(x[j] - mx);
         for (int64_t j = 0; j < C; j++) y[i * C + j] /= s;
     }
-    uint64_t h = upset_draw();
+    uint64_t h = zoo_upset_draw();
     if (h % 3 == 0) flip(&y[(h >> 8) % (uint64_t)(R * C)], 21);
     return PEAT_OK;
 }
