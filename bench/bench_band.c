@@ -93,7 +93,7 @@ static peat_runtime_opts run_opts(const bench_opts *b, const char *flow, uint64_
     o.cfg.weight_decay = -1;
     o.iters = b->iters > 0 ? b->iters : peat_campaign_default_iters(flow);
     o.op = PEAT_OP_GEMM;
-    o.freqs = "1";
+    (void)peat_freq_schedule_parse("1", &o.freqs); /* valid text: parses without fail */
     /* --extra: the lockstep trains every order of the band list; the band is its first R */
     o.band_runs = b->extra ? PEAT_RUNTIME_MAX_BAND : b->band;
     return o;

@@ -205,8 +205,5 @@ typedef struct peat_inject_swap {
 /* A peat_swap_fn: runs the call through the active (golden) kernel with the model applied. */
 peat_status peat_inject_swap_run(void *user, const peat_kernel *active, const peat_args *a,
                                  const peat_call_info *info);
-/* Parses a runtime frequency: "1" (every call), "1/10", "1/100" (every k-th), "0" (idle hook),
- * or "p=0.01" (each call with probability p). Sets one of *every, *prob (the other 0). */
-peat_status peat_inject_freq_parse(const char *s, int64_t *every, double *prob);
 
 #endif

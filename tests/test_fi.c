@@ -269,19 +269,28 @@ Test(fi, rate_tables_group_and_count)
 
 Test(fi, frequency_syntax)
 {
-    int64_t every;
-    double p;
-    cr_assert_eq(peat_inject_freq_parse("1", &every, &p), PEAT_OK);
-    cr_assert(every == 1 && p == 0);
-    cr_assert_eq(peat_inject_freq_parse("1/100", &every, &p), PEAT_OK);
-    cr_assert_eq(every, 100);
-    cr_assert_eq(peat_inject_freq_parse("0", &every, &p), PEAT_OK);
-    cr_assert_eq(every, 0);
-    cr_assert_eq(peat_inject_freq_parse("p=0.25", &every, &p), PEAT_OK);
-    cr_assert(every == 0 && p == 0.25);
-    const char *bad[] = {"2", "1/0", "3/10", "p=0", "p=2", "x", "1/", ""};
-    for (int i = 0; i < 8; i++)
-        cr_assert_eq(peat_inject_freq_parse(bad[i], &every, &p), PEAT_ERR_INVAL, "'%s'", bad[i]);
+    peat_freq_schedule s;
+    cr_assert_eq(peat_freq_schedule_parse("1,1/100,0,p=0.25", &s), PEAT_OK, "%s",
+                 peat_error_last());
+    cr_assert_eq(s.n, 4);
+    cr_assert(s.f[0].kind == PEAT_FREQ_EVERY && s.f[0].every == 1 && s.f[0].prob == 0);
+    cr_assert(s.f[1].kind == PEAT_FREQ_EVERY && s.f[1].every == 100);
+    cr_assert(s.f[2].kind == PEAT_FREQ_EVERY && s.f[2].every == 0);
+    cr_assert(s.f[3].kind == PEAT_FREQ_PROB && s.f[3].every == 0 && s.f[3].prob == 0.25);
+    const char *labels[] = {"1", "1/100", "0", "p=0.25"};
+    for (int i = 0; i < 4; i++) cr_assert_str_eq(s.f[i].label, labels[i]);
+    cr_assert_float_eq(peat_freq_share(&s.f[1]), 0.01, 1e-15);
+    cr_assert_eq(peat_freq_share(&s.f[2]), 0.0);
+    const char *bad[] = {"2", "1/0", "3/10", "p=0", "p=2", "x", "1/", "", "1,1,1,1,1"};
+    for (int i = 0; i < 9; i++) {
+        cr_assert_eq(peat_freq_schedule_parse(bad[i], &s), PEAT_ERR_INVAL, "'%s'", bad[i]);
+        cr_assert_eq(s.n, 0, "'%s'", bad[i]);
+    }
+    cr_assert_eq(peat_freq_schedule_parse("1,1,1,1,1", &s), PEAT_ERR_INVAL);
+    cr_assert_str_eq(peat_error_last(), "--runtime-freq: 1 to 4 frequencies, got 5");
+    cr_assert_eq(peat_freq_schedule_parse("1,3/10", &s), PEAT_ERR_INVAL);
+    cr_assert_str_eq(peat_error_last(),
+                     "runtime frequency '3/10': use 1, 1/K (every K-th call), 0 or p=P");
 }
 
 /* ---- the swap hook ---- */
@@ -382,7 +391,7 @@ static peat_runtime_result runtime(const char *flow, int iters, const char *mode
     o.op = PEAT_OP_GEMM;
     o.model = model;
     o.model_seed = 3;
-    o.freqs = freq;
+    cr_assert_eq(peat_freq_schedule_parse(freq, &o.freqs), PEAT_OK, "%s", peat_error_last());
     peat_runtime_result r;
     cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s: %s", flow, peat_error_last());
     return r;
@@ -452,18 +461,16 @@ Test(fi, golden_run_replayed_from_the_profile_is_the_golden_run)
         o.op = PEAT_OP_GEMM;
         o.model = cases[c].model;
         o.model_seed = 3;
-        o.freqs = "1,1/3";
+        cr_assert_eq(peat_freq_schedule_parse("1,1/3", &o.freqs), PEAT_OK);
         o.eval_every = 2;
         char what[96];
         snprintf(what, sizeof what, "%s precision %d, %lld logged, %lld trained", o.flow,
                  o.cfg.precision, (long long)cases[c].logged, (long long)o.iters);
         peat_runtime_result a, b;
-        cr_assert_eq(peat_runtime_run_all(&o, &a), PEAT_OK, "%s: %s", what,
-                     peat_error_last());
+        cr_assert_eq(peat_runtime_run_all(&o, &a), PEAT_OK, "%s: %s", what, peat_error_last());
         peat_runtime_golden_log *g = golden_logged(&o, cases[c].logged);
         o.golden = g;
-        cr_assert_eq(peat_runtime_run_all(&o, &b), PEAT_OK, "%s: %s", what,
-                     peat_error_last());
+        cr_assert_eq(peat_runtime_run_all(&o, &b), PEAT_OK, "%s: %s", what, peat_error_last());
         cr_assert_eq(a.n, b.n, "%s", what);
         cr_assert_eq(a.n_eval, b.n_eval, "%s", what);
         cr_assert_eq(a.n_band, b.n_band, "%s", what);
@@ -506,7 +513,7 @@ static peat_runtime_result steered(script *sc, int64_t iters, int64_t max_iters)
     o.iters = iters;
     o.op = PEAT_OP_GEMM;
     o.model = "reorder";
-    o.freqs = "1";
+    cr_assert_eq(peat_freq_schedule_parse("1", &o.freqs), PEAT_OK);
     o.steer = scripted, o.steer_user = sc, o.max_iters = max_iters;
     peat_runtime_result r;
     cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());
@@ -958,10 +965,9 @@ Test(fi, band_members_are_the_documented_orders)
     for (int i = 1; i < r; i++) {
         int found = 0;
         for (int j = 1; j < r; j++)
-            found +=
-                !strcmp(peat_runtime_band_spec(j), peat_runtime_band_listed(i));
-        cr_assert_eq(found, 1, "%s is %d times in this machine's band",
-                     peat_runtime_band_listed(i), found);
+            found += !strcmp(peat_runtime_band_spec(j), peat_runtime_band_listed(i));
+        cr_assert_eq(found, 1, "%s is %d times in this machine's band", peat_runtime_band_listed(i),
+                     found);
     }
 }
 
@@ -990,8 +996,7 @@ Test(fi, band_orders_that_repeat_the_golden_go_last)
     int last = -1;
     for (int i = 0; i < N - 1; i++) {
         int listed = 0;
-        while (listed < N && strcmp(peat_runtime_band_listed(listed + 1), order[i]))
-            listed++;
+        while (listed < N && strcmp(peat_runtime_band_listed(listed + 1), order[i])) listed++;
         cr_assert(listed > last, "%s out of the listed order", order[i]);
         last = listed;
     }
@@ -1012,7 +1017,7 @@ Test(fi, runtime_stage_in_a_campaign)
     o.out_dir = dir;
     o.quiet = 1;
     o.isolate = 0;
-    o.runtime_freq = "1,1/10";
+    cr_assert_eq(peat_freq_schedule_parse("1,1/10", &o.runtime_freq), PEAT_OK);
     peat_campaign_result r;
     cr_assert_eq(peat_run_campaign(&o, &r), PEAT_OK, "%s", peat_error_last());
     cr_assert_eq(r.n_runtime, 2);

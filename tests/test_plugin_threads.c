@@ -104,7 +104,8 @@ static void train(const peat_kernel *k, peat_runtime_result *r)
     o.iters = 12;
     o.op = PEAT_OP_GEMM;
     o.candidate = k;
-    o.freqs = "1,1/2,1/3"; /* three runs with the kernel in the loop, side by side */
+    /* three runs with the kernel in the loop, side by side */
+    cr_assert_eq(peat_freq_schedule_parse("1,1/2,1/3", &o.freqs), PEAT_OK);
     o.threads = 6;
     cr_assert_eq(peat_runtime_run_all(&o, r), PEAT_OK, "%s", peat_error_last());
 }

@@ -103,7 +103,7 @@ static peat_runtime_result loop_with(const peat_kernel *k, int64_t iters)
     o.candidate = k;
     o.isolate = 1;
     o.kernel_timeout_s = 30;
-    o.freqs = "1";
+    cr_assert_eq(peat_freq_schedule_parse("1", &o.freqs), PEAT_OK);
     o.shadow.on = 1;
     peat_runtime_result r;
     cr_assert_eq(peat_runtime_run_all(&o, &r), PEAT_OK, "%s", peat_error_last());

@@ -26,6 +26,8 @@ void peat_campaign_opts_default(peat_campaign_opts *o)
     o->kernel_timeout_s = 30.0;
     o->hang_policy = "skip";
     o->repeats = 8; /* a fault in 1 call of 3 shows in 8 repeated calls with p = 1 - (4/9)^8 */
+    /* the candidate in place of the golden on every call: valid text, parsed without fail */
+    (void)peat_freq_schedule_parse(PEAT_RUNTIME_DEFAULT_FREQS, &o->runtime_freq);
 }
 
 /* Default training length per flow: enough iterations for the loss to move, small enough that

@@ -1,5 +1,6 @@
 /* campaign.h: the `peat run` pipeline (resolve -> plan -> open -> profile -> playback -> analyze
- * -> detect -> commit -> report; harness/campaign/stages.h): its options, result and report writers. */
+ * -> detect -> commit -> report; harness/campaign/stages.h): its options, result and report
+ * writers. */
 #ifndef PEAT_CAMPAIGN_H
 #define PEAT_CAMPAIGN_H
 
@@ -9,6 +10,7 @@
 #include "harness/campaign/coverage.h"
 #include "harness/campaign/plots.h"
 #include "core/clock.h"
+#include "core/freq.h"
 #include "core/iter_spec.h"
 #include "core/record.h"
 #include "models/models.h"
@@ -63,10 +65,12 @@ typedef struct peat_campaign_opts {
     const char *budget;
     const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */
     /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
-    int no_runtime;            /* skip the runtime stage */
-    int no_golden_cache;       /* train the golden profile and band here, whatever the cache has */
-    int no_sequences;          /* skip the call sequences (the kernel's state across calls) */
-    const char *runtime_freq;  /* frequencies ("1" default; "1,1/10,p=0.01") */
+    int no_runtime;      /* skip the runtime stage */
+    int no_golden_cache; /* train the golden profile and band here, whatever the cache has */
+    int no_sequences;    /* skip the call sequences (the kernel's state across calls) */
+    /* the frequencies (peat_freq_schedule_parse of "1,1/10,p=0.01"; peat_campaign_opts_default:
+     * "1", every call) */
+    peat_freq_schedule runtime_freq;
     int runtime_band;          /* band runs R, golden included (0 = 3) */
     const char *runtime_model; /* an error model on the kernel in the loop instead of the kernel
                                   alone (`bitflip(bit=30)`; docs/fault-injection.md) */

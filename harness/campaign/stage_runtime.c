@@ -67,7 +67,7 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
     ro->shadow.on = !o->runtime_model && strcmp(c->k->backend, "cpu") == 0;
     ro->shadow.self_norm = c->res->cand.max_norm;
     ro->kernel_timeout_s = o->kernel_timeout_s;
-    ro->freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
+    ro->freqs = o->runtime_freq;
     ro->band_runs = o->runtime_band;
     ro->checkpoint_iters = o->checkpoint_iters ? o->checkpoint_iters : "last";
     ro->golden = c->golden;
@@ -246,7 +246,7 @@ peat_status peat_campaign_stage_runtime(peat_campaign *c)
             fprintf(stdout,
                     "peat: runtime FI: %d runs beside the golden one split across %d ranks "
                     "(%d thread%s each)\n",
-                    band_runs(&ro) - 1 + peat_runtime_freqs_count(ro.freqs), ro.n_ranks, ro.threads,
+                    band_runs(&ro) - 1 + ro.freqs.n, ro.n_ranks, ro.threads,
                     ro.threads == 1 ? "" : "s");
     }
     peat_scale_pack band_in = {0}, band_out = {0};

@@ -410,7 +410,8 @@ static int cmd_predict(int argc, char **argv, const char *cmdline)
     peat_campaign_opts run;
     peat_campaign_opts_default(&run);
     run.no_probes = o.no_probes, run.no_runtime = o.no_runtime, run.isolate = !o.no_isolate;
-    run.runtime_freq = o.runtime_freq, run.runtime_band = o.runtime_band;
+    if (o.runtime_freq.n) run.runtime_freq = o.runtime_freq; /* else the default, "1" */
+    run.runtime_band = o.runtime_band;
     peat_latency_opts lo = {.kernel = o.kernel,
                             .flow = o.flow,
                             .backend = o.backend,

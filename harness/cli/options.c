@@ -113,11 +113,11 @@ static const peat_cli_opt run_opts[] = {
     {"record-phase", "LIST", PEAT_CLI_SPEC, RUN(record_phase), 0, 0, 0, NULL, check_phases, "all",
      "phases to record: fwd,bwd,opt", NULL},
     {"checkpoints", "SPEC", PEAT_CLI_SPEC, RUN(checkpoint_iters), 0, 0, 0, NULL,
-     peat_iter_spec_check, "last",
-     "weights + optimizer state at: last, none, every:N or 0,10,59", NULL},
+     peat_iter_spec_check, "last", "weights + optimizer state at: last, none, every:N or 0,10,59",
+     NULL},
     {"activations", "SPEC", PEAT_CLI_SPEC, RUN(activation_iters), 0, 0, 0, NULL,
-     peat_iter_spec_check, "none",
-     "outputs of every forward op at these iterations (as above)", NULL},
+     peat_iter_spec_check, "none", "outputs of every forward op at these iterations (as above)",
+     NULL},
     {"compress", "MODE", PEAT_CLI_SPEC, RUN(compress), 0, 0, 0, NULL, check_compress, "auto",
      "auto: shuffle + deflate for tensors it shrinks by >= 25%, the rest written as they are "
      "(fastest); all (smallest file); none; or a percent: the saving a tensor must reach to be "
@@ -156,8 +156,8 @@ static const peat_cli_opt run_opts[] = {
     {"seq", "N", PEAT_CLI_INT, RUN(seq), 0, 1, 4096, NULL, NULL, "the flow's",
      "sequence length (gpt flows)", NULL},
     {"lr", "X", PEAT_CLI_REAL, RUN(lr), 0, 0, 10, NULL, NULL, "the flow's", "learning rate", NULL},
-    {"runtime-freq", "LIST", PEAT_CLI_SPEC, RUN(runtime_freq), 0, 0, 0, NULL,
-     peat_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
+    {"runtime-freq", "LIST", PEAT_CLI_FREQ, RUN(runtime_freq), 0, 0, 0, NULL, NULL,
+     PEAT_RUNTIME_DEFAULT_FREQS,
      "frequencies of the candidate in the training loop: 1 (every call), 1/K (every K-th), "
      "p=P (each call with probability P); up to 4, comma-separated",
      "runtime fault injection (docs/fault-injection.md)"},
@@ -287,9 +287,8 @@ static const peat_cli_opt predict_opts[] = {
      "predict a run with --no-probes", NULL},
     {"no-runtime", NULL, PEAT_CLI_FLAG, LAT(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "predict a run with --no-runtime", NULL},
-    {"runtime-freq", "LIST", PEAT_CLI_SPEC, LAT(runtime_freq), 0, 0, 0, NULL,
-     peat_runtime_freqs_check, PEAT_RUNTIME_DEFAULT_FREQS,
-     "runtime-FI frequencies, as `peat run` takes them", NULL},
+    {"runtime-freq", "LIST", PEAT_CLI_FREQ, LAT(runtime_freq), 0, 0, 0, NULL, NULL,
+     PEAT_RUNTIME_DEFAULT_FREQS, "runtime-FI frequencies, as `peat run` takes them", NULL},
     {"runtime-band", "R", PEAT_CLI_INT, LAT(runtime_band), 0, 2, PEAT_RUNTIME_MAX_BAND, NULL, NULL,
      STR_OF(PEAT_RUNTIME_DEFAULT_BAND), "runtime-FI band runs, as `peat run` takes them", NULL},
     {"cache-dir", "DIR", PEAT_CLI_STR, LAT(cache_dir), 0, 0, 0, NULL, NULL,
@@ -546,6 +545,19 @@ static peat_status set_spec(const peat_cli_opt *opt, const char *v, char *dst)
     return PEAT_OK;
 }
 
+/* A frequency list: parsed here, once, into the options' peat_freq_schedule. */
+static peat_status set_freq(const peat_cli_opt *opt, const char *v, char *dst)
+{
+    peat_freq_schedule f;
+    if (peat_freq_schedule_parse(v, &f) != PEAT_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", peat_error_last());
+        return PEAT_ERROR(PEAT_ERR_INVAL, "--%s: %s", opt->name, why);
+    }
+    *(peat_freq_schedule *)dst = f;
+    return PEAT_OK;
+}
+
 static peat_status set_span(const peat_cli_opt *opt, const char *v, char *base)
 {
     long long lo, hi;
@@ -579,6 +591,8 @@ static peat_status set_value(const peat_cli_opt *opt, const char *v, char *base)
         return PEAT_OK;
     case PEAT_CLI_SPEC:
         return set_spec(opt, v, dst);
+    case PEAT_CLI_FREQ:
+        return set_freq(opt, v, dst);
     case PEAT_CLI_SPAN:
         return set_span(opt, v, base);
     case PEAT_CLI_MULTI: {
@@ -739,7 +753,7 @@ static void default_words(const peat_cli_opt *opt, const char *base, char *buf, 
     if (!base) return;
     const char *p = base + opt->off;
     if (opt->kind == PEAT_CLI_FLAG || opt->kind == PEAT_CLI_MULTI || opt->kind == PEAT_CLI_SPAN ||
-        opt->kind == PEAT_CLI_CONFIG)
+        opt->kind == PEAT_CLI_CONFIG || opt->kind == PEAT_CLI_FREQ)
         return;
     if (opt->kind == PEAT_CLI_INT && *(const int *)p)
         snprintf(buf, n, "%d", *(const int *)p);
@@ -784,7 +798,8 @@ static void help_line(FILE *f, const peat_cli_opt *opt, const char *base)
     if (opt->kind == PEAT_CLI_MULTI)
         snprintf(range, sizeof range, "repeatable, at most %.0f", opt->hi);
     else if (opt->kind != PEAT_CLI_FLAG && opt->kind != PEAT_CLI_STR &&
-             opt->kind != PEAT_CLI_SPEC && opt->kind != PEAT_CLI_CONFIG)
+             opt->kind != PEAT_CLI_SPEC && opt->kind != PEAT_CLI_FREQ &&
+             opt->kind != PEAT_CLI_CONFIG)
         expect_words(opt, range, sizeof range);
     default_words(opt, base, def, sizeof def);
     snprintf(text, sizeof text, "%s%s%s%s%s%s", opt->help, range[0] || def[0] ? " (" : "", range,

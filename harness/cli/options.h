@@ -18,6 +18,7 @@ typedef enum {
     PEAT_CLI_REAL,   /* double in (lo, hi), bounds excluded */
     PEAT_CLI_CHOICE, /* const char *, one of choices ("adamw|sgd") */
     PEAT_CLI_SPEC,   /* const char *, accepted by check() (policy specs: docs/cli.md) */
+    PEAT_CLI_FREQ,   /* peat_freq_schedule, parsed by peat_freq_schedule_parse (core/freq.h) */
     PEAT_CLI_MULTI,  /* repeatable: const char *[hi] at off, its int count at off2 */
     PEAT_CLI_SPAN,   /* "LO:HI" with lo <= LO < HI: int64_t LO at off, HI at off2 */
     PEAT_CLI_CONFIG, /* --config FILE: options read from FILE first (the command line overrides) */
@@ -77,7 +78,7 @@ typedef struct peat_cli_latency_opts {
     int force;
     /* predict: the run options that choose stages (as `peat run` takes them) */
     int no_probes, no_runtime, no_isolate, runtime_band;
-    const char *runtime_freq;
+    peat_freq_schedule runtime_freq;       /* n 0: not given (`peat run`'s default) */
     const char *plugins[PEAT_MAX_PLUGINS]; /* kernels of plugin libraries, as `peat run` loads */
     int n_plugins;
 } peat_cli_latency_opts;

@@ -16,7 +16,6 @@
 #include "harness/runtime/runtime.h"
 #include "harness/campaign/golden_cache.h"
 #include "harness/campaign/work.h"
-#include "inject/inject.h"
 
 typedef struct capture {
     peat_latency_flow *f;
@@ -497,16 +496,9 @@ static peat_status runtime_runs_of(const peat_kernel *k, const peat_campaign_opt
         rr->swap[rr->n] = r ? peat_latency_band_kernel(k->op, r) : NULL;
         rr->share[rr->n] = r ? 1.0 : 0.0;
     }
-    const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    PEAT_TRY(peat_runtime_freqs_check(freqs));
-    char buf[256], *save = NULL;
-    snprintf(buf, sizeof buf, "%s", freqs);
-    for (char *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save), rr->n++) {
-        int64_t every = 0;
-        double prob = 0;
-        PEAT_TRY(peat_inject_freq_parse(f, &every, &prob));
+    for (int q = 0; q < o->runtime_freq.n && q < PEAT_RUNTIME_MAX_FREQS; q++, rr->n++) {
         rr->swap[rr->n] = k;
-        rr->share[rr->n] = every > 0 ? 1.0 / (double)every : prob;
+        rr->share[rr->n] = peat_freq_share(&o->runtime_freq.f[q]);
     }
     return PEAT_OK;
 }
@@ -779,9 +771,7 @@ peat_status peat_latency_plan_counts(const peat_latency_flow *fl, const peat_cam
     p->repeats = o->repeats < calls ? o->repeats : calls;
     p->probes = o->no_probes ? 0 : fl->probes.n;
     if (o->no_runtime || o->finetune_from) return PEAT_OK;
-    const char *freqs = o->runtime_freq ? o->runtime_freq : PEAT_RUNTIME_DEFAULT_FREQS;
-    PEAT_TRY(peat_runtime_freqs_check(freqs));
-    p->runtime_freqs = peat_runtime_freqs_count(freqs);
+    p->runtime_freqs = o->runtime_freq.n;
     p->runtime_runs =
         (o->runtime_band > 0 ? o->runtime_band : PEAT_RUNTIME_DEFAULT_BAND) + p->runtime_freqs;
     /* the runs train as long as the profiled one */

@@ -2,6 +2,7 @@
  * store, kernels and error models run on caller buffers, runtime verdicts by the detector. */
 #include "harness/cli/commands.h"
 #include "harness/pyapi/pyapi.h"
+#include "core/freq.h"
 
 #include "detector/detector.h"
 #include "harness/runtime/builtin.h"
@@ -38,6 +39,8 @@ int64_t peat_pyapi_struct_size(int which)
         return (int64_t)sizeof(peat_tensor);
     case 2:
         return (int64_t)sizeof(peat_pyapi_verdict);
+    case 3:
+        return (int64_t)sizeof(peat_pyapi_freqs);
     default:
         return -1;
     }
@@ -226,10 +229,21 @@ peat_status peat_pyapi_model_run(const char *spec, uint64_t seed, const peat_pya
     return st;
 }
 
-peat_status peat_pyapi_freq_parse(const char *s, int64_t *every, double *prob)
+_Static_assert(PEAT_FREQ_MAX == 4 && PEAT_FREQ_LABEL == 64,
+               "peat_pyapi_freqs mirrors the schedule");
+
+peat_status peat_pyapi_freqs_parse(const char *s, peat_pyapi_freqs *out)
 {
-    if (!s || !every || !prob) return PEAT_ERROR(PEAT_ERR_INVAL, "freq_parse: NULL argument");
-    return peat_inject_freq_parse(s, every, prob);
+    if (!s || !out) return PEAT_ERROR(PEAT_ERR_INVAL, "freqs_parse: NULL argument");
+    memset(out, 0, sizeof *out);
+    peat_freq_schedule f;
+    PEAT_TRY(peat_freq_schedule_parse(s, &f));
+    out->n = f.n;
+    for (int i = 0; i < f.n; i++) {
+        out->every[i] = f.f[i].every, out->prob[i] = f.f[i].prob;
+        memcpy(out->label[i], f.f[i].label, sizeof out->label[i]);
+    }
+    return PEAT_OK;
 }
 
 const char *peat_pyapi_band_spec(int r)

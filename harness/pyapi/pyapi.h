@@ -29,8 +29,9 @@ typedef struct peat_pyapi_call {
 
 /* Registers the built-in kernels (idempotent). */
 PEAT_PYAPI_EXPORT peat_status peat_pyapi_init(void);
-/* sizeof(peat_pyapi_call), sizeof(peat_tensor), sizeof(peat_pyapi_verdict): the bridge checks
- * its mirrors against them (which = 0, 1, 2; -1 otherwise). */
+/* sizeof(peat_pyapi_call), sizeof(peat_tensor), sizeof(peat_pyapi_verdict),
+ * sizeof(peat_pyapi_freqs): the bridge checks its mirrors against them (which = 0, 1, 2, 3; -1
+ * otherwise). */
 PEAT_PYAPI_EXPORT int64_t peat_pyapi_struct_size(int which);
 
 /* Runs a `peat` command in this process, as the executable does with the same words (argv[0] is
@@ -78,8 +79,17 @@ PEAT_PYAPI_EXPORT peat_status peat_pyapi_model_run(const char *spec, uint64_t se
                                                    const peat_pyapi_call *c,
                                                    const peat_tensor *const *in,
                                                    peat_tensor *const *out);
-/* Parses a runtime frequency ("1", "1/10", "p=0.01"): every k-th call or a probability. */
-PEAT_PYAPI_EXPORT peat_status peat_pyapi_freq_parse(const char *s, int64_t *every, double *prob);
+/* A runtime frequency list as `peat run --runtime-freq` parses it (core/freq.h's schedule, flat
+ * so that ctypes mirrors it): n frequencies, each every k-th call (every; 1 all, 0 none) or a
+ * probability per call (prob > 0, every 0), and its text, which names its run. */
+typedef struct peat_pyapi_freqs {
+    int32_t n;
+    int64_t every[4];
+    double prob[4];
+    char label[4][64];
+} peat_pyapi_freqs;
+/* Parses a frequency list ("1", "1/10,p=0.01") with `peat run`'s own parser. */
+PEAT_PYAPI_EXPORT peat_status peat_pyapi_freqs_parse(const char *s, peat_pyapi_freqs *out);
 
 /* ---- band: the runtime stage's rules on the user's own runs ---- */
 

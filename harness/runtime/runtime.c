@@ -149,30 +149,6 @@ const char *peat_runtime_band_spec(int r)
     return band_order[r - 1];
 }
 
-int peat_runtime_freqs_count(const char *list)
-{
-    int n = 1;
-    for (const char *s = list ? list : PEAT_RUNTIME_DEFAULT_FREQS; *s; s++) n += *s == ',';
-    return n;
-}
-
-peat_status peat_runtime_freqs_check(const char *list)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list ? list : PEAT_RUNTIME_DEFAULT_FREQS);
-    int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
-        int64_t every;
-        double p;
-        PEAT_TRY(peat_inject_freq_parse(t, &every, &p));
-    }
-    if (n < 1 || n > PEAT_RUNTIME_MAX_FREQS)
-        return PEAT_ERROR(PEAT_ERR_INVAL, "--runtime-freq: 1 to %d frequencies, got %d",
-                          PEAT_RUNTIME_MAX_FREQS, n);
-    return PEAT_OK;
-}
-
 static peat_status run_alloc(peat_runtime_run *r, int64_t n, int64_t ne, const char *label)
 {
     snprintf(r->label, sizeof r->label, "%s", label);
@@ -206,7 +182,7 @@ void peat_runtime_result_free(peat_runtime_result *res)
 }
 
 /* A member: its own exec and flow (same seed: same init and batches), its swap if any. */
-static peat_status member_setup(lockstep *L, member *m, const char *spec, const char *freq)
+static peat_status member_setup(lockstep *L, member *m, const char *spec, const peat_freq *freq)
 {
     const peat_runtime_opts *o = L->o;
     m->loaded = -1;
@@ -227,8 +203,8 @@ static peat_status member_setup(lockstep *L, member *m, const char *spec, const 
     s.op = o->op;
     s.every = 1;
     if (freq) { /* a faulty run: the window, layers and phases of the options */
-        PEAT_TRY(peat_inject_freq_parse(freq, &s.every, &s.prob));
-        s.seed = peat_seed_derive(o->cfg.seed, freq);
+        s.every = freq->every, s.prob = freq->prob;
+        s.seed = peat_seed_derive(o->cfg.seed, freq->label);
         s.iter_lo = o->iter_lo, s.iter_hi = o->iter_hi;
         s.phases = o->phases;
         s.layers = o->layers;
@@ -291,7 +267,10 @@ static peat_status lockstep_setup(lockstep *L)
                           PEAT_RUNTIME_MAX_BAND);
     if (!o->candidate && !o->model)
         return PEAT_ERROR(PEAT_ERR_INVAL, "runtime: neither a candidate kernel nor a model");
-    PEAT_TRY(peat_runtime_freqs_check(o->freqs));
+    if (o->freqs.n < 1 || o->freqs.n > PEAT_RUNTIME_MAX_FREQS)
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "runtime: %d frequencies (1..%d; peat_freq_schedule_parse)", o->freqs.n,
+                          PEAT_RUNTIME_MAX_FREQS);
     L->every = o->eval_every > 0 ? o->eval_every : peat_predictor_runtime_eval_every(o->iters);
     L->cap = o->steer && o->max_iters > o->iters ? o->max_iters : o->iters;
     res->eval_iter = malloc((size_t)(L->cap / L->every + 2) * sizeof *res->eval_iter);
@@ -311,19 +290,17 @@ static peat_status lockstep_setup(lockstep *L)
         PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, r ? peat_runtime_band_spec(r) : "golden"));
         if (m->local) PEAT_TRY(member_setup(L, m, r ? peat_runtime_band_spec(r) : NULL, NULL));
     }
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", o->freqs ? o->freqs : PEAT_RUNTIME_DEFAULT_FREQS);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (int q = 0; q < o->freqs.n; q++) {
+        const peat_freq *t = &o->freqs.f[q];
         member *m = &L->mem[L->n];
         m->local = peat_scale_ranks_owner(L->n, o->n_ranks) == o->rank;
         L->n++;
         m->run = &res->faulty[res->n_faulty++];
         char label[64];
         snprintf(label, sizeof label, "%.40s @ %s", o->candidate ? o->candidate->name : o->model,
-                 t);
+                 t->label);
         PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, label));
-        snprintf(m->run->freq, sizeof m->run->freq, "%s", t);
+        snprintf(m->run->freq, sizeof m->run->freq, "%s", t->label);
         if (m->local) PEAT_TRY(member_setup(L, m, o->model, t));
     }
     PEAT_TRY(weights_find(L));
@@ -378,8 +355,7 @@ double peat_runtime_distance_s(peat_flow_t *f)
     volatile double sink = 0; /* the passes' results land here, so they are not elided */
     /* repeated to a millisecond at least: one pass over a small model's weights is microseconds */
     while (spent < 1e-3 && reps < 1000) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        double a = peat_clock_thread_cpu();
         for (int i = 0; i < n; i++) {
             const char *name = NULL;
             const peat_tensor *w = peat_models_flow_state(f, i, &name);
@@ -387,8 +363,7 @@ double peat_runtime_distance_s(peat_flow_t *f)
             if (name && peat_runtime_golden_log_is_weight(name))
                 sink += rel_l2(peat_f32(w), peat_f32(w), peat_tensor_numel(w), &nf);
         }
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-        spent += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        spent += peat_clock_thread_cpu() - a;
         reps++;
     }
     (void)sink;

@@ -4,12 +4,13 @@
 #define PEAT_RUNTIME_RUNTIME_H
 
 #include "harness/runtime/call.h"
+#include "core/freq.h"
 #include "harness/scale/run_shard.h"
 #include "detector/detector.h"
 #include "models/models.h"
 #include "store/store.h"
 
-#define PEAT_RUNTIME_MAX_FREQS 4
+#define PEAT_RUNTIME_MAX_FREQS PEAT_FREQ_MAX
 #define PEAT_RUNTIME_MAX_BAND  6
 _Static_assert(PEAT_RUNTIME_MAX_BAND + PEAT_RUNTIME_MAX_FREQS <= PEAT_RUN_SHARD_MAX_RUNS,
                "a run shard file holds every run of the lockstep");
@@ -31,7 +32,8 @@ typedef struct peat_runtime_opts {
     const char *model;               /* ... or a pseudo-error model spec on the golden kernel */
     const peat_kernel *model_kernel; /* the kernel the model runs on (NULL: the golden) */
     uint64_t model_seed;
-    const char *freqs;  /* comma list of frequencies ("1", "1/10", "p=0.01"); NULL = "1" */
+    /* the frequencies, one faulty run each (peat_freq_schedule_parse of "1", "1,1/10,p=0.01") */
+    peat_freq_schedule freqs;
     int band_runs;      /* R, golden run included (0 = PEAT_RUNTIME_DEFAULT_BAND) */
     int64_t eval_every; /* held-out evaluation interval (0 = iters / PEAT_PRED_RUNTIME_EVALS) */
     int64_t iter_lo, iter_hi;     /* swap window (hi 0 = to the end) */
@@ -100,10 +102,6 @@ const char *peat_runtime_band_listed(int r);
  * GEMM's (fewer than a quarter of the outputs differ on more than half of a few random probe
  * shapes) after the others, each group in listed order. */
 void peat_runtime_band_order(const peat_kernel *golden, const char **out);
-/* How many frequencies a checked list holds. */
-int peat_runtime_freqs_count(const char *list);
-/* Checks a frequency list ("1,1/10,p=0.01"; at most PEAT_RUNTIME_MAX_FREQS). */
-peat_status peat_runtime_freqs_check(const char *list);
 /* Trains the golden run, R - 1 band reruns (`reorder` variants on every call of the op) and one
  * faulty run per frequency in lockstep, measures loss, held-out accuracy, weight distance from
  * the golden run and non-finite values, builds the band and judges each faulty run. Stores the

@@ -35,6 +35,12 @@ class Verdict(ctypes.Structure):
                 ("evidence", ctypes.c_char * 256)]
 
 
+class Freqs(ctypes.Structure):
+    """peat_pyapi_freqs (harness/pyapi/pyapi.h)."""
+    _fields_ = [("n", ctypes.c_int32), ("every", ctypes.c_int64 * 4),
+                ("prob", ctypes.c_double * 4), ("label", (ctypes.c_char * 64) * 4)]
+
+
 class PeatError(RuntimeError):
     """A libpeat call failed; the message is PEAT's own (peat_error_last)."""
 
@@ -86,8 +92,7 @@ def lib():
         "peat_pyapi_kernel_run": ([ctypes.c_char_p, ctypes.POINTER(Call), P, P], ctypes.c_int),
         "peat_pyapi_model_run": ([ctypes.c_char_p, U64, ctypes.POINTER(Call), P, P],
                                  ctypes.c_int),
-        "peat_pyapi_freq_parse": ([ctypes.c_char_p, ctypes.POINTER(I64), ctypes.POINTER(D)],
-                                  ctypes.c_int),
+        "peat_pyapi_freqs_parse": ([ctypes.c_char_p, ctypes.POINTER(Freqs)], ctypes.c_int),
         "peat_pyapi_band_spec": ([ctypes.c_int], ctypes.c_char_p),
         "peat_pyapi_runtime_judge": ([ctypes.c_int, I64, P, P, I64, P, P, P, P, P, P,
                                       ctypes.c_char_p, P], ctypes.c_int),
@@ -104,7 +109,7 @@ def lib():
     for name, (args, res) in sig.items():
         fn = getattr(L, name)
         fn.argtypes, fn.restype = args, res
-    for which, cls in ((0, Call), (1, Tensor), (2, Verdict)):
+    for which, cls in ((0, Call), (1, Tensor), (2, Verdict), (3, Freqs)):
         if L.peat_pyapi_struct_size(which) != ctypes.sizeof(cls):
             raise PeatError("libpeat.so at %s does not match peat_torch (%s is %d bytes there, "
                             "%d here): rebuild one or the other" %
@@ -118,6 +123,14 @@ def lib():
 def check(status, what):
     if status != 0:
         raise PeatError("%s: %s" % (what, _lib.peat_error_last().decode(errors="replace")))
+
+
+def freqs(text, what):
+    """A frequency list ("1", "1/10,p=0.01") parsed by `peat run`'s own parser: a list of
+    (every, prob, label), one per frequency."""
+    f = Freqs()
+    check(lib().peat_pyapi_freqs_parse(text.encode(), ctypes.byref(f)), what)
+    return [(f.every[i], f.prob[i], f.label[i].value.decode()) for i in range(f.n)]
 
 
 _ops = {}

@@ -90,10 +90,11 @@ class swap(TorchDispatchMode):
             raise _lib.PeatError("swap: op %r cannot be swapped (swap routes %s)" %
                                  (op, ", ".join(SWAP_OPS)))
         self.kernel, self.model, self.op, self.seed = kernel, model, op, seed
-        every, prob = ctypes.c_int64(), ctypes.c_double()
-        _lib.check(L.peat_pyapi_freq_parse(freq.encode(), ctypes.byref(every),
-                                           ctypes.byref(prob)), "freq")
-        self.every, self.prob, self.freq = every.value, prob.value, freq
+        fs = _lib.freqs(freq, "freq")
+        if len(fs) != 1:
+            raise _lib.PeatError("swap: freq %r: one frequency, got %d (band takes a list)" %
+                                 (freq, len(fs)))
+        self.every, self.prob, self.freq = fs[0][0], fs[0][1], fs[0][2]
         self.rng = np.random.default_rng(seed)
         self.aten = None
         module = model_or_ops if isinstance(model_or_ops, torch.nn.Module) else None
@@ -336,7 +337,7 @@ def band(train, kernel=None, model=None, plugin=None, freq="1/10", op="gemm", ru
                 train(rec)
             members.append(rec)
         verdicts = [_faulty(members, train, target, kernel, plugin, model, fq, op, seed, shadow)
-                    for fq in freq.split(",")]
+                    for _, _, fq in _lib.freqs(freq, "band: freq")]
     except _lib.NoCallsSwapped as e:
         raise _lib.NoCallsSwapped("band: " + str(e)) from None
     return BandResult(members, verdicts, _replay(replay, kernel, plugin) if replay else None)
