@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _lib
+from .check import check as _check_fn, kernel_notes, kernel_of, python_kernel
 from .mapping import PEAT_OPS, Unmapped, map_call, State
 from .track import Tracker
 
@@ -76,12 +77,17 @@ class swap(TorchDispatchMode):
     it ends. A kernel's swapped calls get the shadow check (Shadow; shadow=False turns it off,
     shadow=(first, every, last) changes its schedule, shadow_self the kernel's own largest error
     over the bound on fresh calls when it is beyond the bound by design); `str(sw)` says what
-    ran and what the check found."""
+    ran and what the check found. `fn` (a Python callable, with `adapter` as in check()) is
+    registered as a kernel (peat_torch.check.PyKernel) and swapped in as `kernel` is."""
 
     def __init__(self, model_or_ops, kernel=None, plugin=None, model=None, freq="1", op="gemm",
-                 seed=0, shadow=True, shadow_self=0.0):
+                 seed=0, shadow=True, shadow_self=0.0, fn=None, adapter=None):
         super().__init__()
         L = _lib.lib()
+        if fn is not None:
+            if kernel is not None or model is not None:
+                raise _lib.PeatError("swap: give fn=, kernel= or model=, one of them")
+            kernel = kernel_of(fn, op, adapter).name
         if plugin:
             _lib.plugin_load(plugin)
         if (kernel is None) == (model is None):
@@ -144,7 +150,9 @@ class swap(TorchDispatchMode):
         line = "%s @ %s on %s: %d of %d eligible calls swapped (%.2f s in PEAT)" % (
             self.kernel or self.model, self.freq, self.op, self.swapped, self.eligible,
             self.kernel_s)
-        return line + ("\n" + str(self.shadow) if self.shadow else "")
+        notes = kernel_notes(self.kernel) if self.kernel else []
+        return line + "".join("\nnote: " + n for n in notes) + (
+            "\n" + str(self.shadow) if self.shadow else "")
 
     def _due(self):
         n = self.eligible
@@ -309,7 +317,7 @@ class BandResult:
 
 
 def band(train, kernel=None, model=None, plugin=None, freq="1/10", op="gemm", runs=3,
-         target=None, seed=0, shadow=True, replay=None):
+         target=None, seed=0, shadow=True, replay=None, fn=None, adapter=None):
     """Trains `train(rec)` R times as the golden band (run 0 as it is, runs 1..R-1 with each
     call of `op` through PEAT's golden kernel under the runtime stage's honest reorderings), then
     once per frequency with the kernel or model swapped in, and judges each faulty run with the
@@ -319,11 +327,14 @@ def band(train, kernel=None, model=None, plugin=None, freq="1/10", op="gemm", ru
     rec.step(model, loss, accuracy=None) once per iteration; `target` (a module or aten op names)
     limits the swap as in swap(). `replay`: the same kernel's `peat run` verdict shown beside
     the loop's (a campaign output folder or its signature.json, a capture file to replay with
-    `peat run --kernel K --capture`, or a dict with "verdict")."""
+    `peat run --kernel K --capture`, or a dict with "verdict"). `fn` (with `adapter`): a Python
+    callable as the kernel (as in swap)."""
     L = _lib.lib()
     if op not in SWAP_OPS:
         raise _lib.PeatError("band: op %r cannot be swapped (swap routes %s)" %
                              (op, ", ".join(SWAP_OPS)))
+    if fn is not None:
+        kernel = kernel_of(fn, op, adapter).name
     golden = Recorder()
     train(golden)
     members = [golden]
@@ -373,6 +384,10 @@ def _replay(replay, kernel, plugin):
     if path.endswith(".json"):
         with open(path) as f:
             sig = json.load(f)
+    elif python_kernel(kernel):         # a Python callable: peat run in this process (check)
+        k = python_kernel(kernel)
+        r = _check_fn(k.fn, k.op, capture=path, adapter=k.adapter, args=["--quiet"])
+        sig = r.signature or {"verdict": r.verdict}
     else:
         if not kernel:
             raise _lib.PeatError("band: replay of a capture needs kernel=")
