@@ -23,7 +23,13 @@ peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag);
 /* Libm error allowances, in units of u (see above). */
 #define R_EXP 2.0
 #define R_LOG 2.0
-#define R_ERF 3.0
+/* Roundings an exponential's argument x - m passes through, amplified by exp: the shift (exp(x -
+ * m)), and in the exp2 form Triton's tl.exp, CUDA's fast exp and FlashAttention compile to,
+ * exp2((x - m) log2 e), the product and log2 e's own rounding as well (docs/bounds.md) */
+#define R_SHIFT 3.0
+/* log S evaluated as log2(S) ln 2 (the exp2 forms' logsumexp): the product and ln 2's rounding */
+#define R_LOG2 2.0
+#define R_ERF  3.0
 
 #define INV_SQRT2   0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
@@ -104,7 +110,8 @@ static void mag_gelu_bwd(const double *x, const double *dy, int64_t n, double *m
 
 /* ---- row-wise ---- */
 
-/* Softmax of one row and the two sums the rules need: lam = sum_k p_k (|x_k - max| + R_EXP)
+/* Softmax of one row and the two sums the rules need: lam = sum_k p_k (R_SHIFT |x_k - max| +
+ * R_EXP)
  * (the p-weighted error of the exponentials) and ln S = log sum exp(x - max). */
 static void row_softmax(const double *x, int64_t C, double *p, double *mx, double *lnS, double *lam)
 {
@@ -113,7 +120,7 @@ static void row_softmax(const double *x, int64_t C, double *p, double *mx, doubl
     for (int64_t j = 0; j < C; j++) s += p[j] = exp(x[j] - m);
     /* a masked (-inf) entry has p = 0 and contributes nothing (not 0 * inf) */
     for (int64_t j = 0; j < C; j++)
-        p[j] /= s, l += p[j] > 0.0 ? p[j] * (fabs(x[j] - m) + R_EXP) : 0.0;
+        p[j] /= s, l += p[j] > 0.0 ? p[j] * (R_SHIFT * fabs(x[j] - m) + R_EXP) : 0.0;
     *mx = m, *lnS = log(s), *lam = l;
 }
 
@@ -127,7 +134,8 @@ static peat_status mag_softmax(const peat_args *a, const mag_in *in, double *mag
         /* y_j = e_j / S or e_j * (1 / S) (PyTorch): e_j's own error, S's (lam + C-1 adds) and
          * the division, or the reciprocal and the product (one rounding more) */
         for (int64_t j = 0; j < C; j++)
-            p[j] = p[j] > 0.0 ? p[j] * (fabs(x[j] - mx) + R_EXP + lam + (double)C + 1.0) / (double)C
+            p[j] = p[j] > 0.0 ? p[j] * (R_SHIFT * fabs(x[j] - mx) + R_EXP + lam + (double)C + 1.0) /
+                                    (double)C
                               : 0.0;
     }
     return PEAT_OK;
@@ -161,8 +169,8 @@ static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int b
             /* loss = (log S + max) - x_t (golden) or -((x_t - max) - log S) (log_softmax then
              * nll): S's error (lam + C-1), log, the two adds of either grouping */
             double loss = lnS + mx - x[tgt[r]];
-            mag[r] = (lam + (double)C - 1.0 + R_LOG * lnS + fabs(lnS + mx) + fabs(x[tgt[r]] - mx) +
-                      fabs(loss)) /
+            mag[r] = (lam + (double)C - 1.0 + (R_LOG + R_LOG2) * lnS + fabs(lnS + mx) +
+                      fabs(x[tgt[r]] - mx) + fabs(loss)) /
                      (double)C;
             continue;
         }
@@ -173,7 +181,8 @@ static peat_status mag_cross_entropy(const peat_args *a, const mag_in *in, int b
          * amplified by exp); then the subtraction and the dloss product */
         for (int64_t j = 0; j < C; j++) {
             double oh = j == tgt[r] ? 1.0 : 0.0, d = fabs(x[j] - mx);
-            double rel = 2.0 * d + R_EXP + lam + (double)C + (R_LOG + 1.0) * lnS + 1.0;
+            double rel =
+                (R_SHIFT + 1.0) * d + R_EXP + lam + (double)C + (R_LOG + R_LOG2 + 1.0) * lnS + 1.0;
             mag[r * C + j] = dl * (p[j] * rel + 2.0 * fabs(p[j] - oh)) / (double)C;
         }
     }
@@ -320,14 +329,15 @@ static peat_status mag_attention(const peat_args *a, int o, const mag_in *in, do
             }
             /* lam_j = error of log e_j / u: the score's, the shift's rounding, exp's */
             for (int64_t j = 0; j < n; j++) {
-                ls[j] += fabs(s[j] - mx) + R_EXP;
+                ls[j] += R_SHIFT * fabs(s[j] - mx) + R_EXP;
                 S += s[j] = exp(s[j] - mx);
             }
             for (int64_t j = 0; j < n; j++) s[j] /= S, lam += s[j] * ls[j];
             if (o == 1) {
-                /* L = max + log S: S's error (lam + n-1), log, the add */
+                /* L = max + log S: S's error (lam + n-1), log, the add; in the exp2 form
+                 * (max + log2 S) ln 2: the product and ln 2's rounding */
                 double L = mx + log(S);
-                mag[bh * T + i] = (lam + (double)n + R_LOG * log(S) + fabs(L)) / K;
+                mag[bh * T + i] = (lam + (double)n + R_LOG * log(S) + (1.0 + R_LOG2) * fabs(L)) / K;
                 continue;
             }
             /* O = (sum_j e_j v_j) / S: each term e_j's error, its product and n-1 adds; then S's
@@ -376,8 +386,9 @@ static peat_status mag_attention_bwd(const peat_args *a, int o, const mag_in *in
                 attn_score(q + i * D, k + j * D, D, scale, &s, &lam);
                 for (int64_t e = 0; e < D; e++)
                     dp += dO[i * D + e] * v[j * D + e], G += fabs(dO[i * D + e] * v[j * D + e]);
-                /* p = exp(s - L): score error, the subtraction, exp */
-                double p = exp(s - L[i]), pi = lam + fabs(s - L[i]) + R_EXP;
+                /* p = exp(s - L): score error, the subtraction, exp; in the exp2 form
+                 * exp2(s c - L log2 e) (FlashAttention-2), L's product by log2 e as well */
+                double p = exp(s - L[i]), pi = lam + R_SHIFT * fabs(s - L[i]) + fabs(L[i]) + R_EXP;
                 P[ij] = p, eP[ij] = p * pi;
                 /* dS = p (dp - Dl): p's error, both dot products (D each), the subtraction and the
                  * product */

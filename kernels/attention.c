@@ -18,7 +18,12 @@ typedef struct flash_shape {
     float scale;
     int causal;
     int64_t br, bc;
+    int base2; /* FlashAttention-2's exp2 form: scores in log2 units (scale * log2(e) folded into
+                  one constant), exp2f(s - m) as one fmaf, L = (m + log2 l) ln 2 */
 } flash_shape;
+
+#define LOG2E_F 1.44269504f
+#define LN2_F   0.693147181f
 
 static flash_shape flash_shape_get(const peat_args *a, const peat_kernel *self)
 {
@@ -28,7 +33,9 @@ static flash_shape flash_shape_get(const peat_args *a, const peat_kernel *self)
                      (float)a->p.f[0],
                      (int)a->p.i[4],
                      self->cfg.tile_m > 0 ? self->cfg.tile_m : FLASH_TILE,
-                     self->cfg.tile_n > 0 ? self->cfg.tile_n : FLASH_TILE};
+                     self->cfg.tile_n > 0 ? self->cfg.tile_n : FLASH_TILE,
+                     self->user != NULL};
+    if (s.base2) s.scale *= LOG2E_F;
     return s;
 }
 
@@ -69,11 +76,11 @@ static peat_status flash_fwd(const flash_shape *s, const float *Q, const float *
                         if (sc[j - j0] > mt) mt = sc[j - j0];
                     }
                     float mnew = m[r] > mt ? m[r] : mt;
-                    float alpha = expf(m[r] - mnew), psum = 0.0f;
+                    float alpha = s->base2 ? exp2f(m[r] - mnew) : expf(m[r] - mnew), psum = 0.0f;
                     float *ar = acc + r * D;
                     for (int64_t d = 0; d < D; d++) ar[d] *= alpha;
                     for (int64_t j = j0; j < jlim; j++) {
-                        float p = expf(sc[j - j0] - mnew);
+                        float p = s->base2 ? exp2f(sc[j - j0] - mnew) : expf(sc[j - j0] - mnew);
                         psum += p;
                         for (int64_t d = 0; d < D; d++) ar[d] += p * v[j * D + d];
                     }
@@ -84,7 +91,7 @@ static peat_status flash_fwd(const flash_shape *s, const float *Q, const float *
             for (int64_t r = 0; r < i1 - i0; r++) {
                 float inv = 1.0f / l[r];
                 for (int64_t d = 0; d < D; d++) O[(bh * T + i0 + r) * D + d] = acc[r * D + d] * inv;
-                L[bh * T + i0 + r] = m[r] + logf(l[r]);
+                L[bh * T + i0 + r] = s->base2 ? (m[r] + log2f(l[r])) * LN2_F : m[r] + logf(l[r]);
             }
         }
     }
@@ -203,6 +210,17 @@ static const peat_kernel attention_kernels[] = {
      .cfg = FLASH_CFG,
      .fn = attention_flash_bwd,
      .desc = "FlashAttention-2 backward, P recomputed per 4x4 tile from L"},
+    {.name = "attention_exp2",
+     .op = PEAT_OP_ATTENTION,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = FLASH_CFG,
+     .fn = attention_flash,
+     .desc = "tiled online-softmax attention in FlashAttention-2's exp2 form (scale*log2e folded)",
+     .user = (void *)1},
     {.name = "attention_bf16",
      .op = PEAT_OP_ATTENTION,
      .role = PEAT_ROLE_CANDIDATE,

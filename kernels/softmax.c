@@ -1,4 +1,5 @@
-/* softmax.c: online-softmax forward (one max/sum pass) and a lane-split fused backward. */
+/* softmax.c: online-softmax forward (one max/sum pass), the exp2 forms of softmax and
+ * cross-entropy that Triton and fused kernels ship, and a lane-split fused backward. */
 #include "kernels/kcommon.h"
 #include "kernels/kernels.h"
 
@@ -35,6 +36,46 @@ static peat_status softmax_online(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+#define LOG2E_F 1.44269504f
+#define LN2_F   0.693147181f
+
+/* The exp2 form Triton's tl.exp and CUDA's fast exp compile to: the row's max, then
+ * e = exp2f((x - m) * log2(e)), one sum, e / sum (a Triton fused softmax). */
+static peat_status softmax_exp2(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_kernels_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *x = peat_f32(a->in[0]);
+    float *y = peat_f32(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C, m = -INFINITY, d = 0.0f;
+        for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
+        for (int64_t c = 0; c < C; c++) d += yr[c] = exp2f((xr[c] - m) * LOG2E_F);
+        for (int64_t c = 0; c < C; c++) yr[c] = yr[c] / d;
+    }
+    return PEAT_OK;
+}
+
+/* loss = logsumexp(row) - row[target] in the exp2 form of fused cross-entropy kernels (Liger's,
+ * Triton's): the max, d = sum exp2f((x - m) log2(e)), lse = m + log2f(d) ln 2. */
+static peat_status cross_entropy_exp2(const peat_args *a, const peat_kernel *self)
+{
+    PEAT_TRY(peat_kernels_io_check(a, self));
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *x = peat_f32(a->in[0]);
+    const int32_t *t = peat_i32(a->in[1]);
+    float *loss = peat_f32(a->out[0]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * C;
+        float m = -INFINITY, d = 0.0f;
+        for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
+        for (int64_t c = 0; c < C; c++) d += exp2f((xr[c] - m) * LOG2E_F);
+        loss[r] = (m + log2f(d) * LN2_F) - xr[t[r]];
+    }
+    return PEAT_OK;
+}
+
 /* dX = Y (dY - sum(dY Y)): the dot product is split over SOFTMAX_BWD_LANES interleaved partial
  * sums, combined pairwise at the end, as a vectorised kernel does. */
 static peat_status softmax_online_bwd(const peat_args *a, const peat_kernel *self)
@@ -66,6 +107,26 @@ static const peat_kernel softmax_kernels[] = {
      .cfg = {.threads = 1, .vec_width = 1},
      .fn = softmax_online,
      .desc = "softmax with a single online max/sum pass, then one normalise pass"},
+    {.name = "softmax_exp2",
+     .op = PEAT_OP_SOFTMAX,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = {.threads = 1, .vec_width = 1},
+     .fn = softmax_exp2,
+     .desc = "softmax as Triton compiles it: exp2((x - max) log2 e), one sum, a division"},
+    {.name = "cross_entropy_exp2",
+     .op = PEAT_OP_CROSS_ENTROPY,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = "cpu",
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = {.threads = 1, .vec_width = 1},
+     .fn = cross_entropy_exp2,
+     .desc = "fused cross-entropy in the exp2 form: max, sum of exp2, lse = m + log2(d) ln 2"},
     {.name = "softmax_online_bwd",
      .op = PEAT_OP_SOFTMAX_BWD,
      .role = PEAT_ROLE_CANDIDATE,

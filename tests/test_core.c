@@ -471,7 +471,7 @@ Test(plugin, load_and_abi_checks, .init = init)
     int n = 0;
     cr_assert_eq(peat_plugin_load(PEAT_TEST_PLUGIN_DIR "/libplugin_test_gemms.so", &n), PEAT_OK,
                  "%s", peat_error_last());
-    cr_assert_eq(n, 4);
+    cr_assert_eq(n, 6); /* corrupt, crash, hang, nightly, dropk, bf16 */
     const peat_kernel *k = peat_registry_find("test_gemm_corrupt");
     cr_assert_not_null(k);
     cr_assert_eq(k->role, PEAT_ROLE_CANDIDATE);

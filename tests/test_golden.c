@@ -1187,22 +1187,38 @@ Test(golden, reduce_mean_depth_admits_reciprocal)
 
 Test(golden, cross_entropy_bounds_by_hand)
 {
-    /* one row x = (0, 0), target 0: p = (1/2, 1/2), max 0, S = 2, lam = sum p (|x - m| + 2) = 2,
-     * loss = ln 2. Forward: (lam + C - 1 + 2 ln S + |ln S + m| + |x_t - m| + |loss|) / C
-     * = (2 + 1 + 2 ln2 + ln2 + 0 + ln2) / 2 = 1.5 + 2 ln2. Backward with dloss = 1: each p_j
-     * (2 |x_j - m| + 2 + lam + C + 3 ln S + 1) + 2 |p_j - onehot_j| over C
-     * = (0.5 (7 + 3 ln2) + 1) / 2 = 2.25 + 0.75 ln2 */
+    /* one row x = (0, 0), target 0: p = (1/2, 1/2), max 0, S = 2, lam = sum p (3 |x - m| + 2) = 2,
+     * loss = ln 2. Forward: (lam + C - 1 + 4 ln S + |ln S + m| + |x_t - m| + |loss|) / C
+     * = (2 + 1 + 4 ln2 + ln2 + 0 + ln2) / 2 = 1.5 + 3 ln2. Backward with dloss = 1: each p_j
+     * (4 |x_j - m| + 2 + lam + C + 5 ln S + 1) + 2 |p_j - onehot_j| over C
+     * = (0.5 (7 + 5 ln2) + 1) / 2 = 2.25 + 1.25 ln2 */
     peat_op_params p = {.i = {1, 2}};
     peat_tensor *in[3] = {tf(2, (float[]){0, 0}), ti(1, (int32_t[]){0}), tf(1, (float[]){1})};
     double mag[2], ln2 = log(2.0);
     mag1(PEAT_OP_CROSS_ENTROPY, &p, 2, in, 0, 1, mag);
-    cr_assert(fabs(mag[0] - (1.5 + 2 * ln2)) < 1e-12, "loss magnitude %.17g, hand %.17g", mag[0],
-              1.5 + 2 * ln2);
+    cr_assert(fabs(mag[0] - (1.5 + 3 * ln2)) < 1e-12, "loss magnitude %.17g, hand %.17g", mag[0],
+              1.5 + 3 * ln2);
     mag1(PEAT_OP_CROSS_ENTROPY_BWD, &p, 3, in, 0, 2, mag);
     for (int j = 0; j < 2; j++)
-        cr_assert(fabs(mag[j] - (2.25 + 0.75 * ln2)) < 1e-12,
-                  "dlogits[%d] magnitude %.17g, hand %.17g", j, mag[j], 2.25 + 0.75 * ln2);
+        cr_assert(fabs(mag[j] - (2.25 + 1.25 * ln2)) < 1e-12,
+                  "dlogits[%d] magnitude %.17g, hand %.17g", j, mag[j], 2.25 + 1.25 * ln2);
     free_all(3, in);
+}
+
+Test(golden, softmax_bound_charges_the_exp2_shift_by_hand)
+{
+    /* x = (0, -1): m = 0, S = 1 + e^-1, p = (1/S, e^-1/S); lam = sum p (3 |x - m| + 2) =
+     * 2 p0 + 5 p1; y_1: p1 (3 + 2 + lam + C + 1) / C = p1 (8 + lam) / 2: the shift |x - m| = 1
+     * charged three times (the subtraction, the product by log2 e, log2 e's rounding) */
+    peat_op_params p = {.i = {1, 2}};
+    peat_tensor *in[1] = {tf(2, (float[]){0, -1})};
+    double mag[2], S = 1.0 + exp(-1.0), p0 = 1.0 / S, p1 = exp(-1.0) / S, lam = 2 * p0 + 5 * p1;
+    mag1(PEAT_OP_SOFTMAX, &p, 1, in, 0, 2, mag);
+    cr_assert(fabs(mag[1] - p1 * (8.0 + lam) / 2.0) < 1e-12, "y_1 magnitude %.17g, hand %.17g",
+              mag[1], p1 * (8.0 + lam) / 2.0);
+    cr_assert(fabs(mag[0] - p0 * (5.0 + lam) / 2.0) < 1e-12, "y_0 magnitude %.17g, hand %.17g",
+              mag[0], p0 * (5.0 + lam) / 2.0);
+    free_all(1, in);
 }
 
 Test(golden, softmax_bound_with_masked_entries_by_hand)

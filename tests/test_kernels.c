@@ -250,6 +250,65 @@ Test(kernels, softmax_online_within_bound)
     call_free(&c);
 }
 
+/* The exp2 forms that Triton, CUDA's fast exp and FlashAttention ship: exp2((x - m) log2 e) rounds
+ * the argument twice more than exp(x - m) (the product and log2 e itself), which the softmax
+ * family's bound admits (docs/bounds.md); the rows where that matters are those with a large
+ * spread |x - m|, where the old rule read 1.46x. */
+Test(kernels, softmax_exp2_within_bound)
+{
+    const double spans[][2] = {{-6, 6}, {1000, 1020}, {-1e4, 1e4}, {-80, 0}, {-300, 300}};
+    for (int s = 0; s < 5; s++) {
+        call c = softmax_call(60 + s, 4, 64, spans[s][0], spans[s][1]);
+        expect_within("softmax_exp2", &c, FP32);
+        call_free(&c);
+    }
+    /* a row of the large-logit probe (gpt_unfused, seed 3): the max 33.35 stands 65 above
+     * x_0 = -31.66, neither near 0, so x - m rounds, then the product by log2 e and log2 e itself.
+     * The rule charging the shift once, y_0 (|x_0 - m| + 2 + lam + C + 1) / C, reads 1.43 on
+     * x_0; the exp2 rule's three charges admit it */
+    static const float row[8] = {-31.65546417236328f,
+                                 4.131543159484863f,
+                                 22.71636962890625f,
+                                 33.35419845581055f,
+                                 -31.044719696044922f,
+                                 9.989395141601562f,
+                                 -4e10f,
+                                 -4e10f};
+    call c = softmax_call(66, 1, 8, 0, 1);
+    memcpy(peat_f32(c.in[0]), row, sizeof row);
+    peat_args ca = run_named("softmax_exp2", &c, PEAT_DTYPE_F32);
+    double m = row[3], S = 0.0, lam1 = 0.0, p[8], u = 0x1p-24, g = 8 * u / (1 - 8 * u);
+    for (int j = 0; j < 8; j++) S += p[j] = exp((double)row[j] - m);
+    for (int j = 0; j < 8; j++) p[j] /= S, lam1 += p[j] > 0 ? p[j] * (fabs(row[j] - m) + 2) : 0;
+    double once = p[0] * (fabs(row[0] - m) + 2 + lam1 + 8 + 1) / 8;
+    double err0 = fabs(peat_f32(ca.out[0])[0] - p[0]);
+    cr_assert_gt(err0 / (g * once), 1.0,
+                 "x_0's error is %.3g x the shift-once rule: the row no "
+                 "longer shows why the exp2 form needs more",
+                 err0 / (g * once));
+    peat_args_free_outputs(&ca);
+    cr_log_info("softmax_exp2 on the probe row: %.3g x the exp2 bound",
+                expect_within("softmax_exp2", &c, FP32));
+    call_free(&c);
+}
+
+Test(kernels, cross_entropy_exp2_within_bound)
+{
+    const double spans[][2] = {{-6, 6}, {-80, 80}, {1000, 1020}};
+    for (int s = 0; s < 3; s++) {
+        int64_t R = 7, C = 50;
+        call c = {.op = PEAT_OP_CROSS_ENTROPY, .n_in = 2};
+        c.p.i[0] = R, c.p.i[1] = C;
+        peat_rng_t *r = peat_rng_new(70 + (uint64_t)s);
+        c.in[0] = t_uniform(r, R * C, spans[s][0], spans[s][1]);
+        cr_assert_eq(peat_tensor_alloc1(PEAT_DTYPE_I32, R, &c.in[1]), PEAT_OK);
+        for (int64_t i = 0; i < R; i++) peat_i32(c.in[1])[i] = (int32_t)((i * 13) % C);
+        peat_rng_free(r);
+        expect_within("cross_entropy_exp2", &c, FP32);
+        call_free(&c);
+    }
+}
+
 Test(kernels, softmax_online_masked_entries)
 {
     /* -inf entries (masked logits), including a row that starts with them, must act exactly
@@ -507,6 +566,17 @@ Test(kernels, attention_flash_within_bound)
             const int64_t *v = attn_shapes[s];
             call c = attention_call(50 + s, v[0], v[1], v[2], v[3], causal);
             expect_within("attention_flash", &c, FP32);
+            call_free(&c);
+        }
+}
+
+Test(kernels, attention_exp2_within_bound)
+{
+    for (int causal = 0; causal <= 1; causal++)
+        for (int s = 0; s < 5; s++) {
+            const int64_t *v = attn_shapes[s];
+            call c = attention_call(80 + s, v[0], v[1], v[2], v[3], causal);
+            expect_within("attention_exp2", &c, FP32);
             call_free(&c);
         }
 }
