@@ -1,11 +1,13 @@
 /* cmd_calls.c: the file protocol's commands (docs/calls.md): `peat calls export` writes every call
  * PEAT would make of a candidate into calls.h5; `peat judge CALLS OUTS` judges the outputs a
  * harness in any runtime wrote for them into outs.h5, as `peat run` judges a kernel. */
+#define _DEFAULT_SOURCE /* realpath */
 #include "harness/cli/cmd_calls.h"
 
 #include "harness/calls/calls.h"
 #include "harness/run/run.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,9 +134,16 @@ static int export_main(int argc, char **argv)
     peat_campaign_opts_default(&o);
     if ((st = peat_cli_parse(&peat_cli_run, n_run, run, &o)) != PEAT_OK)
         return die("%s", peat_error_last());
-    char words[8192] = "";
+    char words[8192] = "", paths[2][PATH_MAX];
+    int n_paths = 0;
     for (int i = 0; i < n_run; i++) {
         if (strchr(run[i], '\n')) return die("an option holds a line break: %s", run[i]);
+        /* a file the judge reads again is kept by its absolute path (it may run elsewhere) */
+        if (i > 0 && n_paths < 2 &&
+            (!strcmp(run[i - 1], "--capture") || !strcmp(run[i - 1], "--finetune-from"))) {
+            if (!realpath(run[i], paths[n_paths])) return die("cannot read %s", run[i]);
+            run[i] = paths[n_paths++];
+        }
         size_t len = strlen(words);
         if (len + strlen(run[i]) + 2 >= sizeof words) return die("the run options are too long");
         snprintf(words + len, sizeof words - len, "%s%s", i ? "\n" : "", run[i]);
