@@ -375,6 +375,9 @@ class PyKernel:
         self.op_id = _lib.op_id(op)
         if adapter is None and op not in ADAPTERS:
             raise _lib.PeatError("check: no adapter for op %r: give adapter=" % op)
+        for d in (in_dtype, acc_dtype):
+            if d not in _lib.DTYPE:
+                raise _lib.PeatError("check: dtype %r (one of %s)" % (d, ", ".join(_lib.DTYPE)))
         self.fn, self.op, self.device, self.adapter = fn, op, str(device), adapter
         self.full = op == "gemm" and adapter is None and _takes(fn, 5)
         self.notes = {}

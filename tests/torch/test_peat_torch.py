@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 import peat_torch
 from peat_torch import _lib
+from peat_torch.check import ADAPTERS
 from peat_torch.mapping import map_call, State
 
 BIN = os.environ.get("PEAT_BIN", "build/peat")
@@ -327,6 +328,297 @@ class Swap(unittest.TestCase):
         self.assertEqual(sh.first_bad["call"], 50, str(sw))
         self.assertEqual(sh.bad, 30, "every call from the 51st: " + str(sw))
         self.assertIn("the first: swapped call 50", str(sw))
+
+
+# ---- check: a Python callable judged by `peat run` itself (docs/pytorch.md, "check") ----------
+
+def captured(fn, *args, **kw):
+    """fn(*args, **kw) with the process's stdout and stderr (C's included) caught: (result,
+    the text printed)."""
+    import sys
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile(mode="w+") as f:
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            r = fn(*args, **kw)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+        f.seek(0)
+        return r, f.read()
+
+
+def gemm_blocked(a, b):
+    """An honest GEMM in another order: K in blocks of 8, torch.matmul per block, summed."""
+    acc = None
+    for k0 in range(0, a.shape[-1], 8):
+        p = torch.matmul(a[..., k0:k0 + 8], b[..., k0:k0 + 8, :])
+        acc = p if acc is None else acc + p
+    return acc
+
+
+def gemm_full(a, b, c, alpha, beta):
+    d = alpha * torch.matmul(a, b)
+    return d if c is None else d + beta * c
+
+
+def softmax_torch(x, dim):
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def softmax_drop_last(x, dim):
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e[..., :-1].sum(dim, keepdim=True)    # the row's last term left out of the sum
+
+
+def layernorm_torch(x, shape, w, b, eps):           # Y alone: peat_torch fills mean, rstd
+    m = x.mean(-1, keepdim=True)
+    v = ((x - m) ** 2).mean(-1, keepdim=True)
+    return (x - m) / torch.sqrt(v + eps) * w + b
+
+
+def layernorm_stats(x, shape, w, b, eps):           # (Y, mean, rstd) as native_layer_norm
+    m = x.mean(-1, keepdim=True)
+    r = torch.rsqrt(((x - m) ** 2).mean(-1, keepdim=True) + eps)
+    return (x - m) * r * w + b, m, r
+
+
+def layernorm_unbiased(x, shape, w, b, eps):        # the unbiased variance: a classic slip
+    m = x.mean(-1, keepdim=True)
+    return (x - m) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) * w + b
+
+
+class Check(unittest.TestCase):
+    """peat_torch.check: each run is `peat run --no-isolate` on a tiny flow, in this process."""
+
+    def check(self, fn, op="gemm", flow="mlp", **kw):
+        out = os.path.join(tempfile.mkdtemp(), "r")
+        kw.setdefault("args", ["--quiet"])
+        r, text = captured(peat_torch.check, fn, op=op, flow=flow, size="tiny", seed=1, out=out,
+                           **kw)
+        self.assertNotIn("Traceback", text)
+        return r, text
+
+    def assertVerdict(self, r, verdict, status, cls=None):
+        self.assertEqual((r.verdict, r.status), (verdict, status), str(r))
+        if cls:
+            self.assertIn(cls, r.classes(), str(r))
+            self.assertEqual(r.finding(cls)["acceptance"], "FAIL" if verdict == "FAIL" else
+                             r.finding(cls)["acceptance"], str(r))
+
+    def test_gemm_in_another_order_passes(self):
+        r, text = self.check(gemm_blocked)
+        self.assertVerdict(r, "PASS", 0, "WITHIN_BOUND")
+        self.assertEqual(r.failed, 0)
+        self.assertGreater(r.calls, 1000, "playback, probes, sequences and the loop: " + str(r))
+        self.assertTrue(r.kernel.startswith("torch:gemm_blocked"), r.kernel)
+        self.assertTrue(any("alpha, beta and C applied by peat_torch" in n for n in r.notes),
+                        "fn takes (a, b): the probe with alpha/beta says who applied them")
+        self.assertIn("verdict: PASS", text, "peat run's table is printed")
+        self.assertTrue(os.path.exists(os.path.join(r.out, "report.html")))
+        r, _ = self.check(gemm_full)
+        self.assertVerdict(r, "PASS", 0)
+        self.assertEqual(r.notes, [], "the full signature applies alpha, beta and C itself")
+
+    def test_gemm_dropping_the_last_k_term_fails(self):
+        r, _ = self.check(lambda a, b: torch.matmul(a[..., :-1], b[..., :-1, :]))
+        self.assertVerdict(r, "FAIL", 1, "WRONG_RESULT")
+        self.assertNotIn(r.findings[0]["class"], ("WITHIN_BOUND", "BIT_EXACT"), str(r))
+
+    def test_gemm_rounding_to_bf16_is_reduced_precision(self):
+        def bf16(a, b):
+            return torch.matmul(a.bfloat16().float(), b.bfloat16().float())
+        r, _ = self.check(bf16)
+        self.assertVerdict(r, "FAIL", 1, "REDUCED_PRECISION")
+        r, _ = self.check(bf16, in_dtype="bf16")   # declared: the format explains it
+        self.assertEqual(r.finding("REDUCED_PRECISION")["acceptance"], "WARN", str(r))
+
+    def test_writing_into_an_input_is_input_mutation(self):
+        def mutate(a, b):
+            d = torch.matmul(a, b)
+            a[..., 0, 0] = 7.0
+            return d
+        r, _ = self.check(mutate)
+        self.assertVerdict(r, "FAIL", 1, "INPUT_MUTATION")
+        self.assertIn("wrote into input 0 at element 0", r.finding("INPUT_MUTATION")["evidence"][0])
+        # on another device fn gets copies: a change is written back into PEAT's input buffer
+        # ("cpu:0" takes that path here)
+        r, _ = self.check(mutate, device="cpu:0")
+        self.assertIn("wrote into input 0 at element 0", r.finding("INPUT_MUTATION")["evidence"][0])
+        # an input handed as a copy (cross entropy's targets as int64): the change is written
+        # back into PEAT's buffer, and PEAT sees it as well
+        def ce_mutate(logits, target, reduction):
+            loss = F.cross_entropy(logits, target, reduction=reduction)
+            target.zero_()
+            return loss
+        r, _ = self.check(ce_mutate, op="cross_entropy", args=["--quiet", "--calls", "8",
+                                                              "--iters", "10"])
+        self.assertIn("INPUT_MUTATION", r.classes(), str(r))
+
+    def test_a_data_ptr_memo_is_stateful(self):
+        last = {}
+
+        def memo(a, b):          # the last call's output, kept by the operands' pointers
+            key = (a.data_ptr(), b.data_ptr(), tuple(a.shape), tuple(b.shape))
+            if last.get("key") != key:
+                last["key"], last["out"] = key, torch.matmul(a, b)
+            return last["out"]
+        r, _ = self.check(memo)
+        self.assertVerdict(r, "FAIL", 1, "STATEFUL")
+        self.assertEqual(r.findings[0]["class"], "STATEFUL", str(r))
+
+    def test_softmax(self):
+        args = ["--quiet", "--calls", "48", "--iters", "30"]
+        r, _ = self.check(softmax_torch, op="softmax", flow="gpt_unfused", args=args)
+        self.assertVerdict(r, "PASS", 0, "WITHIN_BOUND")
+        r, _ = self.check(softmax_drop_last, op="softmax", flow="gpt_unfused", args=args)
+        self.assertVerdict(r, "FAIL", 1, "WRONG_RESULT")
+
+    def test_layernorm(self):
+        args = ["--quiet", "--calls", "48", "--iters", "30"]
+        r, _ = self.check(layernorm_torch, op="layernorm", flow="cnn", args=args)
+        self.assertVerdict(r, "PASS", 0, "WITHIN_BOUND")
+        self.assertTrue(any("mean and rstd filled by peat_torch in fp64" in n for n in r.notes),
+                        str(r))
+        r, _ = self.check(layernorm_stats, op="layernorm", flow="cnn", args=args)
+        self.assertVerdict(r, "PASS", 0)
+        self.assertEqual(r.notes, [])
+        r, _ = self.check(layernorm_unbiased, op="layernorm", flow="cnn", args=args)
+        self.assertEqual((r.verdict, r.status), ("FAIL", 1), str(r))
+        self.assertNotIn(r.findings[0]["class"], ("WITHIN_BOUND", "BIT_EXACT"), str(r))
+
+    def test_bad_callables_fail_in_one_line(self):
+        def raises(a, b):
+            raise ValueError("no GEMM today\nsecond line")
+        cases = [(raises, "fn raised ValueError: no GEMM today"),
+                 (lambda a, b: torch.matmul(a, b)[..., :-1], "fn returned shape"),
+                 (lambda a, b: torch.matmul(a.double(), b.double()),
+                  "fn returned float64 for D, the call is float32"),
+                 (lambda a, b: 3, "fn returned a int, not a tensor (D)"),
+                 (lambda a, b: [torch.matmul(a, b)], "fn returned a list of 1, not a tensor")]
+        for fn, why in cases:
+            r, text = self.check(fn)
+            self.assertVerdict(r, "FAIL", 1, "OUT_OF_BOUND")
+            self.assertEqual(r.failed, r.calls, "every call failed")
+            ev = r.finding("OUT_OF_BOUND")["evidence"][0]
+            self.assertIn(why, ev)
+            self.assertNotIn("second line", text, "one line")
+
+        def nan(a, b):
+            d = torch.matmul(a, b)
+            d.view(-1)[0] = float("nan")
+            return d
+        r, _ = self.check(nan)
+        self.assertVerdict(r, "FAIL", 1, "NAN")
+        self.assertEqual(r.failed, 0, "NaN outputs are results, judged by PEAT")
+
+    def test_usage_errors_exit_2(self):
+        r, text = self.check(torch.softmax, op="softmax", flow="mlp")
+        self.assertEqual((r.status, r.verdict), (2, "ERROR"))
+        self.assertIn("never calls softmax", text)
+        with self.assertRaises(peat_torch.PeatError):
+            peat_torch.check(torch.mm, op="no_such_op")
+
+    def test_an_adapter_for_a_custom_signature(self):
+        def adapter(c, fn):             # fn(x, w) = x @ w.T, written into PEAT's output
+            ta, tb, M, N, K = c.i[:5]
+            a = c.input(0).reshape((K, M) if ta else (M, K))
+            b = c.input(1).reshape((N, K) if tb else (K, N))
+            a, b = (a.t() if ta else a), (b.t() if tb else b)
+            d = fn(a, b.t())
+            if c.f[1] != 0:
+                d = c.f[0] * d + c.f[1] * c.input(2).reshape(M, N)
+            c.outs[0].copy_(d.reshape(c.out_shapes[0]))
+        r, _ = self.check(lambda x, w: x @ w.t(), adapter=adapter,
+                          args=["--quiet", "--no-probes"])
+        self.assertVerdict(r, "PASS", 0)
+
+    def test_every_op_has_an_adapter(self):
+        A = torch.ops.aten
+
+        def adamw(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
+            torch._fused_adamw_([p], [g], [m], [v], [], [torch.tensor(float(step))], lr=lr,
+                                beta1=beta1, beta2=beta2, weight_decay=weight_decay, eps=eps,
+                                amsgrad=False, maximize=False)
+
+        def sgd(p, g, mom, lr, momentum, weight_decay, nesterov):
+            d = g + weight_decay * p
+            mom.mul_(momentum).add_(d)
+            p.sub_(lr * (d + momentum * mom if nesterov else mom))
+            return p, mom
+
+        def ce_bwd(dloss, logits, t):
+            return dloss[:, None] * (torch.softmax(logits, -1) -
+                                     F.one_hot(t, logits.shape[1]).float())
+
+        def attention(q, k, v, is_causal, scale):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+        cases = [("gemm", torch.matmul, "mlp"), ("bias_add", torch.add, "mlp"),
+                 ("bias_add_bwd", lambda dy: dy.sum((0, 2)), "mlp"), ("relu", torch.relu, "mlp"),
+                 ("relu_bwd", A.threshold_backward, "mlp"),
+                 ("cross_entropy", F.cross_entropy, "mlp"), ("cross_entropy_bwd", ce_bwd, "mlp"),
+                 ("adamw", adamw, "mlp"), ("sgd", sgd, "mlp"),
+                 ("reduce", lambda x, d, mode: x.sum(d) if mode == "sum" else x.mean(d), "mlp"),
+                 ("conv2d", F.conv2d, "cnn"),
+                 ("conv2d_bwd_data", torch.nn.grad.conv2d_input, "cnn"),
+                 ("conv2d_bwd_filter", torch.nn.grad.conv2d_weight, "cnn"),
+                 ("layernorm", A.native_layer_norm, "cnn"),
+                 ("layernorm_bwd", A.native_layer_norm_backward, "cnn"),
+                 ("gelu", F.gelu, "gpt"), ("gelu_bwd", A.gelu_backward, "gpt"),
+                 ("attention", attention, "gpt"),
+                 ("attention_bwd", A._scaled_dot_product_flash_attention_for_cpu_backward, "gpt"),
+                 ("embedding", F.embedding, "gpt"),
+                 ("embedding_bwd", A.embedding_dense_backward, "gpt"),
+                 ("softmax", torch.softmax, "gpt_unfused"),
+                 ("softmax_bwd", A._softmax_backward_data, "gpt_unfused")]
+        ops = {c[0] for c in cases}
+        self.assertEqual(ops, set(ADAPTERS), "a case per adapter")
+        for op, fn, flow in cases:
+            extra = ["--optimizer", "sgd"] if op == "sgd" else []
+            r, _ = self.check(fn, op=op, flow=flow,
+                              args=["--quiet", "--calls", "4", "--iters", "6"] + extra)
+            self.assertEqual((r.status in (0, 1), r.failed), (True, 0), "%s: %s" % (op, r))
+            self.assertGreater(r.calls, 0, op)
+            # torch's own CPU gelu_backward is a little beyond PEAT's bound on some elements
+            if op != "gelu_bwd":
+                self.assertEqual(r.verdict, "PASS", "%s: %s" % (op, r))
+
+    def test_swap_and_band_take_a_callable(self):
+        lin = nn.Linear(24, 16)
+        x = torch.randn(4, 24)
+
+        def drop(a, b):
+            return torch.matmul(a[..., :-1], b[..., :-1, :])
+        with torch.no_grad(), peat_torch.swap(lin, fn=torch.matmul) as sw:
+            for _ in range(5):
+                y = lin(x)
+        self.assertEqual(sw.swapped, 5)
+        self.assertTrue(torch.allclose(y, lin(x), atol=1e-5))
+        self.assertIn("none out of the envelope", str(sw))
+        self.assertIn("alpha, beta and C applied by peat_torch", str(sw), "addmm's bias")
+        with torch.no_grad(), peat_torch.swap(lin, fn=drop) as sw:
+            for _ in range(5):
+                lin(x)
+        self.assertEqual(sw.shadow.bad, 5, str(sw))
+        r = peat_torch.band(Swap.train, fn=torch.matmul, freq="1")
+        self.assertEqual((r.verdict, r.accept), ("TRAINING_EQUIVALENT", "PASS"), str(r))
+        r = peat_torch.band(Swap.train, fn=drop, freq="1")
+        self.assertEqual(r.accept, "FAIL", str(r))
+        self.assertIsNotNone(r.verdicts[0]["first_bad_call"], str(r))
+        with self.assertRaises(peat_torch.PeatError) as e:
+            def raises(a, b):
+                raise ValueError("broken")
+            with torch.no_grad(), peat_torch.swap(lin, fn=raises):
+                lin(x)
+        self.assertIn("fn raised ValueError: broken", str(e.exception))
 
 
 if __name__ == "__main__":
