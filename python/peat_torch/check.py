@@ -542,7 +542,12 @@ def _out_dir(name, flow, capture):
                     else "auto")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     safe = lambda s: re.sub(r"[^A-Za-z0-9_.-]", "_", s)
-    return os.path.join("peat-out", "%s-%s-cpu-%s" % (safe(name), safe(what), stamp))
+    out = base = os.path.join("peat-out", "%s-%s-cpu-%s" % (safe(name), safe(what), stamp))
+    n = 1
+    while os.path.exists(out):         # two checks of one callable within a second
+        n += 1
+        out = "%s-%d" % (base, n)
+    return out
 
 
 def run_main(argv):

@@ -207,6 +207,13 @@ class Example(unittest.TestCase):
         self.assertEqual(r.replay["verdict"], "FAIL", str(r))
         self.assertIn("replay (peat run)", str(r))
 
+    def test_check_a_callable_on_the_capture(self):
+        out = os.path.join(tempfile.mkdtemp(), "r")
+        r, text = captured(peat_torch.check, gemm_blocked, op="gemm",
+                           capture=os.path.join(self.dir, "gpt.h5"), out=out, args=["--quiet"])
+        self.assertEqual((r.verdict, r.status), ("PASS", 0), str(r))
+        self.assertIn("torch:", text, "the reference row is torch's outputs")
+
     def test_inspect_reads_it(self):
         p = subprocess.run([BIN, "inspect", os.path.join(self.dir, "cnn.h5")],
                            capture_output=True, text=True)
