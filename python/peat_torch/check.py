@@ -468,7 +468,7 @@ def _clean(s):
 
 def _error(msg):
     L = _lib.lib()
-    L.peat_error_set(PEAT_ERR_KERNEL, b"peat_torch/check.py", 0, b"%s",
+    L.peat_error_set(PEAT_ERR_KERNEL, b"python/peat_torch/check.py", 0, b"%s",
                      msg.encode("utf-8", "replace"))
 
 
