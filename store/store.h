@@ -306,22 +306,7 @@ peat_status peat_store_inspect(const char *path, int verify, FILE *out);
  * reading, closing), for benchmarks: the store's share of a whole run. */
 double peat_store_busy_seconds(void);
 
-/* ---- test-only fault injection ---- */
-
-/* The store counts the step boundaries of its write path (tensor data, index rows, before and
- * after each flush) and calls hook(user, s, step) at each one when a hook is set. Tests set one
- * that kills the writer at a chosen step (tests/test_store.c); no PEAT program sets it, so
- * a release binary holds no way to trigger a kill. NULL removes the hook. */
-typedef void (*peat_store_step_hook)(void *user, peat_store_t *s, int64_t step);
-void peat_store_test_hook_set(peat_store_step_hook hook, void *user);
-/* Steps counted so far in this process. */
-int64_t peat_store_step_count(void);
-/* Test-only: the free bytes the store takes its filesystem to have before each flush (-1: ask
- * the filesystem), so that a full disk can be tested without filling one. */
-void peat_store_test_room_set(int64_t free_bytes);
-/* Test-only: how many times this process tried to create an HDF5 object (group, dataset,
- * attribute) in a file open in SWMR write mode (HDF5's SWMR contract forbids it; the store
- * refuses it). */
-int64_t peat_store_test_swmr_creates(void);
+/* The store's test interface (kill at a step, a full disk, the SWMR counter): store/store_test.h,
+ * compiled only into builds with PEAT_TEST_HOOKS. */
 
 #endif

@@ -3,6 +3,7 @@
  * flush cut short leaves a superblock pointing past the end: a "truncated" file), so the file
  * stays as its last flush made it and --resume continues it. */
 #include "store/store_impl.h"
+#include "store/store_test.h"
 #include "core/io_cause.h"
 
 #include <errno.h>
@@ -15,10 +16,12 @@
 
 static int64_t test_free = -1; /* peat_store_test_room_set: the filesystem's free bytes */
 
+#ifdef PEAT_TEST_HOOKS
 void peat_store_test_room_set(int64_t free_bytes)
 {
     test_free = free_bytes;
 }
+#endif
 
 /* Free bytes of the filesystem that holds path (-1: unknown). */
 static int64_t fs_free(const char *path)

@@ -1,5 +1,6 @@
 /* store_util.c: small helpers of the store: rows, id/hash maps, strings, HDF5 errors, test hook. */
 #include "store/store_impl.h"
+#include "store/store_test.h"
 #include "core/clock.h"
 #include "core/io_cause.h"
 
@@ -155,17 +156,19 @@ const char *peat_store_h5_msg(void)
     return buf;
 }
 
-/* ---- the test hook (store.h): set only by tests ---- */
+/* ---- the test hook (store_test.h): set only by tests ---- */
 
 static peat_store_step_hook step_hook;
 static void *step_user;
 static int64_t steps;
 
+#ifdef PEAT_TEST_HOOKS
 void peat_store_test_hook_set(peat_store_step_hook hook, void *user)
 {
     step_hook = hook;
     step_user = user;
 }
+#endif
 
 int64_t peat_store_step_count(void)
 {
@@ -192,10 +195,12 @@ int peat_store_may_create(hid_t loc)
     return !swmr;
 }
 
+#ifdef PEAT_TEST_HOOKS
 int64_t peat_store_test_swmr_creates(void)
 {
     return swmr_creates;
 }
+#endif
 
 /* ---- time spent in the store (benchmarks) ---- */
 

@@ -9,6 +9,7 @@
 #include "harness/runtime/builtin.h"
 #include "harness/isolate/isolate.h"
 #include "harness/nightly/jsonread.h"
+#include "store/store_test.h"
 #include "store/store.h"
 
 #include <signal.h>

@@ -16,6 +16,7 @@
 #include "harness/fi/fi_propagate.h"
 #include "inject/inject.h"
 #include "models/models.h"
+#include "store/store_test.h"
 #include "store/store.h"
 
 #include <math.h>

@@ -97,7 +97,7 @@ Test(mpi, killed_rank_resumes_under_another_rank_count_to_the_same_result)
     copy_dir(base, dir);
     single_run(single);
     /* rank 1 of 3 dies after its first durable batch of 8 trials */
-    cr_assert_neq(mpi_inject("PEAT_TEST_KILL_RANK=1:8", 3, dir), 0, "the job failed");
+    cr_assert_neq(mpi_inject("PEAT_TEST_HOOKS=kill-rank=1:8", 3, dir), 0, "the job failed");
     snprintf(p, sizeof p, "%s/fi-shard-1-of-3.h5", dir);
     cr_assert_eq(access(p, F_OK), 0, "the killed rank's trials are kept in its file");
     cr_assert_eq(mpi_inject("", 2, dir), 0, "the resumed job completes");
@@ -259,12 +259,12 @@ Test(mpi, misbehaving_kernels_under_ranks_equal_the_single_process_run)
 
 Test(mpi, playback_and_probes_name_the_rank_that_failed)
 {
-    static const char *const env[] = {"PEAT_TEST_ITEMS_FAIL_RANK=1",
-                                      "PEAT_TEST_ITEMS_FAIL_RANK=2:Q"};
+    static const char *const env[] = {"PEAT_TEST_HOOKS=items-fail-rank=1",
+                                      "PEAT_TEST_HOOKS=items-fail-rank=2:Q"};
     static const char *const says[] = {
-        "peat: error: rank 1 of 2 failed in playback: PEAT_TEST_ITEMS_FAIL_RANK: rank 1 fails on "
+        "peat: error: rank 1 of 2 failed in playback: test hook items-fail-rank: rank 1 fails on "
         "purpose (its recorded calls: #1, #3, ...)",
-        "peat: error: rank 2 of 3 failed in probes: PEAT_TEST_ITEMS_FAIL_RANK: rank 2 fails on "
+        "peat: error: rank 2 of 3 failed in probes: test hook items-fail-rank: rank 2 fails on "
         "purpose (its probes: #2, #5, ...)"};
     char err[4096], name[32], p[400];
     for (int k = 0; k < 2; k++) {
@@ -283,13 +283,13 @@ Test(mpi, playback_and_probes_name_the_rank_that_failed)
 Test(mpi, run_names_the_rank_that_failed)
 {
     char err[4096], p[400];
-    int rc = peat_run("PEAT_TEST_RUNTIME_FAIL_RANK=1", 2, "failed");
+    int rc = peat_run("PEAT_TEST_HOOKS=runtime-fail-rank=1", 2, "failed");
     read_text("failed.err", err, sizeof err);
     cr_assert_eq(rc, 2, "the job failed (exit %d): %s", rc, err);
     /* runs 1..5 of the lockstep beside the golden one: rank 1 of 2 has 1, 3 and 5 */
     char runs[300];
-    snprintf(runs, sizeof runs, "its runs: %s, %s, gemm_bf16 @ 1/3",
-             peat_runtime_band_spec(1), peat_runtime_band_spec(3));
+    snprintf(runs, sizeof runs, "its runs: %s, %s, gemm_bf16 @ 1/3", peat_runtime_band_spec(1),
+             peat_runtime_band_spec(3));
     cr_assert(strstr(err, "peat: error: rank 1 of 2 failed in runtime FI") && strstr(err, runs),
               "rank 0 names the rank and its runs (%s): %s", runs, err);
     snprintf(p, sizeof p, "%s/failed/campaign.h5", tmpdir);

@@ -15,6 +15,7 @@
 
 #include "core/record.h"
 #include "harness/runtime/builtin.h"
+#include "store/store_test.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 #include "store/store_latency.h"

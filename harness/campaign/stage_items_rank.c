@@ -3,6 +3,7 @@
  * recorded calls over with its message (P: playback, Q: probes); this rank runs its share and
  * answers with what the stage's analysis takes (stage_playback.c, stage_probe.c), until GO (the
  * runtime stage follows) or STOP. */
+#include "core/test_hooks.h"
 #include "harness/scale/ranks.h"
 #include "harness/scale/scale.h"
 #include "harness/campaign/stages.h"
@@ -29,14 +30,14 @@ peat_status peat_campaign_stage_items_rank(peat_campaign *c)
             return PEAT_OK; /* the runtime stage, or nothing more */
         }
         peat_status st = records_take(c, &in);
-        /* test only (tests/test_scale_mpi.c): PEAT_TEST_ITEMS_FAIL_RANK=R fails rank R's items,
-         * R:Q its probes alone */
-        const char *fail = getenv("PEAT_TEST_ITEMS_FAIL_RANK"),
-                   *only = fail ? strchr(fail, ':') : 0;
-        if (st == PEAT_OK && fail && atoi(fail) == peat_scale_mpi_rank() &&
-            (!only || only[1] == what))
+        /* test hook (core/test_hooks.h): items-fail-rank=R fails rank R's items, R:Q its probes
+         * alone */
+        char only[8];
+        if (st == PEAT_OK &&
+            peat_test_hook_rank("items-fail-rank", peat_scale_mpi_rank(), only, sizeof only) &&
+            (!only[0] || only[0] == what))
             st =
-                PEAT_ERROR(PEAT_ERR_INTERNAL, "PEAT_TEST_ITEMS_FAIL_RANK: rank %d fails on purpose",
+                PEAT_ERROR(PEAT_ERR_INTERNAL, "test hook items-fail-rank: rank %d fails on purpose",
                            peat_scale_mpi_rank());
         if (st == PEAT_OK && what == 'P') st = peat_campaign_playback_share(c, &in, &out);
         if (st == PEAT_OK && what == 'Q') st = peat_campaign_probe_share(c, &in, &out);

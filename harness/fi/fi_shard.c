@@ -2,6 +2,7 @@
  * those whose index % N is its number; each trial's randomness derives from (seed, model, site,
  * index) alone (peat_inject_trial_plan), so any shard count gives the same trials. */
 #define _DEFAULT_SOURCE
+#include "core/test_hooks.h"
 #include "harness/fi/fi_shard.h"
 
 #include <glob.h>
@@ -24,8 +25,8 @@ typedef struct shard_run {
 static const peat_store_col *const run_cols = peat_store_fi_shard_cols;
 #define NRC ((int)(sizeof peat_store_fi_shard_cols / sizeof peat_store_fi_shard_cols[0]))
 
-static peat_status run_from_opts(const peat_fi_opts *o, int64_t trials,
-                                 peat_scale_shard sh, shard_run *r)
+static peat_status run_from_opts(const peat_fi_opts *o, int64_t trials, peat_scale_shard sh,
+                                 shard_run *r)
 {
     memset(r, 0, sizeof *r);
     const char *s[5] = {o->models, o->site ? o->site : "output", o->ops, o->layers, o->phases};
@@ -73,7 +74,7 @@ static int run_same_series(const shard_run *a, const shard_run *b)
 }
 
 peat_status peat_fi_shard_run_write(peat_store_t *s, const peat_fi_opts *o, int64_t trials,
-                                        peat_scale_shard sh)
+                                    peat_scale_shard sh)
 {
     shard_run r, old;
     PEAT_TRY(run_from_opts(o, trials, sh, &r));
@@ -182,7 +183,7 @@ static peat_status shard_files(const char *dir, glob_t *g)
 }
 
 peat_status peat_fi_merge(const char *campaign, const char *const *shards, int n, int partial,
-                              peat_fi_result *res)
+                          peat_fi_result *res)
 {
     memset(res, 0, sizeof *res);
     char dir[600];
@@ -260,12 +261,10 @@ peat_status peat_fi_run_ranks(const peat_fi_opts *o, peat_fi_result *res)
     peat_fi_opts mine = *o;
     mine.shard = spec;
     mine.quiet = o->quiet || rank != 0;
-    /* test only (tests/test_scale_mpi.c): PEAT_TEST_KILL_RANK=R:ROWS kills rank R after ROWS */
-    const char *kill = getenv("PEAT_TEST_KILL_RANK");
-    int kr = -1;
-    long long rows = 0;
-    if (kill && sscanf(kill, "%d:%lld", &kr, &rows) == 2 && kr == rank)
-        mine.debug_kill_after = rows;
+    /* test hook (core/test_hooks.h): kill-rank=R:ROWS kills rank R after ROWS */
+    char rows[32];
+    if (peat_test_hook_rank("kill-rank", rank, rows, sizeof rows) && rows[0])
+        mine.debug_kill_after = atoll(rows);
     peat_fi_result part;
     st = peat_fi_run(&mine, &part);
     if (st != PEAT_OK)
@@ -289,8 +288,7 @@ peat_status peat_fi_run_ranks(const peat_fi_opts *o, peat_fi_result *res)
     st = paths && pp ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "merge");
     for (int r = 0; st == PEAT_OK && r < size; r++) {
         char name[64];
-        peat_scale_shard_name("fi-shard-", (peat_scale_shard){r, size}, ".h5",
-                                       name, sizeof name);
+        peat_scale_shard_name("fi-shard-", (peat_scale_shard){r, size}, ".h5", name, sizeof name);
         snprintf(paths[r], sizeof paths[r], "%s/%s", dir, name);
         pp[r] = paths[r];
     }

@@ -1,5 +1,6 @@
 /* runtime.c: runtime fault injection: the golden run, the band reruns and the faulty runs train
  * in lockstep; curves, band, verdicts, and what goes into the campaign file. */
+#include "core/test_hooks.h"
 #include "harness/runtime/runtime.h"
 
 #include "core/clock.h"
@@ -1147,10 +1148,9 @@ peat_status peat_runtime_run_all(const peat_runtime_opts *o, peat_runtime_result
     memset(&tabs, 0, sizeof tabs);
     L.ranks = o->n_ranks > 1;
     peat_status st = o->store ? tables_open(o->store, &tabs) : PEAT_OK;
-    /* test only (tests/test_scale_mpi.c): PEAT_TEST_RUNTIME_FAIL_RANK=R fails rank R's runs */
-    const char *fail = getenv("PEAT_TEST_RUNTIME_FAIL_RANK");
-    if (st == PEAT_OK && L.ranks && fail && atoi(fail) == o->rank)
-        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "PEAT_TEST_RUNTIME_FAIL_RANK: rank %d fails on purpose",
+    /* test hook (core/test_hooks.h): runtime-fail-rank=R fails rank R's runs */
+    if (st == PEAT_OK && L.ranks && peat_test_hook_rank("runtime-fail-rank", o->rank, NULL, 0))
+        st = PEAT_ERROR(PEAT_ERR_INTERNAL, "test hook runtime-fail-rank: rank %d fails on purpose",
                         o->rank);
     if (st == PEAT_OK) st = lockstep_setup(&L);
     if (st == PEAT_OK) st = lockstep_run(&L);
