@@ -375,14 +375,8 @@ static const char sort_js[] =
 
 void peat_fi_html(FILE *f, const peat_fi_result *r)
 {
-    fputs("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>PEAT fault "
-          "injection</title><style>body{font-family:sans-serif;max-width:960px;margin:2em auto}"
-          ".t{font-weight:bold;font-size:13px}.l{font-size:11px}.ax{stroke:#444}"
-          "table{border-collapse:collapse;margin:1em 0;font-size:12px}td,th{border:1px solid "
-          "#ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}"
-          "th{cursor:pointer;background:#f3f3f3}caption{text-align:left;font-size:12px}"
-          "code{font-size:12px}</style></head><body><h1>PEAT playback fault injection</h1>\n",
-          f);
+    peat_report_html_begin(f, "fi", "PEAT fault injection", NULL);
+    fputs("<h1>PEAT playback fault injection</h1>\n", f);
     fputs("<table><tbody><tr><td>campaign</td><td>", f);
     peat_report_escape(f, r->dir);
     fputs("</td></tr><tr><td>kernel</td><td>", f);
@@ -409,5 +403,5 @@ void peat_fi_html(FILE *f, const peat_fi_result *r)
     }
     free(sub);
     fputs(sort_js, f);
-    fputs("</body></html>\n", f);
+    peat_report_html_end(f);
 }

@@ -312,15 +312,7 @@ static peat_status write_html(const peat_ci_result *r)
     char tmp[700];
     FILE *f = peat_report_open_tmp(r->out_dir, "report.html", tmp, sizeof tmp);
     if (!f) return PEAT_ERROR(PEAT_ERR_IO, "cannot write in %s: %s", r->out_dir, strerror(errno));
-    fputs("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>PEAT suite ", f);
-    peat_report_escape(f, r->suite.name);
-    fputs("</title><style>body{font:14px sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
-          ".v{padding:1px 6px;border-radius:3px;color:#fff}.PASS{background:#2a7}"
-          ".WARN{background:#d90}.FAIL,.ERROR{background:#c33}.SKIP{background:#888}"
-          "#verdict{padding:10px 16px;border-radius:6px;color:#fff;font-size:20px}</style>"
-          "</head><body>\n",
-          f);
+    peat_report_html_begin(f, "suite", "PEAT suite ", r->suite.name);
     fprintf(f, "<div id=\"verdict\" class=\"%s\">suite ", suite_verdict(r));
     peat_report_escape(f, r->suite.name);
     fprintf(f, ": %s &middot; %d items: %d pass, %d warn, %d fail, %d error, %d skipped</div>\n",
@@ -334,8 +326,9 @@ static peat_status write_html(const peat_ci_result *r)
           "</tr>\n",
           f);
     for (int i = 0; i < r->n_items; i++) html_row(f, r, &r->items[i]);
-    fprintf(f, "</table><p><small>peat %s &middot; %.0f s</small></p></body></html>\n",
-            PEAT_VERSION_STRING, r->seconds);
+    fprintf(f, "</table><p><small>peat %s &middot; %.0f s</small></p>\n", PEAT_VERSION_STRING,
+            r->seconds);
+    peat_report_html_end(f);
     return peat_report_commit(f, r->out_dir, "report.html", tmp);
 }
 

@@ -102,20 +102,7 @@ static void row(FILE *f, const char *name, const char *fmt, double c, double g)
 
 static void html_head(FILE *f, const peat_campaign_result *r)
 {
-    fputs("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>PEAT: ", f);
-    peat_report_escape(f, r->cand.kernel);
-    fputs("</title><style>body{font:14px sans-serif;max-width:900px;margin:2em auto;color:#222}"
-          "#verdict{padding:10px 16px;border-radius:6px;color:#fff;font-size:20px}"
-          ".PASS{background:#2a7}.WARN{background:#d90}.FAIL{background:#c33}"
-          "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-          "text-align:right}td:first-child{text-align:left}.t{font-weight:bold;font-size:13px}"
-          ".l{font-size:10px;text-anchor:middle}.y{font-size:10px}.ax{stroke:#888}"
-          ".s0{fill:#36c}.s1{fill:#bbb}.k0{fill:#36c;font-size:11px}.k1{fill:#888;font-size:11px}"
-          ".c{fill:none;stroke:#36c;stroke-width:1.5}li{margin:2px 0}.note{background:#fff8e0;"
-          "padding:6px 10px;border-left:4px solid #d90}.plot{display:block;"
-          "margin:12px 0}pre{background:#f4f4f4;padding:8px;white-space:pre-wrap}"
-          "</style></head><body>\n",
-          f);
+    peat_report_html_begin(f, "run", "PEAT: ", r->cand.kernel);
 }
 
 /* The verdict banner and what was measured. */
@@ -429,6 +416,7 @@ peat_status peat_report_html(FILE *f, const peat_campaign_opts *o, const peat_ca
     peat_report_escape(f, o->argv && o->argv[0] ? o->argv : "(command line not recorded)");
     fprintf(f, "</pre><p><small>peat %s &middot; ", PEAT_VERSION_STRING);
     peat_report_stage_times(f, o, r);
-    fputs(" &middot; signature.json has every number</small></p></body></html>\n", f);
+    fputs(" &middot; signature.json has every number</small></p>\n", f);
+    peat_report_html_end(f);
     return ferror(f) ? PEAT_ERROR(PEAT_ERR_IO, "cannot write report.html") : PEAT_OK;
 }

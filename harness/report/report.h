@@ -92,4 +92,10 @@ void peat_report_runtime_table(FILE *f, const peat_campaign_result *r, int md);
 struct peat_runtime_result;
 void peat_report_runtime_html(FILE *f, const struct peat_runtime_result *rt);
 
+/* The one HTML page writer (html_page.c): the head with PEAT's one stylesheet and title
+ * title + name (escaped; name may be NULL), the body tagged with page ("run", "suite", "fi"),
+ * and the end. */
+void peat_report_html_begin(FILE *f, const char *page, const char *title, const char *name);
+void peat_report_html_end(FILE *f);
+
 #endif
