@@ -41,6 +41,19 @@ const char *peat_backend_list(void)
     return buf;
 }
 
+unsigned peat_backend_caps(const char *name)
+{
+    const char *want = name ? name : PEAT_BACKEND_HOST;
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (strcmp(backends[i].name, want) == 0) return backends[i].iface->caps;
+    return 0;
+}
+
+int peat_backend_on_host(const char *name)
+{
+    return (peat_backend_caps(name) & PEAT_BACKEND_CAP_HOST_MEMORY) != 0;
+}
+
 int peat_backend_available(const char *name)
 {
     for (size_t i = 0; i < N_BACKENDS; i++)

@@ -65,6 +65,8 @@ struct peat_backend_iface {
      * OpenCL; NULL elsewhere (peat_plugin_host.cl_program answers PEAT_ERR_UNSUPPORTED) */
     peat_status (*program_build)(peat_backend_t b, const char *source, const char *options,
                                  void **program);
+    /* what the backend can do (PEAT_BACKEND_CAP_* of peat/backend.h) */
+    unsigned caps;
 };
 
 struct peat_backend {

@@ -1,6 +1,7 @@
 /* gemm.c: exact (fp64 accumulation) and plain (sequential fp32) GEMM, and its magnitude; the
  * golden GEMM (OpenBLAS) is gemm_blas.c's. */
 #include "golden/golden.h"
+#include "peat/backend.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -159,7 +160,7 @@ peat_status peat_golden_register_gemm(void)
         {.name = "gemm_exact",
          .op = PEAT_OP_GEMM,
          .role = PEAT_ROLE_EXACT,
-         .backend = "cpu",
+         .backend = PEAT_BACKEND_HOST,
          .in_dtype = PEAT_DTYPE_F32,
          .out_dtype = PEAT_DTYPE_F64,
          .acc_dtype = PEAT_DTYPE_F64,
@@ -169,7 +170,7 @@ peat_status peat_golden_register_gemm(void)
         {.name = "gemm_golden",
          .op = PEAT_OP_GEMM,
          .role = PEAT_ROLE_GOLDEN,
-         .backend = "cpu",
+         .backend = PEAT_BACKEND_HOST,
          .in_dtype = PEAT_DTYPE_F32,
          .out_dtype = PEAT_DTYPE_F32,
          .acc_dtype = PEAT_DTYPE_F32,
@@ -180,7 +181,7 @@ peat_status peat_golden_register_gemm(void)
         {.name = "gemm_plain",
          .op = PEAT_OP_GEMM,
          .role = PEAT_ROLE_GOLDEN,
-         .backend = "cpu",
+         .backend = PEAT_BACKEND_HOST,
          .in_dtype = PEAT_DTYPE_F32,
          .out_dtype = PEAT_DTYPE_F32,
          .acc_dtype = PEAT_DTYPE_F32,

@@ -3,6 +3,7 @@
 #define PEAT_GOLDEN_REFKIT_H
 
 #include "peat/peat.h"
+#include "peat/backend.h"
 
 #include <stdlib.h>
 
@@ -86,13 +87,13 @@ static inline peat_status peat_golden_add_all(const peat_kernel *ks, int n)
 /* Descriptor builders: exact (F64 accumulation and outputs) and golden (F32). */
 #define PEAT_GOLDEN_EXACT(nm, opk, f, d)                                                           \
     {                                                                                              \
-        .name = (nm), .op = (opk), .role = PEAT_ROLE_EXACT, .backend = "cpu",                      \
+        .name = (nm), .op = (opk), .role = PEAT_ROLE_EXACT, .backend = PEAT_BACKEND_HOST,          \
         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F64, .acc_dtype = PEAT_DTYPE_F64,      \
         .cfg = PEAT_GOLDEN_CFG, .fn = (f), .desc = (d)                                             \
     }
 #define PEAT_GOLDEN_GOLDEN(nm, opk, f, d)                                                          \
     {                                                                                              \
-        .name = (nm), .op = (opk), .role = PEAT_ROLE_GOLDEN, .backend = "cpu",                     \
+        .name = (nm), .op = (opk), .role = PEAT_ROLE_GOLDEN, .backend = PEAT_BACKEND_HOST,         \
         .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,      \
         .cfg = PEAT_GOLDEN_CFG, .fn = (f), .desc = (d)                                             \
     }

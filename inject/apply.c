@@ -1,5 +1,6 @@
 /* apply.c: runs one call through a kernel with a pseudo-error model applied (peat_inject_run). */
 #include "inject/internal.h"
+#include "peat/backend.h"
 
 #include <float.h>
 #include <math.h>
@@ -283,7 +284,7 @@ static float map_range(float x, const void *c)
 static peat_status via_exact(const peat_kernel *k, const peat_args *b, const peat_args *a,
                              float (*conv)(double, int), int bits)
 {
-    const peat_kernel *ek = peat_registry_role(k->op, PEAT_ROLE_EXACT, "cpu");
+    const peat_kernel *ek = peat_registry_role(k->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST);
     if (!ek)
         return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "inject: no exact kernel for %s",
                           peat_op_name(k->op));

@@ -1,6 +1,7 @@
 /* attention.c: FlashAttention-style tiled forward/backward candidates and a bf16-boundary forward.
  */
 #include "kernels/kcommon.h"
+#include "peat/backend.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -193,7 +194,7 @@ static const peat_kernel attention_kernels[] = {
     {.name = "attention_flash",
      .op = PEAT_OP_ATTENTION,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -203,7 +204,7 @@ static const peat_kernel attention_kernels[] = {
     {.name = "attention_flash_bwd",
      .op = PEAT_OP_ATTENTION_BWD,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -213,7 +214,7 @@ static const peat_kernel attention_kernels[] = {
     {.name = "attention_exp2",
      .op = PEAT_OP_ATTENTION,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -224,7 +225,7 @@ static const peat_kernel attention_kernels[] = {
     {.name = "attention_bf16",
      .op = PEAT_OP_ATTENTION,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_BF16,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

@@ -1,6 +1,7 @@
 /* conv.c: im2col + blocked-GEMM candidates for conv2d forward, backward-data and backward-filter.
  */
 #include "core/conv_geom.h"
+#include "peat/backend.h"
 #include "kernels/kcommon.h"
 #include "kernels/kernels.h"
 
@@ -67,7 +68,7 @@ static const peat_kernel conv_kernels[] = {
     {.name = "conv_im2col",
      .op = PEAT_OP_CONV2D,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -77,7 +78,7 @@ static const peat_kernel conv_kernels[] = {
     {.name = "conv_im2col_bwd_data",
      .op = PEAT_OP_CONV2D_BWD_DATA,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -87,7 +88,7 @@ static const peat_kernel conv_kernels[] = {
     {.name = "conv_im2col_bwd_filter",
      .op = PEAT_OP_CONV2D_BWD_FILTER,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

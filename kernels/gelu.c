@@ -1,5 +1,6 @@
 /* gelu.c: the tanh-approximated GELU and its derivative (a deliberately different function). */
 #include "kernels/kcommon.h"
+#include "peat/backend.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -54,7 +55,7 @@ static const peat_kernel gelu_kernels[] = {
     {.name = "gelu_tanh",
      .op = PEAT_OP_GELU,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -64,7 +65,7 @@ static const peat_kernel gelu_kernels[] = {
     {.name = "gelu_tanh_bwd",
      .op = PEAT_OP_GELU_BWD,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

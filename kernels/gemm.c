@@ -1,6 +1,7 @@
 /* gemm.c: the candidate gemm_new: a cache-blocked, packed, register-tiled fp32 GEMM (BLIS-like),
  * an honest implementation of its own algorithm and summation order. */
 #include "kernels/kernels.h"
+#include "peat/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +130,7 @@ peat_status peat_kernels_register_gemm(void)
         {.name = "gemm_new",
          .op = PEAT_OP_GEMM,
          .role = PEAT_ROLE_CANDIDATE,
-         .backend = "cpu",
+         .backend = PEAT_BACKEND_HOST,
          .in_dtype = PEAT_DTYPE_F32,
          .out_dtype = PEAT_DTYPE_F32,
          .acc_dtype = PEAT_DTYPE_F32,

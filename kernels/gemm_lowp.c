@@ -1,6 +1,7 @@
 /* gemm_lowp.c: reduced-precision-input, fp32-accumulate GEMM candidates (gemm_bf16, gemm_fp16):
  * the mixed-precision GEMMs users build. */
 #include "kernels/kcommon.h"
+#include "peat/backend.h"
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
@@ -47,7 +48,7 @@ static const peat_kernel lowp_kernels[] = {
     {.name = "gemm_fp16",
      .op = PEAT_OP_GEMM,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F16,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -57,7 +58,7 @@ static const peat_kernel lowp_kernels[] = {
     {.name = "gemm_bf16",
      .op = PEAT_OP_GEMM,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_BF16,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

@@ -1,5 +1,6 @@
 /* layernorm.c: Welford one-pass layernorm (fp32, bf16, fp16 boundaries) and a fused backward. */
 #include "kernels/kcommon.h"
+#include "peat/backend.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -113,9 +114,9 @@ static peat_status layernorm_welford_bwd(const peat_args *a, const peat_kernel *
 
 #define LN_DESC(nm, fn_, dt, d)                                                                    \
     {                                                                                              \
-        .name = nm, .op = PEAT_OP_LAYERNORM, .role = PEAT_ROLE_CANDIDATE, .backend = "cpu",        \
-        .in_dtype = dt, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,                  \
-        .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d                                \
+        .name = nm, .op = PEAT_OP_LAYERNORM, .role = PEAT_ROLE_CANDIDATE,                          \
+        .backend = PEAT_BACKEND_HOST, .in_dtype = dt, .out_dtype = PEAT_DTYPE_F32,                 \
+        .acc_dtype = PEAT_DTYPE_F32, .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d   \
     }
 
 static const peat_kernel layernorm_kernels[] = {
@@ -128,7 +129,7 @@ static const peat_kernel layernorm_kernels[] = {
     {.name = "layernorm_welford_bwd",
      .op = PEAT_OP_LAYERNORM_BWD,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

@@ -1,5 +1,6 @@
 /* optim.c: the fused single-pass AdamW candidate. */
 #include "kernels/kcommon.h"
+#include "peat/backend.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -38,7 +39,7 @@ static const peat_kernel optim_kernels[] = {
     {.name = "adamw_fused",
      .op = PEAT_OP_ADAMW,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

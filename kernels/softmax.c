@@ -1,6 +1,7 @@
 /* softmax.c: online-softmax forward (one max/sum pass), the exp2 forms of softmax and
  * cross-entropy that Triton and fused kernels ship, and a lane-split fused backward. */
 #include "kernels/kcommon.h"
+#include "peat/backend.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -100,7 +101,7 @@ static const peat_kernel softmax_kernels[] = {
     {.name = "softmax_online",
      .op = PEAT_OP_SOFTMAX,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -110,7 +111,7 @@ static const peat_kernel softmax_kernels[] = {
     {.name = "softmax_exp2",
      .op = PEAT_OP_SOFTMAX,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -120,7 +121,7 @@ static const peat_kernel softmax_kernels[] = {
     {.name = "cross_entropy_exp2",
      .op = PEAT_OP_CROSS_ENTROPY,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,
@@ -130,7 +131,7 @@ static const peat_kernel softmax_kernels[] = {
     {.name = "softmax_online_bwd",
      .op = PEAT_OP_SOFTMAX_BWD,
      .role = PEAT_ROLE_CANDIDATE,
-     .backend = "cpu",
+     .backend = PEAT_BACKEND_HOST,
      .in_dtype = PEAT_DTYPE_F32,
      .out_dtype = PEAT_DTYPE_F32,
      .acc_dtype = PEAT_DTYPE_F32,

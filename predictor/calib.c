@@ -1,6 +1,7 @@
 /* calib.c: calibration micro-benchmarks: the median time of a call, and one kernel's table timed
  * at its op's size family. */
 #include "predictor/predictor.h"
+#include "peat/backend.h"
 #include "core/clock.h"
 
 #include <math.h>
@@ -48,7 +49,7 @@ peat_status peat_predictor_time_call(const peat_kernel *k, const peat_pred_call 
     enum { CAP = 256 };
     double t[CAP];
     if (max_reps < 1 || max_reps > CAP) max_reps = CAP;
-    int cpu = strcmp(k->backend, "cpu") == 0;
+    int cpu = peat_backend_on_host(k->backend);
     int sets = c->n_sets > 1 ? c->n_sets : 1, v = 0;
     /* untimed first call (first touch of outputs and code); it also sizes a batch of calls long
      * enough (>= 20 us) that reading the clock costs nothing beside it */
@@ -167,7 +168,7 @@ int peat_predictor_probe_quiet(double probe_s)
 static peat_status time_gated(const peat_kernel *k, const peat_pred_call *c, double min_s,
                               double *t, double *probe)
 {
-    int cpu = strcmp(k->backend, "cpu") == 0;
+    int cpu = peat_backend_on_host(k->backend);
     double p0 = cpu ? peat_predictor_probe() : 0;
     PEAT_TRY(peat_predictor_time_call(k, c, min_s, 64, t));
     double p1 = cpu ? peat_predictor_probe() : 0;

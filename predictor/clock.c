@@ -1,6 +1,7 @@
 /* clock.c: clock readers (cpufreq sysfs; NVML and ROCm SMI loaded with dlopen, so no vendor
  * library is linked) and the warm-up that waits for steady clocks before timing. */
 #include "predictor/predictor.h"
+#include "peat/backend.h"
 #include "core/clock.h"
 
 #include <dlfcn.h>
@@ -104,8 +105,9 @@ peat_status peat_predictor_clock_rocm(const char *libname, int device, peat_pred
 
 peat_status peat_predictor_clock_read(const char *backend, int device, peat_pred_clock *c)
 {
-    if (backend && strcmp(backend, "cuda") == 0) return peat_predictor_clock_nvml(NULL, device, c);
-    if (backend && strcmp(backend, "hip") == 0) return peat_predictor_clock_rocm(NULL, device, c);
+    unsigned caps = peat_backend_caps(backend);
+    if (caps & PEAT_BACKEND_CAP_CLOCK_NVML) return peat_predictor_clock_nvml(NULL, device, c);
+    if (caps & PEAT_BACKEND_CAP_CLOCK_ROCM_SMI) return peat_predictor_clock_rocm(NULL, device, c);
     return peat_predictor_clock_cpufreq(NULL, 0, c);
 }
 

@@ -1,6 +1,7 @@
 /* device.c: the device description the model divides work over: CPU cores, SIMD width and caches
  * from the OS, one-unit peak FLOP/s and memory bandwidth measured; GPU fields from the backend. */
 #include "predictor/predictor.h"
+#include "peat/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 
 static void cpu_name(char *name, size_t n)
 {
-    snprintf(name, n, "cpu");
+    snprintf(name, n, "%s", PEAT_BACKEND_HOST);
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
     char line[512];
@@ -127,7 +128,7 @@ static double nominal_mhz(void)
 peat_status peat_predictor_device_cpu(peat_pred_device *d)
 {
     memset(d, 0, sizeof *d);
-    snprintf(d->backend, sizeof d->backend, "cpu");
+    snprintf(d->backend, sizeof d->backend, "%s", PEAT_BACKEND_HOST);
     cpu_name(d->name, sizeof d->name);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     d->units = n > 0 ? (int)n : 1;

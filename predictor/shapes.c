@@ -1,6 +1,7 @@
 /* shapes.c: synthetic calls for calibration: one size family per op (params from a size n), the
  * op's input shapes, and inputs filled with valid random values. */
 #include "predictor/predictor.h"
+#include "peat/backend.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -227,7 +228,7 @@ peat_status peat_predictor_call_alloc(const peat_kernel *k, const peat_op_params
     }
     /* further input sets for CPU kernels (device kernels stage their inputs per call) */
     c->n_sets = 1;
-    if (st == PEAT_OK && bytes > 0 && (!k->backend || strcmp(k->backend, "cpu") == 0))
+    if (st == PEAT_OK && bytes > 0 && (!k->backend || peat_backend_on_host(k->backend)))
         c->n_sets = (int)fmin(PEAT_PRED_SETS, ceil(PEAT_PRED_VARY_BYTES / bytes));
     for (int i = 0; st == PEAT_OK && c->n_sets > 1 && i < n_in; i++) {
         st = peat_tensor_alloc1(dt[i], c->n_sets * peat_tensor_numel(c->in[i]), &c->pool[i]);

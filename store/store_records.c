@@ -1,5 +1,6 @@
 /* store_records.c: the record kinds of a campaign file: op calls, states, metrics, signatures. */
 #include "store/store_impl.h"
+#include "peat/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ static peat_status call_row_fill(const peat_store_t *s, const peat_record *r, st
     PEAT_TRY(peat_store_str_field(c->golden_kernel, sizeof c->golden_kernel, r->golden_kernel,
                                   "golden kernel name"));
     /* the exact kernel that made (or will recompute) the exact outputs, for provenance */
-    const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, "cpu");
+    const peat_kernel *ek = peat_registry_role(r->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST);
     PEAT_TRY(peat_store_str_field(c->exact_kernel, sizeof c->exact_kernel, ek ? ek->name : "",
                                   "exact kernel name"));
     (void)s;

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #define PEAT_GPU_BACKEND_NAME "cuda"
 #define PEAT_GPU_BLAS_NAME    "cuBLAS"
+#define PEAT_GPU_CAPS         PEAT_BACKEND_CAP_CLOCK_NVML
 #define PEAT_HAVE_VENDOR_BLAS 1
 #endif
 
@@ -427,6 +428,7 @@ static peat_backend_iface make_iface(void)
     f.copy_h2d = gpu_h2d, f.copy_d2h = gpu_d2h, f.synchronize = gpu_sync;
     f.timer_now = gpu_timer, f.free = gpu_release, f.device_fill = gpu_device_fill;
     f.time_begin = gpu_time_begin, f.time_end = gpu_time_end, f.launch = gpu_launch;
+    f.caps = PEAT_GPU_CAPS;
 #ifdef PEAT_HAVE_VENDOR_BLAS
     f.gemm = gpu_gemm;
     f.blas_name = PEAT_GPU_BLAS_NAME " fp32 SGEMM (strided batched, no TF32)";

@@ -7,6 +7,7 @@
  * are read before the run, never from a kernel call). */
 #define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
 #include "harness/calls/calls.h"
+#include "peat/backend.h"
 
 #include "harness/run/run.h"
 #include "harness/runtime/builtin.h"
@@ -103,7 +104,7 @@ static peat_status tape_kernel(peat_op_kind op, const peat_kernel **out)
         k[op] = (peat_kernel){.name = names[op],
                               .op = op,
                               .role = PEAT_ROLE_CANDIDATE,
-                              .backend = "cpu",
+                              .backend = PEAT_BACKEND_HOST,
                               .in_dtype = PEAT_DTYPE_F32,
                               .out_dtype = PEAT_DTYPE_F32,
                               .acc_dtype = PEAT_DTYPE_F32,
@@ -141,7 +142,7 @@ peat_status peat_calls_export(const peat_campaign_opts *run, const char *op_name
     PEAT_TRY(peat_op_parse(op_name, &op));
     tape *t = &tape_now;
     tape_clear(t);
-    t->golden = peat_registry_role(op, PEAT_ROLE_GOLDEN, "cpu");
+    t->golden = peat_registry_role(op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!t->golden) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU golden kernel for %s", op_name);
     const peat_kernel *k;
     PEAT_TRY(tape_kernel(op, &k));
@@ -225,7 +226,7 @@ static peat_status judge_kernel(peat_op_kind op, const char *name)
     for (int i = 0; i < n; i++)
         if (k[i].op == op && strcmp(names[i], name) == 0) return PEAT_OK;
     if (n == 16) return PEAT_ERROR(PEAT_ERR_INTERNAL, "too many judged kernels in one process");
-    if (peat_registry_find_on(name, "cpu"))
+    if (peat_registry_find_on(name, PEAT_BACKEND_HOST))
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "outs.h5 names its kernel '%s', a kernel PEAT already has "
                           "(name it otherwise: attribute \"kernel\")",
@@ -234,7 +235,7 @@ static peat_status judge_kernel(peat_op_kind op, const char *name)
     k[n] = (peat_kernel){.name = names[n],
                          .op = op,
                          .role = PEAT_ROLE_CANDIDATE,
-                         .backend = "cpu",
+                         .backend = PEAT_BACKEND_HOST,
                          .in_dtype = PEAT_DTYPE_F32,
                          .out_dtype = PEAT_DTYPE_F32,
                          .acc_dtype = PEAT_DTYPE_F32,

@@ -3,6 +3,7 @@
  * take from them and put into them. */
 #define _GNU_SOURCE /* dladdr */
 #include "harness/campaign/golden_cache.h"
+#include "peat/backend.h"
 
 #include "harness/runtime/golden_log.h"
 #include "harness/scale/ranks.h"
@@ -22,7 +23,7 @@
 
 int peat_campaign_golden_log_wanted(const peat_campaign_opts *o, const peat_kernel *k)
 {
-    return !o->no_runtime && !o->capture && !o->finetune_from && strcmp(k->backend, "cpu") == 0 &&
+    return !o->no_runtime && !o->capture && !o->finetune_from && peat_backend_on_host(k->backend) &&
            !getenv("PEAT_NO_GOLDEN_LOG");
 }
 
@@ -44,7 +45,7 @@ static const char *off_reason(const peat_campaign *c)
     if (o->shard || o->merge_shards || peat_scale_ranks_active())
         return "shards and MPI ranks train their own share";
     /* a device's golden is its vendor library, whose sums may change from run to run */
-    if (strcmp(c->k->backend, "cpu") != 0) return "device goldens are not cached";
+    if (!peat_backend_on_host(c->k->backend)) return "device goldens are not cached";
     return "";
 }
 
@@ -84,7 +85,8 @@ static void key_text(const peat_campaign *c, char *key, size_t n)
         o->compress ? o->compress : "default", c->dev.name, c->res->blas,
         blas_env ? blas_env : "-");
     for (int op = 0; op < PEAT_OP_COUNT && len < n; op++) {
-        const peat_kernel *g = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
+        const peat_kernel *g =
+            peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
         len += (size_t)snprintf(key + len, n - len, " %s=%s", peat_op_name((peat_op_kind)op),
                                 g ? g->name : "-");
     }

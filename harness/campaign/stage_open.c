@@ -2,6 +2,7 @@
  * campaign file created, or reopened and checked to resume. */
 #define _DEFAULT_SOURCE /* gethostname */
 #include "harness/runtime/builtin.h"
+#include "peat/backend.h"
 #include "harness/campaign/stages.h"
 #include "core/child_fds.h"
 #include "peat/plugin.h"
@@ -227,7 +228,7 @@ static peat_status store_create(peat_campaign *c)
     snprintf(m.blas, sizeof m.blas, "%s", c->res->blas);
     if (c->dev.clock_mhz > 0)
         snprintf(m.clocks, sizeof m.clocks, "%s %.0f MHz",
-                 strcmp(c->backend_name, "cpu") ? "device max" : "cpu0", c->dev.clock_mhz);
+                 peat_backend_on_host(c->backend_name) ? "cpu0" : "device max", c->dev.clock_mhz);
     gethostname(m.host, sizeof m.host - 1);
     PEAT_TRY(peat_campaign_compress_parse(o->compress, &m.deflate_level, &m.min_saving_pct));
     m.exact_max_bytes = o->record_exact ? -1 : 0; /* < 0: every call's exact outputs */

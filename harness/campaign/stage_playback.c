@@ -3,6 +3,7 @@
  * ones; calls that crash, hang, exit or write where they must not are counted for the detect stage.
  */
 #include "golden/golden.h"
+#include "peat/backend.h"
 #include "harness/isolate/isolate.h"
 #include "harness/campaign/progress.h"
 #include "harness/scale/ranks.h"
@@ -317,7 +318,7 @@ static int play_isolated(const peat_campaign *c)
 {
     /* a GPU runtime initialised in this process does not survive fork: GPU kernels run
      * in-process */
-    return c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    return c->o->isolate && peat_backend_on_host(c->k->backend);
 }
 
 /* This rank's calls (i mod ranks == rank) replayed into items[i], up to its first hang, and
@@ -619,7 +620,8 @@ static const char *stored_golden_name(const peat_campaign *c, const peat_kernel 
 
 peat_status peat_campaign_stage_playback(peat_campaign *c)
 {
-    PEAT_ASSERT(c->k && c->flow, "playback runs after resolve (stage order: harness/run/pipeline.c)");
+    PEAT_ASSERT(c->k && c->flow,
+                "playback runs after resolve (stage order: harness/run/pipeline.c)");
     const peat_kernel *gold = peat_registry_role(c->k->op, PEAT_ROLE_GOLDEN, c->k->backend);
     if (!gold)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden CPU kernel for %s", peat_op_name(c->k->op));

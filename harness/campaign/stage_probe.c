@@ -2,6 +2,7 @@
  * data, each run through exact, golden and candidate and judged like a recorded call, plus the
  * GEMM arithmetic-property call (analyzer/probe.h). */
 #include "harness/isolate/isolate.h"
+#include "peat/backend.h"
 #include "harness/scale/ranks.h"
 #include "harness/scale/scale.h"
 #include "harness/campaign/stages.h"
@@ -17,8 +18,8 @@
 /* Exact (F64) and golden (F32) outputs of a probe call, allocated into e and g. */
 static peat_status reference_outputs(const peat_args *in, peat_args *e, peat_args *g)
 {
-    const peat_kernel *ek = peat_registry_role(in->op, PEAT_ROLE_EXACT, "cpu");
-    const peat_kernel *gk = peat_registry_role(in->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *ek = peat_registry_role(in->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST);
+    const peat_kernel *gk = peat_registry_role(in->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!ek || !gk)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no exact/golden %s", peat_op_name(in->op));
     *e = *in, *g = *in;
@@ -80,7 +81,7 @@ static peat_status feed(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag, const 
 static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_args *g,
                          const peat_args *e, const peat_detector_ctx *ctx, peat_probe_outcome *po)
 {
-    const peat_kernel *gk = peat_registry_role(c->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *gk = peat_registry_role(c->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     peat_analyzer_acc_t *ac = peat_analyzer_acc_new(k->name, c->op);
     peat_analyzer_acc_t *ag = peat_analyzer_acc_new(gk->name, c->op);
     peat_status st = ac && ag ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "probe analyzer");
@@ -196,7 +197,7 @@ static void declared_format_explains(const peat_detector_ctx *ctx, peat_probe_ou
 static peat_campaign_opts probe_opts(const peat_campaign *c)
 {
     peat_campaign_opts po = *c->o;
-    po.isolate = c->o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    po.isolate = c->o->isolate && peat_backend_on_host(c->k->backend);
     return po;
 }
 

@@ -1,6 +1,7 @@
 /* stage_resolve.c: the resolve stage: plugins, kernel, backend and device, flow, run size. */
 #define _DEFAULT_SOURCE /* gethostname */
 #include "harness/runtime/builtin.h"
+#include "peat/backend.h"
 #include "harness/campaign/stages.h"
 #include "golden/golden.h"
 #include "peat/plugin.h"
@@ -80,7 +81,7 @@ static peat_status resolve_backend(peat_campaign *c)
     peat_status st = peat_backend_device_info(be, &c->dev);
     snprintf(c->backend_name, sizeof c->backend_name, "%s", peat_backend_name(be));
     snprintf(c->res->backend, sizeof c->res->backend, "%s", c->backend_name);
-    if (strcmp(c->backend_name, "cpu") == 0)
+    if (peat_backend_on_host(c->backend_name))
         snprintf(c->res->blas, sizeof c->res->blas, "%s", peat_golden_blas_describe());
     snprintf(c->res->device, sizeof c->res->device, "%s", c->dev.name);
     peat_backend_close(be);

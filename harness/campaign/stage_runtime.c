@@ -2,6 +2,7 @@
  * over the profiled iterations, judged against the golden noise band; its verdicts join the
  * findings and the acceptance (docs/fault-injection.md). */
 #include "harness/scale/run_shard.h"
+#include "peat/backend.h"
 #include "harness/runtime/runtime.h"
 #include "harness/scale/ranks.h"
 #include "harness/scale/scale.h"
@@ -60,11 +61,11 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
         ro->model_seed = peat_seed_derive(o->seed, "runtime-model");
     }
     /* the candidate trains inside a worker of its own: what it does cannot take peat down */
-    ro->isolate = o->isolate && strcmp(c->k->backend, "cpu") == 0;
+    ro->isolate = o->isolate && peat_backend_on_host(c->k->backend);
     /* a candidate kernel's calls are checked in the loop against the op's bound, beside the
      * golden's (runtime_call.h); a kernel beyond the bound on the playback's fresh calls is held
      * to its own error there. CPU kernels: a device kernel's golden is the device library. */
-    ro->shadow.on = !o->runtime_model && strcmp(c->k->backend, "cpu") == 0;
+    ro->shadow.on = !o->runtime_model && peat_backend_on_host(c->k->backend);
     ro->shadow.self_norm = c->res->cand.max_norm;
     ro->kernel_timeout_s = o->kernel_timeout_s;
     ro->freqs = o->runtime_freq;

@@ -37,8 +37,9 @@
 
 enum { EXIT_PASS = 0, EXIT_KERNEL_FAIL = 1, EXIT_USAGE = 2 };
 
-#define die peat_cli_die /* harness/cli/options.c: one line on stderr, exit status 2 (EXIT_USAGE)  \
-                          */
+#define die                                                                                        \
+    peat_cli_die /* harness/cli/options.c: one line on stderr, exit status 2 (EXIT_USAGE)          \
+                  */
 
 static int die_status(peat_status st)
 {
@@ -84,9 +85,12 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
         printf("\n");
     }
     printf("\nbackends: built %s; available:", peat_backend_list());
-    const char *bs[] = {"cpu", "cuda", "hip", "opencl"};
-    for (int i = 0; i < 4; i++)
-        if (peat_backend_available(bs[i])) printf(" %s", bs[i]);
+    char built[64];
+    snprintf(built, sizeof built, "%s", peat_backend_list());
+    /* in the order `peat list` always printed them: the host first, then the devices */
+    for (int host = 1; host >= 0; host--)
+        for (char *save = NULL, *b = strtok_r(built, ",", &save); b; b = strtok_r(NULL, ",", &save))
+            if (peat_backend_on_host(b) == host && peat_backend_available(b)) printf(" %s", b);
     printf("\n\nerror models (pseudo-errors):\n%s", peat_inject_catalogue());
     return EXIT_PASS;
 }
@@ -387,7 +391,7 @@ static int cmd_calibrate(int argc, char **argv, const char *cmdline)
     return ok ? EXIT_PASS : EXIT_KERNEL_FAIL;
 }
 
-static const peat_cli_latency_opts latency_defaults = {.backend = "cpu"};
+static const peat_cli_latency_opts latency_defaults = {.backend = PEAT_BACKEND_HOST};
 /* predict: the kernel's own backend unless one is given */
 static const peat_cli_latency_opts predict_defaults = {.calls = PEAT_CAMPAIGN_DEFAULT_CALLS};
 

@@ -1,5 +1,6 @@
 /* options.c: the option tables of `peat run`, `list`, `calibrate` and `inspect`, and the one
  * parser and help writer that read them (ranges and choices live here only). */
+#include "peat/backend.h"
 #include "harness/cli/options.h"
 #include "harness/latency/latency_cli.h"
 #include "harness/runtime/runtime.h"
@@ -245,8 +246,8 @@ const peat_cli_cmd peat_cli_calibrate = {
 #define LAT(field) offsetof(peat_cli_latency_opts, field)
 
 static const peat_cli_opt calibrate_latency_opts[] = {
-    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, "cpu|cuda|hip|opencl", NULL, "cpu",
-     "the device whose kernels are timed", NULL},
+    {"backend", "NAME", PEAT_CLI_CHOICE, LAT(backend), 0, 0, 0, PEAT_BACKEND_NAMES, NULL,
+     PEAT_BACKEND_HOST, "the device whose kernels are timed", NULL},
     {"plugin", "PATH", PEAT_CLI_MULTI, LAT(plugins), LAT(n_plugins), 0, PEAT_MAX_PLUGINS, NULL,
      NULL, NULL, "also time the kernels of a plugin library (each in a forked child)", NULL},
     {"force", NULL, PEAT_CLI_FLAG, LAT(force), 0, 1, 0, NULL, NULL, NULL,

@@ -3,6 +3,7 @@
  * model's reference signature. */
 #define _DEFAULT_SOURCE
 #include "harness/fi/fi.h"
+#include "peat/backend.h"
 
 #include "analyzer/analyzer.h"
 #include "golden/golden.h"
@@ -55,9 +56,9 @@ typedef struct fi_run {
     peat_fi_prop_t *prop;          /* NULL: --local-only */
     peat_fi_prop_worker_t *pw[64]; /* one flow per worker thread */
     peat_store_meta meta;
-    /* scale-out (harness/fi/fi_shard.c): with --shard the trials go to the shard's own file (wstore),
-     * the campaign's table (main_tab) only says what is done; with o->from the trials come from
-     * shard files (src, sorted by model and index) */
+    /* scale-out (harness/fi/fi_shard.c): with --shard the trials go to the shard's own file
+     * (wstore), the campaign's table (main_tab) only says what is done; with o->from the trials
+     * come from shard files (src, sorted by model and index) */
     peat_scale_shard shard;
     peat_store_t *wstore;
     peat_store_table_t *main_tab;
@@ -270,7 +271,7 @@ static peat_status trial_one(fi_run *F, const peat_inject_model_t *m, peat_injec
     const peat_record *r = p->r;
     t->record_id = r->id, t->op = r->op, t->phase = r->phase, t->iter = r->iter;
     snprintf(t->layer, sizeof t->layer, "%s", r->layer);
-    const peat_kernel *g = peat_registry_role(r->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(r->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!g)
         return PEAT_ERROR(PEAT_ERR_NOTFOUND, "fi: no golden kernel for %s", peat_op_name(r->op));
     peat_args a = peat_record_args(r);

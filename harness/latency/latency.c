@@ -98,7 +98,7 @@ static peat_status warm_up(const char *backend, peat_latency_env *env)
     warm_work w;
     memset(&w, 0, sizeof w);
     w.k = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, backend);
-    if (!w.k) w.k = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
+    if (!w.k) w.k = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!w.k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden GEMM to warm up with");
     peat_op_params p;
     peat_predictor_shape(PEAT_OP_GEMM, REF_SIZE, 0, &p);
@@ -108,16 +108,16 @@ static peat_status warm_up(const char *backend, peat_latency_env *env)
     wall = peat_predictor_now() - wall, cpu = peat_latency_thread_cpu_s() - cpu;
     /* kernels are timed on the CPU clock; on a shared machine this process gets only part of a
      * core, which turns CPU seconds into more wall seconds */
-    env->core_share = strcmp(backend, "cpu") == 0 && wall > 0 ? cpu / wall : 1.0;
+    env->core_share = peat_backend_on_host(backend) && wall > 0 ? cpu / wall : 1.0;
     if (env->core_share > 1.0) env->core_share = 1.0;
     if (env->core_share < 0.05) env->core_share = 0.05;
-    env->cores = strcmp(backend, "cpu") == 0 ? parallel_cores(w.k, env->core_share) : 1.0;
+    env->cores = peat_backend_on_host(backend) ? parallel_cores(w.k, env->core_share) : 1.0;
     /* the warm-up call's mean CPU seconds over the whole warm-up (hundreds of calls: a burst of
      * other load moves it less than a few calls): set against the calibration table's
      * prediction of the same call, it says how much slower or faster this machine runs than
      * when it was calibrated (another clock, or a shared core's caches and sibling thread under
      * other jobs) */
-    env->ref_call_s = strcmp(backend, "cpu") == 0 && w.calls > 0 ? cpu / (double)w.calls : 0.0;
+    env->ref_call_s = peat_backend_on_host(backend) && w.calls > 0 ? cpu / (double)w.calls : 0.0;
     env->slowdown = 1.0; /* until set against a table (peat_latency_env_speed) */
 
     env->ref_kernel = w.k;
@@ -151,8 +151,8 @@ double peat_latency_rss_bytes(void)
 peat_status peat_latency_env_init(const char *backend, peat_latency_env *env)
 {
     memset(env, 0, sizeof *env);
-    if (!backend || strcmp(backend, "auto") == 0) backend = "cpu";
-    if (strcmp(backend, "cpu") == 0) {
+    if (!backend || strcmp(backend, "auto") == 0) backend = PEAT_BACKEND_HOST;
+    if (peat_backend_on_host(backend)) {
         PEAT_TRY(peat_predictor_device_cpu(&env->dev));
     } else {
         peat_backend_t b = NULL;
@@ -163,9 +163,9 @@ peat_status peat_latency_env_init(const char *backend, peat_latency_env *env)
         PEAT_TRY(st);
         /* bandwidth from the runtime (0 where it does not say: OpenCL; the roofline baseline
          * then classes every tiled op compute, the table's own class is from its points) */
-        peat_predictor_device_gpu(&env->dev, backend, info.name, info.compute_units, info.clock_mhz,
-                                  info.mem_bandwidth, strcmp(backend, "hip") == 0 ? 64 : 32,
-                                  info.fp32_lanes);
+        peat_predictor_device_gpu(
+            &env->dev, backend, info.name, info.compute_units, info.clock_mhz, info.mem_bandwidth,
+            peat_backend_caps(backend) & PEAT_BACKEND_CAP_WAVE64 ? 64 : 32, info.fp32_lanes);
     }
     return warm_up(backend, env);
 }
@@ -334,7 +334,7 @@ static peat_status kernel_row(const peat_pred_table *cached, const peat_kernel *
         return PEAT_OK;
     }
     if (w >= 0) return peat_latency_work_calibrate((peat_latency_work)w, kt);
-    if (k->role == PEAT_ROLE_CANDIDATE && strcmp(k->backend, "cpu") == 0)
+    if (k->role == PEAT_ROLE_CANDIDATE && peat_backend_on_host(k->backend))
         return calibrate_candidate(k, env, kt);
     return calibrate_kernel(k, &env->dev, kt);
 }

@@ -3,6 +3,7 @@
  * (profile, playback, probes, analyze, runtime FI) for the planner.
  */
 #include "harness/latency/latency.h"
+#include "peat/backend.h"
 
 #include "harness/isolate/isolate.h"
 
@@ -275,10 +276,10 @@ peat_status peat_latency_call_cost(const peat_pred_table *t, const peat_latency_
     const char *be = env->dev.backend;
     PEAT_TRY(kernel_s(t, env, peat_registry_role(call->op, PEAT_ROLE_GOLDEN, be), &call->p,
                       &cc->golden_s));
-    PEAT_TRY(kernel_s(t, env, peat_registry_role(call->op, PEAT_ROLE_EXACT, "cpu"), &call->p,
-                      &cc->exact_s));
+    PEAT_TRY(kernel_s(t, env, peat_registry_role(call->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST),
+                      &call->p, &cc->exact_s));
     if (k) PEAT_TRY(kernel_s(t, env, k, &call->p, &cc->candidate_s));
-    const peat_kernel *g = peat_registry_role(call->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(call->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     cc->bytes = g ? peat_predictor_call_bytes(g, &call->p) : 0;
     cc->elems = out_elems(call->op, &call->p);
     cc->record_s = cc->exact_s + work_s(t, env, PEAT_WORK_RECORD, cc->bytes);
@@ -341,7 +342,7 @@ static peat_status shape_s(shape_memo *m, const peat_pred_table *t, const peat_l
 {
     for (int i = 0; i < m->n; i++)
         if (m->k[i] == k && !memcmp(&m->p[i], p, sizeof *p)) return *s = m->s[i], PEAT_OK;
-    if (m->n == SHAPE_MEMO || strcmp(k->backend, "cpu") != 0) return kernel_s(t, env, k, p, s);
+    if (m->n == SHAPE_MEMO || !peat_backend_on_host(k->backend)) return kernel_s(t, env, k, p, s);
     if (k->role == PEAT_ROLE_CANDIDATE) {
         /* code under test is timed in a forked child; one that fails there is costed from the
          * table (its op's golden kernel when it has no row), and not timed again */
@@ -444,8 +445,10 @@ static peat_status probe_s(const peat_pred_table *t, const peat_latency_env *env
                            const peat_kernel *k, const peat_args *a, int judged, double *s)
 {
     double e = 0, g = 0, cand = 0;
-    PEAT_TRY(kernel_s(t, env, peat_registry_role(a->op, PEAT_ROLE_EXACT, "cpu"), &a->p, &e));
-    PEAT_TRY(kernel_s(t, env, peat_registry_role(a->op, PEAT_ROLE_GOLDEN, "cpu"), &a->p, &g));
+    PEAT_TRY(
+        kernel_s(t, env, peat_registry_role(a->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST), &a->p, &e));
+    PEAT_TRY(kernel_s(t, env, peat_registry_role(a->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST), &a->p,
+                      &g));
     PEAT_TRY(kernel_s(t, env, k, &a->p, &cand));
     *s = e + g + cand;
     if (judged) *s += 2 * e + work_s(t, env, PEAT_WORK_JUDGE, out_elems(a->op, &a->p));
@@ -599,7 +602,7 @@ static peat_status isolation(const peat_pred_table *t, const peat_latency_env *e
     /* timed with the op's golden kernel in the candidate's place: what is measured is the
      * harness's work around the call (its own cost is taken out), and a candidate is not run
      * in this process (it may crash or end it) */
-    const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     peat_latency_replay rn;
     memset(&rn, 0, sizeof rn);
     if (g) PEAT_TRY(peat_latency_replay_now(g, p, n, isolate, &rn));
@@ -656,7 +659,7 @@ static peat_status probes_now(const peat_pred_table *t, const peat_latency_env *
                               const peat_kernel *k, const peat_latency_flow *fl,
                               const peat_campaign_opts *o, peat_pred_costs *c)
 {
-    const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(k->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     int n = fl->probes.n;
     if (!g || n == 0 || o->no_probes) return PEAT_OK;
     peat_campaign_opts po = *o;
@@ -750,7 +753,7 @@ peat_status peat_latency_costs(const peat_pred_table *t, const peat_latency_env 
     /* the accumulators at a default campaign's elements (bounded: flat once full) */
     c->held_bytes = peat_latency_work_s(t, PEAT_WORK_HELD,
                                         (double)PEAT_CAMPAIGN_DEFAULT_CALLS * c->elems_per_call);
-    if (strcmp(k->backend, "cpu") == 0) {
+    if (peat_backend_on_host(k->backend)) {
         PEAT_TRY(isolation(t, env, iso, iso && o->isolate, k, fl, c));
         PEAT_TRY(probes_now(t, env, k, fl, o, c));
     }

@@ -2,6 +2,7 @@
  * calibrated like a kernel: timed on synthetic calls at a few sizes, interpolated in between. */
 #define _DEFAULT_SOURCE /* mkdtemp, MAP_ANONYMOUS, madvise */
 #include "harness/latency/latency.h"
+#include "peat/backend.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,7 +51,7 @@ static void work_kernels_init(void)
     for (int w = 0; w < PEAT_WORK_COUNT; w++) {
         snprintf(work_desc[w], sizeof work_desc[w], "%s; %s", work_names[w][1], id);
         work_kernels[w].name = work_names[w][0];
-        work_kernels[w].backend = "cpu";
+        work_kernels[w].backend = PEAT_BACKEND_HOST;
         work_kernels[w].desc = work_desc[w];
     }
 }
@@ -83,7 +84,7 @@ static double median(double *v, int n)
 /* A synthetic GEMM call of size n x n x n with golden and exact outputs, as a record. */
 static peat_status make_record(int n, uint64_t id, peat_record **out)
 {
-    const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!g) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden GEMM");
     peat_op_params p;
     peat_predictor_shape(PEAT_OP_GEMM, n, 0, &p);
@@ -295,7 +296,7 @@ static peat_status cal_held(double *x, double *t, int *n)
 /* The golden relu on one element: the smallest call isolation can run. */
 static peat_status relu_call(const peat_kernel **k, peat_pred_call *c)
 {
-    *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, "cpu");
+    *k = peat_registry_role(PEAT_OP_RELU, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!*k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden relu");
     peat_op_params p;
     memset(&p, 0, sizeof p);
@@ -365,7 +366,7 @@ static double out_elems_of(const peat_args *a)
 peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *p, int n, int fork,
                                     peat_latency_replay *r)
 {
-    const peat_kernel *ex = peat_registry_role(k->op, PEAT_ROLE_EXACT, "cpu");
+    const peat_kernel *ex = peat_registry_role(k->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST);
     double iso = 0, guard = 0;
     memset(r, 0, sizeof *r);
     /* one pair of accumulators for all the adds, from empty, as a campaign's playback begins:
@@ -526,7 +527,7 @@ static peat_status cal_metrics(double *x, double *t, int *n)
 static peat_status judge_once(int64_t n, const peat_tensor *test, const peat_tensor *exact,
                               const double *mag, double *sec)
 {
-    const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     double t0 = peat_latency_thread_cpu_s();
     peat_analyzer_acc_t *a = peat_analyzer_acc_new("c", PEAT_OP_GEMM);
     peat_analyzer_acc_t *b = peat_analyzer_acc_new("g", PEAT_OP_GEMM);
@@ -690,7 +691,7 @@ static void band_init(void)
     for (int op = 0; op < PEAT_OP_COUNT; op++)
         for (int r = 1; r < PEAT_RUNTIME_MAX_BAND; r++) {
             band_slot *b = &band_slots[op][r];
-            b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
+            b->golden = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
             if (!b->golden || peat_inject_model_parse(peat_runtime_band_spec(r), &b->m) != PEAT_OK)
                 continue;
             snprintf(b->name, sizeof b->name, "runtime.band%d.%s", r, peat_op_name(op));

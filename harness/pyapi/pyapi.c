@@ -1,6 +1,7 @@
 /* pyapi.c: libpeat.so's entry points for the PyTorch bridge: captured calls written through the
  * store, kernels and error models run on caller buffers, runtime verdicts by the detector. */
 #include "harness/cli/commands.h"
+#include "peat/backend.h"
 #include "harness/pyapi/pyapi.h"
 #include "core/freq.h"
 
@@ -203,7 +204,7 @@ peat_status peat_pyapi_kernel_run(const char *name, const peat_pyapi_call *c,
                                   const peat_tensor *const *in, peat_tensor *const *out)
 {
     PEAT_TRY(peat_runtime_builtin_init());
-    const peat_kernel *k = peat_registry_find_on(name ? name : "", "cpu");
+    const peat_kernel *k = peat_registry_find_on(name ? name : "", PEAT_BACKEND_HOST);
     if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU kernel named '%s'", name ? name : "");
     peat_args a;
     PEAT_TRY(args_out(c, in, out, &a));
@@ -219,7 +220,7 @@ peat_status peat_pyapi_model_run(const char *spec, uint64_t seed, const peat_pya
     PEAT_TRY(peat_runtime_builtin_init());
     peat_args a;
     PEAT_TRY(args_out(c, in, out, &a));
-    const peat_kernel *g = peat_registry_role(a.op, PEAT_ROLE_GOLDEN, "cpu");
+    const peat_kernel *g = peat_registry_role(a.op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     if (!g) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no golden CPU kernel for %s", peat_op_name(a.op));
     PEAT_TRY(peat_op_check(&a));
     peat_inject_model_t *m = NULL;
@@ -278,7 +279,7 @@ static peat_status verdict_of(const peat_runtime_band *b, const peat_runtime_cur
     peat_runtime_verdict v;
     PEAT_TRY(peat_detector_runtime_judge(b, c, &v));
     if (kernel) {
-        const peat_kernel *k = peat_registry_find_on(kernel, "cpu");
+        const peat_kernel *k = peat_registry_find_on(kernel, PEAT_BACKEND_HOST);
         if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU kernel named '%s'", kernel);
         peat_detector_runtime_candidate(&v, declares_narrow(k));
     }
@@ -364,7 +365,7 @@ peat_status peat_pyapi_shadow_measure(const peat_pyapi_call *c, const peat_tenso
     peat_kernel g = {.name = "torch",
                      .op = a.op,
                      .role = PEAT_ROLE_GOLDEN,
-                     .backend = "cpu",
+                     .backend = PEAT_BACKEND_HOST,
                      .in_dtype = PEAT_DTYPE_F32,
                      .out_dtype = PEAT_DTYPE_F32,
                      .acc_dtype = PEAT_DTYPE_F32,

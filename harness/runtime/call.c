@@ -2,6 +2,7 @@
  * worker (harness/isolate/isolate_worker.c) or in-process under a watchdog (--no-isolate), and the
  * shadow check of its calls against the op's rounding bound beside the golden's. */
 #include "harness/runtime/call.h"
+#include "peat/backend.h"
 #include "analyzer/analyzer.h"
 #include "core/clock.h"
 #include "harness/isolate/isolate.h"
@@ -92,7 +93,7 @@ static double norm_of(const float *y, const double *ex, const double *mag, int64
 static peat_status exact_norms(const peat_args *a, const peat_args *g, double gamma, double eta,
                                double *cand, double *gold)
 {
-    const peat_kernel *ek = peat_registry_role(a->op, PEAT_ROLE_EXACT, "cpu");
+    const peat_kernel *ek = peat_registry_role(a->op, PEAT_ROLE_EXACT, PEAT_BACKEND_HOST);
     if (!ek) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no exact kernel for %s", peat_op_name(a->op));
     peat_args ea = *g;
     ea.n_out = 0;

@@ -1,6 +1,7 @@
 /* runtime.c: runtime fault injection: the golden run, the band reruns and the faulty runs train
  * in lockstep; curves, band, verdicts, and what goes into the campaign file. */
 #include "core/test_hooks.h"
+#include "peat/backend.h"
 #include "harness/runtime/runtime.h"
 
 #include "core/clock.h"
@@ -134,7 +135,7 @@ static void band_order_init(void)
 {
     const peat_kernel *golden = NULL;
     if (peat_runtime_builtin_init() == PEAT_OK)
-        golden = peat_registry_find_on("gemm_golden", "cpu");
+        golden = peat_registry_find_on("gemm_golden", PEAT_BACKEND_HOST);
     peat_runtime_band_order(golden, band_order);
 }
 

@@ -51,6 +51,27 @@ PEAT_API const char *peat_backend_list(void);
 /* Whether a backend is compiled in and sees at least one device. */
 PEAT_API int peat_backend_available(const char *name);
 
+/* What a backend can do, as each backend declares it (ggml's capability hooks): code outside
+ * core/ asks these instead of comparing backend names. */
+#define PEAT_BACKEND_HOST "cpu" /* the host backend: the exact and trusted reference kernels */
+/* every backend PEAT has a source for, as a command line takes them (built or not) */
+#define PEAT_BACKEND_NAMES "cpu|cuda|hip|opencl"
+enum {
+    /* its tensors are host memory: its kernels can run in a forked child (isolation), be
+     * checked in place by the shadow check, and train the CPU's golden band */
+    PEAT_BACKEND_CAP_HOST_MEMORY = 1u << 0,
+    /* its device clock is read through NVML (NVIDIA) or ROCm SMI (AMD) */
+    PEAT_BACKEND_CAP_CLOCK_NVML = 1u << 1,
+    PEAT_BACKEND_CAP_CLOCK_ROCM_SMI = 1u << 2,
+    /* its devices schedule 64-wide wavefronts (AMD), not 32-wide warps */
+    PEAT_BACKEND_CAP_WAVE64 = 1u << 3,
+};
+/* The capabilities (PEAT_BACKEND_CAP_* bits) of backend `name` as built in (NULL: the host);
+ * 0 for a backend this build does not have. */
+PEAT_API unsigned peat_backend_caps(const char *name);
+/* Whether `name` (NULL: the host) runs on host memory: peat_backend_caps & HOST_MEMORY. */
+PEAT_API int peat_backend_on_host(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

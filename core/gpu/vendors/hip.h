@@ -15,6 +15,7 @@
 
 #define PEAT_GPU_BACKEND_NAME "hip"
 #define PEAT_GPU_BLAS_NAME    "hipBLAS"
+#define PEAT_GPU_CAPS         (PEAT_BACKEND_CAP_CLOCK_ROCM_SMI | PEAT_BACKEND_CAP_WAVE64)
 
 #define cudaError_t                     hipError_t
 #define cudaSuccess                     hipSuccess
