@@ -1,5 +1,5 @@
-/* test_golden_cache.c: the golden cache (harness/campaign/golden_cache.c): a campaign whose profile and
- * band come from an earlier campaign of the same key gives the independent run's tables and
+/* test_golden_cache.c: the golden cache (harness/campaign/golden_cache.c): a campaign whose profile
+ * and band come from an earlier campaign of the same key gives the independent run's tables and
  * verdicts; any change of what the golden work depends on is another key; damaged entries are
  * not used; the cache stays under its size limit. */
 #include "cli_run.h"

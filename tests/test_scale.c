@@ -57,8 +57,7 @@ Test(scale, shards_by_id_cover_every_item_once)
     cr_assert(s.i == 2 && s.n == 5, "2/5 parsed as %d/%d", s.i, s.n);
     const char *bad[] = {"5/5", "-1/3", "1/0", "1", "1/2x", "a/b", ""};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
-        cr_assert_eq(peat_scale_shard_parse(bad[k], &s), PEAT_ERR_INVAL, "'%s' accepted",
-                     bad[k]);
+        cr_assert_eq(peat_scale_shard_parse(bad[k], &s), PEAT_ERR_INVAL, "'%s' accepted", bad[k]);
 }
 
 Test(scale, fi_shards_merged_equal_the_single_run_for_any_count)
@@ -111,8 +110,7 @@ Test(scale, missing_shard_is_named_and_its_rerun_completes_the_merge)
     peat_fi_result_free(&r);
     run_shard(dir, 0, 3, 0);
     run_shard(dir, 2, 3, 0);
-    cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND,
-                 "merge without shard 1");
+    cr_assert_eq(peat_fi_merge(dir, NULL, 0, 0, &r), PEAT_ERR_NOTFOUND, "merge without shard 1");
     const char *msg = peat_error_last();
     cr_assert(strstr(msg, "shard 1/3 missing") && strstr(msg, "#1, #4") &&
                   !strstr(msg, "shard 0/3") && !strstr(msg, "shard 2/3") && !strchr(msg, '\n'),
@@ -236,8 +234,7 @@ Test(scale, suite_shards_merged_equal_the_single_run)
 Test(scale, a_rank_takes_gpu_local_rank_mod_the_node_devices)
 {
     char dev[32];
-    cr_assert_eq(peat_scale_gpu_choose(NULL, 0, 3, dev, sizeof dev), 0,
-                 "no GPU, none chosen");
+    cr_assert_eq(peat_scale_gpu_choose(NULL, 0, 3, dev, sizeof dev), 0, "no GPU, none chosen");
     cr_assert_str_eq(dev, "");
     const int want[6] = {0, 1, 2, 3, 0, 1};
     for (int r = 0; r < 6; r++) {

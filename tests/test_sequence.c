@@ -1,7 +1,7 @@
-/* test_sequence.c: the sequence stage (harness/campaign/stage_sequence.c): kernels whose outputs depend on
- * their call history read STATEFUL and FAIL, each caught by the sequence built for its mechanism
- * (named in the evidence); kernels whose state changes nothing they compute, and the built-in
- * candidates, pass as before. The kernels are the zoo's (tests/zoo/zoo_state.c). */
+/* test_sequence.c: the sequence stage (harness/campaign/stage_sequence.c): kernels whose outputs
+ * depend on their call history read STATEFUL and FAIL, each caught by the sequence built for its
+ * mechanism (named in the evidence); kernels whose state changes nothing they compute, and the
+ * built-in candidates, pass as before. The kernels are the zoo's (tests/zoo/zoo_state.c). */
 #include "cli_run.h"
 
 static void setup(void)

@@ -77,7 +77,7 @@ void peat_fi_result_free(peat_fi_result *res);
  * layout in one line, and names missing shards and trials (nothing written then). partial: take
  * whatever the shards hold (an MPI job resuming), no check, no signatures or reports. */
 peat_status peat_fi_merge(const char *dir, const char *const *shards, int n, int partial,
-                              peat_fi_result *res);
+                          peat_fi_result *res);
 /* Terminal tables: outcomes per model x op, per layer, phase and bit, with 95% Wilson intervals. */
 void peat_fi_print(FILE *f, const peat_fi_result *r);
 /* Markdown tables and HTML (stacked outcome bars per model, per-bit SDC curve). */

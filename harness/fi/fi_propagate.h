@@ -19,7 +19,7 @@ typedef struct peat_fi_prop_worker peat_fi_prop_worker_t;
  * golden step's loss, predictions and end state, and the step's band: the largest deviations of
  * PEAT_FI_PROP_BAND_RERUNS reruns with honest reorderings of every GEMM. */
 peat_status peat_fi_prop_alloc(const peat_store_meta *meta, const int64_t *iters, int64_t n,
-                                   peat_fi_prop_t **out);
+                               peat_fi_prop_t **out);
 void peat_fi_prop_free(peat_fi_prop_t *p);
 /* Iterations replayed (the last needed one included) and steps rerun for the bands. */
 int64_t peat_fi_prop_steps(const peat_fi_prop_t *p);
@@ -34,6 +34,6 @@ void peat_fi_prop_worker_free(peat_fi_prop_worker_t *w);
  * that does not reproduce the record's golden outputs at that call is an error (PEAT_ERR_FORMAT).
  */
 peat_status peat_fi_prop_trial(peat_fi_prop_worker_t *w, const peat_record *r,
-                                   const peat_args *faulty, peat_inject_trial *t);
+                               const peat_args *faulty, peat_inject_trial *t);
 
 #endif

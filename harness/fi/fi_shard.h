@@ -11,7 +11,7 @@
 /* Appends the run's options (what a merge reruns nothing of but needs to name the series) to the
  * shard file's /fi/shards table, unless the same row is there. */
 peat_status peat_fi_shard_run_write(peat_store_t *s, const peat_fi_opts *o, int64_t trials,
-                                        peat_scale_shard sh);
+                                    peat_scale_shard sh);
 /* `peat inject` under mpirun (or alone: then peat_fi_run). Rank 0 first takes the trials of
  * shard files left by a killed job (of any rank count) into the campaign; each rank runs its
  * shard; rank 0 merges them into the one campaign and its reports (res on rank 0). A failed rank

@@ -101,8 +101,8 @@ peat_status peat_latency_replay_now(const peat_kernel *k, const peat_op_params *
 /* Predicted seconds of harness work w at x. */
 double peat_latency_work_s(const peat_pred_table *t, peat_latency_work w, double x);
 /* A band rerun of runtime FI as a pseudo-kernel: band member r (1 .. PEAT_RUNTIME_MAX_BAND - 1)
- * runs the op's golden kernel through its `reorder` model (harness/runtime/runtime.c), so that its calls
- * are calibrated like a kernel's. NULL when the op has no golden CPU kernel. */
+ * runs the op's golden kernel through its `reorder` model (harness/runtime/runtime.c), so that its
+ * calls are calibrated like a kernel's. NULL when the op has no golden CPU kernel. */
 const peat_kernel *peat_latency_band_kernel(peat_op_kind op, int r);
 
 /* What calibrate-latency did. */

@@ -1,5 +1,6 @@
-/* fuzz_cli.c: libFuzzer target for the option-table parser of every command (harness/cli/options.c):
- * the input's first byte picks the command, the rest is its arguments, one per line. */
+/* fuzz_cli.c: libFuzzer target for the option-table parser of every command
+ * (harness/cli/options.c): the input's first byte picks the command, the rest is its arguments, one
+ * per line. */
 #include "fuzz_util.h"
 #include "harness/nightly/ci.h"
 #include "harness/cli/cmd_nightly.h"

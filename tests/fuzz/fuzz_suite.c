@@ -1,5 +1,5 @@
-/* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (harness/nightly/suite.c): the
- * same bytes read as both. */
+/* fuzz_suite.c: libFuzzer target for the nightly suite and policy files (harness/nightly/suite.c):
+ * the same bytes read as both. */
 #include "fuzz_util.h"
 #include "harness/nightly/suite.h"
 
