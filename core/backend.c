@@ -54,6 +54,11 @@ int peat_backend_on_host(const char *name)
     return (peat_backend_caps(name) & PEAT_BACKEND_CAP_HOST_MEMORY) != 0;
 }
 
+int peat_backend_can_fork(const char *name)
+{
+    return (peat_backend_caps(name) & PEAT_BACKEND_CAP_FORK) != 0;
+}
+
 int peat_backend_available(const char *name)
 {
     for (size_t i = 0; i < N_BACKENDS; i++)

@@ -69,5 +69,5 @@ const struct peat_backend_iface peat_backend_cpu_iface = {
     .synchronize = NULL, /* synchronous */
     .timer_now = NULL,   /* CLOCK_MONOTONIC */
     .free = NULL,
-    .caps = PEAT_BACKEND_CAP_HOST_MEMORY,
+    .caps = PEAT_BACKEND_CAP_HOST_MEMORY | PEAT_BACKEND_CAP_FORK,
 };

@@ -354,7 +354,7 @@ static const struct peat_backend_iface opencl_iface = {
     .gemm = cl_gemm,
     .blas_name = "CLBlast fp32 SGEMM (strided batched)",
 #endif
-    .caps = 0, /* device buffers; no vendor clock interface */
+    .caps = 0, /* device buffers, a runtime that does not survive fork; no vendor clock */
 };
 
 /* Registers the backend and PEAT's device kernels for it (no OpenCL call is made here). */

@@ -318,7 +318,7 @@ static int play_isolated(const peat_campaign *c)
 {
     /* a GPU runtime initialised in this process does not survive fork: GPU kernels run
      * in-process */
-    return c->o->isolate && peat_backend_on_host(c->k->backend);
+    return c->o->isolate && peat_backend_can_fork(c->k->backend);
 }
 
 /* This rank's calls (i mod ranks == rank) replayed into items[i], up to its first hang, and

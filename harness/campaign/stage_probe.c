@@ -197,7 +197,7 @@ static void declared_format_explains(const peat_detector_ctx *ctx, peat_probe_ou
 static peat_campaign_opts probe_opts(const peat_campaign *c)
 {
     peat_campaign_opts po = *c->o;
-    po.isolate = c->o->isolate && peat_backend_on_host(c->k->backend);
+    po.isolate = c->o->isolate && peat_backend_can_fork(c->k->backend);
     return po;
 }
 

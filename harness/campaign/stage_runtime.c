@@ -61,7 +61,7 @@ static void runtime_opts(peat_campaign *c, peat_runtime_opts *ro)
         ro->model_seed = peat_seed_derive(o->seed, "runtime-model");
     }
     /* the candidate trains inside a worker of its own: what it does cannot take peat down */
-    ro->isolate = o->isolate && peat_backend_on_host(c->k->backend);
+    ro->isolate = o->isolate && peat_backend_can_fork(c->k->backend);
     /* a candidate kernel's calls are checked in the loop against the op's bound, beside the
      * golden's (runtime_call.h); a kernel beyond the bound on the playback's fresh calls is held
      * to its own error there. CPU kernels: a device kernel's golden is the device library. */

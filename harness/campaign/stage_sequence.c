@@ -235,7 +235,7 @@ static void refs_pick(seq_run *S)
  * carried) into out. PEAT_ERR_KERNEL when it does not complete: playback reports such a kernel. */
 static peat_status fresh_call(seq_run *S, const seq_ref *ref, peat_tensor **out)
 {
-    int isolate = S->c->o->isolate && peat_backend_on_host(S->c->k->backend);
+    int isolate = S->c->o->isolate && peat_backend_can_fork(S->c->k->backend);
     peat_args a = peat_record_args(ref->r);
     PEAT_TRY(peat_isolate_outputs_alloc(&a, ref->r->golden, ref->r->n_out));
     peat_call_outcome oc;
@@ -432,7 +432,7 @@ peat_status peat_campaign_stage_sequence(peat_campaign *c)
     S->c = c;
     S->rng = peat_seed_derive(c->o->seed, "sequences");
     refs_pick(S);
-    int isolate = c->o->isolate && peat_backend_on_host(c->k->backend);
+    int isolate = c->o->isolate && peat_backend_can_fork(c->k->backend);
     peat_status st = isolate ? peat_isolate_worker_create(c->k, 1, &S->w) : PEAT_OK;
     for (int i = 0; st == PEAT_OK && i < S->n_ref; i++) st = fresh_of(S, &S->ref[i]);
     if (st == PEAT_OK && S->n_ref > 0) st = sequences_run(S);

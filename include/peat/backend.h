@@ -65,12 +65,17 @@ enum {
     PEAT_BACKEND_CAP_CLOCK_ROCM_SMI = 1u << 2,
     /* its devices schedule 64-wide wavefronts (AMD), not 32-wide warps */
     PEAT_BACKEND_CAP_WAVE64 = 1u << 3,
+    /* its kernels may run in a forked child (the isolation worker, a candidate timed in a child):
+     * a GPU runtime initialised in this process does not survive fork */
+    PEAT_BACKEND_CAP_FORK = 1u << 4,
 };
 /* The capabilities (PEAT_BACKEND_CAP_* bits) of backend `name` as built in (NULL: the host);
  * 0 for a backend this build does not have. */
 PEAT_API unsigned peat_backend_caps(const char *name);
 /* Whether `name` (NULL: the host) runs on host memory: peat_backend_caps & HOST_MEMORY. */
 PEAT_API int peat_backend_on_host(const char *name);
+/* Whether the kernels of `name` (NULL: the host) may run in a forked child: caps & FORK. */
+PEAT_API int peat_backend_can_fork(const char *name);
 
 #ifdef __cplusplus
 }
