@@ -204,8 +204,16 @@ peat_status peat_store_room_check(peat_store_t *s, hid_t file, const char *path)
  * error stacks off for the call (every error reaches the user as one line, peat_store_h5_msg gives
  * the innermost cause) and restores the handler it found, a host program's own included. */
 void peat_store_h5_quiet(void);
-/* Counts a step of the write path; calls the test hook if one is set. */
+/* Counts a step of the write path and calls the test hook if one is set (store_test.h); nothing
+ * in a build without PEAT_TEST_HOOKS. */
+#ifdef PEAT_TEST_HOOKS
 void peat_store_step(peat_store_t *s);
+#else
+static inline void peat_store_step(peat_store_t *s)
+{
+    (void)s;
+}
+#endif
 
 /* store_types.c: compound types of the rows (memory layout; file layout is little-endian). The
  * coded columns (op, phase, dtype, pool) are HDF5 enumerations in both since schema version 4;
@@ -235,7 +243,7 @@ double peat_store_deflate_estimate(const peat_tensor *t);
 /* Every object-creation site of the store asks this first, with the file (or an object of it)
  * the object goes into: 0 when that file is in SWMR write mode, where HDF5's SWMR contract
  * forbids creating groups, datasets, named datatypes and attributes (the attempt is counted,
- * peat_store_test_swmr_creates in store.h), else 1. */
+ * peat_store_test_swmr_creates in store_test.h), else 1. */
 int peat_store_may_create(hid_t loc);
 
 /* store_schema.c: the stage tables every file is created with */

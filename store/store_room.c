@@ -14,9 +14,9 @@
 /* What a flush may allocate beyond the space HDF5 reports (metadata written as it is flushed). */
 #define FLUSH_MARGIN_BYTES (256 * 1024)
 
+#ifdef PEAT_TEST_HOOKS
 static int64_t test_free = -1; /* peat_store_test_room_set: the filesystem's free bytes */
 
-#ifdef PEAT_TEST_HOOKS
 void peat_store_test_room_set(int64_t free_bytes)
 {
     test_free = free_bytes;
@@ -26,7 +26,9 @@ void peat_store_test_room_set(int64_t free_bytes)
 /* Free bytes of the filesystem that holds path (-1: unknown). */
 static int64_t fs_free(const char *path)
 {
+#ifdef PEAT_TEST_HOOKS
     if (test_free >= 0) return test_free;
+#endif
     struct statvfs v;
     if (statvfs(path, &v) != 0) return -1;
     return (int64_t)v.f_bavail * (int64_t)v.f_frsize;

@@ -156,19 +156,18 @@ const char *peat_store_h5_msg(void)
     return buf;
 }
 
-/* ---- the test hook (store_test.h): set only by tests ---- */
+/* ---- the test hook (store_test.h): set only by tests, compiled only into their builds ---- */
 
+#ifdef PEAT_TEST_HOOKS
 static peat_store_step_hook step_hook;
 static void *step_user;
 static int64_t steps;
 
-#ifdef PEAT_TEST_HOOKS
 void peat_store_test_hook_set(peat_store_step_hook hook, void *user)
 {
     step_hook = hook;
     step_user = user;
 }
-#endif
 
 int64_t peat_store_step_count(void)
 {
@@ -180,10 +179,13 @@ void peat_store_step(peat_store_t *s)
     int64_t n = steps++;
     if (step_hook) step_hook(step_user, s, n);
 }
+#endif
 
 /* ---- the SWMR contract: no object is created in SWMR write mode ---- */
 
-static int64_t swmr_creates;
+#ifdef PEAT_TEST_HOOKS
+static int64_t swmr_creates; /* peat_store_test_swmr_creates */
+#endif
 
 int peat_store_may_create(hid_t loc)
 {
@@ -191,7 +193,9 @@ int peat_store_may_create(hid_t loc)
     unsigned intent = 0;
     int swmr = f >= 0 && H5Fget_intent(f, &intent) >= 0 && (intent & H5F_ACC_SWMR_WRITE);
     if (f >= 0) H5Fclose(f);
+#ifdef PEAT_TEST_HOOKS
     swmr_creates += swmr;
+#endif
     return !swmr;
 }
 

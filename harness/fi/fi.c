@@ -352,9 +352,11 @@ static peat_status batch_store(fi_run *F, const peat_inject_trial *t, int64_t n)
     peat_status st = peat_store_table_append(F->tab, v, n);
     free(v);
     F->rows_written += n;
-    /* test-only: a kill right after a durable batch, the worst place for a resume to double */
+#ifdef PEAT_TEST_HOOKS
+    /* test hook: a kill right after a durable batch, the worst place for a resume to double */
     if (st == PEAT_OK && F->o->debug_kill_after > 0 && F->rows_written >= F->o->debug_kill_after)
         raise(SIGKILL);
+#endif
     return st;
 }
 

@@ -27,7 +27,8 @@ typedef struct peat_fi_opts {
     int64_t batch;            /* trials per durable write (0 = 128 per worker) */
     int signature_trials;     /* trials per model replayed into its reference signature (0 = 32) */
     int quiet;
-    int64_t debug_kill_after; /* test only: SIGKILL this process after writing this many rows */
+    int64_t debug_kill_after; /* test hook, acted on only with PEAT_TEST_HOOKS: SIGKILL after
+                                 writing this many rows (tests; kill-rank, core/test_hooks.h) */
     /* scale-out (docs/scale-out.md): "i/N" runs only the trials with index % N == i, into
      * DIR/fi-shard-i-of-N.h5 (the campaign file is only read); `peat merge` combines shards */
     const char *shard;
