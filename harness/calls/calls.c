@@ -5,19 +5,35 @@
  * calls.h5 by its checksum (op, params, inputs), the next one at or after the last it answered,
  * and copies the outputs the harness wrote into outs.h5. Both run in PEAT's process (the files
  * are read before the run, never from a kernel call). */
-#define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
+#define _XOPEN_SOURCE 700 /* mkdtemp */
 #include "harness/calls/calls.h"
 #include "peat/backend.h"
 
+#include "core/dir_tree.h"
 #include "harness/run/run.h"
 #include "harness/runtime/builtin.h"
 #include "store/store_calls.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A host candidate kernel of op reading and writing fp32, as both of the protocol's kernels are. */
+static peat_kernel host_candidate(const char *name, peat_op_kind op, peat_kernel_fn fn,
+                                  const char *desc, void *user)
+{
+    return (peat_kernel){.name = name,
+                         .op = op,
+                         .role = PEAT_ROLE_CANDIDATE,
+                         .backend = PEAT_BACKEND_HOST,
+                         .in_dtype = PEAT_DTYPE_F32,
+                         .out_dtype = PEAT_DTYPE_F32,
+                         .acc_dtype = PEAT_DTYPE_F32,
+                         .fn = fn,
+                         .desc = desc,
+                         .user = user};
+}
 
 /* ---- export: the taping kernel ---- */
 
@@ -101,16 +117,8 @@ static peat_status tape_kernel(peat_op_kind op, const peat_kernel **out)
     static char names[PEAT_OP_COUNT][48];
     if (!k[op].name) {
         snprintf(names[op], sizeof names[op], "peat-calls-export-%s", peat_op_name(op));
-        k[op] = (peat_kernel){.name = names[op],
-                              .op = op,
-                              .role = PEAT_ROLE_CANDIDATE,
-                              .backend = PEAT_BACKEND_HOST,
-                              .in_dtype = PEAT_DTYPE_F32,
-                              .out_dtype = PEAT_DTYPE_F32,
-                              .acc_dtype = PEAT_DTYPE_F32,
-                              .fn = tape_fn,
-                              .desc = "the file protocol's export: the golden, each call kept",
-                              .user = &tape_now};
+        k[op] = host_candidate(names[op], op, tape_fn,
+                               "the file protocol's export: the golden, each call kept", &tape_now);
         peat_status st = peat_registry_add(&k[op]);
         if (st != PEAT_OK) {
             k[op].name = NULL;
@@ -119,12 +127,6 @@ static peat_status tape_kernel(peat_op_kind op, const peat_kernel **out)
     }
     *out = &k[op];
     return PEAT_OK;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
 }
 
 static void tape_clear(tape *t)
@@ -158,7 +160,7 @@ peat_status peat_calls_export(const peat_campaign_opts *run, const char *op_name
     peat_campaign_result *res = calloc(1, sizeof *res);
     peat_status st = res ? peat_run_campaign(&o, res) : PEAT_ERROR(PEAT_ERR_NOMEM, "a result");
     free(res);
-    nftw(d, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    peat_dir_tree_remove(d);
     if (st == PEAT_OK) st = t->err;
     if (st == PEAT_OK && t->n == 0)
         st = PEAT_ERROR(PEAT_ERR_NOTFOUND, "the run made no %s call (does the flow call %s?)",
@@ -232,15 +234,8 @@ static peat_status judge_kernel(peat_op_kind op, const char *name)
                           "(name it otherwise: attribute \"kernel\")",
                           name);
     snprintf(names[n], sizeof names[n], "%s", name);
-    k[n] = (peat_kernel){.name = names[n],
-                         .op = op,
-                         .role = PEAT_ROLE_CANDIDATE,
-                         .backend = PEAT_BACKEND_HOST,
-                         .in_dtype = PEAT_DTYPE_F32,
-                         .out_dtype = PEAT_DTYPE_F32,
-                         .acc_dtype = PEAT_DTYPE_F32,
-                         .fn = judge_fn,
-                         .desc = "a kernel judged through files: its outputs read from outs.h5"};
+    k[n] = host_candidate(names[n], op, judge_fn,
+                          "a kernel judged through files: its outputs read from outs.h5", NULL);
     PEAT_TRY(peat_registry_add(&k[n]));
     n++;
     return PEAT_OK;

@@ -2,9 +2,9 @@
  * own `peat run` process (a crash, hang or error of one never stops the others), reads back each
  * item's signature.json, applies the suite's allowances, diffs against a baseline. */
 #define _DEFAULT_SOURCE
-#define _XOPEN_SOURCE 700 /* nftw */
 #include "harness/nightly/ci.h"
 #include "core/clock.h"
+#include "core/dir_tree.h"
 #include "harness/campaign/campaign.h"
 #include "harness/runtime/builtin.h"
 #include "harness/campaign/progress.h"
@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <glob.h>
 #include <math.h>
 #include <signal.h>
@@ -519,18 +518,11 @@ static int item_finished(const peat_ci_result *res, const peat_ci_item *it, cons
     return same;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 /* Moves the finished campaign at from (and its log) to the item's place to (replacing what an
  * unfinished run left there); 0 when it cannot (another file system: the item is rerun). */
 static int item_move(const char *from, const char *to)
 {
-    struct stat sb;
-    if (lstat(to, &sb) == 0 && nftw(to, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) return 0;
+    if (peat_dir_tree_remove(to) != 0) return 0;
     if (rename(from, to) != 0) return 0;
     char lf[900], lt[900];
     snprintf(lf, sizeof lf, "%s.log", from);
