@@ -99,8 +99,32 @@ static int same_outputs(const seq_ref *ref, peat_tensor *const *t)
     return 1;
 }
 
+static peat_status fresh_call(seq_run *S, const seq_ref *ref, peat_tensor **out);
+
+/* Whether fresh processes reproduce ref's fresh outputs: SEQ_CONFIRM more fresh calls, all
+ * bit-identical to the first. A kernel whose fresh calls disagree (an upset drawn per call, a
+ * race) is nondeterministic: what a sequence call shows of it is no state. */
+#define SEQ_CONFIRM     3
+#define SEQ_CONFIRM_MAX 4 /* stateful readings confirmed so (the rest follow the first ones) */
+static peat_status fresh_reproduces(seq_run *S, const seq_ref *ref, int *same)
+{
+    *same = 1;
+    for (int k = 0; k < SEQ_CONFIRM && *same; k++) {
+        peat_tensor *again[PEAT_MAX_IO] = {NULL};
+        peat_status st = fresh_call(S, ref, again);
+        if (st == PEAT_OK) *same = same_outputs(ref, again);
+        for (int o = 0; o < PEAT_MAX_IO; o++) peat_tensor_free(again[o]);
+        if (st == PEAT_ERR_KERNEL)
+            *same = 0;
+        else
+            PEAT_TRY(st);
+    }
+    return PEAT_OK;
+}
+
 /* A sequence call's outputs t against the fresh call's: identical, inside the bound (another
- * order: counted, and fed to the repeat statistics), or stateful (the first one described). */
+ * order: counted, and fed to the repeat statistics), or stateful (the first one described), once
+ * fresh processes are seen to reproduce their own answer. */
 static peat_status judge(seq_run *S, const seq_ref *ref, peat_tensor *const *t, const char *how)
 {
     S->calls++;
@@ -114,6 +138,14 @@ static peat_status judge(seq_run *S, const seq_ref *ref, peat_tensor *const *t, 
         for (int o = 0; o < ref->r->n_out; o++)
             peat_analyzer_acc_add_repeat(S->c->acc_cand, ref->fresh[o], t[o]);
         return PEAT_OK;
+    }
+    if (S->stateful < SEQ_CONFIRM_MAX) {
+        int same;
+        PEAT_TRY(fresh_reproduces(S, ref, &same));
+        if (!same) { /* nondeterministic after all: no state can be read from its calls */
+            S->nondet = 1, S->stateful = 0, S->first[0] = 0;
+            return PEAT_OK;
+        }
     }
     if (S->stateful++ == 0)
         snprintf(S->first, sizeof S->first,
