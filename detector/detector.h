@@ -52,6 +52,10 @@ typedef struct peat_finding {
     int n_evidence;
     char evidence[PEAT_MAX_EVIDENCE][256];
     peat_acceptance accept;
+    /* the experiment that decided the class ("recorded calls", "probe: ...", "jitter", ...) and
+     * the classes it ruled out, comma-separated ("" when it ruled out none) */
+    char experiment[96];
+    char ruled_out[96];
 } peat_finding;
 
 /* What the kernel declares (from its descriptor), so that an intended precision change is a
@@ -105,6 +109,45 @@ int peat_detector_props(const peat_gemm_props *cand, const peat_gemm_props *gold
 int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_outcome *pr,
                           int n_pr, const peat_finding *props, int n_props, peat_finding *out,
                           int max);
+/* ---- differential diagnosis (detector/diagnose.c) ------------------------------------------
+ * The experiments of analyzer/experiment.h run on one failing call (the base); the class whose
+ * prediction holds is kept (docs/detector.md, "Differential diagnosis"). */
+#include "analyzer/experiment.h"
+
+typedef struct peat_exp_outcome {
+    int ran;        /* 1 run and judged; 0 does not apply; -1 the kernel failed on it */
+    int fails;      /* its outputs leave the bound (the detector's finding on it is FAIL) */
+    peat_finding f; /* that finding */
+    int64_t n, n_gross, n_nonfinite;
+    double max_norm;
+    double corr;         /* JITTER: correlation of its errors with the base's (NaN: too few) */
+    double stay, follow; /* PERMUTE: overlap of gross errors with the base's by output position
+                            and by input value (NaN: none) */
+} peat_exp_outcome;
+
+typedef struct peat_diagnosis {
+    int ran;             /* the stage looked for a base call */
+    char base[96];       /* the call the experiments start from ("" when none fails alone) */
+    int base_cancel;     /* the base is a cancellation probe: ill-conditioned by design */
+    peat_finding base_f; /* the detector's primary finding on the base call */
+    int64_t base_n, base_gross, base_nonfinite;
+    double base_subnormal; /* share of the base's errors beyond the bound where |exact| < FLT_MIN */
+    double base_eff_bits;
+    int base_toward_zero;   /* the base's errors shrink |x| (>= 3/4 of them, bias beyond 6 sigma) */
+    char outputs[64];       /* the base's outputs beyond the bound, by index ("0,2") */
+    int n_outputs;          /* the op's outputs */
+    int64_t gemm_m, gemm_n; /* GEMM base: its M and N (the shape axis) */
+    peat_exp_outcome exp[PEAT_EXP_COUNT];
+    double seconds; /* wall time of the experiments */
+} peat_diagnosis;
+
+/* The finding the experiments support, from the primary finding `was` (a numeric FAIL): its class
+ * kept or replaced, params, evidence, experiment and ruled_out filled. Returns 0 (and leaves out
+ * alone) when was is not a class the experiments decide (docs/detector.md). */
+int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, peat_finding *out);
+/* Whether the experiments are asked about a primary finding of this class and acceptance. */
+int peat_detector_diagnosable(const peat_finding *f);
+
 /* ---- a campaign's findings from every source, in one order (detector/findings.c) ---------- */
 
 /* What the runner measured on the recorded calls (harness/isolate/isolate.c): how many calls failed
@@ -134,6 +177,8 @@ typedef struct peat_finding_sources {
     const peat_finding
         *runtime; /* peat_detector_runtime_finding of each faulty run, in --runtime-freq order */
     int n_runtime;
+    const peat_finding *diagnosed; /* the differential diagnosis's finding: replaces the numeric
+                                      primary (NULL: none) */
 } peat_finding_sources;
 
 /* The campaign's findings, at most max, in the order of docs/detector.md ("Order of findings"):
@@ -143,6 +188,9 @@ typedef struct peat_finding_sources {
  * first), then the training impact of each runtime run. A full list keeps every runtime finding
  * (up to max - 1): they displace numeric findings from its end, never its first. */
 int peat_detector_assemble(const peat_finding_sources *s, peat_finding *out, int max);
+/* Names the experiment behind a finding that names none yet ("recorded calls", "probe: ...";
+ * nondeterminism and a transient upset on the recorded calls: "repeats of the recorded calls"). */
+void peat_detector_tag(peat_finding *f, const char *experiment);
 
 /* ---- training impact: runtime fault injection judged against the golden noise band ---------
  * docs/fault-injection.md ("band and verdict rules") says why each margin has its value. */

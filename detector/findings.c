@@ -6,6 +6,17 @@
 #include <stdio.h>
 #include <string.h>
 
+void peat_detector_tag(peat_finding *f, const char *experiment)
+{
+    if (f->experiment[0]) return;
+    /* the repeats of the recorded calls decide nondeterminism and a transient upset */
+    int repeats = f->cls == PEAT_FIND_NONDETERMINISTIC ||
+                  (f->cls == PEAT_FIND_BITFLIP && strstr(f->params, "transient"));
+    snprintf(f->experiment, sizeof f->experiment, "%s",
+             repeats && !strcmp(experiment, "recorded calls") ? "repeats of the recorded calls"
+                                                              : experiment);
+}
+
 /* A finding the runner made: cls on `count` calls, the first message as evidence; it fails the
  * kernel whatever its other outputs show. NULL when the list is full. */
 static peat_finding *runner_finding(peat_finding *out, int *n, int max, peat_finding_class cls,
@@ -23,6 +34,8 @@ static peat_finding *runner_finding(peat_finding *out, int *n, int max, peat_fin
              (long long)n_records, first ? first : "");
     fd->n_evidence = 1;
     fd->accept = PEAT_ACCEPT_FAIL;
+    snprintf(fd->experiment, sizeof fd->experiment, "%s",
+             cls == PEAT_FIND_STATEFUL ? "call sequences" : "isolated replay");
     return fd;
 }
 
@@ -59,13 +72,24 @@ static int runner_findings(const peat_runner_counts *r, peat_finding *out, int m
  * there are any (peat_detector_combine: the primary first). */
 static int numeric_findings(const peat_finding_sources *s, peat_finding *out, int max)
 {
+    int n;
     if (s->n_props == 0 && s->n_probes == 0) {
-        int n = s->n_signature < max ? s->n_signature : max;
+        n = s->n_signature < max ? s->n_signature : max;
         if (n > 0) memcpy(out, s->signature, (size_t)n * sizeof *out);
-        return n;
+        for (int i = 0; i < n; i++) peat_detector_tag(&out[i], "recorded calls");
+    } else
+        n = peat_detector_combine(s->signature, s->n_signature, s->probes, s->n_probes, s->props,
+                                  s->n_props, out, max);
+    /* the differential diagnosis decides the primary: the finding it ruled out or confirmed
+     * gives way, and a later one of the decided class says the same */
+    if (s->diagnosed && n > 0) {
+        out[0] = *s->diagnosed;
+        int k = 1;
+        for (int i = 1; i < n; i++)
+            if (out[i].cls != out[0].cls) out[k++] = out[i];
+        n = k;
     }
-    return peat_detector_combine(s->signature, s->n_signature, s->probes, s->n_probes, s->props,
-                                 s->n_props, out, max);
+    return n;
 }
 
 int peat_detector_assemble(const peat_finding_sources *s, peat_finding *out, int max)
@@ -76,6 +100,9 @@ int peat_detector_assemble(const peat_finding_sources *s, peat_finding *out, int
     int head = max - n_rt; /* the runner's and the numeric findings' share of the list */
     int n = runner_findings(&s->runner, out, head);
     n += numeric_findings(s, out + n, head - n);
-    for (int i = 0; i < n_rt; i++) out[n++] = s->runtime[i];
+    for (int i = 0; i < n_rt; i++) {
+        out[n] = s->runtime[i];
+        peat_detector_tag(&out[n++], "runtime FI");
+    }
     return n;
 }

@@ -209,7 +209,18 @@ static peat_finding plane_finding(const peat_probe_outcome *p)
     return f;
 }
 
+static peat_finding probe_finding_raw(const peat_probe_outcome *p);
+
 static peat_finding probe_finding(const peat_probe_outcome *p)
+{
+    peat_finding f = probe_finding_raw(p);
+    char name[96];
+    snprintf(name, sizeof name, "probe: %.80s", p->label);
+    peat_detector_tag(&f, name);
+    return f;
+}
+
+static peat_finding probe_finding_raw(const peat_probe_outcome *p)
 {
     if (p->edge.confined && p->f.accept == PEAT_ACCEPT_FAIL) return edge_finding(p);
     if (p->edge.plane_confined && p->f.accept == PEAT_ACCEPT_FAIL) return plane_finding(p);
@@ -379,17 +390,22 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
     int n = 0;
     if (best && max > 0) {
         out[n++] = *best;
+        peat_detector_tag(&out[0], best_rank == 0 ? "arithmetic property call" : "recorded calls");
         if (best->cls == PEAT_FIND_TILE) structural_region(&out[0], pr, n_pr);
     }
     for (int i = 0; i < n_props && n < max; i++)
-        if (!has_class(out, n, props[i].cls)) out[n++] = props[i];
+        if (!has_class(out, n, props[i].cls)) {
+            out[n] = props[i];
+            peat_detector_tag(&out[n++], "arithmetic property call");
+        }
     for (int i = 0; i < n_rec && n < max; i++) {
         peat_finding *same = NULL;
         for (int k = 0; k < n && !same; k++)
             if (out[k].cls == rec[i].cls) same = &out[k];
-        if (!same)
-            out[n++] = rec[i];
-        else if (!best)
+        if (!same) {
+            out[n] = rec[i];
+            peat_detector_tag(&out[n++], "recorded calls");
+        } else if (!best)
             merge_into(same, &rec[i]);
     }
     for (int i = 0; i < n_pr && n < max; i++) {

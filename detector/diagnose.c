@@ -1,0 +1,294 @@
+/* diagnose.c: differential diagnosis: the class of a failing kernel's error decided by the
+ * experiments whose outcomes differ between the competing explanations (docs/detector.md,
+ * "Differential diagnosis"). Each step names the experiment that decided and what it ruled out. */
+#include "detector/detector.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Thresholds (docs/detector.md says why each has its value). */
+#define CORR_FORMULA  0.8 /* jitter: a smooth function of the inputs keeps its errors */
+#define CORR_ROUNDING 0.4 /* rounding errors redrawn: |corr| of independent draws stays below */
+#define OVERLAP_SAME  0.8 /* permutation: errors where they were (or where the values went) */
+#define OVERLAP_OTHER 0.5 /* ... and clearly not the other way */
+#define CONFINED_MAX  0.5 /* a structural defect leaves at least half of the output right */
+#define CONFINED_MIN  4   /* and has a few gross errors to follow */
+#define SUBNORMAL_MIN 0.9 /* errors at |exact| < FLT_MIN: flush to zero */
+
+int peat_detector_diagnosable(const peat_finding *f)
+{
+    if (!f || f->accept != PEAT_ACCEPT_FAIL) return 0;
+    switch (f->cls) {
+    case PEAT_FIND_WRONG_RESULT:
+    case PEAT_FIND_REDUCED_PRECISION:
+    case PEAT_FIND_TRUNCATION:
+    case PEAT_FIND_FTZ:
+    case PEAT_FIND_RANGE:
+    case PEAT_FIND_TILE:
+    case PEAT_FIND_NAN:
+    case PEAT_FIND_OUT_OF_BOUND:
+        return 1;
+    case PEAT_FIND_BITFLIP: /* a flip that repeats is no upset: what else it is, the tests say */
+        return !strstr(f->params, "transient");
+    default:
+        return 0;
+    }
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+ev(peat_finding *f, const char *fmt, ...)
+{
+    if (f->n_evidence >= PEAT_MAX_EVIDENCE) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->evidence[f->n_evidence++], sizeof f->evidence[0], fmt, ap);
+    va_end(ap);
+}
+
+/* A new finding of class c (FAIL, as the one it replaces), params and the deciding experiment. */
+static void decide(peat_finding *out, const peat_finding *was, peat_finding_class c,
+                   const char *params, const char *experiment, const char *ruled_out)
+{
+    if (c == was->cls) { /* the class stands: its evidence follows the experiment's */
+        *out = *was;
+        int keep =
+            was->n_evidence < PEAT_MAX_EVIDENCE - 2 ? was->n_evidence : PEAT_MAX_EVIDENCE - 2;
+        memcpy(out->evidence[2], was->evidence[0], (size_t)keep * sizeof out->evidence[0]);
+        out->n_evidence = keep + 2;
+    } else {
+        memset(out, 0, sizeof *out);
+        out->cls = c, out->accept = was->accept, out->confidence = 0.9;
+        snprintf(out->params, sizeof out->params, "%s", params);
+        out->n_evidence = 2;
+    }
+    snprintf(out->experiment, sizeof out->experiment, "%s", experiment);
+    snprintf(out->ruled_out, sizeof out->ruled_out, "%s", ruled_out);
+}
+
+static void set_ev(peat_finding *f, int i, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void set_ev(peat_finding *f, int i, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->evidence[i], sizeof f->evidence[0], fmt, ap);
+    va_end(ap);
+}
+
+/* The experiments that ran, "jitter, permutation, ..." into buf. */
+static void tried(const peat_diagnosis *d, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int k = 0; k < PEAT_EXP_COUNT; k++) {
+        if (!d->exp[k].ran) continue;
+        size_t w = strlen(buf);
+        snprintf(buf + w, n - w, "%s%s%s", w ? ", " : "", peat_analyzer_exp_name((peat_exp_kind)k),
+                 d->exp[k].ran < 0 ? " (kernel failed)" : "");
+    }
+    if (!buf[0]) snprintf(buf, n, "none applies to this op");
+}
+
+static const peat_exp_outcome *ran(const peat_diagnosis *d, peat_exp_kind k)
+{
+    return d->exp[k].ran == 1 ? &d->exp[k] : NULL;
+}
+
+/* The precision family (a rounding effect: exact on exactly representable data, redrawn by a
+ * jitter): truncation when the errors shrink |x|, else a lower precision. */
+static void rounding_class(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
+                           const char *experiment, const char *why)
+{
+    peat_finding_class c =
+        was->cls == PEAT_FIND_TRUNCATION || was->cls == PEAT_FIND_REDUCED_PRECISION ? was->cls
+        : d->base_toward_zero ? PEAT_FIND_TRUNCATION
+                              : PEAT_FIND_REDUCED_PRECISION;
+    char params[128];
+    if (c == PEAT_FIND_TRUNCATION)
+        snprintf(params, sizeof params, "toward_zero,bits=%.1f", d->base_eff_bits);
+    else
+        snprintf(params, sizeof params, "bits=%.1f%s%s", d->base_eff_bits,
+                 d->n_outputs > 1 ? ",outputs=" : "", d->n_outputs > 1 ? d->outputs : "");
+    decide(out, was, c, params, experiment, "WRONG_RESULT, STRUCTURAL");
+    set_ev(out, 0, "%s", why);
+    set_ev(out, 1,
+           "on the base call (%.80s) the kernel keeps %.1f effective bits%s: a rounding effect, "
+           "%s",
+           d->base, d->base_eff_bits, d->base_toward_zero ? ", its errors shrink |x|" : "",
+           c == PEAT_FIND_TRUNCATION ? "rounding toward zero" : "a narrower format somewhere");
+}
+
+int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+{
+    if (!peat_detector_diagnosable(was) || !d || !d->ran) return 0;
+    char list[200];
+    tried(d, list, sizeof list);
+    if (!d->base[0]) {
+        /* no single call fails alone: the recorded evidence stands, said as such */
+        *out = *was;
+        snprintf(out->experiment, sizeof out->experiment, "%s",
+                 was->experiment[0] ? was->experiment : "recorded calls");
+        if (was->cls == PEAT_FIND_OUT_OF_BOUND)
+            ev(out, "no single recorded call or probe fails on its own, so no experiment could "
+                    "tell the explanations apart: matches no known model");
+        return 1;
+    }
+    if (d->base_cancel) { /* ill-conditioned by design: the probe's own reading stands */
+        *out = *was;
+        snprintf(out->experiment, sizeof out->experiment, "probe: %.80s", d->base);
+        return 1;
+    }
+    const peat_exp_outcome *sd = ran(d, PEAT_EXP_SCALE_DOWN), *su = ran(d, PEAT_EXP_SCALE_UP),
+                           *pm = ran(d, PEAT_EXP_PERMUTE), *in = ran(d, PEAT_EXP_INTEGERS),
+                           *jt = ran(d, PEAT_EXP_JITTER), *sm = ran(d, PEAT_EXP_SHAPE_M),
+                           *sn = ran(d, PEAT_EXP_SHAPE_N);
+    /* 1. NaN or Inf from finite inputs: an intermediate overflowing goes away at smaller
+     * inputs; a NaN source (0/0, sqrt or log of a negative, an uninitialised value) stays */
+    if (d->base_nonfinite > 0) {
+        if (sd && sd->n_nonfinite == 0 && !sd->fails) {
+            decide(out, was, PEAT_FIND_RANGE, "overflow", "scale 2^-4", "NAN");
+            set_ev(out, 0,
+                   "%lld NaN/Inf outputs on the base call (%.80s); with every input scaled by "
+                   "2^-4 none is left and the outputs are within the bound",
+                   (long long)d->base_nonfinite, d->base);
+            set_ev(out, 1,
+                   "an intermediate leaves the format's range on large values: a NaN "
+                   "source would stay at any scale");
+        } else {
+            decide(out, was, PEAT_FIND_NAN, "source", sd ? "scale 2^-4" : "base call", "RANGE");
+            set_ev(out, 0, "%lld NaN/Inf outputs from finite inputs on the base call (%.80s)",
+                   (long long)d->base_nonfinite, d->base);
+            if (sd)
+                set_ev(out, 1,
+                       "they stay with every input scaled by 2^-4 (%lld non-finite there): not an "
+                       "overflow, a NaN source (0/0, a root or log of a negative, an unset value)",
+                       (long long)sd->n_nonfinite);
+            else
+                set_ev(out, 1, "scaling the inputs does not apply: the NaN source stands");
+        }
+        return 1;
+    }
+    /* 2. errors only where the exact result is subnormal: flushed */
+    if (d->base_subnormal >= SUBNORMAL_MIN) {
+        decide(out, was, PEAT_FIND_FTZ, was->cls == PEAT_FIND_FTZ ? was->params : "",
+               su ? "scale 2^+32" : "base call", "REDUCED_PRECISION, WRONG_RESULT");
+        set_ev(out, 0,
+               "%.0f%% of the base call's errors beyond the bound are where |exact| < FLT_MIN",
+               100.0 * d->base_subnormal);
+        if (su)
+            set_ev(out, 1, "with every input scaled by 2^32 the outputs are %s: %s",
+                   su->fails ? "still wrong" : "within the bound",
+                   su->fails ? "the flush is not all of it"
+                             : "a precision or formula error would stay");
+        else
+            set_ev(out, 1, "the values are lost below the normal range, not rounded");
+        return 1;
+    }
+    /* 3. structure: permuted inputs, the errors stay at their positions or move with values */
+    int confined =
+        d->base_gross >= CONFINED_MIN && (double)d->base_gross <= CONFINED_MAX * (double)d->base_n;
+    int moved = 0;
+    if (pm && confined && !isnan(pm->stay) && !isnan(pm->follow)) {
+        if (pm->stay >= OVERLAP_SAME && pm->follow <= OVERLAP_OTHER) {
+            decide(out, was, PEAT_FIND_TILE, was->cls == PEAT_FIND_TILE ? was->params : "positions",
+                   "permutation", "WRONG_RESULT, REDUCED_PRECISION");
+            set_ev(out, 0,
+                   "with the inputs permuted the gross errors stay at the same output positions "
+                   "(overlap %.2f) and do not follow the values (%.2f)",
+                   pm->stay, pm->follow);
+            set_ev(out, 1,
+                   "%lld of %lld outputs wrong on the base call (%.80s), the rest right: a region "
+                   "of the output computed wrongly, whatever the values",
+                   (long long)d->base_gross, (long long)d->base_n, d->base);
+            return 1;
+        }
+        moved = pm->follow >= OVERLAP_SAME && pm->stay <= OVERLAP_OTHER;
+    }
+    /* 4. one axis at a time (GEMM): wrong at this shape, right one row or column further */
+    if (sm && sn && !sm->fails && !sn->fails) {
+        char params[128];
+        snprintf(params, sizeof params, "shape=%lldx%lld%s", (long long)d->gemm_m,
+                 (long long)d->gemm_n, d->gemm_m == d->gemm_n ? ",square" : "");
+        decide(out, was, PEAT_FIND_TILE, params, "shape axis", "WRONG_RESULT, REDUCED_PRECISION");
+        set_ev(out, 0,
+               "wrong on the base call (%.80s, M=%lld N=%lld) but within the bound with one row "
+               "more (M+1) and with one column more (N+1)",
+               d->base, (long long)d->gemm_m, (long long)d->gemm_n);
+        set_ev(out, 1,
+               "a path taken only at this shape%s: a formula or precision error would "
+               "follow the data to the neighbouring shapes",
+               d->gemm_m == d->gemm_n ? " (square: M == N)" : "");
+        return 1;
+    }
+    /* 5. rounding or another function: exactly representable data (GEMM), where every order
+     * and format is exact, else a jitter of the inputs, which redraws every rounding error and
+     * keeps a smooth function's */
+    const char *exp_name = NULL;
+    int function = 0;
+    char why[256];
+    if (in) {
+        exp_name = "small integers", function = in->fails;
+        if (function)
+            snprintf(why, sizeof why,
+                     "on small integers, where every order and every format of >= 8 bits is "
+                     "exact, %lld of %lld outputs are still wrong (max %.3g bounds)",
+                     (long long)in->n_gross, (long long)in->n, in->max_norm);
+        else
+            snprintf(why, sizeof why,
+                     "on small integers (every partial sum exact in bf16 and wider, any order) "
+                     "the outputs are within the bound (max %.3g bounds)",
+                     in->max_norm);
+    } else if (jt && !isnan(jt->corr) &&
+               (jt->corr >= CORR_FORMULA || fabs(jt->corr) <= CORR_ROUNDING)) {
+        exp_name = "jitter", function = jt->corr >= CORR_FORMULA;
+        snprintf(why, sizeof why,
+                 function ? "with every input moved by up to 3%% the errors stay what they were "
+                            "(correlation %.2f): a smooth function of the inputs"
+                          : "with every input moved by up to 3%% the errors are redrawn "
+                            "(correlation %.2f with the base call's): rounding, not a smooth "
+                            "function of the inputs",
+                 jt->corr);
+    }
+    if (exp_name && !function) {
+        rounding_class(was, d, out, exp_name, why);
+        return 1;
+    }
+    if (exp_name && was->cls == PEAT_FIND_TILE && !moved) {
+        /* a region computed wrongly is not a rounding effect either: the region stands */
+        decide(out, was, PEAT_FIND_TILE, was->params, exp_name,
+               "REDUCED_PRECISION, TRUNCATION, FTZ, RANGE");
+        set_ev(out, 0, "%s: not a rounding effect", why);
+        set_ev(out, 1,
+               "the errors keep to the region the recorded calls or probes show (the "
+               "permutation does not move them with the values)");
+        return 1;
+    }
+    if (exp_name) {
+        char params[128];
+        snprintf(params, sizeof params, "formula,bits=%.1f%s%s", d->base_eff_bits,
+                 d->n_outputs > 1 ? ",outputs=" : "", d->n_outputs > 1 ? d->outputs : "");
+        decide(out, was, PEAT_FIND_WRONG_RESULT, params, exp_name,
+               "REDUCED_PRECISION, TRUNCATION, FTZ, RANGE, STRUCTURAL");
+        set_ev(out, 0, "%s: another function, not a rounding effect", why);
+        set_ev(out, 1, "%s",
+               moved ? "the errors follow the values when the inputs are permuted: not a region"
+                     : "a rounding error (any narrower format or mode) would vanish on exact data "
+                       "or be redrawn by the jitter");
+        return 1;
+    }
+    /* 7. nothing decided: the primary finding stands; OUT_OF_BOUND says what was tried */
+    *out = *was;
+    if (!out->experiment[0]) snprintf(out->experiment, sizeof out->experiment, "recorded calls");
+    if (was->cls == PEAT_FIND_OUT_OF_BOUND || was->cls == PEAT_FIND_BITFLIP) {
+        ev(out, "experiments tried on %.80s: %.150s; none told the explanations apart", d->base,
+           list);
+    }
+    return 1;
+}
