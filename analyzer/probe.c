@@ -106,10 +106,12 @@ static peat_status gemm_probe(peat_probe_set *s, peat_rng_t *r, peat_probe_kind 
 
 static peat_status gemm_shapes(peat_probe_set *s, peat_rng_t *r, const gemm_scale *sc)
 {
-    /* awkward sizes: 1, 2, 3, primes, and one either side of the powers of two 32, 64, 128 */
+    /* awkward sizes: 1, 2, 3, primes, and one either side of the powers of two 32, 64, 128;
+     * and square ones (M == N, a path kernels special-case), a power of two and an odd size */
     static const int64_t dims[][3] = {{33, 65, 17},  {31, 63, 129}, {65, 33, 7},  {1, 129, 31},
                                       {127, 2, 65},  {3, 7, 1},     {17, 31, 33}, {129, 127, 3},
-                                      {63, 17, 127}, {2, 1, 2},     {37, 41, 43}};
+                                      {63, 17, 127}, {2, 1, 2},     {37, 41, 43}, {32, 32, 32},
+                                      {37, 37, 19}};
     char label[96];
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         gemm_shape g = {dims[i][0], dims[i][1], dims[i][2], 0, 0, 1, 1.0, 0.0};

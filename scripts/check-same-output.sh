@@ -24,7 +24,7 @@ normalise() {
   sed -E -e '/done in [0-9.]+ s$/d' -e '/^report: /d' \
     -e 's/\(flow ([a-z0-9_:-]+) on ([a-z]+): [^;]*;/(flow \1 on \2: DEVICE;/' \
     -e 's/(profile|playback|probes|runtime FI|total|injections|golden) [0-9.]+ s/\1 T s/g' \
-    -e 's/"timing_s": \{[^}]*\}/"timing_s": {}/' -e 's/"(device|command|blas)": "[^"]*"/"\1": ""/' \
+    -e 's/"timing_s": \{[^}]*\}/"timing_s": {}/' -e 's/"seconds": [0-9.]+/"seconds": T/' -e 's/\([0-9]+\.[0-9]+ s\)/(T s)/g' -e 's/"(device|command|blas)": "[^"]*"/"\1": ""/' \
     -e "s#$work/##g" -e "s#$build/##g" -e 's/[0-9]+(\.[0-9]+)? (ms|s|min) per/T per/g' -e 's/[0-9]+ trials\/s/N trials\/s/' -e 's/[0-9]+ thread\(s\)/N thread(s)/g'
 }
 

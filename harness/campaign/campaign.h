@@ -160,6 +160,11 @@ typedef struct peat_campaign_result {
     int have_props;
     peat_gemm_props props_cand, props_gold;
     double t_probe;
+    /* diagnose stage: the differential diagnosis's experiments on one failing call, and the
+     * finding they decided (have_diagnosed: it replaces the numeric primary; docs/detector.md) */
+    peat_diagnosis diagnosis;
+    peat_finding diagnosed;
+    int have_diagnosed;
     /* runtime FI: the candidate in the training loop, one verdict per frequency
      * (docs/fault-injection.md); its findings are also in findings[] */
     int n_runtime;

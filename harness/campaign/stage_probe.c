@@ -78,8 +78,10 @@ static peat_status feed(peat_analyzer_acc_t *ac, peat_analyzer_acc_t *ag, const 
 
 /* Judges the candidate's outputs c against golden g and exact e: both signatures, the detector's
  * primary finding into po. */
-static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_args *g,
-                         const peat_args *e, const peat_detector_ctx *ctx, peat_probe_outcome *po)
+peat_status peat_campaign_probe_judge(const peat_kernel *k, const peat_args *c, const peat_args *g,
+                                      const peat_args *e, const peat_detector_ctx *ctx,
+                                      peat_probe_outcome *po, peat_signature *sc_out,
+                                      peat_signature *sg_out)
 {
     const peat_kernel *gk = peat_registry_role(c->op, PEAT_ROLE_GOLDEN, PEAT_BACKEND_HOST);
     peat_analyzer_acc_t *ac = peat_analyzer_acc_new(k->name, c->op);
@@ -111,9 +113,31 @@ static peat_status judge(const peat_kernel *k, const peat_args *c, const peat_ar
         (lowbit || k2 == PEAT_FIND_TRUNCATION || k2 == PEAT_FIND_NOISE || k2 == PEAT_FIND_APPROX))
         po->f.accept = PEAT_ACCEPT_WARN;
     po->eff_bits = sc.eff_bits, po->golden_eff_bits = sg.eff_bits;
+    if (st == PEAT_OK && sc_out) *sc_out = sc;
+    if (st == PEAT_OK && sg_out) *sg_out = sg;
     peat_analyzer_acc_free(ac);
     peat_analyzer_acc_free(ag);
     return st;
+}
+
+peat_status peat_campaign_probe_call(const peat_campaign_opts *o, const peat_kernel *k,
+                                     const peat_args *in, peat_args *c, peat_args *g, peat_args *e,
+                                     char *why, size_t n)
+{
+    *c = *in;
+    c->n_out = 0;
+    e->n_out = g->n_out = 0;
+    peat_status st = reference_outputs(in, e, g);
+    if (st == PEAT_OK) st = peat_isolate_outputs_alloc(c, g->out, g->n_out);
+    if (st == PEAT_OK) st = peat_isolate_run(k, c, o->isolate, o->kernel_timeout_s, why, n);
+    return st;
+}
+
+void peat_campaign_probe_call_free(peat_args *c, peat_args *g, peat_args *e)
+{
+    peat_isolate_outputs_free(c);
+    peat_args_free_outputs(e);
+    peat_args_free_outputs(g);
 }
 
 peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
@@ -122,23 +146,14 @@ peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const pea
 {
     snprintf(po->label, sizeof po->label, "%s", p->label);
     po->kind = p->kind, po->tag = p->tag;
-    peat_args e, g, c = p->args;
-    c.n_out = 0;
-    peat_status st = reference_outputs(&p->args, &e, &g);
-    if (st == PEAT_OK) st = peat_isolate_outputs_alloc(&c, g.out, g.n_out);
+    peat_args e, g, c;
     char why[256];
-    if (st == PEAT_OK) {
-        peat_status rs = peat_isolate_run(k, &c, o->isolate, o->kernel_timeout_s, why, sizeof why);
-        if (rs == PEAT_ERR_KERNEL)
-            outcome_failed(po, why);
-        else if (rs != PEAT_OK)
-            st = rs;
-        else
-            st = judge(k, &c, &g, &e, ctx, po);
-    }
-    peat_isolate_outputs_free(&c);
-    peat_args_free_outputs(&e);
-    peat_args_free_outputs(&g);
+    peat_status st = peat_campaign_probe_call(o, k, &p->args, &c, &g, &e, why, sizeof why);
+    if (st == PEAT_ERR_KERNEL)
+        outcome_failed(po, why), st = PEAT_OK;
+    else if (st == PEAT_OK)
+        st = peat_campaign_probe_judge(k, &c, &g, &e, ctx, po, NULL, NULL);
+    peat_campaign_probe_call_free(&c, &g, &e);
     return st;
 }
 

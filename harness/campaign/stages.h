@@ -146,6 +146,9 @@ peat_status peat_campaign_stage_sequence(peat_campaign *c); /* stage_sequence.c 
 peat_status peat_campaign_stage_probe(peat_campaign *c);    /* stage_probe.c */
 peat_status peat_campaign_stage_analyze(peat_campaign *c);  /* stage_analyze.c */
 peat_status peat_campaign_stage_detect(peat_campaign *c);   /* stage_detect.c */
+/* The differential diagnosis of a numeric failure (stage_diagnose.c): res->diagnosis, and the
+ * decided finding joins the sources (c->find.diagnosed); judged again. */
+peat_status peat_campaign_stage_diagnose(peat_campaign *c);
 /* The one place a campaign is judged: the findings assembled from src (peat_detector_assemble)
  * into res->findings, and res->verdict from them. */
 void peat_campaign_judge(peat_campaign_result *res, const peat_finding_sources *src);

@@ -34,6 +34,18 @@ peat_campaign_playback_accumulate_mag(peat_analyzer_acc_t *ac, peat_analyzer_acc
 peat_status peat_campaign_stage_probe_one(const peat_campaign_opts *o, const peat_kernel *k,
                                           const peat_probe *p, const peat_detector_ctx *ctx,
                                           peat_probe_outcome *po);
+/* The probe's parts, for other crafted calls (the differential diagnosis): `in` through the
+ * exact and golden kernels and through k (forked when o->isolate) into e, g and c (released by
+ * peat_campaign_probe_call_free whatever the status; PEAT_ERR_KERNEL with why when k failed);
+ * and the judgement of c against g and e into po, with both signatures (NULL: not wanted). */
+peat_status peat_campaign_probe_call(const peat_campaign_opts *o, const peat_kernel *k,
+                                     const peat_args *in, peat_args *c, peat_args *g, peat_args *e,
+                                     char *why, size_t n);
+void peat_campaign_probe_call_free(peat_args *c, peat_args *g, peat_args *e);
+peat_status peat_campaign_probe_judge(const peat_kernel *k, const peat_args *c, const peat_args *g,
+                                      const peat_args *e, const peat_detector_ctx *ctx,
+                                      peat_probe_outcome *po, peat_signature *sc_out,
+                                      peat_signature *sg_out);
 peat_status peat_campaign_stage_probe_props(const peat_campaign_opts *o, const peat_kernel *k,
                                             peat_campaign_result *res);
 

@@ -145,6 +145,15 @@ static void html_findings(FILE *f, const peat_campaign_result *r)
                 " &middot; <span class=\"%s\">&nbsp;%s&nbsp;</span> &middot; confidence "
                 "%.2f</small></h2><ul>",
                 verdict_word(fd->accept), verdict_word(fd->accept), fd->confidence);
+        if (fd->experiment[0]) {
+            fputs("<li class=\"decided\"><b>decided by:</b> ", f);
+            peat_report_escape(f, fd->experiment);
+            if (fd->ruled_out[0]) {
+                fputs(" &middot; <b>ruled out:</b> ", f);
+                peat_report_escape(f, fd->ruled_out);
+            }
+            fputs("</li>", f);
+        }
         for (int e = 0; e < fd->n_evidence; e++) {
             fputs("<li>", f);
             peat_report_escape(f, fd->evidence[e]);

@@ -16,8 +16,37 @@ static void cell(FILE *f, const char *s)
 
 /* One probe per row (label, finding with its parameters, verdict), then the GEMM property table
  * of candidate and golden side by side. */
+/* The differential diagnosis: its base call and one row per experiment. */
+static void html_diagnosis(FILE *f, const peat_campaign_result *r)
+{
+    const peat_diagnosis *d = &r->diagnosis;
+    if (!d->ran) return;
+    fputs("<h2>Differential diagnosis</h2><p>", f);
+    if (!d->base[0]) {
+        fputs("No single call fails on its own: no base for the experiments.</p>\n", f);
+        return;
+    }
+    fputs("Experiments on ", f);
+    peat_report_escape(f, d->base);
+    fprintf(f,
+            " (%.1f s): each one's outcome differs between the competing explanations "
+            "(docs/detector.md).</p><table id=\"diagnosis\"><tr><th>experiment</th><th>outcome"
+            "</th></tr>\n",
+            d->seconds);
+    const char *name;
+    char out[160];
+    for (int k = 0; peat_report_diagnosis_row(r, k, &name, out, sizeof out); k++) {
+        fputs("<tr>", f);
+        cell(f, name);
+        cell(f, out);
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 void peat_report_html_probes(FILE *f, const peat_campaign_result *r)
 {
+    html_diagnosis(f, r);
     if (r->n_probes > 0) {
         fprintf(f,
                 "<h2>Probes</h2><p>%d calls beyond the training data: awkward shapes, every "

@@ -42,10 +42,12 @@ void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat
         const peat_finding *fd = &r->findings[i];
         fprintf(f, "\n%s%s%s (confidence %.2f):\n", peat_detector_finding_name(fd->cls),
                 fd->params[0] ? " " : "", fd->params, fd->confidence);
+        peat_report_decided(f, fd, "  decided by: ", "\n");
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "  - %s\n", fd->evidence[e]);
     }
     if (!o->quiet) {
         peat_report_probes(f, r, 0);
+        peat_report_diagnosis(f, r, 0);
         peat_report_coverage(f, r, 0);
     }
     peat_report_runtime_table(f, r, 0);
@@ -123,6 +125,24 @@ static void json_num(FILE *f, double v)
         fputs("null", f);
 }
 
+/* "A, B" as the JSON strings "A", "B". */
+static void ruled_out_json(FILE *f, const char *list)
+{
+    char item[96];
+    int first = 1;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        snprintf(item, sizeof item, "%.*s", (int)n, p);
+        if (item[0]) {
+            fputs(first ? "" : ", ", f);
+            peat_report_json_str(f, item);
+            first = 0;
+        }
+        p += n;
+        while (*p == ',' || *p == ' ') p++;
+    }
+}
+
 static void write_findings_json(FILE *f, const peat_campaign_result *r)
 {
     fputs("  \"findings\": [\n", f);
@@ -139,6 +159,10 @@ static void write_findings_json(FILE *f, const peat_campaign_result *r)
             if (e) fputs(", ", f);
             peat_report_json_str(f, fd->evidence[e]);
         }
+        fputs("], \"experiment\": ", f);
+        peat_report_json_str(f, fd->experiment);
+        fputs(", \"ruled_out\": [", f);
+        ruled_out_json(f, fd->ruled_out);
         fprintf(f, "]}%s\n", i + 1 < r->n_findings ? "," : "");
     }
     fputs("  ],\n", f);
@@ -159,6 +183,29 @@ static void write_props_json(FILE *f, const char *key, const peat_gemm_props *p)
 }
 
 /* Probe outcomes, GEMM properties and the coverage table. */
+/* The differential diagnosis: its base call and each experiment's outcome. */
+static void write_diagnosis_json(FILE *f, const peat_campaign_result *r)
+{
+    const peat_diagnosis *d = &r->diagnosis;
+    fprintf(f, "  \"diagnosis\": {\"ran\": %s", d->ran ? "true" : "false");
+    if (d->ran) {
+        fputs(", \"base\": ", f);
+        peat_report_json_str(f, d->base);
+        fprintf(f, ", \"seconds\": %.3f, \"experiments\": [", d->seconds);
+        const char *name;
+        char out[160];
+        for (int k = 0; peat_report_diagnosis_row(r, k, &name, out, sizeof out); k++) {
+            fputs(k ? ", {\"experiment\": " : "{\"experiment\": ", f);
+            peat_report_json_str(f, name);
+            fprintf(f, ", \"ran\": %s, \"outcome\": ", d->exp[k].ran == 1 ? "true" : "false");
+            peat_report_json_str(f, out);
+            fputs("}", f);
+        }
+        fputs("]", f);
+    }
+    fputs("},\n", f);
+}
+
 static void write_probes_json(FILE *f, const peat_campaign_result *r)
 {
     fputs("  \"probes\": [", f);
@@ -193,6 +240,7 @@ static void write_probes_json(FILE *f, const peat_campaign_result *r)
                 (long long)s->recorded);
     }
     fputs(r->coverage.n ? "\n  ],\n" : "],\n", f);
+    write_diagnosis_json(f, r);
 }
 
 static peat_status signatures_json(const peat_campaign_result *r, char **cand, char **gold)
@@ -316,10 +364,12 @@ static peat_status write_summary_md(FILE *f, const peat_campaign_opts *o,
         const peat_finding *fd = &r->findings[i];
         fprintf(f, "### %s %s (%s, confidence %.2f)\n\n", peat_detector_finding_name(fd->cls),
                 fd->params, verdict_word(fd->accept), fd->confidence);
+        peat_report_decided(f, fd, "Decided by: ", "\n\n");
         for (int e = 0; e < fd->n_evidence; e++) fprintf(f, "- %s\n", fd->evidence[e]);
         fputc('\n', f);
     }
     peat_report_probes(f, r, 1);
+    peat_report_diagnosis(f, r, 1);
     peat_report_coverage(f, r, 1);
     peat_report_runtime_table(f, r, 1);
     fputc('\n', f);
@@ -340,6 +390,11 @@ static void finding_line(FILE *f, const peat_finding *fd)
     peat_report_escape(f, peat_detector_finding_name(fd->cls));
     fputs(fd->params[0] ? " " : "", f);
     peat_report_escape(f, fd->params);
+    if (fd->experiment[0]) {
+        fputs(" (decided by: ", f);
+        peat_report_escape(f, fd->experiment);
+        fputs(")", f);
+    }
     for (int e = 0; e < fd->n_evidence; e++) {
         fputs(e ? "; " : ": ", f);
         peat_report_escape(f, fd->evidence[e]);

@@ -38,6 +38,13 @@ peat_status peat_report_write(const peat_campaign_opts *o, const peat_campaign_r
 /* Coverage, probe and arithmetic-property tables (md: markdown for summary.md). */
 void peat_report_coverage(FILE *f, const peat_campaign_result *r, int md);
 void peat_report_probes(FILE *f, const peat_campaign_result *r, int md);
+/* The differential diagnosis: its base call and each experiment's outcome (nothing when the
+ * stage did not run); one experiment's row (0 past the last); a finding's deciding experiment
+ * and what it ruled out, between prefix and suffix (nothing when it names none). */
+void peat_report_diagnosis(FILE *f, const peat_campaign_result *r, int md);
+int peat_report_diagnosis_row(const peat_campaign_result *r, int k, const char **name, char *out,
+                              size_t n);
+void peat_report_decided(FILE *f, const peat_finding *fd, const char *prefix, const char *suffix);
 
 /* report.html's copies of the terminal's tables (probes and GEMM properties, coverage strata,
  * runtime FI runs) and the "how to read this" note beside the signature table. */

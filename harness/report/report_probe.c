@@ -1,5 +1,6 @@
-/* report_probe.c: the coverage table (strata seen vs recorded), the probe table and the GEMM
- * property table, for the terminal and summary.md. */
+/* report_probe.c: the coverage table (strata seen vs recorded), the probe table, the GEMM
+ * property table and the differential diagnosis's experiments, for the terminal and summary.md
+ * (report.html takes its rows from peat_report_diagnosis_row). */
 #include "harness/campaign/campaign.h"
 #include "harness/report/report.h"
 
@@ -69,4 +70,63 @@ void peat_report_probes(FILE *f, const peat_campaign_result *r, int md)
         fprintf(f, md ? "| %s | %s | %s |\n" : "%-58s %-18s %s\n", name, vc, vg);
     }
     if (md) fprintf(f, "\n");
+}
+
+void peat_report_decided(FILE *f, const peat_finding *fd, const char *prefix, const char *suffix)
+{
+    if (!fd->experiment[0]) return;
+    fprintf(f, "%s%s%s%s%s", prefix, fd->experiment, fd->ruled_out[0] ? "; ruled out: " : "",
+            fd->ruled_out, suffix);
+}
+
+int peat_report_diagnosis_row(const peat_campaign_result *r, int k, const char **name, char *out,
+                              size_t n)
+{
+    const peat_diagnosis *d = &r->diagnosis;
+    if (!d->ran || k < 0 || k >= PEAT_EXP_COUNT) return 0;
+    const peat_exp_outcome *e = &d->exp[k];
+    *name = peat_analyzer_exp_name((peat_exp_kind)k);
+    if (e->ran == 0)
+        snprintf(out, n, "%s", d->base[0] && !d->base_cancel ? "does not apply" : "not run");
+    else if (e->ran < 0)
+        snprintf(out, n, "the kernel failed on it");
+    else if (k == PEAT_EXP_JITTER)
+        snprintf(out, n, "errors %s (correlation %.2f with the base's)",
+                 e->corr >= 0.8   ? "kept"
+                 : e->corr <= 0.4 ? "redrawn"
+                                  : "partly kept",
+                 e->corr);
+    else if (k == PEAT_EXP_PERMUTE)
+        snprintf(out, n, "gross errors stay at their positions %.2f, follow the values %.2f",
+                 e->stay, e->follow);
+    else if (e->fails)
+        snprintf(out, n, "fails: %lld gross, %lld non-finite of %lld, max %.3g bounds",
+                 (long long)e->n_gross, (long long)e->n_nonfinite, (long long)e->n, e->max_norm);
+    else
+        snprintf(out, n, "within the bound (max %.3g bounds)", e->max_norm);
+    return 1;
+}
+
+void peat_report_diagnosis(FILE *f, const peat_campaign_result *r, int md)
+{
+    const peat_diagnosis *d = &r->diagnosis;
+    if (!d->ran) return;
+    if (!d->base[0]) {
+        fprintf(f,
+                md ? "## Differential diagnosis\n\nNo single call fails on its own: no base for "
+                     "the experiments.\n\n"
+                   : "\ndifferential diagnosis: no single call fails on its own (%.1f s)\n",
+                d->seconds);
+        return;
+    }
+    fprintf(f,
+            md ? "## Differential diagnosis\n\nBase: %s (%.1f s).\n\n| experiment | outcome |\n"
+                 "|---|---|\n"
+               : "\ndifferential diagnosis on %s (%.1f s):\n",
+            d->base, d->seconds);
+    const char *name;
+    char out[160];
+    for (int k = 0; peat_report_diagnosis_row(r, k, &name, out, sizeof out); k++)
+        fprintf(f, md ? "| %s | %s |\n" : "  %-16s %s\n", name, out);
+    if (md) fputc('\n', f);
 }

@@ -1,0 +1,272 @@
+/* stage_diagnose.c: the diagnose stage of `peat run`: when the numeric primary finding fails,
+ * one call that fails on its own (a recorded call first, then a failing probe) becomes the base,
+ * the experiments of analyzer/experiment.h run on it, and detector/diagnose.c keeps the class
+ * whose prediction held (docs/detector.md, "Differential diagnosis"). */
+#include "analyzer/experiment.h"
+#include "core/clock.h"
+#include "harness/campaign/stages.h"
+
+#include "golden/golden.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RECORDED 4 /* distinct recorded calls tried as the base */
+
+/* One call through exact, golden and candidate, judged, with its signed errors per output. */
+typedef struct judged {
+    peat_args c, g, e;
+    int kernel_failed;
+    peat_probe_outcome po;
+    peat_signature sc, sg;
+    double *err[PEAT_MAX_IO];
+    int64_t n[PEAT_MAX_IO];
+    int fails[PEAT_MAX_IO]; /* output beyond the bound somewhere (or not finite) */
+} judged;
+
+static void judged_free(judged *j)
+{
+    peat_campaign_probe_call_free(&j->c, &j->g, &j->e);
+    for (int o = 0; o < PEAT_MAX_IO; o++) free(j->err[o]);
+    memset(j, 0, sizeof *j);
+}
+
+static peat_status errors_of(judged *j)
+{
+    int64_t depth = peat_op_info_get(j->c.op)->depth(&j->c.p);
+    for (int o = 0; o < j->c.n_out; o++) {
+        int64_t n = peat_tensor_numel(j->e.out[o]);
+        double *mag = malloc((size_t)(n ? n : 1) * sizeof *mag);
+        j->err[o] = malloc((size_t)(n ? n : 1) * sizeof *j->err[o]);
+        if (!mag || !j->err[o]) {
+            free(mag);
+            return PEAT_ERROR(PEAT_ERR_NOMEM, "experiment errors");
+        }
+        peat_status st = peat_golden_magnitude(&j->c, o, j->e.out[o], mag);
+        if (st == PEAT_OK)
+            peat_analyzer_exp_errors(j->c.out[o], j->e.out[o], mag, depth, j->err[o]);
+        free(mag);
+        PEAT_TRY(st);
+        j->n[o] = n;
+        for (int64_t i = 0; i < n && !j->fails[o]; i++)
+            j->fails[o] = isnan(j->err[o][i]) || fabs(j->err[o][i]) > 1.0;
+    }
+    return PEAT_OK;
+}
+
+static peat_status run_judged(const peat_campaign *c, const peat_campaign_opts *o,
+                              const peat_args *in, const peat_detector_ctx *ctx, judged *j)
+{
+    memset(j, 0, sizeof *j);
+    char why[256];
+    peat_status st = peat_campaign_probe_call(o, c->k, in, &j->c, &j->g, &j->e, why, sizeof why);
+    if (st == PEAT_ERR_KERNEL) {
+        j->kernel_failed = 1;
+        return PEAT_OK;
+    }
+    PEAT_TRY(st);
+    PEAT_TRY(peat_campaign_probe_judge(c->k, &j->c, &j->g, &j->e, ctx, &j->po, &j->sc, &j->sg));
+    return errors_of(j);
+}
+
+static int64_t excess(int64_t a, int64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/* The call fails on its own: the detector fails it, or it holds non-finite values the golden
+ * does not, or (a call of fewer than TINY outputs, where the detector's statistical rules only
+ * warn) gross errors the golden does not. An accepted deviation (a small approximation's WARN)
+ * is no failure to explain. */
+#define TINY 256
+static int fails(const judged *j)
+{
+    return !j->kernel_failed && (j->po.f.accept == PEAT_ACCEPT_FAIL ||
+                                 j->sc.n_nan + j->sc.n_inf > j->sg.n_nan + j->sg.n_inf ||
+                                 (j->sc.n_elems < TINY && j->sc.n_gross > j->sg.n_gross));
+}
+
+/* The base's description and read-outs into d. */
+static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
+{
+    snprintf(d->base, sizeof d->base, "%s", label);
+    d->base_f = b->po.f;
+    d->base_n = b->sc.n_elems;
+    d->base_gross = excess(b->sc.n_gross, b->sg.n_gross);
+    d->base_nonfinite = excess(b->sc.n_nan + b->sc.n_inf, b->sg.n_nan + b->sg.n_inf);
+    d->base_subnormal = b->sc.n_over_bound > 0 ? (double)excess(b->sc.n_err_subnormal_exact,
+                                                                b->sg.n_err_subnormal_exact) /
+                                                     (double)b->sc.n_over_bound
+                                               : 0.0;
+    d->base_eff_bits = b->sc.eff_bits;
+    d->base_toward_zero = !isnan(b->sc.frac_err_negative) && b->sc.frac_err_negative >= 0.75 &&
+                          !isnan(b->sc.bias_t) && b->sc.bias_t <= -6.0;
+    d->n_outputs = b->c.n_out;
+    d->outputs[0] = 0;
+    for (int o = 0; o < b->c.n_out; o++)
+        if (b->fails[o]) {
+            size_t w = strlen(d->outputs);
+            snprintf(d->outputs + w, sizeof d->outputs - w, "%s%d", w ? "+" : "", o);
+        }
+    if (b->c.op == PEAT_OP_GEMM) d->gemm_m = b->c.p.i[2], d->gemm_n = b->c.p.i[3];
+}
+
+/* Correlation of the jittered call's errors with the base's, over the outputs the base fails. */
+static double jitter_corr(const judged *b, const judged *x)
+{
+    int64_t n = 0;
+    for (int o = 0; o < b->c.n_out; o++)
+        if (b->fails[o] && x->n[o] == b->n[o]) n += b->n[o];
+    double *cb = malloc((size_t)(n ? n : 1) * sizeof *cb),
+           *cx = malloc((size_t)(n ? n : 1) * sizeof *cx);
+    double r = NAN;
+    if (cb && cx) {
+        int64_t k = 0;
+        for (int o = 0; o < b->c.n_out; o++)
+            if (b->fails[o] && x->n[o] == b->n[o]) {
+                memcpy(cb + k, b->err[o], (size_t)b->n[o] * sizeof *cb);
+                memcpy(cx + k, x->err[o], (size_t)b->n[o] * sizeof *cx);
+                k += b->n[o];
+            }
+        r = peat_analyzer_exp_corr(cb, cx, NULL, n, 1.0);
+    }
+    free(cb), free(cx);
+    return r;
+}
+
+static peat_status experiment_one(const peat_campaign *c, const peat_campaign_opts *o,
+                                  const peat_detector_ctx *ctx, const judged *b, peat_exp_kind k,
+                                  peat_exp_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->corr = out->stay = out->follow = NAN;
+    peat_experiment ex;
+    peat_status st = peat_analyzer_experiment_make(&b->c, k, c->o->seed, &ex);
+    if (st == PEAT_ERR_NOTFOUND) return PEAT_OK; /* does not apply to this op */
+    PEAT_TRY(st);
+    judged x;
+    st = run_judged(c, o, &ex.args, ctx, &x);
+    if (st == PEAT_OK && x.kernel_failed) out->ran = -1;
+    if (st == PEAT_OK && !x.kernel_failed) {
+        out->ran = 1;
+        out->fails = fails(&x);
+        out->f = x.po.f;
+        out->n = x.sc.n_elems;
+        out->n_gross = excess(x.sc.n_gross, x.sg.n_gross);
+        out->n_nonfinite = excess(x.sc.n_nan + x.sc.n_inf, x.sg.n_nan + x.sg.n_inf);
+        out->max_norm = x.sc.max_norm;
+        if (k == PEAT_EXP_JITTER) out->corr = jitter_corr(b, &x);
+        if (k == PEAT_EXP_PERMUTE && ex.n_src == b->n[0] && x.n[0] == b->n[0]) {
+            out->stay = peat_analyzer_exp_overlap(b->err[0], x.err[0], NULL, b->n[0]);
+            out->follow = peat_analyzer_exp_overlap(b->err[0], x.err[0], ex.src, b->n[0]);
+        }
+    }
+    judged_free(&x);
+    peat_analyzer_experiment_free(&ex);
+    return st;
+}
+
+/* Records with distinct parameters, in recorded order, at most MAX_RECORDED. */
+static int distinct_records(const peat_record_list *recs, const peat_record **out)
+{
+    int n = 0;
+    for (int64_t i = 0; i < recs->n && n < MAX_RECORDED; i++) {
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++)
+            seen = !memcmp(&out[k]->p, &recs->items[i]->p, sizeof out[k]->p);
+        if (!seen) out[n++] = recs->items[i];
+    }
+    return n;
+}
+
+/* The numeric primary finding (the runner's, the runtime's left out). */
+static int numeric_primary(const peat_campaign *c, peat_finding *out)
+{
+    peat_finding_sources s = c->find;
+    memset(&s.runner, 0, sizeof s.runner);
+    s.runtime = NULL, s.n_runtime = 0, s.diagnosed = NULL;
+    peat_finding f[16];
+    int n = peat_detector_assemble(&s, f, 16);
+    if (n > 0) *out = f[0];
+    return n > 0;
+}
+
+/* Tries the recorded calls, then the failing probes (the one behind the primary first): the
+ * first that fails on its own is the base (kept in *base, its label in d). */
+static peat_status find_base(const peat_campaign *c, const peat_campaign_opts *o,
+                             const peat_detector_ctx *ctx, const peat_finding *primary,
+                             const peat_probe_set *set, judged *base, peat_diagnosis *d)
+{
+    const peat_record *recs[MAX_RECORDED];
+    int nr = distinct_records(&c->recs, recs);
+    char label[96];
+    for (int i = 0; i < nr; i++) {
+        peat_args a = peat_record_args(recs[i]);
+        PEAT_TRY(run_judged(c, o, &a, ctx, base));
+        if (fails(base)) {
+            snprintf(label, sizeof label, "recorded call %lld (%.40s)",
+                     (long long)recs[i]->call_index, recs[i]->layer);
+            base_facts(base, label, d);
+            return PEAT_OK;
+        }
+        judged_free(base);
+    }
+    int64_t np = set->n < c->res->n_probes ? set->n : c->res->n_probes;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < np; i++) {
+            const peat_probe_outcome *po = &c->res->probes[i];
+            int named = strstr(primary->experiment, po->label) != NULL;
+            if (po->f.accept != PEAT_ACCEPT_FAIL || named != (pass == 0)) continue;
+            PEAT_TRY(run_judged(c, o, &set->p[i].args, ctx, base));
+            if (fails(base)) {
+                snprintf(label, sizeof label, "probe: %.80s", po->label);
+                base_facts(base, label, d);
+                d->base_cancel = po->tag == PEAT_PROBE_TAG_CANCEL;
+                return PEAT_OK;
+            }
+            judged_free(base);
+        }
+    return PEAT_OK;
+}
+
+peat_status peat_campaign_stage_diagnose(peat_campaign *c)
+{
+    peat_campaign_result *res = c->res;
+    peat_finding primary;
+    memset(&res->diagnosis, 0, sizeof res->diagnosis);
+    res->have_diagnosed = 0;
+    if (res->verdict != PEAT_ACCEPT_FAIL || !numeric_primary(c, &primary) ||
+        !peat_detector_diagnosable(&primary) || res->n_kernel_failures >= res->n_records ||
+        res->cand.repeat_max_diff > 0.0)
+        return PEAT_OK; /* nothing numeric fails, or it is decided by the repeats */
+    double t0 = peat_clock_now();
+    peat_diagnosis *d = &res->diagnosis;
+    d->ran = 1;
+    peat_campaign_opts po = *c->o;
+    po.isolate = c->o->isolate && peat_backend_can_fork(c->k->backend);
+    peat_detector_ctx ctx = peat_detector_ctx_from_kernel(c->k);
+    ctx.in_frac_below_normal = c->in_frac_below_normal;
+    ctx.in_frac_above_max = c->in_frac_above_max;
+    peat_probe_set set;
+    memset(&set, 0, sizeof set);
+    peat_status st =
+        c->o->no_probes ? PEAT_OK : peat_analyzer_probe_set_make(&c->recs, c->o->seed, &set);
+    judged base;
+    memset(&base, 0, sizeof base);
+    if (st == PEAT_OK) st = find_base(c, &po, &ctx, &primary, &set, &base, d);
+    for (int k = 0; k < PEAT_EXP_COUNT && st == PEAT_OK && d->base[0] && !d->base_cancel; k++)
+        st = experiment_one(c, &po, &ctx, &base, (peat_exp_kind)k, &d->exp[k]);
+    judged_free(&base);
+    peat_analyzer_probe_set_free(&set);
+    d->seconds = peat_clock_now() - t0;
+    PEAT_TRY(st);
+    if (peat_detector_diagnose(&primary, d, &res->diagnosed)) {
+        res->have_diagnosed = 1;
+        c->find.diagnosed = &res->diagnosed;
+        peat_campaign_judge(res, &c->find);
+    }
+    return PEAT_OK;
+}
