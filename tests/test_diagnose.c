@@ -1,0 +1,402 @@
+/* test_diagnose.c: the differential diagnosis. Its experiments keep the op's meaning (a
+ * permutation's map, checked through the exact kernel; small integers exact in bf16), its read-outs
+ * measure what they say on constructed errors, its decision follows each experiment's outcome, and
+ * whole campaigns of constructed defects are decided by the experiment that tells their
+ * explanations apart. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzer/experiment.h"
+#include "detector/detector.h"
+#include "harness/campaign/campaign.h"
+#include "harness/run/run.h"
+#include "harness/runtime/builtin.h"
+#include "peat/plugin.h"
+
+static void setup(void)
+{
+    cr_assert_eq(peat_runtime_builtin_init(), PEAT_OK, "registry init: %s", peat_error_last());
+}
+
+/* ---- experiments keep the op's meaning ---- */
+
+static peat_tensor *gauss(peat_rng_t *r, int nd, const int64_t *shape)
+{
+    peat_tensor *t = NULL;
+    cr_assert_eq(peat_tensor_alloc(PEAT_DTYPE_F32, nd, shape, &t), PEAT_OK);
+    peat_rng_fill_gaussian(r, t, 1.0);
+    return t;
+}
+
+/* The exact kernel's first output on a call (F64). */
+static peat_args exact_of(const peat_args *in)
+{
+    const peat_kernel *ek = peat_registry_role(in->op, PEAT_ROLE_EXACT, "cpu");
+    cr_assert_not_null(ek, "exact %s", peat_op_name(in->op));
+    peat_args e = *in;
+    e.n_out = 0;
+    cr_assert_eq(peat_op_alloc_outputs(&e, PEAT_DTYPE_F64), PEAT_OK);
+    cr_assert_eq(peat_kernel_run(ek, &e), PEAT_OK, "%s", peat_error_last());
+    return e;
+}
+
+/* Permuting the inputs permutes output 0 as the experiment's map says. */
+static void check_permutation(peat_args *base)
+{
+    peat_experiment ex;
+    cr_assert_eq(peat_analyzer_experiment_make(base, PEAT_EXP_PERMUTE, 7, &ex), PEAT_OK, "%s: %s",
+                 peat_op_name(base->op), peat_error_last());
+    peat_args eb = exact_of(base), ep = exact_of(&ex.args);
+    int64_t n = peat_tensor_numel(eb.out[0]);
+    cr_assert_eq(ex.n_src, n, "%s: map of %lld for %lld outputs", peat_op_name(base->op),
+                 (long long)ex.n_src, (long long)n);
+    const double *b = eb.out[0]->data, *p = ep.out[0]->data;
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert(fabs(p[i] - b[ex.src[i]]) <= 1e-12 * (fabs(b[ex.src[i]]) + 1e-30) + 1e-300,
+                  "%s: output %lld is %.17g, base output %lld is %.17g", peat_op_name(base->op),
+                  (long long)i, p[i], (long long)ex.src[i], b[ex.src[i]]);
+        moved += ex.src[i] != i;
+    }
+    cr_expect_gt(moved, 0, "%s: the permutation moved nothing", peat_op_name(base->op));
+    peat_args_free_outputs(&eb);
+    peat_args_free_outputs(&ep);
+    peat_analyzer_experiment_free(&ex);
+    for (int k = 0; k < base->n_in; k++) peat_tensor_free((peat_tensor *)base->in[k]);
+}
+
+Test(diagnose, permutations_keep_the_op, .init = setup)
+{
+    peat_rng_t *r = peat_rng_new(11);
+    for (int t = 0; t < 4; t++) { /* GEMM: every transpose, a batch, beta */
+        peat_args a = {.op = PEAT_OP_GEMM};
+        int tA = t & 1, tB = t >> 1;
+        int64_t M = 7, N = 5, K = 9, B = 2;
+        a.p.i[0] = tA, a.p.i[1] = tB, a.p.i[2] = M, a.p.i[3] = N, a.p.i[4] = K, a.p.i[5] = B;
+        a.p.f[0] = 1.0, a.p.f[1] = t == 3 ? 0.5 : 0.0;
+        a.in[0] = gauss(r, 3, (int64_t[]){B, tA ? K : M, tA ? M : K});
+        a.in[1] = gauss(r, 3, (int64_t[]){B, tB ? N : K, tB ? K : N});
+        a.n_in = 2;
+        if (t == 3) a.in[2] = gauss(r, 3, (int64_t[]){B, M, N}), a.n_in = 3;
+        check_permutation(&a);
+    }
+    peat_args s = {.op = PEAT_OP_SOFTMAX, .n_in = 1};
+    s.p.i[0] = 6, s.p.i[1] = 10;
+    s.in[0] = gauss(r, 2, (int64_t[]){6, 10});
+    check_permutation(&s);
+    peat_args l = {.op = PEAT_OP_LAYERNORM, .n_in = 3};
+    l.p.i[0] = 5, l.p.i[1] = 12, l.p.f[0] = 1e-5;
+    l.in[0] = gauss(r, 2, (int64_t[]){5, 12});
+    l.in[1] = gauss(r, 1, (int64_t[]){12}), l.in[2] = gauss(r, 1, (int64_t[]){12});
+    check_permutation(&l);
+    peat_args rd = {.op = PEAT_OP_REDUCE, .n_in = 1};
+    rd.p.i[0] = 4, rd.p.i[1] = 9;
+    rd.in[0] = gauss(r, 2, (int64_t[]){4, 9});
+    check_permutation(&rd);
+    peat_args bb = {.op = PEAT_OP_BIAS_ADD_BWD, .n_in = 1};
+    bb.p.i[0] = 3, bb.p.i[1] = 6, bb.p.i[2] = 4;
+    bb.in[0] = gauss(r, 3, (int64_t[]){3, 6, 4});
+    check_permutation(&bb);
+    peat_args at = {.op = PEAT_OP_ATTENTION, .n_in = 3};
+    at.p.i[0] = 2, at.p.i[1] = 2, at.p.i[2] = 5, at.p.i[3] = 4, at.p.i[4] = 1, at.p.f[0] = 0.5;
+    for (int k = 0; k < 3; k++) at.in[k] = gauss(r, 4, (int64_t[]){2, 2, 5, 4});
+    check_permutation(&at);
+    peat_args ad = {.op = PEAT_OP_ADAMW, .n_in = 4};
+    ad.p.i[0] = 17, ad.p.i[1] = 3;
+    ad.p.f[0] = 1e-3, ad.p.f[1] = 0.9, ad.p.f[2] = 0.999, ad.p.f[3] = 1e-8, ad.p.f[4] = 0.01;
+    for (int k = 0; k < 4; k++) ad.in[k] = gauss(r, 1, (int64_t[]){17});
+    float *v = ((peat_tensor *)ad.in[3])->data;
+    for (int i = 0; i < 17; i++) v[i] = fabsf(v[i]);
+    check_permutation(&ad);
+    peat_rng_free(r);
+}
+
+/* Small integers: every value +-1 or 0, at most 64 nonzero terms per dot product, so every
+ * partial sum is an integer below 2^8 (exact in bf16, fp16 and fp32 whatever the order). */
+Test(diagnose, small_integers_are_exact_in_bf16, .init = setup)
+{
+    peat_rng_t *r = peat_rng_new(3);
+    peat_args a = {.op = PEAT_OP_GEMM, .n_in = 2};
+    int64_t M = 9, N = 11, K = 300;
+    a.p.i[2] = M, a.p.i[3] = N, a.p.i[4] = K, a.p.i[5] = 1, a.p.f[0] = 1.0;
+    a.in[0] = gauss(r, 3, (int64_t[]){1, M, K});
+    a.in[1] = gauss(r, 3, (int64_t[]){1, K, N});
+    peat_experiment ex;
+    cr_assert_eq(peat_analyzer_experiment_make(&a, PEAT_EXP_INTEGERS, 1, &ex), PEAT_OK);
+    const float *A = ex.args.in[0]->data, *B = ex.args.in[1]->data;
+    for (int64_t i = 0; i < M * K; i++) cr_assert(A[i] == 0 || fabsf(A[i]) == 1, "A %g", A[i]);
+    for (int64_t i = 0; i < K * N; i++) cr_assert(B[i] == 0 || fabsf(B[i]) == 1, "B %g", B[i]);
+    for (int64_t i = 0; i < M; i++) {
+        int nz = 0;
+        for (int64_t k = 0; k < K; k++) nz += A[i * K + k] != 0;
+        cr_expect_leq(nz, 64, "row %lld has %d nonzero terms", (long long)i, nz);
+        cr_expect_gt(nz, 8, "row %lld has only %d nonzero terms", (long long)i, nz);
+    }
+    /* the op is not linear in general: softmax has no integer experiment */
+    peat_args s = {.op = PEAT_OP_SOFTMAX, .n_in = 1};
+    s.p.i[0] = 2, s.p.i[1] = 3;
+    s.in[0] = a.in[0];
+    peat_experiment none;
+    cr_expect_eq(peat_analyzer_experiment_make(&s, PEAT_EXP_INTEGERS, 1, &none), PEAT_ERR_NOTFOUND);
+    peat_analyzer_experiment_free(&ex);
+    peat_tensor_free((peat_tensor *)a.in[0]);
+    peat_tensor_free((peat_tensor *)a.in[1]);
+    peat_rng_free(r);
+}
+
+/* The read-outs on constructed errors: a smooth error kept, independent draws redrawn; gross
+ * errors at fixed positions vs moved with a map. */
+Test(diagnose, readouts_measure_what_they_say)
+{
+    enum { N = 4000 };
+    static double b[N], same[N], redrawn[N], moved[N];
+    static int64_t src[N];
+    peat_rng_t *r = peat_rng_new(5);
+    for (int i = 0; i < N; i++) {
+        b[i] = 50.0 * sin(0.01 * i);
+        same[i] = b[i] * (1.0 + 0.01 * (2 * peat_rng_uniform(r) - 1));
+        redrawn[i] = peat_rng_gaussian(r, 50.0);
+        src[i] = (i * 7 + 3) % N;
+    }
+    cr_expect_gt(peat_analyzer_exp_corr(b, same, NULL, N, 1.0), 0.95);
+    cr_expect_lt(fabs(peat_analyzer_exp_corr(b, redrawn, NULL, N, 1.0)), 0.1);
+    /* gross errors (beyond 16 bounds) on the first 100 elements; moved: where the map sends them */
+    for (int i = 0; i < N; i++) b[i] = i < 100 ? 100.0 : 0.5;
+    for (int i = 0; i < N; i++) moved[i] = src[i] < 100 ? 100.0 : 0.5;
+    cr_expect_float_eq(peat_analyzer_exp_overlap(b, b, NULL, N), 1.0, 1e-12);
+    cr_expect_lt(peat_analyzer_exp_overlap(b, moved, NULL, N), 0.1);
+    cr_expect_float_eq(peat_analyzer_exp_overlap(b, moved, src, N), 1.0, 1e-12);
+    peat_rng_free(r);
+}
+
+/* ---- the decision, experiment by experiment ---- */
+
+static peat_finding failing(peat_finding_class c, const char *params)
+{
+    peat_finding f;
+    memset(&f, 0, sizeof f);
+    f.cls = c, f.accept = PEAT_ACCEPT_FAIL, f.confidence = 0.8;
+    snprintf(f.params, sizeof f.params, "%s", params);
+    snprintf(f.experiment, sizeof f.experiment, "recorded calls");
+    f.n_evidence = 1;
+    snprintf(f.evidence[0], sizeof f.evidence[0], "old evidence");
+    return f;
+}
+
+static peat_diagnosis base_diag(int64_t n, int64_t gross)
+{
+    peat_diagnosis d;
+    memset(&d, 0, sizeof d);
+    d.ran = 1;
+    snprintf(d.base, sizeof d.base, "recorded call 1 (fc1)");
+    d.base_n = n, d.base_gross = gross, d.base_eff_bits = 9.0, d.n_outputs = 1;
+    for (int k = 0; k < PEAT_EXP_COUNT; k++) d.exp[k].corr = d.exp[k].stay = d.exp[k].follow = NAN;
+    return d;
+}
+
+static peat_finding decided(const peat_finding *was, const peat_diagnosis *d)
+{
+    peat_finding out;
+    cr_assert_eq(peat_detector_diagnose(was, d, &out), 1);
+    cr_expect_neq(out.experiment[0], 0, "no deciding experiment named");
+    cr_expect_eq(out.accept, was->accept, "the acceptance never changes");
+    return out;
+}
+
+static peat_finding decided_from(peat_finding_class c, const char *params, const peat_diagnosis *d)
+{
+    peat_finding was = failing(c, params);
+    return decided(&was, d);
+}
+
+#define EXPECT_CLASS(f, c, exp)                                                                    \
+    do {                                                                                           \
+        cr_expect_eq((f).cls, c, "class %s, expected %s", peat_detector_finding_name((f).cls),     \
+                     peat_detector_finding_name(c));                                               \
+        cr_expect_str_eq((f).experiment, exp, "decided by %s", (f).experiment);                    \
+    } while (0)
+
+Test(diagnose, decisions_follow_the_experiments)
+{
+    peat_finding oob = failing(PEAT_FIND_OUT_OF_BOUND, "n=5");
+    /* NaN that goes away at 2^-4: an overflow; NaN that stays: a NaN source */
+    peat_diagnosis d = base_diag(1000, 10);
+    d.base_nonfinite = 10;
+    d.exp[PEAT_EXP_SCALE_DOWN] = (peat_exp_outcome){.ran = 1, .fails = 0, .n = 1000};
+    peat_finding f = decided(&oob, &d);
+    EXPECT_CLASS(f, PEAT_FIND_RANGE, "scale 2^-4");
+    d.exp[PEAT_EXP_SCALE_DOWN].fails = 1, d.exp[PEAT_EXP_SCALE_DOWN].n_nonfinite = 10;
+    f = decided(&oob, &d);
+    EXPECT_CLASS(f, PEAT_FIND_NAN, "scale 2^-4");
+    cr_expect(strstr(f.ruled_out, "RANGE") != NULL, "ruled out %s", f.ruled_out);
+    /* errors only where the exact result is subnormal */
+    d = base_diag(1000, 1000);
+    d.base_subnormal = 1.0;
+    d.exp[PEAT_EXP_SCALE_UP] = (peat_exp_outcome){.ran = 1, .fails = 0};
+    f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_FTZ, "scale 2^+32");
+    /* errors that stay at their positions under a permutation: structural */
+    d = base_diag(1000, 40);
+    d.exp[PEAT_EXP_PERMUTE] = (peat_exp_outcome){.ran = 1, .fails = 1, .stay = 0.95, .follow = 0.1};
+    f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_STRUCTURAL, "permutation");
+    /* errors that move with the values, kept by a jitter: a formula */
+    d.exp[PEAT_EXP_PERMUTE].stay = 0.1, d.exp[PEAT_EXP_PERMUTE].follow = 0.95;
+    d.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.97};
+    f = decided_from(PEAT_FIND_TILE, "rows=4", &d);
+    EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
+    /* ... redrawn by the jitter: rounding (toward zero: truncation) */
+    d.exp[PEAT_EXP_JITTER].corr = 0.05;
+    f = decided_from(PEAT_FIND_BITFLIP, "bit=3,count=2", &d);
+    EXPECT_CLASS(f, PEAT_FIND_REDUCED_PRECISION, "jitter");
+    d.base_toward_zero = 1;
+    f = decided(&oob, &d);
+    EXPECT_CLASS(f, PEAT_FIND_TRUNCATION, "jitter");
+    /* a jitter in between decides nothing: OUT_OF_BOUND stays, saying what was tried */
+    d.exp[PEAT_EXP_JITTER].corr = 0.6;
+    f = decided(&oob, &d);
+    EXPECT_CLASS(f, PEAT_FIND_OUT_OF_BOUND, "recorded calls");
+    cr_expect(strstr(f.evidence[f.n_evidence - 1], "jitter") != NULL, "tried: %s",
+              f.evidence[f.n_evidence - 1]);
+    /* small integers decide before the jitter (GEMM): exact there is rounding, wrong a formula */
+    d = base_diag(1000, 900);
+    d.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.99};
+    d.exp[PEAT_EXP_INTEGERS] = (peat_exp_outcome){.ran = 1, .fails = 0};
+    f = decided_from(PEAT_FIND_REDUCED_PRECISION, "where=accumulation,fmt=fp16,bits=11", &d);
+    EXPECT_CLASS(f, PEAT_FIND_REDUCED_PRECISION, "small integers");
+    cr_expect_str_eq(f.params, "where=accumulation,fmt=fp16,bits=11", "params kept: %s", f.params);
+    d.exp[PEAT_EXP_INTEGERS].fails = 1;
+    f = decided_from(PEAT_FIND_RANGE, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "small integers");
+    /* a GEMM wrong at its shape and right one row or column further: a shape path */
+    d.gemm_m = d.gemm_n = 64;
+    d.exp[PEAT_EXP_SHAPE_M] = (peat_exp_outcome){.ran = 1, .fails = 0};
+    d.exp[PEAT_EXP_SHAPE_N] = (peat_exp_outcome){.ran = 1, .fails = 0};
+    f = decided(&oob, &d);
+    EXPECT_CLASS(f, PEAT_FIND_STRUCTURAL, "shape axis");
+    cr_expect(strstr(f.params, "square") != NULL, "params %s", f.params);
+    /* classes the experiments are not asked about */
+    peat_finding stuck = failing(PEAT_FIND_STUCK_BIT, "bit=21"), out;
+    cr_expect_eq(peat_detector_diagnose(&stuck, &d, &out), 0);
+    peat_finding transient = failing(PEAT_FIND_BITFLIP, "transient,count=3");
+    cr_expect_eq(peat_detector_diagnose(&transient, &d, &out), 0);
+    peat_finding warn = failing(PEAT_FIND_REDUCED_PRECISION, "");
+    warn.accept = PEAT_ACCEPT_WARN;
+    cr_expect_eq(peat_detector_diagnose(&warn, &d, &out), 0);
+}
+
+/* ---- whole campaigns of constructed defects ---- */
+
+/* GEMM taking another path on square shapes: D gets alpha * (sum + 1) when M == N. */
+static peat_status gemm_square_path(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    const int64_t *q = a->p.i;
+    int tA = (int)q[0], tB = (int)q[1];
+    int64_t M = q[2], N = q[3], K = q[4], B = q[5] > 0 ? q[5] : 1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                const float *A = (const float *)a->in[0]->data + b * M * K,
+                            *Bm = (const float *)a->in[1]->data + b * K * N;
+                double s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (double)(tA ? A[k * M + i] : A[i * K + k]) *
+                         (tB ? Bm[j * K + k] : Bm[k * N + j]);
+                if (M == N) s += 1.0;
+                float *D = (float *)a->out[0]->data + b * M * N;
+                float c =
+                    a->p.f[1] != 0 ? ((const float *)a->in[2]->data)[b * M * N + i * N + j] : 0;
+                D[i * N + j] = (float)(a->p.f[0] * s + a->p.f[1] * c);
+            }
+    return PEAT_OK;
+}
+
+/* Softmax whose row sum is rounded to bf16: a narrower format in one step. */
+static peat_status softmax_sum_bf16(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    for (int64_t i = 0; i < R; i++) {
+        const float *x = (const float *)a->in[0]->data + i * C;
+        float *y = (float *)a->out[0]->data + i * C, mx = -INFINITY;
+        double s = 0;
+        for (int64_t j = 0; j < C; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int64_t j = 0; j < C; j++) s += y[j] = expf(x[j] - mx);
+        int e;
+        double m = frexp(s, &e);
+        float sb = (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+        for (int64_t j = 0; j < C; j++) y[j] /= sb;
+    }
+    return PEAT_OK;
+}
+
+/* GELU with a leaky slope below zero: x for x > 0 as GELU, plus 0.05 x for x < 0. */
+static peat_status gelu_leaky(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    const float *x = a->in[0]->data;
+    float *y = a->out[0]->data;
+    for (int64_t i = 0; i < a->p.i[0]; i++) {
+        double v = x[i];
+        y[i] = (float)(0.5 * v * (1.0 + erf(v / sqrt(2.0))) + (v < 0 ? 0.05 * v : 0.0));
+    }
+    return PEAT_OK;
+}
+
+static void reg(const char *name, peat_op_kind op, peat_kernel_fn fn)
+{
+    if (peat_registry_find_on(name, "cpu")) return;
+    peat_kernel k = {.name = name,
+                     .op = op,
+                     .role = PEAT_ROLE_CANDIDATE,
+                     .backend = "cpu",
+                     .in_dtype = PEAT_DTYPE_F32,
+                     .out_dtype = PEAT_DTYPE_F32,
+                     .acc_dtype = PEAT_DTYPE_F32,
+                     .fn = fn,
+                     .desc = "test_diagnose defect"};
+    cr_assert_eq(peat_registry_add(&k), PEAT_OK, "%s", peat_error_last());
+}
+
+static peat_campaign_result *run(const char *kernel, const char *flow)
+{
+    peat_campaign_opts o;
+    peat_campaign_opts_default(&o);
+    char out[256];
+    snprintf(out, sizeof out, "test-out/diagnose-%s", kernel);
+    o.kernel = kernel, o.flow = flow, o.out_dir = out, o.force = 1, o.quiet = 1;
+    o.no_runtime = 1, o.iters = 20, o.calls = 24;
+    peat_campaign_result *r = malloc(sizeof *r);
+    cr_assert_eq(peat_run_campaign(&o, r), PEAT_OK, "%s", peat_error_last());
+    return r;
+}
+
+Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setup)
+{
+    reg("test_gemm_square_path", PEAT_OP_GEMM, gemm_square_path);
+    reg("test_softmax_sum_bf16", PEAT_OP_SOFTMAX, softmax_sum_bf16);
+    reg("test_gelu_leaky", PEAT_OP_GELU, gelu_leaky);
+    static const struct {
+        const char *k, *flow;
+        peat_finding_class cls;
+        const char *exp;
+    } want[] = {
+        {"test_gemm_square_path", "mlp", PEAT_FIND_STRUCTURAL, "shape axis"},
+        {"test_softmax_sum_bf16", "gpt_unfused", PEAT_FIND_REDUCED_PRECISION, "jitter"},
+        {"test_gelu_leaky", "gpt", PEAT_FIND_WRONG_RESULT, "jitter"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        peat_campaign_result *r = run(want[i].k, want[i].flow);
+        cr_expect_eq(r->verdict, PEAT_ACCEPT_FAIL, "%s passes", want[i].k);
+        cr_expect(r->diagnosis.ran && r->diagnosis.base[0], "%s: no base", want[i].k);
+        cr_expect_eq(r->findings[0].cls, want[i].cls, "%s: %s (%s), decided by %s", want[i].k,
+                     peat_detector_finding_name(r->findings[0].cls), r->findings[0].params,
+                     r->findings[0].experiment);
+        cr_expect_str_eq(r->findings[0].experiment, want[i].exp, "%s decided by %s", want[i].k,
+                         r->findings[0].experiment);
+        free(r);
+    }
+}
