@@ -120,7 +120,8 @@ typedef struct peat_exp_outcome {
     peat_finding f; /* that finding */
     int64_t n, n_gross, n_nonfinite;
     double max_norm;
-    double corr;         /* JITTER: correlation of its errors with the base's (NaN: too few) */
+    double corr; /* JITTER: correlation of its errors with the base's (NaN: too few) */
+    double corr_out[PEAT_MAX_IO]; /* JITTER: the same per output the base fails (NaN: others) */
     double stay, follow; /* PERMUTE: overlap of gross errors with the base's by output position
                             and by input value (NaN: none) */
 } peat_exp_outcome;

@@ -14,7 +14,9 @@
 #define OVERLAP_SAME  0.8 /* permutation: errors where they were (or where the values went) */
 #define OVERLAP_OTHER 0.5 /* ... and clearly not the other way */
 #define CONFINED_MAX  0.5 /* a structural defect leaves at least half of the output right */
-#define CONFINED_MIN  4   /* and has a few gross errors to follow */
+#define CONFINED_MIN                                                                               \
+    1                     /* and a gross error to follow (one is enough: a random permutation      \
+                             moves a value off its position with probability 1 - 1/n) */
 #define SUBNORMAL_MIN 0.9 /* errors at |exact| < FLT_MIN: flush to zero */
 
 int peat_detector_diagnosable(const peat_finding *f)
@@ -125,6 +127,28 @@ static void rounding_class(const peat_finding *was, const peat_diagnosis *d, pea
            c == PEAT_FIND_TRUNCATION ? "rounding toward zero" : "a narrower format somewhere");
 }
 
+/* Per output (an optimizer's parameter and moments; layernorm's Y, mean and rstd): one output's
+ * errors kept by the jitter (another formula there) while another's are redrawn (a narrower
+ * format there) is a formula error in the first, whatever the mixture reads. Writes why. */
+static int per_output_formula(const peat_diagnosis *d, const peat_exp_outcome *jt, char *why,
+                              size_t n)
+{
+    int kept = -1, redrawn = -1;
+    for (int o = 0; o < PEAT_MAX_IO; o++) {
+        double c = jt->corr_out[o];
+        if (isnan(c)) continue;
+        if (c >= CORR_FORMULA && kept < 0) kept = o;
+        if (fabs(c) <= CORR_ROUNDING && redrawn < 0) redrawn = o;
+    }
+    if (kept < 0 || redrawn < 0 || d->n_outputs < 2) return 0;
+    snprintf(why, n,
+             "judged output by output: with every input moved by up to 3%% the errors of output "
+             "%d stay (correlation %.2f), another formula there, while those of output %d are "
+             "redrawn (%.2f), a rounding effect there",
+             kept, jt->corr_out[kept], redrawn, jt->corr_out[redrawn]);
+    return 1;
+}
+
 int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
 {
     if (!peat_detector_diagnosable(was) || !d || !d->ran) return 0;
@@ -197,7 +221,9 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
     int moved = 0;
     if (pm && confined && !isnan(pm->stay) && !isnan(pm->follow)) {
         if (pm->stay >= OVERLAP_SAME && pm->follow <= OVERLAP_OTHER) {
-            decide(out, was, PEAT_FIND_TILE, was->cls == PEAT_FIND_TILE ? was->params : "positions",
+            char params[64];
+            snprintf(params, sizeof params, "positions,n=%lld", (long long)d->base_gross);
+            decide(out, was, PEAT_FIND_TILE, was->cls == PEAT_FIND_TILE ? was->params : params,
                    "permutation", "WRONG_RESULT, REDUCED_PRECISION");
             set_ev(out, 0,
                    "with the inputs permuted the gross errors stay at the same output positions "
@@ -245,6 +271,8 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
                      "on small integers (every partial sum exact in bf16 and wider, any order) "
                      "the outputs are within the bound (max %.3g bounds)",
                      in->max_norm);
+    } else if (jt && per_output_formula(d, jt, why, sizeof why)) {
+        exp_name = "jitter", function = 1;
     } else if (jt && !isnan(jt->corr) &&
                (jt->corr >= CORR_FORMULA || fabs(jt->corr) <= CORR_ROUNDING)) {
         exp_name = "jitter", function = jt->corr >= CORR_FORMULA;

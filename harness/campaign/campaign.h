@@ -66,6 +66,8 @@ typedef struct peat_campaign_opts {
     const char *cache_dir; /* latency cache; NULL = $PEAT_CACHE_DIR, ~/.cache/peat */
     /* runtime FI (docs/fault-injection.md): the candidate in the training loop */
     int no_runtime;      /* skip the runtime stage */
+    int no_diagnose;     /* skip the differential diagnosis (`peat judge`: its experiments are
+                            new calls, which only a live kernel answers) */
     int no_golden_cache; /* train the golden profile and band here, whatever the cache has */
     int no_sequences;    /* skip the call sequences (the kernel's state across calls) */
     /* the frequencies (peat_freq_schedule_parse of "1,1/10,p=0.01"; peat_campaign_opts_default:

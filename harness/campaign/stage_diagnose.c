@@ -24,7 +24,8 @@ typedef struct judged {
     peat_signature sc, sg;
     double *err[PEAT_MAX_IO];
     int64_t n[PEAT_MAX_IO];
-    int fails[PEAT_MAX_IO]; /* output beyond the bound somewhere (or not finite) */
+    int fails[PEAT_MAX_IO]; /* output with a gross error (beyond PEAT_GROSS_FACTOR bounds, or not
+                               finite): the outputs the defect reaches */
 } judged;
 
 static void judged_free(judged *j)
@@ -52,7 +53,7 @@ static peat_status errors_of(judged *j)
         PEAT_TRY(st);
         j->n[o] = n;
         for (int64_t i = 0; i < n && !j->fails[o]; i++)
-            j->fails[o] = isnan(j->err[o][i]) || fabs(j->err[o][i]) > 1.0;
+            j->fails[o] = isnan(j->err[o][i]) || fabs(j->err[o][i]) > PEAT_GROSS_FACTOR;
     }
     return PEAT_OK;
 }
@@ -143,6 +144,7 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
 {
     memset(out, 0, sizeof *out);
     out->corr = out->stay = out->follow = NAN;
+    for (int o = 0; o < PEAT_MAX_IO; o++) out->corr_out[o] = NAN;
     peat_experiment ex;
     peat_status st = peat_analyzer_experiment_make(&b->c, k, c->o->seed, &ex);
     if (st == PEAT_ERR_NOTFOUND) return PEAT_OK; /* does not apply to this op */
@@ -158,7 +160,14 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
         out->n_gross = excess(x.sc.n_gross, x.sg.n_gross);
         out->n_nonfinite = excess(x.sc.n_nan + x.sc.n_inf, x.sg.n_nan + x.sg.n_inf);
         out->max_norm = x.sc.max_norm;
-        if (k == PEAT_EXP_JITTER) out->corr = jitter_corr(b, &x);
+        if (k == PEAT_EXP_JITTER) {
+            out->corr = jitter_corr(b, &x);
+            for (int o = 0; o < PEAT_MAX_IO; o++)
+                out->corr_out[o] =
+                    o < b->c.n_out && b->fails[o] && x.n[o] == b->n[o]
+                        ? peat_analyzer_exp_corr(b->err[o], x.err[o], NULL, b->n[o], 1.0)
+                        : NAN;
+        }
         if (k == PEAT_EXP_PERMUTE && ex.n_src == b->n[0] && x.n[0] == b->n[0]) {
             out->stay = peat_analyzer_exp_overlap(b->err[0], x.err[0], NULL, b->n[0]);
             out->follow = peat_analyzer_exp_overlap(b->err[0], x.err[0], ex.src, b->n[0]);
@@ -238,8 +247,12 @@ peat_status peat_campaign_stage_diagnose(peat_campaign *c)
     peat_finding primary;
     memset(&res->diagnosis, 0, sizeof res->diagnosis);
     res->have_diagnosed = 0;
-    if (res->verdict != PEAT_ACCEPT_FAIL || !numeric_primary(c, &primary) ||
-        !peat_detector_diagnosable(&primary) || res->n_kernel_failures >= res->n_records ||
+    /* a kernel the runner caught (crashes, stray writes, state) has numeric findings that are its
+     * consequences: nothing to tell apart */
+    int runner = res->n_kernel_failures > 0 || res->n_oob_writes > 0 ||
+                 res->n_input_mutations > 0 || res->n_stateful > 0;
+    if (c->o->no_diagnose || runner || res->verdict != PEAT_ACCEPT_FAIL ||
+        !numeric_primary(c, &primary) || !peat_detector_diagnosable(&primary) ||
         res->cand.repeat_max_diff > 0.0)
         return PEAT_OK; /* nothing numeric fails, or it is decided by the repeats */
     double t0 = peat_clock_now();

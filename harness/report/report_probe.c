@@ -4,6 +4,7 @@
 #include "harness/campaign/campaign.h"
 #include "harness/report/report.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *accept_word(peat_acceptance a)
@@ -90,13 +91,20 @@ int peat_report_diagnosis_row(const peat_campaign_result *r, int k, const char *
         snprintf(out, n, "%s", d->base[0] && !d->base_cancel ? "does not apply" : "not run");
     else if (e->ran < 0)
         snprintf(out, n, "the kernel failed on it");
-    else if (k == PEAT_EXP_JITTER)
-        snprintf(out, n, "errors %s (correlation %.2f with the base's)",
-                 e->corr >= 0.8   ? "kept"
-                 : e->corr <= 0.4 ? "redrawn"
-                                  : "partly kept",
-                 e->corr);
-    else if (k == PEAT_EXP_PERMUTE)
+    else if (k == PEAT_EXP_JITTER) {
+        int w = snprintf(out, n, "errors %s (correlation %.2f with the base's)",
+                         e->corr >= 0.8   ? "kept"
+                         : e->corr <= 0.4 ? "redrawn"
+                                          : "partly kept",
+                         e->corr);
+        for (int o = 0, first = 1; d->n_outputs > 1 && o < PEAT_MAX_IO && w > 0 && (size_t)w < n;
+             o++)
+            if (!isnan(e->corr_out[o])) {
+                w += snprintf(out + w, n - (size_t)w, "%s output %d: %.2f", first ? ";" : ",", o,
+                              e->corr_out[o]);
+                first = 0;
+            }
+    } else if (k == PEAT_EXP_PERMUTE)
         snprintf(out, n, "gross errors stay at their positions %.2f, follow the values %.2f",
                  e->stay, e->follow);
     else if (e->fails)
