@@ -192,10 +192,11 @@ static int judge_run(const judge_opts *jo, const char *outs, const char *kernel,
     if (st != PEAT_OK) return die("calls.h5's run options: %s", peat_error_last());
     o.kernel = kernel, o.out_dir = jo->out, o.force = jo->force;
     o.json = jo->json, o.quiet = jo->quiet || jo->json, o.argv = cmdline;
-    o.no_runtime = 1, o.isolate = 0, o.table = stdout;
+    o.no_runtime = 1, o.no_diagnose = 1, o.isolate = 0, o.table = stdout;
     if (!o.quiet) {
-        printf("peat: judging %s from %s (runtime FI needs the kernel live: not run) ...\n", kernel,
-               outs);
+        printf("peat: judging %s from %s (runtime FI and the differential diagnosis need the "
+               "kernel live: not run) ...\n",
+               kernel, outs);
         fflush(stdout);
     }
     peat_campaign_result *r = calloc(1, sizeof *r);

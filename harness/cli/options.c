@@ -168,6 +168,8 @@ static const peat_cli_opt run_opts[] = {
      NULL},
     {"no-runtime", NULL, PEAT_CLI_FLAG, RUN(no_runtime), 0, 1, 0, NULL, NULL, NULL,
      "skip the runtime FI stage (no training-impact verdict)", NULL},
+    {"no-diagnose", NULL, PEAT_CLI_FLAG, RUN(no_diagnose), 0, 1, 0, NULL, NULL, NULL,
+     "skip the differential diagnosis (the experiments that decide a failure's class)", NULL},
     {"no-sequences", NULL, PEAT_CLI_FLAG, RUN(no_sequences), 0, 1, 0, NULL, NULL, NULL,
      "skip the call sequences that keep the candidate's state from call to call (no STATEFUL "
      "finding)",
