@@ -75,14 +75,17 @@ Test(cli, gemm_bf16_reduced_precision_about_8_bits)
     cr_assert(bits >= 7.0 && bits <= 9.5, "effective bits %.2f, expected about 8", bits);
 }
 
-Test(cli, plugin_corrupting_one_element_is_out_of_bound)
+/* One element wrong per call, at the same index: the permutation keeps it where it was (the
+ * differential diagnosis), a structural defect. */
+Test(cli, plugin_corrupting_one_element_is_structural)
 {
     int rc = peat("run --plugin %s/libplugin_test_gemms.so --kernel test_gemm_corrupt " SMALL
                   " --out %s/c",
                   PEAT_TEST_PLUGIN_DIR, tmpdir);
     cr_assert_eq(rc, 1, "a corrupting kernel must fail; exit %d\n%s\n%s", rc, out_buf, err_buf);
     char *j = read_json("c");
-    cr_assert(strstr(j, "\"class\": \"OUT_OF_BOUND\""), "signature.json:\n%.2000s", j);
+    cr_assert(strstr(j, "\"class\": \"STRUCTURAL\""), "signature.json:\n%.2000s", j);
+    cr_assert(strstr(j, "\"experiment\": \"permutation\""), "signature.json:\n%.2000s", j);
     cr_assert(strstr(j, "\"verdict\": \"FAIL\""));
 }
 

@@ -202,8 +202,10 @@ Test(browser, report_html_renders_with_verdict_and_plots)
     cr_assert_eq(console_lines(), 0, "report.html logged to the console:\n%s", log_buf);
     cr_assert(strstr(dom, "<div id=\"verdict\" class=\"FAIL\">"), "no verdict banner in the DOM");
     cr_assert(strstr(dom, "<b>FAIL</b>"));
-    cr_assert(strstr(dom, "<h2 class=\"finding\">OUT_OF_BOUND"), "the finding is missing");
-    cr_assert(strstr(dom, "isolated wrong elements"), "its evidence is missing");
+    cr_assert(strstr(dom, "<h2 class=\"finding\">STRUCTURAL"), "the finding is missing");
+    cr_assert(strstr(dom, "stay at the same output positions"), "its evidence is missing");
+    cr_assert(strstr(dom, "<b>decided by:</b> permutation"), "its deciding experiment is missing");
+    cr_assert(strstr(dom, "<table id=\"diagnosis\">"), "the diagnosis table is missing");
     static const char *const plots[] = {"plot-err",  "plot-ulp",    "plot-bits",
                                         "plot-heat", "plot-region", "plot-loss"};
     for (int i = 0; i < 6; i++) {
