@@ -212,19 +212,23 @@ static peat_status permute(const peat_args *a, peat_rng_t *r, peat_experiment *e
     peat_status st = PEAT_OK;
     switch (a->op) {
     case PEAT_OP_GEMM: {
+        /* rows of A and C, columns of B and C, and the batch entries of all three */
         int tA = (int)q[0], tB = (int)q[1];
         int64_t M = q[2], N = q[3], K = q[4], b = q[5] > 0 ? q[5] : 1;
         p1 = perm_draw(r, M), p2 = perm_draw(r, N);
-        if (!p1 || !p2) break;
+        int64_t *pb = b > 1 ? perm_draw(r, b) : NULL;
+        if (!p1 || !p2 || (b > 1 && !pb)) {
+            free(pb);
+            break;
+        }
         st = clone_inputs(a, e);
         if (st == PEAT_OK)
-            st =
-                permute_input(e, 0, tA ? v3(b, K, M, NULL, NULL, p1) : v3(b, M, K, NULL, p1, NULL));
+            st = permute_input(e, 0, tA ? v3(b, K, M, pb, NULL, p1) : v3(b, M, K, pb, p1, NULL));
         if (st == PEAT_OK)
-            st =
-                permute_input(e, 1, tB ? v3(b, N, K, NULL, p2, NULL) : v3(b, K, N, NULL, NULL, p2));
-        if (st == PEAT_OK && a->n_in > 2) st = permute_input(e, 2, v3(b, M, N, NULL, p1, p2));
-        if (st == PEAT_OK) st = set_src(e, v3(b, M, N, NULL, p1, p2));
+            st = permute_input(e, 1, tB ? v3(b, N, K, pb, p2, NULL) : v3(b, K, N, pb, NULL, p2));
+        if (st == PEAT_OK && a->n_in > 2) st = permute_input(e, 2, v3(b, M, N, pb, p1, p2));
+        if (st == PEAT_OK) st = set_src(e, v3(b, M, N, pb, p1, p2));
+        free(pb);
         break;
     }
     case PEAT_OP_RELU:
@@ -290,28 +294,40 @@ static peat_status permute(const peat_args *a, peat_rng_t *r, peat_experiment *e
         if (st == PEAT_OK) st = set_src(e, v3(1, 1, C, NULL, NULL, p1));
         break;
     case PEAT_OP_ATTENTION:
-    case PEAT_OP_ATTENTION_BWD:
-    case PEAT_OP_CONV2D:
-    case PEAT_OP_CONV2D_BWD_DATA: {
-        /* planes: batch x heads of attention, images of conv (the filter keeps its place) */
-        int attn = a->op == PEAT_OP_ATTENTION || a->op == PEAT_OP_ATTENTION_BWD;
-        int64_t P = attn ? q[0] * q[1] : q[0];
+    case PEAT_OP_ATTENTION_BWD: {
+        /* the batch x heads planes of every input and output */
+        int64_t P = q[0] * q[1];
         if (P < 2) return PEAT_ERR_NOTFOUND; /* one plane: nothing to move */
         p1 = perm_draw(r, P);
         if (!p1) break;
         st = clone_inputs(a, e);
         for (int k = 0; k < a->n_in && st == PEAT_OK; k++)
-            if (attn || k == 0)
-                st = permute_input(e, k, v3(P, 1, peat_tensor_numel(a->in[k]) / P, p1, NULL, NULL));
-        int64_t per =
-            attn ? q[2] * q[3] : (a->op == PEAT_OP_CONV2D_BWD_DATA ? q[1] * q[2] * q[3] : 0);
-        if (a->op == PEAT_OP_CONV2D) {
-            int64_t OH = (q[2] + 2 * q[8] - q[5]) / q[7] + 1,
-                    OW = (q[3] + 2 * q[8] - q[6]) / q[7] + 1;
-            per = q[4] * OH * OW;
-        }
-        if (st == PEAT_OK) st = set_src(e, v3(P, 1, per, p1, NULL, NULL));
+            st = permute_input(e, k, v3(P, 1, peat_tensor_numel(a->in[k]) / P, p1, NULL, NULL));
+        if (st == PEAT_OK) st = set_src(e, v3(P, 1, q[2] * q[3], p1, NULL, NULL));
         free(p1);
+        return st;
+    }
+    case PEAT_OP_CONV2D:
+    case PEAT_OP_CONV2D_BWD_DATA: {
+        /* images (X or dY), and the channels the output has: the filter's output channels for
+         * the forward (Y's), its input channels for backward-data (dX's) */
+        int64_t N = q[0], C = q[1], H = q[2], W = q[3], O = q[4], KK = q[5] * q[6];
+        int64_t OH = (H + 2 * q[8] - q[5]) / q[7] + 1, OW = (W + 2 * q[8] - q[6]) / q[7] + 1;
+        int fwd = a->op == PEAT_OP_CONV2D;
+        int64_t ch = fwd ? O : C;
+        p1 = N > 1 ? perm_draw(r, N) : NULL, p2 = perm_draw(r, ch);
+        if ((N > 1 && !p1) || !p2) break;
+        st = clone_inputs(a, e);
+        if (st == PEAT_OK)
+            st = permute_input(e, 0,
+                               fwd ? v3(N, 1, C * H * W, p1, NULL, NULL)
+                                   : v3(N, 1, O * OH * OW, p1, NULL, NULL));
+        if (st == PEAT_OK)
+            st = permute_input(
+                e, 1, fwd ? v3(1, O, C * KK, NULL, p2, NULL) : v3(O, C, KK, NULL, p2, NULL));
+        if (st == PEAT_OK)
+            st = set_src(e, fwd ? v3(N, O, OH * OW, p1, p2, NULL) : v3(N, C, H * W, p1, p2, NULL));
+        free(p1), free(p2);
         return st;
     }
     default:

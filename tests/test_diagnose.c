@@ -103,6 +103,17 @@ Test(diagnose, permutations_keep_the_op, .init = setup)
     at.p.i[0] = 2, at.p.i[1] = 2, at.p.i[2] = 5, at.p.i[3] = 4, at.p.i[4] = 1, at.p.f[0] = 0.5;
     for (int k = 0; k < 3; k++) at.in[k] = gauss(r, 4, (int64_t[]){2, 2, 5, 4});
     check_permutation(&at);
+    for (int bwd = 0; bwd < 2; bwd++) { /* conv: images and channels */
+        peat_args cv = {.op = bwd ? PEAT_OP_CONV2D_BWD_DATA : PEAT_OP_CONV2D, .n_in = 2};
+        int64_t N = 3, C = 2, H = 6, W = 5, O = 4, KH = 3, KW = 2, stride = 1, pad = 1;
+        int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
+        int64_t q[] = {N, C, H, W, O, KH, KW, stride, pad};
+        memcpy(cv.p.i, q, sizeof q);
+        cv.in[0] =
+            bwd ? gauss(r, 4, (int64_t[]){N, O, OH, OW}) : gauss(r, 4, (int64_t[]){N, C, H, W});
+        cv.in[1] = gauss(r, 4, (int64_t[]){O, C, KH, KW});
+        check_permutation(&cv);
+    }
     peat_args ad = {.op = PEAT_OP_ADAMW, .n_in = 4};
     ad.p.i[0] = 17, ad.p.i[1] = 3;
     ad.p.f[0] = 1e-3, ad.p.f[1] = 0.9, ad.p.f[2] = 0.999, ad.p.f[3] = 1e-8, ad.p.f[4] = 0.01;
