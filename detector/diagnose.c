@@ -31,6 +31,7 @@ int peat_detector_diagnosable(const peat_finding *f)
     case PEAT_FIND_TILE:
     case PEAT_FIND_NAN:
     case PEAT_FIND_OUT_OF_BOUND:
+    case PEAT_FIND_APPROX: /* failing: a smooth deviation beyond what shipped approximations keep */
         return 1;
     case PEAT_FIND_BITFLIP: /* a flip that repeats is no upset: what else it is, the tests say */
         return !strstr(f->params, "transient");

@@ -265,6 +265,11 @@ Test(diagnose, decisions_follow_the_experiments)
     d.base_toward_zero = 1;
     f = decided(&oob, &d);
     EXPECT_CLASS(f, PEAT_FIND_TRUNCATION, "jitter");
+    /* a failing approximation (a smooth deviation beyond 1e-3 of the scale) kept by the jitter
+     * is another function */
+    d.exp[PEAT_EXP_JITTER].corr = 0.99;
+    f = decided_from(PEAT_FIND_APPROX, "max_abs=0.02", &d);
+    EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
     /* a jitter in between decides nothing: OUT_OF_BOUND stays, saying what was tried */
     d.exp[PEAT_EXP_JITTER].corr = 0.6;
     f = decided(&oob, &d);
