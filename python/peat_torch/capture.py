@@ -32,11 +32,20 @@ def _np(t):
 
 
 def _select(ops):
-    """The PEAT op names chosen by ops ("all", or names; a name also selects its backward)."""
+    """The PEAT op names chosen by ops ("all", or names; a name also selects its backward).
+    A name that is no PEAT op capture can record is refused, with the valid ones: an aten name
+    ("mm") or a typo ("gemmm") would otherwise record nothing and say nothing."""
     if ops is None or ops == "all" or ops == ["all"]:
         return None
     if isinstance(ops, str):
         ops = [o.strip() for o in ops.split(",")]
+    valid = sorted({p for ps in PEAT_OPS.values() for p in ps})
+    bad = [o for o in ops if o not in valid]
+    if bad:
+        raise _lib.PeatError("capture: ops=%s: %s no PEAT op capture records (PEAT op names, "
+                             "not aten's); valid: %s" % (
+                                 ",".join(ops), ", ".join("'%s' is" % b for b in bad),
+                                 ", ".join(valid)))
     return set(ops)
 
 

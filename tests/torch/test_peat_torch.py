@@ -69,6 +69,17 @@ class Mapping(unittest.TestCase):
             map_call("convolution", (x, w, None, [1, 1], [0, 0], [2, 2], False, [0, 0], 1), {},
                      y, State())
 
+    def test_unknown_ops_are_refused(self):
+        for bad in (["mm"], ["gemmm"], "softmax,mm"):
+            with self.assertRaises(_lib.PeatError) as e:
+                peat_torch.capture(os.path.join(tempfile.mkdtemp(), "c.h5"), ops=bad)
+            msg = str(e.exception)
+            self.assertIn("no PEAT op capture records", msg)
+            self.assertIn("valid: ", msg)
+            self.assertIn("gemm", msg.split("valid: ")[1])
+        c = peat_torch.capture(os.path.join(tempfile.mkdtemp(), "c.h5"), ops=["gemm", "softmax"])
+        self.assertEqual(c.sel, {"gemm", "softmax"})
+
     def test_the_library_checks_mapped_calls(self):
         x, w = torch.randn(5, 7), torch.randn(3, 7)
         m = map_call("mm", (x, w.t()), {}, x @ w.t(), State())[0]
