@@ -215,6 +215,12 @@ extern const peat_store_col peat_store_fi_trial_cols[24];
 extern const peat_store_col peat_store_fi_shard_cols[12];
 extern const peat_store_col peat_store_report_state_cols[5];
 extern const peat_store_col peat_store_capture_unmapped_cols[3];
+/* The capture's unmapped arithmetic aten ops (/capture/unmapped, written by peat_torch.capture;
+ * the rows whose reason begins with PEAT_STORE_UNMAPPED_NO_MATH, views and allocations, left
+ * out), most calls first, as "op (N calls: why); ..." into buf ("" when none); *n_ops their
+ * count. */
+#define PEAT_STORE_UNMAPPED_NO_MATH "view or allocation"
+peat_status peat_store_capture_unmapped_list(peat_store_t *s, char *buf, size_t n, int *n_ops);
 
 /* ---- what a file holds ---- */
 

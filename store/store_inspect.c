@@ -298,6 +298,55 @@ static peat_status checks_run(peat_store_t *s, int verify, peat_store_check *chk
     return st;
 }
 
+peat_status peat_store_capture_unmapped_list(peat_store_t *s, char *buf, size_t n, int *n_ops)
+{
+    buf[0] = 0, *n_ops = 0;
+    if (!peat_store_table_present(s, PEAT_STORE_CAPTURE_UNMAPPED)) return PEAT_OK;
+    peat_store_table_t *t = NULL;
+    PEAT_TRY(peat_store_table_open(s, PEAT_STORE_CAPTURE_UNMAPPED, peat_store_capture_unmapped_cols,
+                                   3, &t));
+    int64_t rows = peat_store_table_rows(t);
+    char *done = calloc((size_t)(rows > 0 ? rows : 1), 1);
+    peat_status st = done ? PEAT_OK : PEAT_ERROR(PEAT_ERR_NOMEM, "unmapped list");
+    /* most calls first: a few rows, a selection each time */
+    for (int64_t k = 0; st == PEAT_OK && k < rows; k++) {
+        int64_t best = -1, best_calls = -1;
+        for (int64_t r = 0; st == PEAT_OK && r < rows; r++) {
+            peat_store_value c, why;
+            st = peat_store_table_get(t, r, 1, &c);
+            if (st == PEAT_OK) st = peat_store_table_get(t, r, 2, &why);
+            /* views, copies and allocations compute nothing a kernel could get wrong */
+            if (st == PEAT_OK && !done[r] &&
+                strncmp(why.s, PEAT_STORE_UNMAPPED_NO_MATH, strlen(PEAT_STORE_UNMAPPED_NO_MATH)) &&
+                c.i > best_calls)
+                best = r, best_calls = c.i;
+        }
+        if (st != PEAT_OK || best < 0) break;
+        done[best] = 1;
+        peat_store_value op, why;
+        st = peat_store_table_get(t, best, 0, &op);
+        if (st == PEAT_OK) st = peat_store_table_get(t, best, 2, &why);
+        size_t w = strlen(buf);
+        if (st == PEAT_OK && w + 1 < n)
+            snprintf(buf + w, n - w, "%s%s (%lld call%s: %s)", w ? "; " : "", op.s,
+                     (long long)best_calls, best_calls == 1 ? "" : "s", why.s);
+        if (st == PEAT_OK) (*n_ops)++;
+    }
+    free(done);
+    peat_store_table_close(t);
+    return st;
+}
+
+/* A capture's unmapped aten ops, when it has any. */
+static void print_unmapped(peat_store_t *s, FILE *out)
+{
+    char buf[2048];
+    int n = 0;
+    if (peat_store_capture_unmapped_list(s, buf, sizeof buf, &n) != PEAT_OK || n == 0) return;
+    fprintf(out, "\nunmapped: %d aten op%s the capture could not map (most calls first): %s\n", n,
+            n == 1 ? "" : "s", buf);
+}
+
 static peat_status inspect_impl(const char *path, int verify, FILE *out)
 {
     peat_store_t *s = NULL;
@@ -324,6 +373,7 @@ static peat_status inspect_impl(const char *path, int verify, FILE *out)
     if (st.states) print_states(s, out);
     if (st.metrics) print_metrics(s, out);
     print_amp(s, out);
+    print_unmapped(s, out);
     if (st.signatures) print_sigs(s, out);
     print_sizes(&st, out);
     print_integrity(&chk, verify, lines, out);

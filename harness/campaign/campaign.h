@@ -162,6 +162,10 @@ typedef struct peat_campaign_result {
     int have_props;
     peat_gemm_props props_cand, props_gold;
     double t_probe;
+    /* --capture: the aten ops the capture left unmapped, most calls first ("op (N calls:
+     * why); ...", "" when none), and how many */
+    char capture_unmapped[512];
+    int capture_n_unmapped;
     /* diagnose stage: the differential diagnosis's experiments on one failing call, and the
      * finding they decided (have_diagnosed: it replaces the numeric primary; docs/detector.md) */
     peat_diagnosis diagnosis;

@@ -36,14 +36,27 @@ peat_status peat_campaign_capture_resolve(peat_campaign *c)
     PEAT_TRY(peat_store_open(o->capture, 0, &s));
     peat_store_meta m;
     int64_t n = 0, last = -1;
+    peat_campaign_result *res = c->res;
     peat_status st = peat_store_meta_get(s, &m);
     if (st == PEAT_OK) st = capture_count(s, c->k->op, &n, &last);
+    if (st == PEAT_OK)
+        st = peat_store_capture_unmapped_list(
+            s, res->capture_unmapped, sizeof res->capture_unmapped, &res->capture_n_unmapped);
     peat_store_close(s);
     PEAT_TRY(st);
+    /* the aten ops the capture left unmapped are the likely reason (torch's _safe_softmax was
+     * one, before it was mapped): named, not guessed over */
+    if (n == 0 && res->capture_n_unmapped > 0)
+        return PEAT_ERROR(PEAT_ERR_INVAL,
+                          "%s holds no %s calls (the op of kernel '%s'); the capture left %d aten "
+                          "op%s unmapped, most calls first: %.300s",
+                          o->capture, peat_op_name(c->k->op), c->k->name, res->capture_n_unmapped,
+                          res->capture_n_unmapped == 1 ? "" : "s", res->capture_unmapped);
     if (n == 0)
         return PEAT_ERROR(PEAT_ERR_INVAL,
-                          "%s holds no %s calls (the op of kernel '%s'): capture "
-                          "it with ops=[\"%s\"]",
+                          "%s holds no %s calls (the op of kernel '%s') and no unmapped op: the "
+                          "model makes none, or it was captured without it (ops=[\"%s\"] "
+                          "records it)",
                           o->capture, peat_op_name(c->k->op), c->k->name, peat_op_name(c->k->op));
     snprintf(c->capture_flow, sizeof c->capture_flow, "%s", m.flow);
     c->flow = c->capture_flow;

@@ -79,6 +79,12 @@ void peat_report_capture_note(FILE *f, const peat_campaign_opts *o, const peat_c
     fputs(", peat_torch.capture); layers are its module paths, golden outputs are torch's own; no "
           "profile stage, and runtime FI runs in the user's loop (peat_torch.band).",
           f);
+    if (r->capture_n_unmapped > 0) {
+        fprintf(f, " The capture left %d aten op%s unmapped (not judged), most calls first: ",
+                r->capture_n_unmapped, r->capture_n_unmapped == 1 ? "" : "s");
+        peat_report_escape(f, r->capture_unmapped);
+        fputs(".", f);
+    }
     fputs(html ? "</p>\n" : "\n\n", f);
 }
 

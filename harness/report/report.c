@@ -49,6 +49,10 @@ void peat_report_campaign_print(FILE *f, const peat_campaign_opts *o, const peat
         peat_report_probes(f, r, 0);
         peat_report_diagnosis(f, r, 0);
         peat_report_coverage(f, r, 0);
+        if (r->capture_n_unmapped > 0)
+            fprintf(f, "capture: %d aten op%s left unmapped (not judged), most calls first: %s\n",
+                    r->capture_n_unmapped, r->capture_n_unmapped == 1 ? "" : "s",
+                    r->capture_unmapped);
     }
     peat_report_runtime_table(f, r, 0);
     if (r->precision[0]) fprintf(f, "\nprecision: %s\n", r->precision);

@@ -11,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _lib
-from .mapping import PEAT_OPS, INPLACE, Unmapped, UnmappedThisCall, map_call, pre_inplace, State
+from .mapping import PEAT_OPS, INPLACE, INPLACE_ELEMENTWISE, Unmapped, UnmappedThisCall, map_call, pre_inplace, State
 from .track import PHASES, Tracker
 
 # aten ops that only change a tensor's view or metadata, or allocate: listed as unmapped with
@@ -202,7 +202,12 @@ class capture:
         phase, layer = self.tracker.where()
         layer = layer or self.tracker.model_name
         pre = pre_inplace(name, args) if wanted and name in INPLACE else None
+        # an in-place elementwise op (relu_) overwrites its input: the call as the kernel saw it
+        # is (its input before, its output after)
+        before = args[0].detach().clone() if wanted and name in INPLACE_ELEMENTWISE else None
         out = func(*args, **(kwargs or {}))
+        if before is not None:
+            args = (before,) + tuple(args[1:])
         if peat_ops is None:
             self._unmapped(name, "view or allocation (no arithmetic)" if name in _NO_MATH
                            else "no PEAT op")

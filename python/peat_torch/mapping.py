@@ -159,6 +159,20 @@ def map_softmax(args, kw, out, st):
     return [Mapped("softmax", [R, C], [], [_c(args[0]).reshape(R, C)], [_c(out).reshape(R, C)])]
 
 
+def map_safe_softmax(args, kw, out, st):
+    # torch's masked softmax (nn.MultiheadAttention, TransformerEncoderLayer): softmax, except
+    # that a row of -inf gives zeros where softmax gives NaN
+    x = args[0]
+    dtype = kw.get("dtype", args[2] if len(args) > 2 else None)
+    if dtype is not None and dtype != x.dtype:
+        raise Unmapped("_safe_softmax into %s: PEAT's softmax keeps its input's dtype" % dtype)
+    R, C = _rows(x, args[1])
+    if torch.isneginf(x.reshape(R, C)).all(dim=1).any():
+        raise UnmappedThisCall("_safe_softmax with a fully masked row (zeros there, where PEAT's "
+                               "softmax is NaN)")
+    return [Mapped("softmax", [R, C], [], [_c(x).reshape(R, C)], [_c(out).reshape(R, C)])]
+
+
 def map_softmax_backward(args, kw, out, st):
     R, C = _rows(args[1], args[2])
     return [Mapped("softmax_bwd", [R, C], [], [_c(args[1]).reshape(R, C),
@@ -318,7 +332,8 @@ TABLE = {
     "convolution": map_convolution, "convolution_backward": map_convolution_backward,
     "relu": map_relu, "threshold_backward": map_threshold_backward,
     "gelu": map_gelu, "gelu_backward": map_gelu_backward,
-    "_softmax": map_softmax, "_softmax_backward_data": map_softmax_backward,
+    "_softmax": map_softmax, "_safe_softmax": map_safe_softmax,
+    "_softmax_backward_data": map_softmax_backward, "relu_": map_relu,
     "_log_softmax": map_log_softmax, "nll_loss_forward": map_nll_loss_forward,
     "nll_loss_backward": map_nll_loss_backward,
     "_log_softmax_backward_data": map_log_softmax_backward,
@@ -329,12 +344,16 @@ TABLE = {
 }
 # in-place optimizer steps: their inputs are copied before the call (pre)
 INPLACE = {"_fused_adamw_": map_fused_adamw, "_fused_sgd_": map_fused_sgd}
+# in-place elementwise ops: capture copies the input before the call and maps the call as the
+# out-of-place op on that copy
+INPLACE_ELEMENTWISE = {"relu_"}
 # the PEAT ops each aten op maps to (for choosing what to capture or swap)
 PEAT_OPS = {
     "mm": ["gemm"], "addmm": ["gemm"], "bmm": ["gemm"], "baddbmm": ["gemm"],
     "convolution": ["conv2d"], "convolution_backward": ["conv2d_bwd_data", "conv2d_bwd_filter"],
     "relu": ["relu"], "threshold_backward": ["relu_bwd"], "gelu": ["gelu"],
-    "gelu_backward": ["gelu_bwd"], "_softmax": ["softmax"], "_softmax_backward_data":
+    "gelu_backward": ["gelu_bwd"], "_softmax": ["softmax"], "_safe_softmax": ["softmax"],
+    "relu_": ["relu"], "_softmax_backward_data":
     ["softmax_bwd"], "_log_softmax": ["cross_entropy"], "nll_loss_forward": ["cross_entropy"],
     "nll_loss_backward": ["cross_entropy_bwd"], "_log_softmax_backward_data":
     ["cross_entropy_bwd"], "native_layer_norm": ["layernorm"], "native_layer_norm_backward":

@@ -26,7 +26,9 @@ SWAP_OPS = sorted({o for n in _SWAPPABLE for o in PEAT_OPS[n]})
 # aten ops that compute a swappable op's result but are not mapped to it (a zero-match message
 # names them): why each is not
 _NEAR = {"_safe_softmax": "softmax (torch's masked softmax of nn.MultiheadAttention and "
-                          "TransformerEncoderLayer: rows of -inf give 0, not mapped)",
+                          "TransformerEncoderLayer: captured, not swappable: rows of -inf give "
+                          "0 there)",
+         "relu_": "relu (in place: captured, not swappable)",
          "_scaled_dot_product_flash_attention_for_cpu": "attention (fused; not swappable)",
          "_scaled_dot_product_efficient_attention": "attention (fused; not swappable)",
          "linear": "gemm (decomposed into mm/addmm before dispatch)"}

@@ -69,6 +69,26 @@ class Mapping(unittest.TestCase):
             map_call("convolution", (x, w, None, [1, 1], [0, 0], [2, 2], False, [0, 0], 1), {},
                      y, State())
 
+    def test_safe_softmax_and_inplace_relu(self):
+        # torch's masked softmax (TransformerEncoderLayer's) is softmax where no row is all -inf
+        s = torch.randn(2, 3, 5)
+        m = map_call("_safe_softmax", (s, -1), {}, torch.softmax(s, -1), State())[0]
+        self.assertEqual((m.op, m.i[:2]), ("softmax", [6, 5]))
+        s[1, 2, :] = -math.inf
+        with self.assertRaises(peat_torch.mapping.UnmappedThisCall):
+            map_call("_safe_softmax", (s, -1), {}, torch.softmax(s, -1), State())
+        # relu_ is captured as relu on its input before the call
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Linear(16, 2))
+        path = os.path.join(tempfile.mkdtemp(), "relu_.h5")
+        with peat_torch.capture(path, ops=["relu"], calls=8, model=model, quiet=True) as cap:
+            model(torch.randn(4, 8)).sum().backward()
+        self.assertNotIn("relu_", cap.unmapped, "relu_ mapped")
+        f = h5py.File(path, "r")
+        rows = [c for c in f["/calls/index"][:] if _lib.op_name(int(c["op"])) == "relu"]
+        self.assertGreater(len(rows), 0, "relu_ recorded as relu")
+        x = tensor(f, int(rows[0]["in"][0]))
+        self.assertLess(float(np.min(x)), 0.0, "the input as it was before the call")
+
     def test_unknown_ops_are_refused(self):
         for bad in (["mm"], ["gemmm"], "softmax,mm"):
             with self.assertRaises(_lib.PeatError) as e:
@@ -230,6 +250,29 @@ class Example(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("conv2d_bwd_filter", p.stdout)
+
+    def test_unmapped_ops_are_shown(self):
+        # a capture of GEMMs only: every other arithmetic op is unmapped, said by inspect, by the
+        # replay's report, and by the replay's refusal of a kernel of an op it never recorded
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        path = os.path.join(tempfile.mkdtemp(), "gemm_only.h5")
+        with peat_torch.capture(path, ops=["gemm"], calls=8, model=model, quiet=True):
+            F.cross_entropy(model(torch.randn(4, 8)), torch.tensor([0, 1, 2, 3])).backward()
+        p = subprocess.run([BIN, "inspect", path], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("unmapped: ", p.stdout)
+        self.assertIn("relu (", p.stdout)
+        out = tempfile.mkdtemp()
+        p = subprocess.run([BIN, "run", "--kernel", "gemm_new", "--capture", path, "--no-runtime",
+                            "--out", os.path.join(out, "r")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("aten ops left unmapped (not judged)", p.stdout)
+        p = subprocess.run([BIN, "run", "--kernel", "softmax_online", "--capture", path,
+                            "--out", os.path.join(out, "s")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("left", p.stderr)
+        self.assertIn("relu (", p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, "one line: " + p.stderr)
 
 
 class Swap(unittest.TestCase):
