@@ -73,7 +73,7 @@ typedef struct peat_signature {
     /* concentration: share of the total squared normalised error carried by the top 1% of
      * elements (1 = all error in a few elements, ~0.01 for uniform) */
     double top1pct_share;
-    /* elements with error over the bound (e_i > 1) whose |exact| < FLT_MIN */
+    /* elements with error over the bound (e_i > 1) whose 0 < |exact| < FLT_MIN */
     int64_t n_err_subnormal_exact;
     /* range: where Inf and flushed zeros appear (0 / NaN when none) */
     double min_exact_at_inf;   /* smallest |exact| whose test value is +-Inf */

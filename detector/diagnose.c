@@ -205,7 +205,7 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
         decide(out, was, PEAT_FIND_FTZ, was->cls == PEAT_FIND_FTZ ? was->params : "",
                su ? "scale 2^+32" : "base call", "REDUCED_PRECISION, WRONG_RESULT");
         set_ev(out, 0,
-               "%.0f%% of the base call's errors beyond the bound are where |exact| < FLT_MIN",
+               "%.0f%% of the base call's errors beyond the bound are where 0 < |exact| < FLT_MIN",
                100.0 * d->base_subnormal);
         if (su)
             set_ev(out, 1, "with every input scaled by 2^32 the outputs are %s: %s",
