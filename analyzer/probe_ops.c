@@ -332,12 +332,102 @@ static peat_status shapes(peat_probe_set *s, const peat_record *rec, peat_rng_t 
     }
 }
 
+/* ---- the two ends of the range, on every op ---- */
+
+/* The inputs an op's outputs scale with when they alone are scaled, the others (indices, the
+ * saved statistics a backward reads: mean, rstd, logsumexp, softmax outputs) kept consistent:
+ * bit k set for input k (0: none). */
+static unsigned free_inputs(peat_op_kind op)
+{
+    switch (op) {
+    case PEAT_OP_RELU:
+    case PEAT_OP_BIAS_ADD_BWD:
+    case PEAT_OP_EMBEDDING:
+    case PEAT_OP_REDUCE:
+    case PEAT_OP_CONV2D_BWD_DATA:
+        return 1u << 0;
+    case PEAT_OP_RELU_BWD:
+    case PEAT_OP_SOFTMAX_BWD:
+    case PEAT_OP_EMBEDDING_BWD:
+    case PEAT_OP_CONV2D_BWD_FILTER:
+        return 1u << 1;
+    case PEAT_OP_BIAS_ADD:
+        return 1u << 0 | 1u << 1;
+    case PEAT_OP_LAYERNORM:
+        return 1u << 1 | 1u << 2; /* gamma, beta: Y scales with them */
+    case PEAT_OP_LAYERNORM_BWD:
+        return 1u << 4; /* dY */
+    case PEAT_OP_ATTENTION:
+        return 1u << 2; /* V */
+    case PEAT_OP_ATTENTION_BWD:
+        return 1u << 5; /* dO */
+    case PEAT_OP_CROSS_ENTROPY_BWD:
+        return 1u << 2; /* dloss */
+    default:
+        /* GEMM and conv2d (probe.c), GELU (its own), softmax and cross entropy (a normal output
+         * whatever the inputs' scale); the optimizers: a dozen roundings an element, where the
+         * bound of a depth-1 op allows two units of 2^-150 (their own tiny-moment probes) */
+        return 0;
+    }
+}
+
+/* The free inputs scaled so that their largest magnitude is `to`. */
+static peat_status scaled_free(peat_probe_set *s, const peat_record *rec, peat_probe_tag tag,
+                               const char *label, unsigned mask, double to)
+{
+    peat_probe *p = peat_analyzer_probe_clone(s, rec, PEAT_PROBE_VALUE, tag, label);
+    if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe %s", label);
+    for (int k = 0; k < rec->n_in; k++) {
+        if (!(mask >> k & 1u) || rec->in[k]->dtype != PEAT_DTYPE_F32) continue;
+        double sc = to / maxabs(rec->in[k]);
+        float *x = data_of(p, k);
+        for (int64_t i = 0; i < numel_of(p, k); i++) x[i] = (float)(sc * (double)x[i]);
+    }
+    return PEAT_OK;
+}
+
+/* Every op's outputs pushed to the two ends of fp32's range through the inputs they scale
+ * with: subnormal outputs (a flush to zero anywhere shows), and values past fp16's 65504 (an
+ * fp16 intermediate overflows; fp32 is far from its own limit). Softmax, cross entropy and
+ * attention get the large end through their logits and scores; layernorm through its inputs. */
+static peat_status range_ends(peat_probe_set *s, const peat_record *rec)
+{
+    unsigned m = free_inputs(rec->op);
+    if (m)
+        PEAT_TRY(scaled_free(s, rec, PEAT_PROBE_TAG_SUBNORMAL,
+                             "value subnormal outputs (inputs they scale with to 2^-130)", m,
+                             0x1p-130));
+    unsigned big = m;
+    switch (rec->op) {
+    case PEAT_OP_SOFTMAX:
+    case PEAT_OP_CROSS_ENTROPY:
+    case PEAT_OP_CROSS_ENTROPY_BWD:
+    case PEAT_OP_LAYERNORM:
+        big = 1u << 0; /* logits, X */
+        break;
+    case PEAT_OP_ATTENTION:
+        big = 1u << 0 | 1u << 1; /* Q and K: scores of 2^34 x D x scale */
+        break;
+    case PEAT_OP_ADAMW:
+    case PEAT_OP_SGD:
+    case PEAT_OP_EMBEDDING_BWD:
+        big = 0; /* their own huge-gradient probes; scatter-adds of large rows say nothing new */
+        break;
+    default:
+        break;
+    }
+    if (!big) return PEAT_OK;
+    return scaled_free(s, rec, PEAT_PROBE_TAG_OVERFLOW,
+                       "value beyond fp16's range (inputs to 2^17 = 131072)", big, 0x1p17);
+}
+
 peat_status peat_analyzer_probe_ops(peat_probe_set *s, const peat_record *rec, uint64_t seed)
 {
     peat_rng_t *r = peat_rng_new(seed ^ 0x6f70732070726fbull);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe rng");
     peat_status st = shapes(s, rec, r);
     if (st == PEAT_OK) st = values(s, rec);
+    if (st == PEAT_OK) st = range_ends(s, rec);
     peat_rng_free(r);
     return st;
 }
