@@ -365,7 +365,12 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
     const peat_finding *best = NULL;
     peat_finding mapped, best_copy;
     int best_rank = 1000;
-    for (int i = 0; i < n_props; i++)
+    /* a kernel whose recorded calls change from run to run has no properties to read, even
+     * where two runs of the crafted call happened to agree */
+    int nondet = 0;
+    for (int i = 0; i < n_rec; i++)
+        nondet |= rec[i].cls == PEAT_FIND_NONDETERMINISTIC && rec[i].accept == PEAT_ACCEPT_FAIL;
+    for (int i = 0; i < n_props && !nondet; i++)
         if (props[i].accept == PEAT_ACCEPT_FAIL && best_rank > 0) best = &props[i], best_rank = 0;
     for (int i = 0; i < n_rec; i++)
         if (rec[i].accept == PEAT_ACCEPT_FAIL && rank(&rec[i]) < best_rank)

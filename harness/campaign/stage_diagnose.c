@@ -59,7 +59,8 @@ static peat_status errors_of(judged *j)
 }
 
 static peat_status run_judged(const peat_campaign *c, const peat_campaign_opts *o,
-                              const peat_args *in, const peat_detector_ctx *ctx, judged *j)
+                              const peat_args *in, const peat_detector_ctx *ctx, int recorded,
+                              judged *j)
 {
     memset(j, 0, sizeof *j);
     char why[256];
@@ -70,6 +71,10 @@ static peat_status run_judged(const peat_campaign *c, const peat_campaign_opts *
     }
     PEAT_TRY(st);
     PEAT_TRY(peat_campaign_probe_judge(c->k, &j->c, &j->g, &j->e, ctx, &j->po, &j->sc, &j->sg));
+    /* a recorded call is a call of training, not a crafted one: the statistical rules a probe's
+     * judgement only warns with (truncation, noise, a low-bit imbalance) count on it */
+    peat_finding f[8];
+    if (recorded && peat_detector_run(&j->sc, &j->sg, ctx, f, 8) > 0) j->po.f = f[0];
     return errors_of(j);
 }
 
@@ -98,10 +103,11 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
     d->base_n = b->sc.n_elems;
     d->base_gross = excess(b->sc.n_gross, b->sg.n_gross);
     d->base_nonfinite = excess(b->sc.n_nan + b->sc.n_inf, b->sg.n_nan + b->sg.n_inf);
-    d->base_subnormal = b->sc.n_over_bound > 0 ? (double)excess(b->sc.n_err_subnormal_exact,
-                                                                b->sg.n_err_subnormal_exact) /
-                                                     (double)b->sc.n_over_bound
-                                               : 0.0;
+    int64_t sub = excess(b->sc.n_err_subnormal_exact, b->sg.n_err_subnormal_exact);
+    /* a flush leaves zeros (as the FTZ rule asks): tiny values merely less accurate are none */
+    int flushed = 2 * excess(b->sc.n_zero_introduced, b->sg.n_zero_introduced) >= sub;
+    d->base_subnormal =
+        b->sc.n_over_bound > 0 && flushed ? (double)sub / (double)b->sc.n_over_bound : 0.0;
     d->base_eff_bits = b->sc.eff_bits;
     d->base_toward_zero = !isnan(b->sc.frac_err_negative) && b->sc.frac_err_negative >= 0.75 &&
                           !isnan(b->sc.bias_t) && b->sc.bias_t <= -6.0;
@@ -138,9 +144,11 @@ static double jitter_corr(const judged *b, const judged *x)
     return r;
 }
 
+/* An experiment is judged as its base is: by every rule when the base is a recorded call, as a
+ * probe when it is one. */
 static peat_status experiment_one(const peat_campaign *c, const peat_campaign_opts *o,
-                                  const peat_detector_ctx *ctx, const judged *b, peat_exp_kind k,
-                                  peat_exp_outcome *out)
+                                  const peat_detector_ctx *ctx, const judged *b, int recorded,
+                                  peat_exp_kind k, peat_exp_outcome *out)
 {
     memset(out, 0, sizeof *out);
     out->corr = out->stay = out->follow = NAN;
@@ -150,7 +158,7 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
     if (st == PEAT_ERR_NOTFOUND) return PEAT_OK; /* does not apply to this op */
     PEAT_TRY(st);
     judged x;
-    st = run_judged(c, o, &ex.args, ctx, &x);
+    st = run_judged(c, o, &ex.args, ctx, recorded, &x);
     if (st == PEAT_OK && x.kernel_failed) out->ran = -1;
     if (st == PEAT_OK && !x.kernel_failed) {
         out->ran = 1;
@@ -214,7 +222,7 @@ static peat_status find_base(const peat_campaign *c, const peat_campaign_opts *o
     char label[96];
     for (int i = 0; i < nr; i++) {
         peat_args a = peat_record_args(recs[i]);
-        PEAT_TRY(run_judged(c, o, &a, ctx, base));
+        PEAT_TRY(run_judged(c, o, &a, ctx, 1, base));
         if (fails(base)) {
             snprintf(label, sizeof label, "recorded call %lld (%.40s)",
                      (long long)recs[i]->call_index, recs[i]->layer);
@@ -229,7 +237,7 @@ static peat_status find_base(const peat_campaign *c, const peat_campaign_opts *o
             const peat_probe_outcome *po = &c->res->probes[i];
             int named = strstr(primary->experiment, po->label) != NULL;
             if (po->f.accept != PEAT_ACCEPT_FAIL || named != (pass == 0)) continue;
-            PEAT_TRY(run_judged(c, o, &set->p[i].args, ctx, base));
+            PEAT_TRY(run_judged(c, o, &set->p[i].args, ctx, 0, base));
             if (fails(base)) {
                 snprintf(label, sizeof label, "probe: %.80s", po->label);
                 base_facts(base, label, d);
@@ -271,7 +279,8 @@ peat_status peat_campaign_stage_diagnose(peat_campaign *c)
     memset(&base, 0, sizeof base);
     if (st == PEAT_OK) st = find_base(c, &po, &ctx, &primary, &set, &base, d);
     for (int k = 0; k < PEAT_EXP_COUNT && st == PEAT_OK && d->base[0] && !d->base_cancel; k++)
-        st = experiment_one(c, &po, &ctx, &base, (peat_exp_kind)k, &d->exp[k]);
+        st = experiment_one(c, &po, &ctx, &base, !strncmp(d->base, "recorded", 8), (peat_exp_kind)k,
+                            &d->exp[k]);
     judged_free(&base);
     peat_analyzer_probe_set_free(&set);
     d->seconds = peat_clock_now() - t0;
