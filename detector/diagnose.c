@@ -150,147 +150,159 @@ static int per_output_formula(const peat_diagnosis *d, const peat_exp_outcome *j
     return 1;
 }
 
-int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+/* Each step returns 1 when its experiment decided (out written). */
+
+/* 1. NaN or Inf from finite inputs: an intermediate overflowing goes away at smaller inputs; a
+ * NaN source (0/0, sqrt or log of a negative, an uninitialised value) stays. */
+static int step_nonfinite(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
 {
-    if (!peat_detector_diagnosable(was) || !d || !d->ran) return 0;
-    char list[200];
-    tried(d, list, sizeof list);
-    if (!d->base[0]) {
-        /* no single call fails alone: the recorded evidence stands, said as such */
-        *out = *was;
-        snprintf(out->experiment, sizeof out->experiment, "%s",
-                 was->experiment[0] ? was->experiment : "recorded calls");
-        if (was->cls == PEAT_FIND_OUT_OF_BOUND)
-            ev(out, "no single recorded call or probe fails on its own, so no experiment could "
-                    "tell the explanations apart: matches no known model");
-        return 1;
-    }
-    if (d->base_cancel) { /* ill-conditioned by design: the probe's own reading stands */
-        *out = *was;
-        snprintf(out->experiment, sizeof out->experiment, "probe: %.80s", d->base);
-        return 1;
-    }
-    const peat_exp_outcome *sd = ran(d, PEAT_EXP_SCALE_DOWN), *su = ran(d, PEAT_EXP_SCALE_UP),
-                           *pm = ran(d, PEAT_EXP_PERMUTE), *in = ran(d, PEAT_EXP_INTEGERS),
-                           *jt = ran(d, PEAT_EXP_JITTER), *sm = ran(d, PEAT_EXP_SHAPE_M),
-                           *sn = ran(d, PEAT_EXP_SHAPE_N);
-    /* 1. NaN or Inf from finite inputs: an intermediate overflowing goes away at smaller
-     * inputs; a NaN source (0/0, sqrt or log of a negative, an uninitialised value) stays */
-    if (d->base_nonfinite > 0) {
-        if (sd && sd->n_nonfinite == 0 && !sd->fails) {
-            decide(out, was, PEAT_FIND_RANGE, "overflow", "scale 2^-4", "NAN");
-            set_ev(out, 0,
-                   "%lld NaN/Inf outputs on the base call (%.80s); with every input scaled by "
-                   "2^-4 none is left and the outputs are within the bound",
-                   (long long)d->base_nonfinite, d->base);
-            set_ev(out, 1,
-                   "an intermediate leaves the format's range on large values: a NaN "
-                   "source would stay at any scale");
-        } else {
-            decide(out, was, PEAT_FIND_NAN, "source", sd ? "scale 2^-4" : "base call", "RANGE");
-            set_ev(out, 0, "%lld NaN/Inf outputs from finite inputs on the base call (%.80s)",
-                   (long long)d->base_nonfinite, d->base);
-            if (sd)
-                set_ev(out, 1,
-                       "they stay with every input scaled by 2^-4 (%lld non-finite there): not an "
-                       "overflow, a NaN source (0/0, a root or log of a negative, an unset value)",
-                       (long long)sd->n_nonfinite);
-            else
-                set_ev(out, 1, "scaling the inputs does not apply: the NaN source stands");
-        }
-        return 1;
-    }
-    /* 2. errors only where the exact result is subnormal: flushed */
-    if (d->base_subnormal >= SUBNORMAL_MIN) {
-        decide(out, was, PEAT_FIND_FTZ, was->cls == PEAT_FIND_FTZ ? was->params : "",
-               su ? "scale 2^+32" : "base call", "REDUCED_PRECISION, WRONG_RESULT");
+    if (d->base_nonfinite <= 0) return 0;
+    const peat_exp_outcome *sd = ran(d, PEAT_EXP_SCALE_DOWN);
+    if (sd && sd->n_nonfinite == 0 && !sd->fails) {
+        decide(out, was, PEAT_FIND_RANGE, "overflow", "scale 2^-4", "NAN");
         set_ev(out, 0,
-               "%.0f%% of the base call's errors beyond the bound are where 0 < |exact| < FLT_MIN",
-               100.0 * d->base_subnormal);
-        if (su)
-            set_ev(out, 1, "with every input scaled by 2^32 the outputs are %s: %s",
-                   su->fails ? "still wrong" : "within the bound",
-                   su->fails ? "the flush is not all of it"
-                             : "a precision or formula error would stay");
-        else
-            set_ev(out, 1, "the values are lost below the normal range, not rounded");
+               "%lld NaN/Inf outputs on the base call (%.80s); with every input scaled by "
+               "2^-4 none is left and the outputs are within the bound",
+               (long long)d->base_nonfinite, d->base);
+        set_ev(out, 1,
+               "an intermediate leaves the format's range on large values: a NaN "
+               "source would stay at any scale");
         return 1;
     }
-    /* 3. structure: permuted inputs, the errors stay at their positions or move with values */
+    decide(out, was, PEAT_FIND_NAN, "source", sd ? "scale 2^-4" : "base call", "RANGE");
+    set_ev(out, 0, "%lld NaN/Inf outputs from finite inputs on the base call (%.80s)",
+           (long long)d->base_nonfinite, d->base);
+    if (sd)
+        set_ev(out, 1,
+               "they stay with every input scaled by 2^-4 (%lld non-finite there): not an "
+               "overflow, a NaN source (0/0, a root or log of a negative, an unset value)",
+               (long long)sd->n_nonfinite);
+    else
+        set_ev(out, 1, "scaling the inputs does not apply: the NaN source stands");
+    return 1;
+}
+
+/* 2. errors only where the exact result is subnormal, as zeros: flushed. */
+static int step_flush(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+{
+    if (d->base_subnormal < SUBNORMAL_MIN) return 0;
+    const peat_exp_outcome *su = ran(d, PEAT_EXP_SCALE_UP);
+    decide(out, was, PEAT_FIND_FTZ, was->cls == PEAT_FIND_FTZ ? was->params : "",
+           su ? "scale 2^+32" : "base call", "REDUCED_PRECISION, WRONG_RESULT");
+    set_ev(out, 0,
+           "%.0f%% of the base call's errors beyond the bound are where 0 < |exact| < FLT_MIN",
+           100.0 * d->base_subnormal);
+    if (su)
+        set_ev(out, 1, "with every input scaled by 2^32 the outputs are %s: %s",
+               su->fails ? "still wrong" : "within the bound",
+               su->fails ? "the flush is not all of it"
+                         : "a precision or formula error would stay");
+    else
+        set_ev(out, 1, "the values are lost below the normal range, not rounded");
+    return 1;
+}
+
+/* 3. structure: with the inputs permuted, the errors stay at their positions (decided) or move
+ * with the values (*moved: structure ruled out for the steps after). */
+static int step_permutation(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
+                            int *moved)
+{
+    const peat_exp_outcome *pm = ran(d, PEAT_EXP_PERMUTE);
     int confined =
         d->base_gross >= CONFINED_MIN && (double)d->base_gross <= CONFINED_MAX * (double)d->base_n;
-    int moved = 0;
-    if (pm && confined && !isnan(pm->stay) && !isnan(pm->follow)) {
-        if (pm->stay >= OVERLAP_SAME && pm->follow <= OVERLAP_OTHER) {
-            char params[64];
-            snprintf(params, sizeof params, "positions,n=%lld", (long long)d->base_gross);
-            decide(out, was, PEAT_FIND_TILE, was->cls == PEAT_FIND_TILE ? was->params : params,
-                   "permutation", "WRONG_RESULT, REDUCED_PRECISION");
-            set_ev(out, 0,
-                   "with the inputs permuted the gross errors stay at the same output positions "
-                   "(overlap %.2f) and do not follow the values (%.2f)",
-                   pm->stay, pm->follow);
-            set_ev(out, 1,
-                   "%lld of %lld outputs wrong on the base call (%.80s), the rest right: a region "
-                   "of the output computed wrongly, whatever the values",
-                   (long long)d->base_gross, (long long)d->base_n, d->base);
-            return 1;
-        }
-        moved = pm->follow >= OVERLAP_SAME && pm->stay <= OVERLAP_OTHER;
+    *moved = 0;
+    if (!pm || !confined || isnan(pm->stay) || isnan(pm->follow)) return 0;
+    if (!(pm->stay >= OVERLAP_SAME && pm->follow <= OVERLAP_OTHER)) {
+        *moved = pm->follow >= OVERLAP_SAME && pm->stay <= OVERLAP_OTHER;
+        return 0;
     }
-    /* 4. one axis at a time (GEMM): wrong at this shape, right one row or column further */
-    if (sm && sn && !sm->fails && !sn->fails) {
-        char params[128];
-        snprintf(params, sizeof params, "shape=%lldx%lld%s", (long long)d->gemm_m,
-                 (long long)d->gemm_n, d->gemm_m == d->gemm_n ? ",square" : "");
-        decide(out, was, PEAT_FIND_TILE, params, "shape axis", "WRONG_RESULT, REDUCED_PRECISION");
-        set_ev(out, 0,
-               "wrong on the base call (%.80s, M=%lld N=%lld) but within the bound with one row "
-               "more (M+1) and with one column more (N+1)",
-               d->base, (long long)d->gemm_m, (long long)d->gemm_n);
-        set_ev(out, 1,
-               "a path taken only at this shape%s: a formula or precision error would "
-               "follow the data to the neighbouring shapes",
-               d->gemm_m == d->gemm_n ? " (square: M == N)" : "");
-        return 1;
-    }
-    /* 5. rounding or another function: exactly representable data (GEMM), where every order
-     * and format is exact, else a jitter of the inputs, which redraws every rounding error and
-     * keeps a smooth function's */
-    const char *exp_name = NULL;
-    int function = 0;
-    char why[256];
+    char params[64];
+    snprintf(params, sizeof params, "positions,n=%lld", (long long)d->base_gross);
+    decide(out, was, PEAT_FIND_TILE, was->cls == PEAT_FIND_TILE ? was->params : params,
+           "permutation", "WRONG_RESULT, REDUCED_PRECISION");
+    set_ev(out, 0,
+           "with the inputs permuted the gross errors stay at the same output positions "
+           "(overlap %.2f) and do not follow the values (%.2f)",
+           pm->stay, pm->follow);
+    set_ev(out, 1,
+           "%lld of %lld outputs wrong on the base call (%.80s), the rest right: a region "
+           "of the output computed wrongly, whatever the values",
+           (long long)d->base_gross, (long long)d->base_n, d->base);
+    return 1;
+}
+
+/* 4. one axis at a time (GEMM): wrong at this shape, right one row or column further. */
+static int step_shape(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+{
+    const peat_exp_outcome *sm = ran(d, PEAT_EXP_SHAPE_M), *sn = ran(d, PEAT_EXP_SHAPE_N);
+    if (!sm || !sn || sm->fails || sn->fails) return 0;
+    char params[128];
+    snprintf(params, sizeof params, "shape=%lldx%lld%s", (long long)d->gemm_m, (long long)d->gemm_n,
+             d->gemm_m == d->gemm_n ? ",square" : "");
+    decide(out, was, PEAT_FIND_TILE, params, "shape axis", "WRONG_RESULT, REDUCED_PRECISION");
+    set_ev(out, 0,
+           "wrong on the base call (%.80s, M=%lld N=%lld) but within the bound with one row "
+           "more (M+1) and with one column more (N+1)",
+           d->base, (long long)d->gemm_m, (long long)d->gemm_n);
+    set_ev(out, 1,
+           "a path taken only at this shape%s: a formula or precision error would "
+           "follow the data to the neighbouring shapes",
+           d->gemm_m == d->gemm_n ? " (square: M == N)" : "");
+    return 1;
+}
+
+/* Which of rounding or another function the data-exact experiments say: small integers (GEMM),
+ * where every order and format is exact, else the jitter, which redraws every rounding error
+ * and keeps a smooth function's. The experiment's name (NULL: neither decided), *function, and
+ * why. */
+static const char *rounding_or_function(const peat_diagnosis *d, int *function, char *why, size_t n)
+{
+    const peat_exp_outcome *in = ran(d, PEAT_EXP_INTEGERS), *jt = ran(d, PEAT_EXP_JITTER);
     if (in) {
-        exp_name = "small integers", function = in->fails;
-        if (function)
-            snprintf(why, sizeof why,
+        *function = in->fails;
+        if (*function)
+            snprintf(why, n,
                      "on small integers, where every order and every format of >= 8 bits is "
                      "exact, %lld of %lld outputs are still wrong (max %.3g bounds)",
                      (long long)in->n_gross, (long long)in->n, in->max_norm);
         else
-            snprintf(why, sizeof why,
+            snprintf(why, n,
                      "on small integers (every partial sum exact in bf16 and wider, any order) "
                      "the outputs are within the bound (max %.3g bounds)",
                      in->max_norm);
-    } else if (jt && per_output_formula(d, jt, why, sizeof why)) {
-        exp_name = "jitter", function = 1;
-    } else if (jt && !isnan(jt->corr) &&
-               (jt->corr >= CORR_FORMULA || fabs(jt->corr) <= CORR_ROUNDING)) {
-        exp_name = "jitter", function = jt->corr >= CORR_FORMULA;
-        snprintf(why, sizeof why,
-                 function ? "with every input moved by up to 3%% the errors stay what they were "
-                            "(correlation %.2f): a smooth function of the inputs"
-                          : "with every input moved by up to 3%% the errors are redrawn "
-                            "(correlation %.2f with the base call's): rounding, not a smooth "
-                            "function of the inputs",
-                 jt->corr);
+        return "small integers";
     }
-    if (exp_name && !function) {
+    if (jt && per_output_formula(d, jt, why, n)) {
+        *function = 1;
+        return "jitter";
+    }
+    if (!jt || isnan(jt->corr) || (jt->corr < CORR_FORMULA && fabs(jt->corr) > CORR_ROUNDING))
+        return NULL;
+    *function = jt->corr >= CORR_FORMULA;
+    snprintf(why, n,
+             *function ? "with every input moved by up to 3%% the errors stay what they were "
+                         "(correlation %.2f): a smooth function of the inputs"
+                       : "with every input moved by up to 3%% the errors are redrawn "
+                         "(correlation %.2f with the base call's): rounding, not a smooth "
+                         "function of the inputs",
+             jt->corr);
+    return "jitter";
+}
+
+/* 5. rounding (the precision family) or another function (WRONG_RESULT; a region the
+ * permutation did not move stays STRUCTURAL: a function error confined to positions). */
+static int step_function(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
+                         int moved)
+{
+    int function = 0;
+    char why[256];
+    const char *exp_name = rounding_or_function(d, &function, why, sizeof why);
+    if (!exp_name) return 0;
+    if (!function) {
         rounding_class(was, d, out, exp_name, why);
         return 1;
     }
-    if (exp_name && was->cls == PEAT_FIND_TILE && !moved) {
-        /* a region computed wrongly is not a rounding effect either: the region stands */
+    if (was->cls == PEAT_FIND_TILE && !moved) {
         decide(out, was, PEAT_FIND_TILE, was->params, exp_name,
                "REDUCED_PRECISION, TRUNCATION, FTZ, RANGE");
         set_ev(out, 0, "%s: not a rounding effect", why);
@@ -299,25 +311,51 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
                "permutation does not move them with the values)");
         return 1;
     }
-    if (exp_name) {
-        char params[128];
-        snprintf(params, sizeof params, "formula,bits=%.1f%s%s", d->base_eff_bits,
-                 d->n_outputs > 1 ? ",outputs=" : "", d->n_outputs > 1 ? d->outputs : "");
-        decide(out, was, PEAT_FIND_WRONG_RESULT, params, exp_name,
-               "REDUCED_PRECISION, TRUNCATION, FTZ, RANGE, STRUCTURAL");
-        set_ev(out, 0, "%s: another function, not a rounding effect", why);
-        set_ev(out, 1, "%s",
-               moved ? "the errors follow the values when the inputs are permuted: not a region"
-                     : "a rounding error (any narrower format or mode) would vanish on exact data "
-                       "or be redrawn by the jitter");
-        return 1;
-    }
-    /* 7. nothing decided: the primary finding stands; OUT_OF_BOUND says what was tried */
+    char params[128];
+    snprintf(params, sizeof params, "formula,bits=%.1f%s%s", d->base_eff_bits,
+             d->n_outputs > 1 ? ",outputs=" : "", d->n_outputs > 1 ? d->outputs : "");
+    decide(out, was, PEAT_FIND_WRONG_RESULT, params, exp_name,
+           "REDUCED_PRECISION, TRUNCATION, FTZ, RANGE, STRUCTURAL");
+    set_ev(out, 0, "%s: another function, not a rounding effect", why);
+    set_ev(out, 1, "%s",
+           moved ? "the errors follow the values when the inputs are permuted: not a region"
+                 : "a rounding error (any narrower format or mode) would vanish on exact data "
+                   "or be redrawn by the jitter");
+    return 1;
+}
+
+/* The primary finding stands when nothing decided (no base, a cancellation probe as the base,
+ * no experiment conclusive); OUT_OF_BOUND (and a repeating BITFLIP) says what was tried. */
+static void stands(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+{
     *out = *was;
+    if (d->base_cancel) {
+        snprintf(out->experiment, sizeof out->experiment, "probe: %.80s", d->base);
+        return;
+    }
     if (!out->experiment[0]) snprintf(out->experiment, sizeof out->experiment, "recorded calls");
+    if (!d->base[0]) {
+        if (was->cls == PEAT_FIND_OUT_OF_BOUND)
+            ev(out, "no single recorded call or probe fails on its own, so no experiment could "
+                    "tell the explanations apart: matches no known model");
+        return;
+    }
     if (was->cls == PEAT_FIND_OUT_OF_BOUND || was->cls == PEAT_FIND_BITFLIP) {
+        char list[200];
+        tried(d, list, sizeof list);
         ev(out, "experiments tried on %.80s: %.150s; none told the explanations apart", d->base,
            list);
     }
+}
+
+int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+{
+    if (!peat_detector_diagnosable(was) || !d || !d->ran) return 0;
+    int moved = 0;
+    if (!d->base[0] || d->base_cancel ||
+        !(step_nonfinite(was, d, out) || step_flush(was, d, out) ||
+          step_permutation(was, d, out, &moved) || step_shape(was, d, out) ||
+          step_function(was, d, out, moved)))
+        stands(was, d, out);
     return 1;
 }
