@@ -8,15 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JITTER     0x1p-5 /* relative: 4 ulps of bf16, 64 of fp16: every such rounding redrawn */
-#define SCALE_DOWN -4
-#define SCALE_UP   32
-#define INT_TERMS  64 /* nonzero terms per dot: sums stay below 2^8, exact in bf16 */
+#define JITTER 0x1p-5 /* relative: 4 ulps of bf16, 64 of fp16: every such rounding redrawn */
+#define SCALE_DOWN                                                                                 \
+    -16 /* a probe past fp16's range (2^17) back to ordinary values; a NaN source stays */
+#define SCALE_UP  32
+#define INT_TERMS 64 /* nonzero terms per dot: sums stay below 2^8, exact in bf16 */
 
 const char *peat_analyzer_exp_name(peat_exp_kind k)
 {
-    static const char *names[PEAT_EXP_COUNT] = {"jitter",     "small integers", "permutation",
-                                                "scale 2^-4", "scale 2^+32",    "shape M+1",
+    static const char *names[PEAT_EXP_COUNT] = {"jitter",      "small integers", "permutation",
+                                                "scale 2^-16", "scale 2^+32",    "shape M+1",
                                                 "shape N+1"};
     return (unsigned)k < PEAT_EXP_COUNT ? names[k] : "?";
 }

@@ -16,7 +16,7 @@ typedef enum peat_exp_kind {
     PEAT_EXP_PERMUTE,    /* rows (and columns, planes, images) of the inputs permuted: a
                             structural defect stays at its output positions, a value defect
                             moves with the values */
-    PEAT_EXP_SCALE_DOWN, /* float inputs x 2^-4: an overflow of an intermediate goes away */
+    PEAT_EXP_SCALE_DOWN, /* float inputs x 2^-16: an overflow of an intermediate goes away */
     PEAT_EXP_SCALE_UP,   /* float inputs x 2^32: a flush of tiny values goes away */
     PEAT_EXP_SHAPE_M,    /* GEMM with M + 1 rows (one axis varied) */
     PEAT_EXP_SHAPE_N,    /* GEMM with N + 1 columns */

@@ -159,22 +159,22 @@ static int step_nonfinite(const peat_finding *was, const peat_diagnosis *d, peat
     if (d->base_nonfinite <= 0) return 0;
     const peat_exp_outcome *sd = ran(d, PEAT_EXP_SCALE_DOWN);
     if (sd && sd->n_nonfinite == 0 && !sd->fails) {
-        decide(out, was, PEAT_FIND_RANGE, "overflow", "scale 2^-4", "NAN");
+        decide(out, was, PEAT_FIND_RANGE, "overflow", "scale 2^-16", "NAN");
         set_ev(out, 0,
                "%lld NaN/Inf outputs on the base call (%.80s); with every input scaled by "
-               "2^-4 none is left and the outputs are within the bound",
+               "2^-16 none is left and the outputs are within the bound",
                (long long)d->base_nonfinite, d->base);
         set_ev(out, 1,
                "an intermediate leaves the format's range on large values: a NaN "
                "source would stay at any scale");
         return 1;
     }
-    decide(out, was, PEAT_FIND_NAN, "source", sd ? "scale 2^-4" : "base call", "RANGE");
+    decide(out, was, PEAT_FIND_NAN, "source", sd ? "scale 2^-16" : "base call", "RANGE");
     set_ev(out, 0, "%lld NaN/Inf outputs from finite inputs on the base call (%.80s)",
            (long long)d->base_nonfinite, d->base);
     if (sd)
         set_ev(out, 1,
-               "they stay with every input scaled by 2^-4 (%lld non-finite there): not an "
+               "they stay with every input scaled by 2^-16 (%lld non-finite there): not an "
                "overflow, a NaN source (0/0, a root or log of a negative, an unset value)",
                (long long)sd->n_nonfinite);
     else
