@@ -416,7 +416,12 @@ int peat_detector_combine(const peat_finding *rec, int n_rec, const peat_probe_o
     for (int i = 0; i < n_pr && n < max; i++) {
         mapped = probe_finding(&pr[i]);
         /* the range a narrower format loses is said by its precision finding already */
-        int consequence = narrow && (mapped.cls == PEAT_FIND_FTZ || mapped.cls == PEAT_FIND_RANGE);
+        /* (an unexplained error on a probe at either end of the range too: a narrower format
+         * rounds its subnormals to few bits or none) */
+        int range_end =
+            pr[i].tag == PEAT_PROBE_TAG_SUBNORMAL || pr[i].tag == PEAT_PROBE_TAG_OVERFLOW;
+        int consequence = narrow && (mapped.cls == PEAT_FIND_FTZ || mapped.cls == PEAT_FIND_RANGE ||
+                                     (mapped.cls == PEAT_FIND_OUT_OF_BOUND && range_end));
         if (mapped.accept == PEAT_ACCEPT_FAIL && !consequence && !has_class(out, n, mapped.cls))
             out[n++] = mapped;
     }
