@@ -130,6 +130,7 @@ typedef struct peat_diagnosis {
     int ran;             /* the stage looked for a base call */
     char base[96];       /* the call the experiments start from ("" when none fails alone) */
     int base_cancel;     /* the base is a cancellation probe: ill-conditioned by design */
+    int base_overflow;   /* the base is a probe pushing values toward overflow */
     peat_finding base_f; /* the detector's primary finding on the base call */
     int64_t base_n, base_gross, base_nonfinite;
     double base_subnormal; /* share of the base's errors beyond the bound where |exact| < FLT_MIN */

@@ -32,6 +32,7 @@ int peat_detector_diagnosable(const peat_finding *f)
     case PEAT_FIND_NAN:
     case PEAT_FIND_OUT_OF_BOUND:
     case PEAT_FIND_APPROX: /* failing: a smooth deviation beyond what shipped approximations keep */
+    case PEAT_FIND_NOISE: /* failing and deterministic (the repeats agree): rounding or a formula */
         return 1;
     case PEAT_FIND_BITFLIP: /* a flip that repeats is no upset: what else it is, the tests say */
         return !strstr(f->params, "transient");
@@ -182,6 +183,26 @@ static int step_nonfinite(const peat_finding *was, const peat_diagnosis *d, peat
     return 1;
 }
 
+/* 1b. a probe pushing values toward overflow as the base (the recorded calls pass), its finite
+ * errors gone with the inputs scaled by 2^-16: the values saturate or lose their range only
+ * when large (a clamp at a narrower format's maximum), not a precision or formula error, which
+ * would stay at ordinary values. */
+static int step_saturation(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
+{
+    const peat_exp_outcome *sd = ran(d, PEAT_EXP_SCALE_DOWN);
+    if (!d->base_overflow || !sd || sd->fails) return 0;
+    decide(out, was, PEAT_FIND_RANGE, "large values", "scale 2^-16",
+           "REDUCED_PRECISION, WRONG_RESULT");
+    set_ev(out, 0,
+           "the errors of the base call (%.80s) come only with its large values: with every input "
+           "scaled by 2^-16 the outputs are within the bound (max %.3g bounds)",
+           d->base, sd->max_norm);
+    set_ev(out, 1,
+           "the recorded calls, of ordinary values, fail on none of their own: a "
+           "precision or formula error would");
+    return 1;
+}
+
 /* 2. errors only where the exact result is subnormal, as zeros: flushed. */
 static int step_flush(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
 {
@@ -302,7 +323,12 @@ static int step_function(const peat_finding *was, const peat_diagnosis *d, peat_
         rounding_class(was, d, out, exp_name, why);
         return 1;
     }
-    if (was->cls == PEAT_FIND_TILE && !moved) {
+    /* the region stands where the base keeps to a region too, or where it was seen on several
+     * shapes (a tile) or whole planes: a base wrong everywhere says another function */
+    int confined =
+        d->base_gross >= CONFINED_MIN && (double)d->base_gross <= CONFINED_MAX * (double)d->base_n;
+    int region = confined || strstr(was->params, "tile=") || strstr(was->params, "planes");
+    if (was->cls == PEAT_FIND_TILE && !moved && region) {
         decide(out, was, PEAT_FIND_TILE, was->params, exp_name,
                "REDUCED_PRECISION, TRUNCATION, FTZ, RANGE");
         set_ev(out, 0, "%s: not a rounding effect", why);
@@ -353,7 +379,7 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
     if (!peat_detector_diagnosable(was) || !d || !d->ran) return 0;
     int moved = 0;
     if (!d->base[0] || d->base_cancel ||
-        !(step_nonfinite(was, d, out) || step_flush(was, d, out) ||
+        !(step_nonfinite(was, d, out) || step_saturation(was, d, out) || step_flush(was, d, out) ||
           step_permutation(was, d, out, &moved) || step_shape(was, d, out) ||
           step_function(was, d, out, moved)))
         stands(was, d, out);

@@ -270,6 +270,26 @@ Test(diagnose, decisions_follow_the_experiments)
     d.exp[PEAT_EXP_JITTER].corr = 0.99;
     f = decided_from(PEAT_FIND_APPROX, "max_abs=0.02", &d);
     EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
+    /* a failing NOISE that repeats is rounding when the jitter redraws it */
+    d.exp[PEAT_EXP_JITTER].corr = 0.02;
+    d.base_toward_zero = 0;
+    f = decided_from(PEAT_FIND_NOISE, "sigma=0.002", &d);
+    EXPECT_CLASS(f, PEAT_FIND_REDUCED_PRECISION, "jitter");
+    /* a region seen on one probe shape, the base wrong everywhere and kept by the jitter: a
+     * formula; seen on several shapes (a tile inferred), it stands */
+    peat_diagnosis dense = base_diag(1000, 900);
+    dense.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.99};
+    f = decided_from(PEAT_FIND_TILE, "boundary,rows=3,shape=8x16", &dense);
+    EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
+    f = decided_from(PEAT_FIND_TILE, "boundary,rows=1,shape=33x65,tile=32", &dense);
+    EXPECT_CLASS(f, PEAT_FIND_STRUCTURAL, "jitter");
+    /* a large-value probe as the base, its finite errors gone at 2^-16: saturation, a range */
+    peat_diagnosis sat = base_diag(500, 40);
+    sat.base_overflow = 1;
+    sat.exp[PEAT_EXP_SCALE_DOWN] = (peat_exp_outcome){.ran = 1, .fails = 0, .max_norm = 0.3};
+    sat.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.99};
+    f = decided_from(PEAT_FIND_REDUCED_PRECISION, "bits=4.6", &sat);
+    EXPECT_CLASS(f, PEAT_FIND_RANGE, "scale 2^-16");
     /* a jitter in between decides nothing: OUT_OF_BOUND stays, saying what was tried */
     d.exp[PEAT_EXP_JITTER].corr = 0.6;
     f = decided(&oob, &d);

@@ -176,9 +176,13 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
                         ? peat_analyzer_exp_corr(b->err[o], x.err[o], NULL, b->n[o], 1.0)
                         : NAN;
         }
-        if (k == PEAT_EXP_PERMUTE && ex.n_src == b->n[0] && x.n[0] == b->n[0]) {
-            out->stay = peat_analyzer_exp_overlap(b->err[0], x.err[0], NULL, b->n[0]);
-            out->follow = peat_analyzer_exp_overlap(b->err[0], x.err[0], ex.src, b->n[0]);
+        /* on the first output the base fails that the map fits (attention's dQ, dK and dV
+         * share one shape: a defect in dK alone is read there) */
+        int o = 0;
+        while (o < b->c.n_out && !(b->fails[o] && b->n[o] == ex.n_src)) o++;
+        if (k == PEAT_EXP_PERMUTE && o < b->c.n_out && x.n[o] == b->n[o]) {
+            out->stay = peat_analyzer_exp_overlap(b->err[o], x.err[o], NULL, b->n[o]);
+            out->follow = peat_analyzer_exp_overlap(b->err[o], x.err[o], ex.src, b->n[o]);
         }
     }
     judged_free(&x);
@@ -242,6 +246,7 @@ static peat_status find_base(const peat_campaign *c, const peat_campaign_opts *o
                 snprintf(label, sizeof label, "probe: %.80s", po->label);
                 base_facts(base, label, d);
                 d->base_cancel = po->tag == PEAT_PROBE_TAG_CANCEL;
+                d->base_overflow = po->tag == PEAT_PROBE_TAG_OVERFLOW;
                 return PEAT_OK;
             }
             judged_free(base);
