@@ -3,6 +3,7 @@
 #include "analyzer/experiment.h"
 
 #include "analyzer/analyzer.h"
+#include "core/opdesc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -212,6 +213,13 @@ static void perms_free(perms *q)
     for (int k = 0; k < 3; k++) free(q->p[k]);
 }
 
+/* A descriptor's view of one tensor, with the drawn permutations in place of their indices. */
+static view3 view_of(const peat_op_perm_view *v, const perms *q)
+{
+    return v3(v->P, v->R, v->C, v->ap >= 0 ? q->p[v->ap] : NULL, v->ar >= 0 ? q->p[v->ar] : NULL,
+              v->ac >= 0 ? q->p[v->ac] : NULL);
+}
+
 static peat_status perms_draw(peat_rng_t *r, int64_t n0, int64_t n1, int64_t n2, perms *q)
 {
     int64_t n[3] = {n0, n1, n2};
@@ -224,171 +232,23 @@ static peat_status perms_draw(peat_rng_t *r, int64_t n0, int64_t n1, int64_t n2,
     return PEAT_OK;
 }
 
-/* GEMM: rows of A and C, columns of B and C, and the batch entries of all three. */
-static peat_status perm_gemm(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    const int64_t *q = a->p.i;
-    int tA = (int)q[0], tB = (int)q[1];
-    int64_t M = q[2], N = q[3], K = q[4], b = q[5] > 0 ? q[5] : 1;
-    perms P;
-    PEAT_TRY(perms_draw(r, M, N, b, &P));
-    int64_t *pm = P.p[0], *pn = P.p[1], *pb = P.p[2];
-    peat_status st = clone_inputs(a, e);
-    if (st == PEAT_OK)
-        st = permute_input(e, 0, tA ? v3(b, K, M, pb, NULL, pm) : v3(b, M, K, pb, pm, NULL));
-    if (st == PEAT_OK)
-        st = permute_input(e, 1, tB ? v3(b, N, K, pb, pn, NULL) : v3(b, K, N, pb, NULL, pn));
-    if (st == PEAT_OK && a->n_in > 2) st = permute_input(e, 2, v3(b, M, N, pb, pm, pn));
-    if (st == PEAT_OK) st = set_src(e, v3(b, M, N, pb, pm, pn));
-    perms_free(&P);
-    return st;
-}
-
-/* Elementwise ops and optimizers: every element of every input of the output's size. */
-static peat_status perm_elements(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    int64_t n = peat_tensor_numel(a->in[0]);
-    perms P;
-    PEAT_TRY(perms_draw(r, n, 0, 0, &P));
-    view3 v = v3(1, 1, n, NULL, NULL, P.p[0]);
-    peat_status st = clone_inputs(a, e);
-    for (int k = 0; k < a->n_in && st == PEAT_OK; k++)
-        if (peat_tensor_numel(a->in[k]) == n) st = permute_input(e, k, v);
-    if (st == PEAT_OK) st = set_src(e, v);
-    perms_free(&P);
-    return st;
-}
-
-/* Row-wise ops (softmax and its backward, reduce, layernorm and its backward): rows and
- * columns of the [R, C] tensors; gamma, beta [C] by columns; mean, rstd [R] by rows. */
-static peat_status perm_rows_cols(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    int64_t R = a->p.i[0], C = a->p.i[1];
-    perms P;
-    PEAT_TRY(perms_draw(r, R, C, 0, &P));
-    int64_t *pr = P.p[0], *pc = P.p[1];
-    peat_status st = clone_inputs(a, e);
-    for (int k = 0; k < a->n_in && st == PEAT_OK; k++) {
-        int cols = a->op == PEAT_OP_LAYERNORM ? k > 0 : a->op == PEAT_OP_LAYERNORM_BWD && k == 1;
-        int rows = a->op == PEAT_OP_LAYERNORM_BWD && (k == 2 || k == 3);
-        view3 v = cols   ? v3(1, 1, C, NULL, NULL, pc)
-                  : rows ? v3(1, 1, R, NULL, NULL, pr)
-                         : v3(1, R, C, NULL, pr, pc);
-        if (peat_tensor_numel(a->in[k]) == v.P * v.R * v.C) st = permute_input(e, k, v);
-    }
-    if (st == PEAT_OK)
-        st = set_src(e, a->op == PEAT_OP_REDUCE ? v3(1, 1, R, NULL, NULL, pr)
-                                                : v3(1, R, C, NULL, pr, pc));
-    perms_free(&P);
-    return st;
-}
-
-/* Cross entropy and its backward, bias add: rows (a target, a loss, a dloss per row). */
-static peat_status perm_rows(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    const int64_t *q = a->p.i;
-    int64_t R = q[0];
-    perms P;
-    PEAT_TRY(perms_draw(r, R, 0, 0, &P));
-    peat_status st = clone_inputs(a, e);
-    int bias = a->op == PEAT_OP_BIAS_ADD; /* its b [C] keeps its place */
-    for (int k = 0; k < (bias ? 1 : a->n_in) && st == PEAT_OK; k++)
-        st = permute_input(e, k, v3(1, R, peat_tensor_numel(a->in[k]) / R, NULL, P.p[0], NULL));
-    int64_t width = bias ? q[1] * q[2] : a->op == PEAT_OP_CROSS_ENTROPY ? 1 : q[1];
-    if (st == PEAT_OK) st = set_src(e, v3(1, R, width, NULL, P.p[0], NULL));
-    perms_free(&P);
-    return st;
-}
-
-/* Bias gradient: its channels (the sum runs over rows and spatial positions). */
-static peat_status perm_channels(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    const int64_t *q = a->p.i;
-    perms P;
-    PEAT_TRY(perms_draw(r, q[1], 0, 0, &P));
-    peat_status st = clone_inputs(a, e);
-    if (st == PEAT_OK) st = permute_input(e, 0, v3(q[0], q[1], q[2], NULL, P.p[0], NULL));
-    if (st == PEAT_OK) st = set_src(e, v3(1, 1, q[1], NULL, NULL, P.p[0]));
-    perms_free(&P);
-    return st;
-}
-
-/* Attention and its backward: the batch x heads planes of every input and output. */
-static peat_status perm_planes(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    const int64_t *q = a->p.i;
-    int64_t P = q[0] * q[1];
-    if (P < 2) return PEAT_ERR_NOTFOUND; /* one plane: nothing to move */
-    perms Q;
-    PEAT_TRY(perms_draw(r, P, 0, 0, &Q));
-    peat_status st = clone_inputs(a, e);
-    for (int k = 0; k < a->n_in && st == PEAT_OK; k++)
-        st = permute_input(e, k, v3(P, 1, peat_tensor_numel(a->in[k]) / P, Q.p[0], NULL, NULL));
-    if (st == PEAT_OK) st = set_src(e, v3(P, 1, q[2] * q[3], Q.p[0], NULL, NULL));
-    perms_free(&Q);
-    return st;
-}
-
-/* Conv forward and backward-data: images (X or dY), and the channels the output has: the
- * filter's output channels for the forward (Y's), its input channels for backward-data (dX's). */
-static peat_status perm_conv(const peat_args *a, peat_rng_t *r, peat_experiment *e)
-{
-    const int64_t *q = a->p.i;
-    int64_t N = q[0], C = q[1], H = q[2], W = q[3], O = q[4], KK = q[5] * q[6];
-    int64_t OH = (H + 2 * q[8] - q[5]) / q[7] + 1, OW = (W + 2 * q[8] - q[6]) / q[7] + 1;
-    int fwd = a->op == PEAT_OP_CONV2D;
-    perms P;
-    PEAT_TRY(perms_draw(r, N, fwd ? O : C, 0, &P));
-    int64_t *pn = P.p[0], *pc = P.p[1];
-    peat_status st = clone_inputs(a, e);
-    if (st == PEAT_OK)
-        st = permute_input(e, 0,
-                           fwd ? v3(N, 1, C * H * W, pn, NULL, NULL)
-                               : v3(N, 1, O * OH * OW, pn, NULL, NULL));
-    if (st == PEAT_OK)
-        st = permute_input(e, 1,
-                           fwd ? v3(1, O, C * KK, NULL, pc, NULL) : v3(O, C, KK, NULL, pc, NULL));
-    if (st == PEAT_OK)
-        st = set_src(e, fwd ? v3(N, O, OH * OW, pn, pc, NULL) : v3(N, C, H * W, pn, pc, NULL));
-    perms_free(&P);
-    return st;
-}
-
-/* The permutation experiment of each op whose outputs follow its inputs' rows, columns, planes
- * or elements; PEAT_ERR_NOTFOUND for the others (embedding, conv backward-filter). */
+/* The permutation experiment of an op whose outputs follow its inputs' rows, columns, planes
+ * or elements, as its descriptor lays them out (core/ops/<op>.c); PEAT_ERR_NOTFOUND for the
+ * others (embedding, conv backward-filter). */
 static peat_status permute(const peat_args *a, peat_rng_t *r, peat_experiment *e)
 {
-    switch (a->op) {
-    case PEAT_OP_GEMM:
-        return perm_gemm(a, r, e);
-    case PEAT_OP_RELU:
-    case PEAT_OP_RELU_BWD:
-    case PEAT_OP_GELU:
-    case PEAT_OP_GELU_BWD:
-    case PEAT_OP_ADAMW:
-    case PEAT_OP_SGD:
-        return perm_elements(a, r, e);
-    case PEAT_OP_SOFTMAX:
-    case PEAT_OP_SOFTMAX_BWD:
-    case PEAT_OP_REDUCE:
-    case PEAT_OP_LAYERNORM:
-    case PEAT_OP_LAYERNORM_BWD:
-        return perm_rows_cols(a, r, e);
-    case PEAT_OP_CROSS_ENTROPY:
-    case PEAT_OP_CROSS_ENTROPY_BWD:
-    case PEAT_OP_BIAS_ADD:
-        return perm_rows(a, r, e);
-    case PEAT_OP_BIAS_ADD_BWD:
-        return perm_channels(a, r, e);
-    case PEAT_OP_ATTENTION:
-    case PEAT_OP_ATTENTION_BWD:
-        return perm_planes(a, r, e);
-    case PEAT_OP_CONV2D:
-    case PEAT_OP_CONV2D_BWD_DATA:
-        return perm_conv(a, r, e);
-    default:
-        return PEAT_ERR_NOTFOUND;
-    }
+    const peat_op_desc *d = peat_op_desc_get(a->op);
+    peat_op_perm pm;
+    memset(&pm, 0, sizeof pm);
+    if (!d || !d->perm(a, &pm)) return PEAT_ERR_NOTFOUND;
+    perms P;
+    PEAT_TRY(perms_draw(r, pm.len[0], pm.len[1], pm.len[2], &P));
+    peat_status st = clone_inputs(a, e);
+    for (int k = 0; k < a->n_in && st == PEAT_OK; k++)
+        if (pm.in_mask >> k & 1u) st = permute_input(e, k, view_of(&pm.in[k], &P));
+    if (st == PEAT_OK) st = set_src(e, view_of(&pm.out, &P));
+    perms_free(&P);
+    return st;
 }
 
 peat_status peat_analyzer_experiment_make(const peat_args *base, peat_exp_kind kind, uint64_t seed,

@@ -4,24 +4,11 @@
 #ifndef PEAT_ANALYZER_PROBE_H
 #define PEAT_ANALYZER_PROBE_H
 
+#include "core/opdesc.h"
 #include "core/record.h"
 #include "peat/peat.h"
 
-typedef enum peat_probe_kind {
-    PEAT_PROBE_SHAPE = 0, /* awkward sizes, long K, batch, transposes */
-    PEAT_PROBE_VALUE,     /* subnormals, near overflow, cancellation, large logits, ... */
-    PEAT_PROBE_KIND_COUNT
-} peat_probe_kind;
-
-/* What a value probe pushes on: the detector reads NaN/Inf on an "overflow" probe as a range
- * finding and errors on a "subnormal" probe as flush-to-zero. */
-typedef enum peat_probe_tag {
-    PEAT_PROBE_TAG_NONE = 0,
-    PEAT_PROBE_TAG_SUBNORMAL,
-    PEAT_PROBE_TAG_OVERFLOW,
-    PEAT_PROBE_TAG_CANCEL,
-    PEAT_PROBE_TAG_EXACT
-} peat_probe_tag;
+/* peat_probe_kind and peat_probe_tag: core/opdesc.h (an op's descriptor makes its probes) */
 
 typedef struct peat_probe {
     char label[96]; /* "shape 33x65x17 tA", "value subnormal products" */

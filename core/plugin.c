@@ -66,17 +66,20 @@ static peat_status host_error(peat_status code, const char *file, int line, cons
 
 /* The host table a plugin built for ABI v sees: its own version number, and what that ABI had
  * (a plugin built for ABI 2 or 3 reads the table only up to `error`; the peat_device it is
- * handed keeps ABI 3's layout, core/backend_impl.h). */
+ * handed keeps ABI 3's layout, core/backend_impl.h; ABI 4's table is ABI 5's: 5 only added op
+ * kinds). */
 static const peat_plugin_host *host_for(int v)
 {
     static const peat_plugin_host host = {
         PEAT_PLUGIN_ABI_VERSION, PEAT_VERSION_STRING, host_register, peat_op_name, host_error,
         peat_device_cl_program};
+    static const peat_plugin_host host_v4 = {
+        4, PEAT_VERSION_STRING, host_register, peat_op_name, host_error, peat_device_cl_program};
     static const peat_plugin_host host_v3 = {
         3, PEAT_VERSION_STRING, host_register, peat_op_name, host_error, NULL};
     static const peat_plugin_host host_v2 = {
         2, PEAT_VERSION_STRING, host_register_v2, peat_op_name, host_error, NULL};
-    return v == 2 ? &host_v2 : v == 3 ? &host_v3 : &host;
+    return v == 2 ? &host_v2 : v == 3 ? &host_v3 : v == 4 ? &host_v4 : &host;
 }
 
 static peat_status plugin_load_here(const char *path, int *n_registered)

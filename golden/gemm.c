@@ -149,11 +149,6 @@ peat_status peat_golden_gemm_plain_run(const peat_args *a, const peat_kernel *se
 }
 
 /* mag_ij = sum_k |alpha a_ik b_kj| + |beta c_ij|: the classic bound's right-hand side. */
-peat_status peat_golden_gemm_magnitude(const peat_args *a, double *mag)
-{
-    return gemm_f64(a, 1, mag);
-}
-
 peat_status peat_golden_register_gemm(void)
 {
     static const peat_kernel ks[] = {

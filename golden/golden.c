@@ -7,5 +7,6 @@ peat_status peat_golden_register(void)
     PEAT_TRY(peat_golden_register_nn());
     PEAT_TRY(peat_golden_register_attention());
     PEAT_TRY(peat_golden_register_optim());
+    PEAT_TRY(peat_golden_register_rmsnorm());
     return PEAT_OK;
 }

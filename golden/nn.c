@@ -761,13 +761,6 @@ static const peat_kernel nn_kernels[] = {
          "conv2d backward-filter as sgemm dY col^T, summed per image"),
 };
 
-const peat_kernel *peat_golden_nn_exact(peat_op_kind op)
-{
-    for (size_t k = 0; k < sizeof nn_kernels / sizeof nn_kernels[0]; k++)
-        if (nn_kernels[k].op == op && nn_kernels[k].role == PEAT_ROLE_EXACT) return &nn_kernels[k];
-    return NULL;
-}
-
 peat_status peat_golden_register_nn(void)
 {
     return peat_golden_add_all(nn_kernels, (int)(sizeof nn_kernels / sizeof nn_kernels[0]));

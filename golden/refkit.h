@@ -62,10 +62,6 @@ static inline void peat_golden_free_n(int n, double **bufs)
     for (int k = 0; k < n; k++) free(bufs[k]);
 }
 
-/* The exact kernel of a non-GEMM nn op (nn.c's table, no registry needed), NULL if none; the
- * magnitude rules of plain sums run it on |inputs|. */
-const peat_kernel *peat_golden_nn_exact(peat_op_kind op);
-
 /* Registers a table of kernel descriptors. */
 static inline peat_status peat_golden_add_all(const peat_kernel *ks, int n)
 {

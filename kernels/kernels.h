@@ -15,5 +15,6 @@ peat_status peat_kernels_register_gelu(void);      /* gelu_tanh, gelu_tanh_bwd *
 peat_status peat_kernels_register_attention(void); /* attention_flash(_bwd), attention_bf16 */
 peat_status peat_kernels_register_optim(void);     /* adamw_fused */
 peat_status peat_kernels_register_lowp(void);      /* gemm_fp16 */
+peat_status peat_kernels_register_rmsnorm(void);   /* rmsnorm_lanes, rmsnorm_lanes_bwd */
 
 #endif

@@ -13,5 +13,6 @@ peat_status peat_kernels_register(void)
     PEAT_TRY(peat_kernels_register_gelu());
     PEAT_TRY(peat_kernels_register_attention());
     PEAT_TRY(peat_kernels_register_optim());
+    PEAT_TRY(peat_kernels_register_rmsnorm());
     return PEAT_OK;
 }

@@ -1,6 +1,7 @@
 /* amp.c: mixed-precision training of the flows as autocast and GradScaler do it: fp16 or bf16
  * inputs and outputs of the GEMM-shaped ops, fp32 elsewhere, dynamic loss scaling for fp16. */
 #include "models/flow_impl.h"
+#include "core/opdesc.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -117,27 +118,9 @@ static void round_n(const peat_flow_t *f, const float *x, float *y, int64_t n)
  * half values they are given; docs/flows.md). */
 static void cast_masks(const peat_args *a, unsigned *in, unsigned *out)
 {
+    const peat_op_desc *d = peat_op_desc_get(a->op);
     *in = *out = 0;
-    switch (a->op) {
-    case PEAT_OP_GEMM:
-        /* A and B; a fused residual C stays fp32 and so does D = AB + C (half + fp32 is fp32) */
-        *in = 0x3u;
-        *out = a->n_in > 2 ? 0u : 0x1u;
-        break;
-    case PEAT_OP_CONV2D:
-    case PEAT_OP_CONV2D_BWD_DATA:
-    case PEAT_OP_CONV2D_BWD_FILTER:
-        *in = 0x3u, *out = 0x1u;
-        break;
-    case PEAT_OP_ATTENTION:
-        *in = 0x7u, *out = 0x1u;
-        break; /* Q K V -> O; the row stats fp32 */
-    case PEAT_OP_ATTENTION_BWD:
-        *in = 0x2fu, *out = 0x7u;
-        break; /* Q K V O dO -> dQ dK dV */
-    default:
-        break;
-    }
+    if (d) d->amp_masks(a, in, out);
 }
 
 /* A rounded copy of t in scratch slot k (reallocated when its shape differs). */

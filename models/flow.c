@@ -8,10 +8,8 @@
 #include <string.h>
 
 static const peat_models_flow_ops *const flow_table[] = {
-    &peat_models_mlp_ops,
-    &peat_models_cnn_ops,
-    &peat_models_gpt_ops,
-    &peat_models_gpt_unfused_ops,
+    &peat_models_mlp_ops,         &peat_models_cnn_ops,   &peat_models_gpt_ops,
+    &peat_models_gpt_unfused_ops, &peat_models_llama_ops,
 };
 #define N_FLOWS ((int)(sizeof flow_table / sizeof flow_table[0]))
 

@@ -1,6 +1,7 @@
-/* gpt.c: the "gpt" and "gpt_unfused" flows: a small pre-LN decoder-only transformer learning
- * digit arithmetic (tiny, small) or next-token prediction on a Zipf-bigram corpus (base), its
- * attention one fused op or the unfused GEMM/mask/softmax/GEMM chain. */
+/* gpt.c: the "gpt", "gpt_unfused" and "llama" flows: a small pre-norm decoder-only transformer
+ * learning digit arithmetic (tiny, small) or next-token prediction on a Zipf-bigram corpus
+ * (base), its attention one fused op or the unfused GEMM/mask/softmax/GEMM chain; "llama" norms
+ * with RMSNorm and has no biases in its attention and MLP projections. */
 #include "models/flow_impl.h"
 
 #include <math.h>
@@ -33,6 +34,7 @@ typedef struct gpt_block {
 
 typedef struct gpt_impl {
     int unfused; /* attention as GEMM, mask BIAS_ADD, SOFTMAX, GEMM (flow "gpt_unfused") */
+    int llama;   /* RMSNorm, no projection biases (flow "llama") */
     int nd;      /* digits per operand */
     int lm;      /* the language-modelling task (the preset's): every position predicts the next */
     int64_t na;  /* scored positions per row: nd + 1 answer digits, or T */
@@ -157,14 +159,14 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
     for (int64_t l = 0; l < L; l++) {
         gpt_block *b = &m->blk[l];
         ADDB(ln1g, "ln1.g", D, 0, 0);
-        ADDB(ln1b, "ln1.b", D, 0, 0);
+        if (!m->llama) ADDB(ln1b, "ln1.b", D, 0, 0);
         ADDB(wqkv, "attn.qkv.w", D, 3 * D, 1);
-        ADDB(bqkv, "attn.qkv.b", 3 * D, 0, 0);
+        if (!m->llama) ADDB(bqkv, "attn.qkv.b", 3 * D, 0, 0);
         ADDB(wo, "attn.proj.w", D, D, 1);
         ADDB(ln2g, "ln2.g", D, 0, 0);
-        ADDB(ln2b, "ln2.b", D, 0, 0);
+        if (!m->llama) ADDB(ln2b, "ln2.b", D, 0, 0);
         ADDB(w1, "mlp.fc.w", D, 4 * D, 1);
-        ADDB(b1, "mlp.fc.b", 4 * D, 0, 0);
+        if (!m->llama) ADDB(b1, "mlp.fc.b", 4 * D, 0, 0);
         ADDB(w2, "mlp.proj.w", 4 * D, D, 1);
         const char *ln[12] = {"ln1",     "attn.qkv",  "attn",         "attn.proj",
                               "ln2",     "mlp.fc",    "mlp.proj",     "res",
@@ -174,7 +176,7 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
     }
 #undef ADDB
     PEAT_TRY(add(f, "lnf.g", D, 0, 0, &m->lnfg));
-    PEAT_TRY(add(f, "lnf.b", D, 0, 0, &m->lnfb));
+    if (!m->llama) PEAT_TRY(add(f, "lnf.b", D, 0, 0, &m->lnfb));
     PEAT_TRY(add(f, "head.w", D, m->V, 1, &m->wh));
 
     peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "gpt.init"));
@@ -275,6 +277,7 @@ static peat_status gpt_create(peat_flow_t *f)
     if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "gpt");
     f->impl = m;
     m->unfused = f->ops == &peat_models_gpt_unfused_ops;
+    m->llama = f->ops == &peat_models_llama_ops;
     int L = f->cfg.depth;
     if (L > GPT_MAX_BLOCKS)
         return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: depth %d > %d", L, GPT_MAX_BLOCKS);
@@ -441,6 +444,27 @@ static peat_status attn_bwd(peat_flow_t *f, gpt_impl *m, gpt_block *b)
 
 /* ---- forward / backward ------------------------------------------------------------------- */
 
+/* The pre-norm: layernorm (Y, mean, rstd), or in llama RMSNorm (Y, rstd; no beta, no mean). */
+static peat_status norm_fwd(peat_flow_t *f, const gpt_impl *m, const char *layer,
+                            const peat_tensor *X, const peat_models_param *g,
+                            const peat_models_param *b, peat_tensor *Y, peat_tensor *mean,
+                            peat_tensor *rstd)
+{
+    if (m->llama) return peat_models_rmsnorm(f, layer, m->Nrow, m->D, X, g->w, Y, rstd);
+    return peat_models_layernorm(f, layer, m->Nrow, m->D, X, g->w, b->w, Y, mean, rstd);
+}
+
+static peat_status norm_bwd(peat_flow_t *f, const gpt_impl *m, const char *layer,
+                            const peat_tensor *X, peat_models_param *g, peat_models_param *b,
+                            const peat_tensor *mean, const peat_tensor *rstd, const peat_tensor *dY,
+                            peat_tensor *dX)
+{
+    if (m->llama)
+        return peat_models_rmsnorm_bwd(f, layer, m->Nrow, m->D, X, g->w, rstd, dY, dX, g->g);
+    return peat_models_layernorm_bwd(f, layer, m->Nrow, m->D, X, g->w, mean, rstd, dY, dX, g->g,
+                                     b->g);
+}
+
 static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
 {
     int64_t N = m->Nrow, D = m->D, L = f->cfg.depth;
@@ -455,12 +479,12 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
                                   m->X[0]));
     for (int64_t l = 0; l < L; l++) {
         gpt_block *b = &m->blk[l];
-        PEAT_TRY(peat_models_layernorm(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->ln1b->w, b->H1,
-                                       b->mean1, b->rstd1));
-        PEAT_TRY(
-            peat_models_linear_fwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, NULL, b->QKV0));
-        PEAT_TRY(peat_models_bias_add(f, b->name[1], PEAT_PHASE_FWD, N, 3 * D, 1, b->QKV0,
-                                      b->bqkv->w, b->QKV));
+        PEAT_TRY(norm_fwd(f, m, b->name[0], m->X[l], b->ln1g, b->ln1b, b->H1, b->mean1, b->rstd1));
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, NULL,
+                                        m->llama ? b->QKV : b->QKV0));
+        if (!m->llama)
+            PEAT_TRY(peat_models_bias_add(f, b->name[1], PEAT_PHASE_FWD, N, 3 * D, 1, b->QKV0,
+                                          b->bqkv->w, b->QKV));
         heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(b->Q), 1);
         heads_copy(m, peat_f32(b->QKV), 3, 1, peat_f32(b->K), 1);
         heads_copy(m, peat_f32(b->QKV), 3, 2, peat_f32(b->V), 1);
@@ -468,18 +492,18 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
         heads_copy(m, peat_f32(b->Om), 1, 0, peat_f32(b->O), 0);
         /* the residual sum is the GEMM's beta*C */
         PEAT_TRY(peat_models_linear_fwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->X[l], b->Xa));
-        PEAT_TRY(peat_models_layernorm(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->ln2b->w, b->H2,
-                                       b->mean2, b->rstd2));
-        PEAT_TRY(peat_models_linear_fwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, NULL, b->F));
-        PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, 4 * D, 1, b->F, b->b1->w,
-                                      b->Fb));
+        PEAT_TRY(norm_fwd(f, m, b->name[4], b->Xa, b->ln2g, b->ln2b, b->H2, b->mean2, b->rstd2));
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, NULL,
+                                        m->llama ? b->Fb : b->F));
+        if (!m->llama)
+            PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, 4 * D, 1, b->F,
+                                          b->b1->w, b->Fb));
         PEAT_TRY(
             peat_models_unary(f, b->name[5], PEAT_PHASE_FWD, PEAT_OP_GELU, b->Fb, NULL, b->Fg));
         PEAT_TRY(peat_models_linear_fwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, b->Xa,
                                         m->X[l + 1]));
     }
-    PEAT_TRY(peat_models_layernorm(f, "lnf", N, D, m->X[L], m->lnfg->w, m->lnfb->w, m->Hf, m->meanf,
-                                   m->rstdf));
+    PEAT_TRY(norm_fwd(f, m, "lnf", m->X[L], m->lnfg, m->lnfb, m->Hf, m->meanf, m->rstdf));
     /* only the answer positions are scored: their rows go through the head */
     for (int64_t i = 0; i < m->B; i++)
         for (int64_t j = 0; j < m->na; j++)
@@ -498,8 +522,7 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
         for (int64_t j = 0; j < m->na; j++)
             memcpy(peat_f32(m->dHf) + ans_row(m, i, j) * D, peat_f32(m->dHa) + (i * m->na + j) * D,
                    (size_t)D * sizeof(float));
-    PEAT_TRY(peat_models_layernorm_bwd(f, "lnf", N, D, m->X[L], m->lnfg->w, m->meanf, m->rstdf,
-                                       m->dHf, m->dX, m->lnfg->g, m->lnfb->g));
+    PEAT_TRY(norm_bwd(f, m, "lnf", m->X[L], m->lnfg, m->lnfb, m->meanf, m->rstdf, m->dHf, m->dX));
     peat_op_params p;
     for (int64_t l = L - 1; l >= 0; l--) {
         gpt_block *b = &m->blk[l];
@@ -508,11 +531,11 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
                                         b->w2->g, m->dFg));
         PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_BWD, PEAT_OP_GELU_BWD, b->Fb, m->dFg,
                                    m->dFb));
-        PEAT_TRY(peat_models_bias_bwd(f, b->name[5], N, 4 * D, 1, m->dFb, b->b1->g));
+        if (!m->llama) PEAT_TRY(peat_models_bias_bwd(f, b->name[5], N, 4 * D, 1, m->dFb, b->b1->g));
         PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, m->dFb,
                                         b->w1->g, m->dH));
-        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[4], N, D, b->Xa, b->ln2g->w, b->mean2,
-                                           b->rstd2, m->dH, m->dXln, b->ln2g->g, b->ln2b->g));
+        PEAT_TRY(norm_bwd(f, m, b->name[4], b->Xa, b->ln2g, b->ln2b, b->mean2, b->rstd2, m->dH,
+                          m->dXln));
         /* the two paths into Xa add up: an elementwise sum is a bias_add with R = S = 1 */
         PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dX,
                                       m->dXa));
@@ -524,11 +547,12 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
         heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->dQ), 0);
         heads_copy(m, peat_f32(m->dQKV), 3, 1, peat_f32(m->dK), 0);
         heads_copy(m, peat_f32(m->dQKV), 3, 2, peat_f32(m->dV), 0);
-        PEAT_TRY(peat_models_bias_bwd(f, b->name[1], N, 3 * D, 1, m->dQKV, b->bqkv->g));
+        if (!m->llama)
+            PEAT_TRY(peat_models_bias_bwd(f, b->name[1], N, 3 * D, 1, m->dQKV, b->bqkv->g));
         PEAT_TRY(peat_models_linear_bwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, m->dQKV,
                                         b->wqkv->g, m->dH));
-        PEAT_TRY(peat_models_layernorm_bwd(f, b->name[0], N, D, m->X[l], b->ln1g->w, b->mean1,
-                                           b->rstd1, m->dH, m->dXln, b->ln1g->g, b->ln1b->g));
+        PEAT_TRY(norm_bwd(f, m, b->name[0], m->X[l], b->ln1g, b->ln1b, b->mean1, b->rstd1, m->dH,
+                          m->dXln));
         /* d(X[l]) = dXa (skip) + layernorm path, into dX (free again) */
         PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dXa,
                                       m->dX));
@@ -645,6 +669,20 @@ const peat_models_flow_ops peat_models_gpt_ops = {
             "addition \"ab+cd=\" -> sum digits, least significant first (--size base: next-token "
             "prediction on a Zipf-bigram corpus, T 128, vocabulary 1024)",
     .ops = GPT_OPS | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD),
+    GPT_COMMON,
+};
+
+/* llama's op kinds: no layernorm, no projection biases (the position table is still a bias) */
+#define LLAMA_OPS                                                                                  \
+    ((GPT_OPS & ~((1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD))) |                    \
+     (1u << PEAT_OP_RMSNORM) | (1u << PEAT_OP_RMSNORM_BWD) | (1u << PEAT_OP_ATTENTION) |           \
+     (1u << PEAT_OP_ATTENTION_BWD))
+
+const peat_models_flow_ops peat_models_llama_ops = {
+    .name = "llama",
+    .desc = "the gpt model and task as LLaMA builds a block: RMSNorm before attention, MLP and "
+            "head, no biases in the attention and MLP projections",
+    .ops = LLAMA_OPS,
     GPT_COMMON,
 };
 

@@ -126,6 +126,34 @@ peat_status peat_models_layernorm_bwd(peat_flow_t *f, const char *layer, int64_t
     return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_LAYERNORM_BWD, &p, 5, in, 3, out);
 }
 
+/* RMSNorm with eps 1e-6 (LLaMA's) */
+peat_status peat_models_rmsnorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                const peat_tensor *X, const peat_tensor *gamma, peat_tensor *Y,
+                                peat_tensor *rstd)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C;
+    p.f[0] = 1e-6;
+    const peat_tensor *in[2] = {X, gamma};
+    peat_tensor *out[2] = {Y, rstd};
+    return run(f, layer, PEAT_PHASE_FWD, PEAT_OP_RMSNORM, &p, 2, in, 2, out);
+}
+
+peat_status peat_models_rmsnorm_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
+                                    const peat_tensor *X, const peat_tensor *gamma,
+                                    const peat_tensor *rstd, const peat_tensor *dY, peat_tensor *dX,
+                                    peat_tensor *dgamma)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = R, p.i[1] = C;
+    p.f[0] = 1e-6;
+    const peat_tensor *in[4] = {X, gamma, rstd, dY};
+    peat_tensor *out[2] = {dX, dgamma};
+    return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_RMSNORM_BWD, &p, 4, in, 2, out);
+}
+
 peat_status peat_models_xent_ws_alloc(peat_models_xent_ws *ws, int64_t R)
 {
     memset(ws, 0, sizeof *ws);

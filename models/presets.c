@@ -44,7 +44,8 @@ peat_status peat_models_flow_size_parse(const char *name, int *size)
 const peat_models_preset *peat_models_preset_get(const char *flow, int size)
 {
     if (size < 0 || size >= PEAT_FLOW_SIZES) return NULL;
-    /* gpt_unfused is the same model as gpt */
+    /* gpt_unfused and llama are the gpt model (llama with its own norm and no biases) */
+    if (strcmp(flow, "llama") == 0) flow = "gpt";
     size_t n = strncmp(flow, "gpt", 3) == 0 ? 3 : strlen(flow) + 1;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strncmp(presets[i].flow, flow, n) == 0) return &presets[i].p[size];

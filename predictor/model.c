@@ -1,6 +1,7 @@
 /* model.c: the latency model: GEMM views of ops, tile and wave arithmetic, bytes moved, the
  * compute/memory classing rule, and prediction of one call from a calibration table. */
 #include "predictor/predictor.h"
+#include "core/opdesc.h"
 
 #include <math.h>
 
@@ -9,40 +10,14 @@ static int64_t ceil_div(int64_t a, int64_t b)
     return b > 0 ? (a + b - 1) / b : a;
 }
 
-static int64_t conv_out(int64_t in, int64_t k, int64_t stride, int64_t pad)
-{
-    return (in + 2 * pad - k) / (stride > 0 ? stride : 1) + 1;
-}
-
 int peat_predictor_gemm_view(peat_op_kind op, const peat_op_params *p, peat_pred_gemm_view *v)
 {
-    const int64_t *i = p->i;
+    const peat_op_desc *d = peat_op_desc_get(op);
+    peat_op_gemm_view g = {0, 0, 0, 0, 1.0};
     v->scale = 1.0;
-    switch (op) {
-    case PEAT_OP_GEMM:
-        v->batch = i[5] > 0 ? i[5] : 1, v->m = i[2], v->n = i[3], v->k = i[4];
-        return 1;
-    case PEAT_OP_CONV2D:
-    case PEAT_OP_CONV2D_BWD_DATA:
-    case PEAT_OP_CONV2D_BWD_FILTER: {
-        /* the implicit GEMM each direction computes (as conv_im2col does) */
-        int64_t ohw = conv_out(i[2], i[5], i[7], i[8]) * conv_out(i[3], i[6], i[7], i[8]);
-        int64_t ckk = i[1] * i[5] * i[6];
-        v->batch = 1;
-        if (op == PEAT_OP_CONV2D) v->m = i[4], v->n = i[0] * ohw, v->k = ckk;
-        if (op == PEAT_OP_CONV2D_BWD_DATA) v->m = ckk, v->n = i[0] * ohw, v->k = i[4];
-        if (op == PEAT_OP_CONV2D_BWD_FILTER) v->m = i[4], v->n = ckk, v->k = i[0] * ohw;
-        return 1;
-    }
-    case PEAT_OP_ATTENTION:
-    case PEAT_OP_ATTENTION_BWD:
-        /* query tiles over key tiles, QK^T and PV: 2 x 2 T T D flops per head */
-        v->batch = i[0] * i[1], v->m = i[2], v->n = i[2], v->k = 2 * i[3];
-        v->scale = i[4] ? 0.5 : 1.0;
-        return 1;
-    default:
-        return 0;
-    }
+    if (!d || !d->gemm_view(p, &g)) return 0;
+    v->batch = g.batch, v->m = g.m, v->n = g.n, v->k = g.k, v->scale = g.scale;
+    return 1;
 }
 
 peat_status peat_predictor_waves(const peat_kernel_config *cfg, const peat_pred_device *d,

@@ -177,6 +177,18 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
         peat_tensor_free(fin[2]);
         break;
     }
+    case PEAT_OP_RMSNORM:
+        i[0] = 5, i[1] = 48, f[0] = 1e-6, c.n_in = 2;
+        c.in[0] = rnd(r, 5 * 48, variant ? 3.0 : 0.0, 1.5), c.in[1] = rnd(r, 48, 1, 0.3);
+        break;
+    case PEAT_OP_RMSNORM_BWD: {
+        int64_t R = variant ? 40 : 5, C = variant ? 12 : 48;
+        i[0] = R, i[1] = C, f[0] = 1e-6, c.n_in = 4;
+        c.in[0] = rnd(r, R * C, 0.5, 1.5), c.in[1] = rnd(r, C, 1, 0.3);
+        c.in[2] = fwd_out("rmsnorm_golden", PEAT_OP_RMSNORM, &c.p, 2, c.in, 1);
+        c.in[3] = rnd(r, R * C, 0, 1);
+        break;
+    }
     case PEAT_OP_ATTENTION:
     case PEAT_OP_ATTENTION_BWD: {
         int64_t B = 2, H = 2, T = 9, D = 8, n = B * H * T * D;
@@ -279,7 +291,11 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_CROSS_ENTROPY_BWD,
                                        PEAT_OP_ADAMW,
                                        PEAT_OP_SGD,
-                                       PEAT_OP_REDUCE};
+                                       PEAT_OP_REDUCE,
+                                       PEAT_OP_RMSNORM,
+                                       PEAT_OP_RMSNORM_BWD};
+/* the ops with device goldens (CUDA/HIP, OpenCL): all_ops before RMSNorm */
+#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 2)
 
 /* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
 static inline peat_args run_on(const char *backend, const char *name, const gcase *c)

@@ -107,7 +107,7 @@ Test(gpu, every_op_golden_and_candidate_within_rounding_bound_of_exact)
 {
     const char *be = gpu_backend();
     if (!be) cr_skip_test("no GPU backend built or no device present");
-    for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++)
+    for (size_t k = 0; k < (size_t)DEVICE_OPS; k++)
         for (int variant = 0; variant < 2; variant++) {
             char name[64];
             snprintf(name, sizeof name, "%s_golden", peat_op_name(all_ops[k]));

@@ -492,6 +492,31 @@ Test(golden, bf16_storage_breaks_the_bound)
     }
 }
 
+Test(golden, hand_rmsnorm)
+{
+    /* X = [1 2 3 4]: mean square (1 + 4 + 9 + 16)/4 = 7.5, rstd = 1/sqrt(7.5 + 1e-6)
+     * = 0.36514834992107; gamma = [1 1 2 0.5] -> Y = [r, 2r, 6r, 2r] */
+    peat_op_params p = {.i = {1, 4}, .f = {1e-6}};
+    peat_tensor *in[2] = {tf(4, (float[]){1, 2, 3, 4}), tf(4, (float[]){1, 1, 2, 0.5f})};
+    double r = 1.0 / sqrt(7.5 + 1e-6);
+    hand(PEAT_OP_RMSNORM, &p, 2, in, 0, (double[]){r, 2 * r, 6 * r, 2 * r}, 4);
+    hand(PEAT_OP_RMSNORM, &p, 2, in, 1, (double[]){r}, 1);
+    free_all(2, in);
+}
+
+Test(golden, hand_rmsnorm_bwd)
+{
+    /* X = [1 -1 2] with given rstd 0.5; gamma = [1 2 1], dY = [1 1 2]: g = [1 2 2],
+     * mean(g x) = (1 - 2 + 4)/3 = 1; dX = 0.5 (g - x 0.25 1) = 0.5 [0.75, 2.25, 1.5]
+     * = [0.375, 1.125, 0.75]; dgamma = dY x rstd = [0.5, -0.5, 2] (one row) */
+    peat_op_params p = {.i = {1, 3}, .f = {1e-6}};
+    peat_tensor *in[4] = {tf(3, (float[]){1, -1, 2}), tf(3, (float[]){1, 2, 1}),
+                          tf(1, (float[]){0.5f}), tf(3, (float[]){1, 1, 2})};
+    hand(PEAT_OP_RMSNORM_BWD, &p, 4, in, 0, (double[]){0.375, 1.125, 0.75}, 3);
+    hand(PEAT_OP_RMSNORM_BWD, &p, 4, in, 1, (double[]){0.5, -0.5, 2}, 3);
+    free_all(4, in);
+}
+
 /* ---- backward ops against central differences of the exact forward op -------------------- */
 
 /* J(inputs) = sum_i wt[i] * out0[i] of exact forward `fwd` run on F64 inputs. */
@@ -659,6 +684,23 @@ Test(golden, fd_layernorm_bwd)
     fd_check("layernorm_exact", &p, 3, in, 2, w, b.out[2], "layernorm dbeta");
     peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dy);
     peat_tensor_free(g64), peat_tensor_free(x64), free(w), free_all(3, in), peat_rng_free(r);
+}
+
+Test(golden, fd_rmsnorm_bwd)
+{
+    peat_rng_t *r = peat_rng_new(17);
+    peat_op_params p = {.i = {3, 6}, .f = {1e-6}};
+    peat_tensor *in[2] = {rnd(r, 18, 0.5, 1), rnd(r, 6, 1, 0.3)};
+    double *w = weights(r, 18);
+    /* the backward reads the forward's rstd: pass it in double */
+    peat_args y = run_exact64("rmsnorm_exact", PEAT_OP_RMSNORM, &p, 2, in);
+    peat_tensor *dy = wt_tensor(w, 18), *g64 = to_f64(in[1]), *x64 = to_f64(in[0]);
+    peat_tensor *bw[4] = {x64, g64, y.out[1], dy};
+    peat_args b = run_exact64("rmsnorm_bwd_exact", PEAT_OP_RMSNORM_BWD, &p, 4, bw);
+    fd_check("rmsnorm_exact", &p, 2, in, 0, w, b.out[0], "rmsnorm dX");
+    fd_check("rmsnorm_exact", &p, 2, in, 1, w, b.out[1], "rmsnorm dgamma");
+    peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dy);
+    peat_tensor_free(g64), peat_tensor_free(x64), free(w), free_all(2, in), peat_rng_free(r);
 }
 
 Test(golden, fd_attention_bwd)

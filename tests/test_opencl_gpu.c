@@ -67,7 +67,7 @@ Test(opencl, buffers_round_trip_and_kernel_time_from_events)
 Test(opencl, every_op_golden_within_rounding_bound_of_exact)
 {
     need_opencl();
-    for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++)
+    for (size_t k = 0; k < (size_t)DEVICE_OPS; k++)
         for (int variant = 0; variant < 2; variant++) {
             char name[64];
             snprintf(name, sizeof name, "%s_golden", peat_op_name(all_ops[k]));

@@ -548,7 +548,7 @@ Test(robust, options_that_do_nothing_are_refused)
     static const struct {
         const char *args, *says;
     } cases[] = {
-        {"--seq 16", "--seq applies to the gpt flows only"},
+        {"--seq 16", "--seq applies to the gpt and llama flows only"},
         {"--iters 200 --checkpoints 0,5,100000", "iteration 100000 is past the run's last (199"},
         {"--iters 20 --activations 3,20", "iteration 20 is past the run's last (19"},
         {"--config /tmp", "--config /tmp is not a regular file"},

@@ -102,9 +102,9 @@ static peat_status check_flow_options(const peat_campaign *c)
         return PEAT_ERROR(PEAT_ERR_INVAL,
                           "--loss-scale-init and --loss-scale-interval apply to --precision "
                           "amp-fp16 only (the loss scaler)");
-    if (o->seq && strncmp(c->flow, "gpt", 3) != 0)
+    if (o->seq && strncmp(c->flow, "gpt", 3) != 0 && strcmp(c->flow, "llama") != 0)
         return PEAT_ERROR(PEAT_ERR_INVAL,
-                          "--seq applies to the gpt flows only (flow '%s' has no "
+                          "--seq applies to the gpt and llama flows only (flow '%s' has no "
                           "sequence)",
                           c->flow);
     PEAT_TRY(peat_iter_spec_check_range(o->checkpoint_iters, c->iters, "checkpoints"));

@@ -154,6 +154,8 @@ typedef struct peat_op_info {
 PEAT_API const peat_op_info *peat_op_info_get(peat_op_kind op);
 PEAT_API peat_status peat_op_parse(const char *name, peat_op_kind *out);
 PEAT_API const char *peat_op_name(peat_op_kind op);
+/* The aten ops (comma separated, "" for none) the PyTorch bridge maps to op; NULL out of range. */
+PEAT_API const char *peat_op_aten(peat_op_kind op);
 /* Validates a call against its op (count, dtypes, shapes). */
 PEAT_API peat_status peat_op_check(const peat_args *a);
 /* Allocates outputs of the right shape with the given float dtype (F32 for golden/candidate,

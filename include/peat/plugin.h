@@ -8,7 +8,7 @@
  *
  * PEAT loads it with dlopen, calls peat_plugin_abi_version() first and refuses the library
  * (PEAT_ERR_ABI, one clear line) unless the number is in PEAT_PLUGIN_ABI_OLDEST ..
- * PEAT_PLUGIN_ABI_VERSION (2..4): a plugin built against an older header in that range loads
+ * PEAT_PLUGIN_ABI_VERSION (2..5): a plugin built against an older header in that range loads
  * through a compatibility shim (docs/plugin-abi.md, "Older plugins"). Only then it calls
  * peat_plugin_register(), in which the plugin calls host->register_kernel() once per kernel.
  * Kernels receive peat_args and must fill every output element. A "cpu" kernel gets tensors in
@@ -139,6 +139,12 @@ typedef enum peat_op_kind {
     PEAT_OP_SGD,
     /* i: R, C, mode (0 sum, 1 mean) ; in: X [R,C] ; out: Y [R] (reduce each row) */
     PEAT_OP_REDUCE,
+    /* ABI 5. i: R, C ; f: eps ; in: X [R,C], gamma [C] ;
+     * out: Y [R,C] = X rstd gamma, rstd [R] = 1/sqrt(mean over the row of X^2 + eps) */
+    PEAT_OP_RMSNORM,
+    /* i: R, C ; f: eps ; in: X, gamma, rstd, dY ; out: dX [R,C], dgamma [C]
+     * (g = dY gamma: dX = rstd (g - X rstd^2 mean_C(g X)), dgamma = sum over rows of dY X rstd) */
+    PEAT_OP_RMSNORM_BWD,
     PEAT_OP_COUNT
 } peat_op_kind;
 
@@ -213,8 +219,10 @@ typedef struct peat_kernel {
  * 3: peat_kernel.flags (PEAT_KERNEL_REENTRANT); plugins built for 2 still load (flags 0)
  * 4: PEAT's own fields left peat_tensor (owns_data) and peat_device (cl_program, host); OpenCL
  *    programs are built through peat_plugin_host.cl_program; plugins built for 2 and 3 still
- *    load (docs/plugin-abi.md: what they read is where it was) */
-#define PEAT_PLUGIN_ABI_VERSION 4
+ *    load (docs/plugin-abi.md: what they read is where it was)
+ * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm and its backward); no layout changed, so
+ *    plugins built for 2..4 load as before (their kernels name only the older ops) */
+#define PEAT_PLUGIN_ABI_VERSION 5
 #define PEAT_PLUGIN_ABI_OLDEST  2 /* the oldest plugin ABI this host still loads */
 
 typedef struct peat_plugin_host {

@@ -104,6 +104,7 @@ def lib():
         "peat_error_last": ([], ctypes.c_char_p),
         "peat_op_parse": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
         "peat_op_name": ([ctypes.c_int], ctypes.c_char_p),
+        "peat_op_aten": ([ctypes.c_int], ctypes.c_char_p),
         "peat_plugin_load": ([ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
     }
     for name, (args, res) in sig.items():
@@ -180,3 +181,17 @@ def ptr_array(tensors):
     for k, t in enumerate(tensors):
         arr[k] = ctypes.addressof(t)
     return arr
+
+
+def aten_map():
+    """{aten op name: [PEAT op names]} from the op descriptors (core/ops/<op>.c, .aten)."""
+    L = lib()
+    out, k = {}, 0
+    while True:
+        names = L.peat_op_aten(k)
+        if names is None:
+            return out
+        op = L.peat_op_name(k).decode()
+        for a in filter(None, names.decode().split(",")):
+            out.setdefault(a, []).append(op)
+        k += 1

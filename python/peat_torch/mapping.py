@@ -5,6 +5,8 @@ import math
 
 import torch
 
+from . import _lib
+
 DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
           torch.int32: "i32", torch.int64: "i32"}
 
@@ -347,21 +349,15 @@ INPLACE = {"_fused_adamw_": map_fused_adamw, "_fused_sgd_": map_fused_sgd}
 # in-place elementwise ops: capture copies the input before the call and maps the call as the
 # out-of-place op on that copy
 INPLACE_ELEMENTWISE = {"relu_"}
-# the PEAT ops each aten op maps to (for choosing what to capture or swap)
-PEAT_OPS = {
-    "mm": ["gemm"], "addmm": ["gemm"], "bmm": ["gemm"], "baddbmm": ["gemm"],
-    "convolution": ["conv2d"], "convolution_backward": ["conv2d_bwd_data", "conv2d_bwd_filter"],
-    "relu": ["relu"], "threshold_backward": ["relu_bwd"], "gelu": ["gelu"],
-    "gelu_backward": ["gelu_bwd"], "_softmax": ["softmax"], "_safe_softmax": ["softmax"],
-    "relu_": ["relu"], "_softmax_backward_data":
-    ["softmax_bwd"], "_log_softmax": ["cross_entropy"], "nll_loss_forward": ["cross_entropy"],
-    "nll_loss_backward": ["cross_entropy_bwd"], "_log_softmax_backward_data":
-    ["cross_entropy_bwd"], "native_layer_norm": ["layernorm"], "native_layer_norm_backward":
-    ["layernorm_bwd"], "embedding": ["embedding"], "embedding_dense_backward": ["embedding_bwd"],
-    "_scaled_dot_product_flash_attention_for_cpu": ["attention"],
-    "_scaled_dot_product_flash_attention_for_cpu_backward": ["attention_bwd"],
-    "_fused_adamw_": ["adamw"], "_fused_sgd_": ["sgd"],
-}
+# the PEAT ops each aten op maps to (for choosing what to capture or swap): the op descriptors'
+# aten names (core/ops/<op>.c); every aten op translated here must be one of them
+PEAT_OPS = _lib.aten_map()
+_untranslated = sorted(set(PEAT_OPS) - set(TABLE) - set(INPLACE))
+_undeclared = sorted((set(TABLE) | set(INPLACE)) - set(PEAT_OPS))
+if _untranslated or _undeclared:
+    raise _lib.PeatError("peat_torch and libpeat.so disagree on the aten ops: no translation for "
+                         "%s, no op descriptor for %s (rebuild one or the other)"
+                         % (_untranslated or "none", _undeclared or "none"))
 
 
 class State:

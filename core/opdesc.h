@@ -1,0 +1,211 @@
+/* opdesc.h: the op descriptor. Every op kind is one file of core/ops/ that fills one
+ * peat_op_desc per direction (forward, backward) with every trait the modules ask for: its
+ * parameters and shape rules, its rounding-bound rule (magnitude, terms), its probes, its
+ * permutation layout for the diagnosis, its cost features and synthetic calls for the predictor,
+ * its autocast policy and the aten names it maps. core/ops/table.c lists them; the modules ask
+ * the table (peat_op_desc_get) and switch on no op kind. docs/ops.md, "Adding an op". */
+#ifndef PEAT_CORE_OPDESC_H
+#define PEAT_CORE_OPDESC_H
+
+#include "core/record.h"
+#include "peat/peat.h"
+
+/* ---- probes: what the analyzer runs beyond the recorded calls ---- */
+
+typedef enum peat_probe_kind {
+    PEAT_PROBE_SHAPE = 0, /* awkward sizes, long K, batch, transposes */
+    PEAT_PROBE_VALUE,     /* subnormals, near overflow, cancellation, large logits, ... */
+    PEAT_PROBE_KIND_COUNT
+} peat_probe_kind;
+
+/* What a value probe pushes on: the detector reads NaN/Inf on an "overflow" probe as a range
+ * finding and errors on a "subnormal" probe as flush-to-zero. */
+typedef enum peat_probe_tag {
+    PEAT_PROBE_TAG_NONE = 0,
+    PEAT_PROBE_TAG_SUBNORMAL,
+    PEAT_PROBE_TAG_OVERFLOW,
+    PEAT_PROBE_TAG_CANCEL,
+    PEAT_PROBE_TAG_EXACT
+} peat_probe_tag;
+
+/* Where an op's probe generator puts its probes (the analyzer's probe set): add() appends an
+ * empty probe and returns its arguments (op, params and inputs are the generator's to set;
+ * tensors it puts there belong to the set), NULL when out of memory. */
+typedef struct peat_probe_sink {
+    void *ctx;
+    peat_args *(*add)(void *ctx, peat_probe_kind kind, peat_probe_tag tag, const char *label);
+} peat_probe_sink;
+
+/* ---- permutation layout: how an op's outputs follow its inputs' axes ---- */
+
+/* One tensor as [P, R, C] (planes, rows, columns), each axis moved by one of the op's drawn
+ * permutations (an index into peat_op_perm.len) or by none (-1). */
+typedef struct peat_op_perm_view {
+    int64_t P, R, C;
+    int ap, ar, ac;
+} peat_op_perm_view;
+
+typedef struct peat_op_perm {
+    int64_t len[3];   /* the permutations drawn, in order (<= 1: none) */
+    unsigned in_mask; /* inputs permuted (bit k for input k) */
+    peat_op_perm_view in[PEAT_MAX_IO];
+    peat_op_perm_view out; /* where the elements of each output of its size come from */
+} peat_op_perm;
+
+/* ---- predictor: the GEMM an op's work amounts to ---- */
+
+typedef struct peat_op_gemm_view {
+    int64_t batch, m, n, k;
+    double scale; /* share of the m x n x k work done (0.5: a causal mask) */
+} peat_op_gemm_view;
+
+/* ---- magnitude: the op's inputs as doubles ---- */
+
+typedef struct peat_op_mag_in {
+    double *x[PEAT_MAX_IO]; /* NULL for I32 inputs (read them from the args) */
+} peat_op_mag_in;
+
+typedef struct peat_op_desc {
+    /* name, arity, shape check, output shapes, depth, flops (peat.h) */
+    peat_op_info info;
+
+    /* Rounding bound (docs/ops.md, docs/bounds.md): per-element magnitude of the n elements of
+     * output o such that an honest fp32 kernel's error is <= gamma_depth * mag; exact_out is
+     * output o of the exact kernel (for rules that need it). */
+    peat_status (*magnitude)(const peat_args *a, int o, const peat_op_mag_in *in, int64_t n,
+                             const peat_tensor *exact_out, double *mag);
+    /* How many comparably sized, independently rounded terms make up each element of output o
+     * (1 for a value dominated by its own inputs), at most the depth. */
+    int64_t (*terms)(const peat_op_params *p, int o, int64_t depth);
+
+    /* Probes: the op's own shape and value probes built from the recorded calls (recs holds
+     * calls of this op, at least one), with a generator seeded from seed. */
+    peat_status (*probes)(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed);
+    /* The inputs an output scales with when they alone are scaled, the others (indices, saved
+     * statistics) kept consistent: the subnormal end of the range probe (bit k: input k). */
+    unsigned range_low;
+    /* The inputs scaled to 2^17 for the large end of the range probe (0: none). */
+    unsigned range_high;
+
+    /* Diagnosis: the permutation of rows, columns, planes or elements the outputs follow (0
+     * when the op has none: embeddings, a filter gradient). */
+    int (*perm)(const peat_args *a, peat_op_perm *out);
+
+    /* Predictor: the calibration family (params of size n; `off` 1 moves the dims off round
+     * numbers for held-out shapes), the input shapes and dtypes of a call, inputs that must be
+     * positive (bit k), and the GEMM view of the work (0 when there is none). */
+    void (*cal_params)(int n, int off, peat_op_params *p);
+    void (*input_shapes)(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
+                         peat_dtype dt[]);
+    unsigned positive_inputs;
+    int (*gemm_view)(const peat_op_params *p, peat_op_gemm_view *v);
+
+    /* Autocast (mixed-precision flows): inputs cast to half (bit k) and outputs returned in
+     * half, for an op on autocast's lower-precision list (0, 0: the op runs in fp32). */
+    void (*amp_masks)(const peat_args *a, unsigned *in, unsigned *out);
+
+    /* The aten ops (comma separated) the PyTorch bridge maps to this op ("" for none). */
+    const char *aten;
+} peat_op_desc;
+
+/* The descriptor of op (NULL when out of range). */
+const peat_op_desc *peat_op_desc_get(peat_op_kind op);
+/* Names of the traits op lacks, comma separated, into buf ("" when it has them all). A trait
+ * an op does not have by nature (no permutation, no GEMM view) is a function that says so. */
+const char *peat_op_desc_missing(peat_op_kind op, char *buf, size_t cap);
+
+/* ---- helpers the descriptor files share (core/ops/kit.c) ---- */
+
+/* Loads a's float inputs as doubles (I32 inputs stay NULL). */
+peat_status peat_op_mag_in_load(const peat_args *a, peat_op_mag_in *m);
+void peat_op_mag_in_free(peat_op_mag_in *m);
+/* The exact kernel of a's op run on |inputs| (indices unchanged): the magnitude of a plain sum
+ * of products. */
+peat_status peat_op_mag_abs(const peat_args *a, const peat_op_mag_in *in, int64_t n, double *mag);
+/* |exact value|: one rounding. */
+peat_status peat_op_mag_value(const peat_args *a, const peat_tensor *exact_out, int64_t n,
+                              double *mag);
+/* terms of a reduction: the depth; of an elementwise or row op: 1. */
+int64_t peat_op_terms_depth(const peat_op_params *p, int o, int64_t depth);
+int64_t peat_op_terms_one(const peat_op_params *p, int o, int64_t depth);
+/* No permutation, no GEMM view, no autocast cast, no probes of its own. */
+int peat_op_perm_none(const peat_args *a, peat_op_perm *out);
+int peat_op_gemm_view_none(const peat_op_params *p, peat_op_gemm_view *v);
+void peat_op_amp_none(const peat_args *a, unsigned *in, unsigned *out);
+peat_status peat_op_probes_none(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed);
+
+/* A view of one tensor. */
+static inline peat_op_perm_view peat_op_view(int64_t P, int64_t R, int64_t C, int ap, int ar,
+                                             int ac)
+{
+    peat_op_perm_view v = {P, R, C, ap, ar, ac};
+    return v;
+}
+
+/* Probe builders: a probe with a writable copy of rec's inputs; the same with input k mapped to
+ * shift + scale x; a probe of params q with new Gaussian inputs of the given sizes at the rms of
+ * the recorded inputs they replace. */
+peat_args *peat_op_probe_clone(peat_probe_sink *s, const peat_record *rec, peat_probe_kind kind,
+                               peat_probe_tag tag, const char *label);
+peat_status peat_op_probe_scaled(peat_probe_sink *s, const peat_record *rec, peat_probe_tag tag,
+                                 const char *label, int k, double scale, double shift);
+peat_status peat_op_probe_fresh(peat_probe_sink *s, const peat_record *rec, peat_rng_t *r,
+                                const peat_op_params *q, const int64_t *sizes, int n_in,
+                                const char *label);
+/* A probe of rec's inputs with inputs `which` and `which2` (-1: none) mapped to shift + scale x. */
+peat_status peat_op_probe_from_record(peat_probe_sink *s, const peat_record *rec,
+                                      peat_probe_tag tag, const char *label, int which,
+                                      double scale, double shift, int which2);
+/* Shape probes of a row-wise op (rows i[0], the first input [rows, i[1]] cycled, the others
+ * kept) or, with seq, of attention (sequence i[2], Q K V [B,H,T,D] cycled along T): the recorded
+ * values at row counts 1, 3, 7, 9, 17, 33, 65, one more, and 2m+3 (4m+1 for a sequence). */
+peat_status peat_op_probe_row_counts(peat_probe_sink *s, const peat_record *rec, int seq);
+/* Input k of a probe's args as floats, and its length. */
+float *peat_op_probe_f32(peat_args *a, int k);
+int64_t peat_op_probe_numel(const peat_args *a, int k);
+/* Largest finite |x| of a float tensor (1 when all are 0); its rms over finite values (1 when
+ * 0). */
+double peat_op_maxabs(const peat_tensor *t);
+double peat_op_rms(const peat_tensor *t);
+
+/* Shape checks: tensor t (input or output `what`; NULL passes) has dtype dt (F64 may stand in for
+ * F32) and n elements; params i[0..n-1] are sane sizes; output k of a (NULL when absent). */
+peat_status peat_op_expect(const peat_args *a, const peat_tensor *t, const char *what,
+                           peat_dtype dt, int64_t n);
+peat_status peat_op_positive(const peat_args *a, int n);
+const peat_tensor *peat_op_out(const peat_args *a, int k);
+/* Output o's shape: ndim n, dims d0..d3. */
+void peat_op_out_shape(int *nd, int64_t s[][PEAT_MAX_DIMS], int o, int n, int64_t d0, int64_t d1,
+                       int64_t d2, int64_t d3);
+
+/* Traits shared by families of ops:
+ * elementwise (i = n; inputs X, or X and dY, of n elements; one output of n): */
+peat_status peat_op_ew_check(const peat_args *a);
+peat_status peat_op_ew_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS]);
+int64_t peat_op_depth_one(const peat_op_params *p);
+double peat_op_ew_flops(const peat_op_params *p);
+void peat_op_ew_cal(int n, int off, peat_op_params *p);
+/* X [n]; X and dY [n] (a backward) */
+void peat_op_ew_inputs1(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
+                        peat_dtype dt[]);
+void peat_op_ew_inputs2(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
+                        peat_dtype dt[]);
+int peat_op_perm_elements(const peat_args *a, peat_op_perm *out);
+/* row-wise (i = R, C): depth C, 5 R C flops, one [R, C] or [R] output, the calibration family */
+int64_t peat_op_row_depth(const peat_op_params *p);
+double peat_op_row_flops(const peat_op_params *p);
+peat_status peat_op_rc_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS]);
+peat_status peat_op_rows_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS]);
+void peat_op_row_cal(int n, int off, peat_op_params *p);
+/* rows and columns of the [R, C] inputs, the inputs in cols_mask by columns ([C]) and in
+ * rows_mask by rows ([R]); the output view [R, C], or [R] with out_rows */
+int peat_op_perm_rows_cols(const peat_args *a, peat_op_perm *out, unsigned cols_mask,
+                           unsigned rows_mask, int out_rows);
+
+/* Synthetic shapes: sets ndim/shape/dtype of slot *k and advances it. */
+void peat_op_shape(int *nd, int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k, int d, int64_t a,
+                   int64_t b, int64_t c, int64_t e, peat_dtype t);
+/* params i[0..count-1] = v (each at least 1), the rest 0. */
+void peat_op_params_set(peat_op_params *p, int count, const int64_t *v);
+
+#endif
