@@ -8,5 +8,6 @@ peat_status peat_golden_register(void)
     PEAT_TRY(peat_golden_register_attention());
     PEAT_TRY(peat_golden_register_optim());
     PEAT_TRY(peat_golden_register_rmsnorm());
+    PEAT_TRY(peat_golden_register_silu());
     return PEAT_OK;
 }

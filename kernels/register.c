@@ -14,5 +14,6 @@ peat_status peat_kernels_register(void)
     PEAT_TRY(peat_kernels_register_attention());
     PEAT_TRY(peat_kernels_register_optim());
     PEAT_TRY(peat_kernels_register_rmsnorm());
+    PEAT_TRY(peat_kernels_register_silu());
     return PEAT_OK;
 }

@@ -9,7 +9,7 @@
 
 static const peat_models_flow_ops *const flow_table[] = {
     &peat_models_mlp_ops,         &peat_models_cnn_ops,   &peat_models_gpt_ops,
-    &peat_models_gpt_unfused_ops, &peat_models_llama_ops,
+    &peat_models_gpt_unfused_ops, &peat_models_llama_ops, &peat_models_mlp_silu_ops,
 };
 #define N_FLOWS ((int)(sizeof flow_table / sizeof flow_table[0]))
 

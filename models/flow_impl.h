@@ -73,6 +73,7 @@ extern const peat_models_flow_ops peat_models_cnn_ops;
 extern const peat_models_flow_ops peat_models_gpt_ops;
 extern const peat_models_flow_ops peat_models_gpt_unfused_ops; /* gpt.c, attention unfused */
 extern const peat_models_flow_ops peat_models_llama_ops;       /* gpt.c, RMSNorm, no biases */
+extern const peat_models_flow_ops peat_models_mlp_silu_ops;    /* mlp.c, SiLU activations */
 
 /* Adds a parameter of the given shape (zero-filled, with gradient and optimizer state) and
  * returns it through *out. Init is the caller's. */
@@ -167,6 +168,11 @@ peat_status peat_models_layernorm(peat_flow_t *f, const char *layer, int64_t R, 
                                   const peat_tensor *X, const peat_tensor *gamma,
                                   const peat_tensor *beta, peat_tensor *Y, peat_tensor *mean,
                                   peat_tensor *rstd);
+peat_status peat_models_swiglu(peat_flow_t *f, const char *layer, const peat_tensor *G,
+                               const peat_tensor *U, peat_tensor *Y);
+peat_status peat_models_swiglu_bwd(peat_flow_t *f, const char *layer, const peat_tensor *G,
+                                   const peat_tensor *U, const peat_tensor *dY, peat_tensor *dG,
+                                   peat_tensor *dU);
 peat_status peat_models_rmsnorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
                                 const peat_tensor *X, const peat_tensor *gamma, peat_tensor *Y,
                                 peat_tensor *rstd);

@@ -26,10 +26,11 @@ enum {
 
 typedef struct gpt_block {
     peat_models_param *ln1g, *ln1b, *wqkv, *bqkv, *wo, *ln2g, *ln2b, *w1, *b1, *w2;
-    char name[12][32]; /* layer names of the calls */
+    peat_models_param *w3; /* llama: the up projection of the SwiGLU MLP (w1 is its gate) */
+    char name[12][32];     /* layer names of the calls */
     /* activations kept for the backward (Lse for the fused attention, P for the unfused) */
     peat_tensor *H1, *mean1, *rstd1, *QKV0, *QKV, *Q, *K, *V, *O, *Lse, *P, *Om, *Xa;
-    peat_tensor *H2, *mean2, *rstd2, *F, *Fb, *Fg;
+    peat_tensor *H2, *mean2, *rstd2, *F, *Fb, *Fg, *Fu; /* Fu: llama's up projection */
 } gpt_block;
 
 typedef struct gpt_impl {
@@ -39,12 +40,13 @@ typedef struct gpt_impl {
     int lm;      /* the language-modelling task (the preset's): every position predicts the next */
     int64_t na;  /* scored positions per row: nd + 1 answer digits, or T */
     int64_t T, D, H, Dh, Nrow, Nans, B, V; /* V: vocabulary */
+    int64_t Fh; /* the MLP's hidden width: 4 D, or llama's 8 D / 3 rounded up to 8 */
     peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
     gpt_block blk[GPT_MAX_BLOCKS];
     peat_tensor *X[GPT_MAX_BLOCKS + 1], *E, *Hf, *meanf, *rstdf, *Ha, *logits, *dlogits;
     peat_tensor *tok, *tgt; /* I32 [B*T] inputs, I32 [Nans] answer targets */
     peat_tensor *dHa, *dHf, *dX, *dXa, *dXln, *dFg, *dFb, *dH, *dOm, *dO, *dQ, *dK, *dV, *dQKV;
-    peat_tensor *dE;
+    peat_tensor *dE, *dU, *dH3, *dHs; /* llama: the up projection's gradients, their sum */
     /* unfused attention: the causal mask [T*T], scores before/after it and the backward's
      * dP, dS [B*H, T, T] (scratch shared by the blocks) */
     peat_tensor *mask, *S, *Sm, *dP, *dS;
@@ -165,9 +167,10 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
         ADDB(wo, "attn.proj.w", D, D, 1);
         ADDB(ln2g, "ln2.g", D, 0, 0);
         if (!m->llama) ADDB(ln2b, "ln2.b", D, 0, 0);
-        ADDB(w1, "mlp.fc.w", D, 4 * D, 1);
-        if (!m->llama) ADDB(b1, "mlp.fc.b", 4 * D, 0, 0);
-        ADDB(w2, "mlp.proj.w", 4 * D, D, 1);
+        ADDB(w1, "mlp.fc.w", D, m->Fh, 1);
+        if (!m->llama) ADDB(b1, "mlp.fc.b", m->Fh, 0, 0);
+        if (m->llama) ADDB(w3, "mlp.up.w", D, m->Fh, 1);
+        ADDB(w2, "mlp.proj.w", m->Fh, D, 1);
         const char *ln[12] = {"ln1",     "attn.qkv",  "attn",         "attn.proj",
                               "ln2",     "mlp.fc",    "mlp.proj",     "res",
                               "attn.qk", "attn.mask", "attn.softmax", "attn.pv"};
@@ -193,7 +196,8 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
         peat_models_param_init(b->wqkv, r, s_in);
         peat_models_param_init(b->wo, r, s_out);
         peat_models_param_init(b->w1, r, s_in);
-        peat_models_param_init(b->w2, r, 1.0 / sqrt(4.0 * (double)D) / sqrt(2.0 * (double)L));
+        if (m->llama) peat_models_param_init(b->w3, r, s_in);
+        peat_models_param_init(b->w2, r, 1.0 / sqrt((double)m->Fh) / sqrt(2.0 * (double)L));
     }
     peat_models_param_fill(m->lnfg, 1.0f);
     peat_models_param_init(m->wh, r, s_in);
@@ -226,9 +230,10 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         T2(b->H2, N, D);
         T2(b->mean2, N, 0);
         T2(b->rstd2, N, 0);
-        T2(b->F, N, 4 * D);
-        T2(b->Fb, N, 4 * D);
-        T2(b->Fg, N, 4 * D);
+        T2(b->F, N, m->Fh);
+        T2(b->Fb, N, m->Fh);
+        T2(b->Fg, N, m->Fh);
+        if (m->llama) T2(b->Fu, N, m->Fh);
     }
     T2(m->E, N, D);
     T2(m->dE, N, D);
@@ -243,8 +248,13 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
     T2(m->dX, N, D);
     T2(m->dXa, N, D);
     T2(m->dXln, N, D);
-    T2(m->dFg, N, 4 * D);
-    T2(m->dFb, N, 4 * D);
+    T2(m->dFg, N, m->Fh);
+    T2(m->dFb, N, m->Fh);
+    if (m->llama) {
+        T2(m->dU, N, m->Fh);
+        T2(m->dH3, N, D);
+        T2(m->dHs, N, D);
+    }
     T2(m->dH, N, D);
     T2(m->dOm, N, D);
     T2(m->dQKV, N, 3 * D);
@@ -307,6 +317,9 @@ static peat_status gpt_create(peat_flow_t *f)
         return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: width %lld does not split into heads of %lld",
                           (long long)m->D, (long long)hd);
     m->Dh = m->D / m->H;
+    /* LLaMA's SwiGLU hidden width 8 D / 3 keeps the MLP's parameters at 8 D^2 with three
+     * matrices (rounded up to a multiple of 8) */
+    m->Fh = m->llama ? (8 * m->D / 3 + 7) / 8 * 8 : 4 * m->D;
     m->B = f->cfg.batch;
     m->Nrow = m->B * m->T;
     m->Nans = m->B * m->na;
@@ -349,14 +362,14 @@ static void gpt_destroy(peat_flow_t *f)
         gpt_block *b = &m->blk[l];
         peat_tensor *t[] = {b->H1,    b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q,  b->K,
                             b->V,     b->O,     b->Lse,   b->P,    b->Om,  b->Xa, b->H2,
-                            b->mean2, b->rstd2, b->F,     b->Fb,   b->Fg};
+                            b->mean2, b->rstd2, b->F,     b->Fb,   b->Fg,  b->Fu};
         for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     }
     for (int l = 0; l <= GPT_MAX_BLOCKS; l++) peat_tensor_free(m->X[l]);
     peat_tensor *t[] = {m->E,    m->Hf,  m->meanf, m->rstdf, m->Ha,  m->logits, m->dlogits, m->tok,
                         m->tgt,  m->dHa, m->dHf,   m->dX,    m->dXa, m->dXln,   m->dFg,     m->dFb,
                         m->dH,   m->dOm, m->dO,    m->dQ,    m->dK,  m->dV,     m->dQKV,    m->dE,
-                        m->mask, m->S,   m->Sm,    m->dP,    m->dS};
+                        m->mask, m->S,   m->Sm,    m->dP,    m->dS,  m->dU,     m->dH3,     m->dHs};
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     peat_models_xent_ws_free(&m->xw);
     free(m->ev_a);
@@ -493,14 +506,22 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
         /* the residual sum is the GEMM's beta*C */
         PEAT_TRY(peat_models_linear_fwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->X[l], b->Xa));
         PEAT_TRY(norm_fwd(f, m, b->name[4], b->Xa, b->ln2g, b->ln2b, b->H2, b->mean2, b->rstd2));
-        PEAT_TRY(peat_models_linear_fwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, NULL,
-                                        m->llama ? b->Fb : b->F));
-        if (!m->llama)
-            PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, 4 * D, 1, b->F,
+        if (m->llama) {
+            /* SwiGLU: gate G = H2 W1 (in Fb), up U = H2 W3, Fg = silu(G) U */
+            PEAT_TRY(
+                peat_models_linear_fwd(f, b->name[5], N, D, m->Fh, b->H2, b->w1->w, NULL, b->Fb));
+            PEAT_TRY(
+                peat_models_linear_fwd(f, b->name[5], N, D, m->Fh, b->H2, b->w3->w, NULL, b->Fu));
+            PEAT_TRY(peat_models_swiglu(f, b->name[5], b->Fb, b->Fu, b->Fg));
+        } else {
+            PEAT_TRY(
+                peat_models_linear_fwd(f, b->name[5], N, D, m->Fh, b->H2, b->w1->w, NULL, b->F));
+            PEAT_TRY(peat_models_bias_add(f, b->name[5], PEAT_PHASE_FWD, N, m->Fh, 1, b->F,
                                           b->b1->w, b->Fb));
-        PEAT_TRY(
-            peat_models_unary(f, b->name[5], PEAT_PHASE_FWD, PEAT_OP_GELU, b->Fb, NULL, b->Fg));
-        PEAT_TRY(peat_models_linear_fwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, b->Xa,
+            PEAT_TRY(
+                peat_models_unary(f, b->name[5], PEAT_PHASE_FWD, PEAT_OP_GELU, b->Fb, NULL, b->Fg));
+        }
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[6], N, m->Fh, D, b->Fg, b->w2->w, b->Xa,
                                         m->X[l + 1]));
     }
     PEAT_TRY(norm_fwd(f, m, "lnf", m->X[L], m->lnfg, m->lnfb, m->Hf, m->meanf, m->rstdf));
@@ -527,15 +548,28 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
     for (int64_t l = L - 1; l >= 0; l--) {
         gpt_block *b = &m->blk[l];
         /* dX holds d(X[l+1]); X[l+1] = Fg W2 + Xa */
-        PEAT_TRY(peat_models_linear_bwd(f, b->name[6], N, 4 * D, D, b->Fg, b->w2->w, m->dX,
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[6], N, m->Fh, D, b->Fg, b->w2->w, m->dX,
                                         b->w2->g, m->dFg));
-        PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_BWD, PEAT_OP_GELU_BWD, b->Fb, m->dFg,
-                                   m->dFb));
-        if (!m->llama) PEAT_TRY(peat_models_bias_bwd(f, b->name[5], N, 4 * D, 1, m->dFb, b->b1->g));
-        PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, 4 * D, b->H2, b->w1->w, m->dFb,
-                                        b->w1->g, m->dH));
-        PEAT_TRY(norm_bwd(f, m, b->name[4], b->Xa, b->ln2g, b->ln2b, b->mean2, b->rstd2, m->dH,
-                          m->dXln));
+        const peat_tensor *dH2 = m->dH;
+        if (m->llama) {
+            /* Fg = silu(G) U: dG (into dFb), dU; both projections read H2, their gradients add */
+            PEAT_TRY(peat_models_swiglu_bwd(f, b->name[5], b->Fb, b->Fu, m->dFg, m->dFb, m->dU));
+            PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, m->Fh, b->H2, b->w1->w, m->dFb,
+                                            b->w1->g, m->dH));
+            PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, m->Fh, b->H2, b->w3->w, m->dU,
+                                            b->w3->g, m->dH3));
+            PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dH, m->dH3,
+                                          m->dHs));
+            dH2 = m->dHs;
+        } else {
+            PEAT_TRY(peat_models_unary(f, b->name[5], PEAT_PHASE_BWD, PEAT_OP_GELU_BWD, b->Fb,
+                                       m->dFg, m->dFb));
+            PEAT_TRY(peat_models_bias_bwd(f, b->name[5], N, m->Fh, 1, m->dFb, b->b1->g));
+            PEAT_TRY(peat_models_linear_bwd(f, b->name[5], N, D, m->Fh, b->H2, b->w1->w, m->dFb,
+                                            b->w1->g, m->dH));
+        }
+        PEAT_TRY(
+            norm_bwd(f, m, b->name[4], b->Xa, b->ln2g, b->ln2b, b->mean2, b->rstd2, dH2, m->dXln));
         /* the two paths into Xa add up: an elementwise sum is a bias_add with R = S = 1 */
         PEAT_TRY(peat_models_bias_add(f, b->name[7], PEAT_PHASE_BWD, 1, N * D, 1, m->dXln, m->dX,
                                       m->dXa));
@@ -674,14 +708,16 @@ const peat_models_flow_ops peat_models_gpt_ops = {
 
 /* llama's op kinds: no layernorm, no projection biases (the position table is still a bias) */
 #define LLAMA_OPS                                                                                  \
-    ((GPT_OPS & ~((1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD))) |                    \
-     (1u << PEAT_OP_RMSNORM) | (1u << PEAT_OP_RMSNORM_BWD) | (1u << PEAT_OP_ATTENTION) |           \
-     (1u << PEAT_OP_ATTENTION_BWD))
+    ((GPT_OPS & ~((1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |                      \
+                  (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD))) |                              \
+     (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD) | (1u << PEAT_OP_RMSNORM) |               \
+     (1u << PEAT_OP_RMSNORM_BWD) | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD))
 
 const peat_models_flow_ops peat_models_llama_ops = {
     .name = "llama",
     .desc = "the gpt model and task as LLaMA builds a block: RMSNorm before attention, MLP and "
-            "head, no biases in the attention and MLP projections",
+            "head, a SwiGLU MLP (gate and up projections, hidden 8 d / 3), no biases in the "
+            "attention and MLP projections",
     .ops = LLAMA_OPS,
     GPT_COMMON,
 };

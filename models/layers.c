@@ -126,6 +126,29 @@ peat_status peat_models_layernorm_bwd(peat_flow_t *f, const char *layer, int64_t
     return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_LAYERNORM_BWD, &p, 5, in, 3, out);
 }
 
+/* Y = silu(G) U over n elements (the SwiGLU MLP's product); with dY, its backward into dG, dU */
+peat_status peat_models_swiglu(peat_flow_t *f, const char *layer, const peat_tensor *G,
+                               const peat_tensor *U, peat_tensor *Y)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = peat_tensor_numel(G);
+    const peat_tensor *in[2] = {G, U};
+    return run(f, layer, PEAT_PHASE_FWD, PEAT_OP_SWIGLU, &p, 2, in, 1, &Y);
+}
+
+peat_status peat_models_swiglu_bwd(peat_flow_t *f, const char *layer, const peat_tensor *G,
+                                   const peat_tensor *U, const peat_tensor *dY, peat_tensor *dG,
+                                   peat_tensor *dU)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = peat_tensor_numel(G);
+    const peat_tensor *in[3] = {G, U, dY};
+    peat_tensor *out[2] = {dG, dU};
+    return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_SWIGLU_BWD, &p, 3, in, 2, out);
+}
+
 /* RMSNorm with eps 1e-6 (LLaMA's) */
 peat_status peat_models_rmsnorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
                                 const peat_tensor *X, const peat_tensor *gamma, peat_tensor *Y,

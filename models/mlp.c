@@ -25,7 +25,8 @@ static int mlp_class(int cluster, int task)
 }
 
 typedef struct mlp_impl {
-    int L; /* linear layers = depth + 1 */
+    int L;                     /* linear layers = depth + 1 */
+    peat_op_kind act, act_bwd; /* ReLU, or SiLU (flow "mlp_silu") */
     int64_t dim[MLP_MAX_LAYERS + 1];
     peat_models_param *W[MLP_MAX_LAYERS], *b[MLP_MAX_LAYERS];
     char lname[MLP_MAX_LAYERS][16];
@@ -71,6 +72,9 @@ static peat_status mlp_create(peat_flow_t *f)
     mlp_impl *m = calloc(1, sizeof *m);
     if (!m) return PEAT_ERROR(PEAT_ERR_NOMEM, "mlp");
     f->impl = m;
+    int silu = f->ops == &peat_models_mlp_silu_ops;
+    m->act = silu ? PEAT_OP_SILU : PEAT_OP_RELU;
+    m->act_bwd = silu ? PEAT_OP_SILU_BWD : PEAT_OP_RELU_BWD;
     if (f->cfg.depth > MLP_MAX_LAYERS - 1)
         return PEAT_ERROR(PEAT_ERR_INVAL, "mlp: depth %d > %d", f->cfg.depth, MLP_MAX_LAYERS - 1);
     int B = f->cfg.batch;
@@ -154,8 +158,8 @@ static peat_status mlp_forward(peat_flow_t *f, mlp_impl *m)
         PEAT_TRY(peat_models_bias_add(f, m->lname[l], PEAT_PHASE_FWD, B, out, 1, m->G[l],
                                       m->b[l]->w, m->Z[l]));
         if (l + 1 < m->L) {
-            PEAT_TRY(peat_models_unary(f, m->lname[l], PEAT_PHASE_FWD, PEAT_OP_RELU, m->Z[l], NULL,
-                                       m->A[l]));
+            PEAT_TRY(
+                peat_models_unary(f, m->lname[l], PEAT_PHASE_FWD, m->act, m->Z[l], NULL, m->A[l]));
             X = m->A[l];
         }
     }
@@ -181,8 +185,8 @@ static peat_status mlp_train(peat_flow_t *f, double *loss)
         PEAT_TRY(peat_models_linear_bwd(f, m->lname[l], B, in, out, X, m->W[l]->w, m->dZ[l],
                                         m->W[l]->g, l ? m->dX[l] : NULL));
         if (l)
-            PEAT_TRY(peat_models_unary(f, m->lname[l - 1], PEAT_PHASE_BWD, PEAT_OP_RELU_BWD,
-                                       m->Z[l - 1], m->dX[l], m->dZ[l - 1]));
+            PEAT_TRY(peat_models_unary(f, m->lname[l - 1], PEAT_PHASE_BWD, m->act_bwd, m->Z[l - 1],
+                                       m->dX[l], m->dZ[l - 1]));
     }
     return PEAT_OK;
 }
@@ -218,6 +222,24 @@ const peat_models_flow_ops peat_models_mlp_ops = {
     .desc = "ReLU MLP (16 -> 64 -> 64 -> 4) on a generated 12-cluster Gaussian mixture, 4 classes",
     .ops = (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_BIAS_ADD) | (1u << PEAT_OP_BIAS_ADD_BWD) |
            (1u << PEAT_OP_RELU) | (1u << PEAT_OP_RELU_BWD) | (1u << PEAT_OP_CROSS_ENTROPY) |
+           (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE),
+    .def_batch = 32,
+    .def_width = 64,
+    .def_depth = 2,
+    .def_seq = 1,
+    .def_lr_adamw = 3e-3,
+    .def_lr_sgd = 0.05,
+    .create = mlp_create,
+    .train = mlp_train,
+    .eval = mlp_eval,
+    .destroy = mlp_destroy,
+};
+
+const peat_models_flow_ops peat_models_mlp_silu_ops = {
+    .name = "mlp_silu",
+    .desc = "the mlp model and task with SiLU activations (x sigmoid(x)) in place of ReLU",
+    .ops = (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_BIAS_ADD) | (1u << PEAT_OP_BIAS_ADD_BWD) |
+           (1u << PEAT_OP_SILU) | (1u << PEAT_OP_SILU_BWD) | (1u << PEAT_OP_CROSS_ENTROPY) |
            (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE),
     .def_batch = 32,
     .def_width = 64,

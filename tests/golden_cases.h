@@ -177,6 +177,19 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
         peat_tensor_free(fin[2]);
         break;
     }
+    case PEAT_OP_SILU:
+    case PEAT_OP_SILU_BWD:
+        /* variant 1 reaches the saturated tails (|x| up to about 20) */
+        i[0] = 300, c.n_in = op == PEAT_OP_SILU ? 1 : 2;
+        c.in[0] = rnd(r, 300, 0, variant ? 8 : 2);
+        if (op == PEAT_OP_SILU_BWD) c.in[1] = rnd(r, 300, 0, 1);
+        break;
+    case PEAT_OP_SWIGLU:
+    case PEAT_OP_SWIGLU_BWD:
+        i[0] = 300, c.n_in = op == PEAT_OP_SWIGLU ? 2 : 3;
+        c.in[0] = rnd(r, 300, 0, variant ? 8 : 2), c.in[1] = rnd(r, 300, 0, 1);
+        if (op == PEAT_OP_SWIGLU_BWD) c.in[2] = rnd(r, 300, 0, 1);
+        break;
     case PEAT_OP_RMSNORM:
         i[0] = 5, i[1] = 48, f[0] = 1e-6, c.n_in = 2;
         c.in[0] = rnd(r, 5 * 48, variant ? 3.0 : 0.0, 1.5), c.in[1] = rnd(r, 48, 1, 0.3);
@@ -293,9 +306,13 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_SGD,
                                        PEAT_OP_REDUCE,
                                        PEAT_OP_RMSNORM,
-                                       PEAT_OP_RMSNORM_BWD};
+                                       PEAT_OP_RMSNORM_BWD,
+                                       PEAT_OP_SILU,
+                                       PEAT_OP_SILU_BWD,
+                                       PEAT_OP_SWIGLU,
+                                       PEAT_OP_SWIGLU_BWD};
 /* the ops with device goldens (CUDA/HIP, OpenCL): all_ops before RMSNorm */
-#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 2)
+#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 6)
 
 /* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
 static inline peat_args run_on(const char *backend, const char *name, const gcase *c)

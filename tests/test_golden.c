@@ -517,6 +517,27 @@ Test(golden, hand_rmsnorm_bwd)
     free_all(4, in);
 }
 
+Test(golden, hand_silu_and_swiglu)
+{
+    /* sigmoid(0) = 1/2, sigmoid(2) = 1/(1 + e^-2) = 0.8807970779778823, sigmoid(-2) = 1 - that:
+     * silu = [0, 1.7615941559557646, -0.2384058440442351]; swiglu with U = [3, 2, -1] */
+    double s2 = 1.0 / (1.0 + exp(-2.0));
+    peat_op_params p = {.i = {3}};
+    peat_tensor *x = tf(3, (float[]){0, 2, -2}), *u = tf(3, (float[]){3, 2, -1});
+    hand(PEAT_OP_SILU, &p, 1, (peat_tensor *[]){x}, 0, (double[]){0, 2 * s2, -2 * (1 - s2)}, 3);
+    hand(PEAT_OP_SWIGLU, &p, 2, (peat_tensor *[]){x, u}, 0, (double[]){0, 4 * s2, 2 * (1 - s2)}, 3);
+    /* silu'(0) = 1/2; silu'(2) = s (1 + 2 (1 - s)); with dY = U */
+    double d2 = s2 * (1 + 2 * (1 - s2)), dm2 = (1 - s2) * (1 - 2 * s2);
+    hand(PEAT_OP_SILU_BWD, &p, 2, (peat_tensor *[]){x, u}, 0, (double[]){1.5, 2 * d2, -dm2}, 3);
+    /* swiglu backward with dY = [1 1 1]: dG = U silu'(G), dU = silu(G) */
+    peat_tensor *one = tf(3, (float[]){1, 1, 1});
+    hand(PEAT_OP_SWIGLU_BWD, &p, 3, (peat_tensor *[]){x, u, one}, 0, (double[]){1.5, 2 * d2, -dm2},
+         3);
+    hand(PEAT_OP_SWIGLU_BWD, &p, 3, (peat_tensor *[]){x, u, one}, 1,
+         (double[]){0, 2 * s2, -2 * (1 - s2)}, 3);
+    peat_tensor_free(x), peat_tensor_free(u), peat_tensor_free(one);
+}
+
 /* ---- backward ops against central differences of the exact forward op -------------------- */
 
 /* J(inputs) = sum_i wt[i] * out0[i] of exact forward `fwd` run on F64 inputs. */
@@ -701,6 +722,24 @@ Test(golden, fd_rmsnorm_bwd)
     fd_check("rmsnorm_exact", &p, 2, in, 1, w, b.out[1], "rmsnorm dgamma");
     peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dy);
     peat_tensor_free(g64), peat_tensor_free(x64), free(w), free_all(2, in), peat_rng_free(r);
+}
+
+Test(golden, fd_silu_and_swiglu_bwd)
+{
+    peat_rng_t *r = peat_rng_new(18);
+    peat_op_params p = {.i = {40}};
+    peat_tensor *in[2] = {rnd(r, 40, 0, 3), rnd(r, 40, 0, 1)};
+    double *w = weights(r, 40);
+    peat_tensor *dy = wt_tensor(w, 40), *g64 = to_f64(in[0]), *u64 = to_f64(in[1]);
+    peat_args b =
+        run_exact64("silu_bwd_exact", PEAT_OP_SILU_BWD, &p, 2, (peat_tensor *[]){g64, dy});
+    fd_check("silu_exact", &p, 1, in, 0, w, b.out[0], "silu dX");
+    peat_args_free_outputs(&b);
+    b = run_exact64("swiglu_bwd_exact", PEAT_OP_SWIGLU_BWD, &p, 3, (peat_tensor *[]){g64, u64, dy});
+    fd_check("swiglu_exact", &p, 2, in, 0, w, b.out[0], "swiglu dG");
+    fd_check("swiglu_exact", &p, 2, in, 1, w, b.out[1], "swiglu dU");
+    peat_args_free_outputs(&b), peat_tensor_free(dy), peat_tensor_free(g64), peat_tensor_free(u64);
+    free(w), free_all(2, in), peat_rng_free(r);
 }
 
 Test(golden, fd_attention_bwd)

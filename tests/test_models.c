@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused"};
+static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused", "llama", "mlp_silu"};
 #define N_FLOWS ((int)(sizeof FLOWS / sizeof FLOWS[0]))
 
 static void init(void)
@@ -93,6 +93,20 @@ Test(models, names_masks_and_refusals, .init = init)
     cr_assert_eq(peat_models_flow_op_mask("gpt_unfused"),
                  (peat_models_flow_op_mask("gpt") & ~attn) | smax, "gpt_unfused mask 0x%x",
                  peat_models_flow_op_mask("gpt_unfused"));
+    /* llama: gpt's ops with RMSNorm for layernorm, the SwiGLU product for GELU and no
+     * projection biases (the position table still adds one); mlp_silu: mlp's with SiLU for ReLU */
+    uint32_t ln = (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD);
+    uint32_t gelu = (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD);
+    uint32_t rms = (1u << PEAT_OP_RMSNORM) | (1u << PEAT_OP_RMSNORM_BWD);
+    uint32_t swi = (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD);
+    cr_assert_eq(peat_models_flow_op_mask("llama"),
+                 (peat_models_flow_op_mask("gpt") & ~ln & ~gelu) | rms | swi, "llama mask 0x%x",
+                 peat_models_flow_op_mask("llama"));
+    uint32_t relu = (1u << PEAT_OP_RELU) | (1u << PEAT_OP_RELU_BWD);
+    uint32_t silu = (1u << PEAT_OP_SILU) | (1u << PEAT_OP_SILU_BWD);
+    cr_assert_eq(peat_models_flow_op_mask("mlp_silu"),
+                 (peat_models_flow_op_mask("mlp") & ~relu) | silu, "mlp_silu mask 0x%x",
+                 peat_models_flow_op_mask("mlp_silu"));
     cr_assert_eq(peat_models_flow_op_mask("nope"), 0u);
     cr_assert_null(peat_models_flow_describe("nope"));
 

@@ -31,7 +31,11 @@
     X(sgd, SGD)                                                                                    \
     X(reduce, REDUCE)                                                                              \
     X(rmsnorm, RMSNORM)                                                                            \
-    X(rmsnorm_bwd, RMSNORM_BWD)
+    X(rmsnorm_bwd, RMSNORM_BWD)                                                                    \
+    X(silu, SILU)                                                                                  \
+    X(silu_bwd, SILU_BWD)                                                                          \
+    X(swiglu, SWIGLU)                                                                              \
+    X(swiglu_bwd, SWIGLU_BWD)
 
 #define DECLARE(name, kind) extern const peat_op_desc peat_opd_##name;
 PEAT_OP_TABLE(DECLARE)

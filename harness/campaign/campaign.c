@@ -34,8 +34,8 @@ void peat_campaign_opts_default(peat_campaign_opts *o)
  * `peat run` stays well inside a minute on two cores. */
 int64_t peat_campaign_default_iters(const char *flow)
 {
-    if (strcmp(flow, "mlp") == 0) return 200;
-    return 60; /* cnn, gpt, gpt_unfused: ~15-20 ms a step */
+    if (strcmp(flow, "mlp") == 0 || strcmp(flow, "mlp_silu") == 0) return 200;
+    return 60; /* cnn, gpt, gpt_unfused, llama: ~15-20 ms a step */
 }
 
 void peat_campaign_init(peat_campaign *c, const peat_campaign_opts *o, peat_campaign_result *res)

@@ -140,6 +140,13 @@ static peat_status resolve_flow(peat_campaign *c)
                           peat_op_name(k->op), k->name,
                           k->op == PEAT_OP_SGD ? "; SGD updates run with --optimizer sgd" : "");
     snprintf(c->res->flow, sizeof c->res->flow, "%s", c->flow);
+    /* a device kernel's flow runs every other op through the device's goldens */
+    uint32_t ops = peat_models_flow_op_mask_for(c->flow, &fc);
+    for (int op = 0; op < PEAT_OP_COUNT && op < 32; op++)
+        if ((ops >> op & 1u) && !peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, k->backend))
+            return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                              "backend '%s' has no golden kernel for %s, which flow '%s' calls",
+                              k->backend, peat_op_name((peat_op_kind)op), c->flow);
     /* 0 means the default; the CLI's option table holds the accepted ranges */
     c->iters = c->o->iters > 0 ? c->o->iters : peat_campaign_default_iters(c->flow);
     c->calls = c->o->calls > 0 ? c->o->calls : PEAT_CAMPAIGN_DEFAULT_CALLS;

@@ -211,7 +211,8 @@ PEAT_API peat_status peat_exec_alloc(const char *flow_name, uint64_t seed, peat_
 PEAT_API void peat_exec_free(peat_exec_t *ex);
 /* Runs every op whose kernel is not set through the golden kernel of `backend` ("cpu" by
  * default; "opencl", "cuda", "hip": the whole flow on that device, tensors staged per call).
- * Refused unless the backend has a golden for every op kind. */
+ * Refused when the backend has no golden GEMM; an op without a golden on the backend fails at
+ * its first call (a campaign checks its flow's ops before it starts). */
 PEAT_API peat_status peat_exec_set_backend(peat_exec_t *ex, const char *backend);
 /* Replaces the kernel used for op (default: golden). NULL restores golden. */
 PEAT_API peat_status peat_exec_set_kernel(peat_exec_t *ex, peat_op_kind op, const peat_kernel *k);

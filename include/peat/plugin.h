@@ -145,6 +145,14 @@ typedef enum peat_op_kind {
     /* i: R, C ; f: eps ; in: X, gamma, rstd, dY ; out: dX [R,C], dgamma [C]
      * (g = dY gamma: dX = rstd (g - X rstd^2 mean_C(g X)), dgamma = sum over rows of dY X rstd) */
     PEAT_OP_RMSNORM_BWD,
+    /* ABI 5. i: n ; in: X ; out: Y = X sigmoid(X) (SiLU, swish) */
+    PEAT_OP_SILU,
+    /* i: n ; in: X, dY ; out: dX = dY s (1 + X (1 - s)), s = sigmoid(X) */
+    PEAT_OP_SILU_BWD,
+    /* i: n ; in: G (gate), U (up) ; out: Y = silu(G) U (the SwiGLU MLP's product) */
+    PEAT_OP_SWIGLU,
+    /* i: n ; in: G, U, dY ; out: dG = dY U silu'(G), dU = dY silu(G) */
+    PEAT_OP_SWIGLU_BWD,
     PEAT_OP_COUNT
 } peat_op_kind;
 
@@ -220,7 +228,8 @@ typedef struct peat_kernel {
  * 4: PEAT's own fields left peat_tensor (owns_data) and peat_device (cl_program, host); OpenCL
  *    programs are built through peat_plugin_host.cl_program; plugins built for 2 and 3 still
  *    load (docs/plugin-abi.md: what they read is where it was)
- * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm and its backward); no layout changed, so
+ * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm, silu, swiglu and their backward ops); no
+ *    layout changed, so
  *    plugins built for 2..4 load as before (their kernels name only the older ops) */
 #define PEAT_PLUGIN_ABI_VERSION 5
 #define PEAT_PLUGIN_ABI_OLDEST  2 /* the oldest plugin ABI this host still loads */

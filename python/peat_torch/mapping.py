@@ -149,6 +149,15 @@ def map_gelu_backward(args, kw, out, st):
     return [Mapped("gelu_bwd", [out.numel()], [], [_c(args[1]), _c(args[0])], [_c(out)])]
 
 
+def map_silu(args, kw, out, st):
+    return [Mapped("silu", [args[0].numel()], [], [_c(args[0])], [_c(out)])]
+
+
+def map_silu_backward(args, kw, out, st):
+    # silu_backward(grad_output, self)
+    return [Mapped("silu_bwd", [out.numel()], [], [_c(args[1]), _c(args[0])], [_c(out)])]
+
+
 def _rows(x, dim):
     if dim % x.dim() != x.dim() - 1:
         raise Unmapped("softmax over dim %d, not the last" % dim)
@@ -336,6 +345,7 @@ TABLE = {
     "gelu": map_gelu, "gelu_backward": map_gelu_backward,
     "_softmax": map_softmax, "_safe_softmax": map_safe_softmax,
     "_softmax_backward_data": map_softmax_backward, "relu_": map_relu,
+    "silu": map_silu, "silu_": map_silu, "silu_backward": map_silu_backward,
     "_log_softmax": map_log_softmax, "nll_loss_forward": map_nll_loss_forward,
     "nll_loss_backward": map_nll_loss_backward,
     "_log_softmax_backward_data": map_log_softmax_backward,
@@ -348,7 +358,7 @@ TABLE = {
 INPLACE = {"_fused_adamw_": map_fused_adamw, "_fused_sgd_": map_fused_sgd}
 # in-place elementwise ops: capture copies the input before the call and maps the call as the
 # out-of-place op on that copy
-INPLACE_ELEMENTWISE = {"relu_"}
+INPLACE_ELEMENTWISE = {"relu_", "silu_"}
 # the PEAT ops each aten op maps to (for choosing what to capture or swap): the op descriptors'
 # aten names (core/ops/<op>.c); every aten op translated here must be one of them
 PEAT_OPS = _lib.aten_map()
