@@ -44,7 +44,7 @@ endforeach()
 add_library(peat_gpu STATIC ${HIP_OBJS})
 set_target_properties(peat_gpu PROPERTIES LINKER_LANGUAGE C)
 find_library(HIPBLAS hipblas)
-target_link_libraries(peat_gpu PUBLIC peat_core ${AMDHIP64} $<$<BOOL:${HIPBLAS}>:${HIPBLAS}> stdc++)
+target_link_libraries(peat_gpu PUBLIC peat_device peat_core ${AMDHIP64} $<$<BOOL:${HIPBLAS}>:${HIPBLAS}> stdc++)
 target_compile_definitions(peat_gpu PUBLIC PEAT_HAVE_GPU=1 PEAT_HAVE_HIP=1)
 list(APPEND PEAT_GPU_LIBS peat_gpu)
 # the example device plugin, from the same .cu as the CUDA one

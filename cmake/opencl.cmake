@@ -16,7 +16,7 @@ file(WRITE ${cl_gen}.tmp "/* generated from core/device/kernels.cl by cmake/open
   "const char peat_device_kernels_source[] = {${cl_bytes} 0};\n")
 configure_file(${cl_gen}.tmp ${cl_gen} COPYONLY)
 add_library(peat_opencl STATIC ${CMAKE_SOURCE_DIR}/core/opencl/opencl.c ${cl_gen})
-target_link_libraries(peat_opencl PUBLIC peat_core OpenCL::OpenCL)
+target_link_libraries(peat_opencl PUBLIC peat_device peat_core OpenCL::OpenCL)
 target_compile_definitions(peat_opencl PUBLIC PEAT_HAVE_OPENCL=1)
 find_library(CLBLAST_LIB clblast)
 find_path(CLBLAST_INC clblast_c.h)

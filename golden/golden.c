@@ -9,5 +9,6 @@ peat_status peat_golden_register(void)
     PEAT_TRY(peat_golden_register_optim());
     PEAT_TRY(peat_golden_register_rmsnorm());
     PEAT_TRY(peat_golden_register_silu());
+    PEAT_TRY(peat_golden_register_rope());
     return PEAT_OK;
 }

@@ -53,5 +53,6 @@ peat_status peat_golden_register_attention(void);
 peat_status peat_golden_register_optim(void); /* adamw, sgd */
 peat_status peat_golden_register_rmsnorm(void);
 peat_status peat_golden_register_silu(void); /* silu, swiglu */
+peat_status peat_golden_register_rope(void);
 
 #endif

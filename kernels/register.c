@@ -15,5 +15,6 @@ peat_status peat_kernels_register(void)
     PEAT_TRY(peat_kernels_register_optim());
     PEAT_TRY(peat_kernels_register_rmsnorm());
     PEAT_TRY(peat_kernels_register_silu());
+    PEAT_TRY(peat_kernels_register_rope());
     return PEAT_OK;
 }

@@ -173,6 +173,8 @@ peat_status peat_models_swiglu(peat_flow_t *f, const char *layer, const peat_ten
 peat_status peat_models_swiglu_bwd(peat_flow_t *f, const char *layer, const peat_tensor *G,
                                    const peat_tensor *U, const peat_tensor *dY, peat_tensor *dG,
                                    peat_tensor *dU);
+peat_status peat_models_rope(peat_flow_t *f, const char *layer, peat_phase ph, int64_t B, int64_t H,
+                             int64_t T, int64_t Dh, const peat_tensor *X, peat_tensor *Y);
 peat_status peat_models_rmsnorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
                                 const peat_tensor *X, const peat_tensor *gamma, peat_tensor *Y,
                                 peat_tensor *rstd);

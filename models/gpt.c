@@ -30,6 +30,7 @@ typedef struct gpt_block {
     char name[12][32];     /* layer names of the calls */
     /* activations kept for the backward (Lse for the fused attention, P for the unfused) */
     peat_tensor *H1, *mean1, *rstd1, *QKV0, *QKV, *Q, *K, *V, *O, *Lse, *P, *Om, *Xa;
+    peat_tensor *Q0, *K0; /* llama: Q and K before the rotary embedding (Q, K: after) */
     peat_tensor *H2, *mean2, *rstd2, *F, *Fb, *Fg, *Fu; /* Fu: llama's up projection */
 } gpt_block;
 
@@ -47,6 +48,7 @@ typedef struct gpt_impl {
     peat_tensor *tok, *tgt; /* I32 [B*T] inputs, I32 [Nans] answer targets */
     peat_tensor *dHa, *dHf, *dX, *dXa, *dXln, *dFg, *dFb, *dH, *dOm, *dO, *dQ, *dK, *dV, *dQKV;
     peat_tensor *dE, *dU, *dH3, *dHs; /* llama: the up projection's gradients, their sum */
+    peat_tensor *dQ0, *dK0;           /* llama: dQ, dK through the rotary embedding */
     /* unfused attention: the causal mask [T*T], scores before/after it and the backward's
      * dP, dS [B*H, T, T] (scratch shared by the blocks) */
     peat_tensor *mask, *S, *Sm, *dP, *dS;
@@ -151,7 +153,7 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
 {
     int64_t D = m->D, L = f->cfg.depth;
     PEAT_TRY(add(f, "wte", m->V, D, 1, &m->wte));
-    PEAT_TRY(add(f, "wpe", m->T, D, 1, &m->wpe));
+    if (!m->llama) PEAT_TRY(add(f, "wpe", m->T, D, 1, &m->wpe)); /* llama: RoPE instead */
     char nm[48];
 #define ADDB(field, suffix, d0, d1, decay)                                                         \
     do {                                                                                           \
@@ -188,7 +190,7 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
      * grow with depth (GPT-2's init) */
     double s_in = 1.0 / sqrt((double)D), s_out = s_in / sqrt(2.0 * (double)L);
     peat_models_param_init(m->wte, r, 0.3);
-    peat_models_param_init(m->wpe, r, 0.3);
+    if (!m->llama) peat_models_param_init(m->wpe, r, 0.3);
     for (int64_t l = 0; l < L; l++) {
         gpt_block *b = &m->blk[l];
         peat_models_param_fill(b->ln1g, 1.0f);
@@ -218,6 +220,10 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         T2(b->QKV0, N, 3 * D);
         T2(b->QKV, N, 3 * D);
         PEAT_TRY(peat_models_tensor(&b->Q, m->B, m->H, m->T, m->Dh));
+        if (m->llama) {
+            PEAT_TRY(peat_models_tensor(&b->Q0, m->B, m->H, m->T, m->Dh));
+            PEAT_TRY(peat_models_tensor(&b->K0, m->B, m->H, m->T, m->Dh));
+        }
         PEAT_TRY(peat_models_tensor(&b->K, m->B, m->H, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->V, m->B, m->H, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->O, m->B, m->H, m->T, m->Dh));
@@ -260,6 +266,10 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
     T2(m->dQKV, N, 3 * D);
     PEAT_TRY(peat_models_tensor(&m->dO, BH, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dQ, BH, m->T, m->Dh, 0));
+    if (m->llama) {
+        PEAT_TRY(peat_models_tensor(&m->dQ0, BH, m->T, m->Dh, 0));
+        PEAT_TRY(peat_models_tensor(&m->dK0, BH, m->T, m->Dh, 0));
+    }
     PEAT_TRY(peat_models_tensor(&m->dK, BH, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dV, BH, m->T, m->Dh, 0));
     if (m->unfused) {
@@ -360,16 +370,17 @@ static void gpt_destroy(peat_flow_t *f)
     if (!m) return;
     for (int l = 0; l < GPT_MAX_BLOCKS; l++) {
         gpt_block *b = &m->blk[l];
-        peat_tensor *t[] = {b->H1,    b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q,  b->K,
-                            b->V,     b->O,     b->Lse,   b->P,    b->Om,  b->Xa, b->H2,
-                            b->mean2, b->rstd2, b->F,     b->Fb,   b->Fg,  b->Fu};
+        peat_tensor *t[] = {b->H1, b->mean1, b->rstd1, b->QKV0, b->QKV, b->Q,  b->K,     b->V,
+                            b->O,  b->Lse,   b->P,     b->Om,   b->Xa,  b->H2, b->mean2, b->rstd2,
+                            b->F,  b->Fb,    b->Fg,    b->Fu,   b->Q0,  b->K0};
         for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     }
     for (int l = 0; l <= GPT_MAX_BLOCKS; l++) peat_tensor_free(m->X[l]);
-    peat_tensor *t[] = {m->E,    m->Hf,  m->meanf, m->rstdf, m->Ha,  m->logits, m->dlogits, m->tok,
-                        m->tgt,  m->dHa, m->dHf,   m->dX,    m->dXa, m->dXln,   m->dFg,     m->dFb,
-                        m->dH,   m->dOm, m->dO,    m->dQ,    m->dK,  m->dV,     m->dQKV,    m->dE,
-                        m->mask, m->S,   m->Sm,    m->dP,    m->dS,  m->dU,     m->dH3,     m->dHs};
+    peat_tensor *t[] = {m->E,   m->Hf,   m->meanf, m->rstdf, m->Ha,  m->logits, m->dlogits,
+                        m->tok, m->tgt,  m->dHa,   m->dHf,   m->dX,  m->dXa,    m->dXln,
+                        m->dFg, m->dFb,  m->dH,    m->dOm,   m->dO,  m->dQ,     m->dK,
+                        m->dV,  m->dQKV, m->dE,    m->mask,  m->S,   m->Sm,     m->dP,
+                        m->dS,  m->dU,   m->dH3,   m->dHs,   m->dQ0, m->dK0};
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     peat_models_xent_ws_free(&m->xw);
     free(m->ev_a);
@@ -485,11 +496,13 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
     memset(&p, 0, sizeof p);
     p.i[0] = N, p.i[1] = m->V, p.i[2] = D;
     const peat_tensor *ein[2] = {m->wte->w, m->tok};
-    peat_args a = peat_args_make(PEAT_OP_EMBEDDING, &p, 2, ein, 1, &m->E);
+    peat_args a = peat_args_make(PEAT_OP_EMBEDDING, &p, 2, ein, 1, m->llama ? &m->X[0] : &m->E);
     PEAT_TRY(peat_models_exec(f, "wte", PEAT_PHASE_FWD, &a));
-    /* the position table [T, D] is a bias over each sequence's T*D values */
-    PEAT_TRY(peat_models_bias_add(f, "wpe", PEAT_PHASE_FWD, m->B, m->T * D, 1, m->E, m->wpe->w,
-                                  m->X[0]));
+    /* the position table [T, D] is a bias over each sequence's T*D values (llama: none, its
+     * positions are the rotary embedding of Q and K) */
+    if (!m->llama)
+        PEAT_TRY(peat_models_bias_add(f, "wpe", PEAT_PHASE_FWD, m->B, m->T * D, 1, m->E, m->wpe->w,
+                                      m->X[0]));
     for (int64_t l = 0; l < L; l++) {
         gpt_block *b = &m->blk[l];
         PEAT_TRY(norm_fwd(f, m, b->name[0], m->X[l], b->ln1g, b->ln1b, b->H1, b->mean1, b->rstd1));
@@ -498,9 +511,15 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
         if (!m->llama)
             PEAT_TRY(peat_models_bias_add(f, b->name[1], PEAT_PHASE_FWD, N, 3 * D, 1, b->QKV0,
                                           b->bqkv->w, b->QKV));
-        heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(b->Q), 1);
-        heads_copy(m, peat_f32(b->QKV), 3, 1, peat_f32(b->K), 1);
+        heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(m->llama ? b->Q0 : b->Q), 1);
+        heads_copy(m, peat_f32(b->QKV), 3, 1, peat_f32(m->llama ? b->K0 : b->K), 1);
         heads_copy(m, peat_f32(b->QKV), 3, 2, peat_f32(b->V), 1);
+        if (m->llama) {
+            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_FWD, m->B, m->H, m->T, m->Dh, b->Q0,
+                                      b->Q));
+            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_FWD, m->B, m->H, m->T, m->Dh, b->K0,
+                                      b->K));
+        }
         PEAT_TRY(attn_fwd(f, m, b));
         heads_copy(m, peat_f32(b->Om), 1, 0, peat_f32(b->O), 0);
         /* the residual sum is the GEMM's beta*C */
@@ -578,8 +597,14 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
                                         m->dOm));
         heads_copy(m, peat_f32(m->dOm), 1, 0, peat_f32(m->dO), 1);
         PEAT_TRY(attn_bwd(f, m, b));
-        heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->dQ), 0);
-        heads_copy(m, peat_f32(m->dQKV), 3, 1, peat_f32(m->dK), 0);
+        if (m->llama) {
+            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_BWD, m->B, m->H, m->T, m->Dh, m->dQ,
+                                      m->dQ0));
+            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_BWD, m->B, m->H, m->T, m->Dh, m->dK,
+                                      m->dK0));
+        }
+        heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->llama ? m->dQ0 : m->dQ), 0);
+        heads_copy(m, peat_f32(m->dQKV), 3, 1, peat_f32(m->llama ? m->dK0 : m->dK), 0);
         heads_copy(m, peat_f32(m->dQKV), 3, 2, peat_f32(m->dV), 0);
         if (!m->llama)
             PEAT_TRY(peat_models_bias_bwd(f, b->name[1], N, 3 * D, 1, m->dQKV, b->bqkv->g));
@@ -592,7 +617,7 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
                                       m->dX));
     }
     /* X[0] = E + wpe: the bias gradient sums over the batch; dE is dX[0] itself */
-    PEAT_TRY(peat_models_bias_bwd(f, "wpe", m->B, m->T * D, 1, m->dX, m->wpe->g));
+    if (!m->llama) PEAT_TRY(peat_models_bias_bwd(f, "wpe", m->B, m->T * D, 1, m->dX, m->wpe->g));
     memset(&p, 0, sizeof p);
     p.i[0] = N, p.i[1] = m->V, p.i[2] = D;
     const peat_tensor *ein[2] = {m->tok, m->dX};
@@ -711,13 +736,15 @@ const peat_models_flow_ops peat_models_gpt_ops = {
     ((GPT_OPS & ~((1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |                      \
                   (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD))) |                              \
      (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD) | (1u << PEAT_OP_RMSNORM) |               \
-     (1u << PEAT_OP_RMSNORM_BWD) | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD))
+     (1u << PEAT_OP_RMSNORM_BWD) | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD) |     \
+     (1u << PEAT_OP_ROPE) | (1u << PEAT_OP_ROPE_BWD))
 
 const peat_models_flow_ops peat_models_llama_ops = {
     .name = "llama",
     .desc = "the gpt model and task as LLaMA builds a block: RMSNorm before attention, MLP and "
-            "head, a SwiGLU MLP (gate and up projections, hidden 8 d / 3), no biases in the "
-            "attention and MLP projections",
+            "head, a SwiGLU MLP (gate and up projections, hidden 8 d / 3), rotary position "
+            "embedding of Q and K (no position table), no biases in the attention and MLP "
+            "projections",
     .ops = LLAMA_OPS,
     GPT_COMMON,
 };

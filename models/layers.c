@@ -149,6 +149,20 @@ peat_status peat_models_swiglu_bwd(peat_flow_t *f, const char *layer, const peat
     return run(f, layer, PEAT_PHASE_BWD, PEAT_OP_SWIGLU_BWD, &p, 3, in, 2, out);
 }
 
+/* Rotary position embedding of heads [B, H, T, Dh] (half-split pairs as Hugging Face's LLaMA,
+ * base 10000, positions from 0); the backward (ph BWD) rotates back */
+peat_status peat_models_rope(peat_flow_t *f, const char *layer, peat_phase ph, int64_t B, int64_t H,
+                             int64_t T, int64_t Dh, const peat_tensor *X, peat_tensor *Y)
+{
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = B, p.i[1] = H, p.i[2] = T, p.i[3] = Dh, p.i[4] = 1, p.i[5] = 0;
+    p.f[0] = 10000.0;
+    const peat_tensor *in[1] = {X};
+    return run(f, layer, ph, ph == PEAT_PHASE_BWD ? PEAT_OP_ROPE_BWD : PEAT_OP_ROPE, &p, 1, in, 1,
+               &Y);
+}
+
 /* RMSNorm with eps 1e-6 (LLaMA's) */
 peat_status peat_models_rmsnorm(peat_flow_t *f, const char *layer, int64_t R, int64_t C,
                                 const peat_tensor *X, const peat_tensor *gamma, peat_tensor *Y,

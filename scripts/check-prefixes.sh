@@ -20,8 +20,9 @@ for r in $rooms; do
   prefix="peat_${name}_"
   [ "$r" = core ] && prefix="peat_"
   libs="$build/libpeat_$name.a"
-  # core's device backends are libraries of their own (core/gpu, core/opencl)
-  [ "$r" = core ] && libs="$libs $(ls "$build"/libpeat_gpu.a "$build"/libpeat_opencl.a 2>/dev/null || true)"
+  # core's device backends and device kernels are libraries of their own (core/gpu, core/opencl,
+  # core/device)
+  [ "$r" = core ] && libs="$libs $(ls "$build"/libpeat_gpu.a "$build"/libpeat_opencl.a "$build"/libpeat_device.a 2>/dev/null || true)"
   for lib in $libs; do
     if [ ! -f "$lib" ]; then
       echo "check-prefixes: $lib is missing (build first)" >&2

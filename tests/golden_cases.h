@@ -190,6 +190,15 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
         c.in[0] = rnd(r, 300, 0, variant ? 8 : 2), c.in[1] = rnd(r, 300, 0, 1);
         if (op == PEAT_OP_SWIGLU_BWD) c.in[2] = rnd(r, 300, 0, 1);
         break;
+    case PEAT_OP_ROPE:
+    case PEAT_OP_ROPE_BWD: {
+        /* variant 0: half-split pairs from position 0; 1: interleaved from position 300 */
+        int64_t B = 2, H = 2, T = 9, D = 8, n = B * H * T * D;
+        i[0] = B, i[1] = H, i[2] = T, i[3] = D, i[4] = !variant, i[5] = variant ? 300 : 0;
+        f[0] = 10000.0, c.n_in = 1;
+        c.in[0] = rnd(r, n, 0, 1);
+        break;
+    }
     case PEAT_OP_RMSNORM:
         i[0] = 5, i[1] = 48, f[0] = 1e-6, c.n_in = 2;
         c.in[0] = rnd(r, 5 * 48, variant ? 3.0 : 0.0, 1.5), c.in[1] = rnd(r, 48, 1, 0.3);
@@ -310,9 +319,11 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_SILU,
                                        PEAT_OP_SILU_BWD,
                                        PEAT_OP_SWIGLU,
-                                       PEAT_OP_SWIGLU_BWD};
+                                       PEAT_OP_SWIGLU_BWD,
+                                       PEAT_OP_ROPE,
+                                       PEAT_OP_ROPE_BWD};
 /* the ops with device goldens (CUDA/HIP, OpenCL): all_ops before RMSNorm */
-#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 6)
+#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 8)
 
 /* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
 static inline peat_args run_on(const char *backend, const char *name, const gcase *c)

@@ -538,6 +538,24 @@ Test(golden, hand_silu_and_swiglu)
     peat_tensor_free(x), peat_tensor_free(u), peat_tensor_free(one);
 }
 
+Test(golden, hand_rope)
+{
+    /* one head, T = 2, D = 4, base 10000, half-split pairs (x[j], x[j+2]): j = 0 rotates by the
+     * position t (frequency 1), j = 1 by t / 100 (10000^(-2/4)). Row 0 (t = 0) is unchanged;
+     * row 1, X = [1 0 0 1]: pair 0 (1, 0) -> (cos 1, sin 1), pair 1 (0, 1) -> (-sin .01, cos .01).
+     * Interleaved pairs (x[0], x[1]) and (x[2], x[3]) of the same row: (1, 0) -> (cos 1, sin 1)
+     * and (0, 1) -> (-sin .01, cos .01) in the order x0 x1 x2 x3. The backward rotates back. */
+    peat_op_params p = {.i = {1, 1, 2, 4, 1, 0}, .f = {10000.0}};
+    peat_tensor *x = tf(8, (float[]){1, 2, 3, 4, 1, 0, 0, 1});
+    double c1 = cos(1.0), s1 = sin(1.0), c2 = cos(0.01), s2 = sin(0.01);
+    hand(PEAT_OP_ROPE, &p, 1, (peat_tensor *[]){x}, 0, (double[]){1, 2, 3, 4, c1, -s2, s1, c2}, 8);
+    hand(PEAT_OP_ROPE_BWD, &p, 1, (peat_tensor *[]){x}, 0, (double[]){1, 2, 3, 4, c1, s2, -s1, c2},
+         8);
+    p.i[4] = 0;
+    hand(PEAT_OP_ROPE, &p, 1, (peat_tensor *[]){x}, 0, (double[]){1, 2, 3, 4, c1, s1, -s2, c2}, 8);
+    peat_tensor_free(x);
+}
+
 /* ---- backward ops against central differences of the exact forward op -------------------- */
 
 /* J(inputs) = sum_i wt[i] * out0[i] of exact forward `fwd` run on F64 inputs. */
@@ -740,6 +758,21 @@ Test(golden, fd_silu_and_swiglu_bwd)
     fd_check("swiglu_exact", &p, 2, in, 1, w, b.out[1], "swiglu dU");
     peat_args_free_outputs(&b), peat_tensor_free(dy), peat_tensor_free(g64), peat_tensor_free(u64);
     free(w), free_all(2, in), peat_rng_free(r);
+}
+
+Test(golden, fd_rope_bwd)
+{
+    peat_rng_t *r = peat_rng_new(19);
+    for (int lay = 0; lay < 2; lay++) {
+        peat_op_params p = {.i = {1, 2, 3, 6, lay, 5}, .f = {10000.0}};
+        peat_tensor *in[1] = {rnd(r, 36, 0, 1)};
+        double *w = weights(r, 36);
+        peat_tensor *dy = wt_tensor(w, 36);
+        peat_args b = run_exact64("rope_bwd_exact", PEAT_OP_ROPE_BWD, &p, 1, (peat_tensor *[]){dy});
+        fd_check("rope_exact", &p, 1, in, 0, w, b.out[0], lay ? "rope dX (half)" : "rope dX");
+        peat_args_free_outputs(&b), peat_tensor_free(dy), free(w), free_all(1, in);
+    }
+    peat_rng_free(r);
 }
 
 Test(golden, fd_attention_bwd)

@@ -93,12 +93,14 @@ Test(models, names_masks_and_refusals, .init = init)
     cr_assert_eq(peat_models_flow_op_mask("gpt_unfused"),
                  (peat_models_flow_op_mask("gpt") & ~attn) | smax, "gpt_unfused mask 0x%x",
                  peat_models_flow_op_mask("gpt_unfused"));
-    /* llama: gpt's ops with RMSNorm for layernorm, the SwiGLU product for GELU and no
-     * projection biases (the position table still adds one); mlp_silu: mlp's with SiLU for ReLU */
+    /* llama: gpt's ops with RMSNorm for layernorm, the SwiGLU product for GELU, the rotary
+     * embedding for the position table and no projection biases (the backward's sums still add
+     * with BIAS_ADD); mlp_silu: mlp's with SiLU for ReLU */
     uint32_t ln = (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD);
     uint32_t gelu = (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD);
     uint32_t rms = (1u << PEAT_OP_RMSNORM) | (1u << PEAT_OP_RMSNORM_BWD);
-    uint32_t swi = (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD);
+    uint32_t swi = (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD) | (1u << PEAT_OP_ROPE) |
+                   (1u << PEAT_OP_ROPE_BWD);
     cr_assert_eq(peat_models_flow_op_mask("llama"),
                  (peat_models_flow_op_mask("gpt") & ~ln & ~gelu) | rms | swi, "llama mask 0x%x",
                  peat_models_flow_op_mask("llama"));

@@ -35,7 +35,9 @@
     X(silu, SILU)                                                                                  \
     X(silu_bwd, SILU_BWD)                                                                          \
     X(swiglu, SWIGLU)                                                                              \
-    X(swiglu_bwd, SWIGLU_BWD)
+    X(swiglu_bwd, SWIGLU_BWD)                                                                      \
+    X(rope, ROPE)                                                                                  \
+    X(rope_bwd, ROPE_BWD)
 
 #define DECLARE(name, kind) extern const peat_op_desc peat_opd_##name;
 PEAT_OP_TABLE(DECLARE)

@@ -153,6 +153,13 @@ typedef enum peat_op_kind {
     PEAT_OP_SWIGLU,
     /* i: n ; in: G, U, dY ; out: dG = dY U silu'(G), dU = dY silu(G) */
     PEAT_OP_SWIGLU_BWD,
+    /* i: B, H, T, D (even), layout (0: interleaved pairs (x[2j], x[2j+1]), as Meta's LLaMA;
+     * 1: half-split pairs (x[j], x[j + D/2]), as Hugging Face's rotate_half), pos0 (the first
+     * row's position) ; f: base (theta, 10000) ; in: X [B,H,T,D] ; out: Y, each pair rotated by
+     * the angle (pos0 + t) base^(-2j/D) (rotary position embedding) */
+    PEAT_OP_ROPE,
+    /* same i, f ; in: dY ; out: dX, each pair rotated back by the same angle */
+    PEAT_OP_ROPE_BWD,
     PEAT_OP_COUNT
 } peat_op_kind;
 
@@ -228,7 +235,7 @@ typedef struct peat_kernel {
  * 4: PEAT's own fields left peat_tensor (owns_data) and peat_device (cl_program, host); OpenCL
  *    programs are built through peat_plugin_host.cl_program; plugins built for 2 and 3 still
  *    load (docs/plugin-abi.md: what they read is where it was)
- * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm, silu, swiglu and their backward ops); no
+ * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm, silu, swiglu, rope and their backward ops); no
  *    layout changed, so
  *    plugins built for 2..4 load as before (their kernels name only the older ops) */
 #define PEAT_PLUGIN_ABI_VERSION 5
