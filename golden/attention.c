@@ -15,12 +15,19 @@
 
 typedef struct attn_dims {
     int64_t B, H, T, D, causal;
+    int64_t Hkv; /* K/V heads (grouped-query attention: H / Hkv query heads share one) */
 } attn_dims;
 
 static attn_dims attn_dims_of(const peat_op_params *p)
 {
-    attn_dims d = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4]};
+    attn_dims d = {p->i[0], p->i[1], p->i[2], p->i[3], p->i[4], p->i[5] > 0 ? p->i[5] : p->i[1]};
     return d;
+}
+
+/* the K/V plane query plane bh reads */
+static int64_t attn_kv(const attn_dims *d, int64_t bh)
+{
+    return bh / d->H * d->Hkv + bh % d->H / (d->H / d->Hkv);
 }
 
 /* Keys visible from query i: j < jend(i). */
@@ -44,8 +51,9 @@ static peat_status attention_exact(const peat_args *a, const peat_kernel *self)
     }
     double *O = peat_f64(a->out[0]), *L = peat_f64(a->out[1]);
     for (int64_t bh = 0; bh < d.B * d.H; bh++) {
-        const double *q = in[0] + bh * d.T * d.D, *k = in[1] + bh * d.T * d.D;
-        const double *v = in[2] + bh * d.T * d.D;
+        int64_t kv = attn_kv(&d, bh);
+        const double *q = in[0] + bh * d.T * d.D, *k = in[1] + kv * d.T * d.D;
+        const double *v = in[2] + kv * d.T * d.D;
         for (int64_t i = 0; i < d.T; i++) {
             int64_t je = attn_jend(&d, i);
             double mx = -INFINITY, sum = 0.0;
@@ -83,9 +91,10 @@ static peat_status attention_golden(const peat_args *a, const peat_kernel *self)
     float *rs = S + d.T * d.T; /* the rows' sums */
     float *O = peat_f32(a->out[0]), *L = peat_f32(a->out[1]);
     for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        int64_t kv = attn_kv(&d, bh);
         const float *q = peat_f32(a->in[0]) + bh * d.T * d.D;
-        const float *k = peat_f32(a->in[1]) + bh * d.T * d.D;
-        const float *v = peat_f32(a->in[2]) + bh * d.T * d.D;
+        const float *k = peat_f32(a->in[1]) + kv * d.T * d.D;
+        const float *v = peat_f32(a->in[2]) + kv * d.T * d.D;
         float *o = O + bh * d.T * d.D;
         peat_golden_gemm_krange(0, 1, d.T, d.T, d.D, 0, d.D, scale, q, k, 0.0f, S);
         for (int64_t i = 0; i < d.T; i++) {
@@ -177,10 +186,22 @@ static peat_status attention_bwd_exact(const peat_args *a, const peat_kernel *se
     }
     double *dQ = peat_f64(a->out[0]), *dK = peat_f64(a->out[1]), *dV = peat_f64(a->out[2]);
     int64_t TD = d.T * d.D;
-    for (int64_t bh = 0; bh < d.B * d.H; bh++)
-        attn_bwd_head_double(&d, scale, in[0] + bh * TD, in[1] + bh * TD, in[2] + bh * TD,
-                             in[3] + bh * TD, in[4] + bh * d.T, in[5] + bh * TD, dQ + bh * TD,
-                             dK + bh * TD, dV + bh * TD, P, dS);
+    /* a K/V head's dK, dV sum over its group's query heads: each head's into gk, gv, added */
+    double *gk = malloc((size_t)(2 * TD) * sizeof *gk), *gv = gk ? gk + TD : NULL;
+    if (!gk) {
+        peat_golden_free_n(6, in);
+        free(P), free(dS);
+        return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd_exact: dK, dV of one head");
+    }
+    for (int64_t i = 0; i < d.B * d.Hkv * TD; i++) dK[i] = 0.0, dV[i] = 0.0;
+    for (int64_t bh = 0; bh < d.B * d.H; bh++) {
+        int64_t kv = attn_kv(&d, bh);
+        attn_bwd_head_double(&d, scale, in[0] + bh * TD, in[1] + kv * TD, in[2] + kv * TD,
+                             in[3] + bh * TD, in[4] + bh * d.T, in[5] + bh * TD, dQ + bh * TD, gk,
+                             gv, P, dS);
+        for (int64_t i = 0; i < TD; i++) dK[kv * TD + i] += gk[i], dV[kv * TD + i] += gv[i];
+    }
+    free(gk);
     peat_golden_free_n(6, in);
     free(P), free(dS);
     return PEAT_OK;
@@ -202,11 +223,14 @@ static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *s
     }
     int64_t TD = d.T * d.D;
     for (int64_t bh = 0; bh < d.B * d.H; bh++) {
-        const float *q = peat_f32(a->in[0]) + bh * TD, *k = peat_f32(a->in[1]) + bh * TD;
-        const float *v = peat_f32(a->in[2]) + bh * TD, *o = peat_f32(a->in[3]) + bh * TD;
+        /* the group's first query head writes its K/V head's dK, dV; the others add to them */
+        int64_t kv = attn_kv(&d, bh);
+        float acc = bh % d.H % (d.H / d.Hkv) ? 1.0f : 0.0f;
+        const float *q = peat_f32(a->in[0]) + bh * TD, *k = peat_f32(a->in[1]) + kv * TD;
+        const float *v = peat_f32(a->in[2]) + kv * TD, *o = peat_f32(a->in[3]) + bh * TD;
         const float *l = peat_f32(a->in[4]) + bh * d.T, *dO = peat_f32(a->in[5]) + bh * TD;
-        float *dq = peat_f32(a->out[0]) + bh * TD, *dk = peat_f32(a->out[1]) + bh * TD;
-        float *dv = peat_f32(a->out[2]) + bh * TD;
+        float *dq = peat_f32(a->out[0]) + bh * TD, *dk = peat_f32(a->out[1]) + kv * TD;
+        float *dv = peat_f32(a->out[2]) + kv * TD;
         peat_golden_gemm_krange(0, 1, d.T, d.T, d.D, 0, d.D, scale, q, k, 0.0f, P);
         peat_golden_gemm_krange(0, 1, d.T, d.T, d.D, 0, d.D, 1.0f, dO, v, 0.0f, dS);
         for (int64_t i = 0; i < d.T; i++) {
@@ -222,9 +246,9 @@ static peat_status attention_bwd_golden(const peat_args *a, const peat_kernel *s
                 *ds = *p * (*ds - Dl);
             }
         }
-        peat_golden_gemm_krange(1, 0, d.T, d.D, d.T, 0, d.T, 1.0f, P, dO, 0.0f, dv);
+        peat_golden_gemm_krange(1, 0, d.T, d.D, d.T, 0, d.T, 1.0f, P, dO, acc, dv);
         peat_golden_gemm_krange(0, 0, d.T, d.D, d.T, 0, d.T, scale, dS, k, 0.0f, dq);
-        peat_golden_gemm_krange(1, 0, d.T, d.D, d.T, 0, d.T, scale, dS, q, 0.0f, dk);
+        peat_golden_gemm_krange(1, 0, d.T, d.D, d.T, 0, d.T, scale, dS, q, acc, dk);
     }
     free(P), free(dS);
     return PEAT_OK;

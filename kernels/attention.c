@@ -16,6 +16,7 @@
 
 typedef struct flash_shape {
     int64_t BH, T, D;
+    int64_t H, Hkv; /* query heads, K/V heads (grouped-query attention: Hkv divides H) */
     float scale;
     int causal;
     int64_t br, bc;
@@ -31,6 +32,8 @@ static flash_shape flash_shape_get(const peat_args *a, const peat_kernel *self)
     flash_shape s = {a->p.i[0] * a->p.i[1],
                      a->p.i[2],
                      a->p.i[3],
+                     a->p.i[1],
+                     a->p.i[5] > 0 ? a->p.i[5] : a->p.i[1],
                      (float)a->p.f[0],
                      (int)a->p.i[4],
                      self->cfg.tile_m > 0 ? self->cfg.tile_m : FLASH_TILE,
@@ -38,6 +41,12 @@ static flash_shape flash_shape_get(const peat_args *a, const peat_kernel *self)
                      self->user != NULL};
     if (s.base2) s.scale *= LOG2E_F;
     return s;
+}
+
+/* the K/V plane query plane bh reads */
+static int64_t kv_plane(const flash_shape *s, int64_t bh)
+{
+    return bh / s->H * s->Hkv + bh % s->H / (s->H / s->Hkv);
 }
 
 static float dot(const float *u, const float *v, int64_t n)
@@ -59,7 +68,8 @@ static peat_status flash_fwd(const flash_shape *s, const float *Q, const float *
     if (!ws) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: tile workspace", who);
     float *sc = ws, *m = ws + bc, *l = m + br, *acc = l + br;
     for (int64_t bh = 0; bh < s->BH; bh++) {
-        const float *q = Q + bh * T * D, *k = K + bh * T * D, *v = V + bh * T * D;
+        int64_t kv = kv_plane(s, bh);
+        const float *q = Q + bh * T * D, *k = K + kv * T * D, *v = V + kv * T * D;
         for (int64_t i0 = 0; i0 < T; i0 += br) {
             int64_t i1 = i0 + br < T ? i0 + br : T;
             for (int64_t r = 0; r < i1 - i0; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -122,7 +132,8 @@ static peat_status attention_bf16(const peat_args *a, const peat_kernel *self)
                           (long long)(3 * n));
     for (int t = 0; t < 3; t++) {
         const float *src = peat_f32(a->in[t]);
-        for (int64_t i = 0; i < n; i++) qkv[t * n + i] = peat_round_bf16(src[i]);
+        int64_t m = t ? n / s.H * s.Hkv : n; /* K, V: Hkv heads */
+        for (int64_t i = 0; i < m; i++) qkv[t * n + i] = peat_round_bf16(src[i]);
     }
     float *O = peat_f32(a->out[0]);
     peat_status st = flash_fwd(&s, qkv, qkv + n, qkv + 2 * n, O, peat_f32(a->out[1]), self->name);
@@ -140,7 +151,7 @@ static peat_status attention_flash_bwd(const peat_args *a, const peat_kernel *se
 {
     PEAT_TRY(peat_kernels_io_check(a, self));
     flash_shape s = flash_shape_get(a, self);
-    int64_t T = s.T, D = s.D, br = s.br, bc = s.bc, n = s.BH * T * D;
+    int64_t T = s.T, D = s.D, br = s.br, bc = s.bc, n = s.BH * T * D, nkv = n / s.H * s.Hkv;
     const float *Q = peat_f32(a->in[0]), *K = peat_f32(a->in[1]), *V = peat_f32(a->in[2]);
     const float *O = peat_f32(a->in[3]), *L = peat_f32(a->in[4]), *dO = peat_f32(a->in[5]);
     float *dQ = peat_f32(a->out[0]), *dK = peat_f32(a->out[1]), *dV = peat_f32(a->out[2]);
@@ -148,13 +159,13 @@ static peat_status attention_flash_bwd(const peat_args *a, const peat_kernel *se
     if (!ws) return PEAT_ERROR(PEAT_ERR_NOMEM, "%s: workspace", self->name);
     float *delta = ws, *dqp = ws + T;
     memset(dQ, 0, (size_t)n * sizeof *dQ);
-    memset(dK, 0, (size_t)n * sizeof *dK);
-    memset(dV, 0, (size_t)n * sizeof *dV);
+    memset(dK, 0, (size_t)nkv * sizeof *dK);
+    memset(dV, 0, (size_t)nkv * sizeof *dV);
     for (int64_t bh = 0; bh < s.BH; bh++) {
-        int64_t off = bh * T * D;
-        const float *q = Q + off, *k = K + off, *v = V + off, *o = O + off, *go = dO + off;
+        int64_t off = bh * T * D, kvo = kv_plane(&s, bh) * T * D;
+        const float *q = Q + off, *k = K + kvo, *v = V + kvo, *o = O + off, *go = dO + off;
         const float *lse = L + bh * T;
-        float *gq = dQ + off, *gk = dK + off, *gv = dV + off;
+        float *gq = dQ + off, *gk = dK + kvo, *gv = dV + kvo;
         for (int64_t i = 0; i < T; i++) delta[i] = dot(go + i * D, o + i * D, D);
         for (int64_t j0 = 0; j0 < T; j0 += bc) {
             int64_t j1 = j0 + bc < T ? j0 + bc : T;

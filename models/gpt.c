@@ -41,7 +41,8 @@ typedef struct gpt_impl {
     int lm;      /* the language-modelling task (the preset's): every position predicts the next */
     int64_t na;  /* scored positions per row: nd + 1 answer digits, or T */
     int64_t T, D, H, Dh, Nrow, Nans, B, V; /* V: vocabulary */
-    int64_t Fh; /* the MLP's hidden width: 4 D, or llama's 8 D / 3 rounded up to 8 */
+    int64_t Fh;        /* the MLP's hidden width: 4 D, or llama's 8 D / 3 rounded up to 8 */
+    int64_t Hkv, Wqkv; /* K/V heads (llama: half the query heads), the QKV rows' width */
     peat_models_param *wte, *wpe, *lnfg, *lnfb, *wh;
     gpt_block blk[GPT_MAX_BLOCKS];
     peat_tensor *X[GPT_MAX_BLOCKS + 1], *E, *Hf, *meanf, *rstdf, *Ha, *logits, *dlogits;
@@ -164,7 +165,7 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
         gpt_block *b = &m->blk[l];
         ADDB(ln1g, "ln1.g", D, 0, 0);
         if (!m->llama) ADDB(ln1b, "ln1.b", D, 0, 0);
-        ADDB(wqkv, "attn.qkv.w", D, 3 * D, 1);
+        ADDB(wqkv, "attn.qkv.w", D, m->Wqkv, 1);
         if (!m->llama) ADDB(bqkv, "attn.qkv.b", 3 * D, 0, 0);
         ADDB(wo, "attn.proj.w", D, D, 1);
         ADDB(ln2g, "ln2.g", D, 0, 0);
@@ -217,15 +218,15 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         T2(b->H1, N, D);
         T2(b->mean1, N, 0);
         T2(b->rstd1, N, 0);
-        T2(b->QKV0, N, 3 * D);
-        T2(b->QKV, N, 3 * D);
+        T2(b->QKV0, N, m->Wqkv);
+        T2(b->QKV, N, m->Wqkv);
         PEAT_TRY(peat_models_tensor(&b->Q, m->B, m->H, m->T, m->Dh));
         if (m->llama) {
             PEAT_TRY(peat_models_tensor(&b->Q0, m->B, m->H, m->T, m->Dh));
-            PEAT_TRY(peat_models_tensor(&b->K0, m->B, m->H, m->T, m->Dh));
+            PEAT_TRY(peat_models_tensor(&b->K0, m->B, m->Hkv, m->T, m->Dh));
         }
-        PEAT_TRY(peat_models_tensor(&b->K, m->B, m->H, m->T, m->Dh));
-        PEAT_TRY(peat_models_tensor(&b->V, m->B, m->H, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->K, m->B, m->Hkv, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->V, m->B, m->Hkv, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->O, m->B, m->H, m->T, m->Dh));
         if (m->unfused)
             PEAT_TRY(peat_models_tensor(&b->P, BH, m->T, m->T, 0));
@@ -263,15 +264,15 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
     }
     T2(m->dH, N, D);
     T2(m->dOm, N, D);
-    T2(m->dQKV, N, 3 * D);
+    T2(m->dQKV, N, m->Wqkv);
     PEAT_TRY(peat_models_tensor(&m->dO, BH, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dQ, BH, m->T, m->Dh, 0));
     if (m->llama) {
         PEAT_TRY(peat_models_tensor(&m->dQ0, BH, m->T, m->Dh, 0));
-        PEAT_TRY(peat_models_tensor(&m->dK0, BH, m->T, m->Dh, 0));
+        PEAT_TRY(peat_models_tensor(&m->dK0, m->B * m->Hkv, m->T, m->Dh, 0));
     }
-    PEAT_TRY(peat_models_tensor(&m->dK, BH, m->T, m->Dh, 0));
-    PEAT_TRY(peat_models_tensor(&m->dV, BH, m->T, m->Dh, 0));
+    PEAT_TRY(peat_models_tensor(&m->dK, m->B * m->Hkv, m->T, m->Dh, 0));
+    PEAT_TRY(peat_models_tensor(&m->dV, m->B * m->Hkv, m->T, m->Dh, 0));
     if (m->unfused) {
         PEAT_TRY(peat_models_tensor(&m->mask, m->T * m->T, 0, 0, 0));
         PEAT_TRY(peat_models_tensor(&m->S, BH, m->T, m->T, 0));
@@ -327,6 +328,9 @@ static peat_status gpt_create(peat_flow_t *f)
         return PEAT_ERROR(PEAT_ERR_INVAL, "gpt: width %lld does not split into heads of %lld",
                           (long long)m->D, (long long)hd);
     m->Dh = m->D / m->H;
+    /* llama's grouped-query attention: two query heads share a K/V head (one head: itself) */
+    m->Hkv = m->llama && m->H % 2 == 0 ? m->H / 2 : m->H;
+    m->Wqkv = m->D + 2 * m->Hkv * m->Dh;
     /* LLaMA's SwiGLU hidden width 8 D / 3 keeps the MLP's parameters at 8 D^2 with three
      * matrices (rounded up to a multiple of 8) */
     m->Fh = m->llama ? (8 * m->D / 3 + 7) / 8 * 8 : 4 * m->D;
@@ -393,14 +397,16 @@ static void gpt_destroy(peat_flow_t *f)
 
 /* ---- glue: head split/merge (copies between [B*T, k*D] rows and [B,H,T,Dh]) --------------- */
 
-/* part p (0 = Q, 1 = K, 2 = V) of rows [N, w*D] <-> heads [B,H,T,Dh]; to_heads selects direction */
-static void heads_copy(const gpt_impl *m, float *rows, int64_t w, int p, float *heads, int to_heads)
+/* the nh heads at column `off` of rows [N, width] <-> heads [B,nh,T,Dh]; to_heads selects the
+ * direction (Q at 0, K at D and V after K's Hkv heads in the QKV rows) */
+static void heads_copy(const gpt_impl *m, float *rows, int64_t width, int64_t off, int64_t nh,
+                       float *heads, int to_heads)
 {
     for (int64_t b = 0; b < m->B; b++)
         for (int64_t t = 0; t < m->T; t++)
-            for (int64_t h = 0; h < m->H; h++) {
-                float *r = rows + (b * m->T + t) * w * m->D + p * m->D + h * m->Dh;
-                float *q = heads + ((b * m->H + h) * m->T + t) * m->Dh;
+            for (int64_t h = 0; h < nh; h++) {
+                float *r = rows + (b * m->T + t) * width + off + h * m->Dh;
+                float *q = heads + ((b * nh + h) * m->T + t) * m->Dh;
                 if (to_heads)
                     memcpy(q, r, (size_t)m->Dh * sizeof(float));
                 else
@@ -412,6 +418,7 @@ static void attn_params(const gpt_impl *m, peat_op_params *p)
 {
     memset(p, 0, sizeof *p);
     p->i[0] = m->B, p->i[1] = m->H, p->i[2] = m->T, p->i[3] = m->Dh, p->i[4] = 1;
+    p->i[5] = m->Hkv < m->H ? m->Hkv : 0; /* grouped-query attention (llama) */
     p->f[0] = 1.0 / sqrt((double)m->Dh);
 }
 
@@ -506,22 +513,23 @@ static peat_status gpt_forward(peat_flow_t *f, gpt_impl *m)
     for (int64_t l = 0; l < L; l++) {
         gpt_block *b = &m->blk[l];
         PEAT_TRY(norm_fwd(f, m, b->name[0], m->X[l], b->ln1g, b->ln1b, b->H1, b->mean1, b->rstd1));
-        PEAT_TRY(peat_models_linear_fwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, NULL,
+        PEAT_TRY(peat_models_linear_fwd(f, b->name[1], N, D, m->Wqkv, b->H1, b->wqkv->w, NULL,
                                         m->llama ? b->QKV : b->QKV0));
         if (!m->llama)
             PEAT_TRY(peat_models_bias_add(f, b->name[1], PEAT_PHASE_FWD, N, 3 * D, 1, b->QKV0,
                                           b->bqkv->w, b->QKV));
-        heads_copy(m, peat_f32(b->QKV), 3, 0, peat_f32(m->llama ? b->Q0 : b->Q), 1);
-        heads_copy(m, peat_f32(b->QKV), 3, 1, peat_f32(m->llama ? b->K0 : b->K), 1);
-        heads_copy(m, peat_f32(b->QKV), 3, 2, peat_f32(b->V), 1);
+        heads_copy(m, peat_f32(b->QKV), m->Wqkv, 0, m->H, peat_f32(m->llama ? b->Q0 : b->Q), 1);
+        heads_copy(m, peat_f32(b->QKV), m->Wqkv, m->D, m->Hkv, peat_f32(m->llama ? b->K0 : b->K),
+                   1);
+        heads_copy(m, peat_f32(b->QKV), m->Wqkv, m->D + m->Hkv * m->Dh, m->Hkv, peat_f32(b->V), 1);
         if (m->llama) {
             PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_FWD, m->B, m->H, m->T, m->Dh, b->Q0,
                                       b->Q));
-            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_FWD, m->B, m->H, m->T, m->Dh, b->K0,
-                                      b->K));
+            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_FWD, m->B, m->Hkv, m->T, m->Dh,
+                                      b->K0, b->K));
         }
         PEAT_TRY(attn_fwd(f, m, b));
-        heads_copy(m, peat_f32(b->Om), 1, 0, peat_f32(b->O), 0);
+        heads_copy(m, peat_f32(b->Om), m->D, 0, m->H, peat_f32(b->O), 0);
         /* the residual sum is the GEMM's beta*C */
         PEAT_TRY(peat_models_linear_fwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->X[l], b->Xa));
         PEAT_TRY(norm_fwd(f, m, b->name[4], b->Xa, b->ln2g, b->ln2b, b->H2, b->mean2, b->rstd2));
@@ -595,20 +603,22 @@ static peat_status gpt_backward(peat_flow_t *f, gpt_impl *m)
         /* Xa = Om Wo + X[l] */
         PEAT_TRY(peat_models_linear_bwd(f, b->name[3], N, D, D, b->Om, b->wo->w, m->dXa, b->wo->g,
                                         m->dOm));
-        heads_copy(m, peat_f32(m->dOm), 1, 0, peat_f32(m->dO), 1);
+        heads_copy(m, peat_f32(m->dOm), m->D, 0, m->H, peat_f32(m->dO), 1);
         PEAT_TRY(attn_bwd(f, m, b));
         if (m->llama) {
             PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_BWD, m->B, m->H, m->T, m->Dh, m->dQ,
                                       m->dQ0));
-            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_BWD, m->B, m->H, m->T, m->Dh, m->dK,
-                                      m->dK0));
+            PEAT_TRY(peat_models_rope(f, b->name[2], PEAT_PHASE_BWD, m->B, m->Hkv, m->T, m->Dh,
+                                      m->dK, m->dK0));
         }
-        heads_copy(m, peat_f32(m->dQKV), 3, 0, peat_f32(m->llama ? m->dQ0 : m->dQ), 0);
-        heads_copy(m, peat_f32(m->dQKV), 3, 1, peat_f32(m->llama ? m->dK0 : m->dK), 0);
-        heads_copy(m, peat_f32(m->dQKV), 3, 2, peat_f32(m->dV), 0);
+        heads_copy(m, peat_f32(m->dQKV), m->Wqkv, 0, m->H, peat_f32(m->llama ? m->dQ0 : m->dQ), 0);
+        heads_copy(m, peat_f32(m->dQKV), m->Wqkv, m->D, m->Hkv, peat_f32(m->llama ? m->dK0 : m->dK),
+                   0);
+        heads_copy(m, peat_f32(m->dQKV), m->Wqkv, m->D + m->Hkv * m->Dh, m->Hkv, peat_f32(m->dV),
+                   0);
         if (!m->llama)
             PEAT_TRY(peat_models_bias_bwd(f, b->name[1], N, 3 * D, 1, m->dQKV, b->bqkv->g));
-        PEAT_TRY(peat_models_linear_bwd(f, b->name[1], N, D, 3 * D, b->H1, b->wqkv->w, m->dQKV,
+        PEAT_TRY(peat_models_linear_bwd(f, b->name[1], N, D, m->Wqkv, b->H1, b->wqkv->w, m->dQKV,
                                         b->wqkv->g, m->dH));
         PEAT_TRY(norm_bwd(f, m, b->name[0], m->X[l], b->ln1g, b->ln1b, b->mean1, b->rstd1, m->dH,
                           m->dXln));

@@ -775,6 +775,62 @@ Test(golden, fd_rope_bwd)
     peat_rng_free(r);
 }
 
+/* Grouped-query attention (4 query heads over 2 K/V heads, and over 1): the goldens within the
+ * bound of the exact kernels, forward and backward; the backward's dK, dV (a sum over each
+ * group's query heads) against central differences of the exact forward. */
+static void gqa_bound(const gcase *c, const peat_args *t, const peat_args *e, const char *who)
+{
+    for (int o = 0; o < e->n_out; o++) {
+        int64_t bad;
+        double w = bound_ratio(c, t, e, o, 0, &bad);
+        cr_assert_eq(bad, 0,
+                     "%s (%lld K/V heads) out %d: %lld elements beyond the bound (worst %.3g)", who,
+                     (long long)c->p.i[5], o, (long long)bad, w);
+    }
+}
+
+Test(golden, gqa_within_bound_and_backward_by_central_differences)
+{
+    for (int64_t hkv = 2; hkv >= 1; hkv--) {
+        peat_rng_t *r = peat_rng_new(40 + (uint64_t)hkv);
+        int64_t B = 2, H = 4, T = 7, D = 8, n = B * H * T * D, nkv = B * hkv * T * D;
+        gcase c = {.op = PEAT_OP_ATTENTION, .n_in = 3};
+        int64_t v[6] = {B, H, T, D, 1, hkv};
+        memcpy(c.p.i, v, sizeof v);
+        c.p.f[0] = 1.0 / sqrt((double)D);
+        c.in[0] = rnd(r, n, 0, 1.5), c.in[1] = rnd(r, nkv, 0, 1.5), c.in[2] = rnd(r, nkv, 0, 1);
+        peat_args g, e;
+        run_pair(&c, &g, &e);
+        gqa_bound(&c, &g, &e, "attention_golden");
+        /* the backward on the golden forward's O and L */
+        gcase cb = {.op = PEAT_OP_ATTENTION_BWD, .p = c.p, .n_in = 6};
+        cb.in[0] = c.in[0], cb.in[1] = c.in[1], cb.in[2] = c.in[2];
+        cb.in[3] = g.out[0], cb.in[4] = g.out[1], cb.in[5] = rnd(r, n, 0, 1);
+        peat_args gb, eb;
+        run_pair(&cb, &gb, &eb);
+        gqa_bound(&cb, &gb, &eb, "attention_bwd_golden");
+        /* dK and dV by central differences of sum(dO . O) through the exact forward: O from
+         * exact-in-double inputs, L from them too, so the backward reads consistent values */
+        double *w = malloc((size_t)n * sizeof *w);
+        cr_assert_not_null(w, "weights");
+        for (int64_t i = 0; i < n; i++) w[i] = peat_f32(cb.in[5])[i];
+        peat_args y = run_exact64("attention_exact", PEAT_OP_ATTENTION, &c.p, 3, c.in);
+        peat_tensor *x[3] = {to_f64(c.in[0]), to_f64(c.in[1]), to_f64(c.in[2])};
+        peat_tensor *dO = wt_tensor(w, n);
+        peat_tensor *bw[6] = {x[0], x[1], x[2], y.out[0], y.out[1], dO};
+        peat_args b = run_exact64("attention_bwd_exact", PEAT_OP_ATTENTION_BWD, &c.p, 6, bw);
+        fd_check("attention_exact", &c.p, 3, c.in, 0, w, b.out[0], "GQA dQ");
+        fd_check("attention_exact", &c.p, 3, c.in, 1, w, b.out[1], "GQA dK");
+        fd_check("attention_exact", &c.p, 3, c.in, 2, w, b.out[2], "GQA dV");
+        peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dO);
+        free_all(3, x), free(w);
+        peat_args_free_outputs(&gb), peat_args_free_outputs(&eb);
+        peat_tensor_free(cb.in[5]);
+        peat_args_free_outputs(&g), peat_args_free_outputs(&e);
+        gcase_free(&c), peat_rng_free(r);
+    }
+}
+
 Test(golden, fd_attention_bwd)
 {
     peat_rng_t *r = peat_rng_new(16);

@@ -610,6 +610,84 @@ Test(kernels, attention_flash_bwd_within_bound)
         }
 }
 
+/* grouped-query attention: 4 query heads over 2 and over 1 K/V head (i[5]) */
+Test(kernels, attention_flash_gqa_within_bound)
+{
+    for (int64_t hkv = 2; hkv >= 1; hkv--)
+        for (int causal = 0; causal <= 1; causal++) {
+            int64_t B = 2, H = 4, T = 11, D = 8, n = B * H * T * D, nkv = B * hkv * T * D;
+            call c = {.op = PEAT_OP_ATTENTION, .n_in = 3};
+            int64_t v[6] = {B, H, T, D, causal, hkv};
+            memcpy(c.p.i, v, sizeof v);
+            c.p.f[0] = 1.0 / sqrt((double)D);
+            peat_rng_t *r = peat_rng_new(70 + (uint64_t)(2 * hkv + causal));
+            c.in[0] = t_gauss(r, n, 1.0), c.in[1] = t_gauss(r, nkv, 1.0);
+            c.in[2] = t_gauss(r, nkv, 1.0);
+            expect_within("attention_flash", &c, FP32);
+            peat_args ex = run_exact(&c);
+            call b = {.op = PEAT_OP_ATTENTION_BWD, .p = c.p, .n_in = 6};
+            for (int k = 0; k < 3; k++) b.in[k] = c.in[k], c.in[k] = NULL;
+            b.in[3] = t_from(ex.out[0]), b.in[4] = t_from(ex.out[1]), b.in[5] = t_gauss(r, n, 1.0);
+            expect_within("attention_flash_bwd", &b, FP32);
+            peat_args_free_outputs(&ex), call_free(&b), call_free(&c), peat_rng_free(r);
+        }
+}
+
+/* ---- the LLaMA-block ops: RMSNorm, SiLU, SwiGLU, RoPE (each forward and backward) ---- */
+
+static call ew_call(peat_op_kind op, uint64_t seed, int64_t n, int n_in, double sigma)
+{
+    call c = {.op = op, .n_in = n_in};
+    c.p.i[0] = n;
+    peat_rng_t *r = peat_rng_new(seed);
+    for (int k = 0; k < n_in; k++) c.in[k] = t_gauss(r, n, k ? 1.0 : sigma);
+    peat_rng_free(r);
+    return c;
+}
+
+Test(kernels, llama_block_candidates_within_bound)
+{
+    /* SiLU and SwiGLU, the gate up to the sigmoid's saturated tails */
+    for (int s = 0; s < 2; s++) {
+        double sigma = s ? 10.0 : 1.5;
+        call c = ew_call(PEAT_OP_SILU, 80 + s, 777, 1, sigma);
+        expect_within("silu_split", &c, FP32), call_free(&c);
+        c = ew_call(PEAT_OP_SILU_BWD, 82 + s, 777, 2, sigma);
+        expect_within("silu_split_bwd", &c, FP32), call_free(&c);
+        c = ew_call(PEAT_OP_SWIGLU, 84 + s, 777, 2, sigma);
+        expect_within("swiglu_fused", &c, FP32), call_free(&c);
+        c = ew_call(PEAT_OP_SWIGLU_BWD, 86 + s, 777, 3, sigma);
+        expect_within("swiglu_fused_bwd", &c, FP32), call_free(&c);
+    }
+    /* RMSNorm: rows of 45 and of 1; its backward on the forward's rstd */
+    static const int64_t rc[][2] = {{7, 45}, {4, 1}, {40, 12}};
+    for (int s = 0; s < 3; s++) {
+        int64_t R = rc[s][0], C = rc[s][1];
+        call c = {.op = PEAT_OP_RMSNORM, .n_in = 2};
+        c.p.i[0] = R, c.p.i[1] = C, c.p.f[0] = 1e-6;
+        peat_rng_t *r = peat_rng_new(90 + (uint64_t)s);
+        c.in[0] = t_gauss(r, R * C, 1.0), c.in[1] = t_uniform(r, C, 0.5, 1.5);
+        expect_within("rmsnorm_lanes", &c, FP32);
+        peat_args ex = run_exact(&c);
+        call b = {.op = PEAT_OP_RMSNORM_BWD, .p = c.p, .n_in = 4};
+        b.in[0] = c.in[0], b.in[1] = c.in[1], c.in[0] = c.in[1] = NULL;
+        b.in[2] = t_from(ex.out[1]), b.in[3] = t_gauss(r, R * C, 1.0);
+        expect_within("rmsnorm_lanes_bwd", &b, FP32);
+        peat_args_free_outputs(&ex), call_free(&b), call_free(&c), peat_rng_free(r);
+    }
+    /* RoPE: both layouts, from position 0 and from 500 */
+    for (int s = 0; s < 4; s++) {
+        call c = {.op = s % 2 ? PEAT_OP_ROPE_BWD : PEAT_OP_ROPE, .n_in = 1};
+        int64_t v[6] = {2, 3, 13, 16, s / 2, s / 2 ? 500 : 0};
+        memcpy(c.p.i, v, sizeof v);
+        c.p.f[0] = 10000.0;
+        peat_rng_t *r = peat_rng_new(95 + (uint64_t)s);
+        c.in[0] = t_gauss(r, 2 * 3 * 13 * 16, 1.0);
+        expect_within(s % 2 ? "rope_table_bwd" : "rope_table", &c, FP32);
+        call_free(&c), peat_rng_free(r);
+    }
+}
+
 /* ---- adamw ---- */
 
 /* param uniform in [-prange, prange] */

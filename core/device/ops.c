@@ -191,6 +191,12 @@ static peat_status attention_launch(const peat_args *a, const char *kernel, int6
                                     int count)
 {
     const int64_t *i = a->p.i;
+    /* the device kernels read one K/V head per query head */
+    if (i[5] > 0 && i[5] != i[1])
+        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
+                          "%s: grouped-query attention (%lld K/V heads for %lld query heads) has "
+                          "no device kernel yet",
+                          kernel, (long long)i[5], (long long)i[1]);
     peat_karg args[5 + 2 * PEAT_MAX_IO] = {KL(i[0] * i[1]), KL(i[2]), KL(i[3]), KL(i[4]),
                                            KF(a->p.f[0])};
     int k = 5;

@@ -9,24 +9,43 @@
 
 #define P(k) (a->p.i[k])
 
+/* Grouped-query attention: i[5] K/V heads (0: as many as the query heads), each shared by a
+ * group of H / i[5] consecutive query heads. */
+static int64_t kv_heads(const peat_op_params *p)
+{
+    return p->i[5] > 0 ? p->i[5] : p->i[1];
+}
+/* the K/V plane (batch entry, K/V head) query plane bh reads */
+static int64_t kv_plane(const peat_op_params *p, int64_t bh)
+{
+    int64_t H = p->i[1], G = H / kv_heads(p);
+    return bh / H * kv_heads(p) + bh % H / G;
+}
+
 /* ---- attention: i = B H T D causal ; f = scale ---- */
 static peat_status attn_check(const peat_args *a)
 {
     PEAT_TRY(peat_op_positive(a, 4));
     if (P(4) < 0 || P(4) > 1)
         return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: causal must be 0 or 1", peat_op_name(a->op));
+    if (P(5) < 0 || P(5) > P(1) || P(1) % kv_heads(&a->p))
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: %lld K/V heads do not divide %lld query heads",
+                          peat_op_name(a->op), (long long)P(5), (long long)P(1));
     int64_t n = P(0) * P(1) * P(2) * P(3), nl = P(0) * P(1) * P(2);
+    int64_t nkv = P(0) * kv_heads(&a->p) * P(2) * P(3);
     if ((double)n > 4e9) return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: absurd shape", peat_op_name(a->op));
     static const char *fw[] = {"Q", "K", "V"}, *bw[] = {"Q", "K", "V", "O", "L", "dO"};
     if (a->op == PEAT_OP_ATTENTION) {
-        for (int k = 0; k < 3; k++) PEAT_TRY(peat_op_expect(a, a->in[k], fw[k], PEAT_DTYPE_F32, n));
+        for (int k = 0; k < 3; k++)
+            PEAT_TRY(peat_op_expect(a, a->in[k], fw[k], PEAT_DTYPE_F32, k ? nkv : n));
         PEAT_TRY(peat_op_expect(a, peat_op_out(a, 0), "O", PEAT_DTYPE_F32, n));
         return peat_op_expect(a, peat_op_out(a, 1), "L", PEAT_DTYPE_F32, nl);
     }
     for (int k = 0; k < 6; k++)
-        PEAT_TRY(peat_op_expect(a, a->in[k], bw[k], PEAT_DTYPE_F32, k == 4 ? nl : n));
+        PEAT_TRY(peat_op_expect(a, a->in[k], bw[k], PEAT_DTYPE_F32,
+                                k == 4 ? nl : k == 1 || k == 2 ? nkv : n));
     for (int k = 0; k < 3; k++)
-        PEAT_TRY(peat_op_expect(a, peat_op_out(a, k), fw[k], PEAT_DTYPE_F32, n));
+        PEAT_TRY(peat_op_expect(a, peat_op_out(a, k), fw[k], PEAT_DTYPE_F32, k ? nkv : n));
     return PEAT_OK;
 }
 
@@ -36,15 +55,22 @@ static peat_status attn_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX
     if (a->op == PEAT_OP_ATTENTION)
         peat_op_out_shape(nd, s, 1, 3, P(0), P(1), P(2), 0);
     else {
-        peat_op_out_shape(nd, s, 1, 4, P(0), P(1), P(2), P(3));
-        peat_op_out_shape(nd, s, 2, 4, P(0), P(1), P(2), P(3));
+        peat_op_out_shape(nd, s, 1, 4, P(0), kv_heads(&a->p), P(2), P(3));
+        peat_op_out_shape(nd, s, 2, 4, P(0), kv_heads(&a->p), P(2), P(3));
     }
     return PEAT_OK;
 }
 
+/* the longest sum: a score's D products or a row's T keys; in the backward, dK and dV's T
+ * queries of each of the group's H / K/V-heads query heads */
 static int64_t attn_depth(const peat_op_params *p)
 {
     return p->i[2] > p->i[3] ? p->i[2] : p->i[3];
+}
+static int64_t attn_bwd_depth(const peat_op_params *p)
+{
+    int64_t t = p->i[2] * (p->i[1] / kv_heads(p));
+    return t > p->i[3] ? t : p->i[3];
 }
 
 static double attn_flops(const peat_op_params *p)
@@ -76,8 +102,9 @@ static peat_status attn_mag(const peat_args *a, int o, const peat_op_mag_in *in,
         return PEAT_ERROR(PEAT_ERR_NOMEM, "attention magnitude row");
     }
     for (int64_t bh = 0; bh < B * H; bh++) {
-        const double *q = in->x[0] + bh * T * D, *k = in->x[1] + bh * T * D;
-        const double *v = in->x[2] + bh * T * D;
+        int64_t kv = kv_plane(&a->p, bh);
+        const double *q = in->x[0] + bh * T * D, *k = in->x[1] + kv * T * D;
+        const double *v = in->x[2] + kv * T * D;
         for (int64_t i = 0; i < T; i++) {
             int64_t n = causal ? i + 1 : T;
             double mx = -INFINITY, S = 0.0, lam = 0.0;
@@ -124,13 +151,18 @@ static peat_status attn_bwd_mag(const peat_args *a, int o, const peat_op_mag_in 
     /* P, dS and the error bounds (/u) of P and dS for one head */
     double *P = malloc(TT * sizeof *P), *eP = malloc(TT * sizeof *eP);
     double *dS = malloc(TT * sizeof *dS), *eS = malloc(TT * sizeof *eS);
-    if (!P || !eP || !dS || !eS) {
-        free(P), free(eP), free(dS), free(eS);
+    /* dK, dV (o 1, 2) of a K/V head sum over its group's query heads: their terms gathered
+     * here (acc: the sums of |terms|; val: dK's value) before the scale is applied */
+    int64_t TD = T * D, Gn = H / kv_heads(&a->p), nkv = B * kv_heads(&a->p) * TD;
+    double *accs = o ? calloc((size_t)(2 * nkv), sizeof *accs) : NULL;
+    if (!P || !eP || !dS || !eS || (o && !accs)) {
+        free(P), free(eP), free(dS), free(eS), free(accs);
         return PEAT_ERROR(PEAT_ERR_NOMEM, "attention_bwd magnitude scratch");
     }
-    int64_t TD = T * D;
+    double Tn = (double)(T * Gn); /* the terms of a dK or dV sum */
     for (int64_t bh = 0; bh < B * H; bh++) {
-        const double *q = in->x[0] + bh * TD, *k = in->x[1] + bh * TD, *v = in->x[2] + bh * TD;
+        int64_t kv = kv_plane(&a->p, bh);
+        const double *q = in->x[0] + bh * TD, *k = in->x[1] + kv * TD, *v = in->x[2] + kv * TD;
         const double *O = in->x[3] + bh * TD, *L = in->x[4] + bh * T, *dO = in->x[5] + bh * TD;
         for (int64_t i = 0; i < T; i++) {
             double Dl = 0.0, W = 0.0;
@@ -164,18 +196,26 @@ static peat_status attn_bwd_mag(const peat_args *a, int o, const peat_op_mag_in 
                     if (o == 0) /* dQ = scale sum_u dS_tu k_u: dS's error, product, T-1 adds */
                         acc += fabs(k[u * D + e]) * (eS[tu] + (double)T * fabs(dS[tu])),
                             val += dS[tu] * k[u * D + e];
-                    else if (o == 1) /* dK = scale sum_u dS_ut q_u */
-                        acc += fabs(q[u * D + e]) * (eS[ut] + (double)T * fabs(dS[ut])),
+                    else if (o == 1) /* dK = scale sum over the group's u of dS_ut q_u */
+                        acc += fabs(q[u * D + e]) * (eS[ut] + Tn * fabs(dS[ut])),
                             val += dS[ut] * q[u * D + e];
-                    else /* dV = sum_u P_ut dO_u */
-                        acc += fabs(dO[u * D + e]) * (eP[ut] + (double)T * P[ut]);
+                    else /* dV = sum over the group's u of P_ut dO_u */
+                        acc += fabs(dO[u * D + e]) * (eP[ut] + Tn * P[ut]);
                 }
-                /* dQ, dK: then the scale's rounding and its product */
-                mag[bh * TD + t * D + e] =
-                    o == 2 ? acc / K : (fabs(scale) * acc + 2.0 * fabs(scale * val)) / K;
+                if (o) {
+                    accs[kv * TD + t * D + e] += acc, accs[nkv + kv * TD + t * D + e] += val;
+                    continue;
+                }
+                /* dQ: then the scale's rounding and its product */
+                mag[bh * TD + t * D + e] = (fabs(scale) * acc + 2.0 * fabs(scale * val)) / K;
             }
     }
-    free(P), free(eP), free(dS), free(eS);
+    for (int64_t i = 0; o && i < nkv; i++) {
+        double acc = accs[i], val = accs[nkv + i];
+        /* dK: then the scale's rounding and its product */
+        mag[i] = o == 2 ? acc / K : (fabs(scale) * acc + 2.0 * fabs(scale * val)) / K;
+    }
+    free(P), free(eP), free(dS), free(eS), free(accs);
     return PEAT_OK;
 }
 
@@ -188,7 +228,8 @@ static peat_status attention_dims(peat_probe_sink *s, const peat_record *rec, pe
         if (dims[i] == rec->p.i[3]) continue;
         peat_op_params q = rec->p;
         q.i[3] = dims[i], q.f[0] = 1.0 / sqrt((double)dims[i]);
-        int64_t n = q.i[0] * q.i[1] * q.i[2] * q.i[3], sz[3] = {n, n, n};
+        int64_t n = q.i[0] * q.i[1] * q.i[2] * q.i[3];
+        int64_t nkv = q.i[0] * kv_heads(&q) * q.i[2] * q.i[3], sz[3] = {n, nkv, nkv};
         snprintf(label, sizeof label, "shape head dim D=%lld (recorded %lld)", (long long)dims[i],
                  (long long)rec->p.i[3]);
         PEAT_TRY(peat_op_probe_fresh(s, rec, r, &q, sz, 3, label));
@@ -213,14 +254,16 @@ static peat_status attn_probes(peat_probe_sink *s, const peat_record_list *recs,
 /* the batch x heads planes of every input and output */
 static int attn_perm(const peat_args *a, peat_op_perm *out)
 {
-    int64_t Pn = P(0) * P(1);
+    /* with fewer K/V heads a query head moves with its K/V head's group: the batch entries
+     * alone */
+    int64_t Pn = kv_heads(&a->p) == P(1) ? P(0) * P(1) : P(0);
     if (Pn < 2) return 0; /* one plane: nothing to move */
     out->len[0] = Pn;
     for (int k = 0; k < a->n_in; k++) {
         out->in_mask |= 1u << k;
         out->in[k] = peat_op_view(Pn, 1, peat_tensor_numel(a->in[k]) / Pn, 0, -1, -1);
     }
-    out->out = peat_op_view(Pn, 1, P(2) * P(3), 0, -1, -1);
+    out->out = peat_op_view(Pn, 1, P(0) * P(1) * P(2) * P(3) / Pn, 0, -1, -1);
     return 1;
 }
 
@@ -236,7 +279,7 @@ static void attn_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[
     const int64_t *i = p->i;
     int k = 0;
     for (int r = 0; r < 3; r++)
-        peat_op_shape(nd, s, dt, &k, 4, i[0], i[1], i[2], i[3], PEAT_DTYPE_F32);
+        peat_op_shape(nd, s, dt, &k, 4, i[0], r ? kv_heads(p) : i[1], i[2], i[3], PEAT_DTYPE_F32);
     *n_in = k;
 }
 static void attn_bwd_inputs(const peat_op_params *p, int *n_in, int nd[],
@@ -294,7 +337,7 @@ const peat_op_desc peat_opd_attention = {
 /* dQ, dK, dV are sums over keys or queries */
 const peat_op_desc peat_opd_attention_bwd = {
     .info = {PEAT_OP_ATTENTION_BWD, "attention_bwd", 6, 6, 3, 1, attn_check, attn_shapes,
-             attn_depth, attn_flops},
+             attn_bwd_depth, attn_flops},
     .magnitude = attn_bwd_mag,
     .terms = peat_op_terms_depth,
     .probes = peat_op_probes_none,

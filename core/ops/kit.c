@@ -276,8 +276,10 @@ static peat_status rows_probe(peat_probe_sink *s, const peat_record *rec, int64_
     int n_rowwise = attn ? 3 : 1; /* Q, K, V / X: the rest (gamma, beta) keep their shape */
     for (int k = 0; k < rec->n_in; k++) {
         peat_tensor *t = NULL;
+        /* each input's own planes (grouped-query attention: fewer K/V heads than query heads) */
+        int64_t outer_k = attn ? peat_tensor_numel(rec->in[k]) / (m * width) : outer;
         if (k < n_rowwise)
-            PEAT_TRY(cycle_rows(rec->in[k], outer, m, n, width, &t));
+            PEAT_TRY(cycle_rows(rec->in[k], outer_k, m, n, width, &t));
         else
             PEAT_TRY(peat_tensor_clone(rec->in[k], &t));
         p->in[k] = t, p->n_in = k + 1;

@@ -116,10 +116,13 @@ typedef enum peat_op_kind {
     PEAT_OP_LAYERNORM,
     /* i: R, C ; f: eps ; in: X, gamma, mean, rstd, dY ; out: dX [R,C], dgamma [C], dbeta [C] */
     PEAT_OP_LAYERNORM_BWD,
-    /* i: B, H, T, D, causal ; f: scale ; in: Q, K, V [B,H,T,D] ;
-     * out: O [B,H,T,D], L [B,H,T] (row logsumexp of scale*QK^T after the causal mask) */
+    /* i: B, H, T, D, causal, Hkv ; f: scale ; in: Q [B,H,T,D], K, V [B,Hkv,T,D] ;
+     * out: O [B,H,T,D], L [B,H,T] (row logsumexp of scale*QK^T after the causal mask).
+     * ABI 5: Hkv K/V heads (grouped-query attention; 0 = H), query head h reads K/V head
+     * h / (H / Hkv); kernels built for ABI 4 or older see only Hkv = 0 */
     PEAT_OP_ATTENTION,
-    /* same i, f ; in: Q, K, V, O, L, dO ; out: dQ, dK, dV */
+    /* same i, f ; in: Q, K, V, O, L, dO ; out: dQ, dK, dV (dK, dV [B,Hkv,T,D]: each K/V head's
+     * gradient sums over its group's query heads) */
     PEAT_OP_ATTENTION_BWD,
     /* i: N, V, D ; in: table [V,D], idx I32 [N] ; out: Y [N,D] = table[idx] */
     PEAT_OP_EMBEDDING,
