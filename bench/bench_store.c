@@ -100,7 +100,7 @@ static int profile_run(const campaign *c, uint64_t seed, profile *p)
     int64_t total = one.calls * p->iters;
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
-    pol.op_mask = 1u << c->op;
+    pol.op_mask = PEAT_OP_BIT(c->op);
     pol.every_k = total > CALLS ? total / CALLS : 1;
     pol.max_calls = CALLS;
     p->all = (naive_count){c->op, 0, 0};

@@ -92,7 +92,7 @@ peat_status peat_profiler_status(const peat_profiler_t *pr)
 static int wanted(peat_profiler_t *pr, const peat_args *a, const peat_call_info *info)
 {
     const peat_profile_policy *p = &pr->pol;
-    if (p->op_mask && !(p->op_mask & (1u << a->op))) return 0;
+    if (p->op_mask && !(p->op_mask & PEAT_OP_BIT(a->op))) return 0;
     if (info->iter < p->iter_lo || (p->iter_hi > 0 && info->iter >= p->iter_hi)) return 0;
     if (p->iter_filter && !p->iter_filter(p->iter_filter_user, info->iter)) return 0;
     if (p->fwd || p->bwd || p->opt) {

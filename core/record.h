@@ -32,7 +32,7 @@ peat_status peat_record_compute_exact(peat_record *r);
 
 /* Which calls the profiler records. */
 typedef struct peat_profile_policy {
-    uint32_t op_mask;         /* bit (1u << op) set = record that op; 0 = all ops */
+    uint64_t op_mask;         /* bit PEAT_OP_BIT(op) set = record that op; 0 = all ops */
     int64_t every_k;          /* record every k-th call of each op kind (>=1) */
     int64_t max_calls;        /* stop recording after this many records in total (0 = no cap) */
     int64_t max_per_op;       /* cap per op kind (0 = no cap) */

@@ -10,5 +10,7 @@ peat_status peat_golden_register(void)
     PEAT_TRY(peat_golden_register_rmsnorm());
     PEAT_TRY(peat_golden_register_silu());
     PEAT_TRY(peat_golden_register_rope());
+    PEAT_TRY(peat_golden_register_batchnorm());
+    PEAT_TRY(peat_golden_register_pool());
     return PEAT_OK;
 }

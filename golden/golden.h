@@ -54,5 +54,7 @@ peat_status peat_golden_register_optim(void); /* adamw, sgd */
 peat_status peat_golden_register_rmsnorm(void);
 peat_status peat_golden_register_silu(void); /* silu, swiglu */
 peat_status peat_golden_register_rope(void);
+peat_status peat_golden_register_batchnorm(void);
+peat_status peat_golden_register_pool(void); /* maxpool2d, avgpool2d */
 
 #endif

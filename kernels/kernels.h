@@ -18,5 +18,7 @@ peat_status peat_kernels_register_lowp(void);      /* gemm_fp16 */
 peat_status peat_kernels_register_rmsnorm(void);   /* rmsnorm_lanes, rmsnorm_lanes_bwd */
 peat_status peat_kernels_register_silu(void);      /* silu_split(_bwd), swiglu_fused(_bwd) */
 peat_status peat_kernels_register_rope(void);      /* rope_table, rope_table_bwd */
+peat_status peat_kernels_register_batchnorm(void); /* batchnorm_welford, _onepass_bwd */
+peat_status peat_kernels_register_pool(void);      /* maxpool2d_cols, avgpool2d_recip (+ bwd) */
 
 #endif

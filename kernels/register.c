@@ -16,5 +16,7 @@ peat_status peat_kernels_register(void)
     PEAT_TRY(peat_kernels_register_rmsnorm());
     PEAT_TRY(peat_kernels_register_silu());
     PEAT_TRY(peat_kernels_register_rope());
+    PEAT_TRY(peat_kernels_register_batchnorm());
+    PEAT_TRY(peat_kernels_register_pool());
     return PEAT_OK;
 }

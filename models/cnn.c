@@ -1,5 +1,6 @@
-/* cnn.c: the "cnn" flow: conv + strided conv + layernorm + linear head on generated shape images.
- */
+/* cnn.c: the "cnn" flow: conv + strided conv + layernorm + linear head on generated shape images;
+ * and the "resnet" flow on the same images: a conv-batchnorm-ReLU-maxpool stem, one residual block
+ * (conv-BN-ReLU-conv-BN, the skip added, ReLU), global average pooling and a linear head. */
 #include "models/flow_impl.h"
 
 #include <math.h>
@@ -15,6 +16,8 @@ enum {
     CNN_MAX_CONV = 5 /* stride-1 convs (depth) + the strided ones (the preset's, 1 or 2) */
 };
 
+extern const peat_models_flow_ops peat_models_resnet_ops;
+
 typedef struct cnn_impl {
     int nc;           /* conv layers: depth stride-1 ones, then the preset's stride-2 ones */
     int S, ch, depth; /* image side, input channels, stride-1 convs */
@@ -29,6 +32,14 @@ typedef struct cnn_impl {
     peat_tensor *xb, *yb;
     peat_models_xent_ws xw;
     peat_tensor *xtr, *ytr, *xev, *yev;
+    /* resnet: conv weights (no biases), batchnorm gammas and betas, running statistics (kept as
+     * the op updates them; eval normalises with batch statistics, as the op is training-mode) */
+    int resnet;
+    int64_t half; /* the side after the 2x2 max pooling */
+    peat_models_param *rW[3], *rg[3], *rb[3];
+    peat_tensor *rm[3], *rv[3], *rm1[3], *rv1[3], *mean3[3], *rstd3[3];
+    peat_tensor *rY[3], *rZ[3], *rA[3], *P1, *R3, *A3, *Gp, *rdY[3], *rdZ[3], *rdA[3], *dP1, *dR3,
+        *dGp, *dG;
 } cnn_impl;
 
 /* Draws one image of class c into img[ch*S*S]: a square outline, a plus-shaped cross, a circle
@@ -91,6 +102,8 @@ static peat_status cnn_data(peat_flow_t *f, cnn_impl *m)
     return st;
 }
 
+static peat_status resnet_create(peat_flow_t *f, struct cnn_impl *m);
+
 static peat_status cnn_create(peat_flow_t *f)
 {
     cnn_impl *m = calloc(1, sizeof *m);
@@ -114,6 +127,8 @@ static peat_status cnn_create(peat_flow_t *f)
     int64_t last = m->nc - 1;
     m->feat = m->cout[last] * m->side[m->nc] * m->side[m->nc];
     PEAT_TRY(cnn_data(f, m));
+    m->resnet = f->ops == &peat_models_resnet_ops;
+    if (m->resnet) return resnet_create(f, m);
 
     peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "cnn.init"));
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "cnn: rng");
@@ -174,8 +189,14 @@ static void cnn_destroy(peat_flow_t *f)
         peat_tensor_free(m->dZ[k]);
         peat_tensor_free(m->dA[k]);
     }
+    for (int k = 0; k < 3; k++) {
+        peat_tensor *r[] = {m->rY[k], m->rZ[k], m->rA[k],  m->rdY[k], m->rdZ[k],   m->rdA[k],
+                            m->rm[k], m->rv[k], m->rm1[k], m->rv1[k], m->mean3[k], m->rstd3[k]};
+        for (size_t j = 0; j < sizeof r / sizeof r[0]; j++) peat_tensor_free(r[j]);
+    }
     peat_tensor *t[] = {m->N,  m->mean, m->rstd, m->dN,  m->G,   m->logits, m->dlogits,
-                        m->xb, m->yb,   m->xtr,  m->ytr, m->xev, m->yev};
+                        m->xb, m->yb,   m->xtr,  m->ytr, m->xev, m->yev,    m->P1,
+                        m->R3, m->A3,   m->dR3,  m->dP1, m->Gp,  m->dGp};
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) peat_tensor_free(t[k]);
     peat_models_xent_ws_free(&m->xw);
     free(m);
@@ -209,8 +230,189 @@ static void cnn_gather(cnn_impl *m, const peat_tensor *x, const peat_tensor *y, 
     }
 }
 
+/* ---- resnet ---------------------------------------------------------------------------------- */
+
+static void rconv_params(int64_t B, int64_t cin, int64_t cout, int64_t side, peat_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->i[0] = B, p->i[1] = cin, p->i[2] = side, p->i[3] = side, p->i[4] = cout;
+    p->i[5] = 3, p->i[6] = 3, p->i[7] = 1, p->i[8] = 1;
+}
+
+static void bn_params(int64_t B, int64_t C, int64_t S, peat_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->i[0] = B, p->i[1] = C, p->i[2] = S, p->f[0] = 1e-5, p->f[1] = 0.1;
+}
+
+static void pool_params(int64_t B, int64_t C, int64_t side, int64_t K, peat_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->i[0] = B, p->i[1] = C, p->i[2] = side, p->i[3] = side, p->i[4] = K, p->i[5] = K;
+}
+
+static peat_status run_op(peat_flow_t *f, const char *layer, peat_phase ph, peat_op_kind op,
+                          const peat_op_params *p, int n_in, const peat_tensor *const *in,
+                          int n_out, peat_tensor *const *out)
+{
+    peat_args a = peat_args_make(op, p, n_in, in, n_out, out);
+    return peat_models_exec(f, layer, ph, &a);
+}
+
+/* batch norm k of the net on X [B, W, side^2] into Y; the running statistics carried over */
+static peat_status rbn_fwd(peat_flow_t *f, cnn_impl *m, int k, int64_t side, const peat_tensor *X,
+                           peat_tensor *Y)
+{
+    static const char *ln[3] = {"bn1", "block.bn1", "block.bn2"};
+    peat_op_params p;
+    bn_params(f->cfg.batch, f->cfg.width, side * side, &p);
+    const peat_tensor *in[5] = {X, m->rg[k]->w, m->rb[k]->w, m->rm[k], m->rv[k]};
+    peat_tensor *out[5] = {Y, m->mean3[k], m->rstd3[k], m->rm1[k], m->rv1[k]};
+    PEAT_TRY(run_op(f, ln[k], PEAT_PHASE_FWD, PEAT_OP_BATCHNORM, &p, 5, in, 5, out));
+    memcpy(m->rm[k]->data, m->rm1[k]->data, peat_tensor_nbytes(m->rm[k]));
+    memcpy(m->rv[k]->data, m->rv1[k]->data, peat_tensor_nbytes(m->rv[k]));
+    return PEAT_OK;
+}
+
+static peat_status rbn_bwd(peat_flow_t *f, cnn_impl *m, int k, int64_t side, const peat_tensor *X,
+                           const peat_tensor *dY, peat_tensor *dX)
+{
+    static const char *ln[3] = {"bn1", "block.bn1", "block.bn2"};
+    peat_op_params p;
+    bn_params(f->cfg.batch, f->cfg.width, side * side, &p);
+    const peat_tensor *in[5] = {X, m->rg[k]->w, m->mean3[k], m->rstd3[k], dY};
+    peat_tensor *out[3] = {dX, m->rg[k]->g, m->rb[k]->g};
+    return run_op(f, ln[k], PEAT_PHASE_BWD, PEAT_OP_BATCHNORM_BWD, &p, 5, in, 3, out);
+}
+
+static peat_status resnet_create(peat_flow_t *f, cnn_impl *m)
+{
+    int64_t B = f->cfg.batch, W = f->cfg.width, S = m->S, h = S / 2;
+    if (S % 2) return PEAT_ERROR(PEAT_ERR_INVAL, "resnet: image side %lld is odd", (long long)S);
+    m->half = h;
+    peat_rng_t *r = peat_rng_new(peat_seed_derive(f->cfg.seed, "resnet.init"));
+    if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "resnet: rng");
+    static const char *wn[3] = {"conv1.w", "block.conv1.w", "block.conv2.w"};
+    static const char *gn[3] = {"bn1.gamma", "block.bn1.gamma", "block.bn2.gamma"};
+    static const char *bn[3] = {"bn1.beta", "block.bn1.beta", "block.bn2.beta"};
+    peat_status st = PEAT_OK;
+    for (int k = 0; k < 3 && st == PEAT_OK; k++) {
+        int64_t cin = k ? W : m->ch, ws[4] = {W, cin, 3, 3}, cs[1] = {W};
+        st = peat_models_param_add(f, wn[k], 4, ws, 1, &m->rW[k]);
+        if (st == PEAT_OK) peat_models_param_init(m->rW[k], r, sqrt(2.0 / (double)(cin * 9)));
+        if (st == PEAT_OK) st = peat_models_param_add(f, gn[k], 1, cs, 0, &m->rg[k]);
+        if (st == PEAT_OK) peat_models_param_fill(m->rg[k], 1.0f);
+        if (st == PEAT_OK) st = peat_models_param_add(f, bn[k], 1, cs, 0, &m->rb[k]);
+    }
+    int64_t hs[2] = {W, CNN_CLASSES}, cs[1] = {CNN_CLASSES};
+    if (st == PEAT_OK) st = peat_models_param_add(f, "head.w", 2, hs, 1, &m->Wh);
+    if (st == PEAT_OK) {
+        peat_models_param_init(m->Wh, r, sqrt(1.0 / (double)W));
+        st = peat_models_param_add(f, "head.b", 1, cs, 0, &m->bh);
+    }
+    peat_rng_free(r);
+    PEAT_TRY(st);
+    for (int k = 0; k < 3; k++) {
+        int64_t side = k ? h : S;
+        PEAT_TRY(peat_models_tensor(&m->rY[k], B, W, side, side));
+        PEAT_TRY(peat_models_tensor(&m->rZ[k], B, W, side, side));
+        PEAT_TRY(peat_models_tensor(&m->rA[k], B, W, side, side));
+        PEAT_TRY(peat_models_tensor(&m->rdY[k], B, W, side, side));
+        PEAT_TRY(peat_models_tensor(&m->rdZ[k], B, W, side, side));
+        PEAT_TRY(peat_models_tensor(&m->rdA[k], B, W, side, side));
+        PEAT_TRY(peat_models_tensor(&m->rm[k], W, 0, 0, 0));
+        PEAT_TRY(peat_models_tensor(&m->rv[k], W, 0, 0, 0));
+        PEAT_TRY(peat_models_tensor(&m->rm1[k], W, 0, 0, 0));
+        PEAT_TRY(peat_models_tensor(&m->rv1[k], W, 0, 0, 0));
+        PEAT_TRY(peat_models_tensor(&m->mean3[k], W, 0, 0, 0));
+        PEAT_TRY(peat_models_tensor(&m->rstd3[k], W, 0, 0, 0));
+        for (int64_t c = 0; c < W; c++) peat_f32(m->rv[k])[c] = 1.0f; /* PyTorch's initial var */
+    }
+    PEAT_TRY(peat_models_tensor(&m->P1, B, W, h, h));
+    PEAT_TRY(peat_models_tensor(&m->R3, B, W, h, h));
+    PEAT_TRY(peat_models_tensor(&m->A3, B, W, h, h));
+    PEAT_TRY(peat_models_tensor(&m->dR3, B, W, h, h));
+    PEAT_TRY(peat_models_tensor(&m->dP1, B, W, h, h));
+    PEAT_TRY(peat_models_tensor(&m->Gp, B, W, 1, 1));
+    PEAT_TRY(peat_models_tensor(&m->dGp, B, W, 1, 1));
+    PEAT_TRY(peat_models_tensor(&m->G, B, CNN_CLASSES, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->logits, B, CNN_CLASSES, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->dlogits, B, CNN_CLASSES, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->xb, B, m->ch, S, S));
+    PEAT_TRY(peat_tensor_alloc1(PEAT_DTYPE_I32, B, &m->yb));
+    return peat_models_xent_ws_alloc(&m->xw, B);
+}
+
+/* stem: conv, BN, ReLU, 2x2 max pooling; block: conv, BN, ReLU, conv, BN, + stem, ReLU; global
+ * average pooling; linear head */
+static peat_status resnet_forward(peat_flow_t *f, cnn_impl *m)
+{
+    int64_t B = f->cfg.batch, W = f->cfg.width, S = m->S, h = m->half;
+    const peat_phase F = PEAT_PHASE_FWD;
+    peat_op_params p;
+    rconv_params(B, m->ch, W, S, &p);
+    PEAT_TRY(conv_run(f, "conv1", F, PEAT_OP_CONV2D, &p, m->xb, m->rW[0]->w, m->rY[0]));
+    PEAT_TRY(rbn_fwd(f, m, 0, S, m->rY[0], m->rZ[0]));
+    PEAT_TRY(peat_models_unary(f, "relu1", F, PEAT_OP_RELU, m->rZ[0], NULL, m->rA[0]));
+    pool_params(B, W, S, 2, &p);
+    PEAT_TRY(run_op(f, "maxpool", F, PEAT_OP_MAXPOOL2D, &p, 1,
+                    (const peat_tensor *const[]){m->rA[0]}, 1, &m->P1));
+    rconv_params(B, W, W, h, &p);
+    PEAT_TRY(conv_run(f, "block.conv1", F, PEAT_OP_CONV2D, &p, m->P1, m->rW[1]->w, m->rY[1]));
+    PEAT_TRY(rbn_fwd(f, m, 1, h, m->rY[1], m->rZ[1]));
+    PEAT_TRY(peat_models_unary(f, "block.relu1", F, PEAT_OP_RELU, m->rZ[1], NULL, m->rA[1]));
+    PEAT_TRY(conv_run(f, "block.conv2", F, PEAT_OP_CONV2D, &p, m->rA[1], m->rW[2]->w, m->rY[2]));
+    PEAT_TRY(rbn_fwd(f, m, 2, h, m->rY[2], m->rZ[2]));
+    /* the skip: an elementwise sum is a bias_add with R = S = 1 */
+    PEAT_TRY(peat_models_bias_add(f, "block.res", F, 1, B * W * h * h, 1, m->rZ[2], m->P1, m->R3));
+    PEAT_TRY(peat_models_unary(f, "block.relu2", F, PEAT_OP_RELU, m->R3, NULL, m->A3));
+    pool_params(B, W, h, h, &p);
+    PEAT_TRY(run_op(f, "avgpool", F, PEAT_OP_AVGPOOL2D, &p, 1, (const peat_tensor *const[]){m->A3},
+                    1, &m->Gp));
+    PEAT_TRY(peat_models_linear_fwd(f, "head", B, W, CNN_CLASSES, m->Gp, m->Wh->w, NULL, m->G));
+    return peat_models_bias_add(f, "head", F, B, CNN_CLASSES, 1, m->G, m->bh->w, m->logits);
+}
+
+static peat_status resnet_backward(peat_flow_t *f, cnn_impl *m)
+{
+    int64_t B = f->cfg.batch, W = f->cfg.width, S = m->S, h = m->half;
+    const peat_phase BW = PEAT_PHASE_BWD;
+    peat_op_params p;
+    PEAT_TRY(peat_models_bias_bwd(f, "head", B, CNN_CLASSES, 1, m->dlogits, m->bh->g));
+    PEAT_TRY(peat_models_linear_bwd(f, "head", B, W, CNN_CLASSES, m->Gp, m->Wh->w, m->dlogits,
+                                    m->Wh->g, m->dGp));
+    pool_params(B, W, h, h, &p);
+    PEAT_TRY(run_op(f, "avgpool", BW, PEAT_OP_AVGPOOL2D_BWD, &p, 1,
+                    (const peat_tensor *const[]){m->dGp}, 1, &m->rdA[2]));
+    PEAT_TRY(peat_models_unary(f, "block.relu2", BW, PEAT_OP_RELU_BWD, m->R3, m->rdA[2], m->dR3));
+    PEAT_TRY(rbn_bwd(f, m, 2, h, m->rY[2], m->dR3, m->rdY[2]));
+    rconv_params(B, W, W, h, &p);
+    PEAT_TRY(conv_run(f, "block.conv2", BW, PEAT_OP_CONV2D_BWD_FILTER, &p, m->rA[1], m->rdY[2],
+                      m->rW[2]->g));
+    PEAT_TRY(conv_run(f, "block.conv2", BW, PEAT_OP_CONV2D_BWD_DATA, &p, m->rdY[2], m->rW[2]->w,
+                      m->rdA[1]));
+    PEAT_TRY(
+        peat_models_unary(f, "block.relu1", BW, PEAT_OP_RELU_BWD, m->rZ[1], m->rdA[1], m->rdZ[1]));
+    PEAT_TRY(rbn_bwd(f, m, 1, h, m->rY[1], m->rdZ[1], m->rdY[1]));
+    PEAT_TRY(conv_run(f, "block.conv1", BW, PEAT_OP_CONV2D_BWD_FILTER, &p, m->P1, m->rdY[1],
+                      m->rW[1]->g));
+    PEAT_TRY(conv_run(f, "block.conv1", BW, PEAT_OP_CONV2D_BWD_DATA, &p, m->rdY[1], m->rW[1]->w,
+                      m->rdZ[2]));
+    /* the pooled stem feeds the block and the skip: the two gradients add */
+    PEAT_TRY(
+        peat_models_bias_add(f, "block.res", BW, 1, B * W * h * h, 1, m->rdZ[2], m->dR3, m->dP1));
+    pool_params(B, W, S, 2, &p);
+    PEAT_TRY(run_op(f, "maxpool", BW, PEAT_OP_MAXPOOL2D_BWD, &p, 2,
+                    (const peat_tensor *const[]){m->rA[0], m->dP1}, 1, &m->rdA[0]));
+    PEAT_TRY(peat_models_unary(f, "relu1", BW, PEAT_OP_RELU_BWD, m->rZ[0], m->rdA[0], m->rdZ[0]));
+    PEAT_TRY(rbn_bwd(f, m, 0, S, m->rY[0], m->rdZ[0], m->rdY[0]));
+    rconv_params(B, m->ch, W, S, &p);
+    return conv_run(f, "conv1", BW, PEAT_OP_CONV2D_BWD_FILTER, &p, m->xb, m->rdY[0], m->rW[0]->g);
+}
+
 static peat_status cnn_forward(peat_flow_t *f, cnn_impl *m)
 {
+    if (m->resnet) return resnet_forward(f, m);
     int64_t B = f->cfg.batch;
     const peat_tensor *X = m->xb;
     peat_op_params p;
@@ -245,6 +447,7 @@ static peat_status cnn_train(peat_flow_t *f, double *loss)
     PEAT_TRY(cnn_forward(f, m));
     PEAT_TRY(
         peat_models_xent(f, "loss", B, CNN_CLASSES, m->logits, m->yb, &m->xw, m->dlogits, loss));
+    if (m->resnet) return resnet_backward(f, m);
     PEAT_TRY(peat_models_bias_bwd(f, "head", B, CNN_CLASSES, 1, m->dlogits, m->bh->g));
     PEAT_TRY(peat_models_linear_bwd(f, "head", B, m->feat, CNN_CLASSES, m->N, m->Wh->w, m->dlogits,
                                     m->Wh->g, m->dN));
@@ -301,18 +504,45 @@ const peat_models_flow_ops peat_models_cnn_ops = {
     .name = "cnn",
     .desc = "conv3x3(8) + ReLU + conv3x3/2(16) + ReLU + layernorm + linear head on generated 12x12 "
             "shape images (square, cross, ring, diagonal)",
-    .ops = (1u << PEAT_OP_CONV2D) | (1u << PEAT_OP_CONV2D_BWD_DATA) |
-           (1u << PEAT_OP_CONV2D_BWD_FILTER) | (1u << PEAT_OP_BIAS_ADD) |
-           (1u << PEAT_OP_BIAS_ADD_BWD) | (1u << PEAT_OP_RELU) | (1u << PEAT_OP_RELU_BWD) |
-           (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) | (1u << PEAT_OP_GEMM) |
-           (1u << PEAT_OP_CROSS_ENTROPY) | (1u << PEAT_OP_CROSS_ENTROPY_BWD) |
-           (1u << PEAT_OP_REDUCE),
+    .ops = PEAT_OP_BIT(PEAT_OP_CONV2D) | PEAT_OP_BIT(PEAT_OP_CONV2D_BWD_DATA) |
+           PEAT_OP_BIT(PEAT_OP_CONV2D_BWD_FILTER) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |
+           PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_RELU) |
+           PEAT_OP_BIT(PEAT_OP_RELU_BWD) | PEAT_OP_BIT(PEAT_OP_LAYERNORM) |
+           PEAT_OP_BIT(PEAT_OP_LAYERNORM_BWD) | PEAT_OP_BIT(PEAT_OP_GEMM) |
+           PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) |
+           PEAT_OP_BIT(PEAT_OP_REDUCE),
     .def_batch = 32,
     .def_width = 8,
     .def_depth = 1,
     .def_seq = 1,
     .def_lr_adamw = 3e-3,
     .def_lr_sgd = 0.03,
+    .create = cnn_create,
+    .train = cnn_train,
+    .eval = cnn_eval,
+    .destroy = cnn_destroy,
+};
+
+const peat_models_flow_ops peat_models_resnet_ops = {
+    .name = "resnet",
+    .desc = "ResNet-style net on the cnn flow's images: conv3x3 + batchnorm + ReLU + 2x2 max "
+            "pooling, one residual block (conv-BN-ReLU-conv-BN, the skip added, ReLU), global "
+            "average pooling, linear head",
+    .ops = PEAT_OP_BIT(PEAT_OP_CONV2D) | PEAT_OP_BIT(PEAT_OP_CONV2D_BWD_DATA) |
+           PEAT_OP_BIT(PEAT_OP_CONV2D_BWD_FILTER) | PEAT_OP_BIT(PEAT_OP_BATCHNORM) |
+           PEAT_OP_BIT(PEAT_OP_BATCHNORM_BWD) | PEAT_OP_BIT(PEAT_OP_RELU) |
+           PEAT_OP_BIT(PEAT_OP_RELU_BWD) | PEAT_OP_BIT(PEAT_OP_MAXPOOL2D) |
+           PEAT_OP_BIT(PEAT_OP_MAXPOOL2D_BWD) | PEAT_OP_BIT(PEAT_OP_AVGPOOL2D) |
+           PEAT_OP_BIT(PEAT_OP_AVGPOOL2D_BWD) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |
+           PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_GEMM) |
+           PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) |
+           PEAT_OP_BIT(PEAT_OP_REDUCE),
+    .def_batch = 32,
+    .def_width = 8,
+    .def_depth = 1,
+    .def_seq = 1,
+    .def_lr_adamw = 3e-3,
+    .def_lr_sgd = 0.05,
     .create = cnn_create,
     .train = cnn_train,
     .eval = cnn_eval,

@@ -10,6 +10,7 @@
 static const peat_models_flow_ops *const flow_table[] = {
     &peat_models_mlp_ops,         &peat_models_cnn_ops,   &peat_models_gpt_ops,
     &peat_models_gpt_unfused_ops, &peat_models_llama_ops, &peat_models_mlp_silu_ops,
+    &peat_models_resnet_ops,
 };
 #define N_FLOWS ((int)(sizeof flow_table / sizeof flow_table[0]))
 
@@ -34,15 +35,15 @@ const char *peat_models_flow_describe(const char *name)
     return o ? o->desc : NULL;
 }
 
-uint32_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg)
+uint64_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg)
 {
     const peat_models_flow_ops *o = flow_find(name);
     if (!o) return 0;
     peat_optimizer opt = cfg ? cfg->optimizer : PEAT_OPTIM_ADAMW;
-    return o->ops | (1u << (opt == PEAT_OPTIM_SGD ? PEAT_OP_SGD : PEAT_OP_ADAMW));
+    return o->ops | PEAT_OP_BIT(opt == PEAT_OPTIM_SGD ? PEAT_OP_SGD : PEAT_OP_ADAMW);
 }
 
-uint32_t peat_models_flow_op_mask(const char *name)
+uint64_t peat_models_flow_op_mask(const char *name)
 {
     return peat_models_flow_op_mask_for(name, NULL);
 }

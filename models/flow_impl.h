@@ -29,7 +29,7 @@ const peat_models_preset *peat_models_preset_get(const char *flow, int size);
 typedef struct peat_models_flow_ops {
     const char *name;
     const char *desc;
-    uint32_t ops; /* op kinds of forward+backward+loss (the optimizer bit is added per config) */
+    uint64_t ops; /* op kinds of forward+backward+loss (the optimizer bit is added per config) */
     int def_batch, def_width, def_depth, def_seq;
     double def_lr_adamw, def_lr_sgd;
     /* allocates impl, data and parameters (peat_models_param_add) */
@@ -74,6 +74,7 @@ extern const peat_models_flow_ops peat_models_gpt_ops;
 extern const peat_models_flow_ops peat_models_gpt_unfused_ops; /* gpt.c, attention unfused */
 extern const peat_models_flow_ops peat_models_llama_ops;       /* gpt.c, RMSNorm, no biases */
 extern const peat_models_flow_ops peat_models_mlp_silu_ops;    /* mlp.c, SiLU activations */
+extern const peat_models_flow_ops peat_models_resnet_ops;      /* cnn.c, BN, pooling, residual */
 
 /* Adds a parameter of the given shape (zero-filled, with gradient and optimizer state) and
  * returns it through *out. Init is the caller's. */

@@ -720,10 +720,12 @@ static peat_status gpt_eval(peat_flow_t *f, double *loss, double *acc)
 
 /* Op kinds both variants call; the attention ops are added per variant. */
 #define GPT_OPS                                                                                    \
-    ((1u << PEAT_OP_EMBEDDING) | (1u << PEAT_OP_EMBEDDING_BWD) | (1u << PEAT_OP_BIAS_ADD) |        \
-     (1u << PEAT_OP_BIAS_ADD_BWD) | (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |    \
-     (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD) |                      \
-     (1u << PEAT_OP_CROSS_ENTROPY) | (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE))
+    (PEAT_OP_BIT(PEAT_OP_EMBEDDING) | PEAT_OP_BIT(PEAT_OP_EMBEDDING_BWD) |                         \
+     PEAT_OP_BIT(PEAT_OP_BIAS_ADD) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) |                           \
+     PEAT_OP_BIT(PEAT_OP_LAYERNORM) | PEAT_OP_BIT(PEAT_OP_LAYERNORM_BWD) |                         \
+     PEAT_OP_BIT(PEAT_OP_GEMM) | PEAT_OP_BIT(PEAT_OP_GELU) | PEAT_OP_BIT(PEAT_OP_GELU_BWD) |       \
+     PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) |                 \
+     PEAT_OP_BIT(PEAT_OP_REDUCE))
 
 /* Defaults and entry points both variants share (same model, task, seeds: the same initial
  * weights and batches for the same seed). */
@@ -737,17 +739,18 @@ const peat_models_flow_ops peat_models_gpt_ops = {
     .desc = "pre-LN decoder-only transformer (d 32, 2 blocks, 2 heads, causal) learning 2-digit "
             "addition \"ab+cd=\" -> sum digits, least significant first (--size base: next-token "
             "prediction on a Zipf-bigram corpus, T 128, vocabulary 1024)",
-    .ops = GPT_OPS | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD),
+    .ops = GPT_OPS | PEAT_OP_BIT(PEAT_OP_ATTENTION) | PEAT_OP_BIT(PEAT_OP_ATTENTION_BWD),
     GPT_COMMON,
 };
 
 /* llama's op kinds: no layernorm, no projection biases (the position table is still a bias) */
 #define LLAMA_OPS                                                                                  \
-    ((GPT_OPS & ~((1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD) |                      \
-                  (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD))) |                              \
-     (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD) | (1u << PEAT_OP_RMSNORM) |               \
-     (1u << PEAT_OP_RMSNORM_BWD) | (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD) |     \
-     (1u << PEAT_OP_ROPE) | (1u << PEAT_OP_ROPE_BWD))
+    ((GPT_OPS & ~(PEAT_OP_BIT(PEAT_OP_LAYERNORM) | PEAT_OP_BIT(PEAT_OP_LAYERNORM_BWD) |            \
+                  PEAT_OP_BIT(PEAT_OP_GELU) | PEAT_OP_BIT(PEAT_OP_GELU_BWD))) |                    \
+     PEAT_OP_BIT(PEAT_OP_SWIGLU) | PEAT_OP_BIT(PEAT_OP_SWIGLU_BWD) |                               \
+     PEAT_OP_BIT(PEAT_OP_RMSNORM) | PEAT_OP_BIT(PEAT_OP_RMSNORM_BWD) |                             \
+     PEAT_OP_BIT(PEAT_OP_ATTENTION) | PEAT_OP_BIT(PEAT_OP_ATTENTION_BWD) |                         \
+     PEAT_OP_BIT(PEAT_OP_ROPE) | PEAT_OP_BIT(PEAT_OP_ROPE_BWD))
 
 const peat_models_flow_ops peat_models_llama_ops = {
     .name = "llama",
@@ -764,6 +767,6 @@ const peat_models_flow_ops peat_models_gpt_unfused_ops = {
     .desc = "the gpt model and task with unfused attention: batched GEMM scale*QK^T, causal mask "
             "by BIAS_ADD (-1e9 above the diagonal), row SOFTMAX, GEMM PV; backward by GEMMs "
             "and SOFTMAX_BWD",
-    .ops = GPT_OPS | (1u << PEAT_OP_SOFTMAX) | (1u << PEAT_OP_SOFTMAX_BWD),
+    .ops = GPT_OPS | PEAT_OP_BIT(PEAT_OP_SOFTMAX) | PEAT_OP_BIT(PEAT_OP_SOFTMAX_BWD),
     GPT_COMMON,
 };

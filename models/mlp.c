@@ -220,9 +220,10 @@ static peat_status mlp_eval(peat_flow_t *f, double *loss, double *acc)
 const peat_models_flow_ops peat_models_mlp_ops = {
     .name = "mlp",
     .desc = "ReLU MLP (16 -> 64 -> 64 -> 4) on a generated 12-cluster Gaussian mixture, 4 classes",
-    .ops = (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_BIAS_ADD) | (1u << PEAT_OP_BIAS_ADD_BWD) |
-           (1u << PEAT_OP_RELU) | (1u << PEAT_OP_RELU_BWD) | (1u << PEAT_OP_CROSS_ENTROPY) |
-           (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE),
+    .ops = PEAT_OP_BIT(PEAT_OP_GEMM) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |
+           PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_RELU) |
+           PEAT_OP_BIT(PEAT_OP_RELU_BWD) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) |
+           PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) | PEAT_OP_BIT(PEAT_OP_REDUCE),
     .def_batch = 32,
     .def_width = 64,
     .def_depth = 2,
@@ -238,9 +239,10 @@ const peat_models_flow_ops peat_models_mlp_ops = {
 const peat_models_flow_ops peat_models_mlp_silu_ops = {
     .name = "mlp_silu",
     .desc = "the mlp model and task with SiLU activations (x sigmoid(x)) in place of ReLU",
-    .ops = (1u << PEAT_OP_GEMM) | (1u << PEAT_OP_BIAS_ADD) | (1u << PEAT_OP_BIAS_ADD_BWD) |
-           (1u << PEAT_OP_SILU) | (1u << PEAT_OP_SILU_BWD) | (1u << PEAT_OP_CROSS_ENTROPY) |
-           (1u << PEAT_OP_CROSS_ENTROPY_BWD) | (1u << PEAT_OP_REDUCE),
+    .ops = PEAT_OP_BIT(PEAT_OP_GEMM) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |
+           PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_SILU) |
+           PEAT_OP_BIT(PEAT_OP_SILU_BWD) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) |
+           PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) | PEAT_OP_BIT(PEAT_OP_REDUCE),
     .def_batch = 32,
     .def_width = 64,
     .def_depth = 2,

@@ -60,10 +60,10 @@ typedef struct peat_flow peat_flow_t;
 const char *const *peat_models_flow_names(void);
 const char *peat_models_flow_describe(const char *name);
 /* Op kinds a flow calls (bit (1u<<op)). */
-uint32_t peat_models_flow_op_mask(const char *name);
+uint64_t peat_models_flow_op_mask(const char *name);
 /* The same for a given config: the optimizer bit follows cfg->optimizer (peat_models_flow_op_mask
  * is the default config, AdamW). cfg may be NULL. */
-uint32_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
+uint64_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
 peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
                                    peat_flow_t **out);
 void peat_models_flow_free(peat_flow_t *f);

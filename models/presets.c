@@ -47,6 +47,7 @@ const peat_models_preset *peat_models_preset_get(const char *flow, int size)
     /* gpt_unfused and llama are the gpt model (llama with its own norm and no biases) */
     if (strcmp(flow, "llama") == 0) flow = "gpt";
     if (strcmp(flow, "mlp_silu") == 0) flow = "mlp"; /* the mlp model with SiLU */
+    if (strcmp(flow, "resnet") == 0) flow = "cnn";   /* the cnn flow's images and sizes */
     size_t n = strncmp(flow, "gpt", 3) == 0 ? 3 : strlen(flow) + 1;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strncmp(presets[i].flow, flow, n) == 0) return &presets[i].p[size];

@@ -190,6 +190,41 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
         c.in[0] = rnd(r, 300, 0, variant ? 8 : 2), c.in[1] = rnd(r, 300, 0, 1);
         if (op == PEAT_OP_SWIGLU_BWD) c.in[2] = rnd(r, 300, 0, 1);
         break;
+    case PEAT_OP_BATCHNORM:
+    case PEAT_OP_BATCHNORM_BWD: {
+        /* channels off zero (variant 1: an offset three times the spread) */
+        int64_t N = 3, C = 4, S = 10, n = N * C * S;
+        i[0] = N, i[1] = C, i[2] = S, f[0] = 1e-5, f[1] = 0.1;
+        peat_tensor *x = rnd(r, n, variant ? 3.0 : 0.0, 1.5), *g = rnd(r, C, 1, 0.3);
+        peat_tensor *b = rnd(r, C, 0, 0.5), *rm = rnd(r, C, 0, 0.5), *rv = tf(C, NULL);
+        for (int64_t k = 0; k < C; k++) peat_f32(rv)[k] = (float)(0.5 + peat_rng_uniform(r));
+        if (op == PEAT_OP_BATCHNORM) {
+            c.n_in = 5, c.in[0] = x, c.in[1] = g, c.in[2] = b, c.in[3] = rm, c.in[4] = rv;
+            break;
+        }
+        peat_tensor *fin[5] = {x, g, b, rm, rv};
+        c.n_in = 5, c.in[0] = x, c.in[1] = g;
+        c.in[2] = fwd_out("batchnorm_golden", PEAT_OP_BATCHNORM, &c.p, 5, fin, 1);
+        c.in[3] = fwd_out("batchnorm_golden", PEAT_OP_BATCHNORM, &c.p, 5, fin, 2);
+        c.in[4] = rnd(r, n, 0, 1);
+        peat_tensor_free(b), peat_tensor_free(rm), peat_tensor_free(rv);
+        break;
+    }
+    case PEAT_OP_MAXPOOL2D:
+    case PEAT_OP_MAXPOOL2D_BWD:
+    case PEAT_OP_AVGPOOL2D:
+    case PEAT_OP_AVGPOOL2D_BWD: {
+        /* variant 0: 2x2 stride 2; 1: 3x3 stride 2 pad 1 (overlapping windows) */
+        int64_t N = 2, C = 3, H = 7, W = 8, K = variant ? 3 : 2, st = 2, pad = variant ? 1 : 0;
+        int64_t OH = (H + 2 * pad - K) / st + 1, OW = (W + 2 * pad - K) / st + 1;
+        int64_t v[7] = {N, C, H, W, K, st, pad};
+        memcpy(i, v, sizeof v);
+        int bwd = op == PEAT_OP_MAXPOOL2D_BWD || op == PEAT_OP_AVGPOOL2D_BWD;
+        c.n_in = 0;
+        if (op != PEAT_OP_AVGPOOL2D_BWD) c.in[c.n_in++] = rnd(r, N * C * H * W, 0, 1);
+        if (bwd) c.in[c.n_in++] = rnd(r, N * C * OH * OW, 0, 1);
+        break;
+    }
     case PEAT_OP_ROPE:
     case PEAT_OP_ROPE_BWD: {
         /* variant 0: half-split pairs from position 0; 1: interleaved from position 300 */
@@ -321,9 +356,15 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_SWIGLU,
                                        PEAT_OP_SWIGLU_BWD,
                                        PEAT_OP_ROPE,
-                                       PEAT_OP_ROPE_BWD};
+                                       PEAT_OP_ROPE_BWD,
+                                       PEAT_OP_BATCHNORM,
+                                       PEAT_OP_BATCHNORM_BWD,
+                                       PEAT_OP_MAXPOOL2D,
+                                       PEAT_OP_MAXPOOL2D_BWD,
+                                       PEAT_OP_AVGPOOL2D,
+                                       PEAT_OP_AVGPOOL2D_BWD};
 /* the ops with device goldens (CUDA/HIP, OpenCL): all_ops before RMSNorm */
-#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 8)
+#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 14)
 
 /* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
 static inline peat_args run_on(const char *backend, const char *name, const gcase *c)

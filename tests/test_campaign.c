@@ -430,7 +430,7 @@ Test(campaign, every_candidate_on_every_flow)
                      strncmp(k->name, "gelu_tanh", 9);
         int any = 0;
         for (int f = 0; flows[f]; f++) {
-            if (!(peat_models_flow_op_mask(flows[f]) & (1u << k->op))) continue;
+            if (!(peat_models_flow_op_mask(flows[f]) & PEAT_OP_BIT(k->op))) continue;
             any = 1;
             int st = run_peat(NULL, "run --kernel %s --flow %s --iters 6 --calls 8 --out %s/%s-%s",
                               k->name, flows[f], tmpdir, k->name, flows[f]);

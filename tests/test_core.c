@@ -434,7 +434,7 @@ Test(profiler, sampling_policy_and_exact, .init = init)
     peat_exec_t *ex;
     peat_exec_alloc("test", 5, &ex);
     peat_record_list list = {0};
-    peat_profile_policy pol = {.op_mask = 1u << PEAT_OP_GEMM, .every_k = 3, .max_calls = 4};
+    peat_profile_policy pol = {.op_mask = PEAT_OP_BIT(PEAT_OP_GEMM), .every_k = 3, .max_calls = 4};
     peat_profiler_t *pr = peat_profiler_new(&pol, peat_record_list_sink, &list);
     peat_profiler_attach(pr, ex);
     gemm_case g = make_gemm(0, 0, 4, 6, 5, 1.0, 0.0, 3);

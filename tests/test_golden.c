@@ -831,6 +831,39 @@ Test(golden, gqa_within_bound_and_backward_by_central_differences)
     }
 }
 
+Test(golden, fd_batchnorm_and_pool_bwd)
+{
+    peat_rng_t *r = peat_rng_new(20);
+    /* batch norm: dX, dgamma, dbeta of sum(w Y) through the exact forward */
+    peat_op_params p = {.i = {2, 3, 5}, .f = {1e-5, 0.1}};
+    peat_tensor *in[5] = {rnd(r, 30, 0.5, 1), rnd(r, 3, 1, 0.3), rnd(r, 3, 0, 0.5), rnd(r, 3, 0, 1),
+                          tf(3, (float[]){1, 1, 1})};
+    double *w = weights(r, 30);
+    peat_args y = run_exact64("batchnorm_exact", PEAT_OP_BATCHNORM, &p, 5, in);
+    peat_tensor *dy = wt_tensor(w, 30), *x64 = to_f64(in[0]), *g64 = to_f64(in[1]);
+    peat_tensor *bw[5] = {x64, g64, y.out[1], y.out[2], dy};
+    peat_args b = run_exact64("batchnorm_bwd_exact", PEAT_OP_BATCHNORM_BWD, &p, 5, bw);
+    fd_check("batchnorm_exact", &p, 5, in, 0, w, b.out[0], "batchnorm dX");
+    fd_check("batchnorm_exact", &p, 5, in, 1, w, b.out[1], "batchnorm dgamma");
+    fd_check("batchnorm_exact", &p, 5, in, 2, w, b.out[2], "batchnorm dbeta");
+    peat_args_free_outputs(&b), peat_args_free_outputs(&y), peat_tensor_free(dy);
+    peat_tensor_free(x64), peat_tensor_free(g64), free(w), free_all(5, in);
+    /* pooling, 3x3 windows stride 2 pad 1 over 7x6 (overlapping): OH 4, OW 3 */
+    peat_op_params q = {.i = {1, 2, 7, 6, 3, 2, 1}};
+    peat_tensor *x[1] = {rnd(r, 84, 0, 1)};
+    w = weights(r, 24);
+    dy = wt_tensor(w, 24);
+    x64 = to_f64(x[0]);
+    b = run_exact64("maxpool2d_bwd_exact", PEAT_OP_MAXPOOL2D_BWD, &q, 2,
+                    (peat_tensor *[]){x64, dy});
+    fd_check("maxpool2d_exact", &q, 1, x, 0, w, b.out[0], "maxpool2d dX");
+    peat_args_free_outputs(&b);
+    b = run_exact64("avgpool2d_bwd_exact", PEAT_OP_AVGPOOL2D_BWD, &q, 1, (peat_tensor *[]){dy});
+    fd_check("avgpool2d_exact", &q, 1, x, 0, w, b.out[0], "avgpool2d dX");
+    peat_args_free_outputs(&b), peat_tensor_free(dy), peat_tensor_free(x64), free(w);
+    free_all(1, x), peat_rng_free(r);
+}
+
 Test(golden, fd_attention_bwd)
 {
     peat_rng_t *r = peat_rng_new(16);

@@ -688,6 +688,46 @@ Test(kernels, llama_block_candidates_within_bound)
     }
 }
 
+/* batch norm and pooling candidates (the backward on the exact forward's statistics) */
+Test(kernels, resnet_block_candidates_within_bound)
+{
+    for (int s = 0; s < 2; s++) {
+        int64_t N = 4, C = 3, S = s ? 1 : 25, n = N * C * S;
+        call c = {.op = PEAT_OP_BATCHNORM, .n_in = 5};
+        c.p.i[0] = N, c.p.i[1] = C, c.p.i[2] = S, c.p.f[0] = 1e-5, c.p.f[1] = 0.1;
+        peat_rng_t *r = peat_rng_new(100 + (uint64_t)s);
+        c.in[0] = t_gauss(r, n, 2.0), c.in[1] = t_uniform(r, C, 0.5, 1.5);
+        c.in[2] = t_gauss(r, C, 0.5), c.in[3] = t_gauss(r, C, 0.5);
+        c.in[4] = t_uniform(r, C, 0.5, 1.5);
+        expect_within("batchnorm_welford", &c, FP32);
+        peat_args ex = run_exact(&c);
+        call b = {.op = PEAT_OP_BATCHNORM_BWD, .p = c.p, .n_in = 5};
+        b.in[0] = c.in[0], b.in[1] = c.in[1], c.in[0] = c.in[1] = NULL;
+        b.in[2] = t_from(ex.out[1]), b.in[3] = t_from(ex.out[2]), b.in[4] = t_gauss(r, n, 1.0);
+        expect_within("batchnorm_onepass_bwd", &b, FP32);
+        peat_args_free_outputs(&ex), call_free(&b), call_free(&c), peat_rng_free(r);
+    }
+    static const int64_t cf[][3] = {{2, 2, 0}, {3, 2, 1}, {3, 1, 1}}; /* K stride pad */
+    for (int s = 0; s < 3; s++) {
+        int64_t N = 2, C = 3, H = 9, W = 7, K = cf[s][0], st = cf[s][1], pad = cf[s][2];
+        int64_t OH = (H + 2 * pad - K) / st + 1, OW = (W + 2 * pad - K) / st + 1;
+        int64_t v[7] = {N, C, H, W, K, st, pad};
+        peat_rng_t *r = peat_rng_new(110 + (uint64_t)s);
+        call c = {.n_in = 1};
+        memcpy(c.p.i, v, sizeof v);
+        c.in[0] = t_gauss(r, N * C * H * W, 1.0);
+        c.op = PEAT_OP_MAXPOOL2D, expect_within("maxpool2d_cols", &c, FP32);
+        c.op = PEAT_OP_AVGPOOL2D, expect_within("avgpool2d_recip", &c, FP32);
+        call b = {.op = PEAT_OP_MAXPOOL2D_BWD, .p = c.p, .n_in = 2};
+        b.in[0] = c.in[0], c.in[0] = NULL, b.in[1] = t_gauss(r, N * C * OH * OW, 1.0);
+        expect_within("maxpool2d_gather_bwd", &b, FP32);
+        call g = {.op = PEAT_OP_AVGPOOL2D_BWD, .p = c.p, .n_in = 1};
+        g.in[0] = b.in[1], b.in[1] = NULL, b.n_in = 1;
+        expect_within("avgpool2d_recip_bwd", &g, FP32);
+        call_free(&g), call_free(&b), call_free(&c), peat_rng_free(r);
+    }
+}
+
 /* ---- adamw ---- */
 
 /* param uniform in [-prange, prange] */

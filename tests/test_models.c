@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const FLOWS[] = {"mlp", "cnn", "gpt", "gpt_unfused", "llama", "mlp_silu"};
+static const char *const FLOWS[] = {"mlp",   "cnn",      "gpt",   "gpt_unfused",
+                                    "llama", "mlp_silu", "resnet"};
 #define N_FLOWS ((int)(sizeof FLOWS / sizeof FLOWS[0]))
 
 static void init(void)
@@ -73,42 +74,49 @@ Test(models, names_masks_and_refusals, .init = init)
     for (int k = 0; k < N_FLOWS; k++) {
         cr_assert_str_eq(n[k], FLOWS[k]);
         cr_assert_not_null(peat_models_flow_describe(n[k]));
-        uint32_t m = peat_models_flow_op_mask(n[k]);
-        cr_assert(m & (1u << PEAT_OP_GEMM), "%s does not declare gemm", n[k]);
-        cr_assert(m & (1u << PEAT_OP_CROSS_ENTROPY_BWD), "%s lacks cross_entropy_bwd", n[k]);
-        cr_assert(m & (1u << PEAT_OP_ADAMW), "%s default optimizer is not adamw", n[k]);
-        cr_assert_not(m & (1u << PEAT_OP_SGD), "%s declares sgd under the default config", n[k]);
+        uint64_t m = peat_models_flow_op_mask(n[k]);
+        cr_assert(m & PEAT_OP_BIT(PEAT_OP_GEMM), "%s does not declare gemm", n[k]);
+        cr_assert(m & PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD), "%s lacks cross_entropy_bwd", n[k]);
+        cr_assert(m & PEAT_OP_BIT(PEAT_OP_ADAMW), "%s default optimizer is not adamw", n[k]);
+        cr_assert_not(m & PEAT_OP_BIT(PEAT_OP_SGD), "%s declares sgd under the default config",
+                      n[k]);
         peat_flow_config c = config(1);
         c.optimizer = PEAT_OPTIM_SGD;
-        uint32_t ms = peat_models_flow_op_mask_for(n[k], &c);
-        cr_assert_eq(ms, (m & ~(1u << PEAT_OP_ADAMW)) | (1u << PEAT_OP_SGD), "%s sgd mask", n[k]);
+        uint64_t ms = peat_models_flow_op_mask_for(n[k], &c);
+        cr_assert_eq(ms, (m & ~PEAT_OP_BIT(PEAT_OP_ADAMW)) | PEAT_OP_BIT(PEAT_OP_SGD),
+                     "%s sgd mask", n[k]);
     }
     cr_assert_null(n[N_FLOWS]);
-    cr_assert(peat_models_flow_op_mask("cnn") & (1u << PEAT_OP_CONV2D_BWD_DATA));
-    cr_assert(peat_models_flow_op_mask("gpt") & (1u << PEAT_OP_ATTENTION_BWD));
+    cr_assert(peat_models_flow_op_mask("cnn") & PEAT_OP_BIT(PEAT_OP_CONV2D_BWD_DATA));
+    cr_assert(peat_models_flow_op_mask("gpt") & PEAT_OP_BIT(PEAT_OP_ATTENTION_BWD));
     /* gpt_unfused: the same ops as gpt with the fused attention pair replaced by softmax and
      * its backward (the score and value products are GEMMs, the mask a BIAS_ADD) */
-    uint32_t attn = (1u << PEAT_OP_ATTENTION) | (1u << PEAT_OP_ATTENTION_BWD);
-    uint32_t smax = (1u << PEAT_OP_SOFTMAX) | (1u << PEAT_OP_SOFTMAX_BWD);
+    uint64_t attn = PEAT_OP_BIT(PEAT_OP_ATTENTION) | PEAT_OP_BIT(PEAT_OP_ATTENTION_BWD);
+    uint64_t smax = PEAT_OP_BIT(PEAT_OP_SOFTMAX) | PEAT_OP_BIT(PEAT_OP_SOFTMAX_BWD);
     cr_assert_eq(peat_models_flow_op_mask("gpt_unfused"),
-                 (peat_models_flow_op_mask("gpt") & ~attn) | smax, "gpt_unfused mask 0x%x",
-                 peat_models_flow_op_mask("gpt_unfused"));
+                 (peat_models_flow_op_mask("gpt") & ~attn) | smax, "gpt_unfused mask 0x%llx",
+                 (unsigned long long)peat_models_flow_op_mask("gpt_unfused"));
     /* llama: gpt's ops with RMSNorm for layernorm, the SwiGLU product for GELU, the rotary
      * embedding for the position table and no projection biases (the backward's sums still add
      * with BIAS_ADD); mlp_silu: mlp's with SiLU for ReLU */
-    uint32_t ln = (1u << PEAT_OP_LAYERNORM) | (1u << PEAT_OP_LAYERNORM_BWD);
-    uint32_t gelu = (1u << PEAT_OP_GELU) | (1u << PEAT_OP_GELU_BWD);
-    uint32_t rms = (1u << PEAT_OP_RMSNORM) | (1u << PEAT_OP_RMSNORM_BWD);
-    uint32_t swi = (1u << PEAT_OP_SWIGLU) | (1u << PEAT_OP_SWIGLU_BWD) | (1u << PEAT_OP_ROPE) |
-                   (1u << PEAT_OP_ROPE_BWD);
+    uint64_t ln = PEAT_OP_BIT(PEAT_OP_LAYERNORM) | PEAT_OP_BIT(PEAT_OP_LAYERNORM_BWD);
+    uint64_t gelu = PEAT_OP_BIT(PEAT_OP_GELU) | PEAT_OP_BIT(PEAT_OP_GELU_BWD);
+    uint64_t rms = PEAT_OP_BIT(PEAT_OP_RMSNORM) | PEAT_OP_BIT(PEAT_OP_RMSNORM_BWD);
+    uint64_t swi = PEAT_OP_BIT(PEAT_OP_SWIGLU) | PEAT_OP_BIT(PEAT_OP_SWIGLU_BWD) |
+                   PEAT_OP_BIT(PEAT_OP_ROPE) | PEAT_OP_BIT(PEAT_OP_ROPE_BWD);
     cr_assert_eq(peat_models_flow_op_mask("llama"),
-                 (peat_models_flow_op_mask("gpt") & ~ln & ~gelu) | rms | swi, "llama mask 0x%x",
-                 peat_models_flow_op_mask("llama"));
-    uint32_t relu = (1u << PEAT_OP_RELU) | (1u << PEAT_OP_RELU_BWD);
-    uint32_t silu = (1u << PEAT_OP_SILU) | (1u << PEAT_OP_SILU_BWD);
+                 (peat_models_flow_op_mask("gpt") & ~ln & ~gelu) | rms | swi, "llama mask 0x%llx",
+                 (unsigned long long)peat_models_flow_op_mask("llama"));
+    uint64_t relu = PEAT_OP_BIT(PEAT_OP_RELU) | PEAT_OP_BIT(PEAT_OP_RELU_BWD);
+    uint64_t silu = PEAT_OP_BIT(PEAT_OP_SILU) | PEAT_OP_BIT(PEAT_OP_SILU_BWD);
+    uint64_t rn = peat_models_flow_op_mask("resnet");
+    cr_assert(rn & PEAT_OP_BIT(PEAT_OP_BATCHNORM_BWD) && rn & PEAT_OP_BIT(PEAT_OP_MAXPOOL2D_BWD) &&
+                  rn & PEAT_OP_BIT(PEAT_OP_AVGPOOL2D_BWD) &&
+                  rn & PEAT_OP_BIT(PEAT_OP_CONV2D_BWD_DATA),
+              "resnet mask 0x%llx", (unsigned long long)rn);
     cr_assert_eq(peat_models_flow_op_mask("mlp_silu"),
-                 (peat_models_flow_op_mask("mlp") & ~relu) | silu, "mlp_silu mask 0x%x",
-                 peat_models_flow_op_mask("mlp_silu"));
+                 (peat_models_flow_op_mask("mlp") & ~relu) | silu, "mlp_silu mask 0x%llx",
+                 (unsigned long long)peat_models_flow_op_mask("mlp_silu"));
     cr_assert_eq(peat_models_flow_op_mask("nope"), 0u);
     cr_assert_null(peat_models_flow_describe("nope"));
 
@@ -351,7 +359,7 @@ Test(models, gpt_unfused_learns, .init = init)
 /* ---- every op through the exec ------------------------------------------------------------ */
 
 typedef struct seen {
-    uint32_t ops;
+    uint64_t ops;
     int64_t iter_expected;
     int bad_phase, bad_iter;
 } seen;
@@ -361,7 +369,7 @@ static peat_status seen_hook(void *user, const peat_kernel *k, const peat_args *
 {
     seen *s = user;
     if (after) return PEAT_OK;
-    s->ops |= 1u << a->op;
+    s->ops |= PEAT_OP_BIT(a->op);
     int opt = a->op == PEAT_OP_ADAMW || a->op == PEAT_OP_SGD;
     if (opt != (info->phase == PEAT_PHASE_OPT)) s->bad_phase++;
     if (peat_op_info_get(a->op)->is_backward && info->phase != PEAT_PHASE_BWD) s->bad_phase++;
@@ -386,7 +394,7 @@ Test(models, exec_sees_exactly_the_declared_ops, .init = init)
             peat_flow_metrics m;
             /* the eval (forward only) is the same under either optimizer: checked once */
             if (o == 0) cr_assert_eq(peat_models_flow_eval(r.f, &m), PEAT_OK);
-            uint32_t want = peat_models_flow_op_mask_for(FLOWS[k], &c);
+            uint64_t want = peat_models_flow_op_mask_for(FLOWS[k], &c);
             cr_assert_eq(s.ops, want, "%s/%s: exec saw ops 0x%x, flow declares 0x%x", FLOWS[k],
                          o ? "sgd" : "adamw", s.ops, want);
             cr_assert_eq(s.bad_phase, 0, "%s: %d calls in the wrong phase", FLOWS[k], s.bad_phase);
@@ -432,9 +440,9 @@ Test(models, swapping_any_declared_kernel_changes_training, .init = init)
         run base = make(FLOWS[k], &c);
         double lb[2];
         steps(&base, 2, lb);
-        uint32_t mask = peat_models_flow_op_mask(FLOWS[k]);
+        uint64_t mask = peat_models_flow_op_mask(FLOWS[k]);
         for (int op = 0; op < PEAT_OP_COUNT; op++) {
-            if (!(mask & (1u << op))) continue;
+            if (!(mask & PEAT_OP_BIT(op))) continue;
             run r = make(FLOWS[k], &c);
             cr_assert_eq(
                 peat_exec_set_kernel(r.ex, (peat_op_kind)op, perturbed_kernel((peat_op_kind)op)),

@@ -43,7 +43,9 @@ static peat_status attn_check(const peat_args *a)
     }
     for (int k = 0; k < 6; k++)
         PEAT_TRY(peat_op_expect(a, a->in[k], bw[k], PEAT_DTYPE_F32,
-                                k == 4 ? nl : k == 1 || k == 2 ? nkv : n));
+                                k == 4             ? nl
+                                : k == 1 || k == 2 ? nkv
+                                                   : n));
     for (int k = 0; k < 3; k++)
         PEAT_TRY(peat_op_expect(a, peat_op_out(a, k), fw[k], PEAT_DTYPE_F32, k ? nkv : n));
     return PEAT_OK;

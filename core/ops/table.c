@@ -37,7 +37,13 @@
     X(swiglu, SWIGLU)                                                                              \
     X(swiglu_bwd, SWIGLU_BWD)                                                                      \
     X(rope, ROPE)                                                                                  \
-    X(rope_bwd, ROPE_BWD)
+    X(rope_bwd, ROPE_BWD)                                                                          \
+    X(batchnorm, BATCHNORM)                                                                        \
+    X(batchnorm_bwd, BATCHNORM_BWD)                                                                \
+    X(maxpool2d, MAXPOOL2D)                                                                        \
+    X(maxpool2d_bwd, MAXPOOL2D_BWD)                                                                \
+    X(avgpool2d, AVGPOOL2D)                                                                        \
+    X(avgpool2d_bwd, AVGPOOL2D_BWD)
 
 #define DECLARE(name, kind) extern const peat_op_desc peat_opd_##name;
 PEAT_OP_TABLE(DECLARE)

@@ -92,7 +92,7 @@ typedef struct peat_campaign_opts {
 
 /* The recording-policy specs (policy.c; iteration lists are core/iter_spec.h's). */
 /* Parses an op list ("all" or comma-separated op names) into a mask. */
-peat_status peat_campaign_op_mask_parse(const char *list, uint32_t *mask);
+peat_status peat_campaign_op_mask_parse(const char *list, uint64_t *mask);
 /* Parses --compress ("auto", "all", "none", or a percent 1..100) into store settings. */
 peat_status peat_campaign_compress_parse(const char *spec, int *deflate_level, int *min_saving_pct);
 /* Parses a phase list ("fwd,bwd,opt"). */

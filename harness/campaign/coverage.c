@@ -49,7 +49,7 @@ typedef struct plan_state {
 /* Whether pol records calls of this op and phase at all. */
 static int policy_covers(const peat_profile_policy *p, const peat_args *a, peat_phase ph)
 {
-    if (p->op_mask && !(p->op_mask & (1u << a->op))) return 0;
+    if (p->op_mask && !(p->op_mask & PEAT_OP_BIT(a->op))) return 0;
     if (!p->fwd && !p->bwd && !p->opt) return 1;
     return (ph == PEAT_PHASE_FWD && p->fwd) || (ph == PEAT_PHASE_BWD && p->bwd) ||
            (ph == PEAT_PHASE_OPT && p->opt);

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-peat_status peat_campaign_op_mask_parse(const char *list, uint32_t *mask)
+peat_status peat_campaign_op_mask_parse(const char *list, uint64_t *mask)
 {
     *mask = 0;
     if (!list || !strcmp(list, "all")) {
-        *mask = (PEAT_OP_COUNT >= 32) ? 0xffffffffu : ((1u << PEAT_OP_COUNT) - 1u);
+        *mask = PEAT_OP_COUNT >= 64 ? ~(uint64_t)0 : PEAT_OP_BIT(PEAT_OP_COUNT) - 1u;
         return PEAT_OK;
     }
     char buf[256];
@@ -20,7 +20,7 @@ peat_status peat_campaign_op_mask_parse(const char *list, uint32_t *mask)
         if (peat_op_parse(t, &op) != PEAT_OK)
             return PEAT_ERROR(PEAT_ERR_INVAL, "unknown op '%s' in op list '%s' (see `peat list`)",
                               t, list);
-        *mask |= 1u << op;
+        *mask |= PEAT_OP_BIT(op);
     }
     if (!*mask) return PEAT_ERROR(PEAT_ERR_INVAL, "empty op list");
     return PEAT_OK;

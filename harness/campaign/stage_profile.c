@@ -66,7 +66,8 @@ static peat_status record_policy(const peat_campaign *c, const peat_flow_config 
     const peat_campaign_opts *o = c->o;
     memset(pol, 0, sizeof *pol);
     if (o->record_ops) PEAT_TRY(peat_campaign_op_mask_parse(o->record_ops, &pol->op_mask));
-    pol->op_mask |= 1u << c->k->op; /* the candidate's op is always recorded: playback needs it */
+    pol->op_mask |=
+        PEAT_OP_BIT(c->k->op); /* the candidate's op is always recorded: playback needs it */
     PEAT_TRY(peat_campaign_phase_parse(o->record_phase, &pol->fwd, &pol->bwd, &pol->opt));
     int64_t window = (o->record_iter_hi > 0 ? o->record_iter_hi : c->iters) - o->record_iter_lo;
     pol->max_calls = c->calls;

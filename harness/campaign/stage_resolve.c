@@ -128,21 +128,21 @@ static peat_status resolve_flow(peat_campaign *c)
         for (int i = 0; names[i]; i++) known |= strcmp(names[i], o->flow) == 0;
         if (!known)
             return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s' (see `peat list`)", o->flow);
-        if (!(peat_models_flow_op_mask_for(o->flow, &fc) & (1u << k->op)))
+        if (!(peat_models_flow_op_mask_for(o->flow, &fc) & PEAT_OP_BIT(k->op)))
             return PEAT_ERROR(PEAT_ERR_INVAL, "flow '%s' never calls %s, the op of kernel '%s'",
                               o->flow, peat_op_name(k->op), k->name);
         c->flow = o->flow;
     }
     for (int i = 0; !c->flow && names[i]; i++)
-        if (peat_models_flow_op_mask_for(names[i], &fc) & (1u << k->op)) c->flow = names[i];
+        if (peat_models_flow_op_mask_for(names[i], &fc) & PEAT_OP_BIT(k->op)) c->flow = names[i];
     if (!c->flow)
         return PEAT_ERROR(PEAT_ERR_UNSUPPORTED, "no built-in flow calls %s (kernel '%s')%s",
                           peat_op_name(k->op), k->name,
                           k->op == PEAT_OP_SGD ? "; SGD updates run with --optimizer sgd" : "");
     snprintf(c->res->flow, sizeof c->res->flow, "%s", c->flow);
     /* a device kernel's flow runs every other op through the device's goldens */
-    uint32_t ops = peat_models_flow_op_mask_for(c->flow, &fc);
-    for (int op = 0; op < PEAT_OP_COUNT && op < 32; op++)
+    uint64_t ops = peat_models_flow_op_mask_for(c->flow, &fc);
+    for (int op = 0; op < PEAT_OP_COUNT; op++)
         if ((ops >> op & 1u) && !peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, k->backend))
             return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
                               "backend '%s' has no golden kernel for %s, which flow '%s' calls",

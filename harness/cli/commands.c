@@ -79,9 +79,9 @@ static int cmd_list(int argc, char **argv, const char *cmdline)
     const char *const *fl = peat_models_flow_names();
     for (int i = 0; fl[i]; i++) {
         printf("  %-12s %s\n               ops:", fl[i], peat_models_flow_describe(fl[i]));
-        uint32_t m = peat_models_flow_op_mask(fl[i]);
+        uint64_t m = peat_models_flow_op_mask(fl[i]);
         for (int op = 0; op < PEAT_OP_COUNT; op++)
-            if (m & (1u << op)) printf(" %s", peat_op_name((peat_op_kind)op));
+            if (m & PEAT_OP_BIT(op)) printf(" %s", peat_op_name((peat_op_kind)op));
         printf("\n");
     }
     printf("\nbackends: built %s; available:", peat_backend_list());

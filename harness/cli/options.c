@@ -17,7 +17,7 @@
 
 static peat_status check_op_list(const char *v)
 {
-    uint32_t mask;
+    uint64_t mask;
     return peat_campaign_op_mask_parse(v, &mask);
 }
 

@@ -134,9 +134,9 @@ static peat_status select_string(const peat_fi_opts *o, char *buf, size_t n)
     return PEAT_OK;
 }
 
-static int record_selected(const peat_fi_opts *o, uint32_t mask, int ph[3], const peat_record *h)
+static int record_selected(const peat_fi_opts *o, uint64_t mask, int ph[3], const peat_record *h)
 {
-    if (mask && !(mask & (1u << h->op))) return 0;
+    if (mask && !(mask & PEAT_OP_BIT(h->op))) return 0;
     if (o->phases && !ph[h->phase]) return 0;
     if (h->iter < o->iter_lo || (o->iter_hi > 0 && h->iter >= o->iter_hi)) return 0;
     return layer_listed(o->layers, h->layer);
@@ -145,7 +145,7 @@ static int record_selected(const peat_fi_opts *o, uint32_t mask, int ph[3], cons
 /* Records of the chosen ops, layers, phases and iterations with golden outputs, in file order. */
 static peat_status records_load(fi_run *F)
 {
-    uint32_t mask = 0;
+    uint64_t mask = 0;
     int ph[3] = {1, 1, 1};
     if (F->o->ops) PEAT_TRY(peat_campaign_op_mask_parse(F->o->ops, &mask));
     if (F->o->phases) PEAT_TRY(peat_campaign_phase_parse(F->o->phases, &ph[0], &ph[1], &ph[2]));

@@ -71,7 +71,7 @@ peat_status peat_latency_flow_for(const peat_kernel *k, const char *flow, const 
     if (flow) {
         if (!peat_models_flow_describe(flow))
             return PEAT_ERROR(PEAT_ERR_NOTFOUND, "unknown flow '%s'", flow);
-        if (!(peat_models_flow_op_mask(flow) & (1u << k->op)))
+        if (!(peat_models_flow_op_mask(flow) & PEAT_OP_BIT(k->op)))
             return PEAT_ERROR(PEAT_ERR_INVAL, "flow '%s' never calls %s", flow,
                               peat_op_name(k->op));
         *out = flow;
@@ -79,7 +79,7 @@ peat_status peat_latency_flow_for(const peat_kernel *k, const char *flow, const 
     }
     const char *const *names = peat_models_flow_names();
     for (int i = 0; names[i]; i++)
-        if (peat_models_flow_op_mask(names[i]) & (1u << k->op)) {
+        if (peat_models_flow_op_mask(names[i]) & PEAT_OP_BIT(k->op)) {
             *out = names[i];
             return PEAT_OK;
         }

@@ -170,7 +170,7 @@ static peat_status capture_run(const char *flow, const peat_flow_config *cfg, pe
     peat_profile_policy pol;
     memset(&pol, 0, sizeof pol);
     /* the first step only: the timed steps after it must not pay for recording */
-    pol.op_mask = 1u << op, pol.every_k = 1, pol.iter_lo = 0, pol.iter_hi = 1;
+    pol.op_mask = PEAT_OP_BIT(op), pol.every_k = 1, pol.iter_lo = 0, pol.iter_hi = 1;
     peat_profiler_t *prof = op < PEAT_OP_COUNT ? peat_profiler_new(&pol, capture_sink, c) : NULL;
     PEAT_TRY(peat_exec_alloc(flow, cfg->seed, &ex));
     peat_status st = peat_exec_add_hook(ex, capture_hook, c);

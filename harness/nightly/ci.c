@@ -66,7 +66,8 @@ static peat_status kernel_flows(const peat_suite *s, const peat_suite_kernel *sk
     for (int i = 0; names[i] && (!any || *n == 0); i++) {
         int listed = any;
         for (int j = 0; j < sk->n_flows && !listed; j++) listed = !strcmp(sk->flows[j], names[i]);
-        if (listed && (peat_models_flow_op_mask(names[i]) & (1u << k->op))) out[(*n)++] = names[i];
+        if (listed && (peat_models_flow_op_mask(names[i]) & PEAT_OP_BIT(k->op)))
+            out[(*n)++] = names[i];
     }
     for (int j = 0; j < sk->n_flows && !any; j++) {
         int known = 0;

@@ -151,6 +151,10 @@ typedef struct peat_op_info {
     double (*flops)(const peat_op_params *p);
 } peat_op_info;
 
+/* A set of op kinds: bit PEAT_OP_BIT(op) for op (64 op kinds at most). */
+typedef uint64_t peat_op_mask;
+#define PEAT_OP_BIT(op) ((uint64_t)1 << (op))
+
 PEAT_API const peat_op_info *peat_op_info_get(peat_op_kind op);
 PEAT_API peat_status peat_op_parse(const char *name, peat_op_kind *out);
 PEAT_API const char *peat_op_name(peat_op_kind op);

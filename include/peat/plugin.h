@@ -163,6 +163,25 @@ typedef enum peat_op_kind {
     PEAT_OP_ROPE,
     /* same i, f ; in: dY ; out: dX, each pair rotated back by the same angle */
     PEAT_OP_ROPE_BWD,
+    /* i: N, C, S (spatial size, H*W) ; f: eps, momentum ; in: X [N,C,S], gamma [C], beta [C],
+     * running_mean [C], running_var [C] ; out: Y [N,C,S], mean [C], rstd [C] (batch statistics
+     * over N and S, biased variance), running_mean' = (1 - momentum) running_mean + momentum
+     * mean, running_var' likewise with the unbiased variance (training mode, as PyTorch) */
+    PEAT_OP_BATCHNORM,
+    /* same i, f ; in: X, gamma, mean, rstd, dY ; out: dX [N,C,S], dgamma [C], dbeta [C] */
+    PEAT_OP_BATCHNORM_BWD,
+    /* i: N, C, H, W, K (window K x K), stride, pad ; in: X [N,C,H,W] ;
+     * out: Y [N,C,OH,OW], OH = (H + 2 pad - K) / stride + 1, the window's max (padding never
+     * wins) */
+    PEAT_OP_MAXPOOL2D,
+    /* same i ; in: X, dY ; out: dX (each dY to its window's first maximum, summed where windows
+     * overlap) */
+    PEAT_OP_MAXPOOL2D_BWD,
+    /* same i ; in: X ; out: Y, the window's mean over K x K (padding counted as zeros, PyTorch's
+     * count_include_pad) */
+    PEAT_OP_AVGPOOL2D,
+    /* same i ; in: dY ; out: dX [N,C,H,W] (each dY / K^2 to its window's elements, summed) */
+    PEAT_OP_AVGPOOL2D_BWD,
     PEAT_OP_COUNT
 } peat_op_kind;
 
@@ -238,9 +257,9 @@ typedef struct peat_kernel {
  * 4: PEAT's own fields left peat_tensor (owns_data) and peat_device (cl_program, host); OpenCL
  *    programs are built through peat_plugin_host.cl_program; plugins built for 2 and 3 still
  *    load (docs/plugin-abi.md: what they read is where it was)
- * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm, silu, swiglu, rope and their backward ops); no
- *    layout changed, so
- *    plugins built for 2..4 load as before (their kernels name only the older ops) */
+ * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm, silu, swiglu, rope and their backward ops);
+ * no layout changed, so plugins built for 2..4 load as before (their kernels name only the older
+ * ops) */
 #define PEAT_PLUGIN_ABI_VERSION 5
 #define PEAT_PLUGIN_ABI_OLDEST  2 /* the oldest plugin ABI this host still loads */
 
