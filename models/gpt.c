@@ -743,10 +743,12 @@ const peat_models_flow_ops peat_models_gpt_ops = {
     GPT_COMMON,
 };
 
-/* llama's op kinds: no layernorm, no projection biases (the position table is still a bias) */
+/* llama's op kinds: no layernorm, no GELU, no biases (BIAS_ADD still sums the residual gradients)
+ */
 #define LLAMA_OPS                                                                                  \
     ((GPT_OPS & ~(PEAT_OP_BIT(PEAT_OP_LAYERNORM) | PEAT_OP_BIT(PEAT_OP_LAYERNORM_BWD) |            \
-                  PEAT_OP_BIT(PEAT_OP_GELU) | PEAT_OP_BIT(PEAT_OP_GELU_BWD))) |                    \
+                  PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_GELU) |                  \
+                  PEAT_OP_BIT(PEAT_OP_GELU_BWD))) |                                                \
      PEAT_OP_BIT(PEAT_OP_SWIGLU) | PEAT_OP_BIT(PEAT_OP_SWIGLU_BWD) |                               \
      PEAT_OP_BIT(PEAT_OP_RMSNORM) | PEAT_OP_BIT(PEAT_OP_RMSNORM_BWD) |                             \
      PEAT_OP_BIT(PEAT_OP_ATTENTION) | PEAT_OP_BIT(PEAT_OP_ATTENTION_BWD) |                         \

@@ -34,6 +34,13 @@ static int streams_flushed(int rc)
     errno = 0;
     int out_bad = fflush(stdout) != 0 || ferror(stdout);
     int e = errno;
+    if (out_bad && !e) {
+        /* an earlier write failed (its buffer is gone, and errno with it): one more byte finds
+         * the cause again (the stream is broken either way) */
+        clearerr(stdout);
+        errno = 0;
+        if (fputc('\n', stdout) == EOF || fflush(stdout) != 0) e = errno;
+    }
     if (!out_bad && fflush(stderr) == 0 && !ferror(stderr)) return rc;
     if (out_bad)
         fprintf(stderr, "peat: error: writing stdout failed: %s (exit %d withheld)\n",
