@@ -500,6 +500,11 @@ static peat_status cnn_eval(peat_flow_t *f, double *loss, double *acc)
     return PEAT_OK;
 }
 
+/* Defaults and entry points cnn and resnet share (same images, seeds and sizes) */
+#define CNN_COMMON                                                                                 \
+    .def_batch = 32, .def_width = 8, .def_depth = 1, .def_seq = 1, .def_lr_adamw = 3e-3,           \
+    .create = cnn_create, .train = cnn_train, .eval = cnn_eval, .destroy = cnn_destroy
+
 const peat_models_flow_ops peat_models_cnn_ops = {
     .name = "cnn",
     .desc = "conv3x3(8) + ReLU + conv3x3/2(16) + ReLU + layernorm + linear head on generated 12x12 "
@@ -511,16 +516,8 @@ const peat_models_flow_ops peat_models_cnn_ops = {
            PEAT_OP_BIT(PEAT_OP_LAYERNORM_BWD) | PEAT_OP_BIT(PEAT_OP_GEMM) |
            PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) |
            PEAT_OP_BIT(PEAT_OP_REDUCE),
-    .def_batch = 32,
-    .def_width = 8,
-    .def_depth = 1,
-    .def_seq = 1,
-    .def_lr_adamw = 3e-3,
+    CNN_COMMON,
     .def_lr_sgd = 0.03,
-    .create = cnn_create,
-    .train = cnn_train,
-    .eval = cnn_eval,
-    .destroy = cnn_destroy,
 };
 
 const peat_models_flow_ops peat_models_resnet_ops = {
@@ -537,14 +534,6 @@ const peat_models_flow_ops peat_models_resnet_ops = {
            PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_GEMM) |
            PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) |
            PEAT_OP_BIT(PEAT_OP_REDUCE),
-    .def_batch = 32,
-    .def_width = 8,
-    .def_depth = 1,
-    .def_seq = 1,
-    .def_lr_adamw = 3e-3,
+    CNN_COMMON,
     .def_lr_sgd = 0.05,
-    .create = cnn_create,
-    .train = cnn_train,
-    .eval = cnn_eval,
-    .destroy = cnn_destroy,
 };

@@ -208,8 +208,27 @@ static peat_status gpt_params(peat_flow_t *f, gpt_impl *m)
     return PEAT_OK;
 }
 
+/* llama's own buffers: Q and K before the rotary embedding, the SwiGLU's up projection, and
+ * their gradients */
+static peat_status llama_buffers(gpt_impl *m, int L)
+{
+    int64_t N = m->Nrow, D = m->D;
+    for (int l = 0; l < L; l++) {
+        gpt_block *b = &m->blk[l];
+        PEAT_TRY(peat_models_tensor(&b->Q0, m->B, m->H, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->K0, m->B, m->Hkv, m->T, m->Dh));
+        PEAT_TRY(peat_models_tensor(&b->Fu, N, m->Fh, 0, 0));
+    }
+    PEAT_TRY(peat_models_tensor(&m->dU, N, m->Fh, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->dH3, N, D, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->dHs, N, D, 0, 0));
+    PEAT_TRY(peat_models_tensor(&m->dQ0, m->B * m->H, m->T, m->Dh, 0));
+    return peat_models_tensor(&m->dK0, m->B * m->Hkv, m->T, m->Dh, 0);
+}
+
 static peat_status gpt_buffers(gpt_impl *m, int L)
 {
+    if (m->llama) PEAT_TRY(llama_buffers(m, L));
     int64_t N = m->Nrow, D = m->D, BH = m->B * m->H;
 #define T2(t, a, b) PEAT_TRY(peat_models_tensor(&(t), a, b, 0, 0))
     for (int l = 0; l <= L; l++) T2(m->X[l], N, D);
@@ -221,10 +240,6 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         T2(b->QKV0, N, m->Wqkv);
         T2(b->QKV, N, m->Wqkv);
         PEAT_TRY(peat_models_tensor(&b->Q, m->B, m->H, m->T, m->Dh));
-        if (m->llama) {
-            PEAT_TRY(peat_models_tensor(&b->Q0, m->B, m->H, m->T, m->Dh));
-            PEAT_TRY(peat_models_tensor(&b->K0, m->B, m->Hkv, m->T, m->Dh));
-        }
         PEAT_TRY(peat_models_tensor(&b->K, m->B, m->Hkv, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->V, m->B, m->Hkv, m->T, m->Dh));
         PEAT_TRY(peat_models_tensor(&b->O, m->B, m->H, m->T, m->Dh));
@@ -240,7 +255,6 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
         T2(b->F, N, m->Fh);
         T2(b->Fb, N, m->Fh);
         T2(b->Fg, N, m->Fh);
-        if (m->llama) T2(b->Fu, N, m->Fh);
     }
     T2(m->E, N, D);
     T2(m->dE, N, D);
@@ -257,20 +271,11 @@ static peat_status gpt_buffers(gpt_impl *m, int L)
     T2(m->dXln, N, D);
     T2(m->dFg, N, m->Fh);
     T2(m->dFb, N, m->Fh);
-    if (m->llama) {
-        T2(m->dU, N, m->Fh);
-        T2(m->dH3, N, D);
-        T2(m->dHs, N, D);
-    }
     T2(m->dH, N, D);
     T2(m->dOm, N, D);
     T2(m->dQKV, N, m->Wqkv);
     PEAT_TRY(peat_models_tensor(&m->dO, BH, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dQ, BH, m->T, m->Dh, 0));
-    if (m->llama) {
-        PEAT_TRY(peat_models_tensor(&m->dQ0, BH, m->T, m->Dh, 0));
-        PEAT_TRY(peat_models_tensor(&m->dK0, m->B * m->Hkv, m->T, m->Dh, 0));
-    }
     PEAT_TRY(peat_models_tensor(&m->dK, m->B * m->Hkv, m->T, m->Dh, 0));
     PEAT_TRY(peat_models_tensor(&m->dV, m->B * m->Hkv, m->T, m->Dh, 0));
     if (m->unfused) {
@@ -758,8 +763,8 @@ const peat_models_flow_ops peat_models_llama_ops = {
     .name = "llama",
     .desc = "the gpt model and task as LLaMA builds a block: RMSNorm before attention, MLP and "
             "head, a SwiGLU MLP (gate and up projections, hidden 8 d / 3), rotary position "
-            "embedding of Q and K (no position table), no biases in the attention and MLP "
-            "projections",
+            "embedding of Q and K (no position table), grouped-query attention (two query heads "
+            "a K/V head), no biases in the attention and MLP projections",
     .ops = LLAMA_OPS,
     GPT_COMMON,
 };

@@ -217,40 +217,26 @@ static peat_status mlp_eval(peat_flow_t *f, double *loss, double *acc)
     return PEAT_OK;
 }
 
+/* Op kinds and defaults both variants share (same model, data, seeds); the activation is each's. */
+#define MLP_OPS                                                                                    \
+    (PEAT_OP_BIT(PEAT_OP_GEMM) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |                                   \
+     PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) |                      \
+     PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) | PEAT_OP_BIT(PEAT_OP_REDUCE))
+#define MLP_COMMON                                                                                 \
+    .def_batch = 32, .def_width = 64, .def_depth = 2, .def_seq = 1, .def_lr_adamw = 3e-3,          \
+    .def_lr_sgd = 0.05, .create = mlp_create, .train = mlp_train, .eval = mlp_eval,                \
+    .destroy = mlp_destroy
+
 const peat_models_flow_ops peat_models_mlp_ops = {
     .name = "mlp",
     .desc = "ReLU MLP (16 -> 64 -> 64 -> 4) on a generated 12-cluster Gaussian mixture, 4 classes",
-    .ops = PEAT_OP_BIT(PEAT_OP_GEMM) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |
-           PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_RELU) |
-           PEAT_OP_BIT(PEAT_OP_RELU_BWD) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) |
-           PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) | PEAT_OP_BIT(PEAT_OP_REDUCE),
-    .def_batch = 32,
-    .def_width = 64,
-    .def_depth = 2,
-    .def_seq = 1,
-    .def_lr_adamw = 3e-3,
-    .def_lr_sgd = 0.05,
-    .create = mlp_create,
-    .train = mlp_train,
-    .eval = mlp_eval,
-    .destroy = mlp_destroy,
+    .ops = MLP_OPS | PEAT_OP_BIT(PEAT_OP_RELU) | PEAT_OP_BIT(PEAT_OP_RELU_BWD),
+    MLP_COMMON,
 };
 
 const peat_models_flow_ops peat_models_mlp_silu_ops = {
     .name = "mlp_silu",
     .desc = "the mlp model and task with SiLU activations (x sigmoid(x)) in place of ReLU",
-    .ops = PEAT_OP_BIT(PEAT_OP_GEMM) | PEAT_OP_BIT(PEAT_OP_BIAS_ADD) |
-           PEAT_OP_BIT(PEAT_OP_BIAS_ADD_BWD) | PEAT_OP_BIT(PEAT_OP_SILU) |
-           PEAT_OP_BIT(PEAT_OP_SILU_BWD) | PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY) |
-           PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD) | PEAT_OP_BIT(PEAT_OP_REDUCE),
-    .def_batch = 32,
-    .def_width = 64,
-    .def_depth = 2,
-    .def_seq = 1,
-    .def_lr_adamw = 3e-3,
-    .def_lr_sgd = 0.05,
-    .create = mlp_create,
-    .train = mlp_train,
-    .eval = mlp_eval,
-    .destroy = mlp_destroy,
+    .ops = MLP_OPS | PEAT_OP_BIT(PEAT_OP_SILU) | PEAT_OP_BIT(PEAT_OP_SILU_BWD),
+    MLP_COMMON,
 };
