@@ -227,7 +227,7 @@ const peat_op_desc peat_opd_batchnorm = {
     .positive_inputs = 1u << 4, /* running_var */
     .gemm_view = peat_op_gemm_view_none,
     .amp_masks = peat_op_amp_none,
-    .aten = "",
+    .aten = "native_batch_norm",
 };
 
 const peat_op_desc peat_opd_batchnorm_bwd = {
@@ -244,5 +244,5 @@ const peat_op_desc peat_opd_batchnorm_bwd = {
     .positive_inputs = 1u << 3, /* rstd */
     .gemm_view = peat_op_gemm_view_none,
     .amp_masks = peat_op_amp_none,
-    .aten = "",
+    .aten = "native_batch_norm_backward",
 };

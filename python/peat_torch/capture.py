@@ -11,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _lib
-from .mapping import PEAT_OPS, INPLACE, INPLACE_ELEMENTWISE, Unmapped, UnmappedThisCall, map_call, pre_inplace, State
+from .mapping import PEAT_OPS, INPLACE, INPLACE_ELEMENTWISE, SIDE_EFFECT, Unmapped, UnmappedThisCall, map_call, pre_inplace, State
 from .track import PHASES, Tracker
 
 # aten ops that only change a tensor's view or metadata, or allocate: listed as unmapped with
@@ -201,7 +201,7 @@ class capture:
         wanted = peat_ops is not None and any(_wanted(self.sel, p) for p in peat_ops)
         phase, layer = self.tracker.where()
         layer = layer or self.tracker.model_name
-        pre = pre_inplace(name, args) if wanted and name in INPLACE else None
+        pre = pre_inplace(name, args) if wanted and (name in INPLACE or name in SIDE_EFFECT) else None
         # an in-place elementwise op (relu_) overwrites its input: the call as the kernel saw it
         # is (its input before, its output after)
         before = args[0].detach().clone() if wanted and name in INPLACE_ELEMENTWISE else None

@@ -158,6 +158,84 @@ def map_silu_backward(args, kw, out, st):
     return [Mapped("silu_bwd", [out.numel()], [], [_c(args[1]), _c(args[0])], [_c(out)])]
 
 
+def map_native_batch_norm(args, kw, out, st, pre):
+    # native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    # the running statistics are updated in place (pre: their values before the call)
+    x, w, b, rm, rv, training, momentum, eps = args[:8]
+    if not training or rm is None or rv is None:
+        raise Unmapped("batch_norm in eval mode or without running statistics: PEAT's batchnorm "
+                       "is training mode with them")
+    N, C = x.shape[0], x.shape[1]
+    S = x.numel() // (N * C)
+    w = w if w is not None else torch.ones(C, dtype=x.dtype)
+    b = b if b is not None else torch.zeros(C, dtype=x.dtype)
+    return [Mapped("batchnorm", [N, C, S], [eps, momentum],
+                   [_c(x).reshape(N, C, S), _c(w), _c(b), _c(pre[0]), _c(pre[1])],
+                   [_c(out[0]).reshape(N, C, S), _c(out[1]), _c(out[2]), _c(rm), _c(rv)])]
+
+
+def map_native_batch_norm_backward(args, kw, out, st):
+    # (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+    #  output_mask)
+    dy, x, w, rm, rv, mean, invstd, train, eps, mask = args[:10]
+    if not train or w is None or not all(mask):
+        raise Unmapped("batch_norm backward in eval mode, without weight or with an output masked")
+    N, C = x.shape[0], x.shape[1]
+    S = x.numel() // (N * C)
+    return [Mapped("batchnorm_bwd", [N, C, S], [eps, 0.1],
+                   [_c(x).reshape(N, C, S), _c(w), _c(mean), _c(invstd), _c(dy).reshape(N, C, S)],
+                   [_c(out[0]).reshape(N, C, S), _c(out[1]), _c(out[2])])]
+
+
+def _pool(x, k, stride, pad, dilation=(1, 1), ceil_mode=False):
+    k, pad = list(k) * (2 // len(k)), list(pad) * (2 // len(pad))
+    stride = list(stride) * (2 // len(stride)) if len(stride) else k
+    if k[0] != k[1] or stride[0] != stride[1] or pad[0] != pad[1]:
+        raise Unmapped("pooling with a non-square window, stride or padding")
+    if list(dilation) not in ([1], [1, 1]) or ceil_mode:
+        raise Unmapped("pooling with dilation or ceil_mode")
+    N = x.shape[0] if x.dim() == 4 else 1
+    C, H, W = x.shape[-3], x.shape[-2], x.shape[-1]
+    return [N, C, H, W, k[0], stride[0], pad[0]]
+
+
+def map_max_pool2d(args, kw, out, st):
+    x = args[0]
+    i = _pool(x, args[1], args[2] if len(args) > 2 else [], args[3] if len(args) > 3 else [0],
+              args[4] if len(args) > 4 else [1], args[5] if len(args) > 5 else False)
+    return [Mapped("maxpool2d", i, [], [_c(x)], [_c(out[0])])]
+
+
+def map_max_pool2d_backward(args, kw, out, st):
+    dy, x = args[0], args[1]
+    i = _pool(x, args[2], args[3], args[4], args[5], args[6])
+    return [Mapped("maxpool2d_bwd", i, [], [_c(x), _c(dy)], [_c(out)])]
+
+
+def _avg_args(args, first):
+    ceil_mode = args[first + 3] if len(args) > first + 3 else False
+    include = args[first + 4] if len(args) > first + 4 else True
+    divisor = args[first + 5] if len(args) > first + 5 else None
+    if not include or divisor is not None:
+        raise Unmapped("avg_pool2d without count_include_pad or with a divisor_override")
+    return ceil_mode
+
+
+def map_avg_pool2d(args, kw, out, st):
+    x = args[0]
+    ceil_mode = _avg_args(args, 1)
+    i = _pool(x, args[1], args[2] if len(args) > 2 else [], args[3] if len(args) > 3 else [0],
+              [1], ceil_mode)
+    return [Mapped("avgpool2d", i, [], [_c(x)], [_c(out)])]
+
+
+def map_avg_pool2d_backward(args, kw, out, st):
+    dy, x = args[0], args[1]
+    ceil_mode = _avg_args(args, 2)
+    i = _pool(x, args[2], args[3], args[4], [1], ceil_mode)
+    return [Mapped("avgpool2d_bwd", i, [], [_c(dy)], [_c(out)])]
+
+
 def _rows(x, dim):
     if dim % x.dim() != x.dim() - 1:
         raise Unmapped("softmax over dim %d, not the last" % dim)
@@ -346,6 +424,10 @@ TABLE = {
     "_softmax": map_softmax, "_safe_softmax": map_safe_softmax,
     "_softmax_backward_data": map_softmax_backward, "relu_": map_relu,
     "silu": map_silu, "silu_": map_silu, "silu_backward": map_silu_backward,
+    "native_batch_norm_backward": map_native_batch_norm_backward,
+    "max_pool2d_with_indices": map_max_pool2d,
+    "max_pool2d_with_indices_backward": map_max_pool2d_backward,
+    "avg_pool2d": map_avg_pool2d, "avg_pool2d_backward": map_avg_pool2d_backward,
     "_log_softmax": map_log_softmax, "nll_loss_forward": map_nll_loss_forward,
     "nll_loss_backward": map_nll_loss_backward,
     "_log_softmax_backward_data": map_log_softmax_backward,
@@ -356,14 +438,17 @@ TABLE = {
 }
 # in-place optimizer steps: their inputs are copied before the call (pre)
 INPLACE = {"_fused_adamw_": map_fused_adamw, "_fused_sgd_": map_fused_sgd}
+# ops that update some of their inputs in place as a side effect (batch norm's running
+# statistics): mapped from copies taken before the call (pre), one call each
+SIDE_EFFECT = {"native_batch_norm": map_native_batch_norm}
 # in-place elementwise ops: capture copies the input before the call and maps the call as the
 # out-of-place op on that copy
 INPLACE_ELEMENTWISE = {"relu_", "silu_"}
 # the PEAT ops each aten op maps to (for choosing what to capture or swap): the op descriptors'
 # aten names (core/ops/<op>.c); every aten op translated here must be one of them
 PEAT_OPS = _lib.aten_map()
-_untranslated = sorted(set(PEAT_OPS) - set(TABLE) - set(INPLACE))
-_undeclared = sorted((set(TABLE) | set(INPLACE)) - set(PEAT_OPS))
+_untranslated = sorted(set(PEAT_OPS) - set(TABLE) - set(INPLACE) - set(SIDE_EFFECT))
+_undeclared = sorted((set(TABLE) | set(INPLACE) | set(SIDE_EFFECT)) - set(PEAT_OPS))
 if _untranslated or _undeclared:
     raise _lib.PeatError("peat_torch and libpeat.so disagree on the aten ops: no translation for "
                          "%s, no op descriptor for %s (rebuild one or the other)"
@@ -386,6 +471,8 @@ def pre_inplace(name, args):
     """Copies of the state an in-place optimizer step overwrites (params, and m/v or momentum)."""
     if name == "_fused_adamw_":
         return [[t.detach().clone() for t in args[k]] for k in (0, 2, 3)]
+    if name == "native_batch_norm":
+        return [None if args[k] is None else args[k].detach().clone() for k in (3, 4)]
     if name == "_fused_sgd_":
         return [[t.detach().clone() for t in args[0]], None,
                 [t.detach().clone() for t in args[2]]]
@@ -399,6 +486,8 @@ def map_call(name, args, kwargs, out, state, pre=None):
     kwargs = kwargs or {}
     if name in INPLACE:
         return INPLACE[name](args, kwargs, out, state, pre)
+    if name in SIDE_EFFECT:
+        return SIDE_EFFECT[name](args, kwargs, out, state, pre)
     fn = TABLE.get(name)
     if fn is None:
         raise Unmapped("no PEAT op")

@@ -179,6 +179,54 @@ class Capture(unittest.TestCase):
             self.assertEqual(f["/tensors/index"][row]["dtype"], 2, "stored as bf16")
 
 
+class ResNetBlock(unittest.TestCase):
+    """A conv-batchnorm-ReLU-maxpool-avgpool model trained with SGD: batch norm (its running
+    statistics updated in place) and both poolings are captured; the honest kernels PASS on the
+    replay and the zoo's batch-norm backward without its mean term is caught."""
+
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                          nn.ReLU(inplace=True), nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1),
+                          nn.AvgPool2d(2), nn.Flatten(), nn.Linear(32, 4))
+        opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        cls.path = os.path.join(tempfile.mkdtemp(), "bn.h5")
+        with peat_torch.capture(cls.path, calls=96, iters=6, model=m, quiet=True) as cap:
+            for _ in range(6):
+                x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 4, (8,))
+                loss = F.cross_entropy(m(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        cls.unmapped = cap.unmapped
+
+    def verdict(self, kernel, *extra):
+        p = subprocess.run([BIN, "run", "--kernel", kernel, "--capture", self.path, "--out",
+                            os.path.join(tempfile.mkdtemp(), "r"), "--json", *extra],
+                           capture_output=True, text=True)
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        return json.loads(p.stdout)
+
+    def test_batchnorm_and_pooling_are_mapped(self):
+        for name in ("native_batch_norm", "native_batch_norm_backward", "max_pool2d_with_indices",
+                     "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward"):
+            self.assertNotIn(name, self.unmapped, name + " mapped")
+        f = h5py.File(self.path, "r")
+        ops = {_lib.op_name(int(c["op"])) for c in f["/calls/index"][:]}
+        for op in ("batchnorm", "batchnorm_bwd", "maxpool2d", "maxpool2d_bwd", "avgpool2d",
+                   "avgpool2d_bwd"):
+            self.assertIn(op, ops, op + " recorded")
+
+    def test_honest_kernels_pass_and_a_defect_is_caught(self):
+        for k in ("batchnorm_welford", "batchnorm_onepass_bwd", "maxpool2d_gather_bwd",
+                  "avgpool2d_recip"):
+            self.assertEqual(self.verdict(k)["verdict"], "PASS", k)
+        v = self.verdict("zoo_batchnorm_bwd_no_mean", "--plugin", ZOO)
+        self.assertEqual(v["verdict"], "FAIL")
+        self.assertEqual(v["findings"][0]["class"], "WRONG_RESULT", json.dumps(v["findings"][0]))
+
+
 class Example(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
