@@ -19,8 +19,12 @@ from .check import check as _check_fn, kernel_notes, kernel_of, python_kernel
 from .mapping import PEAT_OPS, Unmapped, map_call, State
 from .track import Tracker
 
-# aten ops whose one output is the one output of the PEAT op they map to
-_SWAPPABLE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu", "_softmax"}
+# aten ops whose one output is the one output of the PEAT op they map to (forward and backward:
+# autograd's backward ops dispatch through the swap too)
+_SWAPPABLE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu", "_softmax", "silu",
+              "threshold_backward", "gelu_backward", "silu_backward", "_softmax_backward_data",
+              "avg_pool2d", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
+              "embedding", "embedding_dense_backward"}
 # the PEAT ops swap can route (the ops of _SWAPPABLE)
 SWAP_OPS = sorted({o for n in _SWAPPABLE for o in PEAT_OPS[n]})
 # aten ops that compute a swappable op's result but are not mapped to it (a zero-match message

@@ -339,6 +339,21 @@ class Swap(unittest.TestCase):
             opt.step()
             rec.step(m, loss.item())
 
+    def test_swap_a_backward_op_and_the_new_ops(self):
+        # autograd's backward ops dispatch through the swap: silu and its backward both swapped,
+        # the kernel's results within fp32 rounding of torch's
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 16), nn.SiLU(), nn.Linear(16, 4))
+        x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+        ref = F.cross_entropy(m(x), y)
+        for op, k in (("silu", "silu_split"), ("silu_bwd", "silu_split_bwd")):
+            m.zero_grad()
+            with peat_torch.swap(m, kernel=k, op=op, freq="1") as sw:
+                loss = F.cross_entropy(m(x), y)
+                loss.backward()
+            self.assertEqual(sw.swapped, 1, op + " swapped once")
+            self.assertLess(abs(loss.item() - ref.item()), 1e-5, op)
+
     def test_swap_routes_calls(self):
         lin = nn.Linear(8, 8)
         x = torch.randn(4, 8)
