@@ -7,7 +7,7 @@
 
 Test(zoo, every_defect_caught_no_false_alarm, .timeout = 1800)
 {
-    peat_zoo_entry *e = calloc(128, sizeof *e);
+    peat_zoo_entry *e = calloc(PEAT_ZOO_MAX, sizeof *e);
     int n = 0;
     cr_assert_eq(peat_run_calibrate_zoo(PEAT_TEST_ZOO,
                                         PEAT_TEST_SOURCE_DIR "/tests/zoo/manifest.tsv",

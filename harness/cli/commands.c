@@ -349,7 +349,7 @@ static int calibrate_zoo(const char *lib, const char *manifest, uint64_t seed)
         snprintf(def, sizeof def, "%s/manifest.tsv", PEAT_ZOO_MANIFEST_DIR);
         manifest = def;
     }
-    peat_zoo_entry *e = calloc(128, sizeof *e);
+    peat_zoo_entry *e = calloc(PEAT_ZOO_MAX, sizeof *e);
     if (!e) return die("out of memory");
     int n = 0;
     peat_status st =

@@ -31,8 +31,12 @@ typedef struct peat_zoo_score {
     int defects, caught, right, honest, false_alarms;
 } peat_zoo_score;
 
+/* The most kernels a manifest may list (e must hold as many). */
+#define PEAT_ZOO_MAX 256
+
 /* Loads the zoo plugin lib, reads manifest (kernel, flow, expected class, defect|honest) and
- * runs each kernel's default campaign on its flow (outputs under out_root); e holds up to 128. */
+ * runs each kernel's default campaign on its flow (outputs under out_root); e holds up to
+ * PEAT_ZOO_MAX. */
 peat_status peat_run_calibrate_zoo(const char *lib, const char *manifest, const char *out_root,
                                    uint64_t seed, peat_zoo_entry *e, int *n, FILE *log);
 /* Prints the confusion matrix (expected class x primary finding) and returns the scores. */

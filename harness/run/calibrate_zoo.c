@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZOO_MAX 128
+#define ZOO_MAX PEAT_ZOO_MAX
 
 static peat_status manifest_read(const char *path, peat_zoo_entry *e, int *n)
 {
