@@ -1,5 +1,7 @@
-/* builtin.c: one-time registration of every built-in kernel (exact, golden, candidates). */
+/* builtin.c: one-time registration of every built-in kernel (exact, golden, candidates), after
+ * the check that every op kind's descriptor has every trait. */
 #include "harness/runtime/builtin.h"
+#include "core/opdesc.h"
 #include "golden/golden.h"
 #include "kernels/kernels.h"
 
@@ -19,9 +21,23 @@ peat_status peat_gpu_register(void);
 peat_status peat_opencl_register(void);
 #endif
 
+/* An op whose descriptor lacks a trait would fail far from here (a probe stage, a bound): named
+ * at start-up instead. */
+static peat_status check_op_table(void)
+{
+    char missing[256];
+    for (int k = 0; k < PEAT_OP_COUNT; k++)
+        if (*peat_op_desc_missing((peat_op_kind)k, missing, sizeof missing))
+            return PEAT_ERROR(PEAT_ERR_INTERNAL,
+                              "op kind %d (%s) lacks descriptor traits: %s (core/ops/table.c)", k,
+                              peat_op_name((peat_op_kind)k), missing);
+    return PEAT_OK;
+}
+
 static void init_once(void)
 {
-    init_status = peat_golden_register();
+    init_status = check_op_table();
+    if (init_status == PEAT_OK) init_status = peat_golden_register();
     if (init_status == PEAT_OK) init_status = peat_kernels_register();
 #ifdef PEAT_HAVE_OPENCL
     if (init_status == PEAT_OK) init_status = peat_opencl_register();
