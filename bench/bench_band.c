@@ -127,7 +127,7 @@ static void count(tally *t, const peat_runtime_verdict *v, const peat_runtime_ba
     t->judged++;
     t->alarms += v->cls != PEAT_RUNTIME_EQUIVALENT;
     peat_runtime_verdict cand = *v; /* the same run as a candidate fp32 kernel's */
-    peat_detector_runtime_candidate(&cand, 0);
+    peat_detector_runtime_candidate(&cand, 0, 0);
     t->loop += peat_detector_runtime_verdict_acceptance(&cand) == PEAT_ACCEPT_FAIL;
     t->drift += v->drift;
     t->transient += v->transient;

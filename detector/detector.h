@@ -296,8 +296,14 @@ peat_acceptance peat_detector_runtime_acceptance(peat_runtime_class c);
 /* A candidate kernel's run (not a pseudo-error model, whose DEGRADES is the measured answer):
  * weights that end beyond PEAT_DETECTOR_DRIFT_FAIL x the honest reruns' drift make an equivalent
  * run DEGRADES (metric "weights"), and its DEGRADES is FAIL unless `declared` (the kernel declares
- * a narrower input, accumulation or output format than fp32) explains it: WARN. */
-void peat_detector_runtime_candidate(peat_runtime_verdict *v, int declared);
+ * a narrower input, accumulation or output format than fp32) explains it: WARN. `unscaled`: the
+ * band measured no honest drift (peat_detector_band_still) and every call of the run was checked
+ * inside its envelope (the shadow check): the weights have no honest scale to be judged on, so
+ * their distance stays a note (docs/fault-injection.md). */
+void peat_detector_runtime_candidate(peat_runtime_verdict *v, int declared, int unscaled);
+/* 1 when every band rerun's weights stayed bit-identical to the golden run's (the reruns' order
+ * gave the golden's results for the op: their drift, the weights test's scale, is 0). */
+int peat_detector_band_still(const peat_runtime_band *b);
 /* The acceptance of a judged run: by class, and a candidate's unexplained DEGRADES is FAIL. */
 peat_acceptance peat_detector_runtime_verdict_acceptance(const peat_runtime_verdict *v);
 /* The finding of a judged run (class, acceptance, params "freq=.. iter=..", evidence). */

@@ -427,11 +427,31 @@ peat_finding peat_detector_runtime_finding(const peat_runtime_verdict *v, const 
     return f;
 }
 
-void peat_detector_runtime_candidate(peat_runtime_verdict *v, int declared)
+int peat_detector_band_still(const peat_runtime_band *b)
+{
+    for (int64_t t = 0; b && b->wdist_hi && t < b->n; t++)
+        if (b->wdist_hi[t] != 0.0) return 0;
+    return b && b->wdist_hi;
+}
+
+void peat_detector_runtime_candidate(peat_runtime_verdict *v, int declared, int unscaled)
 {
     v->candidate = 1;
     v->explained = declared;
     if (v->cls != PEAT_RUNTIME_EQUIVALENT || !v->weights_out) return;
+    if (unscaled) {
+        /* ulp-level differences grow chaotically in training (a flow's own pace); a band that
+         * never moved measured none, and every call was inside its envelope */
+        char wr[16];
+        ratio_format(wr, sizeof wr, v->drift_end);
+        size_t n = strlen(v->evidence);
+        snprintf(v->evidence + n, sizeof v->evidence - n,
+                 "%sweights end %s the floor of the honest distance, not judged: the band's "
+                 "reruns were bit-identical to the golden run (no honest drift measured) and "
+                 "every call in the loop was inside its envelope",
+                 n ? "; " : "", wr);
+        return;
+    }
     /* loss and accuracy inside, the weights ended far off every honest trajectory */
     v->cls = PEAT_RUNTIME_DEGRADES;
     v->iter = v->drift_iter >= 0 ? v->drift_iter : v->iter;

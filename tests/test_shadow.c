@@ -174,24 +174,47 @@ Test(shadow, loop_rule_for_candidates_and_models)
     peat_runtime_verdict model = v;
     cr_assert_eq(peat_detector_runtime_verdict_acceptance(&model), PEAT_ACCEPT_PASS);
     peat_runtime_verdict cand = v;
-    peat_detector_runtime_candidate(&cand, 0);
+    peat_detector_runtime_candidate(&cand, 0, 0);
     cr_assert_eq(cand.cls, PEAT_RUNTIME_DEGRADES);
     cr_assert_str_eq(cand.metric, "weights");
     cr_assert_eq(cand.iter, 12);
     cr_assert_eq(peat_detector_runtime_verdict_acceptance(&cand), PEAT_ACCEPT_FAIL);
     peat_runtime_verdict decl = v;
-    peat_detector_runtime_candidate(&decl, 1);
+    peat_detector_runtime_candidate(&decl, 1, 0);
     cr_assert_eq(peat_detector_runtime_verdict_acceptance(&decl), PEAT_ACCEPT_WARN);
     peat_runtime_verdict near = v;
     near.weights_out = 0, near.drift_end = 0.5 * PEAT_DETECTOR_DRIFT_FAIL;
-    peat_detector_runtime_candidate(&near, 0);
+    peat_detector_runtime_candidate(&near, 0, 0);
     cr_assert_eq(near.cls, PEAT_RUNTIME_EQUIVALENT, "within the limit: a note at most");
     peat_runtime_verdict deg;
     memset(&deg, 0, sizeof deg);
     deg.cls = PEAT_RUNTIME_DEGRADES;
     cr_assert_eq(peat_detector_runtime_verdict_acceptance(&deg), PEAT_ACCEPT_WARN, "a model");
-    peat_detector_runtime_candidate(&deg, 0);
+    peat_detector_runtime_candidate(&deg, 0, 0);
     cr_assert_eq(peat_detector_runtime_verdict_acceptance(&deg), PEAT_ACCEPT_FAIL);
+    /* no honest drift measured and every call inside its envelope: the drift stays a note */
+    peat_runtime_verdict unscaled = v;
+    peat_detector_runtime_candidate(&unscaled, 0, 1);
+    cr_assert_eq(unscaled.cls, PEAT_RUNTIME_EQUIVALENT, "no scale for the weights: not judged");
+    cr_assert(strstr(unscaled.evidence, "not judged"), "the note says why: %s", unscaled.evidence);
+    /* a loss outside is judged whatever the weights' scale */
+    peat_runtime_verdict lossy = deg;
+    lossy.candidate = 0;
+    peat_detector_runtime_candidate(&lossy, 0, 1);
+    cr_assert_eq(peat_detector_runtime_verdict_acceptance(&lossy), PEAT_ACCEPT_FAIL);
+}
+
+/* The band is still when every member's weights stayed the golden run's. */
+Test(shadow, a_band_that_never_moved_is_still)
+{
+    double w0[3] = {0, 0, 0}, w1[3] = {0, 1e-9, 0};
+    peat_runtime_band b;
+    memset(&b, 0, sizeof b);
+    b.n = 3, b.wdist_hi = w0;
+    cr_assert(peat_detector_band_still(&b), "all distances 0");
+    b.wdist_hi = w1;
+    cr_assert_not(peat_detector_band_still(&b), "one member moved by 1e-9");
+    cr_assert_not(peat_detector_band_still(NULL), "no band");
 }
 
 /* The envelope: twice the golden's or the bound, a kernel beyond the bound on fresh calls

@@ -281,7 +281,7 @@ static peat_status verdict_of(const peat_runtime_band *b, const peat_runtime_cur
     if (kernel) {
         const peat_kernel *k = peat_registry_find_on(kernel, PEAT_BACKEND_HOST);
         if (!k) return PEAT_ERROR(PEAT_ERR_NOTFOUND, "no CPU kernel named '%s'", kernel);
-        peat_detector_runtime_candidate(&v, declares_narrow(k));
+        peat_detector_runtime_candidate(&v, declares_narrow(k), 0);
     }
     memset(out, 0, sizeof *out);
     out->cls = (int32_t)v.cls;

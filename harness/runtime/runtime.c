@@ -657,8 +657,11 @@ static peat_status judge(const peat_runtime_opts *o, peat_runtime_result *res)
     for (int j = 0; j < res->n_faulty; j++) {
         peat_runtime_curve c = curve_of(res, &res->faulty[j]);
         PEAT_TRY(peat_detector_runtime_judge(&res->b, &c, &res->verdict[j]));
+        const peat_runtime_shadow *sh = &res->faulty[j].shadow;
         if (o->candidate)
-            peat_detector_runtime_candidate(&res->verdict[j], declares_narrow(o->candidate));
+            peat_detector_runtime_candidate(&res->verdict[j], declares_narrow(o->candidate),
+                                            peat_detector_band_still(&res->b) && sh->calls > 0 &&
+                                                sh->checked == sh->calls && sh->bad == 0);
         const peat_runtime_run *r = &res->faulty[j];
         if (r->ended_iter < 0) continue;
         /* the run never finished: what its call did is the verdict, not its curves */
