@@ -125,5 +125,5 @@ const peat_op_desc peat_opd_reduce = {
     .positive_inputs = 0,
     .gemm_view = peat_op_gemm_view_none,
     .amp_masks = peat_op_amp_none,
-    .aten = "",
+    .aten = "sum,mean",
 };

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _lib
+from . import _lib, optim
 from .mapping import PEAT_OPS, INPLACE, INPLACE_ELEMENTWISE, SIDE_EFFECT, Unmapped, UnmappedThisCall, map_call, pre_inplace, State
 from .track import PHASES, Tracker
 
@@ -22,6 +22,11 @@ _NO_MATH = {"view", "_unsafe_view", "t", "transpose", "permute", "expand", "resh
             "zeros_like", "ones", "ones_like", "full", "full_like", "copy_", "_to_copy",
             "_record_function_enter_new", "_record_function_exit", "lift_fresh", "arange",
             "scalar_tensor", "fill_", "zero_", "new_zeros", "new_ones", "new_empty", "_local_scalar_dense"}
+
+
+# aten ops that draw random numbers (data, dropout masks): no reference result to compare with
+_RANDOM = {"randn", "randint", "rand", "randperm", "normal_", "uniform_", "bernoulli_",
+           "bernoulli", "random_", "native_dropout", "exponential_"}
 
 
 def _np(t):
@@ -96,6 +101,8 @@ class capture:
         self.planned = False
         self.store = None
         self.metrics_iters = set()
+        self.opt_jobs = []   # optimizer steps in progress: the updates to reconstruct
+        self.quiet_ops = 0   # inside a reconstructed step: its elementwise aten ops are its parts
 
     # ---- context ----
     def __enter__(self):
@@ -114,6 +121,7 @@ class capture:
             ctypes.byref(h)), "capture " + self.path)
         self.store = h
         self.tracker.on_new_iter = self._new_iter
+        self.tracker.on_opt_pre, self.tracker.on_opt_post = self._opt_begin, self._opt_end
         self.tracker.__enter__()
         self.mode = _Mode(self)
         self.mode.__enter__()
@@ -195,7 +203,53 @@ class capture:
         self.unmapped[name] += n
         self.unmapped_why.setdefault(name, why)
 
+    # ---- optimizers that are loops of elementwise ops (optim.py) ----
+    def _opt_begin(self, opt):
+        """Before a step: the updates due for recording, with what they read; the step's own
+        aten ops are then its parts, not calls of their own (unless a group is fused: its
+        aten call is the update)."""
+        groups = [g for g in opt.param_groups if not g.get("fused")]
+        quiet = bool(groups) and len(groups) == len(opt.param_groups) and \
+            optim._kind(opt) is not None
+        self.quiet_ops += quiet
+        name, job = optim.step_name(opt), []
+        for g in groups:
+            why = optim.group_why(opt, g)
+            ps = [p for p in g["params"] if p.grad is not None]
+            if why is not None:
+                if optim._kind(opt) is not None:
+                    self._unmapped(name, why, len(ps))
+                continue
+            for p in ps:
+                pname = self.tracker.param_name(p)
+                if not _wanted(self.sel, "adamw" if optim._kind(opt) != "sgd" else "sgd"):
+                    continue
+                key = (name, pname, "opt", tuple(p.shape), str(p.dtype))
+                s, due = self._due(name, key)
+                if due:
+                    job.append((g, p, optim.snapshot(opt, g, p), s))
+        self.opt_jobs.append((quiet, job))
+
+    def _opt_end(self, opt):
+        quiet, job = self.opt_jobs.pop() if self.opt_jobs else (False, [])
+        name = optim.step_name(opt)
+        try:
+            for g, p, pre, s in job:
+                try:
+                    m = optim.mapped(opt, g, p, pre)
+                except Unmapped as e:
+                    s.why = str(e)
+                    self._unmapped(name, str(e))
+                    continue
+                self._write(m, name, "opt", self.tracker.param_name(p))
+                s.recorded += 1
+        finally:
+            self.quiet_ops -= quiet
+
     def dispatch(self, func, args, kwargs):
+        if self.quiet_ops:
+            self.tracker.where()  # the optimizer phase, for the iteration count
+            return func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
         peat_ops = PEAT_OPS.get(name)
         wanted = peat_ops is not None and any(_wanted(self.sel, p) for p in peat_ops)
@@ -210,6 +264,7 @@ class capture:
             args = (before,) + tuple(args[1:])
         if peat_ops is None:
             self._unmapped(name, "view or allocation (no arithmetic)" if name in _NO_MATH
+                           else "random numbers (no reference result)" if name in _RANDOM
                            else "no PEAT op")
             return out
         self._remember(name, args, out)

@@ -92,6 +92,76 @@ def map_baddbmm(args, kw, out, st):
     return _gemm(args[1], args[2], args[0], alpha, beta, out, True)
 
 
+# torch's fp8 dtypes and PEAT's format numbers (PEAT_FP8_E4M3, PEAT_FP8_E5M2)
+_FP8 = {getattr(torch, n): k for n, k in (("float8_e4m3fn", 0), ("float8_e5m2", 1))
+        if hasattr(torch, n)}
+
+
+def map_scaled_mm(args, kw, out, st):
+    """torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum):
+    PEAT's gemm_fp8 with per-tensor scales; the fp8 values as f32 (exact)."""
+    a, b, sa, sb = args[:4]
+    extra = dict(zip(("bias", "scale_result", "out_dtype", "use_fast_accum"), args[4:]))
+    extra.update(kw)
+    if extra.get("bias") is not None or extra.get("scale_result") is not None:
+        raise Unmapped("_scaled_mm with a bias or an output scale")
+    if a.dtype not in _FP8 or b.dtype not in _FP8:
+        raise Unmapped("_scaled_mm of %s x %s (float8_e4m3fn and float8_e5m2 only)"
+                       % (a.dtype, b.dtype))
+    if out.dtype != torch.float32:
+        raise Unmapped("_scaled_mm into %s: PEAT's fp8 GEMM writes fp32" % out.dtype)
+    if sa.numel() != 1 or sb.numel() != 1:
+        raise Unmapped("_scaled_mm with row-wise or block scales (per-tensor only)")
+    if a.dim() != 2 or b.dim() != 2:
+        raise Unmapped("_scaled_mm of %d-D x %d-D" % (a.dim(), b.dim()))
+    (M, K), N = a.shape, b.shape[1]
+    A, ta = _operand(a.float())  # fp8 -> f32 is exact; the strides are kept
+    B, tb = _operand(b.float())
+    return [Mapped("gemm_fp8", [ta, tb, M, N, K, 1, _FP8[a.dtype], _FP8[b.dtype]],
+                   [_scalar(sa), 0.0, _scalar(sb)], [A, B], [_c(out)])]
+
+
+def _reduced_dims(args, kw):
+    """The dims a sum or mean reduces (all when none are given), sorted and non-negative."""
+    x = args[0]
+    dims = args[1] if len(args) > 1 else kw.get("dim")
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(x.dim()))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted(d % max(1, x.dim()) for d in dims)
+
+
+def _reduction(args, kw, out, mean):
+    """sum or mean over the trailing dims of a contiguous tensor: PEAT's reduce (R rows of C);
+    a sum over its leading dims: bias_add_bwd (a bias gradient, R x C summed over R)."""
+    x = args[0]
+    if x.dtype != torch.float32 or out.dtype != torch.float32:
+        raise Unmapped("%s of %s into %s (f32 only)" % ("mean" if mean else "sum", x.dtype,
+                                                          out.dtype))
+    dims, n = _reduced_dims(args, kw), x.dim()
+    if n == 0 or not x.is_contiguous():
+        raise Unmapped("reduction of a 0-D or non-contiguous tensor")
+    size = lambda ds: int(math.prod(x.shape[d] for d in ds))
+    if dims == list(range(n - len(dims), n)):
+        R, C = size(range(n - len(dims))), size(dims)
+        return [Mapped("reduce", [R, C, 1 if mean else 0], [], [_c(x).reshape(R, C)],
+                       [_c(out).reshape(R)])]
+    if not mean and dims == list(range(len(dims))):
+        R, C = size(dims), size(range(len(dims), n))
+        return [Mapped("bias_add_bwd", [R, C, 1], [], [_c(x).reshape(R, C, 1)],
+                       [_c(out).reshape(C)])]
+    raise Unmapped("%s over dims %s of a %d-D tensor (neither trailing nor, for a sum, "
+                   "leading)" % ("mean" if mean else "sum", dims, n))
+
+
+def map_sum(args, kw, out, st):
+    return _reduction(args, kw, out, False)
+
+
+def map_mean(args, kw, out, st):
+    return _reduction(args, kw, out, True)
+
+
 def _conv_params(x, w, stride, padding, dilation, transposed, groups):
     if x.dim() != 4 or transposed or groups != 1 or any(d != 1 for d in dilation):
         raise Unmapped("conv: only 2-D, groups 1, dilation 1, not transposed")
@@ -418,6 +488,7 @@ def map_fused_sgd(args, kw, out, st, pre):
 
 TABLE = {
     "mm": map_mm, "addmm": map_addmm, "bmm": map_bmm, "baddbmm": map_baddbmm,
+    "_scaled_mm": map_scaled_mm, "sum": map_sum, "mean": map_mean,
     "convolution": map_convolution, "convolution_backward": map_convolution_backward,
     "relu": map_relu, "threshold_backward": map_threshold_backward,
     "gelu": map_gelu, "gelu_backward": map_gelu_backward,

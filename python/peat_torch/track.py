@@ -23,6 +23,7 @@ class Tracker:
         self.last_phase = None
         self.handles = []
         self.on_new_iter = None
+        self.on_opt_pre = self.on_opt_post = None  # callbacks(optimizer) around its step
 
     def __enter__(self):
         mm = torch.nn.modules.module
@@ -65,8 +66,12 @@ class Tracker:
 
     def _opt_pre(self, opt, args, kwargs):
         self.in_opt += 1
+        if self.on_opt_pre:
+            self.on_opt_pre(opt)
 
     def _opt_post(self, opt, args, kwargs):
+        if self.on_opt_post:
+            self.on_opt_post(opt)
         self.in_opt -= 1
 
     def where(self):
