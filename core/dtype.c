@@ -120,3 +120,29 @@ float peat_round_f16(float x)
 {
     return peat_f16_to_f32(peat_f32_to_f16(x));
 }
+
+/* fp8: m mantissa bits, emin the exponent of the smallest normal (x = 1.f 2^e, e >= emin). */
+static const struct {
+    int m, emin;
+    float max;
+} fp8_fmt[2] = {[PEAT_FP8_E4M3] = {3, -6, 448.0f}, [PEAT_FP8_E5M2] = {2, -14, 57344.0f}};
+
+float peat_fp8_max(int fmt)
+{
+    return fp8_fmt[fmt == PEAT_FP8_E5M2].max;
+}
+
+float peat_round_fp8(float x, int fmt)
+{
+    int f = fmt == PEAT_FP8_E5M2;
+    if (x == 0.0f || isnan(x)) return x;
+    if (isinf(x)) return copysignf(fp8_fmt[f].max, x);
+    int e;
+    frexpf(x, &e); /* |x| = 0.f 2^e: its leading bit is 2^(e-1) */
+    e -= 1;
+    if (e < fp8_fmt[f].emin) e = fp8_fmt[f].emin; /* subnormals share the smallest quantum */
+    /* x / quantum and back are exact scalings by powers of two; nearbyint rounds to even */
+    double q = ldexp(1.0, e - fp8_fmt[f].m), r = nearbyint((double)x / q) * q;
+    if (fabs(r) > fp8_fmt[f].max) r = copysign(fp8_fmt[f].max, r);
+    return (float)r;
+}

@@ -202,6 +202,36 @@ void peat_op_row_cal(int n, int off, peat_op_params *p);
 int peat_op_perm_rows_cols(const peat_args *a, peat_op_perm *out, unsigned cols_mask,
                            unsigned rows_mask, int out_rows);
 
+/* GEMM-shaped (i = transA, transB, M, N, K, batch; f[1] = beta, input C when it is nonzero):
+ * the shape check and output shape, rows and columns permuted, the inputs of a synthetic call
+ * (F32), the GEMM view; a probe of shape g whose A and B are drawn N(0, sa^2), N(0, sb^2) (C
+ * when beta != 0), with p->op and f[0] = alpha set for the gemm op (the caller changes them for
+ * another). */
+typedef struct peat_op_gemm_shape {
+    int64_t M, N, K;
+    int tA, tB;
+    int64_t batch;
+    double alpha, beta;
+} peat_op_gemm_shape;
+peat_status peat_op_gemm_check(const peat_args *a);
+double peat_op_gemm_flops(const peat_op_params *p);
+void peat_op_gemm_cal(int n, int off, peat_op_params *p);
+/* sum_k |f0 a_ik b_kj| (|f2| too, a scale) + |beta c_ij|: the exact kernel on |inputs|, |f| */
+peat_status peat_op_gemm_mag(const peat_args *a, int o, const peat_op_mag_in *in, int64_t n,
+                             const peat_tensor *exact_out, double *mag);
+peat_status peat_op_gemm_out_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS]);
+int peat_op_gemm_perm(const peat_args *a, peat_op_perm *out);
+void peat_op_gemm_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
+                         peat_dtype dt[]);
+int peat_op_gemm_view_of(const peat_op_params *p, peat_op_gemm_view *v);
+peat_status peat_op_gemm_probe(peat_probe_sink *s, peat_rng_t *r, peat_probe_kind kind,
+                               peat_probe_tag tag, const char *label, peat_op_gemm_shape g,
+                               double sa, double sb, peat_args **made);
+/* GEMM's shape probes (awkward sizes, square ones, every transpose, a batch, K past kmax, alpha
+ * and beta), each handed to finish (when not NULL) once made: another GEMM-shaped op's probes. */
+typedef peat_status (*peat_op_probe_finish)(peat_args *p, void *ctx);
+peat_status peat_op_gemm_shape_probes(peat_probe_sink *s, peat_rng_t *r, double sa, double sb,
+                                      int64_t kmax, peat_op_probe_finish finish, void *ctx);
 /* Synthetic shapes: sets ndim/shape/dtype of slot *k and advances it. */
 void peat_op_shape(int *nd, int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k, int d, int64_t a,
                    int64_t b, int64_t c, int64_t e, peat_dtype t);

@@ -149,6 +149,30 @@ peat_status peat_golden_gemm_plain_run(const peat_args *a, const peat_kernel *se
 }
 
 /* mag_ij = sum_k |alpha a_ik b_kj| + |beta c_ij|: the classic bound's right-hand side. */
+/* The fp8 GEMM as a GEMM: its fp8 values are F32 values, the two scales one alpha (the golden
+ * applies their fp32 product to the fp32 sums, as cuBLASLt's fp8 GEMM does) */
+static peat_args fp8_as_gemm(const peat_args *a)
+{
+    peat_args b = *a;
+    b.op = PEAT_OP_GEMM;
+    b.p.f[0] = a->p.f[0] * a->p.f[2];
+    b.p.f[2] = 0.0;
+    return b;
+}
+
+static peat_status gemm_fp8_exact(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    peat_args b = fp8_as_gemm(a);
+    return gemm_f64(&b, 0, peat_f64(a->out[0]));
+}
+
+static peat_status gemm_fp8_golden(const peat_args *a, const peat_kernel *self)
+{
+    peat_args b = fp8_as_gemm(a);
+    return peat_golden_gemm_blas_run(&b, self);
+}
+
 peat_status peat_golden_register_gemm(void)
 {
     static const peat_kernel ks[] = {
@@ -183,6 +207,27 @@ peat_status peat_golden_register_gemm(void)
          .cfg = {.threads = 1, .vec_width = GEMM_VW},
          .fn = peat_golden_gemm_plain_run,
          .desc = "plain fp32 GEMM, sequential k order (the golden before OpenBLAS)"},
+        {.name = "gemm_fp8_exact",
+         .op = PEAT_OP_GEMM_FP8,
+         .role = PEAT_ROLE_EXACT,
+         .backend = PEAT_BACKEND_HOST,
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F64,
+         .acc_dtype = PEAT_DTYPE_F64,
+         .cfg = {.threads = 1, .vec_width = GEMM_VW},
+         .fn = gemm_fp8_exact,
+         .desc = "fp8 GEMM in fp64 (the fp8 values exact, both scales applied)"},
+        {.name = "gemm_fp8_golden",
+         .op = PEAT_OP_GEMM_FP8,
+         .role = PEAT_ROLE_GOLDEN,
+         .backend = PEAT_BACKEND_HOST,
+         .in_dtype = PEAT_DTYPE_F32,
+         .out_dtype = PEAT_DTYPE_F32,
+         .acc_dtype = PEAT_DTYPE_F32,
+         .cfg = {.threads = 1, .vec_width = GEMM_VW},
+         .fn = gemm_fp8_golden,
+         .desc = "fp8 GEMM: the fp8 values through the golden sgemm, fp32 accumulation, the "
+                 "scales' product applied to the sums"},
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         peat_kernel c = ks[i];

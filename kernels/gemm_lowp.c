@@ -1,5 +1,6 @@
 /* gemm_lowp.c: reduced-precision-input, fp32-accumulate GEMM candidates (gemm_bf16, gemm_fp16):
- * the mixed-precision GEMMs users build. */
+ * the mixed-precision GEMMs users build; and the fp8 GEMM candidate (gemm_fp8_new), which reads
+ * fp8 values as they are and applies its two scales' fp32 product to the fp32 sums. */
 #include "kernels/kcommon.h"
 #include "peat/backend.h"
 #include "kernels/kernels.h"
@@ -13,6 +14,7 @@
  * product goes to a scratch matrix before the epilogue. */
 static peat_status gemm_lowp(const peat_args *a, const peat_kernel *self)
 {
+    int fp8 = self->op == PEAT_OP_GEMM_FP8;
     float (*rnd)(float) = self->in_dtype == PEAT_DTYPE_BF16 ? peat_round_bf16 : peat_round_f16;
     PEAT_TRY(peat_kernels_io_check(a, self));
     int64_t ta = a->p.i[0], tb = a->p.i[1], M = a->p.i[2], N = a->p.i[3], K = a->p.i[4];
@@ -29,13 +31,13 @@ static peat_status gemm_lowp(const peat_args *a, const peat_kernel *self)
     float *Dm = peat_f32(a->out[0]);
     peat_status st = PEAT_OK;
     for (int64_t b = 0; b < batch && st == PEAT_OK; b++) {
-        for (int64_t i = 0; i < na; i++) ah[i] = rnd(A[b * na + i]);
-        for (int64_t i = 0; i < nb; i++) bh[i] = rnd(B[b * nb + i]);
+        for (int64_t i = 0; i < na; i++) ah[i] = fp8 ? A[b * na + i] : rnd(A[b * na + i]);
+        for (int64_t i = 0; i < nb; i++) bh[i] = fp8 ? B[b * nb + i] : rnd(B[b * nb + i]);
         peat_kernels_view va = ta ? (peat_kernels_view){ah, 1, M} : (peat_kernels_view){ah, K, 1};
         peat_kernels_view vb = tb ? (peat_kernels_view){bh, 1, K} : (peat_kernels_view){bh, N, 1};
         st = peat_kernels_gemm_blocked(M, N, K, va, vb, acc, N, 0, &self->cfg);
         for (int64_t i = 0; st == PEAT_OK && i < nd; i++) {
-            float d = alpha * acc[i];
+            float d = fp8 ? acc[i] * ((float)a->p.f[0] * (float)a->p.f[2]) : alpha * acc[i];
             if (C) d += beta * C[b * nd + i];
             Dm[b * nd + i] = d;
         }
@@ -65,6 +67,17 @@ static const peat_kernel lowp_kernels[] = {
      .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 64, .threads = 1, .vec_width = 1},
      .fn = gemm_lowp,
      .desc = "GEMM with A,B rounded to bf16, fp32 accumulate (32x64x64 blocks)"},
+    {.name = "gemm_fp8_new",
+     .op = PEAT_OP_GEMM_FP8,
+     .role = PEAT_ROLE_CANDIDATE,
+     .backend = PEAT_BACKEND_HOST,
+     .in_dtype = PEAT_DTYPE_F32,
+     .out_dtype = PEAT_DTYPE_F32,
+     .acc_dtype = PEAT_DTYPE_F32,
+     .cfg = {.tile_m = 32, .tile_n = 64, .tile_k = 128, .threads = 1, .vec_width = 1},
+     .fn = gemm_lowp,
+     .desc = "fp8 GEMM (e4m3/e5m2 values), fp32 sums in 128-deep K blocks, the scales' fp32 "
+             "product applied"},
 };
 
 peat_status peat_kernels_register_lowp(void)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const precision_names[PEAT_PRECISIONS] = {"fp32", "amp-fp16", "bf16"};
+static const char *const precision_names[PEAT_PRECISIONS] = {"fp32", "amp-fp16", "bf16", "fp8"};
 
 const char *peat_models_flow_precision_name(int precision)
 {
@@ -22,7 +22,7 @@ peat_status peat_models_flow_precision_parse(const char *name, int *precision)
             *precision = p;
             return PEAT_OK;
         }
-    return PEAT_ERROR(PEAT_ERR_INVAL, "unknown precision '%s' (fp32, amp-fp16 or bf16)",
+    return PEAT_ERROR(PEAT_ERR_INVAL, "unknown precision '%s' (fp32, amp-fp16, bf16 or fp8)",
                       name ? name : "");
 }
 
@@ -146,7 +146,8 @@ static peat_status cast_copy(peat_flow_t *f, int k, const peat_tensor *t, const 
 peat_status peat_models_exec(peat_flow_t *f, const char *layer, peat_phase ph, peat_args *a)
 {
     unsigned in_mask = 0, out_mask = 0;
-    if (f->cfg.precision != PEAT_PRECISION_FP32) cast_masks(a, &in_mask, &out_mask);
+    if (f->cfg.precision == PEAT_PRECISION_AMP_FP16 || f->cfg.precision == PEAT_PRECISION_BF16)
+        cast_masks(a, &in_mask, &out_mask);
     for (int k = 0; k < a->n_in; k++)
         if ((in_mask >> k & 1u) && a->in[k] && a->in[k]->dtype == PEAT_DTYPE_F32)
             PEAT_TRY(cast_copy(f, k, a->in[k], &a->in[k]));
@@ -156,6 +157,36 @@ peat_status peat_models_exec(peat_flow_t *f, const char *layer, peat_phase ph, p
             float *y = peat_f32(a->out[k]);
             round_n(f, y, y, peat_tensor_numel(a->out[k]));
         }
+    return PEAT_OK;
+}
+
+/* fp8 current scaling of t into scratch slot k: the power of two s with max|t| / s at most the
+ * format's largest, the copy's values t / s rounded to the format. */
+peat_status peat_models_fp8_quantize(peat_flow_t *f, int k, const peat_tensor *t, int fmt,
+                                     const peat_tensor **out, double *scale)
+{
+    peat_models_amp *m = &f->amp;
+    int64_t n = peat_tensor_numel(t);
+    if (n > m->cap[k]) {
+        float *b = realloc(m->buf[k], (size_t)n * sizeof *b);
+        if (!b)
+            return PEAT_ERROR(PEAT_ERR_NOMEM, "fp8: quantized copy of %lld floats", (long long)n);
+        m->buf[k] = b, m->cap[k] = n;
+    }
+    const float *x = peat_f32(t);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    if (!isfinite(amax))
+        return PEAT_ERROR(PEAT_ERR_NUMERIC, "fp8: a non-finite value in a GEMM operand");
+    int e = 0;
+    if (amax > 0.0f) e = (int)ceil(log2((double)amax / peat_fp8_max(fmt)));
+    double inv = ldexp(1.0, -e); /* exact: x / s is a scaling by a power of two */
+    for (int64_t i = 0; i < n; i++) m->buf[k][i] = peat_round_fp8((float)(x[i] * inv), fmt);
+    peat_tensor *c = &m->cast[k];
+    *c = *t;
+    c->data = m->buf[k];
+    *out = c;
+    *scale = ldexp(1.0, e);
     return PEAT_OK;
 }
 

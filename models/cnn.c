@@ -536,4 +536,5 @@ const peat_models_flow_ops peat_models_resnet_ops = {
            PEAT_OP_BIT(PEAT_OP_REDUCE),
     CNN_COMMON,
     .def_lr_sgd = 0.05,
+    .def_optimizer = PEAT_OPTIM_SGD,
 };

@@ -39,8 +39,21 @@ uint64_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *
 {
     const peat_models_flow_ops *o = flow_find(name);
     if (!o) return 0;
-    peat_optimizer opt = cfg ? cfg->optimizer : PEAT_OPTIM_ADAMW;
-    return o->ops | PEAT_OP_BIT(opt == PEAT_OPTIM_SGD ? PEAT_OP_SGD : PEAT_OP_ADAMW);
+    peat_optimizer opt = peat_models_flow_optimizer(name, cfg);
+    uint64_t ops = o->ops;
+    /* fp8: the linear layers' GEMMs are fp8 GEMMs (every flow has a linear layer) */
+    if (cfg && cfg->precision == PEAT_PRECISION_FP8) {
+        if (!o->gemm_beyond_linear) ops &= ~PEAT_OP_BIT(PEAT_OP_GEMM);
+        ops |= PEAT_OP_BIT(PEAT_OP_GEMM_FP8);
+    }
+    return ops | PEAT_OP_BIT(opt == PEAT_OPTIM_SGD ? PEAT_OP_SGD : PEAT_OP_ADAMW);
+}
+
+peat_optimizer peat_models_flow_optimizer(const char *name, const peat_flow_config *cfg)
+{
+    const peat_models_flow_ops *o = flow_find(name);
+    peat_optimizer opt = cfg ? cfg->optimizer : PEAT_OPTIM_DEFAULT;
+    return opt != PEAT_OPTIM_DEFAULT ? opt : o ? o->def_optimizer : PEAT_OPTIM_ADAMW;
 }
 
 uint64_t peat_models_flow_op_mask(const char *name)
@@ -199,6 +212,7 @@ peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg
     memset(&c, 0, sizeof c);
     c.weight_decay = -1;
     if (cfg) c = *cfg;
+    if (c.optimizer == PEAT_OPTIM_DEFAULT) c.optimizer = o->def_optimizer;
     if (c.batch < 0 || c.width < 0 || c.depth < 0 || c.seq < 0 || c.lr < 0 || c.task < 0 ||
         c.task > 1 || (c.optimizer != PEAT_OPTIM_ADAMW && c.optimizer != PEAT_OPTIM_SGD))
         return PEAT_ERROR(PEAT_ERR_INVAL,

@@ -32,6 +32,9 @@ typedef struct peat_models_flow_ops {
     uint64_t ops; /* op kinds of forward+backward+loss (the optimizer bit is added per config) */
     int def_batch, def_width, def_depth, def_seq;
     double def_lr_adamw, def_lr_sgd;
+    peat_optimizer def_optimizer; /* what PEAT_OPTIM_DEFAULT means here (0: AdamW) */
+    int gemm_beyond_linear;       /* GEMMs other than linear layers' (attention's): GEMM stays in an
+                                   * fp8 flow's op mask */
     /* allocates impl, data and parameters (peat_models_param_add) */
     peat_status (*create)(peat_flow_t *f);
     /* forward and backward of step f->step: fills every param's g, returns the mean loss */
@@ -124,6 +127,10 @@ peat_status peat_models_tensor(peat_tensor **out, int64_t d0, int64_t d1, int64_
 peat_status peat_models_exec(peat_flow_t *f, const char *layer, peat_phase ph, peat_args *a);
 /* The flow's half-precision rounding (fp16 or bf16; identity at fp32). */
 float peat_models_amp_round(const peat_flow_t *f, float x);
+/* fp8 (PEAT_PRECISION_FP8): t quantized to format fmt with its power-of-two current scale into
+ * scratch slot k (valid until the slot's next use): the copy in *out, the scale in *scale. */
+peat_status peat_models_fp8_quantize(peat_flow_t *f, int k, const peat_tensor *t, int fmt,
+                                     const peat_tensor **out, double *scale);
 /* The loss's backward multiplier: the scale at amp-fp16, 1 otherwise. */
 double peat_models_amp_loss_scale(const peat_flow_t *f);
 /* After the backward: unscales the gradients (amp-fp16), returns 1 when one is inf or NaN (the

@@ -775,5 +775,6 @@ const peat_models_flow_ops peat_models_gpt_unfused_ops = {
             "by BIAS_ADD (-1e9 above the diagonal), row SOFTMAX, GEMM PV; backward by GEMMs "
             "and SOFTMAX_BWD",
     .ops = GPT_OPS | PEAT_OP_BIT(PEAT_OP_SOFTMAX) | PEAT_OP_BIT(PEAT_OP_SOFTMAX_BWD),
+    .gemm_beyond_linear = 1,
     GPT_COMMON,
 };

@@ -11,6 +11,26 @@ static peat_status run(peat_flow_t *f, const char *layer, peat_phase ph, peat_op
     return peat_models_exec(f, layer, ph, &a);
 }
 
+/* A linear layer's GEMM; in an fp8 flow a GEMM_FP8 of A and B quantized to formats fa and fb
+ * (the caller's: e4m3 for activations and weights, e5m2 for gradients). */
+static peat_status linear_gemm(peat_flow_t *f, const char *layer, peat_phase ph, int ta, int tb,
+                               int64_t M, int64_t N, int64_t K, const peat_tensor *A, int fa,
+                               const peat_tensor *B, int fb, double beta, const peat_tensor *C,
+                               peat_tensor *D)
+{
+    if (f->cfg.precision != PEAT_PRECISION_FP8)
+        return peat_models_gemm(f, layer, ph, ta, tb, M, N, K, A, B, beta, C, D);
+    peat_op_params p;
+    memset(&p, 0, sizeof p);
+    p.i[0] = ta, p.i[1] = tb, p.i[2] = M, p.i[3] = N, p.i[4] = K, p.i[5] = 1;
+    p.i[6] = fa, p.i[7] = fb;
+    p.f[1] = beta;
+    const peat_tensor *in[3] = {NULL, NULL, C};
+    PEAT_TRY(peat_models_fp8_quantize(f, 0, A, fa, &in[0], &p.f[0]));
+    PEAT_TRY(peat_models_fp8_quantize(f, 1, B, fb, &in[1], &p.f[2]));
+    return run(f, layer, ph, PEAT_OP_GEMM_FP8, &p, beta != 0.0 ? 3 : 2, in, 1, &D);
+}
+
 peat_status peat_models_gemm(peat_flow_t *f, const char *layer, peat_phase ph, int ta, int tb,
                              int64_t M, int64_t N, int64_t K, const peat_tensor *A,
                              const peat_tensor *B, double beta, const peat_tensor *C,
@@ -52,7 +72,8 @@ peat_status peat_models_linear_fwd(peat_flow_t *f, const char *layer, int64_t R,
                                    int64_t out, const peat_tensor *X, const peat_tensor *W,
                                    const peat_tensor *C, peat_tensor *Y)
 {
-    return peat_models_gemm(f, layer, PEAT_PHASE_FWD, 0, 0, R, out, in, X, W, C ? 1.0 : 0.0, C, Y);
+    return linear_gemm(f, layer, PEAT_PHASE_FWD, 0, 0, R, out, in, X, PEAT_FP8_E4M3, W,
+                       PEAT_FP8_E4M3, C ? 1.0 : 0.0, C, Y);
 }
 
 peat_status peat_models_linear_bwd(peat_flow_t *f, const char *layer, int64_t R, int64_t in,
@@ -60,10 +81,11 @@ peat_status peat_models_linear_bwd(peat_flow_t *f, const char *layer, int64_t R,
                                    const peat_tensor *dY, peat_tensor *dW, peat_tensor *dX)
 {
     /* W is [in,out]: dW = X^T dY is (in x R)(R x out); dX = dY W^T is (R x out)(out x in) */
-    PEAT_TRY(peat_models_gemm(f, layer, PEAT_PHASE_BWD, 1, 0, in, out, R, X, dY, 0.0, NULL, dW));
+    PEAT_TRY(linear_gemm(f, layer, PEAT_PHASE_BWD, 1, 0, in, out, R, X, PEAT_FP8_E4M3, dY,
+                         PEAT_FP8_E5M2, 0.0, NULL, dW));
     if (dX)
-        PEAT_TRY(
-            peat_models_gemm(f, layer, PEAT_PHASE_BWD, 0, 1, R, in, out, dY, W, 0.0, NULL, dX));
+        PEAT_TRY(linear_gemm(f, layer, PEAT_PHASE_BWD, 0, 1, R, in, out, dY, PEAT_FP8_E5M2, W,
+                             PEAT_FP8_E4M3, 0.0, NULL, dX));
     return PEAT_OK;
 }
 

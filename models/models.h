@@ -5,7 +5,13 @@
 
 #include "peat/peat.h"
 
-typedef enum peat_optimizer { PEAT_OPTIM_ADAMW = 0, PEAT_OPTIM_SGD } peat_optimizer;
+/* PEAT_OPTIM_DEFAULT: the flow's own (SGD with momentum for resnet, as torchvision's recipes
+ * train it; AdamW for the others). */
+typedef enum peat_optimizer {
+    PEAT_OPTIM_ADAMW = 0,
+    PEAT_OPTIM_SGD,
+    PEAT_OPTIM_DEFAULT
+} peat_optimizer;
 
 typedef struct peat_flow_config {
     uint64_t seed; /* everything (init, data) derives from it */
@@ -33,10 +39,16 @@ typedef enum peat_flow_precision {
     PEAT_PRECISION_FP32 = 0,
     PEAT_PRECISION_AMP_FP16,
     PEAT_PRECISION_BF16,
+    /* fp8 training as Transformer Engine's hybrid recipe does it: every linear layer's GEMM
+     * (forward, data and weight gradients) is a GEMM_FP8 call whose activations and weights are
+     * e4m3 and whose gradients are e5m2, each tensor quantized with its own power-of-two scale
+     * (current scaling: the largest |value| maps to at most the format's largest); fp32
+     * accumulation, master weights, attention and every other op in fp32. */
+    PEAT_PRECISION_FP8,
     PEAT_PRECISIONS
 } peat_flow_precision;
 const char *peat_models_flow_precision_name(int precision);
-/* "fp32", "amp-fp16" or "bf16" into *precision; anything else is PEAT_ERR_INVAL. */
+/* "fp32", "amp-fp16", "bf16" or "fp8" into *precision; anything else is PEAT_ERR_INVAL. */
 peat_status peat_models_flow_precision_parse(const char *name, int *precision);
 
 /* The size presets: tiny (the historical defaults), small, base (docs/flows.md). */
@@ -61,9 +73,12 @@ const char *const *peat_models_flow_names(void);
 const char *peat_models_flow_describe(const char *name);
 /* Op kinds a flow calls (bit (1u<<op)). */
 uint64_t peat_models_flow_op_mask(const char *name);
-/* The same for a given config: the optimizer bit follows cfg->optimizer (peat_models_flow_op_mask
- * is the default config, AdamW). cfg may be NULL. */
+/* The same for a given config: the optimizer bit follows cfg->optimizer and GEMM_FP8 replaces
+ * the linear layers' GEMM under --precision fp8 (peat_models_flow_op_mask
+ * is the flow's default config: resnet's SGD, AdamW elsewhere). cfg may be NULL. */
 uint64_t peat_models_flow_op_mask_for(const char *name, const peat_flow_config *cfg);
+/* The optimizer a flow trains with under cfg (NULL: the defaults): PEAT_OPTIM_DEFAULT resolved. */
+peat_optimizer peat_models_flow_optimizer(const char *name, const peat_flow_config *cfg);
 peat_status peat_models_flow_alloc(const char *name, const peat_flow_config *cfg, peat_exec_t *ex,
                                    peat_flow_t **out);
 void peat_models_flow_free(peat_flow_t *f);

@@ -110,6 +110,18 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
         c.in[0] = rnd(r, 2 * 5 * 33, 0, 1), c.in[1] = rnd(r, 2 * 33 * 7, 0, 1),
         c.in[2] = rnd(r, 2 * 5 * 7, 0, 1);
         break;
+    case PEAT_OP_GEMM_FP8: {
+        /* e4m3 A, e5m2 B (variant 1: the other way, transposed), scales 2^-3 and 3, beta 0.5 */
+        i[0] = variant, i[1] = !variant, i[2] = 5, i[3] = 7, i[4] = 33, i[5] = 2;
+        i[6] = variant, i[7] = !variant, f[0] = 0.125, f[1] = 0.5, f[2] = 3.0;
+        c.n_in = 3;
+        c.in[0] = rnd(r, 2 * 5 * 33, 0, 100), c.in[1] = rnd(r, 2 * 33 * 7, 0, 100),
+        c.in[2] = rnd(r, 2 * 5 * 7, 0, 1);
+        for (int k = 0; k < 2; k++)
+            for (int64_t e = 0; e < peat_tensor_numel(c.in[k]); e++)
+                peat_f32(c.in[k])[e] = peat_round_fp8(peat_f32(c.in[k])[e], (int)i[6 + k]);
+        break;
+    }
     case PEAT_OP_CONV2D:
     case PEAT_OP_CONV2D_BWD_DATA:
     case PEAT_OP_CONV2D_BWD_FILTER: {
@@ -362,9 +374,10 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_MAXPOOL2D,
                                        PEAT_OP_MAXPOOL2D_BWD,
                                        PEAT_OP_AVGPOOL2D,
-                                       PEAT_OP_AVGPOOL2D_BWD};
+                                       PEAT_OP_AVGPOOL2D_BWD,
+                                       PEAT_OP_GEMM_FP8};
 /* the ops with device goldens (CUDA/HIP, OpenCL): all_ops before RMSNorm */
-#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 14)
+#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 15)
 
 /* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
 static inline peat_args run_on(const char *backend, const char *name, const gcase *c)

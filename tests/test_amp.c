@@ -195,7 +195,7 @@ static peat_status seen_hook(void *user, const peat_kernel *k, const peat_args *
 Test(amp, gemm_shaped_kernels_see_format_values, .init = init)
 {
     for (int k = 0; k < N_FLOWS; k++)
-        for (int p = 0; p < PEAT_PRECISIONS; p++) {
+        for (int p = 0; p < PEAT_PRECISION_FP8; p++) {
             peat_flow_config c = config(p);
             run r = make(FLOWS[k], &c);
             seen s = {.precision = p == PEAT_PRECISION_FP32 ? PEAT_PRECISION_AMP_FP16 : p};
@@ -241,6 +241,103 @@ Test(amp, flows_learn_under_every_precision, .init = init)
                           (long long)peat_models_flow_skipped_steps(r.f));
             drop(&r);
         }
+}
+
+/* ---- fp8 ----------------------------------------------------------------------------------- */
+
+/* Round to nearest even on the 3 (e4m3) or 2 (e5m2) mantissa bits, subnormals down to 2^-9 and
+ * 2^-16, saturation at 448 and 57344, NaN kept. */
+Test(amp, fp8_rounding_ties_subnormals_saturation)
+{
+    static const struct {
+        float in, want;
+        int fmt;
+        const char *what;
+    } cs[] = {
+        {1.0f, 1.0f, PEAT_FP8_E4M3, "one"},
+        {1.0625f, 1.0f, PEAT_FP8_E4M3, "tie 1 + 1/16 to the even 1"},
+        {1.1875f, 1.25f, PEAT_FP8_E4M3, "tie 1.1875 to the even 1.25"},
+        {1.07f, 1.125f, PEAT_FP8_E4M3, "above the tie"},
+        {448.0f, 448.0f, PEAT_FP8_E4M3, "largest"},
+        {470.0f, 448.0f, PEAT_FP8_E4M3, "past the largest: saturated"},
+        {0x1p-9f, 0x1p-9f, PEAT_FP8_E4M3, "smallest subnormal"},
+        {0x1p-10f, 0.0f, PEAT_FP8_E4M3, "half the smallest subnormal: tie to 0"},
+        {0x1.8p-10f, 0x1p-9f, PEAT_FP8_E4M3, "three quarters of it: up"},
+        {0x1.4p-8f, 0x1p-8f, PEAT_FP8_E4M3, "subnormal 1.25 x 2^-8: quantum 2^-9"},
+        {1.125f, 1.0f, PEAT_FP8_E5M2, "e5m2 tie 1.125 to the even 1"},
+        {1.375f, 1.5f, PEAT_FP8_E5M2, "e5m2 tie 1.375 to the even 1.5"},
+        {57344.0f, 57344.0f, PEAT_FP8_E5M2, "e5m2 largest"},
+        {1e9f, 57344.0f, PEAT_FP8_E5M2, "e5m2 saturated"},
+        {INFINITY, 57344.0f, PEAT_FP8_E5M2, "inf saturated"},
+        {0x1p-16f, 0x1p-16f, PEAT_FP8_E5M2, "e5m2 smallest subnormal"},
+        {0x1p-17f, 0.0f, PEAT_FP8_E5M2, "half of it: tie to 0"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        float got = peat_round_fp8(cs[i].in, cs[i].fmt);
+        cr_assert(same_bits(got, cs[i].want), "%s: round(%a) = %a, want %a", cs[i].what,
+                  (double)cs[i].in, (double)got, (double)cs[i].want);
+        cr_assert(same_bits(peat_round_fp8(-cs[i].in, cs[i].fmt), -cs[i].want), "%s: negative",
+                  cs[i].what);
+    }
+    cr_assert(isnan(peat_round_fp8(NAN, PEAT_FP8_E4M3)), "NaN kept");
+    cr_assert_eq(peat_fp8_max(PEAT_FP8_E4M3), 448.0f);
+    cr_assert_eq(peat_fp8_max(PEAT_FP8_E5M2), 57344.0f);
+}
+
+typedef struct fp8_seen {
+    int64_t fp8_calls, gemm_calls, off_format, bad_scale, e5m2_fwd, e5m2_bwd;
+} fp8_seen;
+
+static peat_status fp8_hook(void *user, const peat_kernel *k, const peat_args *a,
+                            const peat_call_info *info, int after)
+{
+    (void)k;
+    fp8_seen *s = user;
+    if (after) return PEAT_OK;
+    s->gemm_calls += a->op == PEAT_OP_GEMM;
+    if (a->op != PEAT_OP_GEMM_FP8) return PEAT_OK;
+    s->fp8_calls++;
+    for (int i = 0; i < 2; i++) {
+        int fmt = (int)a->p.i[6 + i];
+        if (fmt == PEAT_FP8_E5M2 && info->phase == PEAT_PHASE_FWD) s->e5m2_fwd++;
+        if (fmt == PEAT_FP8_E5M2 && info->phase != PEAT_PHASE_FWD) s->e5m2_bwd++;
+        const float *x = peat_f32(a->in[i]);
+        for (int64_t e = 0; e < peat_tensor_numel(a->in[i]); e++)
+            s->off_format += !same_bits(peat_round_fp8(x[e], fmt), x[e]);
+        int ex;
+        double scale = a->p.f[i ? 2 : 0];
+        s->bad_scale += frexp(scale, &ex) != 0.5; /* a power of two */
+    }
+    return PEAT_OK;
+}
+
+/* Under fp8 the linear layers' GEMMs are fp8 GEMMs whose inputs are values of their format
+ * (e4m3 forward; the backward's gradient operand e5m2) with power-of-two scales; GEMM is left
+ * only where attention calls it (gpt_unfused). */
+Test(amp, fp8_flows_call_fp8_gemms_of_format_values, .init = init)
+{
+    for (int k = 0; k < N_FLOWS; k++) {
+        peat_flow_config c = config(PEAT_PRECISION_FP8);
+        run r = make(FLOWS[k], &c);
+        fp8_seen s = {0};
+        cr_assert_eq(peat_exec_add_hook(r.ex, fp8_hook, &s), PEAT_OK);
+        for (int i = 0; i < 3; i++) {
+            peat_flow_metrics m;
+            cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "%s", peat_error_last());
+        }
+        cr_assert_gt(s.fp8_calls, 0, "%s: fp8 GEMMs called", FLOWS[k]);
+        cr_assert_eq(s.off_format, 0, "%s: %lld fp8 GEMM inputs off their format", FLOWS[k],
+                     (long long)s.off_format);
+        cr_assert_eq(s.bad_scale, 0, "%s: scales not powers of two", FLOWS[k]);
+        cr_assert_eq(s.e5m2_fwd, 0, "%s: forward operands are e4m3", FLOWS[k]);
+        cr_assert_gt(s.e5m2_bwd, 0, "%s: gradients are e5m2", FLOWS[k]);
+        int unfused = strcmp(FLOWS[k], "gpt_unfused") == 0;
+        cr_assert(unfused ? s.gemm_calls > 0 : s.gemm_calls == 0, "%s: %lld fp32 GEMM calls left",
+                  FLOWS[k], (long long)s.gemm_calls);
+        cr_assert(peat_models_flow_op_mask_for(FLOWS[k], &c) & PEAT_OP_BIT(PEAT_OP_GEMM_FP8),
+                  "%s: the op mask says so", FLOWS[k]);
+        drop(&r);
+    }
 }
 
 /* ---- fp32 unchanged ------------------------------------------------------------------------ */

@@ -104,6 +104,18 @@ Test(golden, hand_bias_add)
     free_all(2, in);
 }
 
+Test(golden, hand_gemm_fp8)
+{
+    /* A = [1 2; 3 4] (e4m3), B = [0.5 -1; 1.5 2] (e5m2), scale_a 2, scale_b 0.25, beta 1 with
+     * C = [1 1; 1 1]: 0.5 AB + C, AB = [3.5 3; 7.5 5] -> [2.75 2.5; 4.75 3.5] */
+    peat_op_params p = {.i = {0, 0, 2, 2, 2, 1, PEAT_FP8_E4M3, PEAT_FP8_E5M2},
+                        .f = {2.0, 1.0, 0.25}};
+    peat_tensor *in[3] = {tf(4, (float[]){1, 2, 3, 4}), tf(4, (float[]){0.5f, -1, 1.5f, 2}),
+                          tf(4, (float[]){1, 1, 1, 1})};
+    hand(PEAT_OP_GEMM_FP8, &p, 3, in, 0, (double[]){2.75, 2.5, 4.75, 3.5}, 4);
+    free_all(3, in);
+}
+
 Test(golden, hand_bias_add_bwd)
 {
     /* R=2 C=2 S=2: dY = r0[c0: 1 2, c1: 3 4] r1[c0: 5 6, c1: 7 8]: db0 = 1+2+5+6 = 14,

@@ -808,6 +808,30 @@ Test(kernels, gemm_fp16_within_fp16_bound)
     cr_log_info("gemm_fp16 worst ratio %.3g", w);
 }
 
+/* gemm_fp8_new on fp8 values of both formats (K past its 128-deep blocks, transposes, a batch,
+ * beta) is within the fp32 bound: fp8 products are exact in fp32 */
+Test(kernels, gemm_fp8_new_within_fp32_bound)
+{
+    static const int64_t shapes[][8] = {
+        {17, 23, 300, 0, 0, 1, PEAT_FP8_E4M3, PEAT_FP8_E4M3},
+        {8, 9, 70, 1, 1, 2, PEAT_FP8_E5M2, PEAT_FP8_E4M3},
+        {1, 1, 1, 0, 1, 1, PEAT_FP8_E4M3, PEAT_FP8_E5M2},
+    };
+    for (int s = 0; s < 3; s++) {
+        const int64_t *q = shapes[s];
+        call c = gemm_call(90 + (uint64_t)s, q[0], q[1], q[2], (int)q[3], (int)q[4], q[5], 1.0,
+                           s == 1 ? 0.5 : 0.0);
+        c.op = PEAT_OP_GEMM_FP8;
+        c.p.i[6] = q[6], c.p.i[7] = q[7];
+        c.p.f[0] = 0.25, c.p.f[2] = 3.0;
+        for (int k = 0; k < 2; k++)
+            for (int64_t e = 0; e < peat_tensor_numel(c.in[k]); e++)
+                peat_f32(c.in[k])[e] = peat_round_fp8(64.0f * peat_f32(c.in[k])[e], (int)q[6 + k]);
+        expect_within("gemm_fp8_new", &c, FP32);
+        call_free(&c);
+    }
+}
+
 Test(kernels, gemm_fp16_output_may_alias_c)
 {
     call c = gemm_call(83, 9, 70, 33, 0, 1, 2, 1.5, -0.5);

@@ -77,9 +77,15 @@ Test(models, names_masks_and_refusals, .init = init)
         uint64_t m = peat_models_flow_op_mask(n[k]);
         cr_assert(m & PEAT_OP_BIT(PEAT_OP_GEMM), "%s does not declare gemm", n[k]);
         cr_assert(m & PEAT_OP_BIT(PEAT_OP_CROSS_ENTROPY_BWD), "%s lacks cross_entropy_bwd", n[k]);
-        cr_assert(m & PEAT_OP_BIT(PEAT_OP_ADAMW), "%s default optimizer is not adamw", n[k]);
-        cr_assert_not(m & PEAT_OP_BIT(PEAT_OP_SGD), "%s declares sgd under the default config",
-                      n[k]);
+        /* the default optimizer: SGD with momentum on resnet, AdamW elsewhere */
+        int sgd = strcmp(n[k], "resnet") == 0;
+        cr_assert_eq(peat_models_flow_optimizer(n[k], NULL),
+                     sgd ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW, "%s default optimizer", n[k]);
+        cr_assert(m & PEAT_OP_BIT(sgd ? PEAT_OP_SGD : PEAT_OP_ADAMW), "%s default optimizer's op",
+                  n[k]);
+        cr_assert_not(m & PEAT_OP_BIT(sgd ? PEAT_OP_ADAMW : PEAT_OP_SGD),
+                      "%s declares the other optimizer under the default config", n[k]);
+        m = (m & ~PEAT_OP_BIT(PEAT_OP_SGD)) | PEAT_OP_BIT(PEAT_OP_ADAMW);
         peat_flow_config c = config(1);
         c.optimizer = PEAT_OPTIM_SGD;
         uint64_t ms = peat_models_flow_op_mask_for(n[k], &c);
@@ -442,7 +448,7 @@ Test(models, swapping_any_declared_kernel_changes_training, .init = init)
         run base = make(FLOWS[k], &c);
         double lb[2];
         steps(&base, 2, lb);
-        uint64_t mask = peat_models_flow_op_mask(FLOWS[k]);
+        uint64_t mask = peat_models_flow_op_mask_for(FLOWS[k], &c);
         for (int op = 0; op < PEAT_OP_COUNT; op++) {
             if (!(mask & PEAT_OP_BIT(op))) continue;
             run r = make(FLOWS[k], &c);

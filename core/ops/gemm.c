@@ -9,26 +9,27 @@
 #define P(k) (a->p.i[k])
 
 /* ---- GEMM ---- */
-static peat_status gemm_check(const peat_args *a)
+peat_status peat_op_gemm_check(const peat_args *a)
 {
+    const char *op = peat_op_name(a->op);
     int64_t M = P(2), N = P(3), K = P(4), B = P(5);
     if (P(0) < 0 || P(0) > 1 || P(1) < 0 || P(1) > 1)
-        return PEAT_ERROR(PEAT_ERR_SHAPE, "gemm: transA/transB must be 0 or 1");
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: transA/transB must be 0 or 1", op);
     if (B <= 0 || B > (1 << 20) || M <= 0 || N <= 0 || K <= 0 || M > (1LL << 31) ||
         N > (1LL << 31) || K > (1LL << 31) || (double)B * M * N > 4e9 || (double)B * M * K > 4e9 ||
         (double)B * K * N > 4e9)
-        return PEAT_ERROR(PEAT_ERR_SHAPE, "gemm: absurd shape M=%lld N=%lld K=%lld batch=%lld",
+        return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: absurd shape M=%lld N=%lld K=%lld batch=%lld", op,
                           (long long)M, (long long)N, (long long)K, (long long)B);
     PEAT_TRY(peat_op_expect(a, a->in[0], "A", PEAT_DTYPE_F32, B * M * K));
     PEAT_TRY(peat_op_expect(a, a->in[1], "B", PEAT_DTYPE_F32, B * K * N));
     if (a->p.f[1] != 0.0) {
-        if (a->n_in < 3) return PEAT_ERROR(PEAT_ERR_SHAPE, "gemm: beta != 0 needs input C");
+        if (a->n_in < 3) return PEAT_ERROR(PEAT_ERR_SHAPE, "%s: beta != 0 needs input C", op);
         PEAT_TRY(peat_op_expect(a, a->in[2], "C", PEAT_DTYPE_F32, B * M * N));
     }
     return peat_op_expect(a, peat_op_out(a, 0), "D", PEAT_DTYPE_F32, B * M * N);
 }
 
-static peat_status gemm_out_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
+peat_status peat_op_gemm_out_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_MAX_DIMS])
 {
     if (P(5) > 1)
         peat_op_out_shape(nd, s, 0, 3, P(5), P(2), P(3), 0);
@@ -42,19 +43,19 @@ static int64_t gemm_depth(const peat_op_params *p)
     return p->i[4] + (p->f[1] != 0.0);
 }
 
-static double gemm_flops(const peat_op_params *p)
+double peat_op_gemm_flops(const peat_op_params *p)
 {
     return 2.0 * (double)p->i[5] * (double)p->i[2] * (double)p->i[3] * (double)p->i[4];
 }
 
 /* sum_k |alpha a_ik b_kj| + |beta c_ij|: the exact GEMM on |A|, |B|, |C| with |alpha|, |beta|
  * (an order-free bound: any summation order's error is within gamma_K of it) */
-static peat_status gemm_mag(const peat_args *a, int o, const peat_op_mag_in *in, int64_t n,
-                            const peat_tensor *exact_out, double *mag)
+peat_status peat_op_gemm_mag(const peat_args *a, int o, const peat_op_mag_in *in, int64_t n,
+                             const peat_tensor *exact_out, double *mag)
 {
     (void)o, (void)exact_out;
     peat_args b = *a;
-    b.p.f[0] = fabs(a->p.f[0]), b.p.f[1] = fabs(a->p.f[1]);
+    b.p.f[0] = fabs(a->p.f[0]), b.p.f[1] = fabs(a->p.f[1]), b.p.f[2] = fabs(a->p.f[2]);
     return peat_op_mag_abs(&b, in, n, mag);
 }
 
@@ -85,18 +86,11 @@ static gemm_scale gemm_scale_of(const peat_record_list *recs)
     return g;
 }
 
-typedef struct gemm_shape {
-    int64_t M, N, K;
-    int tA, tB;
-    int64_t batch;
-    double alpha, beta;
-} gemm_shape;
-
 /* Inputs of one GEMM probe: A and B drawn N(0, sa^2), N(0, sb^2) (scaled by 2^e each when
  * value-probing), C when beta != 0. */
-static peat_status gemm_probe(peat_probe_sink *s, peat_rng_t *r, peat_probe_kind kind,
-                              peat_probe_tag tag, const char *label, gemm_shape g, double sa,
-                              double sb, peat_args **made)
+peat_status peat_op_gemm_probe(peat_probe_sink *s, peat_rng_t *r, peat_probe_kind kind,
+                               peat_probe_tag tag, const char *label, peat_op_gemm_shape g,
+                               double sa, double sb, peat_args **made)
 {
     peat_args *p = s->add(s->ctx, kind, tag, label);
     if (made) *made = p;
@@ -123,8 +117,10 @@ static peat_status gemm_probe(peat_probe_sink *s, peat_rng_t *r, peat_probe_kind
     return PEAT_OK;
 }
 
-static peat_status gemm_shapes(peat_probe_sink *s, peat_rng_t *r, const gemm_scale *sc)
+peat_status peat_op_gemm_shape_probes(peat_probe_sink *s, peat_rng_t *r, double sa, double sb,
+                                      int64_t kmax, peat_op_probe_finish finish, void *ctx)
 {
+    peat_args *p = NULL;
     /* awkward sizes: 1, 2, 3, primes, and one either side of the powers of two 32, 64, 128;
      * and square ones (M == N, a path kernels special-case), a power of two and an odd size */
     static const int64_t dims[][3] = {{33, 65, 17},  {31, 63, 129}, {65, 33, 7},  {1, 129, 31},
@@ -133,30 +129,35 @@ static peat_status gemm_shapes(peat_probe_sink *s, peat_rng_t *r, const gemm_sca
                                       {37, 37, 19}};
     char label[96];
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        gemm_shape g = {dims[i][0], dims[i][1], dims[i][2], 0, 0, 1, 1.0, 0.0};
+        peat_op_gemm_shape g = {dims[i][0], dims[i][1], dims[i][2], 0, 0, 1, 1.0, 0.0};
         snprintf(label, sizeof label, "shape %lldx%lldx%lld", (long long)g.M, (long long)g.N,
                  (long long)g.K);
-        PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label, g, sc->sa, sc->sb,
-                            NULL));
+        PEAT_TRY(
+            peat_op_gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label, g, sa, sb, &p));
+        if (finish) PEAT_TRY(finish(p, ctx));
     }
     for (int t = 1; t < 4; t++) {
-        gemm_shape g = {33, 17, 65, t & 1, t >> 1, 1, 1.0, 0.0};
+        peat_op_gemm_shape g = {33, 17, 65, t & 1, t >> 1, 1, 1.0, 0.0};
         snprintf(label, sizeof label, "shape 33x17x65 transA=%d transB=%d", g.tA, g.tB);
-        PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label, g, sc->sa, sc->sb,
-                            NULL));
+        PEAT_TRY(
+            peat_op_gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label, g, sa, sb, &p));
+        if (finish) PEAT_TRY(finish(p, ctx));
     }
-    gemm_shape gb = {17, 33, 31, 0, 0, 3, 1.0, 0.0};
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, "shape 17x33x31 batch=3", gb,
-                        sc->sa, sc->sb, NULL));
-    int64_t klong = 4 * sc->kmax + 1 < 16385 ? 4 * sc->kmax + 1 : 16385;
-    gemm_shape gk = {8, 9, klong, 0, 0, 1, 1.0, 0.0};
+    peat_op_gemm_shape gb = {17, 33, 31, 0, 0, 3, 1.0, 0.0};
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE,
+                                "shape 17x33x31 batch=3", gb, sa, sb, &p));
+    if (finish) PEAT_TRY(finish(p, ctx));
+    int64_t klong = 4 * kmax + 1 < 16385 ? 4 * kmax + 1 : 16385;
+    peat_op_gemm_shape gk = {8, 9, klong, 0, 0, 1, 1.0, 0.0};
     snprintf(label, sizeof label, "shape 8x9x%lld (K beyond the recorded %lld)", (long long)klong,
-             (long long)sc->kmax);
+             (long long)kmax);
     PEAT_TRY(
-        gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label, gk, sc->sa, sc->sb, NULL));
-    gemm_shape ga = {33, 31, 17, 0, 0, 1, 0.5, 1.0};
-    return gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE,
-                      "shape 33x31x17 alpha=0.5 beta=1", ga, sc->sa, sc->sb, NULL);
+        peat_op_gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label, gk, sa, sb, &p));
+    if (finish) PEAT_TRY(finish(p, ctx));
+    peat_op_gemm_shape ga = {33, 31, 17, 0, 0, 1, 0.5, 1.0};
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE,
+                                "shape 33x31x17 alpha=0.5 beta=1", ga, sa, sb, &p));
+    return finish ? finish(p, ctx) : PEAT_OK;
 }
 
 /* Replaces every value by a small integer in [-8, 8]: products and sums are exact in fp32. */
@@ -182,20 +183,21 @@ static void cancelling(peat_tensor *A, peat_tensor *B, int64_t M, int64_t N, int
 static peat_status gemm_values(peat_probe_sink *s, peat_rng_t *r)
 {
     peat_args *c = NULL;
-    gemm_shape g = {33, 31, 64, 0, 0, 1, 1.0, 0.0};
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_SUBNORMAL,
-                        "value subnormal inputs (A ~ 2^-133)", g, 0x1p-133, 1.0, NULL));
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_SUBNORMAL,
-                        "value subnormal products (A, B ~ 2^-64)", g, 0x1p-64, 0x1p-64, NULL));
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_OVERFLOW,
-                        "value near fp32 overflow (A, B ~ 2^60)", g, 0x1p60, 0x1p60, NULL));
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_OVERFLOW,
-                        "value sums beyond fp16's 65504 (A, B ~ 64)", g, 64.0, 64.0, NULL));
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_CANCEL,
-                        "value cancellation (terms +x and -x(1+2^-20))", g, 1.0, 1.0, &c));
+    peat_op_gemm_shape g = {33, 31, 64, 0, 0, 1, 1.0, 0.0};
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_SUBNORMAL,
+                                "value subnormal inputs (A ~ 2^-133)", g, 0x1p-133, 1.0, NULL));
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_SUBNORMAL,
+                                "value subnormal products (A, B ~ 2^-64)", g, 0x1p-64, 0x1p-64,
+                                NULL));
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_OVERFLOW,
+                                "value near fp32 overflow (A, B ~ 2^60)", g, 0x1p60, 0x1p60, NULL));
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_OVERFLOW,
+                                "value sums beyond fp16's 65504 (A, B ~ 64)", g, 64.0, 64.0, NULL));
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_CANCEL,
+                                "value cancellation (terms +x and -x(1+2^-20))", g, 1.0, 1.0, &c));
     cancelling((peat_tensor *)c->in[0], (peat_tensor *)c->in[1], g.M, g.N, g.K);
-    PEAT_TRY(gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_EXACT,
-                        "value exactly representable sums (integers)", g, 1.0, 1.0, &c));
+    PEAT_TRY(peat_op_gemm_probe(s, r, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_EXACT,
+                                "value exactly representable sums (integers)", g, 1.0, 1.0, &c));
     integerise((peat_tensor *)c->in[0]);
     integerise((peat_tensor *)c->in[1]);
     return PEAT_OK;
@@ -209,14 +211,14 @@ static peat_status gemm_probes(peat_probe_sink *s, const peat_record_list *recs,
     peat_rng_t *r = peat_rng_new(seed ^ 0x70726f6265ull);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe rng");
     gemm_scale sc = gemm_scale_of(recs);
-    peat_status st = gemm_shapes(s, r, &sc);
+    peat_status st = peat_op_gemm_shape_probes(s, r, sc.sa, sc.sb, sc.kmax, NULL, NULL);
     if (st == PEAT_OK) st = gemm_values(s, r);
     peat_rng_free(r);
     return st;
 }
 
 /* rows of A and C, columns of B and C, and the batch entries of all three */
-static int gemm_perm(const peat_args *a, peat_op_perm *out)
+int peat_op_gemm_perm(const peat_args *a, peat_op_perm *out)
 {
     int tA = (int)P(0), tB = (int)P(1);
     int64_t M = P(2), N = P(3), K = P(4), b = P(5) > 0 ? P(5) : 1;
@@ -229,14 +231,14 @@ static int gemm_perm(const peat_args *a, peat_op_perm *out)
     return 1;
 }
 
-static void gemm_cal(int n, int off, peat_op_params *p)
+void peat_op_gemm_cal(int n, int off, peat_op_params *p)
 {
     peat_op_params_set(p, 6, (int64_t[]){0, 0, n + off, n - off, n + 2 * off, 1});
     p->i[0] = p->i[1] = 0;
     p->f[0] = 1.0;
 }
-static void gemm_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
-                        peat_dtype dt[])
+void peat_op_gemm_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
+                         peat_dtype dt[])
 {
     const int64_t *i = p->i;
     int k = 0;
@@ -247,7 +249,7 @@ static void gemm_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[
     if (p->f[1] != 0.0) peat_op_shape(nd, s, dt, &k, 3, i[5], i[2], i[3], 0, PEAT_DTYPE_F32);
     *n_in = k;
 }
-static int gemm_view(const peat_op_params *p, peat_op_gemm_view *v)
+int peat_op_gemm_view_of(const peat_op_params *p, peat_op_gemm_view *v)
 {
     const int64_t *i = p->i;
     v->scale = 1.0;
@@ -263,17 +265,18 @@ static void gemm_amp(const peat_args *a, unsigned *in, unsigned *out)
 
 /* its own probes cover both ends of the range */
 const peat_op_desc peat_opd_gemm = {
-    .info = {PEAT_OP_GEMM, "gemm", 2, 3, 1, 0, gemm_check, gemm_out_shapes, gemm_depth, gemm_flops},
-    .magnitude = gemm_mag,
+    .info = {PEAT_OP_GEMM, "gemm", 2, 3, 1, 0, peat_op_gemm_check, peat_op_gemm_out_shapes,
+             gemm_depth, peat_op_gemm_flops},
+    .magnitude = peat_op_gemm_mag,
     .terms = peat_op_terms_depth,
     .probes = gemm_probes,
     .range_low = 0,
     .range_high = 0,
-    .perm = gemm_perm,
-    .cal_params = gemm_cal,
-    .input_shapes = gemm_inputs,
+    .perm = peat_op_gemm_perm,
+    .cal_params = peat_op_gemm_cal,
+    .input_shapes = peat_op_gemm_inputs,
     .positive_inputs = 0,
-    .gemm_view = gemm_view,
+    .gemm_view = peat_op_gemm_view_of,
     .amp_masks = gemm_amp,
     .aten = "addmm,baddbmm,bmm,mm",
 };

@@ -43,7 +43,8 @@
     X(maxpool2d, MAXPOOL2D)                                                                        \
     X(maxpool2d_bwd, MAXPOOL2D_BWD)                                                                \
     X(avgpool2d, AVGPOOL2D)                                                                        \
-    X(avgpool2d_bwd, AVGPOOL2D_BWD)
+    X(avgpool2d_bwd, AVGPOOL2D_BWD)                                                                \
+    X(gemm_fp8, GEMM_FP8)
 
 #define DECLARE(name, kind) extern const peat_op_desc peat_opd_##name;
 PEAT_OP_TABLE(DECLARE)

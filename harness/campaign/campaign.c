@@ -173,8 +173,9 @@ peat_flow_config peat_campaign_flow_config(const peat_campaign_opts *o)
     cfg.loss_scale_init = o->loss_scale_init;
     cfg.loss_scale_interval = o->loss_scale_interval;
     cfg.lr = o->lr;
-    cfg.optimizer =
-        o->optimizer && !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    cfg.optimizer = !o->optimizer                      ? PEAT_OPTIM_DEFAULT
+                    : !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD
+                                                       : PEAT_OPTIM_ADAMW;
     cfg.nesterov = o->optimizer && !strcmp(o->optimizer, "sgd_nesterov");
     return cfg;
 }

@@ -54,6 +54,10 @@ void peat_campaign_amp_end(peat_campaign *c, peat_campaign_amp_log *log)
                  "amp-fp16 (fp16 GEMM/conv/attention inputs and outputs, fp32 master weights); "
                  "loss scale %g -> %g, %lld of %lld steps skipped (inf/nan gradients)",
                  log->scale_first, log->scale_last, (long long)log->skipped, (long long)log->steps);
+    else if (log->precision == PEAT_PRECISION_FP8)
+        snprintf(r->precision, sizeof r->precision,
+                 "fp8 (linear layers' GEMMs in fp8: e4m3 activations and weights, e5m2 "
+                 "gradients, per-tensor power-of-two scales, fp32 accumulation; fp32 elsewhere)");
     else
         snprintf(r->precision, sizeof r->precision,
                  "%s (%s GEMM/conv/attention inputs and outputs, fp32 master weights)",

@@ -145,9 +145,11 @@ static void policy_string(peat_campaign *c)
              o->record_phase ? o->record_phase : "all",
              o->checkpoint_iters ? o->checkpoint_iters : "last",
              o->activation_iters ? o->activation_iters : "none",
-             o->optimizer ? o->optimizer : "adamw", o->task,
-             o->finetune_from ? o->finetune_from : "-", o->batch, o->width, o->depth, o->seq,
-             o->lr);
+             o->optimizer                                                  ? o->optimizer
+             : peat_models_flow_optimizer(c->flow, NULL) == PEAT_OPTIM_SGD ? "sgd"
+                                                                           : "adamw",
+             o->task, o->finetune_from ? o->finetune_from : "-", o->batch, o->width, o->depth,
+             o->seq, o->lr);
     /* the size preset, only when not the default (files of tiny runs keep their policy text) */
     size_t n = strlen(c->policy);
     if (o->size && strcmp(o->size, "tiny") != 0 && n + 1 < sizeof c->policy)

@@ -118,11 +118,16 @@ static peat_status resolve_flow(peat_campaign *c)
     const peat_kernel *k = c->k;
     if (o->capture) return peat_campaign_capture_resolve(c);
     const char *const *names = peat_models_flow_names();
-    /* the op mask follows the optimizer: an SGD kernel needs --optimizer sgd */
+    /* the op mask follows the optimizer: an SGD kernel runs on resnet (SGD by default) or with
+     * --optimizer sgd */
     peat_flow_config fc;
     memset(&fc, 0, sizeof fc);
-    fc.optimizer =
-        o->optimizer && !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD : PEAT_OPTIM_ADAMW;
+    fc.optimizer = !o->optimizer                      ? PEAT_OPTIM_DEFAULT
+                   : !strncmp(o->optimizer, "sgd", 3) ? PEAT_OPTIM_SGD
+                                                      : PEAT_OPTIM_ADAMW;
+    /* and the precision: fp8 GEMMs only in an fp8 flow */
+    if (o->precision && peat_models_flow_precision_parse(o->precision, &fc.precision) != PEAT_OK)
+        fc.precision = PEAT_PRECISION_FP32;
     if (o->flow) {
         int known = 0;
         for (int i = 0; names[i]; i++) known |= strcmp(names[i], o->flow) == 0;
@@ -157,5 +162,11 @@ peat_status peat_campaign_stage_resolve(peat_campaign *c)
 {
     PEAT_TRY(resolve_kernel(c));
     PEAT_TRY(resolve_backend(c));
+    /* fp8 GEMMs are called only by a flow trained in fp8: the kernel's run is one */
+    if (c->k->op == PEAT_OP_GEMM_FP8 && !c->o->precision && !c->o->capture) {
+        c->o_own = *c->o;
+        c->o_own.precision = "fp8";
+        c->o = &c->o_own;
+    }
     return resolve_flow(c);
 }

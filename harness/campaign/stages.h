@@ -61,6 +61,8 @@ typedef struct peat_campaign_stage {
 
 typedef struct peat_campaign {
     const peat_campaign_opts *o;       /* the options, as parsed (never modified) */
+    peat_campaign_opts o_own;          /* the options with a default the kernel decides (an fp8 GEMM
+                                        * kernel's --precision fp8), when c->o points here */
     const peat_campaign_stage *stages; /* the pipeline this campaign runs (the manifest's list) */
     int n_stages;
     peat_campaign_result *res; /* what the report shows; filled stage by stage */

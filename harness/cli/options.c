@@ -125,7 +125,10 @@ static const peat_cli_opt run_opts[] = {
      "compressed",
      NULL},
     {"optimizer", "NAME", PEAT_CLI_CHOICE, RUN(optimizer), 0, 0, 0, "adamw|sgd|sgd_nesterov", NULL,
-     "adamw", "optimizer of the flow (sgd_nesterov: SGD with Nesterov momentum)", "training"},
+     "the flow's",
+     "optimizer of the flow (default: sgd for resnet, adamw for the others; "
+     "sgd_nesterov: SGD with Nesterov momentum)",
+     "training"},
     {"task", "N", PEAT_CLI_INT, RUN(task), 0, 0, 1, NULL, NULL, "0",
      "0 pretraining task, 1 shifted task (for finetuning)", NULL},
     {"finetune-from", "FILE", PEAT_CLI_STR, RUN(finetune_from), 0, 0, 0, NULL, NULL, NULL,
@@ -140,10 +143,13 @@ static const peat_cli_opt run_opts[] = {
      "cnn 32x32x3 images, 32-64-128 channels; mlp 512 wide); --batch, --width, --depth and "
      "--seq override its sizes",
      NULL},
-    {"precision", "P", PEAT_CLI_CHOICE, RUN(precision), 0, 0, 0, "fp32|amp-fp16|bf16", NULL, "fp32",
+    {"precision", "P", PEAT_CLI_CHOICE, RUN(precision), 0, 0, 0, "fp32|amp-fp16|bf16|fp8", NULL,
+     "fp32 (fp8 for an fp8 GEMM kernel)",
      "training precision of the flow, golden and candidate alike (docs/flows.md): amp-fp16 and "
      "bf16 round the inputs and outputs of GEMM, convolution and attention as autocast does, "
-     "fp32 master weights; amp-fp16 adds dynamic loss scaling as GradScaler",
+     "fp32 master weights; amp-fp16 adds dynamic loss scaling as GradScaler; fp8 runs the linear "
+     "layers' GEMMs as fp8 GEMMs (e4m3 activations and weights, e5m2 gradients, per-tensor "
+     "scales)",
      NULL},
     {"loss-scale-init", "X", PEAT_CLI_REAL, RUN(loss_scale_init), 0, 0, 1e30, NULL, NULL, "65536",
      "amp-fp16: the first loss scale", NULL},

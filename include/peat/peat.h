@@ -72,6 +72,11 @@ PEAT_API float peat_f16_to_f32(uint16_t h);
 /* x rounded to the format and back: the value a kernel storing in that format sees. */
 PEAT_API float peat_round_bf16(float x);
 PEAT_API float peat_round_f16(float x);
+/* x rounded to nearest even to fp8 format fmt (PEAT_FP8_E4M3 or PEAT_FP8_E5M2), subnormals
+ * kept, saturated to +-the largest finite value (as fp8 casts with saturation do), NaN kept; and
+ * that largest finite value (448, 57344). */
+PEAT_API float peat_round_fp8(float x, int fmt);
+PEAT_API float peat_fp8_max(int fmt);
 /* Round-toward-zero variants (truncation). */
 PEAT_API uint16_t peat_f32_to_bf16_rtz(float x);
 /* Unit roundoff u of a format (2^-p for p significand bits including the implicit one). */

@@ -8,7 +8,7 @@
  *
  * PEAT loads it with dlopen, calls peat_plugin_abi_version() first and refuses the library
  * (PEAT_ERR_ABI, one clear line) unless the number is in PEAT_PLUGIN_ABI_OLDEST ..
- * PEAT_PLUGIN_ABI_VERSION (2..5): a plugin built against an older header in that range loads
+ * PEAT_PLUGIN_ABI_VERSION (2..6): a plugin built against an older header in that range loads
  * through a compatibility shim (docs/plugin-abi.md, "Older plugins"). Only then it calls
  * peat_plugin_register(), in which the plugin calls host->register_kernel() once per kernel.
  * Kernels receive peat_args and must fill every output element. A "cpu" kernel gets tensors in
@@ -182,8 +182,19 @@ typedef enum peat_op_kind {
     PEAT_OP_AVGPOOL2D,
     /* same i ; in: dY ; out: dX [N,C,H,W] (each dY / K^2 to its window's elements, summed) */
     PEAT_OP_AVGPOOL2D_BWD,
+    /* ABI 6. i: transA, transB, M, N, K, batch, fmtA, fmtB (PEAT_FP8_E4M3 or PEAT_FP8_E5M2) ;
+     * f: scale_a, beta, scale_b ; in: A and B laid out as GEMM's, their values fp8 values of
+     * fmtA and fmtB held in F32 (the per-tensor scales kept apart), C [batch,M,N] when beta != 0 ;
+     * out: D [batch,M,N] = scale_a scale_b op(A)op(B) + beta C, accumulated in fp32 (a product of
+     * two fp8 values is exact in fp32). Forward and backward GEMMs (e4m3 activations and
+     * weights, e5m2 gradients) are all this op. */
+    PEAT_OP_GEMM_FP8,
     PEAT_OP_COUNT
 } peat_op_kind;
+
+/* fp8 formats (OCP 8-bit floating point): e4m3 (4 exponent bits, 3 mantissa bits, bias 7, no
+ * infinities, largest 448) and e5m2 (5 and 2, bias 15, IEEE-like, largest finite 57344). */
+enum { PEAT_FP8_E4M3 = 0, PEAT_FP8_E5M2 = 1 };
 
 #define PEAT_PARAM_I 12
 #define PEAT_PARAM_F 8
@@ -260,7 +271,9 @@ typedef struct peat_kernel {
  * 5: op kinds appended after PEAT_OP_REDUCE (rmsnorm, silu, swiglu, rope and their backward ops);
  * no layout changed, so plugins built for 2..4 load as before (their kernels name only the older
  * ops) */
-#define PEAT_PLUGIN_ABI_VERSION 5
+/* 6: op kind PEAT_OP_GEMM_FP8 appended (and the fp8 format numbers); no layout changed, plugins
+ * built for 2..5 load as before */
+#define PEAT_PLUGIN_ABI_VERSION 6
 #define PEAT_PLUGIN_ABI_OLDEST  2 /* the oldest plugin ABI this host still loads */
 
 typedef struct peat_plugin_host {

@@ -95,6 +95,7 @@ int zoo_register_silu(const peat_plugin_host *host);
 int zoo_register_rope(const peat_plugin_host *host);
 int zoo_register_gqa(const peat_plugin_host *host);
 int zoo_register_resnet(const peat_plugin_host *host);
+int zoo_register_fp8(const peat_plugin_host *host);
 
 /* A fresh draw for each call of a transient defect (whether this call is hit, and where): a
  * per-process call counter mixed with the process id through SplitMix64, so a repeated call

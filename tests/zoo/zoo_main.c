@@ -14,5 +14,6 @@ int peat_plugin_register(const peat_plugin_host *host)
            zoo_register_latent(host) || zoo_register_honest_bwd(host) ||
            zoo_register_formula(host) || zoo_register_transient(host) || zoo_register_views(host) ||
            zoo_register_state(host) || zoo_register_rmsnorm(host) || zoo_register_silu(host) ||
-           zoo_register_rope(host) || zoo_register_gqa(host) || zoo_register_resnet(host);
+           zoo_register_rope(host) || zoo_register_gqa(host) || zoo_register_resnet(host) ||
+           zoo_register_fp8(host);
 }
