@@ -152,6 +152,9 @@ peat_status peat_op_probe_scaled(peat_probe_sink *s, const peat_record *rec, pea
 peat_status peat_op_probe_fresh(peat_probe_sink *s, const peat_record *rec, peat_rng_t *r,
                                 const peat_op_params *q, const int64_t *sizes, int n_in,
                                 const char *label);
+/* A probe of rec's inputs with every 5th element of input k exactly 0 (where an activation's
+ * formula may divide by x or take 0 log 0: a kink, a removable singularity). */
+peat_status peat_op_probe_zeros(peat_probe_sink *s, const peat_record *rec, int k);
 /* A probe of rec's inputs with inputs `which` and `which2` (-1: none) mapped to shift + scale x. */
 peat_status peat_op_probe_from_record(peat_probe_sink *s, const peat_record *rec,
                                       peat_probe_tag tag, const char *label, int which,

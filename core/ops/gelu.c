@@ -38,11 +38,13 @@ static peat_status gelu_bwd_mag(const peat_args *a, int o, const peat_op_mag_in 
     return PEAT_OK;
 }
 
-/* x spread to +-10 and +-30 (erf saturates; a tanh form's exp overflows) and subnormal x */
+/* x spread to +-10 and +-30 (erf saturates; a tanh form's exp overflows), exact zeros and
+ * subnormal x */
 static peat_status gelu_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
 {
     (void)seed;
     const peat_record *rec = recs->items[0];
+    PEAT_TRY(peat_op_probe_zeros(s, rec, 0));
     double m = peat_op_maxabs(rec->in[0]);
     PEAT_TRY(peat_op_probe_scaled(s, rec, PEAT_PROBE_TAG_OVERFLOW, "value x spread to +-10", 0,
                                   10.0 / m, 0.0));

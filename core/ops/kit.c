@@ -166,6 +166,16 @@ peat_status peat_op_probe_scaled(peat_probe_sink *s, const peat_record *rec, pea
     return PEAT_OK;
 }
 
+peat_status peat_op_probe_zeros(peat_probe_sink *s, const peat_record *rec, int k)
+{
+    peat_args *a = peat_op_probe_clone(s, rec, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_NONE,
+                                       "value exact zeros (every 5th x = 0)");
+    if (!a) return PEAT_ERROR(PEAT_ERR_NOMEM, "zeros probe");
+    float *x = peat_op_probe_f32(a, k);
+    for (int64_t i = 0; i < peat_op_probe_numel(a, k); i += 5) x[i] = 0.0f;
+    return PEAT_OK;
+}
+
 peat_status peat_op_probe_fresh(peat_probe_sink *s, const peat_record *rec, peat_rng_t *r,
                                 const peat_op_params *q, const int64_t *sizes, int n_in,
                                 const char *label)

@@ -20,12 +20,19 @@ static peat_status relu_bwd_mag(const peat_args *a, int o, const peat_op_mag_in 
     return PEAT_OK;
 }
 
+/* exact zeros of X: the kink, where x > 0 and x >= 0 part */
+static peat_status relu_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
+{
+    (void)seed;
+    return peat_op_probe_zeros(s, recs->items[0], 0);
+}
+
 const peat_op_desc peat_opd_relu = {
     .info = {PEAT_OP_RELU, "relu", 1, 1, 1, 0, peat_op_ew_check, peat_op_ew_shapes,
              peat_op_depth_one, peat_op_ew_flops},
     .magnitude = relu_mag,
     .terms = peat_op_terms_one,
-    .probes = peat_op_probes_none,
+    .probes = relu_probes,
     .range_low = 1u << 0, /* X */
     .range_high = 1u << 0,
     .perm = peat_op_perm_elements,
@@ -42,7 +49,7 @@ const peat_op_desc peat_opd_relu_bwd = {
              peat_op_depth_one, peat_op_ew_flops},
     .magnitude = relu_bwd_mag,
     .terms = peat_op_terms_one,
-    .probes = peat_op_probes_none,
+    .probes = relu_probes,
     .range_low = 1u << 1, /* dY */
     .range_high = 1u << 1,
     .perm = peat_op_perm_elements,

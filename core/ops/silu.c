@@ -106,12 +106,14 @@ static peat_status swiglu_bwd_mag(const peat_args *a, int o, const peat_op_mag_i
 }
 
 /* ---- probes: inputs spread to +-20 (the sigmoid saturates) and +-100 (exp(-x) overflows
- * below -88.7: a kernel that divides exp(x) by 1 + exp(x) gives inf / inf there) ---- */
+ * below -88.7: a kernel that divides exp(x) by 1 + exp(x) gives inf / inf there), exact zeros
+ * ---- */
 
 static peat_status silu_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
 {
     (void)seed;
     const peat_record *rec = recs->items[0];
+    PEAT_TRY(peat_op_probe_zeros(s, rec, 0));
     double m = peat_op_maxabs(rec->in[0]);
     PEAT_TRY(peat_op_probe_scaled(s, rec, PEAT_PROBE_TAG_OVERFLOW, "value x spread to +-20", 0,
                                   20.0 / m, 0.0));
