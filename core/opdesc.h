@@ -177,6 +177,13 @@ peat_status peat_op_expect(const peat_args *a, const peat_tensor *t, const char 
                            peat_dtype dt, int64_t n);
 peat_status peat_op_positive(const peat_args *a, int n);
 const peat_tensor *peat_op_out(const peat_args *a, int k);
+/* The error, in units of fp32's u, of a variance of n values computed in fp32 (var the exact
+ * biased variance, A = mean |x|, Ad = mean |x - mean|; docs/bounds.md): the differences,
+ * squares, n - 1 adds and the divide ((n + 4) var); a running mean's error (Welford's: each
+ * update's rounding at the partial means' size, up to n u A / 2, times the deviations: n Ad A);
+ * and the computed mean's error (up to n u A) carried by every deviation (n^2 u A^2, second
+ * order, but A^2 / var is the mean-to-spread ratio squared). */
+double peat_op_var_err(double n, double var, double A, double Ad);
 /* Output o's shape: ndim n, dims d0..d3. */
 void peat_op_out_shape(int *nd, int64_t s[][PEAT_MAX_DIMS], int o, int n, int64_t d0, int64_t d1,
                        int64_t d2, int64_t d3);

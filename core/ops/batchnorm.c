@@ -72,17 +72,20 @@ static peat_status bn_mag(const peat_args *a, int o, const peat_op_mag_in *in, i
     double eps = a->p.f[0], mom = a->p.f[1], M = (double)(N * S);
     const double *x = in->x[0], *g = in->x[1], *b = in->x[2], *rm = in->x[3], *rv = in->x[4];
     for (int64_t c = 0; c < C; c++) {
-        double m = 0.0, A = 0.0, var = 0.0;
+        double m = 0.0, A = 0.0, var = 0.0, Ad = 0.0;
         for (int64_t k = 0; k < N; k++)
             for (int64_t s = 0; s < S; s++)
                 m += x[(k * C + c) * S + s], A += fabs(x[(k * C + c) * S + s]);
         m /= M, A /= M;
         for (int64_t k = 0; k < N; k++)
-            for (int64_t s = 0; s < S; s++)
-                var += (x[(k * C + c) * S + s] - m) * (x[(k * C + c) * S + s] - m);
-        var /= M;
-        double rs = 1.0 / sqrt(var + eps),
-               rho = 0.5 * ((M + 4.0) * var + 2.0 * eps) / (var + eps) + 2.0;
+            for (int64_t s = 0; s < S; s++) {
+                double d = x[(k * C + c) * S + s] - m;
+                var += d * d, Ad += fabs(d);
+            }
+        var /= M, Ad /= M;
+        /* rho as layer norm's (the variance's error peat_op_var_err) */
+        double ev = peat_op_var_err(M, var, A, Ad), rs = 1.0 / sqrt(var + eps),
+               rho = 0.5 * (ev + 2.0 * eps) / (var + eps) + 2.0;
         if (o == 1) mag[c] = A;
         if (o == 2) mag[c] = rs * rho / M;
         if (o == 3) {
@@ -93,9 +96,10 @@ static peat_status bn_mag(const peat_args *a, int o, const peat_op_mag_in *in, i
         }
         if (o == 4) {
             double vu = var * M / (M - 1.0), r1 = (1.0 - mom) * rv[c] + mom * vu;
-            mag[c] = (fabs(mom) * vu * (M + 6.0) + 2.0 * fabs((1.0 - mom) * rv[c]) +
-                      2.0 * fabs(mom * vu) + 3.0 * fabs(mom * (vu - rv[c])) + fabs(r1)) /
-                     M;
+            mag[c] =
+                (fabs(mom) * (ev * M / (M - 1.0) + 2.0 * vu) + 2.0 * fabs((1.0 - mom) * rv[c]) +
+                 2.0 * fabs(mom * vu) + 3.0 * fabs(mom * (vu - rv[c])) + fabs(r1)) /
+                M;
         }
         if (o != 0) continue;
         for (int64_t k = 0; k < N; k++)

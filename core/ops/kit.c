@@ -166,6 +166,11 @@ peat_status peat_op_probe_scaled(peat_probe_sink *s, const peat_record *rec, pea
     return PEAT_OK;
 }
 
+double peat_op_var_err(double n, double var, double A, double Ad)
+{
+    return (n + 4.0) * var + n * Ad * A + n * n * 0x1p-24 * A * A;
+}
+
 peat_status peat_op_probe_zeros(peat_probe_sink *s, const peat_record *rec, int k)
 {
     peat_args *a = peat_op_probe_clone(s, rec, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_NONE,
