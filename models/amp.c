@@ -175,13 +175,18 @@ peat_status peat_models_fp8_quantize(peat_flow_t *f, int k, const peat_tensor *t
     }
     const float *x = peat_f32(t);
     float amax = 0.0f;
-    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
-    if (!isfinite(amax))
-        return PEAT_ERROR(PEAT_ERR_NUMERIC, "fp8: a non-finite value in a GEMM operand");
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) {
+        amax = fmaxf(amax, fabsf(x[i]));
+        finite &= isfinite(x[i]) != 0;
+    }
     int e = 0;
-    if (amax > 0.0f) e = (int)ceil(log2((double)amax / peat_fp8_max(fmt)));
+    if (finite && amax > 0.0f) e = (int)ceil(log2((double)amax / peat_fp8_max(fmt)));
     double inv = ldexp(1.0, -e); /* exact: x / s is a scaling by a power of two */
-    for (int64_t i = 0; i < n; i++) m->buf[k][i] = peat_round_fp8((float)(x[i] * inv), fmt);
+    /* an Inf or NaN operand (a diverging run) has no scale: the copy is NaN, as current
+     * scaling's Inf amax makes it, and the run's loss shows it */
+    for (int64_t i = 0; i < n; i++)
+        m->buf[k][i] = finite ? peat_round_fp8((float)(x[i] * inv), fmt) : NAN;
     peat_tensor *c = &m->cast[k];
     *c = *t;
     c->data = m->buf[k];

@@ -340,6 +340,36 @@ Test(amp, fp8_flows_call_fp8_gemms_of_format_values, .init = init)
     }
 }
 
+/* An Inf in a GEMM operand (a diverging run, a candidate's overflow) has no fp8 scale: the step
+ * goes on, NaN where the operand went (the run's weights show it: DIVERGES), and does not stop
+ * the campaign. */
+static peat_status nan_hook(void *user, const peat_kernel *k, const peat_args *a,
+                            const peat_call_info *info, int after)
+{
+    (void)k, (void)info;
+    int64_t *n = user;
+    if (after || a->op != PEAT_OP_GEMM_FP8) return PEAT_OK;
+    for (int i = 0; i < 2; i++)
+        for (int64_t e = 0; e < peat_tensor_numel(a->in[i]); e++)
+            *n += isnan(peat_f32(a->in[i])[e]);
+    return PEAT_OK;
+}
+
+Test(amp, fp8_non_finite_operand_diverges, .init = init)
+{
+    peat_flow_config c = config(PEAT_PRECISION_FP8);
+    run r = make("mlp", &c);
+    int64_t nans = 0;
+    cr_assert_eq(peat_exec_add_hook(r.ex, nan_hook, &nans), PEAT_OK);
+    peat_f32(r.f->params[0]->w)[3] = INFINITY;
+    for (int i = 0; i < 2; i++) {
+        peat_flow_metrics m;
+        cr_assert_eq(peat_models_flow_step(r.f, &m), PEAT_OK, "step %d: %s", i, peat_error_last());
+    }
+    cr_assert_gt(nans, 0, "the operand with an Inf went to the fp8 GEMM as NaN");
+    drop(&r);
+}
+
 /* ---- fp32 unchanged ------------------------------------------------------------------------ */
 
 /* fp32 (explicit, with scaler options set) trains bit for bit as the default config: losses and
