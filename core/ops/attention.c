@@ -239,7 +239,24 @@ static peat_status attention_dims(peat_probe_sink *s, const peat_record *rec, pe
     return PEAT_OK;
 }
 
-/* sequence lengths; large scores (Q, K x12); other head dims */
+/* grouped-query attention with twice the query and K/V heads (the group size kept): where a
+ * query head's K/V head is h / (H / Hkv) and not some other map of h (h mod Hkv is the same map
+ * when Hkv = 1) */
+static peat_status attention_heads(peat_probe_sink *s, const peat_record *rec, peat_rng_t *r)
+{
+    int64_t H = rec->p.i[1], Hkv = kv_heads(&rec->p);
+    if (Hkv >= H) return PEAT_OK; /* no groups: the op as an ABI 4 kernel knows it */
+    peat_op_params q = rec->p;
+    q.i[1] = 2 * H, q.i[5] = 2 * Hkv;
+    int64_t n = q.i[0] * q.i[1] * q.i[2] * q.i[3], nkv = q.i[0] * q.i[5] * q.i[2] * q.i[3];
+    int64_t sz[3] = {n, nkv, nkv};
+    char label[160];
+    snprintf(label, sizeof label, "shape heads H=%lld Hkv=%lld (recorded %lld, %lld)",
+             (long long)q.i[1], (long long)q.i[5], (long long)H, (long long)Hkv);
+    return peat_op_probe_fresh(s, rec, r, &q, sz, 3, label);
+}
+
+/* sequence lengths; large scores (Q, K x12); other head dims; more heads (grouped-query) */
 static peat_status attn_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
 {
     const peat_record *rec = recs->items[0];
@@ -249,6 +266,7 @@ static peat_status attn_probes(peat_probe_sink *s, const peat_record_list *recs,
     peat_rng_t *r = peat_rng_new(seed ^ 0x6f70732070726fbull);
     if (!r) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe rng");
     peat_status st = attention_dims(s, rec, r);
+    if (st == PEAT_OK) st = attention_heads(s, rec, r);
     peat_rng_free(r);
     return st;
 }
