@@ -85,7 +85,8 @@ static peat_status bn_mag(const peat_args *a, int o, const peat_op_mag_in *in, i
         var /= M, Ad /= M;
         /* rho as layer norm's (the variance's error peat_op_var_err) */
         double ev = peat_op_var_err(M, var, A, Ad), rs = 1.0 / sqrt(var + eps),
-               rho = 0.5 * (ev + 2.0 * eps) / (var + eps) + 2.0;
+               rho = 0.5 * (ev + 2.0 * eps) / (var + eps) + 2.0,
+               rho_y = 0.5 * ((M + 4.0) * var + 2.0 * eps) / (var + eps) + 2.0; /* layer norm's */
         if (o == 1) mag[c] = A;
         if (o == 2) mag[c] = rs * rho / M;
         if (o == 3) {
@@ -106,7 +107,7 @@ static peat_status bn_mag(const peat_args *a, int o, const peat_op_mag_in *in, i
             for (int64_t s = 0; s < S; s++) {
                 int64_t i = (k * C + c) * S + s;
                 double d = x[i] - m, y = d * rs * g[c] + b[c];
-                mag[i] = (fabs(g[c]) * rs * (M * A + fabs(d) * (3.0 + rho)) + fabs(y)) / M;
+                mag[i] = (fabs(g[c]) * rs * (M * A + fabs(d) * (3.0 + rho_y)) + fabs(y)) / M;
             }
     }
     return PEAT_OK;
