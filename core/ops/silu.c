@@ -28,13 +28,19 @@ static peat_status swiglu_shapes(const peat_args *a, int *nd, int64_t s[][PEAT_M
 /* ---- rounding bound (docs/bounds.md, "SiLU") ----
  * sigmoid s = 1 / (1 + exp(-x)): exp (2), the add and the divide; in the exp2 form of fused
  * kernels (exp2(-x log2 e)) the argument's product and log2 e's rounding as well, which exp
- * amplifies by |x| and the sigmoid damps by 1 - s: s's relative error / u. Below x = -80 the
+ * amplifies by |x| and the sigmoid damps by 1 - s; in the tanh form an absolute error of about
+ * u (s_rel): s's relative error / u. Below x = -80 the
  * sigmoid leaves fp32's normal range (exp(-x) overflows at -88.7): an honest fp32 kernel may lose
  * the whole (tiny) value there, and the bound allows it. */
 #define SILU_LOST (-80.0)
 static double s_rel(double x, double s)
 {
-    return 4.0 + 3.0 * fabs(x) * (1.0 - s);
+    /* the tanh form (1 + tanh(x/2)) / 2 (XLA's logistic, fused kernels' fast sigmoid): tanh's
+     * rounding, up to u |t| with t = 2s - 1, is absolute once 1 + t cancels, so s keeps an
+     * absolute error of about u, not a relative one, and below x = -17 the whole value (under
+     * u) may be lost: |1 - 2s| / s more units (at most 1 above x = 0) */
+    double tanh_form = s > 0.0 ? fabs(1.0 - 2.0 * s) / s : 0.0;
+    return 4.0 + 3.0 * fabs(x) * (1.0 - s) + tanh_form;
 }
 static double lost(double x)
 {

@@ -1,7 +1,8 @@
 /* zoo_silu.c: SiLU and SwiGLU kernels of the zoo: a backward that drops the x s (1 - s) term, the
  * SiLU applied to the up projection instead of the gate, the gate's silu rounded to bf16, a naive
- * sigmoid e^x / (1 + e^x) that overflows to inf / inf, and honest forms (tanh-free exp2 sigmoid;
- * the backward through s (1 + x (1 - s)) in another grouping). */
+ * sigmoid e^x / (1 + e^x) that overflows to inf / inf, and honest forms (the exp2 sigmoid; the
+ * tanh sigmoid (1 + tanh(g/2)) / 2 in SwiGLU; the backward through s (1 + x (1 - s)) in another
+ * grouping). */
 #include "zoo.h"
 
 static float sig(float x)
@@ -52,6 +53,14 @@ static peat_status swiglu_gate_bf16(const peat_args *a, const peat_kernel *self)
     for (int64_t i = 0; i < a->p.i[0]; i++) y[i] = zoo_bf16(g[i] * sig(g[i])) * u[i];
     return PEAT_OK;
 }
+static peat_status swiglu_tanh(const peat_args *a, const peat_kernel *self)
+{
+    const float *g = a->in[0]->data, *u = a->in[1]->data;
+    float *y = a->out[0]->data;
+    for (int64_t i = 0; i < a->p.i[0]; i++)
+        y[i] = g[i] * (0.5f * (1.0f + tanhf(0.5f * g[i]))) * u[i];
+    return PEAT_OK;
+}
 static peat_status swiglu_bwd_regrouped(const peat_args *a, const peat_kernel *self)
 {
     const float *g = a->in[0]->data, *u = a->in[1]->data, *dy = a->in[2]->data;
@@ -77,6 +86,8 @@ int zoo_register_silu(const peat_plugin_host *host)
                    "the gate's silu rounded to bf16 before the product, declares fp32"),
         ZOO_KERNEL("zoo_silu_exp2", PEAT_OP_SILU, silu_exp2,
                    "honest: sigmoid through exp2 with log2 e folded in"),
+        ZOO_KERNEL("zoo_swiglu_tanh", PEAT_OP_SWIGLU, swiglu_tanh,
+                   "honest: the gate's sigmoid as (1 + tanh(g/2)) / 2 (XLA's logistic)"),
         ZOO_KERNEL("zoo_swiglu_bwd_regrouped", PEAT_OP_SWIGLU_BWD, swiglu_bwd_regrouped,
                    "honest: dG = dY U (silu + s (1 - silu)), exp2 sigmoid"),
     };
