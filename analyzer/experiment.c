@@ -220,15 +220,38 @@ static view3 view_of(const peat_op_perm_view *v, const perms *q)
               v->ac >= 0 ? q->p[v->ac] : NULL);
 }
 
-static peat_status perms_draw(peat_rng_t *r, int64_t n0, int64_t n1, int64_t n2, perms *q)
+/* A permutation of n indices that moves pairs whole: pair j of the draw's n / 2 goes where pair
+ * h[j] was, its two members in order (adjacent: 2j + e; halves: j + e n/2). */
+static int64_t *pairs_draw(peat_rng_t *r, int64_t n, int mode)
 {
-    int64_t n[3] = {n0, n1, n2};
+    int64_t h = n / 2, *ph = perm_draw(r, h), *p = ph ? malloc((size_t)n * sizeof *p) : NULL;
+    if (!p) {
+        free(ph);
+        return NULL;
+    }
+    for (int64_t j = 0; j < h; j++)
+        for (int64_t e = 0; e < 2; e++) {
+            if (mode == PEAT_PERM_PAIRS_ADJACENT)
+                p[2 * j + e] = 2 * ph[j] + e;
+            else
+                p[j + e * h] = ph[j] + e * h;
+        }
+    free(ph);
+    return p;
+}
+
+static peat_status perms_draw(peat_rng_t *r, const peat_op_perm *pm, perms *q)
+{
     memset(q, 0, sizeof *q);
-    for (int k = 0; k < 3; k++)
-        if (n[k] > 1 && !(q->p[k] = perm_draw(r, n[k]))) {
+    for (int k = 0; k < 3; k++) {
+        int64_t n = pm->len[k];
+        int pairs = pm->pairs[k] && n % 2 == 0;
+        if (pairs ? n < 4 : n < 2) continue;
+        if (!(q->p[k] = pairs ? pairs_draw(r, n, pm->pairs[k]) : perm_draw(r, n))) {
             perms_free(q);
             return PEAT_ERROR(PEAT_ERR_NOMEM, "permutation");
         }
+    }
     return PEAT_OK;
 }
 
@@ -242,7 +265,7 @@ static peat_status permute(const peat_args *a, peat_rng_t *r, peat_experiment *e
     memset(&pm, 0, sizeof pm);
     if (!d || !d->perm(a, &pm)) return PEAT_ERR_NOTFOUND;
     perms P;
-    PEAT_TRY(perms_draw(r, pm.len[0], pm.len[1], pm.len[2], &P));
+    PEAT_TRY(perms_draw(r, &pm, &P));
     peat_status st = clone_inputs(a, e);
     for (int k = 0; k < a->n_in && st == PEAT_OK; k++)
         if (pm.in_mask >> k & 1u) st = permute_input(e, k, view_of(&pm.in[k], &P));

@@ -38,6 +38,8 @@ typedef struct peat_probe_sink {
 
 /* ---- permutation layout: how an op's outputs follow its inputs' axes ---- */
 
+enum { PEAT_PERM_PAIRS_ADJACENT = 1, PEAT_PERM_PAIRS_HALVES = 2 };
+
 /* One tensor as [P, R, C] (planes, rows, columns), each axis moved by one of the op's drawn
  * permutations (an index into peat_op_perm.len) or by none (-1). */
 typedef struct peat_op_perm_view {
@@ -46,7 +48,11 @@ typedef struct peat_op_perm_view {
 } peat_op_perm_view;
 
 typedef struct peat_op_perm {
-    int64_t len[3];   /* the permutations drawn, in order (<= 1: none) */
+    int64_t len[3]; /* the permutations drawn, in order (<= 1: none) */
+    /* how permutation k moves its len[k] indices: 0 any way; PEAT_PERM_PAIRS_ADJACENT or
+     * PEAT_PERM_PAIRS_HALVES as pairs that stay together and in order ((2j, 2j+1), or (j,
+     * j + len/2): RoPE's rotated pairs in its two layouts), len[k] even */
+    int pairs[3];
     unsigned in_mask; /* inputs permuted (bit k for input k) */
     peat_op_perm_view in[PEAT_MAX_IO];
     peat_op_perm_view out; /* where the elements of each output of its size come from */

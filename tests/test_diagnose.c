@@ -124,6 +124,41 @@ Test(diagnose, permutations_keep_the_op, .init = setup)
     peat_rng_free(r);
 }
 
+/* RoPE's permutation moves planes and rotated pairs whole, in order, in either layout: its input
+ * is the base's at the map (each pair then turns by its new index's angle, so the outputs are not
+ * the base's: what stays with the index is a structural defect). */
+Test(diagnose, rope_pairs_move_whole, .init = setup)
+{
+    peat_rng_t *r = peat_rng_new(12);
+    for (int half = 0; half < 2; half++) {
+        int64_t B = 1, H = 2, T = 3, D = 8, h = D / 2;
+        peat_args a = {.op = PEAT_OP_ROPE, .n_in = 1};
+        int64_t v[6] = {B, H, T, D, half, 0};
+        memcpy(a.p.i, v, sizeof v);
+        a.p.f[0] = 10000.0;
+        a.in[0] = gauss(r, 4, (int64_t[]){B, H, T, D});
+        peat_experiment ex;
+        cr_assert_eq(peat_analyzer_experiment_make(&a, PEAT_EXP_PERMUTE, 7, &ex), PEAT_OK, "%s",
+                     peat_error_last());
+        const float *x = a.in[0]->data, *xp = ex.args.in[0]->data;
+        int64_t moved = 0, n = B * H * T * D;
+        cr_assert_eq(ex.n_src, n, "map of %lld for %lld values", (long long)ex.n_src, (long long)n);
+        for (int64_t i = 0; i < n; i++) {
+            cr_assert_eq(xp[i], x[ex.src[i]], "layout %d: value %lld not from %lld", half,
+                         (long long)i, (long long)ex.src[i]);
+            int64_t d = i % D, mate = half ? (d < h ? i + h : i - h) : (d % 2 ? i - 1 : i + 1);
+            cr_assert_eq(ex.src[mate] - ex.src[i], mate - i,
+                         "layout %d: the pair of %lld split by the permutation", half,
+                         (long long)i);
+            moved += ex.src[i] % D != d;
+        }
+        cr_expect_gt(moved, 0, "layout %d: no pair moved", half);
+        peat_analyzer_experiment_free(&ex);
+        peat_tensor_free((peat_tensor *)a.in[0]);
+    }
+    peat_rng_free(r);
+}
+
 /* Small integers: every value +-1 or 0, at most 64 nonzero terms per dot product, so every
  * partial sum is an integer below 2^8 (exact in bf16, fp16 and fp32 whatever the order). */
 Test(diagnose, small_integers_are_exact_in_bf16, .init = setup)
@@ -382,6 +417,54 @@ static peat_status gelu_leaky(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* RoPE whose last rotated pair turns by the first pair's angle: one pair of every row wrong,
+ * whatever the values (either layout). */
+static peat_status rope_last_pair(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    const int64_t *q = a->p.i;
+    int64_t B = q[0], H = q[1], T = q[2], D = q[3], half = q[4], pos0 = q[5], h = D / 2;
+    double sign = a->op == PEAT_OP_ROPE_BWD ? -1.0 : 1.0;
+    const float *x = a->in[0]->data;
+    float *y = a->out[0]->data;
+    for (int64_t r = 0; r < B * H * T; r++)
+        for (int64_t j = 0; j < h; j++) {
+            int64_t t = r % T, i0 = half ? j : 2 * j, i1 = half ? j + h : 2 * j + 1;
+            int64_t jj = j == h - 1 ? 0 : j;
+            double ang = (double)(pos0 + t) * pow(a->p.f[0], -2.0 * (double)jj / (double)D);
+            double c = cos(ang), sn = sign * sin(ang), x0 = x[r * D + i0], x1 = x[r * D + i1];
+            y[r * D + i0] = (float)(x0 * c - x1 * sn);
+            y[r * D + i1] = (float)(x0 * sn + x1 * c);
+        }
+    return PEAT_OK;
+}
+
+/* Batch norm whose running variance takes the biased batch variance (1/M, not 1/(M-1)): a slip
+ * of a few bounds in one small output, the others right. */
+static peat_status bn_running_var_biased(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    const peat_kernel *g = peat_registry_role(PEAT_OP_BATCHNORM, PEAT_ROLE_GOLDEN, "cpu");
+    PEAT_TRY(peat_kernel_run(g, (peat_args *)a));
+    int64_t N = a->p.i[0], C = a->p.i[1], S = a->p.i[2];
+    double M = (double)(N * S), mom = a->p.f[1];
+    const float *x = a->in[0]->data;
+    float *rv = a->out[4]->data;
+    for (int64_t c = 0; c < C; c++) {
+        double m = 0, v = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < S; k++) m += x[(n * C + c) * S + k];
+        m /= M;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < S; k++) {
+                double d = x[(n * C + c) * S + k] - m;
+                v += d * d;
+            }
+        rv[c] = (float)((double)rv[c] - mom * v / (M - 1.0) / M);
+    }
+    return PEAT_OK;
+}
+
 static void reg(const char *name, peat_op_kind op, peat_kernel_fn fn)
 {
     if (peat_registry_find_on(name, "cpu")) return;
@@ -415,6 +498,8 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
     reg("test_gemm_square_path", PEAT_OP_GEMM, gemm_square_path);
     reg("test_softmax_sum_bf16", PEAT_OP_SOFTMAX, softmax_sum_bf16);
     reg("test_gelu_leaky", PEAT_OP_GELU, gelu_leaky);
+    reg("test_rope_last_pair", PEAT_OP_ROPE, rope_last_pair);
+    reg("test_bn_running_var_biased", PEAT_OP_BATCHNORM, bn_running_var_biased);
     static const struct {
         const char *k, *flow;
         peat_finding_class cls;
@@ -423,6 +508,10 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
         {"test_gemm_square_path", "mlp", PEAT_FIND_STRUCTURAL, "shape axis"},
         {"test_softmax_sum_bf16", "gpt_unfused", PEAT_FIND_REDUCED_PRECISION, "jitter"},
         {"test_gelu_leaky", "gpt", PEAT_FIND_WRONG_RESULT, "jitter"},
+        /* the rotated pairs permuted whole: the errors stay with the last pair */
+        {"test_rope_last_pair", "llama", PEAT_FIND_STRUCTURAL, "permutation"},
+        /* no gross error: the jitter reads the output beyond the bound */
+        {"test_bn_running_var_biased", "resnet", PEAT_FIND_WRONG_RESULT, "jitter"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         peat_campaign_result *r = run(want[i].k, want[i].flow);

@@ -106,15 +106,18 @@ static peat_status rope_probes(peat_probe_sink *s, const peat_record_list *recs,
     return st;
 }
 
-/* the batch x heads planes (positions do not commute with the rotation) */
+/* the batch x heads planes and the rotated pairs, whole and in order, in either layout (the
+ * exact result follows: each pair turns by its own index's angle); positions do not commute
+ * with the rotation */
 static int rope_perm(const peat_args *a, peat_op_perm *out)
 {
-    int64_t Pn = P(0) * P(1);
-    if (Pn < 2) return 0;
-    out->len[0] = Pn;
+    int64_t Pn = P(0) * P(1), D = P(3);
+    if (Pn < 2 && D < 4) return 0;
+    out->len[0] = Pn, out->len[1] = D;
+    out->pairs[1] = P(4) ? PEAT_PERM_PAIRS_HALVES : PEAT_PERM_PAIRS_ADJACENT;
     out->in_mask = 1u;
-    out->in[0] = peat_op_view(Pn, 1, P(2) * P(3), 0, -1, -1);
-    out->out = peat_op_view(Pn, 1, P(2) * P(3), 0, -1, -1);
+    out->in[0] = peat_op_view(Pn, P(2), D, 0, -1, 1);
+    out->out = peat_op_view(Pn, P(2), D, 0, -1, 1);
     return 1;
 }
 
