@@ -245,9 +245,14 @@ static peat_status perms_draw(peat_rng_t *r, const peat_op_perm *pm, perms *q)
     memset(q, 0, sizeof *q);
     for (int k = 0; k < 3; k++) {
         int64_t n = pm->len[k];
-        int pairs = pm->pairs[k] && n % 2 == 0;
+        int rev = pm->pairs[k] == PEAT_PERM_REVERSE;
+        int pairs = !rev && pm->pairs[k] && n % 2 == 0;
         if (pairs ? n < 4 : n < 2) continue;
-        if (!(q->p[k] = pairs ? pairs_draw(r, n, pm->pairs[k]) : perm_draw(r, n))) {
+        if (rev && (q->p[k] = malloc((size_t)n * sizeof *q->p[k])))
+            for (int64_t i = 0; i < n; i++) q->p[k][i] = n - 1 - i;
+        else if (!rev)
+            q->p[k] = pairs ? pairs_draw(r, n, pm->pairs[k]) : perm_draw(r, n);
+        if (!q->p[k]) {
             perms_free(q);
             return PEAT_ERROR(PEAT_ERR_NOMEM, "permutation");
         }

@@ -38,7 +38,7 @@ typedef struct peat_probe_sink {
 
 /* ---- permutation layout: how an op's outputs follow its inputs' axes ---- */
 
-enum { PEAT_PERM_PAIRS_ADJACENT = 1, PEAT_PERM_PAIRS_HALVES = 2 };
+enum { PEAT_PERM_PAIRS_ADJACENT = 1, PEAT_PERM_PAIRS_HALVES = 2, PEAT_PERM_REVERSE = 3 };
 
 /* One tensor as [P, R, C] (planes, rows, columns), each axis moved by one of the op's drawn
  * permutations (an index into peat_op_perm.len) or by none (-1). */
@@ -51,7 +51,9 @@ typedef struct peat_op_perm {
     int64_t len[3]; /* the permutations drawn, in order (<= 1: none) */
     /* how permutation k moves its len[k] indices: 0 any way; PEAT_PERM_PAIRS_ADJACENT or
      * PEAT_PERM_PAIRS_HALVES as pairs that stay together and in order ((2j, 2j+1), or (j,
-     * j + len/2): RoPE's rotated pairs in its two layouts), len[k] even */
+     * j + len/2): RoPE's rotated pairs in its two layouts), len[k] even; PEAT_PERM_REVERSE
+     * reversed (i to len - 1 - i: a plane's row-major pixels reversed turn the image by 180
+     * degrees) */
     int pairs[3];
     unsigned in_mask; /* inputs permuted (bit k for input k) */
     peat_op_perm_view in[PEAT_MAX_IO];
@@ -169,6 +171,11 @@ peat_status peat_op_probe_from_record(peat_probe_sink *s, const peat_record *rec
  * kept) or, with seq, of attention (sequence i[2], Q K V [B,H,T,D] cycled along T): the recorded
  * values at row counts 1, 3, 7, 9, 17, 33, 65, one more, and 2m+3 (4m+1 for a sequence). */
 peat_status peat_op_probe_row_counts(peat_probe_sink *s, const peat_record *rec, int seq);
+/* Row-length probes of a row-wise op whose inputs are [R, C] rows and per-column vectors [C]
+ * (softmax: X; layer norm: X, gamma, beta): the recorded values, up to 64 rows, each row and
+ * vector cut short or cycled to lengths that leave a remainder for every vector width up to 128
+ * (a loop's tail handled wrongly, or a row held in one warp). */
+peat_status peat_op_probe_row_lengths(peat_probe_sink *s, const peat_record *rec);
 /* Input k of a probe's args as floats, and its length. */
 float *peat_op_probe_f32(peat_args *a, int k);
 int64_t peat_op_probe_numel(const peat_args *a, int k);

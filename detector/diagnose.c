@@ -183,7 +183,7 @@ static int step_nonfinite(const peat_finding *was, const peat_diagnosis *d, peat
     return 1;
 }
 
-/* 1b. a probe pushing values toward overflow as the base (the recorded calls pass), its finite
+/* 3. a probe pushing values toward overflow as the base (the recorded calls pass), its finite
  * errors gone with the inputs scaled by 2^-16: the values saturate or lose their range only
  * when large (a clamp at a narrower format's maximum), not a precision or formula error, which
  * would stay at ordinary values. */
@@ -203,7 +203,9 @@ static int step_saturation(const peat_finding *was, const peat_diagnosis *d, pea
     return 1;
 }
 
-/* 2. errors only where the exact result is subnormal, as zeros: flushed. */
+/* 2. errors only where the exact result is subnormal, as zeros: flushed (before the saturation
+ * step: a probe of large values also makes the subnormal results a flush loses, and scaling it
+ * down takes both away). */
 static int step_flush(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
 {
     if (d->base_subnormal < SUBNORMAL_MIN) return 0;
@@ -223,7 +225,7 @@ static int step_flush(const peat_finding *was, const peat_diagnosis *d, peat_fin
     return 1;
 }
 
-/* 3. structure: with the inputs permuted, the errors stay at their positions (decided) or move
+/* 4. structure: with the inputs permuted, the errors stay at their positions (decided) or move
  * with the values (*moved: structure ruled out for the steps after). */
 static int step_permutation(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
                             int *moved)
@@ -252,7 +254,7 @@ static int step_permutation(const peat_finding *was, const peat_diagnosis *d, pe
     return 1;
 }
 
-/* 4. one axis at a time (GEMM): wrong at this shape, right one row or column further. */
+/* 5. one axis at a time (GEMM): wrong at this shape, right one row or column further. */
 static int step_shape(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
 {
     const peat_exp_outcome *sm = ran(d, PEAT_EXP_SHAPE_M), *sn = ran(d, PEAT_EXP_SHAPE_N);
@@ -310,7 +312,7 @@ static const char *rounding_or_function(const peat_diagnosis *d, int *function, 
     return "jitter";
 }
 
-/* 5. rounding (the precision family) or another function (WRONG_RESULT; a region the
+/* 6. rounding (the precision family) or another function (WRONG_RESULT; a region the
  * permutation did not move stays STRUCTURAL: a function error confined to positions). */
 static int step_function(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
                          int moved)
@@ -379,7 +381,7 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
     if (!peat_detector_diagnosable(was) || !d || !d->ran) return 0;
     int moved = 0;
     if (!d->base[0] || d->base_cancel ||
-        !(step_nonfinite(was, d, out) || step_saturation(was, d, out) || step_flush(was, d, out) ||
+        !(step_nonfinite(was, d, out) || step_flush(was, d, out) || step_saturation(was, d, out) ||
           step_permutation(was, d, out, &moved) || step_shape(was, d, out) ||
           step_function(was, d, out, moved)))
         stands(was, d, out);

@@ -114,6 +114,22 @@ Test(diagnose, permutations_keep_the_op, .init = setup)
         cv.in[1] = gauss(r, 4, (int64_t[]){O, C, KH, KW});
         check_permutation(&cv);
     }
+    /* pooling: planes, and each plane turned by 180 degrees where the windows tile it evenly */
+    static const int64_t pq[][7] = {{2, 3, 6, 4, 2, 2, 0}, {1, 2, 5, 7, 3, 1, 1}};
+    for (int s2 = 0; s2 < 2; s2++)
+        for (int op = 0; op < 4; op++) {
+            static const peat_op_kind ops[4] = {PEAT_OP_MAXPOOL2D, PEAT_OP_MAXPOOL2D_BWD,
+                                                PEAT_OP_AVGPOOL2D, PEAT_OP_AVGPOOL2D_BWD};
+            const int64_t *q = pq[s2];
+            int64_t OH = (q[2] + 2 * q[6] - q[4]) / q[5] + 1,
+                    OW = (q[3] + 2 * q[6] - q[4]) / q[5] + 1;
+            peat_args pa = {.op = ops[op]};
+            memcpy(pa.p.i, q, 7 * sizeof *q);
+            const int64_t xs[4] = {q[0], q[1], q[2], q[3]}, ys[4] = {q[0], q[1], OH, OW};
+            if (op != 3) pa.in[pa.n_in++] = gauss(r, 4, xs);
+            if (op % 2) pa.in[pa.n_in++] = gauss(r, 4, ys);
+            check_permutation(&pa);
+        }
     peat_args ad = {.op = PEAT_OP_ADAMW, .n_in = 4};
     ad.p.i[0] = 17, ad.p.i[1] = 3;
     ad.p.f[0] = 1e-3, ad.p.f[1] = 0.9, ad.p.f[2] = 0.999, ad.p.f[3] = 1e-8, ad.p.f[4] = 0.01;

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyzer/probe.h"
 #include "harness/run/run.h"
@@ -247,7 +248,9 @@ static peat_campaign_result *run_opt(const char *kernel, const char *flow, int p
     peat_campaign_opts o;
     peat_campaign_opts_default(&o);
     char out[256];
-    snprintf(out, sizeof out, "test-out/probe-%s-%s", kernel, flow);
+    /* the test's process id in the folder: two tests run the same kernel and flow, and Criterion
+     * may run them side by side (each test is a process of its own) */
+    snprintf(out, sizeof out, "test-out/probe-%s-%s-%ld", kernel, flow, (long)getpid());
     o.kernel = kernel, o.flow = flow, o.out_dir = out, o.force = 1, o.quiet = 1;
     o.no_probes = !probes, o.no_runtime = 1, o.iters = 20, o.calls = 24;
     if (optimizer) o.optimizer = optimizer;

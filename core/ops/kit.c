@@ -312,6 +312,39 @@ peat_status peat_op_probe_row_counts(peat_probe_sink *s, const peat_record *rec,
     return PEAT_OK;
 }
 
+peat_status peat_op_probe_row_lengths(peat_probe_sink *s, const peat_record *rec)
+{
+    static const int64_t lens[] = {1, 3, 5, 7, 17, 33, 65, 129};
+    int64_t R = rec->p.i[0] < 64 ? rec->p.i[0] : 64, C0 = rec->p.i[1], rows = rec->p.i[0] * C0;
+    peat_status st = PEAT_OK;
+    char label[96];
+    for (size_t i = 0; st == PEAT_OK && i < sizeof lens / sizeof lens[0]; i++) {
+        int64_t C = lens[i];
+        if (C == C0) continue;
+        snprintf(label, sizeof label, "shape row length %lld (recorded %lld)", (long long)C,
+                 (long long)C0);
+        peat_args *a = s->add(s->ctx, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label);
+        if (!a) {
+            st = PEAT_ERROR(PEAT_ERR_NOMEM, "probe list");
+            break;
+        }
+        a->op = rec->op, a->p = rec->p, a->p.i[0] = R, a->p.i[1] = C;
+        for (int k = 0; st == PEAT_OK && k < rec->n_in; k++) {
+            int row = peat_tensor_numel(rec->in[k]) == rows;
+            int64_t n = row ? R * C : C;
+            peat_tensor *t = NULL;
+            st = peat_tensor_alloc(PEAT_DTYPE_F32, 1, &n, &t);
+            if (st != PEAT_OK) break;
+            a->in[k] = t, a->n_in = k + 1;
+            /* the recorded values, each row (vector) cut short or cycled to the new length */
+            const float *x = rec->in[k]->data;
+            float *y = t->data;
+            for (int64_t q = 0; q < n; q++) y[q] = row ? x[q / C * C0 + q % C % C0] : x[q % C0];
+        }
+    }
+    return st;
+}
+
 /* ---- synthetic calls ---- */
 
 void peat_op_shape(int *nd, int64_t s[][PEAT_MAX_DIMS], peat_dtype *dt, int *k, int d, int64_t a,

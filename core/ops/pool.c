@@ -171,18 +171,28 @@ static peat_status pool_probes(peat_probe_sink *s, const peat_record_list *recs,
     return PEAT_OK;
 }
 
-/* ---- permutation: the N C planes of every tensor ---- */
+/* ---- permutation: the N C planes of every tensor, and, where the windows tile the padded
+ * image evenly ((H + 2 pad - K) and (W + 2 pad - K) multiples of the stride), every plane turned
+ * by 180 degrees (its row-major pixels reversed, input and output alike): the windows map onto
+ * windows, so the exact result follows, and a defect tied to the last row or column stays there
+ * while the values move to the first ---- */
 static int pool_perm(const peat_args *a, peat_op_perm *out)
 {
-    int64_t NC = P(0) * P(1);
-    if (NC < 2) return 0;
+    int64_t NC = P(0) * P(1), HW = P(2) * P(3), OHW = pool_oh(&a->p) * pool_ow(&a->p);
+    int even = (P(2) + 2 * P(6) - P(4)) % P(5) == 0 && (P(3) + 2 * P(6) - P(4)) % P(5) == 0;
+    if (NC < 2 && !even) return 0;
     out->len[0] = NC;
-    for (int k = 0; k < a->n_in; k++) {
-        out->in_mask |= 1u << k;
-        out->in[k] = peat_op_view(NC, 1, peat_tensor_numel(a->in[k]) / NC, 0, -1, -1);
+    if (even) {
+        out->len[1] = HW, out->len[2] = OHW;
+        out->pairs[1] = out->pairs[2] = PEAT_PERM_REVERSE;
     }
-    int64_t w = is_bwd(a->op) ? P(2) * P(3) : pool_oh(&a->p) * pool_ow(&a->p);
-    out->out = peat_op_view(NC, 1, w, 0, -1, -1);
+    for (int k = 0; k < a->n_in; k++) {
+        int64_t n = peat_tensor_numel(a->in[k]) / NC;
+        out->in_mask |= 1u << k;
+        out->in[k] = peat_op_view(NC, 1, n, 0, -1, even ? (n == HW ? 1 : 2) : -1);
+    }
+    int64_t w = is_bwd(a->op) ? HW : OHW;
+    out->out = peat_op_view(NC, 1, w, 0, -1, even ? (w == HW ? 1 : 2) : -1);
     return 1;
 }
 

@@ -63,13 +63,14 @@ static peat_status softmax_mask(peat_probe_sink *s, const peat_record *rec)
     return PEAT_OK;
 }
 
-/* row counts; large logits and logits shifted by +100; logits spread to +-100 (exp overflows past
- * 88.7 without the max shift); a -inf causal mask */
+/* row counts and row lengths; large logits and logits shifted by +100; logits spread to +-100
+ * (exp overflows past 88.7 without the max shift); a -inf causal mask */
 static peat_status softmax_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
 {
     (void)seed;
     const peat_record *rec = recs->items[0];
     PEAT_TRY(peat_op_probe_row_counts(s, rec, 0));
+    PEAT_TRY(peat_op_probe_row_lengths(s, rec));
     PEAT_TRY(peat_op_probe_from_record(s, rec, PEAT_PROBE_TAG_OVERFLOW, "value large logits (x40)",
                                        0, 40.0, 0.0, -1));
     PEAT_TRY(peat_op_probe_from_record(s, rec, PEAT_PROBE_TAG_OVERFLOW,

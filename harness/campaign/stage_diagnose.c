@@ -24,6 +24,7 @@ typedef struct judged {
     peat_signature sc, sg;
     double *err[PEAT_MAX_IO];
     int64_t n[PEAT_MAX_IO];
+    int small;              /* no gross error in any output */
     int fails[PEAT_MAX_IO]; /* output with a gross error (beyond PEAT_GROSS_FACTOR bounds, or not
                                finite), or beyond the bound where no output has a gross error:
                                the outputs the defect reaches */
@@ -56,13 +57,32 @@ static peat_status errors_of(judged *j)
         for (int64_t i = 0; i < n && !j->fails[o]; i++)
             j->fails[o] = isnan(j->err[o][i]) || fabs(j->err[o][i]) > PEAT_GROSS_FACTOR;
     }
-    /* no gross error anywhere (a slip of a few bounds): the outputs beyond the bound */
+    /* no gross error anywhere (a slip of a few bounds): the outputs beyond the bound are those
+     * the defect reaches; none beyond it either (a statistical finding): every output */
     int any = 0;
     for (int o = 0; o < j->c.n_out; o++) any |= j->fails[o];
+    j->small = !any;
     for (int o = 0; o < j->c.n_out && !any; o++)
         for (int64_t i = 0; i < j->n[o] && !j->fails[o]; i++)
             j->fails[o] = fabs(j->err[o][i]) > 1.0;
+    for (int o = 0; o < j->c.n_out; o++) any |= j->fails[o];
+    for (int o = 0; o < j->c.n_out && !any; o++) j->fails[o] = 1;
     return PEAT_OK;
+}
+
+/* Each error signed toward or away from zero (times the exact value's sign). On a base with no
+ * gross error (errors of a few bounds, as roundings make) the jitter reads them so: a rounding
+ * toward zero is then one-signed whatever the values, and the jitter, which keeps every value's
+ * sign, does not keep its errors' signs for it. A gross error keeps its own sign: an output zeroed
+ * or replaced is as far from the exact value as the value itself, and its sign is what the jitter
+ * reads. */
+static void signs_toward_zero(judged *j)
+{
+    for (int o = 0; o < j->c.n_out; o++) {
+        const double *ex = j->e.out[o]->data;
+        for (int64_t i = 0; i < j->n[o]; i++)
+            if (ex[i] < 0.0) j->err[o][i] = -j->err[o][i];
+    }
 }
 
 static peat_status run_judged(const peat_campaign *c, const peat_campaign_opts *o,
@@ -132,10 +152,33 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
  * per-channel output such as a running variance, a few of its values over), beyond a quarter of
  * one: still above the rounding noise an honest output keeps (a tenth of the bound, typically),
  * which the jitter redraws. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static double jitter_corr_of(const double *b, const double *x, int64_t n)
 {
     double r = peat_analyzer_exp_corr(b, x, NULL, n, 1.0);
-    return isnan(r) ? peat_analyzer_exp_corr(b, x, NULL, n, 0.25) : r;
+    if (!isnan(r)) return r;
+    r = peat_analyzer_exp_corr(b, x, NULL, n, 0.25);
+    if (!isnan(r) || n < 80) return r;
+    /* nothing near the bound (a statistical finding: errors several times the golden's, all
+     * inside it): the largest tenth of the base's errors, where the candidate's departure
+     * dominates its own rounding */
+    double *a = malloc((size_t)n * sizeof *a);
+    if (!a) return r;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(b[i])) a[m++] = fabs(b[i]);
+    double t = NAN;
+    if (m >= 80) {
+        qsort(a, (size_t)m, sizeof *a, cmp_double);
+        t = a[m - m / 10];
+    }
+    free(a);
+    return t > 0.0 ? peat_analyzer_exp_corr(b, x, NULL, n, t) : r;
 }
 
 /* Correlation of the jittered call's errors with the base's, over the outputs the base fails. */
@@ -176,6 +219,7 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
     PEAT_TRY(st);
     judged x;
     st = run_judged(c, o, &ex.args, ctx, recorded, &x);
+    if (st == PEAT_OK && !x.kernel_failed && b->small) signs_toward_zero(&x);
     if (st == PEAT_OK && x.kernel_failed) out->ran = -1;
     if (st == PEAT_OK && !x.kernel_failed) {
         out->ran = 1;
@@ -322,6 +366,7 @@ peat_status peat_campaign_stage_diagnose(peat_campaign *c)
     judged base;
     memset(&base, 0, sizeof base);
     if (st == PEAT_OK) st = find_base(c, &po, &ctx, &primary, &set, &base, d);
+    if (st == PEAT_OK && d->base[0] && base.small) signs_toward_zero(&base);
     for (int k = 0; k < PEAT_EXP_COUNT && st == PEAT_OK && d->base[0] && !d->base_cancel; k++)
         st = experiment_one(c, &po, &ctx, &base, !strncmp(d->base, "recorded", 8), (peat_exp_kind)k,
                             &d->exp[k]);
