@@ -25,7 +25,9 @@ typedef enum peat_probe_tag {
     PEAT_PROBE_TAG_SUBNORMAL,
     PEAT_PROBE_TAG_OVERFLOW,
     PEAT_PROBE_TAG_CANCEL,
-    PEAT_PROBE_TAG_EXACT
+    PEAT_PROBE_TAG_EXACT,
+    PEAT_PROBE_TAG_EXTENT /* the recorded values at other extents (rows, row lengths, sequence
+                             lengths): what fails there follows the shape, not the values */
 } peat_probe_tag;
 
 /* Where an op's probe generator puts its probes (the analyzer's probe set): add() appends an

@@ -131,6 +131,8 @@ typedef struct peat_diagnosis {
     char base[96];       /* the call the experiments start from ("" when none fails alone) */
     int base_cancel;     /* the base is a cancellation probe: ill-conditioned by design */
     int base_overflow;   /* the base is a probe pushing values toward overflow */
+    int base_extent;     /* the base is the recorded values at another extent (rows, row
+                            lengths, sequence length) */
     peat_finding base_f; /* the detector's primary finding on the base call */
     int64_t base_n, base_gross, base_nonfinite;
     double base_subnormal; /* share of the base's errors beyond the bound where |exact| < FLT_MIN */

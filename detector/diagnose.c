@@ -339,6 +339,17 @@ static int step_function(const peat_finding *was, const peat_diagnosis *d, peat_
                "permutation does not move them with the values)");
         return 1;
     }
+    if (d->base_extent && !moved) {
+        decide(out, was, PEAT_FIND_STRUCTURAL, "shape", exp_name,
+               "WRONG_RESULT, REDUCED_PRECISION, TRUNCATION, FTZ, RANGE");
+        set_ev(out, 0, "%s: not a rounding effect", why);
+        set_ev(out, 1,
+               "the base (%.80s) holds the recorded values at another extent, and the recorded "
+               "calls pass: a path taken at this extent (a loop's tail, a tile), not a formula, "
+               "which would be wrong on the recorded calls' values too",
+               d->base);
+        return 1;
+    }
     char params[128];
     snprintf(params, sizeof params, "formula,bits=%.1f%s%s", d->base_eff_bits,
              d->n_outputs > 1 ? ",outputs=" : "", d->n_outputs > 1 ? d->outputs : "");

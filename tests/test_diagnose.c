@@ -299,6 +299,22 @@ Test(diagnose, decisions_follow_the_experiments)
     d.exp[PEAT_EXP_SCALE_UP] = (peat_exp_outcome){.ran = 1, .fails = 0};
     f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
     EXPECT_CLASS(f, PEAT_FIND_FTZ, "scale 2^+32");
+    /* ... also on a large-values probe whose errors go away at 2^-16 (the flush first) */
+    d.base_overflow = 1;
+    d.exp[PEAT_EXP_SCALE_DOWN] = (peat_exp_outcome){.ran = 1, .fails = 0, .n = 1000};
+    f = decided_from(PEAT_FIND_RANGE, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_FTZ, "scale 2^+32");
+    /* another function on the recorded values at another extent: a path (STRUCTURAL shape);
+     * rounding there stays rounding (a loss that grows with the length) */
+    d = base_diag(1000, 900);
+    d.base_extent = 1;
+    d.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.99};
+    f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_STRUCTURAL, "jitter");
+    cr_expect_str_eq(f.params, "shape", "params %s", f.params);
+    d.exp[PEAT_EXP_JITTER].corr = 0.05;
+    f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_REDUCED_PRECISION, "jitter");
     /* errors that stay at their positions under a permutation: structural */
     d = base_diag(1000, 40);
     d.exp[PEAT_EXP_PERMUTE] = (peat_exp_outcome){.ran = 1, .fails = 1, .stay = 0.95, .follow = 0.1};

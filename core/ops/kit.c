@@ -284,7 +284,7 @@ static peat_status rows_probe(peat_probe_sink *s, const peat_record *rec, int64_
     snprintf(label, sizeof label,
              attn ? "shape T=%lld (recorded %lld)" : "shape rows=%lld (recorded %lld)",
              (long long)n, (long long)m);
-    peat_args *p = s->add(s->ctx, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label);
+    peat_args *p = s->add(s->ctx, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_EXTENT, label);
     if (!p) return PEAT_ERROR(PEAT_ERR_NOMEM, "probe list");
     p->op = rec->op, p->p = rec->p;
     p->p.i[attn ? 2 : 0] = n;
@@ -323,7 +323,7 @@ peat_status peat_op_probe_row_lengths(peat_probe_sink *s, const peat_record *rec
         if (C == C0) continue;
         snprintf(label, sizeof label, "shape row length %lld (recorded %lld)", (long long)C,
                  (long long)C0);
-        peat_args *a = s->add(s->ctx, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_NONE, label);
+        peat_args *a = s->add(s->ctx, PEAT_PROBE_SHAPE, PEAT_PROBE_TAG_EXTENT, label);
         if (!a) {
             st = PEAT_ERROR(PEAT_ERR_NOMEM, "probe list");
             break;

@@ -330,6 +330,7 @@ static peat_status find_base(const peat_campaign *c, const peat_campaign_opts *o
                 base_facts(base, label, d);
                 d->base_cancel = po->tag == PEAT_PROBE_TAG_CANCEL;
                 d->base_overflow = po->tag == PEAT_PROBE_TAG_OVERFLOW;
+                d->base_extent = po->tag == PEAT_PROBE_TAG_EXTENT;
                 return PEAT_OK;
             }
             judged_free(base);
