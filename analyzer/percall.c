@@ -48,31 +48,43 @@ static void plane_partition(const float *t, const double *e, const double *mag, 
     out->plane_confined = out->wrong_planes > 0 && clean > 0;
 }
 
+/* Trailing rows (columns) wrong: >= ROW_WRONG of their live elements gross. A trailing row with
+ * no live element (max pooling's last input column when no window reaches it) is passed over,
+ * and counts only when wrong ones follow it. */
+static int64_t edge_count(const int64_t *wrong, const int64_t *live, int64_t n)
+{
+    int64_t k = 0, dead = 0;
+    while (k < n && live[n - 1 - k] == 0) k++, dead++;
+    int64_t w = 0;
+    while (k + w < n && live[n - 1 - k - w] > 0 &&
+           wrong[n - 1 - k - w] >= ROW_WRONG * (double)live[n - 1 - k - w])
+        w++;
+    return w > 0 ? dead + w : 0;
+}
+
 peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor *exact,
                                       const double *mag, int64_t depth, int64_t rows, int64_t cols,
                                       peat_edge_region *out)
 {
     const float *t = test->data;
     const double *e = exact->data;
-    int64_t *rw = calloc((size_t)rows, sizeof *rw), *cw = calloc((size_t)cols, sizeof *cw);
-    if (!rw || !cw) {
-        free(rw), free(cw);
-        return PEAT_ERROR(PEAT_ERR_NOMEM, "edge region counts");
-    }
+    int64_t *rw = calloc((size_t)(2 * (rows + cols)), sizeof *rw);
+    if (!rw) return PEAT_ERROR(PEAT_ERR_NOMEM, "edge region counts");
+    /* per row and column: gross errors, and live elements (an exact value other than 0, or a
+     * wrong one): an output that is mostly exact zeros (max pooling's gradient, non-zero only at
+     * each window's maximum) shows a dropped row by its live elements alone */
+    int64_t *cw = rw + rows, *rl = cw + cols, *cl = rl + rows;
     /* a tensor of several planes (heads, images x channels) folds onto one plane */
     int64_t n = 0, planes = peat_tensor_numel(test) / (rows * cols);
     for (int64_t x = 0; x < planes * rows * cols; x++) {
-        if (!gross((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth)) continue;
+        int g = gross((double)t[x], e[x], mag ? mag[x] : fabs(e[x]), depth);
+        if (g || e[x] != 0.0) rl[x / cols % rows]++, cl[x % cols]++;
+        if (!g) continue;
         rw[x / cols % rows]++, cw[x % cols]++, n++;
     }
     out->rows = rows, out->cols = cols, out->n_gross = n;
-    out->edge_rows = out->edge_cols = 0;
-    while (out->edge_rows < rows &&
-           rw[rows - 1 - out->edge_rows] >= ROW_WRONG * (double)(cols * planes))
-        out->edge_rows++;
-    while (out->edge_cols < cols &&
-           cw[cols - 1 - out->edge_cols] >= ROW_WRONG * (double)(rows * planes))
-        out->edge_cols++;
+    out->edge_rows = edge_count(rw, rl, rows);
+    out->edge_cols = edge_count(cw, cl, cols);
     /* every gross error inside the trailing rows or columns (second pass) */
     int64_t outside = 0, r0 = rows - out->edge_rows, c0 = cols - out->edge_cols;
     for (int64_t x = 0; x < planes * rows * cols; x++) {
@@ -88,6 +100,6 @@ peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor
     out->confined = n > 0 && outside == 0 && r0 > 0 && c0 > 0 && (r0 < rows || c0 < cols) &&
                     2 * r0 >= rows && 2 * c0 >= cols;
     plane_partition(t, e, mag, depth, planes, rows * cols, out);
-    free(rw), free(cw);
+    free(rw);
     return PEAT_OK;
 }

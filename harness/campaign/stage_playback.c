@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 /* The plane an output's structure is read in, along the op's own axes: attention [B,H,T,D]
- * (and its logsumexp [B,H,T], its gradients) as heads of T x D; conv [N,C,H,W] outputs as
- * images x channels of H x W; a batched GEMM's [B,M,N] as B planes of M x N; everything else
- * as the matrix of its last axis (rows x columns for GEMM). An unwritten last query tile or output
- * row block is then one edge of the plane. */
+ * (and its logsumexp [B,H,T], its gradients) as heads of T x D; conv and pooling [N,C,H,W]
+ * outputs as images x channels of H x W; a batched GEMM's [B,M,N] as B planes of M x N; everything
+ * else as the matrix of its last axis (rows x columns for GEMM). An unwritten last query tile or
+ * output row block is then one edge of the plane. */
 void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor *exact,
                                   int64_t *rows, int64_t *cols)
 {
@@ -27,7 +27,9 @@ void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor 
     *cols = exact->shape[exact->ndim - 1];
     *rows = n / *cols;
     int attn = in->op == PEAT_OP_ATTENTION || in->op == PEAT_OP_ATTENTION_BWD;
-    int conv = in->op == PEAT_OP_CONV2D || in->op == PEAT_OP_CONV2D_BWD_DATA;
+    int conv = in->op == PEAT_OP_CONV2D || in->op == PEAT_OP_CONV2D_BWD_DATA ||
+               in->op == PEAT_OP_MAXPOOL2D || in->op == PEAT_OP_MAXPOOL2D_BWD ||
+               in->op == PEAT_OP_AVGPOOL2D || in->op == PEAT_OP_AVGPOOL2D_BWD;
     if (attn && exact->ndim == 4) *rows = exact->shape[2];
     if (attn && exact->ndim == 3 && o == 1) *rows = exact->shape[2], *cols = 1;
     if (conv && exact->ndim == 4) *rows = exact->shape[2];
