@@ -110,12 +110,19 @@ static const peat_exp_outcome *ran(const peat_diagnosis *d, peat_exp_kind k)
 static void rounding_class(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
                            const char *experiment, const char *why)
 {
-    peat_finding_class c =
-        was->cls == PEAT_FIND_TRUNCATION || was->cls == PEAT_FIND_REDUCED_PRECISION ? was->cls
-        : d->base_toward_zero ? PEAT_FIND_TRUNCATION
-                              : PEAT_FIND_REDUCED_PRECISION;
+    /* a range or flush finding is of the same family (exact on exactly representable data, no
+     * other function): it keeps its class and parameters (fp16's range under a GEMM's
+     * unscaled gradients) */
+    peat_finding_class c = was->cls == PEAT_FIND_TRUNCATION ||
+                                   was->cls == PEAT_FIND_REDUCED_PRECISION ||
+                                   was->cls == PEAT_FIND_RANGE || was->cls == PEAT_FIND_FTZ
+                               ? was->cls
+                           : d->base_toward_zero ? PEAT_FIND_TRUNCATION
+                                                 : PEAT_FIND_REDUCED_PRECISION;
     char params[128];
-    if (c == PEAT_FIND_TRUNCATION)
+    if (c == PEAT_FIND_RANGE || c == PEAT_FIND_FTZ)
+        snprintf(params, sizeof params, "%s", was->params);
+    else if (c == PEAT_FIND_TRUNCATION)
         snprintf(params, sizeof params, "toward_zero,bits=%.1f", d->base_eff_bits);
     else
         snprintf(params, sizeof params, "bits=%.1f%s%s", d->base_eff_bits,
@@ -126,7 +133,10 @@ static void rounding_class(const peat_finding *was, const peat_diagnosis *d, pea
            "on the base call (%.80s) the kernel keeps %.1f effective bits%s: a rounding effect, "
            "%s",
            d->base, d->base_eff_bits, d->base_toward_zero ? ", its errors shrink |x|" : "",
-           c == PEAT_FIND_TRUNCATION ? "rounding toward zero" : "a narrower format somewhere");
+           c == PEAT_FIND_TRUNCATION ? "rounding toward zero"
+           : c == PEAT_FIND_RANGE    ? "values beyond a narrower format's range"
+           : c == PEAT_FIND_FTZ      ? "tiny values flushed"
+                                     : "a narrower format somewhere");
 }
 
 /* Per output (an optimizer's parameter and moments; layernorm's Y, mean and rstd): one output's
