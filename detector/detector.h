@@ -127,12 +127,16 @@ typedef struct peat_exp_outcome {
 } peat_exp_outcome;
 
 typedef struct peat_diagnosis {
-    int ran;             /* the stage looked for a base call */
-    char base[96];       /* the call the experiments start from ("" when none fails alone) */
-    int base_cancel;     /* the base is a cancellation probe: ill-conditioned by design */
-    int base_overflow;   /* the base is a probe pushing values toward overflow */
-    int base_extent;     /* the base is the recorded values at another extent (rows, row
-                            lengths, sequence length) */
+    int ran;           /* the stage looked for a base call */
+    char base[96];     /* the call the experiments start from ("" when none fails alone) */
+    int base_cancel;   /* the base is a cancellation probe: ill-conditioned by design */
+    int base_overflow; /* the base is a probe pushing values toward overflow */
+    int base_extent;   /* the base is the recorded values at another extent (rows, row
+                          lengths, sequence length) */
+    /* the base's first failing output read plane by plane (analyzer/probe.h, edge region):
+     * whole planes wrong and the others within the bound */
+    int base_plane_confined;
+    int64_t base_planes, base_wrong_planes, base_first_wrong_plane;
     peat_finding base_f; /* the detector's primary finding on the base call */
     int64_t base_n, base_gross, base_nonfinite;
     double base_subnormal; /* share of the base's errors beyond the bound where |exact| < FLT_MIN */

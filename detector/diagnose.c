@@ -264,7 +264,31 @@ static int step_permutation(const peat_finding *was, const peat_diagnosis *d, pe
     return 1;
 }
 
-/* 5. one axis at a time (GEMM): wrong at this shape, right one row or column further. */
+/* 5. whole planes of the base wrong (batch entries, heads, images x channels), the others within
+ * the bound, and the permutation did not move the errors with the values: a plane mapped or
+ * skipped wrongly (a formula would reach every plane) */
+static int step_planes(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
+                       int moved)
+{
+    if (!d->base_plane_confined || moved) return 0;
+    char params[96];
+    snprintf(params, sizeof params, "planes,wrong=%lld/%lld,first=%lld",
+             (long long)d->base_wrong_planes, (long long)d->base_planes,
+             (long long)d->base_first_wrong_plane);
+    decide(out, was, PEAT_FIND_TILE, was->cls == PEAT_FIND_TILE ? was->params : params,
+           "base call planes", "WRONG_RESULT, REDUCED_PRECISION");
+    set_ev(out, 0,
+           "on the base call (%.80s) %lld of its %lld planes (batch entries, heads or images x "
+           "channels) are wrong, the first at %lld, and every other plane is within the bound",
+           d->base, (long long)d->base_wrong_planes, (long long)d->base_planes,
+           (long long)d->base_first_wrong_plane);
+    set_ev(out, 1,
+           "a formula or precision error would reach every plane alike: a plane mapped, "
+           "skipped or indexed wrongly");
+    return 1;
+}
+
+/* 6. one axis at a time (GEMM): wrong at this shape, right one row or column further. */
 static int step_shape(const peat_finding *was, const peat_diagnosis *d, peat_finding *out)
 {
     const peat_exp_outcome *sm = ran(d, PEAT_EXP_SHAPE_M), *sn = ran(d, PEAT_EXP_SHAPE_N);
@@ -322,7 +346,7 @@ static const char *rounding_or_function(const peat_diagnosis *d, int *function, 
     return "jitter";
 }
 
-/* 6. rounding (the precision family) or another function (WRONG_RESULT; a region the
+/* 7. rounding (the precision family) or another function (WRONG_RESULT; a region the
  * permutation did not move stays STRUCTURAL: a function error confined to positions). */
 static int step_function(const peat_finding *was, const peat_diagnosis *d, peat_finding *out,
                          int moved)
@@ -403,8 +427,8 @@ int peat_detector_diagnose(const peat_finding *was, const peat_diagnosis *d, pea
     int moved = 0;
     if (!d->base[0] || d->base_cancel ||
         !(step_nonfinite(was, d, out) || step_flush(was, d, out) || step_saturation(was, d, out) ||
-          step_permutation(was, d, out, &moved) || step_shape(was, d, out) ||
-          step_function(was, d, out, moved)))
+          step_permutation(was, d, out, &moved) || step_planes(was, d, out, moved) ||
+          step_shape(was, d, out) || step_function(was, d, out, moved)))
         stands(was, d, out);
     return 1;
 }

@@ -304,6 +304,19 @@ Test(diagnose, decisions_follow_the_experiments)
     d.exp[PEAT_EXP_SCALE_DOWN] = (peat_exp_outcome){.ran = 1, .fails = 0, .n = 1000};
     f = decided_from(PEAT_FIND_RANGE, "", &d);
     EXPECT_CLASS(f, PEAT_FIND_FTZ, "scale 2^+32");
+    /* whole planes of the base wrong, the others within the bound: a plane map, unless the
+     * permutation moved the errors with the values */
+    d = base_diag(1000, 750);
+    d.base_plane_confined = 1, d.base_planes = 4, d.base_wrong_planes = 3;
+    d.base_first_wrong_plane = 1;
+    d.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.99};
+    f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_STRUCTURAL, "base call planes");
+    cr_expect_str_eq(f.params, "planes,wrong=3/4,first=1", "params %s", f.params);
+    d.base_gross = 400; /* confined: the permutation is read, and here the errors follow */
+    d.exp[PEAT_EXP_PERMUTE] = (peat_exp_outcome){.ran = 1, .fails = 1, .stay = 0.1, .follow = 0.95};
+    f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
     /* another function on the recorded values at another extent: a path (STRUCTURAL shape);
      * rounding there stays rounding (a loss that grows with the length) */
     d = base_diag(1000, 900);

@@ -3,8 +3,10 @@
  * the experiments of analyzer/experiment.h run on it, and detector/diagnose.c keeps the class
  * whose prediction held (docs/detector.md, "Differential diagnosis"). */
 #include "analyzer/experiment.h"
+#include "analyzer/probe.h"
 #include "core/clock.h"
 #include "harness/campaign/stages.h"
+#include "harness/campaign/work.h"
 
 #include "golden/golden.h"
 
@@ -146,6 +148,26 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
             snprintf(d->outputs + w, sizeof d->outputs - w, "%s%d", w ? "+" : "", o);
         }
     if (b->c.op == PEAT_OP_GEMM) d->gemm_m = b->c.p.i[2], d->gemm_n = b->c.p.i[3];
+    /* the first failing output plane by plane (heads, batch entries, images x channels) */
+    int o = 0;
+    while (o < b->c.n_out && !b->fails[o]) o++;
+    if (o == b->c.n_out || b->c.out[o]->dtype != PEAT_DTYPE_F32) return;
+    int64_t n = peat_tensor_numel(b->e.out[o]), rows = 0, cols = 0;
+    double *mag = malloc((size_t)(n ? n : 1) * sizeof *mag);
+    peat_edge_region r;
+    memset(&r, 0, sizeof r);
+    peat_campaign_playback_plane(&b->c, o, b->e.out[o], &rows, &cols);
+    if (mag && rows > 0 && cols > 0 &&
+        peat_golden_magnitude(&b->c, o, b->e.out[o], mag) == PEAT_OK &&
+        peat_analyzer_edge_region(b->c.out[o], b->e.out[o], mag,
+                                  peat_op_info_get(b->c.op)->depth(&b->c.p), rows, cols,
+                                  &r) == PEAT_OK) {
+        d->base_plane_confined = r.plane_confined;
+        d->base_planes = r.planes, d->base_wrong_planes = r.wrong_planes;
+        d->base_first_wrong_plane = r.first_wrong_plane;
+    }
+    peat_error_clear();
+    free(mag);
 }
 
 /* The jitter's correlation over the elements beyond one bound, or, where fewer than 8 are (a
