@@ -173,61 +173,32 @@ static peat_status gemm_fp8_golden(const peat_args *a, const peat_kernel *self)
     return peat_golden_gemm_blas_run(&b, self);
 }
 
+/* One GEMM reference: fp32 inputs, its output and accumulator types, one thread. */
+#define GEMM_REF(nm, opk, rl, dt, f, d)                                                            \
+    {                                                                                              \
+        .name = nm, .op = opk, .role = rl, .backend = PEAT_BACKEND_HOST,                           \
+        .in_dtype = PEAT_DTYPE_F32, .out_dtype = dt, .acc_dtype = dt,                              \
+        .cfg = {.threads = 1, .vec_width = GEMM_VW}, .fn = f, .desc = d                            \
+    }
+
 peat_status peat_golden_register_gemm(void)
 {
     static const peat_kernel ks[] = {
-        {.name = "gemm_exact",
-         .op = PEAT_OP_GEMM,
-         .role = PEAT_ROLE_EXACT,
-         .backend = PEAT_BACKEND_HOST,
-         .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F64,
-         .acc_dtype = PEAT_DTYPE_F64,
-         .cfg = {.threads = 1, .vec_width = GEMM_VW},
-         .fn = gemm_exact,
-         .desc = "fp64-accumulating reference GEMM"},
-        {.name = "gemm_golden",
-         .op = PEAT_OP_GEMM,
-         .role = PEAT_ROLE_GOLDEN,
-         .backend = PEAT_BACKEND_HOST,
-         .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F32,
-         .acc_dtype = PEAT_DTYPE_F32,
-         .cfg = {.threads = 1, .vec_width = GEMM_VW},
-         .fn = peat_golden_gemm_blas_run,
-         .desc = "trusted fp32 GEMM: OpenBLAS sgemm, one thread (the plain loop without BLAS)"},
+        GEMM_REF("gemm_exact", PEAT_OP_GEMM, PEAT_ROLE_EXACT, PEAT_DTYPE_F64, gemm_exact,
+                 "fp64-accumulating reference GEMM"),
+        GEMM_REF("gemm_golden", PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, PEAT_DTYPE_F32,
+                 peat_golden_gemm_blas_run,
+                 "trusted fp32 GEMM: OpenBLAS sgemm, one thread (the plain loop without BLAS)"),
         /* registered after gemm_golden, which is the op's golden (the first of its role) */
-        {.name = "gemm_plain",
-         .op = PEAT_OP_GEMM,
-         .role = PEAT_ROLE_GOLDEN,
-         .backend = PEAT_BACKEND_HOST,
-         .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F32,
-         .acc_dtype = PEAT_DTYPE_F32,
-         .cfg = {.threads = 1, .vec_width = GEMM_VW},
-         .fn = peat_golden_gemm_plain_run,
-         .desc = "plain fp32 GEMM, sequential k order (the golden before OpenBLAS)"},
-        {.name = "gemm_fp8_exact",
-         .op = PEAT_OP_GEMM_FP8,
-         .role = PEAT_ROLE_EXACT,
-         .backend = PEAT_BACKEND_HOST,
-         .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F64,
-         .acc_dtype = PEAT_DTYPE_F64,
-         .cfg = {.threads = 1, .vec_width = GEMM_VW},
-         .fn = gemm_fp8_exact,
-         .desc = "fp8 GEMM in fp64 (the fp8 values exact, both scales applied)"},
-        {.name = "gemm_fp8_golden",
-         .op = PEAT_OP_GEMM_FP8,
-         .role = PEAT_ROLE_GOLDEN,
-         .backend = PEAT_BACKEND_HOST,
-         .in_dtype = PEAT_DTYPE_F32,
-         .out_dtype = PEAT_DTYPE_F32,
-         .acc_dtype = PEAT_DTYPE_F32,
-         .cfg = {.threads = 1, .vec_width = GEMM_VW},
-         .fn = gemm_fp8_golden,
-         .desc = "fp8 GEMM: the fp8 values through the golden sgemm, fp32 accumulation, the "
-                 "scales' product applied to the sums"},
+        GEMM_REF("gemm_plain", PEAT_OP_GEMM, PEAT_ROLE_GOLDEN, PEAT_DTYPE_F32,
+                 peat_golden_gemm_plain_run,
+                 "plain fp32 GEMM, sequential k order (the golden before OpenBLAS)"),
+        GEMM_REF("gemm_fp8_exact", PEAT_OP_GEMM_FP8, PEAT_ROLE_EXACT, PEAT_DTYPE_F64,
+                 gemm_fp8_exact, "fp8 GEMM in fp64 (the fp8 values exact, both scales applied)"),
+        GEMM_REF("gemm_fp8_golden", PEAT_OP_GEMM_FP8, PEAT_ROLE_GOLDEN, PEAT_DTYPE_F32,
+                 gemm_fp8_golden,
+                 "fp8 GEMM: the fp8 values through the golden sgemm, fp32 accumulation, the "
+                 "scales' product applied to the sums"),
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         peat_kernel c = ks[i];

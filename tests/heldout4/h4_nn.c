@@ -147,10 +147,9 @@ static void layernorm_d(const peat_args *a, int kind)
         }
         v /= (double)C;
         double rs = 1.0 / sqrt(v + eps);
-        for (int64_t j = 0; j < C; j++)
-            OUT(0)
-            [r * C + j] =
-                (float)((x[j] - m) * rs * IN(1)[j] + (kind == LN_BETA2 ? 2.0 : 1.0) * IN(2)[j]);
+        for (int64_t j = 0; j < C; j++) OUT(0)
+        [r * C + j] =
+            (float)((x[j] - m) * rs * IN(1)[j] + (kind == LN_BETA2 ? 2.0 : 1.0) * IN(2)[j]);
         OUT(1)[r] = (float)m, OUT(2)[r] = (float)rs;
     }
 }

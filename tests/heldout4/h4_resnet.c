@@ -41,9 +41,9 @@ static void bn_d(const peat_args *a, int kind)
             for (int64_t s = 0; s < S; s++) {
                 int64_t i = (n * C + c) * S + s;
                 OUT(0)
-                [i] =
-                    kind == BN_ONEPASS ? (float)((IN(0)[i] - m) * (double)rsf * IN(1)[c] + IN(2)[c])
-                                       : (float)((IN(0)[i] - mc) * rs * IN(1)[c] + IN(2)[c]);
+                [i] = kind == BN_ONEPASS
+                          ? (float)((IN(0)[i] - m) * (double)rsf * IN(1)[c] + IN(2)[c])
+                          : (float)((IN(0)[i] - mc) * rs * IN(1)[c] + IN(2)[c]);
             }
         OUT(1)[c] = (float)mc, OUT(2)[c] = kind == BN_ONEPASS ? rsf : (float)rs;
         OUT(3)[c] = (float)((1.0 - mom) * IN(3)[c] + mom * mc);
