@@ -24,7 +24,7 @@ from .track import Tracker
 _SWAPPABLE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu", "_softmax", "silu",
               "threshold_backward", "gelu_backward", "silu_backward", "_softmax_backward_data",
               "avg_pool2d", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
-              "embedding", "embedding_dense_backward"}
+              "embedding", "embedding_dense_backward", "sum", "mean"}
 # the PEAT ops swap can route (the ops of _SWAPPABLE)
 SWAP_OPS = sorted({o for n in _SWAPPABLE for o in PEAT_OPS[n]})
 # aten ops that compute a swappable op's result but are not mapped to it (a zero-match message
@@ -179,11 +179,13 @@ class swap(TorchDispatchMode):
             return out
         if self.module is not None and layer is None:
             return out  # not a call of the module's layers
-        if not self._due():
-            return out
         try:
             m = map_call(name, args, kwargs, out, self.state)[0]
         except Unmapped:
+            return out
+        if m.op != self.op:
+            return out  # a sum over leading dims is a bias gradient, not a reduce
+        if not self._due():
             return out
         c, ins = self._call(m)
         t0 = time.perf_counter()

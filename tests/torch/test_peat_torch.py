@@ -484,6 +484,24 @@ class Swap(unittest.TestCase):
             self.assertEqual(sw.swapped, 1, op + " swapped once")
             self.assertLess(abs(loss.item() - ref.item()), 1e-5, op)
 
+    def test_swap_reduce(self):
+        # sum and mean over trailing dims are PEAT's reduce; a sum over the leading dim is a bias
+        # gradient (bias_add_bwd), not eligible for a reduce swap
+        torch.manual_seed(0)
+        x = torch.randn(6, 40)
+        ref = x.mean(dim=1)
+        with peat_torch.swap(["mean", "sum"], kernel="reduce_golden", op="reduce",
+                             freq="1") as sw:
+            y = x.mean(dim=1)
+            x.sum(dim=0)
+        self.assertEqual((sw.eligible, sw.swapped), (1, 1), "the row mean alone swapped")
+        self.assertLess((y - ref).abs().max().item(), 1e-6, "the kernel's row means")
+        with peat_torch.swap(["sum"], kernel="bias_add_bwd_golden", op="bias_add_bwd",
+                             freq="1") as sw:
+            s = x.sum(dim=0)
+        self.assertEqual(sw.swapped, 1, "the leading-dim sum swapped as a bias gradient")
+        self.assertLess((s - x.double().sum(dim=0).float()).abs().max().item(), 1e-5)
+
     def test_swap_routes_calls(self):
         lin = nn.Linear(8, 8)
         x = torch.randn(4, 8)
