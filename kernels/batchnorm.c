@@ -66,26 +66,10 @@ static peat_status bn_onepass_bwd(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel batchnorm_kernels[] = {
-    {.name = "batchnorm_welford",
-     .op = PEAT_OP_BATCHNORM,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = bn_welford,
-     .desc = "batch norm with Welford channel statistics, Y = x scale + shift, fp32"},
-    {.name = "batchnorm_onepass_bwd",
-     .op = PEAT_OP_BATCHNORM_BWD,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = bn_onepass_bwd,
-     .desc = "batch norm backward, the channel sums in one pass, fp32"},
+    PEAT_KERNELS_F32("batchnorm_welford", PEAT_OP_BATCHNORM, bn_welford,
+                     "batch norm with Welford channel statistics, Y = x scale + shift, fp32"),
+    PEAT_KERNELS_F32("batchnorm_onepass_bwd", PEAT_OP_BATCHNORM_BWD, bn_onepass_bwd,
+                     "batch norm backward, the channel sums in one pass, fp32"),
 };
 
 peat_status peat_kernels_register_batchnorm(void)

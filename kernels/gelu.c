@@ -52,26 +52,10 @@ static peat_status gelu_tanh_bwd(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel gelu_kernels[] = {
-    {.name = "gelu_tanh",
-     .op = PEAT_OP_GELU,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = gelu_tanh,
-     .desc = "GELU via the tanh approximation (max 4.7e-4 from erf GELU)"},
-    {.name = "gelu_tanh_bwd",
-     .op = PEAT_OP_GELU_BWD,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = gelu_tanh_bwd,
-     .desc = "derivative of the tanh-approximated GELU (max 8.7e-4 from erf GELU')"},
+    PEAT_KERNELS_F32("gelu_tanh", PEAT_OP_GELU, gelu_tanh,
+                     "GELU via the tanh approximation (max 4.7e-4 from erf GELU)"),
+    PEAT_KERNELS_F32("gelu_tanh_bwd", PEAT_OP_GELU_BWD, gelu_tanh_bwd,
+                     "derivative of the tanh-approximated GELU (max 8.7e-4 from erf GELU')"),
 };
 
 peat_status peat_kernels_register_gelu(void)

@@ -28,6 +28,14 @@ peat_status peat_kernels_gemm_blocked(int64_t M, int64_t N, int64_t K, peat_kern
                                       peat_kernels_view B, float *C, int64_t ldc, int accumulate,
                                       const peat_kernel_config *cfg);
 
+/* A host candidate on fp32 storage, fp32 accumulation, one thread, no vector width. */
+#define PEAT_KERNELS_F32(nm, opk, fn_, d)                                                          \
+    {                                                                                              \
+        .name = nm, .op = opk, .role = PEAT_ROLE_CANDIDATE, .backend = PEAT_BACKEND_HOST,          \
+        .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,      \
+        .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d                                \
+    }
+
 /* Registers n descriptors, stopping at the first refusal. */
 peat_status peat_kernels_add_all(const peat_kernel *ks, int n);
 

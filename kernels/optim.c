@@ -36,16 +36,8 @@ static peat_status adamw_fused(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel optim_kernels[] = {
-    {.name = "adamw_fused",
-     .op = PEAT_OP_ADAMW,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = adamw_fused,
-     .desc = "AdamW in one pass over p,g,m,v with precomputed 1/(1-beta^t) factors"},
+    PEAT_KERNELS_F32("adamw_fused", PEAT_OP_ADAMW, adamw_fused,
+                     "AdamW in one pass over p,g,m,v with precomputed 1/(1-beta^t) factors"),
 };
 
 peat_status peat_kernels_register_optim(void)

@@ -120,22 +120,15 @@ static peat_status avgpool_recip_bwd(const peat_args *a, const peat_kernel *self
     return PEAT_OK;
 }
 
-#define POOL_K(nm, opk, fn_, d)                                                                    \
-    {                                                                                              \
-        .name = nm, .op = opk, .role = PEAT_ROLE_CANDIDATE, .backend = PEAT_BACKEND_HOST,          \
-        .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,      \
-        .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d                                \
-    }
-
 static const peat_kernel pool_kernels[] = {
-    POOL_K("maxpool2d_cols", PEAT_OP_MAXPOOL2D, maxpool_cols,
-           "max pooling, windows scanned column-major, first maximum in row-major order"),
-    POOL_K("maxpool2d_gather_bwd", PEAT_OP_MAXPOOL2D_BWD, maxpool_gather_bwd,
-           "max pooling backward gathered per input"),
-    POOL_K("avgpool2d_recip", PEAT_OP_AVGPOOL2D, avgpool_recip,
-           "average pooling as the window sum times 1 / K^2, fp32"),
-    POOL_K("avgpool2d_recip_bwd", PEAT_OP_AVGPOOL2D_BWD, avgpool_recip_bwd,
-           "average pooling backward gathered per input, times 1 / K^2"),
+    PEAT_KERNELS_F32("maxpool2d_cols", PEAT_OP_MAXPOOL2D, maxpool_cols,
+                     "max pooling, windows scanned column-major, first maximum in row-major order"),
+    PEAT_KERNELS_F32("maxpool2d_gather_bwd", PEAT_OP_MAXPOOL2D_BWD, maxpool_gather_bwd,
+                     "max pooling backward gathered per input"),
+    PEAT_KERNELS_F32("avgpool2d_recip", PEAT_OP_AVGPOOL2D, avgpool_recip,
+                     "average pooling as the window sum times 1 / K^2, fp32"),
+    PEAT_KERNELS_F32("avgpool2d_recip_bwd", PEAT_OP_AVGPOOL2D_BWD, avgpool_recip_bwd,
+                     "average pooling backward gathered per input, times 1 / K^2"),
 };
 
 peat_status peat_kernels_register_pool(void)

@@ -49,26 +49,11 @@ static peat_status rope_table_bwd(const peat_args *a, const peat_kernel *self)
 }
 
 static const peat_kernel rope_kernels[] = {
-    {.name = "rope_table",
-     .op = PEAT_OP_ROPE,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = rope_table,
-     .desc = "RoPE from a per-call cos/sin table (exp2f inverse frequencies), both layouts, fp32"},
-    {.name = "rope_table_bwd",
-     .op = PEAT_OP_ROPE_BWD,
-     .role = PEAT_ROLE_CANDIDATE,
-     .backend = PEAT_BACKEND_HOST,
-     .in_dtype = PEAT_DTYPE_F32,
-     .out_dtype = PEAT_DTYPE_F32,
-     .acc_dtype = PEAT_DTYPE_F32,
-     .cfg = {.threads = 1, .vec_width = 1},
-     .fn = rope_table_bwd,
-     .desc = "RoPE backward from the same table, sines negated, fp32"},
+    PEAT_KERNELS_F32(
+        "rope_table", PEAT_OP_ROPE, rope_table,
+        "RoPE from a per-call cos/sin table (exp2f inverse frequencies), both layouts, fp32"),
+    PEAT_KERNELS_F32("rope_table_bwd", PEAT_OP_ROPE_BWD, rope_table_bwd,
+                     "RoPE backward from the same table, sines negated, fp32"),
 };
 
 peat_status peat_kernels_register_rope(void)

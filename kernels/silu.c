@@ -57,22 +57,16 @@ static peat_status swiglu_fused_bwd(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
-#define SILU_DESC(nm, opk, fn_, d)                                                                 \
-    {                                                                                              \
-        .name = nm, .op = opk, .role = PEAT_ROLE_CANDIDATE, .backend = PEAT_BACKEND_HOST,          \
-        .in_dtype = PEAT_DTYPE_F32, .out_dtype = PEAT_DTYPE_F32, .acc_dtype = PEAT_DTYPE_F32,      \
-        .cfg = {.threads = 1, .vec_width = 1}, .fn = fn_, .desc = d                                \
-    }
-
 static const peat_kernel silu_kernels[] = {
-    SILU_DESC("silu_split", PEAT_OP_SILU, silu_split,
-              "SiLU with the sign-split sigmoid (exp of a non-positive argument only), fp32"),
-    SILU_DESC("silu_split_bwd", PEAT_OP_SILU_BWD, silu_split_bwd,
-              "SiLU backward dY (s + x s (1 - s)), sign-split sigmoid, fp32"),
-    SILU_DESC("swiglu_fused", PEAT_OP_SWIGLU, swiglu_fused,
-              "SwiGLU (g u) sigmoid(g) in one pass, sign-split sigmoid, fp32"),
-    SILU_DESC("swiglu_fused_bwd", PEAT_OP_SWIGLU_BWD, swiglu_fused_bwd,
-              "SwiGLU backward in one pass (dG, dU), fp32"),
+    PEAT_KERNELS_F32(
+        "silu_split", PEAT_OP_SILU, silu_split,
+        "SiLU with the sign-split sigmoid (exp of a non-positive argument only), fp32"),
+    PEAT_KERNELS_F32("silu_split_bwd", PEAT_OP_SILU_BWD, silu_split_bwd,
+                     "SiLU backward dY (s + x s (1 - s)), sign-split sigmoid, fp32"),
+    PEAT_KERNELS_F32("swiglu_fused", PEAT_OP_SWIGLU, swiglu_fused,
+                     "SwiGLU (g u) sigmoid(g) in one pass, sign-split sigmoid, fp32"),
+    PEAT_KERNELS_F32("swiglu_fused_bwd", PEAT_OP_SWIGLU_BWD, swiglu_fused_bwd,
+                     "SwiGLU backward in one pass (dG, dU), fp32"),
 };
 
 peat_status peat_kernels_register_silu(void)
