@@ -24,7 +24,7 @@ typedef struct judged {
     int kernel_failed;
     peat_probe_outcome po;
     peat_signature sc, sg;
-    double *err[PEAT_MAX_IO];
+    double *err[PEAT_MAX_IO], *mag[PEAT_MAX_IO]; /* errors in bounds; the bound's magnitudes */
     int64_t n[PEAT_MAX_IO];
     int small;              /* no gross error in any output */
     int fails[PEAT_MAX_IO]; /* output with a gross error (beyond PEAT_GROSS_FACTOR bounds, or not
@@ -35,7 +35,7 @@ typedef struct judged {
 static void judged_free(judged *j)
 {
     peat_campaign_probe_call_free(&j->c, &j->g, &j->e);
-    for (int o = 0; o < PEAT_MAX_IO; o++) free(j->err[o]);
+    for (int o = 0; o < PEAT_MAX_IO; o++) free(j->err[o]), free(j->mag[o]);
     memset(j, 0, sizeof *j);
 }
 
@@ -44,17 +44,11 @@ static peat_status errors_of(judged *j)
     int64_t depth = peat_op_info_get(j->c.op)->depth(&j->c.p);
     for (int o = 0; o < j->c.n_out; o++) {
         int64_t n = peat_tensor_numel(j->e.out[o]);
-        double *mag = malloc((size_t)(n ? n : 1) * sizeof *mag);
+        j->mag[o] = malloc((size_t)(n ? n : 1) * sizeof *j->mag[o]);
         j->err[o] = malloc((size_t)(n ? n : 1) * sizeof *j->err[o]);
-        if (!mag || !j->err[o]) {
-            free(mag);
-            return PEAT_ERROR(PEAT_ERR_NOMEM, "experiment errors");
-        }
-        peat_status st = peat_golden_magnitude(&j->c, o, j->e.out[o], mag);
-        if (st == PEAT_OK)
-            peat_analyzer_exp_errors(j->c.out[o], j->e.out[o], mag, depth, j->err[o]);
-        free(mag);
-        PEAT_TRY(st);
+        if (!j->mag[o] || !j->err[o]) return PEAT_ERROR(PEAT_ERR_NOMEM, "experiment errors");
+        PEAT_TRY(peat_golden_magnitude(&j->c, o, j->e.out[o], j->mag[o]));
+        peat_analyzer_exp_errors(j->c.out[o], j->e.out[o], j->mag[o], depth, j->err[o]);
         j->n[o] = n;
         for (int64_t i = 0; i < n && !j->fails[o]; i++)
             j->fails[o] = isnan(j->err[o][i]) || fabs(j->err[o][i]) > PEAT_GROSS_FACTOR;
@@ -152,14 +146,12 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
     int o = 0;
     while (o < b->c.n_out && !b->fails[o]) o++;
     if (o == b->c.n_out || b->c.out[o]->dtype != PEAT_DTYPE_F32) return;
-    int64_t n = peat_tensor_numel(b->e.out[o]), rows = 0, cols = 0;
-    double *mag = malloc((size_t)(n ? n : 1) * sizeof *mag);
+    int64_t rows = 0, cols = 0;
     peat_edge_region r;
     memset(&r, 0, sizeof r);
     peat_campaign_playback_plane(&b->c, o, b->e.out[o], &rows, &cols);
-    if (mag && rows > 0 && cols > 0 &&
-        peat_golden_magnitude(&b->c, o, b->e.out[o], mag) == PEAT_OK &&
-        peat_analyzer_edge_region(b->c.out[o], b->e.out[o], mag,
+    if (rows > 0 && cols > 0 &&
+        peat_analyzer_edge_region(b->c.out[o], b->e.out[o], b->mag[o],
                                   peat_op_info_get(b->c.op)->depth(&b->c.p), rows, cols,
                                   &r) == PEAT_OK) {
         d->base_plane_confined = r.plane_confined;
@@ -167,7 +159,6 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
         d->base_first_wrong_plane = r.first_wrong_plane;
     }
     peat_error_clear();
-    free(mag);
 }
 
 /* The jitter's correlation over the elements beyond one bound, or, where fewer than 8 are (a
