@@ -50,7 +50,10 @@ static void plane_partition(const float *t, const double *e, const double *mag, 
 
 /* Trailing rows (columns) wrong: >= ROW_WRONG of their live elements gross. A trailing row with
  * no live element (max pooling's last input column when no window reaches it) is passed over,
- * and counts only when wrong ones follow it. */
+ * and counts only when wrong ones follow it. Before the wrong rows, as many rows again may be
+ * partly wrong (fringe_count: the input rows a dropped output row's windows share with the
+ * windows before them, as overlapping pooling windows do), where no column is wrong (whose errors
+ * would fill every row); the rows before the fringe must be right. */
 static int64_t edge_count(const int64_t *wrong, const int64_t *live, int64_t n)
 {
     int64_t k = 0, dead = 0;
@@ -60,6 +63,14 @@ static int64_t edge_count(const int64_t *wrong, const int64_t *live, int64_t n)
            wrong[n - 1 - k - w] >= ROW_WRONG * (double)live[n - 1 - k - w])
         w++;
     return w > 0 ? dead + w : 0;
+}
+
+/* The fringe before `edge` trailing rows: up to as many again, each with a gross error. */
+static int64_t fringe_count(const int64_t *wrong, int64_t n, int64_t edge)
+{
+    int64_t f = 0;
+    while (edge > 0 && f < edge && edge + f < n && wrong[n - 1 - edge - f] > 0) f++;
+    return f;
 }
 
 peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor *exact,
@@ -85,6 +96,10 @@ peat_status peat_analyzer_edge_region(const peat_tensor *test, const peat_tensor
     out->rows = rows, out->cols = cols, out->n_gross = n;
     out->edge_rows = edge_count(rw, rl, rows);
     out->edge_cols = edge_count(cw, cl, cols);
+    if (!out->edge_cols)
+        out->edge_rows += fringe_count(rw, rows, out->edge_rows);
+    else if (!out->edge_rows)
+        out->edge_cols += fringe_count(cw, cols, out->edge_cols);
     /* every gross error inside the trailing rows or columns (second pass) */
     int64_t outside = 0, r0 = rows - out->edge_rows, c0 = cols - out->edge_cols;
     for (int64_t x = 0; x < planes * rows * cols; x++) {
