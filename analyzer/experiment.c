@@ -105,6 +105,17 @@ static peat_status gemm_integers(const peat_args *base, peat_experiment *e)
     return PEAT_OK;
 }
 
+/* ---- the other ops: their descriptor's small-integer form, judged output by output ---- */
+
+static peat_status op_integers(const peat_args *base, peat_experiment *e)
+{
+    const peat_op_desc *d = peat_op_desc_get(base->op);
+    if (!d || !d->integers) return PEAT_ERR_NOTFOUND;
+    PEAT_TRY(clone_inputs(base, e));
+    e->exact_mask = d->integers(&e->args);
+    return e->exact_mask ? PEAT_OK : PEAT_ERR_NOTFOUND;
+}
+
 /* A [b][R][C] tensor grown to [b][R + dr][C + dc], new rows and columns copied cyclically. */
 static peat_status grow(const peat_tensor *src, int64_t b, int64_t R, int64_t C, int64_t dr,
                         int64_t dc, peat_tensor **out)
@@ -294,7 +305,7 @@ peat_status peat_analyzer_experiment_make(const peat_args *base, peat_exp_kind k
         if (st == PEAT_OK) jitter_inputs(out, r);
         break;
     case PEAT_EXP_INTEGERS:
-        st = gemm ? gemm_integers(base, out) : PEAT_ERR_NOTFOUND;
+        st = gemm ? gemm_integers(base, out) : op_integers(base, out);
         break;
     case PEAT_EXP_PERMUTE:
         r = peat_rng_new(seed ^ 0x7065726dull);

@@ -11,8 +11,10 @@ typedef enum peat_exp_kind {
     PEAT_EXP_JITTER = 0, /* every float input x (1 + d), d ~ U(-2^-5, 2^-5): a formula's error is
                             a smooth function of the inputs and stays, a rounding error (any
                             narrower format or mode) is redrawn */
-    PEAT_EXP_INTEGERS,   /* GEMM on small integers (at most 64 nonzero terms of +-1 per dot):
-                            exact in every format of >= 8 bits and any order */
+    PEAT_EXP_INTEGERS,   /* small integers (at most 64 nonzero terms of +-1 per sum; GEMM, and
+                            the ops whose descriptor has the form: sums, row and batch norms'
+                            backward, convolution): exact in every format of >= 8 bits and any
+                            order */
     PEAT_EXP_PERMUTE,    /* rows (and columns, planes, images) of the inputs permuted: a
                             structural defect stays at its output positions, a value defect
                             moves with the values */
@@ -33,6 +35,10 @@ typedef struct peat_experiment {
      * the other kinds: the same positions, or a different shape for SHAPE_*) */
     int64_t *src;
     int64_t n_src;
+    /* INTEGERS of an op other than GEMM: the outputs its descriptor makes exact (bit o), each
+     * judged by exactness (every honest order and format of >= 8 bits gives the exact value);
+     * 0: judged by the bound (GEMM, whose alpha may round) */
+    unsigned exact_mask;
 } peat_experiment;
 
 /* Builds experiment `kind` from the base call (inputs copied, then transformed; seed draws the

@@ -101,6 +101,13 @@ typedef struct peat_op_desc {
      * when the op has none: embeddings, a filter gradient). */
     int (*perm)(const peat_args *a, peat_op_perm *out);
 
+    /* Diagnosis: the small-integers experiment. Rewrites a's inputs (a copy the experiment owns)
+     * so that the op's arithmetic is exact in every order and every format of >= 8 significand
+     * bits (values of -1, 0, 1 with at most PEAT_OP_INT_TERMS nonzero terms per sum; saved
+     * statistics as mean 0 and rstd 1), and returns the outputs (bit o) that are then exact; 0
+     * when the op has no such form (a root, an exponential), a's inputs untouched. */
+    unsigned (*integers)(peat_args *a);
+
     /* Predictor: the calibration family (params of size n; `off` 1 moves the dims off round
      * numbers for held-out shapes), the input shapes and dtypes of a call, inputs that must be
      * positive (bit k), and the GEMM view of the work (0 when there is none). */
@@ -140,9 +147,25 @@ int64_t peat_op_terms_depth(const peat_op_params *p, int o, int64_t depth);
 int64_t peat_op_terms_one(const peat_op_params *p, int o, int64_t depth);
 /* No permutation, no GEMM view, no autocast cast, no probes of its own. */
 int peat_op_perm_none(const peat_args *a, peat_op_perm *out);
+unsigned peat_op_integers_none(peat_args *a);
 int peat_op_gemm_view_none(const peat_op_params *p, peat_op_gemm_view *v);
 void peat_op_amp_none(const peat_args *a, unsigned *in, unsigned *out);
 peat_status peat_op_probes_none(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed);
+
+/* ---- the small-integers experiment's helpers (core/ops/kit.c) ---- */
+
+#define PEAT_OP_INT_TERMS 64 /* nonzero terms per sum: partial sums below 2^7, exact in bf16 */
+
+/* Input k's float values as -1, 0 or +1, a fixed draw per element (0 a quarter of them). */
+void peat_op_int_values(peat_args *a, int k);
+/* Input k set to the constant v (a saved mean 0, a saved rstd 1). */
+void peat_op_int_fill(peat_args *a, int k, float v);
+/* Of each run of `stride` consecutive elements along a reduction of `terms` terms, the element
+ * kept nonzero: stride = ceil(terms / PEAT_OP_INT_TERMS). */
+int64_t peat_op_int_stride(int64_t terms);
+/* Input k, an [R, C] gradient of a row op, nonzero only on rows and columns at those strides:
+ * at most PEAT_OP_INT_TERMS terms in a row's sums and in a column's sums over the rows. */
+void peat_op_int_sparse_rows_cols(peat_args *a, int k, int64_t R, int64_t C);
 
 /* A view of one tensor. */
 static inline peat_op_perm_view peat_op_view(int64_t P, int64_t R, int64_t C, int ap, int ar,

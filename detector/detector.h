@@ -124,6 +124,13 @@ typedef struct peat_exp_outcome {
     double corr_out[PEAT_MAX_IO]; /* JITTER: the same per output the base fails (NaN: others) */
     double stay, follow; /* PERMUTE: overlap of gross errors with the base's by output position
                             and by input value (NaN: none) */
+    /* INTEGERS judged by exactness (ops other than GEMM): the outputs read (bit o: failing on
+     * the base, exact values of <= 8 significand bits), their elements and those not exact */
+    unsigned exact_outputs;
+    int64_t n_exact, n_not_exact;
+    double corr_stay, corr_follow; /* PERMUTE: correlation of its errors with the base's by output
+                                      position and through the map (as the jitter's; NaN: too
+                                      few) */
 } peat_exp_outcome;
 
 typedef struct peat_diagnosis {

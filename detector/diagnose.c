@@ -113,12 +113,16 @@ static void rounding_class(const peat_finding *was, const peat_diagnosis *d, pea
     /* a range or flush finding is of the same family (exact on exactly representable data, no
      * other function): it keeps its class and parameters (fp16's range under a GEMM's
      * unscaled gradients) */
-    peat_finding_class c = was->cls == PEAT_FIND_TRUNCATION ||
-                                   was->cls == PEAT_FIND_REDUCED_PRECISION ||
-                                   was->cls == PEAT_FIND_RANGE || was->cls == PEAT_FIND_FTZ
-                               ? was->cls
-                           : d->base_toward_zero ? PEAT_FIND_TRUNCATION
-                                                 : PEAT_FIND_REDUCED_PRECISION;
+    /* ... unless a probe made it and the base is a recorded call: then the rounding the
+     * recorded values show is what training meets (an fp16 sum loses its small terms on every
+     * call and overflows only on the probe's values) */
+    int range_family = (was->cls == PEAT_FIND_RANGE || was->cls == PEAT_FIND_FTZ) &&
+                       !(strstr(was->params, "probe=") && !strncmp(d->base, "recorded", 8));
+    peat_finding_class c =
+        was->cls == PEAT_FIND_TRUNCATION || was->cls == PEAT_FIND_REDUCED_PRECISION || range_family
+            ? was->cls
+        : d->base_toward_zero ? PEAT_FIND_TRUNCATION
+                              : PEAT_FIND_REDUCED_PRECISION;
     char params[128];
     if (c == PEAT_FIND_RANGE || c == PEAT_FIND_FTZ)
         snprintf(params, sizeof params, "%s", was->params);
@@ -315,6 +319,18 @@ static int step_shape(const peat_finding *was, const peat_diagnosis *d, peat_fin
 static const char *rounding_or_function(const peat_diagnosis *d, int *function, char *why, size_t n)
 {
     const peat_exp_outcome *in = ran(d, PEAT_EXP_INTEGERS), *jt = ran(d, PEAT_EXP_JITTER);
+    if (in && in->exact_outputs) {
+        *function = in->fails;
+        snprintf(why, n,
+                 *function ? "on small integers (values -1, 0, 1, at most 64 nonzero terms per "
+                             "sum), where every order and every format of >= 8 bits gives the "
+                             "exact value, %lld of %lld outputs are not exact"
+                           : "on small integers (values -1, 0, 1, at most 64 nonzero terms per "
+                             "sum, every partial sum exact in bf16 and wider) %lld of %lld "
+                             "outputs are not exact",
+                 (long long)in->n_not_exact, (long long)in->n_exact);
+        return "small integers";
+    }
     if (in) {
         *function = in->fails;
         if (*function)
@@ -403,7 +419,7 @@ static void stands(const peat_finding *was, const peat_diagnosis *d, peat_findin
 {
     *out = *was;
     if (d->base_cancel) {
-        snprintf(out->experiment, sizeof out->experiment, "probe: %.80s", d->base);
+        snprintf(out->experiment, sizeof out->experiment, "%.90s", d->base);
         return;
     }
     if (!out->experiment[0]) snprintf(out->experiment, sizeof out->experiment, "recorded calls");

@@ -14,6 +14,7 @@
 #include "harness/run/run.h"
 #include "harness/runtime/builtin.h"
 #include "peat/plugin.h"
+#include "predictor/predictor.h"
 
 static void setup(void)
 {
@@ -206,6 +207,66 @@ Test(diagnose, small_integers_are_exact_in_bf16, .init = setup)
     peat_tensor_free((peat_tensor *)a.in[0]);
     peat_tensor_free((peat_tensor *)a.in[1]);
     peat_rng_free(r);
+}
+
+/* Every other op's small-integer form (its descriptor's): on a synthetic call of two shapes, the
+ * golden kernel gives the exact value on every output the form names whose exact values are short
+ * (8 significand bits), and at least one output is; the ops without a form say so. */
+Test(diagnose, small_integers_of_every_op_are_exact, .init = setup)
+{
+    int covered = 0;
+    for (int op = 0; op < PEAT_OP_COUNT; op++) {
+        const peat_kernel *g = peat_registry_role((peat_op_kind)op, PEAT_ROLE_GOLDEN, "cpu");
+        if (op == PEAT_OP_GEMM || !g) continue;
+        for (int odd = 0; odd < 2; odd++) {
+            peat_op_params p;
+            peat_predictor_shape((peat_op_kind)op, 16, odd, &p);
+            peat_pred_call c;
+            cr_assert_eq(peat_predictor_call_alloc(g, &p, 11, &c), PEAT_OK, "%s: %s",
+                         peat_op_name((peat_op_kind)op), peat_error_last());
+            peat_experiment ex;
+            peat_status st = peat_analyzer_experiment_make(&c.a, PEAT_EXP_INTEGERS, 1, &ex);
+            peat_predictor_call_free(&c);
+            if (st == PEAT_ERR_NOTFOUND) continue;
+            cr_assert_eq(st, PEAT_OK, "%s: %s", peat_op_name((peat_op_kind)op), peat_error_last());
+            cr_assert_neq(ex.exact_mask, 0u, "%s", peat_op_name((peat_op_kind)op));
+            peat_args ga = ex.args;
+            ga.n_out = 0;
+            cr_assert_eq(peat_op_alloc_outputs(&ga, PEAT_DTYPE_F32), PEAT_OK);
+            cr_assert_eq(peat_kernel_run(g, &ga), PEAT_OK, "%s", peat_error_last());
+            peat_args ea = exact_of(&ex.args);
+            int shorts = 0;
+            for (int o = 0; o < ga.n_out; o++) {
+                if (!(ex.exact_mask >> o & 1u)) continue;
+                const double *e = ea.out[o]->data;
+                const float *t = ga.out[o]->data;
+                int64_t n = peat_tensor_numel(ga.out[o]), is_short = 1, nonzero = 0;
+                for (int64_t i = 0; i < n && is_short; i++) {
+                    int ex2;
+                    double m = ldexp(frexp(e[i], &ex2), 8);
+                    is_short = m == floor(m);
+                    nonzero += e[i] != 0.0;
+                }
+                if (!is_short) continue;
+                shorts++;
+                cr_expect_gt(nonzero, 0, "%s output %d: all zero", peat_op_name((peat_op_kind)op),
+                             o);
+                for (int64_t i = 0; i < n; i++)
+                    cr_assert_eq((double)t[i], e[i],
+                                 "%s output %d [%lld]: golden %.9g, exact %.17g",
+                                 peat_op_name((peat_op_kind)op), o, (long long)i, t[i], e[i]);
+            }
+            cr_expect_gt(shorts, 0, "%s (%s): no output short on small integers",
+                         peat_op_name((peat_op_kind)op), odd ? "odd" : "even");
+            covered++;
+            peat_args_free_outputs(&ga);
+            peat_args_free_outputs(&ea);
+            peat_analyzer_experiment_free(&ex);
+        }
+    }
+    /* reduce, bias_add_bwd, embedding_bwd, softmax_bwd, layernorm_bwd, rmsnorm_bwd,
+     * batchnorm_bwd, maxpool2d_bwd and the three convolutions, at two shapes each */
+    cr_expect_eq(covered, 2 * 11, "%d op shapes with a small-integer form", covered);
 }
 
 /* The read-outs on constructed errors: a smooth error kept, independent draws redrawn; gross
@@ -510,6 +571,47 @@ static peat_status bn_running_var_biased(const peat_args *a, const peat_kernel *
     return PEAT_OK;
 }
 
+static float bf16(float x)
+{
+    if (x == 0.0f || !isfinite(x)) return x;
+    int e;
+    double m = frexp((double)x, &e);
+    return (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+}
+
+/* batch norm backward by the golden, then dgamma's per-channel sum of dY x-hat again with a bf16
+ * running sum (kind 0: a precision loss the jitter keeps, swamped terms), or dbeta as the sum of
+ * dY gamma (kind 1: another function) */
+static peat_status bn_bwd_redo(const peat_args *a, int kind)
+{
+    const peat_kernel *g = peat_registry_role(PEAT_OP_BATCHNORM_BWD, PEAT_ROLE_GOLDEN, "cpu");
+    PEAT_TRY(peat_kernel_run(g, (peat_args *)a));
+    int64_t N = a->p.i[0], C = a->p.i[1], S = a->p.i[2];
+    const float *x = a->in[0]->data, *gam = a->in[1]->data, *mean = a->in[2]->data,
+                *rstd = a->in[3]->data, *dy = a->in[4]->data;
+    for (int64_t c = 0; c < C; c++) {
+        float acc = 0.0f;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < S; k++) {
+                int64_t i = (n * C + c) * S + k;
+                acc = kind == 0 ? bf16(acc + dy[i] * ((x[i] - mean[c]) * rstd[c]))
+                                : acc + dy[i] * gam[c];
+            }
+        ((float *)a->out[kind == 0 ? 1 : 2]->data)[c] = acc;
+    }
+    return PEAT_OK;
+}
+static peat_status bn_bwd_dgamma_bf16(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    return bn_bwd_redo(a, 0);
+}
+static peat_status bn_bwd_dbeta_gamma(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    return bn_bwd_redo(a, 1);
+}
+
 static void reg(const char *name, peat_op_kind op, peat_kernel_fn fn)
 {
     if (peat_registry_find_on(name, "cpu")) return;
@@ -545,6 +647,8 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
     reg("test_gelu_leaky", PEAT_OP_GELU, gelu_leaky);
     reg("test_rope_last_pair", PEAT_OP_ROPE, rope_last_pair);
     reg("test_bn_running_var_biased", PEAT_OP_BATCHNORM, bn_running_var_biased);
+    reg("test_bn_bwd_dgamma_bf16", PEAT_OP_BATCHNORM_BWD, bn_bwd_dgamma_bf16);
+    reg("test_bn_bwd_dbeta_gamma", PEAT_OP_BATCHNORM_BWD, bn_bwd_dbeta_gamma);
     static const struct {
         const char *k, *flow;
         peat_finding_class cls;
@@ -557,6 +661,9 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
         {"test_rope_last_pair", "llama", PEAT_FIND_STRUCTURAL, "permutation"},
         /* no gross error: the jitter reads the output beyond the bound */
         {"test_bn_running_var_biased", "resnet", PEAT_FIND_WRONG_RESULT, "jitter"},
+        /* a sum's swamped terms, which the jitter keeps: exact on small integers */
+        {"test_bn_bwd_dgamma_bf16", "resnet", PEAT_FIND_REDUCED_PRECISION, "small integers"},
+        {"test_bn_bwd_dbeta_gamma", "resnet", PEAT_FIND_WRONG_RESULT, "small integers"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         peat_campaign_result *r = run(want[i].k, want[i].flow);

@@ -126,6 +126,7 @@ const peat_op_desc peat_opd_adamw = {
     .range_low = 0,
     .range_high = 0,
     .perm = peat_op_perm_elements,
+    .integers = peat_op_integers_none,
     .cal_params = adamw_cal,
     .input_shapes = adamw_inputs,
     .positive_inputs = 1u << 3, /* v */

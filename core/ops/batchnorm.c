@@ -227,6 +227,7 @@ const peat_op_desc peat_opd_batchnorm = {
     .range_low = 1u << 1 | 1u << 2, /* gamma, beta: Y scales with them */
     .range_high = 1u << 0,          /* X */
     .perm = bn_perm,
+    .integers = peat_op_integers_none,
     .cal_params = bn_cal,
     .input_shapes = bn_inputs,
     .positive_inputs = 1u << 4, /* running_var */
@@ -234,6 +235,22 @@ const peat_op_desc peat_opd_batchnorm = {
     .amp_masks = peat_op_amp_none,
     .aten = "native_batch_norm",
 };
+
+/* ---- small integers (backward): X, gamma, dY as -1, 0, 1, at most PEAT_OP_INT_TERMS of a
+ * channel's dY nonzero, the saved mean 0 and rstd 1: dgamma and dbeta are then exact, dX where
+ * N S is a power of two ---- */
+static unsigned bn_bwd_integers(peat_args *a)
+{
+    int64_t N = P(0), C = P(1), S = P(2), st = peat_op_int_stride(N * S);
+    peat_op_int_values(a, 0), peat_op_int_values(a, 1), peat_op_int_values(a, 4);
+    peat_op_int_fill(a, 2, 0.0f), peat_op_int_fill(a, 3, 1.0f);
+    float *dy = (float *)a->in[4]->data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t s = 0; s < S; s++)
+                if ((n * S + s) % st) dy[(n * C + c) * S + s] = 0.0f;
+    return 0x7u;
+}
 
 const peat_op_desc peat_opd_batchnorm_bwd = {
     .info = {PEAT_OP_BATCHNORM_BWD, "batchnorm_bwd", 5, 5, 3, 1, bn_check, bn_shapes, bn_depth,
@@ -244,6 +261,7 @@ const peat_op_desc peat_opd_batchnorm_bwd = {
     .range_low = 1u << 4, /* dY */
     .range_high = 1u << 4,
     .perm = bn_perm,
+    .integers = bn_bwd_integers,
     .cal_params = bn_cal,
     .input_shapes = bn_bwd_inputs,
     .positive_inputs = 1u << 3, /* rstd */

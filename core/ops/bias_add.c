@@ -103,6 +103,7 @@ const peat_op_desc peat_opd_bias_add = {
     .range_low = 1u << 0 | 1u << 1, /* X and b */
     .range_high = 1u << 0 | 1u << 1,
     .perm = bias_perm,
+    .integers = peat_op_integers_none,
     .cal_params = bias_cal,
     .input_shapes = bias_inputs,
     .positive_inputs = 0,
@@ -110,6 +111,19 @@ const peat_op_desc peat_opd_bias_add = {
     .amp_masks = peat_op_amp_none,
     .aten = "",
 };
+
+/* ---- small integers: dY as -1, 0, 1, at most PEAT_OP_INT_TERMS nonzero terms per channel ---- */
+static unsigned bias_bwd_integers(peat_args *a)
+{
+    int64_t R = P(0), C = P(1), S = P(2), st = peat_op_int_stride(R * S);
+    peat_op_int_values(a, 0);
+    float *x = (float *)a->in[0]->data;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t s = 0; s < S; s++)
+                if ((r * S + s) % st) x[(r * C + c) * S + s] = 0.0f;
+    return 1u;
+}
 
 const peat_op_desc peat_opd_bias_add_bwd = {
     .info = {PEAT_OP_BIAS_ADD_BWD, "bias_add_bwd", 1, 1, 1, 1, bias_check, bias_shapes,
@@ -120,6 +134,7 @@ const peat_op_desc peat_opd_bias_add_bwd = {
     .range_low = 1u << 0, /* dY */
     .range_high = 1u << 0,
     .perm = bias_bwd_perm,
+    .integers = bias_bwd_integers,
     .cal_params = bias_cal,
     .input_shapes = bias_bwd_inputs,
     .positive_inputs = 0,

@@ -230,6 +230,34 @@ static void conv_amp(const peat_args *a, unsigned *in, unsigned *out)
 }
 
 /* the forward's own value probes (subnormal and large inputs): no generic range probe */
+/* ---- small integers: the operands as -1, 0, 1, the terms of each output's sum thinned to at
+ * most PEAT_OP_INT_TERMS nonzero (conv2d: W by its C KH KW taps; backward data: W by its O KH KW
+ * taps; backward filter: dY by image and position) ---- */
+static unsigned conv_integers(peat_args *a)
+{
+    int64_t N = P(0), C = P(1), H = P(2), W = P(3), O = P(4), KH = P(5), KW = P(6), st = P(7),
+            pad = P(8), OH = (H + 2 * pad - KH) / st + 1, OW = (W + 2 * pad - KW) / st + 1;
+    peat_op_int_values(a, 0), peat_op_int_values(a, 1);
+    int64_t taps = KH * KW;
+    if (a->op == PEAT_OP_CONV2D_BWD_FILTER) {
+        float *dy = (float *)a->in[1]->data;
+        int64_t s = peat_op_int_stride(N * OH * OW);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t o = 0; o < O; o++)
+                for (int64_t q = 0; q < OH * OW; q++)
+                    if ((n * OH * OW + q) % s) dy[(n * O + o) * OH * OW + q] = 0.0f;
+        return 1u;
+    }
+    float *w = (float *)a->in[1]->data;
+    int fwd = a->op == PEAT_OP_CONV2D;
+    int64_t s = peat_op_int_stride((fwd ? C : O) * taps);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t t = 0; t < taps; t++)
+                if (((fwd ? c : o) * taps + t) % s) w[(o * C + c) * taps + t] = 0.0f;
+    return 1u;
+}
+
 const peat_op_desc peat_opd_conv2d = {
     .info = {PEAT_OP_CONV2D, "conv2d", 2, 2, 1, 0, conv_check, conv_out_shapes, conv_depth,
              conv_flops},
@@ -239,6 +267,7 @@ const peat_op_desc peat_opd_conv2d = {
     .range_low = 0,
     .range_high = 0,
     .perm = conv_perm,
+    .integers = conv_integers,
     .cal_params = conv_cal,
     .input_shapes = conv_fwd_inputs,
     .positive_inputs = 0,
@@ -256,6 +285,7 @@ const peat_op_desc peat_opd_conv2d_bwd_data = {
     .range_low = 1u << 0, /* dY */
     .range_high = 1u << 0,
     .perm = conv_perm,
+    .integers = conv_integers,
     .cal_params = conv_cal,
     .input_shapes = conv_data_inputs,
     .positive_inputs = 0,
@@ -274,6 +304,7 @@ const peat_op_desc peat_opd_conv2d_bwd_filter = {
     .range_low = 1u << 1, /* dY */
     .range_high = 1u << 1,
     .perm = peat_op_perm_none,
+    .integers = conv_integers,
     .cal_params = conv_cal,
     .input_shapes = conv_filter_inputs,
     .positive_inputs = 0,

@@ -119,6 +119,7 @@ const peat_op_desc peat_opd_embedding = {
     .range_low = 1u << 0, /* the table */
     .range_high = 1u << 0,
     .perm = peat_op_perm_none,
+    .integers = peat_op_integers_none,
     .cal_params = emb_cal,
     .input_shapes = emb_inputs,
     .positive_inputs = 0,
@@ -128,6 +129,19 @@ const peat_op_desc peat_opd_embedding = {
 };
 
 /* the large end: scatter-adds of large rows say nothing new */
+/* ---- small integers: dY as -1, 0, 1, at most PEAT_OP_INT_TERMS tokens nonzero (a row of the
+ * table sums the tokens of its index) ---- */
+static unsigned embedding_bwd_integers(peat_args *a)
+{
+    int64_t N = P(0), D = P(2), st = peat_op_int_stride(N);
+    peat_op_int_values(a, 1);
+    float *x = (float *)a->in[1]->data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++)
+            if (n % st) x[n * D + d] = 0.0f;
+    return 1u;
+}
+
 const peat_op_desc peat_opd_embedding_bwd = {
     .info = {PEAT_OP_EMBEDDING_BWD, "embedding_bwd", 2, 2, 1, 1, emb_check, emb_shapes,
              emb_bwd_depth, emb_flops},
@@ -137,6 +151,7 @@ const peat_op_desc peat_opd_embedding_bwd = {
     .range_low = 1u << 1, /* dY */
     .range_high = 0,
     .perm = peat_op_perm_none,
+    .integers = embedding_bwd_integers,
     .cal_params = emb_cal,
     .input_shapes = emb_bwd_inputs,
     .positive_inputs = 0,

@@ -93,6 +93,53 @@ int peat_op_perm_none(const peat_args *a, peat_op_perm *out)
     return 0;
 }
 
+unsigned peat_op_integers_none(peat_args *a)
+{
+    (void)a;
+    return 0;
+}
+
+void peat_op_int_values(peat_args *a, int k)
+{
+    peat_tensor *t = (peat_tensor *)a->in[k];
+    if (t->dtype != PEAT_DTYPE_F32) return;
+    float *x = t->data;
+    for (int64_t i = 0; i < peat_tensor_numel(t); i++) {
+        /* a fixed draw per (input, element) (splitmix64): whatever the base's values, so that a
+         * factor near 1 (a norm's gamma) does not become 1 everywhere and hide a formula */
+        uint64_t z =
+            (uint64_t)i * 0x9E3779B97F4A7C15ull + (uint64_t)(k + 1) * 0xD1B54A32D192ED03ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        unsigned v = (unsigned)((z ^ (z >> 31)) & 7u);
+        x[i] = v < 2 ? 0.0f : v < 5 ? 1.0f : -1.0f;
+    }
+}
+
+void peat_op_int_fill(peat_args *a, int k, float v)
+{
+    peat_tensor *t = (peat_tensor *)a->in[k];
+    if (t->dtype != PEAT_DTYPE_F32) return;
+    float *x = t->data;
+    for (int64_t i = 0; i < peat_tensor_numel(t); i++) x[i] = v;
+}
+
+int64_t peat_op_int_stride(int64_t terms)
+{
+    return terms > PEAT_OP_INT_TERMS ? (terms + PEAT_OP_INT_TERMS - 1) / PEAT_OP_INT_TERMS : 1;
+}
+
+void peat_op_int_sparse_rows_cols(peat_args *a, int k, int64_t R, int64_t C)
+{
+    peat_tensor *t = (peat_tensor *)a->in[k];
+    if (t->dtype != PEAT_DTYPE_F32 || peat_tensor_numel(t) != R * C) return;
+    float *x = t->data;
+    int64_t sr = peat_op_int_stride(R), sc = peat_op_int_stride(C);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)
+            if (r % sr || j % sc) x[r * C + j] = 0.0f;
+}
+
 int peat_op_gemm_view_none(const peat_op_params *p, peat_op_gemm_view *v)
 {
     (void)p, (void)v;

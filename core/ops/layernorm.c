@@ -238,6 +238,7 @@ const peat_op_desc peat_opd_layernorm = {
     .range_low = 1u << 1 | 1u << 2, /* gamma, beta: Y scales with them */
     .range_high = 1u << 0,          /* X */
     .perm = ln_perm,
+    .integers = peat_op_integers_none,
     .cal_params = peat_op_row_cal,
     .input_shapes = ln_inputs,
     .positive_inputs = 0,
@@ -245,6 +246,16 @@ const peat_op_desc peat_opd_layernorm = {
     .amp_masks = peat_op_amp_none,
     .aten = "native_layer_norm",
 };
+
+/* ---- small integers (backward): X, gamma, dY as -1, 0, 1 (dY sparse), the saved mean 0 and
+ * rstd 1: dgamma and dbeta are then exact, dX where C is a power of two ---- */
+static unsigned ln_bwd_integers(peat_args *a)
+{
+    peat_op_int_values(a, 0), peat_op_int_values(a, 1), peat_op_int_values(a, 4);
+    peat_op_int_fill(a, 2, 0.0f), peat_op_int_fill(a, 3, 1.0f);
+    peat_op_int_sparse_rows_cols(a, 4, P(0), P(1));
+    return 0x7u;
+}
 
 const peat_op_desc peat_opd_layernorm_bwd = {
     .info = {PEAT_OP_LAYERNORM_BWD, "layernorm_bwd", 5, 5, 3, 1, ln_check, ln_shapes, ln_bwd_depth,
@@ -255,6 +266,7 @@ const peat_op_desc peat_opd_layernorm_bwd = {
     .range_low = 1u << 4, /* dY */
     .range_high = 1u << 4,
     .perm = ln_bwd_perm,
+    .integers = ln_bwd_integers,
     .cal_params = peat_op_row_cal,
     .input_shapes = ln_bwd_inputs,
     .positive_inputs = 1u << 3, /* rstd */

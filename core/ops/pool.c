@@ -225,7 +225,15 @@ static void avg_bwd_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t
     *n_in = k;
 }
 
-#define POOL_DESC(sym, kind, nm, nin, bwd, depth, mag_, low, ins, aten_)                           \
+/* ---- small integers (max pooling backward): dY as -1, 0, 1, X kept (its maxima, ties and all,
+ * stay where they were): each pixel sums at most ceil(K / stride)^2 of them ---- */
+static unsigned max_bwd_integers(peat_args *a)
+{
+    peat_op_int_values(a, 1);
+    return 1u;
+}
+
+#define POOL_DESC(sym, kind, nm, nin, bwd, depth, mag_, low, ins, ints, aten_)                     \
     const peat_op_desc sym = {                                                                     \
         .info = {kind, nm, nin, nin, 1, bwd, pool_check, pool_shapes, depth, pool_flops},          \
         .magnitude = mag_,                                                                         \
@@ -234,6 +242,7 @@ static void avg_bwd_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t
         .range_low = low,                                                                          \
         .range_high = low,                                                                         \
         .perm = pool_perm,                                                                         \
+        .integers = ints,                                                                          \
         .cal_params = pool_cal,                                                                    \
         .input_shapes = ins,                                                                       \
         .positive_inputs = 0,                                                                      \
@@ -244,10 +253,11 @@ static void avg_bwd_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t
 
 /* the ranges through X (dY for a backward): outputs scale with them */
 POOL_DESC(peat_opd_maxpool2d, PEAT_OP_MAXPOOL2D, "maxpool2d", 1, 0, peat_op_depth_one, max_mag,
-          1u << 0, pool_inputs, "max_pool2d_with_indices");
+          1u << 0, pool_inputs, peat_op_integers_none, "max_pool2d_with_indices");
 POOL_DESC(peat_opd_maxpool2d_bwd, PEAT_OP_MAXPOOL2D_BWD, "maxpool2d_bwd", 2, 1, max_bwd_depth,
-          max_bwd_mag, 1u << 1, max_bwd_inputs, "max_pool2d_with_indices_backward");
+          max_bwd_mag, 1u << 1, max_bwd_inputs, max_bwd_integers,
+          "max_pool2d_with_indices_backward");
 POOL_DESC(peat_opd_avgpool2d, PEAT_OP_AVGPOOL2D, "avgpool2d", 1, 0, avg_depth, avg_mag, 1u << 0,
-          pool_inputs, "avg_pool2d");
+          pool_inputs, peat_op_integers_none, "avg_pool2d");
 POOL_DESC(peat_opd_avgpool2d_bwd, PEAT_OP_AVGPOOL2D_BWD, "avgpool2d_bwd", 1, 1, avg_bwd_depth,
-          avg_mag, 1u << 0, avg_bwd_inputs, "avg_pool2d_backward");
+          avg_mag, 1u << 0, avg_bwd_inputs, peat_op_integers_none, "avg_pool2d_backward");

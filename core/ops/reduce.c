@@ -111,6 +111,20 @@ static void reduce_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t 
     *n_in = k;
 }
 
+/* ---- small integers: each row's values as -1, 0, 1, at most PEAT_OP_INT_TERMS of them nonzero
+ * (the mean's division by C is exact only where C is a power of two: the stage reads which
+ * outputs came out exact) ---- */
+static unsigned reduce_integers(peat_args *a)
+{
+    int64_t R = P(0), C = P(1), st = peat_op_int_stride(C);
+    peat_op_int_values(a, 0);
+    float *x = (float *)a->in[0]->data;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)
+            if (j % st) x[r * C + j] = 0.0f;
+    return 1u;
+}
+
 const peat_op_desc peat_opd_reduce = {
     .info = {PEAT_OP_REDUCE, "reduce", 1, 1, 1, 0, reduce_check, peat_op_rows_shapes, reduce_depth,
              peat_op_row_flops},
@@ -120,6 +134,7 @@ const peat_op_desc peat_opd_reduce = {
     .range_low = 1u << 0, /* X */
     .range_high = 1u << 0,
     .perm = reduce_perm,
+    .integers = reduce_integers,
     .cal_params = peat_op_row_cal,
     .input_shapes = reduce_inputs,
     .positive_inputs = 0,

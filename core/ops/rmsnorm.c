@@ -251,6 +251,7 @@ const peat_op_desc peat_opd_rmsnorm = {
     .range_low = 1u << 1,  /* gamma: Y scales with it */
     .range_high = 1u << 0, /* X: squares past fp16's range */
     .perm = rms_perm,
+    .integers = peat_op_integers_none,
     .cal_params = rms_cal,
     .input_shapes = rms_inputs,
     .positive_inputs = 0,
@@ -258,6 +259,16 @@ const peat_op_desc peat_opd_rmsnorm = {
     .amp_masks = peat_op_amp_none, /* autocast runs it in fp32 */
     .aten = "",
 };
+
+/* ---- small integers (backward): X, gamma, dY as -1, 0, 1 (dY sparse), the saved rstd 1:
+ * dgamma is then exact, dX where C is a power of two ---- */
+static unsigned rms_bwd_integers(peat_args *a)
+{
+    peat_op_int_values(a, 0), peat_op_int_values(a, 1), peat_op_int_values(a, 3);
+    peat_op_int_fill(a, 2, 1.0f);
+    peat_op_int_sparse_rows_cols(a, 3, a->p.i[0], a->p.i[1]);
+    return 0x3u;
+}
 
 const peat_op_desc peat_opd_rmsnorm_bwd = {
     .info = {PEAT_OP_RMSNORM_BWD, "rmsnorm_bwd", 4, 4, 2, 1, rms_check, rms_shapes, rms_bwd_depth,
@@ -268,6 +279,7 @@ const peat_op_desc peat_opd_rmsnorm_bwd = {
     .range_low = 1u << 3,  /* dY */
     .range_high = 1u << 3, /* dY */
     .perm = rms_perm,
+    .integers = rms_bwd_integers,
     .cal_params = rms_cal,
     .input_shapes = rms_bwd_inputs,
     .positive_inputs = 1u << 2, /* rstd */

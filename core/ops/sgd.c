@@ -83,6 +83,7 @@ const peat_op_desc peat_opd_sgd = {
     .range_low = 0,
     .range_high = 0,
     .perm = peat_op_perm_elements,
+    .integers = peat_op_integers_none,
     .cal_params = sgd_cal,
     .input_shapes = sgd_inputs,
     .positive_inputs = 0,

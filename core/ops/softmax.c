@@ -111,6 +111,7 @@ const peat_op_desc peat_opd_softmax = {
     .range_low = 0,
     .range_high = 1u << 0, /* the logits */
     .perm = softmax_perm,
+    .integers = peat_op_integers_none,
     .cal_params = peat_op_row_cal,
     .input_shapes = softmax_inputs,
     .positive_inputs = 0,
@@ -118,6 +119,19 @@ const peat_op_desc peat_opd_softmax = {
     .amp_masks = peat_op_amp_none,
     .aten = "_safe_softmax,_softmax",
 };
+
+/* ---- small integers (backward): Y and dY as -1, 0, 1, at most PEAT_OP_INT_TERMS terms of each
+ * row's dot nonzero: dX = y (dy - dot) is then exact ---- */
+static unsigned softmax_bwd_integers(peat_args *a)
+{
+    int64_t R = P(0), C = P(1), st = peat_op_int_stride(C);
+    peat_op_int_values(a, 0), peat_op_int_values(a, 1);
+    float *dy = (float *)a->in[1]->data;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)
+            if (j % st) dy[r * C + j] = 0.0f;
+    return 1u;
+}
 
 const peat_op_desc peat_opd_softmax_bwd = {
     .info = {PEAT_OP_SOFTMAX_BWD, "softmax_bwd", 2, 2, 1, 1, softmax_check, peat_op_rc_shapes,
@@ -128,6 +142,7 @@ const peat_op_desc peat_opd_softmax_bwd = {
     .range_low = 1u << 1, /* dY */
     .range_high = 1u << 1,
     .perm = softmax_perm,
+    .integers = softmax_bwd_integers,
     .cal_params = peat_op_row_cal,
     .input_shapes = softmax_bwd_inputs,
     .positive_inputs = 0,

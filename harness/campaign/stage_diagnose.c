@@ -217,6 +217,47 @@ static double jitter_corr(const judged *b, const judged *x)
     return r;
 }
 
+/* x as a value of at most 8 significand bits (bf16's): what every format of >= 8 bits holds */
+static int short_value(double x)
+{
+    if (x == 0.0) return 1;
+    if (!isfinite(x)) return 0;
+    int e;
+    double m = ldexp(frexp(x, &e), 8);
+    return m == floor(m) && e > -120 && e < 120;
+}
+
+/* The small-integers experiment of an op other than GEMM read by exactness, on the outputs the
+ * base fails whose exact values are short: there every honest order and every format of >= 8
+ * bits gives the exact value, so an element that differs is another function. Wrong: at least
+ * 1% of the elements read (8 at most, 1 at least). NOTFOUND when no output qualifies. */
+static peat_status exact_readout(const judged *b, const judged *x, unsigned mask,
+                                 peat_exp_outcome *out)
+{
+    unsigned use = 0;
+    for (int o = 0; o < x->c.n_out; o++) {
+        if (!(mask >> o & 1u) || !b->fails[o] || x->c.out[o]->dtype != PEAT_DTYPE_F32) continue;
+        const double *ex = x->e.out[o]->data;
+        int ok = 1;
+        for (int64_t i = 0; i < x->n[o] && ok; i++) ok = short_value(ex[i]);
+        if (ok) use |= 1u << o;
+    }
+    if (!use) return PEAT_ERR_NOTFOUND;
+    int64_t n = 0, wrong = 0;
+    for (int o = 0; o < x->c.n_out; o++) {
+        if (!(use >> o & 1u)) continue;
+        const double *ex = x->e.out[o]->data;
+        const float *t = x->c.out[o]->data;
+        for (int64_t i = 0; i < x->n[o]; i++) wrong += !((double)t[i] == ex[i]);
+        n += x->n[o];
+    }
+    int64_t need = (n + 99) / 100;
+    need = need < 1 ? 1 : need > 8 ? 8 : need;
+    out->exact_outputs = use, out->n_exact = n, out->n_not_exact = wrong;
+    out->fails = wrong >= need;
+    return PEAT_OK;
+}
+
 /* An experiment is judged as its base is: by every rule when the base is a recorded call, as a
  * probe when it is one. */
 static peat_status experiment_one(const peat_campaign *c, const peat_campaign_opts *o,
@@ -224,7 +265,7 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
                                   peat_exp_kind k, peat_exp_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    out->corr = out->stay = out->follow = NAN;
+    out->corr = out->stay = out->follow = out->corr_stay = out->corr_follow = NAN;
     for (int o = 0; o < PEAT_MAX_IO; o++) out->corr_out[o] = NAN;
     peat_experiment ex;
     peat_status st = peat_analyzer_experiment_make(&b->c, k, c->o->seed, &ex);
@@ -242,6 +283,9 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
         out->n_gross = excess(x.sc.n_gross, x.sg.n_gross);
         out->n_nonfinite = excess(x.sc.n_nan + x.sc.n_inf, x.sg.n_nan + x.sg.n_inf);
         out->max_norm = x.sc.max_norm;
+        if (k == PEAT_EXP_INTEGERS && ex.exact_mask &&
+            exact_readout(b, &x, ex.exact_mask, out) == PEAT_ERR_NOTFOUND)
+            out->ran = 0; /* no output the base fails is exact on small integers */
         if (k == PEAT_EXP_JITTER) {
             out->corr = jitter_corr(b, &x);
             for (int o = 0; o < PEAT_MAX_IO; o++)
@@ -256,6 +300,13 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
         if (k == PEAT_EXP_PERMUTE && o < b->c.n_out && x.n[o] == b->n[o]) {
             out->stay = peat_analyzer_exp_overlap(b->err[o], x.err[o], NULL, b->n[o]);
             out->follow = peat_analyzer_exp_overlap(b->err[o], x.err[o], ex.src, b->n[o]);
+            out->corr_stay = jitter_corr_of(b->err[o], x.err[o], b->n[o]);
+            double *bm = malloc((size_t)(b->n[o] ? b->n[o] : 1) * sizeof *bm);
+            if (bm) {
+                for (int64_t i = 0; i < b->n[o]; i++) bm[i] = b->err[o][ex.src[i]];
+                out->corr_follow = jitter_corr_of(bm, x.err[o], b->n[o]);
+            }
+            free(bm);
         }
     }
     judged_free(&x);

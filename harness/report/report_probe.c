@@ -105,8 +105,14 @@ int peat_report_diagnosis_row(const peat_campaign_result *r, int k, const char *
                 first = 0;
             }
     } else if (k == PEAT_EXP_PERMUTE)
-        snprintf(out, n, "gross errors stay at their positions %.2f, follow the values %.2f",
-                 e->stay, e->follow);
+        snprintf(out, n,
+                 "gross errors stay at their positions %.2f, follow the values %.2f; errors "
+                 "correlate %.2f by position, %.2f with the values",
+                 e->stay, e->follow, e->corr_stay, e->corr_follow);
+    else if (k == PEAT_EXP_INTEGERS && e->exact_outputs)
+        snprintf(out, n,
+                 "%lld of %lld outputs not exact (where every order and format of >= 8 bits is)",
+                 (long long)e->n_not_exact, (long long)e->n_exact);
     else if (e->fails)
         snprintf(out, n, "fails: %lld gross, %lld non-finite of %lld, max %.3g bounds",
                  (long long)e->n_gross, (long long)e->n_nonfinite, (long long)e->n, e->max_norm);
