@@ -14,8 +14,11 @@ DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
 class Mapped:
     """One PEAT call: op name, params i and f, inputs and golden outputs (contiguous tensors)."""
 
-    def __init__(self, op, i, f, ins, outs):
+    def __init__(self, op, i, f, ins, outs, dst=None):
         self.op, self.i, self.f, self.ins, self.outs = op, list(i), list(f), ins, outs
+        # torch's own tensors the outputs are (for an op with several outputs or updated in
+        # place: where swap writes PEAT's results), in the order of outs
+        self.dst = dst
 
     @property
     def dtype(self):
@@ -187,9 +190,11 @@ def map_convolution_backward(args, kw, out, st):
     p = _conv_params(x, w, stride, padding, dilation, transposed, groups)
     res = []
     if mask[0]:
-        res.append(Mapped("conv2d_bwd_data", p, [], [_c(dy), _c(w)], [_c(out[0])]))
+        res.append(Mapped("conv2d_bwd_data", p, [], [_c(dy), _c(w)], [_c(out[0])],
+                          dst=[out[0]]))
     if mask[1]:
-        res.append(Mapped("conv2d_bwd_filter", p, [], [_c(x), _c(dy)], [_c(out[1])]))
+        res.append(Mapped("conv2d_bwd_filter", p, [], [_c(x), _c(dy)], [_c(out[1])],
+                          dst=[out[1]]))
     return res
 
 
@@ -241,7 +246,8 @@ def map_native_batch_norm(args, kw, out, st, pre):
     b = b if b is not None else torch.zeros(C, dtype=x.dtype)
     return [Mapped("batchnorm", [N, C, S], [eps, momentum],
                    [_c(x).reshape(N, C, S), _c(w), _c(b), _c(pre[0]), _c(pre[1])],
-                   [_c(out[0]).reshape(N, C, S), _c(out[1]), _c(out[2]), _c(rm), _c(rv)])]
+                   [_c(out[0]).reshape(N, C, S), _c(out[1]), _c(out[2]), _c(rm), _c(rv)],
+                   dst=[out[0], out[1], out[2], rm, rv])]
 
 
 def map_native_batch_norm_backward(args, kw, out, st):
@@ -254,7 +260,7 @@ def map_native_batch_norm_backward(args, kw, out, st):
     S = x.numel() // (N * C)
     return [Mapped("batchnorm_bwd", [N, C, S], [eps, 0.1],
                    [_c(x).reshape(N, C, S), _c(w), _c(mean), _c(invstd), _c(dy).reshape(N, C, S)],
-                   [_c(out[0]).reshape(N, C, S), _c(out[1]), _c(out[2])])]
+                   [_c(out[0]).reshape(N, C, S), _c(out[1]), _c(out[2])], dst=list(out[:3]))]
 
 
 def _pool(x, k, stride, pad, dilation=(1, 1), ceil_mode=False):
@@ -273,7 +279,7 @@ def map_max_pool2d(args, kw, out, st):
     x = args[0]
     i = _pool(x, args[1], args[2] if len(args) > 2 else [], args[3] if len(args) > 3 else [0],
               args[4] if len(args) > 4 else [1], args[5] if len(args) > 5 else False)
-    return [Mapped("maxpool2d", i, [], [_c(x)], [_c(out[0])])]
+    return [Mapped("maxpool2d", i, [], [_c(x)], [_c(out[0])], dst=[out[0]])]
 
 
 def map_max_pool2d_backward(args, kw, out, st):
@@ -393,7 +399,8 @@ def map_layer_norm(args, kw, out, st):
     st.ln_eps[out[1].data_ptr()] = (eps, out[1])
     return [Mapped("layernorm", [R, C], [eps], [_c(x).reshape(R, C), _c(w).reshape(C),
                                                _c(b).reshape(C)],
-                   [_c(out[0]).reshape(R, C), _c(out[1]).reshape(R), _c(out[2]).reshape(R)])]
+                   [_c(out[0]).reshape(R, C), _c(out[1]).reshape(R), _c(out[2]).reshape(R)],
+                   dst=list(out[:3]))]
 
 
 def map_layer_norm_backward(args, kw, out, st):
@@ -406,7 +413,8 @@ def map_layer_norm_backward(args, kw, out, st):
     ins = [_c(x).reshape(R, C), _c(w).reshape(C), _c(mean).reshape(R), _c(rstd).reshape(R),
            _c(dy).reshape(R, C)]
     return [Mapped("layernorm_bwd", [R, C], [eps], ins,
-                   [_c(out[0]).reshape(R, C), _c(out[1]).reshape(C), _c(out[2]).reshape(C)])]
+                   [_c(out[0]).reshape(R, C), _c(out[1]).reshape(C), _c(out[2]).reshape(C)],
+                   dst=list(out[:3]))]
 
 
 def map_embedding(args, kw, out, st):
@@ -442,14 +450,15 @@ def map_attention(args, kw, out, st):
     dropout = args[3] if len(args) > 3 else kw.get("dropout_p", 0.0)
     causal = args[4] if len(args) > 4 else kw.get("is_causal", False)
     i, f = _attn(q, k, v, dropout, causal, kw)
-    return [Mapped("attention", i, f, [_c(q), _c(k), _c(v)], [_c(out[0]), _c(out[1])])]
+    return [Mapped("attention", i, f, [_c(q), _c(k), _c(v)], [_c(out[0]), _c(out[1])],
+                   dst=[out[0], out[1]])]
 
 
 def map_attention_backward(args, kw, out, st):
     do, q, k, v, o, lse, dropout, causal = args[:8]
     i, f = _attn(q, k, v, dropout, causal, kw)
     return [Mapped("attention_bwd", i, f, [_c(q), _c(k), _c(v), _c(o), _c(lse), _c(do)],
-                   [_c(out[0]), _c(out[1]), _c(out[2])])]
+                   [_c(out[0]), _c(out[1]), _c(out[2])], dst=list(out[:3]))]
 
 
 def map_fused_adamw(args, kw, out, st, pre):
@@ -462,7 +471,7 @@ def map_fused_adamw(args, kw, out, st, pre):
         t = int(_scalar(steps[k]))
         pb, mb, vb = pre[0][k], pre[1][k], pre[2][k]
         mp = Mapped("adamw", [p.numel(), t], f, [_c(pb), _c(grads[k]), _c(mb), _c(vb)],
-                    [_c(p), _c(m[k]), _c(v[k])])
+                    [_c(p), _c(m[k]), _c(v[k])], dst=[p, m[k], v[k]])
         mp.param = p
         res.append(mp)
     return res
@@ -480,7 +489,7 @@ def map_fused_sgd(args, kw, out, st, pre):
     res = []
     for k, p in enumerate(params):
         mp = Mapped("sgd", [p.numel()], f, [_c(pre[0][k]), _c(grads[k]), _c(pre[2][k])],
-                    [_c(p), _c(mom[k])])
+                    [_c(p), _c(mom[k])], dst=[p, mom[k]])
         mp.param = p
         res.append(mp)
     return res

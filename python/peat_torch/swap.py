@@ -16,25 +16,36 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _lib
 from .check import check as _check_fn, kernel_notes, kernel_of, python_kernel
-from .mapping import PEAT_OPS, Unmapped, map_call, State
+from .mapping import (PEAT_OPS, INPLACE, SIDE_EFFECT, Unmapped, map_call, pre_inplace,
+                      State)
 from .track import Tracker
 
 # aten ops whose one output is the one output of the PEAT op they map to (forward and backward:
-# autograd's backward ops dispatch through the swap too)
-_SWAPPABLE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu", "_softmax", "silu",
-              "threshold_backward", "gelu_backward", "silu_backward", "_softmax_backward_data",
-              "avg_pool2d", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
-              "embedding", "embedding_dense_backward", "sum", "mean"}
+# autograd's backward ops dispatch through the swap too): the result is a new tensor
+_SWAPPABLE_ONE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu", "_softmax",
+                  "silu", "threshold_backward", "gelu_backward", "silu_backward",
+                  "_softmax_backward_data", "avg_pool2d", "avg_pool2d_backward",
+                  "max_pool2d_with_indices_backward", "embedding", "embedding_dense_backward",
+                  "sum", "mean", "_safe_softmax", "_scaled_mm"}
+# aten ops with several outputs, or that update tensors in place: the PEAT op's outputs are
+# written into torch's own (Mapped.dst: the aten op's outputs, batch norm's running statistics,
+# an optimizer's parameters and moments; max pooling keeps torch's indices, which its backward
+# does not read in PEAT's op)
+_SWAPPABLE_WRITE = {"convolution_backward", "native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+                    "native_batch_norm_backward", "max_pool2d_with_indices",
+                    "_scaled_dot_product_flash_attention_for_cpu",
+                    "_scaled_dot_product_flash_attention_for_cpu_backward", "_fused_adamw_",
+                    "_fused_sgd_"}
+_SWAPPABLE = _SWAPPABLE_ONE | _SWAPPABLE_WRITE
 # the PEAT ops swap can route (the ops of _SWAPPABLE)
 SWAP_OPS = sorted({o for n in _SWAPPABLE for o in PEAT_OPS[n]})
 # aten ops that compute a swappable op's result but are not mapped to it (a zero-match message
 # names them): why each is not
-_NEAR = {"_safe_softmax": "softmax (torch's masked softmax of nn.MultiheadAttention and "
-                          "TransformerEncoderLayer: captured, not swappable: rows of -inf give "
-                          "0 there)",
-         "relu_": "relu (in place: captured, not swappable)",
-         "_scaled_dot_product_flash_attention_for_cpu": "attention (fused; not swappable)",
-         "_scaled_dot_product_efficient_attention": "attention (fused; not swappable)",
+_NEAR = {"relu_": "relu (in place: captured, not swappable)",
+         "silu_": "silu (in place: captured, not swappable)",
+         "_scaled_dot_product_efficient_attention": "attention (CUDA's fused kernel; not "
+                                                    "swappable)",
+         "_foreach_add_": "adamw/sgd (the foreach optimizer: pass fused=True to swap it)",
          "linear": "gemm (decomposed into mm/addmm before dispatch)"}
 
 
@@ -171,32 +182,52 @@ class swap(TorchDispatchMode):
         name = func.overloadpacket.__name__
         kwargs = kwargs or {}
         phase, layer = self.tracker.where()
+        wanted = name in _SWAPPABLE and self.op in PEAT_OPS.get(name, ()) and (
+            self.aten is None or name in self.aten)
+        pre = pre_inplace(name, args) if wanted and (
+            name in INPLACE or name in SIDE_EFFECT) else None
         out = func(*args, **kwargs)
         self.seen[name] += 1
-        if name not in _SWAPPABLE or self.op not in PEAT_OPS.get(name, ()):
+        if not wanted:
             return out
-        if self.aten is not None and name not in self.aten:
-            return out
-        if self.module is not None and layer is None:
-            return out  # not a call of the module's layers
+        if self.module is not None and layer is None and name not in INPLACE:
+            return out  # not a call of the module's layers (an optimizer step is outside them)
         try:
-            m = map_call(name, args, kwargs, out, self.state)[0]
+            ms = map_call(name, args, kwargs, out, self.state, pre) or []
         except Unmapped:
             return out
-        if m.op != self.op:
-            return out  # a sum over leading dims is a bias gradient, not a reduce
-        if not self._due():
-            return out
+        where = {"eligible": 0, "iter": self.tracker.iter, "phase": phase, "layer": layer,
+                 "aten": name}
+        if name in _SWAPPABLE_ONE:
+            m = ms[0]
+            if m.op != self.op:
+                return out  # a sum over leading dims is a bias gradient, not a reduce
+            if not self._due():
+                return out
+            y = self._swap_one(m, dict(where, eligible=self.eligible - 1), out)
+            return torch.from_numpy(y[0]).reshape(out.shape).to(out.dtype)
+        for m in ms:  # one per parameter for an optimizer step
+            if m.op != self.op or not self._due():
+                continue
+            gold = [t.detach().float().clone() for t in m.outs]
+            y = self._swap_one(m, dict(where, eligible=self.eligible - 1), None, gold)
+            with torch.no_grad():
+                for t, v in zip(m.dst, y):
+                    t.copy_(torch.from_numpy(v).reshape(t.shape).to(t.dtype))
+        return out
+
+    def _swap_one(self, m, where, out, gold=None):
+        """Runs the kernel (or model) on one mapped call, shadow-checks it against torch's
+        outputs (out, or gold: copies of every output), and returns PEAT's outputs."""
         c, ins = self._call(m)
         t0 = time.perf_counter()
         y = self._run(c, ins, m)
         self.kernel_s += time.perf_counter() - t0
         if self.shadow:
-            where = {"call": self.swapped, "eligible": self.eligible - 1,
-                     "iter": self.tracker.iter, "phase": phase, "layer": layer, "aten": name}
-            self._shadow(c, ins, y, out, where)
+            where = dict(where, call=self.swapped)
+            self._shadow(c, ins, y, [out] if gold is None else gold, where)
         self.swapped += 1
-        return torch.from_numpy(y).reshape(out.shape).to(out.dtype)
+        return y
 
     @staticmethod
     def _call(m):
@@ -206,15 +237,16 @@ class swap(TorchDispatchMode):
             c.i[k] = int(v)
         for k, v in enumerate(m.f):
             c.f[k] = float(v)
-        c.n_in, c.n_out = len(m.ins), 1
+        c.n_in, c.n_out = len(m.ins), len(m.outs)
         ins = [t.float().numpy() if t.is_floating_point() else t.numpy() for t in m.ins]
         return c, [np.ascontiguousarray(a) for a in ins]
 
     def _run(self, c, ins, m):
+        """PEAT's outputs of one call, one f32 array per output of the op."""
         L = _lib.lib()
-        y = np.zeros(tuple(m.outs[0].shape), dtype=np.float32)
+        ys = [np.zeros(tuple(t.shape), dtype=np.float32) for t in m.outs]
         ts = [_lib.tensor_of(a, "f32" if a.dtype == np.float32 else "i32") for a in ins]
-        to = [_lib.tensor_of(y, "f32")]
+        to = [_lib.tensor_of(y, "f32") for y in ys]
         if self.kernel:
             st = L.peat_pyapi_kernel_run(self.kernel.encode(), ctypes.byref(c),
                                          _lib.ptr_array(ts), _lib.ptr_array(to))
@@ -222,17 +254,19 @@ class swap(TorchDispatchMode):
             st = L.peat_pyapi_model_run(self.model.encode(), self.seed + self.swapped,
                                         ctypes.byref(c), _lib.ptr_array(ts), _lib.ptr_array(to))
         _lib.check(st, "swap: %s" % (self.kernel or self.model))
-        return y
+        return ys
 
     def _shadow(self, c, ins, y, out, where):
         """Checks the call now when the schedule says so, else keeps a copy among the last."""
         sh = self.shadow
         t0 = time.perf_counter()
-        gold = np.ascontiguousarray(out.detach().float().numpy())
+        gold = [np.ascontiguousarray(g.detach().float().numpy()).reshape(v.shape)
+                for g, v in zip(out, y)]
         if sh.due(where["call"]):
             self._check(c, ins, y, gold, where, t0)
         elif sh.last > 0:
-            sh.pending.append((c, [a.copy() for a in ins], y.copy(), gold.copy(), where))
+            sh.pending.append((c, [a.copy() for a in ins], [v.copy() for v in y],
+                               [g.copy() for g in gold], where))
             sh.seconds += time.perf_counter() - t0
 
     def _check(self, c, ins, y, gold, where, t0=None):
@@ -240,7 +274,8 @@ class swap(TorchDispatchMode):
         t0 = time.perf_counter() if t0 is None else t0
         L = _lib.lib()
         ts = [_lib.tensor_of(a, "f32" if a.dtype == np.float32 else "i32") for a in ins]
-        to, tg = [_lib.tensor_of(y, "f32")], [_lib.tensor_of(gold, "f32")]
+        to = [_lib.tensor_of(v, "f32") for v in y]
+        tg = [_lib.tensor_of(g, "f32") for g in gold]
         cand, g, bad = ctypes.c_double(), ctypes.c_double(), ctypes.c_int()
         _lib.check(L.peat_pyapi_shadow_measure(ctypes.byref(c), _lib.ptr_array(ts),
                                                _lib.ptr_array(to), _lib.ptr_array(tg),
