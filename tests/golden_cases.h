@@ -260,9 +260,12 @@ static gcase make_case(peat_op_kind op, int variant, uint64_t seed)
     }
     case PEAT_OP_ATTENTION:
     case PEAT_OP_ATTENTION_BWD: {
-        int64_t B = 2, H = 2, T = 9, D = 8, n = B * H * T * D;
-        i[0] = B, i[1] = H, i[2] = T, i[3] = D, i[4] = variant, f[0] = 1.0 / sqrt((double)D);
-        c.in[0] = rnd(r, n, 0, 1.5), c.in[1] = rnd(r, n, 0, 1.5), c.in[2] = rnd(r, n, 0, 1);
+        /* variant 1: causal and grouped-query (4 query heads on 2 K/V heads) */
+        int64_t B = 2, H = variant ? 4 : 2, Hkv = 2, T = 9, D = 8, n = B * H * T * D,
+                nkv = B * Hkv * T * D;
+        i[0] = B, i[1] = H, i[2] = T, i[3] = D, i[4] = variant, i[5] = Hkv;
+        f[0] = 1.0 / sqrt((double)D);
+        c.in[0] = rnd(r, n, 0, 1.5), c.in[1] = rnd(r, nkv, 0, 1.5), c.in[2] = rnd(r, nkv, 0, 1);
         c.n_in = 3;
         if (op == PEAT_OP_ATTENTION_BWD) {
             c.in[3] = fwd_out("attention_golden", PEAT_OP_ATTENTION, &c.p, 3, c.in, 0);
@@ -376,8 +379,8 @@ static const peat_op_kind all_ops[] = {PEAT_OP_GEMM,
                                        PEAT_OP_AVGPOOL2D,
                                        PEAT_OP_AVGPOOL2D_BWD,
                                        PEAT_OP_GEMM_FP8};
-/* the ops with device goldens (CUDA/HIP, OpenCL): all_ops before RMSNorm */
-#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]) - 15)
+/* the ops with device goldens (CUDA/HIP, OpenCL): every op */
+#define DEVICE_OPS ((int)(sizeof all_ops / sizeof all_ops[0]))
 
 /* Runs kernel `name` of `backend` on case c (a device kernel: staged through the device). */
 static inline peat_args run_on(const char *backend, const char *name, const gcase *c)

@@ -100,7 +100,9 @@ Test(opencl, device_candidates_within_rounding_bound_of_exact)
     } cand[] = {{"gemm_new", PEAT_OP_GEMM},
                 {"softmax_online", PEAT_OP_SOFTMAX},
                 {"layernorm_welford", PEAT_OP_LAYERNORM},
-                {"attention_flash", PEAT_OP_ATTENTION}};
+                {"attention_flash", PEAT_OP_ATTENTION},
+                {"rmsnorm_lanes", PEAT_OP_RMSNORM},
+                {"batchnorm_welford", PEAT_OP_BATCHNORM}};
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
         for (int variant = 0; variant < 2; variant++)
             within_bound_on("opencl", cand[i].name, cand[i].op, variant,

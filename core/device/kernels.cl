@@ -324,13 +324,20 @@ PK_FN float pk_dot(PK_G const float *a, PK_G const float *b, long D)
     return s;
 }
 
-PK_KERNEL void pk_attention(long BH, long T, long D, long causal, float scale, PK_G const float *Q,
-                            PK_G const float *K, PK_G const float *V, PK_G float *O,
-                            PK_G float *L)
+/* The K/V head of query head plane bh (grouped-query attention: H query heads share Hkv K/V
+ * heads, each group of H / Hkv consecutive heads one). */
+PK_FN long pk_kv_of(long bh, long H, long Hkv)
+{
+    return bh / H * Hkv + bh % H / (H / Hkv);
+}
+
+PK_KERNEL void pk_attention(long BH, long H, long Hkv, long T, long D, long causal, float scale,
+                            PK_G const float *Q, PK_G const float *K, PK_G const float *V,
+                            PK_G float *O, PK_G float *L)
 {
     long row = PK_GID0;
     if (row >= BH * T) return;
-    long t = row % T, base = (row / T) * T * D;
+    long t = row % T, base = pk_kv_of(row / T, H, Hkv) * T * D;
     long send = causal ? t + 1 : T;
     PK_G const float *q = Q + row * D;
     float m = -INFINITY, l = 0.0f;
@@ -349,13 +356,13 @@ PK_KERNEL void pk_attention(long BH, long T, long D, long causal, float scale, P
 }
 
 /* Candidate: flash attention, one pass over keys with a running max, sum and output (D <= 256). */
-PK_KERNEL void pk_attention_flash(long BH, long T, long D, long causal, float scale,
-                                  PK_G const float *Q, PK_G const float *K, PK_G const float *V,
-                                  PK_G float *O, PK_G float *L)
+PK_KERNEL void pk_attention_flash(long BH, long H, long Hkv, long T, long D, long causal,
+                                  float scale, PK_G const float *Q, PK_G const float *K,
+                                  PK_G const float *V, PK_G float *O, PK_G float *L)
 {
     long row = PK_GID0;
     if (row >= BH * T) return;
-    long t = row % T, base = (row / T) * T * D;
+    long t = row % T, base = pk_kv_of(row / T, H, Hkv) * T * D;
     long send = causal ? t + 1 : T;
     PK_G const float *q = Q + row * D;
     float acc[256];
@@ -372,52 +379,57 @@ PK_KERNEL void pk_attention_flash(long BH, long T, long D, long causal, float sc
     L[row] = m + log(l);
 }
 
-/* P[t,s] and dS[t,s] of the backward pass, recomputed from L (no T x T buffer). */
+/* P[t,s] and dS[t,s] of the backward pass, recomputed from L (no T x T buffer); qb and kb: the
+ * query head's and its K/V head's offsets. */
 PK_FN float pk_att_p(PK_G const float *q, PK_G const float *k, long D, float scale, float Lt)
 {
     return exp(scale * pk_dot(q, k, D) - Lt);
 }
 PK_FN float pk_att_ds(PK_G const float *Q, PK_G const float *K, PK_G const float *V,
-                      PK_G const float *O, PK_G const float *L, PK_G const float *dO, long base,
-                      long T, long D, float scale, long t, long s)
+                      PK_G const float *O, PK_G const float *L, PK_G const float *dO, long qb,
+                      long kb, long D, float scale, long t, long s)
 {
-    long rt = base / D + t;
-    float p = pk_att_p(Q + base + t * D, K + base + s * D, D, scale, L[rt]);
-    float dp = pk_dot(dO + base + t * D, V + base + s * D, D);
-    float dd = pk_dot(dO + base + t * D, O + base + t * D, D);
+    float p = pk_att_p(Q + qb + t * D, K + kb + s * D, D, scale, L[qb / D + t]);
+    float dp = pk_dot(dO + qb + t * D, V + kb + s * D, D);
+    float dd = pk_dot(dO + qb + t * D, O + qb + t * D, D);
     return p * (dp - dd);
 }
 
 /* dQ[b,h,t,d]: one work-item per element. */
-PK_KERNEL void pk_attention_bwd_dq(long BH, long T, long D, long causal, float scale,
-                                   PK_G const float *Q, PK_G const float *K, PK_G const float *V,
-                                   PK_G const float *O, PK_G const float *L, PK_G const float *dO,
-                                   PK_G float *dQ)
+PK_KERNEL void pk_attention_bwd_dq(long BH, long H, long Hkv, long T, long D, long causal,
+                                   float scale, PK_G const float *Q, PK_G const float *K,
+                                   PK_G const float *V, PK_G const float *O, PK_G const float *L,
+                                   PK_G const float *dO, PK_G float *dQ)
 {
     long e = PK_GID0;
     if (e >= BH * T * D) return;
-    long d = e % D, t = (e / D) % T, base = (e / (D * T)) * T * D;
+    long d = e % D, t = (e / D) % T, bh = e / (D * T), qb = bh * T * D;
+    long kb = pk_kv_of(bh, H, Hkv) * T * D;
     long send = causal ? t + 1 : T;
     float s_ = 0.0f;
     for (long s = 0; s < send; s++)
-        s_ += pk_att_ds(Q, K, V, O, L, dO, base, T, D, scale, t, s) * K[base + s * D + d];
+        s_ += pk_att_ds(Q, K, V, O, L, dO, qb, kb, D, scale, t, s) * K[kb + s * D + d];
     dQ[e] = scale * s_;
 }
 
-/* dK and dV at [b,h,s,d]: one work-item per element, summing over the queries t that see s. */
-PK_KERNEL void pk_attention_bwd_dkv(long BH, long T, long D, long causal, float scale,
-                                    PK_G const float *Q, PK_G const float *K, PK_G const float *V,
-                                    PK_G const float *O, PK_G const float *L, PK_G const float *dO,
-                                    PK_G float *dK, PK_G float *dV)
+/* dK and dV at [b,hkv,s,d]: one work-item per element, summing over the query heads of its group
+ * and the queries t that see s. */
+PK_KERNEL void pk_attention_bwd_dkv(long BH, long H, long Hkv, long T, long D, long causal,
+                                    float scale, PK_G const float *Q, PK_G const float *K,
+                                    PK_G const float *V, PK_G const float *O, PK_G const float *L,
+                                    PK_G const float *dO, PK_G float *dK, PK_G float *dV)
 {
-    long e = PK_GID0;
-    if (e >= BH * T * D) return;
-    long d = e % D, s = (e / D) % T, base = (e / (D * T)) * T * D;
+    long e = PK_GID0, G = H / Hkv;
+    if (e >= BH / G * T * D) return;
+    long d = e % D, s = (e / D) % T, kvh = e / (D * T), kb = kvh * T * D;
     float sk = 0.0f, sv = 0.0f;
-    for (long t = causal ? s : 0; t < T; t++) {
-        float p = pk_att_p(Q + base + t * D, K + base + s * D, D, scale, L[base / D + t]);
-        sk += pk_att_ds(Q, K, V, O, L, dO, base, T, D, scale, t, s) * Q[base + t * D + d];
-        sv += p * dO[base + t * D + d];
+    for (long g = 0; g < G; g++) {
+        long qb = (kvh / Hkv * H + kvh % Hkv * G + g) * T * D;
+        for (long t = causal ? s : 0; t < T; t++) {
+            float p = pk_att_p(Q + qb + t * D, K + kb + s * D, D, scale, L[qb / D + t]);
+            sk += pk_att_ds(Q, K, V, O, L, dO, qb, kb, D, scale, t, s) * Q[qb + t * D + d];
+            sv += p * dO[qb + t * D + d];
+        }
     }
     dK[e] = scale * sk, dV[e] = sv;
 }
@@ -503,4 +515,266 @@ PK_KERNEL void pk_sgd(long n, long nesterov, float lr, float mu, float wd, PK_G 
     float p = P[i], m = mu * M[i] + G[i] + wd * p;
     float d = nesterov ? (G[i] + wd * p) + mu * m : m;
     Po[i] = p - lr * d, Mo[i] = m;
+}
+
+/* ---- RMSNorm: R C eps ; X, gamma -> Y, rstd ; backward X, gamma, rstd, dY -> dX, dgamma ---- */
+
+PK_KERNEL void pk_rmsnorm(long R, long C, float eps, PK_G const float *X, PK_G const float *g,
+                          PK_G float *Y, PK_G float *Rstd)
+{
+    long r = PK_GID0;
+    if (r >= R) return;
+    PK_G const float *x = X + r * C;
+    float ss = 0.0f;
+    for (long j = 0; j < C; j++) ss += x[j] * x[j];
+    float rs = 1.0f / sqrt(ss / (float)C + eps);
+    for (long j = 0; j < C; j++) Y[r * C + j] = x[j] * rs * g[j];
+    Rstd[r] = rs;
+}
+
+/* Candidate: the sum of squares in 8 lanes joined pairwise, rstd folded into gamma. */
+PK_KERNEL void pk_rmsnorm_lanes(long R, long C, float eps, PK_G const float *X,
+                                PK_G const float *g, PK_G float *Y, PK_G float *Rstd)
+{
+    long r = PK_GID0;
+    if (r >= R) return;
+    PK_G const float *x = X + r * C;
+    float l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (long j = 0; j < C; j++) l[j % 8] += x[j] * x[j];
+    float ss = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    float rs = 1.0f / sqrt(ss / (float)C + eps);
+    for (long j = 0; j < C; j++) Y[r * C + j] = x[j] * (rs * g[j]);
+    Rstd[r] = rs;
+}
+
+PK_KERNEL void pk_rmsnorm_bwd_dx(long R, long C, PK_G const float *X, PK_G const float *g,
+                                 PK_G const float *Rstd, PK_G const float *dY, PK_G float *dX)
+{
+    long r = PK_GID0;
+    if (r >= R) return;
+    PK_G const float *x = X + r * C;
+    PK_G const float *dy = dY + r * C;
+    float rs = Rstd[r], sgx = 0.0f;
+    for (long j = 0; j < C; j++) sgx += dy[j] * g[j] * x[j];
+    sgx /= (float)C;
+    for (long j = 0; j < C; j++) dX[r * C + j] = rs * (dy[j] * g[j] - x[j] * (rs * rs) * sgx);
+}
+
+PK_KERNEL void pk_rmsnorm_bwd_dg(long R, long C, PK_G const float *X, PK_G const float *Rstd,
+                                 PK_G const float *dY, PK_G float *dg)
+{
+    long j = PK_GID0;
+    if (j >= C) return;
+    float s = 0.0f;
+    for (long r = 0; r < R; r++) s += dY[r * C + j] * (X[r * C + j] * Rstd[r]);
+    dg[j] = s;
+}
+
+/* ---- SiLU and SwiGLU (elementwise) ---- */
+
+PK_FN float pk_sigmoid(float x)
+{
+    return 1.0f / (1.0f + exp(-x));
+}
+
+PK_KERNEL void pk_silu(long n, PK_G const float *X, PK_G float *Y)
+{
+    long i = PK_GID0;
+    if (i < n) Y[i] = X[i] / (1.0f + exp(-X[i]));
+}
+
+PK_KERNEL void pk_silu_bwd(long n, PK_G const float *X, PK_G const float *dY, PK_G float *dX)
+{
+    long i = PK_GID0;
+    if (i >= n) return;
+    float x = X[i], s = pk_sigmoid(x);
+    dX[i] = dY[i] * (s * (1.0f + x * (1.0f - s)));
+}
+
+PK_KERNEL void pk_swiglu(long n, PK_G const float *G, PK_G const float *U, PK_G float *Y)
+{
+    long i = PK_GID0;
+    if (i < n) Y[i] = G[i] / (1.0f + exp(-G[i])) * U[i];
+}
+
+PK_KERNEL void pk_swiglu_bwd(long n, PK_G const float *G, PK_G const float *U,
+                             PK_G const float *dY, PK_G float *dG, PK_G float *dU)
+{
+    long i = PK_GID0;
+    if (i >= n) return;
+    float g = G[i], s = pk_sigmoid(g);
+    dG[i] = dY[i] * U[i] * (s * (1.0f + g * (1.0f - s)));
+    dU[i] = dY[i] * (g * s);
+}
+
+/* ---- RoPE: B H T D layout (split: the half-split layout) pos0 base sign ; one work-item per
+ * rotated pair ---- */
+
+PK_KERNEL void pk_rope(long BHT, long T, long D, long split, long pos0, float base, float sign,
+                       PK_G const float *X, PK_G float *Y)
+{
+    long e = PK_GID0, h = D / 2;
+    if (e >= BHT * h) return;
+    long j = e % h, row = e / h, t = row % T;
+    long i0 = row * D + (split ? j : 2 * j), i1 = row * D + (split ? j + h : 2 * j + 1);
+    float inv = 1.0f / pow(base, (float)(2 * j) / (float)D);
+    float ang = (float)(pos0 + t) * inv, c = cos(ang), sn = sign * sin(ang);
+    float x0 = X[i0], x1 = X[i1];
+    Y[i0] = x0 * c - x1 * sn;
+    Y[i1] = x0 * sn + x1 * c;
+}
+
+/* ---- batch norm: N C S eps momentum ; one work-item per channel ---- */
+
+PK_KERNEL void pk_batchnorm(long N, long C, long S, float eps, float mom, PK_G const float *X,
+                            PK_G const float *g, PK_G const float *be, PK_G const float *rm,
+                            PK_G const float *rv, PK_G float *Y, PK_G float *Mean,
+                            PK_G float *Rstd, PK_G float *RMo, PK_G float *RVo)
+{
+    long c = PK_GID0;
+    if (c >= C) return;
+    float M = (float)(N * S), s = 0.0f, v = 0.0f;
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) s += X[(n * C + c) * S + k];
+    float mean = s / M;
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) {
+            float d = X[(n * C + c) * S + k] - mean;
+            v += d * d;
+        }
+    float var = v / M, rs = 1.0f / sqrt(var + eps);
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) {
+            long i = (n * C + c) * S + k;
+            Y[i] = (X[i] - mean) * rs * g[c] + be[c];
+        }
+    Mean[c] = mean, Rstd[c] = rs;
+    RMo[c] = (1.0f - mom) * rm[c] + mom * mean;
+    RVo[c] = (1.0f - mom) * rv[c] + mom * (var * (M / (M - 1.0f)));
+}
+
+/* Candidate: Welford's one-pass mean and variance per channel. */
+PK_KERNEL void pk_batchnorm_welford(long N, long C, long S, float eps, float mom,
+                                    PK_G const float *X, PK_G const float *g,
+                                    PK_G const float *be, PK_G const float *rm,
+                                    PK_G const float *rv, PK_G float *Y, PK_G float *Mean,
+                                    PK_G float *Rstd, PK_G float *RMo, PK_G float *RVo)
+{
+    long c = PK_GID0;
+    if (c >= C) return;
+    float M = (float)(N * S), mean = 0.0f, m2 = 0.0f, cnt = 0.0f;
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) {
+            float x = X[(n * C + c) * S + k], d = x - mean;
+            cnt += 1.0f, mean += d / cnt, m2 += d * (x - mean);
+        }
+    float var = m2 / M, rs = 1.0f / sqrt(var + eps);
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) {
+            long i = (n * C + c) * S + k;
+            Y[i] = (X[i] - mean) * (rs * g[c]) + be[c];
+        }
+    Mean[c] = mean, Rstd[c] = rs;
+    RMo[c] = (1.0f - mom) * rm[c] + mom * mean;
+    RVo[c] = (1.0f - mom) * rv[c] + mom * (m2 / (M - 1.0f));
+}
+
+PK_KERNEL void pk_batchnorm_bwd(long N, long C, long S, PK_G const float *X, PK_G const float *g,
+                                PK_G const float *Mean, PK_G const float *Rstd,
+                                PK_G const float *dY, PK_G float *dX, PK_G float *dg,
+                                PK_G float *db)
+{
+    long c = PK_GID0;
+    if (c >= C) return;
+    float M = (float)(N * S), mu = Mean[c], rs = Rstd[c], sdy = 0.0f, sdx = 0.0f;
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) {
+            long i = (n * C + c) * S + k;
+            sdy += dY[i], sdx += dY[i] * ((X[i] - mu) * rs);
+        }
+    for (long n = 0; n < N; n++)
+        for (long k = 0; k < S; k++) {
+            long i = (n * C + c) * S + k;
+            float xh = (X[i] - mu) * rs;
+            dX[i] = g[c] * rs * (dY[i] - sdy / M - xh * (sdx / M));
+        }
+    dg[c] = sdx, db[c] = sdy;
+}
+
+/* ---- pooling: N C H W K stride pad (OH, OW from the host) ---- */
+
+/* The input index of window (nc, oh, ow)'s first maximum (row-major), -1 when it holds none. */
+PK_FN long pk_pool_argmax(PK_G const float *X, long H, long W, long K, long st, long pad, long nc,
+                          long oh, long ow)
+{
+    long best = -1;
+    for (long kh = 0; kh < K; kh++)
+        for (long kw = 0; kw < K; kw++) {
+            long ih = oh * st - pad + kh, iw = ow * st - pad + kw;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            long i = (nc * H + ih) * W + iw;
+            if (best < 0 || X[i] > X[best]) best = i;
+        }
+    return best;
+}
+
+PK_KERNEL void pk_maxpool2d(long NC, long H, long W, long K, long st, long pad, long OH, long OW,
+                            PK_G const float *X, PK_G float *Y)
+{
+    long e = PK_GID0;
+    if (e >= NC * OH * OW) return;
+    long ow = e % OW, oh = e / OW % OH, nc = e / (OW * OH);
+    long b = pk_pool_argmax(X, H, W, K, st, pad, nc, oh, ow);
+    Y[e] = b >= 0 ? X[b] : -INFINITY;
+}
+
+/* dX gathered per input pixel: the dY of the windows whose first maximum it is, in window order */
+PK_KERNEL void pk_maxpool2d_bwd(long NC, long H, long W, long K, long st, long pad, long OH,
+                                long OW, PK_G const float *X, PK_G const float *dY,
+                                PK_G float *dX)
+{
+    long e = PK_GID0;
+    if (e >= NC * H * W) return;
+    long iw = e % W, ih = e / W % H, nc = e / (W * H);
+    float s = 0.0f;
+    for (long oh = 0; oh < OH; oh++)
+        for (long ow = 0; ow < OW; ow++) {
+            long h0 = oh * st - pad, w0 = ow * st - pad;
+            if (ih < h0 || ih >= h0 + K || iw < w0 || iw >= w0 + K) continue;
+            if (pk_pool_argmax(X, H, W, K, st, pad, nc, oh, ow) == e)
+                s += dY[(nc * OH + oh) * OW + ow];
+        }
+    dX[e] = s;
+}
+
+/* average pooling, the padding counted in the divisor K^2 */
+PK_KERNEL void pk_avgpool2d(long NC, long H, long W, long K, long st, long pad, long OH, long OW,
+                            PK_G const float *X, PK_G float *Y)
+{
+    long e = PK_GID0;
+    if (e >= NC * OH * OW) return;
+    long ow = e % OW, oh = e / OW % OH, nc = e / (OW * OH);
+    float s = 0.0f;
+    for (long kh = 0; kh < K; kh++)
+        for (long kw = 0; kw < K; kw++) {
+            long ih = oh * st - pad + kh, iw = ow * st - pad + kw;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += X[(nc * H + ih) * W + iw];
+        }
+    Y[e] = s / (float)(K * K);
+}
+
+PK_KERNEL void pk_avgpool2d_bwd(long NC, long H, long W, long K, long st, long pad, long OH,
+                                long OW, PK_G const float *dY, PK_G float *dX)
+{
+    long e = PK_GID0;
+    if (e >= NC * H * W) return;
+    long iw = e % W, ih = e / W % H, nc = e / (W * H);
+    float s = 0.0f;
+    for (long oh = 0; oh < OH; oh++)
+        for (long ow = 0; ow < OW; ow++) {
+            long h0 = oh * st - pad, w0 = ow * st - pad;
+            if (ih >= h0 && ih < h0 + K && iw >= w0 && iw < w0 + K)
+                s += dY[(nc * OH + oh) * OW + ow] / (float)(K * K);
+        }
+    dX[e] = s;
 }

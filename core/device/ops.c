@@ -191,15 +191,10 @@ static peat_status attention_launch(const peat_args *a, const char *kernel, int6
                                     int count)
 {
     const int64_t *i = a->p.i;
-    /* the device kernels read one K/V head per query head */
-    if (i[5] > 0 && i[5] != i[1])
-        return PEAT_ERROR(PEAT_ERR_UNSUPPORTED,
-                          "%s: grouped-query attention (%lld K/V heads for %lld query heads) has "
-                          "no device kernel yet",
-                          kernel, (long long)i[5], (long long)i[1]);
-    peat_karg args[5 + 2 * PEAT_MAX_IO] = {KL(i[0] * i[1]), KL(i[2]), KL(i[3]), KL(i[4]),
-                                           KF(a->p.f[0])};
-    int k = 5;
+    int64_t Hkv = i[5] > 0 ? i[5] : i[1]; /* grouped-query attention: Hkv K/V heads */
+    peat_karg args[7 + 2 * PEAT_MAX_IO] = {KL(i[0] * i[1]), KL(i[1]), KL(Hkv),      KL(i[2]),
+                                           KL(i[3]),        KL(i[4]), KF(a->p.f[0])};
+    int k = 7;
     for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
     for (int j = first; j < first + count; j++) args[k++] = KB(a->out[j]);
     return launch1(a, kernel, n, k, args);
@@ -217,9 +212,145 @@ static peat_status attention_flash(const peat_args *a, const peat_kernel *self)
 }
 static peat_status attention_bwd(const peat_args *a, const peat_kernel *self)
 {
-    int64_t n = a->p.i[0] * a->p.i[1] * a->p.i[2] * a->p.i[3];
-    PEAT_TRY(attention_launch(a, "pk_attention_bwd_dq", n, 0, 1));
-    return attention_launch(a, "pk_attention_bwd_dkv", n, 1, 2);
+    const int64_t *i = a->p.i;
+    int64_t Hkv = i[5] > 0 ? i[5] : i[1];
+    PEAT_TRY(attention_launch(a, "pk_attention_bwd_dq", i[0] * i[1] * i[2] * i[3], 0, 1));
+    return attention_launch(a, "pk_attention_bwd_dkv", i[0] * Hkv * i[2] * i[3], 1, 2);
+}
+
+/* ---- RMSNorm, SiLU, SwiGLU, RoPE ---- */
+
+static peat_status rmsnorm(const peat_args *a, const peat_kernel *self)
+{
+    return rows(a, "pk_rmsnorm", 1, 0);
+}
+static peat_status rmsnorm_lanes(const peat_args *a, const peat_kernel *self)
+{
+    return rows(a, "pk_rmsnorm_lanes", 1, 0);
+}
+/* in: X, gamma, rstd, dY ; out: dX, dgamma: one kernel per row, one per column */
+static peat_status rmsnorm_bwd(const peat_args *a, const peat_kernel *self)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    peat_karg dx[] = {KL(R),        KL(C),        KB(a->in[0]), KB(a->in[1]),
+                      KB(a->in[2]), KB(a->in[3]), KB(a->out[0])};
+    PEAT_TRY(launch1(a, "pk_rmsnorm_bwd_dx", R, NARGS(dx), dx));
+    peat_karg dg[] = {KL(R), KL(C), KB(a->in[0]), KB(a->in[2]), KB(a->in[3]), KB(a->out[1])};
+    return launch1(a, "pk_rmsnorm_bwd_dg", C, NARGS(dg), dg);
+}
+static peat_status silu(const peat_args *a, const peat_kernel *self)
+{
+    return eltwise(a, "pk_silu");
+}
+static peat_status silu_bwd(const peat_args *a, const peat_kernel *self)
+{
+    return eltwise(a, "pk_silu_bwd");
+}
+/* n, inputs..., outputs... */
+static peat_status eltwise_n(const peat_args *a, const char *kernel)
+{
+    peat_karg args[1 + 2 * PEAT_MAX_IO] = {KL(a->p.i[0])};
+    int k = 1;
+    for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
+    for (int j = 0; j < a->n_out; j++) args[k++] = KB(a->out[j]);
+    return launch1(a, kernel, a->p.i[0], k, args);
+}
+static peat_status swiglu(const peat_args *a, const peat_kernel *self)
+{
+    return eltwise_n(a, "pk_swiglu");
+}
+static peat_status swiglu_bwd(const peat_args *a, const peat_kernel *self)
+{
+    return eltwise_n(a, "pk_swiglu_bwd");
+}
+/* i = B H T D layout pos0 ; f = base: one work-item per rotated pair */
+static peat_status rope(const peat_args *a, const peat_kernel *self)
+{
+    const int64_t *i = a->p.i;
+    int64_t BHT = i[0] * i[1] * i[2];
+    peat_karg args[] = {KL(BHT),
+                        KL(i[2]),
+                        KL(i[3]),
+                        KL(i[4]),
+                        KL(i[5]),
+                        KF(a->p.f[0]),
+                        KF(a->op == PEAT_OP_ROPE_BWD ? -1.0 : 1.0),
+                        KB(a->in[0]),
+                        KB(a->out[0])};
+    return launch1(a, "pk_rope", BHT * (i[3] / 2), NARGS(args), args);
+}
+
+/* ---- batch norm: i = N C S ; f = eps momentum: one work-item per channel ---- */
+
+static peat_status batchnorm_launch(const peat_args *a, const char *kernel)
+{
+    const int64_t *i = a->p.i;
+    peat_karg args[5 + 2 * PEAT_MAX_IO] = {KL(i[0]), KL(i[1]), KL(i[2]), KF(a->p.f[0]),
+                                           KF(a->p.f[1])};
+    int k = 5;
+    for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
+    for (int j = 0; j < a->n_out; j++) args[k++] = KB(a->out[j]);
+    return launch1(a, kernel, i[1], k, args);
+}
+static peat_status batchnorm(const peat_args *a, const peat_kernel *self)
+{
+    return batchnorm_launch(a, "pk_batchnorm");
+}
+static peat_status batchnorm_welford(const peat_args *a, const peat_kernel *self)
+{
+    return batchnorm_launch(a, "pk_batchnorm_welford");
+}
+static peat_status batchnorm_bwd(const peat_args *a, const peat_kernel *self)
+{
+    const int64_t *i = a->p.i;
+    peat_karg args[3 + 2 * PEAT_MAX_IO] = {KL(i[0]), KL(i[1]), KL(i[2])};
+    int k = 3;
+    for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
+    for (int j = 0; j < a->n_out; j++) args[k++] = KB(a->out[j]);
+    return launch1(a, "pk_batchnorm_bwd", i[1], k, args);
+}
+
+/* ---- pooling: i = N C H W K stride pad; one work-item per output (forward) or input pixel
+ * (backward, gathered: no atomics) ---- */
+
+static peat_status pool(const peat_args *a, const char *kernel, int per_input)
+{
+    const int64_t *i = a->p.i;
+    int64_t OH = (i[2] + 2 * i[6] - i[4]) / i[5] + 1, OW = (i[3] + 2 * i[6] - i[4]) / i[5] + 1;
+    peat_karg args[8 + 2 * PEAT_MAX_IO] = {KL(i[0] * i[1]), KL(i[2]), KL(i[3]), KL(i[4]),
+                                           KL(i[5]),        KL(i[6]), KL(OH),   KL(OW)};
+    int k = 8;
+    for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
+    args[k++] = KB(a->out[0]);
+    return launch1(a, kernel, i[0] * i[1] * (per_input ? i[2] * i[3] : OH * OW), k, args);
+}
+static peat_status maxpool2d(const peat_args *a, const peat_kernel *self)
+{
+    return pool(a, "pk_maxpool2d", 0);
+}
+static peat_status maxpool2d_bwd(const peat_args *a, const peat_kernel *self)
+{
+    return pool(a, "pk_maxpool2d_bwd", 1);
+}
+static peat_status avgpool2d(const peat_args *a, const peat_kernel *self)
+{
+    return pool(a, "pk_avgpool2d", 0);
+}
+static peat_status avgpool2d_bwd(const peat_args *a, const peat_kernel *self)
+{
+    return pool(a, "pk_avgpool2d_bwd", 1);
+}
+
+/* ---- the fp8 GEMM: its fp8 values are f32 values; the two scales one alpha, applied to the
+ * fp32 sums as the CPU golden does ---- */
+
+static peat_status gemm_fp8(const peat_args *a, const peat_kernel *self)
+{
+    peat_args b = *a;
+    b.op = PEAT_OP_GEMM;
+    b.p.f[0] = a->p.f[0] * a->p.f[2];
+    b.p.f[2] = 0.0;
+    return gemm_golden(&b, self);
 }
 
 /* ---- embedding ---- */
@@ -301,6 +432,21 @@ static const golden_entry goldens[] = {
     {PEAT_OP_ADAMW, adamw},
     {PEAT_OP_SGD, sgd},
     {PEAT_OP_REDUCE, reduce},
+    {PEAT_OP_RMSNORM, rmsnorm},
+    {PEAT_OP_RMSNORM_BWD, rmsnorm_bwd},
+    {PEAT_OP_SILU, silu},
+    {PEAT_OP_SILU_BWD, silu_bwd},
+    {PEAT_OP_SWIGLU, swiglu},
+    {PEAT_OP_SWIGLU_BWD, swiglu_bwd},
+    {PEAT_OP_ROPE, rope},
+    {PEAT_OP_ROPE_BWD, rope},
+    {PEAT_OP_BATCHNORM, batchnorm},
+    {PEAT_OP_BATCHNORM_BWD, batchnorm_bwd},
+    {PEAT_OP_MAXPOOL2D, maxpool2d},
+    {PEAT_OP_MAXPOOL2D_BWD, maxpool2d_bwd},
+    {PEAT_OP_AVGPOOL2D, avgpool2d},
+    {PEAT_OP_AVGPOOL2D_BWD, avgpool2d_bwd},
+    {PEAT_OP_GEMM_FP8, gemm_fp8},
 };
 
 /* Golden names are "<op>_golden", as on the CPU: the backend tells them apart. */
@@ -329,6 +475,10 @@ static peat_status register_candidates(const char *backend)
                       layernorm_welford, "device layernorm with Welford's one-pass variance"),
         device_kernel(backend, "attention_flash", PEAT_OP_ATTENTION, PEAT_ROLE_CANDIDATE,
                       attention_flash, "device flash attention: one pass, running max and sum"),
+        device_kernel(backend, "rmsnorm_lanes", PEAT_OP_RMSNORM, PEAT_ROLE_CANDIDATE, rmsnorm_lanes,
+                      "device RMSNorm: 8 lanes joined pairwise, rstd into gamma"),
+        device_kernel(backend, "batchnorm_welford", PEAT_OP_BATCHNORM, PEAT_ROLE_CANDIDATE,
+                      batchnorm_welford, "device batch norm with Welford's one-pass variance"),
     };
     c[0].cfg.tile_m = c[0].cfg.tile_n = c[0].cfg.tile_k = 16;
     c[0].cfg.threads = 256;
