@@ -107,6 +107,11 @@ typedef struct peat_op_desc {
      * statistics as mean 0 and rstd 1), and returns the outputs (bit o) that are then exact; 0
      * when the op has no such form (a root, an exponential), a's inputs untouched. */
     unsigned (*integers)(peat_args *a);
+    /* Diagnosis: how far a call's outputs (a->out, any kernel's) break an identity the exact op
+     * keeps whatever its parameters (RoPE's rotation keeps each pair's length): the largest
+     * relative departure; NAN when the op has none. A rounded coefficient breaks it at its
+     * format's precision, another angle or formula that is still the identity's kind keeps it. */
+    double (*invariant)(const peat_args *a);
 
     /* Predictor: the calibration family (params of size n; `off` 1 moves the dims off round
      * numbers for held-out shapes), the input shapes and dtypes of a call, inputs that must be
@@ -148,6 +153,7 @@ int64_t peat_op_terms_one(const peat_op_params *p, int o, int64_t depth);
 /* No permutation, no GEMM view, no autocast cast, no probes of its own. */
 int peat_op_perm_none(const peat_args *a, peat_op_perm *out);
 unsigned peat_op_integers_none(peat_args *a);
+double peat_op_invariant_none(const peat_args *a);
 int peat_op_gemm_view_none(const peat_op_params *p, peat_op_gemm_view *v);
 void peat_op_amp_none(const peat_args *a, unsigned *in, unsigned *out);
 peat_status peat_op_probes_none(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed);

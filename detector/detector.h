@@ -148,9 +148,12 @@ typedef struct peat_diagnosis {
     int64_t base_n, base_gross, base_nonfinite;
     double base_subnormal; /* share of the base's errors beyond the bound where |exact| < FLT_MIN */
     double base_eff_bits;
-    int base_toward_zero;   /* the base's errors shrink |x| (>= 3/4 of them, bias beyond 6 sigma) */
-    char outputs[64];       /* the base's outputs beyond the bound, by index ("0,2") */
-    int n_outputs;          /* the op's outputs */
+    int base_toward_zero; /* the base's errors shrink |x| (>= 3/4 of them, bias beyond 6 sigma) */
+    char outputs[64];     /* the base's outputs beyond the bound, by index ("0,2") */
+    int n_outputs;        /* the op's outputs */
+    /* the op's identity (core/opdesc.h, `invariant`: RoPE keeps each pair's length) on the base:
+     * the candidate's and the golden's largest relative departure (NaN: the op has none) */
+    double base_invariant, base_invariant_golden;
     int64_t gemm_m, gemm_n; /* GEMM base: its M and N (the shape axis) */
     peat_exp_outcome exp[PEAT_EXP_COUNT];
     double seconds; /* wall time of the experiments */

@@ -345,6 +345,20 @@ static const char *rounding_or_function(const peat_diagnosis *d, int *function, 
                      in->max_norm);
         return "small integers";
     }
+    /* the op's identity broken beyond fp32's reach but within a format of >= 7 bits (RoPE's
+     * pair lengths: a cos/sin table rounded to bf16 or fp16 changes them by up to its precision;
+     * a wrong angle keeps them): the coefficients were rounded, which the jitter, moving the
+     * inputs and not the positions, keeps */
+    double inv = d->base_invariant, floor_ = fmax(d->base_invariant_golden, 0x1p-22);
+    if (!isnan(inv) && !isnan(d->base_invariant_golden) && inv > 16.0 * floor_ && inv <= 0x1p-6) {
+        *function = 0;
+        snprintf(why, n,
+                 "the op's identity (a rotation keeps each pair's length) is broken by up to "
+                 "%.3g on the base call, the golden's by %.3g: coefficients rounded to a format "
+                 "of about %.0f bits, not another function of the same kind",
+                 inv, d->base_invariant_golden, -log2(inv));
+        return "base call invariant";
+    }
     if (jt && per_output_formula(d, jt, why, n)) {
         *function = 1;
         return "jitter";

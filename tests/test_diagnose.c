@@ -525,9 +525,18 @@ static peat_status gelu_leaky(const peat_args *a, const peat_kernel *self)
 
 /* RoPE whose last rotated pair turns by the first pair's angle: one pair of every row wrong,
  * whatever the values (either layout). */
-static peat_status rope_last_pair(const peat_args *a, const peat_kernel *self)
+static float bf16(float x)
 {
-    (void)self;
+    if (x == 0.0f || !isfinite(x)) return x;
+    int e;
+    double m = frexp((double)x, &e);
+    return (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+}
+
+/* RoPE by the angle table: the last pair of each row at pair 0's angle (table = 0), or every
+ * cos and sin rounded to bf16 (table = 1: a position table cached in bf16) */
+static peat_status rope_table(const peat_args *a, int table)
+{
     const int64_t *q = a->p.i;
     int64_t B = q[0], H = q[1], T = q[2], D = q[3], half = q[4], pos0 = q[5], h = D / 2;
     double sign = a->op == PEAT_OP_ROPE_BWD ? -1.0 : 1.0;
@@ -536,13 +545,25 @@ static peat_status rope_last_pair(const peat_args *a, const peat_kernel *self)
     for (int64_t r = 0; r < B * H * T; r++)
         for (int64_t j = 0; j < h; j++) {
             int64_t t = r % T, i0 = half ? j : 2 * j, i1 = half ? j + h : 2 * j + 1;
-            int64_t jj = j == h - 1 ? 0 : j;
+            int64_t jj = table == 0 && j == h - 1 ? 0 : j;
             double ang = (double)(pos0 + t) * pow(a->p.f[0], -2.0 * (double)jj / (double)D);
             double c = cos(ang), sn = sign * sin(ang), x0 = x[r * D + i0], x1 = x[r * D + i1];
+            if (table == 1) c = bf16((float)c), sn = bf16((float)sn);
             y[r * D + i0] = (float)(x0 * c - x1 * sn);
             y[r * D + i1] = (float)(x0 * sn + x1 * c);
         }
     return PEAT_OK;
+}
+static peat_status rope_table_bf16(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    return rope_table(a, 1);
+}
+
+static peat_status rope_last_pair(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    return rope_table(a, 0);
 }
 
 /* Batch norm whose running variance takes the biased batch variance (1/M, not 1/(M-1)): a slip
@@ -569,14 +590,6 @@ static peat_status bn_running_var_biased(const peat_args *a, const peat_kernel *
         rv[c] = (float)((double)rv[c] - mom * v / (M - 1.0) / M);
     }
     return PEAT_OK;
-}
-
-static float bf16(float x)
-{
-    if (x == 0.0f || !isfinite(x)) return x;
-    int e;
-    double m = frexp((double)x, &e);
-    return (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
 }
 
 /* batch norm backward by the golden, then dgamma's per-channel sum of dY x-hat again with a bf16
@@ -646,6 +659,7 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
     reg("test_softmax_sum_bf16", PEAT_OP_SOFTMAX, softmax_sum_bf16);
     reg("test_gelu_leaky", PEAT_OP_GELU, gelu_leaky);
     reg("test_rope_last_pair", PEAT_OP_ROPE, rope_last_pair);
+    reg("test_rope_table_bf16", PEAT_OP_ROPE, rope_table_bf16);
     reg("test_bn_running_var_biased", PEAT_OP_BATCHNORM, bn_running_var_biased);
     reg("test_bn_bwd_dgamma_bf16", PEAT_OP_BATCHNORM_BWD, bn_bwd_dgamma_bf16);
     reg("test_bn_bwd_dbeta_gamma", PEAT_OP_BATCHNORM_BWD, bn_bwd_dbeta_gamma);
@@ -659,6 +673,9 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
         {"test_gelu_leaky", "gpt", PEAT_FIND_WRONG_RESULT, "jitter"},
         /* the rotated pairs permuted whole: the errors stay with the last pair */
         {"test_rope_last_pair", "llama", PEAT_FIND_STRUCTURAL, "permutation"},
+        /* the jitter keeps a table's errors (they follow the positions); the pair lengths the
+         * rounded table breaks tell it from a wrong angle */
+        {"test_rope_table_bf16", "llama", PEAT_FIND_REDUCED_PRECISION, "base call invariant"},
         /* no gross error: the jitter reads the output beyond the bound */
         {"test_bn_running_var_biased", "resnet", PEAT_FIND_WRONG_RESULT, "jitter"},
         /* a sum's swamped terms, which the jitter keeps: exact on small integers */

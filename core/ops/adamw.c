@@ -127,6 +127,7 @@ const peat_op_desc peat_opd_adamw = {
     .range_high = 0,
     .perm = peat_op_perm_elements,
     .integers = peat_op_integers_none,
+    .invariant = peat_op_invariant_none,
     .cal_params = adamw_cal,
     .input_shapes = adamw_inputs,
     .positive_inputs = 1u << 3, /* v */

@@ -167,6 +167,7 @@ const peat_op_desc peat_opd_gemm_fp8 = {
     .range_high = 0,
     .perm = peat_op_gemm_perm,
     .integers = peat_op_integers_none,
+    .invariant = peat_op_invariant_none,
     .cal_params = gemm_fp8_cal,
     .input_shapes = peat_op_gemm_inputs,
     .positive_inputs = 0,

@@ -99,6 +99,12 @@ unsigned peat_op_integers_none(peat_args *a)
     return 0;
 }
 
+double peat_op_invariant_none(const peat_args *a)
+{
+    (void)a;
+    return NAN;
+}
+
 void peat_op_int_values(peat_args *a, int k)
 {
     peat_tensor *t = (peat_tensor *)a->in[k];

@@ -243,6 +243,7 @@ static unsigned max_bwd_integers(peat_args *a)
         .range_high = low,                                                                         \
         .perm = pool_perm,                                                                         \
         .integers = ints,                                                                          \
+        .invariant = peat_op_invariant_none,                                                       \
         .cal_params = pool_cal,                                                                    \
         .input_shapes = ins,                                                                       \
         .positive_inputs = 0,                                                                      \

@@ -135,6 +135,7 @@ const peat_op_desc peat_opd_reduce = {
     .range_high = 1u << 0,
     .perm = reduce_perm,
     .integers = reduce_integers,
+    .invariant = peat_op_invariant_none,
     .cal_params = peat_op_row_cal,
     .input_shapes = reduce_inputs,
     .positive_inputs = 0,

@@ -135,6 +135,27 @@ static void rope_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[
     *n_in = k;
 }
 
+/* ---- invariant: the rotation keeps each pair's length; the largest relative change of
+ * |(y0, y1)|^2 against |(x0, x1)|^2 over the pairs not near zero ---- */
+static double rope_invariant(const peat_args *a)
+{
+    int64_t rows = P(0) * P(1) * P(2), D = P(3), lay = P(4);
+    const float *x = a->in[0]->data, *y = a->out[0]->data;
+    if (a->out[0]->dtype != PEAT_DTYPE_F32) return NAN;
+    double worst = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < rows * D; i++) scale = fmax(scale, fabs((double)x[i]));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < D / 2; j++) {
+            int64_t i0 = r * D + (lay ? j : 2 * j), i1 = r * D + (lay ? j + D / 2 : 2 * j + 1);
+            double rx = (double)x[i0] * x[i0] + (double)x[i1] * x[i1],
+                   ry = (double)y[i0] * y[i0] + (double)y[i1] * y[i1];
+            if (!(rx > 1e-6 * scale * scale)) continue; /* a pair near zero: its roundings rule */
+            double d = fabs(ry / rx - 1.0);
+            if (!(d <= worst)) worst = d; /* NaN wins */
+        }
+    return worst;
+}
+
 const peat_op_desc peat_opd_rope = {
     .info = {PEAT_OP_ROPE, "rope", 1, 1, 1, 0, rope_check, rope_shapes, peat_op_depth_one,
              rope_flops},
@@ -145,6 +166,7 @@ const peat_op_desc peat_opd_rope = {
     .range_high = 1u << 0,
     .perm = rope_perm,
     .integers = peat_op_integers_none,
+    .invariant = rope_invariant,
     .cal_params = rope_cal,
     .input_shapes = rope_inputs,
     .positive_inputs = 0,
@@ -163,6 +185,7 @@ const peat_op_desc peat_opd_rope_bwd = {
     .range_high = 1u << 0,
     .perm = rope_perm,
     .integers = peat_op_integers_none,
+    .invariant = rope_invariant,
     .cal_params = rope_cal,
     .input_shapes = rope_inputs,
     .positive_inputs = 0,

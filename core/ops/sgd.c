@@ -84,6 +84,7 @@ const peat_op_desc peat_opd_sgd = {
     .range_high = 0,
     .perm = peat_op_perm_elements,
     .integers = peat_op_integers_none,
+    .invariant = peat_op_invariant_none,
     .cal_params = sgd_cal,
     .input_shapes = sgd_inputs,
     .positive_inputs = 0,

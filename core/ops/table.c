@@ -90,6 +90,7 @@ const char *peat_op_desc_missing(peat_op_kind op, char *buf, size_t cap)
     NEED(d->probes, "probes");
     NEED(d->perm, "perm");
     NEED(d->integers, "integers");
+    NEED(d->invariant, "invariant");
     NEED(d->cal_params, "cal_params");
     NEED(d->input_shapes, "input_shapes");
     NEED(d->gemm_view, "gemm_view");

@@ -4,6 +4,7 @@
  * whose prediction held (docs/detector.md, "Differential diagnosis"). */
 #include "analyzer/experiment.h"
 #include "analyzer/probe.h"
+#include "core/opdesc.h"
 #include "core/clock.h"
 #include "harness/campaign/stages.h"
 #include "harness/campaign/work.h"
@@ -135,6 +136,9 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
     d->base_toward_zero = !isnan(b->sc.frac_err_negative) && b->sc.frac_err_negative >= 0.75 &&
                           !isnan(b->sc.bias_t) && b->sc.bias_t <= -6.0;
     d->n_outputs = b->c.n_out;
+    const peat_op_desc *od = peat_op_desc_get(b->c.op);
+    d->base_invariant = od ? od->invariant(&b->c) : NAN;
+    d->base_invariant_golden = od ? od->invariant(&b->g) : NAN;
     d->outputs[0] = 0;
     for (int o = 0; o < b->c.n_out; o++)
         if (b->fails[o]) {
