@@ -166,11 +166,13 @@ peat_status peat_op_probes_none(peat_probe_sink *s, const peat_record_list *recs
 void peat_op_int_values(peat_args *a, int k);
 /* Input k set to the constant v (a saved mean 0, a saved rstd 1). */
 void peat_op_int_fill(peat_args *a, int k, float v);
-/* Of each run of `stride` consecutive elements along a reduction of `terms` terms, the element
- * kept nonzero: stride = ceil(terms / PEAT_OP_INT_TERMS). */
+/* The stride that thins a reduction of `terms` terms to at most PEAT_OP_INT_TERMS nonzero ones,
+ * ceil(terms / PEAT_OP_INT_TERMS): one kept in each run of `stride` along the reduction, the run's
+ * phase shifted by the other indices (a diagonal), so that no row, column or channel is all
+ * zeros and a defect confined to one stays visible. */
 int64_t peat_op_int_stride(int64_t terms);
-/* Input k, an [R, C] gradient of a row op, nonzero only on rows and columns at those strides:
- * at most PEAT_OP_INT_TERMS terms in a row's sums and in a column's sums over the rows. */
+/* Input k, an [R, C] gradient of a row op, thinned along a diagonal: at most PEAT_OP_INT_TERMS
+ * terms in a row's sums and in a column's sums over the rows, none of them all zeros. */
 void peat_op_int_sparse_rows_cols(peat_args *a, int k, int64_t R, int64_t C);
 
 /* A view of one tensor. */

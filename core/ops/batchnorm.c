@@ -249,7 +249,7 @@ static unsigned bn_bwd_integers(peat_args *a)
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t s = 0; s < S; s++)
-                if ((n * S + s) % st) dy[(n * C + c) * S + s] = 0.0f;
+                if ((n * S + s + c) % st) dy[(n * C + c) * S + s] = 0.0f;
     return 0x7u;
 }
 

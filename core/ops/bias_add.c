@@ -122,7 +122,7 @@ static unsigned bias_bwd_integers(peat_args *a)
     for (int64_t r = 0; r < R; r++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t s = 0; s < S; s++)
-                if ((r * S + s) % st) x[(r * C + c) * S + s] = 0.0f;
+                if ((r * S + s + c) % st) x[(r * C + c) * S + s] = 0.0f;
     return 1u;
 }
 

@@ -245,7 +245,7 @@ static unsigned conv_integers(peat_args *a)
         for (int64_t n = 0; n < N; n++)
             for (int64_t o = 0; o < O; o++)
                 for (int64_t q = 0; q < OH * OW; q++)
-                    if ((n * OH * OW + q) % s) dy[(n * O + o) * OH * OW + q] = 0.0f;
+                    if ((n * OH * OW + q + o) % s) dy[(n * O + o) * OH * OW + q] = 0.0f;
         return 1u;
     }
     float *w = (float *)a->in[1]->data;
@@ -254,7 +254,8 @@ static unsigned conv_integers(peat_args *a)
     for (int64_t o = 0; o < O; o++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t t = 0; t < taps; t++)
-                if (((fwd ? c : o) * taps + t) % s) w[(o * C + c) * taps + t] = 0.0f;
+                if (((fwd ? c : o) * taps + t + (fwd ? o : c)) % s)
+                    w[(o * C + c) * taps + t] = 0.0f;
     return 1u;
 }
 

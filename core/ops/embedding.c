@@ -139,7 +139,7 @@ static unsigned embedding_bwd_integers(peat_args *a)
     float *x = (float *)a->in[1]->data;
     for (int64_t n = 0; n < N; n++)
         for (int64_t d = 0; d < D; d++)
-            if (n % st) x[n * D + d] = 0.0f;
+            if ((n + d) % st) x[n * D + d] = 0.0f;
     return 1u;
 }
 

@@ -130,7 +130,7 @@ static unsigned softmax_bwd_integers(peat_args *a)
     float *dy = (float *)a->in[1]->data;
     for (int64_t r = 0; r < R; r++)
         for (int64_t j = 0; j < C; j++)
-            if (j % st) dy[r * C + j] = 0.0f;
+            if ((j + r) % st) dy[r * C + j] = 0.0f;
     return 1u;
 }
 
