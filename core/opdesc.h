@@ -147,6 +147,10 @@ peat_status peat_op_mag_abs(const peat_args *a, const peat_op_mag_in *in, int64_
 /* |exact value|: one rounding. */
 peat_status peat_op_mag_value(const peat_args *a, const peat_tensor *exact_out, int64_t n,
                               double *mag);
+/* The magnitude that makes the bound gamma_depth mag allow `roundings` roundings in gradual
+ * underflow (2^-150 each: the bound's own absolute term assumes depth + 1 of them, unamplified):
+ * what an op adds where later factors amplify them (a norm's rstd). */
+double peat_op_underflow_mag(int64_t depth, double roundings);
 /* terms of a reduction: the depth; of an elementwise or row op: 1. */
 int64_t peat_op_terms_depth(const peat_op_params *p, int o, int64_t depth);
 int64_t peat_op_terms_one(const peat_op_params *p, int o, int64_t depth);

@@ -131,7 +131,11 @@ static peat_status bn_bwd_mag(const peat_args *a, int o, const peat_op_mag_in *i
                 sg += g, sgx += g * xh, S1 += fabs(g), S2 += fabs(g * xh);
                 adg += fabs(dY[i] * xh), adb += fabs(dY[i]);
             }
-        if (o == 1) mag[c] = (M + 2.0) * adg / K;
+        /* dgamma = rstd sum dY (x - mean) in one-pass forms: its 2M underflow roundings times
+         * rstd */
+        if (o == 1)
+            mag[c] =
+                (M + 2.0) * adg / K + peat_op_underflow_mag((int64_t)K, 2.0 * M * fabs(rs) + 1.0);
         if (o == 2) mag[c] = M * adb / K;
         if (o != 0) continue;
         sg /= M, sgx /= M, S1 /= M, S2 /= M;
@@ -141,7 +145,11 @@ static peat_status bn_bwd_mag(const peat_args *a, int o, const peat_op_mag_in *i
                 double xh = (x[i] - mean[c]) * rs, g = dY[i] * gam[c];
                 double t = fabs(g) + (M + 1.0) * S1 + fabs(g - sg) + fabs(xh) * (M + 4.0) * S2 +
                            3.0 * fabs(xh * sgx) + 2.0 * fabs(g - sg - xh * sgx);
-                mag[i] = fabs(rs) * t / K;
+                /* in gradual underflow (subnormal dY): the sums' roundings, 2^-150 each, reach
+                 * dX through the means (1/M each) and x-hat's product with rstd, then the final
+                 * gamma rstd: 2 + |gamma rstd| (6 + 2 |xhat| (rstd + 1)) of them */
+                double uf = 2.0 + fabs(gam[c] * rs) * (6.0 + 2.0 * fabs(xh) * (fabs(rs) + 1.0));
+                mag[i] = fabs(rs) * t / K + peat_op_underflow_mag((int64_t)K, uf);
             }
     }
     return PEAT_OK;

@@ -99,6 +99,12 @@ unsigned peat_op_integers_none(peat_args *a)
     return 0;
 }
 
+double peat_op_underflow_mag(int64_t depth, double roundings)
+{
+    double ku = (double)(depth > 0 ? depth : 1) * 0x1p-24, g = ku < 0.5 ? ku / (1.0 - ku) : ku;
+    return roundings * 0x1p-150 / g;
+}
+
 double peat_op_invariant_none(const peat_args *a)
 {
     (void)a;
