@@ -104,7 +104,7 @@ typedef struct peat_op_desc {
     /* Diagnosis: the small-integers experiment. Rewrites a's inputs (a copy the experiment owns)
      * so that the op's arithmetic is exact in every order and every format of >= 8 significand
      * bits (values of -1, 0, 1 with at most PEAT_OP_INT_TERMS nonzero terms per sum; saved
-     * statistics as mean 0 and rstd 1), and returns the outputs (bit o) that are then exact; 0
+     * statistics as mean 1 and rstd 2), and returns the outputs (bit o) that are then exact; 0
      * when the op has no such form (a root, an exponential), a's inputs untouched. */
     unsigned (*integers)(peat_args *a);
     /* Diagnosis: how far a call's outputs (a->out, any kernel's) break an identity the exact op
@@ -168,7 +168,7 @@ peat_status peat_op_probes_none(peat_probe_sink *s, const peat_record_list *recs
 
 /* Input k's float values as -1, 0 or +1, a fixed draw per element (0 a quarter of them). */
 void peat_op_int_values(peat_args *a, int k);
-/* Input k set to the constant v (a saved mean 0, a saved rstd 1). */
+/* Input k set to the constant v (a saved mean 1, a saved rstd 2). */
 void peat_op_int_fill(peat_args *a, int k, float v);
 /* The stride that thins a reduction of `terms` terms to at most PEAT_OP_INT_TERMS nonzero ones,
  * ceil(terms / PEAT_OP_INT_TERMS): one kept in each run of `stride` along the reduction, the run's

@@ -246,13 +246,14 @@ const peat_op_desc peat_opd_batchnorm = {
 };
 
 /* ---- small integers (backward): X, gamma, dY as -1, 0, 1, at most PEAT_OP_INT_TERMS of a
- * channel's dY nonzero, the saved mean 0 and rstd 1: dgamma and dbeta are then exact, dX where
- * N S is a power of two ---- */
+ * channel's dY nonzero, the saved mean 1 and rstd 2 (neither 0 nor 1, which would hide a formula
+ * that drops the mean or misplaces a power of rstd; both exact): dgamma and dbeta are then exact,
+ * dX where N S is a power of two ---- */
 static unsigned bn_bwd_integers(peat_args *a)
 {
     int64_t N = P(0), C = P(1), S = P(2), st = peat_op_int_stride(N * S);
     peat_op_int_values(a, 0), peat_op_int_values(a, 1), peat_op_int_values(a, 4);
-    peat_op_int_fill(a, 2, 0.0f), peat_op_int_fill(a, 3, 1.0f);
+    peat_op_int_fill(a, 2, 1.0f), peat_op_int_fill(a, 3, 2.0f);
     float *dy = (float *)a->in[4]->data;
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)

@@ -248,12 +248,13 @@ const peat_op_desc peat_opd_layernorm = {
     .aten = "native_layer_norm",
 };
 
-/* ---- small integers (backward): X, gamma, dY as -1, 0, 1 (dY sparse), the saved mean 0 and
- * rstd 1: dgamma and dbeta are then exact, dX where C is a power of two ---- */
+/* ---- small integers (backward): X, gamma, dY as -1, 0, 1 (dY sparse), the saved mean 1 and
+ * rstd 2 (neither hides a dropped mean or a misplaced power of rstd): dgamma and dbeta are then
+ * exact, dX where C is a power of two ---- */
 static unsigned ln_bwd_integers(peat_args *a)
 {
     peat_op_int_values(a, 0), peat_op_int_values(a, 1), peat_op_int_values(a, 4);
-    peat_op_int_fill(a, 2, 0.0f), peat_op_int_fill(a, 3, 1.0f);
+    peat_op_int_fill(a, 2, 1.0f), peat_op_int_fill(a, 3, 2.0f);
     peat_op_int_sparse_rows_cols(a, 4, P(0), P(1));
     return 0x7u;
 }

@@ -261,12 +261,13 @@ const peat_op_desc peat_opd_rmsnorm = {
     .aten = "",
 };
 
-/* ---- small integers (backward): X, gamma, dY as -1, 0, 1 (dY sparse), the saved rstd 1:
+/* ---- small integers (backward): X, gamma, dY as -1, 0, 1 (dY sparse), the saved rstd 2 (a
+ * power of two that is not 1: a misplaced power of rstd stays visible):
  * dgamma is then exact, dX where C is a power of two ---- */
 static unsigned rms_bwd_integers(peat_args *a)
 {
     peat_op_int_values(a, 0), peat_op_int_values(a, 1), peat_op_int_values(a, 3);
-    peat_op_int_fill(a, 2, 1.0f);
+    peat_op_int_fill(a, 2, 2.0f);
     peat_op_int_sparse_rows_cols(a, 3, a->p.i[0], a->p.i[1]);
     return 0x3u;
 }
