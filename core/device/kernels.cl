@@ -728,10 +728,11 @@ PK_KERNEL void pk_maxpool2d(long NC, long H, long W, long K, long st, long pad, 
     Y[e] = b >= 0 ? X[b] : -INFINITY;
 }
 
-/* dX gathered per input pixel: the dY of the windows whose first maximum it is, in window order */
-PK_KERNEL void pk_maxpool2d_bwd(long NC, long H, long W, long K, long st, long pad, long OH,
-                                long OW, PK_G const float *X, PK_G const float *dY,
-                                PK_G float *dX)
+/* dX gathered per input pixel over the windows that cover it, in window order: max pooling
+ * (is_max) the dY of the windows whose first maximum it is, average pooling each dY / K^2 */
+PK_KERNEL void pk_pool2d_bwd(long is_max, long NC, long H, long W, long K, long st, long pad,
+                             long OH, long OW, PK_G const float *X, PK_G const float *dY,
+                             PK_G float *dX)
 {
     long e = PK_GID0;
     if (e >= NC * H * W) return;
@@ -741,8 +742,11 @@ PK_KERNEL void pk_maxpool2d_bwd(long NC, long H, long W, long K, long st, long p
         for (long ow = 0; ow < OW; ow++) {
             long h0 = oh * st - pad, w0 = ow * st - pad;
             if (ih < h0 || ih >= h0 + K || iw < w0 || iw >= w0 + K) continue;
-            if (pk_pool_argmax(X, H, W, K, st, pad, nc, oh, ow) == e)
-                s += dY[(nc * OH + oh) * OW + ow];
+            float g = dY[(nc * OH + oh) * OW + ow];
+            if (!is_max)
+                s += g / (float)(K * K);
+            else if (pk_pool_argmax(X, H, W, K, st, pad, nc, oh, ow) == e)
+                s += g;
         }
     dX[e] = s;
 }
@@ -761,20 +765,4 @@ PK_KERNEL void pk_avgpool2d(long NC, long H, long W, long K, long st, long pad, 
             if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += X[(nc * H + ih) * W + iw];
         }
     Y[e] = s / (float)(K * K);
-}
-
-PK_KERNEL void pk_avgpool2d_bwd(long NC, long H, long W, long K, long st, long pad, long OH,
-                                long OW, PK_G const float *dY, PK_G float *dX)
-{
-    long e = PK_GID0;
-    if (e >= NC * H * W) return;
-    long iw = e % W, ih = e / W % H, nc = e / (W * H);
-    float s = 0.0f;
-    for (long oh = 0; oh < OH; oh++)
-        for (long ow = 0; ow < OW; ow++) {
-            long h0 = oh * st - pad, w0 = ow * st - pad;
-            if (ih >= h0 && ih < h0 + K && iw >= w0 && iw < w0 + K)
-                s += dY[(nc * OH + oh) * OW + ow] / (float)(K * K);
-        }
-    dX[e] = s;
 }

@@ -313,32 +313,37 @@ static peat_status batchnorm_bwd(const peat_args *a, const peat_kernel *self)
 /* ---- pooling: i = N C H W K stride pad; one work-item per output (forward) or input pixel
  * (backward, gathered: no atomics) ---- */
 
-static peat_status pool(const peat_args *a, const char *kernel, int per_input)
+static peat_status pool(const peat_args *a, const char *kernel, int bwd, int is_max)
 {
     const int64_t *i = a->p.i;
     int64_t OH = (i[2] + 2 * i[6] - i[4]) / i[5] + 1, OW = (i[3] + 2 * i[6] - i[4]) / i[5] + 1;
-    peat_karg args[8 + 2 * PEAT_MAX_IO] = {KL(i[0] * i[1]), KL(i[2]), KL(i[3]), KL(i[4]),
-                                           KL(i[5]),        KL(i[6]), KL(OH),   KL(OW)};
-    int k = 8;
-    for (int j = 0; j < a->n_in; j++) args[k++] = KB(a->in[j]);
+    /* is_max (the backward's only), then the geometry: the literals live as long as this block */
+    peat_karg geo[] = {KL(is_max), KL(i[0] * i[1]), KL(i[2]), KL(i[3]), KL(i[4]),
+                       KL(i[5]),   KL(i[6]),        KL(OH),   KL(OW)};
+    peat_karg args[NARGS(geo) + 3];
+    int k = 0;
+    for (int j = bwd ? 0 : 1; j < NARGS(geo); j++) args[k++] = geo[j];
+    /* the backward reads X and dY (average pooling: dY in X's place too, never read) */
+    args[k++] = KB(a->in[0]);
+    if (bwd) args[k++] = KB(a->in[a->n_in - 1]);
     args[k++] = KB(a->out[0]);
-    return launch1(a, kernel, i[0] * i[1] * (per_input ? i[2] * i[3] : OH * OW), k, args);
+    return launch1(a, kernel, i[0] * i[1] * (bwd ? i[2] * i[3] : OH * OW), k, args);
 }
 static peat_status maxpool2d(const peat_args *a, const peat_kernel *self)
 {
-    return pool(a, "pk_maxpool2d", 0);
+    return pool(a, "pk_maxpool2d", 0, 1);
 }
 static peat_status maxpool2d_bwd(const peat_args *a, const peat_kernel *self)
 {
-    return pool(a, "pk_maxpool2d_bwd", 1);
+    return pool(a, "pk_pool2d_bwd", 1, 1);
 }
 static peat_status avgpool2d(const peat_args *a, const peat_kernel *self)
 {
-    return pool(a, "pk_avgpool2d", 0);
+    return pool(a, "pk_avgpool2d", 0, 0);
 }
 static peat_status avgpool2d_bwd(const peat_args *a, const peat_kernel *self)
 {
-    return pool(a, "pk_avgpool2d_bwd", 1);
+    return pool(a, "pk_pool2d_bwd", 1, 0);
 }
 
 /* ---- the fp8 GEMM: its fp8 values are f32 values; the two scales one alpha, applied to the
