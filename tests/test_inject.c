@@ -690,6 +690,20 @@ Test(inject, stuck_forces_one_bit_in_every_stride_th_lane)
     }
     peat_tensor_free(G);
     gemm_free(&g);
+    /* stuck at 0: the bit cleared on the lanes (GCC 12.2 at -O1/-O2 folds `c ? from_bits(bits(x) &
+     * m) : x` to x; this model must not be written so) */
+    g = gemm_new(10, 10, 8, 12, 1.0, 1.0);
+    G = golden_out(&g);
+    inject(&g, "stuck(bit=22,value=0,stride=2,offset=0)", 1);
+    int cleared = 0;
+    for (int i = 0; i < 100; i++) {
+        uint32_t y = peat_f32_bits(peat_f32(G)[i]), t = peat_f32_bits(peat_f32(g.D)[i]);
+        cr_assert_eq(t, i % 2 ? y : y & ~(1u << 22), "element %d", i);
+        cleared += i % 2 == 0 && (y >> 22 & 1u);
+    }
+    cr_expect_gt(cleared, 10, "only %d lanes had bit 22 to clear", cleared);
+    peat_tensor_free(G);
+    gemm_free(&g);
 }
 
 Test(inject, tile_corrupts_one_aligned_block)

@@ -28,7 +28,9 @@ static void bn_d(const peat_args *a, int kind)
             for (int64_t s = 0; s < S; s++) {
                 int64_t i = (n * C + c) * S + s;
                 float y = (float)((IN(0)[i] - m) * rs * IN(1)[c] + IN(2)[c]);
-                OUT(0)[i] = kind == BN_Y_TRUNC ? h5_bf16_rz(y) : y;
+                /* the mask chosen on the integer side: GCC 12.2 at -O1/-O2 folds
+                 * `c ? h5_bf16_rz(y) : y` to y (the scored build had no truncation) */
+                OUT(0)[i] = ho_from_bits(ho_bits(y) & (kind == BN_Y_TRUNC ? 0xffff0000u : ~0u));
             }
         OUT(1)[c] = (float)m, OUT(2)[c] = (float)rs;
         OUT(3)[c] = (float)((1.0 - mom) * IN(3)[c] + mom * m);
@@ -275,7 +277,7 @@ static void adamw_d(const peat_args *a, int kind)
         double p = IN(0)[i], g = IN(1)[i];
         double m = b1 * IN(2)[i] + (1.0 - b1) * g, v = b2 * IN(3)[i] + (1.0 - b2) * g * g;
         float pn = (float)(p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p));
-        OUT(0)[i] = kind == AD_P_TRUNC ? h5_bf16_rz(pn) : pn;
+        OUT(0)[i] = ho_from_bits(ho_bits(pn) & (kind == AD_P_TRUNC ? 0xffff0000u : ~0u));
         OUT(1)[i] = (float)m, OUT(2)[i] = (float)v;
     }
 }
