@@ -118,11 +118,14 @@ static void rounding_class(const peat_finding *was, const peat_diagnosis *d, pea
      * call and overflows only on the probe's values) */
     int range_family = (was->cls == PEAT_FIND_RANGE || was->cls == PEAT_FIND_FTZ) &&
                        !(strstr(was->params, "probe=") && !strncmp(d->base, "recorded", 8));
-    peat_finding_class c =
-        was->cls == PEAT_FIND_TRUNCATION || was->cls == PEAT_FIND_REDUCED_PRECISION || range_family
-            ? was->cls
-        : d->base_toward_zero ? PEAT_FIND_TRUNCATION
-                              : PEAT_FIND_REDUCED_PRECISION;
+    /* a lower precision whose errors all shrink |x| is a truncation to it */
+    peat_finding_class c = was->cls == PEAT_FIND_REDUCED_PRECISION && d->base_toward_zero
+                               ? PEAT_FIND_TRUNCATION
+                           : was->cls == PEAT_FIND_TRUNCATION ||
+                                   was->cls == PEAT_FIND_REDUCED_PRECISION || range_family
+                               ? was->cls
+                           : d->base_toward_zero ? PEAT_FIND_TRUNCATION
+                                                 : PEAT_FIND_REDUCED_PRECISION;
     char params[128];
     if (c == PEAT_FIND_RANGE || c == PEAT_FIND_FTZ)
         snprintf(params, sizeof params, "%s", was->params);

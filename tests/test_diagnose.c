@@ -406,6 +406,9 @@ Test(diagnose, decisions_follow_the_experiments)
     d.base_toward_zero = 1;
     f = decided(&oob, &d);
     EXPECT_CLASS(f, PEAT_FIND_TRUNCATION, "jitter");
+    /* a lower precision whose errors all shrink |x| is a truncation to it */
+    f = decided_from(PEAT_FIND_REDUCED_PRECISION, "bits=8", &d);
+    EXPECT_CLASS(f, PEAT_FIND_TRUNCATION, "jitter");
     /* a failing approximation (a smooth deviation beyond 1e-3 of the scale) kept by the jitter
      * is another function */
     d.exp[PEAT_EXP_JITTER].corr = 0.99;

@@ -28,6 +28,7 @@ typedef struct judged {
     double *err[PEAT_MAX_IO], *mag[PEAT_MAX_IO]; /* errors in bounds; the bound's magnitudes */
     int64_t n[PEAT_MAX_IO];
     int small;              /* no gross error in any output */
+    int toward_zero;        /* errors read signed toward or away from zero (signs_toward_zero) */
     int fails[PEAT_MAX_IO]; /* output with a gross error (beyond PEAT_GROSS_FACTOR bounds, or not
                                finite), or beyond the bound where no output has a gross error:
                                the outputs the defect reaches */
@@ -80,6 +81,23 @@ static void signs_toward_zero(judged *j)
         for (int64_t i = 0; i < j->n[o]; i++)
             if (ex[i] < 0.0) j->err[o][i] = -j->err[o][i];
     }
+}
+
+/* The share of the errors beyond the bound, on the outputs the call fails, that shrink |x| (the
+ * error's sign against the exact value's); NaN with fewer than 8 such errors. */
+static double shrink_share(const judged *j)
+{
+    int64_t n = 0, in = 0;
+    for (int o = 0; o < j->c.n_out; o++) {
+        if (!j->fails[o]) continue;
+        const double *ex = j->e.out[o]->data;
+        for (int64_t i = 0; i < j->n[o]; i++) {
+            double e = j->err[o][i];
+            if (!(fabs(e) > 1.0) || ex[i] == 0.0) continue;
+            n++, in += (e < 0.0) == (ex[i] > 0.0);
+        }
+    }
+    return n >= 8 ? (double)in / (double)n : NAN;
 }
 
 static peat_status run_judged(const peat_campaign *c, const peat_campaign_opts *o,
@@ -277,7 +295,7 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
     PEAT_TRY(st);
     judged x;
     st = run_judged(c, o, &ex.args, ctx, recorded, &x);
-    if (st == PEAT_OK && !x.kernel_failed && b->small) signs_toward_zero(&x);
+    if (st == PEAT_OK && !x.kernel_failed && b->toward_zero) signs_toward_zero(&x);
     if (st == PEAT_OK && x.kernel_failed) out->ran = -1;
     if (st == PEAT_OK && !x.kernel_failed) {
         out->ran = 1;
@@ -435,7 +453,13 @@ peat_status peat_campaign_stage_diagnose(peat_campaign *c)
     judged base;
     memset(&base, 0, sizeof base);
     if (st == PEAT_OK) st = find_base(c, &po, &ctx, &primary, &set, &base, d);
-    if (st == PEAT_OK && d->base[0] && base.small) signs_toward_zero(&base);
+    /* errors signed toward or away from zero on a base of small errors, or one whose errors
+     * shrink |x| (a truncation to a narrower format: gross, but one-signed whatever the values;
+     * the jitter keeps every value's sign and would keep its errors' signs with it) */
+    double shrink = d->base[0] ? shrink_share(&base) : NAN;
+    if (!isnan(shrink) && shrink >= 0.9) d->base_toward_zero = 1; /* on the outputs it fails */
+    base.toward_zero = base.small || d->base_toward_zero;
+    if (st == PEAT_OK && d->base[0] && base.toward_zero) signs_toward_zero(&base);
     for (int k = 0; k < PEAT_EXP_COUNT && st == PEAT_OK && d->base[0] && !d->base_cancel; k++)
         st = experiment_one(c, &po, &ctx, &base, !strncmp(d->base, "recorded", 8), (peat_exp_kind)k,
                             &d->exp[k]);
