@@ -42,10 +42,20 @@ int main(void)
         return 1;
     }
     static const char *k[][2] = {
-        {"zoo_gemm_k_tail", "mlp"},        {"zoo_gemm_acc_fp16", "mlp"},
-        {"zoo_gemm_edge_tile", "mlp"},     {"zoo_softmax_no_max", "gpt_unfused"},
-        {"zoo_layernorm_unbiased", "gpt"}, {"zoo_attention_wrong_scale", "gpt"},
-        {"zoo_adamw_bc2", "mlp"},          {"zoo_conv_acc_fp16", "cnn"},
+        {"zoo_gemm_k_tail", "mlp"},
+        {"zoo_gemm_acc_fp16", "mlp"},
+        {"zoo_gemm_edge_tile", "mlp"},
+        {"zoo_softmax_no_max", "gpt_unfused"},
+        {"zoo_layernorm_unbiased", "gpt"},
+        {"zoo_attention_wrong_scale", "gpt"},
+        {"zoo_adamw_bc2", "mlp"},
+        {"zoo_conv_acc_fp16", "cnn"},
+        /* the new ops: a batch-norm backward formula (small integers, read by exactness), a
+         * rounded RoPE table (the pair lengths), a pooled gradient's dropped row (the edge region)
+         */
+        {"zoo_batchnorm_bwd_no_mean", "resnet"},
+        {"zoo_rope_table_bf16", "llama"},
+        {"zoo_maxpool_bwd_last_row", "resnet"},
     };
     printf("%-28s %-12s %-8s %-18s %-16s %8s %9s %8s\n", "kernel", "flow", "verdict", "class",
            "decided by", "run s", "diagnose", "share");
