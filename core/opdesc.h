@@ -200,6 +200,10 @@ peat_status peat_op_probe_fresh(peat_probe_sink *s, const peat_record *rec, peat
 /* A probe of rec's inputs with every 5th element of input k exactly 0 (where an activation's
  * formula may divide by x or take 0 log 0: a kink, a removable singularity). */
 peat_status peat_op_probe_zeros(peat_probe_sink *s, const peat_record *rec, int k);
+/* The record with input k, viewed as [planes][rows][cols], zero on every 4th row of each plane
+ * (a norm's rows or channels of zeros: padding tokens, a dead channel), labelled `label`. */
+peat_status peat_op_probe_zero_rows(peat_probe_sink *s, const peat_record *rec, int k,
+                                    int64_t planes, int64_t rows, int64_t cols, const char *label);
 /* A probe of rec's inputs with inputs `which` and `which2` (-1: none) mapped to shift + scale x. */
 peat_status peat_op_probe_from_record(peat_probe_sink *s, const peat_record *rec,
                                       peat_probe_tag tag, const char *label, int which,

@@ -628,6 +628,21 @@ static peat_status bn_bwd_dbeta_gamma(const peat_args *a, const peat_kernel *sel
     return bn_bwd_redo(a, 1);
 }
 
+/* reduce with a half accumulator that saturates at 65504: wrong only where a sum leaves fp16's
+ * range, which no recorded call does and a large-value probe does, untagged or not */
+static peat_status reduce_sat_f16(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *x = a->in[0]->data;
+    for (int64_t r = 0; r < R; r++) {
+        double s = 0.0;
+        for (int64_t j = 0; j < C; j++) s = fmax(-65504.0, fmin(65504.0, s + x[r * C + j]));
+        ((float *)a->out[0]->data)[r] = (float)(a->p.i[2] == 1 ? s / (double)C : s);
+    }
+    return PEAT_OK;
+}
+
 static void reg(const char *name, peat_op_kind op, peat_kernel_fn fn)
 {
     if (peat_registry_find_on(name, "cpu")) return;
@@ -666,6 +681,7 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
     reg("test_bn_running_var_biased", PEAT_OP_BATCHNORM, bn_running_var_biased);
     reg("test_bn_bwd_dgamma_bf16", PEAT_OP_BATCHNORM_BWD, bn_bwd_dgamma_bf16);
     reg("test_bn_bwd_dbeta_gamma", PEAT_OP_BATCHNORM_BWD, bn_bwd_dbeta_gamma);
+    reg("test_reduce_sat_f16", PEAT_OP_REDUCE, reduce_sat_f16);
     static const struct {
         const char *k, *flow;
         peat_finding_class cls;
@@ -684,6 +700,8 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
         /* a sum's swamped terms, which the jitter keeps: exact on small integers */
         {"test_bn_bwd_dgamma_bf16", "resnet", PEAT_FIND_REDUCED_PRECISION, "small integers"},
         {"test_bn_bwd_dbeta_gamma", "resnet", PEAT_FIND_WRONG_RESULT, "small integers"},
+        /* saturation: the errors go with the large values */
+        {"test_reduce_sat_f16", "mlp", PEAT_FIND_RANGE, "scale 2^-16"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         peat_campaign_result *r = run(want[i].k, want[i].flow);

@@ -425,6 +425,25 @@ static peat_status adamw_no_eps(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* layer norm whose rstd is 1 / sqrt(var), eps forgotten: 0 x Inf on a row of zeros */
+static peat_status layernorm_no_eps(const peat_args *a, const peat_kernel *self)
+{
+    int64_t R = a->p.i[0], C = a->p.i[1];
+    const float *X = a->in[0]->data, *g = a->in[1]->data, *b = a->in[2]->data;
+    float *Y = a->out[0]->data, *mean = a->out[1]->data, *rstd = a->out[2]->data;
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = X + r * C;
+        float m = 0.0f, v = 0.0f;
+        for (int64_t j = 0; j < C; j++) m += x[j];
+        m /= (float)C;
+        for (int64_t j = 0; j < C; j++) v += (x[j] - m) * (x[j] - m);
+        float rs = 1.0f / sqrtf(v / (float)C);
+        for (int64_t j = 0; j < C; j++) Y[r * C + j] = (x[j] - m) * rs * g[j] + b[j];
+        mean[r] = m, rstd[r] = rs;
+    }
+    return PEAT_OK;
+}
+
 /* embedding gather that clamps indices to V-2 (an off-by-one bound): the last row is never read */
 static peat_status embedding_clamp(const peat_args *a, const peat_kernel *self)
 {
@@ -471,6 +490,7 @@ Test(probe, new_probes_catch_constructed_defects, .init = setup)
         TEST_KERNEL("t_gelu_ftz", PEAT_OP_GELU, gelu_ftz),
         TEST_KERNEL("t_adamw_no_eps", PEAT_OP_ADAMW, adamw_no_eps),
         TEST_KERNEL("t_embedding_clamp", PEAT_OP_EMBEDDING, embedding_clamp),
+        TEST_KERNEL("t_layernorm_no_eps", PEAT_OP_LAYERNORM, layernorm_no_eps),
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if (!peat_registry_find(ks[i].name))
@@ -492,5 +512,10 @@ Test(probe, new_probes_catch_constructed_defects, .init = setup)
     free(r);
     r = run_opt("t_embedding_clamp", "gpt", 1, NULL);
     expect_probe(r, "t_embedding_clamp", "last index", PEAT_FIND_WRONG_RESULT);
+    free(r);
+    /* a row of zeros: eps alone keeps rstd finite; without it rstd is Inf (the probe rule's
+     * RANGE: an infinite output from finite inputs) and Y is 0 x Inf */
+    r = run_opt("t_layernorm_no_eps", "gpt", 1, NULL);
+    expect_probe(r, "t_layernorm_no_eps", "rows of zeros", PEAT_FIND_RANGE);
     free(r);
 }

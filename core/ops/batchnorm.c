@@ -167,7 +167,11 @@ static int64_t bn_bwd_terms(const peat_op_params *p, int o, int64_t depth)
 static peat_status bn_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
 {
     (void)seed;
-    return peat_op_probe_scaled(s, recs->items[0], PEAT_PROBE_TAG_CANCEL,
+    const peat_record *rec = recs->items[0];
+    /* channels of zeros (a dead channel: a variance of 0, eps alone keeps rstd finite) */
+    PEAT_TRY(peat_op_probe_zero_rows(s, rec, 0, rec->p.i[0], rec->p.i[1], rec->p.i[2],
+                                     "value channels of zeros (every 4th channel)"));
+    return peat_op_probe_scaled(s, rec, PEAT_PROBE_TAG_CANCEL,
                                 "value large mean over small spread (1000 + 0.01 x)", 0, 0.01,
                                 1000.0);
 }

@@ -242,6 +242,21 @@ peat_status peat_op_probe_zeros(peat_probe_sink *s, const peat_record *rec, int 
     return PEAT_OK;
 }
 
+peat_status peat_op_probe_zero_rows(peat_probe_sink *s, const peat_record *rec, int k,
+                                    int64_t planes, int64_t rows, int64_t cols, const char *label)
+{
+    peat_args *a = peat_op_probe_clone(s, rec, PEAT_PROBE_VALUE, PEAT_PROBE_TAG_NONE, label);
+    if (!a) return PEAT_ERROR(PEAT_ERR_NOMEM, "zero rows probe");
+    float *x = peat_op_probe_f32(a, k);
+    if (peat_op_probe_numel(a, k) != planes * rows * cols)
+        return PEAT_ERROR(PEAT_ERR_INTERNAL, "zero rows probe: input %d is not %lldx%lldx%lld", k,
+                          (long long)planes, (long long)rows, (long long)cols);
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t r = 0; r < rows; r += 4)
+            memset(x + (p * rows + r) * cols, 0, (size_t)cols * sizeof *x);
+    return PEAT_OK;
+}
+
 peat_status peat_op_probe_fresh(peat_probe_sink *s, const peat_record *rec, peat_rng_t *r,
                                 const peat_op_params *q, const int64_t *sizes, int n_in,
                                 const char *label)

@@ -165,14 +165,16 @@ static int64_t ln_bwd_terms(const peat_op_params *p, int o, int64_t depth)
     return o == 0 ? 1 : p->i[0]; /* dX is a row op; dgamma, dbeta sum over the R rows */
 }
 
-/* row counts and row lengths; a large mean over a small spread (1000 + 0.01 x) and a huge one
- * (1e4 + 0.01 x) */
+/* row counts and row lengths; rows of zeros (a variance of 0: eps alone keeps rstd finite); a
+ * large mean over a small spread (1000 + 0.01 x) and a huge one (1e4 + 0.01 x) */
 static peat_status ln_probes(peat_probe_sink *s, const peat_record_list *recs, uint64_t seed)
 {
     (void)seed;
     const peat_record *rec = recs->items[0];
     PEAT_TRY(peat_op_probe_row_counts(s, rec, 0));
     PEAT_TRY(peat_op_probe_row_lengths(s, rec));
+    PEAT_TRY(peat_op_probe_zero_rows(s, rec, 0, 1, rec->p.i[0], rec->p.i[1],
+                                     "value rows of zeros (every 4th row)"));
     PEAT_TRY(peat_op_probe_from_record(s, rec, PEAT_PROBE_TAG_CANCEL,
                                        "value large mean over small spread (1000 + 0.01 x)", 0,
                                        0.01, 1000.0, -1));

@@ -192,7 +192,10 @@ static peat_status rms_probes(peat_probe_sink *s, const peat_record_list *recs, 
     float *x = peat_op_probe_f32(a, 0);
     for (int64_t i = 0; i < peat_op_probe_numel(a, 0); i++) x[i] = (float)(sc * (double)x[i]);
     if (bwd) rstd_of(x, R, rec->p.i[1], rec->p.f[0], peat_op_probe_f32(a, 2));
-    return PEAT_OK;
+    if (bwd) return PEAT_OK;
+    /* rows of zeros (padding tokens: a mean square of 0, eps alone keeps rstd finite) */
+    return peat_op_probe_zero_rows(s, rec, 0, 1, R, rec->p.i[1],
+                                   "value rows of zeros (every 4th row)");
 }
 
 /* ---- permutation: rows and columns of X, Y, dY, dX; gamma, dgamma by columns; rstd by rows */

@@ -378,6 +378,18 @@ static int worst_record(const peat_campaign *c, const peat_record **recs, int n)
     return n;
 }
 
+/* Whether a call's exact outputs leave fp16's range somewhere (|x| > 65504): a probe of large
+ * values for every kernel with a half accumulator or store, whatever its tag. */
+static int beyond_fp16(const judged *j)
+{
+    for (int o = 0; o < j->c.n_out; o++) {
+        const double *ex = j->e.out[o]->data;
+        for (int64_t i = 0; i < j->n[o]; i++)
+            if (fabs(ex[i]) > 65504.0 && isfinite(ex[i])) return 1;
+    }
+    return 0;
+}
+
 /* Tries the recorded calls (the worst call of the playback first: a defect that grows with
  * training, such as one channel read with another's gamma, is nil on the first calls, where
  * the gammas are still equal), then the failing probes (the one behind the primary first): the
@@ -415,7 +427,8 @@ static peat_status find_base(const peat_campaign *c, const peat_campaign_opts *o
                 snprintf(label, sizeof label, "probe: %.80s", po->label);
                 base_facts(base, label, d);
                 d->base_cancel = po->tag == PEAT_PROBE_TAG_CANCEL;
-                d->base_overflow = po->tag == PEAT_PROBE_TAG_OVERFLOW;
+                /* an overflow probe, or one whose exact outputs leave fp16's range (65504) */
+                d->base_overflow = po->tag == PEAT_PROBE_TAG_OVERFLOW || beyond_fp16(base);
                 d->base_extent = po->tag == PEAT_PROBE_TAG_EXTENT;
                 return PEAT_OK;
             }
