@@ -311,6 +311,10 @@ static int rule_stuck(const facts *x, out_list *o)
     int strided = c->gross_stride > 1 && c->n_gross >= STUCK_MIN_STRIDED;
     if (!one_way || !(many || strided)) return 0;
     int value = c->gross_dir_set >= ONE_WAY;
+    /* every output on a grid of test_mant_bits significand bits has the bits below it cleared:
+     * a bit "stuck" at 0 there is the narrower format's (a value stored as bf16, truncated or
+     * rounded), which the precision rules name */
+    if (!value && c->test_mant_bits > 0 && x->top_bit < 24 - c->test_mant_bits) return 0;
     peat_finding *f =
         emit(o, PEAT_FIND_STUCK_BIT, 0.85, PEAT_ACCEPT_FAIL, "bit=%d,value=%d,stride=%lld",
              x->top_bit, value, (long long)c->gross_stride);

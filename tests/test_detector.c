@@ -227,6 +227,8 @@ static const expect EXPECT[] = {
     {"precision", "precision(fmt=bf16,where=inputs)", DATA_NORMAL, PEAT_FIND_REDUCED_PRECISION,
      "bits=7"},
     {"truncate", "truncate", DATA_NORMAL, PEAT_FIND_TRUNCATION, NULL},
+    /* outputs cut to bf16: every low bit cleared is the format's, not a stuck bit */
+    {"truncate", "truncate(bits=8)", DATA_NORMAL, PEAT_FIND_TRUNCATION, NULL},
     {"ftz", "ftz", DATA_SUBNORMAL, PEAT_FIND_FTZ, NULL},
     {"range", "range(fmt=fp16)", DATA_LARGE, PEAT_FIND_RANGE, "fmt=fp16"},
     {"bitflip", "bitflip(bit=27,count=2)", DATA_NORMAL, PEAT_FIND_BITFLIP, "bit=27"},

@@ -643,6 +643,39 @@ static peat_status reduce_sat_f16(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* fp8 GEMM whose fp32 running sum is cut to bf16 (low 16 bits dropped) after each block of 32
+ * products, the per-tensor scales applied at the end: every output on bf16's grid, bit 15 and
+ * below always clear, which is the format's doing, not a stuck bit */
+static peat_status fp8_acc_trunc(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    const int64_t *q = a->p.i;
+    int tA = (int)q[0], tB = (int)q[1];
+    int64_t M = q[2], N = q[3], K = q[4], B = q[5] > 0 ? q[5] : 1;
+    float sab = (float)a->p.f[0] * (float)a->p.f[2], beta = (float)a->p.f[1];
+    const float *A = a->in[0]->data, *Bm = a->in[1]->data;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float s = 0.0f;
+                for (int64_t k0 = 0; k0 < K; k0 += 32) {
+                    float t = 0.0f;
+                    for (int64_t k = k0; k < K && k < k0 + 32; k++)
+                        t += (tA ? A[(b * K + k) * M + i] : A[(b * M + i) * K + k]) *
+                             (tB ? Bm[(b * N + j) * K + k] : Bm[(b * K + k) * N + j]);
+                    uint32_t u;
+                    float v = s + t;
+                    memcpy(&u, &v, sizeof u);
+                    u &= 0xffff0000u;
+                    memcpy(&s, &u, sizeof s);
+                }
+                float y = s * sab;
+                if (beta != 0.0f) y += beta * ((const float *)a->in[2]->data)[(b * M + i) * N + j];
+                ((float *)a->out[0]->data)[(b * M + i) * N + j] = y;
+            }
+    return PEAT_OK;
+}
+
 static void reg(const char *name, peat_op_kind op, peat_kernel_fn fn)
 {
     if (peat_registry_find_on(name, "cpu")) return;
@@ -682,6 +715,7 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
     reg("test_bn_bwd_dgamma_bf16", PEAT_OP_BATCHNORM_BWD, bn_bwd_dgamma_bf16);
     reg("test_bn_bwd_dbeta_gamma", PEAT_OP_BATCHNORM_BWD, bn_bwd_dbeta_gamma);
     reg("test_reduce_sat_f16", PEAT_OP_REDUCE, reduce_sat_f16);
+    reg("test_fp8_acc_trunc", PEAT_OP_GEMM_FP8, fp8_acc_trunc);
     static const struct {
         const char *k, *flow;
         peat_finding_class cls;
@@ -702,6 +736,8 @@ Test(diagnose, constructed_defects_are_decided_by_their_experiment, .init = setu
         {"test_bn_bwd_dbeta_gamma", "resnet", PEAT_FIND_WRONG_RESULT, "small integers"},
         /* saturation: the errors go with the large values */
         {"test_reduce_sat_f16", "mlp", PEAT_FIND_RANGE, "scale 2^-16"},
+        /* a truncated accumulator: low bits cleared by the format, not stuck */
+        {"test_fp8_acc_trunc", "mlp", PEAT_FIND_TRUNCATION, "jitter"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         peat_campaign_result *r = run(want[i].k, want[i].flow);
