@@ -26,9 +26,7 @@ void peat_campaign_playback_plane(const peat_args *in, int o, const peat_tensor 
     int64_t n = peat_tensor_numel(exact);
     *cols = exact->shape[exact->ndim - 1];
     *rows = n / *cols;
-    /* attention and RoPE: planes of T x D per batch entry and head */
-    int attn = in->op == PEAT_OP_ATTENTION || in->op == PEAT_OP_ATTENTION_BWD ||
-               in->op == PEAT_OP_ROPE || in->op == PEAT_OP_ROPE_BWD;
+    int attn = in->op == PEAT_OP_ATTENTION || in->op == PEAT_OP_ATTENTION_BWD;
     int conv = in->op == PEAT_OP_CONV2D || in->op == PEAT_OP_CONV2D_BWD_DATA ||
                in->op == PEAT_OP_MAXPOOL2D || in->op == PEAT_OP_MAXPOOL2D_BWD ||
                in->op == PEAT_OP_AVGPOOL2D || in->op == PEAT_OP_AVGPOOL2D_BWD;
