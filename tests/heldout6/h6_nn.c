@@ -255,10 +255,8 @@ static peat_status xent_bwd_bf16(const peat_args *a, const peat_kernel *self)
         double mx = -INFINITY, s = 0.0;
         for (int64_t j = 0; j < C; j++) mx = fmax(mx, x[j]);
         for (int64_t j = 0; j < C; j++) s += exp(x[j] - mx);
-        for (int64_t j = 0; j < C; j++)
-            OUT(0)
-            [r * C + j] =
-                zoo_bf16((float)(IN(2)[r] * (exp(x[j] - mx) / s - (j == t[r] ? 1.0 : 0.0))));
+        for (int64_t j = 0; j < C; j++) OUT(0)
+        [r * C + j] = zoo_bf16((float)(IN(2)[r] * (exp(x[j] - mx) / s - (j == t[r] ? 1.0 : 0.0))));
     }
     return PEAT_OK;
 }
