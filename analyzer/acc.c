@@ -1,5 +1,6 @@
 /* acc.c: the analyzer's accumulator: checks an output tensor and streams it, in parallel units. */
 #include "analyzer/internal.h"
+#include "core/opdesc.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,14 +12,6 @@
 /* Half the smallest fp32 subnormal: the absolute error one rounding in gradual underflow adds. */
 #define ETA_F32 0x1p-150
 
-/* gamma_K = K u / (1 - K u); beyond K u = 1/2 the first-order K u is used instead, which only
- * matters for K > 2^23, where the bound is meaningless anyway. */
-static double gamma_of(int64_t depth)
-{
-    double ku = (double)(depth > 0 ? depth : 1) * 0x1p-24;
-    return ku < 0.5 ? ku / (1.0 - ku) : ku;
-}
-
 static double eta_of(int64_t depth)
 {
     return (double)((depth > 0 ? depth : 1) + 1) * ETA_F32;
@@ -26,12 +19,12 @@ static double eta_of(int64_t depth)
 
 double peat_analyzer_bound(double mag, int64_t depth)
 {
-    return gamma_of(depth) * mag + eta_of(depth);
+    return peat_op_gamma(depth) * mag + eta_of(depth);
 }
 
 void peat_analyzer_bound_coeffs(int64_t depth, double *gamma, double *eta)
 {
-    *gamma = gamma_of(depth);
+    *gamma = peat_op_gamma(depth);
     *eta = eta_of(depth);
 }
 
@@ -284,7 +277,7 @@ static peat_scan_in scan_in_of(int64_t call, const peat_tensor *test, const peat
                        .cols = cols,
                        .rows = rows,
                        .call = call,
-                       .gamma = gamma_of(depth),
+                       .gamma = peat_op_gamma(depth),
                        .eta = eta_of(depth),
                        .inv_sqrt_k = 1.0 / sqrt((double)terms)};
     return in;

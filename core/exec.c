@@ -157,11 +157,8 @@ static int layer_listed(const char *list, const char *layer)
  * reproducible call by call, whatever ran before (splitmix64). */
 static double swap_draw(uint64_t seed, int64_t n)
 {
-    uint64_t z = seed + (uint64_t)(n + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1p-53;
+    uint64_t x = seed + (uint64_t)n * 0x9E3779B97F4A7C15ull;
+    return (double)(peat_splitmix64(&x) >> 11) * 0x1p-53;
 }
 
 /* Whether this call is replaced by the faulty computation (counts eligible calls). */

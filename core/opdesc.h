@@ -147,6 +147,10 @@ peat_status peat_op_mag_abs(const peat_args *a, const peat_op_mag_in *in, int64_
 /* |exact value|: one rounding. */
 peat_status peat_op_mag_value(const peat_args *a, const peat_tensor *exact_out, int64_t n,
                               double *mag);
+/* gamma_K = K u / (1 - K u) of fp32 (u = 2^-24), the bound's relative factor for a depth of K
+ * roundings; beyond K u = 1/2 the first-order K u (only for K > 2^23, where the bound is
+ * meaningless anyway). */
+double peat_op_gamma(int64_t depth);
 /* The magnitude that makes the bound gamma_depth mag allow `roundings` roundings in gradual
  * underflow (2^-150 each: the bound's own absolute term assumes depth + 1 of them, unamplified):
  * what an op adds where later factors amplify them (a norm's rstd). */

@@ -38,7 +38,7 @@ static uint64_t xoshiro_next(xoshiro_state *st)
     return out;
 }
 
-static uint64_t splitmix64(uint64_t *x)
+uint64_t peat_splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -48,7 +48,7 @@ static uint64_t splitmix64(uint64_t *x)
 
 static void xoshiro_seed(xoshiro_state *st, uint64_t seed)
 {
-    for (int i = 0; i < 4; i++) st->s[i] = splitmix64(&seed);
+    for (int i = 0; i < 4; i++) st->s[i] = peat_splitmix64(&seed);
 }
 
 /* GSL's seeding hook takes an unsigned long (32 bits on some ABIs): peat_rng_new seeds the
@@ -138,8 +138,6 @@ uint64_t peat_seed_derive(uint64_t seed, const char *stream)
 {
     uint64_t h = 1469598103934665603ull;
     for (const char *c = stream; c && *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (h | 1ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    uint64_t x = seed + 0x9e3779b97f4a7c15ull * (h | 1ull) - 0x9e3779b97f4a7c15ull;
+    return peat_splitmix64(&x);
 }

@@ -10,11 +10,7 @@
 /* One uniform in [0, 1) from a splitmix64 state. */
 static double corpus_u01(uint64_t *st)
 {
-    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53;
+    return (double)(peat_splitmix64(st) >> 11) * 0x1.0p-53;
 }
 
 /* First index k in [0, n) with cdf[k] > u (cdf ascending, cdf[n-1] = 1). */

@@ -112,11 +112,8 @@ void peat_models_param_fill(peat_models_param *p, float v)
 uint64_t peat_models_hash(uint64_t seed, uint64_t a, uint64_t b)
 {
     /* splitmix64 finalizer over a mix of the three words */
-    uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    uint64_t x = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
+    return peat_splitmix64(&x);
 }
 
 /* ---- state list ------------------------------------------------------------------------- */

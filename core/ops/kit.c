@@ -99,10 +99,15 @@ unsigned peat_op_integers_none(peat_args *a)
     return 0;
 }
 
+double peat_op_gamma(int64_t depth)
+{
+    double ku = (double)(depth > 0 ? depth : 1) * 0x1p-24;
+    return ku < 0.5 ? ku / (1.0 - ku) : ku;
+}
+
 double peat_op_underflow_mag(int64_t depth, double roundings)
 {
-    double ku = (double)(depth > 0 ? depth : 1) * 0x1p-24, g = ku < 0.5 ? ku / (1.0 - ku) : ku;
-    return roundings * 0x1p-150 / g;
+    return roundings * 0x1p-150 / peat_op_gamma(depth);
 }
 
 double peat_op_invariant_none(const peat_args *a)
@@ -116,14 +121,12 @@ void peat_op_int_values(peat_args *a, int k)
     peat_tensor *t = (peat_tensor *)a->in[k];
     if (t->dtype != PEAT_DTYPE_F32) return;
     float *x = t->data;
+    /* a fixed draw per (input, element), a splitmix64 stream per input: whatever the base's
+     * values, so that a factor near 1 (a norm's gamma) does not become 1 everywhere and hide a
+     * formula */
+    uint64_t state = (uint64_t)(k + 1) * 0xD1B54A32D192ED03ull - 0x9E3779B97F4A7C15ull;
     for (int64_t i = 0; i < peat_tensor_numel(t); i++) {
-        /* a fixed draw per (input, element) (splitmix64): whatever the base's values, so that a
-         * factor near 1 (a norm's gamma) does not become 1 everywhere and hide a formula */
-        uint64_t z =
-            (uint64_t)i * 0x9E3779B97F4A7C15ull + (uint64_t)(k + 1) * 0xD1B54A32D192ED03ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        unsigned v = (unsigned)((z ^ (z >> 31)) & 7u);
+        unsigned v = (unsigned)(peat_splitmix64(&state) & 7u);
         x[i] = v < 2 ? 0.0f : v < 5 ? 1.0f : -1.0f;
     }
 }

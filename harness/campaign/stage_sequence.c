@@ -162,14 +162,6 @@ static peat_status judge(seq_run *S, const seq_ref *ref, peat_tensor *const *t, 
 
 typedef enum { FILL_SENTINEL, FILL_NAN, FILL_PREV, FILL_GOLDEN, FILL_RANDOM } seq_fill;
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Output o's buffer pre-filled as asked (the sentinel the guards put there is the default). */
 static void prefill(seq_run *S, peat_args *a, seq_fill fill, const peat_tensor *golden_of)
 {
@@ -185,7 +177,7 @@ static void prefill(seq_run *S, peat_args *a, seq_fill fill, const peat_tensor *
             else if (src && peat_tensor_numel(src) == n)
                 d[x] = ((const float *)src->data)[x];
             else
-                d[x] = (float)((int64_t)(rng_next(&S->rng) >> 40) - (1 << 23)) * 0x1p-20f;
+                d[x] = (float)((int64_t)(peat_splitmix64(&S->rng) >> 40) - (1 << 23)) * 0x1p-20f;
         }
     }
 }
@@ -374,7 +366,7 @@ static peat_status seq_order(seq_run *S, int shuffled)
     for (int i = 0; i < S->n_ref; i++) idx[i] = i;
     for (int pass = 0; pass < (shuffled ? 2 : 1); pass++) {
         for (int i = S->n_ref - 1; shuffled && i > 0; i--) {
-            int k = (int)(rng_next(&S->rng) % (uint64_t)(i + 1)), t = idx[i];
+            int k = (int)(peat_splitmix64(&S->rng) % (uint64_t)(i + 1)), t = idx[i];
             idx[i] = idx[k], idx[k] = t;
         }
         for (int i = 0; i < S->n_ref; i++)
@@ -399,7 +391,7 @@ static peat_status seq_sparse(seq_run *S)
         float *x = t->in[k]->data;
         int64_t n = peat_tensor_numel(t->in[k]);
         for (int j = 0; j < SEQ_SPARSE && n > 0; j++) {
-            int64_t at = (int64_t)(rng_next(&S->rng) % (uint64_t)n);
+            int64_t at = (int64_t)(peat_splitmix64(&S->rng) % (uint64_t)n);
             x[at] += (1.0f + fabsf(x[at])) * 8.0f;
         }
     }

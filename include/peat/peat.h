@@ -134,6 +134,9 @@ PEAT_API double peat_rng_gaussian(peat_rng_t *r, double sigma); /* N(0, sigma^2)
 PEAT_API uint64_t peat_rng_int(peat_rng_t *r, uint64_t n);      /* [0,n) */
 PEAT_API void peat_rng_fill_uniform(peat_rng_t *r, peat_tensor *t, double lo, double hi);
 PEAT_API void peat_rng_fill_gaussian(peat_rng_t *r, peat_tensor *t, double sigma);
+/* One splitmix64 step: advances *x by the golden gamma and returns its mixed value (a stateless
+ * stream of well-spread 64-bit draws; xoshiro's seeding). */
+PEAT_API uint64_t peat_splitmix64(uint64_t *x);
 /* Derives an independent seed for a named sub-stream (flows, data, injectors). */
 PEAT_API uint64_t peat_seed_derive(uint64_t seed, const char *stream);
 
