@@ -31,8 +31,8 @@ _SWAPPABLE_ONE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "relu", "gelu"
 # written into torch's own (Mapped.dst: the aten op's outputs, batch norm's running statistics,
 # an optimizer's parameters and moments; max pooling keeps torch's indices, which its backward
 # does not read in PEAT's op)
-_SWAPPABLE_WRITE = {"convolution_backward", "native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
-                    "native_batch_norm_backward", "max_pool2d_with_indices",
+_SWAPPABLE_WRITE = {"convolution_backward", "native_layer_norm", "native_layer_norm_backward",
+                    "native_batch_norm", "native_batch_norm_backward", "max_pool2d_with_indices",
                     "_scaled_dot_product_flash_attention_for_cpu",
                     "_scaled_dot_product_flash_attention_for_cpu_backward", "_fused_adamw_",
                     "_fused_sgd_"}
@@ -196,36 +196,36 @@ class swap(TorchDispatchMode):
             ms = map_call(name, args, kwargs, out, self.state, pre) or []
         except Unmapped:
             return out
-        where = {"eligible": 0, "iter": self.tracker.iter, "phase": phase, "layer": layer,
-                 "aten": name}
+        where = {"iter": self.tracker.iter, "phase": phase, "layer": layer, "aten": name}
         if name in _SWAPPABLE_ONE:
             m = ms[0]
             if m.op != self.op:
                 return out  # a sum over leading dims is a bias gradient, not a reduce
             if not self._due():
                 return out
-            y = self._swap_one(m, dict(where, eligible=self.eligible - 1), out)
+            y = self._swap_one(m, where, [out])
             return torch.from_numpy(y[0]).reshape(out.shape).to(out.dtype)
         for m in ms:  # one per parameter for an optimizer step
             if m.op != self.op or not self._due():
                 continue
-            gold = [t.detach().float().clone() for t in m.outs]
-            y = self._swap_one(m, dict(where, eligible=self.eligible - 1), None, gold)
+            # torch's outputs as they were, for the shadow check, before PEAT's overwrite them
+            gold = [t.detach().float().clone() for t in m.outs] if self.shadow else None
+            y = self._swap_one(m, where, gold)
             with torch.no_grad():
                 for t, v in zip(m.dst, y):
                     t.copy_(torch.from_numpy(v).reshape(t.shape).to(t.dtype))
         return out
 
-    def _swap_one(self, m, where, out, gold=None):
+    def _swap_one(self, m, where, gold):
         """Runs the kernel (or model) on one mapped call, shadow-checks it against torch's
-        outputs (out, or gold: copies of every output), and returns PEAT's outputs."""
+        outputs (gold: one tensor per output), and returns PEAT's outputs."""
         c, ins = self._call(m)
         t0 = time.perf_counter()
         y = self._run(c, ins, m)
         self.kernel_s += time.perf_counter() - t0
         if self.shadow:
-            where = dict(where, call=self.swapped)
-            self._shadow(c, ins, y, [out] if gold is None else gold, where)
+            where = dict(where, call=self.swapped, eligible=self.eligible - 1)
+            self._shadow(c, ins, y, gold, where)
         self.swapped += 1
         return y
 
