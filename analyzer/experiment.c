@@ -27,6 +27,7 @@ void peat_analyzer_experiment_free(peat_experiment *e)
 {
     for (int k = 0; k < e->args.n_in; k++) peat_tensor_free((peat_tensor *)e->args.in[k]);
     free(e->src);
+    free(e->src2);
     memset(e, 0, sizeof *e);
 }
 
@@ -198,12 +199,12 @@ static peat_status permute_input(peat_experiment *e, int k, view3 v)
     return PEAT_OK;
 }
 
-static peat_status set_src(peat_experiment *e, view3 v)
+static peat_status set_src(int64_t **src, int64_t *n_src, view3 v)
 {
-    e->n_src = v.P * v.R * v.C;
-    e->src = malloc((size_t)(e->n_src > 0 ? e->n_src : 1) * sizeof *e->src);
-    if (!e->src) return PEAT_ERROR(PEAT_ERR_NOMEM, "permutation map");
-    for (int64_t i = 0; i < e->n_src; i++) e->src[i] = view_src(&v, i);
+    *n_src = v.P * v.R * v.C;
+    *src = malloc((size_t)(*n_src > 0 ? *n_src : 1) * sizeof **src);
+    if (!*src) return PEAT_ERROR(PEAT_ERR_NOMEM, "permutation map");
+    for (int64_t i = 0; i < *n_src; i++) (*src)[i] = view_src(&v, i);
     return PEAT_OK;
 }
 
@@ -285,7 +286,9 @@ static peat_status permute(const peat_args *a, peat_rng_t *r, peat_experiment *e
     peat_status st = clone_inputs(a, e);
     for (int k = 0; k < a->n_in && st == PEAT_OK; k++)
         if (pm.in_mask >> k & 1u) st = permute_input(e, k, view_of(&pm.in[k], &P));
-    if (st == PEAT_OK) st = set_src(e, view_of(&pm.out, &P));
+    if (st == PEAT_OK) st = set_src(&e->src, &e->n_src, view_of(&pm.out, &P));
+    if (st == PEAT_OK && pm.out2.P * pm.out2.R * pm.out2.C > 0)
+        st = set_src(&e->src2, &e->n_src2, view_of(&pm.out2, &P));
     perms_free(&P);
     return st;
 }

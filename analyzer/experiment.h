@@ -35,6 +35,8 @@ typedef struct peat_experiment {
      * the other kinds: the same positions, or a different shape for SHAPE_*) */
     int64_t *src;
     int64_t n_src;
+    int64_t *src2; /* the same for the outputs of the op's second size (NULL: none) */
+    int64_t n_src2;
     /* INTEGERS of an op other than GEMM: the outputs its descriptor makes exact (bit o), each
      * judged by exactness (every honest order and format of >= 8 bits gives the exact value);
      * 0: judged by the bound (GEMM, whose alpha may round) */

@@ -60,6 +60,9 @@ typedef struct peat_op_perm {
     unsigned in_mask; /* inputs permuted (bit k for input k) */
     peat_op_perm_view in[PEAT_MAX_IO];
     peat_op_perm_view out; /* where the elements of each output of its size come from */
+    /* the same for the outputs of a second size (a norm's per-row or per-channel statistics,
+     * its dgamma and dbeta; all zero: none) */
+    peat_op_perm_view out2;
 } peat_op_perm;
 
 /* ---- predictor: the GEMM an op's work amounts to ---- */
@@ -179,6 +182,12 @@ void peat_op_int_fill(peat_args *a, int k, float v);
  * phase shifted by the other indices (a diagonal), so that no row, column or channel is all
  * zeros and a defect confined to one stays visible. */
 int64_t peat_op_int_stride(int64_t terms);
+/* Input k's G groups of M values (a norm's rows or channels; member m of group g at
+ * g gs + (m / S) os + m % S) as -1, 0, 1, thinned along a diagonal to at most PEAT_OP_INT_TERMS
+ * nonzero, each group's sum then moved to a multiple of M's odd part: its mean, sum / M, has at
+ * most 8 significand bits, exact in every format of >= 8 bits and any order of the sum. */
+void peat_op_int_short_means(peat_args *a, int k, int64_t G, int64_t M, int64_t S, int64_t gs,
+                             int64_t os);
 /* Input k, an [R, C] gradient of a row op, thinned along a diagonal: at most PEAT_OP_INT_TERMS
  * terms in a row's sums and in a column's sums over the rows, none of them all zeros. */
 void peat_op_int_sparse_rows_cols(peat_args *a, int k, int64_t R, int64_t C);

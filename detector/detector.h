@@ -146,6 +146,7 @@ typedef struct peat_diagnosis {
     int64_t base_planes, base_wrong_planes, base_first_wrong_plane;
     peat_finding base_f; /* the detector's primary finding on the base call */
     int64_t base_n, base_gross, base_nonfinite;
+    int64_t base_n_failing; /* the elements of the outputs the base fails (0: unknown, base_n) */
     double base_subnormal; /* share of the base's errors beyond the bound where |exact| < FLT_MIN */
     double base_eff_bits;
     int base_toward_zero; /* the base's errors shrink |x| (>= 3/4 of them, bias beyond 6 sigma) */

@@ -168,6 +168,14 @@ static int per_output_formula(const peat_diagnosis *d, const peat_exp_outcome *j
     return 1;
 }
 
+/* The base's gross errors leave at least half of the outputs they are in right (a whole output
+ * wrong, a running mean never updated beside a right Y, is no region of it). */
+static int confined_errors(const peat_diagnosis *d)
+{
+    int64_t n = d->base_n_failing > 0 ? d->base_n_failing : d->base_n;
+    return d->base_gross >= CONFINED_MIN && (double)d->base_gross <= CONFINED_MAX * (double)n;
+}
+
 /* Each step returns 1 when its experiment decided (out written). */
 
 /* 1. NaN or Inf from finite inputs: an intermediate overflowing goes away at smaller inputs; a
@@ -248,8 +256,7 @@ static int step_permutation(const peat_finding *was, const peat_diagnosis *d, pe
                             int *moved)
 {
     const peat_exp_outcome *pm = ran(d, PEAT_EXP_PERMUTE);
-    int confined =
-        d->base_gross >= CONFINED_MIN && (double)d->base_gross <= CONFINED_MAX * (double)d->base_n;
+    int confined = confined_errors(d);
     *moved = 0;
     if (!pm || !confined || isnan(pm->stay) || isnan(pm->follow)) return 0;
     if (!(pm->stay >= OVERLAP_SAME && pm->follow <= OVERLAP_OTHER)) {
@@ -394,8 +401,7 @@ static int step_function(const peat_finding *was, const peat_diagnosis *d, peat_
     }
     /* the region stands where the base keeps to a region too, or where it was seen on several
      * shapes (a tile) or whole planes: a base wrong everywhere says another function */
-    int confined =
-        d->base_gross >= CONFINED_MIN && (double)d->base_gross <= CONFINED_MAX * (double)d->base_n;
+    int confined = confined_errors(d);
     int region = confined || strstr(was->params, "tile=") || strstr(was->params, "planes");
     if (was->cls == PEAT_FIND_TILE && !moved && region) {
         decide(out, was, PEAT_FIND_TILE, was->params, exp_name,

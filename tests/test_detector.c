@@ -381,6 +381,23 @@ Test(detector, fp16_input_underflow_is_named)
     }
 }
 
+/* An fp32 kernel that stores its outputs in fp16, on outputs around 1e-5 (fp16's subnormal range):
+ * every output loses precision and the few nearest 0 flush. The precision is what fails (the
+ * flushes are its tail): REDUCED_PRECISION, not RANGE. */
+Test(detector, fp16_storage_below_its_range_is_precision)
+{
+    for (int i = 0; i < 2; i++) {
+        call c = call_new(SHAPES[i], SEEDS[i], DATA_TINY_A);
+        peat_finding f[4];
+        int n = detect(&c, NULL, "precision(fmt=fp16,where=output)", 5, NULL, f, 4);
+        show("fp16 storage of tiny outputs", f, n);
+        cr_assert_eq(f[0].cls, PEAT_FIND_REDUCED_PRECISION, "fp16 storage: primary %s (%s)",
+                     peat_detector_finding_name(f[0].cls), f[0].params);
+        cr_assert(strstr(f[0].params, "storage=11"), "params: %s", f[0].params);
+        call_free(&c);
+    }
+}
+
 /* Under amp-fp16 the flow hands gemm_fp16 fp16 values: it is then as exact as the golden (its
  * input rounding changes nothing), even where the outputs exceed fp16's range. A kernel that lets
  * such outputs overflow to Inf (fp16 output storage) is still RANGE: loss scaling cannot help a

@@ -62,6 +62,15 @@ static void check_permutation(peat_args *base)
         moved += ex.src[i] != i;
     }
     cr_expect_gt(moved, 0, "%s: the permutation moved nothing", peat_op_name(base->op));
+    /* the outputs of the op's second size (a norm's statistics) by their own map */
+    for (int o = 1; o < eb.n_out && ex.src2; o++) {
+        if (peat_tensor_numel(eb.out[o]) != ex.n_src2 || ex.n_src2 == n) continue;
+        const double *b2 = eb.out[o]->data, *p2 = ep.out[o]->data;
+        for (int64_t i = 0; i < ex.n_src2; i++)
+            cr_assert(fabs(p2[i] - b2[ex.src2[i]]) <= 1e-12 * fabs(b2[ex.src2[i]]) + 1e-300,
+                      "%s output %d: [%lld] is %.17g, base [%lld] is %.17g", peat_op_name(base->op),
+                      o, (long long)i, p2[i], (long long)ex.src2[i], b2[ex.src2[i]]);
+    }
     peat_args_free_outputs(&eb);
     peat_args_free_outputs(&ep);
     peat_analyzer_experiment_free(&ex);
@@ -92,6 +101,13 @@ Test(diagnose, permutations_keep_the_op, .init = setup)
     l.in[0] = gauss(r, 2, (int64_t[]){5, 12});
     l.in[1] = gauss(r, 1, (int64_t[]){12}), l.in[2] = gauss(r, 1, (int64_t[]){12});
     check_permutation(&l);
+    peat_args bn = {.op = PEAT_OP_BATCHNORM, .n_in = 5};
+    bn.p.i[0] = 3, bn.p.i[1] = 4, bn.p.i[2] = 5, bn.p.f[0] = 1e-5, bn.p.f[1] = 0.1;
+    bn.in[0] = gauss(r, 3, (int64_t[]){3, 4, 5});
+    for (int k = 1; k < 5; k++) bn.in[k] = gauss(r, 1, (int64_t[]){4});
+    float *rv = ((peat_tensor *)bn.in[4])->data;
+    for (int i = 0; i < 4; i++) rv[i] = fabsf(rv[i]) + 0.5f;
+    check_permutation(&bn);
     peat_args rd = {.op = PEAT_OP_REDUCE, .n_in = 1};
     rd.p.i[0] = 4, rd.p.i[1] = 9;
     rd.in[0] = gauss(r, 2, (int64_t[]){4, 9});
@@ -264,9 +280,10 @@ Test(diagnose, small_integers_of_every_op_are_exact, .init = setup)
             peat_analyzer_experiment_free(&ex);
         }
     }
-    /* reduce, bias_add_bwd, embedding_bwd, softmax_bwd, layernorm_bwd, rmsnorm_bwd,
-     * batchnorm_bwd, maxpool2d_bwd and the three convolutions, at two shapes each */
-    cr_expect_eq(covered, 2 * 11, "%d op shapes with a small-integer form", covered);
+    /* reduce, bias_add_bwd, embedding_bwd, softmax_bwd, layernorm (its mean), layernorm_bwd,
+     * rmsnorm_bwd, batchnorm (its mean), batchnorm_bwd, maxpool2d_bwd and the three
+     * convolutions, at two shapes each */
+    cr_expect_eq(covered, 2 * 13, "%d op shapes with a small-integer form", covered);
 }
 
 /* The read-outs on constructed errors: a smooth error kept, independent draws redrawn; gross
@@ -377,6 +394,15 @@ Test(diagnose, decisions_follow_the_experiments)
     d.base_gross = 400; /* confined: the permutation is read, and here the errors follow */
     d.exp[PEAT_EXP_PERMUTE] = (peat_exp_outcome){.ran = 1, .fails = 1, .stay = 0.1, .follow = 0.95};
     f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
+    EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
+    /* a region is read within the outputs the base fails: 8 gross errors among 1000 elements
+     * are a region of a big output, but not of the 8-element output (a running mean) they fill */
+    d = base_diag(1000, 8);
+    d.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.99};
+    f = decided_from(PEAT_FIND_TILE, "boundary,cols=7", &d);
+    EXPECT_CLASS(f, PEAT_FIND_STRUCTURAL, "jitter");
+    d.base_n_failing = 8;
+    f = decided_from(PEAT_FIND_TILE, "boundary,cols=7", &d);
     EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
     /* another function on the recorded values at another extent: a path (STRUCTURAL shape);
      * rounding there stays rounding (a loss that grows with the length) */

@@ -194,6 +194,18 @@ static peat_status bn_bwd_probes(peat_probe_sink *s, const peat_record_list *rec
     return PEAT_OK;
 }
 
+/* ---- small integers (forward): X as -1, 0, 1 whose every channel mean has at most 8 bits,
+ * gamma and beta as -1, 0, 1, the running variance 1: the mean is then exact whatever the
+ * order or format (>= 8 bits) of its sum (a narrow accumulator is told from a formula) ---- */
+static unsigned bn_integers(peat_args *a)
+{
+    int64_t N = P(0), C = P(1), S = P(2);
+    peat_op_int_short_means(a, 0, C, N * S, S, S, C * S);
+    peat_op_int_values(a, 1), peat_op_int_values(a, 2), peat_op_int_values(a, 3);
+    peat_op_int_fill(a, 4, 1.0f);
+    return 1u << 1;
+}
+
 /* ---- permutation: channels (with their parameters and statistics) and batch entries ---- */
 static int bn_perm(const peat_args *a, peat_op_perm *out)
 {
@@ -205,6 +217,7 @@ static int bn_perm(const peat_args *a, peat_op_perm *out)
                                                       : peat_op_view(N, C, S, 1, 0, -1);
     }
     out->out = peat_op_view(N, C, S, 1, 0, -1);
+    out->out2 = peat_op_view(1, 1, C, -1, -1, 0); /* mean, rstd, running stats; dgamma, dbeta */
     return 1;
 }
 
@@ -239,7 +252,7 @@ const peat_op_desc peat_opd_batchnorm = {
     .range_low = 1u << 1 | 1u << 2, /* gamma, beta: Y scales with them */
     .range_high = 1u << 0,          /* X */
     .perm = bn_perm,
-    .integers = peat_op_integers_none,
+    .integers = bn_integers,
     .invariant = peat_op_invariant_none,
     .cal_params = bn_cal,
     .input_shapes = bn_inputs,

@@ -144,6 +144,36 @@ int64_t peat_op_int_stride(int64_t terms)
     return terms > PEAT_OP_INT_TERMS ? (terms + PEAT_OP_INT_TERMS - 1) / PEAT_OP_INT_TERMS : 1;
 }
 
+void peat_op_int_short_means(peat_args *a, int k, int64_t G, int64_t M, int64_t S, int64_t gs,
+                             int64_t os)
+{
+    peat_tensor *t = (peat_tensor *)a->in[k];
+    if (t->dtype != PEAT_DTYPE_F32 || M <= 0 || S <= 0) return;
+    peat_op_int_values(a, k);
+    float *x = t->data;
+    int64_t st = peat_op_int_stride(M), odd = M;
+    while (odd % 2 == 0) odd /= 2;
+    for (int64_t g = 0; g < G; g++) {
+        int64_t sum = 0, kept = 0;
+        for (int64_t m = 0; m < M; m++) {
+            float *v = &x[g * gs + m / S * os + m % S];
+            if ((m + g) % st)
+                *v = 0.0f;
+            else
+                sum += (int64_t)*v, kept++;
+        }
+        /* the nearest multiple of the odd part toward zero; a nonzero one where it fits */
+        int64_t q = sum / odd;
+        if (q == 0 && odd <= kept) q = sum >= 0 ? 1 : -1;
+        for (int64_t m = 0, T = q * odd; m < M && sum != T; m++) {
+            float *v = &x[g * gs + m / S * os + m % S];
+            if ((m + g) % st) continue;
+            while (sum < T && *v < 1.0f) *v += 1.0f, sum++;
+            while (sum > T && *v > -1.0f) *v -= 1.0f, sum--;
+        }
+    }
+}
+
 void peat_op_int_sparse_rows_cols(peat_args *a, int k, int64_t R, int64_t C)
 {
     peat_tensor *t = (peat_tensor *)a->in[k];

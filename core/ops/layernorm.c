@@ -201,14 +201,27 @@ static peat_status ln_bwd_probes(peat_probe_sink *s, const peat_record_list *rec
     return PEAT_OK;
 }
 
+/* ---- small integers (forward): X as -1, 0, 1 whose every row mean has at most 8 bits, gamma
+ * and beta as -1, 0, 1: the mean is exact whatever the order or format (>= 8 bits) of its sum */
+static unsigned ln_integers(peat_args *a)
+{
+    peat_op_int_short_means(a, 0, P(0), P(1), P(1), P(1), 0);
+    peat_op_int_values(a, 1), peat_op_int_values(a, 2);
+    return 1u << 1;
+}
+
 /* rows and columns of X (and dY); gamma, beta by columns; mean, rstd by rows */
 static int ln_perm(const peat_args *a, peat_op_perm *out)
 {
-    return peat_op_perm_rows_cols(a, out, 1u << 1 | 1u << 2, 0, 0);
+    peat_op_perm_rows_cols(a, out, 1u << 1 | 1u << 2, 0, 0);
+    out->out2 = peat_op_view(1, 1, a->p.i[0], -1, -1, 0); /* mean, rstd */
+    return 1;
 }
 static int ln_bwd_perm(const peat_args *a, peat_op_perm *out)
 {
-    return peat_op_perm_rows_cols(a, out, 1u << 1, 1u << 2 | 1u << 3, 0);
+    peat_op_perm_rows_cols(a, out, 1u << 1, 1u << 2 | 1u << 3, 0);
+    out->out2 = peat_op_view(1, 1, a->p.i[1], -1, -1, 1); /* dgamma, dbeta */
+    return 1;
 }
 
 static void ln_inputs(const peat_op_params *p, int *n_in, int nd[], int64_t s[][PEAT_MAX_DIMS],
@@ -240,7 +253,7 @@ const peat_op_desc peat_opd_layernorm = {
     .range_low = 1u << 1 | 1u << 2, /* gamma, beta: Y scales with them */
     .range_high = 1u << 0,          /* X */
     .perm = ln_perm,
-    .integers = peat_op_integers_none,
+    .integers = ln_integers,
     .invariant = peat_op_invariant_none,
     .cal_params = peat_op_row_cal,
     .input_shapes = ln_inputs,

@@ -213,6 +213,9 @@ static int rms_perm(const peat_args *a, peat_op_perm *out)
         out->in_mask = 0xfu;
     }
     out->out = peat_op_view(1, R, C, -1, 0, 1);
+    /* rstd by rows (forward), dgamma by columns (backward) */
+    out->out2 = a->op == PEAT_OP_RMSNORM_BWD ? peat_op_view(1, 1, C, -1, -1, 1)
+                                             : peat_op_view(1, 1, R, -1, -1, 0);
     return 1;
 }
 

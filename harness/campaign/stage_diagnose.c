@@ -158,8 +158,10 @@ static void base_facts(const judged *b, const char *label, peat_diagnosis *d)
     d->base_invariant = od ? od->invariant(&b->c) : NAN;
     d->base_invariant_golden = od ? od->invariant(&b->g) : NAN;
     d->outputs[0] = 0;
+    d->base_n_failing = 0;
     for (int o = 0; o < b->c.n_out; o++)
         if (b->fails[o]) {
+            d->base_n_failing += b->n[o];
             size_t w = strlen(d->outputs);
             snprintf(d->outputs + w, sizeof d->outputs - w, "%s%d", w ? "+" : "", o);
         }
@@ -318,14 +320,18 @@ static peat_status experiment_one(const peat_campaign *c, const peat_campaign_op
         /* on the first output the base fails that the map fits (attention's dQ, dK and dV
          * share one shape: a defect in dK alone is read there) */
         int o = 0;
-        while (o < b->c.n_out && !(b->fails[o] && b->n[o] == ex.n_src)) o++;
+        while (o < b->c.n_out &&
+               !(b->fails[o] && (b->n[o] == ex.n_src || (ex.src2 && b->n[o] == ex.n_src2))))
+            o++;
+        /* the map of that output's size (a norm's statistics and dgamma have their own) */
+        const int64_t *src = o < b->c.n_out && b->n[o] == ex.n_src ? ex.src : ex.src2;
         if (k == PEAT_EXP_PERMUTE && o < b->c.n_out && x.n[o] == b->n[o]) {
             out->stay = peat_analyzer_exp_overlap(b->err[o], x.err[o], NULL, b->n[o]);
-            out->follow = peat_analyzer_exp_overlap(b->err[o], x.err[o], ex.src, b->n[o]);
+            out->follow = peat_analyzer_exp_overlap(b->err[o], x.err[o], src, b->n[o]);
             out->corr_stay = jitter_corr_of(b->err[o], x.err[o], b->n[o]);
             double *bm = malloc((size_t)(b->n[o] ? b->n[o] : 1) * sizeof *bm);
             if (bm) {
-                for (int64_t i = 0; i < b->n[o]; i++) bm[i] = b->err[o][ex.src[i]];
+                for (int64_t i = 0; i < b->n[o]; i++) bm[i] = b->err[o][src[i]];
                 out->corr_follow = jitter_corr_of(bm, x.err[o], b->n[o]);
             }
             free(bm);
