@@ -1336,6 +1336,59 @@ Test(golden, adamw_bound_admits_pytorch_order)
     free_all(4, in);
 }
 
+/* apex's FusedAdam form: the hyperparameters as fp32 and every scalar formed from them in fp32
+ * (1 - b1, 1 - b2, the bias corrections with powf), m = b1 m + (1 - b1) g, v likewise, p -= lr
+ * (mhat / (sqrt(vhat) + eps) + wd p). 1 - 0.999f is 1.3e-5 off 0.001 (217 u): at step 1 with v = 0,
+ * v' is that term alone. Every output within gamma_1 * mag on every element, v' reaching a fair
+ * share of its bound (not vacuous). */
+Test(golden, adamw_bound_admits_fp32_hyperparameters)
+{
+    enum { N = 4096 };
+    for (int t = 1; t <= 3; t += 2) {
+        peat_op_params p = {.i = {N, t}, .f = {3e-3, 0.9, 0.999, 1e-8, 0.01}};
+        peat_tensor *in[4] = {NULL};
+        for (int k = 0; k < 4; k++)
+            cr_assert_eq(peat_tensor_alloc2(PEAT_DTYPE_F32, 1, N, &in[k]), 0);
+        float *P = in[0]->data, *G = in[1]->data, *M = in[2]->data, *V = in[3]->data;
+        uint64_t s = 777 + (uint64_t)t;
+        for (int i = 0; i < N; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double r = (double)(s >> 11) * 0x1p-53;
+            P[i] = (float)(0.5 + r), G[i] = (float)(1e-3 * (r - 0.4));
+            M[i] = t == 1 ? 0.0f : (float)(1e-4 * r), V[i] = t == 1 ? 0.0f : (float)(1e-7 * r);
+        }
+        double *mag[3];
+        for (int o = 0; o < 3; o++) {
+            mag[o] = malloc(N * sizeof *mag[o]);
+            mag1(PEAT_OP_ADAMW, &p, 4, in, o, N, mag[o]);
+        }
+        float lr = (float)p.f[0], b1 = (float)p.f[1], b2 = (float)p.f[2], eps = (float)p.f[3],
+              wd = (float)p.f[4];
+        float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+        double e1 = p.f[1], e2 = p.f[2], ebc1 = 1 - pow(e1, t), ebc2 = 1 - pow(e2, t);
+        double worst[3] = {0, 0, 0}, g1 = 0x1p-24 / (1 - 0x1p-24);
+        for (int i = 0; i < N; i++) {
+            float m = b1 * M[i] + (1.0f - b1) * G[i], v = b2 * V[i] + (1.0f - b2) * G[i] * G[i];
+            float pf = P[i] - lr * ((m / bc1) / (sqrtf(v / bc2) + eps) + wd * P[i]);
+            double md = e1 * M[i] + (1 - e1) * G[i], vd = e2 * V[i] + (1 - e2) * G[i] * G[i];
+            double pe = P[i] - p.f[0] * ((md / ebc1) / (sqrt(vd / ebc2) + p.f[3]) + p.f[4] * P[i]);
+            double got[3] = {pf, m, v}, want[3] = {pe, md, vd};
+            for (int o = 0; o < 3; o++) {
+                double ratio = fabs(got[o] - want[o]) / (g1 * mag[o][i]);
+                worst[o] = ratio > worst[o] ? ratio : worst[o];
+            }
+        }
+        for (int o = 0; o < 3; o++)
+            cr_assert_leq(worst[o], 1.0,
+                          "step %d output %d: fp32-hyperparameter AdamW at %.3f x "
+                          "the bound",
+                          t, o, worst[o]);
+        cr_assert_geq(worst[2], 0.2, "step %d: v' bound vacuous (%.3f x)", t, worst[2]);
+        for (int o = 0; o < 3; o++) free(mag[o]);
+        free_all(4, in);
+    }
+}
+
 Test(golden, sgd_nesterov_bound_by_hand)
 {
     /* g = mom = 0, p = 1, lr = momentum = wd = 0.5. mom' = wd p = 0.5 with error terms

@@ -267,6 +267,7 @@ Test(probe, honest_framework_orders_pass, .init = setup)
         {"zoo_adamw_torch_single", "mlp", NULL},
         {"zoo_adamw_torch_foreach", "mlp", NULL},
         {"zoo_adamw_torch_fused", "mlp", NULL},
+        {"zoo_adamw_apex", "mlp", NULL},
         {"zoo_sgd_torch", "mlp", "sgd"},
         {"zoo_sgd_torch_nesterov", "mlp", "sgd_nesterov"},
         {"zoo_sgd_torch_nesterov", "cnn", "sgd_nesterov"},

@@ -33,16 +33,28 @@ static double adamw_flops(const peat_op_params *p)
  * p (1 - lr wd) first, m.lerp_(g, 1 - b1), v b2 + (1 - b2) g g, sqrt(v) / sqrt(bc2) + eps,
  * p + (-lr / bc1) m / denom); its fused kernel (p -= lr wd p, m = b1 m + (1 - b1) g). Each
  * intermediate is charged the largest rounding count any of them gives it, and a scalar formed
- * per call (lr / bc1, sqrt(bc2), 1 - lr wd) up to 3 roundings. */
+ * per call (lr / bc1, sqrt(bc2), 1 - lr wd) up to 3 roundings. A GPU kernel gets its
+ * hyperparameters as fp32 and forms 1 - b1, 1 - b2 and the bias corrections 1 - b^t from them:
+ * b's own rounding (u |b|, t times through b^t, and powf's) is then amplified by 1 / (1 - b)
+ * (apex's FusedAdam: 1 - 0.999f is 1.3e-5 off 0.001, 217 u), which each coefficient carries. */
 
 #define R_SCALAR 3.0
+
+/* The relative error / u of 1 - b^t formed in fp32 from an fp32 b: b's rounding, t times
+ * through the power, powf's own where t > 1, over 1 - b^t; 1 for the subtraction. */
+static double one_minus_pow_err(double b, double t)
+{
+    double bt = pow(fabs(b), t), d = fabs(1.0 - pow(b, t));
+    return d > 0.0 ? 1.0 + (t + (t > 1.0)) * bt / d : 0.0;
+}
 
 /* m' = b1 m + c1 g (fused) or m + c1 (g - m) (lerp: the difference, the weight's rounding, the
  * product, the add): the larger error / u. */
 static double adamw_em(double b1, double c1, double m, double g, double m1)
 {
-    double fused = 2.0 * fabs(b1 * m) + 2.0 * fabs(c1 * g) + fabs(m1);
-    double lerp = 3.0 * fabs(c1 * (g - m)) + fabs(m1);
+    double r1 = one_minus_pow_err(b1, 1.0); /* c1's own error */
+    double fused = 2.0 * fabs(b1 * m) + (1.0 + r1) * fabs(c1 * g) + fabs(m1);
+    double lerp = (2.0 + r1) * fabs(c1 * (g - m)) + fabs(m1);
     return fused > lerp ? fused : lerp;
 }
 
@@ -55,11 +67,14 @@ static double adamw_ep(const peat_args *a, double p, double m1, double v1, doubl
     /* sq = sqrt(v1 / bc2), either as sqrt(v / bc2) or sqrt(v) / sqrt(bc2): v's error halved, the
      * divide, sqrt and the rounded scalar */
     double sq = sqrt(v1 / bc2), den = sq + eps;
-    double esq = (v1 > 0.0 ? 0.5 * ev / sqrt(v1 * bc2) : 0.0) + (2.0 + R_SCALAR) * sq;
+    /* bc2's own error (fp32 b2 and t) halved by the root */
+    double rb2 = fmax(R_SCALAR, 0.5 * one_minus_pow_err(b2, (double)t));
+    double esq = (v1 > 0.0 ? 0.5 * ev / sqrt(v1 * bc2) : 0.0) + (2.0 + rb2) * sq;
     double eden = esq + fabs(eps) + den; /* eps's rounding and the add */
     /* U = (lr / bc1) m / den in any grouping: m's error, den's, the scalars and two operations */
+    double rb1 = fmax(R_SCALAR, one_minus_pow_err(b1, (double)t));
     double step = fabs(lr / bc1), U = step * m1 / den;
-    double eU = step * em / den + fabs(U) * (eden / den + 2.0 + 2.0 * R_SCALAR);
+    double eU = step * em / den + fabs(U) * (eden / den + 2.0 + R_SCALAR + rb1);
     /* decay: golden lr (q + wd p) (wd p rounded twice, the inner add, the lr product), or
      * p (1 - lr wd) / p - (lr wd) p first (the scalar and the product at |p|) */
     double pd = p * (1.0 - lr * wd), inner = fabs(U / lr + wd * p);
@@ -76,10 +91,12 @@ static peat_status adamw_mag(const peat_args *a, int o, const peat_op_mag_in *in
     double c1 = 1.0 - b1, c2 = 1.0 - b2;
     for (int64_t i = 0; i < n; i++) {
         double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i], v = in->x[3][i];
-        /* v' = b2 v + c2 g g (every order: the two coefficients, the products, the add) */
+        /* v' = b2 v + c2 g g (every order: the two coefficients, c2 with b2's own error, the
+         * products, the add) */
         double m1 = b1 * m + c1 * g, v1 = b2 * v + c2 * g * g;
         double em = adamw_em(b1, c1, m, g, m1);
-        double ev = 2.0 * fabs(b2 * v) + 3.0 * fabs(c2 * g * g) + fabs(v1);
+        double ev = 2.0 * fabs(b2 * v) + (2.0 + one_minus_pow_err(b2, 1.0)) * fabs(c2 * g * g) +
+                    fabs(v1);
         mag[i] = o == 1 ? em : o == 2 ? ev : adamw_ep(a, p, m1, v1, em, ev);
     }
     return PEAT_OK;

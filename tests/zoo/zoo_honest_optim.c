@@ -1,6 +1,7 @@
 /* zoo_honest_optim.c: honest optimizer kernels in the orders PyTorch ships (expected PASS): AdamW
- * single-tensor, foreach and fused, SGD with momentum and weight decay. The op's bound must admit
- * every one of them (docs/bounds.md). Outputs may alias inputs: each element is read first. */
+ * single-tensor, foreach and fused, apex's FusedAdam, SGD with momentum and weight decay. The op's
+ * bound must admit every one of them (docs/bounds.md). Outputs may alias inputs: each element is
+ * read first. */
 #include "zoo.h"
 
 /* Per-call scalars of AdamW as PyTorch forms them: Python doubles, rounded to fp32 where a tensor
@@ -92,6 +93,28 @@ static peat_status adamw_fused(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* apex's FusedAdam (multi_tensor_adam.cu, ADAM_MODE_1, AdamW): the hyperparameters arrive as
+ * fp32 kernel arguments and every scalar is formed from them in fp32 (1 - b2 from 0.999f is
+ * 1.3e-5 off 0.001); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g; p -= lr (mhat / (sqrt(vhat)
+ * + eps) + wd p). */
+static peat_status adamw_apex(const peat_args *a, const peat_kernel *self)
+{
+    (void)self;
+    float lr = (float)a->p.f[0], b1 = (float)a->p.f[1], b2 = (float)a->p.f[2],
+          eps = (float)a->p.f[3], wd = (float)a->p.f[4], t = (float)a->p.i[1];
+    float bc1 = 1.0f - powf(b1, t), bc2 = 1.0f - powf(b2, t);
+    const float *pi = a->in[0]->data, *gi = a->in[1]->data, *mi = a->in[2]->data,
+                *vi = a->in[3]->data;
+    float *po = a->out[0]->data, *mo = a->out[1]->data, *vo = a->out[2]->data;
+    for (int64_t i = 0; i < a->p.i[0]; i++) {
+        float p = pi[i], g = gi[i];
+        float m = b1 * mi[i] + (1.0f - b1) * g, v = b2 * vi[i] + (1.0f - b2) * g * g;
+        float upd = (m / bc1) / (sqrtf(v / bc2) + eps) + wd * p;
+        po[i] = p - lr * upd, mo[i] = m, vo[i] = v;
+    }
+    return PEAT_OK;
+}
+
 /* _single_tensor_sgd (dampening 0, no nesterov): g = g.add(p, alpha=wd);
  * buf.mul_(mu).add_(g); p.add_(buf, alpha=-lr). */
 static peat_status sgd_torch(const peat_args *a, const peat_kernel *self)
@@ -135,6 +158,8 @@ int zoo_register_honest_optim(const peat_plugin_host *host)
                    "honest: PyTorch _multi_tensor_adamw (foreach) order"),
         ZOO_KERNEL("zoo_adamw_torch_fused", PEAT_OP_ADAMW, adamw_fused,
                    "honest: PyTorch fused AdamW kernel order"),
+        ZOO_KERNEL("zoo_adamw_apex", PEAT_OP_ADAMW, adamw_apex,
+                   "honest: apex FusedAdam, fp32 hyperparameters and scalars"),
         ZOO_KERNEL("zoo_sgd_torch", PEAT_OP_SGD, sgd_torch,
                    "honest: PyTorch _single_tensor_sgd order (wd into the gradient first)"),
         ZOO_KERNEL("zoo_sgd_torch_nesterov", PEAT_OP_SGD, sgd_torch_nesterov,
