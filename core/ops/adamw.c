@@ -95,8 +95,8 @@ static peat_status adamw_mag(const peat_args *a, int o, const peat_op_mag_in *in
          * products, the add) */
         double m1 = b1 * m + c1 * g, v1 = b2 * v + c2 * g * g;
         double em = adamw_em(b1, c1, m, g, m1);
-        double ev = 2.0 * fabs(b2 * v) + (2.0 + one_minus_pow_err(b2, 1.0)) * fabs(c2 * g * g) +
-                    fabs(v1);
+        double ev =
+            2.0 * fabs(b2 * v) + (2.0 + one_minus_pow_err(b2, 1.0)) * fabs(c2 * g * g) + fabs(v1);
         mag[i] = o == 1 ? em : o == 2 ? ev : adamw_ep(a, p, m1, v1, em, ev);
     }
     return PEAT_OK;
