@@ -116,8 +116,9 @@ static void rounding_class(const peat_finding *was, const peat_diagnosis *d, pea
     /* ... unless a probe made it and the base is a recorded call: then the rounding the
      * recorded values show is what training meets (an fp16 sum loses its small terms on every
      * call and overflows only on the probe's values) */
+    int by_probe = strstr(was->params, "probe=") || !strncmp(was->experiment, "probe:", 6);
     int range_family = (was->cls == PEAT_FIND_RANGE || was->cls == PEAT_FIND_FTZ) &&
-                       !(strstr(was->params, "probe=") && !strncmp(d->base, "recorded", 8));
+                       !(by_probe && !strncmp(d->base, "recorded", 8));
     /* a lower precision whose errors all shrink |x| is a truncation to it */
     peat_finding_class c = was->cls == PEAT_FIND_REDUCED_PRECISION && d->base_toward_zero
                                ? PEAT_FIND_TRUNCATION

@@ -395,6 +395,19 @@ Test(diagnose, decisions_follow_the_experiments)
     d.exp[PEAT_EXP_PERMUTE] = (peat_exp_outcome){.ran = 1, .fails = 1, .stay = 0.1, .follow = 0.95};
     f = decided_from(PEAT_FIND_WRONG_RESULT, "", &d);
     EXPECT_CLASS(f, PEAT_FIND_WRONG_RESULT, "jitter");
+    /* a flush (or range) finding stands against a rounding reading of the recorded base, unless
+     * a probe made it (its experiment or its params say so): then what the recorded values show,
+     * a narrower format, is what training meets */
+    d = base_diag(1000, 900);
+    d.exp[PEAT_EXP_JITTER] = (peat_exp_outcome){.ran = 1, .fails = 1, .corr = 0.03};
+    peat_finding ftz = failing(PEAT_FIND_FTZ, "n=900");
+    f = decided(&ftz, &d);
+    EXPECT_CLASS(f, PEAT_FIND_FTZ, "jitter");
+    snprintf(ftz.experiment, sizeof ftz.experiment, "probe: value subnormal outputs");
+    f = decided(&ftz, &d);
+    EXPECT_CLASS(f, PEAT_FIND_REDUCED_PRECISION, "jitter");
+    f = decided_from(PEAT_FIND_RANGE, "overflow,probe=value x 1e4", &d);
+    EXPECT_CLASS(f, PEAT_FIND_REDUCED_PRECISION, "jitter");
     /* a region is read within the outputs the base fails: 8 gross errors among 1000 elements
      * are a region of a big output, but not of the 8-element output (a running mean) they fill */
     d = base_diag(1000, 8);
