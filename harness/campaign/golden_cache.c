@@ -435,7 +435,7 @@ static void evict(const char *golden_dir, const char *keep)
             if (!ne) break;
             es = ne;
         }
-        snprintf(es[n].name, sizeof es[n].name, "%s", e->d_name);
+        snprintf(es[n].name, sizeof es[n].name, "%.31s", e->d_name); /* 16 characters */
         es[n].bytes = dir_bytes(p);
         es[n].mtime = (long long)sb.st_mtim.tv_sec;
         total += es[n++].bytes;

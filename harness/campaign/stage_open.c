@@ -80,7 +80,7 @@ static peat_status default_out_dir(peat_campaign *c)
     char stamp[32];
     utc_stamp(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ");
     PEAT_TRY(peat_campaign_mkdir_p("peat-out"));
-    char leaf[sizeof res->out_dir - sizeof "peat-out/" - 8];
+    char leaf[sizeof res->out_dir - sizeof "peat-out/" - 16];
     snprintf(leaf, sizeof leaf, "%s-%s-%s-%s", c->k->name, c->flow, c->backend_name, stamp);
     peat_campaign_safe_name(leaf);
     for (int n = 1; n <= 1000; n++) {

@@ -299,10 +299,10 @@ static peat_status lockstep_setup(lockstep *L)
         L->n++;
         m->run = &res->faulty[res->n_faulty++];
         char label[64];
-        snprintf(label, sizeof label, "%.40s @ %s", o->candidate ? o->candidate->name : o->model,
+        snprintf(label, sizeof label, "%.40s @ %.20s", o->candidate ? o->candidate->name : o->model,
                  t->label);
         PEAT_TRY(run_alloc(m->run, L->cap, cap_eval, label));
-        snprintf(m->run->freq, sizeof m->run->freq, "%s", t->label);
+        snprintf(m->run->freq, sizeof m->run->freq, "%.31s", t->label);
         if (m->local) PEAT_TRY(member_setup(L, m, o->model, t));
     }
     PEAT_TRY(weights_find(L));
