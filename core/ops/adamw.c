@@ -48,33 +48,47 @@ static double one_minus_pow_err(double b, double t)
     return d > 0.0 ? 1.0 + (t + (t > 1.0)) * bt / d : 0.0;
 }
 
-/* m' = b1 m + c1 g (fused) or m + c1 (g - m) (lerp: the difference, the weight's rounding, the
- * product, the add): the larger error / u. */
-static double adamw_em(double b1, double c1, double m, double g, double m1)
+/* A call's scalars: the hyperparameters, the coefficients, the bias corrections and each one's
+ * own error / u (formed once per call, not per element). */
+typedef struct adamw_k {
+    double lr, b1, b2, eps, wd, c1, c2, bc1, bc2, r1, r2, rb1, rb2;
+} adamw_k;
+
+static adamw_k adamw_k_of(const peat_args *a)
 {
-    double r1 = one_minus_pow_err(b1, 1.0); /* c1's own error */
-    double fused = 2.0 * fabs(b1 * m) + (1.0 + r1) * fabs(c1 * g) + fabs(m1);
-    double lerp = (2.0 + r1) * fabs(c1 * (g - m)) + fabs(m1);
+    adamw_k k = {
+        .lr = a->p.f[0], .b1 = a->p.f[1], .b2 = a->p.f[2], .eps = a->p.f[3], .wd = a->p.f[4]};
+    double t = (double)a->p.i[1];
+    k.c1 = 1.0 - k.b1, k.c2 = 1.0 - k.b2;
+    k.bc1 = 1.0 - pow(k.b1, t), k.bc2 = 1.0 - pow(k.b2, t);
+    k.r1 = one_minus_pow_err(k.b1, 1.0), k.r2 = one_minus_pow_err(k.b2, 1.0);
+    /* lr / bc1 with bc1's own error; sqrt(bc2) with half of bc2's */
+    k.rb1 = fmax(R_SCALAR, one_minus_pow_err(k.b1, t));
+    k.rb2 = fmax(R_SCALAR, 0.5 * one_minus_pow_err(k.b2, t));
+    return k;
+}
+
+/* m' = b1 m + c1 g (fused) or m + c1 (g - m) (lerp: the difference, the weight's rounding, the
+ * product, the add), c1 with its own error: the larger error / u. */
+static double adamw_em(const adamw_k *k, double m, double g, double m1)
+{
+    double fused = 2.0 * fabs(k->b1 * m) + (1.0 + k->r1) * fabs(k->c1 * g) + fabs(m1);
+    double lerp = (2.0 + k->r1) * fabs(k->c1 * (g - m)) + fabs(m1);
     return fused > lerp ? fused : lerp;
 }
 
 /* The error / u of p' given the moments m1, v1 and their errors em, ev. */
-static double adamw_ep(const peat_args *a, double p, double m1, double v1, double em, double ev)
+static double adamw_ep(const adamw_k *k, double p, double m1, double v1, double em, double ev)
 {
-    int64_t t = a->p.i[1];
-    double lr = a->p.f[0], b1 = a->p.f[1], b2 = a->p.f[2], eps = a->p.f[3], wd = a->p.f[4];
-    double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    double lr = k->lr, eps = k->eps, wd = k->wd, bc2 = k->bc2;
     /* sq = sqrt(v1 / bc2), either as sqrt(v / bc2) or sqrt(v) / sqrt(bc2): v's error halved, the
      * divide, sqrt and the rounded scalar */
     double sq = sqrt(v1 / bc2), den = sq + eps;
-    /* bc2's own error (fp32 b2 and t) halved by the root */
-    double rb2 = fmax(R_SCALAR, 0.5 * one_minus_pow_err(b2, (double)t));
-    double esq = (v1 > 0.0 ? 0.5 * ev / sqrt(v1 * bc2) : 0.0) + (2.0 + rb2) * sq;
+    double esq = (v1 > 0.0 ? 0.5 * ev / sqrt(v1 * bc2) : 0.0) + (2.0 + k->rb2) * sq;
     double eden = esq + fabs(eps) + den; /* eps's rounding and the add */
     /* U = (lr / bc1) m / den in any grouping: m's error, den's, the scalars and two operations */
-    double rb1 = fmax(R_SCALAR, one_minus_pow_err(b1, (double)t));
-    double step = fabs(lr / bc1), U = step * m1 / den;
-    double eU = step * em / den + fabs(U) * (eden / den + 2.0 + R_SCALAR + rb1);
+    double step = fabs(lr / k->bc1), U = step * m1 / den;
+    double eU = step * em / den + fabs(U) * (eden / den + 2.0 + R_SCALAR + k->rb1);
     /* decay: golden lr (q + wd p) (wd p rounded twice, the inner add, the lr product), or
      * p (1 - lr wd) / p - (lr wd) p first (the scalar and the product at |p|) */
     double pd = p * (1.0 - lr * wd), inner = fabs(U / lr + wd * p);
@@ -87,17 +101,15 @@ static peat_status adamw_mag(const peat_args *a, int o, const peat_op_mag_in *in
 {
     (void)n_out, (void)exact_out;
     int64_t n = a->p.i[0];
-    double b1 = a->p.f[1], b2 = a->p.f[2];
-    double c1 = 1.0 - b1, c2 = 1.0 - b2;
+    adamw_k k = adamw_k_of(a);
     for (int64_t i = 0; i < n; i++) {
         double p = in->x[0][i], g = in->x[1][i], m = in->x[2][i], v = in->x[3][i];
         /* v' = b2 v + c2 g g (every order: the two coefficients, c2 with b2's own error, the
          * products, the add) */
-        double m1 = b1 * m + c1 * g, v1 = b2 * v + c2 * g * g;
-        double em = adamw_em(b1, c1, m, g, m1);
-        double ev =
-            2.0 * fabs(b2 * v) + (2.0 + one_minus_pow_err(b2, 1.0)) * fabs(c2 * g * g) + fabs(v1);
-        mag[i] = o == 1 ? em : o == 2 ? ev : adamw_ep(a, p, m1, v1, em, ev);
+        double m1 = k.b1 * m + k.c1 * g, v1 = k.b2 * v + k.c2 * g * g;
+        double em = adamw_em(&k, m, g, m1);
+        double ev = 2.0 * fabs(k.b2 * v) + (2.0 + k.r2) * fabs(k.c2 * g * g) + fabs(v1);
+        mag[i] = o == 1 ? em : o == 2 ? ev : adamw_ep(&k, p, m1, v1, em, ev);
     }
     return PEAT_OK;
 }
