@@ -279,6 +279,8 @@ Test(probe, honest_framework_orders_pass, .init = setup)
         {"zoo_xent_bwd_torch", "mlp", NULL},
         {"zoo_attention_sdpa_math", "gpt", NULL},
         {"zoo_conv_direct_taps", "cnn", NULL},
+        {"zoo_conv_winograd", "cnn", NULL},
+        {"zoo_conv_winograd", "resnet", NULL},
         {"zoo_reduce_pairwise", "mlp", NULL},
         {"zoo_reduce_blocked", "gpt", NULL},
         {"zoo_layernorm_torch", "gpt", NULL},

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define P(k) (a->p.i[k])
 
@@ -86,12 +87,99 @@ static double conv_flops(const peat_op_params *p)
     return 2.0 * p->i[0] * p->i[4] * conv_oh(p) * conv_ow(p) * p->i[1] * p->i[5] * p->i[6];
 }
 
-/* a plain sum of products: the exact kernel on |inputs| */
+/* Winograd F(2x2, 3x3) (cuDNN's and most libraries' algorithm for 3x3 stride-1 convolutions):
+ * Y = A^T [sum_c (G g_c G^T) . (B^T d_c B)] A over 2x2 output tiles from output (0, 0). Each
+ * operation rounds once, so the error is within gamma_k of the same bilinear form on absolute
+ * values, |A^T| [sum_c (|G| |g_c| |G^T|) . (|B^T| |d_c| |B|)] |A|, with k the roundings on one
+ * path: the filter's transform (two levels of 3-term sums, 4), the input's (2), the product (1),
+ * the channel sum (C) and the output's transform (two levels of 3-term sums, 4): C + 11. The
+ * transformed values can exceed the direct terms (|B^T d B| adds 4 inputs), which the direct
+ * sum of |x| |w| over the window does not cover (docs/bounds.md). */
+static const double W_BT[4][4] = {{1, 0, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 0, 1}};
+static const double W_G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0, 0, 1}};
+static const double W_AT[2][4] = {{1, 1, 1, 0}, {0, 1, 1, 1}};
+
+/* The Winograd form on absolute values of a 3x3 stride-1 convolution of x (N, Ci, H, W) with
+ * pad, into out (N, Co, OH, OW), OH = H + 2 pad - 2, where it exceeds what out holds, scaled to
+ * the direct depth 9 Ci the bound applies: the forward reads W (O, C, 3, 3) as it is (Co = O,
+ * Ci = C); the backward data, a convolution of dY with pad 2 - pad, reads it flipped (Co = C,
+ * Ci = O). */
+static peat_status wino_mag(const double *x, const double *w, int flip, int64_t N, int64_t Ci,
+                            int64_t Co, int64_t H, int64_t W, int64_t pad, double *out)
+{
+    int64_t OH = H + 2 * pad - 2, OW = W + 2 * pad - 2;
+    double *U = malloc((size_t)(Co * Ci * 16 + Ci * 16) * sizeof *U);
+    if (!U) return PEAT_ERROR(PEAT_ERR_NOMEM, "winograd magnitude");
+    double *V = U + Co * Ci * 16;
+    for (int64_t co = 0; co < Co; co++)
+        for (int64_t ci = 0; ci < Ci; ci++) {
+            double g[3][3], t[4][3];
+            for (int r = 0; r < 3; r++)
+                for (int c = 0; c < 3; c++)
+                    g[r][c] = fabs(flip ? w[((ci * Co + co) * 3 + 2 - r) * 3 + 2 - c]
+                                        : w[((co * Ci + ci) * 3 + r) * 3 + c]);
+            for (int p = 0; p < 4; p++)
+                for (int c = 0; c < 3; c++)
+                    t[p][c] = W_G[p][0] * g[0][c] + W_G[p][1] * g[1][c] + W_G[p][2] * g[2][c];
+            for (int p = 0; p < 4; p++)
+                for (int q = 0; q < 4; q++)
+                    U[(co * Ci + ci) * 16 + p * 4 + q] =
+                        t[p][0] * W_G[q][0] + t[p][1] * W_G[q][1] + t[p][2] * W_G[q][2];
+        }
+    double gk = peat_op_gamma(Ci + 11) / peat_op_gamma(9 * Ci);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t th = 0; th < OH; th += 2)
+            for (int64_t tw = 0; tw < OW; tw += 2) {
+                for (int64_t ci = 0; ci < Ci; ci++) {
+                    double d[4][4], t[4][4];
+                    for (int u = 0; u < 4; u++)
+                        for (int v = 0; v < 4; v++) {
+                            int64_t ih = th - pad + u, iw = tw - pad + v;
+                            d[u][v] = ih < 0 || ih >= H || iw < 0 || iw >= W
+                                          ? 0.0
+                                          : fabs(x[((n * Ci + ci) * H + ih) * W + iw]);
+                        }
+                    for (int p = 0; p < 4; p++)
+                        for (int v = 0; v < 4; v++)
+                            t[p][v] = W_BT[p][0] * d[0][v] + W_BT[p][1] * d[1][v] +
+                                      W_BT[p][2] * d[2][v] + W_BT[p][3] * d[3][v];
+                    for (int p = 0; p < 4; p++)
+                        for (int q = 0; q < 4; q++)
+                            V[ci * 16 + p * 4 + q] = t[p][0] * W_BT[q][0] + t[p][1] * W_BT[q][1] +
+                                                     t[p][2] * W_BT[q][2] + t[p][3] * W_BT[q][3];
+                }
+                for (int64_t co = 0; co < Co; co++) {
+                    double m[16] = {0};
+                    for (int64_t ci = 0; ci < Ci; ci++)
+                        for (int e = 0; e < 16; e++)
+                            m[e] += U[(co * Ci + ci) * 16 + e] * V[ci * 16 + e];
+                    for (int i = 0; i < 2 && th + i < OH; i++)
+                        for (int j = 0; j < 2 && tw + j < OW; j++) {
+                            double y = 0.0;
+                            for (int p = 0; p < 4; p++)
+                                for (int q = 0; q < 4; q++)
+                                    y += W_AT[i][p] * m[p * 4 + q] * W_AT[j][q];
+                            double *o = &out[((n * Co + co) * OH + th + i) * OW + tw + j];
+                            *o = fmax(*o, gk * y);
+                        }
+                }
+            }
+    free(U);
+    return PEAT_OK;
+}
+
+/* a plain sum of products: the exact kernel on |inputs|; for a 3x3 stride-1 forward or
+ * backward-data convolution, also the Winograd form's (the larger of the two) */
 static peat_status conv_mag(const peat_args *a, int o, const peat_op_mag_in *in, int64_t n,
                             const peat_tensor *exact_out, double *mag)
 {
     (void)o, (void)exact_out;
-    return peat_op_mag_abs(a, in, n, mag);
+    PEAT_TRY(peat_op_mag_abs(a, in, n, mag));
+    if (P(5) != 3 || P(6) != 3 || P(7) != 1 || a->op == PEAT_OP_CONV2D_BWD_FILTER) return PEAT_OK;
+    if (a->op == PEAT_OP_CONV2D)
+        return wino_mag(in->x[0], in->x[1], 0, P(0), P(1), P(4), P(2), P(3), P(8), mag);
+    return wino_mag(in->x[0], in->x[1], 1, P(0), P(4), P(1), conv_oh(&a->p), conv_ow(&a->p),
+                    2 - P(8), mag);
 }
 
 /* conv: strides 1-3, pads, odd sizes, 1x1, a kernel as large as the (padded) input, batch 1.

@@ -179,6 +179,76 @@ static peat_status conv_direct_taps(const peat_args *a, const peat_kernel *self)
     return PEAT_OK;
 }
 
+/* ---- conv2d by Winograd F(2x2, 3x3) (cuDNN's algorithm for 3x3 stride-1 layers): per 2x2
+ * output tile, the filter transformed by G, the input tile by B^T, their products summed over
+ * the channels and transformed back by A^T, all fp32; other shapes by the direct taps ---- */
+static peat_status conv_winograd(const peat_args *a, const peat_kernel *self)
+{
+    const int64_t *p = a->p.i;
+    int64_t N = p[0], C = p[1], H = p[2], W = p[3], O = p[4], pd = p[8];
+    if (p[5] != 3 || p[6] != 3 || p[7] != 1) return conv_direct_taps(a, self);
+    int64_t OH = H + 2 * pd - 2, OW = W + 2 * pd - 2;
+    const float *X = a->in[0]->data, *Wt = a->in[1]->data;
+    float *Y = a->out[0]->data;
+    float *U = malloc((size_t)(O * C * 16 + C * 16) * sizeof *U);
+    if (!U) return PEAT_ERR_NOMEM;
+    float *V = U + O * C * 16;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            const float *g = Wt + (o * C + c) * 9;
+            float t[4][3], *u = U + (o * C + c) * 16;
+            for (int j = 0; j < 3; j++) {
+                t[0][j] = g[j], t[3][j] = g[6 + j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+            }
+            for (int i = 0; i < 4; i++) {
+                u[i * 4 + 0] = t[i][0], u[i * 4 + 3] = t[i][2];
+                u[i * 4 + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                u[i * 4 + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+            }
+        }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t th = 0; th < OH; th += 2)
+            for (int64_t tw = 0; tw < OW; tw += 2) {
+                for (int64_t c = 0; c < C; c++) {
+                    float d[4][4], t[4][4], *v = V + c * 16;
+                    for (int i = 0; i < 4; i++)
+                        for (int j = 0; j < 4; j++) {
+                            int64_t ih = th - pd + i, iw = tw - pd + j;
+                            d[i][j] = ih < 0 || ih >= H || iw < 0 || iw >= W
+                                          ? 0.0f
+                                          : X[((n * C + c) * H + ih) * W + iw];
+                        }
+                    for (int j = 0; j < 4; j++) {
+                        t[0][j] = d[0][j] - d[2][j], t[1][j] = d[1][j] + d[2][j];
+                        t[2][j] = d[2][j] - d[1][j], t[3][j] = d[1][j] - d[3][j];
+                    }
+                    for (int i = 0; i < 4; i++) {
+                        v[i * 4 + 0] = t[i][0] - t[i][2], v[i * 4 + 1] = t[i][1] + t[i][2];
+                        v[i * 4 + 2] = t[i][2] - t[i][1], v[i * 4 + 3] = t[i][1] - t[i][3];
+                    }
+                }
+                for (int64_t o = 0; o < O; o++) {
+                    float m[16] = {0}, t[2][4];
+                    for (int64_t c = 0; c < C; c++)
+                        for (int e = 0; e < 16; e++)
+                            m[e] += U[(o * C + c) * 16 + e] * V[c * 16 + e];
+                    for (int j = 0; j < 4; j++) {
+                        t[0][j] = m[j] + m[4 + j] + m[8 + j];
+                        t[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
+                    }
+                    for (int i = 0; i < 2 && th + i < OH; i++) {
+                        float *y = Y + ((n * O + o) * OH + th + i) * OW + tw;
+                        y[0] = t[i][0] + t[i][1] + t[i][2];
+                        if (tw + 1 < OW) y[1] = t[i][1] - t[i][2] - t[i][3];
+                    }
+                }
+            }
+    free(U);
+    return PEAT_OK;
+}
+
 /* ---- reductions (mode 0 sum, 1 mean) ---- */
 static float pairwise(const float *x, int64_t n)
 {
@@ -235,6 +305,8 @@ int zoo_register_honest_nn(const peat_plugin_host *host)
                    "honest: log_softmax (max-shifted) then nll"),
         ZOO_KERNEL("zoo_attention_sdpa_math", PEAT_OP_ATTENTION, attention_sdpa_math,
                    "honest: SDPA math path (sqrt(scale) on q and k, softmax, P V)"),
+        ZOO_KERNEL("zoo_conv_winograd", PEAT_OP_CONV2D, conv_winograd,
+                   "honest: Winograd F(2x2, 3x3), fp32"),
         ZOO_KERNEL("zoo_conv_direct_taps", PEAT_OP_CONV2D, conv_direct_taps,
                    "honest: direct conv, filter taps outer, channels inner"),
         ZOO_KERNEL("zoo_reduce_pairwise", PEAT_OP_REDUCE, reduce_pairwise,
