@@ -11,6 +11,12 @@
 
 #include <float.h>
 
+/* A kernel's arguments: input k and output k as fp32, integer and float parameter k. */
+#define IN(k)  ((const float *)a->in[k]->data)
+#define OUT(k) ((float *)a->out[k]->data)
+#define PI(k)  (a->p.i[k])
+#define PF(k)  (a->p.f[k])
+
 static inline uint32_t ho_bits(float x)
 {
     uint32_t u;
@@ -22,6 +28,21 @@ static inline float ho_from_bits(uint32_t u)
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
+}
+/* x to bf16's 8 significand bits, toward zero (call it on an unconditional path: GCC 12.2 at
+ * -O1/-O2 folds `c ? ho_bf16_rz(x) : x` to x) */
+static inline float ho_bf16_rz(float x)
+{
+    return ho_from_bits(ho_bits(x) & 0xffff0000u);
+}
+/* x to fp16's 11 significand bits, toward zero (normal range; the same caution) */
+static inline float ho_f16_rz(float x)
+{
+    return ho_from_bits(ho_bits(x) & 0xffffe000u);
+}
+static inline double ho_sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
 }
 /* x with bit `bit` inverted (a transient upset) */
 static inline float ho_flip(float x, int bit)

@@ -16,7 +16,7 @@ static void rmsnorm_d(const peat_args *a, int centred, int rstd_f16)
         }
         for (int64_t j = 0; j < C; j++) ss += (x[j] - m) * (x[j] - m);
         double rs = 1.0 / sqrt(ss / (double)C + PF(0));
-        if (rstd_f16) rs = h4_f16((float)rs);
+        if (rstd_f16) rs = zoo_f16((float)rs);
         for (int64_t j = 0; j < C; j++) OUT(0)[r * C + j] = (float)(x[j] * rs * IN(1)[j]);
         OUT(1)[r] = (float)rs;
     }
@@ -99,7 +99,7 @@ static peat_status silu_bwd_sig_f16(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double x = IN(0)[i], s = h4_f16((float)h4_sigmoid(x));
+        double x = IN(0)[i], s = zoo_f16((float)ho_sigmoid(x));
         OUT(0)[i] = (float)(IN(1)[i] * s * (1.0 + x * (1.0 - s)));
     }
     return PEAT_OK;
@@ -118,7 +118,7 @@ static peat_status swiglu_bwd_du_sat(const peat_args *a, const peat_kernel *self
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = h4_sigmoid(g);
+        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = ho_sigmoid(g);
         double du = dy * g * s;
         OUT(0)[i] = (float)(dy * u * s * (1.0 + g * (1.0 - s)));
         OUT(1)[i] = (float)(du > 65504.0 ? 65504.0 : du < -65504.0 ? -65504.0 : du);

@@ -22,7 +22,7 @@ static void softmax_d(const peat_args *a, int kind)
         for (int64_t j = 0; j < C; j++) {
             double t = kind == SM_TEMP ? 1.002 * ((double)x[j] - mx) : (double)x[j] - mx;
             e[j] = exp(t);
-            if (kind == SM_EXP_F16) e[j] = h4_f16((float)e[j]);
+            if (kind == SM_EXP_F16) e[j] = zoo_f16((float)e[j]);
             if (j < cs) s += e[j];
         }
         for (int64_t j = 0; j < C; j++) {
@@ -95,7 +95,7 @@ static peat_status gelu_bwd_sq_f16(const peat_args *a, const peat_kernel *self)
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
         double x = IN(0)[i], dy = IN(1)[i];
-        double h = h4_f16((float)(0.5 * x * x));
+        double h = zoo_f16((float)(0.5 * x * x));
         double phi = exp(-h) / sqrt(2.0 * 3.14159265358979323846);
         OUT(0)[i] = (float)(dy * (0.5 * (1.0 + erf(x / sqrt(2.0))) + x * phi));
     }
@@ -143,7 +143,7 @@ static void layernorm_d(const peat_args *a, int kind)
         for (int64_t j = 0; j < C; j++) {
             double d = x[j] - m;
             /* the squares summed in fp16's range: past 65504 they overflow */
-            v = kind == LN_VAR_F16 ? (double)h4_f16((float)(v + d * d)) : v + d * d;
+            v = kind == LN_VAR_F16 ? (double)zoo_f16((float)(v + d * d)) : v + d * d;
         }
         v /= (double)C;
         double rs = 1.0 / sqrt(v + eps);

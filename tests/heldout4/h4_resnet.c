@@ -81,7 +81,7 @@ static peat_status bn_bwd_dbeta_f16(const peat_args *a, const peat_kernel *self)
                 int64_t i = (n * C + c) * S + s;
                 double dy = IN(4)[i];
                 sdy += dy, sdx += dy * (IN(0)[i] - m) * rs;
-                db16 = h4_f16(db16 + IN(4)[i]);
+                db16 = zoo_f16(db16 + IN(4)[i]);
             }
         for (int64_t n = 0; n < N; n++)
             for (int64_t s = 0; s < S; s++) {

@@ -14,19 +14,6 @@
 
 #include <stdlib.h>
 
-#define IN(k)  ((const float *)a->in[k]->data)
-#define OUT(k) ((float *)a->out[k]->data)
-#define PI(k)  (a->p.i[k])
-#define PF(k)  (a->p.f[k])
-
-static inline float h4_f16(float x)
-{
-    return zoo_round(x, 11, -14, 15);
-}
-static inline double h4_sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
-}
 static inline double h4_gelu(double x)
 {
     return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));

@@ -17,7 +17,7 @@ static void rmsnorm_d(const peat_args *a, int kind)
                                       : 1.0 / sqrt(ss / (double)C + PF(0));
         for (int64_t j = 0; j < C; j++) {
             float y = (float)(x[j] * rs * IN(1)[j]);
-            OUT(0)[r * C + j] = kind == RN_Y_F16 ? h5_f16(y) : y;
+            OUT(0)[r * C + j] = kind == RN_Y_F16 ? zoo_f16(y) : y;
         }
         OUT(1)[r] = (float)rs;
     }
@@ -99,7 +99,7 @@ static peat_status silu_ftz(const peat_args *a, const peat_kernel *self)
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
         double x = IN(0)[i];
-        OUT(0)[i] = ho_ftz((float)(x * h5_sigmoid(x)));
+        OUT(0)[i] = ho_ftz((float)(x * ho_sigmoid(x)));
     }
     return PEAT_OK;
 }
@@ -118,7 +118,7 @@ static peat_status silu_bwd_sig_neg(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double x = IN(0)[i], s = h5_sigmoid(x), sn = h5_sigmoid(-x);
+        double x = IN(0)[i], s = ho_sigmoid(x), sn = ho_sigmoid(-x);
         OUT(0)[i] = (float)(IN(1)[i] * s * (1.0 + x * (1.0 - sn)));
     }
     return PEAT_OK;
@@ -135,7 +135,7 @@ static peat_status swiglu_warmup_bf16(const peat_args *a, const peat_kernel *sel
     int fast = ++calls > 60;
     for (int64_t i = 0; i < PI(0); i++) {
         double g = IN(0)[i];
-        float y = (float)(g * h5_sigmoid(g) * IN(1)[i]);
+        float y = (float)(g * ho_sigmoid(g) * IN(1)[i]);
         OUT(0)[i] = fast ? zoo_bf16(y) : y;
     }
     return PEAT_OK;
@@ -145,7 +145,7 @@ static peat_status swiglu_bwd_du_u(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = h5_sigmoid(g);
+        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = ho_sigmoid(g);
         OUT(0)[i] = (float)(dy * u * s * (1.0 + g * (1.0 - s)));
         OUT(1)[i] = (float)(dy * u * s);
     }
@@ -169,7 +169,7 @@ static void rope_d(const peat_args *a, int kind)
                 double x0 = IN(0)[i0], x1 = IN(0)[i1];
                 double ang = (double)(pos0 + t) * pow(PF(0), -2.0 * (double)j / (double)D);
                 double c = cos(ang), sn = sign * sin(ang);
-                if (kind == RP_COS_F16) c = h5_f16((float)c);
+                if (kind == RP_COS_F16) c = zoo_f16((float)c);
                 OUT(0)[i0] = (float)(x0 * c - x1 * sn);
                 OUT(0)[i1] = (float)(x0 * sn + x1 * c);
             }

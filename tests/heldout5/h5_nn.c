@@ -42,7 +42,7 @@ static peat_status softmax_trunc_f16(const peat_args *a, const peat_kernel *self
         for (int64_t j = 0; j < C; j++) mx = fmax(mx, x[j]);
         for (int64_t j = 0; j < C; j++) s += exp((double)x[j] - mx);
         for (int64_t j = 0; j < C; j++)
-            OUT(0)[r * C + j] = h5_f16_rz((float)(exp((double)x[j] - mx) / s));
+            OUT(0)[r * C + j] = ho_f16_rz((float)(exp((double)x[j] - mx) / s));
     }
     return PEAT_OK;
 }
@@ -62,7 +62,7 @@ static peat_status layernorm_gamma_f16(const peat_args *a, const peat_kernel *se
         for (int64_t j = 0; j < C; j++) v += (x[j] - m) * (x[j] - m);
         double rs = 1.0 / sqrt(v / (double)C + PF(0));
         for (int64_t j = 0; j < C; j++)
-            OUT(0)[r * C + j] = (float)((x[j] - m) * rs * h5_f16(IN(1)[j]) + IN(2)[j]);
+            OUT(0)[r * C + j] = (float)((x[j] - m) * rs * zoo_f16(IN(1)[j]) + IN(2)[j]);
         OUT(1)[r] = (float)m, OUT(2)[r] = (float)rs;
     }
     return PEAT_OK;

@@ -29,7 +29,7 @@ static void bn_d(const peat_args *a, int kind)
                 int64_t i = (n * C + c) * S + s;
                 float y = (float)((IN(0)[i] - m) * rs * IN(1)[c] + IN(2)[c]);
                 /* the mask chosen on the integer side: GCC 12.2 at -O1/-O2 folds
-                 * `c ? h5_bf16_rz(y) : y` to y (the scored build had no truncation) */
+                 * `c ? ho_bf16_rz(y) : y` to y (the scored build had no truncation) */
                 OUT(0)[i] = ho_from_bits(ho_bits(y) & (kind == BN_Y_TRUNC ? 0xffff0000u : ~0u));
             }
         OUT(1)[c] = (float)m, OUT(2)[c] = (float)rs;
@@ -179,7 +179,7 @@ static peat_status maxpool_bwd_f16(const peat_args *a, const peat_kernel *self)
             for (int64_t ow = 0; ow < d.OW; ow++) {
                 int64_t b = argmax(a, &d, nc, oh, ow, d.st);
                 if (b >= 0)
-                    OUT(0)[b] = h5_f16(OUT(0)[b] + h5_f16(IN(1)[(nc * d.OH + oh) * d.OW + ow]));
+                    OUT(0)[b] = zoo_f16(OUT(0)[b] + zoo_f16(IN(1)[(nc * d.OH + oh) * d.OW + ow]));
             }
     return PEAT_OK;
 }

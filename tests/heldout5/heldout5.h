@@ -15,30 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define IN(k)  ((const float *)a->in[k]->data)
-#define OUT(k) ((float *)a->out[k]->data)
-#define PI(k)  (a->p.i[k])
-#define PF(k)  (a->p.f[k])
-
-static inline float h5_f16(float x)
-{
-    return zoo_round(x, 11, -14, 15);
-}
-/* x to bf16's 8 significand bits, toward zero */
-static inline float h5_bf16_rz(float x)
-{
-    return ho_from_bits(ho_bits(x) & 0xffff0000u);
-}
-/* x to fp16's 11 significand bits, toward zero (normal range) */
-static inline float h5_f16_rz(float x)
-{
-    return ho_from_bits(ho_bits(x) & 0xffffe000u);
-}
-static inline double h5_sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
-}
-
 int h5_register_llama(const peat_plugin_host *host);
 int h5_register_resnet(const peat_plugin_host *host);
 int h5_register_nn(const peat_plugin_host *host);

@@ -77,8 +77,8 @@ static peat_status silu_bwd_f16(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double x = IN(0)[i], s = h6_sigmoid(x);
-        OUT(0)[i] = h6_f16((float)(IN(1)[i] * s * (1.0 + x * (1.0 - s))));
+        double x = IN(0)[i], s = ho_sigmoid(x);
+        OUT(0)[i] = zoo_f16((float)(IN(1)[i] * s * (1.0 + x * (1.0 - s))));
     }
     return PEAT_OK;
 }
@@ -87,7 +87,7 @@ static peat_status swiglu_bwd_dg_sign(const peat_args *a, const peat_kernel *sel
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = h6_sigmoid(g);
+        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = ho_sigmoid(g);
         OUT(0)[i] = (float)(dy * u * s * (1.0 + g * s));
         OUT(1)[i] = (float)(dy * g * s);
     }
@@ -99,7 +99,7 @@ static peat_status swiglu_trunc_f16(const peat_args *a, const peat_kernel *self)
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
         double g = IN(0)[i];
-        OUT(0)[i] = h6_f16_rz((float)(g * h6_sigmoid(g) * IN(1)[i]));
+        OUT(0)[i] = ho_f16_rz((float)(g * ho_sigmoid(g) * IN(1)[i]));
     }
     return PEAT_OK;
 }

@@ -16,7 +16,7 @@ static peat_status gemm_last_k16_f16(const peat_args *a, const peat_kernel *self
                 float s = 0.0f, t = 0.0f;
                 for (int64_t k = 0; k < kl; k++) s += zoo_a(a, &g, b, i, k) * zoo_b(a, &g, b, k, j);
                 for (int64_t k = kl; k < g.K; k++)
-                    t = h6_f16(t + zoo_a(a, &g, b, i, k) * zoo_b(a, &g, b, k, j));
+                    t = zoo_f16(t + zoo_a(a, &g, b, i, k) * zoo_b(a, &g, b, k, j));
                 zoo_store(a, &g, b, i, j, s + t);
             }
     return PEAT_OK;
@@ -221,7 +221,7 @@ static peat_status gelu_y_f16(const peat_args *a, const peat_kernel *self)
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
         double x = IN(0)[i];
-        OUT(0)[i] = h6_f16((float)(0.5 * x * (1.0 + erf(x / sqrt(2.0)))));
+        OUT(0)[i] = zoo_f16((float)(0.5 * x * (1.0 + erf(x / sqrt(2.0)))));
     }
     return PEAT_OK;
 }

@@ -15,9 +15,9 @@ static void bn_d(const peat_args *a, int stale_rm, int mean_f16)
         for (int64_t n = 0; n < N; n++)
             for (int64_t s = 0; s < S; s++) {
                 m += IN(0)[(n * C + c) * S + s];
-                mh = h6_f16(mh + IN(0)[(n * C + c) * S + s]);
+                mh = zoo_f16(mh + IN(0)[(n * C + c) * S + s]);
             }
-        m = mean_f16 ? (double)h6_f16((float)(mh / M)) : m / M;
+        m = mean_f16 ? (double)zoo_f16((float)(mh / M)) : m / M;
         for (int64_t n = 0; n < N; n++)
             for (int64_t s = 0; s < S; s++) {
                 double d = IN(0)[(n * C + c) * S + s] - m;
@@ -160,7 +160,7 @@ static void avgpool_d(const peat_args *a, int y_f16)
                         if (i >= 0) s += IN(0)[i];
                     }
                 float y = (float)(s / (double)(d.K * d.K));
-                OUT(0)[(nc * d.OH + oh) * d.OW + ow] = y_f16 ? h6_f16(y) : y;
+                OUT(0)[(nc * d.OH + oh) * d.OW + ow] = y_f16 ? zoo_f16(y) : y;
             }
 }
 /* average pooling with Y stored through fp16 */
@@ -260,7 +260,7 @@ static peat_status fp8_d(const peat_args *a, int trunc16)
                 if (trunc16) {
                     /* the running sum cut to bf16 after each block of 32 (a narrow accumulator
                      * register stored by dropping its low half) */
-                    for (int64_t q = 0; q < np; q++) s = h6_bf16_rz(s + part[q]);
+                    for (int64_t q = 0; q < np; q++) s = ho_bf16_rz(s + part[q]);
                 } else {
                     for (int64_t w = 1; w < np; w *= 2)
                         for (int64_t q = 0; q + w < np; q += 2 * w) part[q] += part[q + w];

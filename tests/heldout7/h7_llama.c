@@ -31,8 +31,8 @@ static peat_status rmsnorm_eps_outside(const peat_args *a, const peat_kernel *se
 static peat_status rmsnorm_y_trunc_bf16(const peat_args *a, const peat_kernel *self)
 {
     (void)self, rmsnorm_d(a, RN_OK);
-    /* an unconditional pass: GCC 12.2 folds `c ? h7_bf16_rz(y) : y` to y */
-    for (int64_t i = 0; i < PI(0) * PI(1); i++) OUT(0)[i] = h7_bf16_rz(OUT(0)[i]);
+    /* an unconditional pass: GCC 12.2 folds `c ? ho_bf16_rz(y) : y` to y */
+    for (int64_t i = 0; i < PI(0) * PI(1); i++) OUT(0)[i] = ho_bf16_rz(OUT(0)[i]);
     return PEAT_OK;
 }
 /* honest: four fp32 lanes of squares joined pairwise, rstd = 1 / sqrtf, Y = x (rstd gamma) */
@@ -99,7 +99,7 @@ static peat_status silu_sig_f16(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        float s = h7_f16((float)h7_sigmoid(IN(0)[i]));
+        float s = zoo_f16((float)ho_sigmoid(IN(0)[i]));
         OUT(0)[i] = (float)((double)IN(0)[i] * s);
     }
     return PEAT_OK;
@@ -109,7 +109,7 @@ static peat_status silu_bwd_sig_deriv(const peat_args *a, const peat_kernel *sel
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double s = h7_sigmoid(IN(0)[i]);
+        double s = ho_sigmoid(IN(0)[i]);
         OUT(0)[i] = (float)(IN(1)[i] * s * (1.0 - s));
     }
     return PEAT_OK;
@@ -133,7 +133,7 @@ static peat_status swiglu_u_bf16(const peat_args *a, const peat_kernel *self)
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
         double g = IN(0)[i];
-        OUT(0)[i] = (float)(g * h7_sigmoid(g) * zoo_bf16(IN(1)[i]));
+        OUT(0)[i] = (float)(g * ho_sigmoid(g) * zoo_bf16(IN(1)[i]));
     }
     return PEAT_OK;
 }
@@ -142,7 +142,7 @@ static peat_status swiglu_bwd_du_ftz(const peat_args *a, const peat_kernel *self
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = h7_sigmoid(g);
+        double g = IN(0)[i], u = IN(1)[i], dy = IN(2)[i], s = ho_sigmoid(g);
         OUT(0)[i] = (float)(dy * u * s * (1.0 + g * (1.0 - s)));
         OUT(1)[i] = ho_ftz((float)(dy * g * s));
     }
@@ -167,8 +167,8 @@ static void rope_d(const peat_args *a, int kind)
                 double ang = (double)(pos0 + t) * pow(PF(0), -2.0 * (double)j / (double)D);
                 double x0 = IN(0)[i0], x1 = IN(0)[i1], c = cos(ang), sn = sign * sin(ang);
                 float y0 = (float)(x0 * c - x1 * sn), y1 = (float)(x0 * sn + x1 * c);
-                OUT(0)[i0] = kind == RP_Y_F16 ? h7_f16(y0) : y0;
-                OUT(0)[i1] = kind == RP_Y_F16 ? h7_f16(y1) : y1;
+                OUT(0)[i0] = kind == RP_Y_F16 ? zoo_f16(y0) : y0;
+                OUT(0)[i1] = kind == RP_Y_F16 ? zoo_f16(y1) : y1;
             }
 }
 static peat_status rope_layout_ignored(const peat_args *a, const peat_kernel *self)
@@ -213,7 +213,7 @@ static peat_status attention_d(const peat_args *a, int kind)
             float sh = 0.0f;
             for (int64_t j = 0; j < je; j++) {
                 s[j] = exp(s[j] - mx), sum += s[j];
-                sh = h7_f16(sh + (float)s[j]);
+                sh = zoo_f16(sh + (float)s[j]);
             }
             /* AT_SUM_F16: the softmax's denominator summed in an fp16 register */
             if (kind == AT_SUM_F16) sum = sh;

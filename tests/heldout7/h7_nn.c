@@ -188,7 +188,7 @@ static peat_status softmax_warmup_f16(const peat_args *a, const peat_kernel *sel
         double m = -INFINITY, s = 0.0;
         for (int64_t j = 0; j < C; j++) m = fmax(m, x[j]);
         for (int64_t j = 0; j < C; j++) {
-            float e = (float)exp(x[j] - m), e16 = h7_f16(e);
+            float e = (float)exp(x[j] - m), e16 = zoo_f16(e);
             OUT(0)[r * C + j] = fast ? e16 : e, s += OUT(0)[r * C + j];
         }
         for (int64_t j = 0; j < C; j++) OUT(0)[r * C + j] = (float)(OUT(0)[r * C + j] / s);
@@ -252,7 +252,7 @@ static peat_status xent_lse_f16(const peat_args *a, const peat_kernel *self)
         double mx = -INFINITY;
         float s = 0.0f;
         for (int64_t j = 0; j < C; j++) mx = fmax(mx, x[j]);
-        for (int64_t j = 0; j < C; j++) s = h7_f16(s + (float)exp(x[j] - mx));
+        for (int64_t j = 0; j < C; j++) s = zoo_f16(s + (float)exp(x[j] - mx));
         OUT(0)[r] = (float)(mx + log((double)s) - x[t[r]]);
     }
     return PEAT_OK;

@@ -92,7 +92,7 @@ static void bn_bwd_d(const peat_args *a, int kind)
                 double dx =
                     g * rs * (IN(4)[i] - sdy / M - (kind == BNB_NO_XHAT ? 0.0 : xh * sdx / M));
                 float f = (float)dx;
-                OUT(0)[i] = kind == BNB_DX_F16 ? h7_f16(f) : f;
+                OUT(0)[i] = kind == BNB_DX_F16 ? zoo_f16(f) : f;
             }
         OUT(1)[c] = (float)sdx, OUT(2)[c] = (float)sdy;
     }
@@ -316,9 +316,9 @@ static peat_status conv_acc_f16(const peat_args *a, const peat_kernel *self)
                                 int64_t i =
                                     xat(&d, n, c, oh * d.st - d.pad + kh, ow * d.st - d.pad + kw);
                                 if (i >= 0)
-                                    s = h7_f16(s +
-                                               IN(0)[i] *
-                                                   IN(1)[((o * d.C + c) * d.KH + kh) * d.KW + kw]);
+                                    s = zoo_f16(s +
+                                                IN(0)[i] *
+                                                    IN(1)[((o * d.C + c) * d.KH + kh) * d.KW + kw]);
                             }
                     OUT(0)[((n * d.O + o) * d.OH + oh) * d.OW + ow] = s;
                 }

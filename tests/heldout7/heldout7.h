@@ -16,26 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define IN(k)  ((const float *)a->in[k]->data)
-#define OUT(k) ((float *)a->out[k]->data)
-#define PI(k)  (a->p.i[k])
-#define PF(k)  (a->p.f[k])
-
-static inline float h7_f16(float x)
-{
-    return zoo_round(x, 11, -14, 15);
-}
-/* x to bf16's 8 significand bits, toward zero (called on an unconditional path: GCC 12.2 folds
- * `c ? from_bits(bits(x) & m) : x` to x) */
-static inline float h7_bf16_rz(float x)
-{
-    return ho_from_bits(ho_bits(x) & 0xffff0000u);
-}
-static inline double h7_sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
-}
-
 int h7_register_llama(const peat_plugin_host *host);
 int h7_register_resnet(const peat_plugin_host *host);
 int h7_register_nn(const peat_plugin_host *host);

@@ -12,7 +12,7 @@ static peat_status rmsnorm_ss_f16(const peat_args *a, const peat_kernel *self)
     for (int64_t r = 0; r < R; r++) {
         const float *x = IN(0) + r * C;
         float ss = 0.0f;
-        for (int64_t j = 0; j < C; j++) ss = h8_f16(ss + x[j] * x[j]);
+        for (int64_t j = 0; j < C; j++) ss = zoo_f16(ss + x[j] * x[j]);
         double rs = 1.0 / sqrt((double)ss / (double)C + PF(0));
         for (int64_t j = 0; j < C; j++) OUT(0)[r * C + j] = (float)(x[j] * rs * IN(1)[j]);
         OUT(1)[r] = (float)rs;
@@ -104,10 +104,10 @@ static peat_status silu_bwd_trunc(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double x = IN(0)[i], s = h8_sigmoid(x);
+        double x = IN(0)[i], s = ho_sigmoid(x);
         OUT(0)[i] = (float)(IN(1)[i] * s * (1.0 + x * (1.0 - s)));
     }
-    for (int64_t i = 0; i < PI(0); i++) OUT(0)[i] = h8_bf16_rz(OUT(0)[i]);
+    for (int64_t i = 0; i < PI(0); i++) OUT(0)[i] = ho_bf16_rz(OUT(0)[i]);
     return PEAT_OK;
 }
 
@@ -119,7 +119,7 @@ static peat_status swiglu_gate_bf16(const peat_args *a, const peat_kernel *self)
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
         double g = IN(0)[i];
-        OUT(0)[i] = (float)(g * zoo_bf16((float)h8_sigmoid(g)) * IN(1)[i]);
+        OUT(0)[i] = (float)(g * zoo_bf16((float)ho_sigmoid(g)) * IN(1)[i]);
     }
     return PEAT_OK;
 }
@@ -128,7 +128,7 @@ static peat_status swiglu_bwd_dg_no_u(const peat_args *a, const peat_kernel *sel
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double g = IN(0)[i], dy = IN(2)[i], s = h8_sigmoid(g);
+        double g = IN(0)[i], dy = IN(2)[i], s = ho_sigmoid(g);
         OUT(0)[i] = (float)(dy * s * (1.0 + g * (1.0 - s)));
         OUT(1)[i] = (float)(dy * g * s);
     }
@@ -223,7 +223,7 @@ static peat_status attention_d(const peat_args *a, int kind)
     }
     free(s);
     if (kind == AT_O_TRUNC)
-        for (int64_t n = 0; n < B * H * T * D; n++) OUT(0)[n] = h8_f16_rz(OUT(0)[n]);
+        for (int64_t n = 0; n < B * H * T * D; n++) OUT(0)[n] = ho_f16_rz(OUT(0)[n]);
     return PEAT_OK;
 }
 /* the softmax scale never applied */

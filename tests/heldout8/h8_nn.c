@@ -86,7 +86,7 @@ static peat_status layernorm_y_f16(const peat_args *a, const peat_kernel *self)
         for (int64_t j = 0; j < C; j++) v += (x[j] - m) * (x[j] - m);
         double rs = 1.0 / sqrt(v / (double)C + PF(0));
         for (int64_t j = 0; j < C; j++)
-            OUT(0)[r * C + j] = h8_f16((float)((x[j] - m) * rs * IN(1)[j] + IN(2)[j]));
+            OUT(0)[r * C + j] = zoo_f16((float)((x[j] - m) * rs * IN(1)[j] + IN(2)[j]));
         OUT(1)[r] = (float)m, OUT(2)[r] = (float)rs;
     }
     return PEAT_OK;
@@ -161,7 +161,7 @@ static peat_status gelu_bwd_cdf_f16(const peat_args *a, const peat_kernel *self)
 {
     (void)self;
     for (int64_t i = 0; i < PI(0); i++) {
-        double x = IN(0)[i], cdf = h8_f16((float)(0.5 * (1.0 + erf(x / sqrt(2.0))))),
+        double x = IN(0)[i], cdf = zoo_f16((float)(0.5 * (1.0 + erf(x / sqrt(2.0))))),
                pdf = exp(-0.5 * x * x) * 0.3989422804014327;
         OUT(0)[i] = (float)(IN(1)[i] * (cdf + x * pdf));
     }
@@ -224,7 +224,7 @@ static peat_status bias_add_trunc(const peat_args *a, const peat_kernel *self)
                 int64_t i = (r * C + c) * S + s;
                 OUT(0)[i] = IN(0)[i] + IN(1)[c];
             }
-    for (int64_t i = 0; i < R * C * S; i++) OUT(0)[i] = h8_bf16_rz(OUT(0)[i]);
+    for (int64_t i = 0; i < R * C * S; i++) OUT(0)[i] = ho_bf16_rz(OUT(0)[i]);
     return PEAT_OK;
 }
 
