@@ -28,6 +28,7 @@ typedef struct judged {
     double *err[PEAT_MAX_IO], *mag[PEAT_MAX_IO]; /* errors in bounds; the bound's magnitudes */
     int64_t n[PEAT_MAX_IO];
     int small;              /* no gross error in any output */
+    int none_beyond;        /* no output beyond the bound: every one marked failing */
     int toward_zero;        /* errors read signed toward or away from zero (signs_toward_zero) */
     int fails[PEAT_MAX_IO]; /* output with a gross error (beyond PEAT_GROSS_FACTOR bounds, or not
                                finite), or beyond the bound where no output has a gross error:
@@ -64,6 +65,7 @@ static peat_status errors_of(judged *j)
         for (int64_t i = 0; i < j->n[o] && !j->fails[o]; i++)
             j->fails[o] = fabs(j->err[o][i]) > 1.0;
     for (int o = 0; o < j->c.n_out; o++) any |= j->fails[o];
+    j->none_beyond = !any;
     for (int o = 0; o < j->c.n_out && !any; o++) j->fails[o] = 1;
     return PEAT_OK;
 }
@@ -258,15 +260,12 @@ static int short_value(double x)
 static peat_status exact_readout(const judged *b, const judged *x, unsigned mask,
                                  peat_exp_outcome *out)
 {
+    /* a base within the bound everywhere (a statistical finding, every output marked failing)
+     * says nothing of which output the defect is in */
+    if (b->none_beyond) return PEAT_ERR_NOTFOUND;
     unsigned use = 0;
     for (int o = 0; o < x->c.n_out; o++) {
         if (!(mask >> o & 1u) || !b->fails[o] || x->c.out[o]->dtype != PEAT_DTYPE_F32) continue;
-        /* an output the base keeps within the bound (every output is marked failing when none
-         * leaves it: a statistical finding) says nothing of where the defect is */
-        int beyond = 0;
-        for (int64_t i = 0; i < b->n[o] && !beyond; i++)
-            beyond = isnan(b->err[o][i]) || fabs(b->err[o][i]) > 1.0;
-        if (!beyond) continue;
         const double *ex = x->e.out[o]->data;
         int ok = 1;
         for (int64_t i = 0; i < x->n[o] && ok; i++) ok = short_value(ex[i]);
